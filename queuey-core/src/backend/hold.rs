@@ -1,0 +1,111 @@
+//! Arithmetic shared by every backend's holds: rounding and the limit.
+
+use std::time::Duration;
+
+use crate::Error;
+
+/// The longest delay a hold accepts: 2^31 − 1 ms, about 24.8 days.
+///
+/// RabbitMQ hold queues expire after twice their TTL, and this keeps both
+/// numbers within a signed 32-bit millisecond count. Longer delays are
+/// refused ([`Error::DelayTooLong`]), never clamped: clamping would release a
+/// job early.
+pub const MAX_DEFERRAL_MS: u64 = (1 << 31) - 1;
+
+/// The granularity actually used: zero or sub-millisecond granularities are
+/// raised to 1 ms, others rounded up to whole milliseconds.
+pub fn effective_granularity_ms(granularity: Duration) -> u64 {
+    ceil_ms(granularity).clamp(1, u128::from(u64::MAX)) as u64
+}
+
+/// A delay rounded **up** to a multiple of the granularity, in ms.
+///
+/// Rounding is never down, so a job is never released early. A zero delay
+/// stays zero (the job needs no hold).
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::backend::round_up_ms;
+///
+/// let s = Duration::from_secs(1);
+/// assert_eq!(round_up_ms(Duration::from_millis(1), s), 1_000);
+/// assert_eq!(round_up_ms(Duration::from_millis(1_000), s), 1_000);
+/// assert_eq!(round_up_ms(Duration::from_millis(1_001), s), 2_000);
+/// assert_eq!(round_up_ms(Duration::from_micros(1_500), Duration::ZERO), 2);
+/// assert_eq!(round_up_ms(Duration::ZERO, s), 0);
+/// ```
+pub fn round_up_ms(delay: Duration, granularity: Duration) -> u128 {
+    let granularity = u128::from(effective_granularity_ms(granularity));
+    let ms = ceil_ms(delay);
+    ms.div_ceil(granularity) * granularity
+}
+
+/// Rounds `delay` up to the granularity and checks it against
+/// [`MAX_DEFERRAL_MS`]; the error names the queue.
+pub fn hold_delay_ms(queue: &str, delay: Duration, granularity: Duration) -> Result<u64, Error> {
+    let ms = round_up_ms(delay, granularity);
+    if ms > u128::from(MAX_DEFERRAL_MS) {
+        return Err(Error::DelayTooLong {
+            queue: queue.to_owned(),
+            delay_ms: ms,
+            max_ms: MAX_DEFERRAL_MS,
+        });
+    }
+    // Checked just above: ms fits in u64.
+    Ok(ms as u64)
+}
+
+fn ceil_ms(d: Duration) -> u128 {
+    d.as_nanos().div_ceil(1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn granularity_is_clamped_to_one_millisecond() {
+        assert_eq!(effective_granularity_ms(Duration::ZERO), 1);
+        assert_eq!(effective_granularity_ms(Duration::from_nanos(1)), 1);
+        assert_eq!(effective_granularity_ms(Duration::from_micros(999)), 1);
+        assert_eq!(effective_granularity_ms(Duration::from_micros(1_001)), 2);
+        assert_eq!(effective_granularity_ms(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn the_limit_is_checked_after_rounding() {
+        let g = Duration::from_secs(1);
+        assert_eq!(
+            hold_delay_ms("q", Duration::from_millis(MAX_DEFERRAL_MS), Duration::ZERO).unwrap(),
+            MAX_DEFERRAL_MS
+        );
+        // Just under the cap, but rounding up to whole seconds passes it.
+        let e = hold_delay_ms("q", Duration::from_millis(MAX_DEFERRAL_MS - 10), g).unwrap_err();
+        assert!(
+            matches!(e, Error::DelayTooLong { ref queue, delay_ms: 2_147_484_000, .. } if queue == "q"),
+            "{e:?}"
+        );
+        assert!(hold_delay_ms("q", Duration::MAX, g).is_err());
+        assert_eq!(hold_delay_ms("q", Duration::from_millis(2_147_483_000), g).unwrap(), 2_147_483_000);
+    }
+
+    proptest! {
+        #[test]
+        fn never_early_and_at_most_one_granule_late(delay_us in 0u64..10_000_000_000, g_ms in 1u64..100_000) {
+            let delay = Duration::from_micros(delay_us);
+            let g = Duration::from_millis(g_ms);
+            let rounded = round_up_ms(delay, g);
+            prop_assert!(Duration::from_millis(rounded as u64) >= delay);
+            prop_assert!(rounded % u128::from(g_ms) == 0);
+            prop_assert!(rounded < ceil_ms(delay) + u128::from(g_ms));
+        }
+
+        #[test]
+        fn rounding_is_monotone(a in 0u64..10_000_000_000, b in 0u64..10_000_000_000, g_ms in 0u64..100_000) {
+            let (lo, hi) = (a.min(b), a.max(b));
+            let g = Duration::from_millis(g_ms);
+            prop_assert!(round_up_ms(Duration::from_micros(lo), g) <= round_up_ms(Duration::from_micros(hi), g));
+        }
+    }
+}

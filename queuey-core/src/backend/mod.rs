@@ -1,0 +1,164 @@
+//! The contract between queuey and a message broker.
+//!
+//! A [`Backend`] declares queues, publishes envelopes (now, after a delay, or
+//! as a deferral) and consumes queues as streams of [`Delivery`]s. Every
+//! method that publishes returns `Ok` only once the broker holds the message
+//! durably (for RabbitMQ: a publisher confirm that is a bare ack). A delivery
+//! is settled exactly once, by one of its consuming methods; publishing
+//! always comes before acknowledging, so a crash in between duplicates a job
+//! and never loses one.
+//!
+//! Both traits are object safe: `Arc<dyn Backend>` works, and so does any
+//! `Arc<B>`. Backends can live outside this crate.
+
+mod hold;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+
+pub use hold::{MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_up_ms};
+
+use crate::{Envelope, Error, QueueConfig};
+
+/// A stream of deliveries from one queue.
+///
+/// It yields `Err` when the consumer failed (for example because the
+/// connection dropped), after which it ends. It ends with `None` when the
+/// consumer was cancelled or the backend closed.
+pub type DeliveryStream = BoxStream<'static, Result<Box<dyn Delivery>, Error>>;
+
+/// A message broker as queuey uses it.
+pub trait Backend: fmt::Debug + Send + Sync + 'static {
+    /// Creates each queue (and whatever companions the backend needs, such as
+    /// a dead-letter queue) if it does not exist, and remembers its
+    /// configuration. Idempotent. Validates every configuration first and
+    /// creates nothing if one is invalid.
+    ///
+    /// Delayed publishes and deferrals are only accepted for queues declared
+    /// through this backend.
+    fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Publishes the envelope to its queue (`envelope.queue`) with its
+    /// priority. `Ok` means the broker holds it durably.
+    ///
+    /// The queue need not have been declared through this backend, but it
+    /// must exist: publishing to a missing queue is an error, never a silent
+    /// drop.
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Publishes the envelope so that it reaches its queue after `delay`,
+    /// rounded up to the backend's retry granularity, never earlier. Used for
+    /// retries and delayed enqueues. A zero delay publishes at once.
+    ///
+    /// Fails with [`Error::UnknownQueue`] for a queue not declared through
+    /// this backend and [`Error::DelayTooLong`] past
+    /// [`MAX_DEFERRAL_MS`], before anything is published.
+    fn publish_after<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Publishes the envelope as a deferral: it reaches its queue after
+    /// `delay`, rounded up to the backend's deferral granularity, with the
+    /// queue's top priority, so it is served ahead of the backlog.
+    ///
+    /// Fails like [`publish_after`](Backend::publish_after).
+    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// Publishes many envelopes, each to its own queue, and reports each
+    /// outcome in order. Backends may publish them concurrently.
+    fn publish_batch<'a>(&'a self, envelopes: &'a [Envelope]) -> BoxFuture<'a, Vec<Result<(), Error>>> {
+        Box::pin(futures::future::join_all(envelopes.iter().map(|e| self.publish(e))))
+    }
+
+    /// Starts consuming a queue. At most `queue.prefetch_count()` deliveries
+    /// of this consumer are unsettled at any time.
+    ///
+    /// Bodies that are not envelopes never reach the stream: the backend
+    /// copies them to the dead-letter store with the reason
+    /// `malformed envelope` and acknowledges them.
+    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>>;
+}
+
+/// One delivered job, to be settled exactly once.
+///
+/// Each settling method consumes the delivery. When one fails, nothing was
+/// acknowledged: the message stays with the broker, which delivers it again
+/// (with [`redelivered`](Delivery::redelivered) set). A delivery dropped
+/// without being settled is likewise never lost.
+pub trait Delivery: fmt::Debug + Send + Sync {
+    /// The decoded envelope.
+    fn envelope(&self) -> &Envelope;
+
+    /// Whether the broker delivered this message before.
+    fn redelivered(&self) -> bool;
+
+    /// Acknowledges the job: it is done.
+    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>>;
+
+    /// Publishes `next` to come back after `delay` (retry granularity), waits
+    /// for the broker to hold it, then acknowledges this delivery.
+    fn retry(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>>;
+
+    /// Publishes `next` as a deferral (deferral granularity, the queue's top
+    /// priority), waits for the broker to hold it, then acknowledges this
+    /// delivery.
+    fn defer(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>>;
+
+    /// Stores the job in the queue's dead-letter store with `reason` and its
+    /// attempts, waits for the broker to hold it, then acknowledges this
+    /// delivery.
+    fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>>;
+
+    /// Hands the message back to the broker for immediate redelivery.
+    fn nack_requeue(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>>;
+}
+
+impl<B: Backend + ?Sized> Backend for Arc<B> {
+    fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).declare(queues)
+    }
+
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).publish(envelope)
+    }
+
+    fn publish_after<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).publish_after(envelope, delay)
+    }
+
+    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).defer(envelope, delay)
+    }
+
+    fn publish_batch<'a>(&'a self, envelopes: &'a [Envelope]) -> BoxFuture<'a, Vec<Result<(), Error>>> {
+        (**self).publish_batch(envelopes)
+    }
+
+    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+        (**self).consume(queue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Both traits must stay object safe.
+    #[allow(dead_code)]
+    fn object_safe(_: &dyn Backend, _: Box<dyn Delivery>) {}
+
+    #[allow(dead_code)]
+    fn arc_dyn_is_a_backend(b: Arc<dyn Backend>) -> impl Backend {
+        b
+    }
+}

@@ -1,0 +1,366 @@
+//! The JSON envelope every job travels in.
+
+use std::fmt;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+/// The largest message body queuey encodes or decodes: 16 MiB, RabbitMQ 4's
+/// default `max_message_size`.
+///
+/// Bodies above it are refused before they are parsed or published.
+pub const MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A job on the wire: its identity, its bookkeeping, and the job itself as
+/// raw JSON.
+///
+/// The envelope, not any broker header, is the source of truth for attempts
+/// and deferrals. The payload stays raw JSON from decode to re-publish, so
+/// retrying, deferring or dead-lettering a job never re-encodes it.
+///
+/// Fields are only ever added, each with `#[serde(default)]`, so an older
+/// worker and a newer producer can share a queue. The struct is
+/// `#[non_exhaustive]`; build one with [`Envelope::new`].
+///
+/// ```
+/// use queuey_core::Envelope;
+///
+/// let payload = serde_json::value::to_raw_value(&serde_json::json!({"to": "a@b.c"}))?;
+/// let env = Envelope::new("send_email", "app.emails", payload);
+/// assert_eq!(env.attempt, 1);
+///
+/// let bytes = env.encode()?;
+/// let back = Envelope::decode(&bytes)?;
+/// assert_eq!(back, env);
+///
+/// let retry = back.next_attempt();
+/// assert_eq!((retry.attempt, retry.priority), (2, 0));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Envelope {
+    /// Unique id of the job, kept across retries and deferrals.
+    pub job_id: Uuid,
+    /// The job's type name (`Job::NAME`), which selects its handler.
+    pub job_type: String,
+    /// The queue the job belongs to.
+    pub queue: String,
+    /// The attempt this delivery is, starting at 1.
+    pub attempt: u32,
+    /// When the job was first enqueued, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub enqueued_at_ms: u64,
+    /// How many times the job was deferred (deferrals spend no attempt).
+    #[serde(default)]
+    pub deferrals: u32,
+    /// The priority the message was published with.
+    #[serde(default)]
+    pub priority: u8,
+    /// An id tying the job to whatever caused it, for tracing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlation_id: Option<String>,
+    /// The job itself, as the raw JSON it was encoded to.
+    pub payload: Box<RawValue>,
+}
+
+impl Envelope {
+    /// A first attempt of a new job with a fresh id, enqueued now, priority 0.
+    pub fn new(job_type: impl Into<String>, queue: impl Into<String>, payload: Box<RawValue>) -> Self {
+        Envelope {
+            job_id: Uuid::new_v4(),
+            job_type: job_type.into(),
+            queue: queue.into(),
+            attempt: 1,
+            enqueued_at_ms: now_ms(),
+            deferrals: 0,
+            priority: 0,
+            correlation_id: None,
+            payload,
+        }
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets the correlation id.
+    pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
+        self.correlation_id = Some(correlation_id.into());
+        self
+    }
+
+    /// The envelope for the next attempt after a failure: attempt + 1,
+    /// priority 0 (a retry joins the back of the queue), deferrals kept.
+    pub fn next_attempt(&self) -> Envelope {
+        Envelope {
+            attempt: self.attempt.saturating_add(1),
+            priority: 0,
+            ..self.clone()
+        }
+    }
+
+    /// The envelope for a deferral: attempt unchanged, deferrals + 1, and the
+    /// queue's top priority so it returns ahead of the backlog.
+    pub fn deferred(&self, top_priority: u8) -> Envelope {
+        Envelope {
+            deferrals: self.deferrals.saturating_add(1),
+            priority: top_priority,
+            ..self.clone()
+        }
+    }
+
+    /// Decodes the payload as a job.
+    pub fn payload_as<J: DeserializeOwned>(&self) -> Result<J, serde_json::Error> {
+        serde_json::from_str(self.payload.get())
+    }
+
+    /// Encodes the envelope as JSON.
+    pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
+
+    /// Decodes a message body.
+    ///
+    /// Arbitrary bytes give an error, never a panic: bodies larger than
+    /// [`MAX_MESSAGE_BYTES`] are refused before parsing, nesting deeper than
+    /// serde_json's recursion limit is an error, and an attempt of 0 is
+    /// refused because attempts count from 1.
+    pub fn decode(body: &[u8]) -> Result<Envelope, DecodeError> {
+        if body.len() > MAX_MESSAGE_BYTES {
+            return Err(DecodeError::TooLarge {
+                size: body.len(),
+                limit: MAX_MESSAGE_BYTES,
+            });
+        }
+        let envelope: Envelope = serde_json::from_slice(body).map_err(DecodeError::Json)?;
+        if envelope.attempt == 0 {
+            return Err(DecodeError::Invalid("attempt is 0, but attempts count from 1"));
+        }
+        Ok(envelope)
+    }
+
+    /// Milliseconds since the job was first enqueued (0 if the clock is
+    /// behind the producer's).
+    pub fn age_ms(&self) -> u64 {
+        now_ms().saturating_sub(self.enqueued_at_ms)
+    }
+}
+
+impl PartialEq for Envelope {
+    fn eq(&self, other: &Self) -> bool {
+        self.job_id == other.job_id
+            && self.job_type == other.job_type
+            && self.queue == other.queue
+            && self.attempt == other.attempt
+            && self.enqueued_at_ms == other.enqueued_at_ms
+            && self.deferrals == other.deferrals
+            && self.priority == other.priority
+            && self.correlation_id == other.correlation_id
+            && self.payload.get() == other.payload.get()
+    }
+}
+
+impl Eq for Envelope {}
+
+impl fmt::Debug for Envelope {
+    // The payload may hold personal data; print its size, not its contents.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Envelope")
+            .field("job_id", &self.job_id)
+            .field("job_type", &self.job_type)
+            .field("queue", &self.queue)
+            .field("attempt", &self.attempt)
+            .field("enqueued_at_ms", &self.enqueued_at_ms)
+            .field("deferrals", &self.deferrals)
+            .field("priority", &self.priority)
+            .field("correlation_id", &self.correlation_id)
+            .field("payload_bytes", &self.payload.get().len())
+            .finish()
+    }
+}
+
+/// Why a message body is not an [`Envelope`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The body is larger than [`MAX_MESSAGE_BYTES`]; it was not parsed.
+    #[error("the body is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// The body's size in bytes.
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The body is not JSON of the envelope's shape.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// The body parsed but a value is out of range.
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Envelope {
+        let payload = serde_json::value::to_raw_value(&serde_json::json!({"n": 1, "s": "x"})).unwrap();
+        Envelope::new("t", "q", payload)
+            .with_priority(3)
+            .with_correlation_id("c-1")
+    }
+
+    #[test]
+    fn round_trip_keeps_every_field_and_the_raw_payload() {
+        let mut env = sample();
+        env.attempt = 4;
+        env.deferrals = 2;
+        let back = Envelope::decode(&env.encode().unwrap()).unwrap();
+        assert_eq!(back, env);
+        assert_eq!(back.payload.get(), r#"{"n":1,"s":"x"}"#);
+    }
+
+    #[test]
+    fn payload_is_not_reformatted() {
+        let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":1,"payload":{ "b" : [1, 2],  "a":null }}"#;
+        let env = Envelope::decode(body).unwrap();
+        assert_eq!(env.payload.get(), r#"{ "b" : [1, 2],  "a":null }"#);
+        let again = Envelope::decode(&env.encode().unwrap()).unwrap();
+        assert_eq!(again.payload.get(), env.payload.get());
+    }
+
+    #[test]
+    fn fields_added_later_default_when_missing() {
+        let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":2,"payload":1}"#;
+        let env = Envelope::decode(body).unwrap();
+        assert_eq!((env.deferrals, env.priority, env.enqueued_at_ms), (0, 0, 0));
+        assert_eq!(env.correlation_id, None);
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":1,"payload":{},"from_the_future":true}"#;
+        assert!(Envelope::decode(body).is_ok());
+    }
+
+    #[test]
+    fn next_attempt_and_deferred() {
+        let env = sample();
+        let next = env.next_attempt();
+        assert_eq!((next.attempt, next.priority, next.deferrals), (2, 0, 0));
+        assert_eq!(next.job_id, env.job_id);
+        let deferred = next.deferred(10);
+        assert_eq!((deferred.attempt, deferred.priority, deferred.deferrals), (2, 10, 1));
+        assert_eq!(deferred.deferred(10).next_attempt().deferrals, 2);
+    }
+
+    #[test]
+    fn counters_saturate() {
+        let mut env = sample();
+        env.attempt = u32::MAX;
+        env.deferrals = u32::MAX;
+        assert_eq!(env.next_attempt().attempt, u32::MAX);
+        assert_eq!(env.deferred(1).deferrals, u32::MAX);
+    }
+
+    #[test]
+    fn bad_bodies_are_errors_not_panics() {
+        let valid_prefix = r#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","#;
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("empty", vec![]),
+            ("not json", b"not json {".to_vec()),
+            ("json scalar", b"42".to_vec()),
+            ("json array", b"[1,2,3]".to_vec()),
+            ("wrong shape", br#"{"hello":"world"}"#.to_vec()),
+            ("missing payload", format!(r#"{valid_prefix}"attempt":1}}"#).into_bytes()),
+            ("attempt is a string", format!(r#"{valid_prefix}"attempt":"1","payload":1}}"#).into_bytes()),
+            ("attempt is negative", format!(r#"{valid_prefix}"attempt":-1,"payload":1}}"#).into_bytes()),
+            ("attempt overflows", format!(r#"{valid_prefix}"attempt":99999999999999999999999,"payload":1}}"#).into_bytes()),
+            ("attempt is zero", format!(r#"{valid_prefix}"attempt":0,"payload":1}}"#).into_bytes()),
+            ("priority overflows", format!(r#"{valid_prefix}"attempt":1,"priority":256,"payload":1}}"#).into_bytes()),
+            ("huge float", format!(r#"{valid_prefix}"attempt":1e400,"payload":1}}"#).into_bytes()),
+            ("bad uuid", br#"{"job_id":"nope","job_type":"t","queue":"q","attempt":1,"payload":1}"#.to_vec()),
+            ("invalid utf-8", b"{\"job_id\":\"\xff\xfe\"}".to_vec()),
+            ("invalid utf-8 in a string", format!(r#"{valid_prefix}"attempt":1,"payload":"#).into_bytes().into_iter().chain(*b"\"\xc3\x28\"}").collect()),
+            ("truncated", format!(r#"{valid_prefix}"attempt":1,"payload":{{"a":"#).into_bytes()),
+            ("deep nesting", "[".repeat(100_000).into_bytes()),
+        ];
+        for (name, body) in cases {
+            assert!(Envelope::decode(&body).is_err(), "{name} decoded");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_in_the_payload_is_kept_raw_and_refused_when_read() {
+        // The raw payload is skipped without recursion, so even a million
+        // levels cannot overflow the stack; reading it as a job then hits
+        // serde_json's recursion limit.
+        let depth = 1_000_000;
+        let body = format!(
+            r#"{{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":1,"payload":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let env = Envelope::decode(body.as_bytes()).unwrap();
+        let err = env.payload_as::<serde_json::Value>().unwrap_err();
+        assert!(err.to_string().contains("recursion limit"), "{err}");
+    }
+
+    #[test]
+    fn ten_megabyte_garbage_is_an_error() {
+        let body = vec![b'x'; 10 * 1024 * 1024];
+        assert!(matches!(Envelope::decode(&body), Err(DecodeError::Json(_))));
+        let mut nested = vec![b'{'; 10 * 1024 * 1024];
+        nested[0] = b'{';
+        assert!(Envelope::decode(&nested).is_err());
+    }
+
+    #[test]
+    fn ten_megabyte_payload_is_fine_and_oversize_is_refused_before_parsing() {
+        let big = "a".repeat(10 * 1024 * 1024);
+        let payload = serde_json::value::to_raw_value(&big).unwrap();
+        let env = Envelope::new("t", "q", payload);
+        let back = Envelope::decode(&env.encode().unwrap()).unwrap();
+        assert_eq!(back.payload.get().len(), big.len() + 2);
+
+        let oversize = vec![b' '; MAX_MESSAGE_BYTES + 1];
+        assert!(matches!(
+            Envelope::decode(&oversize),
+            Err(DecodeError::TooLarge { size, .. }) if size == MAX_MESSAGE_BYTES + 1
+        ));
+    }
+
+    #[test]
+    fn debug_hides_the_payload() {
+        let payload = serde_json::value::to_raw_value("secret-token").unwrap();
+        let env = Envelope::new("t", "q", payload);
+        let text = format!("{env:?}");
+        assert!(!text.contains("secret-token"), "{text}");
+        assert!(text.contains("payload_bytes"), "{text}");
+    }
+
+    #[test]
+    fn payload_as_decodes_the_job() {
+        #[derive(serde::Deserialize, PartialEq, Debug)]
+        struct J {
+            n: u32,
+            s: String,
+        }
+        let j: J = sample().payload_as().unwrap();
+        assert_eq!(j, J { n: 1, s: "x".into() });
+        assert!(sample().payload_as::<Vec<u8>>().is_err());
+    }
+}

@@ -1,0 +1,239 @@
+//! The error type shared by producers and backends.
+
+use std::fmt;
+
+use crate::envelope::DecodeError;
+
+/// A type-erased error, as tower uses for service errors.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What went wrong while talking to a backend or preparing a job for it.
+///
+/// The enum is `#[non_exhaustive]`: match the variants you act on and keep a
+/// wildcard arm for the rest.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A retry, delayed enqueue or deferral named a queue this backend has not
+    /// declared.
+    ///
+    /// Holds dead-letter back onto their queue, so the backend must know that
+    /// queue's configuration. Declare the queue set first: `Producer::new` and
+    /// `WorkerBuilder::build` both do.
+    #[error(
+        "queue `{queue}` was not declared through this backend in this process; \
+         declare the queue set (Producer::new or WorkerBuilder::build) before \
+         retrying, delaying or deferring jobs onto it"
+    )]
+    UnknownQueue {
+        /// The queue that was named.
+        queue: String,
+    },
+
+    /// The backend or broker refused or failed an operation. The message is
+    /// the backend's own, for example
+    /// ``broker returned the message published to `q` as unroutable: 312 NO_ROUTE``.
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+
+    /// A message body is not a valid [`Envelope`](crate::Envelope).
+    #[error("could not decode the job envelope: {0}")]
+    Decode(#[from] DecodeError),
+
+    /// A job could not be serialized to JSON.
+    #[error("could not encode a job for queue `{queue}` as JSON: {source}")]
+    Encode {
+        /// The queue the job was meant for.
+        queue: String,
+        /// What serde_json reported.
+        source: serde_json::Error,
+    },
+
+    /// A delay is longer than a hold can promise to keep.
+    ///
+    /// Holds refuse such delays instead of clamping them, because releasing a
+    /// job early is the one thing a hold must never do. The check runs after
+    /// the delay was rounded up to the backend's granularity.
+    #[error(
+        "a delay of {delay_ms} ms for queue `{queue}` is over the maximum of \
+         {max_ms} ms (about 24.8 days); the hold is refused rather than released early"
+    )]
+    DelayTooLong {
+        /// The queue the job was meant for.
+        queue: String,
+        /// The delay asked for, in milliseconds, after rounding up.
+        delay_ms: u128,
+        /// The largest delay a hold accepts, [`MAX_DEFERRAL_MS`](crate::MAX_DEFERRAL_MS).
+        max_ms: u64,
+    },
+
+    /// A message body is larger than the backend accepts.
+    #[error(
+        "a message for queue `{queue}` is {size} bytes, over the {limit}-byte limit; \
+         keep large payloads elsewhere and enqueue a reference to them"
+    )]
+    MessageTooLarge {
+        /// The queue the message was meant for.
+        queue: String,
+        /// The encoded size in bytes.
+        size: usize,
+        /// The backend's limit in bytes.
+        limit: usize,
+    },
+
+    /// A configuration value is out of range or inconsistent; the message says
+    /// which one and what to change.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    /// The backend was closed; no further operation is possible.
+    #[error("the backend has been shut down")]
+    ShutDown,
+}
+
+impl Error {
+    /// Shorthand for an [`Error::InvalidConfig`] with the given message.
+    pub fn invalid_config(message: impl Into<String>) -> Self {
+        Error::InvalidConfig(message.into())
+    }
+
+    /// Whether this error means the connection to the broker is gone, so
+    /// nothing on it will succeed again.
+    pub fn is_connection_lost(&self) -> bool {
+        matches!(self, Error::Backend(e) if e.kind() == BackendErrorKind::ConnectionLost)
+            || matches!(self, Error::ShutDown)
+    }
+}
+
+/// What kind of failure a [`BackendError`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendErrorKind {
+    /// The broker answered a publish with a negative confirmation.
+    Nacked,
+    /// The broker returned a mandatory publish because no queue matched.
+    Unroutable,
+    /// A publish could not be confirmed because confirms were not enabled.
+    ConfirmsNotEnabled,
+    /// The broker refused an operation (for example `PRECONDITION_FAILED`
+    /// on a declaration whose arguments differ from the existing queue's).
+    Refused,
+    /// The connection is gone; nothing on it will succeed again.
+    ConnectionLost,
+    /// A settle was attempted on a delivery whose channel is gone, or that was
+    /// already settled.
+    NotSettled,
+    /// Anything else.
+    Other,
+}
+
+/// A failure reported by a backend, with a message that names the queue and
+/// the cause.
+pub struct BackendError {
+    kind: BackendErrorKind,
+    message: String,
+    source: Option<BoxError>,
+}
+
+impl BackendError {
+    /// A new error of the given kind with the given message.
+    pub fn new(kind: BackendErrorKind, message: impl Into<String>) -> Self {
+        BackendError {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attaches the underlying error, reachable through
+    /// [`std::error::Error::source`].
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// The kind of failure.
+    pub fn kind(&self) -> BackendErrorKind {
+        self.kind
+    }
+
+    /// The message, without the source.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BackendError")
+            .field("kind", &self.kind)
+            .field("message", &self.message)
+            .field("source", &self.source)
+            .finish()
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BackendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_error_displays_its_message_only() {
+        let e = BackendError::new(
+            BackendErrorKind::Unroutable,
+            "broker returned the message published to `q` as unroutable: 312 NO_ROUTE",
+        )
+        .with_source(std::io::Error::other("inner"));
+        let outer = Error::from(e);
+        assert_eq!(
+            outer.to_string(),
+            "broker returned the message published to `q` as unroutable: 312 NO_ROUTE"
+        );
+        let source = std::error::Error::source(&outer).map(|s| s.to_string());
+        assert_eq!(source.as_deref(), Some("inner"));
+    }
+
+    #[test]
+    fn messages_name_the_queue_and_the_fix() {
+        let e = Error::UnknownQueue { queue: "app.emails".into() };
+        let text = e.to_string();
+        assert!(text.contains("`app.emails`"), "{text}");
+        assert!(text.contains("Producer::new"), "{text}");
+
+        let e = Error::DelayTooLong {
+            queue: "q".into(),
+            delay_ms: 3_000_000_000,
+            max_ms: crate::MAX_DEFERRAL_MS,
+        };
+        assert!(e.to_string().contains("2147483647"), "{e}");
+    }
+
+    #[test]
+    fn connection_loss_is_recognised() {
+        let lost = Error::from(BackendError::new(BackendErrorKind::ConnectionLost, "gone"));
+        assert!(lost.is_connection_lost());
+        assert!(Error::ShutDown.is_connection_lost());
+        let refused = Error::from(BackendError::new(BackendErrorKind::Refused, "no"));
+        assert!(!refused.is_connection_lost());
+    }
+
+    #[test]
+    fn error_is_send_sync_static() {
+        fn assert_bounds<T: Send + Sync + 'static>() {}
+        assert_bounds::<Error>();
+    }
+}

@@ -1,0 +1,217 @@
+//! What a handler knows about the delivery it is working on.
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::Envelope;
+
+/// The bookkeeping of one delivery of a job, handed to the handler next to
+/// the job itself.
+///
+/// Workers build it from the envelope; tests can build their own with
+/// [`JobContext::new`] and the `with_*` setters.
+///
+/// ```
+/// use queuey_core::JobContext;
+/// use uuid::Uuid;
+///
+/// let ctx = JobContext::new(Uuid::new_v4(), "app.emails")
+///     .with_attempt(3)
+///     .with_max_attempts(3);
+/// assert!(ctx.is_last_attempt());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobContext {
+    job_id: Uuid,
+    queue: Arc<str>,
+    attempt: u32,
+    max_attempts: u32,
+    deferrals: u32,
+    priority: u8,
+    redelivered: bool,
+    correlation_id: Option<String>,
+    enqueued_at_ms: u64,
+}
+
+impl JobContext {
+    /// A first attempt of the given job on the given queue, of one allowed,
+    /// never deferred, priority 0, not redelivered.
+    pub fn new(job_id: Uuid, queue: impl Into<Arc<str>>) -> Self {
+        JobContext {
+            job_id,
+            queue: queue.into(),
+            attempt: 1,
+            max_attempts: 1,
+            deferrals: 0,
+            priority: 0,
+            redelivered: false,
+            correlation_id: None,
+            enqueued_at_ms: 0,
+        }
+    }
+
+    /// The context of a delivered envelope. `queue` is shared between all
+    /// jobs of one consumer, so building a context copies no queue name.
+    pub fn from_envelope(
+        envelope: &Envelope,
+        queue: Arc<str>,
+        max_attempts: u32,
+        redelivered: bool,
+    ) -> Self {
+        JobContext {
+            job_id: envelope.job_id,
+            queue,
+            attempt: envelope.attempt,
+            max_attempts,
+            deferrals: envelope.deferrals,
+            priority: envelope.priority,
+            redelivered,
+            correlation_id: envelope.correlation_id.clone(),
+            enqueued_at_ms: envelope.enqueued_at_ms,
+        }
+    }
+
+    /// Sets the attempt (1-based).
+    pub fn with_attempt(mut self, attempt: u32) -> Self {
+        self.attempt = attempt;
+        self
+    }
+
+    /// Sets the number of attempts allowed.
+    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
+        self.max_attempts = max_attempts;
+        self
+    }
+
+    /// Sets the number of earlier deferrals.
+    pub fn with_deferrals(mut self, deferrals: u32) -> Self {
+        self.deferrals = deferrals;
+        self
+    }
+
+    /// Sets the priority.
+    pub fn with_priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Marks the delivery as redelivered.
+    pub fn with_redelivered(mut self, redelivered: bool) -> Self {
+        self.redelivered = redelivered;
+        self
+    }
+
+    /// Sets the correlation id.
+    pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
+        self.correlation_id = Some(correlation_id.into());
+        self
+    }
+
+    /// Sets when the job was first enqueued, in ms since the Unix epoch.
+    pub fn with_enqueued_at_ms(mut self, enqueued_at_ms: u64) -> Self {
+        self.enqueued_at_ms = enqueued_at_ms;
+        self
+    }
+
+    /// The job's id, the same on every attempt.
+    pub fn job_id(&self) -> Uuid {
+        self.job_id
+    }
+
+    /// The queue the job was delivered from.
+    pub fn queue(&self) -> &str {
+        &self.queue
+    }
+
+    /// The shared queue name.
+    pub fn queue_arc(&self) -> &Arc<str> {
+        &self.queue
+    }
+
+    /// This attempt, starting at 1.
+    pub fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The attempts the job's retry policy allows, the first included.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// Whether a failure now is final.
+    pub fn is_last_attempt(&self) -> bool {
+        self.attempt >= self.max_attempts
+    }
+
+    /// How often the job was deferred before.
+    pub fn deferrals(&self) -> u32 {
+        self.deferrals
+    }
+
+    /// The priority the job was delivered with.
+    pub fn priority(&self) -> u8 {
+        self.priority
+    }
+
+    /// Whether the broker delivered this message before (to a consumer that
+    /// did not settle it, for example because its process died).
+    pub fn redelivered(&self) -> bool {
+        self.redelivered
+    }
+
+    /// The correlation id given at enqueue time.
+    pub fn correlation_id(&self) -> Option<&str> {
+        self.correlation_id.as_deref()
+    }
+
+    /// When the job was first enqueued, in ms since the Unix epoch.
+    pub fn enqueued_at_ms(&self) -> u64 {
+        self.enqueued_at_ms
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_envelope_copies_the_bookkeeping() {
+        let payload = serde_json::value::to_raw_value(&1).unwrap();
+        let mut env = Envelope::new("t", "q", payload)
+            .with_priority(7)
+            .with_correlation_id("c");
+        env.attempt = 2;
+        env.deferrals = 3;
+        let ctx = JobContext::from_envelope(&env, Arc::from("q"), 5, true);
+        assert_eq!(ctx.job_id(), env.job_id);
+        assert_eq!(ctx.queue(), "q");
+        assert_eq!((ctx.attempt(), ctx.max_attempts(), ctx.deferrals()), (2, 5, 3));
+        assert_eq!(ctx.priority(), 7);
+        assert!(ctx.redelivered());
+        assert_eq!(ctx.correlation_id(), Some("c"));
+        assert_eq!(ctx.enqueued_at_ms(), env.enqueued_at_ms);
+        assert!(!ctx.is_last_attempt());
+    }
+
+    #[test]
+    fn builders() {
+        let id = Uuid::new_v4();
+        let ctx = JobContext::new(id, "q")
+            .with_attempt(2)
+            .with_max_attempts(4)
+            .with_deferrals(1)
+            .with_priority(9)
+            .with_redelivered(true)
+            .with_correlation_id("x")
+            .with_enqueued_at_ms(5);
+        assert_eq!(ctx.job_id(), id);
+        assert_eq!(ctx.attempt(), 2);
+        assert_eq!(ctx.max_attempts(), 4);
+        assert_eq!(ctx.deferrals(), 1);
+        assert_eq!(ctx.priority(), 9);
+        assert!(ctx.redelivered());
+        assert_eq!(ctx.correlation_id(), Some("x"));
+        assert_eq!(ctx.enqueued_at_ms(), 5);
+    }
+}

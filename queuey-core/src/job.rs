@@ -1,0 +1,50 @@
+//! Typed jobs bound to one queue of one queue set.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::{Queues, RetryPolicy};
+
+/// A job type: serializable, named, and bound to one queue of one
+/// [`Queues`] set. Implement it with `#[derive(Job)]`.
+///
+/// The binding is static: `Producer<Q, _>::enqueue` accepts only jobs whose
+/// `Queues` is `Q`, so a job cannot be sent to another application's queues by
+/// mistake.
+///
+/// ```
+/// use queuey_core::{Job, Queues};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+/// #[queues(prefix = "app")]
+/// enum AppQueues {
+///     Emails,
+/// }
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Emails, name = "send_email", retry(max_attempts = 3))]
+/// struct SendEmail {
+///     to: String,
+/// }
+///
+/// assert_eq!(SendEmail::NAME, "send_email");
+/// assert_eq!(SendEmail::QUEUE.name(), "app.emails");
+/// assert_eq!(SendEmail::retry_policy().unwrap().max_attempts(), 3);
+/// ```
+pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The queue set the job's queue belongs to.
+    type Queues: Queues;
+
+    /// The queue jobs of this type are enqueued on.
+    const QUEUE: Self::Queues;
+
+    /// The job type's name, stored in the envelope as `job_type`; it picks
+    /// the handler on the worker side. Defaults to the type's name.
+    const NAME: &'static str;
+
+    /// The job type's own retry policy, which wins over its queue's.
+    fn retry_policy() -> Option<RetryPolicy> {
+        None
+    }
+}

@@ -1,0 +1,97 @@
+//! The model of [queuey]: typed jobs on queues, the envelopes they travel in,
+//! handlers that run them, the [`Backend`] and [`Delivery`] traits a broker
+//! implements, the [`Producer`] that enqueues jobs, and [`MemoryBackend`], an
+//! in-process backend with the broker's semantics.
+//!
+//! Most applications use the `queuey` facade crate, which re-exports all of
+//! this together with the worker and the RabbitMQ backend.
+//!
+//! # Overview
+//!
+//! - A [`Queues`] set (an enum, `#[derive(Queues)]`) names an application's
+//!   queues and their [`QueueConfig`]s.
+//! - A [`Job`] (`#[derive(Job)]`) is a serializable type bound to one queue of
+//!   one set, so it cannot be enqueued onto another set's queues.
+//! - A [`JobHandler`] runs jobs of one type and answers with a [`JobError`]
+//!   when a job should be retried, dead-lettered or deferred.
+//! - A [`Producer`] enqueues jobs now, after a delay, or as a deferral.
+//! - Every wait is a *hold* on the broker, rounded up to a granularity and
+//!   never released early, capped at [`MAX_DEFERRAL_MS`].
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use futures::StreamExt;
+//! use queuey_core::{Job, MemoryBackend, Producer, Queues};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+//! #[queues(prefix = "app")]
+//! enum AppQueues {
+//!     #[queue(prefetch = 8)]
+//!     Emails,
+//! }
+//!
+//! #[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+//! #[job(queue = AppQueues::Emails, name = "send_email")]
+//! struct SendEmail {
+//!     to: String,
+//! }
+//!
+//! let backend = Arc::new(MemoryBackend::new());
+//! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+//! let id = producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
+//!
+//! let mut deliveries = backend.consume(&AppQueues::Emails.config()).await?;
+//! let delivery = deliveries.next().await.unwrap()?;
+//! assert_eq!(delivery.envelope().job_id, id);
+//! let job: SendEmail = delivery.envelope().payload_as()?;
+//! assert_eq!(job.to, "a@example.com");
+//! delivery.ack().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Supported Rust versions
+//!
+//! The minimum supported Rust version is 1.88, the same as lapin 4's.
+//!
+//! [queuey]: https://docs.rs/queuey
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+// Lets the derive macros name this crate as `::queuey_core` from inside it.
+#[allow(unused_extern_crates)]
+extern crate self as queuey_core;
+
+pub mod backend;
+mod envelope;
+mod error;
+pub mod handler;
+mod job;
+pub mod memory;
+mod producer;
+pub mod queue;
+pub mod retry;
+
+pub use backend::{Backend, Delivery, DeliveryStream, MAX_DEFERRAL_MS};
+pub use envelope::{DecodeError, Envelope, MAX_MESSAGE_BYTES};
+pub use error::{BackendError, BackendErrorKind, BoxError, Error};
+pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};
+pub use job::Job;
+pub use memory::MemoryBackend;
+pub use producer::{EnqueueOptions, Producer};
+pub use queue::{QueueConfig, Queues};
+pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
+
+/// `#[derive(Queues)]` and `#[derive(Job)]`.
+pub use queuey_macros::{Job, Queues};
+
+/// Re-exports for code the derive macros generate; not a public API.
+#[doc(hidden)]
+pub mod __private {
+    pub use std::time::Duration;
+}

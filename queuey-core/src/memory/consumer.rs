@@ -1,0 +1,110 @@
+//! The memory backend's consumer stream.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio::time::Instant;
+
+use super::delivery::MemoryDelivery;
+use super::{DeadLetter, Shared};
+use crate::{Delivery, DeliveryStream, Envelope, Error};
+
+/// The reason a body that is not an envelope is dead-lettered with.
+pub(crate) const MALFORMED_REASON: &str = "malformed envelope";
+
+/// One consumer; unregisters itself when the stream is dropped.
+struct Consumer {
+    shared: Arc<Shared>,
+    queue: Arc<str>,
+    id: u64,
+    prefetch: usize,
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        self.shared.lock().consumers.remove(&self.id);
+    }
+}
+
+pub(super) fn stream(shared: Arc<Shared>, queue: Arc<str>, prefetch: usize) -> DeliveryStream {
+    let id = {
+        let mut state = shared.lock();
+        let id = state.next_seq();
+        state.consumers.insert(id, 0);
+        id
+    };
+    let consumer = Consumer {
+        shared,
+        queue,
+        id,
+        prefetch,
+    };
+    futures::stream::unfold(consumer, |consumer| async move {
+        let item = next(&consumer).await?;
+        Some((item, consumer))
+    })
+    .boxed()
+}
+
+async fn next(consumer: &Consumer) -> Option<Result<Box<dyn Delivery>, Error>> {
+    let shared = &consumer.shared;
+    loop {
+        let notified = shared.notify.notified();
+        tokio::pin!(notified);
+        // Register before looking, so a change between the look and the
+        // wait still wakes us.
+        notified.as_mut().enable();
+        let due = {
+            let mut state = shared.lock();
+            if state.closed {
+                return None;
+            }
+            let now = Instant::now();
+            state.release_due(now);
+            match state.take(&consumer.queue, consumer.id, consumer.prefetch, now) {
+                Some(taken) => {
+                    drop(state);
+                    match Envelope::decode(&taken.message.body) {
+                        Ok(envelope) => {
+                            return Some(Ok(Box::new(MemoryDelivery {
+                                shared: Arc::clone(shared),
+                                queue: Arc::clone(&consumer.queue),
+                                tag: taken.tag,
+                                envelope,
+                                redelivered: taken.message.redelivered,
+                                settled: false,
+                            })));
+                        }
+                        Err(error) => {
+                            tracing::warn!(
+                                queue = %consumer.queue,
+                                %error,
+                                "dead-lettering a message whose body is not a job envelope"
+                            );
+                            let mut state = shared.lock();
+                            state.settle(&consumer.queue, taken.tag);
+                            drop(state);
+                            shared.store_dead_letter(DeadLetter {
+                                reason: MALFORMED_REASON.to_owned(),
+                                original_queue: consumer.queue.to_string(),
+                                attempts: 0,
+                                body: taken.message.body.to_vec(),
+                            });
+                            continue;
+                        }
+                    }
+                }
+                None => state.next_due(),
+            }
+        };
+        match due {
+            Some(due) => {
+                tokio::select! {
+                    () = &mut notified => {}
+                    () = tokio::time::sleep_until(due) => {}
+                }
+            }
+            None => notified.await,
+        }
+    }
+}

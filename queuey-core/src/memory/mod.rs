@@ -1,0 +1,423 @@
+//! An in-process backend with the broker's semantics, for development and
+//! tests.
+//!
+//! [`MemoryBackend`] keeps queues in memory and behaves like the RabbitMQ
+//! backend wherever a user can tell:
+//!
+//! | behaviour | memory backend |
+//! |---|---|
+//! | priorities | higher first, FIFO within a level; values above the queue's top level count as the top level; a queue with `max_priority(0)` ignores them |
+//! | holds (`publish_after`, `defer`, `Delivery::retry`/`defer`) | released once their delay has passed, never earlier; delays rounded up to a granularity (1 ms by default) and refused past [`MAX_DEFERRAL_MS`](crate::MAX_DEFERRAL_MS) |
+//! | holds onto a queue not declared through this backend | [`Error::UnknownQueue`] |
+//! | publishing to a queue that does not exist | an error of kind [`BackendErrorKind::Unroutable`] |
+//! | dead letters | kept per queue with reason, original queue and attempts |
+//! | a body that is not an envelope | dead-lettered verbatim with reason `malformed envelope` |
+//! | prefetch | at most `prefetch` unsettled deliveries per consumer |
+//! | a delivery nacked, or dropped unsettled | back in its place, `redelivered = true` |
+//! | `message_ttl` | messages older than the TTL are dropped when they reach the head |
+//!
+//! Time is tokio's, so under `tokio::time::pause` tests of delays are exact
+//! and instant. Nothing is persisted: a process exit loses everything.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), queuey_core::Error> {
+//! use std::time::Duration;
+//! use queuey_core::{Envelope, MemoryBackend, QueueConfig};
+//! use queuey_core::backend::Backend;
+//!
+//! let backend = MemoryBackend::new();
+//! backend.declare(&[QueueConfig::new("q")]).await?;
+//! let payload = serde_json::value::to_raw_value(&"hi").unwrap();
+//! backend.publish_after(&Envelope::new("t", "q", payload), Duration::from_millis(1500)).await?;
+//!
+//! tokio::time::advance(Duration::from_millis(1499)).await;
+//! assert_eq!(backend.ready_count("q"), 0);
+//! tokio::time::advance(Duration::from_millis(1)).await;
+//! assert_eq!(backend.ready_count("q"), 1);
+//! # Ok(())
+//! # }
+//! ```
+
+mod consumer;
+mod dead_letter;
+mod delivery;
+mod state;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, ready};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub use dead_letter::DeadLetter;
+pub use delivery::MemoryDelivery;
+
+use self::state::{Held, Message, QueueState, State};
+use crate::backend::hold_delay_ms;
+use crate::{
+    Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, MAX_MESSAGE_BYTES,
+    QueueConfig,
+};
+
+/// Settings of a [`MemoryBackend`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryOptions {
+    retry_granularity: Duration,
+    deferred_granularity: Duration,
+}
+
+impl Default for MemoryOptions {
+    /// Both granularities 1 ms: delays are kept as given.
+    fn default() -> Self {
+        MemoryOptions {
+            retry_granularity: Duration::from_millis(1),
+            deferred_granularity: Duration::from_millis(1),
+        }
+    }
+}
+
+impl MemoryOptions {
+    /// Rounding for retries and delayed enqueues (default 1 ms). Zero or
+    /// sub-millisecond values count as 1 ms.
+    pub fn retry_granularity(mut self, granularity: Duration) -> Self {
+        self.retry_granularity = granularity;
+        self
+    }
+
+    /// Rounding for deferrals (default 1 ms). Zero or sub-millisecond values
+    /// count as 1 ms.
+    pub fn deferred_granularity(mut self, granularity: Duration) -> Self {
+        self.deferred_granularity = granularity;
+        self
+    }
+}
+
+/// An in-process backend; see the [module documentation](self).
+///
+/// Cheap to clone: clones share the same queues.
+#[derive(Clone, Default)]
+pub struct MemoryBackend {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    notify: Notify,
+    options: MemoryOptions,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum HoldKind {
+    Retry,
+    Deferral,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the state half
+        // updated in a way that matters more than refusing all further work.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn publish_now(&self, envelope: &Envelope) -> Result<(), Error> {
+        let body = encode(envelope)?;
+        let mut state = self.lock();
+        if state.closed {
+            return Err(Error::ShutDown);
+        }
+        if !state.queues.contains_key(&envelope.queue) {
+            return Err(unroutable(&envelope.queue));
+        }
+        let seq = state.next_seq();
+        let message = Message {
+            body,
+            priority: envelope.priority,
+            redelivered: false,
+            arrived: Instant::now(),
+        };
+        state.push_ready(&envelope.queue, message, seq);
+        drop(state);
+        self.notify.notify_waiters();
+        Ok(())
+    }
+
+    fn hold(&self, envelope: &Envelope, delay: Duration, kind: HoldKind) -> Result<(), Error> {
+        let queue = envelope.queue.as_str();
+        let top = {
+            let state = self.lock();
+            if state.closed {
+                return Err(Error::ShutDown);
+            }
+            match state.queues.get(queue).and_then(|q| q.declared.as_ref()) {
+                Some(config) => config.top_priority(),
+                None => return Err(Error::UnknownQueue { queue: queue.to_owned() }),
+            }
+        };
+        let granularity = match kind {
+            HoldKind::Retry => self.options.retry_granularity,
+            HoldKind::Deferral => self.options.deferred_granularity,
+        };
+        let ms = hold_delay_ms(queue, delay, granularity)?;
+        let priority = match kind {
+            HoldKind::Retry => envelope.priority,
+            HoldKind::Deferral => top,
+        };
+        if ms == 0 {
+            let mut now = envelope.clone();
+            now.priority = priority;
+            return self.publish_now(&now);
+        }
+        let body = if priority == envelope.priority {
+            encode(envelope)?
+        } else {
+            let mut stamped = envelope.clone();
+            stamped.priority = priority;
+            encode(&stamped)?
+        };
+        let due = Instant::now() + Duration::from_millis(ms);
+        let mut state = self.lock();
+        let seq = state.next_seq();
+        if let Some(q) = state.queues.get_mut(queue) {
+            q.held += 1;
+        }
+        state.holds.insert(
+            (due, seq),
+            Held {
+                queue: queue.to_owned(),
+                message: Message {
+                    body,
+                    priority,
+                    redelivered: false,
+                    arrived: due,
+                },
+            },
+        );
+        drop(state);
+        self.notify.notify_waiters();
+        Ok(())
+    }
+
+    fn store_dead_letter(&self, letter: DeadLetter) {
+        let mut state = self.lock();
+        if let Some(q) = state.queues.get_mut(&letter.original_queue) {
+            q.dead.push(letter);
+        }
+    }
+
+    fn inspect<T>(&self, queue: &str, f: impl FnOnce(&QueueState) -> T) -> Option<T> {
+        let mut state = self.lock();
+        state.release_due(Instant::now());
+        state.queues.get(queue).map(f)
+    }
+}
+
+fn encode(envelope: &Envelope) -> Result<Arc<[u8]>, Error> {
+    let body = envelope.encode().map_err(|source| Error::Encode {
+        queue: envelope.queue.clone(),
+        source,
+    })?;
+    if body.len() > MAX_MESSAGE_BYTES {
+        return Err(Error::MessageTooLarge {
+            queue: envelope.queue.clone(),
+            size: body.len(),
+            limit: MAX_MESSAGE_BYTES,
+        });
+    }
+    Ok(body.into())
+}
+
+fn unroutable(queue: &str) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::Unroutable,
+        format!("no queue `{queue}` exists in the memory backend; the message is unroutable"),
+    ))
+}
+
+impl MemoryBackend {
+    /// An empty backend with the default options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty backend with the given options.
+    pub fn with_options(options: MemoryOptions) -> Self {
+        MemoryBackend {
+            shared: Arc::new(Shared {
+                options,
+                ..Shared::default()
+            }),
+        }
+    }
+
+    /// Creates a queue as another process would: publishes reach it, but it
+    /// does not count as declared through this backend, so holds onto it are
+    /// refused with [`Error::UnknownQueue`]. Does nothing if it exists.
+    pub fn create_queue(&self, name: &str) {
+        let mut state = self.shared.lock();
+        state
+            .queues
+            .entry(name.to_owned())
+            .or_insert_with(|| QueueState::new(None));
+    }
+
+    /// Publishes raw bytes to a queue, bypassing the envelope: a test hook
+    /// for bodies a foreign producer might send. Fails if the queue does not
+    /// exist.
+    pub fn publish_raw(&self, queue: &str, body: impl Into<Vec<u8>>) -> Result<(), Error> {
+        let mut state = self.shared.lock();
+        if state.closed {
+            return Err(Error::ShutDown);
+        }
+        if !state.queues.contains_key(queue) {
+            return Err(unroutable(queue));
+        }
+        let seq = state.next_seq();
+        let message = Message {
+            body: body.into().into(),
+            priority: 0,
+            redelivered: false,
+            arrived: Instant::now(),
+        };
+        state.push_ready(queue, message, seq);
+        drop(state);
+        self.shared.notify.notify_waiters();
+        Ok(())
+    }
+
+    /// Messages waiting on the queue (holds that are due count as waiting).
+    pub fn ready_count(&self, queue: &str) -> usize {
+        self.shared.inspect(queue, |q| q.ready.len()).unwrap_or(0)
+    }
+
+    /// Messages in holds that will return to the queue.
+    pub fn held_count(&self, queue: &str) -> usize {
+        self.shared.inspect(queue, |q| q.held).unwrap_or(0)
+    }
+
+    /// Deliveries from the queue not yet settled.
+    pub fn unacked_count(&self, queue: &str) -> usize {
+        self.shared.inspect(queue, |q| q.unacked.len()).unwrap_or(0)
+    }
+
+    /// The queue's dead letters, oldest first.
+    pub fn dead_letters(&self, queue: &str) -> Vec<DeadLetter> {
+        self.shared.inspect(queue, |q| q.dead.clone()).unwrap_or_default()
+    }
+
+    /// Removes and returns the queue's dead letters.
+    pub fn take_dead_letters(&self, queue: &str) -> Vec<DeadLetter> {
+        let mut state = self.shared.lock();
+        state
+            .queues
+            .get_mut(queue)
+            .map(|q| std::mem::take(&mut q.dead))
+            .unwrap_or_default()
+    }
+
+    /// Whether the queue was declared through this backend.
+    pub fn is_declared(&self, queue: &str) -> bool {
+        self.shared
+            .inspect(queue, |q| q.declared.is_some())
+            .unwrap_or(false)
+    }
+
+    /// Closes the backend: consumer streams end and every later call fails
+    /// with [`Error::ShutDown`]. Unsettled deliveries are kept as they are.
+    pub fn close(&self) {
+        self.shared.lock().closed = true;
+        self.shared.notify.notify_waiters();
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
+        let result = (|| {
+            for config in queues {
+                config.validate()?;
+            }
+            let mut state = self.shared.lock();
+            if state.closed {
+                return Err(Error::ShutDown);
+            }
+            for config in queues {
+                let queue = state
+                    .queues
+                    .entry(config.name().to_owned())
+                    .or_insert_with(|| QueueState::new(None));
+                if let Some(existing) = &queue.declared {
+                    if existing.priority_levels() != config.priority_levels()
+                        || existing.is_durable() != config.is_durable()
+                        || existing.ttl() != config.ttl()
+                    {
+                        return Err(Error::Backend(BackendError::new(
+                            BackendErrorKind::Refused,
+                            format!(
+                                "queue `{}` was already declared with other arguments; \
+                                 a queue's arguments cannot change once it exists",
+                                config.name()
+                            ),
+                        )));
+                    }
+                }
+                queue.declared = Some(config.clone());
+            }
+            Ok(())
+        })();
+        Box::pin(ready(result))
+    }
+
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(ready(self.shared.publish_now(envelope)))
+    }
+
+    fn publish_after<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(ready(self.shared.hold(envelope, delay, HoldKind::Retry)))
+    }
+
+    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(ready(self.shared.hold(envelope, delay, HoldKind::Deferral)))
+    }
+
+    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+        let result = (|| {
+            queue.validate()?;
+            let state = self.shared.lock();
+            if state.closed {
+                return Err(Error::ShutDown);
+            }
+            if !state.queues.contains_key(queue.name()) {
+                return Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::Refused,
+                    format!("cannot consume `{}`: no such queue (declare it first)", queue.name()),
+                )));
+            }
+            drop(state);
+            Ok(consumer::stream(
+                Arc::clone(&self.shared),
+                Arc::from(queue.name()),
+                usize::from(queue.prefetch_count()),
+            ))
+        })();
+        Box::pin(ready(result))
+    }
+}
+
+impl fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("MemoryBackend")
+            .field("queues", &state.queues.len())
+            .field("holds", &state.holds.len())
+            .field("closed", &state.closed)
+            .field("options", &self.shared.options)
+            .finish()
+    }
+}

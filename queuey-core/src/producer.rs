@@ -1,0 +1,224 @@
+//! Enqueueing typed jobs.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use crate::{Backend, BackendError, BackendErrorKind, Envelope, Error, Job, Queues};
+
+/// Options for [`Producer::enqueue_with`].
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::EnqueueOptions;
+///
+/// let options = EnqueueOptions {
+///     priority: 5,
+///     correlation_id: Some("order-42".into()),
+///     ..Default::default()
+/// };
+/// let later = EnqueueOptions::default().delay(Duration::from_secs(30));
+/// # let _ = (options, later);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EnqueueOptions {
+    /// The message priority (0 by default). Brokers serve higher priorities
+    /// first and treat values above the queue's top level as the top level.
+    pub priority: u8,
+    /// An id tying the job to what caused it; it shows up in the handler's
+    /// context and in traces.
+    pub correlation_id: Option<String>,
+    /// Deliver the job only after this delay (rounded up to the backend's
+    /// retry granularity). Needs the queue to be declared through the
+    /// backend.
+    pub delay: Option<Duration>,
+}
+
+impl EnqueueOptions {
+    /// Sets the priority.
+    pub fn priority(mut self, priority: u8) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Sets the correlation id.
+    pub fn correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
+        self.correlation_id = Some(correlation_id.into());
+        self
+    }
+
+    /// Sets a delay.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+}
+
+/// Enqueues jobs of the queue set `Q` through the backend `B`.
+///
+/// Every method returns once the broker holds the job (or failed to), and
+/// returns the job's id. Jobs of another queue set do not compile:
+/// `enqueue` takes only `J: Job<Queues = Q>`.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), queuey_core::Error> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use queuey_core::{Job, MemoryBackend, Producer, Queues};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+/// #[queues(prefix = "app")]
+/// enum AppQueues {
+///     Emails,
+/// }
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Emails)]
+/// struct SendEmail {
+///     to: String,
+/// }
+///
+/// let backend = Arc::new(MemoryBackend::new());
+/// let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+/// producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
+/// producer.enqueue_after(&SendEmail { to: "b@example.com".into() }, Duration::from_secs(60)).await?;
+/// assert_eq!(backend.ready_count("app.emails"), 1);
+/// assert_eq!(backend.held_count("app.emails"), 1);
+/// # Ok(())
+/// # }
+/// ```
+pub struct Producer<Q, B> {
+    backend: B,
+    _queues: PhantomData<fn() -> Q>,
+}
+
+impl<Q: Queues, B: Backend> Producer<Q, B> {
+    /// Declares every queue of `Q` on the backend, then returns a producer.
+    pub async fn new(backend: B) -> Result<Self, Error> {
+        backend.declare(&Q::configs()).await?;
+        Ok(Self::new_undeclared(backend))
+    }
+
+    /// A producer that declares nothing, for processes that must not create
+    /// topology. It can [`enqueue`](Producer::enqueue) onto queues that exist;
+    /// delays and deferrals need the queue declared through this backend and
+    /// otherwise fail with [`Error::UnknownQueue`].
+    pub fn new_undeclared(backend: B) -> Self {
+        Producer {
+            backend,
+            _queues: PhantomData,
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Enqueues a job for immediate delivery at priority 0.
+    pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, Error> {
+        let envelope = envelope_for(job)?;
+        self.backend.publish(&envelope).await?;
+        Ok(envelope.job_id)
+    }
+
+    /// Enqueues a job with a priority, a correlation id and/or a delay.
+    pub async fn enqueue_with<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        options: EnqueueOptions,
+    ) -> Result<Uuid, Error> {
+        let mut envelope = envelope_for(job)?.with_priority(options.priority);
+        envelope.correlation_id = options.correlation_id;
+        match options.delay {
+            Some(delay) => self.backend.publish_after(&envelope, delay).await?,
+            None => self.backend.publish(&envelope).await?,
+        }
+        Ok(envelope.job_id)
+    }
+
+    /// Enqueues a job to be delivered after `delay` (rounded up to the
+    /// backend's retry granularity, never earlier).
+    pub async fn enqueue_after<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
+        let envelope = envelope_for(job)?;
+        self.backend.publish_after(&envelope, delay).await?;
+        Ok(envelope.job_id)
+    }
+
+    /// Enqueues a job to be delivered after `delay` (rounded up to the
+    /// backend's deferral granularity) at the queue's top priority, ahead of
+    /// whatever is waiting on the queue by then.
+    pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
+        let envelope = envelope_for(job)?;
+        self.backend.defer(&envelope, delay).await?;
+        Ok(envelope.job_id)
+    }
+
+    /// Enqueues many jobs at once; the backend may publish them concurrently.
+    ///
+    /// Each job gets its own outcome, in order: a failure of one does not
+    /// stop the others, and a job whose outcome is `Ok` is held by the
+    /// broker.
+    pub async fn enqueue_batch<'j, J, I>(&self, jobs: I) -> Vec<Result<Uuid, Error>>
+    where
+        J: Job<Queues = Q>,
+        I: IntoIterator<Item = &'j J>,
+    {
+        let mut envelopes = Vec::new();
+        let mut outcomes: Vec<Result<Uuid, Error>> = Vec::new();
+        for job in jobs {
+            match envelope_for(job) {
+                Ok(envelope) => {
+                    outcomes.push(Ok(envelope.job_id));
+                    envelopes.push(envelope);
+                }
+                Err(e) => outcomes.push(Err(e)),
+            }
+        }
+        let mut published = self.backend.publish_batch(&envelopes).await.into_iter();
+        for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
+            match published.next() {
+                Some(Ok(())) => {}
+                Some(Err(e)) => *outcome = Err(e),
+                None => {
+                    *outcome = Err(Error::Backend(BackendError::new(
+                        BackendErrorKind::Other,
+                        "the backend reported fewer publish outcomes than jobs in the batch",
+                    )))
+                }
+            }
+        }
+        outcomes
+    }
+}
+
+fn envelope_for<J: Job>(job: &J) -> Result<Envelope, Error> {
+    let queue = J::QUEUE.name();
+    let payload = serde_json::value::to_raw_value(job).map_err(|source| Error::Encode {
+        queue: queue.to_owned(),
+        source,
+    })?;
+    Ok(Envelope::new(J::NAME, queue, payload))
+}
+
+impl<Q, B: Clone> Clone for Producer<Q, B> {
+    fn clone(&self) -> Self {
+        Producer {
+            backend: self.backend.clone(),
+            _queues: PhantomData,
+        }
+    }
+}
+
+impl<Q, B: fmt::Debug> fmt::Debug for Producer<Q, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Producer")
+            .field("queues", &std::any::type_name::<Q>())
+            .field("backend", &self.backend)
+            .finish()
+    }
+}

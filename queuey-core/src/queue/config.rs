@@ -1,0 +1,237 @@
+//! Per-queue settings.
+
+use std::time::Duration;
+
+use crate::{Error, RetryPolicy};
+
+/// The longest queue name AMQP allows, in bytes.
+pub const MAX_QUEUE_NAME_BYTES: usize = 255;
+
+/// The longest message TTL RabbitMQ accepts: ten years.
+const MAX_TTL_MS: u128 = 10 * 365 * 24 * 60 * 60 * 1000;
+
+/// The settings of one logical queue.
+///
+/// Builders take and return `self`; nothing is checked until
+/// [`validate`](QueueConfig::validate), which every backend runs when it
+/// declares the queue, so a bad value is an [`Error::InvalidConfig`] naming the
+/// queue, never a panic.
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::QueueConfig;
+///
+/// let config = QueueConfig::new("app.emails")
+///     .prefetch(32)
+///     .message_ttl(Duration::from_secs(3600))
+///     .max_priority(5);
+/// config.validate()?;
+/// assert_eq!(config.prefetch_count(), 32);
+/// assert_eq!(config.top_priority(), 5);
+///
+/// // 0 declares the queue without priorities.
+/// assert_eq!(QueueConfig::new("plain").max_priority(0).priority_levels(), None);
+/// # Ok::<(), queuey_core::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueConfig {
+    name: String,
+    prefetch: u16,
+    durable: bool,
+    message_ttl: Option<Duration>,
+    max_priority: Option<u8>,
+    retry: Option<RetryPolicy>,
+}
+
+impl QueueConfig {
+    /// Unacknowledged deliveries a consumer may hold by default.
+    pub const DEFAULT_PREFETCH: u16 = 16;
+    /// The default number of priority levels above 0.
+    pub const DEFAULT_MAX_PRIORITY: u8 = 10;
+
+    /// A queue with the defaults: prefetch 16, durable, no message TTL,
+    /// priorities 0 to 10, no retry policy of its own.
+    pub fn new(name: impl Into<String>) -> Self {
+        QueueConfig {
+            name: name.into(),
+            prefetch: Self::DEFAULT_PREFETCH,
+            durable: true,
+            message_ttl: None,
+            max_priority: Some(Self::DEFAULT_MAX_PRIORITY),
+            retry: None,
+        }
+    }
+
+    /// How many unacknowledged deliveries one consumer may hold (default 16).
+    ///
+    /// 0 is refused by [`validate`](QueueConfig::validate): AMQP reads a
+    /// prefetch of 0 as "unlimited", which lets the broker push the whole
+    /// queue into the worker's memory.
+    pub fn prefetch(mut self, prefetch: u16) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Whether the queue survives a broker restart (default `true`).
+    ///
+    /// RabbitMQ 4.3 refuses transient queues that are not exclusive, so
+    /// leave this on unless your broker is older and you mean it.
+    pub fn durable(mut self, durable: bool) -> Self {
+        self.durable = durable;
+        self
+    }
+
+    /// Messages waiting longer than this on the queue are discarded by the
+    /// broker (`x-message-ttl`). Unset by default.
+    pub fn message_ttl(mut self, ttl: Duration) -> Self {
+        self.message_ttl = Some(ttl);
+        self
+    }
+
+    /// The highest priority level (`x-max-priority`, default 10). `0` declares
+    /// the queue without priorities; deferred jobs then queue up FIFO.
+    pub fn max_priority(mut self, max_priority: u8) -> Self {
+        self.max_priority = (max_priority > 0).then_some(max_priority);
+        self
+    }
+
+    /// The retry policy for jobs on this queue whose job type sets none.
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The prefetch limit.
+    pub fn prefetch_count(&self) -> u16 {
+        self.prefetch
+    }
+
+    /// Whether the queue is durable.
+    pub fn is_durable(&self) -> bool {
+        self.durable
+    }
+
+    /// The message TTL, if any.
+    pub fn ttl(&self) -> Option<Duration> {
+        self.message_ttl
+    }
+
+    /// The highest priority level, or `None` for a queue without priorities.
+    pub fn priority_levels(&self) -> Option<u8> {
+        self.max_priority
+    }
+
+    /// The priority a deferred job returns with: the highest level, or 0.
+    pub fn top_priority(&self) -> u8 {
+        self.max_priority.unwrap_or(0)
+    }
+
+    /// The queue's own retry policy, if it has one.
+    pub fn retry_policy(&self) -> Option<&RetryPolicy> {
+        self.retry.as_ref()
+    }
+
+    /// Checks every setting; backends call this before declaring anything.
+    pub fn validate(&self) -> Result<(), Error> {
+        validate_queue_name(&self.name)?;
+        if self.prefetch == 0 {
+            return Err(Error::invalid_config(format!(
+                "queue `{}`: prefetch must be at least 1 (AMQP reads 0 as unlimited)",
+                self.name
+            )));
+        }
+        if let Some(ttl) = self.message_ttl {
+            let ms = ttl.as_millis();
+            if ms == 0 || ms > MAX_TTL_MS {
+                return Err(Error::invalid_config(format!(
+                    "queue `{}`: message_ttl must be between 1 ms and 10 years, got {ttl:?}",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a queue name against AMQP's and RabbitMQ's rules: not empty or
+/// blank, at most 255 bytes, no `amq.` prefix (reserved by the broker).
+pub fn validate_queue_name(name: &str) -> Result<(), Error> {
+    if name.trim().is_empty() {
+        return Err(Error::invalid_config(format!(
+            "queue name `{name}` is empty or blank"
+        )));
+    }
+    if name.len() > MAX_QUEUE_NAME_BYTES {
+        return Err(Error::invalid_config(format!(
+            "queue name `{name}` is {} bytes, over the {MAX_QUEUE_NAME_BYTES}-byte AMQP limit",
+            name.len()
+        )));
+    }
+    if name.starts_with("amq.") {
+        return Err(Error::invalid_config(format!(
+            "queue name `{name}` starts with `amq.`, which RabbitMQ reserves for itself"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let c = QueueConfig::new("q");
+        assert_eq!(c.name(), "q");
+        assert_eq!(c.prefetch_count(), 16);
+        assert!(c.is_durable());
+        assert_eq!(c.ttl(), None);
+        assert_eq!(c.priority_levels(), Some(10));
+        assert_eq!(c.top_priority(), 10);
+        assert_eq!(c.retry_policy(), None);
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn max_priority_zero_means_none() {
+        let c = QueueConfig::new("q").max_priority(0);
+        assert_eq!(c.priority_levels(), None);
+        assert_eq!(c.top_priority(), 0);
+        assert_eq!(QueueConfig::new("q").max_priority(255).top_priority(), 255);
+    }
+
+    #[test]
+    fn prefetch_zero_is_refused() {
+        let e = QueueConfig::new("q").prefetch(0).validate().unwrap_err();
+        assert!(e.to_string().contains("prefetch must be at least 1"), "{e}");
+    }
+
+    #[test]
+    fn ttl_bounds() {
+        assert!(QueueConfig::new("q").message_ttl(Duration::from_micros(10)).validate().is_err());
+        assert!(QueueConfig::new("q").message_ttl(Duration::from_millis(1)).validate().is_ok());
+        assert!(
+            QueueConfig::new("q")
+                .message_ttl(Duration::from_secs(11 * 365 * 24 * 3600))
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn names() {
+        for bad in ["", "   ", "amq.foo"] {
+            assert!(QueueConfig::new(bad).validate().is_err(), "{bad:?}");
+        }
+        assert!(QueueConfig::new("x".repeat(255)).validate().is_ok());
+        assert!(QueueConfig::new("x".repeat(256)).validate().is_err());
+        // 128 two-byte characters are 256 bytes: the limit is bytes, not chars.
+        let e = QueueConfig::new("é".repeat(128)).validate().unwrap_err();
+        assert!(e.to_string().contains("256 bytes"), "{e}");
+    }
+}
