@@ -24,6 +24,9 @@ pub use hold::{MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_u
 
 use crate::{Envelope, Error, QueueConfig};
 
+/// The dead-letter reason of a message whose body is not an [`Envelope`].
+pub const MALFORMED_ENVELOPE_REASON: &str = "malformed envelope";
+
 /// A stream of deliveries from one queue.
 ///
 /// It yields `Err` when the consumer failed (for example because the

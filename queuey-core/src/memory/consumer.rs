@@ -7,10 +7,8 @@ use tokio::time::Instant;
 
 use super::delivery::MemoryDelivery;
 use super::{DeadLetter, Shared};
+use crate::backend::MALFORMED_ENVELOPE_REASON;
 use crate::{Delivery, DeliveryStream, Envelope, Error};
-
-/// The reason a body that is not an envelope is dead-lettered with.
-pub(crate) const MALFORMED_REASON: &str = "malformed envelope";
 
 /// One consumer; unregisters itself when the stream is dropped.
 struct Consumer {
@@ -85,7 +83,7 @@ async fn next(consumer: &Consumer) -> Option<Result<Box<dyn Delivery>, Error>> {
                             state.settle(&consumer.queue, taken.tag);
                             drop(state);
                             shared.store_dead_letter(DeadLetter {
-                                reason: MALFORMED_REASON.to_owned(),
+                                reason: MALFORMED_ENVELOPE_REASON.to_owned(),
                                 original_queue: consumer.queue.to_string(),
                                 attempts: 0,
                                 body: taken.message.body.to_vec(),
