@@ -1,0 +1,197 @@
+//! The producer: declaring, options, batches, refusals.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuey_core::{
+    Backend, BackendErrorKind, EnqueueOptions, Error, MemoryBackend, Producer, QueueConfig, Queues,
+};
+
+use crate::support::{Task, TestQueues, n_of, next};
+
+const WORK: &str = "test.work";
+
+#[tokio::test(start_paused = true)]
+async fn new_declares_the_whole_set() {
+    let backend = Arc::new(MemoryBackend::new());
+    let _producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    for queue in TestQueues::ALL {
+        assert!(backend.is_declared(queue.name()), "{}", queue.name());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn new_undeclared_declares_nothing_and_enqueue_needs_an_existing_queue() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new_undeclared(backend.clone());
+    assert!(!backend.is_declared(WORK));
+    let err = producer.enqueue(&Task { n: 1 }).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Backend(e) if e.kind() == BackendErrorKind::Unroutable),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("`test.work`"), "{err}");
+    let err = producer
+        .enqueue_after(&Task { n: 1 }, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownQueue { .. }), "{err:?}");
+    let err = producer
+        .defer(&Task { n: 1 }, Duration::from_secs(1))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownQueue { .. }), "{err:?}");
+
+    // Another producer declares the set: this one can now enqueue.
+    Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    producer.enqueue(&Task { n: 1 }).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_with_sets_priority_correlation_and_delay() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let id = producer
+        .enqueue_with(
+            &Task { n: 1 },
+            EnqueueOptions {
+                priority: 3,
+                correlation_id: Some("req-1".into()),
+                delay: Some(Duration::from_secs(2)),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(backend.held_count(WORK), 1);
+    let start = tokio::time::Instant::now();
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    let d = next(&mut stream).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(2));
+    let env = d.envelope();
+    assert_eq!(env.job_id, id);
+    assert_eq!(env.priority, 3);
+    assert_eq!(env.correlation_id.as_deref(), Some("req-1"));
+    assert_eq!((env.attempt, env.deferrals), (1, 0));
+    assert_eq!(env.job_type, "task");
+    assert_eq!(env.queue, WORK);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_batch_reports_each_job_in_order() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let jobs: Vec<Task> = (0..100).map(|n| Task { n }).collect();
+    let outcomes = producer.enqueue_batch(&jobs).await;
+    assert_eq!(outcomes.len(), 100);
+    let ids: Vec<_> = outcomes.into_iter().map(Result::unwrap).collect();
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    for (n, id) in ids.iter().enumerate() {
+        let d = next(&mut stream).await;
+        assert_eq!(n_of(&*d), n as u32);
+        assert_eq!(d.envelope().job_id, *id);
+        d.ack().await.unwrap();
+    }
+    assert!(producer.enqueue_batch(&Vec::<Task>::new()).await.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_batch_keeps_going_past_a_failure() {
+    let backend = Arc::new(MemoryBackend::new());
+    backend.create_queue(WORK);
+    let producer = Producer::<TestQueues, _>::new_undeclared(backend.clone());
+    let outcomes = producer
+        .enqueue_batch(&[Task { n: 1 }, Task { n: 2 }])
+        .await;
+    assert!(outcomes.iter().all(Result::is_ok));
+
+    // A job that cannot be encoded fails alone.
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Picky {
+        map: std::collections::HashMap<Vec<u8>, u8>,
+    }
+    impl queuey_core::Job for Picky {
+        type Queues = TestQueues;
+        const QUEUE: TestQueues = TestQueues::Work;
+        const NAME: &'static str = "picky";
+    }
+    let bad = Picky {
+        map: [(vec![1u8], 1u8)].into_iter().collect(),
+    };
+    let good = Picky {
+        map: Default::default(),
+    };
+    let outcomes = producer.enqueue_batch([&good, &bad, &good]).await;
+    assert!(outcomes[0].is_ok());
+    assert!(matches!(&outcomes[1], Err(Error::Encode { queue, .. }) if queue == WORK));
+    assert!(outcomes[2].is_ok());
+    assert_eq!(backend.ready_count(WORK), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn declare_validates_before_creating_anything() {
+    let backend = MemoryBackend::new();
+    let configs = [
+        QueueConfig::new("fine"),
+        QueueConfig::new("bad").prefetch(0),
+    ];
+    let err = backend.declare(&configs).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(!backend.is_declared("fine"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn declare_is_idempotent_but_arguments_cannot_change() {
+    let backend = MemoryBackend::new();
+    let config = QueueConfig::new("q");
+    backend
+        .declare(std::slice::from_ref(&config))
+        .await
+        .unwrap();
+    backend
+        .declare(std::slice::from_ref(&config))
+        .await
+        .unwrap();
+    // Prefetch is a consumer setting, not a queue argument.
+    backend
+        .declare(&[config.clone().prefetch(3)])
+        .await
+        .unwrap();
+    let err = backend
+        .declare(&[config.max_priority(0)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Backend(e) if e.kind() == BackendErrorKind::Refused),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_oversize_job_is_refused_before_publishing() {
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Big(String);
+    impl queuey_core::Job for Big {
+        type Queues = TestQueues;
+        const QUEUE: TestQueues = TestQueues::Work;
+        const NAME: &'static str = "big";
+    }
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let err = producer
+        .enqueue(&Big("x".repeat(queuey_core::MAX_MESSAGE_BYTES)))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::MessageTooLarge { .. }), "{err:?}");
+    assert_eq!(backend.ready_count(WORK), 0);
+    producer.enqueue(&Big("x".repeat(1024))).await.unwrap();
+}
