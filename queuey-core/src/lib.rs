@@ -86,6 +86,8 @@ pub use memory::MemoryBackend;
 pub use producer::{EnqueueOptions, Producer};
 pub use queue::{QueueConfig, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
+/// Job ids are UUIDs (version 4).
+pub use uuid::Uuid;
 
 /// `#[derive(Queues)]` and `#[derive(Job)]`.
 pub use queuey_macros::{Job, Queues};

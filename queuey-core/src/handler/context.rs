@@ -84,6 +84,12 @@ impl JobContext {
         self
     }
 
+    /// Records the number of attempts allowed, in place (a retry layer does
+    /// this when its own policy applies).
+    pub fn set_max_attempts(&mut self, max_attempts: u32) {
+        self.max_attempts = max_attempts;
+    }
+
     /// Sets the number of earlier deferrals.
     pub fn with_deferrals(mut self, deferrals: u32) -> Self {
         self.deferrals = deferrals;

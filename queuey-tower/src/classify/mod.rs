@@ -1,0 +1,234 @@
+//! Classifying errors into what should happen next.
+//!
+//! A service stack's errors are `BoxError`s of any type: a handler's
+//! [`JobError`](queuey_core::JobError), tower's `Elapsed` from a timeout, a
+//! client library's error surfacing from a layer of the user's own. The
+//! retry and deferral layers ask a [`Classify`] implementation what each one
+//! means, in the spirit of tower-http's response classifiers:
+//!
+//! - [`FailureClass::RetryAfter`]: not a failure; defer the job
+//!   ([`DeferOn429`](crate::DeferOn429) acts on it);
+//! - [`FailureClass::Transient`]: retry while attempts are left
+//!   ([`RetryLayer`](crate::RetryLayer) acts on it);
+//! - [`FailureClass::Fatal`]: give up at once.
+//!
+//! [`DefaultClassifier`] understands queuey's own error types and tower's
+//! timeout; anything else is transient. Any
+//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too,
+//! falling back to the default when it answers `None`:
+//!
+//! ```
+//! use std::time::Duration;
+//! use queuey_tower::classify::{Classify, DefaultClassifier, FailureClass};
+//!
+//! #[derive(Debug)]
+//! struct HttpError { status: u16, retry_after: Option<u64> }
+//! impl std::fmt::Display for HttpError {
+//!     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+//!         write!(f, "HTTP {}", self.status)
+//!     }
+//! }
+//! impl std::error::Error for HttpError {}
+//!
+//! let classifier = |error: &(dyn std::error::Error + 'static)| {
+//!     let http = error.downcast_ref::<HttpError>()?;
+//!     Some(match (http.status, http.retry_after) {
+//!         (429, Some(secs)) => FailureClass::RetryAfter(Duration::from_secs(secs)),
+//!         (400..=499, _) => FailureClass::Fatal,
+//!         _ => FailureClass::Transient,
+//!     })
+//! };
+//!
+//! let limited = HttpError { status: 429, retry_after: Some(30) };
+//! assert_eq!(classifier.classify(&limited), FailureClass::RetryAfter(Duration::from_secs(30)));
+//! assert_eq!(classifier.classify(&HttpError { status: 404, retry_after: None }), FailureClass::Fatal);
+//! let other = std::io::Error::other("reset");
+//! assert_eq!(classifier.classify(&other), DefaultClassifier.classify(&other));
+//! ```
+
+mod retry_after;
+
+use std::error::Error as StdError;
+use std::time::Duration;
+
+use queuey_core::handler::{DeferredError, FatalError, RetryableError};
+
+use crate::defer::DeferralLimitReached;
+
+pub use retry_after::{parse_retry_after, parse_retry_after_at};
+
+/// What an error means for the job that failed with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureClass {
+    /// A failure that may pass: retry while attempts are left.
+    Transient,
+    /// A failure retrying cannot fix: dead-letter now.
+    Fatal,
+    /// Not a failure: the job must wait this long (a `Retry-After`), spending
+    /// no attempt.
+    RetryAfter(Duration),
+}
+
+/// Decides what an error means. Implementations must be cheap to clone; a
+/// layer clones its classifier into every service.
+pub trait Classify: Clone + Send + Sync + 'static {
+    /// Classifies one error.
+    fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass;
+}
+
+/// queuey's own classification; see the [module documentation](self).
+///
+/// It looks at the error and then at each of its sources, and the first one
+/// it recognises decides:
+///
+/// | error | class |
+/// |---|---|
+/// | [`DeferredError`] (from `JobError::deferred`) | `RetryAfter(delay)` |
+/// | [`FatalError`] (from `JobError::fatal`) | `Fatal` |
+/// | [`RetryableError`] (from `JobError::retryable` or `?`) | `Transient` |
+/// | [`DeferralLimitReached`] (from [`DeferOn429`](crate::DeferOn429)) | `Transient` |
+/// | `tower::timeout::error::Elapsed` | `Transient` |
+/// | anything else | `Transient` |
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DefaultClassifier;
+
+impl Classify for DefaultClassifier {
+    fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
+        let mut current: Option<&(dyn StdError + 'static)> = Some(error);
+        while let Some(e) = current {
+            if let Some(d) = e.downcast_ref::<DeferredError>() {
+                return FailureClass::RetryAfter(d.delay);
+            }
+            if e.is::<FatalError>() {
+                return FailureClass::Fatal;
+            }
+            if e.is::<RetryableError>()
+                || e.is::<DeferralLimitReached>()
+                || e.is::<tower::timeout::error::Elapsed>()
+            {
+                return FailureClass::Transient;
+            }
+            current = e.source();
+        }
+        FailureClass::Transient
+    }
+}
+
+impl<F> Classify for F
+where
+    F: Fn(&(dyn StdError + 'static)) -> Option<FailureClass> + Clone + Send + Sync + 'static,
+{
+    fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
+        self(error).unwrap_or_else(|| DefaultClassifier.classify(error))
+    }
+}
+
+/// Joins an error and its sources with `": "`, the form dead-letter reasons
+/// take.
+pub(crate) fn error_chain(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut current = error.source();
+    while let Some(e) = current {
+        let next = e.to_string();
+        // Wrappers that display as their source would repeat it.
+        if !text.ends_with(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        current = e.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+
+    use super::*;
+    use queuey_core::{BoxError, JobError};
+
+    /// Wraps an error with a message, keeping it as the source.
+    #[derive(Debug)]
+    struct Context {
+        message: String,
+        source: BoxError,
+    }
+
+    impl Context {
+        fn new(message: impl Into<String>, source: BoxError) -> Self {
+            Context {
+                message: message.into(),
+                source,
+            }
+        }
+    }
+
+    impl fmt::Display for Context {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(&self.message)
+        }
+    }
+
+    impl StdError for Context {
+        fn source(&self) -> Option<&(dyn StdError + 'static)> {
+            Some(&*self.source)
+        }
+    }
+
+    fn class(e: BoxError) -> FailureClass {
+        DefaultClassifier.classify(&*e)
+    }
+
+    #[test]
+    fn default_classes() {
+        let d = Duration::from_secs(3);
+        assert_eq!(
+            class(JobError::deferred(d).into_box_error()),
+            FailureClass::RetryAfter(d)
+        );
+        assert_eq!(
+            class(JobError::fatal("x").into_box_error()),
+            FailureClass::Fatal
+        );
+        assert_eq!(
+            class(JobError::retryable("x").into_box_error()),
+            FailureClass::Transient
+        );
+        assert_eq!(
+            class(Box::new(tower::timeout::error::Elapsed::new())),
+            FailureClass::Transient
+        );
+        assert_eq!(class("anything".into()), FailureClass::Transient);
+    }
+
+    #[test]
+    fn sources_are_searched() {
+        let wrapped: BoxError = Box::new(Context::new(
+            "outer",
+            JobError::fatal("inner").into_box_error(),
+        ));
+        assert_eq!(class(wrapped), FailureClass::Fatal);
+    }
+
+    #[test]
+    fn a_retryable_wrapper_wins_over_a_fatal_cause() {
+        // The handler's explicit intent is the outermost marker.
+        let inner = JobError::fatal("db").into_box_error();
+        let outer = JobError::Retryable(inner).into_box_error();
+        assert_eq!(class(outer), FailureClass::Transient);
+    }
+
+    #[test]
+    fn chains_read_naturally() {
+        let e: BoxError = Box::new(Context::new(
+            "attempts exhausted (3 of 3)",
+            JobError::fatal(std::io::Error::other("disk full")).into_box_error(),
+        ));
+        assert_eq!(
+            error_chain(&*e),
+            "attempts exhausted (3 of 3): fatal: disk full"
+        );
+        let e = JobError::retryable(std::io::Error::other("reset")).into_box_error();
+        assert_eq!(error_chain(&*e), "reset");
+    }
+}

@@ -1,0 +1,89 @@
+//! The last resort: any error becomes a dead letter.
+//!
+//! [`DeadLetterLayer`] turns every error that reaches it into
+//! [`Disposition::DeadLetter`](crate::Disposition::DeadLetter), with the
+//! error and its sources joined by `": "` as the reason. Put it outside the
+//! retry and deferral layers: what they pass on (fatal failures, deferrals
+//! past their limit) ends here, and the reason lands in the dead-letter
+//! queue's `x-death-reason` header for the operator.
+//!
+//! Without it a worker still dead-letters errors that reach it; the layer
+//! makes the decision visible to the layers outside it (metrics, tracing).
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use queuey_core::{BoxError, JobContext, JobError, Uuid};
+//! use queuey_tower::{DeadLetterLayer, Disposition, JobRequest};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! let stack = ServiceBuilder::new()
+//!     .layer(DeadLetterLayer::new())
+//!     .service(service_fn(|_: JobRequest<()>| async {
+//!         Err::<Disposition, BoxError>(JobError::fatal("invalid address").into_box_error())
+//!     }));
+//! let request = JobRequest::new((), JobContext::new(Uuid::new_v4(), "q"));
+//! assert_eq!(
+//!     stack.oneshot(request).await.unwrap(),
+//!     Disposition::DeadLetter { reason: "fatal: invalid address".into() }
+//! );
+//! # }
+//! ```
+
+pub mod future;
+
+use std::task::{Context, Poll};
+
+use queuey_core::BoxError;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::{Disposition, JobRequest};
+
+/// Turns every error into a dead letter; see the [module documentation](self).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeadLetterLayer {
+    _priv: (),
+}
+
+impl DeadLetterLayer {
+    /// A new layer.
+    pub const fn new() -> Self {
+        DeadLetterLayer { _priv: () }
+    }
+}
+
+impl<S> Layer<S> for DeadLetterLayer {
+    type Service = DeadLetter<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        DeadLetter { inner }
+    }
+}
+
+/// The service [`DeadLetterLayer`] produces.
+#[derive(Debug, Clone)]
+pub struct DeadLetter<S> {
+    inner: S,
+}
+
+impl<S> DeadLetter<S> {
+    crate::inner_accessors!();
+}
+
+impl<S, J> Service<JobRequest<J>> for DeadLetter<S>
+where
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
+{
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+        future::ResponseFuture::new(self.inner.call(request))
+    }
+}

@@ -1,0 +1,68 @@
+//! The response future of [`Defer`](super::Defer).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use queuey_core::{BoxError, MAX_DEFERRAL_MS};
+
+use super::DeferralLimitReached;
+use crate::Disposition;
+use crate::classify::{Classify, FailureClass};
+
+pin_project! {
+    /// The response future of [`Defer`](super::Defer).
+    #[derive(Debug)]
+    pub struct ResponseFuture<F, C> {
+        #[pin]
+        inner: F,
+        deferrals: u32,
+        max_deferrals: Option<u32>,
+        classifier: C,
+    }
+}
+
+impl<F, C> ResponseFuture<F, C> {
+    pub(crate) fn new(inner: F, deferrals: u32, max_deferrals: Option<u32>, classifier: C) -> Self {
+        ResponseFuture {
+            inner,
+            deferrals,
+            max_deferrals,
+            classifier,
+        }
+    }
+}
+
+impl<F, C> Future for ResponseFuture<F, C>
+where
+    F: Future<Output = Result<Disposition, BoxError>>,
+    C: Classify,
+{
+    type Output = Result<Disposition, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let error = match ready!(this.inner.poll(cx)) {
+            Ok(disposition) => return Poll::Ready(Ok(disposition)),
+            Err(error) => error,
+        };
+        let FailureClass::RetryAfter(delay) = this.classifier.classify(&*error) else {
+            return Poll::Ready(Err(error));
+        };
+        if let Some(max) = *this.max_deferrals
+            && *this.deferrals >= max
+        {
+            return Poll::Ready(Err(Box::new(DeferralLimitReached::new(
+                *this.deferrals,
+                max,
+                error,
+            ))));
+        }
+        // A hold cannot wait longer; waiting the longest it can beats losing
+        // the job to a refusal.
+        let delay = delay.min(Duration::from_millis(MAX_DEFERRAL_MS));
+        Poll::Ready(Ok(Disposition::Defer { delay }))
+    }
+}

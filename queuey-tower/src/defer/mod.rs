@@ -1,0 +1,138 @@
+//! Deferral: `Retry-After` without spending an attempt.
+//!
+//! [`DeferOn429`] turns an error that carries a wait — a
+//! [`JobError::deferred`](queuey_core::JobError::deferred) from the handler,
+//! or any error the classifier maps to
+//! [`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter) —
+//! into [`Disposition::Defer`](crate::Disposition::Defer). The worker then
+//! parks the job in a hold for that long, with its attempt unchanged, its
+//! deferral count raised and the queue's top priority, so it returns ahead of
+//! the backlog. Delays beyond a hold's limit are shortened to
+//! [`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS).
+//!
+//! A job that keeps being rate limited could wait forever; with
+//! [`DeferOn429::max_deferrals`] a job already deferred that often fails with
+//! [`DeferralLimitReached`] instead, a transient failure that spends an
+//! attempt. Every other error passes through.
+//!
+//! [`parse_retry_after`](crate::classify::parse_retry_after) reads an HTTP
+//! `Retry-After` value for a classifier or a handler.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use queuey_core::{BoxError, JobContext, JobError, Uuid};
+//! use queuey_tower::{DeferOn429, Disposition, JobRequest};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! let stack = ServiceBuilder::new()
+//!     .layer(DeferOn429::new().max_deferrals(5))
+//!     .service(service_fn(|_: JobRequest<()>| async {
+//!         Err::<Disposition, BoxError>(JobError::deferred(Duration::from_secs(30)).into_box_error())
+//!     }));
+//!
+//! let ctx = JobContext::new(Uuid::new_v4(), "q");
+//! let answer = stack.clone().oneshot(JobRequest::new((), ctx.clone())).await.unwrap();
+//! assert_eq!(answer, Disposition::Defer { delay: Duration::from_secs(30) });
+//!
+//! let too_often = stack.oneshot(JobRequest::new((), ctx.with_deferrals(5))).await;
+//! assert!(too_often.is_err());
+//! # }
+//! ```
+
+mod error;
+pub mod future;
+
+use std::task::{Context, Poll};
+
+use queuey_core::BoxError;
+use tower_layer::Layer;
+use tower_service::Service;
+
+pub use error::DeferralLimitReached;
+
+use crate::classify::{Classify, DefaultClassifier};
+use crate::{Disposition, JobRequest};
+
+/// Turns `Retry-After` errors into deferrals; see the
+/// [module documentation](self).
+#[derive(Debug, Clone, Default)]
+pub struct DeferOn429<C = DefaultClassifier> {
+    max_deferrals: Option<u32>,
+    classifier: C,
+}
+
+impl DeferOn429 {
+    /// Defers on every `Retry-After`, without limit.
+    pub fn new() -> Self {
+        DeferOn429::default()
+    }
+}
+
+impl<C> DeferOn429<C> {
+    /// Fails a job (transiently) instead of deferring it once it was deferred
+    /// `max` times.
+    pub fn max_deferrals(mut self, max: u32) -> Self {
+        self.max_deferrals = Some(max);
+        self
+    }
+
+    /// Uses `classifier` to find the errors that carry a `Retry-After`.
+    pub fn classifier<C2: Classify>(self, classifier: C2) -> DeferOn429<C2> {
+        DeferOn429 {
+            max_deferrals: self.max_deferrals,
+            classifier,
+        }
+    }
+}
+
+impl<S, C: Clone> Layer<S> for DeferOn429<C> {
+    type Service = Defer<S, C>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Defer {
+            inner,
+            max_deferrals: self.max_deferrals,
+            classifier: self.classifier.clone(),
+        }
+    }
+}
+
+/// The service [`DeferOn429`] produces.
+#[derive(Debug, Clone)]
+pub struct Defer<S, C> {
+    inner: S,
+    max_deferrals: Option<u32>,
+    classifier: C,
+}
+
+impl<S, C> Defer<S, C> {
+    crate::inner_accessors!();
+}
+
+impl<S, C, J> Service<JobRequest<J>> for Defer<S, C>
+where
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
+    C: Classify,
+{
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+        let deferrals = request.ctx().deferrals();
+        future::ResponseFuture::new(
+            self.inner.call(request),
+            deferrals,
+            self.max_deferrals,
+            self.classifier.clone(),
+        )
+    }
+}

@@ -1,0 +1,165 @@
+//! Turning a [`JobHandler`] into the innermost service of a stack.
+
+use std::any::Any;
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, CatchUnwind};
+use pin_project_lite::pin_project;
+use queuey_core::{BoxError, JobError, JobHandler};
+use tower_service::Service;
+
+use crate::{Disposition, JobRequest};
+
+/// The innermost service of a worker stack: runs a [`JobHandler`].
+///
+/// `Ok(())` becomes [`Disposition::Ack`]; a [`JobError`] becomes the boxed
+/// error that keeps its intent ([`JobError::into_box_error`]) for the layers
+/// around it to classify. A panic in the handler is caught and becomes a
+/// [`HandlerPanicked`] error, which classifies as transient: the job is
+/// retried like any other failure, and the worker keeps running.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use queuey_core::{JobContext, JobError, JobHandler, Uuid};
+/// use queuey_tower::{Disposition, HandlerService, JobRequest};
+/// use tower::ServiceExt;
+/// # use queuey_core::{Job, Queues};
+/// # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)] enum Q { Default }
+/// # #[derive(Job, serde::Serialize, serde::Deserialize)] #[job(queue = Q::Default)] struct Ping;
+///
+/// struct PingHandler;
+/// impl JobHandler for PingHandler {
+///     type Job = Ping;
+///     async fn handle(&self, _job: Ping, _ctx: JobContext) -> Result<(), JobError> {
+///         Ok(())
+///     }
+/// }
+///
+/// let service = HandlerService::new(PingHandler);
+/// let request = JobRequest::new(Ping, JobContext::new(Uuid::new_v4(), "default"));
+/// assert_eq!(service.oneshot(request).await.unwrap(), Disposition::Ack);
+/// # }
+/// ```
+pub struct HandlerService<H> {
+    handler: Arc<H>,
+}
+
+impl<H> HandlerService<H> {
+    /// Wraps a handler.
+    pub fn new(handler: H) -> Self {
+        HandlerService {
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// Wraps a handler that is already shared.
+    pub fn from_arc(handler: Arc<H>) -> Self {
+        HandlerService { handler }
+    }
+
+    /// The handler.
+    pub fn get_ref(&self) -> &H {
+        &self.handler
+    }
+}
+
+impl<H> Clone for HandlerService<H> {
+    fn clone(&self) -> Self {
+        HandlerService {
+            handler: Arc::clone(&self.handler),
+        }
+    }
+}
+
+impl<H> fmt::Debug for HandlerService<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerService")
+            .field("handler", &std::any::type_name::<H>())
+            .finish()
+    }
+}
+
+impl<H: JobHandler> Service<JobRequest<H::Job>> for HandlerService<H> {
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = HandlerFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: JobRequest<H::Job>) -> Self::Future {
+        let handler = Arc::clone(&self.handler);
+        let (job, ctx) = request.into_parts();
+        // A handler's future is an unnameable `impl Future`, so it is boxed
+        // once here; the layers around it add no further allocation.
+        let future: BoxFuture<'static, Result<(), JobError>> =
+            Box::pin(async move { handler.handle(job, ctx).await });
+        HandlerFuture {
+            inner: AssertUnwindSafe(future).catch_unwind(),
+        }
+    }
+}
+
+pin_project! {
+    /// The response future of [`HandlerService`].
+    pub struct HandlerFuture {
+        #[pin]
+        inner: CatchUnwind<AssertUnwindSafe<BoxFuture<'static, Result<(), JobError>>>>,
+    }
+}
+
+impl Future for HandlerFuture {
+    type Output = Result<Disposition, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(match ready!(self.project().inner.poll(cx)) {
+            Ok(Ok(())) => Ok(Disposition::Ack),
+            Ok(Err(error)) => Err(error.into_box_error()),
+            Err(panic) => Err(Box::new(HandlerPanicked::new(&*panic))),
+        })
+    }
+}
+
+impl fmt::Debug for HandlerFuture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerFuture").finish_non_exhaustive()
+    }
+}
+
+/// A handler panicked; the message is the panic's, when it had one.
+#[derive(Debug, Clone)]
+pub struct HandlerPanicked {
+    message: String,
+}
+
+impl HandlerPanicked {
+    fn new(payload: &(dyn Any + Send)) -> Self {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_owned());
+        HandlerPanicked { message }
+    }
+
+    /// The panic message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for HandlerPanicked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "the handler panicked: {}", self.message)
+    }
+}
+
+impl std::error::Error for HandlerPanicked {}

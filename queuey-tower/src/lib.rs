@@ -1,0 +1,106 @@
+//! The queuey worker: jobs run through a [`tower::Service`] stack.
+//!
+//! A worker consumes the queues of a queue set, decodes each delivery into a
+//! [`JobRequest`] (the typed job and its [`JobContext`](queuey_core::JobContext)),
+//! runs it through a stack of layers around the job's
+//! [`JobHandler`](queuey_core::JobHandler), and settles the
+//! [`Disposition`] the stack answers with on the broker.
+//!
+//! The layers make no broker calls, so each can be tested alone, and any
+//! tower middleware fits between them:
+//!
+//! | layer | turns | into |
+//! |---|---|---|
+//! | [`RetryLayer`] | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
+//! | [`DeferOn429`] | a `Retry-After` | `Defer { delay }`, spending no attempt |
+//! | [`DeadLetterLayer`] | any error | `DeadLetter { reason }` |
+//! | [`MetricsLayer`] | – | counters, a histogram and a gauge per queue and job type |
+//! | [`TraceLayer`] | – | a span per job and an event per outcome |
+//!
+//! [`classify`] decides what an error means (transient, fatal, or a
+//! `Retry-After`), for queuey's own errors, tower's timeout, and through a
+//! closure of yours, anything else.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use queuey_core::{Job, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues};
+//! use queuey_tower::Worker;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+//! #[queues(prefix = "app")]
+//! enum AppQueues {
+//!     Webhooks,
+//! }
+//!
+//! #[derive(Job, Serialize, Deserialize)]
+//! #[job(queue = AppQueues::Webhooks)]
+//! struct CallWebhook {
+//!     url: String,
+//! }
+//!
+//! struct WebhookHandler;
+//! impl JobHandler for WebhookHandler {
+//!     type Job = CallWebhook;
+//!     async fn handle(&self, job: CallWebhook, ctx: JobContext) -> Result<(), JobError> {
+//!         if ctx.deferrals() == 0 {
+//!             // The endpoint answered 429 with Retry-After: 2.
+//!             return Err(JobError::deferred_msg(Duration::from_secs(2), "429 from endpoint"));
+//!         }
+//!         println!("called {}", job.url);
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let backend = Arc::new(MemoryBackend::new());
+//! // No `.layer(..)`: the default stack (trace, metrics, dead-letter, retry,
+//! // deferral, timeout) goes around the handler.
+//! let worker = Worker::<AppQueues, _>::builder(backend.clone())
+//!     .handler(WebhookHandler)
+//!     .build()
+//!     .await?;
+//! let handle = worker.handle();
+//! let running = tokio::spawn(worker.run());
+//!
+//! let producer = Producer::<AppQueues, _>::new(backend).await?;
+//! producer.enqueue(&CallWebhook { url: "https://example.com/hook".into() }).await?;
+//! while handle.jobs_settled() < 2 {
+//!     tokio::time::sleep(Duration::from_millis(50)).await;
+//! }
+//! handle.shutdown();
+//! running.await??;
+//! # Ok(())
+//! # }
+//! ```
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod macros;
+
+pub mod classify;
+pub mod dead_letter;
+pub mod defer;
+mod disposition;
+mod handler;
+pub mod metrics;
+mod request;
+pub mod retry;
+pub mod trace;
+pub mod worker;
+
+pub(crate) use macros::inner_accessors;
+
+pub use dead_letter::DeadLetterLayer;
+pub use defer::DeferOn429;
+pub use disposition::Disposition;
+pub use handler::{HandlerFuture, HandlerPanicked, HandlerService};
+pub use metrics::MetricsLayer;
+pub use request::JobRequest;
+pub use retry::RetryLayer;
+pub use trace::TraceLayer;
+pub use worker::{Worker, WorkerBuilder, WorkerError, WorkerHandle};

@@ -1,0 +1,92 @@
+//! Job metrics through the [`metrics`] crate.
+//!
+//! [`MetricsLayer`] records, for every job it sees:
+//!
+//! | name | kind | labels | meaning |
+//! |---|---|---|---|
+//! | `queuey_jobs_total` | counter | `queue`, `job_type`, `disposition` | jobs finished, by what happens next: `ack`, `retry`, `defer`, `dead_letter`, or `error` when an error reached the layer |
+//! | `queuey_job_duration_seconds` | histogram | `queue`, `job_type` | time from the call to the answer, everything inside the layer included |
+//! | `queuey_jobs_in_flight` | gauge | `queue`, `job_type` | jobs currently inside the layer |
+//!
+//! The worker adds `queuey_settle_failures_total` (counter, label `queue`):
+//! dispositions it could not carry out on the broker.
+//!
+//! Nothing is recorded until the application installs a recorder (for
+//! example a Prometheus exporter); without one the layer costs a few
+//! nanoseconds per job.
+//!
+//! Placed outside the retry and dead-letter layers (as in the worker's
+//! default stack), the `disposition` label is the final outcome of each
+//! delivery.
+
+pub mod future;
+
+use std::task::{Context, Poll};
+
+use queuey_core::{BoxError, Job, Queues};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::{Disposition, JobRequest};
+
+/// Counter of finished jobs.
+pub const JOBS_TOTAL: &str = "queuey_jobs_total";
+/// Histogram of job durations, in seconds.
+pub const JOB_DURATION_SECONDS: &str = "queuey_job_duration_seconds";
+/// Gauge of jobs in flight.
+pub const JOBS_IN_FLIGHT: &str = "queuey_jobs_in_flight";
+/// Counter of dispositions the worker failed to carry out.
+pub const SETTLE_FAILURES_TOTAL: &str = "queuey_settle_failures_total";
+
+/// Records job metrics; see the [module documentation](self).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MetricsLayer {
+    _priv: (),
+}
+
+impl MetricsLayer {
+    /// A new layer.
+    pub const fn new() -> Self {
+        MetricsLayer { _priv: () }
+    }
+}
+
+impl<S> Layer<S> for MetricsLayer {
+    type Service = Metrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Metrics { inner }
+    }
+}
+
+/// The service [`MetricsLayer`] produces.
+#[derive(Debug, Clone)]
+pub struct Metrics<S> {
+    inner: S,
+}
+
+impl<S> Metrics<S> {
+    crate::inner_accessors!();
+}
+
+impl<S, J> Service<JobRequest<J>> for Metrics<S>
+where
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
+    J: Job,
+{
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+        let labels = future::Labels {
+            queue: J::QUEUE.name(),
+            job_type: J::NAME,
+        };
+        future::ResponseFuture::new(self.inner.call(request), labels)
+    }
+}

@@ -1,0 +1,75 @@
+//! The request every service in a worker stack receives.
+
+use std::sync::Arc;
+
+use queuey_core::{JobContext, RetryPolicy};
+
+/// One delivery of a job, decoded: the job, its [`JobContext`], and the retry
+/// policy that applies to it when the job type or its queue sets one.
+///
+/// Workers build requests; tests of a layer or a whole stack can build their
+/// own with [`JobRequest::new`].
+///
+/// ```
+/// use queuey_core::{JobContext, Uuid};
+/// use queuey_tower::JobRequest;
+///
+/// let request = JobRequest::new("payload", JobContext::new(Uuid::new_v4(), "app.emails"));
+/// assert_eq!(request.ctx().attempt(), 1);
+/// assert!(request.retry_policy().is_none());
+/// ```
+#[derive(Debug, Clone)]
+pub struct JobRequest<J> {
+    job: J,
+    ctx: JobContext,
+    retry: Option<Arc<RetryPolicy>>,
+}
+
+impl<J> JobRequest<J> {
+    /// A request for `job` with no retry policy of its own.
+    pub fn new(job: J, ctx: JobContext) -> Self {
+        JobRequest {
+            job,
+            ctx,
+            retry: None,
+        }
+    }
+
+    /// Sets the retry policy that applies to this job (the job type's, else
+    /// its queue's). A retry layer uses it in preference to its own.
+    pub fn with_retry_policy(mut self, policy: Arc<RetryPolicy>) -> Self {
+        self.retry = Some(policy);
+        self
+    }
+
+    /// The job.
+    pub fn job(&self) -> &J {
+        &self.job
+    }
+
+    /// The job, mutably.
+    pub fn job_mut(&mut self) -> &mut J {
+        &mut self.job
+    }
+
+    /// The delivery's context.
+    pub fn ctx(&self) -> &JobContext {
+        &self.ctx
+    }
+
+    /// The delivery's context, mutably (a retry layer records the attempts it
+    /// allows here).
+    pub fn ctx_mut(&mut self) -> &mut JobContext {
+        &mut self.ctx
+    }
+
+    /// The job type's or queue's retry policy, if either sets one.
+    pub fn retry_policy(&self) -> Option<&Arc<RetryPolicy>> {
+        self.retry.as_ref()
+    }
+
+    /// Splits the request into the job and its context.
+    pub fn into_parts(self) -> (J, JobContext) {
+        (self.job, self.ctx)
+    }
+}

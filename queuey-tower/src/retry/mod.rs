@@ -1,0 +1,112 @@
+//! Retries with backoff, waiting on the broker.
+//!
+//! [`RetryLayer`] turns a transient failure into
+//! [`Disposition::Retry`](crate::Disposition::Retry) while the job has
+//! attempts left, and into [`Disposition::DeadLetter`](crate::Disposition::DeadLetter)
+//! with the reason `attempts exhausted (n of m): <error>` once it has none.
+//! Fatal failures and deferrals pass through as errors for the layers
+//! around it (a [`DeadLetterLayer`](crate::DeadLetterLayer) and a
+//! [`DeferOn429`](crate::DeferOn429)).
+//!
+//! Unlike `tower::retry`, nothing waits in memory: the worker publishes the
+//! next attempt to a hold queue and acknowledges the delivery, so a retry
+//! costs no prefetch slot and survives a crash. The delay comes from the
+//! policy's backoff for the attempt that failed, with jitter.
+//!
+//! The policy is the job type's (`#[job(retry(..))]`), else its queue's
+//! (`#[queue(retry(..))]`), else the layer's own. The layer records the
+//! policy's attempt count in the request's
+//! [`JobContext`](queuey_core::JobContext), so the handler sees the right
+//! `max_attempts`.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use queuey_core::{Backoff, BoxError, JobContext, JobError, RetryPolicy, Uuid};
+//! use queuey_tower::{Disposition, JobRequest, RetryLayer};
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! let policy = RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(10)).unwrap()).unwrap();
+//! let stack = ServiceBuilder::new()
+//!     .layer(RetryLayer::new(policy))
+//!     .service(service_fn(|_: JobRequest<()>| async {
+//!         Err::<Disposition, BoxError>(JobError::retryable("connection reset").into_box_error())
+//!     }));
+//!
+//! let ctx = JobContext::new(Uuid::new_v4(), "q");
+//! let first = stack.clone().oneshot(JobRequest::new((), ctx.clone())).await.unwrap();
+//! assert_eq!(first, Disposition::Retry { delay: Duration::from_secs(10) });
+//!
+//! let last = stack.oneshot(JobRequest::new((), ctx.with_attempt(3))).await.unwrap();
+//! assert_eq!(
+//!     last,
+//!     Disposition::DeadLetter { reason: "attempts exhausted (3 of 3): connection reset".into() }
+//! );
+//! # }
+//! ```
+
+pub mod future;
+mod layer;
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use queuey_core::{BoxError, RetryPolicy};
+use tower_service::Service;
+
+pub use layer::RetryLayer;
+
+use crate::classify::Classify;
+use crate::{Disposition, JobRequest};
+
+/// The service [`RetryLayer`] produces.
+#[derive(Debug, Clone)]
+pub struct Retry<S, C> {
+    inner: S,
+    policy: Arc<RetryPolicy>,
+    classifier: C,
+}
+
+impl<S, C> Retry<S, C> {
+    /// Wraps `inner` with the given fallback policy and classifier.
+    pub fn new(inner: S, policy: Arc<RetryPolicy>, classifier: C) -> Self {
+        Retry {
+            inner,
+            policy,
+            classifier,
+        }
+    }
+
+    crate::inner_accessors!();
+}
+
+impl<S, C, J> Service<JobRequest<J>> for Retry<S, C>
+where
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
+    C: Classify,
+{
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future, C>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
+        let policy = request
+            .retry_policy()
+            .map_or_else(|| Arc::clone(&self.policy), Arc::clone);
+        let attempt = request.ctx().attempt();
+        request.ctx_mut().set_max_attempts(policy.max_attempts());
+        future::ResponseFuture::new(
+            self.inner.call(request),
+            attempt,
+            policy,
+            self.classifier.clone(),
+        )
+    }
+}

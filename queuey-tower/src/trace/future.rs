@@ -1,0 +1,70 @@
+//! The response future of [`Trace`](super::Trace).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Instant;
+
+use pin_project_lite::pin_project;
+use queuey_core::BoxError;
+use tracing::Span;
+
+use crate::Disposition;
+use crate::classify::error_chain;
+
+pin_project! {
+    /// The response future of [`Trace`](super::Trace).
+    #[derive(Debug)]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        inner: F,
+        span: Span,
+        started: Instant,
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub(crate) fn new(inner: F, span: Span) -> Self {
+        ResponseFuture {
+            inner,
+            span,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Disposition, BoxError>>,
+{
+    type Output = Result<Disposition, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let _entered = this.span.enter();
+        let result = ready!(this.inner.poll(cx));
+        let elapsed_ms = this.started.elapsed().as_secs_f64() * 1000.0;
+        match &result {
+            Ok(Disposition::Ack) => tracing::debug!(elapsed_ms, "job done"),
+            Ok(Disposition::Defer { delay }) => {
+                tracing::info!(
+                    elapsed_ms,
+                    delay_ms = delay.as_millis() as u64,
+                    "job deferred"
+                )
+            }
+            Ok(Disposition::Retry { delay }) => {
+                tracing::warn!(
+                    elapsed_ms,
+                    delay_ms = delay.as_millis() as u64,
+                    "job failed, will retry"
+                )
+            }
+            Ok(Disposition::DeadLetter { reason }) => {
+                tracing::error!(elapsed_ms, reason = %reason, "job dead-lettered")
+            }
+            Err(error) => tracing::error!(elapsed_ms, error = %error_chain(&**error), "job failed"),
+        }
+        Poll::Ready(result)
+    }
+}

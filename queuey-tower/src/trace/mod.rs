@@ -1,0 +1,89 @@
+//! One `tracing` span per job, and an event for what happens to it.
+//!
+//! [`TraceLayer`] opens a span named `job` with the fields `queue`,
+//! `job_type`, `job_id`, `attempt`, `deferrals` and `correlation_id`, runs
+//! the inner service inside it, and records the outcome as an event whose
+//! level fits it:
+//!
+//! | outcome | level |
+//! |---|---|
+//! | `Ack` | DEBUG |
+//! | `Defer` | INFO (a deferral is routine: the job waits, nothing failed) |
+//! | `Retry` | WARN |
+//! | `DeadLetter`, or an error reaching the layer | ERROR |
+//!
+//! Each event carries the disposition, its delay or reason, and the time the
+//! job took. Spans opened by the handler nest inside the job's span.
+
+pub mod future;
+
+use std::task::{Context, Poll};
+
+use queuey_core::{BoxError, Job, Queues};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::{Disposition, JobRequest};
+
+/// Traces every job; see the [module documentation](self).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TraceLayer {
+    _priv: (),
+}
+
+impl TraceLayer {
+    /// A new layer.
+    pub const fn new() -> Self {
+        TraceLayer { _priv: () }
+    }
+}
+
+impl<S> Layer<S> for TraceLayer {
+    type Service = Trace<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Trace { inner }
+    }
+}
+
+/// The service [`TraceLayer`] produces.
+#[derive(Debug, Clone)]
+pub struct Trace<S> {
+    inner: S,
+}
+
+impl<S> Trace<S> {
+    crate::inner_accessors!();
+}
+
+impl<S, J> Service<JobRequest<J>> for Trace<S>
+where
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
+    J: Job,
+{
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+        let ctx = request.ctx();
+        let span = tracing::info_span!(
+            "job",
+            queue = J::QUEUE.name(),
+            job_type = J::NAME,
+            job_id = %ctx.job_id(),
+            attempt = ctx.attempt(),
+            deferrals = ctx.deferrals(),
+            correlation_id = ctx.correlation_id(),
+        );
+        let inner = {
+            let _entered = span.enter();
+            self.inner.call(request)
+        };
+        future::ResponseFuture::new(inner, span)
+    }
+}
