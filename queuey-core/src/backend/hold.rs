@@ -87,7 +87,10 @@ mod tests {
             "{e:?}"
         );
         assert!(hold_delay_ms("q", Duration::MAX, g).is_err());
-        assert_eq!(hold_delay_ms("q", Duration::from_millis(2_147_483_000), g).unwrap(), 2_147_483_000);
+        assert_eq!(
+            hold_delay_ms("q", Duration::from_millis(2_147_483_000), g).unwrap(),
+            2_147_483_000
+        );
     }
 
     proptest! {
