@@ -100,7 +100,7 @@ mod tests {
             let g = Duration::from_millis(g_ms);
             let rounded = round_up_ms(delay, g);
             prop_assert!(Duration::from_millis(rounded as u64) >= delay);
-            prop_assert!(rounded % u128::from(g_ms) == 0);
+            prop_assert!(rounded.is_multiple_of(u128::from(g_ms)));
             prop_assert!(rounded < ceil_ms(delay) + u128::from(g_ms));
         }
 

@@ -23,9 +23,10 @@ pub struct MemoryDelivery {
 }
 
 impl MemoryDelivery {
-    /// Acknowledges the delivery after `publish` succeeded, under one lock.
+    /// Runs `publish`, then acknowledges the delivery; if `publish` fails,
+    /// the delivery is dropped unsettled and goes back on its queue.
     fn settle_after(
-        mut self: Box<Self>,
+        mut self,
         publish: impl FnOnce(&Shared) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let shared = Arc::clone(&self.shared);
@@ -66,7 +67,7 @@ impl Delivery for MemoryDelivery {
     }
 
     fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(ready(self.settle_after(|_| Ok(()))))
+        Box::pin(ready((*self).settle_after(|_| Ok(()))))
     }
 
     fn retry(
@@ -97,7 +98,7 @@ impl Delivery for MemoryDelivery {
             body,
         });
         Box::pin(ready(match letter {
-            Ok(letter) => self.settle_after(|s| {
+            Ok(letter) => (*self).settle_after(|s| {
                 s.store_dead_letter(letter);
                 Ok(())
             }),

@@ -356,20 +356,19 @@ impl Backend for MemoryBackend {
                     .queues
                     .entry(config.name().to_owned())
                     .or_insert_with(|| QueueState::new(None));
-                if let Some(existing) = &queue.declared {
-                    if existing.priority_levels() != config.priority_levels()
+                if let Some(existing) = &queue.declared
+                    && (existing.priority_levels() != config.priority_levels()
                         || existing.is_durable() != config.is_durable()
-                        || existing.ttl() != config.ttl()
-                    {
-                        return Err(Error::Backend(BackendError::new(
-                            BackendErrorKind::Refused,
-                            format!(
-                                "queue `{}` was already declared with other arguments; \
-                                 a queue's arguments cannot change once it exists",
-                                config.name()
-                            ),
-                        )));
-                    }
+                        || existing.ttl() != config.ttl())
+                {
+                    return Err(Error::Backend(BackendError::new(
+                        BackendErrorKind::Refused,
+                        format!(
+                            "queue `{}` was already declared with other arguments; \
+                             a queue's arguments cannot change once it exists",
+                            config.name()
+                        ),
+                    )));
                 }
                 queue.declared = Some(config.clone());
             }
