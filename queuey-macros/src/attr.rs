@@ -157,7 +157,10 @@ impl Arg {
             }
             Value::List(_) => Err(syn::Error::new(
                 self.key.span(),
-                format!("`{0}` takes a value: write `{0} = ...`, not `{0}(...)`", self.key),
+                format!(
+                    "`{0}` takes a value: write `{0} = ...`, not `{0}(...)`",
+                    self.key
+                ),
             )),
         }
     }
@@ -175,7 +178,10 @@ impl Arg {
             Value::List(list) => Ok(list),
             Value::Expr(expr) => Err(syn::Error::new_spanned(
                 expr,
-                format!("`{0}` takes a block of settings: write `{0}(...)`", self.key),
+                format!(
+                    "`{0}` takes a block of settings: write `{0}(...)`",
+                    self.key
+                ),
             )),
         }
     }
@@ -218,7 +224,14 @@ impl Arg {
                 op: UnOp::Neg(_),
                 expr,
                 ..
-            }) if matches!(&**expr, Expr::Lit(ExprLit { lit: Lit::Int(_), .. })) => {
+            }) if matches!(
+                &**expr,
+                Expr::Lit(ExprLit {
+                    lit: Lit::Int(_),
+                    ..
+                })
+            ) =>
+            {
                 let shown = quote::quote!(#expr).to_string();
                 Err(out_of_range(&format_args!("-{shown}")))
             }

@@ -116,7 +116,10 @@ fn queue_path(arg: &attr::Arg) -> syn::Result<(Path, Path)> {
     let mut set = path.clone();
     let segments: Vec<_> = set.segments.into_iter().collect();
     let kept = segments.len() - 1;
-    set.segments = segments.into_iter().take(kept).collect::<Punctuated<_, _>>();
+    set.segments = segments
+        .into_iter()
+        .take(kept)
+        .collect::<Punctuated<_, _>>();
     Ok((path.clone(), set))
 }
 

@@ -77,7 +77,7 @@ impl fmt::Display for Millis {
         let (name, scale) = UNITS
             .iter()
             .rev()
-            .find(|(_, scale)| self.0 % scale == 0 && self.0 != 0)
+            .find(|(_, scale)| self.0 != 0 && self.0.is_multiple_of(*scale))
             .copied()
             .unwrap_or(UNITS[0]);
         write!(f, "{}{name}", self.0 / scale)

@@ -319,7 +319,10 @@ mod tests {
         assert_eq!(none.backoff, BackoffSpec::None);
         assert_eq!(none.max_attempts, 2);
         let fixed = parse(quote!(backoff = "fixed", delay = "3s")).unwrap();
-        assert_eq!(fixed.backoff, BackoffSpec::Fixed(Millis::from_millis(3_000)));
+        assert_eq!(
+            fixed.backoff,
+            BackoffSpec::Fixed(Millis::from_millis(3_000))
+        );
         let exp = parse(quote!(factor = 1.5, jitter = false, max = "1h")).unwrap();
         assert_eq!(
             exp.backoff,
@@ -336,7 +339,10 @@ mod tests {
     fn keys_must_fit_the_kind() {
         assert!(error(quote!(delay = "1s")).contains("add `backoff = \"fixed\"`"));
         assert!(error(quote!(backoff = "none", jitter = true)).contains("takes no other keys"));
-        assert!(error(quote!(backoff = "fixed", delay = "1s", base = "1s")).contains("it takes `delay`"));
+        assert!(
+            error(quote!(backoff = "fixed", delay = "1s", base = "1s"))
+                .contains("it takes `delay`")
+        );
         assert!(error(quote!(backoff = "fixed")).contains("needs a delay"));
     }
 
@@ -344,7 +350,9 @@ mod tests {
     fn base_above_max() {
         assert!(error(quote!(base = "10m")).contains("max (5m, the default)"));
         assert!(error(quote!(max = "500ms")).contains("base (1s, the default)"));
-        assert!(error(quote!(base = "2s", max = "1s")).contains("(2s) is longer than its max (1s)"));
+        assert!(
+            error(quote!(base = "2s", max = "1s")).contains("(2s) is longer than its max (1s)")
+        );
     }
 
     #[test]
