@@ -11,7 +11,8 @@
 mod duration;
 mod retry;
 
-use syn::parse::{Parse, ParseStream};
+use proc_macro2::{Group, TokenTree};
+use syn::parse::{Parse, ParseStream, Parser};
 use syn::{Attribute, Expr, ExprLit, ExprUnary, Ident, Lit, LitStr, Path, Token, UnOp, token};
 
 pub(crate) use duration::Millis;
@@ -27,8 +28,9 @@ pub(crate) struct Arg {
 enum Value {
     /// `key = value`
     Expr(Expr),
-    /// `key(..)`
-    List(ArgList),
+    /// `key(..)`, parsed only when the key turns out to take a block, so
+    /// `prefetch(3)` is reported as "takes a value", not as a bad entry.
+    List(Group),
 }
 
 /// The entries of one attribute (or of several with the same name), or of a
@@ -47,9 +49,7 @@ impl Parse for Arg {
             input.parse::<Token![=]>()?;
             Value::Expr(input.parse()?)
         } else if input.peek(token::Paren) {
-            let content;
-            syn::parenthesized!(content in input);
-            Value::List(content.parse()?)
+            Value::List(input.parse()?)
         } else {
             return Err(syn::Error::new(
                 key.span(),
@@ -113,13 +113,11 @@ pub(crate) fn collect(attrs: &[Attribute], name: &str) -> syn::Result<Option<Arg
 }
 
 /// Refuses an attribute named `name` wherever it appears in `attrs`: for
-/// helper attributes put on the wrong item, which the compiler accepts.
-pub(crate) fn refuse(attrs: &[Attribute], name: &str, hint: &str) -> syn::Result<()> {
+/// helper attributes put on the wrong item, which the compiler accepts and
+/// would otherwise silently ignore.
+pub(crate) fn refuse(attrs: &[Attribute], name: &str, message: &str) -> syn::Result<()> {
     match attrs.iter().find(|attr| attr.path().is_ident(name)) {
-        Some(attr) => Err(syn::Error::new_spanned(
-            attr,
-            format!("`#[{name}(..)]` does not belong here; {hint}"),
-        )),
+        Some(attr) => Err(syn::Error::new_spanned(attr, message)),
         None => Ok(()),
     }
 }
@@ -173,9 +171,18 @@ impl Arg {
     }
 
     /// The nested entries of `key(..)`.
-    pub(crate) fn list(&self) -> syn::Result<&ArgList> {
+    pub(crate) fn list(&self) -> syn::Result<ArgList> {
         match &self.value {
-            Value::List(list) => Ok(list),
+            // Parsed through the group itself, so an error at the end of the
+            // block points at its closing parenthesis.
+            Value::List(group) => {
+                let parser = |input: ParseStream<'_>| {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    content.parse::<ArgList>()
+                };
+                parser.parse2(TokenTree::Group(group.clone()).into())
+            }
             Value::Expr(expr) => Err(syn::Error::new_spanned(
                 expr,
                 format!(

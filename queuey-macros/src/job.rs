@@ -84,7 +84,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
             "name" => name = Some(job_name(&arg.string("\"send_email\"")?)?),
-            "retry" => retry = Some(RetrySpec::parse(arg.list()?)?),
+            "retry" => retry = Some(RetrySpec::parse(&arg.list()?)?),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -129,7 +129,7 @@ fn job_name(lit: &LitStr) -> syn::Result<String> {
     if name.trim().is_empty() {
         return Err(syn::Error::new(
             lit.span(),
-            "the job name is empty: write one, like `name = \"send_email\"`, or leave `name` \
+            "the job name is empty or blank: write one, like `name = \"send_email\"`, or leave `name` \
              out to use the type's name",
         ));
     }
@@ -139,7 +139,8 @@ fn job_name(lit: &LitStr) -> syn::Result<String> {
 /// `#[job(..)]` on a field or variant would be accepted by the compiler and
 /// silently ignored; refuse it.
 fn refuse_inner_attributes(data: &Data) -> syn::Result<()> {
-    let hint = "`#[job(..)]` goes on the job type itself, above the struct or enum";
+    let hint = "`#[job(..)]` goes on the job type itself, above the struct or enum, \
+                not on its fields or variants";
     let check_fields = |fields: &Fields| {
         fields
             .iter()

@@ -63,7 +63,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     attr::refuse(
         &input.attrs,
         "queue",
-        "put `#[queue(..)]` on a variant, and set options of the whole set with \
+        "`#[queue(..)]` goes on a variant, not on the enum; options of the whole set go in \
          `#[queues(prefix = \"..\")]`",
     )?;
     let prefix = prefix(&input)?;
@@ -136,7 +136,7 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
     attr::refuse(
         &variant.attrs,
         "queues",
-        "`#[queues(..)]` goes on the enum; use `#[queue(..)]` on a variant",
+        "`#[queues(..)]` goes on the enum, not on a variant; use `#[queue(..)]` here",
     )?;
     let mut queue = Queue {
         variant: variant.ident.clone(),
@@ -175,7 +175,7 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                 let n = arg.int(0, u64::from(u8::MAX), 10)?;
                 queue.max_priority = u8::try_from(n).ok();
             }
-            "retry" => queue.retry = Some(RetrySpec::parse(arg.list()?)?),
+            "retry" => queue.retry = Some(RetrySpec::parse(&arg.list()?)?),
             _ => return Err(arg.unknown("#[queue(..)]", QUEUE_KEYS)),
         }
     }
@@ -187,9 +187,8 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
         return Err(syn::Error::new(
             queue.name_span,
             format!(
-                "the queue name `{}` is {} bytes, over AMQP's limit of {} bytes (prefix \
-                 included); choose a shorter `name`",
-                queue.full_name,
+                "the queue name is {} bytes long, prefix included, over AMQP's limit of {} \
+                 bytes; choose a shorter `name`",
                 queue.full_name.len(),
                 names::MAX_NAME_BYTES
             ),

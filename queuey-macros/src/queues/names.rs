@@ -39,7 +39,7 @@ pub(super) fn check_name(lit: &LitStr) -> syn::Result<String> {
     if name.trim().is_empty() {
         return Err(syn::Error::new(
             lit.span(),
-            "the queue name is empty: write a name, like `name = \"emails\"`, or leave `name` \
+            "the queue name is empty or blank: write a name, like `name = \"emails\"`, or leave `name` \
              out to use the variant's name in snake_case",
         ));
     }
@@ -62,7 +62,7 @@ pub(super) fn check_prefix(lit: &LitStr) -> syn::Result<String> {
     if prefix.trim().is_empty() {
         return Err(syn::Error::new(
             lit.span(),
-            "the prefix is empty: write one, like `prefix = \"myapp\"`, or remove `prefix` for \
+            "the prefix is empty or blank: write one, like `prefix = \"myapp\"`, or remove `prefix` for \
              queues without one",
         ));
     }
