@@ -79,13 +79,9 @@ fn retry_policies_equal_the_hand_built_ones() {
         Some(
             RetryPolicy::new(
                 7,
-                Backoff::exponential(
-                    Duration::from_millis(100),
-                    1.5,
-                    Duration::from_secs(10)
-                )
-                .unwrap()
-                .without_jitter()
+                Backoff::exponential(Duration::from_millis(100), 1.5, Duration::from_secs(10))
+                    .unwrap()
+                    .without_jitter()
             )
             .unwrap()
         )
@@ -100,7 +96,9 @@ fn retry_policies_equal_the_hand_built_ones() {
 #[tokio::test]
 async fn enqueued_envelopes_carry_the_name_and_queue() {
     let backend = std::sync::Arc::new(MemoryBackend::new());
-    let producer = Producer::<AppQueues, _>::new(backend.clone()).await.unwrap();
+    let producer = Producer::<AppQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
     producer
         .enqueue(&CallWebhook {
             url: "https://example.invalid/hook".into(),

@@ -16,7 +16,14 @@ enum Shop {
         durable = true,
         message_ttl = "30s",
         max_priority = 10,
-        retry(max_attempts = 5, backoff = "exponential", base = "1s", factor = 2, max = "5m", jitter = true)
+        retry(
+            max_attempts = 5,
+            backoff = "exponential",
+            base = "1s",
+            factor = 2,
+            max = "5m",
+            jitter = true
+        )
     )]
     Emails,
     WebhookCalls,
@@ -84,9 +91,21 @@ fn expected() -> Vec<(Shop, &'static str, QueueConfig)> {
                 .max_priority(10)
                 .retry(policy(5, default_exponential())),
         ),
-        (Shop::WebhookCalls, "shop.webhook_calls", q("shop.webhook_calls")),
-        (Shop::Prefetch, "shop.prefetch", q("shop.prefetch").prefetch(1)),
-        (Shop::Transient, "shop.transient", q("shop.transient").durable(false)),
+        (
+            Shop::WebhookCalls,
+            "shop.webhook_calls",
+            q("shop.webhook_calls"),
+        ),
+        (
+            Shop::Prefetch,
+            "shop.prefetch",
+            q("shop.prefetch").prefetch(1),
+        ),
+        (
+            Shop::Transient,
+            "shop.transient",
+            q("shop.transient").durable(false),
+        ),
         (
             Shop::TtlMillis,
             "shop.ttl_millis",
@@ -153,8 +172,7 @@ fn expected() -> Vec<(Shop, &'static str, QueueConfig)> {
         (
             Shop::RetryFactorFloat,
             "shop.retry_factor_float",
-            q("shop.retry_factor_float")
-                .retry(policy(5, exponential(SECOND, 1.25, SECOND * 300))),
+            q("shop.retry_factor_float").retry(policy(5, exponential(SECOND, 1.25, SECOND * 300))),
         ),
         (
             Shop::RetryMax,
@@ -193,11 +211,16 @@ fn every_config_equals_the_hand_built_one() {
         let derived = queue.config();
         assert_eq!(derived, config, "{queue:?}");
         assert_eq!(derived.name(), name, "{queue:?}");
-        derived.validate().expect("derived configurations are valid");
+        derived
+            .validate()
+            .expect("derived configurations are valid");
     }
     assert_eq!(
         Shop::configs(),
-        expected().into_iter().map(|(_, _, c)| c).collect::<Vec<_>>()
+        expected()
+            .into_iter()
+            .map(|(_, _, c)| c)
+            .collect::<Vec<_>>()
     );
 }
 
@@ -225,7 +248,10 @@ fn settings_read_back() {
     assert_eq!(plain.retry_policy(), None);
     assert_eq!(Shop::NoPriorities.config().top_priority(), 0);
     assert_eq!(
-        Shop::RetryFixed.config().retry_policy().map(|p| p.delay_after(7)),
+        Shop::RetryFixed
+            .config()
+            .retry_policy()
+            .map(|p| p.delay_after(7)),
         Some(SECOND * 10)
     );
 }
