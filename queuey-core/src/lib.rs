@@ -25,7 +25,7 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use futures::StreamExt;
-//! use queuey_core::{Job, MemoryBackend, Producer, Queues};
+//! use queuey_core::{Backend, Job, MemoryBackend, Producer, Queues};
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,157 @@
+//! `#[derive(Job)]`: binds a job type to one queue of one queue set.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::ext::IdentExt;
+use syn::punctuated::Punctuated;
+use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
+
+use crate::attr::{self, RetrySpec};
+use crate::crate_path::core_path;
+
+const KEYS: &[&str] = &["queue", "name", "retry"];
+
+/// What `#[job(..)]` says, checked.
+struct JobSpec {
+    /// `AppQueues::Emails`, as written (so type errors point at it).
+    queue: Path,
+    /// `AppQueues`: the queue path minus its last segment.
+    set: Path,
+    name: String,
+    retry: Option<RetrySpec>,
+}
+
+pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
+    if let Data::Union(u) = &input.data {
+        return Err(syn::Error::new(
+            u.union_token.span,
+            "`#[derive(Job)]` works on structs and enums, not unions (a job must be \
+             serializable)",
+        ));
+    }
+    if !input.generics.params.is_empty() || input.generics.where_clause.is_some() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "a job type cannot be generic: every job type needs its own name, which picks \
+             its handler; define one concrete type per job, e.g. `struct SendEmail(Message<Email>);`",
+        ));
+    }
+    refuse_inner_attributes(&input.data)?;
+    let spec = parse(&input)?;
+
+    let core = core_path();
+    let ident = &input.ident;
+    let JobSpec {
+        queue, set, name, ..
+    } = &spec;
+    let retry = spec.retry.as_ref().map(|retry| {
+        let policy = retry.to_tokens(&core);
+        quote! {
+            fn retry_policy() -> ::core::option::Option<#core::RetryPolicy> {
+                ::core::option::Option::Some(#policy)
+            }
+        }
+    });
+    Ok(quote! {
+        #[automatically_derived]
+        impl #core::Job for #ident {
+            type Queues = #set;
+            const QUEUE: Self::Queues = #queue;
+            const NAME: &'static str = #name;
+            #retry
+        }
+    })
+}
+
+fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
+    let ident = &input.ident;
+    let missing_queue = || {
+        syn::Error::new(
+            ident.span(),
+            format!(
+                "`#[derive(Job)]` needs the job's queue: add `#[job(queue = AppQueues::Emails)]` \
+                 above `{ident}`, naming a variant of a `#[derive(Queues)]` enum"
+            ),
+        )
+    };
+    let Some(list) = attr::collect(&input.attrs, "job")? else {
+        return Err(missing_queue());
+    };
+    let mut queue = None;
+    let mut name = None;
+    let mut retry = None;
+    for arg in &list.args {
+        match arg.key.to_string().as_str() {
+            "queue" => queue = Some(queue_path(arg)?),
+            "name" => name = Some(job_name(&arg.string("\"send_email\"")?)?),
+            "retry" => retry = Some(RetrySpec::parse(&arg.list()?)?),
+            _ => return Err(arg.unknown("#[job(..)]", KEYS)),
+        }
+    }
+    let Some((queue, set)) = queue else {
+        return Err(missing_queue());
+    };
+    Ok(JobSpec {
+        queue,
+        set,
+        name: name.unwrap_or_else(|| ident.unraw().to_string()),
+        retry,
+    })
+}
+
+/// `queue = Set::Variant`: the path and the set's path.
+fn queue_path(arg: &attr::Arg) -> syn::Result<(Path, Path)> {
+    let path = arg.path("AppQueues::Emails")?;
+    let generic = path
+        .segments
+        .iter()
+        .any(|segment| !matches!(segment.arguments, PathArguments::None));
+    if path.segments.len() < 2 || generic {
+        let shown = quote!(#path).to_string().replace(' ', "");
+        return Err(arg.error(format!(
+            "`queue` must name a variant of a queue set, like `queue = AppQueues::Emails`, \
+             not `{shown}`"
+        )));
+    }
+    let mut set = path.clone();
+    let segments: Vec<_> = set.segments.into_iter().collect();
+    let kept = segments.len() - 1;
+    set.segments = segments
+        .into_iter()
+        .take(kept)
+        .collect::<Punctuated<_, _>>();
+    Ok((path.clone(), set))
+}
+
+/// `name = ".."`: not blank.
+fn job_name(lit: &LitStr) -> syn::Result<String> {
+    let name = lit.value();
+    if name.trim().is_empty() {
+        return Err(syn::Error::new(
+            lit.span(),
+            "the job name is empty or blank: write one, like `name = \"send_email\"`, or leave `name` \
+             out to use the type's name",
+        ));
+    }
+    Ok(name)
+}
+
+/// `#[job(..)]` on a field or variant would be accepted by the compiler and
+/// silently ignored; refuse it.
+fn refuse_inner_attributes(data: &Data) -> syn::Result<()> {
+    let hint = "`#[job(..)]` goes on the job type itself, above the struct or enum, \
+                not on its fields or variants";
+    let check_fields = |fields: &Fields| {
+        fields
+            .iter()
+            .try_for_each(|field| attr::refuse(&field.attrs, "job", hint))
+    };
+    match data {
+        Data::Struct(s) => check_fields(&s.fields),
+        Data::Enum(e) => e.variants.iter().try_for_each(|variant| {
+            attr::refuse(&variant.attrs, "job", hint)?;
+            check_fields(&variant.fields)
+        }),
+        Data::Union(_) => Ok(()),
+    }
+}

@@ -1,0 +1,127 @@
+//! Behaviour of `#[derive(Job)]`: queue binding, names and retry policies.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use queuey_core::{Backend, Backoff, Job, MemoryBackend, Producer, Queues, RetryPolicy};
+use serde::{Deserialize, Serialize};
+
+mod sets {
+    #[derive(queuey_core::Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    #[queues(prefix = "app")]
+    pub(crate) enum AppQueues {
+        Emails,
+        #[queue(retry(max_attempts = 2, backoff = "none"))]
+        Webhooks,
+    }
+}
+
+use sets::AppQueues;
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(queue = AppQueues::Emails)]
+struct SendEmail {
+    to: String,
+}
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(queue = crate::sets::AppQueues::Webhooks, name = "call_webhook")]
+struct CallWebhook {
+    url: String,
+}
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(
+    queue = AppQueues::Webhooks,
+    retry(max_attempts = 7, base = "100ms", factor = 1.5, max = "10s", jitter = false)
+)]
+enum Hook {
+    Created { id: u64 },
+    Deleted,
+}
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(queue = AppQueues::Emails, retry(backoff = "fixed", delay = "45s"))]
+struct Digest;
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(queue = AppQueues::Emails, retry(backoff = "none", max_attempts = 1))]
+struct Once;
+
+#[test]
+fn queue_and_set() {
+    assert_eq!(SendEmail::QUEUE, AppQueues::Emails);
+    assert_eq!(CallWebhook::QUEUE, AppQueues::Webhooks);
+    assert_eq!(Hook::QUEUE, AppQueues::Webhooks);
+    assert_eq!(SendEmail::QUEUE.name(), "app.emails");
+    fn set_of<J: Job<Queues = AppQueues>>() {}
+    set_of::<SendEmail>();
+    set_of::<CallWebhook>();
+    set_of::<Hook>();
+}
+
+#[test]
+fn names() {
+    assert_eq!(SendEmail::NAME, "SendEmail");
+    assert_eq!(CallWebhook::NAME, "call_webhook");
+    assert_eq!(Hook::NAME, "Hook");
+    assert_eq!(Digest::NAME, "Digest");
+}
+
+#[test]
+fn retry_policies_equal_the_hand_built_ones() {
+    assert_eq!(SendEmail::retry_policy(), None);
+    // A job without its own policy does not inherit the queue's here: the
+    // worker falls back to the queue's policy itself.
+    assert_eq!(CallWebhook::retry_policy(), None);
+    assert_eq!(
+        Hook::retry_policy(),
+        Some(
+            RetryPolicy::new(
+                7,
+                Backoff::exponential(Duration::from_millis(100), 1.5, Duration::from_secs(10))
+                    .unwrap()
+                    .without_jitter()
+            )
+            .unwrap()
+        )
+    );
+    assert_eq!(
+        Digest::retry_policy(),
+        Some(RetryPolicy::new(5, Backoff::fixed(Duration::from_secs(45)).unwrap()).unwrap())
+    );
+    assert_eq!(Once::retry_policy(), Some(RetryPolicy::never()));
+}
+
+#[tokio::test]
+async fn enqueued_envelopes_carry_the_name_and_queue() {
+    let backend = std::sync::Arc::new(MemoryBackend::new());
+    let producer = Producer::<AppQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    producer
+        .enqueue(&CallWebhook {
+            url: "https://example.invalid/hook".into(),
+        })
+        .await
+        .unwrap();
+    producer.enqueue(&Hook::Created { id: 3 }).await.unwrap();
+    producer.enqueue(&Hook::Deleted).await.unwrap();
+    assert_eq!(backend.ready_count("app.webhooks"), 3);
+    assert_eq!(backend.ready_count("app.emails"), 0);
+
+    let mut deliveries = backend
+        .consume(&AppQueues::Webhooks.config())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let delivery = deliveries.next().await.unwrap().unwrap();
+        let envelope = delivery.envelope();
+        assert_eq!(envelope.queue, "app.webhooks");
+        seen.push(envelope.job_type.clone());
+        delivery.ack().await.unwrap();
+    }
+    seen.sort();
+    assert_eq!(seen, ["Hook", "Hook", "call_webhook"]);
+}

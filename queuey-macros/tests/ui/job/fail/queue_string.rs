@@ -1,0 +1,11 @@
+// `queue` is a path, not a string.
+#[derive(queuey_core::Queues, Debug, Clone, Copy, PartialEq, Eq)]
+enum AppQueues {
+    Emails,
+}
+
+#[derive(queuey_core::Job)]
+#[job(queue = "AppQueues::Emails")]
+struct SendEmail;
+
+fn main() {}

@@ -1,0 +1,9 @@
+// max_priority is a u8.
+#[derive(queuey_core::Queues)]
+enum AppQueues {
+    #[queue(max_priority = 256)]
+    Emails,
+    Other,
+}
+
+fn main() {}

@@ -1,0 +1,9 @@
+// `#[queues]` knows only `prefix`.
+#[derive(queuey_core::Queues)]
+#[queues(prefix = "app", durable = true)]
+enum AppQueues {
+    Emails,
+    Other,
+}
+
+fn main() {}

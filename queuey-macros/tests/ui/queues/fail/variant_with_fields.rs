@@ -1,0 +1,7 @@
+// Queue variants cannot carry data.
+#[derive(queuey_core::Queues)]
+enum AppQueues {
+    Emails(String),
+}
+
+fn main() {}

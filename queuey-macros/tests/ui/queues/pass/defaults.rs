@@ -1,0 +1,23 @@
+// No attributes at all: snake_case names, no prefix, `QueueConfig::new`'s
+// defaults. Explicit discriminants are allowed.
+use queuey_core::{QueueConfig, Queues};
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+enum Plain {
+    Emails = 1,
+    Webhooks = 7,
+}
+
+fn main() {
+    assert_eq!(Plain::ALL, &[Plain::Emails, Plain::Webhooks]);
+    assert_eq!(Plain::Emails.name(), "emails");
+    assert_eq!(Plain::Emails.config(), QueueConfig::new("emails"));
+    assert_eq!(Plain::Webhooks.config(), QueueConfig::new("webhooks"));
+    let config = Plain::Webhooks.config();
+    assert_eq!(config.prefetch_count(), QueueConfig::DEFAULT_PREFETCH);
+    assert!(config.is_durable());
+    assert_eq!(config.ttl(), None);
+    assert_eq!(config.priority_levels(), Some(QueueConfig::DEFAULT_MAX_PRIORITY));
+    assert_eq!(config.retry_policy(), None);
+    assert_eq!(Plain::configs().len(), 2);
+}
