@@ -1,0 +1,154 @@
+//! The metrics and trace layers record what happened.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use queuey_core::{BoxError, JobError};
+use queuey_tower::{
+    DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
+};
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+use crate::support::{Task, request};
+
+fn answering(
+    outcome: fn() -> Result<Disposition, JobError>,
+) -> impl tower::Service<JobRequest<Task>, Response = Disposition, Error = BoxError, Future = impl Send>
++ Clone {
+    service_fn(
+        move |_: JobRequest<Task>| async move { outcome().map_err(JobError::into_box_error) },
+    )
+}
+
+#[test]
+fn metrics_count_outcomes_time_jobs_and_track_in_flight() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        futures::executor::block_on(async {
+            let stack = ServiceBuilder::new()
+                .layer(MetricsLayer::new())
+                .layer(DeadLetterLayer::new());
+            let ok = stack.clone().service(answering(|| Ok(Disposition::Ack)));
+            ok.clone().oneshot(request(Task { n: 1 })).await.unwrap();
+            ok.oneshot(request(Task { n: 2 })).await.unwrap();
+            let dead = stack.service(answering(|| Err(JobError::fatal("x"))));
+            dead.oneshot(request(Task { n: 3 })).await.unwrap();
+        });
+    });
+    let mut counters = Vec::new();
+    let mut histogram_samples = 0;
+    let mut gauge = None;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        let labels: Vec<(String, String)> = key
+            .labels()
+            .map(|l| (l.key().to_owned(), l.value().to_owned()))
+            .collect();
+        assert!(
+            labels.contains(&("queue".into(), "t.work".into())),
+            "{labels:?}"
+        );
+        assert!(
+            labels.contains(&("job_type".into(), "task".into())),
+            "{labels:?}"
+        );
+        match (key.name(), value) {
+            ("queuey_jobs_total", DebugValue::Counter(n)) => {
+                let disposition = labels
+                    .iter()
+                    .find(|(k, _)| k == "disposition")
+                    .unwrap()
+                    .1
+                    .clone();
+                counters.push((disposition, n));
+            }
+            ("queuey_job_duration_seconds", DebugValue::Histogram(samples)) => {
+                histogram_samples += samples.len();
+            }
+            ("queuey_jobs_in_flight", DebugValue::Gauge(g)) => gauge = Some(g.into_inner()),
+            (name, value) => panic!("unexpected metric {name}: {value:?}"),
+        }
+    }
+    counters.sort();
+    assert_eq!(counters, vec![("ack".into(), 2), ("dead_letter".into(), 1)]);
+    assert_eq!(histogram_samples, 3);
+    assert_eq!(gauge, Some(0.0));
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn traced(outcome: fn() -> Result<Disposition, JobError>) -> String {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || {
+        futures::executor::block_on(async {
+            let svc = ServiceBuilder::new()
+                .layer(TraceLayer::new())
+                .layer(DeadLetterLayer::new())
+                .layer(RetryLayer::default())
+                .layer(DeferOn429::new())
+                .service(answering(outcome));
+            let mut req = request(Task { n: 1 });
+            *req.ctx_mut() = req
+                .ctx()
+                .clone()
+                .with_correlation_id("order-9")
+                .with_attempt(2);
+            svc.oneshot(req).await.unwrap();
+        });
+    });
+    String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+}
+
+#[test]
+fn trace_events_have_a_level_fitting_the_outcome_inside_a_job_span() {
+    let out = traced(|| Ok(Disposition::Ack));
+    assert!(
+        out.contains("DEBUG job{queue=\"t.work\" job_type=\"task\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("attempt=2 deferrals=0 correlation_id=\"order-9\""),
+        "{out}"
+    );
+    assert!(out.contains("job done"), "{out}");
+
+    let out = traced(|| Err(JobError::deferred(Duration::from_secs(30))));
+    assert!(out.contains(" INFO job{"), "{out}");
+    assert!(
+        out.contains("job deferred") && out.contains("delay_ms=30000"),
+        "{out}"
+    );
+
+    let out = traced(|| Err(JobError::retryable("flaky")));
+    assert!(
+        out.contains(" WARN job{") && out.contains("will retry"),
+        "{out}"
+    );
+
+    let out = traced(|| Err(JobError::fatal("broken")));
+    assert!(
+        out.contains("ERROR job{") && out.contains("reason=fatal: broken"),
+        "{out}"
+    );
+}

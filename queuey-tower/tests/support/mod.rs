@@ -1,0 +1,80 @@
+//! Queue sets, jobs and helpers shared by the queuey-tower tests.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use queuey_core::{Job, JobContext, Queues, Uuid};
+use queuey_tower::JobRequest;
+use serde::{Deserialize, Serialize};
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+#[queues(prefix = "t")]
+pub(crate) enum TestQueues {
+    #[queue(
+        prefetch = 64,
+        retry(max_attempts = 3, backoff = "fixed", delay = "1s")
+    )]
+    Work,
+    #[queue(prefetch = 1)]
+    Single,
+    #[queue(prefetch = 16)]
+    Mixed,
+}
+
+/// A job on `t.work` (fixed 1 s backoff, three attempts).
+#[derive(Job, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[job(queue = TestQueues::Work, name = "task")]
+pub(crate) struct Task {
+    pub(crate) n: u32,
+}
+
+/// A job on `t.single` (prefetch 1), default policy.
+#[derive(Job, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[job(queue = TestQueues::Single, name = "single")]
+pub(crate) struct Single {
+    pub(crate) n: u32,
+}
+
+/// Two job types sharing `t.mixed`; `Other` has a policy of its own.
+#[derive(Job, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[job(queue = TestQueues::Mixed, name = "mixed_a")]
+pub(crate) struct MixedA {
+    pub(crate) n: u32,
+}
+
+#[derive(Job, Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[job(
+    queue = TestQueues::Mixed,
+    name = "mixed_b",
+    retry(max_attempts = 2, backoff = "fixed", delay = "5s")
+)]
+pub(crate) struct MixedB {
+    pub(crate) n: u32,
+}
+
+/// A request for layer tests.
+pub(crate) fn request<J>(job: J) -> JobRequest<J> {
+    JobRequest::new(job, JobContext::new(Uuid::new_v4(), "t.work"))
+}
+
+/// Waits (in paused time, this is instant) until `done` holds, failing the
+/// test after an hour of virtual time.
+pub(crate) async fn wait_until(mut done: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3600);
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within an hour"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Runs `future` to completion with a one-hour (virtual) bound.
+pub(crate) async fn bounded<F: Future>(future: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(3600), future)
+        .await
+        .expect("did not finish within an hour")
+}

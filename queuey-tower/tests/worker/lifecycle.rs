@@ -1,0 +1,301 @@
+//! Concurrency, shutdown, settle failures and how `run` ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use queuey_core::{
+    Backend, Backoff, Error, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues,
+    RetryPolicy, handler_fn,
+};
+
+use crate::support::Single;
+use queuey_tower::{DeadLetterLayer, RetryLayer, Worker, WorkerError};
+
+use crate::support::{Task, TestQueues, bounded, wait_until};
+
+/// Sleeps, counting how many run at once.
+struct Sleepy {
+    running: Arc<AtomicU32>,
+    peak: Arc<AtomicU32>,
+    nap: Duration,
+}
+
+impl JobHandler for Sleepy {
+    type Job = Task;
+
+    async fn handle(&self, _job: Task, _ctx: JobContext) -> Result<(), JobError> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(self.nap).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+fn sleepy(nap: Duration) -> (Sleepy, Arc<AtomicU32>, Arc<AtomicU32>) {
+    let running = Arc::new(AtomicU32::new(0));
+    let peak = Arc::new(AtomicU32::new(0));
+    let handler = Sleepy {
+        running: Arc::clone(&running),
+        peak: Arc::clone(&peak),
+        nap,
+    };
+    (handler, running, peak)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, running, peak) = sleepy(Duration::from_millis(10));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .concurrency(7)
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let task = tokio::spawn(worker.run());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let jobs: Vec<Task> = (0..1_000).map(|n| Task { n }).collect();
+    assert!(
+        producer
+            .enqueue_batch(&jobs)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
+    wait_until(|| handle.jobs_settled() == 1_000).await;
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        7,
+        "the bound is reached and never passed"
+    );
+    assert_eq!(running.load(Ordering::SeqCst), 0);
+    assert!(backend.unacked_count("t.work") <= 7);
+    handle.shutdown();
+    bounded(task).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            backend.ready_count("t.work"),
+            backend.unacked_count("t.work")
+        ),
+        (0, 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_lets_jobs_in_flight_finish_and_leaves_the_rest_on_the_queue() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_secs(5));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .concurrency(2)
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let jobs: Vec<Task> = (0..10).map(|n| Task { n }).collect();
+    assert!(
+        producer
+            .enqueue_batch(&jobs)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
+    let task = tokio::spawn(worker.run());
+    wait_until(|| handle.jobs_started() == 2).await;
+
+    handle.shutdown();
+    assert!(handle.is_shutting_down());
+    bounded(task).await.unwrap().unwrap();
+    assert_eq!(handle.jobs_settled(), 2, "both jobs in flight finished");
+    assert_eq!(handle.jobs_started(), 2, "nothing new was taken");
+    assert_eq!(handle.in_flight(), 0);
+    assert_eq!(
+        (
+            backend.ready_count("t.work"),
+            backend.unacked_count("t.work")
+        ),
+        (8, 0)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_still_running_at_the_shutdown_timeout_go_back_to_the_broker() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_secs(3600));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .shutdown_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let task = tokio::spawn(worker.run());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    producer.enqueue(&Task { n: 1 }).await.unwrap();
+    wait_until(|| handle.jobs_started() == 1).await;
+    let started = tokio::time::Instant::now();
+    handle.shutdown();
+    bounded(task).await.unwrap().unwrap();
+    assert_eq!(started.elapsed(), Duration::from_secs(2));
+    assert_eq!(handle.jobs_settled(), 0);
+
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    let again = stream.next().await.unwrap().unwrap();
+    assert!(again.redelivered(), "the abandoned job is delivered again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
+    let backend = Arc::new(MemoryBackend::new());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    // A backoff longer than any hold: the retry's hold publish is refused.
+    let month = Backoff::fixed(Duration::from_secs(30 * 24 * 3600)).unwrap();
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler_fn(move |_: Single, ctx: JobContext| {
+            let log = Arc::clone(&log);
+            async move {
+                log.lock().unwrap().push(ctx.redelivered());
+                if ctx.redelivered() {
+                    Ok(())
+                } else {
+                    Err(JobError::retryable("down"))
+                }
+            }
+        }))
+        .layer(DeadLetterLayer::new())
+        .layer(RetryLayer::new(RetryPolicy::new(3, month).unwrap()))
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let task = tokio::spawn(worker.run());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    producer.enqueue(&Single { n: 1 }).await.unwrap();
+    wait_until(|| handle.jobs_settled() == 1).await;
+
+    assert_eq!(handle.settle_failures(), 1);
+    assert_eq!(
+        *seen.lock().unwrap(),
+        vec![false, true],
+        "redelivered after the failed settle"
+    );
+    assert_eq!(backend.held_count("t.single"), 0);
+    assert!(backend.dead_letters("t.single").is_empty());
+    handle.shutdown();
+    bounded(task).await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_fails_when_a_consumer_ends_underneath_it() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_millis(1));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .build()
+        .await
+        .unwrap();
+    let task = tokio::spawn(worker.run());
+    tokio::task::yield_now().await;
+    backend.close();
+    let err = bounded(task).await.unwrap().unwrap_err();
+    assert!(
+        matches!(&err, WorkerError::ConsumerCancelled { queue } if queue == "t.work"),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_fails_when_a_queue_cannot_be_consumed() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_millis(1));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .build()
+        .await
+        .unwrap();
+    backend.close();
+    let err = bounded(worker.run()).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            WorkerError::Consume {
+                source: Error::ShutDown,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_until_stops_on_the_signal() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_millis(1));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .build()
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    bounded(worker.run_until(tokio::time::sleep(Duration::from_secs(30))))
+        .await
+        .unwrap();
+    assert_eq!(started.elapsed(), Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn build_declares_the_set_and_refuses_bad_setups() {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_millis(1));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .build()
+        .await
+        .unwrap();
+    for queue in TestQueues::ALL {
+        assert!(backend.is_declared(queue.name()));
+    }
+    assert_eq!(worker.queues().collect::<Vec<_>>(), vec!["t.work"]);
+
+    let err = Worker::<TestQueues, _>::builder(backend.clone())
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no handler"), "{err}");
+
+    let (a, _, _) = sleepy(Duration::from_millis(1));
+    let (b, _, _) = sleepy(Duration::from_millis(1));
+    let err = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(a)
+        .handler(b)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("job type `task` has two handlers"),
+        "{err}"
+    );
+
+    let (c, _, _) = sleepy(Duration::from_millis(1));
+    let err = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(c)
+        .concurrency(0)
+        .build()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("concurrency"), "{err}");
+}

@@ -1,0 +1,8 @@
+//! The worker end to end on the in-memory backend, with paused time.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod flows;
+mod lifecycle;
+mod routing;
