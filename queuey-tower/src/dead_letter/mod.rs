@@ -1,7 +1,7 @@
 //! The last resort: any error becomes a dead letter.
 //!
 //! [`DeadLetterLayer`] turns every error that reaches it into
-//! [`Disposition::DeadLetter`](crate::Disposition::DeadLetter), with the
+//! [`Disposition::DeadLetter`], with the
 //! error and its sources joined by `": "` as the reason. Put it outside the
 //! retry and deferral layers: what they pass on (fatal failures, deferrals
 //! past their limit) ends here, and the reason lands in the dead-letter

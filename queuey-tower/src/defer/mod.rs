@@ -4,7 +4,7 @@
 //! [`JobError::deferred`](queuey_core::JobError::deferred) from the handler,
 //! or any error the classifier maps to
 //! [`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter) —
-//! into [`Disposition::Defer`](crate::Disposition::Defer). The worker then
+//! into [`Disposition::Defer`]. The worker then
 //! parks the job in a hold for that long, with its attempt unchanged, its
 //! deferral count raised and the queue's top priority, so it returns ahead of
 //! the backlog. Delays beyond a hold's limit are shortened to

@@ -1,8 +1,8 @@
 //! Retries with backoff, waiting on the broker.
 //!
 //! [`RetryLayer`] turns a transient failure into
-//! [`Disposition::Retry`](crate::Disposition::Retry) while the job has
-//! attempts left, and into [`Disposition::DeadLetter`](crate::Disposition::DeadLetter)
+//! [`Disposition::Retry`] while the job has
+//! attempts left, and into [`Disposition::DeadLetter`]
 //! with the reason `attempts exhausted (n of m): <error>` once it has none.
 //! Fatal failures and deferrals pass through as errors for the layers
 //! around it (a [`DeadLetterLayer`](crate::DeadLetterLayer) and a
