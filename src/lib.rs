@@ -1,31 +1,90 @@
 //! queuey: typed background jobs on RabbitMQ, processed by a
-//! `tower::Service` stack.
+//! [`tower::Service`](https://docs.rs/tower) stack.
 //!
-//! This facade re-exports the pieces an application needs:
+//! Producers enqueue typed jobs now, after a delay, or with a priority.
+//! Workers run each job through composable layers — retries with
+//! exponential backoff, `Retry-After` deferrals that spend no attempt and
+//! come back ahead of the backlog, dead-lettering, timeouts, tracing and
+//! metrics — and settle the outcome on the broker. Every wait is parked on
+//! the broker in a per-delay hold queue: a crashed process loses nothing and
+//! no job is released early. Delivery is at-least-once.
 //!
-//! - the model from [`queuey_core`]: [`Queues`], [`Job`], [`JobHandler`],
-//!   [`JobContext`], [`JobError`], [`Producer`], [`Backend`], [`Delivery`],
-//!   [`MemoryBackend`] and [`Error`];
-//! - the derive macros `#[derive(Queues)]` and `#[derive(Job)]`.
+//! # Quick start
 //!
 //! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
 //! use queuey::prelude::*;
 //! use serde::{Deserialize, Serialize};
 //!
+//! // The application's queues. `app.emails` retries twice, 100 ms apart.
 //! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 //! #[queues(prefix = "app")]
 //! enum AppQueues {
+//!     #[queue(retry(max_attempts = 3, backoff = "fixed", delay = "100ms"))]
 //!     Emails,
 //! }
 //!
+//! // A job bound to one queue of that set.
 //! #[derive(Job, Serialize, Deserialize)]
-//! #[job(queue = AppQueues::Emails)]
+//! #[job(queue = AppQueues::Emails, name = "send_email")]
 //! struct SendEmail {
 //!     to: String,
 //! }
 //!
-//! assert_eq!(SendEmail::QUEUE.name(), "app.emails");
+//! struct EmailHandler;
+//!
+//! impl JobHandler for EmailHandler {
+//!     type Job = SendEmail;
+//!
+//!     async fn handle(&self, job: SendEmail, ctx: JobContext) -> Result<(), JobError> {
+//!         if ctx.attempt() == 1 {
+//!             return Err(JobError::retryable("the mail server is busy"));
+//!         }
+//!         println!("sent to {} on attempt {}", job.to, ctx.attempt());
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // `RabbitMqBackend::connect(url)` in production; the in-memory backend
+//! // has the same semantics and needs no broker.
+//! let backend = Arc::new(MemoryBackend::new());
+//!
+//! let worker = Worker::<AppQueues, _>::builder(backend.clone())
+//!     .handler(EmailHandler)
+//!     .build()
+//!     .await?;
+//! let handle = worker.handle();
+//! let running = tokio::spawn(worker.run());
+//!
+//! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+//! producer.enqueue(&SendEmail { to: "ada@example.com".into() }).await?;
+//!
+//! while handle.jobs_settled() < 2 {
+//!     tokio::time::sleep(Duration::from_millis(20)).await;
+//! }
+//! handle.shutdown();
+//! running.await??;
+//! # Ok(())
+//! # }
 //! ```
+//!
+//! # Crates
+//!
+//! | crate | what it holds | here as |
+//! |---|---|---|
+//! | `queuey-core` | envelopes, queue sets, jobs, handlers, the `Backend`/`Delivery` traits, `Producer`, `MemoryBackend` | the root, [`backend`], [`handler`], [`memory`], [`queue`], [`retry`] |
+//! | `queuey-macros` | `#[derive(Queues)]`, `#[derive(Job)]` | [`Queues`], [`Job`] |
+//! | `queuey-tower` | the worker and its layers | [`Worker`], the layers, [`classify`], [`worker`] |
+//!
+//! # Feature flags
+//!
+//! | feature | default | enables |
+//! |---|---|---|
+//! | `rabbitmq` | yes | the RabbitMQ backend |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -37,17 +96,29 @@ extern crate self as queuey;
 pub use queuey_core::{
     Backend, BackendError, BackendErrorKind, Backoff, BoxError, Delivery, DeliveryStream,
     EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job, JobContext, JobError,
-    JobHandler, MAX_DEFERRAL_MS, MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy,
+    JobHandler, MAX_DEFERRAL_MS, MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, Uuid,
     handler_fn,
 };
 
 pub use queuey_core::{backend, handler, memory, queue, retry};
+
+#[doc(inline)]
+pub use queuey_tower::{
+    DeadLetterLayer, DeferOn429, Disposition, HandlerService, JobRequest, MetricsLayer, RetryLayer,
+    TraceLayer, Worker, WorkerBuilder, WorkerError, WorkerHandle,
+};
+
+pub use queuey_tower::{classify, worker};
 
 /// The names a typical application needs: `use queuey::prelude::*;`.
 pub mod prelude {
     pub use queuey_core::{
         Backend, Backoff, EnqueueOptions, Error, Job, JobContext, JobError, JobHandler,
         MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, handler_fn,
+    };
+    pub use queuey_tower::{
+        DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
+        Worker, WorkerHandle,
     };
 }
 

@@ -60,6 +60,20 @@ pub trait JobHandler: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), JobError>> + Send;
 }
 
+/// A shared handler is a handler, so one instance can be handed to a worker
+/// while the application keeps a reference to it (to its counters, say).
+impl<H: JobHandler> JobHandler for std::sync::Arc<H> {
+    type Job = H::Job;
+
+    fn handle(
+        &self,
+        job: H::Job,
+        ctx: JobContext,
+    ) -> impl Future<Output = Result<(), JobError>> + Send {
+        (**self).handle(job, ctx)
+    }
+}
+
 /// A [`JobHandler`] made from a closure; see [`handler_fn`].
 pub struct FnHandler<J, F> {
     f: F,

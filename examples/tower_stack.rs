@@ -1,0 +1,119 @@
+//! A worker stack composed by hand from queuey's layers and tower's own
+//! middleware, on the in-memory backend:
+//!
+//! ```sh
+//! cargo run --example tower_stack
+//! ```
+//!
+//! Outermost first: tracing, dead-lettering, retries, Retry-After
+//! deferrals, a limit of two concurrent calls to the (slow) payment API, and
+//! a timeout on each attempt. The timeout sits inside the retry layer, so
+//! each attempt gets two seconds of its own and a timed-out attempt is
+//! retried.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use queuey::prelude::*;
+use serde::{Deserialize, Serialize};
+use tower::ServiceBuilder;
+use tower::limit::ConcurrencyLimitLayer;
+use tower::timeout::TimeoutLayer;
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+#[queues(prefix = "tower-stack")]
+enum AppQueues {
+    #[queue(prefetch = 32)]
+    Payments,
+}
+
+#[derive(Job, Serialize, Deserialize)]
+#[job(queue = AppQueues::Payments, name = "capture_payment")]
+struct CapturePayment {
+    order: u32,
+}
+
+/// A payment API that takes 100 ms per call and hangs on the first call for
+/// order 3.
+struct PaymentHandler {
+    running: AtomicU32,
+    peak: AtomicU32,
+    started: Instant,
+}
+
+impl JobHandler for PaymentHandler {
+    type Job = CapturePayment;
+
+    async fn handle(&self, job: CapturePayment, ctx: JobContext) -> Result<(), JobError> {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+        let hang = job.order == 3 && ctx.attempt() == 1;
+        let nap = if hang {
+            Duration::from_secs(60)
+        } else {
+            Duration::from_millis(100)
+        };
+        tokio::time::sleep(nap).await;
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        println!(
+            "{:>5} ms  order {} captured on attempt {}",
+            self.started.elapsed().as_millis(),
+            job.order,
+            ctx.attempt()
+        );
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt().with_env_filter("warn").init();
+    let backend = Arc::new(MemoryBackend::new());
+    let handler = Arc::new(PaymentHandler {
+        running: AtomicU32::new(0),
+        peak: AtomicU32::new(0),
+        started: Instant::now(),
+    });
+
+    let policy = RetryPolicy::new(4, Backoff::fixed(Duration::from_millis(250))?)?;
+    let worker = Worker::<AppQueues, _>::builder(backend.clone())
+        .handler(Arc::clone(&handler))
+        .layer(
+            ServiceBuilder::new()
+                .layer(TraceLayer::new())
+                .layer(DeadLetterLayer::new())
+                .layer(RetryLayer::new(policy))
+                .layer(DeferOn429::new().max_deferrals(10))
+                .layer(ConcurrencyLimitLayer::new(2))
+                .layer(TimeoutLayer::new(Duration::from_secs(2))),
+        )
+        .concurrency(8)
+        .build()
+        .await?;
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+
+    let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+    let orders: Vec<CapturePayment> = (1..=6).map(|order| CapturePayment { order }).collect();
+    for outcome in producer.enqueue_batch(&orders).await {
+        outcome?;
+    }
+
+    // Six orders, one of them twice (its first attempt timed out).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while handle.jobs_settled() < 7 {
+        if Instant::now() > deadline {
+            return Err("the payments did not finish within 20 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    handle.shutdown();
+    running.await??;
+    println!(
+        "all captured; at most {} calls ran at once; {} dead letters",
+        handler.peak.load(Ordering::SeqCst),
+        backend.dead_letters(AppQueues::Payments.name()).len()
+    );
+    Ok(())
+}
