@@ -1,0 +1,159 @@
+//! Per-job costs on the hot path, without a broker:
+//!
+//! - the dispatch stack around a no-op handler: the bare handler service,
+//!   the worker's default layers (trace with no subscriber, metrics with no
+//!   recorder, dead-letter, retry, deferral), and the same plus a timeout;
+//! - envelope encoding and decoding at 200 B and 20 KB payloads;
+//! - rounding a delay to a hold;
+//! - a memory-backend round trip: enqueue, consume, ack.
+//!
+//! ```sh
+//! cargo bench --bench dispatch
+//! ```
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use futures::StreamExt;
+use queuey::backend::{hold_delay_ms, round_up_ms};
+use queuey::prelude::*;
+use queuey::{Envelope, HandlerService, Uuid};
+use serde::{Deserialize, Serialize};
+use tower::timeout::TimeoutLayer;
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+#[queues(prefix = "bench")]
+enum BenchQueues {
+    #[queue(prefetch = 64)]
+    Work,
+}
+
+#[derive(Job, Serialize, Deserialize, Clone)]
+#[job(queue = BenchQueues::Work, name = "noop")]
+struct Noop {
+    body: String,
+}
+
+struct NoopHandler;
+
+impl JobHandler for NoopHandler {
+    type Job = Noop;
+
+    async fn handle(&self, job: Noop, _ctx: JobContext) -> Result<(), JobError> {
+        black_box(job);
+        Ok(())
+    }
+}
+
+fn request(queue: &Arc<str>) -> JobRequest<Noop> {
+    JobRequest::new(
+        Noop { body: String::new() },
+        JobContext::new(Uuid::nil(), Arc::clone(queue)),
+    )
+}
+
+async fn call<S>(service: &S, queue: &Arc<str>)
+where
+    S: Service<JobRequest<Noop>, Response = Disposition, Error = queuey::BoxError> + Clone,
+{
+    let answer = service.clone().oneshot(request(queue)).await;
+    black_box(answer.ok());
+}
+
+fn dispatch(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let queue: Arc<str> = Arc::from("bench.work");
+    let bare = HandlerService::new(NoopHandler);
+    let default_layers = ServiceBuilder::new()
+        .layer(TraceLayer::new())
+        .layer(MetricsLayer::new())
+        .layer(DeadLetterLayer::new())
+        .layer(RetryLayer::default())
+        .layer(DeferOn429::new());
+    let default_stack = default_layers.clone().service(HandlerService::new(NoopHandler));
+    let with_timeout = default_layers
+        .layer(TimeoutLayer::new(Duration::from_secs(300)))
+        .service(HandlerService::new(NoopHandler));
+
+    let mut group = c.benchmark_group("dispatch");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("bare_handler", |b| {
+        b.to_async(&runtime).iter(|| call(&bare, &queue))
+    });
+    group.bench_function("default_stack", |b| {
+        b.to_async(&runtime).iter(|| call(&default_stack, &queue))
+    });
+    group.bench_function("default_stack_with_timeout", |b| {
+        b.to_async(&runtime).iter(|| call(&with_timeout, &queue))
+    });
+    group.finish();
+}
+
+fn envelope(c: &mut Criterion) {
+    let mut group = c.benchmark_group("envelope");
+    for size in [200usize, 20 * 1024] {
+        let job = Noop { body: "x".repeat(size) };
+        let payload = serde_json::value::to_raw_value(&job).expect("encodable");
+        let env = Envelope::new("noop", "bench.work", payload);
+        let bytes = env.encode().expect("encodable");
+        group.throughput(Throughput::Bytes(bytes.len() as u64));
+        group.bench_with_input(BenchmarkId::new("encode", size), &env, |b, env| {
+            b.iter(|| black_box(env.encode()))
+        });
+        group.bench_with_input(BenchmarkId::new("decode", size), &bytes, |b, bytes| {
+            b.iter(|| black_box(Envelope::decode(bytes)))
+        });
+        group.bench_with_input(BenchmarkId::new("next_attempt", size), &env, |b, env| {
+            b.iter(|| black_box(env.next_attempt()))
+        });
+    }
+    group.finish();
+}
+
+fn holds(c: &mut Criterion) {
+    let mut group = c.benchmark_group("holds");
+    let second = Duration::from_secs(1);
+    group.bench_function("round_up_ms", |b| {
+        b.iter(|| black_box(round_up_ms(black_box(Duration::from_millis(1_234)), second)))
+    });
+    group.bench_function("hold_delay_ms", |b| {
+        b.iter(|| black_box(hold_delay_ms("bench.work", black_box(Duration::from_millis(1_234)), second)))
+    });
+    group.finish();
+}
+
+fn memory_round_trip(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = runtime
+        .block_on(Producer::<BenchQueues, _>::new(backend.clone()))
+        .expect("declared");
+    let stream = runtime
+        .block_on(backend.consume(&BenchQueues::Work.config()))
+        .expect("consuming");
+    let stream = tokio::sync::Mutex::new(stream);
+    let job = Noop { body: "x".repeat(200) };
+
+    let mut group = c.benchmark_group("memory_backend");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("enqueue_consume_ack", |b| {
+        b.to_async(&runtime).iter(|| async {
+            producer.enqueue(&job).await.expect("enqueued");
+            let delivery = stream.lock().await.next().await.expect("a delivery").expect("no error");
+            delivery.ack().await.expect("acked");
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dispatch, envelope, holds, memory_round_trip);
+criterion_main!(benches);
