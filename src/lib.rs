@@ -43,6 +43,14 @@ pub use queuey_core::{
 
 pub use queuey_core::{backend, handler, memory, queue, retry};
 
+/// The RabbitMQ backend.
+#[cfg(feature = "rabbitmq")]
+pub use queuey_rabbitmq as rabbitmq;
+
+#[cfg(feature = "rabbitmq")]
+#[doc(inline)]
+pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
 /// The names a typical application needs: `use queuey::prelude::*;`.
 pub mod prelude {
     pub use queuey_core::{

@@ -50,7 +50,9 @@ struct Parts<'a> {
 fn split(uri: &str) -> Option<Parts<'_>> {
     let scheme_end = uri.find("://")? + 3;
     let rest = &uri[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    // A password may hold an unescaped '/', so the user info is whatever
+    // precedes the last '@' before the query.
+    let authority_end = rest.find(['?', '#']).unwrap_or(rest.len());
     let at = rest[..authority_end].rfind('@')?;
     let userinfo = &rest[..at];
     let (user, password) = match userinfo.split_once(':') {
@@ -116,6 +118,7 @@ mod tests {
     fn something_that_is_not_a_uri_is_masked_if_it_could_hold_a_secret() {
         assert_eq!(redact("guest:secret@localhost"), "***");
         assert_eq!(redact("localhost"), "localhost");
+        assert_eq!(redact("amqp://u:pa/ss@h/%2f"), "amqp://u:***@h/%2f");
     }
 
     #[test]
