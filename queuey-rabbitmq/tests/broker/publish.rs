@@ -1,0 +1,137 @@
+//! Publishing: confirms, returns, nacks, properties, the size check and the
+//! confirm/return attribution under load.
+
+use std::sync::Arc;
+
+use lapin::types::AMQPValue;
+use queuey_core::{Backend, BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{envelope, kind, table, text, within};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_a_missing_queue_is_no_route() {
+    let broker = broker!("a_publish_to_a_missing_queue_is_no_route");
+    // As with Producer::new_undeclared: nothing declared, nothing there.
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let missing = broker.queue("missing");
+    let e = within("publish", backend.publish(&envelope(&missing, 1))).await.unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Unroutable);
+    assert_eq!(
+        e.to_string(),
+        format!("broker returned the message published to `{missing}` as unroutable: 312 NO_ROUTE")
+    );
+    assert!(!broker.exists(&missing).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nack_is_an_error() {
+    let broker = broker!("a_nack_is_an_error");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("full");
+    let args = [
+        ("x-queue-type", text("classic")),
+        ("x-max-length", AMQPValue::LongInt(1)),
+        ("x-overflow", text("reject-publish")),
+    ];
+    broker.declare_raw(&q, true, table(&args)).await.unwrap();
+    within("publish", backend.publish(&envelope(&q, 1))).await.expect("first fits");
+    let e = within("publish", backend.publish(&envelope(&q, 2))).await.unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Nacked);
+    assert_eq!(e.to_string(), format!("broker nacked the message published to `{q}`"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn properties_on_the_wire() {
+    let broker = broker!("properties_on_the_wire");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("props");
+    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
+    let job = envelope(&q, 1).with_priority(3);
+    within("publish", backend.publish(&job)).await.unwrap();
+
+    let msg = broker.get(&q).await.expect("message");
+    let p = &msg.delivery.properties;
+    assert_eq!(*p.delivery_mode(), Some(2));
+    assert_eq!(p.content_type().as_ref().map(|s| s.as_str()), Some("application/json"));
+    assert_eq!(p.message_id().as_ref().map(|s| s.to_string()), Some(job.job_id.to_string()));
+    assert_eq!(p.kind().as_ref().map(|s| s.as_str()), Some("test_job"));
+    assert_eq!(*p.priority(), Some(3));
+    assert_eq!(*p.timestamp(), Some(job.enqueued_at_ms / 1000));
+    assert!(p.headers().is_none());
+    assert_eq!(msg.delivery.data, job.encode().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_body_is_refused_before_publishing() {
+    let broker = broker!("an_oversize_body_is_refused_before_publishing");
+    let backend = broker
+        .backend(RabbitMqOptions::default().publish_concurrency(1).max_message_size(4096))
+        .await;
+    let q = broker.queue("oversize");
+    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
+
+    let payload = serde_json::value::to_raw_value(&"x".repeat(8192)).unwrap();
+    let big = queuey_core::Envelope::new("t", q.as_str(), payload);
+    let e = within("publish", backend.publish(&big)).await.unwrap_err();
+    assert!(
+        matches!(e, Error::MessageTooLarge { ref queue, limit: 4096, size } if *queue == q && size > 8192),
+        "{e:?}"
+    );
+    // The single publishing channel is still usable.
+    within("publish", backend.publish(&envelope(&q, 1))).await.expect("next publish works");
+    assert_eq!(broker.ready(&q).await, 1);
+
+    // The default limit is RabbitMQ 4's 16 MiB.
+    let default = broker.backend(RabbitMqOptions::default()).await;
+    let payload = serde_json::value::to_raw_value(&"x".repeat(MAX_MESSAGE_BYTES)).unwrap();
+    let huge = queuey_core::Envelope::new("t", q.as_str(), payload);
+    let e = within("publish", default.publish(&huge)).await.unwrap_err();
+    assert!(matches!(e, Error::MessageTooLarge { limit: MAX_MESSAGE_BYTES, .. }), "{e:?}");
+    assert_eq!(broker.ready(&q).await, 1);
+}
+
+/// The confirm/return trap: with several publishes in flight on one confirm
+/// channel, lapin can hand a return to the wrong publish. Thousands of
+/// concurrent publishes from many tasks, a few of them unroutable: each
+/// unroutable one must fail and each routable one succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_publishes_never_misattribute_returns() {
+    const TOTAL: u32 = 2_000;
+    const EVERY: u32 = 50;
+    const TASKS: u32 = 200;
+    let broker = broker!("concurrent_publishes_never_misattribute_returns");
+    let backend = Arc::new(broker.backend(RabbitMqOptions::default()).await);
+    let q = broker.queue("stress");
+    let missing = broker.queue("stress-missing");
+    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
+
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let backend = Arc::clone(&backend);
+        let (q, missing) = (q.clone(), missing.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut wrong = Vec::new();
+            for n in (t..TOTAL).step_by(TASKS as usize) {
+                let unroutable = n % EVERY == 0;
+                let target = if unroutable { &missing } else { &q };
+                let result = backend.publish(&envelope(target, n)).await;
+                match (unroutable, &result) {
+                    (false, Ok(())) => {}
+                    (true, Err(e)) if kind(e) == BackendErrorKind::Unroutable => {}
+                    _ => wrong.push((n, format!("{result:?}"))),
+                }
+            }
+            wrong
+        }));
+    }
+    let mut wrong = Vec::new();
+    for task in tasks {
+        wrong.extend(within("publisher task", task).await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    assert!(wrong.is_empty(), "{} misattributed: {wrong:?}", wrong.len());
+    assert_eq!(broker.ready(&q).await, TOTAL - TOTAL / EVERY);
+    eprintln!("{TOTAL} publishes ({} unroutable) in {elapsed:?}", TOTAL / EVERY);
+}
