@@ -11,7 +11,9 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use lapin::types::{LongString, ShortString};
 use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
-use queuey_core::{Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, QueueConfig};
+use queuey_core::{
+    Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, QueueConfig,
+};
 use tokio::task::JoinHandle;
 
 use crate::declare::{self, HoldDeclarer};
@@ -129,7 +131,8 @@ fn connection_properties(options: &RabbitMqOptions) -> ConnectionProperties {
         props = props.with_locale(properties::short(locale));
     }
     for (key, value) in options.get_client_properties() {
-        props = props.with_client_property(properties::short(key), LongString::from(value.as_str()));
+        props =
+            props.with_client_property(properties::short(key), LongString::from(value.as_str()));
     }
     if let Some(name) = options.get_connection_name() {
         props = props.with_connection_name(LongString::from(name));
@@ -149,7 +152,9 @@ fn spawn_event_logger(connection: &Connection, uri: &str) -> Option<JoinHandle<(
                 Event::ConnectionBlocked(reason) => {
                     tracing::warn!(%uri, %reason, "RabbitMQ blocked publishing on the connection")
                 }
-                Event::ConnectionUnblocked => tracing::info!(%uri, "RabbitMQ unblocked the connection"),
+                Event::ConnectionUnblocked => {
+                    tracing::info!(%uri, "RabbitMQ unblocked the connection")
+                }
                 other => tracing::debug!(%uri, event = ?other, "RabbitMQ connection event"),
             }
         }
@@ -213,7 +218,12 @@ impl Inner {
     /// Parks `envelope` in the hold queue for `delay` (rounded up), or
     /// publishes it at once for a zero delay. Every refusal happens before
     /// anything is published.
-    pub(crate) async fn hold(&self, envelope: &Envelope, delay: Duration, kind: HoldKind) -> Result<(), Error> {
+    pub(crate) async fn hold(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
         let queue = envelope.queue.as_str();
         let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
             queue: queue.to_owned(),
@@ -236,7 +246,9 @@ impl Inner {
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         self.check_open(&format!("declaring hold queue `{hold}`"))?;
-        self.holds.declare(&self.connection, &hold, &config, ttl_ms).await?;
+        self.holds
+            .declare(&self.connection, &hold, &config, ttl_ms)
+            .await?;
         self.publish_envelope(&hold, envelope).await
     }
 }
@@ -285,11 +297,18 @@ impl Backend for RabbitMqBackend {
         Box::pin(self.inner.hold(envelope, delay, HoldKind::Retry))
     }
 
-    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>> {
+    fn defer<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(self.inner.hold(envelope, delay, HoldKind::Deferral))
     }
 
-    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+    fn consume<'a>(
+        &'a self,
+        queue: &'a QueueConfig,
+    ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         Box::pin(consumer::consume(Arc::clone(&self.inner), queue))
     }
 }

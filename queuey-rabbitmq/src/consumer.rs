@@ -33,7 +33,10 @@ pub(crate) fn consumer_tag(queue: &str) -> String {
         .map(|d| d.as_nanos())
         .unwrap_or_default();
     let sequence = TAG_SEQUENCE.fetch_add(1, Ordering::Relaxed);
-    format!("queuey.{}.{nanos:x}.{sequence}", truncate(queue, TAG_QUEUE_BYTES))
+    format!(
+        "queuey.{}.{nanos:x}.{sequence}",
+        truncate(queue, TAG_QUEUE_BYTES)
+    )
 }
 
 fn truncate(s: &str, max: usize) -> &str {
@@ -46,7 +49,10 @@ fn truncate(s: &str, max: usize) -> &str {
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
 /// `basic_qos(prefetch, global = false)` set before `basic_consume`.
-pub(crate) async fn consume(inner: Arc<Inner>, config: &QueueConfig) -> Result<DeliveryStream, Error> {
+pub(crate) async fn consume(
+    inner: Arc<Inner>,
+    config: &QueueConfig,
+) -> Result<DeliveryStream, Error> {
     config.validate()?;
     let queue = config.name();
     let what = format!("consuming `{queue}`");
@@ -118,7 +124,8 @@ impl Consumer {
                         return None;
                     }
                     let alive = self.inner.connection.status().connected();
-                    let error = Failure::of(&e, alive).into_error(&format!("consuming `{}`", self.queue));
+                    let error =
+                        Failure::of(&e, alive).into_error(&format!("consuming `{}`", self.queue));
                     tracing::error!(queue = %self.queue, consumer_tag = %self.tag, %error, "consumer failed");
                     return Some(Err(error));
                 }
@@ -172,12 +179,17 @@ impl Consumer {
                 queue: &dead,
                 body: &delivery.data,
                 message_id: &message_id,
-                properties: properties::with_dead_letter_headers(properties::malformed_properties(&message_id), &info),
+                properties: properties::with_dead_letter_headers(
+                    properties::malformed_properties(&message_id),
+                    &info,
+                ),
             })
             .await;
         match published {
             Ok(()) => match delivery.acker.ack(BasicAckOptions::default()).await {
-                Ok(true) => tracing::info!(queue, dead_letter_queue = %dead, "malformed message moved to the dead-letter queue"),
+                Ok(true) => {
+                    tracing::info!(queue, dead_letter_queue = %dead, "malformed message moved to the dead-letter queue")
+                }
                 other => tracing::error!(
                     queue,
                     delivery_tag = tag,
@@ -188,7 +200,12 @@ impl Consumer {
             },
             Err(error @ Error::MessageTooLarge { .. }) => {
                 tracing::error!(queue, %error, "a malformed message is too large to copy");
-                reject(&delivery, queue, "it is too large for the dead-letter queue").await;
+                reject(
+                    &delivery,
+                    queue,
+                    "it is too large for the dead-letter queue",
+                )
+                .await;
             }
             Err(error) => tracing::error!(
                 queue,
@@ -204,14 +221,19 @@ impl Consumer {
 /// Rejects without requeue: the broker's own dead-letter policy, if any,
 /// takes the message.
 async fn reject(delivery: &LapinDelivery, queue: &str, why: &str) {
-    let outcome = delivery.acker.reject(BasicRejectOptions { requeue: false }).await;
+    let outcome = delivery
+        .acker
+        .reject(BasicRejectOptions { requeue: false })
+        .await;
     match outcome {
         Ok(true) => tracing::warn!(
             queue,
             why,
             "rejected a malformed message without requeue; the broker's dead-letter policy for the queue applies"
         ),
-        other => tracing::error!(queue, why, outcome = ?other, "could not reject a malformed message"),
+        other => {
+            tracing::error!(queue, why, outcome = ?other, "could not reject a malformed message")
+        }
     }
 }
 

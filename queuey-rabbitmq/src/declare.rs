@@ -104,7 +104,10 @@ async fn declare(
     let name = ShortString::try_new(queue).map_err(|_| Failure {
         reply_code: None,
         connection_lost: false,
-        text: format!("the name is {} bytes, over the 255-byte AMQP limit", queue.len()),
+        text: format!(
+            "the name is {} bytes, over the 255-byte AMQP limit",
+            queue.len()
+        ),
     })?;
     let options = QueueDeclareOptions {
         durable,
@@ -178,13 +181,31 @@ mod tests {
 
     #[test]
     fn field_tables_use_only_long_strings_and_fitting_integers() {
-        let table = field_table(&topology::hold_queue_arguments("q", topology::MAX_DEFERRAL_MS));
+        let table = field_table(&topology::hold_queue_arguments(
+            "q",
+            topology::MAX_DEFERRAL_MS,
+        ));
         let get = |k: &str| table.inner().get(k).cloned();
-        assert_eq!(get("x-message-ttl"), Some(AMQPValue::LongInt(2_147_483_647)));
-        assert_eq!(get("x-expires"), Some(AMQPValue::LongLongInt(4_294_967_294)));
-        assert_eq!(get("x-dead-letter-exchange"), Some(AMQPValue::LongString("".into())));
-        assert_eq!(get("x-dead-letter-routing-key"), Some(AMQPValue::LongString("q".into())));
-        assert_eq!(get("x-queue-type"), Some(AMQPValue::LongString("classic".into())));
+        assert_eq!(
+            get("x-message-ttl"),
+            Some(AMQPValue::LongInt(2_147_483_647))
+        );
+        assert_eq!(
+            get("x-expires"),
+            Some(AMQPValue::LongLongInt(4_294_967_294))
+        );
+        assert_eq!(
+            get("x-dead-letter-exchange"),
+            Some(AMQPValue::LongString("".into()))
+        );
+        assert_eq!(
+            get("x-dead-letter-routing-key"),
+            Some(AMQPValue::LongString("q".into()))
+        );
+        assert_eq!(
+            get("x-queue-type"),
+            Some(AMQPValue::LongString("classic".into()))
+        );
         assert!(
             table
                 .inner()
@@ -202,16 +223,27 @@ mod tests {
         };
         let config = QueueConfig::new("q");
         let e = explain(
-            failure(Some(406), false, "PRECONDITION_FAILED - inequivalent arg 'x-max-priority'"),
+            failure(
+                Some(406),
+                false,
+                "PRECONDITION_FAILED - inequivalent arg 'x-max-priority'",
+            ),
             "q",
             &config,
         );
         assert!(matches!(&e, Error::Backend(b) if b.kind() == BackendErrorKind::Refused));
         let text = e.to_string();
-        assert!(text.starts_with("declaring queue `q`: PRECONDITION_FAILED"), "{text}");
+        assert!(
+            text.starts_with("declaring queue `q`: PRECONDITION_FAILED"),
+            "{text}"
+        );
         assert!(text.contains("max_priority(0)"), "{text}");
 
-        let e = explain(failure(Some(406), false, "inequivalent arg 'x-message-ttl'"), "q", &config);
+        let e = explain(
+            failure(Some(406), false, "inequivalent arg 'x-message-ttl'"),
+            "q",
+            &config,
+        );
         assert!(e.to_string().contains("other arguments"), "{e}");
 
         let transient = QueueConfig::new("q").durable(false);

@@ -59,7 +59,10 @@ impl RabbitMqDelivery {
 
     /// Turns the result of an ack, nack or reject into queuey's.
     fn settled(&self, what: &str, result: lapin::Result<bool>) -> Result<(), Error> {
-        let what = format!("{what} delivery {} from `{}`", self.delivery_tag, self.queue);
+        let what = format!(
+            "{what} delivery {} from `{}`",
+            self.delivery_tag, self.queue
+        );
         match result {
             Ok(true) => Ok(()),
             Ok(false) => Err(Error::Backend(BackendError::new(
@@ -69,7 +72,9 @@ impl RabbitMqDelivery {
                      the broker will deliver it again"
                 ),
             ))),
-            Err(e) => Err(Failure::of(&e, self.inner.connection.status().connected()).into_error(&what)),
+            Err(e) => {
+                Err(Failure::of(&e, self.inner.connection.status().connected()).into_error(&what))
+            }
         }
     }
 
@@ -87,7 +92,10 @@ impl RabbitMqDelivery {
                 "dead-letter queues are off: rejecting without requeue, so the broker's own \
                  dead-letter policy for the queue applies"
             );
-            let result = self.acker.reject(BasicRejectOptions { requeue: false }).await;
+            let result = self
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await;
             return self.settled("rejecting", result);
         };
         let dead = topology::dead_letter_queue_name(&self.queue, suffix);
@@ -126,7 +134,11 @@ impl Delivery for RabbitMqDelivery {
         Box::pin(async move { self.ack_now().await })
     }
 
-    fn retry(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>> {
+    fn retry(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
             // A retry joins the back of the queue.
             let next = next.with_priority(0);
@@ -135,7 +147,11 @@ impl Delivery for RabbitMqDelivery {
         })
     }
 
-    fn defer(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>> {
+    fn defer(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
             self.inner.hold(&next, delay, HoldKind::Deferral).await?;
             self.ack_now().await

@@ -52,7 +52,9 @@ impl Failure {
             BackendErrorKind::ConnectionLost
         } else {
             match self.reply_code {
-                Some(code::PRECONDITION_FAILED | code::NOT_FOUND | 403 | 405) => BackendErrorKind::Refused,
+                Some(code::PRECONDITION_FAILED | code::NOT_FOUND | 403 | 405) => {
+                    BackendErrorKind::Refused
+                }
                 _ => BackendErrorKind::Other,
             }
         };
@@ -94,7 +96,11 @@ pub(crate) enum Confirmed {
 }
 
 /// The outcome of a publish of `own_id` to `queue`, given its confirmation.
-pub(crate) fn confirm_outcome(queue: &str, own_id: &str, confirmed: Confirmed) -> Result<(), Error> {
+pub(crate) fn confirm_outcome(
+    queue: &str,
+    own_id: &str,
+    confirmed: Confirmed,
+) -> Result<(), Error> {
     let (kind, message) = match confirmed {
         Confirmed::Ack => return Ok(()),
         Confirmed::Nack => (
@@ -111,7 +117,9 @@ pub(crate) fn confirm_outcome(queue: &str, own_id: &str, confirmed: Confirmed) -
             reply_text,
         } if message_id.as_deref() == Some(own_id) => (
             BackendErrorKind::Unroutable,
-            format!("broker returned the message published to `{queue}` as unroutable: {reply_code} {reply_text}"),
+            format!(
+                "broker returned the message published to `{queue}` as unroutable: {reply_code} {reply_text}"
+            ),
         ),
         Confirmed::Returned {
             message_id,
@@ -154,7 +162,10 @@ mod tests {
     #[test]
     fn the_three_seed_messages() {
         let e = confirm_outcome("myapp.emails", "id", Confirmed::Nack).unwrap_err();
-        assert_eq!(e.to_string(), "broker nacked the message published to `myapp.emails`");
+        assert_eq!(
+            e.to_string(),
+            "broker nacked the message published to `myapp.emails`"
+        );
         assert_eq!(kind(&e), BackendErrorKind::Nacked);
 
         let returned = Confirmed::Returned {
@@ -206,7 +217,10 @@ mod tests {
         };
         let e = refused.into_error("declaring `q`");
         assert_eq!(kind(&e), BackendErrorKind::Refused);
-        assert_eq!(e.to_string(), "declaring `q`: PRECONDITION_FAILED - inequivalent arg");
+        assert_eq!(
+            e.to_string(),
+            "declaring `q`: PRECONDITION_FAILED - inequivalent arg"
+        );
 
         let lost = Failure {
             reply_code: Some(320),
@@ -223,14 +237,20 @@ mod tests {
             text: "x".into(),
         };
         assert_eq!(kind(&other.into_error("y")), BackendErrorKind::Other);
-        assert_eq!(kind(&connection_lost("z")), BackendErrorKind::ConnectionLost);
+        assert_eq!(
+            kind(&connection_lost("z")),
+            BackendErrorKind::ConnectionLost
+        );
     }
 
     #[test]
     fn lapin_errors_are_classified() {
         let io = lapin::Error::from(std::io::Error::other("reset"));
         assert!(Failure::of(&io, true).connection_lost);
-        let channel = lapin::Error::from(ErrorKind::InvalidChannelState(lapin::ChannelState::Closed, "basic.publish"));
+        let channel = lapin::Error::from(ErrorKind::InvalidChannelState(
+            lapin::ChannelState::Closed,
+            "basic.publish",
+        ));
         assert!(!Failure::of(&channel, true).connection_lost);
         assert!(Failure::of(&channel, false).connection_lost);
     }

@@ -209,7 +209,9 @@ impl RabbitMqOptions {
             )));
         }
         if self.max_message_size == 0 {
-            return Err(Error::invalid_config("max_message_size must be at least 1 byte"));
+            return Err(Error::invalid_config(
+                "max_message_size must be at least 1 byte",
+            ));
         }
         for key in self.client_properties.keys() {
             if key.len() > 255 {
@@ -232,7 +234,8 @@ impl RabbitMqOptions {
 
     /// The dead-letter suffix when dead-letter queues are on.
     pub(crate) fn dead_suffix_in_use(&self) -> Option<&str> {
-        self.declare_dead_letter_queues.then_some(self.dead_suffix.as_str())
+        self.declare_dead_letter_queues
+            .then_some(self.dead_suffix.as_str())
     }
 }
 
@@ -270,7 +273,10 @@ mod tests {
             .publish_concurrency(1)
             .max_message_size(1024);
         assert_eq!(o.get_connection_name(), Some("n"));
-        assert_eq!(o.get_client_properties().get("k").map(String::as_str), Some("v"));
+        assert_eq!(
+            o.get_client_properties().get("k").map(String::as_str),
+            Some("v")
+        );
         assert_eq!(o.get_locale(), Some("de_DE"));
         assert_eq!(o.get_dead_suffix(), "-dlq");
         assert!(!o.get_declare_dead_letter_queues());

@@ -48,11 +48,17 @@ pub(crate) struct DeadLetterInfo<'a> {
 }
 
 /// Adds the dead-letter headers to `properties`, replacing any headers.
-pub(crate) fn with_dead_letter_headers(properties: BasicProperties, info: &DeadLetterInfo<'_>) -> BasicProperties {
+pub(crate) fn with_dead_letter_headers(
+    properties: BasicProperties,
+    info: &DeadLetterInfo<'_>,
+) -> BasicProperties {
     let mut headers = FieldTable::default();
     headers.insert(short(REASON_HEADER), long(cap_reason(info.reason)));
     headers.insert(short(ORIGINAL_QUEUE_HEADER), long(info.original_queue));
-    headers.insert(short(ATTEMPTS_HEADER), AMQPValue::LongLongInt(i64::from(info.attempts)));
+    headers.insert(
+        short(ATTEMPTS_HEADER),
+        AMQPValue::LongLongInt(i64::from(info.attempts)),
+    );
     properties.with_headers(headers)
 }
 
@@ -115,7 +121,9 @@ impl PlainProperties {
                     .iter()
                     .map(|(k, v)| {
                         let v = match v {
-                            AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+                            AMQPValue::LongString(s) => {
+                                String::from_utf8_lossy(s.as_bytes()).into_owned()
+                            }
                             AMQPValue::LongLongInt(n) => format!("i64:{n}"),
                             other => format!("{other:?}"),
                         };
@@ -181,7 +189,10 @@ mod tests {
             original_queue: "app.emails",
             attempts: 3,
         };
-        let read = PlainProperties::read(&with_dead_letter_headers(job_properties(&env, 0).unwrap(), &info));
+        let read = PlainProperties::read(&with_dead_letter_headers(
+            job_properties(&env, 0).unwrap(),
+            &info,
+        ));
         assert_eq!(
             read.headers,
             vec![

@@ -49,7 +49,11 @@ impl Publisher {
 
     /// Publishes to the default exchange with the queue as routing key,
     /// `mandatory`, and waits for the confirmation. `Ok` only for a bare ack.
-    pub(crate) async fn publish(&self, connection: &Connection, out: Outgoing<'_>) -> Result<(), Error> {
+    pub(crate) async fn publish(
+        &self,
+        connection: &Connection,
+        out: Outgoing<'_>,
+    ) -> Result<(), Error> {
         let what = || format!("publishing to `{}`", out.queue);
         let routing_key = ShortString::try_new(out.queue).map_err(|_| {
             Error::invalid_config(format!(
@@ -135,16 +139,18 @@ fn plain(confirmation: Confirmation) -> Confirmed {
     match confirmation {
         Confirmation::Ack(None) => Confirmed::Ack,
         Confirmation::Nack(None) => Confirmed::Nack,
-        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => Confirmed::Returned {
-            message_id: returned
-                .delivery
-                .properties
-                .message_id()
-                .as_ref()
-                .map(|id| id.as_str().to_owned()),
-            reply_code: returned.reply_code,
-            reply_text: returned.reply_text.as_str().to_owned(),
-        },
+        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+            Confirmed::Returned {
+                message_id: returned
+                    .delivery
+                    .properties
+                    .message_id()
+                    .as_ref()
+                    .map(|id| id.as_str().to_owned()),
+                reply_code: returned.reply_code,
+                reply_text: returned.reply_text.as_str().to_owned(),
+            }
+        }
         Confirmation::NotRequested => Confirmed::NotRequested,
     }
 }

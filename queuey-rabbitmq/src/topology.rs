@@ -79,7 +79,11 @@ pub fn longest_hold_queue_name(queue: &str, deferred_suffix: &str) -> String {
 /// Checks up front that every name derived from `queue` fits in
 /// [`MAX_QUEUE_NAME_BYTES`]: its longest hold queue and, when given, its
 /// dead-letter queue.
-pub fn check_room(queue: &str, deferred_suffix: &str, dead_suffix: Option<&str>) -> Result<(), Error> {
+pub fn check_room(
+    queue: &str,
+    deferred_suffix: &str,
+    dead_suffix: Option<&str>,
+) -> Result<(), Error> {
     let hold = longest_hold_queue_name(queue, deferred_suffix);
     if hold.len() > MAX_QUEUE_NAME_BYTES {
         return Err(no_room(queue, "hold queues", &hold));
@@ -130,7 +134,10 @@ pub fn hold_queue_arguments(queue: &str, ttl_ms: u64) -> QueueArguments {
     let mut args = classic();
     args.insert("x-message-ttl", ArgumentValue::Integer(ttl));
     args.insert("x-dead-letter-exchange", ArgumentValue::Text(String::new()));
-    args.insert("x-dead-letter-routing-key", ArgumentValue::Text(queue.to_owned()));
+    args.insert(
+        "x-dead-letter-routing-key",
+        ArgumentValue::Text(queue.to_owned()),
+    );
     args.insert("x-expires", ArgumentValue::Integer(ttl.saturating_mul(2)));
     args
 }
@@ -159,8 +166,14 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(dead_letter_queue_name("app.emails", ".dead"), "app.emails.dead");
-        assert_eq!(dead_letter_queue_name("app.emails", "-dlq"), "app.emails-dlq");
+        assert_eq!(
+            dead_letter_queue_name("app.emails", ".dead"),
+            "app.emails.dead"
+        );
+        assert_eq!(
+            dead_letter_queue_name("app.emails", "-dlq"),
+            "app.emails-dlq"
+        );
         assert_eq!(
             hold_queue_name("app.emails", ".deferred", 30_000).unwrap(),
             "app.emails.deferred.30000"
@@ -189,7 +202,10 @@ mod tests {
             "queue `{q}` leaves no room for its hold queues: `{q}.deferred.2147483647` is 261 bytes, \
              over the 255-byte AMQP limit"
         );
-        assert!(matches!(e, Error::InvalidConfig(ref m) if *m == expected), "{e}");
+        assert!(
+            matches!(e, Error::InvalidConfig(ref m) if *m == expected),
+            "{e}"
+        );
     }
 
     #[test]
@@ -204,7 +220,10 @@ mod tests {
     #[test]
     fn work_queue_arguments_follow_the_config() {
         let plain = work_queue_arguments(&QueueConfig::new("q").max_priority(0));
-        assert_eq!(plain, QueueArguments::from([("x-queue-type", text("classic"))]));
+        assert_eq!(
+            plain,
+            QueueArguments::from([("x-queue-type", text("classic"))])
+        );
 
         let full = work_queue_arguments(
             &QueueConfig::new("q")

@@ -14,7 +14,10 @@ const MASK: &str = "***";
 pub(crate) fn redact(uri: &str) -> String {
     match split(uri) {
         Some(parts) => match parts.password {
-            Some(_) => format!("{}{}:{MASK}@{}", parts.before_user, parts.user, parts.after_at),
+            Some(_) => format!(
+                "{}{}:{MASK}@{}",
+                parts.before_user, parts.user, parts.after_at
+            ),
             None => uri.to_owned(),
         },
         None if uri.contains('@') && !uri.contains("://") => MASK.to_owned(),
@@ -72,7 +75,9 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
         match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
             (b'%', Some(byte)) => {
                 out.push(byte);

@@ -13,14 +13,20 @@ async fn a_lost_connection_ends_streams_with_an_error_and_acks_nothing() {
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("loss");
     let config = QueueConfig::new(&q).prefetch(2);
-    within("declare", backend.declare(std::slice::from_ref(&config))).await.unwrap();
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
     for n in 0..3 {
-        within("publish", backend.publish(&envelope(&q, n))).await.unwrap();
+        within("publish", backend.publish(&envelope(&q, n)))
+            .await
+            .unwrap();
     }
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let held = within("delivery", stream.next()).await.unwrap().unwrap();
 
-    broker.close_connection(&broker.connection_name("backend")).await;
+    broker
+        .close_connection(&broker.connection_name("backend"))
+        .await;
 
     // The stream may still hand out what was buffered, then one error, then the end.
     let mut error = None;
@@ -37,7 +43,10 @@ async fn a_lost_connection_ends_streams_with_an_error_and_acks_nothing() {
     // Settling now is a failure, not a silent success.
     let e = within("ack", held.ack()).await.unwrap_err();
     assert!(
-        matches!(kind(&e), BackendErrorKind::NotSettled | BackendErrorKind::ConnectionLost),
+        matches!(
+            kind(&e),
+            BackendErrorKind::NotSettled | BackendErrorKind::ConnectionLost
+        ),
         "{e}"
     );
     for result in [
@@ -61,12 +70,16 @@ async fn close_ends_streams_and_later_calls_fail() {
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("close");
     let config = QueueConfig::new(&q);
-    within("declare", backend.declare(std::slice::from_ref(&config))).await.unwrap();
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     within("close", backend.close()).await.unwrap();
     within("close twice", backend.close()).await.unwrap();
     assert!(within("stream end", stream.next()).await.is_none());
-    let e = within("publish", backend.publish(&envelope(&q, 1))).await.unwrap_err();
+    let e = within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap_err();
     assert!(matches!(e, Error::ShutDown), "{e:?}");
 }
 
@@ -81,7 +94,9 @@ async fn the_password_never_shows_in_debug_errors_or_logs() {
     let wrong = format!("Wr0ng-{id}");
     support::watch_secret(&wrong);
     let url = format!("{scheme}://guest:{wrong}@{host_and_vhost}");
-    let e = within("connect", RabbitMqBackend::connect(&url)).await.unwrap_err();
+    let e = within("connect", RabbitMqBackend::connect(&url))
+        .await
+        .unwrap_err();
     for shown in [e.to_string(), format!("{e:?}")] {
         assert!(!shown.contains(&wrong), "{shown}");
         assert!(shown.contains("***"), "{shown}");
@@ -93,21 +108,48 @@ async fn the_password_never_shows_in_debug_errors_or_logs() {
     support::watch_secret(&secret);
     broker.rabbitmqctl(&["add_user", &user, &secret]).await;
     let _user_cleanup = DeleteUser(user.clone());
-    broker.rabbitmqctl(&["set_permissions", "-p", "/", &user, "^queuey-test\\.", "^(queuey-test\\..*|amq\\.default)$", "^queuey-test\\."]).await;
+    broker
+        .rabbitmqctl(&[
+            "set_permissions",
+            "-p",
+            "/",
+            &user,
+            "^queuey-test\\.",
+            "^(queuey-test\\..*|amq\\.default)$",
+            "^queuey-test\\.",
+        ])
+        .await;
     let url = format!("{scheme}://{user}:{secret}@{host_and_vhost}");
     let options = RabbitMqOptions::default().connection_name(broker.connection_name("secret"));
-    let backend = within("connect", RabbitMqBackend::with_options(&url, options.clone()))
-        .await
-        .expect("the temporary user connects");
+    let backend = within(
+        "connect",
+        RabbitMqBackend::with_options(&url, options.clone()),
+    )
+    .await
+    .expect("the temporary user connects");
     let q = broker.queue("secret");
-    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
-    within("publish", backend.publish(&envelope(&q, 1))).await.unwrap();
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap();
     let missing = broker.queue("secret-missing");
-    let e = within("publish", backend.publish(&envelope(&missing, 1))).await.unwrap_err();
-    for shown in [format!("{backend:?}"), format!("{options:?}"), e.to_string(), format!("{e:?}")] {
+    let e = within("publish", backend.publish(&envelope(&missing, 1)))
+        .await
+        .unwrap_err();
+    for shown in [
+        format!("{backend:?}"),
+        format!("{options:?}"),
+        e.to_string(),
+        format!("{e:?}"),
+    ] {
         assert!(!shown.contains(&secret), "{shown}");
     }
-    assert!(format!("{backend:?}").contains(&format!("{user}:***@")), "{backend:?}");
+    assert!(
+        format!("{backend:?}").contains(&format!("{user}:***@")),
+        "{backend:?}"
+    );
     within("close", backend.close()).await.unwrap();
 
     let (leaks, events) = support::log_leaks();

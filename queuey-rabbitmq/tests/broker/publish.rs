@@ -15,7 +15,9 @@ async fn a_publish_to_a_missing_queue_is_no_route() {
     // As with Producer::new_undeclared: nothing declared, nothing there.
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let missing = broker.queue("missing");
-    let e = within("publish", backend.publish(&envelope(&missing, 1))).await.unwrap_err();
+    let e = within("publish", backend.publish(&envelope(&missing, 1)))
+        .await
+        .unwrap_err();
     assert_eq!(kind(&e), BackendErrorKind::Unroutable);
     assert_eq!(
         e.to_string(),
@@ -35,10 +37,17 @@ async fn a_nack_is_an_error() {
         ("x-overflow", text("reject-publish")),
     ];
     broker.declare_raw(&q, true, table(&args)).await.unwrap();
-    within("publish", backend.publish(&envelope(&q, 1))).await.expect("first fits");
-    let e = within("publish", backend.publish(&envelope(&q, 2))).await.unwrap_err();
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("first fits");
+    let e = within("publish", backend.publish(&envelope(&q, 2)))
+        .await
+        .unwrap_err();
     assert_eq!(kind(&e), BackendErrorKind::Nacked);
-    assert_eq!(e.to_string(), format!("broker nacked the message published to `{q}`"));
+    assert_eq!(
+        e.to_string(),
+        format!("broker nacked the message published to `{q}`")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,15 +55,23 @@ async fn properties_on_the_wire() {
     let broker = broker!("properties_on_the_wire");
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("props");
-    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
     let job = envelope(&q, 1).with_priority(3);
     within("publish", backend.publish(&job)).await.unwrap();
 
     let msg = broker.get(&q).await.expect("message");
     let p = &msg.delivery.properties;
     assert_eq!(*p.delivery_mode(), Some(2));
-    assert_eq!(p.content_type().as_ref().map(|s| s.as_str()), Some("application/json"));
-    assert_eq!(p.message_id().as_ref().map(|s| s.to_string()), Some(job.job_id.to_string()));
+    assert_eq!(
+        p.content_type().as_ref().map(|s| s.as_str()),
+        Some("application/json")
+    );
+    assert_eq!(
+        p.message_id().as_ref().map(|s| s.to_string()),
+        Some(job.job_id.to_string())
+    );
     assert_eq!(p.kind().as_ref().map(|s| s.as_str()), Some("test_job"));
     assert_eq!(*p.priority(), Some(3));
     assert_eq!(*p.timestamp(), Some(job.enqueued_at_ms / 1000));
@@ -66,10 +83,16 @@ async fn properties_on_the_wire() {
 async fn an_oversize_body_is_refused_before_publishing() {
     let broker = broker!("an_oversize_body_is_refused_before_publishing");
     let backend = broker
-        .backend(RabbitMqOptions::default().publish_concurrency(1).max_message_size(4096))
+        .backend(
+            RabbitMqOptions::default()
+                .publish_concurrency(1)
+                .max_message_size(4096),
+        )
         .await;
     let q = broker.queue("oversize");
-    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
 
     let payload = serde_json::value::to_raw_value(&"x".repeat(8192)).unwrap();
     let big = queuey_core::Envelope::new("t", q.as_str(), payload);
@@ -79,7 +102,9 @@ async fn an_oversize_body_is_refused_before_publishing() {
         "{e:?}"
     );
     // The single publishing channel is still usable.
-    within("publish", backend.publish(&envelope(&q, 1))).await.expect("next publish works");
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("next publish works");
     assert_eq!(broker.ready(&q).await, 1);
 
     // The default limit is RabbitMQ 4's 16 MiB.
@@ -87,7 +112,16 @@ async fn an_oversize_body_is_refused_before_publishing() {
     let payload = serde_json::value::to_raw_value(&"x".repeat(MAX_MESSAGE_BYTES)).unwrap();
     let huge = queuey_core::Envelope::new("t", q.as_str(), payload);
     let e = within("publish", default.publish(&huge)).await.unwrap_err();
-    assert!(matches!(e, Error::MessageTooLarge { limit: MAX_MESSAGE_BYTES, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::MessageTooLarge {
+                limit: MAX_MESSAGE_BYTES,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert_eq!(broker.ready(&q).await, 1);
 }
 
@@ -104,7 +138,9 @@ async fn concurrent_publishes_never_misattribute_returns() {
     let backend = Arc::new(broker.backend(RabbitMqOptions::default()).await);
     let q = broker.queue("stress");
     let missing = broker.queue("stress-missing");
-    within("declare", backend.declare(&[QueueConfig::new(&q)])).await.unwrap();
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
 
     let started = std::time::Instant::now();
     let mut tasks = Vec::new();
@@ -133,5 +169,8 @@ async fn concurrent_publishes_never_misattribute_returns() {
     let elapsed = started.elapsed();
     assert!(wrong.is_empty(), "{} misattributed: {wrong:?}", wrong.len());
     assert_eq!(broker.ready(&q).await, TOTAL - TOTAL / EVERY);
-    eprintln!("{TOTAL} publishes ({} unroutable) in {elapsed:?}", TOTAL / EVERY);
+    eprintln!(
+        "{TOTAL} publishes ({} unroutable) in {elapsed:?}",
+        TOTAL / EVERY
+    );
 }

@@ -8,7 +8,10 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use lapin::message::BasicGetMessage;
-use lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use queuey_core::{BackendErrorKind, Envelope, Error};
@@ -32,10 +35,14 @@ pub(crate) fn amqp_url(test: &str) -> Option<String> {
     match std::env::var("AMQP_URL") {
         Ok(url) if !url.is_empty() => Some(url),
         _ if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
-            panic!("{test}: AMQP_URL is not set but QUEUEY_REQUIRE_BROKER=1 requires the broker tests to run")
+            panic!(
+                "{test}: AMQP_URL is not set but QUEUEY_REQUIRE_BROKER=1 requires the broker tests to run"
+            )
         }
         _ => {
-            eprintln!("skipping {test}: set AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/%2f) to run it");
+            eprintln!(
+                "skipping {test}: set AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/%2f) to run it"
+            );
             None
         }
     }
@@ -65,7 +72,8 @@ impl Broker {
         let url = amqp_url(test)?;
         install_log_capture();
         let id = uuid::Uuid::new_v4().simple().to_string();
-        let props = ConnectionProperties::default().with_connection_name(format!("queuey-test-raw-{id}").into());
+        let props = ConnectionProperties::default()
+            .with_connection_name(format!("queuey-test-raw-{id}").into());
         let raw = within("raw connect", Connection::connect(&url, props))
             .await
             .expect("raw connection to the test broker");
@@ -105,23 +113,35 @@ impl Broker {
     /// A backend with its own uniquely named connection.
     pub(crate) async fn backend(&self, options: RabbitMqOptions) -> RabbitMqBackend {
         let options = options.connection_name(self.connection_name("backend"));
-        within("backend connect", RabbitMqBackend::with_options(&self.url, options))
-            .await
-            .expect("backend connects")
+        within(
+            "backend connect",
+            RabbitMqBackend::with_options(&self.url, options),
+        )
+        .await
+        .expect("backend connects")
     }
 
     pub(crate) async fn channel(&self) -> Channel {
-        within("raw channel", self.raw.create_channel()).await.expect("raw channel")
+        within("raw channel", self.raw.create_channel())
+            .await
+            .expect("raw channel")
     }
 
     /// Declares a queue on a fresh raw channel.
-    pub(crate) async fn declare_raw(&self, queue: &str, durable: bool, args: FieldTable) -> Result<(), lapin::Error> {
+    pub(crate) async fn declare_raw(
+        &self,
+        queue: &str,
+        durable: bool,
+        args: FieldTable,
+    ) -> Result<(), lapin::Error> {
         let ch = self.channel().await;
         let opts = QueueDeclareOptions {
             durable,
             ..QueueDeclareOptions::default()
         };
-        within("raw declare", ch.queue_declare(queue.into(), opts, args)).await.map(drop)
+        within("raw declare", ch.queue_declare(queue.into(), opts, args))
+            .await
+            .map(drop)
     }
 
     /// Ready messages on a queue (passive declare: use only on queues
@@ -132,10 +152,13 @@ impl Broker {
             passive: true,
             ..QueueDeclareOptions::default()
         };
-        within("passive declare", ch.queue_declare(queue.into(), opts, FieldTable::default()))
-            .await
-            .unwrap_or_else(|e| panic!("queue `{queue}` should exist: {e}"))
-            .message_count()
+        within(
+            "passive declare",
+            ch.queue_declare(queue.into(), opts, FieldTable::default()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("queue `{queue}` should exist: {e}"))
+        .message_count()
     }
 
     /// Whether the queue exists (a passive declare).
@@ -145,9 +168,12 @@ impl Broker {
             passive: true,
             ..QueueDeclareOptions::default()
         };
-        within("passive declare", ch.queue_declare(queue.into(), opts, FieldTable::default()))
-            .await
-            .is_ok()
+        within(
+            "passive declare",
+            ch.queue_declare(queue.into(), opts, FieldTable::default()),
+        )
+        .await
+        .is_ok()
     }
 
     /// Waits until `queue` has `n` ready messages.
@@ -163,22 +189,38 @@ impl Broker {
     /// Takes one message off a queue (auto-ack).
     pub(crate) async fn get(&self, queue: &str) -> Option<BasicGetMessage> {
         let ch = self.channel().await;
-        within("basic.get", ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }))
-            .await
-            .expect("basic.get")
+        within(
+            "basic.get",
+            ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }),
+        )
+        .await
+        .expect("basic.get")
     }
 
     /// Publishes raw bytes with a confirm.
     pub(crate) async fn publish_raw(&self, queue: &str, body: &[u8], props: BasicProperties) {
         let ch = self.channel().await;
-        ch.confirm_select(ConfirmSelectOptions::default()).await.expect("confirm mode");
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm mode");
         let confirm = within(
             "raw publish",
-            ch.basic_publish(ShortString::default(), queue.into(), BasicPublishOptions::default(), body, props),
+            ch.basic_publish(
+                ShortString::default(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                body,
+                props,
+            ),
         )
         .await
         .expect("raw publish");
-        assert!(within("raw confirm", confirm).await.expect("raw confirm").is_ack());
+        assert!(
+            within("raw confirm", confirm)
+                .await
+                .expect("raw confirm")
+                .is_ack()
+        );
     }
 
     /// Runs `rabbitmqctl` with the arguments and returns its standard output.
@@ -189,7 +231,14 @@ impl Broker {
     /// Closes, from the broker's side, the connection whose client
     /// properties contain `name`; only ever our own.
     pub(crate) async fn close_connection(&self, name: &str) {
-        let list = rabbitmqctl(&["list_connections", "pid", "client_properties", "-q", "--no-table-headers"]).await;
+        let list = rabbitmqctl(&[
+            "list_connections",
+            "pid",
+            "client_properties",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
         let pid = list
             .lines()
             .find(|l| l.contains(name))
@@ -206,10 +255,16 @@ impl Drop for Broker {
         let url = self.url.clone();
         // A runtime of its own, so cleanup also runs after a panic.
         let cleanup = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
             rt.block_on(async move {
-                let props = ConnectionProperties::default().with_connection_name("queuey-test-cleanup".into());
-                let Ok(conn) = Connection::connect(&url, props).await else { return };
+                let props = ConnectionProperties::default()
+                    .with_connection_name("queuey-test-cleanup".into());
+                let Ok(conn) = Connection::connect(&url, props).await else {
+                    return;
+                };
                 for queue in queues {
                     if let Ok(ch) = conn.create_channel().await {
                         let _ = tokio::time::timeout(
@@ -231,12 +286,20 @@ pub(crate) async fn rabbitmqctl(args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
     let out = within(
         "rabbitmqctl",
-        tokio::task::spawn_blocking(move || std::process::Command::new("rabbitmqctl").args(&args).output()),
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new("rabbitmqctl")
+                .args(&args)
+                .output()
+        }),
     )
     .await
     .expect("rabbitmqctl task")
     .expect("rabbitmqctl runs");
-    assert!(out.status.success(), "rabbitmqctl failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "rabbitmqctl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -248,7 +311,9 @@ pub(crate) fn envelope(queue: &str, n: u32) -> Envelope {
 
 /// The payload's `n`.
 pub(crate) fn n_of(envelope: &Envelope) -> u32 {
-    envelope.payload_as::<serde_json::Value>().expect("payload")["n"].as_u64().expect("n") as u32
+    envelope.payload_as::<serde_json::Value>().expect("payload")["n"]
+        .as_u64()
+        .expect("n") as u32
 }
 
 /// The kind of a backend error (panics for other errors).
@@ -316,7 +381,10 @@ pub(crate) fn watch_secret(secret: &str) {
 
 /// Log lines that contained a registered secret, and how many events were seen.
 pub(crate) fn log_leaks() -> (Vec<String>, usize) {
-    (LEAKS.lock().unwrap().clone(), EVENTS.load(Ordering::Relaxed))
+    (
+        LEAKS.lock().unwrap().clone(),
+        EVENTS.load(Ordering::Relaxed),
+    )
 }
 
 struct SecretScanner;
@@ -348,13 +416,23 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
         scan(&line.0);
     }
 
-    fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, _: &tracing::span::Id, _: Context<'_, S>) {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: Context<'_, S>,
+    ) {
         let mut line = Collect(attrs.metadata().name().to_owned());
         attrs.record(&mut line);
         scan(&line.0);
     }
 
-    fn on_record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>, _: Context<'_, S>) {
+    fn on_record(
+        &self,
+        _: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: Context<'_, S>,
+    ) {
         let mut line = Collect(String::new());
         values.record(&mut line);
         scan(&line.0);
