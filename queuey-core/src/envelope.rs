@@ -69,7 +69,11 @@ pub struct Envelope {
 
 impl Envelope {
     /// A first attempt of a new job with a fresh id, enqueued now, priority 0.
-    pub fn new(job_type: impl Into<String>, queue: impl Into<String>, payload: Box<RawValue>) -> Self {
+    pub fn new(
+        job_type: impl Into<String>,
+        queue: impl Into<String>,
+        payload: Box<RawValue>,
+    ) -> Self {
         Envelope {
             job_id: Uuid::new_v4(),
             job_type: job_type.into(),
@@ -140,7 +144,9 @@ impl Envelope {
         }
         let envelope: Envelope = serde_json::from_slice(body).map_err(DecodeError::Json)?;
         if envelope.attempt == 0 {
-            return Err(DecodeError::Invalid("attempt is 0, but attempts count from 1"));
+            return Err(DecodeError::Invalid(
+                "attempt is 0, but attempts count from 1",
+            ));
         }
         Ok(envelope)
     }
@@ -217,7 +223,8 @@ mod tests {
     use super::*;
 
     fn sample() -> Envelope {
-        let payload = serde_json::value::to_raw_value(&serde_json::json!({"n": 1, "s": "x"})).unwrap();
+        let payload =
+            serde_json::value::to_raw_value(&serde_json::json!({"n": 1, "s": "x"})).unwrap();
         Envelope::new("t", "q", payload)
             .with_priority(3)
             .with_correlation_id("c-1")
@@ -263,7 +270,10 @@ mod tests {
         assert_eq!((next.attempt, next.priority, next.deferrals), (2, 0, 0));
         assert_eq!(next.job_id, env.job_id);
         let deferred = next.deferred(10);
-        assert_eq!((deferred.attempt, deferred.priority, deferred.deferrals), (2, 10, 1));
+        assert_eq!(
+            (deferred.attempt, deferred.priority, deferred.deferrals),
+            (2, 10, 1)
+        );
         assert_eq!(deferred.deferred(10).next_attempt().deferrals, 2);
     }
 
@@ -278,24 +288,60 @@ mod tests {
 
     #[test]
     fn bad_bodies_are_errors_not_panics() {
-        let valid_prefix = r#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","#;
+        let valid_prefix =
+            r#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","#;
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("empty", vec![]),
             ("not json", b"not json {".to_vec()),
             ("json scalar", b"42".to_vec()),
             ("json array", b"[1,2,3]".to_vec()),
             ("wrong shape", br#"{"hello":"world"}"#.to_vec()),
-            ("missing payload", format!(r#"{valid_prefix}"attempt":1}}"#).into_bytes()),
-            ("attempt is a string", format!(r#"{valid_prefix}"attempt":"1","payload":1}}"#).into_bytes()),
-            ("attempt is negative", format!(r#"{valid_prefix}"attempt":-1,"payload":1}}"#).into_bytes()),
-            ("attempt overflows", format!(r#"{valid_prefix}"attempt":99999999999999999999999,"payload":1}}"#).into_bytes()),
-            ("attempt is zero", format!(r#"{valid_prefix}"attempt":0,"payload":1}}"#).into_bytes()),
-            ("priority overflows", format!(r#"{valid_prefix}"attempt":1,"priority":256,"payload":1}}"#).into_bytes()),
-            ("huge float", format!(r#"{valid_prefix}"attempt":1e400,"payload":1}}"#).into_bytes()),
-            ("bad uuid", br#"{"job_id":"nope","job_type":"t","queue":"q","attempt":1,"payload":1}"#.to_vec()),
+            (
+                "missing payload",
+                format!(r#"{valid_prefix}"attempt":1}}"#).into_bytes(),
+            ),
+            (
+                "attempt is a string",
+                format!(r#"{valid_prefix}"attempt":"1","payload":1}}"#).into_bytes(),
+            ),
+            (
+                "attempt is negative",
+                format!(r#"{valid_prefix}"attempt":-1,"payload":1}}"#).into_bytes(),
+            ),
+            (
+                "attempt overflows",
+                format!(r#"{valid_prefix}"attempt":99999999999999999999999,"payload":1}}"#)
+                    .into_bytes(),
+            ),
+            (
+                "attempt is zero",
+                format!(r#"{valid_prefix}"attempt":0,"payload":1}}"#).into_bytes(),
+            ),
+            (
+                "priority overflows",
+                format!(r#"{valid_prefix}"attempt":1,"priority":256,"payload":1}}"#).into_bytes(),
+            ),
+            (
+                "huge float",
+                format!(r#"{valid_prefix}"attempt":1e400,"payload":1}}"#).into_bytes(),
+            ),
+            (
+                "bad uuid",
+                br#"{"job_id":"nope","job_type":"t","queue":"q","attempt":1,"payload":1}"#.to_vec(),
+            ),
             ("invalid utf-8", b"{\"job_id\":\"\xff\xfe\"}".to_vec()),
-            ("invalid utf-8 in a string", format!(r#"{valid_prefix}"attempt":1,"payload":"#).into_bytes().into_iter().chain(*b"\"\xc3\x28\"}").collect()),
-            ("truncated", format!(r#"{valid_prefix}"attempt":1,"payload":{{"a":"#).into_bytes()),
+            (
+                "invalid utf-8 in a string",
+                format!(r#"{valid_prefix}"attempt":1,"payload":"#)
+                    .into_bytes()
+                    .into_iter()
+                    .chain(*b"\"\xc3\x28\"}")
+                    .collect(),
+            ),
+            (
+                "truncated",
+                format!(r#"{valid_prefix}"attempt":1,"payload":{{"a":"#).into_bytes(),
+            ),
             ("deep nesting", "[".repeat(100_000).into_bytes()),
         ];
         for (name, body) in cases {
@@ -360,7 +406,13 @@ mod tests {
             s: String,
         }
         let j: J = sample().payload_as().unwrap();
-        assert_eq!(j, J { n: 1, s: "x".into() });
+        assert_eq!(
+            j,
+            J {
+                n: 1,
+                s: "x".into()
+            }
+        );
         assert!(sample().payload_as::<Vec<u8>>().is_err());
     }
 }

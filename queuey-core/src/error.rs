@@ -209,7 +209,9 @@ mod tests {
 
     #[test]
     fn messages_name_the_queue_and_the_fix() {
-        let e = Error::UnknownQueue { queue: "app.emails".into() };
+        let e = Error::UnknownQueue {
+            queue: "app.emails".into(),
+        };
         let text = e.to_string();
         assert!(text.contains("`app.emails`"), "{text}");
         assert!(text.contains("Producer::new"), "{text}");

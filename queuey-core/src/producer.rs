@@ -143,7 +143,11 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 
     /// Enqueues a job to be delivered after `delay` (rounded up to the
     /// backend's retry granularity, never earlier).
-    pub async fn enqueue_after<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
+    pub async fn enqueue_after<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        delay: Duration,
+    ) -> Result<Uuid, Error> {
         let envelope = envelope_for(job)?;
         self.backend.publish_after(&envelope, delay).await?;
         Ok(envelope.job_id)

@@ -87,7 +87,10 @@ mod tests {
             "{e:?}"
         );
         assert!(hold_delay_ms("q", Duration::MAX, g).is_err());
-        assert_eq!(hold_delay_ms("q", Duration::from_millis(2_147_483_000), g).unwrap(), 2_147_483_000);
+        assert_eq!(
+            hold_delay_ms("q", Duration::from_millis(2_147_483_000), g).unwrap(),
+            2_147_483_000
+        );
     }
 
     proptest! {
@@ -97,7 +100,7 @@ mod tests {
             let g = Duration::from_millis(g_ms);
             let rounded = round_up_ms(delay, g);
             prop_assert!(Duration::from_millis(rounded as u64) >= delay);
-            prop_assert!(rounded % u128::from(g_ms) == 0);
+            prop_assert!(rounded.is_multiple_of(u128::from(g_ms)));
             prop_assert!(rounded < ceil_ms(delay) + u128::from(g_ms));
         }
 

@@ -71,12 +71,21 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// queue's top priority, so it is served ahead of the backlog.
     ///
     /// Fails like [`publish_after`](Backend::publish_after).
-    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>>;
+    fn defer<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>>;
 
     /// Publishes many envelopes, each to its own queue, and reports each
     /// outcome in order. Backends may publish them concurrently.
-    fn publish_batch<'a>(&'a self, envelopes: &'a [Envelope]) -> BoxFuture<'a, Vec<Result<(), Error>>> {
-        Box::pin(futures::future::join_all(envelopes.iter().map(|e| self.publish(e))))
+    fn publish_batch<'a>(
+        &'a self,
+        envelopes: &'a [Envelope],
+    ) -> BoxFuture<'a, Vec<Result<(), Error>>> {
+        Box::pin(futures::future::join_all(
+            envelopes.iter().map(|e| self.publish(e)),
+        ))
     }
 
     /// Starts consuming a queue. At most `queue.prefetch_count()` deliveries
@@ -85,7 +94,10 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// Bodies that are not envelopes never reach the stream: the backend
     /// copies them to the dead-letter store with the reason
     /// `malformed envelope` and acknowledges them.
-    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>>;
+    fn consume<'a>(
+        &'a self,
+        queue: &'a QueueConfig,
+    ) -> BoxFuture<'a, Result<DeliveryStream, Error>>;
 }
 
 /// One delivered job, to be settled exactly once.
@@ -106,12 +118,20 @@ pub trait Delivery: fmt::Debug + Send + Sync {
 
     /// Publishes `next` to come back after `delay` (retry granularity), waits
     /// for the broker to hold it, then acknowledges this delivery.
-    fn retry(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>>;
+    fn retry(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>>;
 
     /// Publishes `next` as a deferral (deferral granularity, the queue's top
     /// priority), waits for the broker to hold it, then acknowledges this
     /// delivery.
-    fn defer(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>>;
+    fn defer(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>>;
 
     /// Stores the job in the queue's dead-letter store with `reason` and its
     /// attempts, waits for the broker to hold it, then acknowledges this
@@ -139,15 +159,25 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
         (**self).publish_after(envelope, delay)
     }
 
-    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>> {
+    fn defer<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
         (**self).defer(envelope, delay)
     }
 
-    fn publish_batch<'a>(&'a self, envelopes: &'a [Envelope]) -> BoxFuture<'a, Vec<Result<(), Error>>> {
+    fn publish_batch<'a>(
+        &'a self,
+        envelopes: &'a [Envelope],
+    ) -> BoxFuture<'a, Vec<Result<(), Error>>> {
         (**self).publish_batch(envelopes)
     }
 
-    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+    fn consume<'a>(
+        &'a self,
+        queue: &'a QueueConfig,
+    ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         (**self).consume(queue)
     }
 }

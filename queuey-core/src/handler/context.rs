@@ -186,7 +186,10 @@ mod tests {
         let ctx = JobContext::from_envelope(&env, Arc::from("q"), 5, true);
         assert_eq!(ctx.job_id(), env.job_id);
         assert_eq!(ctx.queue(), "q");
-        assert_eq!((ctx.attempt(), ctx.max_attempts(), ctx.deferrals()), (2, 5, 3));
+        assert_eq!(
+            (ctx.attempt(), ctx.max_attempts(), ctx.deferrals()),
+            (2, 5, 3)
+        );
         assert_eq!(ctx.priority(), 7);
         assert!(ctx.redelivered());
         assert_eq!(ctx.correlation_id(), Some("c"));

@@ -141,7 +141,11 @@ impl fmt::Display for JobError {
     }
 }
 
-fn write_deferral(f: &mut fmt::Formatter<'_>, delay: Duration, reason: Option<&str>) -> fmt::Result {
+fn write_deferral(
+    f: &mut fmt::Formatter<'_>,
+    delay: Duration,
+    reason: Option<&str>,
+) -> fmt::Result {
     write!(f, "deferred for {delay:?}")?;
     if let Some(reason) = reason {
         write!(f, ": {reason}")?;
@@ -220,8 +224,14 @@ mod tests {
         assert_eq!(e.to_string(), "flaky");
 
         let e = JobError::fatal("bad input").into_box_error();
-        assert_eq!(e.downcast_ref::<FatalError>().unwrap().to_string(), "fatal: bad input");
-        assert_eq!(std::error::Error::source(&*e).unwrap().to_string(), "bad input");
+        assert_eq!(
+            e.downcast_ref::<FatalError>().unwrap().to_string(),
+            "fatal: bad input"
+        );
+        assert_eq!(
+            std::error::Error::source(&*e).unwrap().to_string(),
+            "bad input"
+        );
 
         let e = JobError::deferred_msg(Duration::from_secs(30), "429").into_box_error();
         let d = e.downcast_ref::<DeferredError>().unwrap();
@@ -231,11 +241,17 @@ mod tests {
 
     #[test]
     fn accessors() {
-        assert_eq!(JobError::deferred(Duration::from_secs(1)).deferral(), Some(Duration::from_secs(1)));
+        assert_eq!(
+            JobError::deferred(Duration::from_secs(1)).deferral(),
+            Some(Duration::from_secs(1))
+        );
         assert_eq!(JobError::fatal("x").deferral(), None);
         assert!(JobError::fatal("x").is_fatal());
         assert!(!JobError::fatal("x").is_retryable());
-        assert_eq!(JobError::deferred(Duration::from_millis(1500)).to_string(), "deferred for 1.5s");
+        assert_eq!(
+            JobError::deferred(Duration::from_millis(1500)).to_string(),
+            "deferred for 1.5s"
+        );
         assert!(format!("{:?}", JobError::retryable("r")).starts_with("Retryable"));
     }
 }

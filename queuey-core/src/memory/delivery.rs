@@ -24,7 +24,10 @@ pub struct MemoryDelivery {
 
 impl MemoryDelivery {
     /// Acknowledges the delivery after `publish` succeeded, under one lock.
-    fn settle_after(mut self: Box<Self>, publish: impl FnOnce(&Shared) -> Result<(), Error>) -> Result<(), Error> {
+    fn settle_after(
+        mut self,
+        publish: impl FnOnce(&Shared) -> Result<(), Error>,
+    ) -> Result<(), Error> {
         let shared = Arc::clone(&self.shared);
         let mut state = shared.lock();
         if state.closed {
@@ -44,7 +47,10 @@ impl MemoryDelivery {
             }
             None => Err(Error::Backend(BackendError::new(
                 BackendErrorKind::NotSettled,
-                format!("delivery {} on `{}` was already settled", self.tag, self.queue),
+                format!(
+                    "delivery {} on `{}` was already settled",
+                    self.tag, self.queue
+                ),
             ))),
         }
     }
@@ -60,15 +66,27 @@ impl Delivery for MemoryDelivery {
     }
 
     fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(ready(self.settle_after(|_| Ok(()))))
+        Box::pin(ready((*self).settle_after(|_| Ok(()))))
     }
 
-    fn retry(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(ready(self.settle_after(|s| s.hold(&next, delay, HoldKind::Retry))))
+    fn retry(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(ready(
+            (*self).settle_after(|s| s.hold(&next, delay, HoldKind::Retry)),
+        ))
     }
 
-    fn defer(self: Box<Self>, next: Envelope, delay: Duration) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(ready(self.settle_after(|s| s.hold(&next, delay, HoldKind::Deferral))))
+    fn defer(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(ready(
+            (*self).settle_after(|s| s.hold(&next, delay, HoldKind::Deferral)),
+        ))
     }
 
     fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>> {
@@ -79,7 +97,7 @@ impl Delivery for MemoryDelivery {
             body,
         });
         Box::pin(ready(match letter {
-            Ok(letter) => self.settle_after(|s| {
+            Ok(letter) => (*self).settle_after(|s| {
                 s.store_dead_letter(letter);
                 Ok(())
             }),

@@ -120,7 +120,9 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state half
         // updated in a way that matters more than refusing all further work.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn publish_now(&self, envelope: &Envelope) -> Result<(), Error> {
@@ -154,7 +156,11 @@ impl Shared {
             }
             match state.queues.get(queue).and_then(|q| q.declared.as_ref()) {
                 Some(config) => config.top_priority(),
-                None => return Err(Error::UnknownQueue { queue: queue.to_owned() }),
+                None => {
+                    return Err(Error::UnknownQueue {
+                        queue: queue.to_owned(),
+                    });
+                }
             }
         };
         let granularity = match kind {
@@ -305,7 +311,9 @@ impl MemoryBackend {
 
     /// The queue's dead letters, oldest first.
     pub fn dead_letters(&self, queue: &str) -> Vec<DeadLetter> {
-        self.shared.inspect(queue, |q| q.dead.clone()).unwrap_or_default()
+        self.shared
+            .inspect(queue, |q| q.dead.clone())
+            .unwrap_or_default()
     }
 
     /// Removes and returns the queue's dead letters.
@@ -348,20 +356,19 @@ impl Backend for MemoryBackend {
                     .queues
                     .entry(config.name().to_owned())
                     .or_insert_with(|| QueueState::new(None));
-                if let Some(existing) = &queue.declared {
-                    if existing.priority_levels() != config.priority_levels()
+                if let Some(existing) = &queue.declared
+                    && (existing.priority_levels() != config.priority_levels()
                         || existing.is_durable() != config.is_durable()
-                        || existing.ttl() != config.ttl()
-                    {
-                        return Err(Error::Backend(BackendError::new(
-                            BackendErrorKind::Refused,
-                            format!(
-                                "queue `{}` was already declared with other arguments; \
-                                 a queue's arguments cannot change once it exists",
-                                config.name()
-                            ),
-                        )));
-                    }
+                        || existing.ttl() != config.ttl())
+                {
+                    return Err(Error::Backend(BackendError::new(
+                        BackendErrorKind::Refused,
+                        format!(
+                            "queue `{}` was already declared with other arguments; \
+                             a queue's arguments cannot change once it exists",
+                            config.name()
+                        ),
+                    )));
                 }
                 queue.declared = Some(config.clone());
             }
@@ -382,11 +389,18 @@ impl Backend for MemoryBackend {
         Box::pin(ready(self.shared.hold(envelope, delay, HoldKind::Retry)))
     }
 
-    fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration) -> BoxFuture<'a, Result<(), Error>> {
+    fn defer<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(ready(self.shared.hold(envelope, delay, HoldKind::Deferral)))
     }
 
-    fn consume<'a>(&'a self, queue: &'a QueueConfig) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+    fn consume<'a>(
+        &'a self,
+        queue: &'a QueueConfig,
+    ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         let result = (|| {
             queue.validate()?;
             let state = self.shared.lock();
@@ -396,7 +410,10 @@ impl Backend for MemoryBackend {
             if !state.queues.contains_key(queue.name()) {
                 return Err(Error::Backend(BackendError::new(
                     BackendErrorKind::Refused,
-                    format!("cannot consume `{}`: no such queue (declare it first)", queue.name()),
+                    format!(
+                        "cannot consume `{}`: no such queue (declare it first)",
+                        queue.name()
+                    ),
                 )));
             }
             drop(state);

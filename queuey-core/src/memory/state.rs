@@ -46,9 +46,7 @@ impl QueueState {
     }
 
     fn max_priority(&self) -> u8 {
-        self.declared
-            .as_ref()
-            .map_or(0, QueueConfig::top_priority)
+        self.declared.as_ref().map_or(0, QueueConfig::top_priority)
     }
 
     fn ttl_expired(&self, message: &Message, now: Instant) -> bool {
@@ -120,7 +118,13 @@ impl State {
     }
 
     /// Takes the next message for a consumer, if its prefetch allows one.
-    pub(super) fn take(&mut self, queue: &str, consumer: u64, prefetch: usize, now: Instant) -> Option<Taken> {
+    pub(super) fn take(
+        &mut self,
+        queue: &str,
+        consumer: u64,
+        prefetch: usize,
+        now: Instant,
+    ) -> Option<Taken> {
         let in_flight = *self.consumers.get(&consumer)?;
         if in_flight >= prefetch {
             return None;

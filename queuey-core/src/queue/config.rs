@@ -213,8 +213,18 @@ mod tests {
 
     #[test]
     fn ttl_bounds() {
-        assert!(QueueConfig::new("q").message_ttl(Duration::from_micros(10)).validate().is_err());
-        assert!(QueueConfig::new("q").message_ttl(Duration::from_millis(1)).validate().is_ok());
+        assert!(
+            QueueConfig::new("q")
+                .message_ttl(Duration::from_micros(10))
+                .validate()
+                .is_err()
+        );
+        assert!(
+            QueueConfig::new("q")
+                .message_ttl(Duration::from_millis(1))
+                .validate()
+                .is_ok()
+        );
         assert!(
             QueueConfig::new("q")
                 .message_ttl(Duration::from_secs(11 * 365 * 24 * 3600))

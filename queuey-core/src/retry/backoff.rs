@@ -112,7 +112,11 @@ impl Backoff {
         let base = self.base_delay(attempt);
         match self {
             Backoff::Exponential(e) if e.jitter => {
-                let sample = if sample.is_nan() { 0.0 } else { sample.clamp(0.0, 1.0) };
+                let sample = if sample.is_nan() {
+                    0.0
+                } else {
+                    sample.clamp(0.0, 1.0)
+                };
                 base.mul_f64(sample)
             }
             _ => base,
@@ -212,13 +216,22 @@ mod tests {
 
     #[test]
     fn constructors_validate() {
-        assert_eq!(Backoff::fixed(Duration::ZERO), Err(InvalidBackoff::ZeroDelay("fixed")));
+        assert_eq!(
+            Backoff::fixed(Duration::ZERO),
+            Err(InvalidBackoff::ZeroDelay("fixed"))
+        );
         assert_eq!(
             Backoff::exponential(Duration::ZERO, 2.0, S),
             Err(InvalidBackoff::ZeroDelay("base"))
         );
-        assert!(matches!(Backoff::exponential(S, 0.5, S * 10), Err(InvalidBackoff::Factor(_))));
-        assert!(matches!(Backoff::exponential(S, f64::NAN, S * 10), Err(InvalidBackoff::Factor(_))));
+        assert!(matches!(
+            Backoff::exponential(S, 0.5, S * 10),
+            Err(InvalidBackoff::Factor(_))
+        ));
+        assert!(matches!(
+            Backoff::exponential(S, f64::NAN, S * 10),
+            Err(InvalidBackoff::Factor(_))
+        ));
         assert!(matches!(
             Backoff::exponential(S, f64::INFINITY, S * 10),
             Err(InvalidBackoff::Factor(_))
