@@ -221,13 +221,13 @@ impl RabbitMqOptions {
                 )));
             }
         }
-        if let Some(locale) = &self.locale {
-            if locale.len() > 255 {
-                return Err(Error::invalid_config(format!(
-                    "locale is {} bytes, over the 255-byte AMQP limit",
-                    locale.len()
-                )));
-            }
+        if let Some(locale) = &self.locale
+            && locale.len() > 255
+        {
+            return Err(Error::invalid_config(format!(
+                "locale is {} bytes, over the 255-byte AMQP limit",
+                locale.len()
+            )));
         }
         Ok(())
     }

@@ -86,7 +86,7 @@ async fn declare_is_idempotent_and_queues_have_the_documented_arguments() {
     // max_priority(0) declares no x-max-priority; durable(false) a transient queue.
     assert!(
         broker
-            .declare_raw(&transient_q, false, table(&[classic.clone()]))
+            .declare_raw(&transient_q, false, table(std::slice::from_ref(&classic)))
             .await
             .is_ok()
     );
@@ -95,7 +95,7 @@ async fn declare_is_idempotent_and_queues_have_the_documented_arguments() {
     let dead = format!("{q}.dead");
     assert!(
         broker
-            .declare_raw(&dead, true, table(&[classic.clone()]))
+            .declare_raw(&dead, true, table(std::slice::from_ref(&classic)))
             .await
             .is_ok()
     );
