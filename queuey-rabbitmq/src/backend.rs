@@ -187,37 +187,47 @@ impl Inner {
 
     /// Publishes a body after checking its size.
     pub(crate) async fn publish_body(&self, out: Outgoing<'_>) -> Result<(), Error> {
-        let limit = self.options.get_max_message_size();
-        if out.body.len() > limit {
-            return Err(Error::MessageTooLarge {
-                queue: out.queue.to_owned(),
-                size: out.body.len(),
-                limit,
-            });
-        }
+        self.check_size(out.queue, out.body.len())?;
         self.check_open(&format!("publishing to `{}`", out.queue))?;
         self.publisher.publish(&self.connection, out).await
     }
 
-    /// Publishes `envelope` to `queue` (its own queue or a hold queue).
-    async fn publish_envelope(&self, queue: &str, envelope: &Envelope) -> Result<(), Error> {
+    /// Publishes `envelope` to its own queue.
+    async fn publish_envelope(&self, envelope: &Envelope) -> Result<(), Error> {
+        let prepared = self.prepare(envelope)?;
+        prepared.publish_to(self, &envelope.queue).await
+    }
+
+    /// Encodes an envelope and checks its size: everything that can fail
+    /// before the broker is involved.
+    fn prepare(&self, envelope: &Envelope) -> Result<Prepared, Error> {
         let body = envelope.encode().map_err(|source| Error::Encode {
             queue: envelope.queue.clone(),
             source,
         })?;
-        let message_id = envelope.job_id.to_string();
-        self.publish_body(Outgoing {
-            queue,
-            body: &body,
-            message_id: &message_id,
-            properties: properties::job_properties(envelope, envelope.priority)?,
+        self.check_size(&envelope.queue, body.len())?;
+        Ok(Prepared {
+            body,
+            message_id: envelope.job_id.to_string(),
+            properties: properties::job_properties(envelope)?,
         })
-        .await
+    }
+
+    fn check_size(&self, queue: &str, size: usize) -> Result<(), Error> {
+        let limit = self.options.get_max_message_size();
+        if size > limit {
+            return Err(Error::MessageTooLarge {
+                queue: queue.to_owned(),
+                size,
+                limit,
+            });
+        }
+        Ok(())
     }
 
     /// Parks `envelope` in the hold queue for `delay` (rounded up), or
     /// publishes it at once for a zero delay. Every refusal happens before
-    /// anything is published.
+    /// anything is declared or published.
     pub(crate) async fn hold(
         &self,
         envelope: &Envelope,
@@ -233,23 +243,41 @@ impl Inner {
             HoldKind::Deferral => self.options.get_deferred_granularity(),
         };
         let ttl_ms = topology::hold_delay_ms(queue, delay, granularity)?;
-        let restamped;
-        let envelope = match kind {
+        let prepared = match kind {
             HoldKind::Deferral if envelope.priority != config.top_priority() => {
-                restamped = envelope.clone().with_priority(config.top_priority());
-                &restamped
+                self.prepare(&envelope.clone().with_priority(config.top_priority()))?
             }
-            _ => envelope,
+            _ => self.prepare(envelope)?,
         };
         if ttl_ms == 0 {
-            return self.publish_envelope(queue, envelope).await;
+            return prepared.publish_to(self, queue).await;
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         self.check_open(&format!("declaring hold queue `{hold}`"))?;
         self.holds
             .declare(&self.connection, &hold, &config, ttl_ms)
             .await?;
-        self.publish_envelope(&hold, envelope).await
+        prepared.publish_to(self, &hold).await
+    }
+}
+
+/// An encoded envelope, checked and ready to publish.
+struct Prepared {
+    body: Vec<u8>,
+    message_id: String,
+    properties: lapin::BasicProperties,
+}
+
+impl Prepared {
+    async fn publish_to(self, inner: &Inner, queue: &str) -> Result<(), Error> {
+        inner
+            .publish_body(Outgoing {
+                queue,
+                body: &self.body,
+                message_id: &self.message_id,
+                properties: self.properties,
+            })
+            .await
     }
 }
 
@@ -286,7 +314,7 @@ impl Backend for RabbitMqBackend {
     }
 
     fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.publish_envelope(&envelope.queue, envelope))
+        Box::pin(self.inner.publish_envelope(envelope))
     }
 
     fn publish_after<'a>(

@@ -105,7 +105,7 @@ impl RabbitMqDelivery {
             attempts: self.envelope.attempt,
         };
         let properties = properties::with_dead_letter_headers(
-            properties::job_properties(&self.envelope, self.envelope.priority)?,
+            properties::job_properties(&self.envelope)?,
             &info,
         );
         let message_id = self.envelope.job_id.to_string();

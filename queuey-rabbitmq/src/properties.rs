@@ -21,8 +21,9 @@ pub(crate) const REASON_HEADER: &str = "x-death-reason";
 pub(crate) const ORIGINAL_QUEUE_HEADER: &str = "x-original-queue";
 pub(crate) const ATTEMPTS_HEADER: &str = "x-attempts";
 
-/// The properties of an envelope published at `priority`.
-pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> Result<BasicProperties, Error> {
+/// The properties of an envelope: persistent JSON, its job id and type, its
+/// priority, and when it was first enqueued (whole seconds).
+pub(crate) fn job_properties(envelope: &Envelope) -> Result<BasicProperties, Error> {
     let job_type = ShortString::try_new(envelope.job_type.as_str()).map_err(|_| {
         Error::invalid_config(format!(
             "job type `{}` is {} bytes, over the 255-byte AMQP limit for the message type",
@@ -35,7 +36,7 @@ pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> Result<BasicP
         .with_content_type(short(CONTENT_TYPE))
         .with_message_id(short(&envelope.job_id.to_string()))
         .with_type(job_type)
-        .with_priority(priority)
+        .with_priority(envelope.priority)
         .with_timestamp(envelope.enqueued_at_ms / 1000))
 }
 
@@ -158,7 +159,7 @@ mod tests {
     #[test]
     fn job_properties_round_trip() {
         let env = envelope();
-        let read = PlainProperties::read(&job_properties(&env, 7).unwrap());
+        let read = PlainProperties::read(&job_properties(&env.clone().with_priority(7)).unwrap());
         assert_eq!(
             read,
             PlainProperties {
@@ -177,7 +178,7 @@ mod tests {
     fn a_job_type_too_long_for_amqp_is_an_error() {
         let mut env = envelope();
         env.job_type = "t".repeat(256);
-        let e = job_properties(&env, 0).unwrap_err();
+        let e = job_properties(&env).unwrap_err();
         assert!(e.to_string().contains("256 bytes"), "{e}");
     }
 
@@ -190,7 +191,7 @@ mod tests {
             attempts: 3,
         };
         let read = PlainProperties::read(&with_dead_letter_headers(
-            job_properties(&env, 0).unwrap(),
+            job_properties(&env).unwrap(),
             &info,
         ));
         assert_eq!(

@@ -2,6 +2,7 @@
 //! confirm/return attribution under load.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use lapin::types::AMQPValue;
 use queuey_core::{Backend, BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
@@ -101,6 +102,15 @@ async fn an_oversize_body_is_refused_before_publishing() {
         matches!(e, Error::MessageTooLarge { ref queue, limit: 4096, size } if *queue == q && size > 8192),
         "{e:?}"
     );
+    // A hold checks the size before it declares the hold queue.
+    let e = within(
+        "publish_after",
+        backend.publish_after(&big, Duration::from_secs(1)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, Error::MessageTooLarge { .. }), "{e:?}");
+    assert!(!broker.exists(&broker.hold(&q, 1_000)).await);
     // The single publishing channel is still usable.
     within("publish", backend.publish(&envelope(&q, 1)))
         .await

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 use std::future::Future;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
@@ -40,7 +41,10 @@ pub(crate) fn amqp_url(test: &str) -> Option<String> {
             )
         }
         _ => {
-            eprintln!(
+            // Straight to stderr, past the test harness's output capture, so
+            // the skip is visible in a plain `cargo test`.
+            let _ = writeln!(
+                std::io::stderr(),
                 "skipping {test}: set AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/%2f) to run it"
             );
             None
