@@ -136,18 +136,26 @@ async fn an_oversize_body_is_refused_before_publishing() {
 }
 
 /// The confirm/return trap: with several publishes in flight on one confirm
-/// channel, lapin can hand a return to the wrong publish. Thousands of
-/// concurrent publishes from many tasks, a few of them unroutable: each
-/// unroutable one must fail and each routable one succeed.
+/// channel, lapin can hand a return to the wrong publish (or an ack to the
+/// wrong message). Thousands of concurrent publishes from many tasks, one in
+/// ten unroutable, through a single publishing channel and through the
+/// default pool: each unroutable one must fail and each routable one succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_publishes_never_misattribute_returns() {
-    const TOTAL: u32 = 2_000;
-    const EVERY: u32 = 50;
-    const TASKS: u32 = 200;
     let broker = broker!("concurrent_publishes_never_misattribute_returns");
-    let backend = Arc::new(broker.backend(RabbitMqOptions::default()).await);
-    let q = broker.queue("stress");
-    let missing = broker.queue("stress-missing");
+    for channels in [1, RabbitMqOptions::default().get_publish_concurrency()] {
+        let options = RabbitMqOptions::default().publish_concurrency(channels);
+        stress(&broker, options, &format!("stress-{channels}")).await;
+    }
+}
+
+async fn stress(broker: &crate::support::Broker, options: RabbitMqOptions, label: &str) {
+    const TOTAL: u32 = 2_000;
+    const EVERY: u32 = 10;
+    const TASKS: u32 = 200;
+    let backend = Arc::new(broker.backend(options).await);
+    let q = broker.queue(label);
+    let missing = broker.queue(&format!("{label}-missing"));
     within("declare", backend.declare(&[QueueConfig::new(&q)]))
         .await
         .unwrap();
@@ -177,10 +185,14 @@ async fn concurrent_publishes_never_misattribute_returns() {
         wrong.extend(within("publisher task", task).await.unwrap());
     }
     let elapsed = started.elapsed();
-    assert!(wrong.is_empty(), "{} misattributed: {wrong:?}", wrong.len());
+    assert!(
+        wrong.is_empty(),
+        "{label}: {} wrong: {wrong:?}",
+        wrong.len()
+    );
     assert_eq!(broker.ready(&q).await, TOTAL - TOTAL / EVERY);
     eprintln!(
-        "{TOTAL} publishes ({} unroutable) in {elapsed:?}",
+        "{label}: {TOTAL} publishes ({} unroutable) in {elapsed:?}",
         TOTAL / EVERY
     );
 }
