@@ -135,6 +135,58 @@ async fn an_oversize_body_is_refused_before_publishing() {
     assert_eq!(broker.ready(&q).await, 1);
 }
 
+/// A publishing channel closed by a channel exception is reopened on next
+/// use. The broker's own size limit is lowered for a moment so that a
+/// publish the backend lets through makes the broker close the channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publishing_channel_closed_by_the_broker_is_reopened() {
+    let broker = broker!("a_publishing_channel_closed_by_the_broker_is_reopened");
+    let q = broker.queue("reopen");
+    broker.declare_raw(&q, true, table(&[])).await.unwrap();
+    let original = broker
+        .rabbitmqctl(&["eval", "application:get_env(rabbit, max_message_size)."])
+        .await;
+    let original: u64 = original
+        .trim()
+        .trim_start_matches("{ok,")
+        .trim_end_matches('}')
+        .parse()
+        .unwrap_or(134_217_728);
+    let _restore = RestoreMaxMessageSize(original);
+    broker
+        .rabbitmqctl(&[
+            "eval",
+            "application:set_env(rabbit, max_message_size, 65536).",
+        ])
+        .await;
+    // One channel, opened now, under the lowered limit.
+    let backend = broker
+        .backend(RabbitMqOptions::default().publish_concurrency(1))
+        .await;
+    let payload = serde_json::value::to_raw_value(&"x".repeat(100_000)).unwrap();
+    let big = queuey_core::Envelope::new("t", q.as_str(), payload);
+    let e = within("publish", backend.publish(&big)).await.unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+    assert!(e.to_string().contains("PRECONDITION_FAILED"), "{e}");
+    // The next publish gets a new channel.
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("the publishing channel was reopened");
+    assert_eq!(broker.ready(&q).await, 1);
+    assert!(backend.is_connected());
+}
+
+struct RestoreMaxMessageSize(u64);
+
+impl Drop for RestoreMaxMessageSize {
+    fn drop(&mut self) {
+        let expr = format!("application:set_env(rabbit, max_message_size, {}).", self.0);
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["eval", &expr])
+            .output();
+    }
+}
+
 /// The confirm/return trap: with several publishes in flight on one confirm
 /// channel, lapin can hand a return to the wrong publish (or an ack to the
 /// wrong message). Thousands of concurrent publishes from many tasks, one in
