@@ -79,6 +79,7 @@
 //! | `queuey-core` | envelopes, queue sets, jobs, handlers, the `Backend`/`Delivery` traits, `Producer`, `MemoryBackend` | the root, [`backend`], [`handler`], [`memory`], [`queue`], [`retry`] |
 //! | `queuey-macros` | `#[derive(Queues)]`, `#[derive(Job)]` | [`Queues`], [`Job`] |
 //! | `queuey-tower` | the worker and its layers | [`Worker`], the layers, [`classify`], [`worker`] |
+//! | `queuey-rabbitmq` | the RabbitMQ backend on lapin | [`RabbitMqBackend`], [`RabbitMqOptions`], [`rabbitmq`] |
 //!
 //! # Feature flags
 //!
@@ -110,6 +111,14 @@ pub use queuey_tower::{
 
 pub use queuey_tower::{classify, worker};
 
+/// The RabbitMQ backend.
+#[cfg(feature = "rabbitmq")]
+pub use queuey_rabbitmq as rabbitmq;
+
+#[cfg(feature = "rabbitmq")]
+#[doc(inline)]
+pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
 /// The names a typical application needs: `use queuey::prelude::*;`.
 pub mod prelude {
     pub use queuey_core::{
@@ -120,6 +129,9 @@ pub mod prelude {
         DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
         Worker, WorkerHandle,
     };
+
+    #[cfg(feature = "rabbitmq")]
+    pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 }
 
 /// What the derive macros expand to; not a public API.

@@ -1,0 +1,359 @@
+//! The backend: one connection, the channels on it, and the
+//! [`Backend`] implementation.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use lapin::types::{LongString, ShortString};
+use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
+use queuey_core::{
+    Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, QueueConfig,
+};
+use tokio::task::JoinHandle;
+
+use crate::declare::{self, HoldDeclarer};
+use crate::error::{Failure, connection_lost};
+use crate::publisher::{Outgoing, Publisher};
+use crate::{RabbitMqOptions, consumer, properties, topology, uri};
+
+/// The RabbitMQ backend: one AMQP connection shared by every producer and
+/// worker of a process. See the [crate documentation](crate) for the channel
+/// model and the topology.
+///
+/// Cheap to clone; clones share the connection. Its `Debug` output shows the
+/// broker URI with the password masked.
+#[derive(Clone)]
+pub struct RabbitMqBackend {
+    inner: Arc<Inner>,
+}
+
+/// Which granularity and priority a hold uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldKind {
+    /// A retry or delayed enqueue: retry granularity, the envelope's priority.
+    Retry,
+    /// A deferral: deferral granularity, the queue's top priority.
+    Deferral,
+}
+
+pub(crate) struct Inner {
+    pub(crate) connection: Connection,
+    pub(crate) options: RabbitMqOptions,
+    publisher: Publisher,
+    holds: HoldDeclarer,
+    /// Queues declared through this backend, with their configurations.
+    declared: RwLock<HashMap<String, QueueConfig>>,
+    redacted_uri: String,
+    closed: AtomicBool,
+    events: Option<JoinHandle<()>>,
+}
+
+impl RabbitMqBackend {
+    /// Connects with the default options.
+    ///
+    /// Must be called inside a tokio runtime, which must outlive the backend.
+    pub async fn connect(uri: &str) -> Result<Self, Error> {
+        Self::with_options(uri, RabbitMqOptions::default()).await
+    }
+
+    /// Connects with the given options, which are checked first.
+    ///
+    /// Errors never contain the URI's password.
+    pub async fn with_options(uri: &str, options: RabbitMqOptions) -> Result<Self, Error> {
+        options.validate()?;
+        let redacted_uri = uri::redact(uri);
+        tracing::debug!(uri = %redacted_uri, "connecting to RabbitMQ");
+        let connection = Connection::connect(uri, connection_properties(&options))
+            .await
+            .map_err(|e| {
+                let kind = match e.kind() {
+                    ErrorKind::ProtocolError(_) => BackendErrorKind::Refused,
+                    _ => BackendErrorKind::Other,
+                };
+                let text = uri::scrub(&e.to_string(), uri);
+                Error::Backend(BackendError::new(
+                    kind,
+                    format!("connecting to RabbitMQ at `{redacted_uri}`: {text}"),
+                ))
+            })?;
+        let events = spawn_event_logger(&connection, &redacted_uri);
+        Ok(RabbitMqBackend {
+            inner: Arc::new(Inner {
+                connection,
+                publisher: Publisher::new(options.get_publish_concurrency()),
+                options,
+                holds: HoldDeclarer::default(),
+                declared: RwLock::new(HashMap::new()),
+                redacted_uri,
+                closed: AtomicBool::new(false),
+                events,
+            }),
+        })
+    }
+
+    /// The options the backend was built with.
+    pub fn options(&self) -> &RabbitMqOptions {
+        &self.inner.options
+    }
+
+    /// Whether the connection is up and the backend not closed.
+    pub fn is_connected(&self) -> bool {
+        !self.inner.closed.load(Ordering::Acquire) && self.inner.connection.status().connected()
+    }
+
+    /// Closes the connection. Consumer streams end, unsettled deliveries go
+    /// back to their queues, and every later call fails with
+    /// [`Error::ShutDown`]. Closing twice is a no-op.
+    pub async fn close(&self) -> Result<(), Error> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.inner.publisher.close();
+        if !self.inner.connection.status().connected() {
+            return Ok(());
+        }
+        self.inner
+            .connection
+            .close(200, ShortString::default())
+            .await
+            .map_err(|e| Failure::of(&e, false).into_error("closing the connection"))
+    }
+}
+
+fn connection_properties(options: &RabbitMqOptions) -> ConnectionProperties {
+    let mut props = ConnectionProperties::default();
+    if let Some(locale) = options.get_locale() {
+        props = props.with_locale(properties::short(locale));
+    }
+    for (key, value) in options.get_client_properties() {
+        props =
+            props.with_client_property(properties::short(key), LongString::from(value.as_str()));
+    }
+    if let Some(name) = options.get_connection_name() {
+        props = props.with_connection_name(LongString::from(name));
+    }
+    props
+}
+
+/// Logs connection events; lapin queues them only while someone listens.
+fn spawn_event_logger(connection: &Connection, uri: &str) -> Option<JoinHandle<()>> {
+    let mut events = connection.events_listener();
+    let uri = uri.to_owned();
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    Some(handle.spawn(async move {
+        while let Some(event) = events.next().await {
+            match event {
+                Event::Error(error) => tracing::warn!(%uri, %error, "RabbitMQ connection error"),
+                Event::ConnectionBlocked(reason) => {
+                    tracing::warn!(%uri, %reason, "RabbitMQ blocked publishing on the connection")
+                }
+                Event::ConnectionUnblocked => {
+                    tracing::info!(%uri, "RabbitMQ unblocked the connection")
+                }
+                other => tracing::debug!(%uri, event = ?other, "RabbitMQ connection event"),
+            }
+        }
+    }))
+}
+
+impl Inner {
+    /// Fails if the backend was closed or its connection is gone.
+    pub(crate) fn check_open(&self, what: &str) -> Result<(), Error> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::ShutDown);
+        }
+        if !self.connection.status().connected() {
+            return Err(connection_lost(what));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn declared(&self, queue: &str) -> Option<QueueConfig> {
+        self.declared
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(queue)
+            .cloned()
+    }
+
+    /// Publishes a body after checking its size.
+    pub(crate) async fn publish_body(&self, out: Outgoing<'_>) -> Result<(), Error> {
+        self.check_size(out.queue, out.body.len())?;
+        self.check_open(&format!("publishing to `{}`", out.queue))?;
+        self.publisher.publish(&self.connection, out).await
+    }
+
+    /// Publishes `envelope` to its own queue.
+    async fn publish_envelope(&self, envelope: &Envelope) -> Result<(), Error> {
+        let prepared = self.prepare(envelope)?;
+        prepared.publish_to(self, &envelope.queue).await
+    }
+
+    /// Encodes an envelope and checks its size: everything that can fail
+    /// before the broker is involved.
+    fn prepare(&self, envelope: &Envelope) -> Result<Prepared, Error> {
+        let body = envelope.encode().map_err(|source| Error::Encode {
+            queue: envelope.queue.clone(),
+            source,
+        })?;
+        self.check_size(&envelope.queue, body.len())?;
+        Ok(Prepared {
+            body,
+            message_id: envelope.job_id.to_string(),
+            properties: properties::job_properties(envelope)?,
+        })
+    }
+
+    fn check_size(&self, queue: &str, size: usize) -> Result<(), Error> {
+        let limit = self.options.get_max_message_size();
+        if size > limit {
+            return Err(Error::MessageTooLarge {
+                queue: queue.to_owned(),
+                size,
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Parks `envelope` in the hold queue for `delay` (rounded up), or
+    /// publishes it at once for a zero delay. Every refusal happens before
+    /// anything is declared or published.
+    pub(crate) async fn hold(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
+        let queue = envelope.queue.as_str();
+        let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
+            queue: queue.to_owned(),
+        })?;
+        let granularity = match kind {
+            HoldKind::Retry => self.options.get_retry_granularity(),
+            HoldKind::Deferral => self.options.get_deferred_granularity(),
+        };
+        let ttl_ms = topology::hold_delay_ms(queue, delay, granularity)?;
+        let prepared = match kind {
+            HoldKind::Deferral if envelope.priority != config.top_priority() => {
+                self.prepare(&envelope.clone().with_priority(config.top_priority()))?
+            }
+            _ => self.prepare(envelope)?,
+        };
+        if ttl_ms == 0 {
+            return prepared.publish_to(self, queue).await;
+        }
+        let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
+        self.check_open(&format!("declaring hold queue `{hold}`"))?;
+        self.holds
+            .declare(&self.connection, &hold, &config, ttl_ms)
+            .await?;
+        prepared.publish_to(self, &hold).await
+    }
+}
+
+/// An encoded envelope, checked and ready to publish.
+struct Prepared {
+    body: Vec<u8>,
+    message_id: String,
+    properties: lapin::BasicProperties,
+}
+
+impl Prepared {
+    async fn publish_to(self, inner: &Inner, queue: &str) -> Result<(), Error> {
+        inner
+            .publish_body(Outgoing {
+                queue,
+                body: &self.body,
+                message_id: &self.message_id,
+                properties: self.properties,
+            })
+            .await
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(events) = self.events.take() {
+            events.abort();
+        }
+    }
+}
+
+impl Backend for RabbitMqBackend {
+    fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            for config in queues {
+                config.validate()?;
+                topology::check_room(
+                    config.name(),
+                    inner.options.get_deferred_suffix(),
+                    inner.options.dead_suffix_in_use(),
+                )?;
+            }
+            inner.check_open("declaring queues")?;
+            declare::declare_queues(&inner.connection, &inner.options, queues, |config| {
+                inner
+                    .declared
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(config.name().to_owned(), config.clone());
+            })
+            .await
+        })
+    }
+
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.inner.publish_envelope(envelope))
+    }
+
+    fn publish_after<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.inner.hold(envelope, delay, HoldKind::Retry))
+    }
+
+    fn defer<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.inner.hold(envelope, delay, HoldKind::Deferral))
+    }
+
+    fn consume<'a>(
+        &'a self,
+        queue: &'a QueueConfig,
+    ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+        Box::pin(consumer::consume(Arc::clone(&self.inner), queue))
+    }
+}
+
+impl fmt::Debug for RabbitMqBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let declared = self
+            .inner
+            .declared
+            .read()
+            .map(|d| d.len())
+            .unwrap_or_default();
+        f.debug_struct("RabbitMqBackend")
+            .field("uri", &self.inner.redacted_uri)
+            .field("connected", &self.is_connected())
+            .field("declared_queues", &declared)
+            .field("options", &self.inner.options)
+            .finish()
+    }
+}

@@ -1,0 +1,186 @@
+//! A delivered job and how it is settled.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use lapin::message::Delivery as LapinDelivery;
+use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::{Acker, Channel};
+use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
+
+use crate::backend::{HoldKind, Inner};
+use crate::error::Failure;
+use crate::properties::{self, DeadLetterInfo};
+use crate::publisher::Outgoing;
+use crate::topology;
+
+/// One delivery from a consumer.
+///
+/// Publishing (a retry, deferral or dead letter) always comes before the
+/// acknowledgement, and any failure leaves the delivery unacknowledged. A
+/// delivery dropped unsettled likewise stays unacknowledged on its channel;
+/// the broker delivers it again once that channel closes (the consumer's
+/// stream and every delivery from it dropped, or the connection gone).
+pub(crate) struct RabbitMqDelivery {
+    inner: Arc<Inner>,
+    /// Keeps the consumer's channel open until this delivery is settled, so
+    /// dropping the stream first does not requeue work in progress.
+    _channel: Channel,
+    queue: Arc<str>,
+    envelope: Envelope,
+    /// The body as received, republished verbatim to the dead-letter queue.
+    body: Vec<u8>,
+    redelivered: bool,
+    delivery_tag: u64,
+    acker: Acker,
+}
+
+impl RabbitMqDelivery {
+    pub(crate) fn new(
+        inner: Arc<Inner>,
+        channel: Channel,
+        queue: Arc<str>,
+        envelope: Envelope,
+        delivery: LapinDelivery,
+    ) -> Self {
+        RabbitMqDelivery {
+            inner,
+            _channel: channel,
+            queue,
+            envelope,
+            body: delivery.data,
+            redelivered: delivery.redelivered,
+            delivery_tag: delivery.delivery_tag,
+            acker: delivery.acker,
+        }
+    }
+
+    /// Turns the result of an ack, nack or reject into queuey's.
+    fn settled(&self, what: &str, result: lapin::Result<bool>) -> Result<(), Error> {
+        let what = format!(
+            "{what} delivery {} from `{}`",
+            self.delivery_tag, self.queue
+        );
+        match result {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::Backend(BackendError::new(
+                BackendErrorKind::NotSettled,
+                format!(
+                    "{what}: not settled, because its channel is closed or it was settled already; \
+                     the broker will deliver it again"
+                ),
+            ))),
+            Err(e) => {
+                Err(Failure::of(&e, self.inner.connection.status().connected()).into_error(&what))
+            }
+        }
+    }
+
+    async fn ack_now(&self) -> Result<(), Error> {
+        let result = self.acker.ack(BasicAckOptions::default()).await;
+        self.settled("acknowledging", result)
+    }
+
+    async fn dead_letter_now(&self, reason: String) -> Result<(), Error> {
+        let Some(suffix) = self.inner.options.dead_suffix_in_use() else {
+            tracing::warn!(
+                queue = %self.queue,
+                job_id = %self.envelope.job_id,
+                reason = properties::cap_reason(&reason),
+                "dead-letter queues are off: rejecting without requeue, so the broker's own \
+                 dead-letter policy for the queue applies"
+            );
+            let result = self
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await;
+            return self.settled("rejecting", result);
+        };
+        let dead = topology::dead_letter_queue_name(&self.queue, suffix);
+        let info = DeadLetterInfo {
+            reason: &reason,
+            original_queue: &self.queue,
+            attempts: self.envelope.attempt,
+        };
+        let properties = properties::with_dead_letter_headers(
+            properties::job_properties(&self.envelope)?,
+            &info,
+        );
+        let message_id = self.envelope.job_id.to_string();
+        self.inner
+            .publish_body(Outgoing {
+                queue: &dead,
+                body: &self.body,
+                message_id: &message_id,
+                properties,
+            })
+            .await?;
+        self.ack_now().await
+    }
+}
+
+impl Delivery for RabbitMqDelivery {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    fn redelivered(&self) -> bool {
+        self.redelivered
+    }
+
+    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move { self.ack_now().await })
+    }
+
+    fn retry(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move {
+            // A retry joins the back of the queue.
+            let next = next.with_priority(0);
+            self.inner.hold(&next, delay, HoldKind::Retry).await?;
+            self.ack_now().await
+        })
+    }
+
+    fn defer(
+        self: Box<Self>,
+        next: Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move {
+            self.inner.hold(&next, delay, HoldKind::Deferral).await?;
+            self.ack_now().await
+        })
+    }
+
+    fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move { self.dead_letter_now(reason).await })
+    }
+
+    fn nack_requeue(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move {
+            let options = BasicNackOptions {
+                multiple: false,
+                requeue: true,
+            };
+            let result = self.acker.nack(options).await;
+            self.settled("requeueing", result)
+        })
+    }
+}
+
+impl fmt::Debug for RabbitMqDelivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RabbitMqDelivery")
+            .field("queue", &self.queue)
+            .field("delivery_tag", &self.delivery_tag)
+            .field("redelivered", &self.redelivered)
+            .field("envelope", &self.envelope)
+            .finish()
+    }
+}

@@ -1,0 +1,257 @@
+//! Turning lapin's errors and confirmations into queuey's [`Error`].
+
+use lapin::ErrorKind;
+use lapin::protocol::AMQPErrorKind;
+use queuey_core::{BackendError, BackendErrorKind, Error};
+
+/// AMQP reply codes this backend treats specially.
+pub(crate) mod code {
+    /// The resource does not exist.
+    pub(crate) const NOT_FOUND: u16 = 404;
+    /// The arguments differ from the existing object's.
+    pub(crate) const PRECONDITION_FAILED: u16 = 406;
+    /// The broker failed internally; RabbitMQ 4.3 answers a transient queue
+    /// declaration with it.
+    pub(crate) const INTERNAL_ERROR: u16 = 541;
+}
+
+/// A lapin error as queuey sees it: the AMQP reply code (if the broker sent
+/// one) and whether the connection is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    pub(crate) reply_code: Option<u16>,
+    pub(crate) connection_lost: bool,
+    pub(crate) text: String,
+}
+
+impl Failure {
+    /// Classifies `error`; `connection_alive` is the connection's state right
+    /// after the failure.
+    pub(crate) fn of(error: &lapin::Error, connection_alive: bool) -> Self {
+        let (reply_code, hard) = match error.kind() {
+            ErrorKind::ProtocolError(amqp) => (
+                Some(amqp.get_id()),
+                matches!(amqp.kind(), AMQPErrorKind::Hard(_)),
+            ),
+            ErrorKind::IOError(_)
+            | ErrorKind::RuntimeShutdownError(_)
+            | ErrorKind::InvalidConnectionState(_)
+            | ErrorKind::MissingHeartbeatError => (None, true),
+            _ => (None, false),
+        };
+        Failure {
+            reply_code,
+            connection_lost: hard || !connection_alive,
+            text: error.to_string(),
+        }
+    }
+
+    /// The queuey error for this failure while doing `what`.
+    pub(crate) fn into_error(self, what: &str) -> Error {
+        let kind = if self.connection_lost {
+            BackendErrorKind::ConnectionLost
+        } else {
+            match self.reply_code {
+                Some(code::PRECONDITION_FAILED | code::NOT_FOUND | 403 | 405) => {
+                    BackendErrorKind::Refused
+                }
+                _ => BackendErrorKind::Other,
+            }
+        };
+        let message = if self.connection_lost {
+            format!("{what}: the connection to RabbitMQ is lost ({})", self.text)
+        } else {
+            format!("{what}: {}", self.text)
+        };
+        Error::Backend(BackendError::new(kind, message))
+    }
+}
+
+/// The error for an operation attempted after the connection died.
+pub(crate) fn connection_lost(what: &str) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::ConnectionLost,
+        format!(
+            "{what}: the connection to RabbitMQ is lost; queuey does not reconnect, \
+             so restart the process (or build a new backend)"
+        ),
+    ))
+}
+
+/// What a publisher confirm said, free of lapin types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Confirmed {
+    /// A bare ack: the broker holds the message.
+    Ack,
+    /// A negative confirmation with nothing returned.
+    Nack,
+    /// The broker returned a message (acked or nacked afterwards).
+    Returned {
+        message_id: Option<String>,
+        reply_code: u16,
+        reply_text: String,
+    },
+    /// The channel was not in confirm mode.
+    NotRequested,
+}
+
+/// The outcome of a publish of `own_id` to `queue`, given its confirmation.
+pub(crate) fn confirm_outcome(
+    queue: &str,
+    own_id: &str,
+    confirmed: Confirmed,
+) -> Result<(), Error> {
+    let (kind, message) = match confirmed {
+        Confirmed::Ack => return Ok(()),
+        Confirmed::Nack => (
+            BackendErrorKind::Nacked,
+            format!("broker nacked the message published to `{queue}`"),
+        ),
+        Confirmed::NotRequested => (
+            BackendErrorKind::ConfirmsNotEnabled,
+            format!("publisher confirms are not enabled; cannot confirm publish to `{queue}`"),
+        ),
+        Confirmed::Returned {
+            message_id,
+            reply_code,
+            reply_text,
+        } if message_id.as_deref() == Some(own_id) => (
+            BackendErrorKind::Unroutable,
+            format!(
+                "broker returned the message published to `{queue}` as unroutable: {reply_code} {reply_text}"
+            ),
+        ),
+        Confirmed::Returned {
+            message_id,
+            reply_code,
+            reply_text,
+        } => {
+            // One publish per channel at a time makes this impossible; if it
+            // ever shows up, the outcome of our own publish is unknown.
+            let other = message_id.as_deref().unwrap_or("<none>");
+            tracing::error!(
+                queue,
+                own_message_id = own_id,
+                returned_message_id = other,
+                reply_code,
+                "a publisher confirm carried another message's return; outcome unknown"
+            );
+            (
+                BackendErrorKind::Other,
+                format!(
+                    "the confirm of message `{own_id}` published to `{queue}` carried the return of \
+                     message `{other}` ({reply_code} {reply_text}); the publish's outcome is unknown"
+                ),
+            )
+        }
+    };
+    Err(Error::Backend(BackendError::new(kind, message)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(e: &Error) -> BackendErrorKind {
+        match e {
+            Error::Backend(b) => b.kind(),
+            other => panic!("not a backend error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_three_seed_messages() {
+        let e = confirm_outcome("myapp.emails", "id", Confirmed::Nack).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "broker nacked the message published to `myapp.emails`"
+        );
+        assert_eq!(kind(&e), BackendErrorKind::Nacked);
+
+        let returned = Confirmed::Returned {
+            message_id: Some("id".into()),
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+        };
+        let e = confirm_outcome("myapp.emails", "id", returned).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "broker returned the message published to `myapp.emails` as unroutable: 312 NO_ROUTE"
+        );
+        assert_eq!(kind(&e), BackendErrorKind::Unroutable);
+
+        let e = confirm_outcome("myapp.emails", "id", Confirmed::NotRequested).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "publisher confirms are not enabled; cannot confirm publish to `myapp.emails`"
+        );
+        assert_eq!(kind(&e), BackendErrorKind::ConfirmsNotEnabled);
+
+        assert!(confirm_outcome("q", "id", Confirmed::Ack).is_ok());
+    }
+
+    #[test]
+    fn another_messages_return_is_an_alarm_not_a_success() {
+        let returned = Confirmed::Returned {
+            message_id: Some("someone-else".into()),
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+        };
+        let e = confirm_outcome("q", "mine", returned).unwrap_err();
+        assert_eq!(kind(&e), BackendErrorKind::Other);
+        assert!(e.to_string().contains("someone-else"), "{e}");
+        let anonymous = Confirmed::Returned {
+            message_id: None,
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+        };
+        assert!(confirm_outcome("q", "mine", anonymous).is_err());
+    }
+
+    #[test]
+    fn failures_map_to_kinds() {
+        let refused = Failure {
+            reply_code: Some(code::PRECONDITION_FAILED),
+            connection_lost: false,
+            text: "PRECONDITION_FAILED - inequivalent arg".into(),
+        };
+        let e = refused.into_error("declaring `q`");
+        assert_eq!(kind(&e), BackendErrorKind::Refused);
+        assert_eq!(
+            e.to_string(),
+            "declaring `q`: PRECONDITION_FAILED - inequivalent arg"
+        );
+
+        let lost = Failure {
+            reply_code: Some(320),
+            connection_lost: true,
+            text: "CONNECTION_FORCED".into(),
+        };
+        let e = lost.into_error("publishing to `q`");
+        assert_eq!(kind(&e), BackendErrorKind::ConnectionLost);
+        assert!(e.is_connection_lost());
+
+        let other = Failure {
+            reply_code: None,
+            connection_lost: false,
+            text: "x".into(),
+        };
+        assert_eq!(kind(&other.into_error("y")), BackendErrorKind::Other);
+        assert_eq!(
+            kind(&connection_lost("z")),
+            BackendErrorKind::ConnectionLost
+        );
+    }
+
+    #[test]
+    fn lapin_errors_are_classified() {
+        let io = lapin::Error::from(std::io::Error::other("reset"));
+        assert!(Failure::of(&io, true).connection_lost);
+        let channel = lapin::Error::from(ErrorKind::InvalidChannelState(
+            lapin::ChannelState::Closed,
+            "basic.publish",
+        ));
+        assert!(!Failure::of(&channel, true).connection_lost);
+        assert!(Failure::of(&channel, false).connection_lost);
+    }
+}

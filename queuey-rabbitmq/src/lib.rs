@@ -1,0 +1,123 @@
+//! The RabbitMQ backend of [queuey], on lapin 4.
+//!
+//! [`RabbitMqBackend`] implements [`queuey_core::Backend`]: it declares
+//! queues, publishes jobs with publisher confirms, parks every wait in a
+//! per-delay hold queue on the broker, and consumes queues as streams of
+//! deliveries that are settled by publishing first and acknowledging last.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), queuey_core::Error> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use futures::StreamExt;
+//! use queuey_core::{Backend, Envelope, QueueConfig};
+//! use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+//!
+//! let url = std::env::var("AMQP_URL")
+//!     .unwrap_or_else(|_| "amqp://guest:guest@localhost:5672/%2f".to_owned());
+//! let backend = Arc::new(
+//!     RabbitMqBackend::with_options(
+//!         &url,
+//!         RabbitMqOptions::default()
+//!             .connection_name("emails-worker")
+//!             .retry_granularity(Duration::from_secs(5)),
+//!     )
+//!     .await?,
+//! );
+//!
+//! let emails = QueueConfig::new("app.emails").prefetch(16);
+//! backend.declare(std::slice::from_ref(&emails)).await?;
+//!
+//! let payload = serde_json::value::to_raw_value(&serde_json::json!({"to": "a@example.com"}))
+//!     .map_err(|source| queuey_core::Error::Encode { queue: "app.emails".into(), source })?;
+//! backend.publish(&Envelope::new("send_email", "app.emails", payload)).await?;
+//!
+//! let mut deliveries = backend.consume(&emails).await?;
+//! while let Some(delivery) = deliveries.next().await {
+//!     let delivery = delivery?;
+//!     if delivery.envelope().attempt < 3 {
+//!         let next = delivery.envelope().next_attempt();
+//!         delivery.retry(next, Duration::from_secs(30)).await?;
+//!     } else {
+//!         delivery.dead_letter("gave up after 3 attempts".into()).await?;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Channels
+//!
+//! One backend is one AMQP connection; share it (behind an `Arc`) between
+//! the producer and every worker of a process. On it:
+//!
+//! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) channels
+//!   in confirm mode (8 by default) carry every publish: enqueues, retries,
+//!   deferrals and dead letters. Each carries **one publish at a time**, from
+//!   `basic.publish` to its confirmation, so a confirmation (and a returned
+//!   message) is always matched with its own publish. Nothing is declared on
+//!   them. A channel closed by a channel exception is reopened on next use.
+//! - One channel declares hold queues, right before each publish into one.
+//!   A refused declaration closes only that channel, which is reopened on
+//!   next use.
+//! - Each [`consume`](queuey_core::Backend::consume) opens a fresh channel
+//!   and sets `basic_qos(prefetch, global = false)` before consuming.
+//! - Each [`declare`](queuey_core::Backend::declare) runs on a throwaway
+//!   channel, so a refused declaration cannot take the others down.
+//!
+//! There is no reconnection: when the connection drops, consumer streams
+//! yield an error of kind
+//! [`ConnectionLost`](queuey_core::BackendErrorKind::ConnectionLost) and end,
+//! and every later call fails. Let a supervisor restart the process.
+//!
+//! # Confirms
+//!
+//! Every publish goes to the default exchange, routing key = queue name,
+//! `mandatory`, persistent, and waits for its confirmation. Only a bare ack
+//! is success; the failures are [`Error::Backend`](queuey_core::Error::Backend)
+//! errors reading
+//! ``broker nacked the message published to `q` ``,
+//! ``broker returned the message published to `q` as unroutable: 312 NO_ROUTE``
+//! or
+//! ``publisher confirms are not enabled; cannot confirm publish to `q` ``.
+//!
+//! # Topology and holds
+//!
+//! See [`topology`] for the queues and their arguments. A delay is rounded
+//! up to the retry or deferral granularity and parked in the hold queue
+//! `q{deferred_suffix}.{ttl_ms}`, whose only job is to dead-letter it back
+//! onto `q` after its TTL. A hold needs the queue to have been declared
+//! through the same backend in the same process
+//! ([`Error::UnknownQueue`](queuey_core::Error::UnknownQueue) otherwise) and
+//! a rounded delay of at most [`topology::MAX_DEFERRAL_MS`]
+//! ([`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) otherwise).
+//!
+//! # Feature flags
+//!
+//! None is on by default; plain `amqp://` needs none.
+//!
+//! | feature | effect |
+//! |---|---|
+//! | `rustls` | `amqps://` with rustls (aws-lc-rs provider, platform verifier) |
+//! | `rustls-ring` | `amqps://` with rustls (ring provider, native root certificates) |
+//! | `native-tls` | `amqps://` with the platform's TLS library |
+//!
+//! [queuey]: https://docs.rs/queuey
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod backend;
+mod consumer;
+mod declare;
+mod delivery;
+mod error;
+mod options;
+mod properties;
+mod publisher;
+pub mod topology;
+mod uri;
+
+pub use backend::RabbitMqBackend;
+pub use options::{MAX_PUBLISH_CONCURRENCY, RabbitMqOptions};

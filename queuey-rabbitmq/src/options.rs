@@ -1,0 +1,307 @@
+//! Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use queuey_core::{Error, MAX_MESSAGE_BYTES};
+
+/// The most publishing channels a backend opens.
+pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
+
+/// Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
+///
+/// Every builder takes and returns `self`. Nothing is checked until the
+/// backend connects, which refuses inconsistent values with
+/// [`Error::InvalidConfig`] instead of panicking.
+///
+/// The suffixes are part of the queue names the backend computes: every
+/// process sharing a queue must use the same ones.
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_rabbitmq::RabbitMqOptions;
+///
+/// let options = RabbitMqOptions::default()
+///     .connection_name("billing-worker")
+///     .dead_suffix("-dlq")
+///     .retry_granularity(Duration::from_secs(10));
+/// assert_eq!(options.get_dead_suffix(), "-dlq");
+/// assert_eq!(options.get_deferred_granularity(), Duration::from_secs(1));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RabbitMqOptions {
+    connection_name: Option<String>,
+    client_properties: BTreeMap<String, String>,
+    locale: Option<String>,
+    dead_suffix: String,
+    declare_dead_letter_queues: bool,
+    deferred_suffix: String,
+    retry_granularity: Duration,
+    deferred_granularity: Duration,
+    publish_concurrency: usize,
+    max_message_size: usize,
+}
+
+impl Default for RabbitMqOptions {
+    /// No connection name, no extra client properties, the client's default
+    /// locale, `.dead` and `.deferred` suffixes, dead-letter queues declared,
+    /// both granularities 1 s, 8 publishing channels and a 16 MiB message
+    /// limit.
+    fn default() -> Self {
+        RabbitMqOptions {
+            connection_name: None,
+            client_properties: BTreeMap::new(),
+            locale: None,
+            dead_suffix: ".dead".to_owned(),
+            declare_dead_letter_queues: true,
+            deferred_suffix: ".deferred".to_owned(),
+            retry_granularity: Duration::from_secs(1),
+            deferred_granularity: Duration::from_secs(1),
+            publish_concurrency: 8,
+            max_message_size: MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl RabbitMqOptions {
+    /// The name the connection shows on the broker (management UI,
+    /// `rabbitmqctl list_connections client_properties`). Unset by default.
+    pub fn connection_name(mut self, name: impl Into<String>) -> Self {
+        self.connection_name = Some(name.into());
+        self
+    }
+
+    /// Adds a client property sent to the broker when connecting (as a
+    /// string). Keys are at most 255 bytes.
+    pub fn client_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.client_properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// The AMQP locale sent when connecting (default: the client's, `en_US`).
+    pub fn locale(mut self, locale: impl Into<String>) -> Self {
+        self.locale = Some(locale.into());
+        self
+    }
+
+    /// Suffix of the dead-letter queue's name (default `.dead`); must not be
+    /// empty.
+    pub fn dead_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.dead_suffix = suffix.into();
+        self
+    }
+
+    /// Whether `declare` creates `q{dead_suffix}` and dead letters are
+    /// published there (default `true`).
+    ///
+    /// When `false`, a dead-lettered delivery is rejected without requeue,
+    /// so whatever dead-letter policy the broker has for the queue applies
+    /// (without one, the broker drops it); each such rejection is logged.
+    pub fn declare_dead_letter_queues(mut self, declare: bool) -> Self {
+        self.declare_dead_letter_queues = declare;
+        self
+    }
+
+    /// Suffix in hold-queue names, before the `.{ttl_ms}` (default
+    /// `.deferred`).
+    pub fn deferred_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.deferred_suffix = suffix.into();
+        self
+    }
+
+    /// Rounding for retry backoffs and delayed enqueues (default 1 s).
+    ///
+    /// Delays are rounded up to a multiple of it, so each value bounds how
+    /// many hold queues a failing queue can have: with backoff capped at five
+    /// minutes, 1 s allows up to 300, 10 s up to 30. Zero or sub-millisecond
+    /// values count as 1 ms.
+    pub fn retry_granularity(mut self, granularity: Duration) -> Self {
+        self.retry_granularity = granularity;
+        self
+    }
+
+    /// Rounding for deferrals (default 1 s). Zero or sub-millisecond values
+    /// count as 1 ms.
+    pub fn deferred_granularity(mut self, granularity: Duration) -> Self {
+        self.deferred_granularity = granularity;
+        self
+    }
+
+    /// How many publishing channels the backend keeps, each carrying one
+    /// publish at a time (default 8, at most [`MAX_PUBLISH_CONCURRENCY`]).
+    /// `1` serializes every publish on a single channel.
+    pub fn publish_concurrency(mut self, channels: usize) -> Self {
+        self.publish_concurrency = channels;
+        self
+    }
+
+    /// The largest message body the backend publishes, in bytes (default
+    /// 16 MiB, RabbitMQ 4's own limit). Larger bodies are refused with
+    /// [`Error::MessageTooLarge`] before anything is sent.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// The connection name, if set.
+    pub fn get_connection_name(&self) -> Option<&str> {
+        self.connection_name.as_deref()
+    }
+
+    /// The extra client properties.
+    pub fn get_client_properties(&self) -> &BTreeMap<String, String> {
+        &self.client_properties
+    }
+
+    /// The locale, if set.
+    pub fn get_locale(&self) -> Option<&str> {
+        self.locale.as_deref()
+    }
+
+    /// The dead-letter queue suffix.
+    pub fn get_dead_suffix(&self) -> &str {
+        &self.dead_suffix
+    }
+
+    /// Whether dead-letter queues are declared and used.
+    pub fn get_declare_dead_letter_queues(&self) -> bool {
+        self.declare_dead_letter_queues
+    }
+
+    /// The hold-queue suffix.
+    pub fn get_deferred_suffix(&self) -> &str {
+        &self.deferred_suffix
+    }
+
+    /// The retry granularity as configured (see
+    /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
+    /// for the value used).
+    pub fn get_retry_granularity(&self) -> Duration {
+        self.retry_granularity
+    }
+
+    /// The deferral granularity as configured.
+    pub fn get_deferred_granularity(&self) -> Duration {
+        self.deferred_granularity
+    }
+
+    /// The number of publishing channels.
+    pub fn get_publish_concurrency(&self) -> usize {
+        self.publish_concurrency
+    }
+
+    /// The largest body published, in bytes.
+    pub fn get_max_message_size(&self) -> usize {
+        self.max_message_size
+    }
+
+    /// Checks the values that could break the backend.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.dead_suffix.is_empty() {
+            return Err(Error::invalid_config(
+                "dead_suffix must not be empty: the dead-letter queue would be the work queue itself",
+            ));
+        }
+        if !(1..=MAX_PUBLISH_CONCURRENCY).contains(&self.publish_concurrency) {
+            return Err(Error::invalid_config(format!(
+                "publish_concurrency must be between 1 and {MAX_PUBLISH_CONCURRENCY}, got {}",
+                self.publish_concurrency
+            )));
+        }
+        if self.max_message_size == 0 {
+            return Err(Error::invalid_config(
+                "max_message_size must be at least 1 byte",
+            ));
+        }
+        for key in self.client_properties.keys() {
+            if key.len() > 255 {
+                return Err(Error::invalid_config(format!(
+                    "client property key `{key}` is {} bytes, over the 255-byte AMQP limit",
+                    key.len()
+                )));
+            }
+        }
+        if let Some(locale) = &self.locale
+            && locale.len() > 255
+        {
+            return Err(Error::invalid_config(format!(
+                "locale is {} bytes, over the 255-byte AMQP limit",
+                locale.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The dead-letter suffix when dead-letter queues are on.
+    pub(crate) fn dead_suffix_in_use(&self) -> Option<&str> {
+        self.declare_dead_letter_queues
+            .then_some(self.dead_suffix.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults() {
+        let o = RabbitMqOptions::default();
+        assert_eq!(o.get_connection_name(), None);
+        assert!(o.get_client_properties().is_empty());
+        assert_eq!(o.get_locale(), None);
+        assert_eq!(o.get_dead_suffix(), ".dead");
+        assert!(o.get_declare_dead_letter_queues());
+        assert_eq!(o.get_deferred_suffix(), ".deferred");
+        assert_eq!(o.get_retry_granularity(), Duration::from_secs(1));
+        assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1));
+        assert_eq!(o.get_publish_concurrency(), 8);
+        assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
+        assert!(o.validate().is_ok());
+    }
+
+    #[test]
+    fn builders_set_each_value() {
+        let o = RabbitMqOptions::default()
+            .connection_name("n")
+            .client_property("k", "v")
+            .locale("de_DE")
+            .dead_suffix("-dlq")
+            .declare_dead_letter_queues(false)
+            .deferred_suffix(".wait")
+            .retry_granularity(Duration::from_secs(10))
+            .deferred_granularity(Duration::ZERO)
+            .publish_concurrency(1)
+            .max_message_size(1024);
+        assert_eq!(o.get_connection_name(), Some("n"));
+        assert_eq!(
+            o.get_client_properties().get("k").map(String::as_str),
+            Some("v")
+        );
+        assert_eq!(o.get_locale(), Some("de_DE"));
+        assert_eq!(o.get_dead_suffix(), "-dlq");
+        assert!(!o.get_declare_dead_letter_queues());
+        assert_eq!(o.dead_suffix_in_use(), None);
+        assert_eq!(o.get_deferred_suffix(), ".wait");
+        assert_eq!(o.get_retry_granularity(), Duration::from_secs(10));
+        assert_eq!(o.get_deferred_granularity(), Duration::ZERO);
+        assert_eq!(o.get_publish_concurrency(), 1);
+        assert_eq!(o.get_max_message_size(), 1024);
+        assert!(o.validate().is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_errors_not_panics() {
+        let bad = [
+            RabbitMqOptions::default().dead_suffix(""),
+            RabbitMqOptions::default().publish_concurrency(0),
+            RabbitMqOptions::default().publish_concurrency(MAX_PUBLISH_CONCURRENCY + 1),
+            RabbitMqOptions::default().max_message_size(0),
+            RabbitMqOptions::default().client_property("k".repeat(256), "v"),
+            RabbitMqOptions::default().locale("x".repeat(256)),
+        ];
+        for options in bad {
+            let e = options.validate().unwrap_err();
+            assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! The pool of publishing channels.
+//!
+//! lapin matches a returned message to whichever confirmation completes next,
+//! and concurrent publishes on one channel can reach the broker out of
+//! delivery-tag order, so with several publishes in flight on a channel an
+//! unroutable message can be reported as stored. Here every channel carries
+//! exactly one publish at a time: a publish holds its channel's lock from
+//! `basic.publish` until its confirmation has been read, so the confirmation
+//! a publish awaits can only be its own.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::ShortString;
+use lapin::{BasicProperties, Channel, Confirmation, Connection};
+use queuey_core::Error;
+use tokio::sync::{Mutex, MutexGuard, Semaphore};
+
+use crate::error::{Confirmed, Failure, confirm_outcome, connection_lost};
+
+/// One publish: where to, what, and the message id it carries.
+#[derive(Debug)]
+pub(crate) struct Outgoing<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) body: &'a [u8],
+    pub(crate) message_id: &'a str,
+    pub(crate) properties: BasicProperties,
+}
+
+/// Confirm-mode channels, each used by one publish at a time; a channel is
+/// opened on first use and again after a channel exception closed it.
+#[derive(Debug)]
+pub(crate) struct Publisher {
+    slots: Box<[Mutex<Option<Channel>>]>,
+    /// One permit per slot: holding one guarantees a free slot.
+    permits: Semaphore,
+    next: AtomicUsize,
+}
+
+impl Publisher {
+    pub(crate) fn new(channels: usize) -> Self {
+        let channels = channels.max(1);
+        Publisher {
+            slots: (0..channels).map(|_| Mutex::new(None)).collect(),
+            permits: Semaphore::new(channels),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    /// Publishes to the default exchange with the queue as routing key,
+    /// `mandatory`, and waits for the confirmation. `Ok` only for a bare ack.
+    pub(crate) async fn publish(
+        &self,
+        connection: &Connection,
+        out: Outgoing<'_>,
+    ) -> Result<(), Error> {
+        let what = || format!("publishing to `{}`", out.queue);
+        let routing_key = ShortString::try_new(out.queue).map_err(|_| {
+            Error::invalid_config(format!(
+                "queue name `{}` is {} bytes, over the 255-byte AMQP limit",
+                out.queue,
+                out.queue.len()
+            ))
+        })?;
+        let _permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
+        let mut slot = self.free_slot().await;
+        let channel = open(&mut slot, connection).await?;
+
+        let published = channel
+            .basic_publish(
+                ShortString::default(),
+                routing_key,
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                out.body,
+                out.properties,
+            )
+            .await;
+        let confirmation = match published {
+            Ok(pending) => pending.await,
+            Err(e) => Err(e),
+        };
+        let confirmation = confirmation.map_err(|e| {
+            let failure = Failure::of(&e, connection.status().connected());
+            if !channel.status().connected() {
+                // A channel exception closed it: reopen on next use.
+                *slot = None;
+            }
+            failure.into_error(&what())
+        })?;
+        // The slot stays locked until here: its confirmation was ours.
+        drop(slot);
+        confirm_outcome(out.queue, out.message_id, plain(confirmation))
+    }
+
+    /// Closes the pool: later publishes fail with [`Error::ShutDown`].
+    pub(crate) fn close(&self) {
+        self.permits.close();
+    }
+
+    async fn free_slot(&self) -> MutexGuard<'_, Option<Channel>> {
+        let n = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        for i in 0..n {
+            if let Ok(guard) = self.slots[(start + i) % n].try_lock() {
+                return guard;
+            }
+        }
+        // Unreachable while every holder of a slot holds a permit; waiting is
+        // still correct if it ever happens.
+        self.slots[start].lock().await
+    }
+}
+
+/// The slot's channel, opened (in confirm mode) if it has none or a closed one.
+async fn open(slot: &mut Option<Channel>, connection: &Connection) -> Result<Channel, Error> {
+    if let Some(channel) = slot.as_ref().filter(|c| c.status().connected()) {
+        return Ok(channel.clone());
+    }
+    *slot = None;
+    if !connection.status().connected() {
+        return Err(connection_lost("opening a publishing channel"));
+    }
+    let fail = |e: lapin::Error| {
+        Failure::of(&e, connection.status().connected()).into_error("opening a publishing channel")
+    };
+    let channel = connection.create_channel().await.map_err(fail)?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(fail)?;
+    *slot = Some(channel.clone());
+    Ok(channel)
+}
+
+fn plain(confirmation: Confirmation) -> Confirmed {
+    match confirmation {
+        Confirmation::Ack(None) => Confirmed::Ack,
+        Confirmation::Nack(None) => Confirmed::Nack,
+        Confirmation::Ack(Some(returned)) | Confirmation::Nack(Some(returned)) => {
+            Confirmed::Returned {
+                message_id: returned
+                    .delivery
+                    .properties
+                    .message_id()
+                    .as_ref()
+                    .map(|id| id.as_str().to_owned()),
+                reply_code: returned.reply_code,
+                reply_text: returned.reply_text.as_str().to_owned(),
+            }
+        }
+        Confirmation::NotRequested => Confirmed::NotRequested,
+    }
+}

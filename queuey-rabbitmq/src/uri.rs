@@ -1,0 +1,136 @@
+//! Keeping the password of an AMQP URI out of logs, `Debug` output and
+//! error messages.
+//!
+//! lapin's own URI type prints the password in both `Debug` and `Display`,
+//! so the backend never formats it: it keeps only the redacted form.
+
+/// What a redacted password is replaced with.
+const MASK: &str = "***";
+
+/// The URI with its password (if any) replaced by `***`.
+///
+/// A string that does not look like `scheme://…` but contains `@` is masked
+/// entirely, since its user-info part cannot be told apart reliably.
+pub(crate) fn redact(uri: &str) -> String {
+    match split(uri) {
+        Some(parts) => match parts.password {
+            Some(_) => format!(
+                "{}{}:{MASK}@{}",
+                parts.before_user, parts.user, parts.after_at
+            ),
+            None => uri.to_owned(),
+        },
+        None if uri.contains('@') && !uri.contains("://") => MASK.to_owned(),
+        None => uri.to_owned(),
+    }
+}
+
+/// Removes every occurrence of the URI's password, as written and
+/// percent-decoded, from `text`.
+pub(crate) fn scrub(text: &str, uri: &str) -> String {
+    let Some(password) = split(uri).and_then(|p| p.password) else {
+        return text.to_owned();
+    };
+    let mut out = text.to_owned();
+    let decoded = percent_decode(password);
+    for secret in [password, decoded.as_str()] {
+        if !secret.is_empty() {
+            out = out.replace(secret, MASK);
+        }
+    }
+    out
+}
+
+struct Parts<'a> {
+    /// `scheme://`
+    before_user: &'a str,
+    user: &'a str,
+    password: Option<&'a str>,
+    /// Host, port, vhost and query.
+    after_at: &'a str,
+}
+
+fn split(uri: &str) -> Option<Parts<'_>> {
+    let scheme_end = uri.find("://")? + 3;
+    let rest = &uri[scheme_end..];
+    // A password may hold an unescaped '/', so the user info is whatever
+    // precedes the last '@' before the query.
+    let authority_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let at = rest[..authority_end].rfind('@')?;
+    let userinfo = &rest[..at];
+    let (user, password) = match userinfo.split_once(':') {
+        Some((user, password)) => (user, Some(password)),
+        None => (userinfo, None),
+    };
+    Some(Parts {
+        before_user: &uri[..scheme_end],
+        user,
+        password,
+        after_at: &rest[at + 1..],
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_password_is_masked() {
+        assert_eq!(
+            redact("amqp://guest:s3cret@localhost:5672/%2f"),
+            "amqp://guest:***@localhost:5672/%2f"
+        );
+        assert_eq!(
+            redact("amqps://app:p%40ss:w@rd@broker/vhost?heartbeat=10"),
+            "amqps://app:***@broker/vhost?heartbeat=10"
+        );
+    }
+
+    #[test]
+    fn uris_without_a_password_are_kept() {
+        for uri in [
+            "amqp://localhost:5672/%2f",
+            "amqp://guest@localhost/%2f",
+            "amqp://localhost/%2f?auth_mechanism=external&x=a@b",
+        ] {
+            assert_eq!(redact(uri), uri);
+        }
+    }
+
+    #[test]
+    fn something_that_is_not_a_uri_is_masked_if_it_could_hold_a_secret() {
+        assert_eq!(redact("guest:secret@localhost"), "***");
+        assert_eq!(redact("localhost"), "localhost");
+        assert_eq!(redact("amqp://u:pa/ss@h/%2f"), "amqp://u:***@h/%2f");
+    }
+
+    #[test]
+    fn scrub_removes_raw_and_decoded_passwords() {
+        let uri = "amqp://u:pa%24%24word@h/%2f";
+        let text = "failed for pa%24%24word (pa$$word)";
+        assert_eq!(scrub(text, uri), "failed for *** (***)");
+        assert_eq!(scrub("nothing here", "amqp://h/%2f"), "nothing here");
+    }
+}

@@ -1,0 +1,206 @@
+//! Consuming: malformed bodies, prefetch, consumer tags, connection names,
+//! and broker-side cancellation.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldTable};
+use queuey_core::{Backend, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{envelope, header, n_of, within};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_body_goes_verbatim_to_the_dead_letter_queue() {
+    let broker = broker!("a_malformed_body_goes_verbatim_to_the_dead_letter_queue");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("malformed");
+    let config = QueueConfig::new(&q).prefetch(1);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+
+    let garbage = b"not json {\xff".to_vec();
+    let mut forged = FieldTable::default();
+    forged.insert("x-death".into(), AMQPValue::LongString("forged".into()));
+    let props = BasicProperties::default()
+        .with_message_id("garbage-1".into())
+        .with_headers(forged);
+    broker.publish_raw(&q, &garbage, props).await;
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap();
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let first = within("first item", stream.next()).await.unwrap().unwrap();
+    assert_eq!(
+        n_of(first.envelope()),
+        1,
+        "the stream yielded something else first"
+    );
+    within("ack", first.ack()).await.unwrap();
+
+    let dead = format!("{q}.dead");
+    broker.wait_ready(&dead, 1).await;
+    let copy = broker.get(&dead).await.unwrap();
+    assert_eq!(copy.delivery.data, garbage);
+    assert_eq!(
+        header(&copy, "x-death-reason").as_deref(),
+        Some("malformed envelope")
+    );
+    assert_eq!(
+        header(&copy, "x-original-queue").as_deref(),
+        Some(q.as_str())
+    );
+    assert_eq!(header(&copy, "x-attempts").as_deref(), Some("i64:0"));
+    assert_eq!(
+        header(&copy, "x-death"),
+        None,
+        "a forged x-death was copied"
+    );
+    assert_eq!(
+        copy.delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|s| s.as_str()),
+        Some("garbage-1")
+    );
+    // Acked: nothing is left on q, nothing unacknowledged.
+    drop(stream);
+    broker.wait_ready(&q, 0).await;
+    let nothing = tokio::time::timeout(Duration::from_millis(300), async {
+        let mut again = backend.consume(&config).await.unwrap();
+        again.next().await.map(|d| d.map(|d| n_of(d.envelope())))
+    })
+    .await;
+    assert!(nothing.is_err(), "something was redelivered: {nothing:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefetch_bounds_unacknowledged_deliveries() {
+    let broker = broker!("prefetch_bounds_unacknowledged_deliveries");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("prefetch");
+    let config = QueueConfig::new(&q).prefetch(3);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    for n in 0..10 {
+        within("publish", backend.publish(&envelope(&q, n)))
+            .await
+            .unwrap();
+    }
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(within("delivery", stream.next()).await.unwrap().unwrap());
+    }
+    let fourth = tokio::time::timeout(Duration::from_millis(500), stream.next()).await;
+    assert!(
+        fourth.is_err(),
+        "a fourth delivery arrived while three were unacked"
+    );
+    let listing = broker
+        .rabbitmqctl(&[
+            "list_queues",
+            "name",
+            "messages_ready",
+            "messages_unacknowledged",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+    assert!(
+        listing.lines().any(|l| l == format!("{q}\t7\t3")),
+        "{listing}"
+    );
+    within("ack", held.pop().unwrap().ack()).await.unwrap();
+    let next = within("after an ack", stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    within("ack", next.ack()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_tags_and_the_connection_name_show_on_the_broker() {
+    let broker = broker!("consumer_tags_and_the_connection_name_show_on_the_broker");
+    let backend = broker
+        .backend(RabbitMqOptions::default().client_property("team", "billing"))
+        .await;
+    // 200 bytes: the tag keeps only the first 160.
+    let q = format!(
+        "queuey-test.tag.{}.{}",
+        uuid::Uuid::new_v4().simple(),
+        "t".repeat(200 - 49)
+    );
+    assert_eq!(q.len(), 200);
+    broker.track(&q);
+    broker.track(&format!("{q}.dead"));
+    let config = QueueConfig::new(&q).max_priority(0);
+    // 200 + ".deferred.2147483647" is over 255, so declare refuses it; the
+    // consumer only needs the queue to exist.
+    broker
+        .declare_raw(&q, true, crate::support::table(&[]))
+        .await
+        .unwrap();
+    let _stream = within("consume", backend.consume(&config)).await.unwrap();
+
+    let consumers = broker
+        .rabbitmqctl(&[
+            "list_consumers",
+            "queue_name",
+            "consumer_tag",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+    let tag = consumers
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{q}\t")))
+        .unwrap_or_else(|| panic!("no consumer on {q}:\n{consumers}"));
+    let rest = tag
+        .strip_prefix(&format!("queuey.{}.", &q[..160]))
+        .expect("queuey.{queue}.");
+    let (nanos, sequence) = rest.split_once('.').expect("{nanos:x}.{sequence}");
+    assert!(u128::from_str_radix(nanos, 16).is_ok(), "{tag}");
+    assert!(sequence.parse::<u64>().is_ok(), "{tag}");
+
+    let connections = broker
+        .rabbitmqctl(&[
+            "list_connections",
+            "client_properties",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+    let ours = connections
+        .lines()
+        .find(|l| l.contains(&broker.connection_name("backend")))
+        .unwrap_or_else(|| panic!("connection name not listed:\n{connections}"));
+    assert!(ours.contains("billing"), "{ours}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_side_cancel_ends_the_stream() {
+    let broker = broker!("a_broker_side_cancel_ends_the_stream");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("cancel");
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let ch = broker.channel().await;
+    ch.queue_delete(
+        q.as_str().into(),
+        lapin::options::QueueDeleteOptions::default(),
+    )
+    .await
+    .unwrap();
+    assert!(within("stream end", stream.next()).await.is_none());
+    // The backend itself is unaffected.
+    assert!(backend.is_connected());
+}

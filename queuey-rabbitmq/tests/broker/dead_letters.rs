@@ -1,0 +1,189 @@
+//! Dead letters and header hygiene on every republish.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::BasicProperties;
+use lapin::types::{AMQPValue, FieldArray, FieldTable};
+use queuey_core::{Backend, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{envelope, header, header_names, n_of, table, text, within};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_letters_carry_their_headers_and_the_body_verbatim() {
+    let broker = broker!("dead_letters_carry_their_headers_and_the_body_verbatim");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("dead");
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let mut job = envelope(&q, 5);
+    job.attempt = 3;
+    let body = job.encode().unwrap();
+    within("publish", backend.publish(&job)).await.unwrap();
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
+    let reason = format!("boom: {}", "é".repeat(5_000));
+    within("dead_letter", delivery.dead_letter(reason.clone()))
+        .await
+        .unwrap();
+
+    let dead = format!("{q}.dead");
+    let copy = broker.get(&dead).await.expect("a dead letter");
+    assert_eq!(copy.delivery.data, body, "the body was not kept verbatim");
+    let stored = header(&copy, "x-death-reason").unwrap();
+    assert!(
+        stored.len() <= 4096 && stored.len() >= 4000,
+        "reason of {} bytes",
+        stored.len()
+    );
+    assert!(reason.starts_with(&stored));
+    assert_eq!(
+        header(&copy, "x-original-queue").as_deref(),
+        Some(q.as_str())
+    );
+    assert_eq!(header(&copy, "x-attempts").as_deref(), Some("i64:3"));
+    assert_eq!(*copy.delivery.properties.delivery_mode(), Some(2));
+    drop(stream);
+    broker.wait_ready(&q, 0).await;
+}
+
+/// A delivery carrying `CC`, `BCC` and forged death headers is retried,
+/// deferred and dead-lettered; no republish carries them, so nothing more
+/// reaches the queues they name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn republishes_never_carry_cc_bcc_or_death_headers() {
+    let broker = broker!("republishes_never_carry_cc_bcc_or_death_headers");
+    let backend = broker
+        .backend(RabbitMqOptions::default().deferred_granularity(Duration::from_millis(100)))
+        .await;
+    let q = broker.queue("hygiene");
+    broker.hold(&q, 200);
+    let cc_victim = broker.queue("cc-victim");
+    let bcc_victim = broker.queue("bcc-victim");
+    let config = QueueConfig::new(&q).prefetch(1);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    for victim in [&cc_victim, &bcc_victim] {
+        broker.declare_raw(victim, true, table(&[])).await.unwrap();
+    }
+
+    let mut headers = FieldTable::default();
+    headers.insert(
+        "CC".into(),
+        AMQPValue::FieldArray(FieldArray::from(vec![text(&cc_victim)])),
+    );
+    headers.insert(
+        "BCC".into(),
+        AMQPValue::FieldArray(FieldArray::from(vec![text(&bcc_victim)])),
+    );
+    headers.insert(
+        "x-death".into(),
+        AMQPValue::FieldArray(FieldArray::from(vec![text("forged")])),
+    );
+    headers.insert("x-first-death-queue".into(), text("forged"));
+    headers.insert("x-last-death-queue".into(), text("forged"));
+    let job = envelope(&q, 1);
+    broker
+        .publish_raw(
+            &q,
+            &job.encode().unwrap(),
+            BasicProperties::default().with_headers(headers),
+        )
+        .await;
+    // The raw publish itself reaches both victims once.
+    assert_eq!(
+        (
+            broker.ready(&cc_victim).await,
+            broker.ready(&bcc_victim).await
+        ),
+        (1, 1)
+    );
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    // Retry at once (no hold), then defer through a hold, then dead-letter.
+    let d = within("delivery", stream.next()).await.unwrap().unwrap();
+    let next = d.envelope().next_attempt();
+    within("retry", d.retry(next, Duration::ZERO))
+        .await
+        .unwrap();
+    let d = within("retried", stream.next()).await.unwrap().unwrap();
+    assert_eq!(d.envelope().attempt, 2);
+    let next = d.envelope().deferred(10);
+    within("defer", d.defer(next, Duration::from_millis(150)))
+        .await
+        .unwrap();
+    let d = within("deferred", stream.next()).await.unwrap().unwrap();
+    assert_eq!((n_of(d.envelope()), d.envelope().deferrals), (1, 1));
+    within("dead_letter", d.dead_letter("done".into()))
+        .await
+        .unwrap();
+
+    let copy = broker.get(&format!("{q}.dead")).await.expect("dead letter");
+    assert_eq!(
+        header_names(&copy),
+        ["x-attempts", "x-death-reason", "x-original-queue"],
+        "only queuey's own headers"
+    );
+    assert_eq!(
+        (
+            broker.ready(&cc_victim).await,
+            broker.ready(&bcc_victim).await
+        ),
+        (1, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_dead_letter_queues_the_brokers_policy_applies() {
+    let broker = broker!("without_dead_letter_queues_the_brokers_policy_applies");
+    let backend = broker
+        .backend(RabbitMqOptions::default().declare_dead_letter_queues(false))
+        .await;
+    // declare creates no dead-letter queue.
+    let declared = broker.queue("no-dlq");
+    within("declare", backend.declare(&[QueueConfig::new(&declared)]))
+        .await
+        .unwrap();
+    assert!(broker.exists(&declared).await);
+    assert!(!broker.exists(&format!("{declared}.dead")).await);
+
+    // A queue whose owner set its own dead-lettering: rejected jobs go there.
+    let q = broker.queue("own-dlx");
+    let own_dlq = broker.queue("own-dlq");
+    broker
+        .declare_raw(&own_dlq, true, table(&[]))
+        .await
+        .unwrap();
+    let args = [
+        ("x-dead-letter-exchange", text("")),
+        ("x-dead-letter-routing-key", text(&own_dlq)),
+    ];
+    broker.declare_raw(&q, true, table(&args)).await.unwrap();
+    let job = envelope(&q, 1);
+    within("publish", backend.publish(&job)).await.unwrap();
+
+    let mut stream = within("consume", backend.consume(&QueueConfig::new(&q)))
+        .await
+        .unwrap();
+    let d = within("delivery", stream.next()).await.unwrap().unwrap();
+    within("dead_letter", d.dead_letter("no good".into()))
+        .await
+        .unwrap();
+    broker.wait_ready(&own_dlq, 1).await;
+    let got = broker.get(&own_dlq).await.unwrap();
+    assert_eq!(got.delivery.data, job.encode().unwrap());
+    assert!(
+        header(&got, "x-death-reason").is_none(),
+        "queuey published instead of rejecting"
+    );
+    assert!(
+        header(&got, "x-death").is_some(),
+        "not dead-lettered by the broker"
+    );
+    assert!(!broker.exists(&format!("{q}.dead")).await);
+}

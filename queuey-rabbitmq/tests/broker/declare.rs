@@ -1,0 +1,346 @@
+//! `declare`: the queues it creates, their arguments, and its refusals.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::types::AMQPValue;
+use queuey_core::{Backend, BackendErrorKind, Error, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{envelope, kind, table, text, within};
+
+fn is_precondition_failed(result: &Result<(), lapin::Error>) -> bool {
+    match result {
+        Err(e) => e.to_string().contains("PRECONDITION_FAILED"),
+        Ok(()) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declare_is_idempotent_and_queues_have_the_documented_arguments() {
+    let broker = broker!("declare_is_idempotent_and_queues_have_the_documented_arguments");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("args");
+    let ttl_q = broker.queue("ttl");
+    let transient_q = broker.queue("transient");
+    let configs = [
+        QueueConfig::new(&q),
+        QueueConfig::new(&ttl_q)
+            .message_ttl(Duration::from_secs(60))
+            .max_priority(3),
+        QueueConfig::new(&transient_q)
+            .durable(false)
+            .max_priority(0),
+    ];
+    within("declare", backend.declare(&configs))
+        .await
+        .expect("first declare");
+    within("declare", backend.declare(&configs))
+        .await
+        .expect("declare is idempotent");
+
+    let classic = ("x-queue-type", text("classic"));
+    // An equivalent declaration is accepted; the broker compares values, not
+    // integer widths, and refuses any difference with PRECONDITION_FAILED.
+    let q_args = [
+        classic.clone(),
+        ("x-max-priority", AMQPValue::ShortShortUInt(10)),
+    ];
+    assert!(broker.declare_raw(&q, true, table(&q_args)).await.is_ok());
+    let other = [
+        classic.clone(),
+        ("x-max-priority", AMQPValue::ShortShortUInt(5)),
+    ];
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&q, true, table(&other)).await
+    ));
+    let quorum = [
+        ("x-queue-type", text("quorum")),
+        ("x-max-priority", AMQPValue::ShortShortUInt(10)),
+    ];
+    assert!(broker.declare_raw(&q, true, table(&quorum)).await.is_err());
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&q, false, table(&q_args)).await
+    ));
+
+    let ttl_args = [
+        classic.clone(),
+        ("x-message-ttl", AMQPValue::LongInt(60_000)),
+        ("x-max-priority", AMQPValue::LongInt(3)),
+    ];
+    assert!(
+        broker
+            .declare_raw(&ttl_q, true, table(&ttl_args))
+            .await
+            .is_ok()
+    );
+    let shorter = [
+        classic.clone(),
+        ("x-message-ttl", AMQPValue::LongInt(30_000)),
+        ("x-max-priority", AMQPValue::LongInt(3)),
+    ];
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&ttl_q, true, table(&shorter)).await
+    ));
+
+    // max_priority(0) declares no x-max-priority; durable(false) a transient queue.
+    assert!(
+        broker
+            .declare_raw(&transient_q, false, table(std::slice::from_ref(&classic)))
+            .await
+            .is_ok()
+    );
+
+    // q.dead: the queue type only, durable like q.
+    let dead = format!("{q}.dead");
+    assert!(
+        broker
+            .declare_raw(&dead, true, table(std::slice::from_ref(&classic)))
+            .await
+            .is_ok()
+    );
+    let with_priority = [classic.clone(), ("x-max-priority", AMQPValue::LongInt(10))];
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&dead, true, table(&with_priority)).await
+    ));
+
+    // The broker's own listing agrees: every queue is classic.
+    let listing = broker
+        .rabbitmqctl(&[
+            "list_queues",
+            "name",
+            "type",
+            "durable",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+    for (name, durable) in [
+        (&q, "true"),
+        (&dead, "true"),
+        (&ttl_q, "true"),
+        (&transient_q, "false"),
+    ] {
+        let line = listing
+            .lines()
+            .find(|l| l.split('\t').next() == Some(name.as_str()))
+            .unwrap_or_else(|| panic!("{name} not listed"));
+        assert!(line.contains("classic"), "{line}");
+        assert!(line.ends_with(durable), "{line}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_queues_have_the_documented_arguments() {
+    let broker = broker!("hold_queues_have_the_documented_arguments");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("hold-args");
+    let hold = broker.hold(&q, 30_000);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    // 29.2 s rounds up to the 30 s hold queue.
+    let job = envelope(&q, 1);
+    within(
+        "publish_after",
+        backend.publish_after(&job, Duration::from_millis(29_200)),
+    )
+    .await
+    .expect("hold publish");
+
+    let expected = [
+        ("x-queue-type", text("classic")),
+        ("x-message-ttl", AMQPValue::LongInt(30_000)),
+        ("x-dead-letter-exchange", text("")),
+        ("x-dead-letter-routing-key", text(&q)),
+        ("x-expires", AMQPValue::LongInt(60_000)),
+    ];
+    assert!(
+        broker
+            .declare_raw(&hold, true, table(&expected))
+            .await
+            .is_ok()
+    );
+    let mut longer = expected.to_vec();
+    longer[4] = ("x-expires", AMQPValue::LongInt(90_000));
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&hold, true, table(&longer)).await
+    ));
+    let mut prioritised = expected.to_vec();
+    prioritised.push(("x-max-priority", AMQPValue::LongInt(10)));
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&hold, true, table(&prioritised)).await
+    ));
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&hold, false, table(&expected)).await
+    ));
+    assert_eq!(broker.ready(&hold).await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_without_priorities_is_refused_and_publishing_still_works() {
+    let broker = broker!("a_queue_without_priorities_is_refused_and_publishing_still_works");
+    let backend = broker
+        .backend(RabbitMqOptions::default().publish_concurrency(1))
+        .await;
+    let q = broker.queue("legacy");
+    // A queue created before priorities existed: no x-max-priority.
+    broker.declare_raw(&q, true, table(&[])).await.unwrap();
+
+    let e = within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused);
+    let text = e.to_string();
+    assert!(text.contains("PRECONDITION_FAILED"), "{text}");
+    assert!(text.contains("x-max-priority"), "{text}");
+    assert!(text.contains("max_priority(0)"), "{text}");
+
+    // The refusal closed only the declaring channel.
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("publishing still works");
+    assert_eq!(broker.ready(&q).await, 1);
+    // max_priority(0) declares the queue as it was.
+    within(
+        "declare",
+        backend.declare(&[QueueConfig::new(&q).max_priority(0)]),
+    )
+    .await
+    .expect("max_priority(0) matches the old queue");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked() {
+    let broker = broker!("a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("foreign-hold");
+    let hold = broker.hold(&q, 1_000);
+    let config = QueueConfig::new(&q).prefetch(1);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    // Someone else made the 1 s hold queue with other arguments.
+    let foreign = [("x-message-ttl", AMQPValue::LongInt(5_000))];
+    broker
+        .declare_raw(&hold, true, table(&foreign))
+        .await
+        .unwrap();
+    within("publish", backend.publish(&envelope(&q, 7)))
+        .await
+        .unwrap();
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
+    let next = delivery.envelope().next_attempt();
+    let e = within("retry", delivery.retry(next, Duration::from_millis(400)))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused);
+    assert!(
+        e.to_string().contains(&format!("declaring queue `{hold}`")),
+        "{e}"
+    );
+    assert!(e.to_string().contains("PRECONDITION_FAILED"), "{e}");
+
+    // Nothing was acked: the message is unacknowledged on the consumer's channel.
+    let listing = broker
+        .rabbitmqctl(&[
+            "list_queues",
+            "name",
+            "messages_unacknowledged",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+    assert!(listing.lines().any(|l| l == format!("{q}\t1")), "{listing}");
+    assert_eq!(broker.ready(&hold).await, 0);
+
+    // Once the consumer's channel closes, the broker delivers it again.
+    drop(stream);
+    let mut again = within("consume", backend.consume(&config)).await.unwrap();
+    let redelivered = within("redelivery", again.next()).await.unwrap().unwrap();
+    assert!(redelivered.redelivered());
+    assert_eq!(crate::support::n_of(redelivered.envelope()), 7);
+    within("ack", redelivered.ack()).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_happen_before_anything_is_created() {
+    let broker = broker!("refusals_happen_before_anything_is_created");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+
+    // A hold onto a queue this backend did not declare.
+    let q = broker.queue("unknown");
+    broker.declare_raw(&q, true, table(&[])).await.unwrap();
+    for result in [
+        within(
+            "publish_after",
+            backend.publish_after(&envelope(&q, 1), Duration::from_secs(1)),
+        )
+        .await,
+        within(
+            "defer",
+            backend.defer(&envelope(&q, 1), Duration::from_secs(1)),
+        )
+        .await,
+    ] {
+        assert!(
+            matches!(result, Err(Error::UnknownQueue { ref queue }) if *queue == q),
+            "{result:?}"
+        );
+    }
+    assert!(!broker.exists(&format!("{q}.deferred.1000")).await);
+
+    // A delay over the cap once rounded up.
+    let declared = broker.queue("too-long");
+    within("declare", backend.declare(&[QueueConfig::new(&declared)]))
+        .await
+        .unwrap();
+    let just_under = Duration::from_millis(queuey_rabbitmq::topology::MAX_DEFERRAL_MS - 10);
+    let e = within(
+        "publish_after",
+        backend.publish_after(&envelope(&declared, 1), just_under),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::DelayTooLong {
+                delay_ms: 2_147_484_000,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        !broker
+            .exists(&format!("{declared}.deferred.2147484000"))
+            .await
+    );
+
+    // A name that leaves no room for its hold queues: 241 + 20 = 261 bytes.
+    let long = format!("queuey-test.{}", "n".repeat(241 - 12));
+    broker.track(&long);
+    broker.track(&format!("{long}.dead"));
+    assert_eq!(long.len(), 241);
+    let ok = broker.queue("fine");
+    let e = within(
+        "declare",
+        backend.declare(&[QueueConfig::new(&ok), QueueConfig::new(&long)]),
+    )
+    .await
+    .unwrap_err();
+    let expected = format!(
+        "queue `{long}` leaves no room for its hold queues: `{long}.deferred.2147483647` is 261 bytes, \
+         over the 255-byte AMQP limit"
+    );
+    assert!(
+        matches!(e, Error::InvalidConfig(ref m) if *m == expected),
+        "{e}"
+    );
+    // Nothing was created, not even the valid queue before it.
+    assert!(!broker.exists(&long).await);
+    assert!(!broker.exists(&ok).await);
+}

@@ -1,0 +1,61 @@
+//! Tests against a real RabbitMQ.
+//!
+//! They read `AMQP_URL` (for example `amqp://guest:guest@127.0.0.1:5672/%2f`);
+//! without it each test prints a notice and passes, unless
+//! `QUEUEY_REQUIRE_BROKER=1`, which turns the skip into a failure. Each test
+//! names its queues with a fresh UUID and deletes them (hold and dead-letter
+//! queues included) when it ends, even by panicking; each names its
+//! connections uniquely and only ever closes its own; assertions go through
+//! a second, plain lapin connection or `rabbitmqctl`. Tests run in parallel
+//! against one broker.
+//!
+//! # Checklist: each statement of the seed documents, and its proof
+//!
+//! Unit tests live beside the code (`src/*.rs`); broker tests are here.
+//!
+//! | statement | proven by |
+//! |---|---|
+//! | one connection; confirm-mode publishing channels, nothing declared on them, one publish at a time each | `publish::concurrent_publishes_never_misattribute_returns` (2 000 publishes from 200 tasks, one in ten unroutable, through 1 channel and through 8: none misattributed) |
+//! | a publishing channel closed by a channel exception is reopened on next use; a refused declaration does not take publishing down | `publish::a_publishing_channel_closed_by_the_broker_is_reopened`, `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
+//! | hold declarations on their own channel; a refusal leaves the rest working | `declare::a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked` |
+//! | a fresh channel per consume with `basic_qos(prefetch, global = false)` | `consume::prefetch_bounds_unacknowledged_deliveries` |
+//! | a throwaway channel per declare | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
+//! | default exchange, routing key = queue, mandatory, persistent, confirmed; only a bare ack is success | `publish::properties_on_the_wire`, `publish::a_publish_to_a_missing_queue_is_no_route` |
+//! | the three error texts (nack, 312 NO_ROUTE, confirms not enabled) | `publish::a_nack_is_an_error`, `publish::a_publish_to_a_missing_queue_is_no_route`; unit `error::tests::the_three_seed_messages` |
+//! | a return carrying another message's id is an alarm | unit `error::tests::another_messages_return_is_an_alarm_not_a_success` |
+//! | `q`: durable per config, `x-message-ttl`, `x-max-priority` when `Some`, classic | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments`; unit `topology::tests::work_queue_arguments_follow_the_config` |
+//! | `q.dead`: no arguments but the classic type | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
+//! | hold queue `q.deferred.{ttl}`: TTL, DLX `""`, routing key `q`, `x-expires = 2 * ttl`, classic, durable, no priority | `declare::hold_queues_have_the_documented_arguments`; unit `topology::tests::hold_queue_arguments_expire_after_twice_the_ttl`, `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
+//! | `declare` is idempotent | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
+//! | `PRECONDITION_FAILED` (a `q` without `x-max-priority`) surfaces from `declare`; `max_priority(0)` declares it as before | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
+//! | delays rounded up, never early; zero granularity clamped to 1 ms | `holds::holds_are_never_early_and_arrive_within_a_margin`; unit `topology::tests::holds_are_never_early` (proptest) |
+//! | the hold queue is declared right before every publish and deletes itself once idle | `holds::an_idle_hold_queue_deletes_itself`, `declare::hold_queues_have_the_documented_arguments` |
+//! | a hold needs the queue declared through this backend (`UnknownQueue`) | `declare::refusals_happen_before_anything_is_created` |
+//! | the delay must fit, checked after rounding (`DelayTooLong`) | `declare::refusals_happen_before_anything_is_created`; unit `topology::tests::hold_names_refuse_zero_and_too_long_delays` |
+//! | the name must leave room for its hold queues; refused before anything is created, with the seed's message | `declare::refusals_happen_before_anything_is_created`; unit `topology::tests::room_for_hold_queues_is_checked_with_the_seed_message`, proptests `hold_names_fit_or_fail`, `hold_names_are_injective` |
+//! | failures happen before the ack: the original stays unacked and comes back | `declare::a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked` |
+//! | a deferral carries the top priority and overtakes the backlog | `holds::a_deferral_overtakes_the_backlog` |
+//! | a retry carries priority 0 and keeps FIFO | `holds::a_retry_joins_the_back_of_the_queue` |
+//! | dead letters: `x-death-reason` (capped), `x-original-queue`, `x-attempts`, body verbatim | `dead_letters::dead_letters_carry_their_headers_and_the_body_verbatim`; unit `properties::tests::reasons_are_capped_on_a_char_boundary` |
+//! | a malformed body goes verbatim to `q.dead` with `malformed envelope`, is acked, never reaches the stream | `consume::a_malformed_body_goes_verbatim_to_the_dead_letter_queue` |
+//! | `declare_dead_letter_queues(false)`: no `q.dead`; dead letters rejected to the broker's policy | `dead_letters::without_dead_letter_queues_the_brokers_policy_applies` |
+//! | `x-death`, `x-first-death-*`, `x-last-death-*`, `CC`, `BCC` never copied | `dead_letters::republishes_never_carry_cc_bcc_or_death_headers`, `consume::a_malformed_body_goes_verbatim_to_the_dead_letter_queue` |
+//! | properties: persistent, JSON, message id = job id, type, priority, timestamp | `publish::properties_on_the_wire`; unit `properties::tests::job_properties_round_trip` |
+//! | body size checked before publishing (16 MiB default) | `publish::an_oversize_body_is_refused_before_publishing` |
+//! | consumer tags `queuey.{queue}.{nanos:x}.{sequence}`, queue cut to 160 bytes | `consume::consumer_tags_and_the_connection_name_show_on_the_broker`; unit `consumer::tests` |
+//! | the connection name (and client properties) show on the broker | `consume::consumer_tags_and_the_connection_name_show_on_the_broker` |
+//! | connection loss: stream yields `Err` (ConnectionLost) then ends; later calls fail; nothing acked | `connection::a_lost_connection_ends_streams_with_an_error_and_acks_nothing` |
+//! | a broker-side cancel ends the stream with `None` | `consume::a_broker_side_cancel_ends_the_stream` |
+//! | `close()` ends streams; later calls fail | `connection::close_ends_streams_and_later_calls_fail` |
+//! | the password never appears in `Debug`, errors or logs | `connection::the_password_never_shows_in_debug_errors_or_logs`; unit `uri::tests` |
+//! | option defaults | unit `options::tests::defaults` |
+
+#[macro_use]
+mod support;
+
+mod connection;
+mod consume;
+mod dead_letters;
+mod declare;
+mod holds;
+mod publish;

@@ -1,0 +1,250 @@
+//! Publishing: confirms, returns, nacks, properties, the size check and the
+//! confirm/return attribution under load.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::types::AMQPValue;
+use queuey_core::{Backend, BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{envelope, kind, table, text, within};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_a_missing_queue_is_no_route() {
+    let broker = broker!("a_publish_to_a_missing_queue_is_no_route");
+    // As with Producer::new_undeclared: nothing declared, nothing there.
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let missing = broker.queue("missing");
+    let e = within("publish", backend.publish(&envelope(&missing, 1)))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Unroutable);
+    assert_eq!(
+        e.to_string(),
+        format!("broker returned the message published to `{missing}` as unroutable: 312 NO_ROUTE")
+    );
+    assert!(!broker.exists(&missing).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nack_is_an_error() {
+    let broker = broker!("a_nack_is_an_error");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("full");
+    let args = [
+        ("x-queue-type", text("classic")),
+        ("x-max-length", AMQPValue::LongInt(1)),
+        ("x-overflow", text("reject-publish")),
+    ];
+    broker.declare_raw(&q, true, table(&args)).await.unwrap();
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("first fits");
+    let e = within("publish", backend.publish(&envelope(&q, 2)))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Nacked);
+    assert_eq!(
+        e.to_string(),
+        format!("broker nacked the message published to `{q}`")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn properties_on_the_wire() {
+    let broker = broker!("properties_on_the_wire");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("props");
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    let job = envelope(&q, 1).with_priority(3);
+    within("publish", backend.publish(&job)).await.unwrap();
+
+    let msg = broker.get(&q).await.expect("message");
+    let p = &msg.delivery.properties;
+    assert_eq!(*p.delivery_mode(), Some(2));
+    assert_eq!(
+        p.content_type().as_ref().map(|s| s.as_str()),
+        Some("application/json")
+    );
+    assert_eq!(
+        p.message_id().as_ref().map(|s| s.to_string()),
+        Some(job.job_id.to_string())
+    );
+    assert_eq!(p.kind().as_ref().map(|s| s.as_str()), Some("test_job"));
+    assert_eq!(*p.priority(), Some(3));
+    assert_eq!(*p.timestamp(), Some(job.enqueued_at_ms / 1000));
+    assert!(p.headers().is_none());
+    assert_eq!(msg.delivery.data, job.encode().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversize_body_is_refused_before_publishing() {
+    let broker = broker!("an_oversize_body_is_refused_before_publishing");
+    let backend = broker
+        .backend(
+            RabbitMqOptions::default()
+                .publish_concurrency(1)
+                .max_message_size(4096),
+        )
+        .await;
+    let q = broker.queue("oversize");
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+
+    let payload = serde_json::value::to_raw_value(&"x".repeat(8192)).unwrap();
+    let big = queuey_core::Envelope::new("t", q.as_str(), payload);
+    let e = within("publish", backend.publish(&big)).await.unwrap_err();
+    assert!(
+        matches!(e, Error::MessageTooLarge { ref queue, limit: 4096, size } if *queue == q && size > 8192),
+        "{e:?}"
+    );
+    // A hold checks the size before it declares the hold queue.
+    let e = within(
+        "publish_after",
+        backend.publish_after(&big, Duration::from_secs(1)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, Error::MessageTooLarge { .. }), "{e:?}");
+    assert!(!broker.exists(&broker.hold(&q, 1_000)).await);
+    // The single publishing channel is still usable.
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("next publish works");
+    assert_eq!(broker.ready(&q).await, 1);
+
+    // The default limit is RabbitMQ 4's 16 MiB.
+    let default = broker.backend(RabbitMqOptions::default()).await;
+    let payload = serde_json::value::to_raw_value(&"x".repeat(MAX_MESSAGE_BYTES)).unwrap();
+    let huge = queuey_core::Envelope::new("t", q.as_str(), payload);
+    let e = within("publish", default.publish(&huge)).await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::MessageTooLarge {
+                limit: MAX_MESSAGE_BYTES,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(broker.ready(&q).await, 1);
+}
+
+/// A publishing channel closed by a channel exception is reopened on next
+/// use. The broker's own size limit is lowered for a moment so that a
+/// publish the backend lets through makes the broker close the channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publishing_channel_closed_by_the_broker_is_reopened() {
+    let broker = broker!("a_publishing_channel_closed_by_the_broker_is_reopened");
+    let q = broker.queue("reopen");
+    broker.declare_raw(&q, true, table(&[])).await.unwrap();
+    let original = broker
+        .rabbitmqctl(&["eval", "application:get_env(rabbit, max_message_size)."])
+        .await;
+    let original: u64 = original
+        .trim()
+        .trim_start_matches("{ok,")
+        .trim_end_matches('}')
+        .parse()
+        .unwrap_or(134_217_728);
+    let _restore = RestoreMaxMessageSize(original);
+    broker
+        .rabbitmqctl(&[
+            "eval",
+            "application:set_env(rabbit, max_message_size, 65536).",
+        ])
+        .await;
+    // One channel, opened now, under the lowered limit.
+    let backend = broker
+        .backend(RabbitMqOptions::default().publish_concurrency(1))
+        .await;
+    let payload = serde_json::value::to_raw_value(&"x".repeat(100_000)).unwrap();
+    let big = queuey_core::Envelope::new("t", q.as_str(), payload);
+    let e = within("publish", backend.publish(&big)).await.unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+    assert!(e.to_string().contains("PRECONDITION_FAILED"), "{e}");
+    // The next publish gets a new channel.
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .expect("the publishing channel was reopened");
+    assert_eq!(broker.ready(&q).await, 1);
+    assert!(backend.is_connected());
+}
+
+struct RestoreMaxMessageSize(u64);
+
+impl Drop for RestoreMaxMessageSize {
+    fn drop(&mut self) {
+        let expr = format!("application:set_env(rabbit, max_message_size, {}).", self.0);
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["eval", &expr])
+            .output();
+    }
+}
+
+/// The confirm/return trap: with several publishes in flight on one confirm
+/// channel, lapin can hand a return to the wrong publish (or an ack to the
+/// wrong message). Thousands of concurrent publishes from many tasks, one in
+/// ten unroutable, through a single publishing channel and through the
+/// default pool: each unroutable one must fail and each routable one succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_publishes_never_misattribute_returns() {
+    let broker = broker!("concurrent_publishes_never_misattribute_returns");
+    for channels in [1, RabbitMqOptions::default().get_publish_concurrency()] {
+        let options = RabbitMqOptions::default().publish_concurrency(channels);
+        stress(&broker, options, &format!("stress-{channels}")).await;
+    }
+}
+
+async fn stress(broker: &crate::support::Broker, options: RabbitMqOptions, label: &str) {
+    const TOTAL: u32 = 2_000;
+    const EVERY: u32 = 10;
+    const TASKS: u32 = 200;
+    let backend = Arc::new(broker.backend(options).await);
+    let q = broker.queue(label);
+    let missing = broker.queue(&format!("{label}-missing"));
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let backend = Arc::clone(&backend);
+        let (q, missing) = (q.clone(), missing.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut wrong = Vec::new();
+            for n in (t..TOTAL).step_by(TASKS as usize) {
+                let unroutable = n % EVERY == 0;
+                let target = if unroutable { &missing } else { &q };
+                let result = backend.publish(&envelope(target, n)).await;
+                match (unroutable, &result) {
+                    (false, Ok(())) => {}
+                    (true, Err(e)) if kind(e) == BackendErrorKind::Unroutable => {}
+                    _ => wrong.push((n, format!("{result:?}"))),
+                }
+            }
+            wrong
+        }));
+    }
+    let mut wrong = Vec::new();
+    for task in tasks {
+        wrong.extend(within("publisher task", task).await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        wrong.is_empty(),
+        "{label}: {} wrong: {wrong:?}",
+        wrong.len()
+    );
+    assert_eq!(broker.ready(&q).await, TOTAL - TOTAL / EVERY);
+    eprintln!(
+        "{label}: {TOTAL} publishes ({} unroutable) in {elapsed:?}",
+        TOTAL / EVERY
+    );
+}

@@ -1,0 +1,444 @@
+//! Shared test harness: broker address, unique names, cleanup, a raw lapin
+//! connection for assertions, `rabbitmqctl`, and log capture.
+
+use std::fmt::Write as _;
+use std::future::Future;
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use lapin::message::BasicGetMessage;
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
+    QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use queuey_core::{BackendErrorKind, Envelope, Error};
+use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::layer::{Context, SubscriberExt};
+
+/// Every wait in these tests is bounded by this unless it says otherwise.
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
+
+/// Awaits `f`, failing the test if it takes longer than [`WAIT`].
+pub(crate) async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {WAIT:?}: {what}"),
+    }
+}
+
+/// The broker URL, or `None` (after a notice) when the tests should skip.
+pub(crate) fn amqp_url(test: &str) -> Option<String> {
+    match std::env::var("AMQP_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+            panic!(
+                "{test}: AMQP_URL is not set but QUEUEY_REQUIRE_BROKER=1 requires the broker tests to run"
+            )
+        }
+        _ => {
+            // Straight to stderr, past the test harness's output capture, so
+            // the skip is visible in a plain `cargo test`.
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping {test}: set AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/%2f) to run it"
+            );
+            None
+        }
+    }
+}
+
+/// Gets the test's [`Broker`] or returns from the test (skip).
+macro_rules! broker {
+    ($name:expr) => {
+        match $crate::support::Broker::new($name).await {
+            Some(broker) => broker,
+            None => return,
+        }
+    };
+}
+
+/// One test's view of the broker. Deletes every queue it named on drop,
+/// even when the test panicked.
+pub(crate) struct Broker {
+    pub(crate) url: String,
+    pub(crate) raw: Connection,
+    id: String,
+    queues: Mutex<Vec<String>>,
+}
+
+impl Broker {
+    pub(crate) async fn new(test: &str) -> Option<Broker> {
+        let url = amqp_url(test)?;
+        install_log_capture();
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let props = ConnectionProperties::default()
+            .with_connection_name(format!("queuey-test-raw-{id}").into());
+        let raw = within("raw connect", Connection::connect(&url, props))
+            .await
+            .expect("raw connection to the test broker");
+        Some(Broker {
+            url,
+            raw,
+            id,
+            queues: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A fresh queue name, tracked (with its `.dead` companion) for cleanup.
+    pub(crate) fn queue(&self, label: &str) -> String {
+        let name = format!("queuey-test.{label}.{}", uuid::Uuid::new_v4().simple());
+        self.track(&name);
+        self.track(&format!("{name}.dead"));
+        name
+    }
+
+    /// Tracks another queue name for cleanup.
+    pub(crate) fn track(&self, name: &str) {
+        self.queues.lock().unwrap().push(name.to_owned());
+    }
+
+    /// The hold queue of `queue` for `ms`, tracked for cleanup.
+    pub(crate) fn hold(&self, queue: &str, ms: u64) -> String {
+        let name = format!("{queue}.deferred.{ms}");
+        self.track(&name);
+        name
+    }
+
+    /// A connection name unique to this test.
+    pub(crate) fn connection_name(&self, label: &str) -> String {
+        format!("queuey-test-{label}-{}", self.id)
+    }
+
+    /// A backend with its own uniquely named connection.
+    pub(crate) async fn backend(&self, options: RabbitMqOptions) -> RabbitMqBackend {
+        let options = options.connection_name(self.connection_name("backend"));
+        within(
+            "backend connect",
+            RabbitMqBackend::with_options(&self.url, options),
+        )
+        .await
+        .expect("backend connects")
+    }
+
+    pub(crate) async fn channel(&self) -> Channel {
+        within("raw channel", self.raw.create_channel())
+            .await
+            .expect("raw channel")
+    }
+
+    /// Declares a queue on a fresh raw channel.
+    pub(crate) async fn declare_raw(
+        &self,
+        queue: &str,
+        durable: bool,
+        args: FieldTable,
+    ) -> Result<(), lapin::Error> {
+        let ch = self.channel().await;
+        let opts = QueueDeclareOptions {
+            durable,
+            ..QueueDeclareOptions::default()
+        };
+        within("raw declare", ch.queue_declare(queue.into(), opts, args))
+            .await
+            .map(drop)
+    }
+
+    /// Ready messages on a queue (passive declare: use only on queues
+    /// whose expiry does not matter).
+    pub(crate) async fn ready(&self, queue: &str) -> u32 {
+        let ch = self.channel().await;
+        let opts = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        within(
+            "passive declare",
+            ch.queue_declare(queue.into(), opts, FieldTable::default()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("queue `{queue}` should exist: {e}"))
+        .message_count()
+    }
+
+    /// Whether the queue exists (a passive declare).
+    pub(crate) async fn exists(&self, queue: &str) -> bool {
+        let ch = self.channel().await;
+        let opts = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        within(
+            "passive declare",
+            ch.queue_declare(queue.into(), opts, FieldTable::default()),
+        )
+        .await
+        .is_ok()
+    }
+
+    /// Waits until `queue` has `n` ready messages.
+    pub(crate) async fn wait_ready(&self, queue: &str, n: u32) {
+        within(&format!("{n} ready on {queue}"), async {
+            while self.ready(queue).await != n {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+    }
+
+    /// Takes one message off a queue (auto-ack).
+    pub(crate) async fn get(&self, queue: &str) -> Option<BasicGetMessage> {
+        let ch = self.channel().await;
+        within(
+            "basic.get",
+            ch.basic_get(queue.into(), BasicGetOptions { no_ack: true }),
+        )
+        .await
+        .expect("basic.get")
+    }
+
+    /// Publishes raw bytes with a confirm.
+    pub(crate) async fn publish_raw(&self, queue: &str, body: &[u8], props: BasicProperties) {
+        let ch = self.channel().await;
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirm mode");
+        let confirm = within(
+            "raw publish",
+            ch.basic_publish(
+                ShortString::default(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                body,
+                props,
+            ),
+        )
+        .await
+        .expect("raw publish");
+        assert!(
+            within("raw confirm", confirm)
+                .await
+                .expect("raw confirm")
+                .is_ack()
+        );
+    }
+
+    /// Runs `rabbitmqctl` with the arguments and returns its standard output.
+    pub(crate) async fn rabbitmqctl(&self, args: &[&str]) -> String {
+        rabbitmqctl(args).await
+    }
+
+    /// Closes, from the broker's side, the connection whose client
+    /// properties contain `name`; only ever our own.
+    pub(crate) async fn close_connection(&self, name: &str) {
+        let list = rabbitmqctl(&[
+            "list_connections",
+            "pid",
+            "client_properties",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+        let pid = list
+            .lines()
+            .find(|l| l.contains(name))
+            .and_then(|l| l.split('\t').next())
+            .unwrap_or_else(|| panic!("no connection named {name} in:\n{list}"))
+            .to_owned();
+        rabbitmqctl(&["close_connection", &pid, "queuey test: forced close"]).await;
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let queues = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|p| p.into_inner()));
+        let url = self.url.clone();
+        // A runtime of its own, so cleanup also runs after a panic.
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let props = ConnectionProperties::default()
+                    .with_connection_name("queuey-test-cleanup".into());
+                let Ok(conn) = Connection::connect(&url, props).await else {
+                    return;
+                };
+                for queue in queues {
+                    if let Ok(ch) = conn.create_channel().await {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()),
+                        )
+                        .await;
+                        let _ = ch.close(200, ShortString::default()).await;
+                    }
+                }
+                let _ = conn.close(200, ShortString::default()).await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+pub(crate) async fn rabbitmqctl(args: &[&str]) -> String {
+    let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    let out = within(
+        "rabbitmqctl",
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new("rabbitmqctl")
+                .args(&args)
+                .output()
+        }),
+    )
+    .await
+    .expect("rabbitmqctl task")
+    .expect("rabbitmqctl runs");
+    assert!(
+        out.status.success(),
+        "rabbitmqctl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// An envelope with a small JSON payload.
+pub(crate) fn envelope(queue: &str, n: u32) -> Envelope {
+    let payload = serde_json::value::to_raw_value(&serde_json::json!({ "n": n })).expect("payload");
+    Envelope::new("test_job", queue, payload)
+}
+
+/// The payload's `n`.
+pub(crate) fn n_of(envelope: &Envelope) -> u32 {
+    envelope.payload_as::<serde_json::Value>().expect("payload")["n"]
+        .as_u64()
+        .expect("n") as u32
+}
+
+/// The kind of a backend error (panics for other errors).
+pub(crate) fn kind(e: &Error) -> BackendErrorKind {
+    match e {
+        Error::Backend(b) => b.kind(),
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+}
+
+/// A field table with string arguments as long strings and integers as
+/// 32-bit integers, built independently of the backend's own code.
+pub(crate) fn table(entries: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in entries {
+        t.insert((*k).into(), v.clone());
+    }
+    t
+}
+
+pub(crate) fn text(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+/// A header's value as text (strings) or `i64:N` (integers).
+pub(crate) fn header(msg: &BasicGetMessage, key: &str) -> Option<String> {
+    let headers = msg.delivery.properties.headers().as_ref()?;
+    headers.inner().get(key).map(|v| match v {
+        AMQPValue::LongString(s) => String::from_utf8_lossy(s.as_bytes()).into_owned(),
+        AMQPValue::LongLongInt(n) => format!("i64:{n}"),
+        AMQPValue::LongInt(n) => format!("i32:{n}"),
+        other => format!("{other:?}"),
+    })
+}
+
+pub(crate) fn header_names(msg: &BasicGetMessage) -> Vec<String> {
+    msg.delivery
+        .properties
+        .headers()
+        .as_ref()
+        .map(|h| h.inner().keys().map(|k| k.as_str().to_owned()).collect())
+        .unwrap_or_default()
+}
+
+// ===== log capture =====
+
+static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static EVENTS: AtomicUsize = AtomicUsize::new(0);
+
+/// Every event and span field of every test, at every level, is checked
+/// against the registered secrets.
+fn install_log_capture() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let subscriber = tracing_subscriber::registry().with(SecretScanner);
+        let _ = tracing::subscriber::set_global_default(subscriber);
+    });
+}
+
+/// Registers a secret that must never appear in any log line.
+pub(crate) fn watch_secret(secret: &str) {
+    SECRETS.lock().unwrap().push(secret.to_owned());
+}
+
+/// Log lines that contained a registered secret, and how many events were seen.
+pub(crate) fn log_leaks() -> (Vec<String>, usize) {
+    (
+        LEAKS.lock().unwrap().clone(),
+        EVENTS.load(Ordering::Relaxed),
+    )
+}
+
+struct SecretScanner;
+
+struct Collect(String);
+
+impl Visit for Collect {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let _ = write!(self.0, " {}={value:?}", field.name());
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let _ = write!(self.0, " {}={value}", field.name());
+    }
+}
+
+fn scan(line: &str) {
+    let secrets = SECRETS.lock().unwrap();
+    if secrets.iter().any(|s| line.contains(s.as_str())) {
+        LEAKS.lock().unwrap().push(line.to_owned());
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
+    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+        EVENTS.fetch_add(1, Ordering::Relaxed);
+        let mut line = Collect(event.metadata().target().to_owned());
+        event.record(&mut line);
+        scan(&line.0);
+    }
+
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: Context<'_, S>,
+    ) {
+        let mut line = Collect(attrs.metadata().name().to_owned());
+        attrs.record(&mut line);
+        scan(&line.0);
+    }
+
+    fn on_record(
+        &self,
+        _: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _: Context<'_, S>,
+    ) {
+        let mut line = Collect(String::new());
+        values.record(&mut line);
+        scan(&line.0);
+    }
+}
