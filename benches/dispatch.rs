@@ -50,7 +50,9 @@ impl JobHandler for NoopHandler {
 
 fn request(queue: &Arc<str>) -> JobRequest<Noop> {
     JobRequest::new(
-        Noop { body: String::new() },
+        Noop {
+            body: String::new(),
+        },
         JobContext::new(Uuid::nil(), Arc::clone(queue)),
     )
 }
@@ -76,7 +78,9 @@ fn dispatch(c: &mut Criterion) {
         .layer(DeadLetterLayer::new())
         .layer(RetryLayer::default())
         .layer(DeferOn429::new());
-    let default_stack = default_layers.clone().service(HandlerService::new(NoopHandler));
+    let default_stack = default_layers
+        .clone()
+        .service(HandlerService::new(NoopHandler));
     let with_timeout = default_layers
         .layer(TimeoutLayer::new(Duration::from_secs(300)))
         .service(HandlerService::new(NoopHandler));
@@ -98,7 +102,9 @@ fn dispatch(c: &mut Criterion) {
 fn envelope(c: &mut Criterion) {
     let mut group = c.benchmark_group("envelope");
     for size in [200usize, 20 * 1024] {
-        let job = Noop { body: "x".repeat(size) };
+        let job = Noop {
+            body: "x".repeat(size),
+        };
         let payload = serde_json::value::to_raw_value(&job).expect("encodable");
         let env = Envelope::new("noop", "bench.work", payload);
         let bytes = env.encode().expect("encodable");
@@ -123,7 +129,13 @@ fn holds(c: &mut Criterion) {
         b.iter(|| black_box(round_up_ms(black_box(Duration::from_millis(1_234)), second)))
     });
     group.bench_function("hold_delay_ms", |b| {
-        b.iter(|| black_box(hold_delay_ms("bench.work", black_box(Duration::from_millis(1_234)), second)))
+        b.iter(|| {
+            black_box(hold_delay_ms(
+                "bench.work",
+                black_box(Duration::from_millis(1_234)),
+                second,
+            ))
+        })
     });
     group.finish();
 }
@@ -141,14 +153,22 @@ fn memory_round_trip(c: &mut Criterion) {
         .block_on(backend.consume(&BenchQueues::Work.config()))
         .expect("consuming");
     let stream = tokio::sync::Mutex::new(stream);
-    let job = Noop { body: "x".repeat(200) };
+    let job = Noop {
+        body: "x".repeat(200),
+    };
 
     let mut group = c.benchmark_group("memory_backend");
     group.throughput(Throughput::Elements(1));
     group.bench_function("enqueue_consume_ack", |b| {
         b.to_async(&runtime).iter(|| async {
             producer.enqueue(&job).await.expect("enqueued");
-            let delivery = stream.lock().await.next().await.expect("a delivery").expect("no error");
+            let delivery = stream
+                .lock()
+                .await
+                .next()
+                .await
+                .expect("a delivery")
+                .expect("no error");
             delivery.ack().await.expect("acked");
         })
     });
