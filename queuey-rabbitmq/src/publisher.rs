@@ -64,7 +64,13 @@ impl Publisher {
         })?;
         let _permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
         let mut slot = self.free_slot().await;
-        let channel = open(&mut slot, connection).await?;
+        // The channel leaves its slot for the whole publish and goes back only
+        // once its confirmation was read. If this future is dropped in between
+        // (a caller's timeout, a worker abandoning a job at shutdown), the slot
+        // stays empty and the next publish opens a fresh channel, so it cannot
+        // inherit a confirmation or a return that is not its own, whatever
+        // lapin does with an abandoned confirmation.
+        let channel = take_or_open(&mut slot, connection).await?;
 
         let published = channel
             .basic_publish(
@@ -82,15 +88,14 @@ impl Publisher {
             Ok(pending) => pending.await,
             Err(e) => Err(e),
         };
-        let confirmation = confirmation.map_err(|e| {
-            let failure = Failure::of(&e, connection.status().connected());
-            if !channel.status().connected() {
-                // A channel exception closed it: reopen on next use.
-                *slot = None;
-            }
-            failure.into_error(&what())
-        })?;
-        // The slot stays locked until here: its confirmation was ours.
+        if channel.status().connected() {
+            *slot = Some(channel);
+        }
+        // Otherwise a channel exception closed it: the slot stays empty and
+        // the next publish opens a new one.
+        let confirmation = confirmation
+            .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(&what()))?;
+        // The slot stayed locked until here: its confirmation was ours.
         drop(slot);
         confirm_outcome(out.queue, out.message_id, plain(confirmation))
     }
@@ -114,12 +119,15 @@ impl Publisher {
     }
 }
 
-/// The slot's channel, opened (in confirm mode) if it has none or a closed one.
-async fn open(slot: &mut Option<Channel>, connection: &Connection) -> Result<Channel, Error> {
-    if let Some(channel) = slot.as_ref().filter(|c| c.status().connected()) {
-        return Ok(channel.clone());
+/// Takes the slot's channel, or opens one (in confirm mode) if the slot is
+/// empty or its channel closed. The slot is left empty.
+async fn take_or_open(
+    slot: &mut Option<Channel>,
+    connection: &Connection,
+) -> Result<Channel, Error> {
+    if let Some(channel) = slot.take().filter(|c| c.status().connected()) {
+        return Ok(channel);
     }
-    *slot = None;
     if !connection.status().connected() {
         return Err(connection_lost("opening a publishing channel"));
     }
@@ -131,7 +139,6 @@ async fn open(slot: &mut Option<Channel>, connection: &Connection) -> Result<Cha
         .confirm_select(ConfirmSelectOptions::default())
         .await
         .map_err(fail)?;
-    *slot = Some(channel.clone());
     Ok(channel)
 }
 

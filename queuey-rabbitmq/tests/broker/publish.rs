@@ -248,3 +248,36 @@ async fn stress(broker: &crate::support::Broker, options: RabbitMqOptions, label
         TOTAL / EVERY
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_abandoned_before_its_confirm_cannot_hand_its_return_to_the_next() {
+    let broker =
+        broker!("a_publish_abandoned_before_its_confirm_cannot_hand_its_return_to_the_next");
+    // One channel, so a reused channel would be the same channel every time.
+    let backend = broker
+        .backend(RabbitMqOptions::default().publish_concurrency(1))
+        .await;
+    let q = broker.queue("after-abandon");
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    let missing = broker.queue("missing");
+    for polls in 1..=12 {
+        // Start an unroutable publish and give it up after a few polls, at
+        // different points between `basic.publish` and its confirmation.
+        let unroutable = envelope(&missing, polls);
+        let mut abandoned = backend.publish(&unroutable);
+        for _ in 0..polls {
+            if futures::poll!(abandoned.as_mut()).is_ready() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        drop(abandoned);
+        // The next publish is routable and must be reported as stored.
+        within("publish", backend.publish(&envelope(&q, polls)))
+            .await
+            .unwrap_or_else(|e| panic!("after abandoning at {polls} polls: {e}"));
+    }
+    broker.wait_ready(&q, 12).await;
+}
