@@ -1,0 +1,125 @@
+//! A producer and a worker on a real RabbitMQ:
+//!
+//! ```sh
+//! cargo run --example rabbitmq_end_to_end
+//! ```
+//!
+//! It reads `AMQP_URL` (default `amqp://guest:guest@localhost:5672/%2f`).
+//! Watch the broker's queue list while it runs: `aq-example.emails` and
+//! `aq-example.emails.dead` appear at startup and stay. The flaky job fails
+//! twice; its retries wait 500 ms and then 1 s, in the hold queues
+//! `aq-example.emails.deferred.500` and `aq-example.emails.deferred.1000`,
+//! which the broker deletes on its own once they have been idle for twice
+//! their delay. A job with an invalid address goes to
+//! `aq-example.emails.dead`, where it stays for an operator to read.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queuey::prelude::*;
+use queuey::{RabbitMqBackend, RabbitMqOptions};
+use serde::{Deserialize, Serialize};
+
+const DEFAULT_URL: &str = "amqp://guest:guest@localhost:5672/%2f";
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+#[queues(prefix = "aq-example")]
+enum AppQueues {
+    /// Three attempts; the waits double from 500 ms (500 ms, then 1 s).
+    #[queue(retry(
+        max_attempts = 3,
+        backoff = "exponential",
+        base = "500ms",
+        factor = 2,
+        max = "10s",
+        jitter = false
+    ))]
+    Emails,
+}
+
+#[derive(Job, Serialize, Deserialize)]
+#[job(queue = AppQueues::Emails, name = "send_email")]
+struct SendEmail {
+    to: String,
+    /// Attempts that fail before the mail server accepts the message.
+    flaky_attempts: u32,
+}
+
+struct EmailHandler {
+    started: Instant,
+}
+
+impl JobHandler for EmailHandler {
+    type Job = SendEmail;
+
+    async fn handle(&self, job: SendEmail, ctx: JobContext) -> Result<(), JobError> {
+        let at = self.started.elapsed().as_millis();
+        if !job.to.contains('@') {
+            println!("{at:>5} ms  {}: not an address, dead-lettering", job.to);
+            return Err(JobError::fatal(format!(
+                "{:?} is not an e-mail address",
+                job.to
+            )));
+        }
+        if ctx.attempt() <= job.flaky_attempts {
+            println!("{at:>5} ms  {}: attempt {} failed", job.to, ctx.attempt());
+            return Err(JobError::retryable("421 mail server busy"));
+        }
+        println!("{at:>5} ms  {}: sent on attempt {}", job.to, ctx.attempt());
+        Ok(())
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt().with_env_filter("info").init();
+    let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    // The backend never prints the password; the URL is only logged redacted.
+    let options = RabbitMqOptions::default()
+        .connection_name("queuey-example-end-to-end")
+        // Round retry waits to 100 ms, so 500 ms stays 500 ms.
+        .retry_granularity(Duration::from_millis(100));
+    let backend = Arc::new(RabbitMqBackend::with_options(&url, options).await?);
+    tracing::info!(backend = ?backend, "connected");
+
+    let started = Instant::now();
+    // One backend (one connection) shared by the producer and the worker.
+    let worker = Worker::<AppQueues, _>::builder(backend.clone())
+        .handler(EmailHandler { started })
+        .build()
+        .await?;
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+
+    let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+    producer
+        .enqueue(&SendEmail {
+            to: "ada@example.com".into(),
+            flaky_attempts: 2,
+        })
+        .await?;
+    producer
+        .enqueue(&SendEmail {
+            to: "nobody".into(),
+            flaky_attempts: 0,
+        })
+        .await?;
+
+    // Three deliveries of the flaky job, one of the invalid one.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while handle.jobs_settled() < 4 {
+        if Instant::now() > deadline {
+            return Err("the jobs did not finish within 30 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    handle.shutdown();
+    running.await??;
+    backend.close().await?;
+    println!(
+        "done in {} ms; the invalid job waits in {}.dead",
+        started.elapsed().as_millis(),
+        AppQueues::Emails.name()
+    );
+    Ok(())
+}
