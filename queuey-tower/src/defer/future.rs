@@ -3,12 +3,11 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
-use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use queuey_core::{BoxError, MAX_DEFERRAL_MS};
+use queuey_core::BoxError;
 
-use super::DeferralLimitReached;
+use super::{DeferralLimitReached, LONGEST_DEFERRAL};
 use crate::Disposition;
 use crate::classify::{Classify, FailureClass};
 
@@ -60,9 +59,9 @@ where
                 error,
             ))));
         }
-        // A hold cannot wait longer; waiting the longest it can beats losing
-        // the job to a refusal.
-        let delay = delay.min(Duration::from_millis(MAX_DEFERRAL_MS));
+        // A hold cannot wait much longer; waiting the longest it safely can
+        // beats a refusal, which would redeliver the job at once.
+        let delay = delay.min(LONGEST_DEFERRAL);
         Poll::Ready(Ok(Disposition::Defer { delay }))
     }
 }

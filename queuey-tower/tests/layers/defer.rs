@@ -1,8 +1,9 @@
 use std::time::Duration;
 
-use queuey_core::{BoxError, JobError, MAX_DEFERRAL_MS};
+use queuey_core::backend::hold_delay_ms;
+use queuey_core::{BoxError, JobError};
 use queuey_tower::classify::{FailureClass, parse_retry_after};
-use queuey_tower::defer::DeferralLimitReached;
+use queuey_tower::defer::{DeferralLimitReached, LONGEST_DEFERRAL};
 use queuey_tower::{DeferOn429, Disposition, JobRequest};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -70,16 +71,25 @@ async fn the_deferral_cap_turns_one_more_deferral_into_a_failure() {
 }
 
 #[tokio::test]
-async fn a_deferral_longer_than_a_hold_is_shortened_to_the_maximum() {
+async fn a_deferral_longer_than_a_hold_is_shortened_to_one_a_hold_accepts() {
     let svc = ServiceBuilder::new()
         .layer(DeferOn429::new())
         .service(deferring(40 * 24 * 3600));
+    let answer = svc.oneshot(request(())).await.unwrap();
     assert_eq!(
-        svc.oneshot(request(())).await.unwrap(),
+        answer,
         Disposition::Defer {
-            delay: Duration::from_millis(MAX_DEFERRAL_MS)
+            delay: LONGEST_DEFERRAL
         }
     );
+    // Rounded up to any granularity up to 20 hours, the hold accepts it.
+    for granularity_secs in [0, 1, 7, 60, 3_600, 20 * 3_600] {
+        let granularity = Duration::from_secs(granularity_secs);
+        assert!(
+            hold_delay_ms("q", LONGEST_DEFERRAL, granularity).is_ok(),
+            "{granularity:?}"
+        );
+    }
 }
 
 #[derive(Debug)]
