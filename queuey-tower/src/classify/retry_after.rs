@@ -2,13 +2,13 @@
 
 use std::time::{Duration, SystemTime};
 
-use crate::defer::LONGEST_DEFERRAL;
+use crate::LONGEST_WAIT;
 
 /// Parses a `Retry-After` header value, in either form HTTP allows: a number
 /// of seconds (`"120"`) or an HTTP date (`"Wed, 21 Oct 2015 07:28:00 GMT"`),
 /// relative to now.
 ///
-/// The result is clamped to [`LONGEST_DEFERRAL`] (a server asking for months
+/// The result is clamped to [`LONGEST_WAIT`] (a server asking for months
 /// cannot make a hold refuse the job) and a date in the past gives zero.
 /// Anything else is `None`.
 ///
@@ -26,7 +26,7 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
 /// [`parse_retry_after`] with an explicit "now", for dates.
 pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
-    let max = LONGEST_DEFERRAL;
+    let max = LONGEST_WAIT;
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         // Longer digit strings than u64 holds are still "a very long time".
         let secs = value.parse::<u64>().unwrap_or(u64::MAX);
@@ -45,7 +45,7 @@ mod tests {
     fn delta_seconds() {
         assert_eq!(parse_retry_after("0"), Some(Duration::ZERO));
         assert_eq!(parse_retry_after(" 120 "), Some(Duration::from_secs(120)));
-        let max = LONGEST_DEFERRAL;
+        let max = LONGEST_WAIT;
         assert_eq!(parse_retry_after("99999999999"), Some(max));
         assert_eq!(parse_retry_after("999999999999999999999999999"), Some(max));
         for bad in ["", "-1", "1.5", "+3", "3s", "soon"] {
@@ -77,7 +77,7 @@ mod tests {
         let long_before = date - Duration::from_secs(365 * 24 * 3600);
         assert_eq!(
             parse_retry_after_at("Sun, 06 Nov 1994 08:49:37 GMT", long_before),
-            Some(LONGEST_DEFERRAL)
+            Some(LONGEST_WAIT)
         );
         assert_eq!(
             parse_retry_after_at("Sun, 32 Nov 1994 08:49:37 GMT", now),

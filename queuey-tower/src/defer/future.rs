@@ -7,8 +7,9 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
-use super::{DeferralLimitReached, LONGEST_DEFERRAL};
+use super::DeferralLimitReached;
 use crate::Disposition;
+use crate::LONGEST_WAIT;
 use crate::classify::{Classify, FailureClass};
 
 pin_project! {
@@ -61,7 +62,7 @@ where
         }
         // A hold cannot wait much longer; waiting the longest it safely can
         // beats a refusal, which would redeliver the job at once.
-        let delay = delay.min(LONGEST_DEFERRAL);
+        let delay = delay.min(LONGEST_WAIT);
         Poll::Ready(Ok(Disposition::Defer { delay }))
     }
 }

@@ -7,8 +7,8 @@
 //! into [`Disposition::Defer`]. The worker then
 //! parks the job in a hold for that long, with its attempt unchanged, its
 //! deferral count raised and the queue's top priority, so it returns ahead of
-//! the backlog. Delays beyond [`LONGEST_DEFERRAL`] (24 days) are shortened
-//! to it: a hold refuses anything past
+//! the backlog. Delays beyond [`LONGEST_WAIT`](crate::LONGEST_WAIT) (24
+//! days) are shortened to it: a hold refuses anything past
 //! [`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS) after rounding up to
 //! the backend's granularity, and a refused deferral would come back as a
 //! redelivery, over and over.
@@ -50,21 +50,12 @@ mod error;
 pub mod future;
 
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use queuey_core::BoxError;
 use tower_layer::Layer;
 use tower_service::Service;
 
 pub use error::DeferralLimitReached;
-
-/// The longest deferral the layer asks for: 24 days.
-///
-/// It is a whole number of days under
-/// [`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS) (about 24.8 days), so
-/// rounding it up to any granularity of up to 20 hours keeps it under the
-/// cap.
-pub const LONGEST_DEFERRAL: Duration = Duration::from_secs(24 * 24 * 60 * 60);
 
 use crate::classify::{Classify, DefaultClassifier};
 use crate::{Disposition, JobRequest};

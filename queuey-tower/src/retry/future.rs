@@ -8,8 +8,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::{BoxError, RetryPolicy};
 
-use crate::Disposition;
 use crate::classify::{Classify, FailureClass, error_chain};
+use crate::{Disposition, LONGEST_WAIT};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -54,7 +54,9 @@ where
         let policy = &**this.policy;
         Poll::Ready(Ok(if policy.has_attempts_left(attempt) {
             Disposition::Retry {
-                delay: policy.delay_after(attempt),
+                // A backoff is a heuristic: past what a hold accepts, the
+                // longest wait it safely can beats a refused settle.
+                delay: policy.delay_after(attempt).min(LONGEST_WAIT),
             }
         } else {
             Disposition::DeadLetter {

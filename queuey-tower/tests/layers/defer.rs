@@ -2,8 +2,9 @@ use std::time::Duration;
 
 use queuey_core::backend::hold_delay_ms;
 use queuey_core::{BoxError, JobError};
+use queuey_tower::LONGEST_WAIT;
 use queuey_tower::classify::{FailureClass, parse_retry_after};
-use queuey_tower::defer::{DeferralLimitReached, LONGEST_DEFERRAL};
+use queuey_tower::defer::DeferralLimitReached;
 use queuey_tower::{DeferOn429, Disposition, JobRequest};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
@@ -79,14 +80,14 @@ async fn a_deferral_longer_than_a_hold_is_shortened_to_one_a_hold_accepts() {
     assert_eq!(
         answer,
         Disposition::Defer {
-            delay: LONGEST_DEFERRAL
+            delay: LONGEST_WAIT
         }
     );
     // Rounded up to any granularity up to 20 hours, the hold accepts it.
     for granularity_secs in [0, 1, 7, 60, 3_600, 20 * 3_600] {
         let granularity = Duration::from_secs(granularity_secs);
         assert!(
-            hold_delay_ms("q", LONGEST_DEFERRAL, granularity).is_ok(),
+            hold_delay_ms("q", LONGEST_WAIT, granularity).is_ok(),
             "{granularity:?}"
         );
     }

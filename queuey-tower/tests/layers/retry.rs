@@ -145,3 +145,21 @@ async fn a_custom_classifier_can_make_errors_fatal() {
         "404 is not retried"
     );
 }
+
+#[tokio::test]
+async fn a_backoff_longer_than_a_hold_is_shortened_to_one_a_hold_accepts() {
+    let month = RetryPolicy::new(
+        3,
+        Backoff::fixed(Duration::from_secs(30 * 24 * 3600)).unwrap(),
+    )
+    .unwrap();
+    let svc = ServiceBuilder::new()
+        .layer(RetryLayer::new(month))
+        .service(failing(|| JobError::retryable("x")));
+    assert_eq!(
+        svc.oneshot(request(())).await.unwrap(),
+        Disposition::Retry {
+            delay: queuey_tower::LONGEST_WAIT
+        }
+    );
+}

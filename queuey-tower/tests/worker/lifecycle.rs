@@ -6,12 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use queuey_core::{
-    Backend, Backoff, Error, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues,
-    RetryPolicy, handler_fn,
+    Backend, Error, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues, handler_fn,
 };
-
-use crate::support::Single;
-use queuey_tower::{DeadLetterLayer, RetryLayer, Worker, WorkerError};
+use queuey_tower::{Worker, WorkerError};
 
 use crate::support::{Task, TestQueues, bounded, wait_until};
 
@@ -157,16 +154,15 @@ async fn jobs_still_running_at_the_shutdown_timeout_go_back_to_the_broker() {
 
 #[tokio::test(start_paused = true)]
 async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
-    let backend = Arc::new(MemoryBackend::new());
+    let backend = crate::faulty::FaultyBackend::default();
+    backend.fail_retries.store(1, Ordering::SeqCst);
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    // A backoff longer than any hold: the retry's hold publish is refused.
-    let month = Backoff::fixed(Duration::from_secs(30 * 24 * 3600)).unwrap();
     let worker = Worker::<TestQueues, _>::builder(backend.clone())
-        .handler(handler_fn(move |_: Single, ctx: JobContext| {
+        .handler(handler_fn(move |_: Task, ctx: JobContext| {
             let log = Arc::clone(&log);
             async move {
-                log.lock().unwrap().push(ctx.redelivered());
+                log.lock().unwrap().push((ctx.attempt(), ctx.redelivered()));
                 if ctx.redelivered() {
                     Ok(())
                 } else {
@@ -174,8 +170,6 @@ async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
                 }
             }
         }))
-        .layer(DeadLetterLayer::new())
-        .layer(RetryLayer::new(RetryPolicy::new(3, month).unwrap()))
         .build()
         .await
         .unwrap();
@@ -184,17 +178,19 @@ async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
-    producer.enqueue(&Single { n: 1 }).await.unwrap();
+    producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_settled() == 1).await;
 
-    assert_eq!(handle.settle_failures(), 1);
+    assert_eq!(handle.settle_failures(), 1, "the refused retry is counted");
+    // Nothing was acknowledged: the same attempt came back, redelivered.
+    assert_eq!(*seen.lock().unwrap(), vec![(1, false), (1, true)]);
+    let memory = &backend.inner;
+    assert_eq!(memory.held_count("t.work"), 0);
+    assert!(memory.dead_letters("t.work").is_empty());
     assert_eq!(
-        *seen.lock().unwrap(),
-        vec![false, true],
-        "redelivered after the failed settle"
+        (memory.ready_count("t.work"), memory.unacked_count("t.work")),
+        (0, 0)
     );
-    assert_eq!(backend.held_count("t.single"), 0);
-    assert!(backend.dead_letters("t.single").is_empty());
     handle.shutdown();
     bounded(task).await.unwrap().unwrap();
 }

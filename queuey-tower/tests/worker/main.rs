@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod faulty;
 mod flows;
 mod lifecycle;
 mod routing;
