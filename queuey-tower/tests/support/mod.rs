@@ -72,6 +72,30 @@ pub(crate) async fn wait_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A worker running on a task of its own.
+pub(crate) struct Running {
+    pub(crate) handle: queuey_tower::WorkerHandle,
+    task: tokio::task::JoinHandle<Result<(), queuey_tower::WorkerError>>,
+}
+
+/// Starts `worker` on a task.
+pub(crate) fn spawn<Q: queuey_core::Queues, B: queuey_core::Backend>(
+    worker: queuey_tower::Worker<Q, B>,
+) -> Running {
+    Running {
+        handle: worker.handle(),
+        task: tokio::spawn(worker.run()),
+    }
+}
+
+impl Running {
+    /// Shuts the worker down and checks that `run` returned `Ok`.
+    pub(crate) async fn stop(self) {
+        self.handle.shutdown();
+        bounded(self.task).await.unwrap().unwrap();
+    }
+}
+
 /// Runs `future` to completion with a one-hour (virtual) bound.
 pub(crate) async fn bounded<F: Future>(future: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(3600), future)

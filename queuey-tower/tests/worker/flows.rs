@@ -8,7 +8,7 @@ use queuey_core::{JobContext, JobError, JobHandler, MemoryBackend, Producer};
 use queuey_tower::Worker;
 use tokio::time::Instant;
 
-use crate::support::{Single, Task, TestQueues, bounded, wait_until};
+use crate::support::{Running, Single, Task, TestQueues, spawn, wait_until};
 
 /// What the handler saw on each call: (n, attempt, deferrals, redelivered, when).
 type Log = Arc<Mutex<Vec<(u32, u32, u32, bool, Instant)>>>;
@@ -43,15 +43,7 @@ impl JobHandler for Scripted {
     }
 }
 
-async fn start(
-    fail: u32,
-    how: fn() -> JobError,
-) -> (
-    Arc<MemoryBackend>,
-    Log,
-    queuey_tower::WorkerHandle,
-    tokio::task::JoinHandle<Result<(), queuey_tower::WorkerError>>,
-) {
+async fn start(fail: u32, how: fn() -> JobError) -> (Arc<MemoryBackend>, Log, Running) {
     let backend = Arc::new(MemoryBackend::new());
     let log: Log = Arc::default();
     let worker = Worker::<TestQueues, _>::builder(backend.clone())
@@ -63,14 +55,13 @@ async fn start(
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
-    (backend, log, handle, running)
+    (backend, log, spawn(worker))
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_flaky_job_is_retried_through_holds_until_it_succeeds() {
-    let (backend, log, handle, running) = start(2, || JobError::retryable("flaky")).await;
+    let (backend, log, running) = start(2, || JobError::retryable("flaky")).await;
+    let handle = &running.handle;
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -96,15 +87,13 @@ async fn a_flaky_job_is_retried_through_holds_until_it_succeeds() {
         (0, 0)
     );
     assert_eq!(handle.settle_failures(), 0);
-    handle.shutdown();
-    bounded(running).await.unwrap().unwrap();
+    running.stop().await;
     let _ = id;
 }
 
 #[tokio::test(start_paused = true)]
 async fn attempts_exhausted_dead_letters_with_the_attempts_made() {
-    let (backend, log, handle, running) =
-        start(u32::MAX, || JobError::retryable("still down")).await;
+    let (backend, log, running) = start(u32::MAX, || JobError::retryable("still down")).await;
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -121,14 +110,12 @@ async fn attempts_exhausted_dead_letters_with_the_attempts_made() {
     assert_eq!(dead.original_queue, "t.work");
     assert_eq!(dead.reason, "attempts exhausted (3 of 3): still down");
     assert_eq!(dead.envelope().unwrap().job_id, id);
-    handle.shutdown();
-    bounded(running).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_fatal_failure_is_dead_lettered_at_once() {
-    let (backend, log, handle, running) =
-        start(u32::MAX, || JobError::fatal("invalid address")).await;
+    let (backend, log, running) = start(u32::MAX, || JobError::fatal("invalid address")).await;
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -140,8 +127,7 @@ async fn a_fatal_failure_is_dead_lettered_at_once() {
         (dead.attempts, dead.reason.as_str()),
         (1, "fatal: invalid address")
     );
-    handle.shutdown();
-    bounded(running).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 /// Defers job 0 once; every job takes a second.
@@ -180,8 +166,8 @@ async fn a_429_defers_without_spending_an_attempt_and_returns_ahead_of_the_backl
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -209,8 +195,7 @@ async fn a_429_defers_without_spending_an_attempt_and_returns_ahead_of_the_backl
         (10..=13).contains(&back),
         "came back at position {back}: {order:?}"
     );
-    handle.shutdown();
-    bounded(running).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 struct Panics {
@@ -242,8 +227,8 @@ async fn a_panic_is_retried_and_the_worker_keeps_running() {
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -251,8 +236,7 @@ async fn a_panic_is_retried_and_the_worker_keeps_running() {
     wait_until(|| handle.jobs_settled() == 2).await;
     assert_eq!(*calls.lock().unwrap(), 2);
     assert!(backend.dead_letters("t.work").is_empty());
-    handle.shutdown();
-    bounded(running).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 struct Slow {
@@ -287,8 +271,8 @@ async fn the_default_timeout_bounds_an_attempt_which_is_then_retried() {
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -299,6 +283,5 @@ async fn the_default_timeout_bounds_an_attempt_which_is_then_retried() {
     assert_eq!(calls.len(), 2);
     // Five seconds of timeout, then the queue's one-second backoff.
     assert_eq!(calls[1] - started, Duration::from_secs(6));
-    handle.shutdown();
-    bounded(running).await.unwrap().unwrap();
+    running.stop().await;
 }

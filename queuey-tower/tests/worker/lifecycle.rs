@@ -10,7 +10,7 @@ use queuey_core::{
 };
 use queuey_tower::{Worker, WorkerError};
 
-use crate::support::{Task, TestQueues, bounded, wait_until};
+use crate::support::{Task, TestQueues, bounded, spawn, wait_until};
 
 /// Sleeps, counting how many run at once.
 struct Sleepy {
@@ -45,15 +45,15 @@ fn sleepy(nap: Duration) -> (Sleepy, Arc<AtomicU32>, Arc<AtomicU32>) {
 #[tokio::test(start_paused = true)]
 async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
     let backend = Arc::new(MemoryBackend::new());
-    let (handler, running, peak) = sleepy(Duration::from_millis(10));
+    let (handler, busy, peak) = sleepy(Duration::from_millis(10));
     let worker = Worker::<TestQueues, _>::builder(backend.clone())
         .handler(handler)
         .concurrency(7)
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -71,10 +71,9 @@ async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
         7,
         "the bound is reached and never passed"
     );
-    assert_eq!(running.load(Ordering::SeqCst), 0);
+    assert_eq!(busy.load(Ordering::SeqCst), 0);
     assert!(backend.unacked_count("t.work") <= 7);
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
     assert_eq!(
         (
             backend.ready_count("t.work"),
@@ -134,16 +133,15 @@ async fn jobs_still_running_at_the_shutdown_timeout_go_back_to_the_broker() {
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
     producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_started() == 1).await;
     let started = tokio::time::Instant::now();
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     assert_eq!(handle.jobs_settled(), 0);
 
@@ -173,8 +171,8 @@ async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -191,8 +189,7 @@ async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
         (memory.ready_count("t.work"), memory.unacked_count("t.work")),
         (0, 0)
     );
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]

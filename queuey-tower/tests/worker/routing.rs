@@ -9,7 +9,7 @@ use queuey_core::{
 use queuey_tower::{Disposition, JobRequest, Worker};
 use tower::service_fn;
 
-use crate::support::{MixedA, MixedB, Task, TestQueues, bounded, wait_until};
+use crate::support::{MixedA, MixedB, Task, TestQueues, spawn, wait_until};
 
 #[tokio::test(start_paused = true)]
 async fn two_job_types_share_a_queue_and_each_keeps_its_own_policy() {
@@ -38,8 +38,7 @@ async fn two_job_types_share_a_queue_and_each_keeps_its_own_policy() {
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -59,8 +58,7 @@ async fn two_job_types_share_a_queue_and_each_keeps_its_own_policy() {
         (dead.attempts, dead.reason.as_str()),
         (2, "attempts exhausted (2 of 2): b fails")
     );
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 fn counting_worker_log() -> Arc<Mutex<u32>> {
@@ -80,8 +78,7 @@ async fn a_payload_that_is_not_the_job_is_dead_lettered_without_calling_the_hand
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
     let payload =
         serde_json::value::to_raw_value(&serde_json::json!({"n": "not a number"})).unwrap();
     backend
@@ -98,8 +95,7 @@ async fn a_payload_that_is_not_the_job_is_dead_lettered_without_calling_the_hand
     );
     assert_eq!(dead.attempts, 1);
     assert_eq!(*calls.lock().unwrap(), 0);
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -112,8 +108,7 @@ async fn a_job_type_without_a_handler_is_dead_lettered_with_a_reason_saying_so()
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
     let payload = serde_json::value::to_raw_value(&1).unwrap();
     backend
         .publish(&Envelope::new("legacy_job", "t.work", payload))
@@ -124,8 +119,7 @@ async fn a_job_type_without_a_handler_is_dead_lettered_with_a_reason_saying_so()
         backend.dead_letters("t.work")[0].reason,
         "no handler for job type `legacy_job` on queue `t.work` in this worker"
     );
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -145,8 +139,8 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
         .build()
         .await
         .unwrap();
-    let handle = worker.handle();
-    let task = tokio::spawn(worker.run());
+    let running = spawn(worker);
+    let handle = running.handle.clone();
     let producer = Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap();
@@ -163,8 +157,7 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
         reasons,
         vec!["mine".to_owned(), "an error reaching the worker".to_owned()]
     );
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -178,8 +171,7 @@ async fn layers_may_come_before_or_after_handlers() {
         .build()
         .await
         .unwrap();
-    let handle = before.handle();
-    let task = tokio::spawn(before.run());
+    let running = spawn(before);
     Producer::<TestQueues, _>::new(backend.clone())
         .await
         .unwrap()
@@ -189,6 +181,5 @@ async fn layers_may_come_before_or_after_handlers() {
     wait_until(|| backend.dead_letters("t.work").len() == 1).await;
     // Only the dead-letter layer: no retry happened.
     assert_eq!(backend.dead_letters("t.work")[0].reason, "x");
-    handle.shutdown();
-    bounded(task).await.unwrap().unwrap();
+    running.stop().await;
 }
