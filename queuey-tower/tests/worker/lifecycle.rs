@@ -31,6 +31,18 @@ impl JobHandler for Sleepy {
     }
 }
 
+/// A worker on a fresh backend whose handler returns at once.
+async fn idle_worker() -> (Arc<MemoryBackend>, Worker<TestQueues, Arc<MemoryBackend>>) {
+    let backend = Arc::new(MemoryBackend::new());
+    let (handler, _, _) = sleepy(Duration::from_millis(1));
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler)
+        .build()
+        .await
+        .unwrap();
+    (backend, worker)
+}
+
 fn sleepy(nap: Duration) -> (Sleepy, Arc<AtomicU32>, Arc<AtomicU32>) {
     let running = Arc::new(AtomicU32::new(0));
     let peak = Arc::new(AtomicU32::new(0));
@@ -194,13 +206,7 @@ async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
 
 #[tokio::test(start_paused = true)]
 async fn run_fails_when_a_consumer_ends_underneath_it() {
-    let backend = Arc::new(MemoryBackend::new());
-    let (handler, _, _) = sleepy(Duration::from_millis(1));
-    let worker = Worker::<TestQueues, _>::builder(backend.clone())
-        .handler(handler)
-        .build()
-        .await
-        .unwrap();
+    let (backend, worker) = idle_worker().await;
     let task = tokio::spawn(worker.run());
     tokio::task::yield_now().await;
     backend.close();
@@ -213,13 +219,7 @@ async fn run_fails_when_a_consumer_ends_underneath_it() {
 
 #[tokio::test(start_paused = true)]
 async fn run_fails_when_a_queue_cannot_be_consumed() {
-    let backend = Arc::new(MemoryBackend::new());
-    let (handler, _, _) = sleepy(Duration::from_millis(1));
-    let worker = Worker::<TestQueues, _>::builder(backend.clone())
-        .handler(handler)
-        .build()
-        .await
-        .unwrap();
+    let (backend, worker) = idle_worker().await;
     backend.close();
     let err = bounded(worker.run()).await.unwrap_err();
     assert!(
@@ -236,13 +236,7 @@ async fn run_fails_when_a_queue_cannot_be_consumed() {
 
 #[tokio::test(start_paused = true)]
 async fn run_until_stops_on_the_signal() {
-    let backend = Arc::new(MemoryBackend::new());
-    let (handler, _, _) = sleepy(Duration::from_millis(1));
-    let worker = Worker::<TestQueues, _>::builder(backend.clone())
-        .handler(handler)
-        .build()
-        .await
-        .unwrap();
+    let (_backend, worker) = idle_worker().await;
     let started = tokio::time::Instant::now();
     bounded(worker.run_until(tokio::time::sleep(Duration::from_secs(30))))
         .await
@@ -252,13 +246,7 @@ async fn run_until_stops_on_the_signal() {
 
 #[tokio::test(start_paused = true)]
 async fn build_declares_the_set_and_refuses_bad_setups() {
-    let backend = Arc::new(MemoryBackend::new());
-    let (handler, _, _) = sleepy(Duration::from_millis(1));
-    let worker = Worker::<TestQueues, _>::builder(backend.clone())
-        .handler(handler)
-        .build()
-        .await
-        .unwrap();
+    let (backend, worker) = idle_worker().await;
     for queue in TestQueues::ALL {
         assert!(backend.is_declared(queue.name()));
     }
