@@ -86,6 +86,9 @@
 //! | feature | default | enables |
 //! |---|---|---|
 //! | `rabbitmq` | yes | the RabbitMQ backend |
+//! | `rustls` | no | `amqps://` through rustls (default crypto provider, platform verifier) |
+//! | `rustls-ring` | no | `amqps://` through rustls with ring and the native root certificates |
+//! | `native-tls` | no | `amqps://` through the platform's TLS library |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -188,6 +188,13 @@ impl Inner {
     /// Publishes a body after checking its size.
     pub(crate) async fn publish_body(&self, out: Outgoing<'_>) -> Result<(), Error> {
         self.check_size(out.queue, out.body.len())?;
+        self.publish_verbatim(out).await
+    }
+
+    /// Publishes a body the broker delivered to us, unchanged, to a
+    /// dead-letter queue: the broker accepted its size once already, so
+    /// queuey's own limit does not apply.
+    pub(crate) async fn publish_verbatim(&self, out: Outgoing<'_>) -> Result<(), Error> {
         self.check_open(&format!("publishing to `{}`", out.queue))?;
         self.publisher.publish(&self.connection, out).await
     }
@@ -254,10 +261,29 @@ impl Inner {
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         self.check_open(&format!("declaring hold queue `{hold}`"))?;
-        self.holds
-            .declare(&self.connection, &hold, &config, ttl_ms)
-            .await?;
-        prepared.publish_to(self, &hold).await
+        let mut declared_again = false;
+        loop {
+            // Only a declaration renews a hold queue's lease (`x-expires`), and
+            // an expired hold queue takes its messages with it. So the
+            // publishing channel is reserved first, and nothing waits between
+            // the declaration and the publish into the queue it renewed.
+            let reservation = self.publisher.reserve(&self.connection).await?;
+            self.holds
+                .declare(&self.connection, &hold, &config, ttl_ms)
+                .await?;
+            match reservation.publish(prepared.outgoing(&hold)).await {
+                Err(Error::Backend(e))
+                    if e.kind() == BackendErrorKind::Unroutable && !declared_again =>
+                {
+                    // The hold queue vanished between its declaration and the
+                    // publish (an operator deleted it, or the broker stalled
+                    // past its expiry): declare it again, once.
+                    tracing::warn!(hold = %hold, "the hold queue was gone at publish time; declaring it again");
+                    declared_again = true;
+                }
+                result => return result,
+            }
+        }
     }
 }
 
@@ -269,15 +295,17 @@ struct Prepared {
 }
 
 impl Prepared {
-    async fn publish_to(self, inner: &Inner, queue: &str) -> Result<(), Error> {
-        inner
-            .publish_body(Outgoing {
-                queue,
-                body: &self.body,
-                message_id: &self.message_id,
-                properties: self.properties,
-            })
-            .await
+    fn outgoing<'a>(&'a self, queue: &'a str) -> Outgoing<'a> {
+        Outgoing {
+            queue,
+            body: &self.body,
+            message_id: &self.message_id,
+            properties: self.properties.clone(),
+        }
+    }
+
+    async fn publish_to(&self, inner: &Inner, queue: &str) -> Result<(), Error> {
+        inner.publish_body(self.outgoing(queue)).await
     }
 }
 

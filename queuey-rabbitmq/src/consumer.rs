@@ -13,7 +13,7 @@ use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
 use queuey_core::{DecodeError, Delivery, DeliveryStream, Envelope, Error, QueueConfig};
 
 use crate::backend::Inner;
-use crate::delivery::RabbitMqDelivery;
+use crate::delivery::{RabbitMqDelivery, requeue_later};
 use crate::error::{Failure, connection_lost};
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
@@ -175,7 +175,7 @@ impl Consumer {
         };
         let published = self
             .inner
-            .publish_body(Outgoing {
+            .publish_verbatim(Outgoing {
                 queue: &dead,
                 body: &delivery.data,
                 message_id: &message_id,
@@ -198,22 +198,16 @@ impl Consumer {
                      it will be delivered (and copied) again"
                 ),
             },
-            Err(error @ Error::MessageTooLarge { .. }) => {
-                tracing::error!(queue, %error, "a malformed message is too large to copy");
-                reject(
-                    &delivery,
+            Err(error) => {
+                tracing::error!(
                     queue,
-                    "it is too large for the dead-letter queue",
-                )
-                .await;
+                    delivery_tag = tag,
+                    %error,
+                    "could not copy a malformed message to the dead-letter queue; it goes back to \
+                     the broker, to be delivered (and copied) again"
+                );
+                requeue_later(&delivery.acker, &self.queue, tag);
             }
-            Err(error) => tracing::error!(
-                queue,
-                delivery_tag = tag,
-                %error,
-                "could not copy a malformed message to the dead-letter queue; it stays unacknowledged \
-                 until this consumer's channel closes, then the broker delivers it again"
-            ),
         }
     }
 }

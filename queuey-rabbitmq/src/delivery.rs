@@ -16,13 +16,24 @@ use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::topology;
 
+/// How long a delivery that was dropped unsettled — its retry, deferral or
+/// dead letter failed, or its job was abandoned — stays unacknowledged before
+/// it is handed back to the broker (`basic.nack` with requeue) for delivery
+/// again.
+///
+/// Left unacknowledged for good, it would hold one of its consumer's
+/// prefetch slots until the channel closed, and a few such failures would
+/// stall the consumer. The pause keeps a failure that repeats (a hold queue
+/// someone declared with other arguments, say) from becoming a busy loop.
+pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);
+
 /// One delivery from a consumer.
 ///
 /// Publishing (a retry, deferral or dead letter) always comes before the
 /// acknowledgement, and any failure leaves the delivery unacknowledged. A
-/// delivery dropped unsettled likewise stays unacknowledged on its channel;
-/// the broker delivers it again once that channel closes (the consumer's
-/// stream and every delivery from it dropped, or the connection gone).
+/// delivery dropped unsettled is handed back to the broker after
+/// [`REQUEUE_DELAY`]; if its channel closes first, the broker delivers it
+/// again anyway.
 pub(crate) struct RabbitMqDelivery {
     inner: Arc<Inner>,
     /// Keeps the consumer's channel open until this delivery is settled, so
@@ -78,6 +89,15 @@ impl RabbitMqDelivery {
         }
     }
 
+    /// The envelope to hold, aimed at the queue this delivery came from
+    /// (a message moved between queues may still name its first one).
+    fn back_home(&self, mut next: Envelope) -> Envelope {
+        if next.queue != *self.queue {
+            next.queue = self.queue.to_string();
+        }
+        next
+    }
+
     async fn ack_now(&self) -> Result<(), Error> {
         let result = self.acker.ack(BasicAckOptions::default()).await;
         self.settled("acknowledging", result)
@@ -110,7 +130,7 @@ impl RabbitMqDelivery {
         );
         let message_id = self.envelope.job_id.to_string();
         self.inner
-            .publish_body(Outgoing {
+            .publish_verbatim(Outgoing {
                 queue: &dead,
                 body: &self.body,
                 message_id: &message_id,
@@ -140,8 +160,8 @@ impl Delivery for RabbitMqDelivery {
         delay: Duration,
     ) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
-            // A retry joins the back of the queue.
-            let next = next.with_priority(0);
+            // A retry joins the back of the queue it came from.
+            let next = self.back_home(next).with_priority(0);
             self.inner.hold(&next, delay, HoldKind::Retry).await?;
             self.ack_now().await
         })
@@ -153,6 +173,7 @@ impl Delivery for RabbitMqDelivery {
         delay: Duration,
     ) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
+            let next = self.back_home(next);
             self.inner.hold(&next, delay, HoldKind::Deferral).await?;
             self.ack_now().await
         })
@@ -172,6 +193,36 @@ impl Delivery for RabbitMqDelivery {
             self.settled("requeueing", result)
         })
     }
+}
+
+impl Drop for RabbitMqDelivery {
+    fn drop(&mut self) {
+        requeue_later(&self.acker, &self.queue, self.delivery_tag);
+    }
+}
+
+/// Hands an unsettled delivery back to the broker after [`REQUEUE_DELAY`].
+/// Does nothing for a settled one, or when no runtime is left to do it (the
+/// broker then requeues it when the channel closes).
+pub(crate) fn requeue_later(acker: &Acker, queue: &Arc<str>, delivery_tag: u64) {
+    if !acker.usable() {
+        return;
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let acker = acker.clone();
+    let queue = Arc::clone(queue);
+    runtime.spawn(async move {
+        tokio::time::sleep(REQUEUE_DELAY).await;
+        let requeue = BasicNackOptions {
+            multiple: false,
+            requeue: true,
+        };
+        if let Ok(true) = acker.nack(requeue).await {
+            tracing::debug!(queue = %queue, delivery_tag, "handed an unsettled delivery back to the broker");
+        }
+    });
 }
 
 impl fmt::Debug for RabbitMqDelivery {

@@ -120,4 +120,5 @@ pub mod topology;
 mod uri;
 
 pub use backend::RabbitMqBackend;
+pub use delivery::REQUEUE_DELAY;
 pub use options::{MAX_PUBLISH_CONCURRENCY, RabbitMqOptions};

@@ -8,13 +8,14 @@
 //! `basic.publish` until its confirmation has been read, so the confirmation
 //! a publish awaits can only be its own.
 
+use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Confirmation, Connection};
 use queuey_core::Error;
-use tokio::sync::{Mutex, MutexGuard, Semaphore};
+use tokio::sync::{Mutex, MutexGuard, Semaphore, SemaphorePermit};
 
 use crate::error::{Confirmed, Failure, confirm_outcome, connection_lost};
 
@@ -54,15 +55,18 @@ impl Publisher {
         connection: &Connection,
         out: Outgoing<'_>,
     ) -> Result<(), Error> {
-        let what = || format!("publishing to `{}`", out.queue);
-        let routing_key = ShortString::try_new(out.queue).map_err(|_| {
-            Error::invalid_config(format!(
-                "queue name `{}` is {} bytes, over the 255-byte AMQP limit",
-                out.queue,
-                out.queue.len()
-            ))
-        })?;
-        let _permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
+        self.reserve(connection).await?.publish(out).await
+    }
+
+    /// Waits for a free channel and takes it, so that a publish can follow
+    /// at once (a hold publish reserves its channel before declaring the
+    /// hold queue, so that nothing waits between the declaration renewing
+    /// the queue's lease and the publish).
+    pub(crate) async fn reserve<'a>(
+        &'a self,
+        connection: &'a Connection,
+    ) -> Result<Reservation<'a>, Error> {
+        let permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
         let mut slot = self.free_slot().await;
         // The channel leaves its slot for the whole publish and goes back only
         // once its confirmation was read. If this future is dropped in between
@@ -71,33 +75,12 @@ impl Publisher {
         // inherit a confirmation or a return that is not its own, whatever
         // lapin does with an abandoned confirmation.
         let channel = take_or_open(&mut slot, connection).await?;
-
-        let published = channel
-            .basic_publish(
-                ShortString::default(),
-                routing_key,
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                out.body,
-                out.properties,
-            )
-            .await;
-        let confirmation = match published {
-            Ok(pending) => pending.await,
-            Err(e) => Err(e),
-        };
-        if channel.status().connected() {
-            *slot = Some(channel);
-        }
-        // Otherwise a channel exception closed it: the slot stays empty and
-        // the next publish opens a new one.
-        let confirmation = confirmation
-            .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(&what()))?;
-        // The slot stayed locked until here: its confirmation was ours.
-        drop(slot);
-        confirm_outcome(out.queue, out.message_id, plain(confirmation))
+        Ok(Reservation {
+            _permit: permit,
+            slot,
+            channel,
+            connection,
+        })
     }
 
     /// Closes the pool: later publishes fail with [`Error::ShutDown`].
@@ -116,6 +99,65 @@ impl Publisher {
         // Unreachable while every holder of a slot holds a permit; waiting is
         // still correct if it ever happens.
         self.slots[start].lock().await
+    }
+}
+
+/// A publishing channel taken from the pool for one publish.
+pub(crate) struct Reservation<'a> {
+    _permit: SemaphorePermit<'a>,
+    slot: MutexGuard<'a, Option<Channel>>,
+    channel: Channel,
+    connection: &'a Connection,
+}
+
+impl Reservation<'_> {
+    /// Publishes on the reserved channel and waits for the confirmation,
+    /// then returns the channel to the pool.
+    pub(crate) async fn publish(mut self, out: Outgoing<'_>) -> Result<(), Error> {
+        let what = || format!("publishing to `{}`", out.queue);
+        let routing_key = ShortString::try_new(out.queue).map_err(|_| {
+            Error::invalid_config(format!(
+                "queue name `{}` is {} bytes, over the 255-byte AMQP limit",
+                out.queue,
+                out.queue.len()
+            ))
+        })?;
+        let published = self
+            .channel
+            .basic_publish(
+                ShortString::default(),
+                routing_key,
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                out.body,
+                out.properties,
+            )
+            .await;
+        let confirmation = match published {
+            Ok(pending) => pending.await,
+            Err(e) => Err(e),
+        };
+        if self.channel.status().connected() {
+            *self.slot = Some(self.channel.clone());
+        }
+        // Otherwise a channel exception closed it: the slot stays empty and
+        // the next publish opens a new one.
+        let connected = self.connection.status().connected();
+        let confirmation =
+            confirmation.map_err(|e| Failure::of(&e, connected).into_error(&what()))?;
+        // The slot stayed locked until here: its confirmation was ours.
+        drop(self);
+        confirm_outcome(out.queue, out.message_id, plain(confirmation))
+    }
+}
+
+impl fmt::Debug for Reservation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reservation")
+            .field("channel", &self.channel.id())
+            .finish()
     }
 }
 

@@ -53,10 +53,10 @@ struct Parts<'a> {
 fn split(uri: &str) -> Option<Parts<'_>> {
     let scheme_end = uri.find("://")? + 3;
     let rest = &uri[scheme_end..];
-    // A password may hold an unescaped '/', so the user info is whatever
-    // precedes the last '@' before the query.
-    let authority_end = rest.find(['?', '#']).unwrap_or(rest.len());
-    let at = rest[..authority_end].rfind('@')?;
+    // A password may hold an unescaped '/', '?' or '#', so the user info is
+    // whatever precedes the last '@' anywhere: masking too much is harmless,
+    // leaking a password is not.
+    let at = rest.rfind('@')?;
     let userinfo = &rest[..at];
     let (user, password) = match userinfo.split_once(':') {
         Some((user, password)) => (user, Some(password)),
@@ -124,6 +124,31 @@ mod tests {
         assert_eq!(redact("guest:secret@localhost"), "***");
         assert_eq!(redact("localhost"), "localhost");
         assert_eq!(redact("amqp://u:pa/ss@h/%2f"), "amqp://u:***@h/%2f");
+    }
+
+    #[test]
+    fn unescaped_query_and_fragment_characters_in_a_password_are_masked() {
+        for (uri, redacted) in [
+            (
+                "amqp://guest:abc#123@localhost:5672/%2f",
+                "amqp://guest:***@localhost:5672/%2f",
+            ),
+            (
+                "amqp://guest:a?b@localhost/%2f",
+                "amqp://guest:***@localhost/%2f",
+            ),
+            (
+                "amqp://u:p@ss?w#rd@h/%2f?heartbeat=5",
+                "amqp://u:***@h/%2f?heartbeat=5",
+            ),
+        ] {
+            assert_eq!(redact(uri), redacted, "{uri}");
+            for secret in ["abc#123", "a?b", "p@ss?w#rd"] {
+                assert!(!redact(uri).contains(secret), "{uri}");
+            }
+        }
+        let text = "connecting to amqp://guest:abc#123@localhost failed";
+        assert!(!scrub(text, "amqp://guest:abc#123@localhost:5672/%2f").contains("abc#123"));
     }
 
     #[test]
