@@ -49,19 +49,38 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 }
 
 /// Takes deliveries from `stream` until shutdown or a consumer failure.
+///
+/// For each delivery: wait until the stream has one (holding nothing, so an
+/// idle queue never sits on a concurrency slot another queue could use),
+/// then for a free slot, then for the stack to be ready, and only then take
+/// it off the stream.
 pub(crate) async fn consume(
     queue: Arc<QueueRoutes>,
-    mut stream: DeliveryStream,
+    stream: DeliveryStream,
     shared: Arc<Shared>,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.handle.stop.subscribe();
-    // With a single job type on the queue, wait for its stack to be ready
-    // before taking a delivery, so a saturated stack leaves the messages with
-    // the broker (and with other workers).
+    let mut stream = stream.peekable();
+    // With a single job type on the queue, its stack is readied before the
+    // delivery is taken, so a saturated stack (a concurrency or rate limit
+    // inside it) leaves the delivery where it is.
     let only_route = (queue.routes.len() == 1)
         .then(|| queue.routes.values().next().cloned())
         .flatten();
     loop {
+        let waiting = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => return Ok(()),
+            waiting = std::pin::Pin::new(&mut stream).peek() => waiting.is_some(),
+        };
+        if !waiting {
+            if *stop.borrow() {
+                return Ok(());
+            }
+            return Err(WorkerError::ConsumerCancelled {
+                queue: queue.queue.to_string(),
+            });
+        }
         let permit = tokio::select! {
             biased;
             () = stopped(&mut stop) => return Ok(()),
@@ -83,12 +102,8 @@ pub(crate) async fn consume(
             },
             None => None,
         };
-        let next = tokio::select! {
-            biased;
-            () = stopped(&mut stop) => return Ok(()),
-            next = stream.next() => next,
-        };
-        let delivery = match next {
+        // Peeked above, so this returns at once.
+        let delivery = match stream.next().await {
             Some(Ok(delivery)) => delivery,
             Some(Err(source)) => {
                 return Err(WorkerError::ConsumerFailed {
@@ -96,7 +111,6 @@ pub(crate) async fn consume(
                     source,
                 });
             }
-            None if *stop.borrow() => return Ok(()),
             None => {
                 return Err(WorkerError::ConsumerCancelled {
                     queue: queue.queue.to_string(),

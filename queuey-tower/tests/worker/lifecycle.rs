@@ -10,7 +10,7 @@ use queuey_core::{
 };
 use queuey_tower::{Worker, WorkerError};
 
-use crate::support::{Task, TestQueues, bounded, spawn, wait_until};
+use crate::support::{Single, Task, TestQueues, bounded, spawn, wait_until};
 
 /// Sleeps, counting how many run at once.
 struct Sleepy {
@@ -93,6 +93,32 @@ async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
         ),
         (0, 0)
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_queue_does_not_hold_a_slot_another_queue_needs() {
+    let backend = Arc::new(MemoryBackend::new());
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        // `t.work` stays empty; `t.single` gets the jobs.
+        .handler(handler_fn(|_: Task, _: JobContext| async {
+            Ok::<(), JobError>(())
+        }))
+        .handler(handler_fn(|_: Single, _: JobContext| async {
+            Ok::<(), JobError>(())
+        }))
+        .concurrency(1)
+        .build()
+        .await
+        .unwrap();
+    let running = spawn(worker);
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    for n in 0..5 {
+        producer.enqueue(&Single { n }).await.unwrap();
+    }
+    wait_until(|| running.handle.jobs_settled() == 5).await;
+    running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
