@@ -25,7 +25,7 @@
 //! | a return carrying another message's id is an alarm | unit `error::tests::another_messages_return_is_an_alarm_not_a_success` |
 //! | `q`: durable per config, `x-message-ttl`, `x-max-priority` when `Some`, classic | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments`; unit `topology::tests::work_queue_arguments_follow_the_config` |
 //! | `q.dead`: no arguments but the classic type | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
-//! | hold queue `q.deferred.{ttl}`: TTL, DLX `""`, routing key `q`, `x-expires = 2 * ttl`, classic, durable, no priority | `declare::hold_queues_have_the_documented_arguments`; unit `topology::tests::hold_queue_arguments_expire_after_twice_the_ttl`, `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
+//! | hold queue `q.deferred.{ttl}`: TTL, DLX `""`, routing key `q`, `x-expires = ttl + max(ttl, 1 s)`, classic, durable, no priority | `declare::hold_queues_have_the_documented_arguments`; unit `topology::tests::hold_queue_arguments_expire_after_twice_the_ttl_from_one_second`, `topology::tests::short_hold_queues_outlive_their_ttl_by_a_second`, `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
 //! | `declare` is idempotent | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
 //! | `PRECONDITION_FAILED` (a `q` without `x-max-priority`) surfaces from `declare`; `max_priority(0)` declares it as before | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
 //! | delays rounded up, never early; zero granularity clamped to 1 ms | `holds::holds_are_never_early_and_arrive_within_a_margin`; unit `topology::tests::holds_are_never_early` (proptest) |
