@@ -5,7 +5,7 @@ use futures::StreamExt;
 use queuey_core::{Backend, BackendErrorKind, Error, QueueConfig};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{self, envelope, kind, within};
+use crate::support::{self, DeleteUser, envelope, kind, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_connection_ends_streams_with_an_error_and_acks_nothing() {
@@ -155,14 +155,4 @@ async fn the_password_never_shows_in_debug_errors_or_logs() {
     let (leaks, events) = support::log_leaks();
     assert!(events > 0, "no log events were captured");
     assert!(leaks.is_empty(), "the password reached the logs: {leaks:?}");
-}
-
-struct DeleteUser(String);
-
-impl Drop for DeleteUser {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("rabbitmqctl")
-            .args(["delete_user", &self.0])
-            .output();
-    }
 }

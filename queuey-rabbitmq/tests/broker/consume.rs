@@ -1,15 +1,15 @@
 //! Consuming: malformed bodies, prefetch, consumer tags, connection names,
 //! and broker-side cancellation.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable};
-use queuey_core::{Backend, QueueConfig};
-use queuey_rabbitmq::RabbitMqOptions;
+use queuey_core::{Backend, BackendErrorKind, QueueConfig};
+use queuey_rabbitmq::{REQUEUE_DELAY, RabbitMqOptions};
 
-use crate::support::{envelope, header, n_of, within};
+use crate::support::{envelope, header, kind, n_of, warnings_mentioning, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_body_goes_verbatim_to_the_dead_letter_queue() {
@@ -203,4 +203,113 @@ async fn a_broker_side_cancel_ends_the_stream() {
     assert!(within("stream end", stream.next()).await.is_none());
     // The backend itself is unaffected.
     assert!(backend.is_connected());
+}
+
+/// With `declare_dead_letter_queues(false)` a body that is not an envelope
+/// is rejected without requeue: it leaves `q`, no `q.dead` appears, it never
+/// reaches the stream, and the rejection is logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_dead_letter_queues_a_malformed_body_is_rejected_and_logged() {
+    let broker = broker!("without_dead_letter_queues_a_malformed_body_is_rejected_and_logged");
+    let backend = broker
+        .backend(RabbitMqOptions::default().declare_dead_letter_queues(false))
+        .await;
+    let q = broker.queue("malformed-no-dlq");
+    let config = QueueConfig::new(&q).prefetch(1);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let props = BasicProperties::default().with_message_id("garbage-2".into());
+    broker.publish_raw(&q, b"\x00 not an envelope", props).await;
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap();
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    // With prefetch 1 the job behind it is delivered only once the garbage
+    // was settled; a requeue would put the garbage back in front of it.
+    let first = within("first item", stream.next()).await.unwrap().unwrap();
+    assert_eq!(n_of(first.envelope()), 1);
+    within("ack", first.ack()).await.unwrap();
+    let nothing = tokio::time::timeout(Duration::from_millis(300), stream.next()).await;
+    assert!(nothing.is_err(), "the stream yielded more: {nothing:?}");
+
+    within("q to empty", async {
+        while broker.ready_and_unacked(&q).await != Some((0, 0)) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(!broker.exists(&format!("{q}.dead")).await);
+    let warnings = warnings_mentioning(&q);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("WARN")
+                && w.contains("rejected a malformed message without requeue")),
+        "{warnings:?}"
+    );
+}
+
+/// A settle that fails leaves the delivery unacknowledged, and the backend
+/// hands it back after `REQUEUE_DELAY`: with prefetch 1, two retries failing
+/// in a row (the hold queue belongs to someone else) each get the job back
+/// on the same stream, and a job published meanwhile still arrives once the
+/// failing one is acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_settles_do_not_stall_the_consumer() {
+    const LATE: Duration = Duration::from_secs(5);
+    let broker = broker!("failed_settles_do_not_stall_the_consumer");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("stall");
+    let foreign = broker.hold(&q, 1_000);
+    let config = QueueConfig::new(&q).prefetch(1);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let args = [("x-message-ttl", AMQPValue::LongInt(5_000))];
+    broker
+        .declare_raw(&foreign, true, crate::support::table(&args))
+        .await
+        .unwrap();
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap();
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let mut delivery = within("delivery", stream.next()).await.unwrap().unwrap();
+    assert!(!delivery.redelivered());
+    for failure in 1..=2 {
+        let next = delivery.envelope().next_attempt();
+        let tried = Instant::now();
+        let e = within("retry", delivery.retry(next, Duration::from_secs(1)))
+            .await
+            .unwrap_err();
+        assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+        if failure == 1 {
+            within("publish", backend.publish(&envelope(&q, 2)))
+                .await
+                .unwrap();
+        }
+        delivery = within("redelivery", stream.next()).await.unwrap().unwrap();
+        let after = tried.elapsed();
+        assert_eq!(n_of(delivery.envelope()), 1, "after failure {failure}");
+        assert!(delivery.redelivered());
+        assert!(
+            after >= REQUEUE_DELAY,
+            "handed back after only {after:?} (failure {failure})"
+        );
+        assert!(
+            after <= REQUEUE_DELAY + LATE,
+            "handed back after {after:?} (failure {failure})"
+        );
+    }
+    within("ack", delivery.ack()).await.unwrap();
+    let other = within("the other job", stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n_of(other.envelope()), 2);
+    within("ack", other.ack()).await.unwrap();
+    assert_eq!(broker.ready(&foreign).await, 0);
 }

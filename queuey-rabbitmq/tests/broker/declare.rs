@@ -6,6 +6,7 @@ use futures::StreamExt;
 use lapin::types::AMQPValue;
 use queuey_core::{Backend, BackendErrorKind, Error, QueueConfig};
 use queuey_rabbitmq::RabbitMqOptions;
+use queuey_rabbitmq::topology::MAX_DEFERRAL_MS;
 
 use crate::support::{envelope, kind, table, text, within};
 
@@ -302,8 +303,10 @@ async fn refusals_happen_before_anything_is_created() {
             .await
     );
 
-    // A name that leaves no room for its hold queues: 241 + 20 = 261 bytes.
-    let long = format!("queuey-test.{}", "n".repeat(241 - 12));
+    // A name that leaves no room for its hold queues: 241 + 20 = 261 bytes,
+    // unique to this run like every other name.
+    let prefix = format!("queuey-test.long.{}.", uuid::Uuid::new_v4().simple());
+    let long = format!("{prefix}{}", "n".repeat(241 - prefix.len()));
     broker.track(&long);
     broker.track(&format!("{long}.dead"));
     assert_eq!(long.len(), 241);
@@ -325,6 +328,141 @@ async fn refusals_happen_before_anything_is_created() {
     // Nothing was created, not even the valid queue before it.
     assert!(!broker.exists(&long).await);
     assert!(!broker.exists(&ok).await);
+}
+
+/// A refused hold declaration closes the hold-declaration channel; the next
+/// hold opens a new one, every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hold_declaration_channel_reopens_after_a_refusal() {
+    let broker = broker!("the_hold_declaration_channel_reopens_after_a_refusal");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("hold-channel");
+    let foreign = broker.hold(&q, 1_000);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    let args = [("x-message-ttl", AMQPValue::LongInt(5_000))];
+    broker
+        .declare_raw(&foreign, true, table(&args))
+        .await
+        .unwrap();
+
+    for ms in [2_000, 3_000] {
+        let e = within(
+            "publish_after",
+            backend.publish_after(&envelope(&q, 1), Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("declaring queue `{foreign}`")),
+            "{text}"
+        );
+        assert!(text.contains("PRECONDITION_FAILED"), "{text}");
+
+        let hold = broker.hold(&q, ms);
+        within(
+            "publish_after",
+            backend.publish_after(&envelope(&q, 2), Duration::from_millis(ms)),
+        )
+        .await
+        .expect("the next hold declares on a new channel");
+        assert_eq!(broker.ready(&hold).await, 1);
+    }
+    assert_eq!(broker.ready(&foreign).await, 0);
+}
+
+/// The longest hold, `MAX_DEFERRAL_MS`, has an `x-expires` of twice that,
+/// past `i32::MAX`: it goes out as a 64-bit integer, the broker takes it, and
+/// it is the value the broker holds (an equal one is equivalent, any other is
+/// refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_longest_hold_has_an_x_expires_past_32_bits() {
+    let broker = broker!("the_longest_hold_has_an_x_expires_past_32_bits");
+    let backend = broker
+        .backend(RabbitMqOptions::default().retry_granularity(Duration::from_millis(1)))
+        .await;
+    let q = broker.queue("longest");
+    let hold = broker.hold(&q, MAX_DEFERRAL_MS);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(MAX_DEFERRAL_MS)),
+    )
+    .await
+    .expect("the longest hold");
+
+    let expires = 2 * MAX_DEFERRAL_MS;
+    assert!(expires > i32::MAX as u64);
+    let documented = [
+        ("x-queue-type", text("classic")),
+        (
+            "x-message-ttl",
+            AMQPValue::LongInt(i32::try_from(MAX_DEFERRAL_MS).unwrap()),
+        ),
+        ("x-dead-letter-exchange", text("")),
+        ("x-dead-letter-routing-key", text(&q)),
+        ("x-expires", AMQPValue::LongLongInt(expires as i64)),
+    ];
+    let redeclared = broker.declare_raw(&hold, true, table(&documented)).await;
+    assert!(redeclared.is_ok(), "{redeclared:?}");
+    for other in [expires as i64 - 1, i64::from(i32::MAX)] {
+        let mut args = documented.to_vec();
+        args[4] = ("x-expires", AMQPValue::LongLongInt(other));
+        assert!(
+            is_precondition_failed(&broker.declare_raw(&hold, true, table(&args)).await),
+            "x-expires {other} was accepted as equivalent"
+        );
+    }
+    assert_eq!(broker.ready(&hold).await, 1);
+}
+
+/// A hold longer than `MAX_DEFERRAL_MS` is refused before anything is made:
+/// no hold queue of any length appears, and nothing reaches the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_past_the_cap_creates_no_hold_queue() {
+    let broker = broker!("a_hold_past_the_cap_creates_no_hold_queue");
+    let backend = broker
+        .backend(
+            RabbitMqOptions::default()
+                .retry_granularity(Duration::from_millis(1))
+                .deferred_granularity(Duration::from_millis(1)),
+        )
+        .await;
+    let q = broker.queue("past-cap");
+    // Tracked only so that a failure cleans up after itself.
+    broker.hold(&q, MAX_DEFERRAL_MS);
+    broker.hold(&q, MAX_DEFERRAL_MS + 1);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    let too_long = Duration::from_millis(MAX_DEFERRAL_MS + 1);
+    for result in [
+        within(
+            "publish_after",
+            backend.publish_after(&envelope(&q, 1), too_long),
+        )
+        .await,
+        within("defer", backend.defer(&envelope(&q, 2), too_long)).await,
+    ] {
+        assert!(
+            matches!(
+                result,
+                Err(Error::DelayTooLong { ref queue, delay_ms, max_ms })
+                    if *queue == q
+                        && delay_ms == u128::from(MAX_DEFERRAL_MS) + 1
+                        && max_ms == MAX_DEFERRAL_MS
+            ),
+            "{result:?}"
+        );
+    }
+    let holds = broker.queues_starting_with(&format!("{q}.deferred.")).await;
+    assert!(holds.is_empty(), "{holds:?}");
+    assert_eq!(broker.ready(&q).await, 0);
 }
 
 /// RabbitMQ 4.3 refuses transient queues that are not exclusive (with a

@@ -16,8 +16,9 @@
 //! | statement | proven by |
 //! |---|---|
 //! | one connection; confirm-mode publishing channels, nothing declared on them, one publish at a time each | `publish::concurrent_publishes_never_misattribute_returns` (2 000 publishes from 200 tasks, one in ten unroutable, through 1 channel and through 8: none misattributed) |
-//! | a publishing channel closed by a channel exception is reopened on next use; a refused declaration does not take publishing down | `publish::a_publishing_channel_closed_by_the_broker_is_reopened`, `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
+//! | a publishing channel closed by a channel exception is reopened on next use; a refused declaration does not take publishing down | `publish::a_publishing_channel_closed_by_the_broker_is_reopened` (`ACCESS_REFUSED` for a user of the test's own, nothing broker-wide), `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
 //! | hold declarations on their own channel; a refusal leaves the rest working | `declare::a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked` |
+//! | the hold-declaration channel a refusal closed is reopened on next use | `declare::the_hold_declaration_channel_reopens_after_a_refusal` |
 //! | a fresh channel per consume with `basic_qos(prefetch, global = false)` | `consume::prefetch_bounds_unacknowledged_deliveries` |
 //! | a throwaway channel per declare | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
 //! | default exchange, routing key = queue, mandatory, persistent, confirmed; only a bare ack is success | `publish::properties_on_the_wire`, `publish::a_publish_to_a_missing_queue_is_no_route` |
@@ -25,20 +26,27 @@
 //! | a return carrying another message's id is an alarm | unit `error::tests::another_messages_return_is_an_alarm_not_a_success` |
 //! | `q`: durable per config, `x-message-ttl`, `x-max-priority` when `Some`, classic | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments`; unit `topology::tests::work_queue_arguments_follow_the_config` |
 //! | `q.dead`: no arguments but the classic type | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
-//! | hold queue `q.deferred.{ttl}`: TTL, DLX `""`, routing key `q`, `x-expires = 2 * ttl`, classic, durable, no priority | `declare::hold_queues_have_the_documented_arguments`; unit `topology::tests::hold_queue_arguments_expire_after_twice_the_ttl`, `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
+//! | hold queue `q.deferred.{ttl}`: TTL, DLX `""`, routing key `q`, `x-expires = ttl + max(ttl, 1 s)`, classic, durable, no priority | `declare::hold_queues_have_the_documented_arguments`; unit `topology::tests::hold_queue_arguments_expire_after_twice_the_ttl_from_one_second`, `topology::tests::short_hold_queues_outlive_their_ttl_by_a_second`, `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
 //! | `declare` is idempotent | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
 //! | `PRECONDITION_FAILED` (a `q` without `x-max-priority`) surfaces from `declare`; `max_priority(0)` declares it as before | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
-//! | delays rounded up, never early; zero granularity clamped to 1 ms | `holds::holds_are_never_early_and_arrive_within_a_margin`; unit `topology::tests::holds_are_never_early` (proptest) |
-//! | the hold queue is declared right before every publish and deletes itself once idle | `holds::an_idle_hold_queue_deletes_itself`, `declare::hold_queues_have_the_documented_arguments` |
+//! | delays rounded up, never early; zero or sub-millisecond granularity counts as 1 ms | `holds::holds_are_never_early_and_arrive_within_a_margin`, `holds::a_sub_millisecond_granularity_counts_as_one_millisecond` (1.5 ms at 500 µs waits in `q.deferred.2`); unit `topology::tests::holds_are_never_early` (proptest) |
+//! | `retry_granularity` rounds retries and delayed enqueues, `deferred_granularity` deferrals (`Backend::defer` too) | `holds::each_granularity_rounds_its_own_kind_of_hold`, `holds::backend_defer_returns_the_job_with_the_queues_top_priority` |
+//! | the hold queue is declared right before every publish, never cached, and deletes itself once idle | `holds::a_deleted_hold_queue_is_declared_again_by_the_next_hold`, `holds::an_idle_hold_queue_deletes_itself`, `declare::hold_queues_have_the_documented_arguments` |
+//! | a hold queue outlives its TTL by at least a second, so a short hold does not lose its job | `holds::a_sub_millisecond_granularity_counts_as_one_millisecond`; unit `topology::tests::short_hold_queues_outlive_their_ttl_by_a_second`, proptest `holds_are_never_early` |
+//! | a hold reserves its publishing channel before declaring its hold queue: behind a burst of publishes no hold queue expires first | `holds::holds_behind_a_burst_of_publishes_all_come_back` (1 500 publishes and 20 holds through one channel) |
+//! | a hold queue found missing at publish time is declared once more | not proven against a broker: the window between a declaration and its publish is too narrow to hit on purpose |
+//! | `x-expires` past `i32::MAX` (the longest hold) goes out as a 64-bit integer and the broker takes it | `declare::the_longest_hold_has_an_x_expires_past_32_bits`; unit `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
 //! | a hold needs the queue declared through this backend (`UnknownQueue`) | `declare::refusals_happen_before_anything_is_created` |
-//! | the delay must fit, checked after rounding (`DelayTooLong`) | `declare::refusals_happen_before_anything_is_created`; unit `topology::tests::hold_names_refuse_zero_and_too_long_delays` |
+//! | the delay must fit, checked after rounding (`DelayTooLong`), and a refused one creates no hold queue | `declare::refusals_happen_before_anything_is_created`, `declare::a_hold_past_the_cap_creates_no_hold_queue`; unit `topology::tests::hold_names_refuse_zero_and_too_long_delays` |
 //! | the name must leave room for its hold queues; refused before anything is created, with the seed's message | `declare::refusals_happen_before_anything_is_created`; unit `topology::tests::room_for_hold_queues_is_checked_with_the_seed_message`, proptests `hold_names_fit_or_fail`, `hold_names_are_injective` |
 //! | failures happen before the ack: the original stays unacked and comes back | `declare::a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked` |
-//! | a deferral carries the top priority and overtakes the backlog | `holds::a_deferral_overtakes_the_backlog` |
+//! | an unsettled delivery is handed back after `REQUEUE_DELAY`, so failures in a row never stall a consumer | `consume::failed_settles_do_not_stall_the_consumer` (prefetch 1, two failed retries, a later job still arrives) |
+//! | a deferral carries the top priority and overtakes the backlog | `holds::a_deferral_overtakes_the_backlog`, `holds::backend_defer_returns_the_job_with_the_queues_top_priority` (the producer's `Backend::defer`; attempt and deferrals as sent) |
 //! | a retry carries priority 0 and keeps FIFO | `holds::a_retry_joins_the_back_of_the_queue` |
 //! | dead letters: `x-death-reason` (capped), `x-original-queue`, `x-attempts`, body verbatim | `dead_letters::dead_letters_carry_their_headers_and_the_body_verbatim`; unit `properties::tests::reasons_are_capped_on_a_char_boundary` |
 //! | a malformed body goes verbatim to `q.dead` with `malformed envelope`, is acked, never reaches the stream | `consume::a_malformed_body_goes_verbatim_to_the_dead_letter_queue` |
 //! | `declare_dead_letter_queues(false)`: no `q.dead`; dead letters rejected to the broker's policy | `dead_letters::without_dead_letter_queues_the_brokers_policy_applies` |
+//! | `declare_dead_letter_queues(false)`: a malformed body is rejected without requeue, never reaches the stream, and is logged | `consume::without_dead_letter_queues_a_malformed_body_is_rejected_and_logged` |
 //! | `x-death`, `x-first-death-*`, `x-last-death-*`, `CC`, `BCC` never copied | `dead_letters::republishes_never_carry_cc_bcc_or_death_headers`, `consume::a_malformed_body_goes_verbatim_to_the_dead_letter_queue` |
 //! | properties: persistent, JSON, message id = job id, type, priority, timestamp | `publish::properties_on_the_wire`; unit `properties::tests::job_properties_round_trip` |
 //! | body size checked before publishing (16 MiB default) | `publish::an_oversize_body_is_refused_before_publishing` |

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use lapin::types::AMQPValue;
 use queuey_core::{Backend, BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
-use queuey_rabbitmq::RabbitMqOptions;
+use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{envelope, kind, table, text, within};
+use crate::support::{DeleteUser, envelope, kind, table, text, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_to_a_missing_queue_is_no_route() {
@@ -136,55 +136,58 @@ async fn an_oversize_body_is_refused_before_publishing() {
 }
 
 /// A publishing channel closed by a channel exception is reopened on next
-/// use. The broker's own size limit is lowered for a moment so that a
-/// publish the backend lets through makes the broker close the channel.
+/// use.
+///
+/// The exception is the broker refusing a publish (`ACCESS_REFUSED`) to a
+/// user of this test's own that may not write to the default exchange yet;
+/// the permission is granted after that first publish. Nothing broker-wide
+/// changes, so tests running alongside are unaffected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publishing_channel_closed_by_the_broker_is_reopened() {
     let broker = broker!("a_publishing_channel_closed_by_the_broker_is_reopened");
     let q = broker.queue("reopen");
     broker.declare_raw(&q, true, table(&[])).await.unwrap();
-    let original = broker
-        .rabbitmqctl(&["eval", "application:get_env(rabbit, max_message_size)."])
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let user = format!("queuey-test-reopen-{id}");
+    broker.rabbitmqctl(&["add_user", &user, &id]).await;
+    let _user_cleanup = DeleteUser(user.clone());
+    // Access to the virtual host, but no permission at all yet.
+    broker
+        .rabbitmqctl(&["set_permissions", "-p", "/", &user, "", "", ""])
         .await;
-    let original: u64 = original
-        .trim()
-        .trim_start_matches("{ok,")
-        .trim_end_matches('}')
-        .parse()
-        .unwrap_or(134_217_728);
-    let _restore = RestoreMaxMessageSize(original);
+    let options = RabbitMqOptions::default()
+        .publish_concurrency(1)
+        .connection_name(broker.connection_name("reopen"));
+    let backend = within(
+        "connect",
+        RabbitMqBackend::with_options(&broker.url_as(&user, &id), options),
+    )
+    .await
+    .expect("the test's user connects");
+
+    let e = within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+    assert!(e.to_string().contains("ACCESS_REFUSED"), "{e}");
     broker
         .rabbitmqctl(&[
-            "eval",
-            "application:set_env(rabbit, max_message_size, 65536).",
+            "set_permissions",
+            "-p",
+            "/",
+            &user,
+            "",
+            "^amq\\.default$",
+            "",
         ])
         .await;
-    // One channel, opened now, under the lowered limit.
-    let backend = broker
-        .backend(RabbitMqOptions::default().publish_concurrency(1))
-        .await;
-    let payload = serde_json::value::to_raw_value(&"x".repeat(100_000)).unwrap();
-    let big = queuey_core::Envelope::new("t", q.as_str(), payload);
-    let e = within("publish", backend.publish(&big)).await.unwrap_err();
-    assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
-    assert!(e.to_string().contains("PRECONDITION_FAILED"), "{e}");
-    // The next publish gets a new channel.
-    within("publish", backend.publish(&envelope(&q, 1)))
+    // The next publish gets a new channel, which sees the new permission.
+    within("publish", backend.publish(&envelope(&q, 2)))
         .await
         .expect("the publishing channel was reopened");
     assert_eq!(broker.ready(&q).await, 1);
     assert!(backend.is_connected());
-}
-
-struct RestoreMaxMessageSize(u64);
-
-impl Drop for RestoreMaxMessageSize {
-    fn drop(&mut self) {
-        let expr = format!("application:set_env(rabbit, max_message_size, {}).", self.0);
-        let _ = std::process::Command::new("rabbitmqctl")
-            .args(["eval", &expr])
-            .output();
-    }
+    within("close", backend.close()).await.unwrap();
 }
 
 /// The confirm/return trap: with several publishes in flight on one confirm

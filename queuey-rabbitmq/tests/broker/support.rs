@@ -1,5 +1,6 @@
 //! Shared test harness: broker address, unique names, cleanup, a raw lapin
-//! connection for assertions, `rabbitmqctl`, and log capture.
+//! connection for assertions, `rabbitmqctl`, and log capture (secrets must
+//! never show; warnings and errors are kept for tests to inspect).
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -227,6 +228,52 @@ impl Broker {
         );
     }
 
+    /// Deletes a queue over the raw connection, as an operator would, and
+    /// returns how many messages it held.
+    pub(crate) async fn delete_raw(&self, queue: &str) -> u32 {
+        let ch = self.channel().await;
+        within(
+            "queue.delete",
+            ch.queue_delete(queue.into(), QueueDeleteOptions::default()),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("deleting `{queue}`: {e}"))
+    }
+
+    /// The names of all queues starting with `prefix`, as the broker lists
+    /// them. Unlike a passive declare, listing renews no queue's lease.
+    pub(crate) async fn queues_starting_with(&self, prefix: &str) -> Vec<String> {
+        rabbitmqctl(&["list_queues", "name", "-q", "--no-table-headers"])
+            .await
+            .lines()
+            .filter(|name| name.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Ready and unacknowledged messages on `queue`, from the broker's
+    /// listing (`None` if it is not listed).
+    pub(crate) async fn ready_and_unacked(&self, queue: &str) -> Option<(u32, u32)> {
+        let listing = rabbitmqctl(&[
+            "list_queues",
+            "name",
+            "messages_ready",
+            "messages_unacknowledged",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+        listing.lines().find_map(|line| {
+            let mut fields = line.split('\t');
+            if fields.next() != Some(queue) {
+                return None;
+            }
+            let ready = fields.next()?.parse().ok()?;
+            let unacked = fields.next()?.parse().ok()?;
+            Some((ready, unacked))
+        })
+    }
+
     /// Runs `rabbitmqctl` with the arguments and returns its standard output.
     pub(crate) async fn rabbitmqctl(&self, args: &[&str]) -> String {
         rabbitmqctl(args).await
@@ -250,6 +297,26 @@ impl Broker {
             .unwrap_or_else(|| panic!("no connection named {name} in:\n{list}"))
             .to_owned();
         rabbitmqctl(&["close_connection", &pid, "queuey test: forced close"]).await;
+    }
+}
+
+/// Deletes a broker user of one test's own on drop, even after a panic.
+pub(crate) struct DeleteUser(pub(crate) String);
+
+impl Drop for DeleteUser {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["delete_user", &self.0])
+            .output();
+    }
+}
+
+impl Broker {
+    /// The broker URL with other credentials.
+    pub(crate) fn url_as(&self, user: &str, password: &str) -> String {
+        let (scheme, rest) = self.url.split_once("://").expect("scheme://");
+        let host_and_vhost = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+        format!("{scheme}://{user}:{password}@{host_and_vhost}")
     }
 }
 
@@ -353,6 +420,30 @@ pub(crate) fn header(msg: &BasicGetMessage, key: &str) -> Option<String> {
     })
 }
 
+/// The queues named in a message's `x-death` header, in the broker's order
+/// (most recent first): the queues it was dead-lettered from.
+pub(crate) fn death_queues(msg: &BasicGetMessage) -> Vec<String> {
+    let Some(headers) = msg.delivery.properties.headers().as_ref() else {
+        return Vec::new();
+    };
+    let Some(AMQPValue::FieldArray(deaths)) = headers.inner().get("x-death") else {
+        return Vec::new();
+    };
+    deaths
+        .as_slice()
+        .iter()
+        .filter_map(|death| match death {
+            AMQPValue::FieldTable(death) => match death.inner().get("queue") {
+                Some(AMQPValue::LongString(queue)) => {
+                    Some(String::from_utf8_lossy(queue.as_bytes()).into_owned())
+                }
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) fn header_names(msg: &BasicGetMessage) -> Vec<String> {
     msg.delivery
         .properties
@@ -367,6 +458,7 @@ pub(crate) fn header_names(msg: &BasicGetMessage) -> Vec<String> {
 static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static EVENTS: AtomicUsize = AtomicUsize::new(0);
+static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Every event and span field of every test, at every level, is checked
 /// against the registered secrets.
@@ -389,6 +481,18 @@ pub(crate) fn log_leaks() -> (Vec<String>, usize) {
         LEAKS.lock().unwrap().clone(),
         EVENTS.load(Ordering::Relaxed),
     )
+}
+
+/// Every warning and error queuey logged so far, in any test, that mentions
+/// `needle` (a queue name with its UUID picks out one test's lines).
+pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
+    WARNINGS
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains(needle))
+        .cloned()
+        .collect()
 }
 
 struct SecretScanner;
@@ -415,9 +519,15 @@ fn scan(line: &str) {
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         EVENTS.fetch_add(1, Ordering::Relaxed);
-        let mut line = Collect(event.metadata().target().to_owned());
+        let level = *event.metadata().level();
+        let mut line = Collect(format!("{level} {}", event.metadata().target()));
         event.record(&mut line);
         scan(&line.0);
+        // Warnings and errors of queuey's own crates (more verbose levels
+        // compare greater), not the AMQP client's.
+        if level <= tracing::Level::WARN && event.metadata().target().starts_with("queuey") {
+            WARNINGS.lock().unwrap().push(line.0);
+        }
     }
 
     fn on_new_span(
