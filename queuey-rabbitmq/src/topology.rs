@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `q` | [`declare`](queuey_core::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
 //! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type = classic` only |
-//! | `q{deferred_suffix}.{ttl_ms}` | each hold publish, right before it | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = ttl_ms + max(ttl_ms, 1000)`, `x-queue-type = classic` |
+//! | `q{deferred_suffix}.{ttl_ms}` | each hold publish, right before it | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
 
 use std::collections::BTreeMap;
 
@@ -26,17 +26,6 @@ pub use queuey_core::queue::MAX_QUEUE_NAME_BYTES;
 /// gets classic queues: quorum queues refuse `x-max-priority`, and hold
 /// queues must never be quorum queues.
 pub const QUEUE_TYPE: &str = "classic";
-
-/// The least time a hold queue outlives its TTL after a declaration, in ms.
-///
-/// Its message is published right after the declaration, and expires `ttl_ms`
-/// after it lands; the queue expires `x-expires` after the declaration, and
-/// takes any message still in it along. With `x-expires = 2 * ttl_ms` alone,
-/// a publish landing more than `ttl_ms` after the declaration was confirmed
-/// and then lost, which for a hold of a few milliseconds is the usual case.
-/// So the queue outlives its TTL by at least this much, as every hold of a
-/// second or more already did.
-pub const HOLD_EXPIRY_MARGIN_MS: u64 = 1_000;
 
 /// A queue argument's value, free of any AMQP client type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -140,10 +129,6 @@ pub fn dead_letter_queue_arguments() -> QueueArguments {
 /// They are a function of the name alone (never of a setting), so every
 /// process computes the same arguments for the same hold queue and none is
 /// refused with `PRECONDITION_FAILED`. Never `x-max-priority`.
-///
-/// `x-expires` is `ttl_ms + max(ttl_ms, HOLD_EXPIRY_MARGIN_MS)`: twice the
-/// TTL from one second up, the TTL plus a second below it (see
-/// [`HOLD_EXPIRY_MARGIN_MS`]).
 pub fn hold_queue_arguments(queue: &str, ttl_ms: u64) -> QueueArguments {
     let ttl = saturating_i64(u128::from(ttl_ms));
     let mut args = classic();
@@ -153,11 +138,7 @@ pub fn hold_queue_arguments(queue: &str, ttl_ms: u64) -> QueueArguments {
         "x-dead-letter-routing-key",
         ArgumentValue::Text(queue.to_owned()),
     );
-    let margin = ttl.max(HOLD_EXPIRY_MARGIN_MS as i64);
-    args.insert(
-        "x-expires",
-        ArgumentValue::Integer(ttl.saturating_add(margin)),
-    );
+    args.insert("x-expires", ArgumentValue::Integer(ttl.saturating_mul(2)));
     args
 }
 
@@ -273,7 +254,7 @@ mod tests {
     }
 
     #[test]
-    fn hold_queue_arguments_expire_after_twice_the_ttl_from_one_second() {
+    fn hold_queue_arguments_expire_after_twice_the_ttl() {
         let args = hold_queue_arguments("app.emails", 30_000);
         assert_eq!(
             args,
@@ -289,17 +270,6 @@ mod tests {
         let max = hold_queue_arguments("q", MAX_DEFERRAL_MS);
         assert_eq!(max.get("x-expires"), Some(&int(4_294_967_294)));
         assert!(!max.contains_key("x-max-priority"));
-    }
-
-    #[test]
-    fn short_hold_queues_outlive_their_ttl_by_a_second() {
-        let expires = |ttl| hold_queue_arguments("q", ttl).get("x-expires").cloned();
-        assert_eq!(expires(1), Some(int(1_001)));
-        assert_eq!(expires(2), Some(int(1_002)));
-        assert_eq!(expires(200), Some(int(1_200)));
-        assert_eq!(expires(999), Some(int(1_999)));
-        assert_eq!(expires(1_000), Some(int(2_000)));
-        assert_eq!(expires(1_001), Some(int(2_002)));
     }
 
     #[test]
@@ -350,13 +320,7 @@ mod tests {
                 prop_assert!(ttl <= MAX_DEFERRAL_MS);
                 let args = hold_queue_arguments("q", ttl);
                 prop_assert_eq!(args.get("x-message-ttl"), Some(&int(ttl as i64)));
-                let expires = ttl + ttl.max(HOLD_EXPIRY_MARGIN_MS);
-                prop_assert_eq!(args.get("x-expires"), Some(&int(expires as i64)));
-                // The queue outlives a message published right after its
-                // declaration by at least the margin, and never needs a
-                // timer past 2^32 - 1 ms.
-                prop_assert!(expires - ttl >= HOLD_EXPIRY_MARGIN_MS);
-                prop_assert!(expires < 1 << 32);
+                prop_assert_eq!(args.get("x-expires"), Some(&int(2 * ttl as i64)));
             }
         }
     }

@@ -202,9 +202,9 @@ async fn each_granularity_rounds_its_own_kind_of_hold() {
     within("defer", backend.defer(&envelope(&q, 2), asked))
         .await
         .unwrap();
-    // 150 ms at 100 ms: the 200 ms hold queue. It expires 1.2 s after its
-    // declaration, too soon to look for it reliably on a busy machine; the
-    // job it released names it in its `x-death` header instead.
+    // 150 ms at 100 ms: the 200 ms hold queue. It expires 400 ms after its
+    // declaration, too soon to look for it on a busy machine; the job it
+    // released names it in its `x-death` header instead.
     broker.wait_ready(&q, 1).await;
     assert!(
         started.elapsed() >= Duration::from_millis(200),
@@ -287,10 +287,8 @@ async fn a_sub_millisecond_granularity_counts_as_one_millisecond() {
     )
     .await
     .unwrap();
-    // The released job is the witness of where it waited. With an
-    // `x-expires` of twice the TTL, the 2 ms hold queue used to expire 4 ms
-    // after its declaration, usually with the job still inside: publish_after
-    // said Ok and the job never came back.
+    // The 2 ms hold queue lives 4 ms unless declared again: the released job
+    // is the witness of where it waited.
     broker.wait_ready(&q, 1).await;
     assert!(started.elapsed() >= Duration::from_millis(2));
     let back = broker.get(&q).await.expect("the held job");
