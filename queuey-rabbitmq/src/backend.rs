@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -262,6 +262,7 @@ impl Inner {
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         self.check_open(&format!("declaring hold queue `{hold}`"))?;
         let mut declared_again = false;
+        let mut published_again = false;
         loop {
             // Only a declaration renews a hold queue's lease (`x-expires`), and
             // an expired hold queue takes its messages with it. So the
@@ -271,7 +272,31 @@ impl Inner {
             self.holds
                 .declare(&self.connection, &hold, &config, ttl_ms)
                 .await?;
+            let declared_at = Instant::now();
             match reservation.publish(prepared.outgoing(&hold)).await {
+                Ok(()) => {
+                    // The lease runs 2 * ttl from the declaration, the job's
+                    // ttl from when it landed. A confirmation that came at
+                    // least a ttl after the declaration leaves the job at risk:
+                    // look again (which renews the lease), and if the queue is
+                    // gone, publish once more. At worst a duplicate, never a
+                    // loss. Holds of a second or more virtually never get here.
+                    let late = declared_at.elapsed() >= Duration::from_millis(ttl_ms);
+                    if !late || self.holds.still_there(&self.connection, &hold).await? {
+                        return Ok(());
+                    }
+                    if published_again {
+                        return Err(Error::Backend(BackendError::new(
+                            BackendErrorKind::Other,
+                            format!(
+                                "hold queue `{hold}` expired twice before its message was confirmed; \
+                                 a {ttl_ms} ms hold is too short for this broker (raise the granularity)"
+                            ),
+                        )));
+                    }
+                    tracing::warn!(hold = %hold, "a late confirmation found the hold queue expired; publishing again");
+                    published_again = true;
+                }
                 Err(Error::Backend(e))
                     if e.kind() == BackendErrorKind::Unroutable && !declared_again =>
                 {
@@ -281,7 +306,7 @@ impl Inner {
                     tracing::warn!(hold = %hold, "the hold queue was gone at publish time; declaring it again");
                     declared_again = true;
                 }
-                result => return result,
+                Err(e) => return Err(e),
             }
         }
     }

@@ -8,7 +8,7 @@ use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection};
 use queuey_core::{Error, QueueConfig};
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, MutexGuard};
 
 use crate::RabbitMqOptions;
 use crate::error::{Failure, code, connection_lost};
@@ -67,6 +67,21 @@ impl HoldDeclarer {
         ttl_ms: u64,
     ) -> Result<(), Error> {
         let args = topology::hold_queue_arguments(config.name(), ttl_ms);
+        let (mut slot, channel) = self.channel(connection).await?;
+        let result = declare(connection, &channel, hold, config.is_durable(), &args).await;
+        if !channel.status().connected() {
+            *slot = None;
+        }
+        result.map_err(|f| explain(f, hold, config))
+    }
+}
+
+impl HoldDeclarer {
+    /// The hold-queue channel, locked, opened again if an error closed it.
+    async fn channel(
+        &self,
+        connection: &Connection,
+    ) -> Result<(MutexGuard<'_, Option<Channel>>, Channel), Error> {
         let mut slot = self.channel.lock().await;
         let channel = match slot.as_ref() {
             Some(channel) if channel.status().connected() => channel.clone(),
@@ -76,11 +91,45 @@ impl HoldDeclarer {
                     .clone()
             }
         };
-        let result = declare(connection, &channel, hold, config.is_durable(), &args).await;
+        Ok((slot, channel))
+    }
+
+    /// Whether the hold queue still exists, by a passive declaration, which
+    /// also renews its lease when it does.
+    pub(crate) async fn still_there(
+        &self,
+        connection: &Connection,
+        hold: &str,
+    ) -> Result<bool, Error> {
+        let what = format!("checking hold queue `{hold}`");
+        let name = ShortString::try_new(hold).map_err(|_| {
+            Error::invalid_config(format!(
+                "queue name `{hold}` is over the 255-byte AMQP limit"
+            ))
+        })?;
+        let (mut slot, channel) = self.channel(connection).await?;
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let result = channel
+            .queue_declare(name, options, FieldTable::default())
+            .await;
         if !channel.status().connected() {
+            // A 404 closes the channel; the next declaration opens another.
             *slot = None;
         }
-        result.map_err(|f| explain(f, hold, config))
+        match result {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                let failure = Failure::of(&e, connection.status().connected());
+                if failure.reply_code == Some(code::NOT_FOUND) {
+                    Ok(false)
+                } else {
+                    Err(failure.into_error(&what))
+                }
+            }
+        }
     }
 }
 
