@@ -117,11 +117,17 @@ impl RabbitMqBackend {
         if !self.inner.connection.status().connected() {
             return Ok(());
         }
-        self.inner
-            .connection
-            .close(200, ShortString::default())
-            .await
-            .map_err(|e| Failure::of(&e, false).into_error("closing the connection"))
+        match self.inner.connection.close(200, ShortString::default()).await {
+            Ok(()) => Ok(()),
+            // Closing the connection closes its channels; one that was
+            // closing already (a consumer's, just dropped) makes lapin report
+            // an error although the connection goes away all the same.
+            Err(e) if !self.inner.connection.status().connected() => {
+                tracing::debug!(error = %e, "closing the connection raced a channel closing; it is closed");
+                Ok(())
+            }
+            Err(e) => Err(Failure::of(&e, false).into_error("closing the connection")),
+        }
     }
 }
 
