@@ -117,7 +117,12 @@ impl RabbitMqBackend {
         if !self.inner.connection.status().connected() {
             return Ok(());
         }
-        match self.inner.connection.close(200, ShortString::default()).await {
+        match self
+            .inner
+            .connection
+            .close(200, ShortString::default())
+            .await
+        {
             Ok(()) => Ok(()),
             // Closing the connection closes its channels; one that was
             // closing already (a consumer's, just dropped) makes lapin report
