@@ -273,40 +273,37 @@ impl Inner {
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         self.check_open(&format!("declaring hold queue `{hold}`"))?;
         let mut declared_again = false;
-        let mut published_again = false;
+        let mut attempts = 0;
         loop {
+            attempts += 1;
             // Only a declaration renews a hold queue's lease (`x-expires`), and
             // an expired hold queue takes its messages with it. So the
             // publishing channel is reserved first, and nothing waits between
             // the declaration and the publish into the queue it renewed.
             let reservation = self.publisher.reserve(&self.connection).await?;
+            // Taken before the declaration is sent: the broker starts the
+            // lease when it handles the declaration, which is no earlier.
+            let sent = Instant::now();
             self.holds
                 .declare(&self.connection, &hold, &config, ttl_ms)
                 .await?;
-            let declared_at = Instant::now();
             match reservation.publish(prepared.outgoing(&hold)).await {
                 Ok(()) => {
-                    // The lease runs 2 * ttl from the declaration, the job's
-                    // ttl from when it landed. A confirmation that came at
-                    // least a ttl after the declaration leaves the job at risk:
-                    // look again (which renews the lease), and if the queue is
-                    // gone, publish once more. At worst a duplicate, never a
-                    // loss. Holds of a second or more virtually never get here.
-                    let late = declared_at.elapsed() >= Duration::from_millis(ttl_ms);
-                    if !late || self.holds.still_there(&self.connection, &hold).await? {
+                    if self.lease_covers(&hold, &config, ttl_ms, sent).await? {
                         return Ok(());
                     }
-                    if published_again {
+                    if attempts >= LATE_HOLD_ATTEMPTS {
                         return Err(Error::Backend(BackendError::new(
                             BackendErrorKind::Other,
                             format!(
-                                "hold queue `{hold}` expired twice before its message was confirmed; \
-                                 a {ttl_ms} ms hold is too short for this broker (raise the granularity)"
+                                "could not make sure a job held in `{hold}` outlives the queue's \
+                                 {} ms lease ({attempts} tries); a {ttl_ms} ms hold is too short \
+                                 for this broker's round trips: raise the granularity",
+                                2 * ttl_ms
                             ),
                         )));
                     }
-                    tracing::warn!(hold = %hold, "a late confirmation found the hold queue expired; publishing again");
-                    published_again = true;
+                    tracing::warn!(hold = %hold, "a short hold may have expired with its job; publishing it again");
                 }
                 Err(Error::Backend(e))
                     if e.kind() == BackendErrorKind::Unroutable && !declared_again =>
@@ -321,7 +318,39 @@ impl Inner {
             }
         }
     }
+
+    /// Whether a job just confirmed into `hold` is sure to be released
+    /// rather than deleted with its queue.
+    ///
+    /// The queue's lease runs `2 * ttl` from its last declaration; the job
+    /// expires `ttl` after it landed. Confirmed within `ttl` of sending the
+    /// declaration, the job lands well inside the lease. Otherwise the queue
+    /// is declared again, renewing the lease past the job's expiry — which
+    /// only counts if that reply came within `2 * ttl` of the first
+    /// declaration, before the lease could have run out. When neither holds
+    /// (only ever seen with holds of a few milliseconds on a busy broker),
+    /// the job is published again: a duplicate at worst, never a loss.
+    async fn lease_covers(
+        &self,
+        hold: &str,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        sent: Instant,
+    ) -> Result<bool, Error> {
+        let ttl = Duration::from_millis(ttl_ms);
+        if sent.elapsed() < ttl {
+            return Ok(true);
+        }
+        self.holds
+            .declare(&self.connection, hold, config, ttl_ms)
+            .await?;
+        Ok(sent.elapsed() < 2 * ttl)
+    }
 }
+
+/// How often a hold whose lease could not be shown to cover its job is
+/// published again before the hold fails.
+const LATE_HOLD_ATTEMPTS: u32 = 5;
 
 /// An encoded envelope, checked and ready to publish.
 struct Prepared {

@@ -93,44 +93,6 @@ impl HoldDeclarer {
         };
         Ok((slot, channel))
     }
-
-    /// Whether the hold queue still exists, by a passive declaration, which
-    /// also renews its lease when it does.
-    pub(crate) async fn still_there(
-        &self,
-        connection: &Connection,
-        hold: &str,
-    ) -> Result<bool, Error> {
-        let what = format!("checking hold queue `{hold}`");
-        let name = ShortString::try_new(hold).map_err(|_| {
-            Error::invalid_config(format!(
-                "queue name `{hold}` is over the 255-byte AMQP limit"
-            ))
-        })?;
-        let (mut slot, channel) = self.channel(connection).await?;
-        let options = QueueDeclareOptions {
-            passive: true,
-            ..QueueDeclareOptions::default()
-        };
-        let result = channel
-            .queue_declare(name, options, FieldTable::default())
-            .await;
-        if !channel.status().connected() {
-            // A 404 closes the channel; the next declaration opens another.
-            *slot = None;
-        }
-        match result {
-            Ok(_) => Ok(true),
-            Err(e) => {
-                let failure = Failure::of(&e, connection.status().connected());
-                if failure.reply_code == Some(code::NOT_FOUND) {
-                    Ok(false)
-                } else {
-                    Err(failure.into_error(&what))
-                }
-            }
-        }
-    }
 }
 
 async fn new_channel(connection: &Connection, what: &str) -> Result<Channel, Error> {

@@ -288,11 +288,15 @@ async fn a_sub_millisecond_granularity_counts_as_one_millisecond() {
     .await
     .unwrap();
     // The 2 ms hold queue lives 4 ms unless declared again: the released job
-    // is the witness of where it waited.
-    broker.wait_ready(&q, 1).await;
+    // is the witness of where it waited. On a busy machine a hold this short
+    // may be published twice (a duplicate rather than a loss).
+    let arrived = broker.wait_ready_at_least(&q, 1).await;
     assert!(started.elapsed() >= Duration::from_millis(2));
-    let back = broker.get(&q).await.expect("the held job");
-    assert_eq!(death_queues(&back), [hold]);
+    eprintln!("sub-millisecond hold: {arrived} cop(ies) arrived");
+    for _ in 0..arrived {
+        let back = broker.get(&q).await.expect("the held job");
+        assert_eq!(death_queues(&back), std::slice::from_ref(&hold));
+    }
 }
 
 /// Regression: a hold used to declare its hold queue and then wait for a
