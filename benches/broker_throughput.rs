@@ -43,6 +43,7 @@
 //! | `QUEUEY_BENCH_JOBS` | 20000 jobs per run |
 //! | `QUEUEY_BENCH_SEQUENTIAL_JOBS` | 3000 jobs per run for the rows limited to one publish at a time (~1.6k/s) |
 //! | `QUEUEY_BENCH_RUNS` | 3 runs per side and row |
+//! | `QUEUEY_BENCH_SIDES` | `both`; `queuey` or `lapin` runs one side alone (for profiling; no ratios then) |
 //! | `RUST_LOG` | unset: no tracing subscriber, as in the measurements; set it (`RUST_LOG=queuey=warn`) to see why a run failed |
 //!
 //! Nothing here asserts a target: the table says which were met.
@@ -92,8 +93,10 @@ struct Settings {
     jobs: usize,
     sequential_jobs: usize,
     runs: usize,
-    /// Run only rows whose id contains one of these.
+    /// Run only the rows these name (see [`Settings::wants`]).
     filters: Vec<String>,
+    /// The sides to run: both, unless profiling one.
+    sides: Vec<Side>,
 }
 
 impl Settings {
@@ -116,6 +119,16 @@ impl Settings {
             jobs: number("QUEUEY_BENCH_JOBS", 20_000)?,
             sequential_jobs: number("QUEUEY_BENCH_SEQUENTIAL_JOBS", 3_000)?,
             runs: number("QUEUEY_BENCH_RUNS", 3)?,
+            sides: match std::env::var("QUEUEY_BENCH_SIDES").as_deref() {
+                Err(_) | Ok("") | Ok("both") => vec![Side::Queuey, Side::Lapin],
+                Ok("queuey") => vec![Side::Queuey],
+                Ok("lapin") => vec![Side::Lapin],
+                Ok(other) => {
+                    return Err(format!(
+                        "QUEUEY_BENCH_SIDES must be queuey, lapin or both, got `{other}`"
+                    ));
+                }
+            },
             // `cargo bench` passes `--bench`; options are not filters.
             filters: std::env::args()
                 .skip(1)
@@ -124,8 +137,16 @@ impl Settings {
         })
     }
 
+    /// A filter names a row (`consume-10`) or a group of rows (`consume`).
     fn wants(&self, row: &Row) -> bool {
-        self.filters.is_empty() || self.filters.iter().any(|f| row.id.contains(f.as_str()))
+        self.filters.is_empty()
+            || self.filters.iter().any(|f| {
+                row.id == *f
+                    || row
+                        .id
+                        .strip_prefix(f.as_str())
+                        .is_some_and(|rest| rest.starts_with('-'))
+            })
     }
 }
 
@@ -491,6 +512,9 @@ async fn measure_row(broker: &Broker, settings: &Settings, row: Row) -> BenchRes
                 [Side::Lapin, Side::Queuey]
             };
             for side in order {
+                if !settings.sides.contains(&side) {
+                    continue;
+                }
                 tokio::time::sleep(PAUSE).await;
                 let measured =
                     measure_once(broker, &backend, &connection, &row, side).await;

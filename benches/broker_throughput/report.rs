@@ -66,6 +66,7 @@ impl RowResult {
 
     fn target(&self) -> String {
         match self.row.target {
+            _ if !self.ratio().is_finite() => "–".to_owned(),
             None => "–".to_owned(),
             Some(target) if self.ratio() >= target => format!("≥ {:.0} %: met", target * 100.0),
             Some(target) => format!("≥ {:.0} %: **missed**", target * 100.0),
@@ -120,12 +121,12 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
     for r in results {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {:.1} % | {} | {} / {} |",
+            "| {} | {} | {} | {} | {} | {} | {} / {} |",
             r.row.label,
             thousands(r.row.jobs as f64),
             r.rates(Side::Queuey),
             r.rates(Side::Lapin),
-            r.ratio() * 100.0,
+            percent(r.ratio()),
             r.target(),
             r.lost(Side::Queuey),
             r.lost(Side::Lapin),
@@ -152,6 +153,14 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
         );
     }
     out
+}
+
+fn percent(ratio: f64) -> String {
+    if ratio.is_finite() {
+        format!("{:.1} %", ratio * 100.0)
+    } else {
+        "–".to_owned()
+    }
 }
 
 pub(crate) fn median(mut values: Vec<f64>) -> f64 {
