@@ -162,13 +162,14 @@ fn spawn_event_logger(connection: &Connection, uri: &str) -> Option<JoinHandle<(
 }
 
 impl Inner {
-    /// Fails if the backend was closed or its connection is gone.
-    pub(crate) fn check_open(&self, what: &str) -> Result<(), Error> {
+    /// Fails if the backend was closed or its connection is gone. `what`
+    /// is formatted only for the error, never on the way to a publish.
+    pub(crate) fn check_open(&self, what: fmt::Arguments<'_>) -> Result<(), Error> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
         if !self.connection.status().connected() {
-            return Err(connection_lost(what));
+            return Err(connection_lost(&what.to_string()));
         }
         Ok(())
     }
@@ -188,7 +189,7 @@ impl Inner {
     /// Publishes a body after checking its size.
     pub(crate) async fn publish_body(&self, out: Outgoing<'_>) -> Result<(), Error> {
         self.check_size(out.queue, out.body.len())?;
-        self.check_open(&format!("publishing to `{}`", out.queue))?;
+        self.check_open(format_args!("publishing to `{}`", out.queue))?;
         self.publisher.publish(&self.connection, out).await
     }
 
@@ -253,7 +254,7 @@ impl Inner {
             return prepared.publish_to(self, queue).await;
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
-        self.check_open(&format!("declaring hold queue `{hold}`"))?;
+        self.check_open(format_args!("declaring hold queue `{hold}`"))?;
         self.holds
             .declare(&self.connection, &hold, &config, ttl_ms)
             .await?;
@@ -301,7 +302,7 @@ impl Backend for RabbitMqBackend {
                     inner.options.dead_suffix_in_use(),
                 )?;
             }
-            inner.check_open("declaring queues")?;
+            inner.check_open(format_args!("declaring queues"))?;
             declare::declare_queues(&inner.connection, &inner.options, queues, |config| {
                 inner
                     .declared
