@@ -86,8 +86,8 @@ impl RabbitMqBackend {
             inner: Arc::new(Inner {
                 connection,
                 publisher: Publisher::new(options.get_publish_concurrency()),
+                holds: HoldDeclarer::new(options.get_publish_concurrency()),
                 options,
-                holds: HoldDeclarer::default(),
                 declared: RwLock::new(HashMap::new()),
                 redacted_uri,
                 closed: AtomicBool::new(false),
@@ -114,6 +114,7 @@ impl RabbitMqBackend {
             return Ok(());
         }
         self.inner.publisher.close();
+        self.inner.holds.close();
         if !self.inner.connection.status().connected() {
             return Ok(());
         }
