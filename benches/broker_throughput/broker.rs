@@ -72,12 +72,18 @@ impl Broker {
     }
 
     /// Declares a durable classic queue with the arguments queuey gives a
-    /// work queue by default (ten priority levels), written independently
-    /// of queuey's code.
-    pub(crate) async fn declare_work_queue(&self, queue: &str) -> BenchResult<()> {
+    /// work queue, written independently of queuey's code: ten priority
+    /// levels (queuey's default) or, with `priorities` false, none.
+    pub(crate) async fn declare_work_queue(
+        &self,
+        queue: &str,
+        priorities: bool,
+    ) -> BenchResult<()> {
         let mut args = FieldTable::default();
         args.insert("x-queue-type".into(), long_string("classic"));
-        args.insert("x-max-priority".into(), AMQPValue::LongInt(10));
+        if priorities {
+            args.insert("x-max-priority".into(), AMQPValue::LongInt(10));
+        }
         self.declare(queue, args).await
     }
 

@@ -28,11 +28,14 @@ pub(crate) enum BenchQueues {
 struct CurrentQueue {
     name: &'static str,
     prefetch: u16,
+    /// queuey's default ten priority levels, or none.
+    priorities: bool,
 }
 
 static CURRENT: RwLock<CurrentQueue> = RwLock::new(CurrentQueue {
     name: "queuey-bench.unset",
     prefetch: 1,
+    priorities: true,
 });
 
 impl Queues for BenchQueues {
@@ -44,7 +47,12 @@ impl Queues for BenchQueues {
 
     fn config(&self) -> QueueConfig {
         let queue = current();
-        QueueConfig::new(queue.name).prefetch(queue.prefetch)
+        let config = QueueConfig::new(queue.name).prefetch(queue.prefetch);
+        if queue.priorities {
+            config
+        } else {
+            config.max_priority(0)
+        }
     }
 }
 
@@ -55,9 +63,13 @@ fn current() -> CurrentQueue {
 /// Points [`BenchQueues::Work`] at `name`. The name is leaked: a `Queues`
 /// name lives for the whole program, and a benchmark process makes a few
 /// dozen of them.
-fn use_queue(name: &str, prefetch: u16) {
+fn use_queue(name: &str, prefetch: u16, priorities: bool) {
     let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = CurrentQueue { name, prefetch };
+    *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = CurrentQueue {
+        name,
+        prefetch,
+        priorities,
+    };
 }
 
 /// The job: a body that makes its JSON payload [`PAYLOAD_BYTES`] long. It
@@ -122,10 +134,11 @@ async fn fresh_queue(
     broker: &Broker,
     backend: &RabbitMqBackend,
     prefetch: u16,
+    priorities: bool,
 ) -> BenchResult<(String, Producer<BenchQueues, RabbitMqBackend>)> {
     let queue = broker.fresh_queue();
     broker.track(&format!("{queue}.dead"));
-    use_queue(&queue, prefetch);
+    use_queue(&queue, prefetch, priorities);
     let producer = Producer::<BenchQueues, _>::new(backend.clone()).await?;
     Ok((queue, producer))
 }
@@ -138,8 +151,9 @@ pub(crate) async fn enqueue(
     backend: &RabbitMqBackend,
     tasks: usize,
     jobs: usize,
+    priorities: bool,
 ) -> BenchResult<Measured> {
-    let (queue, producer) = fresh_queue(broker, backend, 1).await?;
+    let (queue, producer) = fresh_queue(broker, backend, 1, priorities).await?;
     let job = BenchJob::new();
     let warm_up = futures::future::try_join_all((0..tasks).map(|_| producer.enqueue(&job)));
     tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
@@ -172,8 +186,9 @@ pub(crate) async fn consume(
     backend: &RabbitMqBackend,
     prefetch: u16,
     jobs: usize,
+    priorities: bool,
 ) -> BenchResult<Measured> {
-    let (queue, _producer) = fresh_queue(broker, backend, prefetch).await?;
+    let (queue, _producer) = fresh_queue(broker, backend, prefetch, priorities).await?;
     broker.fill(&queue, jobs).await?;
     broker.expect_ready(&queue, jobs).await?;
     let worked = work(backend, prefetch, jobs, false).await?;
@@ -204,7 +219,7 @@ pub(crate) async fn retry(
     retry_ms: u64,
     jobs: usize,
 ) -> BenchResult<Measured> {
-    let (queue, producer) = fresh_queue(broker, backend, prefetch).await?;
+    let (queue, producer) = fresh_queue(broker, backend, prefetch, true).await?;
     broker.track(&format!("{queue}.deferred.{retry_ms}"));
     // Some of the jobs go through queuey, so that the pool's channels are
     // open when the clock starts (the lapin side opens its pool first too).
