@@ -29,7 +29,8 @@
 //!   back, waits for the confirm, acks, then acks the message when it
 //!   returns. Jobs that never come back are counted as lost;
 //! - **publish_concurrency**: enqueue from 128 tasks with pools of 1, 8, 32,
-//!   64 and 128 channels, against lapin with as many channels.
+//!   64 and 128 channels, against lapin with as many channels, on queues
+//!   with and without priorities.
 //!
 //! Messages are persistent; the job payload is 200 bytes of JSON and the
 //! lapin bodies are exactly as long as queuey's envelopes, with the same
@@ -290,24 +291,27 @@ fn rows(settings: &Settings) -> Vec<Row> {
             None,
         ));
     }
-    for channels in POOLS {
-        rows.push(Row {
-            pool_comparison: true,
-            ..row(
-                format!("pool-{channels}"),
-                format!("enqueue, {POOL_TASKS} tasks, publish_concurrency {channels}"),
-                Kind::Enqueue {
-                    tasks: POOL_TASKS,
-                    channels,
-                },
-                if channels == 1 {
-                    settings.sequential_jobs
-                } else {
-                    settings.jobs
-                },
-                None,
-            )
-        });
+    for priorities in [true, false] {
+        for channels in POOLS {
+            let pool = Row {
+                pool_comparison: true,
+                ..row(
+                    format!("pool-{channels}"),
+                    format!("enqueue, {POOL_TASKS} tasks, publish_concurrency {channels}"),
+                    Kind::Enqueue {
+                        tasks: POOL_TASKS,
+                        channels,
+                    },
+                    if channels == 1 {
+                        settings.sequential_jobs
+                    } else {
+                        settings.jobs
+                    },
+                    None,
+                )
+            };
+            rows.push(if priorities { pool } else { plain(pool) });
+        }
     }
     rows.retain(|r| settings.wants(r));
     rows
