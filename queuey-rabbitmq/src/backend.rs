@@ -208,10 +208,17 @@ impl Inner {
             source,
         })?;
         self.check_size(&envelope.queue, body.len())?;
+        let properties = properties::job_properties(envelope)?;
+        // The message id job_properties just wrote: the job id, formatted once.
+        let message_id = properties
+            .message_id()
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .unwrap_or_default();
         Ok(Prepared {
             body,
-            message_id: envelope.job_id.to_string(),
-            properties: properties::job_properties(envelope)?,
+            message_id,
+            properties,
         })
     }
 
