@@ -2,9 +2,12 @@
 //!
 //! - the dispatch stack around a no-op handler: the bare handler service,
 //!   the worker's default layers (trace with no subscriber, metrics with no
-//!   recorder, dead-letter, retry, deferral), and the same plus a timeout;
+//!   recorder, dead-letter, retry, deferral), the same plus a timeout, and
+//!   the worker's own `DefaultStack` (which is those six layers);
 //! - envelope encoding and decoding at 200 B and 20 KB payloads;
 //! - rounding a delay to a hold;
+//! - the RabbitMQ topology functions (queue names, room checks, queue
+//!   arguments), which run on every declaration and every hold publish;
 //! - a memory-backend round trip: enqueue, consume, ack.
 //!
 //! ```sh
@@ -19,10 +22,11 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use futures::StreamExt;
 use queuey::backend::{hold_delay_ms, round_up_ms};
 use queuey::prelude::*;
+use queuey::worker::DefaultStack;
 use queuey::{Envelope, HandlerService, Uuid};
 use serde::{Deserialize, Serialize};
 use tower::timeout::TimeoutLayer;
-use tower::{Service, ServiceBuilder, ServiceExt};
+use tower::{Layer, Service, ServiceBuilder, ServiceExt};
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 #[queues(prefix = "bench")]
@@ -84,6 +88,9 @@ fn dispatch(c: &mut Criterion) {
     let with_timeout = default_layers
         .layer(TimeoutLayer::new(Duration::from_secs(300)))
         .service(HandlerService::new(NoopHandler));
+    // What `Worker` builds when no `.layer(..)` is given: the same layers
+    // in the same order, from the worker's own definition.
+    let worker_default = DefaultStack::default().layer(HandlerService::new(NoopHandler));
 
     let mut group = c.benchmark_group("dispatch");
     group.throughput(Throughput::Elements(1));
@@ -95,6 +102,9 @@ fn dispatch(c: &mut Criterion) {
     });
     group.bench_function("default_stack_with_timeout", |b| {
         b.to_async(&runtime).iter(|| call(&with_timeout, &queue))
+    });
+    group.bench_function("worker_default_stack", |b| {
+        b.to_async(&runtime).iter(|| call(&worker_default, &queue))
     });
     group.finish();
 }
@@ -140,6 +150,70 @@ fn holds(c: &mut Criterion) {
     group.finish();
 }
 
+/// The pure functions of `queuey_rabbitmq::topology`: a retry computes a
+/// hold name and its arguments (and declares it) before every hold publish;
+/// `declare` computes the rest once per queue.
+#[cfg(feature = "rabbitmq")]
+fn rabbitmq_topology(c: &mut Criterion) {
+    use queuey::rabbitmq::topology;
+
+    let queue = "bench.work";
+    let config = BenchQueues::Work.config();
+    let mut group = c.benchmark_group("rabbitmq_topology");
+    group.bench_function("dead_letter_queue_name", |b| {
+        b.iter(|| black_box(topology::dead_letter_queue_name(black_box(queue), ".dead")))
+    });
+    group.bench_function("hold_queue_name", |b| {
+        b.iter(|| {
+            black_box(topology::hold_queue_name(
+                black_box(queue),
+                ".deferred",
+                black_box(30_000),
+            ))
+        })
+    });
+    group.bench_function("check_room", |b| {
+        b.iter(|| {
+            black_box(topology::check_room(
+                black_box(queue),
+                ".deferred",
+                Some(".dead"),
+            ))
+        })
+    });
+    group.bench_function("work_queue_arguments", |b| {
+        b.iter(|| black_box(topology::work_queue_arguments(black_box(&config))))
+    });
+    group.bench_function("dead_letter_queue_arguments", |b| {
+        b.iter(|| black_box(topology::dead_letter_queue_arguments()))
+    });
+    group.bench_function("hold_queue_arguments", |b| {
+        b.iter(|| {
+            black_box(topology::hold_queue_arguments(
+                black_box(queue),
+                black_box(30_000),
+            ))
+        })
+    });
+    // Everything a retry computes before it declares and publishes its hold.
+    group.bench_function("per_hold_publish", |b| {
+        b.iter(|| {
+            let ttl = topology::hold_delay_ms(
+                black_box(queue),
+                black_box(Duration::from_millis(1_234)),
+                Duration::from_secs(1),
+            )
+            .expect("a valid delay");
+            let name = topology::hold_queue_name(queue, ".deferred", ttl).expect("room");
+            black_box((name, topology::hold_queue_arguments(queue, ttl)))
+        })
+    });
+    group.finish();
+}
+
+#[cfg(not(feature = "rabbitmq"))]
+fn rabbitmq_topology(_: &mut Criterion) {}
+
 fn memory_round_trip(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -175,5 +249,12 @@ fn memory_round_trip(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dispatch, envelope, holds, memory_round_trip);
+criterion_group!(
+    benches,
+    dispatch,
+    envelope,
+    holds,
+    rabbitmq_topology,
+    memory_round_trip
+);
 criterion_main!(benches);

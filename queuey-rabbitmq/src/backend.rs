@@ -86,8 +86,8 @@ impl RabbitMqBackend {
             inner: Arc::new(Inner {
                 connection,
                 publisher: Publisher::new(options.get_publish_concurrency()),
+                holds: HoldDeclarer::new(options.get_publish_concurrency()),
                 options,
-                holds: HoldDeclarer::default(),
                 declared: RwLock::new(HashMap::new()),
                 redacted_uri,
                 closed: AtomicBool::new(false),
@@ -114,6 +114,7 @@ impl RabbitMqBackend {
             return Ok(());
         }
         self.inner.publisher.close();
+        self.inner.holds.close();
         if !self.inner.connection.status().connected() {
             return Ok(());
         }
@@ -173,13 +174,14 @@ fn spawn_event_logger(connection: &Connection, uri: &str) -> Option<JoinHandle<(
 }
 
 impl Inner {
-    /// Fails if the backend was closed or its connection is gone.
-    pub(crate) fn check_open(&self, what: &str) -> Result<(), Error> {
+    /// Fails if the backend was closed or its connection is gone. `what`
+    /// is formatted only for the error, never on the way to a publish.
+    pub(crate) fn check_open(&self, what: fmt::Arguments<'_>) -> Result<(), Error> {
         if self.closed.load(Ordering::Acquire) {
             return Err(Error::ShutDown);
         }
         if !self.connection.status().connected() {
-            return Err(connection_lost(what));
+            return Err(connection_lost(&what.to_string()));
         }
         Ok(())
     }
@@ -206,7 +208,7 @@ impl Inner {
     /// dead-letter queue: the broker accepted its size once already, so
     /// queuey's own limit does not apply.
     pub(crate) async fn publish_verbatim(&self, out: Outgoing<'_>) -> Result<(), Error> {
-        self.check_open(&format!("publishing to `{}`", out.queue))?;
+        self.check_open(format_args!("publishing to `{}`", out.queue))?;
         self.publisher.publish(&self.connection, out).await
     }
 
@@ -224,10 +226,17 @@ impl Inner {
             source,
         })?;
         self.check_size(&envelope.queue, body.len())?;
+        let properties = properties::job_properties(envelope)?;
+        // The message id job_properties just wrote: the job id, formatted once.
+        let message_id = properties
+            .message_id()
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+            .unwrap_or_default();
         Ok(Prepared {
             body,
-            message_id: envelope.job_id.to_string(),
-            properties: properties::job_properties(envelope)?,
+            message_id,
+            properties,
         })
     }
 
@@ -271,7 +280,7 @@ impl Inner {
             return prepared.publish_to(self, queue).await;
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
-        self.check_open(&format!("declaring hold queue `{hold}`"))?;
+        self.check_open(format_args!("declaring hold queue `{hold}`"))?;
         let mut declared_again = false;
         let mut attempts = 0;
         loop {
@@ -394,7 +403,7 @@ impl Backend for RabbitMqBackend {
                     inner.options.dead_suffix_in_use(),
                 )?;
             }
-            inner.check_open("declaring queues")?;
+            inner.check_open(format_args!("declaring queues"))?;
             declare::declare_queues(&inner.connection, &inner.options, queues, |config| {
                 inner
                     .declared

@@ -56,7 +56,7 @@ pub(crate) async fn consume(
     config.validate()?;
     let queue = config.name();
     let what = format!("consuming `{queue}`");
-    inner.check_open(&what)?;
+    inner.check_open(format_args!("{what}"))?;
     let connection = &inner.connection;
     let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
     let channel = connection.create_channel().await.map_err(fail)?;

@@ -1,14 +1,16 @@
 //! Queue declarations: the work and dead-letter queues on a throwaway
-//! channel per `declare`, and hold queues on a channel of their own.
+//! channel per `declare`, and hold queues on channels of their own.
 //!
 //! A refused declaration (`PRECONDITION_FAILED`) closes the channel it ran
 //! on, so declarations never share a channel with publishes or consumers.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection};
 use queuey_core::{Error, QueueConfig};
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{Mutex, MutexGuard, Semaphore};
 
 use crate::RabbitMqOptions;
 use crate::error::{Failure, code, connection_lost};
@@ -49,13 +51,33 @@ pub(crate) async fn declare_queues(
     result
 }
 
-/// The channel hold queues are declared on, reopened after a refusal.
-#[derive(Debug, Default)]
+/// The channels hold queues are declared on: as many as there are
+/// publishing channels, each used by one declaration at a time, opened on
+/// first use and reopened after a refusal closed one.
+///
+/// Every hold publish is preceded by a declaration that waits for the
+/// broker's answer, so with a single channel the declarations of all
+/// concurrent retries and deferrals of a backend queue up behind each
+/// other, one broker round trip apiece. With `publish_concurrency(1)` this
+/// is exactly one channel again.
+#[derive(Debug)]
 pub(crate) struct HoldDeclarer {
-    channel: Mutex<Option<Channel>>,
+    slots: Box<[Mutex<Option<Channel>>]>,
+    /// One permit per slot: holding one guarantees a free slot.
+    permits: Semaphore,
+    next: AtomicUsize,
 }
 
 impl HoldDeclarer {
+    pub(crate) fn new(channels: usize) -> Self {
+        let channels = channels.max(1);
+        HoldDeclarer {
+            slots: (0..channels).map(|_| Mutex::new(None)).collect(),
+            permits: Semaphore::new(channels),
+            next: AtomicUsize::new(0),
+        }
+    }
+
     /// Declares the hold queue `hold` of `config`'s queue, waiting for the
     /// broker's answer: only a waited-for declaration renews the queue's
     /// `x-expires` lease, so this runs right before every publish into it.
@@ -67,31 +89,39 @@ impl HoldDeclarer {
         ttl_ms: u64,
     ) -> Result<(), Error> {
         let args = topology::hold_queue_arguments(config.name(), ttl_ms);
-        let (mut slot, channel) = self.channel(connection).await?;
+        let _permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
+        let mut slot = self.free_slot().await;
+        let channel = match slot.as_ref() {
+            Some(channel) if channel.status().connected() => channel.clone(),
+            _ => {
+                *slot = None;
+                slot.insert(new_channel(connection, "opening a hold-queue channel").await?)
+                    .clone()
+            }
+        };
         let result = declare(connection, &channel, hold, config.is_durable(), &args).await;
         if !channel.status().connected() {
             *slot = None;
         }
         result.map_err(|f| explain(f, hold, config))
     }
-}
 
-impl HoldDeclarer {
-    /// The hold-queue channel, locked, opened again if an error closed it.
-    async fn channel(
-        &self,
-        connection: &Connection,
-    ) -> Result<(MutexGuard<'_, Option<Channel>>, Channel), Error> {
-        let mut slot = self.channel.lock().await;
-        let channel = match slot.as_ref() {
-            Some(channel) if channel.status().connected() => channel.clone(),
-            _ => {
-                *slot = None;
-                slot.insert(new_channel(connection, "opening the hold-queue channel").await?)
-                    .clone()
+    /// Closes the declarer: later declarations fail with [`Error::ShutDown`].
+    pub(crate) fn close(&self) {
+        self.permits.close();
+    }
+
+    async fn free_slot(&self) -> MutexGuard<'_, Option<Channel>> {
+        let n = self.slots.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        for i in 0..n {
+            if let Ok(guard) = self.slots[(start + i) % n].try_lock() {
+                return guard;
             }
-        };
-        Ok((slot, channel))
+        }
+        // Unreachable while every holder of a slot holds a permit; waiting is
+        // still correct if it ever happens.
+        self.slots[start].lock().await
     }
 }
 

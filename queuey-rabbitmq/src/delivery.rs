@@ -68,23 +68,28 @@ impl RabbitMqDelivery {
         }
     }
 
-    /// Turns the result of an ack, nack or reject into queuey's.
+    /// Turns the result of an ack, nack or reject into queuey's. The error
+    /// text is only built for an error: a settle that worked allocates
+    /// nothing here.
     fn settled(&self, what: &str, result: lapin::Result<bool>) -> Result<(), Error> {
-        let what = format!(
-            "{what} delivery {} from `{}`",
-            self.delivery_tag, self.queue
-        );
+        let what = || {
+            format!(
+                "{what} delivery {} from `{}`",
+                self.delivery_tag, self.queue
+            )
+        };
         match result {
             Ok(true) => Ok(()),
             Ok(false) => Err(Error::Backend(BackendError::new(
                 BackendErrorKind::NotSettled,
                 format!(
-                    "{what}: not settled, because its channel is closed or it was settled already; \
-                     the broker will deliver it again"
+                    "{}: not settled, because its channel is closed or it was settled already; \
+                     the broker will deliver it again",
+                    what()
                 ),
             ))),
             Err(e) => {
-                Err(Failure::of(&e, self.inner.connection.status().connected()).into_error(&what))
+                Err(Failure::of(&e, self.inner.connection.status().connected()).into_error(&what()))
             }
         }
     }

@@ -59,9 +59,12 @@
 //!   `basic.publish` to its confirmation, so a confirmation (and a returned
 //!   message) is always matched with its own publish. Nothing is declared on
 //!   them. A channel closed by a channel exception is reopened on next use.
-//! - One channel declares hold queues, right before each publish into one.
-//!   A refused declaration closes only that channel, which is reopened on
-//!   next use.
+//! - As many channels again (opened only once holds are used) declare hold
+//!   queues, right before each publish into one, each carrying one
+//!   declaration at a time, so concurrent retries and deferrals do not wait
+//!   for each other's declarations. A refused declaration closes only its
+//!   channel, which is reopened on next use. With `publish_concurrency(1)`
+//!   there is one publishing channel and one hold-declaration channel.
 //! - Each [`consume`](queuey_core::Backend::consume) opens a fresh channel
 //!   and sets `basic_qos(prefetch, global = false)` before consuming.
 //! - Each [`declare`](queuey_core::Backend::declare) runs on a throwaway

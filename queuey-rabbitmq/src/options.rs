@@ -129,7 +129,8 @@ impl RabbitMqOptions {
 
     /// How many publishing channels the backend keeps, each carrying one
     /// publish at a time (default 8, at most [`MAX_PUBLISH_CONCURRENCY`]).
-    /// `1` serializes every publish on a single channel.
+    /// `1` serializes every publish on a single channel. Hold queues are
+    /// declared on as many channels of their own.
     pub fn publish_concurrency(mut self, channels: usize) -> Self {
         self.publish_concurrency = channels;
         self

@@ -31,10 +31,11 @@ pub(crate) fn job_properties(envelope: &Envelope) -> Result<BasicProperties, Err
             envelope.job_type.len()
         ))
     })?;
+    let mut id = uuid::Uuid::encode_buffer();
     Ok(BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
         .with_content_type(short(CONTENT_TYPE))
-        .with_message_id(short(&envelope.job_id.to_string()))
+        .with_message_id(short(envelope.job_id.hyphenated().encode_lower(&mut id)))
         .with_type(job_type)
         .with_priority(envelope.priority)
         .with_timestamp(envelope.enqueued_at_ms / 1000))

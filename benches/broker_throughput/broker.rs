@@ -1,0 +1,278 @@
+//! The benchmark's own view of the broker: an admin connection that names
+//! queues, declares the baseline's queues, fills queues before a consume
+//! run, counts messages, and deletes every queue a run created.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
+use queuey::{Envelope, Job, Uuid};
+
+use crate::BenchResult;
+use crate::queuey_side::BenchJob;
+
+/// The job type name every benchmark message carries.
+pub(crate) const JOB_TYPE: &str = <BenchJob as Job>::NAME;
+/// Bytes of the job's JSON payload: `{"body":"xx…x"}`.
+pub(crate) const PAYLOAD_BYTES: usize = 200;
+/// Confirms in flight while filling a queue before a consume run.
+const FILL_WINDOW: usize = 256;
+/// How long a single broker operation of the admin connection may take.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The admin connection and the queues created and not yet deleted.
+pub(crate) struct Broker {
+    url: String,
+    /// One id per benchmark process, in every connection name.
+    id: String,
+    admin: Connection,
+    created: Mutex<Vec<String>>,
+}
+
+impl Broker {
+    /// Opens the admin connection.
+    pub(crate) async fn connect(url: &str) -> BenchResult<Broker> {
+        let id = Uuid::new_v4().simple().to_string();
+        let admin = connect(url, &format!("queuey-bench-{id}-admin")).await?;
+        Ok(Broker {
+            url: url.to_owned(),
+            id,
+            admin,
+            created: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A connection name unique to this process: `queuey-bench-{id}-{label}`.
+    pub(crate) fn connection_name(&self, label: &str) -> String {
+        format!("queuey-bench-{}-{label}", self.id)
+    }
+
+    /// A fresh queue name, `queuey-bench.{uuid}`, tracked for deletion.
+    pub(crate) fn fresh_queue(&self) -> String {
+        let name = format!("queuey-bench.{}", Uuid::new_v4().simple());
+        self.track(&name);
+        name
+    }
+
+    /// Tracks another queue (a dead-letter or hold queue) for deletion.
+    pub(crate) fn track(&self, name: &str) {
+        self.created
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(name.to_owned());
+    }
+
+    /// Declares a durable classic queue with the arguments queuey gives a
+    /// work queue, written independently of queuey's code: ten priority
+    /// levels (queuey's default) or, with `priorities` false, none.
+    pub(crate) async fn declare_work_queue(
+        &self,
+        queue: &str,
+        priorities: bool,
+    ) -> BenchResult<()> {
+        let mut args = FieldTable::default();
+        args.insert("x-queue-type".into(), long_string("classic"));
+        if priorities {
+            args.insert("x-max-priority".into(), AMQPValue::LongInt(10));
+        }
+        self.declare(queue, args).await
+    }
+
+    /// Declares a durable classic queue that holds each message for `ttl_ms`
+    /// and then dead-letters it back to `queue`.
+    pub(crate) async fn declare_hold_queue(
+        &self,
+        hold: &str,
+        queue: &str,
+        ttl_ms: i32,
+    ) -> BenchResult<()> {
+        let mut args = FieldTable::default();
+        args.insert("x-queue-type".into(), long_string("classic"));
+        args.insert("x-message-ttl".into(), AMQPValue::LongInt(ttl_ms));
+        args.insert("x-dead-letter-exchange".into(), long_string(""));
+        args.insert("x-dead-letter-routing-key".into(), long_string(queue));
+        self.declare(hold, args).await
+    }
+
+    async fn declare(&self, queue: &str, args: FieldTable) -> BenchResult<()> {
+        let channel = self.admin.create_channel().await?;
+        let options = QueueDeclareOptions::durable();
+        bounded(
+            "declaring a queue",
+            channel.queue_declare(queue.into(), options, args),
+        )
+        .await??;
+        close(&channel).await;
+        Ok(())
+    }
+
+    /// Ready messages on `queue` (a passive declare).
+    pub(crate) async fn ready(&self, queue: &str) -> BenchResult<u32> {
+        let channel = self.admin.create_channel().await?;
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = bounded(
+            "counting messages",
+            channel.queue_declare(queue.into(), options, FieldTable::default()),
+        )
+        .await??;
+        close(&channel).await;
+        Ok(declared.message_count())
+    }
+
+    /// Checks that `queue` holds exactly `expected` ready messages.
+    pub(crate) async fn expect_ready(&self, queue: &str, expected: usize) -> BenchResult<()> {
+        let ready = self.ready(queue).await?;
+        if ready as usize != expected {
+            return Err(format!("`{queue}` holds {ready} messages, expected {expected}").into());
+        }
+        Ok(())
+    }
+
+    /// Publishes `jobs` job envelopes to `queue`, persistent, with up to
+    /// [`FILL_WINDOW`] confirms in flight on one channel, each confirm
+    /// checked. Not measured: it prepares a consume run.
+    pub(crate) async fn fill(&self, queue: &str, jobs: usize) -> BenchResult<()> {
+        let channel = self.admin.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        let routing_key = ShortString::from(queue);
+        let mut in_flight = VecDeque::with_capacity(FILL_WINDOW);
+        for _ in 0..jobs {
+            let (body, properties) = job_message(queue)?;
+            let confirm = channel
+                .basic_publish(
+                    ShortString::default(),
+                    routing_key.clone(),
+                    BasicPublishOptions::default(),
+                    &body,
+                    properties,
+                )
+                .await?;
+            in_flight.push_back(confirm);
+            if in_flight.len() == FILL_WINDOW
+                && let Some(oldest) = in_flight.pop_front()
+            {
+                expect_ack(bounded("filling a queue", oldest).await??)?;
+            }
+        }
+        for confirm in in_flight {
+            expect_ack(bounded("filling a queue", confirm).await??)?;
+        }
+        close(&channel).await;
+        Ok(())
+    }
+
+    /// Deletes every tracked queue, messages and all. A queue that is
+    /// already gone (a hold queue that expired) counts as deleted.
+    pub(crate) async fn delete_created(&self) -> BenchResult<()> {
+        let queues = std::mem::take(&mut *self.created.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut failed = Vec::new();
+        for queue in queues {
+            // A fresh channel each: a refusal closes the channel it ran on.
+            let deleted = async {
+                let channel = self.admin.create_channel().await?;
+                let result = bounded(
+                    "deleting a queue",
+                    channel.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()),
+                )
+                .await?;
+                close(&channel).await;
+                BenchResult::Ok(result)
+            }
+            .await;
+            match deleted {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) if is_not_found(&e) => {}
+                Ok(Err(e)) => failed.push(format!("{queue}: {e}")),
+                Err(e) => failed.push(format!("{queue}: {e}")),
+            }
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("could not delete: {}", failed.join("; ")).into())
+        }
+    }
+
+    /// Closes the admin connection.
+    pub(crate) async fn close(&self) {
+        let _ = self.admin.close(200, "benchmark done".into()).await;
+    }
+}
+
+/// Opens a named lapin connection.
+pub(crate) async fn connect(url: &str, name: &str) -> BenchResult<Connection> {
+    let properties = ConnectionProperties::default().with_connection_name(name.into());
+    Ok(bounded("connecting", Connection::connect(url, properties)).await??)
+}
+
+/// A job envelope for `queue` as the broker sees it: the encoded body and
+/// the properties queuey publishes it with (persistent JSON, its job id as
+/// message id, the job type, priority 0, the enqueue time in seconds).
+pub(crate) fn job_message(queue: &str) -> BenchResult<(Vec<u8>, BasicProperties)> {
+    let envelope = Envelope::new(JOB_TYPE, queue, payload()?);
+    let body = envelope.encode()?;
+    Ok((body, message_properties(&envelope.job_id.to_string())))
+}
+
+/// The properties of a job message with the given message id.
+pub(crate) fn message_properties(message_id: &str) -> BasicProperties {
+    let seconds = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_content_type("application/json".into())
+        .with_message_id(message_id.into())
+        .with_type(JOB_TYPE.into())
+        .with_priority(0)
+        .with_timestamp(seconds)
+}
+
+/// The job payload, [`PAYLOAD_BYTES`] of JSON.
+pub(crate) fn payload() -> BenchResult<Box<serde_json::value::RawValue>> {
+    Ok(serde_json::value::to_raw_value(&BenchJob::new())?)
+}
+
+/// Fails unless the broker stored the message: a bare ack.
+pub(crate) fn expect_ack(confirmation: Confirmation) -> BenchResult<()> {
+    match confirmation {
+        Confirmation::Ack(None) => Ok(()),
+        other => Err(format!("the broker did not store a message: {other:?}").into()),
+    }
+}
+
+/// Closes a channel, ignoring a channel that is already gone.
+pub(crate) async fn close(channel: &Channel) {
+    if channel.status().connected() {
+        let _ = channel.close(200, ShortString::default()).await;
+    }
+}
+
+/// Awaits `future` for at most [`ADMIN_TIMEOUT`].
+pub(crate) async fn bounded<T>(what: &str, future: impl Future<Output = T>) -> BenchResult<T> {
+    tokio::time::timeout(ADMIN_TIMEOUT, future)
+        .await
+        .map_err(|_| format!("{what}: no answer from the broker in {ADMIN_TIMEOUT:?}").into())
+}
+
+fn long_string(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+fn is_not_found(e: &lapin::Error) -> bool {
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(amqp) if amqp.get_id() == 404)
+}

@@ -1,0 +1,297 @@
+//! The baseline: the same operations written directly against lapin, with
+//! the same messages on the same broker. This is as fast as the client
+//! library goes for each operation done correctly (one confirm in flight
+//! per channel, every confirm checked), so the ratio queuey/lapin is what
+//! queuey's own work costs.
+
+use std::sync::Mutex;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions,
+};
+use lapin::types::{FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection};
+use queuey::Uuid;
+use tokio::sync::Semaphore;
+
+use crate::broker::{Broker, bounded, close, expect_ack, job_message, message_properties};
+use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
+
+/// `jobs` publishes over `channels` confirm channels, one task per channel
+/// publishing its share one at a time and waiting for each confirm. Each
+/// body is as long as queuey's envelope for the same job, with the same
+/// properties and a fresh message id. Every channel first publishes one
+/// message unmeasured, like the queuey side.
+pub(crate) async fn enqueue(
+    broker: &Broker,
+    connection: &Connection,
+    channels: usize,
+    jobs: usize,
+    priorities: bool,
+) -> BenchResult<Measured> {
+    let queue = broker.fresh_queue();
+    broker.declare_work_queue(&queue, priorities).await?;
+    let (body, _) = job_message(&queue)?;
+    let routing_key = ShortString::from(queue.as_str());
+    let opened = open_confirm_channels(connection, channels).await?;
+    let warm_up = futures::future::try_join_all(
+        opened
+            .iter()
+            .map(|channel| publish_job(channel, &routing_key, &body)),
+    );
+    tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
+
+    let clock = Stopwatch::start();
+    let mut running = tokio::task::JoinSet::new();
+    for (task, channel) in opened.iter().enumerate() {
+        let channel = channel.clone();
+        let routing_key = routing_key.clone();
+        let body = body.clone();
+        let share = crate::share(jobs, channels, task);
+        running.spawn(async move {
+            for _ in 0..share {
+                publish_job(&channel, &routing_key, &body).await?;
+            }
+            BenchResult::Ok(())
+        });
+    }
+    let joined = tokio::time::timeout(RUN_TIMEOUT, running.join_all()).await?;
+    let measured = clock.stop(jobs);
+    joined.into_iter().collect::<BenchResult<Vec<()>>>()?;
+    for channel in &opened {
+        close(channel).await;
+    }
+    broker.expect_ready(&queue, jobs + channels).await?;
+    Ok(measured)
+}
+
+/// One consumer with `basic_qos(prefetch)` acks `jobs` messages of a
+/// filled queue, each as soon as it arrives. The acks are awaited
+/// concurrently (at most `prefetch` are ever in flight, since the broker
+/// sends no more), all in the consumer's task: awaiting each ack before
+/// taking the next delivery would wait for lapin's I/O thread once per
+/// message and measure less than lapin can do. The clock runs from opening
+/// the channel to the last ack.
+pub(crate) async fn consume(
+    broker: &Broker,
+    connection: &Connection,
+    prefetch: u16,
+    jobs: usize,
+    priorities: bool,
+) -> BenchResult<Measured> {
+    let queue = broker.fresh_queue();
+    broker.declare_work_queue(&queue, priorities).await?;
+    broker.fill(&queue, jobs).await?;
+    broker.expect_ready(&queue, jobs).await?;
+
+    let clock = Stopwatch::start();
+    let channel = connection.create_channel().await?;
+    let mut consumer = start_consumer(&channel, &queue, prefetch).await?;
+    let drained = tokio::time::timeout(RUN_TIMEOUT, async {
+        let mut acking = FuturesUnordered::new();
+        let (mut received, mut acked) = (0, 0);
+        while acked < jobs {
+            tokio::select! {
+                Some(sent) = acking.next() => {
+                    if !sent? {
+                        return Err("an ack was not sent".into());
+                    }
+                    acked += 1;
+                }
+                delivery = consumer.next(), if received < jobs => {
+                    let delivery = delivery.ok_or("the consumer ended")??;
+                    received += 1;
+                    acking.push(async move { delivery.ack(BasicAckOptions::default()).await });
+                }
+            }
+        }
+        BenchResult::Ok(())
+    })
+    .await;
+    let measured = clock.stop(jobs);
+    drained??;
+    close(&channel).await;
+    broker.expect_ready(&queue, 0).await?;
+    Ok(measured)
+}
+
+/// The retry path by hand: each first delivery is published to a hold
+/// queue (TTL `hold_ms`, dead-lettered back to the queue) on a pool of
+/// `channels` confirm channels, confirmed, then acked; the message that
+/// comes back (it carries the broker's `x-death` header) is acked. Up to
+/// `prefetch` deliveries are handled at once, all in one task.
+pub(crate) async fn retry(
+    broker: &Broker,
+    connection: &Connection,
+    prefetch: u16,
+    channels: usize,
+    hold_ms: i32,
+    jobs: usize,
+) -> BenchResult<Measured> {
+    let queue = broker.fresh_queue();
+    let hold = format!("{queue}.hold");
+    broker.track(&hold);
+    broker.declare_work_queue(&queue, true).await?;
+    broker.declare_hold_queue(&hold, &queue, hold_ms).await?;
+    broker.fill(&queue, jobs).await?;
+    broker.expect_ready(&queue, jobs).await?;
+    let pool = Pool::open(connection, channels).await?;
+    let hold_key = ShortString::from(hold.as_str());
+
+    let clock = Stopwatch::start();
+    let channel = connection.create_channel().await?;
+    let mut consumer = start_consumer(&channel, &queue, prefetch).await?;
+    let drained = tokio::time::timeout(RUN_TIMEOUT, async {
+        let mut settling = FuturesUnordered::new();
+        let mut done = 0;
+        while done < jobs {
+            tokio::select! {
+                Some(settled) = settling.next() => {
+                    if settled? {
+                        done += 1;
+                    }
+                }
+                delivery = consumer.next() => {
+                    let delivery = delivery.ok_or("the consumer ended")??;
+                    settling.push(settle(delivery, &pool, &hold_key));
+                }
+            }
+        }
+        BenchResult::Ok(())
+    })
+    .await;
+    let measured = clock.stop(jobs);
+    drained??;
+    close(&channel).await;
+    pool.close().await;
+    broker.expect_ready(&queue, 0).await?;
+    broker.expect_ready(&hold, 0).await?;
+    Ok(measured)
+}
+
+/// Settles one delivery of the retry run; `true` when the job is done.
+async fn settle(
+    delivery: lapin::message::Delivery,
+    pool: &Pool,
+    hold: &ShortString,
+) -> BenchResult<bool> {
+    let returned = delivery
+        .properties
+        .headers()
+        .as_ref()
+        .is_some_and(|headers| headers.contains_key("x-death"));
+    if !returned {
+        let properties = delivery.properties.clone();
+        pool.publish(hold, &delivery.data, properties).await?;
+    }
+    if !delivery.ack(BasicAckOptions::default()).await? {
+        return Err("an ack was not sent".into());
+    }
+    Ok(returned)
+}
+
+async fn start_consumer(
+    channel: &Channel,
+    queue: &str,
+    prefetch: u16,
+) -> BenchResult<lapin::Consumer> {
+    channel
+        .basic_qos(prefetch, BasicQosOptions { global: false })
+        .await?;
+    Ok(channel
+        .basic_consume(
+            queue.into(),
+            ShortString::default(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?)
+}
+
+async fn open_confirm_channels(connection: &Connection, n: usize) -> BenchResult<Vec<Channel>> {
+    let mut channels = Vec::with_capacity(n);
+    for _ in 0..n {
+        let channel = connection.create_channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
+        channels.push(channel);
+    }
+    Ok(channels)
+}
+
+/// Publishes one job body with a fresh message id and waits for its confirm.
+async fn publish_job(channel: &Channel, routing_key: &ShortString, body: &[u8]) -> BenchResult<()> {
+    let properties = message_properties(&Uuid::new_v4().to_string());
+    publish_confirmed(channel, routing_key, body, properties).await
+}
+
+/// Publishes to the default exchange, `mandatory`, and fails unless the
+/// confirm is a bare ack.
+async fn publish_confirmed(
+    channel: &Channel,
+    routing_key: &ShortString,
+    body: &[u8],
+    properties: BasicProperties,
+) -> BenchResult<()> {
+    let confirm = channel
+        .basic_publish(
+            ShortString::default(),
+            routing_key.clone(),
+            BasicPublishOptions {
+                mandatory: true,
+                immediate: false,
+            },
+            body,
+            properties,
+        )
+        .await?;
+    expect_ack(bounded("waiting for a confirm", confirm).await??)
+}
+
+/// Confirm channels, each lent to one publish at a time.
+struct Pool {
+    channels: Mutex<Vec<Channel>>,
+    free: Semaphore,
+}
+
+impl Pool {
+    async fn open(connection: &Connection, n: usize) -> BenchResult<Pool> {
+        Ok(Pool {
+            channels: Mutex::new(open_confirm_channels(connection, n).await?),
+            free: Semaphore::new(n),
+        })
+    }
+
+    async fn publish(
+        &self,
+        routing_key: &ShortString,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> BenchResult<()> {
+        let _permit = self.free.acquire().await?;
+        let channel = self
+            .channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .ok_or("no free channel while holding a permit")?;
+        let published = publish_confirmed(&channel, routing_key, body, properties).await;
+        self.channels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(channel);
+        published
+    }
+
+    async fn close(&self) {
+        let channels =
+            std::mem::take(&mut *self.channels.lock().unwrap_or_else(|p| p.into_inner()));
+        for channel in channels {
+            close(&channel).await;
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! The queuey side: `Producer::enqueue` and a `Worker` with the default
+//! stack on a `RabbitMqBackend`.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use queuey::prelude::*;
+use queuey::{RabbitMqBackend, RabbitMqOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::broker::{Broker, PAYLOAD_BYTES};
+use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
+
+/// The benchmark's queue set: one queue, given a fresh name before every
+/// run.
+///
+/// Queue names in queuey are static on purpose (a queue set is a type), but
+/// every run here needs a queue of its own, so this set is written by hand
+/// and reads its name and prefetch from [`CURRENT`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BenchQueues {
+    Work,
+}
+
+/// The queue of the current run.
+#[derive(Debug, Clone, Copy)]
+struct CurrentQueue {
+    name: &'static str,
+    prefetch: u16,
+    /// queuey's default ten priority levels, or none.
+    priorities: bool,
+}
+
+static CURRENT: RwLock<CurrentQueue> = RwLock::new(CurrentQueue {
+    name: "queuey-bench.unset",
+    prefetch: 1,
+    priorities: true,
+});
+
+impl Queues for BenchQueues {
+    const ALL: &'static [Self] = &[BenchQueues::Work];
+
+    fn name(&self) -> &'static str {
+        current().name
+    }
+
+    fn config(&self) -> QueueConfig {
+        let queue = current();
+        let config = QueueConfig::new(queue.name).prefetch(queue.prefetch);
+        if queue.priorities {
+            config
+        } else {
+            config.max_priority(0)
+        }
+    }
+}
+
+fn current() -> CurrentQueue {
+    *CURRENT.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Points [`BenchQueues::Work`] at `name`. The name is leaked: a `Queues`
+/// name lives for the whole program, and a benchmark process makes a few
+/// dozen of them.
+fn use_queue(name: &str, prefetch: u16, priorities: bool) {
+    let name: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    *CURRENT.write().unwrap_or_else(|p| p.into_inner()) = CurrentQueue {
+        name,
+        prefetch,
+        priorities,
+    };
+}
+
+/// The job: a body that makes its JSON payload [`PAYLOAD_BYTES`] long. It
+/// fails its first attempt only in the retry run, and then comes back after
+/// a fixed 1 ms backoff, rounded up to the backend's `retry_granularity`.
+#[derive(Job, Serialize, Deserialize, Clone)]
+#[job(
+    queue = BenchQueues::Work,
+    name = "bench_noop",
+    retry(max_attempts = 2, backoff = "fixed", delay = "1ms")
+)]
+pub(crate) struct BenchJob {
+    body: String,
+}
+
+impl BenchJob {
+    pub(crate) fn new() -> BenchJob {
+        // `{"body":""}` is 11 bytes.
+        BenchJob {
+            body: "x".repeat(PAYLOAD_BYTES - 11),
+        }
+    }
+}
+
+/// A handler that does nothing but count the jobs it completed; with
+/// `fail_first`, attempt 1 fails with a retryable error.
+struct NoopHandler {
+    fail_first: bool,
+    completed: Arc<AtomicUsize>,
+}
+
+impl JobHandler for NoopHandler {
+    type Job = BenchJob;
+
+    async fn handle(&self, job: BenchJob, ctx: JobContext) -> Result<(), JobError> {
+        std::hint::black_box(job);
+        if self.fail_first && ctx.attempt() == 1 {
+            return Err(JobError::retryable("the first attempt fails"));
+        }
+        self.completed.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+}
+
+/// A backend with its own named connection.
+pub(crate) async fn backend(
+    broker: &Broker,
+    label: &str,
+    publish_concurrency: usize,
+    retry_granularity: Duration,
+) -> BenchResult<RabbitMqBackend> {
+    let options = RabbitMqOptions::default()
+        .connection_name(broker.connection_name(label))
+        .publish_concurrency(publish_concurrency)
+        .retry_granularity(retry_granularity);
+    Ok(RabbitMqBackend::with_options(broker.url(), options).await?)
+}
+
+/// Declares a fresh queue set through `backend` (the work queue and its
+/// dead-letter queue) and tracks both for deletion.
+async fn fresh_queue(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    prefetch: u16,
+    priorities: bool,
+) -> BenchResult<(String, Producer<BenchQueues, RabbitMqBackend>)> {
+    let queue = broker.fresh_queue();
+    broker.track(&format!("{queue}.dead"));
+    use_queue(&queue, prefetch, priorities);
+    let producer = Producer::<BenchQueues, _>::new(backend.clone()).await?;
+    Ok((queue, producer))
+}
+
+/// `jobs` enqueues from `tasks` tasks, each enqueueing its share one after
+/// the other and waiting for each confirm. Every task first enqueues one
+/// job unmeasured, so the pool's channels are open when the clock starts.
+pub(crate) async fn enqueue(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    tasks: usize,
+    jobs: usize,
+    priorities: bool,
+) -> BenchResult<Measured> {
+    let (queue, producer) = fresh_queue(broker, backend, 1, priorities).await?;
+    let job = BenchJob::new();
+    let warm_up = futures::future::try_join_all((0..tasks).map(|_| producer.enqueue(&job)));
+    tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
+
+    let clock = Stopwatch::start();
+    let mut running = tokio::task::JoinSet::new();
+    for task in 0..tasks {
+        let producer = producer.clone();
+        let job = job.clone();
+        let share = crate::share(jobs, tasks, task);
+        running.spawn(async move {
+            for _ in 0..share {
+                producer.enqueue(&job).await?;
+            }
+            BenchResult::Ok(())
+        });
+    }
+    let joined = tokio::time::timeout(RUN_TIMEOUT, running.join_all()).await?;
+    let measured = clock.stop(jobs);
+    joined.into_iter().collect::<BenchResult<Vec<()>>>()?;
+    broker.expect_ready(&queue, jobs + tasks).await?;
+    Ok(measured)
+}
+
+/// A worker with the default stack drains `jobs` jobs from a filled queue
+/// with prefetch and concurrency `prefetch`. The clock runs from `run()`
+/// (which opens the consumer's channel) until every job is settled.
+pub(crate) async fn consume(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    prefetch: u16,
+    jobs: usize,
+    priorities: bool,
+) -> BenchResult<Measured> {
+    let (queue, _producer) = fresh_queue(broker, backend, prefetch, priorities).await?;
+    broker.fill(&queue, jobs).await?;
+    broker.expect_ready(&queue, jobs).await?;
+    let worked = work(backend, prefetch, jobs, false).await?;
+    if worked.measured.jobs != jobs || worked.settle_failures > 0 {
+        return Err(format!(
+            "the worker completed {} of {jobs} jobs ({} settles failed)",
+            worked.measured.jobs, worked.settle_failures
+        )
+        .into());
+    }
+    broker.expect_ready(&queue, 0).await?;
+    Ok(worked.measured)
+}
+
+/// Like [`consume`], but every job fails its first attempt and is retried
+/// through the hold queue for `retry_ms`: each job is delivered twice, and
+/// settled once by a retry (declare the hold queue, publish to it, confirm,
+/// ack) and once by an ack.
+///
+/// Jobs that never come back are counted, not treated as an error: the
+/// run ends once no job was settled for [`STALL`], and reports how many
+/// jobs are missing (neither completed nor back on the queue once the
+/// worker stopped) as lost.
+pub(crate) async fn retry(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    prefetch: u16,
+    retry_ms: u64,
+    jobs: usize,
+) -> BenchResult<Measured> {
+    let (queue, producer) = fresh_queue(broker, backend, prefetch, true).await?;
+    broker.track(&format!("{queue}.deferred.{retry_ms}"));
+    // Some of the jobs go through queuey, so that the pool's channels are
+    // open when the clock starts (the lapin side opens its pool first too).
+    let channels = backend.options().get_publish_concurrency().min(jobs);
+    let job = BenchJob::new();
+    let warm_up = futures::future::try_join_all((0..channels).map(|_| producer.enqueue(&job)));
+    tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
+    broker.fill(&queue, jobs - channels).await?;
+    broker.expect_ready(&queue, jobs).await?;
+    let worked = work(backend, prefetch, jobs, true).await?;
+    let mut measured = worked.measured;
+    // Deliveries whose settle failed stay unacked until the worker's
+    // channel closes, then go back to the queue: they are not lost.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let requeued = broker.ready(&queue).await? as usize;
+    measured.lost = jobs.saturating_sub(measured.jobs + requeued);
+    measured.settle_failures = worked.settle_failures;
+    Ok(measured)
+}
+
+/// How long a worker run may go without settling anything before it is
+/// ended and its missing jobs counted.
+const STALL: Duration = Duration::from_secs(3);
+
+/// A worker run: jobs completed (`measured.jobs`) and settles that failed.
+struct Worked {
+    measured: Measured,
+    settle_failures: u64,
+}
+
+/// Runs a worker until its handler has completed `jobs` jobs, or until
+/// nothing was settled for [`STALL`], then stops it. In the second case the
+/// clock stops at the last settle.
+async fn work(
+    backend: &RabbitMqBackend,
+    prefetch: u16,
+    jobs: usize,
+    fail_first: bool,
+) -> BenchResult<Worked> {
+    let completed = Arc::new(AtomicUsize::new(0));
+    let worker = Worker::<BenchQueues, _>::builder(backend.clone())
+        .handler(NoopHandler {
+            fail_first,
+            completed: Arc::clone(&completed),
+        })
+        .concurrency(usize::from(prefetch))
+        .build()
+        .await?;
+    let handle = worker.handle();
+    // Every job is settled once, and once more if it is retried.
+    let settles = if fail_first { 2 * jobs } else { jobs } as u64;
+
+    let clock = Stopwatch::start();
+    let running = tokio::spawn(worker.run());
+    let waited = wait_for_settles(&handle, settles).await;
+    let mut measured = clock.stop(0);
+    handle.shutdown();
+    let stopped = tokio::time::timeout(RUN_TIMEOUT, running).await;
+    let last_settle = waited?;
+    stopped???;
+    measured.elapsed = last_settle;
+    measured.jobs = completed.load(Ordering::Acquire);
+    Ok(Worked {
+        measured,
+        settle_failures: handle.settle_failures(),
+    })
+}
+
+/// Polls the worker's counters every millisecond until `settles` deliveries
+/// were settled, or none was for [`STALL`]; returns when the last settle
+/// was seen, measured from the start. The clock therefore stops up to about
+/// a millisecond late (under 0.1 % of a run).
+async fn wait_for_settles(handle: &WorkerHandle, settles: u64) -> BenchResult<Duration> {
+    let started = Instant::now();
+    let mut seen = 0;
+    let mut last_settle = started;
+    loop {
+        let settled = handle.jobs_settled() + handle.settle_failures();
+        if settled != seen {
+            seen = settled;
+            last_settle = Instant::now();
+        }
+        if settled >= settles || last_settle.elapsed() > STALL {
+            return Ok(last_settle.duration_since(started));
+        }
+        if started.elapsed() > RUN_TIMEOUT {
+            return Err(format!(
+                "only {settled} of {settles} deliveries were settled in {RUN_TIMEOUT:?}"
+            )
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}

@@ -1,0 +1,193 @@
+//! Collecting runs and printing the tables.
+
+use std::fmt::Write as _;
+
+use crate::system::CpuUse;
+use crate::{Measured, Row, Side};
+
+/// Every run of one row, both sides.
+#[derive(Debug)]
+pub(crate) struct RowResult {
+    pub(crate) row: Row,
+    queuey: Vec<Measured>,
+    lapin: Vec<Measured>,
+}
+
+impl RowResult {
+    pub(crate) fn new(row: Row) -> RowResult {
+        RowResult {
+            row,
+            queuey: Vec::new(),
+            lapin: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(&mut self, side: Side, measured: Measured) {
+        match side {
+            Side::Queuey => self.queuey.push(measured),
+            Side::Lapin => self.lapin.push(measured),
+        }
+    }
+
+    /// Median jobs/s of one side.
+    fn median_rate(&self, side: Side) -> f64 {
+        median(self.runs(side).iter().map(Measured::rate).collect())
+    }
+
+    fn runs(&self, side: Side) -> &[Measured] {
+        match side {
+            Side::Queuey => &self.queuey,
+            Side::Lapin => &self.lapin,
+        }
+    }
+
+    /// Jobs lost over all runs of one side.
+    pub(crate) fn lost(&self, side: Side) -> usize {
+        self.runs(side).iter().map(|m| m.lost).sum()
+    }
+
+    /// Median queuey jobs/s over median lapin jobs/s.
+    fn ratio(&self) -> f64 {
+        self.median_rate(Side::Queuey) / self.median_rate(Side::Lapin)
+    }
+
+    /// "12 345 (11 900–12 800)": the median and the range.
+    fn rates(&self, side: Side) -> String {
+        let rates: Vec<f64> = self.runs(side).iter().map(Measured::rate).collect();
+        let low = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = rates.iter().copied().fold(0.0, f64::max);
+        format!(
+            "{} ({}–{})",
+            thousands(median(rates)),
+            thousands(low),
+            thousands(high)
+        )
+    }
+
+    fn target(&self) -> String {
+        match self.row.target {
+            _ if !self.ratio().is_finite() => "–".to_owned(),
+            None => "–".to_owned(),
+            Some(target) if self.ratio() >= target => format!("≥ {:.0} %: met", target * 100.0),
+            Some(target) => format!("≥ {:.0} %: **missed**", target * 100.0),
+        }
+    }
+
+    /// Median CPU use of one side: "client / broker / other".
+    fn cpu(&self, side: Side) -> String {
+        let runs = self.runs(side);
+        let of = |f: fn(&CpuUse) -> Option<f64>| {
+            let values: Vec<f64> = runs.iter().filter_map(|m| f(&m.cpu)).collect();
+            if values.is_empty() {
+                "n/a".to_owned()
+            } else {
+                format!("{:.0}", median(values))
+            }
+        };
+        format!(
+            "{} / {} / {}",
+            of(|c| Some(c.client)),
+            of(|c| c.broker),
+            of(|c| Some(c.other))
+        )
+    }
+
+    /// The lowest and highest 1-minute load seen at the start of a run.
+    fn loads(&self) -> String {
+        let loads: Vec<f64> = self
+            .queuey
+            .iter()
+            .chain(&self.lapin)
+            .filter_map(|m| m.load)
+            .collect();
+        if loads.is_empty() {
+            return "n/a".to_owned();
+        }
+        let low = loads.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = loads.iter().copied().fold(0.0, f64::max);
+        format!("{low:.2}–{high:.2}")
+    }
+}
+
+/// One table: throughput, ratio and target, then CPU use, for each row.
+pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### {title}\n");
+    let _ = writeln!(
+        out,
+        "| operation | jobs/run | queuey jobs/s, median (min–max) | lapin jobs/s, median (min–max) | queuey/lapin | target | jobs lost, queuey / lapin |"
+    );
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|---|--:|");
+    for r in results {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} / {} |",
+            r.row.label,
+            thousands(r.row.jobs as f64),
+            r.rates(Side::Queuey),
+            r.rates(Side::Lapin),
+            percent(r.ratio()),
+            r.target(),
+            r.lost(Side::Queuey),
+            r.lost(Side::Lapin),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nCPU during the runs, median, in % of one core (client = this process, other = \
+         everything else on the machine), and the 1-minute load at the start of the runs:\n"
+    );
+    let _ = writeln!(
+        out,
+        "| operation | queuey: client / broker / other | lapin: client / broker / other | load |"
+    );
+    let _ = writeln!(out, "|---|--:|--:|--:|");
+    for r in results {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            r.row.label,
+            r.cpu(Side::Queuey),
+            r.cpu(Side::Lapin),
+            r.loads()
+        );
+    }
+    out
+}
+
+fn percent(ratio: f64) -> String {
+    if ratio.is_finite() {
+        format!("{:.1} %", ratio * 100.0)
+    } else {
+        "–".to_owned()
+    }
+}
+
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
+    }
+}
+
+/// A rounded number with spaces between thousands: `12 345`.
+pub(crate) fn thousands(value: f64) -> String {
+    if !value.is_finite() {
+        return "–".to_owned();
+    }
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
