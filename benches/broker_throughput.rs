@@ -418,7 +418,7 @@ async fn run(settings: &Settings) -> BenchResult<()> {
         .parse()
         .map_err(|e| format!("AMQP_URL is not an AMQP URL: {e}"))?;
     let shown = format!(
-        "{}:{}/{}",
+        "{}:{} (vhost `{}`)",
         uri.authority.host, uri.authority.port, uri.vhost
     );
     let broker = Broker::connect(&settings.url).await.map_err(|e| {
