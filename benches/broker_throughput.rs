@@ -36,9 +36,9 @@
 //! lapin bodies are exactly as long as queuey's envelopes, with the same
 //! properties. Every run gets fresh durable classic queues named
 //! `queuey-bench.{uuid}` (with queuey's default ten priority levels on both
-//! sides, unless the row says otherwise), deleted right after it. Runs of the two sides alternate
-//! (queuey first, then lapin first, ...) so that drift hits both, and each
-//! run records the CPU used by this process, by the broker (when it runs on
+//! sides, unless the row says otherwise), deleted right after it. Runs of
+//! the two sides alternate (queuey first, then lapin first, ...) so that
+//! drift hits both, and each run records the CPU used by this process, by the broker (when it runs on
 //! this machine) and by everything else, and the load when it started.
 //!
 //! Environment:
@@ -47,10 +47,10 @@
 //! |---|---|
 //! | `AMQP_URL` | `amqp://guest:guest@127.0.0.1:5672/%2f` |
 //! | `QUEUEY_BENCH_JOBS` | 20000 jobs per run |
-//! | `QUEUEY_BENCH_SEQUENTIAL_JOBS` | 3000 jobs per run for the rows limited to one publish at a time (~1.6k/s) |
+//! | `QUEUEY_BENCH_SEQUENTIAL_JOBS` | 3000 jobs per run for the rows limited to one confirm at a time (a few thousand jobs/s) |
 //! | `QUEUEY_BENCH_RUNS` | 3 runs per side and row |
 //! | `QUEUEY_BENCH_SIDES` | `both`; `queuey` or `lapin` runs one side alone (for profiling; no ratios then) |
-//! | `RUST_LOG` | unset: no tracing subscriber, as in the measurements; set it (`RUST_LOG=queuey=warn`) to see why a run failed |
+//! | `RUST_LOG` | unset: no tracing subscriber, as in the measurements; set it (`RUST_LOG=warn`) to see why a run failed |
 //!
 //! Nothing here asserts a target: the table says which were met.
 
@@ -418,7 +418,7 @@ async fn run(settings: &Settings) -> BenchResult<()> {
         .parse()
         .map_err(|e| format!("AMQP_URL is not an AMQP URL: {e}"))?;
     let shown = format!(
-        "{}:{}/{}",
+        "{}:{} (vhost `{}`)",
         uri.authority.host, uri.authority.port, uri.vhost
     );
     let broker = Broker::connect(&settings.url).await.map_err(|e| {
