@@ -4,16 +4,14 @@
 //! A refused declaration (`PRECONDITION_FAILED`) closes the channel it ran
 //! on, so declarations never share a channel with publishes or consumers.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection};
 use queuey_core::{Error, QueueConfig};
-use tokio::sync::{Mutex, MutexGuard, Semaphore};
 
 use crate::RabbitMqOptions;
 use crate::error::{Failure, code, connection_lost};
+use crate::pool::ChannelPool;
 use crate::topology::{self, ArgumentValue, QueueArguments};
 
 /// Declares each work queue and, when enabled, its dead-letter queue, on one
@@ -62,19 +60,13 @@ pub(crate) async fn declare_queues(
 /// is exactly one channel again.
 #[derive(Debug)]
 pub(crate) struct HoldDeclarer {
-    slots: Box<[Mutex<Option<Channel>>]>,
-    /// One permit per slot: holding one guarantees a free slot.
-    permits: Semaphore,
-    next: AtomicUsize,
+    pool: ChannelPool,
 }
 
 impl HoldDeclarer {
     pub(crate) fn new(channels: usize) -> Self {
-        let channels = channels.max(1);
         HoldDeclarer {
-            slots: (0..channels).map(|_| Mutex::new(None)).collect(),
-            permits: Semaphore::new(channels),
-            next: AtomicUsize::new(0),
+            pool: ChannelPool::new(channels),
         }
     }
 
@@ -89,8 +81,7 @@ impl HoldDeclarer {
         ttl_ms: u64,
     ) -> Result<(), Error> {
         let args = topology::hold_queue_arguments(config.name(), ttl_ms);
-        let _permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
-        let mut slot = self.free_slot().await;
+        let (_permit, mut slot) = self.pool.take().await?;
         let channel = match slot.as_ref() {
             Some(channel) if channel.status().connected() => channel.clone(),
             _ => {
@@ -108,20 +99,7 @@ impl HoldDeclarer {
 
     /// Closes the declarer: later declarations fail with [`Error::ShutDown`].
     pub(crate) fn close(&self) {
-        self.permits.close();
-    }
-
-    async fn free_slot(&self) -> MutexGuard<'_, Option<Channel>> {
-        let n = self.slots.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        for i in 0..n {
-            if let Ok(guard) = self.slots[(start + i) % n].try_lock() {
-                return guard;
-            }
-        }
-        // Unreachable while every holder of a slot holds a permit; waiting is
-        // still correct if it ever happens.
-        self.slots[start].lock().await
+        self.pool.close();
     }
 }
 

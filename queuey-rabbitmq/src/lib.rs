@@ -117,6 +117,7 @@ mod declare;
 mod delivery;
 mod error;
 mod options;
+mod pool;
 mod properties;
 mod publisher;
 pub mod topology;

@@ -9,15 +9,15 @@
 //! a publish awaits can only be its own.
 
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Confirmation, Connection};
 use queuey_core::Error;
-use tokio::sync::{Mutex, MutexGuard, Semaphore, SemaphorePermit};
+use tokio::sync::{MutexGuard, SemaphorePermit};
 
 use crate::error::{Confirmed, Failure, confirm_outcome, connection_lost};
+use crate::pool::ChannelPool;
 
 /// One publish: where to, what, and the message id it carries.
 #[derive(Debug)]
@@ -32,19 +32,13 @@ pub(crate) struct Outgoing<'a> {
 /// opened on first use and again after a channel exception closed it.
 #[derive(Debug)]
 pub(crate) struct Publisher {
-    slots: Box<[Mutex<Option<Channel>>]>,
-    /// One permit per slot: holding one guarantees a free slot.
-    permits: Semaphore,
-    next: AtomicUsize,
+    pool: ChannelPool,
 }
 
 impl Publisher {
     pub(crate) fn new(channels: usize) -> Self {
-        let channels = channels.max(1);
         Publisher {
-            slots: (0..channels).map(|_| Mutex::new(None)).collect(),
-            permits: Semaphore::new(channels),
-            next: AtomicUsize::new(0),
+            pool: ChannelPool::new(channels),
         }
     }
 
@@ -66,8 +60,7 @@ impl Publisher {
         &'a self,
         connection: &'a Connection,
     ) -> Result<Reservation<'a>, Error> {
-        let permit = self.permits.acquire().await.map_err(|_| Error::ShutDown)?;
-        let mut slot = self.free_slot().await;
+        let (permit, mut slot) = self.pool.take().await?;
         // The channel leaves its slot for the whole publish and goes back only
         // once its confirmation was read. If this future is dropped in between
         // (a caller's timeout, a worker abandoning a job at shutdown), the slot
@@ -85,20 +78,7 @@ impl Publisher {
 
     /// Closes the pool: later publishes fail with [`Error::ShutDown`].
     pub(crate) fn close(&self) {
-        self.permits.close();
-    }
-
-    async fn free_slot(&self) -> MutexGuard<'_, Option<Channel>> {
-        let n = self.slots.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
-        for i in 0..n {
-            if let Ok(guard) = self.slots[(start + i) % n].try_lock() {
-                return guard;
-            }
-        }
-        // Unreachable while every holder of a slot holds a permit; waiting is
-        // still correct if it ever happens.
-        self.slots[start].lock().await
+        self.pool.close();
     }
 }
 
