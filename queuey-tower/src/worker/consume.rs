@@ -68,39 +68,40 @@ pub(crate) async fn consume(
         .then(|| queue.routes.values().next().cloned())
         .flatten();
     loop {
-        let waiting = tokio::select! {
-            biased;
-            () = stopped(&mut stop) => return Ok(()),
-            waiting = std::pin::Pin::new(&mut stream).peek() => waiting.is_some(),
-        };
-        if !waiting {
-            if *stop.borrow() {
-                return Ok(());
+        let step = async {
+            if std::pin::Pin::new(&mut stream).peek().await.is_none() {
+                return Ok(None);
             }
-            return Err(WorkerError::ConsumerCancelled {
-                queue: queue.queue.to_string(),
-            });
-        }
-        let permit = tokio::select! {
-            biased;
-            () = stopped(&mut stop) => return Ok(()),
-            permit = Arc::clone(&shared.permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => return Ok(()),
-            },
-        };
-        let ready = match &only_route {
-            Some(route) => tokio::select! {
-                biased;
-                () = stopped(&mut stop) => return Ok(()),
-                ready = route.ready() => match ready {
+            let Ok(permit) = Arc::clone(&shared.permits).acquire_owned().await else {
+                return Ok(None);
+            };
+            let ready = match &only_route {
+                Some(route) => match route.ready().await {
                     Ok(ready) => Some(ready),
                     Err(source) => {
-                        return Err(WorkerError::Service { job_type: route.job_type().to_owned(), source });
+                        return Err(WorkerError::Service {
+                            job_type: route.job_type().to_owned(),
+                            source,
+                        });
                     }
                 },
+                None => None,
+            };
+            Ok(Some((permit, ready)))
+        };
+        let (permit, ready) = tokio::select! {
+            biased;
+            () = stopped(&mut stop) => return Ok(()),
+            step = step => match step? {
+                Some(taken) => taken,
+                // The stream ended (or the worker is closing its slots).
+                None if *stop.borrow() => return Ok(()),
+                None => {
+                    return Err(WorkerError::ConsumerCancelled {
+                        queue: queue.queue.to_string(),
+                    });
+                }
             },
-            None => None,
         };
         // Peeked above, so this returns at once.
         let delivery = match stream.next().await {
