@@ -7,7 +7,8 @@ use std::time::Duration;
 use queuey::prelude::*;
 use queuey::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{rabbitmqctl, wait_for, within};
+use crate::scenario::wait_for;
+use crate::support::{rabbitmqctl, within};
 
 scenario!(CrashQueues, CrashJob, "crash", |c| c.prefetch(4));
 
@@ -16,7 +17,7 @@ async fn a_worker_killed_mid_job_loses_nothing() {
     let broker = broker!("a_worker_killed_mid_job_loses_nothing");
     let q = CrashQueues::Work.name();
     broker.track(q);
-    broker.track(format!("{q}.dead"));
+    broker.track(&format!("{q}.dead"));
     let doomed = broker.connection_name("doomed");
 
     // The first worker lives in a runtime of its own, which we then drop
@@ -107,6 +108,6 @@ async fn a_worker_killed_mid_job_loses_nothing() {
     handle.shutdown();
     within("run", running).await.unwrap().unwrap();
     assert_eq!(*again.lock().unwrap(), vec![(id, true)]);
-    assert_eq!(broker.counts(q).await, (0, 0));
+    assert_eq!(broker.ready_and_unacked(q).await, Some((0, 0)));
     producer_backend.close().await.unwrap();
 }

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use queuey::prelude::*;
 use queuey::{Envelope, RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{Broker, header, wait_for, within};
+use crate::scenario::wait_for;
+use crate::support::{Broker, header, within};
 
 async fn backend(broker: &Broker, label: &str, options: RabbitMqOptions) -> Arc<RabbitMqBackend> {
     let options = options.connection_name(broker.connection_name(label));
@@ -33,7 +34,7 @@ async fn a_failing_job_waits_in_a_hold_queue_and_succeeds_on_retry() {
     let broker = broker!("a_failing_job_waits_in_a_hold_queue_and_succeeds_on_retry");
     let q = FlakyQueues::Work.name();
     let hold = format!("{q}.deferred.1000");
-    for name in [q.to_owned(), format!("{q}.dead"), hold.clone()] {
+    for name in [q, &format!("{q}.dead"), &hold] {
         broker.track(name);
     }
     let backend = backend(&broker, "flaky", RabbitMqOptions::default()).await;
@@ -85,8 +86,11 @@ async fn a_failing_job_waits_in_a_hold_queue_and_succeeds_on_retry() {
     assert_eq!(handle.settle_failures(), 0);
     handle.shutdown();
     within("run", running).await.unwrap().unwrap();
-    assert_eq!(broker.counts(q).await, (0, 0));
-    assert_eq!(broker.counts(&format!("{q}.dead")).await, (0, 0));
+    assert_eq!(broker.ready_and_unacked(q).await, Some((0, 0)));
+    assert_eq!(
+        broker.ready_and_unacked(&format!("{q}.dead")).await,
+        Some((0, 0))
+    );
     backend.close().await.unwrap();
 }
 
@@ -103,7 +107,7 @@ async fn attempts_exhausted_land_in_q_dead_with_their_headers() {
     let broker = broker!("attempts_exhausted_land_in_q_dead_with_their_headers");
     let q = DoomedQueues::Work.name();
     let dead = format!("{q}.dead");
-    for name in [q.to_owned(), dead.clone(), format!("{q}.deferred.500")] {
+    for name in [q, &dead, &format!("{q}.deferred.500")] {
         broker.track(name);
     }
     let options = RabbitMqOptions::default().retry_granularity(Duration::from_millis(100));
@@ -131,10 +135,10 @@ async fn attempts_exhausted_land_in_q_dead_with_their_headers() {
         Some("attempts exhausted (2 of 2): upstream 503")
     );
     assert_eq!(header(&message, "x-original-queue").as_deref(), Some(q));
-    assert_eq!(header(&message, "x-attempts").as_deref(), Some("2"));
+    assert_eq!(header(&message, "x-attempts").as_deref(), Some("i64:2"));
     let envelope = Envelope::decode(&message.delivery.data).expect("the envelope, verbatim");
     assert_eq!((envelope.job_id, envelope.attempt), (id, 2));
-    assert_eq!(broker.counts(q).await, (0, 0));
+    assert_eq!(broker.ready_and_unacked(q).await, Some((0, 0)));
     backend.close().await.unwrap();
 }
 
@@ -149,7 +153,7 @@ async fn a_429_is_deferred_at_the_top_priority_without_spending_an_attempt() {
         format!("{q}.dead"),
         format!("{q}.deferred.1000"),
     ] {
-        broker.track(name);
+        broker.track(&name);
     }
     let backend = backend(&broker, "limited", RabbitMqOptions::default()).await;
     // (attempt, deferrals, priority, when) of each call.
@@ -205,7 +209,7 @@ async fn run_fails_when_the_connection_drops() {
     let broker = broker!("run_fails_when_the_connection_drops");
     let q = DroppedQueues::Work.name();
     broker.track(q);
-    broker.track(format!("{q}.dead"));
+    broker.track(&format!("{q}.dead"));
     let backend = backend(&broker, "dropped", RabbitMqOptions::default()).await;
     let worker = Worker::<DroppedQueues, _>::builder(backend.clone())
         .handler(handler_fn(|_: DroppedJob, _: JobContext| async {

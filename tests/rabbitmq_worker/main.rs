@@ -5,8 +5,16 @@
 //! under `QUEUEY_REQUIRE_BROKER=1`). Each test uses queue names of its own
 //! and deletes them, hold queues included.
 
+// The broker harness of the RabbitMQ backend's own tests: the address (or
+// a skip), a raw connection for assertions, cleanup, `rabbitmqctl`. Not every
+// helper is used here.
+#[allow(dead_code)]
 #[macro_use]
+#[path = "../../queuey-rabbitmq/tests/broker/support.rs"]
 mod support;
+
+#[macro_use]
+mod scenario;
 
 mod crash;
 mod flows;

@@ -1,0 +1,59 @@
+//! What the worker's broker tests add to the shared harness: queue sets
+//! whose names are unique to each test, and polling a condition.
+
+use std::time::Duration;
+
+use crate::support::within;
+
+/// Polls `done` every 20 ms until it holds, failing after the harness's
+/// bound.
+pub(crate) async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    within(what, async {
+        while !done() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+}
+
+/// A queue name no other test (or run) uses, for the life of the process.
+pub(crate) fn unique_name(label: &str) -> &'static str {
+    let name = format!("queuey-e2e.{label}.{}", uuid::Uuid::new_v4().simple());
+    Box::leak(name.into_boxed_str())
+}
+
+/// A queue set with one queue, `Work`, whose name is unique to the test
+/// binary's run, and a job type `$job` on it.
+macro_rules! scenario {
+    ($queues:ident, $job:ident, $label:literal, $config:expr) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        enum $queues {
+            Work,
+        }
+
+        impl queuey::Queues for $queues {
+            const ALL: &'static [Self] = &[$queues::Work];
+
+            fn name(&self) -> &'static str {
+                static NAME: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+                NAME.get_or_init(|| $crate::scenario::unique_name($label))
+            }
+
+            fn config(&self) -> queuey::QueueConfig {
+                let config: fn(queuey::QueueConfig) -> queuey::QueueConfig = $config;
+                config(queuey::QueueConfig::new(self.name()))
+            }
+        }
+
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        struct $job {
+            n: u32,
+        }
+
+        impl queuey::Job for $job {
+            type Queues = $queues;
+            const QUEUE: $queues = $queues::Work;
+            const NAME: &'static str = "e2e_job";
+        }
+    };
+}
