@@ -1,6 +1,9 @@
 //! Shared test harness: broker address, unique names, cleanup, a raw lapin
 //! connection for assertions, `rabbitmqctl`, and log capture (secrets must
 //! never show; warnings and errors are kept for tests to inspect).
+//!
+//! The worker's end-to-end tests (`tests/rabbitmq_worker/` at the root)
+//! include this file too, so each helper is written once.
 
 use std::fmt::Write as _;
 use std::future::Future;
