@@ -187,9 +187,6 @@ impl Shared {
         let due = Instant::now() + Duration::from_millis(ms);
         let mut state = self.lock();
         let seq = state.next_seq();
-        if let Some(q) = state.queues.get_mut(queue) {
-            q.held += 1;
-        }
         state.holds.insert(
             (due, seq),
             Held {
@@ -301,7 +298,9 @@ impl MemoryBackend {
 
     /// Messages in holds that will return to the queue.
     pub fn held_count(&self, queue: &str) -> usize {
-        self.shared.inspect(queue, |q| q.held).unwrap_or(0)
+        let mut state = self.shared.lock();
+        state.release_due(Instant::now());
+        state.holds.values().filter(|h| h.queue == queue).count()
     }
 
     /// Deliveries from the queue not yet settled.

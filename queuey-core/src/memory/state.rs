@@ -30,8 +30,6 @@ pub(super) struct QueueState {
     /// Delivered, not yet settled: tag -> (consumer, sequence, message).
     pub(super) unacked: HashMap<u64, (u64, u64, Message)>,
     pub(super) dead: Vec<DeadLetter>,
-    /// How many holds target this queue.
-    pub(super) held: usize,
 }
 
 impl QueueState {
@@ -41,7 +39,6 @@ impl QueueState {
             ready: BTreeMap::new(),
             unacked: HashMap::new(),
             dead: Vec::new(),
-            held: 0,
         }
     }
 
@@ -102,9 +99,6 @@ impl State {
             }
             let ((due, _), held) = entry.remove_entry();
             let seq = self.next_seq();
-            if let Some(q) = self.queues.get_mut(&held.queue) {
-                q.held -= 1;
-            }
             let message = Message {
                 arrived: due,
                 ..held.message
