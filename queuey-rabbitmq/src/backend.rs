@@ -47,7 +47,7 @@ pub(crate) struct Inner {
     publisher: Publisher,
     holds: HoldDeclarer,
     /// Queues declared through this backend, with their configurations.
-    declared: RwLock<HashMap<String, QueueConfig>>,
+    declared: RwLock<HashMap<String, Arc<QueueConfig>>>,
     redacted_uri: String,
     closed: AtomicBool,
     events: Option<JoinHandle<()>>,
@@ -190,7 +190,7 @@ impl Inner {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn declared(&self, queue: &str) -> Option<QueueConfig> {
+    fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
         self.declared
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -198,16 +198,11 @@ impl Inner {
             .cloned()
     }
 
-    /// Publishes a body after checking its size.
-    pub(crate) async fn publish_body(&self, out: Outgoing<'_>) -> Result<(), Error> {
-        self.check_size(out.queue, out.body.len())?;
-        self.publish_verbatim(out).await
-    }
-
-    /// Publishes a body the broker delivered to us, unchanged, to a
-    /// dead-letter queue: the broker accepted its size once already, so
-    /// queuey's own limit does not apply.
-    pub(crate) async fn publish_verbatim(&self, out: Outgoing<'_>) -> Result<(), Error> {
+    /// Publishes a body whose size is settled: checked by [`Inner::prepare`],
+    /// or a body the broker delivered to us being copied unchanged to a
+    /// dead-letter queue (the broker accepted its size once already, so
+    /// queuey's own limit does not apply).
+    pub(crate) async fn send(&self, out: Outgoing<'_>) -> Result<(), Error> {
         self.check_open(format_args!("publishing to `{}`", out.queue))?;
         self.publisher.publish(&self.connection, out).await
     }
@@ -379,7 +374,7 @@ impl Prepared {
     }
 
     async fn publish_to(&self, inner: &Inner, queue: &str) -> Result<(), Error> {
-        inner.publish_body(self.outgoing(queue)).await
+        inner.send(self.outgoing(queue)).await
     }
 }
 
@@ -409,7 +404,7 @@ impl Backend for RabbitMqBackend {
                     .declared
                     .write()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .insert(config.name().to_owned(), config.clone());
+                    .insert(config.name().to_owned(), Arc::new(config.clone()));
             })
             .await
         })

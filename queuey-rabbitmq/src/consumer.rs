@@ -175,7 +175,7 @@ impl Consumer {
         };
         let published = self
             .inner
-            .publish_verbatim(Outgoing {
+            .send(Outgoing {
                 queue: &dead,
                 body: &delivery.data,
                 message_id: &message_id,

@@ -135,7 +135,7 @@ impl RabbitMqDelivery {
         );
         let message_id = self.envelope.job_id.to_string();
         self.inner
-            .publish_verbatim(Outgoing {
+            .send(Outgoing {
                 queue: &dead,
                 body: &self.body,
                 message_id: &message_id,
