@@ -124,6 +124,16 @@ impl Envelope {
         }
     }
 
+    /// The envelope aimed at `queue`. A delivery's retry or deferral goes back
+    /// to the queue it was consumed from, even if a message moved between
+    /// queues still names its first one.
+    pub fn for_queue(mut self, queue: &str) -> Envelope {
+        if self.queue != queue {
+            self.queue = queue.to_owned();
+        }
+        self
+    }
+
     /// Decodes the payload as a job.
     pub fn payload_as<J: DeserializeOwned>(&self) -> Result<J, serde_json::Error> {
         serde_json::from_str(self.payload.get())
@@ -290,6 +300,15 @@ mod tests {
             (2, 10, 1)
         );
         assert_eq!(deferred.deferred(10).next_attempt().deferrals, 2);
+    }
+
+    #[test]
+    fn for_queue_retargets_only_when_needed() {
+        let env = sample();
+        assert_eq!(env.clone().for_queue("q"), env);
+        let moved = env.clone().for_queue("other");
+        assert_eq!(moved.queue, "other");
+        assert_eq!(moved.job_id, env.job_id);
     }
 
     #[test]

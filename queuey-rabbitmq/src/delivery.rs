@@ -94,15 +94,6 @@ impl RabbitMqDelivery {
         }
     }
 
-    /// The envelope to hold, aimed at the queue this delivery came from
-    /// (a message moved between queues may still name its first one).
-    fn back_home(&self, mut next: Envelope) -> Envelope {
-        if next.queue != *self.queue {
-            next.queue = self.queue.to_string();
-        }
-        next
-    }
-
     async fn ack_now(&self) -> Result<(), Error> {
         let result = self.acker.ack(BasicAckOptions::default()).await;
         self.settled("acknowledging", result)
@@ -166,7 +157,7 @@ impl Delivery for RabbitMqDelivery {
     ) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
             // A retry joins the back of the queue it came from.
-            let next = self.back_home(next).with_priority(0);
+            let next = next.for_queue(&self.queue).with_priority(0);
             self.inner.hold(&next, delay, HoldKind::Retry).await?;
             self.ack_now().await
         })
@@ -178,7 +169,7 @@ impl Delivery for RabbitMqDelivery {
         delay: Duration,
     ) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
-            let next = self.back_home(next);
+            let next = next.for_queue(&self.queue);
             self.inner.hold(&next, delay, HoldKind::Deferral).await?;
             self.ack_now().await
         })

@@ -23,14 +23,6 @@ pub struct MemoryDelivery {
 }
 
 impl MemoryDelivery {
-    /// The envelope to hold, aimed at the queue this delivery came from.
-    fn back_home(&self, mut next: Envelope) -> Envelope {
-        if next.queue != *self.queue {
-            next.queue = self.queue.to_string();
-        }
-        next
-    }
-
     /// Runs `publish`, then acknowledges the delivery; if `publish` fails,
     /// the delivery is dropped unsettled and goes back on its queue.
     fn settle_after(
@@ -83,7 +75,7 @@ impl Delivery for MemoryDelivery {
         next: Envelope,
         delay: Duration,
     ) -> BoxFuture<'static, Result<(), Error>> {
-        let next = self.back_home(next);
+        let next = next.for_queue(&self.queue);
         Box::pin(ready(
             self.settle_after(|s| s.hold(&next, delay, HoldKind::Retry)),
         ))
@@ -94,7 +86,7 @@ impl Delivery for MemoryDelivery {
         next: Envelope,
         delay: Duration,
     ) -> BoxFuture<'static, Result<(), Error>> {
-        let next = self.back_home(next);
+        let next = next.for_queue(&self.queue);
         Box::pin(ready(
             self.settle_after(|s| s.hold(&next, delay, HoldKind::Deferral)),
         ))
