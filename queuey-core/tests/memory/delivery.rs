@@ -250,3 +250,24 @@ async fn works_behind_arc_dyn_backend() {
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     assert_eq!(n_of(&*next(&mut stream).await), 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_goes_back_to_the_queue_it_was_consumed_from() {
+    let (backend, _producer) = setup().await;
+    // A message moved here from another queue still names that one.
+    let payload = serde_json::value::to_raw_value(&Task { n: 1 }).unwrap();
+    let moved = queuey_core::Envelope::new("task", "test.plain", payload);
+    backend.publish_raw(WORK, moved.encode().unwrap()).unwrap();
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    let d = next(&mut stream).await;
+    assert_eq!(d.envelope().queue, "test.plain");
+    let retry = d.envelope().next_attempt();
+    d.retry(retry, Duration::from_secs(1)).await.unwrap();
+    assert_eq!(backend.held_count(WORK), 1);
+    assert_eq!(backend.held_count("test.plain"), 0);
+    let again = next(&mut stream).await;
+    assert_eq!(
+        (again.envelope().attempt, again.envelope().queue.as_str()),
+        (2, WORK)
+    );
+}
