@@ -187,3 +187,44 @@ async fn without_dead_letter_queues_the_brokers_policy_applies() {
     );
     assert!(!broker.exists(&format!("{q}.dead")).await);
 }
+
+/// The suffixes are part of the names: `dead_suffix("-dlq")` puts dead
+/// letters in `{q}-dlq`, and `deferred_suffix(".wait")` names hold queues
+/// `{q}.wait.{ttl}`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_suffixes_name_the_dead_letter_and_hold_queues() {
+    let broker = broker!("custom_suffixes_name_the_dead_letter_and_hold_queues");
+    let options = RabbitMqOptions::default()
+        .dead_suffix("-dlq")
+        .deferred_suffix(".wait");
+    let backend = broker.backend(options).await;
+    let q = broker.queue("suffixes");
+    let dlq = format!("{q}-dlq");
+    let hold = format!("{q}.wait.1000");
+    broker.track(&dlq);
+    broker.track(&hold);
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    assert!(broker.exists(&dlq).await);
+    assert!(!broker.exists(&format!("{q}.dead")).await);
+
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(400)),
+    )
+    .await
+    .unwrap();
+    assert!(broker.exists(&hold).await, "{hold} holds the delayed job");
+    broker.wait_ready(&q, 1).await;
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
+    assert_eq!(n_of(delivery.envelope()), 1);
+    within("dead_letter", delivery.dead_letter("no good".into()))
+        .await
+        .unwrap();
+    let copy = broker.get(&dlq).await.expect("a dead letter in {q}-dlq");
+    assert_eq!(header(&copy, "x-death-reason").as_deref(), Some("no good"));
+}

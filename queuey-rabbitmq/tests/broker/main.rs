@@ -56,6 +56,7 @@
 //! | a broker-side cancel ends the stream with `None` | `consume::a_broker_side_cancel_ends_the_stream` |
 //! | `close()` ends streams; later calls fail | `connection::close_ends_streams_and_later_calls_fail` |
 //! | the password never appears in `Debug`, errors or logs | `connection::the_password_never_shows_in_debug_errors_or_logs`; unit `uri::tests` |
+//! | `dead_suffix` and `deferred_suffix` name the dead-letter and hold queues (`dead_suffix("-dlq")` as in the seed's example) | `dead_letters::custom_suffixes_name_the_dead_letter_and_hold_queues` |
 //! | option defaults | unit `options::tests::defaults` |
 
 #[macro_use]
