@@ -72,6 +72,15 @@ pub(crate) async fn wait_until(mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A producer of the test queue set (which it declares) on `backend`.
+pub(crate) async fn producer<B: queuey_core::Backend>(
+    backend: B,
+) -> queuey_core::Producer<TestQueues, B> {
+    queuey_core::Producer::new(backend)
+        .await
+        .expect("the queue set is declared")
+}
+
 /// A worker running on a task of its own.
 pub(crate) struct Running {
     pub(crate) handle: queuey_tower::WorkerHandle,

@@ -4,11 +4,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{JobContext, JobError, JobHandler, MemoryBackend, Producer};
+use queuey_core::{JobContext, JobError, JobHandler, MemoryBackend};
 use queuey_tower::Worker;
 use tokio::time::Instant;
 
-use crate::support::{Running, Single, Task, TestQueues, spawn, wait_until};
+use crate::support::{Running, Single, Task, TestQueues, producer, spawn, wait_until};
 
 /// What the handler saw on each call: (n, attempt, deferrals, redelivered, when).
 type Log = Arc<Mutex<Vec<(u32, u32, u32, bool, Instant)>>>;
@@ -62,9 +62,7 @@ async fn start(fail: u32, how: fn() -> JobError) -> (Arc<MemoryBackend>, Log, Ru
 async fn a_flaky_job_is_retried_through_holds_until_it_succeeds() {
     let (backend, log, running) = start(2, || JobError::retryable("flaky")).await;
     let handle = &running.handle;
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     let id = producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_settled() == 3).await;
 
@@ -94,9 +92,7 @@ async fn a_flaky_job_is_retried_through_holds_until_it_succeeds() {
 #[tokio::test(start_paused = true)]
 async fn attempts_exhausted_dead_letters_with_the_attempts_made() {
     let (backend, log, running) = start(u32::MAX, || JobError::retryable("still down")).await;
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     let id = producer.enqueue(&Task { n: 7 }).await.unwrap();
     wait_until(|| backend.dead_letters("t.work").len() == 1).await;
 
@@ -116,9 +112,7 @@ async fn attempts_exhausted_dead_letters_with_the_attempts_made() {
 #[tokio::test(start_paused = true)]
 async fn a_fatal_failure_is_dead_lettered_at_once() {
     let (backend, log, running) = start(u32::MAX, || JobError::fatal("invalid address")).await;
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| backend.dead_letters("t.work").len() == 1).await;
     assert_eq!(log.lock().unwrap().len(), 1);
@@ -168,9 +162,7 @@ async fn a_429_defers_without_spending_an_attempt_and_returns_ahead_of_the_backl
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     producer.enqueue(&Single { n: 0 }).await.unwrap();
     wait_until(|| backend.held_count("t.single") == 1).await;
     let backlog: Vec<Single> = (1..=50).map(|n| Single { n }).collect();
@@ -229,9 +221,7 @@ async fn a_panic_is_retried_and_the_worker_keeps_running() {
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_settled() == 2).await;
     assert_eq!(*calls.lock().unwrap(), 2);
@@ -273,9 +263,7 @@ async fn the_default_timeout_bounds_an_attempt_which_is_then_retried() {
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     let started = Instant::now();
     producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_settled() == 2).await;

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use queuey_core::{
-    Backend, Error, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues, handler_fn,
+    Backend, Error, JobContext, JobError, JobHandler, MemoryBackend, Queues, handler_fn,
 };
 use queuey_tower::{Worker, WorkerError};
 
-use crate::support::{Single, Task, TestQueues, bounded, spawn, wait_until};
+use crate::support::{Single, Task, TestQueues, bounded, producer, spawn, wait_until};
 
 /// Sleeps, counting how many run at once.
 struct Sleepy {
@@ -66,9 +66,7 @@ async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     let jobs: Vec<Task> = (0..1_000).map(|n| Task { n }).collect();
     assert!(
         producer
@@ -111,9 +109,7 @@ async fn an_idle_queue_does_not_hold_a_slot_another_queue_needs() {
         .await
         .unwrap();
     let running = spawn(worker);
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     for n in 0..5 {
         producer.enqueue(&Single { n }).await.unwrap();
     }
@@ -132,9 +128,7 @@ async fn shutdown_lets_jobs_in_flight_finish_and_leaves_the_rest_on_the_queue() 
         .await
         .unwrap();
     let handle = worker.handle();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     let jobs: Vec<Task> = (0..10).map(|n| Task { n }).collect();
     assert!(
         producer
@@ -173,9 +167,7 @@ async fn jobs_still_running_at_the_shutdown_timeout_go_back_to_the_broker() {
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_started() == 1).await;
     let started = tokio::time::Instant::now();
@@ -211,9 +203,7 @@ async fn a_settle_failure_leaves_the_delivery_unacked_and_it_is_redelivered() {
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     producer.enqueue(&Task { n: 1 }).await.unwrap();
     wait_until(|| handle.jobs_settled() == 1).await;
 

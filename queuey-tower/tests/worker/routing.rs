@@ -3,13 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{
-    Backend, BoxError, Envelope, JobContext, JobError, MemoryBackend, Producer, handler_fn,
-};
+use queuey_core::{Backend, BoxError, Envelope, JobContext, JobError, MemoryBackend, handler_fn};
 use queuey_tower::{Disposition, JobRequest, Worker};
 use tower::service_fn;
 
-use crate::support::{MixedA, MixedB, Task, TestQueues, spawn, wait_until};
+use crate::support::{MixedA, MixedB, Task, TestQueues, producer, spawn, wait_until};
 
 #[tokio::test(start_paused = true)]
 async fn two_job_types_share_a_queue_and_each_keeps_its_own_policy() {
@@ -39,9 +37,7 @@ async fn two_job_types_share_a_queue_and_each_keeps_its_own_policy() {
         .await
         .unwrap();
     let running = spawn(worker);
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     producer.enqueue(&MixedA { n: 1 }).await.unwrap();
     let started = tokio::time::Instant::now();
     producer.enqueue(&MixedB { n: 2 }).await.unwrap();
@@ -141,9 +137,7 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
         .unwrap();
     let running = spawn(worker);
     let handle = running.handle.clone();
-    let producer = Producer::<TestQueues, _>::new(backend.clone())
-        .await
-        .unwrap();
+    let producer = producer(backend.clone()).await;
     for n in 0..3 {
         producer.enqueue(&Task { n }).await.unwrap();
     }
@@ -172,9 +166,8 @@ async fn layers_may_come_before_or_after_handlers() {
         .await
         .unwrap();
     let running = spawn(before);
-    Producer::<TestQueues, _>::new(backend.clone())
+    producer(backend.clone())
         .await
-        .unwrap()
         .enqueue(&Task { n: 1 })
         .await
         .unwrap();
