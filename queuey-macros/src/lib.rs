@@ -123,10 +123,10 @@
 //! |---|---|---|
 //! | `max_attempts` | an integer, 1 to 4294967295, the first attempt included | 5 |
 //! | `backoff` | `"none"`, `"fixed"` or `"exponential"` | `"exponential"` |
-//! | `delay` | fixed only, required there: the [duration](#durations) between attempts | — |
+//! | `delay` | fixed only, required there: the [duration](#durations) between attempts, at most `"24d"` (the longest wait a hold accepts) | — |
 //! | `base` | exponential only: the first wait | `"1s"` |
 //! | `factor` | exponential only: a number (integer or float), finite, at least 1 | 2 |
-//! | `max` | exponential only: the cap, at least `base` | `"5m"` |
+//! | `max` | exponential only: the cap, at least `base` and at most `"24d"` | `"5m"` |
 //! | `jitter` | exponential only: full jitter on or off | `true` |
 //!
 //! A key that does not belong to the backoff chosen is an error (`delay`

@@ -95,15 +95,9 @@ pub mod worker;
 
 pub(crate) use macros::inner_accessors;
 
-/// The longest wait the retry and deferral layers ask a hold for: 24 days.
-///
-/// Holds refuse delays past [`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS)
-/// (about 24.8 days) after rounding them up to the backend's granularity, and
-/// a refused hold leaves the job to be delivered again at once. 24 days is a
-/// whole number of days under that limit, so rounding it up to any
-/// granularity of up to 20 hours stays under it; longer backoffs and
-/// `Retry-After` values are shortened to it.
-pub const LONGEST_WAIT: std::time::Duration = std::time::Duration::from_secs(24 * 24 * 60 * 60);
+/// The longest wait the retry and deferral layers ask a hold for (24
+/// days); longer backoffs and `Retry-After` values are shortened to it.
+pub use queuey_core::LONGEST_WAIT;
 
 pub use dead_letter::DeadLetterLayer;
 pub use defer::DeferOn429;

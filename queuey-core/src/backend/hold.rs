@@ -12,6 +12,15 @@ use crate::Error;
 /// job early.
 pub const MAX_DEFERRAL_MS: u64 = (1 << 31) - 1;
 
+/// The longest wait worth asking a hold for: 24 days.
+///
+/// A whole number of days under [`MAX_DEFERRAL_MS`] (about 24.8 days), so
+/// rounding it up to any granularity of up to 20 hours stays under the cap.
+/// Backoffs are refused above it when they are built, and the worker's retry
+/// and deferral layers never ask for longer, so a wait can never be refused
+/// by the hold (which would leave the job to be delivered again at once).
+pub const LONGEST_WAIT: Duration = Duration::from_secs(24 * 24 * 60 * 60);
+
 /// The granularity actually used: zero or sub-millisecond granularities are
 /// raised to 1 ms, others rounded up to whole milliseconds.
 pub fn effective_granularity_ms(granularity: Duration) -> u64 {
@@ -63,6 +72,14 @@ fn ceil_ms(d: Duration) -> u128 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_longest_wait_fits_a_hold_at_any_granularity_up_to_20_hours() {
+        for secs in [0, 1, 7, 60, 3_600, 20 * 3_600] {
+            let g = Duration::from_secs(secs);
+            assert!(hold_delay_ms("q", LONGEST_WAIT, g).is_ok(), "{g:?}");
+        }
+    }
 
     #[test]
     fn granularity_is_clamped_to_one_millisecond() {

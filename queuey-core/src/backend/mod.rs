@@ -20,7 +20,9 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-pub use hold::{MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_up_ms};
+pub use hold::{
+    LONGEST_WAIT, MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_up_ms,
+};
 
 use crate::{Envelope, Error, QueueConfig};
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::LONGEST_WAIT;
+
 /// How the wait before a retry grows with the attempt number.
 ///
 /// Construct one with [`Backoff::none`], [`Backoff::fixed`] or
@@ -51,6 +53,18 @@ pub enum InvalidBackoff {
     /// The growth factor is below 1, NaN or infinite.
     #[error("the backoff factor must be a finite number of at least 1, got {0}")]
     Factor(f64),
+    /// A fixed delay or a cap longer than a hold accepts
+    /// ([`LONGEST_WAIT`](crate::LONGEST_WAIT), 24 days).
+    #[error(
+        "the {which} delay ({delay:?}) is longer than the longest wait a hold accepts (24 days); \
+         a job that must wait longer needs a scheduler, not a retry"
+    )]
+    TooLong {
+        /// Which delay: `fixed` or `max`.
+        which: &'static str,
+        /// The delay given.
+        delay: Duration,
+    },
     /// The base delay is larger than the cap.
     #[error("the base delay ({base:?}) is larger than the maximum delay ({max:?})")]
     BaseAboveMax {
@@ -67,10 +81,17 @@ impl Backoff {
         Backoff::None
     }
 
-    /// The same wait before every retry; zero is refused.
+    /// The same wait before every retry; zero, and more than
+    /// [`LONGEST_WAIT`](crate::LONGEST_WAIT), are refused.
     pub fn fixed(delay: Duration) -> Result<Self, InvalidBackoff> {
         if delay.is_zero() {
             return Err(InvalidBackoff::ZeroDelay("fixed"));
+        }
+        if delay > LONGEST_WAIT {
+            return Err(InvalidBackoff::TooLong {
+                which: "fixed",
+                delay,
+            });
         }
         Ok(Backoff::Fixed(delay))
     }
@@ -148,8 +169,9 @@ impl Default for ExponentialBackoff {
 impl ExponentialBackoff {
     /// Validates and builds an exponential backoff, jitter on.
     ///
-    /// `base` must be non-zero and at most `max`; `factor` must be finite and
-    /// at least 1.
+    /// `base` must be non-zero and at most `max`, `max` at most
+    /// [`LONGEST_WAIT`](crate::LONGEST_WAIT); `factor` must be finite and at
+    /// least 1.
     pub fn new(base: Duration, factor: f64, max: Duration) -> Result<Self, InvalidBackoff> {
         if base.is_zero() {
             return Err(InvalidBackoff::ZeroDelay("base"));
@@ -159,6 +181,12 @@ impl ExponentialBackoff {
         }
         if base > max {
             return Err(InvalidBackoff::BaseAboveMax { base, max });
+        }
+        if max > LONGEST_WAIT {
+            return Err(InvalidBackoff::TooLong {
+                which: "max",
+                delay: max,
+            });
         }
         Ok(ExponentialBackoff {
             base,
@@ -241,6 +269,17 @@ mod tests {
             Err(InvalidBackoff::BaseAboveMax { .. })
         ));
         assert!(Backoff::exponential(S, 1.0, S).is_ok());
+        let month = Duration::from_secs(30 * 24 * 3600);
+        assert!(matches!(
+            Backoff::fixed(month),
+            Err(InvalidBackoff::TooLong { which: "fixed", .. })
+        ));
+        assert!(matches!(
+            Backoff::exponential(S, 2.0, month),
+            Err(InvalidBackoff::TooLong { which: "max", .. })
+        ));
+        assert!(Backoff::fixed(LONGEST_WAIT).is_ok());
+        assert!(Backoff::exponential(S, 2.0, LONGEST_WAIT).is_ok());
     }
 
     #[test]

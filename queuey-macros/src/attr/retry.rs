@@ -103,9 +103,9 @@ impl RetrySpec {
                     given.max_attempts = u32::try_from(n).ok();
                 }
                 "backoff" => given.kind = Some((kind(arg)?, arg)),
-                "delay" => given.delay = Some(arg.duration()?),
+                "delay" => given.delay = Some(within_a_hold(arg)?),
                 "base" => given.base = Some((arg.duration()?, arg)),
-                "max" => given.max = Some((arg.duration()?, arg)),
+                "max" => given.max = Some((within_a_hold(arg)?, arg)),
                 "factor" => given.factor = Some(factor(arg)?),
                 "jitter" => given.jitter = Some(arg.bool()?),
                 _ => return Err(arg.unknown("retry(..)", KEYS)),
@@ -254,6 +254,24 @@ fn list(keys: &[&str]) -> String {
     }
 }
 
+/// The longest wait a hold accepts: `queuey_core::LONGEST_WAIT`, 24 days,
+/// which `Backoff::fixed` and `Backoff::exponential` enforce too (the UI tests
+/// `max_24_days` and `max_too_long` pin the boundary).
+const LONGEST_WAIT: Millis = Millis::from_millis(24 * 24 * 60 * 60 * 1000);
+
+/// A `delay` or `max` duration, refused past [`LONGEST_WAIT`].
+fn within_a_hold(arg: &Arg) -> syn::Result<Millis> {
+    let duration = arg.duration()?;
+    if duration.get() > LONGEST_WAIT.get() {
+        return Err(arg.error(format!(
+            "`{}` is {duration}, longer than the longest wait a hold accepts ({LONGEST_WAIT}); \
+             a job that must wait longer needs a scheduler, not a retry",
+            arg.key
+        )));
+    }
+    Ok(duration)
+}
+
 /// The exponential backoff, defaults filled in, `base <= max` checked.
 fn exponential(given: &Given<'_>) -> syn::Result<BackoffSpec> {
     let base = given.base.map_or(DEFAULT_BASE, |(d, _)| d);
@@ -344,6 +362,16 @@ mod tests {
                 .contains("it takes `delay`")
         );
         assert!(error(quote!(backoff = "fixed")).contains("needs a delay"));
+    }
+
+    #[test]
+    fn waits_longer_than_a_hold_are_refused() {
+        assert!(parse(quote!(max = "24d")).is_ok());
+        assert!(
+            error(quote!(max = "25d"))
+                .contains("longer than the longest wait a hold accepts (24d)")
+        );
+        assert!(error(quote!(backoff = "fixed", delay = "30d")).contains("`delay` is 30d"));
     }
 
     #[test]

@@ -54,8 +54,9 @@ where
         let policy = &**this.policy;
         Poll::Ready(Ok(if policy.has_attempts_left(attempt) {
             Disposition::Retry {
-                // A backoff is a heuristic: past what a hold accepts, the
-                // longest wait it safely can beats a refused settle.
+                // The backoff constructors refuse longer waits; this guards
+                // a `Backoff::Fixed` built from its public variant, which a
+                // hold would refuse (a refused settle redelivers at once).
                 delay: policy.delay_after(attempt).min(LONGEST_WAIT),
             }
         } else {
