@@ -97,11 +97,21 @@ impl Error {
         Error::InvalidConfig(message.into())
     }
 
-    /// Whether this error means the connection to the broker is gone, so
-    /// nothing on it will succeed again.
+    /// Whether this error means the connection to the broker is gone (or
+    /// the backend was shut down), so nothing on that connection will
+    /// succeed again. A backend that reconnects may still succeed later:
+    /// see [`Error::is_transient`].
     pub fn is_connection_lost(&self) -> bool {
         matches!(self, Error::Backend(e) if e.kind() == BackendErrorKind::ConnectionLost)
             || matches!(self, Error::ShutDown)
+    }
+
+    /// Whether the same call may succeed if tried again later: the
+    /// connection was lost (a reconnecting backend heals), a call ran past
+    /// its bound, or a publish's outcome is unknown. Refusals, bad input,
+    /// bad configuration and a closed backend are not transient.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::Backend(e) if e.kind().is_transient())
     }
 }
 
@@ -118,13 +128,37 @@ pub enum BackendErrorKind {
     /// The broker refused an operation (for example `PRECONDITION_FAILED`
     /// on a declaration whose arguments differ from the existing queue's).
     Refused,
-    /// The connection is gone; nothing on it will succeed again.
+    /// The connection is gone; nothing on it will succeed again. A backend
+    /// that reconnects answers later calls on its next connection.
     ConnectionLost,
+    /// The connection was lost after a message was sent and before the
+    /// broker confirmed it: the broker may or may not hold it. Never a
+    /// success; publishing the same message again (same id) is safe and at
+    /// worst duplicates it.
+    Uncertain,
+    /// A broker call did not finish within its bound (a silent network
+    /// partition, a broker blocking publishers under a resource alarm, a
+    /// reconnection that took longer than the caller may wait).
+    TimedOut,
     /// A settle was attempted on a delivery whose channel is gone, or that was
     /// already settled.
     NotSettled,
     /// Anything else.
     Other,
+}
+
+impl BackendErrorKind {
+    /// Whether a later try of the same call may succeed:
+    /// [`ConnectionLost`](Self::ConnectionLost), [`Uncertain`](Self::Uncertain)
+    /// and [`TimedOut`](Self::TimedOut).
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            BackendErrorKind::ConnectionLost
+                | BackendErrorKind::Uncertain
+                | BackendErrorKind::TimedOut
+        )
+    }
 }
 
 /// A failure reported by a backend, with a message that names the queue and
@@ -231,6 +265,34 @@ mod tests {
         assert!(Error::ShutDown.is_connection_lost());
         let refused = Error::from(BackendError::new(BackendErrorKind::Refused, "no"));
         assert!(!refused.is_connection_lost());
+    }
+
+    #[test]
+    fn transient_errors_are_the_ones_worth_trying_again() {
+        for kind in [
+            BackendErrorKind::ConnectionLost,
+            BackendErrorKind::Uncertain,
+            BackendErrorKind::TimedOut,
+        ] {
+            assert!(
+                Error::from(BackendError::new(kind, "x")).is_transient(),
+                "{kind:?}"
+            );
+        }
+        for kind in [
+            BackendErrorKind::Refused,
+            BackendErrorKind::Nacked,
+            BackendErrorKind::Unroutable,
+            BackendErrorKind::NotSettled,
+            BackendErrorKind::Other,
+        ] {
+            assert!(
+                !Error::from(BackendError::new(kind, "x")).is_transient(),
+                "{kind:?}"
+            );
+        }
+        assert!(!Error::ShutDown.is_transient());
+        assert!(!Error::invalid_config("x").is_transient());
     }
 
     #[test]

@@ -77,7 +77,9 @@ mod producer;
 pub mod queue;
 pub mod retry;
 
-pub use backend::{Backend, Delivery, DeliveryStream, LONGEST_WAIT, MAX_DEFERRAL_MS};
+pub use backend::{
+    Backend, ConnectionState, Delivery, DeliveryStream, LONGEST_WAIT, MAX_DEFERRAL_MS,
+};
 pub use envelope::{DecodeError, Envelope, MAX_MESSAGE_BYTES};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};
 pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};

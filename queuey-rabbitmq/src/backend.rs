@@ -1,25 +1,22 @@
 //! The backend: one connection, the channels on it, and the
 //! [`Backend`] implementation.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
-use lapin::types::{LongString, ShortString};
-use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
+use lapin::Connection;
 use queuey_core::{
-    Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, QueueConfig,
+    Backend, BackendError, BackendErrorKind, ConnectionState, DeliveryStream, Envelope, Error,
+    QueueConfig,
 };
-use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::declare::{self, HoldDeclarer};
-use crate::error::{Failure, connection_lost};
+use crate::link::{Current, Link};
 use crate::publisher::{Outgoing, Publisher};
-use crate::{RabbitMqOptions, consumer, properties, topology, uri};
+use crate::{RabbitMqOptions, consumer, properties, topology};
 
 /// The RabbitMQ backend: one AMQP connection shared by every producer and
 /// worker of a process. See the [crate documentation](crate) for the channel
@@ -42,56 +39,44 @@ pub(crate) enum HoldKind {
 }
 
 pub(crate) struct Inner {
-    pub(crate) connection: Connection,
+    /// The connection of the moment, replaced when it dies.
+    pub(crate) link: Arc<Link>,
     pub(crate) options: RabbitMqOptions,
     publisher: Publisher,
     holds: HoldDeclarer,
-    /// Queues declared through this backend, with their configurations.
-    declared: RwLock<HashMap<String, Arc<QueueConfig>>>,
-    redacted_uri: String,
-    closed: AtomicBool,
-    events: Option<JoinHandle<()>>,
 }
 
 impl RabbitMqBackend {
     /// Connects with the default options.
     ///
+    /// `addresses` is one AMQP URI or several (`&str`, `String`, a slice, an
+    /// array or a `Vec` of them): the nodes of a cluster, tried in turn. The
+    /// first that answers is used; when its connection dies, the backend
+    /// connects again to any of them (see [`RabbitMqOptions::reconnect_delay`]).
+    ///
     /// Must be called inside a tokio runtime, which must outlive the backend.
-    pub async fn connect(uri: &str) -> Result<Self, Error> {
-        Self::with_options(uri, RabbitMqOptions::default()).await
+    pub async fn connect(addresses: impl Addresses) -> Result<Self, Error> {
+        Self::with_options(addresses, RabbitMqOptions::default()).await
     }
 
     /// Connects with the given options, which are checked first.
     ///
-    /// Errors never contain the URI's password.
-    pub async fn with_options(uri: &str, options: RabbitMqOptions) -> Result<Self, Error> {
+    /// The first connection is not retried: an address that does not
+    /// answer, or credentials the broker refuses, fail here. Errors never
+    /// contain a password.
+    pub async fn with_options(
+        addresses: impl Addresses,
+        options: RabbitMqOptions,
+    ) -> Result<Self, Error> {
         options.validate()?;
-        let redacted_uri = uri::redact(uri);
-        tracing::debug!(uri = %redacted_uri, "connecting to RabbitMQ");
-        let connection = Connection::connect(uri, connection_properties(&options))
-            .await
-            .map_err(|e| {
-                let kind = match e.kind() {
-                    ErrorKind::ProtocolError(_) => BackendErrorKind::Refused,
-                    _ => BackendErrorKind::Other,
-                };
-                let text = uri::scrub(&e.to_string(), uri);
-                Error::Backend(BackendError::new(
-                    kind,
-                    format!("connecting to RabbitMQ at `{redacted_uri}`: {text}"),
-                ))
-            })?;
-        let events = spawn_event_logger(&connection, &redacted_uri);
+        let addresses = addresses.into_addresses();
+        let link = Link::connect(&addresses, options.clone()).await?;
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
-                connection,
+                link,
                 publisher: Publisher::new(options.get_publish_concurrency()),
                 holds: HoldDeclarer::new(options.get_publish_concurrency()),
                 options,
-                declared: RwLock::new(HashMap::new()),
-                redacted_uri,
-                closed: AtomicBool::new(false),
-                events,
             }),
         })
     }
@@ -103,99 +88,92 @@ impl RabbitMqBackend {
 
     /// Whether the connection is up and the backend not closed.
     pub fn is_connected(&self) -> bool {
-        !self.inner.closed.load(Ordering::Acquire) && self.inner.connection.status().connected()
+        self.inner.link.state() == ConnectionState::Connected
     }
 
-    /// Closes the connection. Consumer streams end, unsettled deliveries go
-    /// back to their queues, and every later call fails with
+    /// Closes the connection, within the call timeout whatever state its
+    /// channels are in. Consumer streams end, unsettled deliveries go back
+    /// to their queues, and every later call fails with
     /// [`Error::ShutDown`]. Closing twice is a no-op.
     pub async fn close(&self) -> Result<(), Error> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
         self.inner.publisher.close();
         self.inner.holds.close();
-        if !self.inner.connection.status().connected() {
-            return Ok(());
-        }
-        match self
-            .inner
-            .connection
-            .close(200, ShortString::default())
-            .await
-        {
-            Ok(()) => Ok(()),
-            // Closing the connection closes its channels; one that was
-            // closing already (a consumer's, just dropped) makes lapin report
-            // an error although the connection goes away all the same.
-            Err(e) if !self.inner.connection.status().connected() => {
-                tracing::debug!(error = %e, "closing the connection raced a channel closing; it is closed");
-                Ok(())
-            }
-            Err(e) => Err(Failure::of(&e, false).into_error("closing the connection")),
-        }
+        self.inner.link.close().await
     }
 }
 
-fn connection_properties(options: &RabbitMqOptions) -> ConnectionProperties {
-    let mut props = ConnectionProperties::default();
-    if let Some(locale) = options.get_locale() {
-        props = props.with_locale(properties::short(locale));
-    }
-    for (key, value) in options.get_client_properties() {
-        props =
-            props.with_client_property(properties::short(key), LongString::from(value.as_str()));
-    }
-    if let Some(name) = options.get_connection_name() {
-        props = props.with_connection_name(LongString::from(name));
-    }
-    props
+/// One broker address or several, for [`RabbitMqBackend::connect`].
+pub trait Addresses {
+    /// The addresses, in the order they are tried.
+    fn into_addresses(self) -> Vec<String>;
 }
 
-/// Logs connection events; lapin queues them only while someone listens.
-fn spawn_event_logger(connection: &Connection, uri: &str) -> Option<JoinHandle<()>> {
-    let mut events = connection.events_listener();
-    let uri = uri.to_owned();
-    let handle = tokio::runtime::Handle::try_current().ok()?;
-    Some(handle.spawn(async move {
-        while let Some(event) = events.next().await {
-            match event {
-                Event::Error(error) => tracing::warn!(%uri, %error, "RabbitMQ connection error"),
-                Event::ConnectionBlocked(reason) => {
-                    tracing::warn!(%uri, %reason, "RabbitMQ blocked publishing on the connection")
-                }
-                Event::ConnectionUnblocked => {
-                    tracing::info!(%uri, "RabbitMQ unblocked the connection")
-                }
-                other => tracing::debug!(%uri, event = ?other, "RabbitMQ connection event"),
-            }
-        }
-    }))
+impl Addresses for &str {
+    fn into_addresses(self) -> Vec<String> {
+        vec![self.to_owned()]
+    }
+}
+
+impl Addresses for String {
+    fn into_addresses(self) -> Vec<String> {
+        vec![self]
+    }
+}
+
+impl Addresses for &String {
+    fn into_addresses(self) -> Vec<String> {
+        vec![self.clone()]
+    }
+}
+
+impl<S: AsRef<str>> Addresses for &[S] {
+    fn into_addresses(self) -> Vec<String> {
+        self.iter().map(|s| s.as_ref().to_owned()).collect()
+    }
+}
+
+impl<S: AsRef<str>, const N: usize> Addresses for [S; N] {
+    fn into_addresses(self) -> Vec<String> {
+        self.iter().map(|s| s.as_ref().to_owned()).collect()
+    }
+}
+
+impl<S: AsRef<str>> Addresses for Vec<S> {
+    fn into_addresses(self) -> Vec<String> {
+        self.iter().map(|s| s.as_ref().to_owned()).collect()
+    }
 }
 
 impl Inner {
-    /// Fails if the backend was closed or its connection is gone. `what`
-    /// is formatted only for the error, never on the way to a publish.
-    pub(crate) fn check_open(&self, what: fmt::Arguments<'_>) -> Result<(), Error> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::ShutDown);
-        }
-        if !self.connection.status().connected() {
-            return Err(connection_lost(&what.to_string()));
-        }
-        Ok(())
-    }
-
     pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.link.is_closed()
     }
 
     fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
-        self.declared
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(queue)
-            .cloned()
+        self.link.declared(queue)
+    }
+
+    /// The connection to use, waiting for a reconnection up to the publish
+    /// bound; `what` is formatted only for an error.
+    pub(crate) async fn publishing_connection(
+        &self,
+        what: impl FnOnce() -> String,
+    ) -> Result<Current, Error> {
+        if self.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        if let Some(current) = self.link.current() {
+            return Ok(current);
+        }
+        let deadline = Instant::now() + self.options.publish_timeout;
+        self.link.connection_until(deadline, &what()).await
+    }
+
+    /// Reports a failure seen on the connection of `generation`.
+    pub(crate) fn saw(&self, generation: u64, error: &Error) {
+        if error.is_connection_lost() {
+            self.link.suspect(generation);
+        }
     }
 
     /// Publishes a body whose size is settled: checked by [`Inner::prepare`],
@@ -203,8 +181,14 @@ impl Inner {
     /// dead-letter queue (the broker accepted its size once already, so
     /// queuey's own limit does not apply).
     pub(crate) async fn send(&self, out: Outgoing<'_>) -> Result<(), Error> {
-        self.check_open(format_args!("publishing to `{}`", out.queue))?;
-        self.publisher.publish(&self.connection, out).await
+        let current = self
+            .publishing_connection(|| format!("publishing to `{}`", out.queue))
+            .await?;
+        let result = self.publisher.publish(&current.connection, out).await;
+        if let Err(error) = &result {
+            self.saw(current.generation, error);
+        }
+        result
     }
 
     /// Publishes `envelope` to its own queue.
@@ -275,7 +259,27 @@ impl Inner {
             return prepared.publish_to(self, queue).await;
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
-        self.check_open(format_args!("declaring hold queue `{hold}`"))?;
+        let current = self
+            .publishing_connection(|| format!("declaring hold queue `{hold}`"))
+            .await?;
+        let result = self
+            .hold_on(&current.connection, &hold, &config, ttl_ms, &prepared)
+            .await;
+        if let Err(error) = &result {
+            self.saw(current.generation, error);
+        }
+        result
+    }
+
+    /// Declares `hold` and publishes into it on `connection`.
+    async fn hold_on(
+        &self,
+        connection: &Connection,
+        hold: &str,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        prepared: &Prepared,
+    ) -> Result<(), Error> {
         let mut declared_again = false;
         let mut attempts = 0;
         loop {
@@ -284,16 +288,17 @@ impl Inner {
             // an expired hold queue takes its messages with it. So the
             // publishing channel is reserved first, and nothing waits between
             // the declaration and the publish into the queue it renewed.
-            let reservation = self.publisher.reserve(&self.connection).await?;
+            let reservation = self.publisher.reserve(connection).await?;
             // Taken before the declaration is sent: the broker starts the
             // lease when it handles the declaration, which is no earlier.
             let sent = Instant::now();
-            self.holds
-                .declare(&self.connection, &hold, &config, ttl_ms)
-                .await?;
-            match reservation.publish(prepared.outgoing(&hold)).await {
+            self.holds.declare(connection, hold, config, ttl_ms).await?;
+            match reservation.publish(prepared.outgoing(hold)).await {
                 Ok(()) => {
-                    if self.lease_covers(&hold, &config, ttl_ms, sent).await? {
+                    if self
+                        .lease_covers(connection, hold, config, ttl_ms, sent)
+                        .await?
+                    {
                         return Ok(());
                     }
                     if attempts >= LATE_HOLD_ATTEMPTS {
@@ -336,6 +341,7 @@ impl Inner {
     /// the job is published again: a duplicate at worst, never a loss.
     async fn lease_covers(
         &self,
+        connection: &Connection,
         hold: &str,
         config: &QueueConfig,
         ttl_ms: u64,
@@ -345,9 +351,7 @@ impl Inner {
         if sent.elapsed() < ttl {
             return Ok(true);
         }
-        self.holds
-            .declare(&self.connection, hold, config, ttl_ms)
-            .await?;
+        self.holds.declare(connection, hold, config, ttl_ms).await?;
         Ok(sent.elapsed() < 2 * ttl)
     }
 }
@@ -378,14 +382,6 @@ impl Prepared {
     }
 }
 
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(events) = self.events.take() {
-            events.abort();
-        }
-    }
-}
-
 impl Backend for RabbitMqBackend {
     fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {
@@ -398,15 +394,22 @@ impl Backend for RabbitMqBackend {
                     inner.options.dead_suffix_in_use(),
                 )?;
             }
-            inner.check_open(format_args!("declaring queues"))?;
-            declare::declare_queues(&inner.connection, &inner.options, queues, |config| {
-                inner
-                    .declared
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(config.name().to_owned(), Arc::new(config.clone()));
-            })
-            .await
+            if inner.is_closed() {
+                return Err(Error::ShutDown);
+            }
+            let current = inner.link.connection("declaring queues").await?;
+            let declaring =
+                declare::declare_queues(&current.connection, &inner.options, queues, |config| {
+                    inner.link.remember(config)
+                });
+            let result = match tokio::time::timeout(inner.options.call_timeout, declaring).await {
+                Ok(result) => result,
+                Err(_) => Err(timed_out("declaring queues", inner.options.call_timeout)),
+            };
+            if let Err(error) = &result {
+                inner.saw(current.generation, error);
+            }
+            result
         })
     }
 
@@ -436,18 +439,25 @@ impl Backend for RabbitMqBackend {
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         Box::pin(consumer::consume(Arc::clone(&self.inner), queue))
     }
+
+    fn connection_state(&self) -> ConnectionState {
+        self.inner.link.state()
+    }
+}
+
+/// The error of a broker call that ran past its bound.
+pub(crate) fn timed_out(what: &str, bound: Duration) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::TimedOut,
+        format!("{what}: no answer from RabbitMQ within {bound:?}"),
+    ))
 }
 
 impl fmt::Debug for RabbitMqBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let declared = self
-            .inner
-            .declared
-            .read()
-            .map(|d| d.len())
-            .unwrap_or_default();
+        let declared = self.inner.link.declared_count();
         f.debug_struct("RabbitMqBackend")
-            .field("uri", &self.inner.redacted_uri)
+            .field("uri", &self.inner.link.redacted_uri())
             .field("connected", &self.is_connected())
             .field("declared_queues", &declared)
             .field("options", &self.inner.options)

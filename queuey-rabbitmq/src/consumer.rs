@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use lapin::message::Delivery as LapinDelivery;
@@ -12,9 +12,10 @@ use lapin::types::{FieldTable, ShortString};
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
 use queuey_core::{DecodeError, Delivery, DeliveryStream, Envelope, Error, QueueConfig};
 
-use crate::backend::Inner;
+use crate::backend::{Inner, timed_out};
+use crate::declare;
 use crate::delivery::{RabbitMqDelivery, requeue_later};
-use crate::error::{Failure, connection_lost};
+use crate::error::Failure;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::topology;
@@ -49,40 +50,31 @@ fn truncate(s: &str, max: usize) -> &str {
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
 /// `basic_qos(prefetch, global = false)` set before `basic_consume`.
+///
+/// The stream outlives the connection: when the connection dies (or the
+/// broker cancels the consumer because the queue was deleted), it consumes
+/// again with the same prefetch on the backend's next connection,
+/// declaring the queue again first if it was gone. It ends with an error
+/// only for what cannot heal (the backend gave up, the broker refuses the
+/// queue), and with `None` once the backend is closed.
 pub(crate) async fn consume(
     inner: Arc<Inner>,
     config: &QueueConfig,
 ) -> Result<DeliveryStream, Error> {
     config.validate()?;
-    let queue = config.name();
-    let what = format!("consuming `{queue}`");
-    inner.check_open(format_args!("{what}"))?;
-    let connection = &inner.connection;
-    let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
-    let channel = connection.create_channel().await.map_err(fail)?;
-    channel
-        .basic_qos(config.prefetch_count(), BasicQosOptions { global: false })
-        .await
-        .map_err(fail)?;
-    let tag = consumer_tag(queue);
-    let consumer = channel
-        .basic_consume(
-            properties::short(queue),
-            properties::short(&tag),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .map_err(fail)?;
-    tracing::debug!(queue, consumer_tag = %tag, prefetch = config.prefetch_count(), "consuming");
-    let state = Consumer {
+    if inner.is_closed() {
+        return Err(Error::ShutDown);
+    }
+    let mut state = Consumer {
         inner,
-        channel,
-        queue: Arc::from(queue),
-        tag,
-        consumer,
+        config: config.clone(),
+        queue: Arc::from(config.name()),
+        live: None,
         ended: false,
+        pause: RESUME_PAUSE_MIN,
     };
+    // The first consumer starts now, so that a refusal is the caller's error.
+    state.live = Some(state.start().await?);
     Ok(futures::stream::unfold(state, |mut state| async move {
         let item = state.next().await?;
         Some((item, state))
@@ -90,64 +82,192 @@ pub(crate) async fn consume(
     .boxed())
 }
 
+/// The first pause before consuming again after the consumer was lost; it
+/// doubles on every loss in a row, up to [`RESUME_PAUSE_MAX`].
+const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
+const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// A consumer on one connection.
+struct Live {
+    channel: lapin::Channel,
+    consumer: lapin::Consumer,
+    tag: String,
+    generation: u64,
+}
+
 struct Consumer {
     inner: Arc<Inner>,
-    channel: lapin::Channel,
+    config: QueueConfig,
     queue: Arc<str>,
-    tag: String,
-    consumer: lapin::Consumer,
+    live: Option<Live>,
     ended: bool,
+    pause: Duration,
 }
 
 impl Consumer {
-    async fn next(&mut self) -> Option<Result<Box<dyn Delivery>, Error>> {
-        if self.ended {
-            return None;
+    /// Opens a channel on the current connection (waiting for a
+    /// reconnection up to the call bound) and consumes on it.
+    async fn start(&self) -> Result<Live, Error> {
+        let queue = &*self.queue;
+        let what = format!("consuming `{queue}`");
+        let current = self.inner.link.connection(&what).await?;
+        let bound = self.inner.options.call_timeout;
+        let connection = &current.connection;
+        let fail =
+            |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
+        let starting = async {
+            let channel = connection.create_channel().await.map_err(fail)?;
+            channel
+                .basic_qos(
+                    self.config.prefetch_count(),
+                    BasicQosOptions { global: false },
+                )
+                .await
+                .map_err(fail)?;
+            let tag = consumer_tag(queue);
+            let consumer = channel
+                .basic_consume(
+                    properties::short(queue),
+                    properties::short(&tag),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(fail)?;
+            Ok::<_, Error>(Live {
+                channel,
+                consumer,
+                tag,
+                generation: current.generation,
+            })
+        };
+        let result = match tokio::time::timeout(bound, starting).await {
+            Ok(result) => result,
+            Err(_) => Err(timed_out(&what, bound)),
+        };
+        match &result {
+            Ok(live) => {
+                tracing::debug!(queue, consumer_tag = %live.tag, prefetch = self.config.prefetch_count(), "consuming");
+            }
+            Err(error) => self.inner.saw(current.generation, error),
         }
+        result
+    }
+
+    async fn next(&mut self) -> Option<Result<Box<dyn Delivery>, Error>> {
         loop {
-            match self.consumer.next().await {
-                Some(Ok(delivery)) => match Envelope::decode(&delivery.data) {
-                    Ok(envelope) => {
-                        return Some(Ok(Box::new(RabbitMqDelivery::new(
-                            Arc::clone(&self.inner),
-                            self.channel.clone(),
-                            Arc::clone(&self.queue),
-                            envelope,
-                            delivery,
-                        ))));
+            if self.ended {
+                return None;
+            }
+            if self.inner.is_closed() {
+                self.ended = true;
+                return None;
+            }
+            let Some(live) = self.live.as_mut() else {
+                match self.start().await {
+                    Ok(live) => {
+                        tracing::info!(queue = %self.queue, consumer_tag = %live.tag, "consuming again on the new connection");
+                        self.live = Some(live);
                     }
-                    Err(error) => self.malformed(delivery, error).await,
-                },
+                    Err(error) if error.is_transient() => {
+                        tracing::debug!(queue = %self.queue, %error, "could not consume yet; trying again");
+                        self.back_off().await;
+                    }
+                    Err(error) => {
+                        self.ended = true;
+                        if matches!(error, Error::ShutDown) {
+                            return None;
+                        }
+                        tracing::error!(queue = %self.queue, %error, "cannot consume; the stream ends");
+                        return Some(Err(error));
+                    }
+                }
+                continue;
+            };
+            match live.consumer.next().await {
+                Some(Ok(delivery)) => {
+                    self.pause = RESUME_PAUSE_MIN;
+                    match Envelope::decode(&delivery.data) {
+                        Ok(envelope) => {
+                            return Some(Ok(Box::new(RabbitMqDelivery::new(
+                                Arc::clone(&self.inner),
+                                live.channel.clone(),
+                                Arc::clone(&self.queue),
+                                envelope,
+                                delivery,
+                            ))));
+                        }
+                        Err(error) => self.malformed(delivery, error).await,
+                    }
+                }
                 Some(Err(e)) => {
-                    self.ended = true;
+                    let generation = live.generation;
+                    let tag = std::mem::take(&mut live.tag);
+                    self.live = None;
                     if self.inner.is_closed() {
-                        return None;
+                        continue;
                     }
-                    let alive = self.inner.connection.status().connected();
-                    let error =
-                        Failure::of(&e, alive).into_error(&format!("consuming `{}`", self.queue));
-                    tracing::error!(queue = %self.queue, consumer_tag = %self.tag, %error, "consumer failed");
-                    return Some(Err(error));
+                    tracing::warn!(queue = %self.queue, consumer_tag = %tag, error = %e, "the consumer was lost; consuming again once the connection is back");
+                    self.inner.link.suspect(generation);
+                    self.back_off().await;
                 }
                 None => {
-                    self.ended = true;
+                    let generation = live.generation;
+                    let connected = live.channel.status().connected();
+                    let tag = std::mem::take(&mut live.tag);
+                    self.live = None;
                     if self.inner.is_closed() {
-                        return None;
+                        continue;
                     }
-                    if !self.inner.connection.status().connected() {
-                        // The connection went away without an error item.
-                        return Some(Err(connection_lost(&format!("consuming `{}`", self.queue))));
+                    if connected {
+                        // We never cancel a consumer that is still being
+                        // polled, so the broker did: its queue was deleted.
+                        tracing::warn!(
+                            queue = %self.queue,
+                            consumer_tag = %tag,
+                            "the broker cancelled the consumer (was the queue deleted?); declaring the queue again and consuming"
+                        );
+                        if let Err(error) = self.redeclare().await {
+                            if !error.is_transient() {
+                                self.ended = true;
+                                tracing::error!(queue = %self.queue, %error, "could not declare the queue again; the stream ends");
+                                return Some(Err(error));
+                            }
+                            tracing::warn!(queue = %self.queue, %error, "could not declare the queue again yet");
+                        }
+                    } else {
+                        tracing::warn!(queue = %self.queue, consumer_tag = %tag, "the consumer's channel closed; consuming again once the connection is back");
+                        self.inner.link.suspect(generation);
                     }
-                    // We never cancel a consumer that is still being polled,
-                    // so this came from the broker (the queue was deleted).
-                    tracing::warn!(
-                        queue = %self.queue,
-                        consumer_tag = %self.tag,
-                        "the broker cancelled the consumer (was the queue deleted?); the stream ends"
-                    );
-                    return None;
+                    self.back_off().await;
                 }
             }
+        }
+    }
+
+    /// Waits before consuming again, longer after each loss in a row.
+    async fn back_off(&mut self) {
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(RESUME_PAUSE_MAX);
+    }
+
+    /// Declares the consumed queue (and its dead-letter queue) again.
+    async fn redeclare(&self) -> Result<(), Error> {
+        let current = self
+            .inner
+            .link
+            .connection(&format!("declaring `{}` again", self.queue))
+            .await?;
+        let bound = self.inner.options.call_timeout;
+        let declaring = declare::declare_queues(
+            &current.connection,
+            &self.inner.options,
+            std::slice::from_ref(&self.config),
+            |_| {},
+        );
+        match tokio::time::timeout(bound, declaring).await {
+            Ok(result) => result,
+            Err(_) => Err(timed_out("declaring the queue again", bound)),
         }
     }
 

@@ -10,7 +10,7 @@ use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
 use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
 
-use crate::backend::{HoldKind, Inner};
+use crate::backend::{HoldKind, Inner, timed_out};
 use crate::error::Failure;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
@@ -27,6 +27,10 @@ use crate::topology;
 /// someone declared with other arguments, say) from becoming a busy loop.
 pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);
 
+/// Counter: settles refused because the delivery's channel was gone (it came
+/// on a connection that has since died); the broker delivers those again.
+pub(crate) const STALE_SETTLES: &str = "queuey_rabbitmq_stale_settles_total";
+
 /// One delivery from a consumer.
 ///
 /// Publishing (a retry, deferral or dead letter) always comes before the
@@ -38,7 +42,7 @@ pub(crate) struct RabbitMqDelivery {
     inner: Arc<Inner>,
     /// Keeps the consumer's channel open until this delivery is settled, so
     /// dropping the stream first does not requeue work in progress.
-    _channel: Channel,
+    channel: Channel,
     queue: Arc<str>,
     envelope: Envelope,
     /// The body as received, republished verbatim to the dead-letter queue.
@@ -58,7 +62,7 @@ impl RabbitMqDelivery {
     ) -> Self {
         RabbitMqDelivery {
             inner,
-            _channel: channel,
+            channel,
             queue,
             envelope,
             body: delivery.data,
@@ -80,23 +84,45 @@ impl RabbitMqDelivery {
         };
         match result {
             Ok(true) => Ok(()),
-            Ok(false) => Err(Error::Backend(BackendError::new(
-                BackendErrorKind::NotSettled,
-                format!(
-                    "{}: not settled, because its channel is closed or it was settled already; \
-                     the broker will deliver it again",
-                    what()
-                ),
-            ))),
-            Err(e) => {
-                Err(Failure::of(&e, self.inner.connection.status().connected()).into_error(&what()))
+            Ok(false) => {
+                metrics::counter!(STALE_SETTLES, "queue" => self.queue.to_string()).increment(1);
+                Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::NotSettled,
+                    format!(
+                        "{}: not settled, because its channel is closed (the connection it came \
+                         on is gone) or it was settled already; the broker will deliver it again",
+                        what()
+                    ),
+                )))
             }
+            Err(e) => Err(Failure::of(&e, self.channel.status().connected()).into_error(&what())),
+        }
+    }
+
+    /// Runs one ack, nack or reject within the call bound. An ack that
+    /// cannot complete (its connection is silently gone) fails instead of
+    /// holding its caller: the broker delivers the message again anyway.
+    async fn bounded(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = lapin::Result<bool>>,
+    ) -> Result<(), Error> {
+        let bound = self.inner.options.call_timeout;
+        match tokio::time::timeout(bound, call).await {
+            Ok(result) => self.settled(what, result),
+            Err(_) => Err(timed_out(
+                &format!(
+                    "{what} delivery {} from `{}`",
+                    self.delivery_tag, self.queue
+                ),
+                bound,
+            )),
         }
     }
 
     async fn ack_now(&self) -> Result<(), Error> {
-        let result = self.acker.ack(BasicAckOptions::default()).await;
-        self.settled("acknowledging", result)
+        self.bounded("acknowledging", self.acker.ack(BasicAckOptions::default()))
+            .await
     }
 
     async fn dead_letter_now(&self, reason: String) -> Result<(), Error> {
@@ -108,11 +134,8 @@ impl RabbitMqDelivery {
                 "dead-letter queues are off: rejecting without requeue, so the broker's own \
                  dead-letter policy for the queue applies"
             );
-            let result = self
-                .acker
-                .reject(BasicRejectOptions { requeue: false })
-                .await;
-            return self.settled("rejecting", result);
+            let reject = self.acker.reject(BasicRejectOptions { requeue: false });
+            return self.bounded("rejecting", reject).await;
         };
         let dead = topology::dead_letter_queue_name(&self.queue, suffix);
         let info = DeadLetterInfo {
@@ -185,8 +208,7 @@ impl Delivery for RabbitMqDelivery {
                 multiple: false,
                 requeue: true,
             };
-            let result = self.acker.nack(options).await;
-            self.settled("requeueing", result)
+            self.bounded("requeueing", self.acker.nack(options)).await
         })
     }
 }

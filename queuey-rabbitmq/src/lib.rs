@@ -70,10 +70,29 @@
 //! - Each [`declare`](queuey_core::Backend::declare) runs on a throwaway
 //!   channel, so a refused declaration cannot take the others down.
 //!
-//! There is no reconnection: when the connection drops, consumer streams
-//! yield an error of kind
-//! [`ConnectionLost`](queuey_core::BackendErrorKind::ConnectionLost) and end,
-//! and every later call fails. Let a supervisor restart the process.
+//! # Reconnection
+//!
+//! A backend outlives its connection. When the connection dies (the broker
+//! closed it, restarted or went silent for two heartbeats), the backend
+//! connects again — trying each address given to
+//! [`connect`](RabbitMqBackend::connect) in turn, backing off with jitter
+//! ([`RabbitMqOptions::reconnect_delay`]) — and declares every queue it had
+//! declared before anything else happens on the new connection. Meanwhile:
+//!
+//! - publishes wait for the new connection up to
+//!   [`publish_timeout`](RabbitMqOptions::publish_timeout), then fail with
+//!   [`TimedOut`](queuey_core::BackendErrorKind::TimedOut);
+//! - consumer streams carry on, consuming again with the same prefetch on the
+//!   new connection; a delivery taken on the old one can no longer be
+//!   settled (its settle fails with
+//!   [`NotSettled`](queuey_core::BackendErrorKind::NotSettled)) and the
+//!   broker delivers it again;
+//! - a queue deleted while the backend was away is declared again.
+//!
+//! The backend gives up only on what cannot heal — credentials or a virtual
+//! host the broker refuses, a declared queue it now refuses, or a
+//! [`reconnect_deadline`](RabbitMqOptions::reconnect_deadline) that passed —
+//! after which every call fails with that reason.
 //!
 //! # Confirms
 //!
@@ -116,6 +135,7 @@ mod consumer;
 mod declare;
 mod delivery;
 mod error;
+mod link;
 mod options;
 mod pool;
 mod properties;
@@ -123,6 +143,10 @@ mod publisher;
 pub mod topology;
 mod uri;
 
-pub use backend::RabbitMqBackend;
+pub use backend::{Addresses, RabbitMqBackend};
 pub use delivery::REQUEUE_DELAY;
-pub use options::{MAX_PUBLISH_CONCURRENCY, RabbitMqOptions};
+pub use options::{
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PUBLISH_TIMEOUT,
+    DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY,
+    RabbitMqOptions,
+};

@@ -8,6 +8,21 @@ use queuey_core::{Error, MAX_MESSAGE_BYTES};
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
+/// The default heartbeat interval: a silent peer is noticed within two.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
+/// The default bound on opening one TCP + AMQP connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default bound on one broker call other than a publish: a
+/// declaration, an ack or nack, opening a channel, closing.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default bound on one publish, from the call to the broker's
+/// confirmation, including any wait for a reconnection.
+pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default first pause between reconnection attempts.
+pub const DEFAULT_RECONNECT_DELAY_MIN: Duration = Duration::from_millis(100);
+/// The default longest pause between reconnection attempts.
+pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
+
 /// Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
 ///
 /// Every builder takes and returns `self`. Nothing is checked until the
@@ -40,6 +55,12 @@ pub struct RabbitMqOptions {
     deferred_granularity: Duration,
     publish_concurrency: usize,
     max_message_size: usize,
+    pub(crate) heartbeat: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) call_timeout: Duration,
+    pub(crate) publish_timeout: Duration,
+    pub(crate) reconnect_delay: (Duration, Duration),
+    pub(crate) reconnect_deadline: Option<Duration>,
 }
 
 impl Default for RabbitMqOptions {
@@ -59,11 +80,71 @@ impl Default for RabbitMqOptions {
             deferred_granularity: Duration::from_secs(1),
             publish_concurrency: 8,
             max_message_size: MAX_MESSAGE_BYTES,
+            heartbeat: DEFAULT_HEARTBEAT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
+            reconnect_delay: (DEFAULT_RECONNECT_DELAY_MIN, DEFAULT_RECONNECT_DELAY_MAX),
+            reconnect_deadline: None,
         }
     }
 }
 
 impl RabbitMqOptions {
+    /// The heartbeat interval asked of the broker (default
+    /// [`DEFAULT_HEARTBEAT`], 10 s). A connection that hears nothing for two
+    /// intervals is declared dead and replaced, so this bounds how long a
+    /// silent network partition goes unnoticed. A `heartbeat=` in the URI's
+    /// query wins. Zero turns heartbeats off (not recommended).
+    pub fn heartbeat(mut self, interval: Duration) -> Self {
+        self.heartbeat = interval;
+        self
+    }
+
+    /// The bound on opening one connection, TCP and AMQP handshake together
+    /// (default [`DEFAULT_CONNECT_TIMEOUT`], 10 s). A `connection_timeout=`
+    /// in the URI's query wins.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The bound on every broker call other than a publish: declarations,
+    /// acks and nacks, opening channels, consuming, closing (default
+    /// [`DEFAULT_CALL_TIMEOUT`], 30 s). A call past it fails with
+    /// [`BackendErrorKind::TimedOut`](queuey_core::BackendErrorKind::TimedOut).
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The bound on one publish (enqueue, hold, dead letter), from the call
+    /// to the broker's confirmation, including any wait for a reconnection
+    /// (default [`DEFAULT_PUBLISH_TIMEOUT`], 30 s). Past it the publish fails
+    /// with [`BackendErrorKind::TimedOut`](queuey_core::BackendErrorKind::TimedOut):
+    /// the broker may still have taken the message, so publishing it again
+    /// (same job id) is the safe answer.
+    pub fn publish_timeout(mut self, timeout: Duration) -> Self {
+        self.publish_timeout = timeout;
+        self
+    }
+
+    /// The pauses between reconnection attempts: the first is `min`, each
+    /// next one doubles up to `max`, each with full jitter (defaults
+    /// 100 ms and 5 s).
+    pub fn reconnect_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_delay = (min, max);
+        self
+    }
+
+    /// How long the backend keeps trying to reconnect before it gives up
+    /// for good (its calls then fail and workers stop). `None`, the
+    /// default, keeps trying for as long as the process runs.
+    pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.reconnect_deadline = deadline;
+        self
+    }
+
     /// The name the connection shows on the broker (management UI,
     /// `rabbitmqctl list_connections client_properties`). Unset by default.
     pub fn connection_name(mut self, name: impl Into<String>) -> Self {
@@ -213,6 +294,30 @@ impl RabbitMqOptions {
             return Err(Error::invalid_config(
                 "max_message_size must be at least 1 byte",
             ));
+        }
+        for (name, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("call_timeout", self.call_timeout),
+            ("publish_timeout", self.publish_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::invalid_config(format!(
+                    "{name} must be longer than zero"
+                )));
+            }
+        }
+        if self.heartbeat.as_secs() > u64::from(u16::MAX) {
+            return Err(Error::invalid_config(format!(
+                "heartbeat is {} s, over the AMQP maximum of {} s",
+                self.heartbeat.as_secs(),
+                u16::MAX
+            )));
+        }
+        let (min, max) = self.reconnect_delay;
+        if min.is_zero() || min > max {
+            return Err(Error::invalid_config(format!(
+                "reconnect_delay needs 0 < min <= max, got min {min:?} and max {max:?}"
+            )));
         }
         for key in self.client_properties.keys() {
             if key.len() > 255 {

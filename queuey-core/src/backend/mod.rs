@@ -36,6 +36,41 @@ pub const MALFORMED_ENVELOPE_REASON: &str = "malformed envelope";
 /// consumer was cancelled or the backend closed.
 pub type DeliveryStream = BoxStream<'static, Result<Box<dyn Delivery>, Error>>;
 
+/// How a backend's link to its broker stands, as far as the backend knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConnectionState {
+    /// Connected: calls go to the broker.
+    Connected,
+    /// The connection was lost and the backend is connecting again; calls
+    /// wait for it (up to their bound) or fail with a transient error.
+    Reconnecting,
+    /// The backend gave up on something that cannot heal (credentials
+    /// refused, a virtual host that is gone, a reconnection deadline
+    /// passed); every call fails.
+    Failed,
+    /// The backend was closed.
+    Closed,
+}
+
+impl ConnectionState {
+    /// A short lowercase name, for logs and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionState::Connected => "connected",
+            ConnectionState::Reconnecting => "reconnecting",
+            ConnectionState::Failed => "failed",
+            ConnectionState::Closed => "closed",
+        }
+    }
+}
+
+impl fmt::Display for ConnectionState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A message broker as queuey uses it.
 pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// Creates each queue (and whatever companions the backend needs, such as
@@ -100,6 +135,13 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         &'a self,
         queue: &'a QueueConfig,
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>>;
+
+    /// How the backend's connection stands now. A backend with no
+    /// connection to lose (the in-memory one) is always
+    /// [`Connected`](ConnectionState::Connected), which is the default.
+    fn connection_state(&self) -> ConnectionState {
+        ConnectionState::Connected
+    }
 }
 
 /// One delivered job, to be settled exactly once.
@@ -181,6 +223,10 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
         queue: &'a QueueConfig,
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         (**self).consume(queue)
+    }
+
+    fn connection_state(&self) -> ConnectionState {
+        (**self).connection_state()
     }
 }
 

@@ -7,9 +7,13 @@ use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::support::{self, DeleteUser, envelope, kind, within};
 
+/// A connection closed by the broker: the backend connects again, the
+/// stream goes on consuming (no error item), a delivery taken on the old
+/// connection cannot be settled (and says so), nothing was acknowledged,
+/// and publishing works on the new connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lost_connection_ends_streams_with_an_error_and_acks_nothing() {
-    let broker = broker!("a_lost_connection_ends_streams_with_an_error_and_acks_nothing");
+async fn a_lost_connection_is_replaced_and_the_stream_goes_on() {
+    let broker = broker!("a_lost_connection_is_replaced_and_the_stream_goes_on");
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("loss");
     let config = QueueConfig::new(&q).prefetch(2);
@@ -23,24 +27,13 @@ async fn a_lost_connection_ends_streams_with_an_error_and_acks_nothing() {
     }
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let held = within("delivery", stream.next()).await.unwrap().unwrap();
+    assert!(!held.redelivered());
 
     broker
         .close_connection(&broker.connection_name("backend"))
         .await;
 
-    // The stream may still hand out what was buffered, then one error, then the end.
-    let mut error = None;
-    while let Some(item) = within("stream after the close", stream.next()).await {
-        if let Err(e) = item {
-            error = Some(e);
-            break;
-        }
-    }
-    let error = error.expect("the stream yielded an error");
-    assert_eq!(kind(&error), BackendErrorKind::ConnectionLost, "{error}");
-    assert!(within("stream end", stream.next()).await.is_none());
-
-    // Settling now is a failure, not a silent success.
+    // Settling a delivery of the dead connection fails, never reports success.
     let e = within("ack", held.ack()).await.unwrap_err();
     assert!(
         matches!(
@@ -49,19 +42,87 @@ async fn a_lost_connection_ends_streams_with_an_error_and_acks_nothing() {
         ),
         "{e}"
     );
-    for result in [
-        within("publish", backend.publish(&envelope(&q, 9))).await,
-        within("declare", backend.declare(std::slice::from_ref(&config))).await,
-        within("consume", backend.consume(&config)).await.map(drop),
-    ] {
-        let e = result.expect_err("calls fail once the connection is gone");
-        assert!(e.is_connection_lost(), "{e}");
-        assert_eq!(kind(&e), BackendErrorKind::ConnectionLost);
-    }
-    assert!(!backend.is_connected());
 
-    // Nothing was acknowledged: all three are back on the queue.
-    broker.wait_ready(&q, 3).await;
+    // The stream carries on: every job comes again, from the new connection.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut redelivered = 0;
+    while seen.len() < 3 {
+        let delivery = within("delivery after the reconnect", stream.next())
+            .await
+            .expect("the stream goes on after a reconnect")
+            .expect("no error item for a connection that healed");
+        let n = support::n_of(delivery.envelope());
+        if delivery.redelivered() {
+            redelivered += 1;
+        }
+        match within("ack", delivery.ack()).await {
+            Ok(()) => {
+                seen.insert(n);
+            }
+            // Buffered from the old connection: it comes again.
+            Err(e) => assert_eq!(kind(&e), BackendErrorKind::NotSettled, "{e}"),
+        }
+    }
+    assert!(redelivered >= 2, "the unacked jobs came back redelivered");
+    assert!(backend.is_connected());
+    within(
+        "publish after the reconnect",
+        backend.publish(&envelope(&q, 9)),
+    )
+    .await
+    .unwrap();
+    let next = within("the new job", stream.next()).await.unwrap().unwrap();
+    within("ack", next.ack()).await.unwrap();
+    broker.wait_ready(&q, 0).await;
+}
+
+/// A queue deleted while the backend was cut off is declared again on the
+/// new connection, before anything is published to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_queues_are_replayed_on_a_new_connection() {
+    let broker = broker!("declared_queues_are_replayed_on_a_new_connection");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("replay");
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    broker.delete_raw(&q).await;
+    assert!(!broker.exists(&q).await);
+    broker
+        .close_connection(&broker.connection_name("backend"))
+        .await;
+    // The publish waits for the reconnect, which declares `q` first.
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap();
+    broker.wait_ready(&q, 1).await;
+}
+
+/// Several addresses: a dead one first, then the broker. The backend
+/// connects through the one that answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_addresses_are_tried_in_turn() {
+    let broker = broker!("several_addresses_are_tried_in_turn");
+    let dead = "amqp://guest:guest@127.0.0.1:1/%2f".to_owned();
+    let options = RabbitMqOptions::default()
+        .connection_name(broker.connection_name("addresses"))
+        .connect_timeout(std::time::Duration::from_secs(2));
+    let backend = within(
+        "connect",
+        RabbitMqBackend::with_options([dead.as_str(), broker.url.as_str()], options),
+    )
+    .await
+    .unwrap();
+    assert!(backend.is_connected());
+    let q = broker.queue("addresses");
+    within(
+        "declare",
+        backend.declare(std::slice::from_ref(&QueueConfig::new(&q))),
+    )
+    .await
+    .unwrap();
+    within("close", backend.close()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

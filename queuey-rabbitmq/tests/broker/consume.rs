@@ -184,8 +184,8 @@ async fn consumer_tags_and_the_connection_name_show_on_the_broker() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_broker_side_cancel_ends_the_stream() {
-    let broker = broker!("a_broker_side_cancel_ends_the_stream");
+async fn a_deleted_queue_is_declared_again_and_consumed() {
+    let broker = broker!("a_deleted_queue_is_declared_again_and_consumed");
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("cancel");
     let config = QueueConfig::new(&q);
@@ -200,8 +200,23 @@ async fn a_broker_side_cancel_ends_the_stream() {
     )
     .await
     .unwrap();
-    assert!(within("stream end", stream.next()).await.is_none());
-    // The backend itself is unaffected.
+    // The broker cancels the consumer; the stream, polled, declares the
+    // queue again and consumes it, so a job published now is delivered.
+    let next = tokio::spawn(async move { stream.next().await });
+    let mut published = false;
+    for _ in 0..50 {
+        if broker.exists(&q).await {
+            within("publish", backend.publish(&envelope(&q, 1)))
+                .await
+                .unwrap();
+            published = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(published, "the queue was declared again");
+    let delivery = within("delivery", next).await.unwrap().unwrap().unwrap();
+    within("ack", delivery.ack()).await.unwrap();
     assert!(backend.is_connected());
 }
 

@@ -1,0 +1,636 @@
+//! The backend's link to RabbitMQ: the current connection, and the task that
+//! replaces it when it dies.
+//!
+//! A [`Link`] outlives its connections. A supervisor task watches the
+//! current one (its error events, its status, and reports from calls that
+//! saw it fail); when it dies, the task connects again — trying each broker
+//! address in turn, with exponential backoff and full jitter between rounds
+//! — and replays every queue declared through the backend before anyone may
+//! use the new connection. Callers ask for [`Link::connection`], which waits
+//! for a reconnection up to their own bound.
+//!
+//! Some failures cannot heal by trying again: credentials or a virtual host
+//! the broker refuses, a declared queue the broker now refuses
+//! (`PRECONDITION_FAILED`), or a reconnection deadline that passed. The link
+//! then fails for good and every caller gets that error.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::types::{LongString, ShortString};
+use lapin::uri::AMQPUri;
+use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
+use queuey_core::{BackendError, BackendErrorKind, ConnectionState, Error, QueueConfig};
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{Failure, code};
+use crate::{RabbitMqOptions, declare, properties, uri};
+
+/// Metric names the link reports (through the `metrics` crate).
+pub(crate) mod metric {
+    /// Gauge: 1 while the backend has a working connection, else 0.
+    pub(crate) const CONNECTED: &str = "queuey_rabbitmq_connected";
+    /// Counter: connections replaced after the previous one died.
+    pub(crate) const RECONNECTS: &str = "queuey_rabbitmq_reconnects_total";
+    /// Counter: seconds spent without a working connection.
+    pub(crate) const DISCONNECTED_SECONDS: &str = "queuey_rabbitmq_disconnected_seconds_total";
+}
+
+/// A connection in use, and which one it is: every replacement gets the
+/// next generation, so a caller that saw a connection fail can report it
+/// without taking down its successor.
+#[derive(Clone)]
+pub(crate) struct Current {
+    pub(crate) connection: Arc<Connection>,
+    pub(crate) generation: u64,
+}
+
+/// Where the link stands.
+#[derive(Clone)]
+pub(crate) enum LinkState {
+    Up(Current),
+    /// Connecting again since `since`.
+    Down {
+        since: Instant,
+    },
+    /// Given up for good, with the reason.
+    Failed(Arc<str>),
+    Closed,
+}
+
+impl LinkState {
+    fn public(&self) -> ConnectionState {
+        match self {
+            LinkState::Up(_) => ConnectionState::Connected,
+            LinkState::Down { .. } => ConnectionState::Reconnecting,
+            LinkState::Failed(_) => ConnectionState::Failed,
+            LinkState::Closed => ConnectionState::Closed,
+        }
+    }
+}
+
+/// One broker address: the URI to dial and its form with the password
+/// masked, the only one ever logged.
+struct Address {
+    uri: AMQPUri,
+    redacted: String,
+}
+
+pub(crate) struct Link {
+    addresses: Vec<Address>,
+    options: RabbitMqOptions,
+    state: watch::Sender<LinkState>,
+    /// Wakes the supervisor: a call saw the connection of this generation fail.
+    suspect: Arc<Notify>,
+    /// Queues declared through the backend, replayed on every new connection.
+    declared: RwLock<HashMap<String, Arc<QueueConfig>>>,
+    closed: AtomicBool,
+    /// The highest generation handed out.
+    generations: AtomicU64,
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Link {
+    /// Connects to the first address that answers, then starts the
+    /// supervisor. The first connection is not retried: a wrong address or
+    /// password fails here, at once.
+    pub(crate) async fn connect(
+        uris: &[String],
+        options: RabbitMqOptions,
+    ) -> Result<Arc<Link>, Error> {
+        if uris.is_empty() {
+            return Err(Error::invalid_config(
+                "no broker address given: pass at least one amqp:// URI",
+            ));
+        }
+        let addresses = uris
+            .iter()
+            .map(|raw| parse(raw, &options))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut last_error = None;
+        let mut first = None;
+        for (index, address) in addresses.iter().enumerate() {
+            match dial(address, &options).await {
+                Ok(connection) => {
+                    first = Some((index, connection));
+                    break;
+                }
+                Err(failure) => {
+                    let fatal = failure.fatal;
+                    last_error = Some(failure.error);
+                    if fatal {
+                        break;
+                    }
+                }
+            }
+        }
+        let Some((index, connection)) = first else {
+            return Err(last_error.unwrap_or(Error::ShutDown));
+        };
+        tracing::debug!(uri = %addresses[index].redacted, "connected to RabbitMQ");
+        metrics::gauge!(metric::CONNECTED).set(1.0);
+        let current = Current {
+            connection: Arc::new(connection),
+            generation: 1,
+        };
+        let link = Arc::new(Link {
+            addresses,
+            options,
+            state: watch::Sender::new(LinkState::Up(current)),
+            suspect: Arc::new(Notify::new()),
+            declared: RwLock::new(HashMap::new()),
+            closed: AtomicBool::new(false),
+            generations: AtomicU64::new(1),
+            supervisor: Mutex::new(None),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let task = runtime.spawn(supervise(Arc::downgrade(&link), index));
+            *link
+                .supervisor
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(task);
+        }
+        Ok(link)
+    }
+
+    /// The connection to use, waiting for a reconnection until `deadline`.
+    /// `what` names the operation, for the error.
+    pub(crate) async fn connection_until(
+        &self,
+        deadline: Instant,
+        what: &str,
+    ) -> Result<Current, Error> {
+        let mut state = self.state.subscribe();
+        let waited = tokio::time::timeout_at(
+            deadline,
+            state.wait_for(|s| !matches!(s, LinkState::Down { .. })),
+        )
+        .await;
+        match waited {
+            Ok(Ok(state)) => match &*state {
+                LinkState::Up(current) => Ok(current.clone()),
+                LinkState::Failed(reason) => Err(failed(what, reason)),
+                LinkState::Closed | LinkState::Down { .. } => Err(Error::ShutDown),
+            },
+            Ok(Err(_)) => Err(Error::ShutDown),
+            Err(_) => {
+                let since = match &*self.state.borrow() {
+                    LinkState::Down { since } => since.elapsed(),
+                    _ => Duration::ZERO,
+                };
+                Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::TimedOut,
+                    format!(
+                        "{what}: RabbitMQ has been unreachable for {:.1} s and the backend is still \
+                         reconnecting; gave up waiting",
+                        since.as_secs_f64()
+                    ),
+                )))
+            }
+        }
+    }
+
+    /// The connection to use, waiting for a reconnection up to the call
+    /// bound.
+    pub(crate) async fn connection(&self, what: &str) -> Result<Current, Error> {
+        self.connection_until(Instant::now() + self.options.call_timeout, what)
+            .await
+    }
+
+    /// The connection in use now, without waiting: `None` while
+    /// reconnecting.
+    pub(crate) fn current(&self) -> Option<Current> {
+        match &*self.state.borrow() {
+            LinkState::Up(current) => Some(current.clone()),
+            _ => None,
+        }
+    }
+
+    /// A call saw the connection of `generation` fail: have the supervisor
+    /// check it now rather than at its next look.
+    pub(crate) fn suspect(&self, generation: u64) {
+        if self.current().is_some_and(|c| c.generation == generation) {
+            self.suspect.notify_one();
+        }
+    }
+
+    /// Where the link stands, as the `Backend` trait reports it.
+    pub(crate) fn state(&self) -> ConnectionState {
+        self.state.borrow().public()
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The configuration of a queue declared through this backend.
+    pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
+        self.declared
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(queue)
+            .cloned()
+    }
+
+    /// How many queues were declared through this backend.
+    pub(crate) fn declared_count(&self) -> usize {
+        self.declared
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Remembers a declared queue, to replay on every new connection.
+    pub(crate) fn remember(&self, config: &QueueConfig) {
+        self.declared
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(config.name().to_owned(), Arc::new(config.clone()));
+    }
+
+    fn declared_configs(&self) -> Vec<QueueConfig> {
+        self.declared
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|c| QueueConfig::clone(c))
+            .collect()
+    }
+
+    /// Stops reconnecting and closes the connection, within the call bound
+    /// whatever state its channels are in. Closing twice is a no-op.
+    pub(crate) async fn close(&self) -> Result<(), Error> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let previous = self.state.send_replace(LinkState::Closed);
+        if let Some(task) = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+        metrics::gauge!(metric::CONNECTED).set(0.0);
+        let LinkState::Up(current) = previous else {
+            return Ok(());
+        };
+        let connection = current.connection;
+        if !connection.status().connected() {
+            return Ok(());
+        }
+        let closing = connection.close(200, ShortString::default());
+        match tokio::time::timeout(self.options.call_timeout, closing).await {
+            Ok(Ok(())) => Ok(()),
+            // Closing the connection closes its channels; one that was
+            // closing already (a consumer's, just dropped) makes lapin report
+            // an error although the connection goes away all the same.
+            Ok(Err(e)) if !connection.status().connected() => {
+                tracing::debug!(error = %e, "closing the connection raced a channel closing; it is closed");
+                Ok(())
+            }
+            Ok(Err(e)) => Err(Failure::of(&e, false).into_error("closing the connection")),
+            Err(_) => {
+                tracing::warn!(
+                    timeout = ?self.options.call_timeout,
+                    "RabbitMQ did not confirm closing the connection in time; it is abandoned"
+                );
+                Ok(())
+            }
+        }
+    }
+
+    /// The redacted form of the first address, for `Debug`.
+    pub(crate) fn redacted_uri(&self) -> &str {
+        self.addresses
+            .first()
+            .map(|a| a.redacted.as_str())
+            .unwrap_or("")
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .supervisor
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+fn failed(what: &str, reason: &str) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::Refused,
+        format!("{what}: the backend gave up on RabbitMQ: {reason}"),
+    ))
+}
+
+/// Parses a URI, adding the heartbeat and connect timeout from the options
+/// where the URI does not set them.
+fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
+    let redacted = uri::redact(raw);
+    let mut parsed: AMQPUri = raw.parse().map_err(|e: String| {
+        let e = uri::scrub(&e, raw);
+        let hint = if e.contains("port") {
+            "; a password (or user name) holding `#`, `?`, `/`, `@` or `:` must be \
+             percent-encoded, e.g. `#` as `%23`"
+        } else {
+            ""
+        };
+        Error::invalid_config(format!("`{redacted}` is not a valid AMQP URI: {e}{hint}"))
+    })?;
+    if parsed.query.heartbeat.is_none() {
+        let seconds = u16::try_from(options.heartbeat.as_secs()).unwrap_or(u16::MAX);
+        parsed.query.heartbeat = Some(seconds);
+    }
+    if parsed.query.connection_timeout.is_none() {
+        let millis = u64::try_from(options.connect_timeout.as_millis()).unwrap_or(u64::MAX);
+        parsed.query.connection_timeout = Some(millis);
+    }
+    Ok(Address {
+        uri: parsed,
+        redacted,
+    })
+}
+
+/// A failed connection attempt, and whether trying again cannot help.
+struct DialFailure {
+    error: Error,
+    fatal: bool,
+}
+
+/// Opens one connection, within the connect bound.
+async fn dial(address: &Address, options: &RabbitMqOptions) -> Result<Connection, DialFailure> {
+    let connecting = Connection::connect_uri(address.uri.clone(), connection_properties(options));
+    let redacted = &address.redacted;
+    match tokio::time::timeout(options.connect_timeout, connecting).await {
+        Ok(Ok(connection)) => Ok(connection),
+        Ok(Err(e)) => {
+            // Refused credentials (403) or virtual host (530) will be refused
+            // again: say so rather than retrying for ever.
+            let (kind, fatal) = match e.kind() {
+                ErrorKind::ProtocolError(amqp)
+                    if matches!(amqp.get_id(), 403 | 530 | code::NOT_FOUND) =>
+                {
+                    (BackendErrorKind::Refused, true)
+                }
+                ErrorKind::ProtocolError(_) => (BackendErrorKind::Refused, false),
+                _ => (BackendErrorKind::ConnectionLost, false),
+            };
+            let text = address_scrub(&e.to_string(), address);
+            Err(DialFailure {
+                error: Error::Backend(BackendError::new(
+                    kind,
+                    format!("connecting to RabbitMQ at `{redacted}`: {text}"),
+                )),
+                fatal,
+            })
+        }
+        Err(_) => Err(DialFailure {
+            error: Error::Backend(BackendError::new(
+                BackendErrorKind::TimedOut,
+                format!(
+                    "connecting to RabbitMQ at `{redacted}`: no answer within {:?}",
+                    options.connect_timeout
+                ),
+            )),
+            fatal: false,
+        }),
+    }
+}
+
+/// Removes the address's password from an error text.
+fn address_scrub(text: &str, address: &Address) -> String {
+    let password = &address.uri.authority.userinfo.password;
+    if password.is_empty() {
+        text.to_owned()
+    } else {
+        text.replace(password.as_str(), "***")
+    }
+}
+
+pub(crate) fn connection_properties(options: &RabbitMqOptions) -> ConnectionProperties {
+    let mut props = ConnectionProperties::default();
+    if let Some(locale) = options.get_locale() {
+        props = props.with_locale(properties::short(locale));
+    }
+    for (key, value) in options.get_client_properties() {
+        props =
+            props.with_client_property(properties::short(key), LongString::from(value.as_str()));
+    }
+    if let Some(name) = options.get_connection_name() {
+        props = props.with_connection_name(LongString::from(name));
+    }
+    props
+}
+
+/// How often the supervisor looks at the connection's status even when no
+/// event woke it.
+const STATUS_POLL: Duration = Duration::from_millis(500);
+
+/// Watches the current connection and replaces it when it dies, until the
+/// link is closed or dropped.
+async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
+    loop {
+        let Some(current) = link.upgrade().and_then(|l| l.current()) else {
+            return;
+        };
+        if !watch_until_dead(&link, &current).await {
+            return;
+        }
+        let Some(strong) = link.upgrade() else {
+            return;
+        };
+        if strong.is_closed() {
+            return;
+        }
+        let since = Instant::now();
+        strong.state.send_replace(LinkState::Down { since });
+        metrics::gauge!(metric::CONNECTED).set(0.0);
+        tracing::warn!(
+            uri = %strong.addresses[address].redacted,
+            generation = current.generation,
+            "the connection to RabbitMQ is lost; reconnecting"
+        );
+        drop(current);
+        match reconnect(&strong, &mut address, since).await {
+            Some(next) => {
+                let down = since.elapsed();
+                metrics::counter!(metric::RECONNECTS).increment(1);
+                metrics::counter!(metric::DISCONNECTED_SECONDS).increment(down.as_secs());
+                metrics::gauge!(metric::CONNECTED).set(1.0);
+                tracing::info!(
+                    uri = %strong.addresses[address].redacted,
+                    generation = next.generation,
+                    down_for = ?down,
+                    "reconnected to RabbitMQ; declared queues replayed"
+                );
+                if strong.is_closed() {
+                    return;
+                }
+                strong.state.send_replace(LinkState::Up(next));
+            }
+            None => return,
+        }
+    }
+}
+
+/// Waits until `current`'s connection is dead (true) or the link is gone
+/// (false).
+async fn watch_until_dead(link: &std::sync::Weak<Link>, current: &Current) -> bool {
+    let mut events = current.connection.events_listener();
+    let mut poll = tokio::time::interval(STATUS_POLL);
+    let Some(notify) = link.upgrade().map(|l| Arc::clone(&l.suspect)) else {
+        return false;
+    };
+    loop {
+        let Some(strong) = link.upgrade() else {
+            return false;
+        };
+        if strong.is_closed() {
+            return false;
+        }
+        if !current.connection.status().connected() {
+            return true;
+        }
+        drop(strong);
+        let suspect = notify.notified();
+        tokio::select! {
+            event = events.next() => match event {
+                Some(Event::Error(error)) => {
+                    tracing::debug!(%error, "RabbitMQ connection error event");
+                }
+                Some(Event::ConnectionBlocked(reason)) => {
+                    tracing::warn!(%reason, "RabbitMQ blocked publishing on the connection (a resource alarm); publishes wait up to their timeout");
+                }
+                Some(Event::ConnectionUnblocked) => {
+                    tracing::info!("RabbitMQ unblocked the connection");
+                }
+                Some(other) => tracing::debug!(event = ?other, "RabbitMQ connection event"),
+                None => {
+                    // The listener ends with the connection.
+                    if !current.connection.status().connected() {
+                        return true;
+                    }
+                    poll.tick().await;
+                }
+            },
+            () = suspect => {}
+            _ = poll.tick() => {}
+        }
+    }
+}
+
+/// Connects again, trying every address in turn from the one after the
+/// last, with backoff between rounds; replays the declared queues. `None`
+/// when the link was closed or gave up for good.
+async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Option<Current> {
+    let (min, max) = link.options.reconnect_delay;
+    let mut delay = min;
+    let generation = next_generation(link);
+    loop {
+        for _ in 0..link.addresses.len() {
+            if link.is_closed() {
+                return None;
+            }
+            *address = (*address + 1) % link.addresses.len();
+            let target = &link.addresses[*address];
+            let connection = match dial(target, &link.options).await {
+                Ok(connection) => connection,
+                Err(failure) if failure.fatal => {
+                    give_up(link, &failure.error.to_string());
+                    return None;
+                }
+                Err(failure) => {
+                    tracing::debug!(uri = %target.redacted, error = %failure.error, "reconnection attempt failed");
+                    continue;
+                }
+            };
+            match replay(link, &connection).await {
+                Ok(()) => {
+                    return Some(Current {
+                        connection: Arc::new(connection),
+                        generation,
+                    });
+                }
+                Err(error) if !error.is_transient() => {
+                    give_up(
+                        link,
+                        &format!("replaying the declared queues on a new connection: {error}"),
+                    );
+                    let _ = connection.close(200, ShortString::default()).await;
+                    return None;
+                }
+                Err(error) => {
+                    tracing::warn!(uri = %target.redacted, %error, "replaying the declared queues failed; trying again");
+                    let _ = tokio::time::timeout(
+                        link.options.call_timeout,
+                        connection.close(200, ShortString::default()),
+                    )
+                    .await;
+                }
+            }
+        }
+        if let Some(deadline) = link.options.reconnect_deadline
+            && since.elapsed() >= deadline
+        {
+            give_up(
+                link,
+                &format!(
+                    "could not reconnect within the reconnect deadline of {deadline:?} \
+                     (tried {} address(es))",
+                    link.addresses.len()
+                ),
+            );
+            return None;
+        }
+        tokio::time::sleep(jitter(delay)).await;
+        delay = (delay * 2).min(max);
+    }
+}
+
+fn next_generation(link: &Link) -> u64 {
+    link.generations.fetch_add(1, Ordering::AcqRel) + 1
+}
+
+fn give_up(link: &Link, reason: &str) {
+    tracing::error!(reason, "giving up on RabbitMQ");
+    link.state
+        .send_replace(LinkState::Failed(Arc::from(reason)));
+}
+
+/// Declares every queue declared so far on the new connection, before
+/// anyone may publish or consume on it: a queue an operator deleted while
+/// the backend was away comes back.
+async fn replay(link: &Link, connection: &Connection) -> Result<(), Error> {
+    let configs = link.declared_configs();
+    if configs.is_empty() {
+        return Ok(());
+    }
+    let declaring = declare::declare_queues(connection, &link.options, &configs, |_| {});
+    match tokio::time::timeout(link.options.call_timeout, declaring).await {
+        Ok(result) => result,
+        Err(_) => Err(Error::Backend(BackendError::new(
+            BackendErrorKind::TimedOut,
+            "replaying the declared queues: no answer from RabbitMQ in time",
+        ))),
+    }
+}
+
+/// A pause of up to `delay`, drawn uniformly (full jitter), so that many
+/// processes cut off together do not reconnect in lockstep.
+fn jitter(delay: Duration) -> Duration {
+    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
+    let random = uuid::Uuid::new_v4().as_u64_pair().0;
+    Duration::from_nanos(random % nanos.max(1))
+}
