@@ -83,6 +83,7 @@
 mod macros;
 
 pub mod classify;
+pub mod cooldown;
 pub mod dead_letter;
 pub mod defer;
 mod disposition;
@@ -99,6 +100,7 @@ pub(crate) use macros::inner_accessors;
 /// days); longer backoffs and `Retry-After` values are shortened to it.
 pub use queuey_core::LONGEST_WAIT;
 
+pub use cooldown::CooldownLayer;
 pub use dead_letter::DeadLetterLayer;
 pub use defer::DeferOn429;
 pub use disposition::Disposition;

@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod cooldown;
 mod faulty;
 mod flows;
 mod lifecycle;

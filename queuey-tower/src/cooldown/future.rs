@@ -1,0 +1,98 @@
+//! The response future of [`Cooldown`](super::Cooldown).
+
+use std::future::Future;
+use std::hash::Hash;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use queuey_core::BoxError;
+use tokio::time::Instant;
+
+use super::state::Cooldowns;
+use crate::Disposition;
+
+pin_project! {
+    /// The response future of [`Cooldown`](super::Cooldown).
+    pub struct ResponseFuture<F, K> {
+        #[pin]
+        kind: Kind<F, K>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F, K> {
+        /// The job has no key: the inner answer, untouched.
+        Passed { #[pin] inner: F },
+        /// The job ran; a deferral starts a cool-down of its key.
+        Keyed {
+            #[pin]
+            inner: F,
+            key: Option<K>,
+            cooldowns: Arc<Cooldowns<K>>,
+        },
+        /// The key was cooling down: deferred without running the job.
+        Cooling { delay: Duration },
+    }
+}
+
+impl<F, K> ResponseFuture<F, K> {
+    pub(super) fn passed(inner: F) -> Self {
+        ResponseFuture {
+            kind: Kind::Passed { inner },
+        }
+    }
+
+    pub(super) fn keyed(inner: F, key: K, cooldowns: Arc<Cooldowns<K>>) -> Self {
+        ResponseFuture {
+            kind: Kind::Keyed {
+                inner,
+                key: Some(key),
+                cooldowns,
+            },
+        }
+    }
+
+    pub(super) fn cooling(delay: Duration) -> Self {
+        ResponseFuture {
+            kind: Kind::Cooling { delay },
+        }
+    }
+}
+
+impl<F, K> std::fmt::Debug for ResponseFuture<F, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResponseFuture").finish_non_exhaustive()
+    }
+}
+
+impl<F, K> Future for ResponseFuture<F, K>
+where
+    F: Future<Output = Result<Disposition, BoxError>>,
+    K: Hash + Eq,
+{
+    type Output = Result<Disposition, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Passed { inner } => inner.poll(cx),
+            KindProj::Cooling { delay } => Poll::Ready(Ok(Disposition::Defer { delay: *delay })),
+            KindProj::Keyed {
+                inner,
+                key,
+                cooldowns,
+            } => {
+                let answer = ready!(inner.poll(cx));
+                if let Ok(Disposition::Defer { delay }) = &answer
+                    && let Some(key) = key.take()
+                {
+                    cooldowns.cool(key, Instant::now(), *delay);
+                }
+                Poll::Ready(answer)
+            }
+        }
+    }
+}
