@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::Granularity;
 use crate::Error;
 
 /// The longest delay a hold accepts: 2^31 − 1 ms, about 24.8 days.
@@ -49,10 +50,15 @@ pub fn round_up_ms(delay: Duration, granularity: Duration) -> u128 {
     ms.div_ceil(granularity) * granularity
 }
 
-/// Rounds `delay` up to the granularity and checks it against
-/// [`MAX_DEFERRAL_MS`]; the error names the queue.
-pub fn hold_delay_ms(queue: &str, delay: Duration, granularity: Duration) -> Result<u64, Error> {
-    let ms = round_up_ms(delay, granularity);
+/// Rounds `delay` up to the granularity (a `Duration` step or any
+/// [`Granularity`]) and checks it against [`MAX_DEFERRAL_MS`]; the error
+/// names the queue.
+pub fn hold_delay_ms(
+    queue: &str,
+    delay: Duration,
+    granularity: impl Into<Granularity>,
+) -> Result<u64, Error> {
+    let ms = granularity.into().round_up_ms(delay);
     if ms > u128::from(MAX_DEFERRAL_MS) {
         return Err(Error::DelayTooLong {
             queue: queue.to_owned(),

@@ -11,6 +11,7 @@
 //! Both traits are object safe: `Arc<dyn Backend>` works, and so does any
 //! `Arc<B>`. Backends can live outside this crate.
 
+mod granularity;
 mod hold;
 
 use std::fmt;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub use granularity::Granularity;
 pub use hold::{
     LONGEST_WAIT, MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_up_ms,
 };

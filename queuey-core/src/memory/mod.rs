@@ -56,7 +56,7 @@ pub use dead_letter::DeadLetter;
 pub use delivery::MemoryDelivery;
 
 use self::state::{Held, Message, QueueState, State};
-use crate::backend::hold_delay_ms;
+use crate::backend::{Granularity, hold_delay_ms};
 use crate::{
     Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, MAX_MESSAGE_BYTES,
     QueueConfig,
@@ -65,32 +65,33 @@ use crate::{
 /// Settings of a [`MemoryBackend`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryOptions {
-    retry_granularity: Duration,
-    deferred_granularity: Duration,
+    retry_granularity: Granularity,
+    deferred_granularity: Granularity,
 }
 
 impl Default for MemoryOptions {
     /// Both granularities 1 ms: delays are kept as given.
     fn default() -> Self {
         MemoryOptions {
-            retry_granularity: Duration::from_millis(1),
-            deferred_granularity: Duration::from_millis(1),
+            retry_granularity: Granularity::Fixed(Duration::from_millis(1)),
+            deferred_granularity: Granularity::Fixed(Duration::from_millis(1)),
         }
     }
 }
 
 impl MemoryOptions {
-    /// Rounding for retries and delayed enqueues (default 1 ms). Zero or
-    /// sub-millisecond values count as 1 ms.
-    pub fn retry_granularity(mut self, granularity: Duration) -> Self {
-        self.retry_granularity = granularity;
+    /// Rounding for retries and delayed enqueues (default 1 ms): a step
+    /// (`Duration`) or any [`Granularity`]. Zero or sub-millisecond steps
+    /// count as 1 ms.
+    pub fn retry_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
+        self.retry_granularity = granularity.into();
         self
     }
 
-    /// Rounding for deferrals (default 1 ms). Zero or sub-millisecond values
-    /// count as 1 ms.
-    pub fn deferred_granularity(mut self, granularity: Duration) -> Self {
-        self.deferred_granularity = granularity;
+    /// Rounding for deferrals (default 1 ms): a step (`Duration`) or any
+    /// [`Granularity`]. Zero or sub-millisecond steps count as 1 ms.
+    pub fn deferred_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
+        self.deferred_granularity = granularity.into();
         self
     }
 }

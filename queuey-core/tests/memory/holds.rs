@@ -258,3 +258,34 @@ async fn a_deferral_always_carries_the_queues_top_priority() {
         TestQueues::Work.config().top_priority()
     );
 }
+
+/// Relative buckets: delays land in buckets that grow by 10 %, never early,
+/// each late by at most 10 % (or one step).
+#[tokio::test(start_paused = true)]
+async fn relative_granularity_rounds_into_growing_buckets_never_early() {
+    use futures::StreamExt;
+    use queuey_core::backend::Granularity;
+    use queuey_core::{Envelope, QueueConfig};
+    let backend = MemoryBackend::with_options(
+        MemoryOptions::default()
+            .retry_granularity(Granularity::relative(10, Duration::from_secs(1))),
+    );
+    let config = QueueConfig::new("rel");
+    backend
+        .declare(std::slice::from_ref(&config))
+        .await
+        .unwrap();
+    let mut stream = backend.consume(&config).await.unwrap();
+    let start = tokio::time::Instant::now();
+    let delay = Duration::from_millis(10_001); // the 11 s bucket
+    let envelope = Envelope::new("t", "rel", serde_json::value::to_raw_value(&1).unwrap());
+    backend.publish_after(&envelope, delay).await.unwrap();
+    let delivery = stream.next().await.unwrap().unwrap();
+    let waited = start.elapsed();
+    assert!(waited >= delay, "released early: {waited:?}");
+    assert!(
+        waited <= Duration::from_millis(11_000) + Duration::from_millis(5),
+        "{waited:?}"
+    );
+    delivery.ack().await.unwrap();
+}

@@ -1,0 +1,212 @@
+//! How delays are rounded to hold queues: to a fixed step, or to buckets that
+//! grow geometrically so that lateness stays within a percentage.
+
+use std::fmt;
+use std::time::Duration;
+
+/// How a hold rounds a delay up to the delay of a hold queue.
+///
+/// Each distinct rounded delay is one hold queue on the broker, so the
+/// granularity bounds how many a queue can have. Rounding is always **up**:
+/// a job is never released early.
+///
+/// - [`Granularity::Fixed`] rounds up to a multiple of a step (the seeds'
+///   `retry_granularity` and `deferred_granularity`). Lateness is at most one
+///   step, and a policy capped at `C` needs up to `C / step` hold queues:
+///   with exponential backoff capped at a week, a 1 s step means up to
+///   604,800 of them.
+/// - [`Granularity::Relative`] rounds up to buckets that grow by a fixed
+///   percentage: a delay is late by at most `percent` % (or one `step` for
+///   delays shorter than a few steps), and the number of buckets grows with
+///   the logarithm of the longest delay. From 1 s to a week, 10 % needs 122
+///   buckets and 25 % needs 57.
+///
+/// The bucket boundaries are a pure function of the delay, the step and the
+/// percentage, computed in integers, so every process with the same settings
+/// agrees on them, and thus on the hold queues' names. (Processes with
+/// different settings merely use different hold queues: a hold queue's
+/// arguments follow from its name alone.)
+///
+/// A `Duration` converts into a fixed granularity, so options that take a
+/// granularity still accept one:
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::backend::Granularity;
+///
+/// let fixed: Granularity = Duration::from_secs(1).into();
+/// assert_eq!(fixed.round_up_ms(Duration::from_millis(1_500)), 2_000);
+///
+/// let relative = Granularity::relative(10, Duration::from_secs(1));
+/// // Never early, at most 10 % late.
+/// let hour = Duration::from_secs(3_600);
+/// let rounded = relative.round_up_ms(hour);
+/// assert!(rounded >= 3_600_000 && rounded <= 3_960_000);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Granularity {
+    /// Round up to a multiple of this step (zero or sub-millisecond steps
+    /// count as 1 ms).
+    Fixed(Duration),
+    /// Round up to the next of the buckets `step`, then each bucket
+    /// `percent` % longer than the one before (and at least one `step`
+    /// longer), each a multiple of `step`.
+    Relative {
+        /// The percentage by which each bucket exceeds the one before: the
+        /// most a delay is late, relatively. At least 1.
+        percent: u16,
+        /// The smallest bucket, and the step every bucket is a multiple of.
+        step: Duration,
+    },
+}
+
+impl Granularity {
+    /// A fixed granularity of `step`.
+    pub const fn fixed(step: Duration) -> Self {
+        Granularity::Fixed(step)
+    }
+
+    /// Buckets growing by `percent` % from `step` (a `percent` of 0 counts
+    /// as 1).
+    pub const fn relative(percent: u16, step: Duration) -> Self {
+        Granularity::Relative { percent, step }
+    }
+
+    /// The step in whole milliseconds, at least 1.
+    fn step_ms(self) -> u128 {
+        let step = match self {
+            Granularity::Fixed(step) | Granularity::Relative { step, .. } => step,
+        };
+        u128::from(super::hold::effective_granularity_ms(step))
+    }
+
+    /// `delay` rounded **up** to this granularity, in milliseconds. A zero
+    /// delay stays zero (the job needs no hold).
+    pub fn round_up_ms(self, delay: Duration) -> u128 {
+        let ms = delay.as_nanos().div_ceil(1_000_000);
+        if ms == 0 {
+            return 0;
+        }
+        let step = self.step_ms();
+        match self {
+            Granularity::Fixed(_) => ms.div_ceil(step) * step,
+            Granularity::Relative { percent, .. } => {
+                let percent = u128::from(percent.max(1));
+                let mut bucket = step;
+                while bucket < ms {
+                    let grown = (bucket * (100 + percent)).div_ceil(100);
+                    let next = grown.div_ceil(step) * step;
+                    bucket = next.max(bucket + step);
+                }
+                bucket
+            }
+        }
+    }
+}
+
+impl From<Duration> for Granularity {
+    fn from(step: Duration) -> Self {
+        Granularity::Fixed(step)
+    }
+}
+
+impl Default for Granularity {
+    /// A fixed granularity of one second, the seeds' default.
+    fn default() -> Self {
+        Granularity::Fixed(Duration::from_secs(1))
+    }
+}
+
+impl fmt::Debug for Granularity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Granularity::Fixed(step) => write!(f, "Fixed({step:?})"),
+            Granularity::Relative { percent, step } => {
+                write!(f, "Relative({percent}% from {step:?})")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn buckets(g: Granularity, up_to: Duration) -> usize {
+        let mut count = 0;
+        let mut delay = Duration::from_millis(1);
+        while delay <= up_to {
+            let bucket = g.round_up_ms(delay);
+            count += 1;
+            delay = Duration::from_millis(bucket as u64 + 1);
+        }
+        count
+    }
+
+    #[test]
+    fn a_week_needs_a_bounded_number_of_relative_buckets() {
+        let week = Duration::from_secs(7 * 24 * 3_600);
+        let second = Duration::from_secs(1);
+        assert_eq!(buckets(Granularity::relative(10, second), week), 122);
+        assert_eq!(buckets(Granularity::relative(25, second), week), 57);
+        assert_eq!(buckets(Granularity::fixed(second), week), 604_800);
+    }
+
+    #[test]
+    fn small_delays_round_to_the_step_and_buckets_start_there() {
+        let g = Granularity::relative(10, Duration::from_secs(1));
+        assert_eq!(g.round_up_ms(Duration::ZERO), 0);
+        assert_eq!(g.round_up_ms(Duration::from_millis(1)), 1_000);
+        assert_eq!(g.round_up_ms(Duration::from_millis(1_000)), 1_000);
+        // 1 s + 10 % is 1.1 s, a multiple of 1 s: 2 s (at least one step more).
+        assert_eq!(g.round_up_ms(Duration::from_millis(1_001)), 2_000);
+        assert_eq!(g.round_up_ms(Duration::from_secs(10)), 10_000);
+        // 10 s grows to 11 s, 11 s to 12.1 → 13 s.
+        assert_eq!(g.round_up_ms(Duration::from_millis(10_001)), 11_000);
+        assert_eq!(g.round_up_ms(Duration::from_millis(11_001)), 13_000);
+    }
+
+    #[test]
+    fn a_zero_percent_counts_as_one() {
+        let g = Granularity::relative(0, Duration::from_millis(1));
+        let r = g.round_up_ms(Duration::from_secs(1_000));
+        assert!((1_000_000..=1_010_000).contains(&r), "{r}");
+    }
+
+    proptest! {
+        #[test]
+        fn relative_is_never_early_and_late_by_at_most_the_percentage_or_a_step(
+            delay_ms in 1u64..3_000_000_000,
+            percent in 1u16..200,
+            step_ms in 1u64..60_000,
+        ) {
+            let g = Granularity::relative(percent, Duration::from_millis(step_ms));
+            let r = g.round_up_ms(Duration::from_millis(delay_ms));
+            let d = u128::from(delay_ms);
+            prop_assert!(r >= d);
+            prop_assert!(r.is_multiple_of(u128::from(step_ms)));
+            let late = r - d;
+            prop_assert!(
+                late <= u128::from(step_ms) || late * 100 <= d * u128::from(percent) + 100 * u128::from(step_ms),
+                "delay {d} rounded to {r}"
+            );
+        }
+
+        #[test]
+        fn relative_rounding_is_monotone(a in 0u64..3_000_000_000, b in 0u64..3_000_000_000, percent in 1u16..100) {
+            let g = Granularity::relative(percent, Duration::from_secs(1));
+            let (lo, hi) = (a.min(b), a.max(b));
+            prop_assert!(g.round_up_ms(Duration::from_millis(lo)) <= g.round_up_ms(Duration::from_millis(hi)));
+        }
+
+        #[test]
+        fn fixed_matches_round_up_ms(delay_us in 0u64..10_000_000_000, g_ms in 0u64..100_000) {
+            let g = Duration::from_millis(g_ms);
+            prop_assert_eq!(
+                Granularity::from(g).round_up_ms(Duration::from_micros(delay_us)),
+                super::super::hold::round_up_ms(Duration::from_micros(delay_us), g)
+            );
+        }
+    }
+}
