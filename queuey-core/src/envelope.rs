@@ -63,6 +63,12 @@ pub struct Envelope {
     /// An id tying the job to whatever caused it, for tracing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
+    /// When the job stops being worth running, in milliseconds since the
+    /// Unix epoch: taken after it, or due back from a retry or deferral
+    /// after it, the job is dead-lettered with the reason `deadline passed`
+    /// instead of run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_ms: Option<u64>,
     /// The job itself, as the raw JSON it was encoded to.
     pub payload: Box<RawValue>,
 }
@@ -88,6 +94,7 @@ impl Envelope {
             deferrals: 0,
             priority: 0,
             correlation_id: None,
+            deadline_ms: None,
             payload,
         }
     }
@@ -101,6 +108,12 @@ impl Envelope {
     /// Sets the correlation id.
     pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
         self.correlation_id = Some(correlation_id.into());
+        self
+    }
+
+    /// Sets the deadline, in milliseconds since the Unix epoch.
+    pub fn with_deadline_ms(mut self, deadline_ms: u64) -> Self {
+        self.deadline_ms = Some(deadline_ms);
         self
     }
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
@@ -34,6 +34,11 @@ pub struct EnqueueOptions {
     /// retry granularity). Needs the queue to be declared through the
     /// backend.
     pub delay: Option<Duration>,
+    /// Run the job only before this instant: taken later, or due back from a
+    /// retry or deferral later, it is dead-lettered with the reason
+    /// `deadline passed` instead. The handler sees the time left in
+    /// [`JobContext::remaining`](crate::JobContext::remaining).
+    pub deadline: Option<SystemTime>,
 }
 
 impl EnqueueOptions {
@@ -53,6 +58,17 @@ impl EnqueueOptions {
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
         self
+    }
+
+    /// Sets a deadline.
+    pub fn deadline(mut self, deadline: SystemTime) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets a deadline `budget` from now.
+    pub fn deadline_in(self, budget: Duration) -> Self {
+        self.deadline(SystemTime::now() + budget)
     }
 }
 
@@ -134,6 +150,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     ) -> Result<Uuid, Error> {
         let mut envelope = envelope_for(job)?.with_priority(options.priority);
         envelope.correlation_id = options.correlation_id;
+        if let Some(deadline) = options.deadline {
+            envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, options.delay)?);
+        }
         match options.delay {
             Some(delay) => self.backend.publish_after(&envelope, delay).await?,
             None => self.backend.publish(&envelope).await?,
@@ -198,6 +217,32 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         }
         outcomes
     }
+}
+
+/// The deadline in ms since the epoch, refusing one that has passed already
+/// or would pass before the job's delay ends: such a job could only ever be
+/// dead-lettered.
+fn deadline_ms(
+    envelope: &Envelope,
+    deadline: SystemTime,
+    delay: Option<Duration>,
+) -> Result<u64, Error> {
+    let ms = deadline
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0);
+    let due = crate::envelope::now_ms()
+        .saturating_add(delay.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+    if ms <= due {
+        return Err(Error::invalid_config(format!(
+            "the deadline of a `{}` job for queue `{}` passes before the job could run \
+             ({} ms too early); give it a later deadline or no delay",
+            envelope.job_type,
+            envelope.queue,
+            due - ms
+        )));
+    }
+    Ok(ms)
 }
 
 fn envelope_for<J: Job>(job: &J) -> Result<Envelope, Error> {

@@ -85,6 +85,7 @@ mod macros;
 pub mod classify;
 pub mod cooldown;
 pub mod dead_letter;
+pub mod deadline;
 pub mod defer;
 mod disposition;
 mod handler;
@@ -102,6 +103,7 @@ pub use queuey_core::LONGEST_WAIT;
 
 pub use cooldown::CooldownLayer;
 pub use dead_letter::DeadLetterLayer;
+pub use deadline::DeadlineLayer;
 pub use defer::DeferOn429;
 pub use disposition::Disposition;
 pub use handler::{HandlerFuture, HandlerPanicked, HandlerService};

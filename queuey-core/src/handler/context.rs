@@ -32,6 +32,7 @@ pub struct JobContext {
     redelivered: bool,
     correlation_id: Option<String>,
     enqueued_at_ms: u64,
+    deadline_ms: Option<u64>,
 }
 
 impl JobContext {
@@ -48,6 +49,7 @@ impl JobContext {
             redelivered: false,
             correlation_id: None,
             enqueued_at_ms: 0,
+            deadline_ms: None,
         }
     }
 
@@ -69,6 +71,7 @@ impl JobContext {
             redelivered,
             correlation_id: envelope.correlation_id.clone(),
             enqueued_at_ms: envelope.enqueued_at_ms,
+            deadline_ms: envelope.deadline_ms,
         }
     }
 
@@ -112,6 +115,33 @@ impl JobContext {
     pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
         self.correlation_id = Some(correlation_id.into());
         self
+    }
+
+    /// Sets the deadline, in ms since the Unix epoch.
+    pub fn with_deadline_ms(mut self, deadline_ms: u64) -> Self {
+        self.deadline_ms = Some(deadline_ms);
+        self
+    }
+
+    /// The job's deadline, if the producer gave one (in ms since the Unix
+    /// epoch).
+    pub fn deadline_ms(&self) -> Option<u64> {
+        self.deadline_ms
+    }
+
+    /// The job's deadline, if the producer gave one.
+    pub fn deadline(&self) -> Option<std::time::SystemTime> {
+        self.deadline_ms
+            .map(|ms| std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+    }
+
+    /// The time left until the deadline (zero once it passed), or `None` for
+    /// a job without one. A handler can spend it on its own calls' timeouts.
+    pub fn remaining(&self) -> Option<std::time::Duration> {
+        let deadline = self.deadline_ms?;
+        Some(std::time::Duration::from_millis(
+            deadline.saturating_sub(crate::envelope::now_ms()),
+        ))
     }
 
     /// Sets when the job was first enqueued, in ms since the Unix epoch.

@@ -64,6 +64,7 @@ async fn enqueue_with_sets_priority_correlation_and_delay() {
                 priority: 3,
                 correlation_id: Some("req-1".into()),
                 delay: Some(Duration::from_secs(2)),
+                ..Default::default()
             },
         )
         .await
@@ -194,4 +195,54 @@ async fn an_oversize_job_is_refused_before_publishing() {
     assert!(matches!(err, Error::MessageTooLarge { .. }), "{err:?}");
     assert_eq!(backend.ready_count(WORK), 0);
     producer.enqueue(&Big("x".repeat(1024))).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_deadline_travels_in_the_envelope_and_a_passed_one_is_refused() {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let before = SystemTime::now();
+    producer
+        .enqueue_with(
+            &Task { n: 1 },
+            EnqueueOptions::default().deadline_in(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    let d = next(&mut stream).await;
+    let deadline = d.envelope().deadline_ms.expect("a deadline");
+    let expected = (before + Duration::from_secs(60))
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(
+        deadline >= expected && deadline < expected + 5_000,
+        "{deadline}"
+    );
+    let ctx = queuey_core::JobContext::from_envelope(d.envelope(), "t.work".into(), 1, false);
+    let left = ctx.remaining().unwrap();
+    assert!(
+        left <= Duration::from_secs(60) && left > Duration::from_secs(50),
+        "{left:?}"
+    );
+
+    // A deadline that passes before the job could run is bad input: refused,
+    // nothing published.
+    for options in [
+        EnqueueOptions::default().deadline(SystemTime::now() - Duration::from_secs(1)),
+        EnqueueOptions::default()
+            .delay(Duration::from_secs(60))
+            .deadline_in(Duration::from_secs(10)),
+    ] {
+        let e = producer
+            .enqueue_with(&Task { n: 2 }, options)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("deadline"), "{e}");
+    }
+    assert_eq!(backend.ready_count(WORK) + backend.held_count(WORK), 0);
 }

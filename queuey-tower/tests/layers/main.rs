@@ -6,6 +6,7 @@ mod support;
 
 mod compose;
 mod dead_letter;
+mod deadline;
 mod defer;
 mod observe;
 mod retry;

@@ -1,0 +1,111 @@
+//! The response future of [`Deadline`](super::Deadline).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+
+use pin_project_lite::pin_project;
+use queuey_core::BoxError;
+use tokio::time::{Instant, Sleep};
+
+use super::{DEADLINE_PASSED, past};
+use crate::Disposition;
+
+pin_project! {
+    /// The response future of [`Deadline`](super::Deadline).
+    #[derive(Debug)]
+    pub struct ResponseFuture<F> {
+        #[pin]
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    #[derive(Debug)]
+    enum Kind<F> {
+        /// No deadline: the inner answer, untouched.
+        Passed { #[pin] inner: F },
+        /// Taken after the deadline: never run.
+        Expired,
+        /// Running with time left until `deadline`.
+        Bounded {
+            #[pin]
+            inner: F,
+            #[pin]
+            sleep: Sleep,
+            deadline: Instant,
+        },
+    }
+}
+
+impl<F> ResponseFuture<F> {
+    pub(super) fn passed(inner: F) -> Self {
+        ResponseFuture {
+            kind: Kind::Passed { inner },
+        }
+    }
+
+    pub(super) fn expired() -> Self {
+        ResponseFuture {
+            kind: Kind::Expired,
+        }
+    }
+
+    pub(super) fn bounded(inner: F, left: Duration) -> Self {
+        let deadline = Instant::now() + left;
+        ResponseFuture {
+            kind: Kind::Bounded {
+                inner,
+                sleep: tokio::time::sleep_until(deadline),
+                deadline,
+            },
+        }
+    }
+}
+
+fn dead_letter() -> Disposition {
+    Disposition::DeadLetter {
+        reason: DEADLINE_PASSED.to_owned(),
+    }
+}
+
+impl<F> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Disposition, BoxError>>,
+{
+    type Output = Result<Disposition, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Passed { inner } => inner.poll(cx),
+            KindProj::Expired => Poll::Ready(Ok(dead_letter())),
+            KindProj::Bounded {
+                inner,
+                sleep,
+                deadline,
+            } => {
+                if let Poll::Ready(answer) = inner.poll(cx) {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    return Poll::Ready(match answer {
+                        Ok(Disposition::Retry { delay } | Disposition::Defer { delay })
+                            if past(delay, left) =>
+                        {
+                            tracing::warn!(
+                                ?delay,
+                                ?left,
+                                "the job would come back after its deadline; dead-lettering it now"
+                            );
+                            Ok(dead_letter())
+                        }
+                        other => other,
+                    });
+                }
+                ready!(sleep.poll(cx));
+                tracing::warn!("the job's deadline passed while it ran; dead-lettering it");
+                Poll::Ready(Ok(dead_letter()))
+            }
+        }
+    }
+}

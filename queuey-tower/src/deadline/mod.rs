@@ -1,0 +1,129 @@
+//! Deadlines: a job that can no longer run in time is dead-lettered instead.
+//!
+//! A producer may give a job a deadline
+//! ([`EnqueueOptions::deadline`](queuey_core::EnqueueOptions::deadline)).
+//! [`DeadlineLayer`] holds the job to it:
+//!
+//! - a job taken after its deadline is not run: it is dead-lettered with the
+//!   reason [`DEADLINE_PASSED`];
+//! - a job still running when its deadline passes is given up the same way
+//!   (its handler's future is dropped, as a timeout would);
+//! - a retry or deferral that would bring the job back after its deadline is
+//!   turned into that dead letter at once, instead of a wait that could only
+//!   end in one.
+//!
+//! Jobs without a deadline pass through untouched. The handler sees the time
+//! left in [`JobContext::remaining`](queuey_core::JobContext::remaining), for
+//! its own calls' timeouts.
+//!
+//! Deadlines are wall-clock instants (they cross processes), so a clock that
+//! is wrong by some seconds moves them by as much.
+//!
+//! Place the layer outside the retry and deferral layers, where their
+//! decisions are dispositions; the worker's default stack does.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::{Duration, SystemTime, UNIX_EPOCH};
+//! use queuey_core::{BoxError, JobContext, Uuid};
+//! use queuey_tower::{DeadlineLayer, Disposition, JobRequest};
+//! use queuey_tower::deadline::DEADLINE_PASSED;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! let stack = ServiceBuilder::new()
+//!     .layer(DeadlineLayer::new())
+//!     .service(service_fn(|_: JobRequest<()>| async {
+//!         // Try again in an hour.
+//!         Ok::<_, BoxError>(Disposition::Retry { delay: Duration::from_secs(3_600) })
+//!     }));
+//!
+//! let in_a_minute = (SystemTime::now() + Duration::from_secs(60))
+//!     .duration_since(UNIX_EPOCH)
+//!     .unwrap()
+//!     .as_millis() as u64;
+//! let ctx = JobContext::new(Uuid::new_v4(), "q").with_deadline_ms(in_a_minute);
+//! let answer = stack.oneshot(JobRequest::new((), ctx)).await.unwrap();
+//! assert_eq!(answer, Disposition::DeadLetter { reason: DEADLINE_PASSED.into() });
+//! # }
+//! ```
+
+pub mod future;
+
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use queuey_core::BoxError;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::{Disposition, JobRequest};
+
+/// The dead-letter reason of a job whose deadline passed.
+pub const DEADLINE_PASSED: &str = "deadline passed";
+
+/// Holds jobs to their deadlines; see the [module documentation](self).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeadlineLayer {
+    _priv: (),
+}
+
+impl DeadlineLayer {
+    /// A new layer.
+    pub const fn new() -> Self {
+        DeadlineLayer { _priv: () }
+    }
+}
+
+impl<S> Layer<S> for DeadlineLayer {
+    type Service = Deadline<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Deadline { inner }
+    }
+}
+
+/// The service [`DeadlineLayer`] produces.
+#[derive(Debug, Clone)]
+pub struct Deadline<S> {
+    inner: S,
+}
+
+impl<S> Deadline<S> {
+    crate::inner_accessors!();
+}
+
+impl<S, J> Service<JobRequest<J>> for Deadline<S>
+where
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
+{
+    type Response = Disposition;
+    type Error = BoxError;
+    type Future = future::ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+        match request.ctx().remaining() {
+            None => future::ResponseFuture::passed(self.inner.call(request)),
+            Some(left) if left.is_zero() => {
+                tracing::warn!(
+                    queue = %request.ctx().queue(),
+                    job_id = %request.ctx().job_id(),
+                    "the job's deadline passed before it was taken; dead-lettering it"
+                );
+                future::ResponseFuture::expired()
+            }
+            Some(left) => future::ResponseFuture::bounded(self.inner.call(request), left),
+        }
+    }
+}
+
+/// Whether a wait of `delay` ends after the time `left`.
+pub(crate) fn past(delay: Duration, left: Duration) -> bool {
+    delay >= left
+}
