@@ -69,6 +69,13 @@ pub struct Envelope {
     /// instead of run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
+    /// The W3C `traceparent` of the span that enqueued the job (see
+    /// [`trace_context`](crate::trace_context)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    /// The W3C `tracestate` that goes with [`traceparent`](Envelope::traceparent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracestate: Option<String>,
     /// The job itself, as the raw JSON it was encoded to.
     pub payload: Box<RawValue>,
 }
@@ -95,6 +102,8 @@ impl Envelope {
             priority: 0,
             correlation_id: None,
             deadline_ms: None,
+            traceparent: None,
+            tracestate: None,
             payload,
         }
     }

@@ -76,6 +76,7 @@ pub mod memory;
 mod producer;
 pub mod queue;
 pub mod retry;
+pub mod trace_context;
 
 pub use backend::{
     Backend, ConnectionState, Delivery, DeliveryStream, LONGEST_WAIT, MAX_DEFERRAL_MS,

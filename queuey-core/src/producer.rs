@@ -251,7 +251,11 @@ fn envelope_for<J: Job>(job: &J) -> Result<Envelope, Error> {
         queue: queue.to_owned(),
         source,
     })?;
-    Ok(Envelope::new(J::NAME, queue, payload))
+    #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))]
+    let mut envelope = Envelope::new(J::NAME, queue, payload);
+    #[cfg(feature = "opentelemetry")]
+    crate::trace_context::inject_current(&mut envelope);
+    Ok(envelope)
 }
 
 impl<Q, B: Clone> Clone for Producer<Q, B> {

@@ -33,6 +33,8 @@ pub struct JobContext {
     correlation_id: Option<String>,
     enqueued_at_ms: u64,
     deadline_ms: Option<u64>,
+    traceparent: Option<String>,
+    tracestate: Option<String>,
 }
 
 impl JobContext {
@@ -50,6 +52,8 @@ impl JobContext {
             correlation_id: None,
             enqueued_at_ms: 0,
             deadline_ms: None,
+            traceparent: None,
+            tracestate: None,
         }
     }
 
@@ -72,6 +76,8 @@ impl JobContext {
             correlation_id: envelope.correlation_id.clone(),
             enqueued_at_ms: envelope.enqueued_at_ms,
             deadline_ms: envelope.deadline_ms,
+            traceparent: envelope.traceparent.clone(),
+            tracestate: envelope.tracestate.clone(),
         }
     }
 
@@ -115,6 +121,27 @@ impl JobContext {
     pub fn with_correlation_id(mut self, correlation_id: impl Into<String>) -> Self {
         self.correlation_id = Some(correlation_id.into());
         self
+    }
+
+    /// Sets the W3C trace context the job was enqueued under.
+    pub fn with_trace_context(
+        mut self,
+        traceparent: impl Into<String>,
+        tracestate: Option<String>,
+    ) -> Self {
+        self.traceparent = Some(traceparent.into());
+        self.tracestate = tracestate;
+        self
+    }
+
+    /// The W3C `traceparent` of the span that enqueued the job, if any.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
+
+    /// The W3C `tracestate` that goes with [`traceparent`](Self::traceparent).
+    pub fn tracestate(&self) -> Option<&str> {
+        self.tracestate.as_deref()
     }
 
     /// Sets the deadline, in ms since the Unix epoch.

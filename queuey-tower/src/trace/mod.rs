@@ -14,6 +14,23 @@
 //!
 //! Each event carries the disposition, its delay or reason, and the time the
 //! job took. Spans opened by the handler nest inside the job's span.
+//!
+//! The span also carries the OpenTelemetry messaging attributes of a
+//! consumer: `otel.kind = "consumer"`, `messaging.operation.type =
+//! "process"`, `messaging.destination.name` (the queue),
+//! `messaging.message.id` (the job id) and
+//! `messaging.message.conversation_id` (the correlation id).
+//!
+//! # Trace context from producer to handler
+//!
+//! With the `opentelemetry` cargo feature (of `queuey`, `queuey-core` and
+//! `queuey-tower`), every enqueue records the W3C trace context of the
+//! current span in the job's envelope
+//! ([`trace_context`](queuey_core::trace_context)), and this layer makes the
+//! job's span a child of it — so a request that enqueues a job and the job
+//! itself, run later in another process, are one trace. Install a
+//! `tracing-opentelemetry` layer in both processes; without one, nothing is
+//! recorded and nothing is linked.
 
 pub mod future;
 
@@ -79,7 +96,19 @@ where
             attempt = ctx.attempt(),
             deferrals = ctx.deferrals(),
             correlation_id = ctx.correlation_id(),
+            otel.kind = "consumer",
+            messaging.operation.type = "process",
+            messaging.destination.name = J::QUEUE.name(),
+            messaging.message.id = %ctx.job_id(),
+            messaging.message.conversation_id = ctx.correlation_id(),
         );
+        #[cfg(feature = "opentelemetry")]
+        if let Some(traceparent) = ctx.traceparent() {
+            use tracing_opentelemetry::OpenTelemetrySpanExt;
+            let parent = queuey_core::trace_context::parent_context(traceparent, ctx.tracestate());
+            // Fails only when no OpenTelemetry layer is installed: nothing to link.
+            let _ = span.set_parent(parent);
+        }
         let inner = {
             let _entered = span.enter();
             self.inner.call(request)
