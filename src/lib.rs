@@ -104,15 +104,16 @@ pub use queuey_core::{
     handler_fn,
 };
 
-pub use queuey_core::{backend, handler, memory, queue, retry};
+pub use queuey_core::{backend, handler, memory, queue, retry, trace_context};
 
 #[doc(inline)]
 pub use queuey_tower::{
-    DeadLetterLayer, DeferOn429, Disposition, HandlerService, JobRequest, MetricsLayer, RetryLayer,
-    TraceLayer, Worker, WorkerBuilder, WorkerError, WorkerHandle,
+    CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition, HandlerService,
+    JobRequest, MetricsLayer, RetryLayer, TraceLayer, Worker, WorkerBuilder, WorkerError,
+    WorkerHandle,
 };
 
-pub use queuey_tower::{classify, worker};
+pub use queuey_tower::{classify, cooldown, deadline, worker};
 
 /// The RabbitMQ backend.
 #[cfg(feature = "rabbitmq")]
@@ -129,8 +130,8 @@ pub mod prelude {
         MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, handler_fn,
     };
     pub use queuey_tower::{
-        DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
-        Worker, WorkerHandle,
+        CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition, JobRequest,
+        MetricsLayer, RetryLayer, TraceLayer, Worker, WorkerHandle,
     };
 
     #[cfg(feature = "rabbitmq")]

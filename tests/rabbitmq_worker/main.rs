@@ -16,5 +16,6 @@ mod support;
 #[macro_use]
 mod scenario;
 
+mod cooldown;
 mod crash;
 mod flows;
