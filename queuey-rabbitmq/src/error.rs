@@ -72,8 +72,8 @@ pub(crate) fn connection_lost(what: &str) -> Error {
     Error::Backend(BackendError::new(
         BackendErrorKind::ConnectionLost,
         format!(
-            "{what}: the connection to RabbitMQ is lost; queuey does not reconnect, \
-             so restart the process (or build a new backend)"
+            "{what}: the connection to RabbitMQ is lost; the backend is connecting \
+             again, so the call can be tried again"
         ),
     ))
 }
