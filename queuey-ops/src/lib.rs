@@ -5,11 +5,7 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`dead`] | list, group, show, redrive, purge (with an export) and import dead letters |
-//! | [`holds`] | the census of a queue's hold queues |
-//! | [`topology`] | compare the broker with a queue set; declare what is missing |
-//! | [`doctor`] | connectivity, broker version, plugins, alarms |
 //! | [`browse`] | reading a queue without losing a message or its order |
-//! | [`mgmt`] | the RabbitMQ management API client |
 //!
 //! Mutating operations come in two halves, a plan that changes nothing and
 //! the action, so that every front end can preview first.
