@@ -22,7 +22,7 @@ use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel};
 
-use crate::amqp::{Amqp, short};
+use crate::amqp::{Amqp, QueueCounts, short};
 use crate::error::{OpsError, Result};
 
 /// One message read off a queue and held unacknowledged.
@@ -46,6 +46,7 @@ pub struct Cursor {
     routing: ShortString,
     remaining: usize,
     position: usize,
+    counts: QueueCounts,
 }
 
 impl Cursor {
@@ -60,7 +61,14 @@ impl Cursor {
             routing: short(queue)?,
             remaining: max.map_or(total, |m| m.min(total)),
             position: 0,
+            counts,
         })
+    }
+
+    /// The queue's counts when the cursor was opened (exact: a passive
+    /// declare, not management statistics).
+    pub fn counts(&self) -> QueueCounts {
+        self.counts
     }
 
     /// The cursor's channel (for publishing in the same transaction).
@@ -110,12 +118,22 @@ impl Cursor {
 /// Reads up to `max` messages from the head of `queue` and puts them all
 /// back, in order.
 pub async fn browse(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Vec<Held>> {
+    browse_counted(amqp, queue, max).await.map(|(held, _)| held)
+}
+
+/// Like [`browse`], also giving the queue's exact counts when the read began.
+pub async fn browse_counted(
+    amqp: &Amqp,
+    queue: &str,
+    max: Option<usize>,
+) -> Result<(Vec<Held>, QueueCounts)> {
     let mut cursor = Cursor::open(amqp, queue, max).await?;
+    let counts = cursor.counts();
     let mut out = Vec::new();
     let read = loop {
         match cursor.next().await {
             Ok(Some(held)) => out.push(held),
-            Ok(None) => break Ok(out),
+            Ok(None) => break Ok((out, counts)),
             Err(e) => break Err(e),
         }
     };

@@ -5,6 +5,9 @@
 //! | module | what it does |
 //! |---|---|
 //! | [`dead`] | list, group, show, redrive, purge (with an export) and import dead letters |
+//! | [`holds`] | the census of a queue's hold queues |
+//! | [`topology`] | compare the broker with a queue set; declare what is missing |
+//! | [`mgmt`] | the RabbitMQ management API client |
 //! | [`browse`] | reading a queue without losing a message or its order |
 //!
 //! Mutating operations come in two halves, a plan that changes nothing and
@@ -27,6 +30,10 @@ pub mod browse;
 pub mod dead;
 mod error;
 pub mod headers;
+pub mod holds;
+pub mod mgmt;
+pub mod time;
+pub mod topology;
 
 pub use amqp::{Amqp, QueueCounts, redact_url};
 pub use error::{OpsError, Result};

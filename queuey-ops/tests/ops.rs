@@ -9,3 +9,6 @@ mod support;
 
 #[path = "ops/dead.rs"]
 mod dead;
+
+#[path = "ops/holds.rs"]
+mod holds;

@@ -1,11 +1,14 @@
 //! Command-line arguments and what each command prints.
 
 mod dead;
+mod holds;
 mod table;
+mod topology;
 
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use queuey_ops::mgmt::Management;
 use queuey_ops::{Amqp, Result};
 
 /// The broker URL used when neither `--url` nor `AMQP_URL` is given.
@@ -59,6 +62,10 @@ impl Global {
         Amqp::connect(&self.url, &name).await
     }
 
+    pub(crate) fn management(&self) -> Result<Management> {
+        Management::for_amqp_url(&self.url, self.mgmt_url.as_deref())
+    }
+
     pub(crate) fn dead_queue(&self, queue: &str) -> String {
         queuey_ops::dead_queue_of(queue, &self.dead_suffix)
     }
@@ -69,11 +76,18 @@ pub(crate) enum Command {
     /// Dead letters: list, group, show, redrive, purge with an export, import.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
+    /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times.
+    Holds(holds::HoldsArgs),
+    /// Compare the broker's queues with a queue set, or declare what is missing.
+    #[command(subcommand)]
+    Topology(topology::TopologyCommand),
 }
 
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
+        Command::Holds(args) => holds::run(&cli.global, args).await,
+        Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
     }
 }
 
