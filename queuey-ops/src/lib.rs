@@ -8,6 +8,7 @@
 //! | [`holds`] | the census of a queue's hold queues |
 //! | [`topology`] | compare the broker with a queue set; declare what is missing |
 //! | [`mgmt`] | the RabbitMQ management API client |
+//! | [`doctor`] | connectivity, broker version, plugins, alarms |
 //! | [`browse`] | reading a queue without losing a message or its order |
 //!
 //! Mutating operations come in two halves, a plan that changes nothing and
@@ -28,6 +29,7 @@
 pub mod amqp;
 pub mod browse;
 pub mod dead;
+pub mod doctor;
 mod error;
 pub mod headers;
 pub mod holds;

@@ -12,3 +12,6 @@ mod dead;
 
 #[path = "ops/holds.rs"]
 mod holds;
+
+#[path = "ops/doctor.rs"]
+mod doctor;

@@ -1,6 +1,7 @@
 //! Command-line arguments and what each command prints.
 
 mod dead;
+mod doctor;
 mod holds;
 mod table;
 mod topology;
@@ -81,6 +82,8 @@ pub(crate) enum Command {
     /// Compare the broker's queues with a queue set, or declare what is missing.
     #[command(subcommand)]
     Topology(topology::TopologyCommand),
+    /// Check connectivity, credentials, heartbeat, broker version, plugins and alarms.
+    Doctor,
 }
 
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
@@ -88,6 +91,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
         Command::Holds(args) => holds::run(&cli.global, args).await,
         Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
+        Command::Doctor => doctor::run(&cli.global).await,
     }
 }
 
