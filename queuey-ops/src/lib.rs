@@ -9,6 +9,7 @@
 //! | [`topology`] | compare the broker with a queue set; declare what is missing |
 //! | [`mgmt`] | the RabbitMQ management API client |
 //! | [`doctor`] | connectivity, broker version, plugins, alarms |
+//! | [`web`] | the dashboard: server-rendered pages over the same operations |
 //! | [`browse`] | reading a queue without losing a message or its order |
 //!
 //! Mutating operations come in two halves, a plan that changes nothing and
@@ -36,6 +37,7 @@ pub mod holds;
 pub mod mgmt;
 pub mod time;
 pub mod topology;
+pub mod web;
 
 pub use amqp::{Amqp, QueueCounts, redact_url};
 pub use error::{OpsError, Result};

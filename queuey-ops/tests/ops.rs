@@ -15,3 +15,6 @@ mod holds;
 
 #[path = "ops/doctor.rs"]
 mod doctor;
+
+#[path = "ops/web.rs"]
+mod web;

@@ -5,6 +5,7 @@ mod doctor;
 mod holds;
 mod table;
 mod topology;
+mod web;
 
 use std::process::ExitCode;
 
@@ -84,6 +85,8 @@ pub(crate) enum Command {
     Topology(topology::TopologyCommand),
     /// Check connectivity, credentials, heartbeat, broker version, plugins and alarms.
     Doctor,
+    /// Serve the web dashboard (localhost by default).
+    Web(web::WebArgs),
 }
 
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
@@ -92,6 +95,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Holds(args) => holds::run(&cli.global, args).await,
         Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
         Command::Doctor => doctor::run(&cli.global).await,
+        Command::Web(args) => web::run(&cli.global, args).await,
     }
 }
 
