@@ -1,0 +1,201 @@
+//! The AMQP side: one named connection, throwaway channels, passive checks.
+
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
+use lapin::types::{FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+
+use crate::error::{OpsError, Result};
+
+/// A queue's counts as a passive declare reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueCounts {
+    /// Messages ready for delivery.
+    pub messages: u32,
+    /// Consumers attached.
+    pub consumers: u32,
+}
+
+/// One AMQP connection of an operator tool, named so that it is easy to find
+/// in the broker's connection list.
+#[derive(Debug)]
+pub struct Amqp {
+    connection: Connection,
+    url: String,
+}
+
+impl Amqp {
+    /// Connects to `url`, naming the connection `name`.
+    pub async fn connect(url: &str, name: &str) -> Result<Self> {
+        let props = ConnectionProperties::default().with_connection_name(name.into());
+        let connection =
+            Connection::connect(url, props)
+                .await
+                .map_err(|source| OpsError::Connect {
+                    url: redact_url(url),
+                    source,
+                })?;
+        Ok(Amqp {
+            connection,
+            url: redact_url(url),
+        })
+    }
+
+    /// The URL connected to, password masked.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The underlying connection.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// A new channel.
+    pub async fn channel(&self) -> Result<Channel> {
+        self.connection
+            .create_channel()
+            .await
+            .map_err(|e| OpsError::amqp("opening a channel", e))
+    }
+
+    /// A new channel in publisher-confirm mode.
+    pub async fn confirm_channel(&self) -> Result<Channel> {
+        let channel = self.channel().await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| OpsError::amqp("turning on publisher confirms", e))?;
+        Ok(channel)
+    }
+
+    /// The counts of `queue`, or `None` when it does not exist.
+    ///
+    /// A passive declare on a throwaway channel: it creates nothing. On a hold
+    /// queue it counts as use and renews the queue's `x-expires` lease, which
+    /// only ever keeps the queue longer.
+    pub async fn counts(&self, queue: &str) -> Result<Option<QueueCounts>> {
+        let channel = self.channel().await?;
+        let options = QueueDeclareOptions {
+            passive: true,
+            ..QueueDeclareOptions::default()
+        };
+        let declared = channel
+            .queue_declare(short(queue)?, options, FieldTable::default())
+            .await;
+        match declared {
+            Ok(ok) => {
+                let _ = channel.close(200, ShortString::default()).await;
+                Ok(Some(QueueCounts {
+                    messages: ok.message_count(),
+                    consumers: ok.consumer_count(),
+                }))
+            }
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(OpsError::amqp(format!("checking queue `{queue}`"), e)),
+        }
+    }
+
+    /// Like [`counts`](Amqp::counts), but a missing queue is
+    /// [`OpsError::UnknownQueue`].
+    pub async fn require(&self, queue: &str) -> Result<QueueCounts> {
+        self.counts(queue)
+            .await?
+            .ok_or_else(|| OpsError::UnknownQueue(queue.to_owned()))
+    }
+
+    /// Closes the connection.
+    pub async fn close(self) {
+        let _ = self.connection.close(200, ShortString::default()).await;
+    }
+}
+
+/// Publishes `body` to `queue` through the default exchange, mandatory, and
+/// waits for the broker's confirmation. A return (no such queue) or a nack is
+/// [`OpsError::Refused`].
+pub(crate) async fn publish_confirmed(
+    channel: &Channel,
+    queue: &str,
+    body: &[u8],
+    properties: BasicProperties,
+) -> Result<()> {
+    let what = || format!("publishing to `{queue}`");
+    let confirm = channel
+        .basic_publish(
+            ShortString::default(),
+            short(queue)?,
+            BasicPublishOptions {
+                mandatory: true,
+                immediate: false,
+            },
+            body,
+            properties,
+        )
+        .await
+        .map_err(|e| OpsError::amqp(what(), e))?
+        .await
+        .map_err(|e| OpsError::amqp(what(), e))?;
+    if confirm.is_nack() {
+        return Err(OpsError::Refused(format!(
+            "the broker refused a message for `{queue}` (nack)"
+        )));
+    }
+    if confirm.take_message().is_some() {
+        return Err(OpsError::Refused(format!(
+            "the broker returned a message for `{queue}`: no such queue"
+        )));
+    }
+    Ok(())
+}
+
+/// A queue name as an AMQP short string.
+pub(crate) fn short(name: &str) -> Result<ShortString> {
+    ShortString::try_new(name).map_err(|_| {
+        OpsError::Invalid(format!(
+            "queue name `{name}` is {} bytes, over the 255-byte AMQP limit",
+            name.len()
+        ))
+    })
+}
+
+fn is_not_found(e: &lapin::Error) -> bool {
+    e.to_string().contains("NOT_FOUND")
+}
+
+/// `url` with any password replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            let masked = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_owned()
+            };
+            format!("{}{masked}{}", &url[..scheme_end + 3], &rest[at..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_masked_and_nothing_else_changes() {
+        assert_eq!(
+            redact_url("amqp://guest:s3cr3t@host:5672/%2f"),
+            "amqp://guest:***@host:5672/%2f"
+        );
+        assert_eq!(redact_url("amqp://host/%2f"), "amqp://host/%2f");
+        assert_eq!(redact_url("amqp://user@host"), "amqp://user@host");
+        assert_eq!(redact_url("not a url"), "not a url");
+    }
+}

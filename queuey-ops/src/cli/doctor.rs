@@ -1,0 +1,29 @@
+//! `queuey doctor`.
+
+use std::process::ExitCode;
+
+use queuey_ops::Result;
+use queuey_ops::doctor::{self, Status};
+
+use super::{EXIT_PROBLEM, Global, print_json};
+
+pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
+    let checks = doctor::doctor(&global.url, global.mgmt_url.as_deref()).await;
+    if global.json {
+        print_json(&checks);
+    } else {
+        for c in &checks {
+            let mark = match c.status {
+                Status::Ok => "ok  ",
+                Status::Warn => "WARN",
+                Status::Fail => "FAIL",
+            };
+            println!("{mark}  {:<19} {}", c.name, c.detail);
+        }
+    }
+    Ok(if checks.iter().any(|c| c.status == Status::Fail) {
+        ExitCode::from(EXIT_PROBLEM)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,110 @@
+//! `queuey holds`.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use queuey_ops::Result;
+use queuey_ops::holds::{self, Census};
+use queuey_ops::time::{format_duration_ms, format_ms, now_ms};
+
+use super::table::Table;
+use super::{EXIT_PROBLEM, Global, print_json};
+
+#[derive(Debug, Args)]
+pub(crate) struct HoldsArgs {
+    /// Work queues whose hold queues to count.
+    #[arg(required = true, value_name = "QUEUE")]
+    queues: Vec<String>,
+    /// Print Prometheus text exposition (gauges `queuey_hold_jobs` and
+    /// `queuey_hold_consumers`) instead of a table.
+    #[arg(long)]
+    prometheus: bool,
+    /// Read at most N jobs of each hold queue for the release times (0: none).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    peek: usize,
+}
+
+pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
+    let mgmt = global.management()?;
+    let amqp = global.connect("holds").await?;
+    let mut censuses = Vec::new();
+    for queue in &args.queues {
+        match holds::census(&mgmt, &amqp, queue, &global.deferred_suffix, args.peek).await {
+            Ok(c) => censuses.push(c),
+            Err(e) => {
+                amqp.close().await;
+                return Err(e);
+            }
+        }
+    }
+    amqp.close().await;
+    let consumers: u64 = censuses
+        .iter()
+        .flat_map(|c| &c.holds)
+        .map(|h| h.consumers)
+        .sum();
+    if args.prometheus {
+        print!("{}", holds::prometheus(&censuses));
+    } else if global.json {
+        print_json(&censuses);
+    } else {
+        for census in &censuses {
+            print_census(census);
+        }
+    }
+    if consumers > 0 {
+        eprintln!(
+            "problem: {consumers} consumer(s) on hold queues; a consumer takes delayed jobs before \
+             they are due. Find and stop it (the management UI lists a queue's consumers)."
+        );
+        return Ok(ExitCode::from(EXIT_PROBLEM));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_census(census: &Census) {
+    println!(
+        "{}: {} hold queues, {} jobs waiting",
+        census.queue,
+        census.holds.len(),
+        census.total_jobs()
+    );
+    if census.holds.is_empty() {
+        return;
+    }
+    let now = now_ms();
+    let when = |ms: Option<i64>| match ms {
+        Some(ms) => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
+        None => "-".to_owned(),
+    };
+    let mut table = Table::new([
+        "DELAY",
+        "JOBS",
+        "CONSUMERS",
+        "LEASE LEFT",
+        "EARLIEST RELEASE",
+        "LATEST RELEASE",
+        "POLICY",
+    ]);
+    for h in &census.holds {
+        table.row(vec![
+            format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
+            h.jobs.to_string(),
+            h.consumers.to_string(),
+            h.lease_left_ms
+                .map_or("in use".to_owned(), format_duration_ms),
+            when(h.earliest_release_ms),
+            if h.jobs_read < h.jobs {
+                format!("(read {} of {})", h.jobs_read, h.jobs)
+            } else {
+                when(h.latest_release_ms)
+            },
+            if h.policies.is_empty() {
+                "-".to_owned()
+            } else {
+                h.policies.join(",")
+            },
+        ]);
+    }
+    print!("{}", table.render());
+}

@@ -1,0 +1,108 @@
+//! Command-line arguments and what each command prints.
+
+mod dead;
+mod doctor;
+mod holds;
+mod table;
+mod topology;
+mod web;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use queuey_ops::mgmt::Management;
+use queuey_ops::{Amqp, Result};
+
+/// The broker URL used when neither `--url` nor `AMQP_URL` is given.
+const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// Exit code when a check found a problem or a run stopped early.
+pub(crate) const EXIT_PROBLEM: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "queuey",
+    version,
+    about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, topology and health",
+    long_about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, topology and \
+                  health.\n\nQUEUE is always the work queue's name (`emails`); its dead-letter \
+                  queue (`emails.dead`) and hold queues (`emails.deferred.<ms>`) follow from the \
+                  suffixes. Every command that changes something previews by default and acts \
+                  only with --yes.",
+    after_help = "Exit codes: 0 ok, 1 error, 2 bad usage, 3 a check found problems or a run stopped early."
+)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    /// The broker's AMQP URL (the password is never printed).
+    #[arg(long, env = "AMQP_URL", default_value = DEFAULT_URL, hide_env_values = true, hide_default_value = true, global = true)]
+    pub(crate) url: String,
+    /// The management API's base URL [default: http://HOST:15672 with the AMQP credentials]
+    #[arg(long, env = "QUEUEY_MGMT_URL", hide_env_values = true, global = true)]
+    pub(crate) mgmt_url: Option<String>,
+    /// Suffix of dead-letter queues.
+    #[arg(long, default_value = queuey_ops::DEFAULT_DEAD_SUFFIX, global = true)]
+    pub(crate) dead_suffix: String,
+    /// Suffix of hold queues (before `.<ms>`).
+    #[arg(long, default_value = queuey_ops::DEFAULT_DEFERRED_SUFFIX, global = true)]
+    pub(crate) deferred_suffix: String,
+    /// Print JSON instead of tables.
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+}
+
+impl Global {
+    pub(crate) async fn connect(&self, what: &str) -> Result<Amqp> {
+        let name = format!("queuey-cli-{what}-{}", std::process::id());
+        Amqp::connect(&self.url, &name).await
+    }
+
+    pub(crate) fn management(&self) -> Result<Management> {
+        Management::for_amqp_url(&self.url, self.mgmt_url.as_deref())
+    }
+
+    pub(crate) fn dead_queue(&self, queue: &str) -> String {
+        queuey_ops::dead_queue_of(queue, &self.dead_suffix)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Dead letters: list, group, show, redrive, purge with an export, import.
+    #[command(subcommand)]
+    Dead(dead::DeadCommand),
+    /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times.
+    Holds(holds::HoldsArgs),
+    /// Compare the broker's queues with a queue set, or declare what is missing.
+    #[command(subcommand)]
+    Topology(topology::TopologyCommand),
+    /// Check connectivity, credentials, heartbeat, broker version, plugins and alarms.
+    Doctor,
+    /// Serve the web dashboard (localhost by default).
+    Web(web::WebArgs),
+}
+
+pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
+        Command::Holds(args) => holds::run(&cli.global, args).await,
+        Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
+        Command::Doctor => doctor::run(&cli.global).await,
+        Command::Web(args) => web::run(&cli.global, args).await,
+    }
+}
+
+/// Prints `value` as pretty JSON.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => println!("{text}"),
+        Err(e) => eprintln!("error: cannot print JSON: {e}"),
+    }
+}

@@ -1,0 +1,145 @@
+//! `queuey topology verify|apply`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use queuey_ops::topology::{self, QueueSpec, TopologySpec};
+use queuey_ops::{OpsError, Result};
+
+use super::table::Table;
+use super::{EXIT_PROBLEM, Global, print_json};
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TopologyCommand {
+    /// Compare the broker with a queue set; exit 3 on any problem.
+    ///
+    /// Checks that each queue exists, is classic and durable, and has the
+    /// arguments queuey declares; finds orphan hold queues, consumers on
+    /// hold queues, policies or operator policies overriding TTL, expiry,
+    /// length or dead-lettering, and leftover `.retry` queues.
+    Verify(QueueSet),
+    /// Declare the queues of a queue set that are missing (preview unless --yes).
+    /// Existing queues are never changed.
+    Apply {
+        #[command(flatten)]
+        set: QueueSet,
+        /// Act; without it apply only prints what it would declare.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// The queue set: a TOML file, queue names with the settings they share, or both.
+#[derive(Debug, Args)]
+pub(crate) struct QueueSet {
+    /// A queue-set file (TOML: `[[queue]] name = "emails"`, see the README).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// A work queue of the set (repeatable); the settings below apply to these.
+    #[arg(long = "queue", value_name = "QUEUE")]
+    queues: Vec<String>,
+    /// Priority levels of the --queue queues (0: none).
+    #[arg(long, value_name = "N", default_value_t = queuey_core::QueueConfig::DEFAULT_MAX_PRIORITY)]
+    max_priority: u8,
+    /// x-message-ttl of the --queue queues.
+    #[arg(long, value_name = "MS")]
+    message_ttl_ms: Option<u64>,
+    /// The --queue queues are not durable.
+    #[arg(long)]
+    not_durable: bool,
+    /// The --queue queues have no dead-letter queue.
+    #[arg(long)]
+    no_dead_letters: bool,
+}
+
+impl QueueSet {
+    fn spec(&self, global: &Global) -> Result<TopologySpec> {
+        let mut spec = match &self.config {
+            Some(path) => TopologySpec::from_file(path)?,
+            None => TopologySpec {
+                dead_suffix: global.dead_suffix.clone(),
+                deferred_suffix: global.deferred_suffix.clone(),
+                queues: Vec::new(),
+            },
+        };
+        for name in &self.queues {
+            spec.queues.push(QueueSpec {
+                name: name.clone(),
+                max_priority: self.max_priority,
+                message_ttl_ms: self.message_ttl_ms,
+                durable: !self.not_durable,
+                dead_letters: !self.no_dead_letters,
+            });
+        }
+        if spec.queues.is_empty() {
+            return Err(OpsError::Invalid(
+                "no queues to check: give --queue NAME (repeatable) or --config FILE".into(),
+            ));
+        }
+        Ok(spec)
+    }
+}
+
+pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCode> {
+    let mgmt = global.management()?;
+    match cmd {
+        TopologyCommand::Verify(set) => {
+            let spec = set.spec(global)?;
+            let amqp = global.connect("topology-verify").await?;
+            let problems = topology::verify(&mgmt, Some(&amqp), &spec).await;
+            amqp.close().await;
+            let problems = problems?;
+            if global.json {
+                print_json(&problems);
+            } else if problems.is_empty() {
+                println!("topology ok: {} queue(s) match", spec.queues.len());
+            } else {
+                let mut table = Table::new(["QUEUE", "PROBLEM", "DETAIL"]);
+                for p in &problems {
+                    let kind = serde_json::to_value(p.kind)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default();
+                    table.row(vec![p.queue.clone(), kind, p.detail.clone()]);
+                }
+                print!("{}", table.render());
+                println!("{} problem(s)", problems.len());
+            }
+            Ok(if problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(EXIT_PROBLEM)
+            })
+        }
+        TopologyCommand::Apply { set, yes } => {
+            let spec = set.spec(global)?;
+            let plan = topology::plan_apply(&mgmt, &spec).await?;
+            if !yes {
+                if global.json {
+                    print_json(&serde_json::json!({ "preview": true, "declare": plan }));
+                } else {
+                    println!("preview: would declare {} queue(s):", plan.len());
+                    for d in &plan {
+                        println!("  {} durable={} {:?}", d.name, d.durable, d.arguments);
+                    }
+                    println!("nothing was changed; add --yes to declare them");
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let amqp = global.connect("topology-apply").await?;
+            let done = topology::apply(&amqp, &plan).await;
+            amqp.close().await;
+            done?;
+            if global.json {
+                print_json(&serde_json::json!({ "declared": plan }));
+            } else {
+                println!("declared {} queue(s)", plan.len());
+                for d in &plan {
+                    println!("  {}", d.name);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

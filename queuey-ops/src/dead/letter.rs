@@ -1,0 +1,216 @@
+//! One dead letter, read off a dead-letter queue.
+
+use lapin::BasicProperties;
+use lapin::types::FieldTable;
+use queuey_core::{Envelope, Uuid};
+use serde::Serialize;
+
+use crate::dead::fingerprint;
+use crate::headers;
+
+/// The reason queuey gives a body that is not an envelope.
+pub const MALFORMED_REASON: &str = "malformed envelope";
+
+/// A dead letter: the exact body and properties, and what queuey's headers
+/// and envelope say about it.
+#[derive(Debug, Clone)]
+pub struct DeadLetter {
+    /// 1-based position in the queue when it was read (1 = oldest).
+    pub position: usize,
+    /// The body, byte for byte.
+    pub body: Vec<u8>,
+    /// The message properties, headers included.
+    pub properties: BasicProperties,
+    /// The envelope, when the body decodes as one.
+    pub envelope: Option<Envelope>,
+}
+
+impl DeadLetter {
+    /// A dead letter from a message read at `position`.
+    pub fn new(position: usize, body: Vec<u8>, properties: BasicProperties) -> Self {
+        let envelope = Envelope::decode(&body).ok();
+        DeadLetter {
+            position,
+            body,
+            properties,
+            envelope,
+        }
+    }
+
+    fn headers(&self) -> Option<&FieldTable> {
+        self.properties.headers().as_ref()
+    }
+
+    /// The job id: the envelope's, else a message id that is a UUID.
+    pub fn job_id(&self) -> Option<Uuid> {
+        match &self.envelope {
+            Some(env) => Some(env.job_id),
+            None => self
+                .properties
+                .message_id()
+                .as_ref()
+                .and_then(|id| Uuid::try_parse(id.as_str()).ok()),
+        }
+    }
+
+    /// The id to show and to ask for: the job id, else the message id, else
+    /// `#position`.
+    pub fn id(&self) -> String {
+        if let Some(id) = self.job_id() {
+            return id.to_string();
+        }
+        match self.properties.message_id() {
+            Some(id) if !id.as_str().is_empty() => id.as_str().to_owned(),
+            _ => format!("#{}", self.position),
+        }
+    }
+
+    /// Whether `id` names this dead letter (job id, message id or `#position`).
+    pub fn answers_to(&self, id: &str) -> bool {
+        let id = id.trim();
+        self.id().eq_ignore_ascii_case(id)
+            || id.strip_prefix('#').and_then(|n| n.parse().ok()) == Some(self.position)
+            || self
+                .properties
+                .message_id()
+                .as_ref()
+                .is_some_and(|m| m.as_str() == id)
+    }
+
+    /// The job type, from the envelope or the message's `type` property.
+    pub fn job_type(&self) -> Option<String> {
+        match &self.envelope {
+            Some(env) => Some(env.job_type.clone()),
+            None => self
+                .properties
+                .kind()
+                .as_ref()
+                .map(|t| t.as_str().to_owned()),
+        }
+    }
+
+    /// Why it died (`x-death-reason`), or `(no reason)`.
+    pub fn reason(&self) -> String {
+        headers::text(self.headers(), headers::REASON).unwrap_or_else(|| "(no reason)".to_owned())
+    }
+
+    /// The reason's fingerprint.
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.reason())
+    }
+
+    /// Attempts made (`x-attempts`, else the envelope's attempt).
+    pub fn attempts(&self) -> Option<i64> {
+        headers::integer(self.headers(), headers::ATTEMPTS)
+            .or_else(|| self.envelope.as_ref().map(|e| i64::from(e.attempt)))
+    }
+
+    /// The queue a redrive sends it back to: `x-original-queue`, else the
+    /// envelope's queue.
+    pub fn original_queue(&self) -> Option<String> {
+        headers::text(self.headers(), headers::ORIGINAL_QUEUE)
+            .filter(|q| !q.is_empty())
+            .or_else(|| self.envelope.as_ref().map(|e| e.queue.clone()))
+    }
+
+    /// Whether the body is not an envelope.
+    pub fn is_malformed(&self) -> bool {
+        self.envelope.is_none()
+    }
+
+    /// How many times it was redriven already.
+    pub fn redrive_count(&self) -> i64 {
+        headers::integer(self.headers(), headers::REDRIVE_COUNT).unwrap_or(0)
+    }
+
+    /// A one-line summary for listings.
+    pub fn summary(&self) -> Summary {
+        Summary {
+            position: self.position,
+            id: self.id(),
+            job_type: self.job_type(),
+            reason: self.reason(),
+            fingerprint: self.fingerprint(),
+            attempts: self.attempts(),
+            original_queue: self.original_queue(),
+            enqueued_at_ms: self.envelope.as_ref().map(|e| e.enqueued_at_ms),
+            malformed: self.is_malformed(),
+            redrives: self.redrive_count(),
+            bytes: self.body.len(),
+        }
+    }
+}
+
+/// What `dead ls` shows of one dead letter.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    /// 1-based position in the queue (1 = oldest).
+    pub position: usize,
+    /// Job id, message id or `#position`.
+    pub id: String,
+    /// Job type, when known.
+    pub job_type: Option<String>,
+    /// Why it died.
+    pub reason: String,
+    /// The reason's fingerprint.
+    pub fingerprint: String,
+    /// Attempts made.
+    pub attempts: Option<i64>,
+    /// Where a redrive sends it.
+    pub original_queue: Option<String>,
+    /// When the job was first enqueued.
+    pub enqueued_at_ms: Option<u64>,
+    /// Whether the body is not an envelope.
+    pub malformed: bool,
+    /// Earlier redrives.
+    pub redrives: i64,
+    /// Body size.
+    pub bytes: usize,
+}
+
+/// Which dead letters an operation applies to. Every set condition must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// The reason contains this text (case-insensitive).
+    pub reason: Option<String>,
+    /// The job type is exactly this.
+    pub job_type: Option<String>,
+    /// The reason's fingerprint is exactly this.
+    pub fingerprint: Option<String>,
+    /// The dead letter answers to one of these ids.
+    pub ids: Vec<String>,
+}
+
+impl Filter {
+    /// Everything.
+    pub fn all() -> Self {
+        Filter::default()
+    }
+
+    /// Whether `letter` passes.
+    pub fn matches(&self, letter: &DeadLetter) -> bool {
+        let reason_ok = self.reason.as_ref().is_none_or(|text| {
+            letter
+                .reason()
+                .to_lowercase()
+                .contains(&text.to_lowercase())
+        });
+        let type_ok = self
+            .job_type
+            .as_ref()
+            .is_none_or(|t| letter.job_type().as_deref() == Some(t.as_str()));
+        let fingerprint_ok = self
+            .fingerprint
+            .as_ref()
+            .is_none_or(|f| &letter.fingerprint() == f);
+        if !(reason_ok && type_ok && fingerprint_ok) {
+            return false;
+        }
+        self.ids.is_empty() || self.ids.iter().any(|id| letter.answers_to(id))
+    }
+
+    /// Whether no condition is set.
+    pub fn is_all(&self) -> bool {
+        *self == Filter::default()
+    }
+}

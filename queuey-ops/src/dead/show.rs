@@ -1,0 +1,122 @@
+//! Everything about one dead letter, for `dead show`.
+
+use std::collections::BTreeMap;
+
+use lapin::types::AMQPValue;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::dead::DeadLetter;
+
+/// One dead letter in full.
+#[derive(Debug, Clone, Serialize)]
+pub struct Detail {
+    /// The summary line.
+    pub summary: crate::dead::Summary,
+    /// The message properties other than headers.
+    pub properties: BTreeMap<String, Value>,
+    /// The headers, as JSON.
+    pub headers: BTreeMap<String, Value>,
+    /// The envelope without its payload, when the body is one.
+    pub envelope: Option<Value>,
+    /// The payload (or, for a malformed body, the body as text or base64).
+    pub payload: Value,
+}
+
+/// The detail of `letter`.
+pub fn show(letter: &DeadLetter) -> Detail {
+    let p = &letter.properties;
+    let mut properties = BTreeMap::new();
+    let mut put = |k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            properties.insert(k.to_owned(), v);
+        }
+    };
+    put(
+        "message_id",
+        p.message_id().as_ref().map(|s| json!(s.as_str())),
+    );
+    put("type", p.kind().as_ref().map(|s| json!(s.as_str())));
+    put(
+        "content_type",
+        p.content_type().as_ref().map(|s| json!(s.as_str())),
+    );
+    put(
+        "correlation_id",
+        p.correlation_id().as_ref().map(|s| json!(s.as_str())),
+    );
+    put("priority", p.priority().map(|n| json!(n)));
+    put("delivery_mode", p.delivery_mode().map(|n| json!(n)));
+    put("timestamp", p.timestamp().map(|n| json!(n)));
+    let headers = p
+        .headers()
+        .as_ref()
+        .map(|h| {
+            h.inner()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), amqp_value_to_json(v)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let (envelope, payload) = match &letter.envelope {
+        Some(env) => {
+            let payload = serde_json::from_str(env.payload.get()).unwrap_or(Value::Null);
+            let envelope = json!({
+                "job_id": env.job_id,
+                "job_type": env.job_type,
+                "queue": env.queue,
+                "attempt": env.attempt,
+                "enqueued_at_ms": env.enqueued_at_ms,
+                "deferrals": env.deferrals,
+                "priority": env.priority,
+                "correlation_id": env.correlation_id,
+            });
+            (Some(envelope), payload)
+        }
+        None => {
+            let payload = match std::str::from_utf8(&letter.body) {
+                Ok(text) => json!(text),
+                Err(_) => json!({ "base64": data_encoding::BASE64.encode(&letter.body) }),
+            };
+            (None, payload)
+        }
+    };
+    Detail {
+        summary: letter.summary(),
+        properties,
+        headers,
+        envelope,
+        payload,
+    }
+}
+
+/// An AMQP value as JSON, for reading (types are not kept; exports keep them).
+pub fn amqp_value_to_json(value: &AMQPValue) -> Value {
+    match value {
+        AMQPValue::Boolean(b) => json!(b),
+        AMQPValue::ShortShortInt(n) => json!(n),
+        AMQPValue::ShortShortUInt(n) => json!(n),
+        AMQPValue::ShortInt(n) => json!(n),
+        AMQPValue::ShortUInt(n) => json!(n),
+        AMQPValue::LongInt(n) => json!(n),
+        AMQPValue::LongUInt(n) => json!(n),
+        AMQPValue::LongLongInt(n) => json!(n),
+        AMQPValue::Float(n) => json!(n),
+        AMQPValue::Double(n) => json!(n),
+        AMQPValue::DecimalValue(d) => json!(format!("{d:?}")),
+        AMQPValue::ShortString(s) => json!(s.as_str()),
+        AMQPValue::LongString(s) => json!(String::from_utf8_lossy(s.as_bytes())),
+        AMQPValue::FieldArray(a) => {
+            Value::Array(a.as_slice().iter().map(amqp_value_to_json).collect())
+        }
+        AMQPValue::Timestamp(t) => json!(t),
+        AMQPValue::FieldTable(t) => Value::Object(
+            t.inner()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), amqp_value_to_json(v)))
+                .collect(),
+        ),
+        AMQPValue::ByteArray(b) => json!({ "base64": data_encoding::BASE64.encode(b.as_slice()) }),
+        AMQPValue::Void => Value::Null,
+    }
+}

@@ -1,0 +1,217 @@
+//! `dead purge --export` and `dead import`: a lossless round trip through a
+//! JSON Lines file.
+//!
+//! Each line is one [`ExportRecord`]: the queue, the body as base64 (byte
+//! for byte) and the full AMQP properties with typed headers. The last line
+//! is a trailer, `{"queuey_export_end":{"records":N}}`, so that a file cut
+//! short, even exactly at a line end, is refused on import.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use lapin::BasicProperties;
+use serde::{Deserialize, Serialize};
+
+use crate::amqp::{Amqp, publish_confirmed};
+use crate::browse::Cursor;
+use crate::dead::{DeadLetter, Filter};
+use crate::error::{OpsError, Result};
+
+const TRAILER_KEY: &str = "queuey_export_end";
+
+/// One exported message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExportRecord {
+    /// The queue it was exported from (and is imported back into).
+    pub queue: String,
+    /// Its id, for reading the file.
+    pub id: String,
+    /// Its reason, for reading the file.
+    pub reason: String,
+    /// The body, base64.
+    pub body_base64: String,
+    /// The properties, headers with their AMQP types.
+    pub properties: BasicProperties,
+}
+
+impl ExportRecord {
+    fn of(queue: &str, letter: &DeadLetter) -> Self {
+        ExportRecord {
+            queue: queue.to_owned(),
+            id: letter.id(),
+            reason: letter.reason(),
+            body_base64: data_encoding::BASE64.encode(&letter.body),
+            properties: letter.properties.clone(),
+        }
+    }
+
+    /// The body.
+    pub fn body(&self) -> Result<Vec<u8>, String> {
+        data_encoding::BASE64
+            .decode(self.body_base64.as_bytes())
+            .map_err(|e| format!("body_base64 is not base64: {e}"))
+    }
+}
+
+/// What a purge did.
+#[derive(Debug, Clone, Serialize)]
+pub struct PurgeReport {
+    /// The export file.
+    pub file: PathBuf,
+    /// Dead letters written to it and then removed.
+    pub purged: usize,
+    /// Dead letters read that did not match and stayed.
+    pub kept: usize,
+}
+
+/// Removes the dead letters of `dead_queue` that pass `filter`, after
+/// writing every one of them to a new file at `path` and flushing it to disk.
+///
+/// The file must not exist yet. If anything fails before the file is
+/// complete and synced, nothing is removed. A crash after that leaves every
+/// dead letter either still queued or in the file (or both).
+pub async fn purge_with_export(
+    amqp: &Amqp,
+    dead_queue: &str,
+    filter: &Filter,
+    path: &Path,
+) -> Result<PurgeReport> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| OpsError::io(path, e))?;
+    let mut cursor = Cursor::open(amqp, dead_queue, None).await?;
+    let outcome = export_then_ack(&mut cursor, dead_queue, filter, file, path).await;
+    cursor.release().await;
+    outcome
+}
+
+async fn export_then_ack(
+    cursor: &mut Cursor,
+    dead_queue: &str,
+    filter: &Filter,
+    file: File,
+    path: &Path,
+) -> Result<PurgeReport> {
+    let mut out = BufWriter::new(file);
+    let mut tags = Vec::new();
+    let mut kept = 0;
+    let io = |e: std::io::Error| OpsError::io(path, e);
+    while let Some(held) = cursor.next().await? {
+        let letter = DeadLetter::new(held.position, held.body, held.properties);
+        if !filter.matches(&letter) {
+            kept += 1;
+            continue;
+        }
+        serde_json::to_writer(&mut out, &ExportRecord::of(dead_queue, &letter))
+            .map_err(|e| io(e.into()))?;
+        out.write_all(b"\n").map_err(io)?;
+        tags.push(held.tag);
+    }
+    let trailer = serde_json::json!({ TRAILER_KEY: { "records": tags.len() } });
+    writeln!(out, "{trailer}").map_err(io)?;
+    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
+    file.sync_all().map_err(io)?;
+    for tag in &tags {
+        cursor.ack(*tag).await?;
+    }
+    Ok(PurgeReport {
+        file: path.to_owned(),
+        purged: tags.len(),
+        kept,
+    })
+}
+
+/// Reads and checks a whole export file. Any line that is not a record, or
+/// a missing or wrong trailer, is [`OpsError::BadImport`].
+pub fn read_export(path: &Path) -> Result<Vec<ExportRecord>> {
+    let file = File::open(path).map_err(|e| OpsError::io(path, e))?;
+    let bad = |line: usize, detail: String| OpsError::BadImport {
+        path: path.to_owned(),
+        line,
+        detail,
+    };
+    let mut records = Vec::new();
+    let mut trailer = None;
+    let mut last_line = 0;
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let number = index + 1;
+        last_line = number;
+        let line = line.map_err(|e| bad(number, format!("cannot read the line: {e}")))?;
+        if trailer.is_some() {
+            return Err(bad(number, "a line after the end-of-export trailer".into()));
+        }
+        let value: serde_json::Value = serde_json::from_str(&line)
+            .map_err(|e| bad(number, format!("not JSON ({e}); is the file truncated?")))?;
+        if let Some(end) = value.get(TRAILER_KEY) {
+            let count = end.get("records").and_then(serde_json::Value::as_u64);
+            trailer = Some((number, count));
+            continue;
+        }
+        let record: ExportRecord = serde_json::from_value(value)
+            .map_err(|e| bad(number, format!("not an exported dead letter: {e}")))?;
+        record.body().map_err(|e| bad(number, e))?;
+        records.push(record);
+    }
+    match trailer {
+        None => Err(bad(
+            last_line.max(1),
+            "no end-of-export trailer: the file is truncated or not a queuey export".into(),
+        )),
+        Some((line, count)) if count != Some(records.len() as u64) => Err(bad(
+            line,
+            format!(
+                "the trailer announces {count:?} records but the file holds {}",
+                records.len()
+            ),
+        )),
+        Some(_) => Ok(records),
+    }
+}
+
+/// Where an import would put the records.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportPlan {
+    /// Records in the file.
+    pub records: usize,
+    /// Records per destination queue.
+    pub by_queue: BTreeMap<String, usize>,
+}
+
+/// Where [`import`] would put `records` (into `to`, else back where they
+/// were exported from).
+pub fn plan_import(records: &[ExportRecord], to: Option<&str>) -> ImportPlan {
+    let mut by_queue = BTreeMap::new();
+    for r in records {
+        *by_queue
+            .entry(to.unwrap_or(&r.queue).to_owned())
+            .or_default() += 1;
+    }
+    ImportPlan {
+        records: records.len(),
+        by_queue,
+    }
+}
+
+/// Publishes every record, confirmed, with its exact body and properties.
+/// Checks first that every destination queue exists: a missing one is
+/// [`OpsError::UnknownQueue`] and nothing is published.
+pub async fn import(amqp: &Amqp, records: &[ExportRecord], to: Option<&str>) -> Result<usize> {
+    let plan = plan_import(records, to);
+    for queue in plan.by_queue.keys() {
+        amqp.require(queue).await?;
+    }
+    let channel = amqp.confirm_channel().await?;
+    for record in records {
+        let queue = to.unwrap_or(&record.queue);
+        let body = record.body().map_err(OpsError::Invalid)?;
+        publish_confirmed(&channel, queue, &body, record.properties.clone()).await?;
+    }
+    let _ = channel
+        .close(200, lapin::types::ShortString::default())
+        .await;
+    Ok(records.len())
+}

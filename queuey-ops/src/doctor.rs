@@ -1,0 +1,264 @@
+//! `doctor`: can the tools and the workers reach the broker, and is it
+//! healthy? Connectivity and credentials (the password is never shown),
+//! heartbeat, broker version and what it implies, plugins, alarms.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::amqp::Amqp;
+use crate::mgmt::Management;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Fine.
+    Ok,
+    /// Works, but read the detail.
+    Warn,
+    /// Broken.
+    Fail,
+}
+
+/// One check of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// How it came out.
+    pub status: Status,
+    /// What was found, and what to do about it.
+    pub detail: String,
+}
+
+fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
+    Check {
+        name,
+        status,
+        detail: detail.into(),
+    }
+}
+
+/// Runs every check against the broker at `url` (management API at
+/// `mgmt_base`, else the AMQP host on port 15672).
+pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
+    let mut out = Vec::new();
+    let name = format!("queuey-doctor-{}", std::process::id());
+    match Amqp::connect(url, &name).await {
+        Ok(amqp) => {
+            let status = amqp.connection().status();
+            out.push(check(
+                "amqp",
+                Status::Ok,
+                format!(
+                    "connected to {} as `{}` (vhost `{}`)",
+                    amqp.url(),
+                    status.username(),
+                    status.vhost()
+                ),
+            ));
+            let heartbeat = amqp.connection().configuration().heartbeat();
+            out.push(if heartbeat == 0 {
+                check(
+                    "heartbeat",
+                    Status::Warn,
+                    "heartbeats are off: a dead peer goes unnoticed until TCP gives up",
+                )
+            } else {
+                check("heartbeat", Status::Ok, format!("{heartbeat}s negotiated"))
+            });
+            if status.blocked() {
+                out.push(check(
+                    "publishing",
+                    Status::Fail,
+                    "the broker blocks publishers (a memory or disk alarm)",
+                ));
+            }
+            amqp.close().await;
+        }
+        Err(e) => out.push(check(
+            "amqp",
+            Status::Fail,
+            format!("{e}; check the host, port, vhost and credentials"),
+        )),
+    }
+    let mgmt = match Management::for_amqp_url(url, mgmt_base) {
+        Ok(m) => m,
+        Err(e) => {
+            out.push(check("management", Status::Fail, e.to_string()));
+            return out;
+        }
+    };
+    let overview = match mgmt.overview().await {
+        Ok(v) => v,
+        Err(e) => {
+            out.push(check(
+                "management",
+                Status::Fail,
+                format!("{e} (needed by `holds`, `topology` and the dashboard)"),
+            ));
+            return out;
+        }
+    };
+    let version = overview["rabbitmq_version"]
+        .as_str()
+        .unwrap_or("?")
+        .to_owned();
+    out.push(check(
+        "management",
+        Status::Ok,
+        format!(
+            "{} answers: RabbitMQ {version}, Erlang {}, cluster `{}`",
+            mgmt.base(),
+            overview["erlang_version"].as_str().unwrap_or("?"),
+            overview["cluster_name"].as_str().unwrap_or("?")
+        ),
+    ));
+    out.push(version_check(&version));
+    if let Ok(nodes) = mgmt.nodes().await {
+        out.push(plugins_check(&nodes));
+        out.extend(alarm_checks(&nodes));
+    }
+    if let Ok(Some(vhost)) = mgmt.vhost_info().await {
+        let dqt = vhost["default_queue_type"].as_str().unwrap_or("undefined");
+        out.push(if dqt == "quorum" || dqt == "stream" {
+            check(
+                "default queue type",
+                Status::Warn,
+                format!(
+                    "vhost `{}` defaults to {dqt} queues; queuey declares classic explicitly, \
+                     but queues declared by other tools without a type become {dqt}",
+                    mgmt.vhost()
+                ),
+            )
+        } else {
+            check("default queue type", Status::Ok, format!("{dqt} (classic)"))
+        });
+    }
+    out
+}
+
+/// What the broker version means for queuey.
+pub fn version_check(version: &str) -> Check {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    match (major, minor) {
+        (0..=2, _) => check(
+            "version",
+            Status::Fail,
+            format!("RabbitMQ {version} is too old"),
+        ),
+        (3, m) if m < 13 => check(
+            "version",
+            Status::Warn,
+            format!(
+                "RabbitMQ {version}: out of support; an upgrade to 4.x goes through 3.13 with every \
+                 feature flag enabled. Classic consumer timeout 30 min; max message 128 MiB"
+            ),
+        ),
+        (3, _) => check(
+            "version",
+            Status::Warn,
+            format!(
+                "RabbitMQ {version}: the last 3.x; enable all feature flags, then upgrade to 4.x"
+            ),
+        ),
+        (4, m) if m < 3 => check(
+            "version",
+            Status::Ok,
+            format!(
+                "RabbitMQ {version}: client x-death is not interpreted; max message 16 MiB; \
+                 classic mirroring is gone"
+            ),
+        ),
+        _ => check(
+            "version",
+            Status::Ok,
+            format!(
+                "RabbitMQ {version}: transient non-exclusive queues are refused (queuey's are \
+                 durable); classic queues have no consumer timeout, so keep the worker's timeout \
+                 layer on; max message 16 MiB"
+            ),
+        ),
+    }
+}
+
+fn plugins_check(nodes: &[Value]) -> Check {
+    let has = |plugin: &str| {
+        nodes.iter().any(|n| {
+            n["applications"]
+                .as_array()
+                .is_some_and(|apps| apps.iter().any(|a| a["name"] == plugin))
+        })
+    };
+    if has("rabbitmq_prometheus") {
+        check(
+            "plugins",
+            Status::Ok,
+            "rabbitmq_management, rabbitmq_prometheus",
+        )
+    } else {
+        check(
+            "plugins",
+            Status::Ok,
+            "rabbitmq_management (rabbitmq_prometheus is off: optional, for broker metrics)",
+        )
+    }
+}
+
+fn alarm_checks(nodes: &[Value]) -> Vec<Check> {
+    nodes
+        .iter()
+        .map(|n| {
+            let name = n["name"].as_str().unwrap_or("?");
+            let mem = n["mem_alarm"].as_bool().unwrap_or(false);
+            let disk = n["disk_free_alarm"].as_bool().unwrap_or(false);
+            let gib = |v: &Value| v.as_f64().unwrap_or(0.0) / (1u64 << 30) as f64;
+            let detail = format!(
+                "node {name}: memory {:.2} of {:.2} GiB, disk free {:.1} GiB (limit {:.2} GiB)",
+                gib(&n["mem_used"]),
+                gib(&n["mem_limit"]),
+                gib(&n["disk_free"]),
+                gib(&n["disk_free_limit"])
+            );
+            match (mem, disk) {
+                (false, false) => check("alarms", Status::Ok, format!("none; {detail}")),
+                _ => check(
+                    "alarms",
+                    Status::Fail,
+                    format!(
+                        "{}{}: publishers are blocked; {detail}",
+                        if mem { "MEMORY ALARM " } else { "" },
+                        if disk { "DISK ALARM" } else { "" }
+                    ),
+                ),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_say_what_they_imply() {
+        assert_eq!(version_check("3.10.8").status, Status::Warn);
+        assert!(version_check("3.10.8").detail.contains("3.13"));
+        assert_eq!(version_check("4.1.0").status, Status::Ok);
+        assert!(
+            version_check("4.3.5")
+                .detail
+                .contains("no consumer timeout")
+        );
+    }
+
+    #[test]
+    fn alarms_fail_the_check() {
+        let nodes =
+            vec![serde_json::json!({"name": "n", "mem_alarm": true, "disk_free_alarm": false})];
+        let checks = alarm_checks(&nodes);
+        assert_eq!(checks[0].status, Status::Fail);
+        assert!(checks[0].detail.contains("MEMORY ALARM"));
+    }
+}

@@ -1,0 +1,103 @@
+//! The one error type of every operation.
+
+use std::path::PathBuf;
+
+/// What went wrong in an operation, with a message an operator can act on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpsError {
+    /// The AMQP connection could not be opened.
+    #[error("cannot connect to the broker at {url}: {source}")]
+    Connect {
+        /// The URL, password masked.
+        url: String,
+        /// What lapin reported.
+        #[source]
+        source: lapin::Error,
+    },
+    /// An AMQP call failed.
+    #[error("{what}: {source}")]
+    Amqp {
+        /// What was being done.
+        what: String,
+        /// What lapin reported.
+        #[source]
+        source: lapin::Error,
+    },
+    /// The queue does not exist on the broker.
+    #[error("queue `{0}` does not exist on the broker (check the name and the vhost)")]
+    UnknownQueue(String),
+    /// No dead letter with this id.
+    #[error("no dead letter `{id}` in `{queue}` (ids are job ids, message ids or #position)")]
+    NotFound {
+        /// The dead-letter queue searched.
+        queue: String,
+        /// The id asked for.
+        id: String,
+    },
+    /// The management HTTP API cannot be reached.
+    #[error(
+        "the RabbitMQ management API is not reachable at {url} ({detail}); enable it on the \
+         broker with `rabbitmq-plugins enable rabbitmq_management`, or point --mgmt-url at it"
+    )]
+    ManagementMissing {
+        /// The base URL tried.
+        url: String,
+        /// Why it failed.
+        detail: String,
+    },
+    /// The management API answered with an error.
+    #[error("the management API answered {status} for {path}: {body}")]
+    Management {
+        /// The HTTP status.
+        status: u16,
+        /// The path asked for.
+        path: String,
+        /// The start of the answer.
+        body: String,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the OS reported.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An import file is not a complete export.
+    #[error("{path}, line {line}: {detail}; nothing was imported")]
+    BadImport {
+        /// The file.
+        path: PathBuf,
+        /// The 1-based line.
+        line: usize,
+        /// What is wrong with it.
+        detail: String,
+    },
+    /// The broker refused or returned a message; the operation stopped.
+    #[error("{0}")]
+    Refused(String),
+    /// An argument or a configuration value is not usable.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl OpsError {
+    pub(crate) fn amqp(what: impl Into<String>, source: lapin::Error) -> Self {
+        OpsError::Amqp {
+            what: what.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        OpsError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The result of an operation.
+pub type Result<T, E = OpsError> = std::result::Result<T, E>;

@@ -1,0 +1,265 @@
+//! The hold census: for each hold queue of a work queue, its delay, the jobs
+//! waiting in it, its consumers (which must be 0: a consumed message never
+//! expires, so a consumer on a hold queue steals delayed jobs), the time left
+//! on its `x-expires` lease, and when its jobs come back.
+//!
+//! Hold queues are found through the management API (AMQP cannot list
+//! queues). Counts and consumers come from a passive declare, which is exact
+//! where the API's statistics lag by up to their emission interval. Release
+//! times come from the `queuey-due-at` header of the waiting jobs, read from
+//! the head of each hold queue and handed back in order (see
+//! [`browse`](crate::browse)).
+//!
+//! Reading a hold queue is "use" to the broker: the declare and the reads
+//! renew its lease (never shorten it), and the few milliseconds a message is
+//! held can only make it later, never earlier.
+
+use serde::Serialize;
+
+use crate::amqp::Amqp;
+use crate::browse::browse_counted;
+use crate::error::Result;
+use crate::headers;
+use crate::mgmt::{Management, QueueInfo};
+use crate::time::{now_ms, parse_ms};
+
+/// One hold queue in the census.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HoldQueue {
+    /// The hold queue's name.
+    pub name: String,
+    /// Its delay (the TTL in its name).
+    pub delay_ms: u64,
+    /// Jobs waiting.
+    pub jobs: u64,
+    /// Consumers attached (must be 0).
+    pub consumers: u64,
+    /// Effective `x-expires` (the smaller of the argument and any policy).
+    pub expires_ms: Option<i64>,
+    /// Effective TTL (the smaller of the argument and any policy).
+    pub message_ttl_ms: Option<i64>,
+    /// Time left on the lease before this census renewed it, from the
+    /// broker's `idle_since`; `None` while the queue is in use.
+    pub lease_left_ms: Option<i64>,
+    /// Due time of the first job waiting, when it carries `queuey-due-at`.
+    pub earliest_release_ms: Option<i64>,
+    /// Due time of the last job waiting, when every job was read and it
+    /// carries `queuey-due-at`.
+    pub latest_release_ms: Option<i64>,
+    /// Jobs read for the release times.
+    pub jobs_read: u64,
+    /// The policy and operator policy applied, if any.
+    pub policies: Vec<String>,
+}
+
+/// Every hold queue of one work queue.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Census {
+    /// The work queue.
+    pub queue: String,
+    /// Its hold queues, shortest delay first.
+    pub holds: Vec<HoldQueue>,
+}
+
+impl Census {
+    /// Jobs waiting in all hold queues.
+    pub fn total_jobs(&self) -> u64 {
+        self.holds.iter().map(|h| h.jobs).sum()
+    }
+
+    /// The census as Prometheus text exposition.
+    pub fn prometheus(&self) -> String {
+        prometheus(std::slice::from_ref(self))
+    }
+}
+
+/// A regex (for the management API) matching `{queue}{suffix}.{digits}`.
+pub fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
+    format!(
+        "^{}\\.[0-9]+$",
+        regex_escape(&format!("{queue}{deferred_suffix}"))
+    )
+}
+
+/// The delay in a hold queue's name, if it is one of `queue`'s.
+pub fn hold_delay(name: &str, queue: &str, deferred_suffix: &str) -> Option<u64> {
+    let digits = name
+        .strip_prefix(queue)?
+        .strip_prefix(deferred_suffix)?
+        .strip_prefix('.')?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The effective value of a limit set both as an argument and by policy:
+/// the broker applies the smaller.
+pub fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i64> {
+    let arg = info.int_argument(argument);
+    let policy = info.policy_keys().get(policy_key).and_then(|v| v.as_i64());
+    match (arg, policy) {
+        (Some(a), Some(p)) => Some(a.min(p)),
+        (a, p) => a.or(p),
+    }
+}
+
+/// The census of `queue`'s hold queues. Reads at most `peek` jobs of each
+/// hold queue for the release times (0 reads none).
+pub async fn census(
+    mgmt: &Management,
+    amqp: &Amqp,
+    queue: &str,
+    deferred_suffix: &str,
+    peek: usize,
+) -> Result<Census> {
+    let infos = mgmt
+        .queues(Some(&hold_pattern(queue, deferred_suffix)))
+        .await?;
+    let mut holds = Vec::new();
+    for info in infos {
+        let Some(delay_ms) = hold_delay(&info.name, queue, deferred_suffix) else {
+            continue;
+        };
+        let expires_ms = effective(&info, "x-expires", "expires");
+        let lease_left_ms = match (expires_ms, info.idle_since.as_deref().and_then(parse_ms)) {
+            (Some(expires), Some(idle)) => Some(expires - (now_ms() - idle)),
+            _ => None,
+        };
+        let (held, counts) = match browse_counted(amqp, &info.name, Some(peek)).await {
+            Ok(read) => read,
+            // Expired between the listing and the read: it holds nothing.
+            Err(crate::OpsError::UnknownQueue(_)) => continue,
+            Err(e) => return Err(e),
+        };
+        let dues: Vec<Option<i64>> = held
+            .iter()
+            .map(|h| headers::integer(h.properties.headers().as_ref(), headers::DUE_AT))
+            .collect();
+        let all_read = held.len() as u64 == u64::from(counts.messages);
+        holds.push(HoldQueue {
+            name: info.name.clone(),
+            delay_ms,
+            jobs: u64::from(counts.messages),
+            consumers: u64::from(counts.consumers),
+            expires_ms,
+            message_ttl_ms: effective(&info, "x-message-ttl", "message-ttl"),
+            lease_left_ms,
+            earliest_release_ms: dues.first().copied().flatten(),
+            latest_release_ms: if all_read {
+                dues.last().copied().flatten()
+            } else {
+                None
+            },
+            jobs_read: held.len() as u64,
+            policies: info
+                .policy
+                .iter()
+                .chain(&info.operator_policy)
+                .cloned()
+                .collect(),
+        });
+    }
+    holds.sort_by_key(|h| h.delay_ms);
+    Ok(Census {
+        queue: queue.to_owned(),
+        holds,
+    })
+}
+
+/// A gauge: name, help text, value of one hold queue.
+type Gauge = (&'static str, &'static str, fn(&HoldQueue) -> u64);
+
+/// Prometheus text exposition of several censuses: `queuey_hold_jobs` and
+/// `queuey_hold_consumers` gauges labelled by work queue and delay.
+pub fn prometheus(censuses: &[Census]) -> String {
+    let mut out = String::new();
+    let metrics: [Gauge; 2] = [
+        (
+            "queuey_hold_jobs",
+            "Jobs waiting in a hold queue, by work queue and delay.",
+            |h| h.jobs,
+        ),
+        (
+            "queuey_hold_consumers",
+            "Consumers on a hold queue; anything but 0 steals delayed jobs.",
+            |h| h.consumers,
+        ),
+    ];
+    for (name, help, value) in metrics {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
+        for census in censuses {
+            for h in &census.holds {
+                out.push_str(&format!(
+                    "{name}{{queue=\"{}\",delay_ms=\"{}\"}} {}\n",
+                    label(&census.queue),
+                    h.delay_ms,
+                    value(h)
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Escapes regex metacharacters (for the broker's PCRE-like matching).
+pub fn regex_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hold_names_parse_and_match_only_their_queue() {
+        assert_eq!(hold_delay("q.deferred.5000", "q", ".deferred"), Some(5000));
+        assert_eq!(hold_delay("q.deferred.", "q", ".deferred"), None);
+        assert_eq!(hold_delay("q.deferred.5s", "q", ".deferred"), None);
+        assert_eq!(hold_delay("qq.deferred.5", "q", ".deferred"), None);
+        assert_eq!(
+            hold_pattern("a.b", ".deferred"),
+            "^a\\.b\\.deferred\\.[0-9]+$"
+        );
+    }
+
+    #[test]
+    fn the_prometheus_output_is_one_gauge_per_delay() {
+        let hold = |delay_ms, jobs| HoldQueue {
+            name: format!("q.deferred.{delay_ms}"),
+            delay_ms,
+            jobs,
+            consumers: 0,
+            expires_ms: None,
+            message_ttl_ms: None,
+            lease_left_ms: None,
+            earliest_release_ms: None,
+            latest_release_ms: None,
+            jobs_read: 0,
+            policies: vec![],
+        };
+        let census = Census {
+            queue: "q\"x".into(),
+            holds: vec![hold(1000, 3), hold(60000, 0)],
+        };
+        let text = census.prometheus();
+        assert!(text.contains("# TYPE queuey_hold_jobs gauge\n"));
+        assert!(text.contains("queuey_hold_jobs{queue=\"q\\\"x\",delay_ms=\"1000\"} 3\n"));
+        assert!(text.contains("queuey_hold_consumers{queue=\"q\\\"x\",delay_ms=\"60000\"} 0\n"));
+        assert_eq!(census.total_jobs(), 3);
+    }
+}

@@ -1,0 +1,325 @@
+//! The RabbitMQ management HTTP API: listing queues, their arguments,
+//! effective policies and counts, and the node's alarms.
+//!
+//! Plain AMQP 0-9-1 cannot list queues or read a queue's arguments or the
+//! policies applied to it, so the hold census and the topology check need
+//! this API (the `rabbitmq_management` plugin). When it is not there, every
+//! call says so with [`OpsError::ManagementMissing`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{OpsError, Result};
+
+/// The management port RabbitMQ uses by default.
+pub const DEFAULT_PORT: u16 = 15672;
+
+/// A client of one broker's management API, scoped to one vhost.
+#[derive(Debug, Clone)]
+pub struct Management {
+    http: reqwest::Client,
+    base: String,
+    user: String,
+    password: String,
+    vhost: String,
+}
+
+/// A queue as the management API reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueInfo {
+    /// The name.
+    pub name: String,
+    /// Durable or not.
+    #[serde(default)]
+    pub durable: bool,
+    /// Auto-delete or not.
+    #[serde(default)]
+    pub auto_delete: bool,
+    /// Exclusive or not.
+    #[serde(default)]
+    pub exclusive: bool,
+    /// `classic`, `quorum` or `stream`.
+    #[serde(default, rename = "type")]
+    pub queue_type: Option<String>,
+    /// The declared arguments.
+    #[serde(default)]
+    pub arguments: BTreeMap<String, Value>,
+    /// All messages (stats; absent until the first stats emission).
+    #[serde(default)]
+    pub messages: Option<u64>,
+    /// Ready messages (stats).
+    #[serde(default)]
+    pub messages_ready: Option<u64>,
+    /// Unacknowledged messages (stats).
+    #[serde(default)]
+    pub messages_unacknowledged: Option<u64>,
+    /// Consumers (stats).
+    #[serde(default)]
+    pub consumers: Option<u64>,
+    /// When the queue became idle (absent while in use).
+    #[serde(default)]
+    pub idle_since: Option<String>,
+    /// The user policy applied.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The operator policy applied.
+    #[serde(default)]
+    pub operator_policy: Option<String>,
+    /// The keys the policies set, merged as the broker applies them.
+    #[serde(default)]
+    pub effective_policy_definition: Option<Value>,
+    /// Publish and delivery rates, when the broker collects them.
+    #[serde(default)]
+    pub message_stats: Option<Value>,
+}
+
+impl QueueInfo {
+    /// An integer argument.
+    pub fn int_argument(&self, name: &str) -> Option<i64> {
+        self.arguments.get(name).and_then(Value::as_i64)
+    }
+
+    /// The keys of the effective policy definition.
+    pub fn policy_keys(&self) -> BTreeMap<String, Value> {
+        match &self.effective_policy_definition {
+            Some(Value::Object(map)) => map.clone().into_iter().collect(),
+            _ => BTreeMap::new(),
+        }
+    }
+
+    /// A rate from `message_stats` (`publish`, `deliver_get`, `ack`…), per second.
+    pub fn rate(&self, stat: &str) -> Option<f64> {
+        self.message_stats
+            .as_ref()?
+            .get(format!("{stat}_details"))?
+            .get("rate")?
+            .as_f64()
+    }
+}
+
+#[derive(Deserialize)]
+struct Page {
+    items: Vec<QueueInfo>,
+    page_count: u64,
+}
+
+impl Management {
+    /// A client for the broker that `amqp_url` names: `base` when given
+    /// (`http://host:15672`), else the AMQP host on port 15672; the AMQP
+    /// URL's credentials and vhost.
+    pub fn for_amqp_url(amqp_url: &str, base: Option<&str>) -> Result<Self> {
+        let parsed = reqwest::Url::parse(amqp_url)
+            .map_err(|e| OpsError::Invalid(format!("the AMQP URL is not a URL: {e}")))?;
+        let host = parsed.host_str().unwrap_or("127.0.0.1").to_owned();
+        let user = decode(parsed.username());
+        let user = if user.is_empty() {
+            "guest".to_owned()
+        } else {
+            user
+        };
+        let password = decode(parsed.password().unwrap_or("guest"));
+        let vhost = match parsed.path().trim_start_matches('/') {
+            "" => "/".to_owned(),
+            v => decode(v),
+        };
+        let base = match base {
+            Some(b) => b.trim_end_matches('/').to_owned(),
+            None => format!("http://{host}:{DEFAULT_PORT}"),
+        };
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(10))
+            .build()
+            .map_err(|e| OpsError::Invalid(format!("HTTP client: {e}")))?;
+        Ok(Management {
+            http,
+            base,
+            user,
+            password,
+            vhost,
+        })
+    }
+
+    /// The base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// The vhost.
+    pub fn vhost(&self) -> &str {
+        &self.vhost
+    }
+
+    /// The user the API is called as.
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    fn vhost_path(&self) -> String {
+        encode(&self.vhost)
+    }
+
+    /// `GET {base}/api/{path}` as JSON; `Ok(None)` on 404.
+    pub async fn get(&self, path: &str) -> Result<Option<Value>> {
+        let url = format!("{}/api/{path}", self.base);
+        let response = self
+            .http
+            .get(&url)
+            .basic_auth(&self.user, Some(&self.password))
+            .send()
+            .await
+            .map_err(|e| OpsError::ManagementMissing {
+                url: self.base.clone(),
+                detail: root_cause(&e),
+            })?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let text = response.text().await.unwrap_or_default();
+        if !status.is_success() {
+            return Err(OpsError::Management {
+                status: status.as_u16(),
+                path: format!("/api/{path}"),
+                body: text.chars().take(200).collect(),
+            });
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| OpsError::ManagementMissing {
+                url: self.base.clone(),
+                detail: format!(
+                    "the answer to /api/{path} is not JSON ({e}): is this the management API?"
+                ),
+            })
+    }
+
+    /// The queues of the vhost whose names match `regex` (all when `None`).
+    pub async fn queues(&self, regex: Option<&str>) -> Result<Vec<QueueInfo>> {
+        let mut out = Vec::new();
+        let mut page = 1;
+        loop {
+            let mut path = format!("queues/{}?page={page}&page_size=500", self.vhost_path());
+            if let Some(re) = regex {
+                path.push_str("&use_regex=true&name=");
+                path.push_str(&encode(re));
+            }
+            let value = self.get(&path).await?.unwrap_or(Value::Null);
+            let parsed: Page = serde_json::from_value(value).map_err(|e| OpsError::Management {
+                status: 200,
+                path,
+                body: format!("unexpected queue listing: {e}"),
+            })?;
+            out.extend(parsed.items);
+            if page >= parsed.page_count {
+                return Ok(out);
+            }
+            page += 1;
+        }
+    }
+
+    /// One queue, or `None` when it does not exist.
+    pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
+        let path = format!("queues/{}/{}", self.vhost_path(), encode(name));
+        match self.get(&path).await? {
+            Some(value) => {
+                serde_json::from_value(value)
+                    .map(Some)
+                    .map_err(|e| OpsError::Management {
+                        status: 200,
+                        path,
+                        body: format!("unexpected queue: {e}"),
+                    })
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// `/api/overview`.
+    pub async fn overview(&self) -> Result<Value> {
+        Ok(self.get("overview").await?.unwrap_or(Value::Null))
+    }
+
+    /// `/api/nodes`.
+    pub async fn nodes(&self) -> Result<Vec<Value>> {
+        match self.get("nodes").await? {
+            Some(Value::Array(nodes)) => Ok(nodes),
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// `/api/vhosts/{vhost}`.
+    pub async fn vhost_info(&self) -> Result<Option<Value>> {
+        self.get(&format!("vhosts/{}", self.vhost_path())).await
+    }
+}
+
+/// The innermost error's text (reqwest wraps "connection refused" deep).
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// Percent-decodes a URL component.
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = s.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
+        if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Percent-encodes everything but unreserved characters.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_management_client_follows_the_amqp_url() {
+        let m = Management::for_amqp_url("amqp://ops:p%40ss@rabbit.local:5672/%2f", None).unwrap();
+        assert_eq!(m.base(), "http://rabbit.local:15672");
+        assert_eq!(
+            (m.user(), m.password.as_str(), m.vhost()),
+            ("ops", "p@ss", "/")
+        );
+        let m = Management::for_amqp_url("amqp://h/prod", Some("https://mgmt:443/")).unwrap();
+        assert_eq!(
+            (m.base(), m.vhost(), m.user()),
+            ("https://mgmt:443", "prod", "guest")
+        );
+    }
+
+    #[test]
+    fn names_are_percent_encoded_for_paths() {
+        assert_eq!(encode("/"), "%2F");
+        assert_eq!(encode("a.b-c_d"), "a.b-c_d");
+        assert_eq!(encode("^q\\.x$"), "%5Eq%5C.x%24");
+        assert_eq!(decode("%2f"), "/");
+        assert_eq!(decode("50%"), "50%");
+    }
+}

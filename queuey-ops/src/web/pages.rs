@@ -1,0 +1,554 @@
+//! The dashboard's pages and actions.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Form;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use serde::Deserialize;
+
+use super::App;
+use super::auth::same;
+use super::html::{esc, page, post_form, seg};
+use crate::dead::{self, Filter, RedriveOptions};
+use crate::error::OpsError;
+use crate::holds;
+use crate::time::{format_duration_ms, format_ms, now_ms};
+use crate::topology::{self, QueueSpec, TopologySpec};
+
+/// Dead letters read for one page view at most.
+const READ_CAP: usize = 10_000;
+/// Dead letters listed one by one.
+const LISTED: usize = 100;
+
+/// An error shown as a page.
+pub(crate) struct PageError(StatusCode, String);
+
+impl From<OpsError> for PageError {
+    fn from(e: OpsError) -> Self {
+        let status = match e {
+            OpsError::UnknownQueue(_) | OpsError::NotFound { .. } => StatusCode::NOT_FOUND,
+            OpsError::Invalid(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        PageError(status, e.to_string())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let body = format!(
+            "<p class=\"bad\" id=\"error\">{}</p><p><a href=\"/\">back</a></p>",
+            esc(&self.1)
+        );
+        (self.0, Html(page("Error", &body))).into_response()
+    }
+}
+
+type PageResult = Result<Html<String>, PageError>;
+
+impl App {
+    fn dead_queue(&self, queue: &str) -> String {
+        crate::dead_queue_of(queue, &self.config.dead_suffix)
+    }
+
+    fn spec_for(&self, queue: &str) -> (TopologySpec, bool) {
+        let configured = self
+            .config
+            .topology
+            .as_ref()
+            .and_then(|t| t.queues.iter().find(|q| q.name == queue).map(|q| (t, q)));
+        match configured {
+            Some((t, q)) => (
+                TopologySpec {
+                    dead_suffix: t.dead_suffix.clone(),
+                    deferred_suffix: t.deferred_suffix.clone(),
+                    queues: vec![q.clone()],
+                },
+                true,
+            ),
+            None => (
+                TopologySpec {
+                    dead_suffix: self.config.dead_suffix.clone(),
+                    deferred_suffix: self.config.deferred_suffix.clone(),
+                    queues: vec![QueueSpec::new(queue)],
+                },
+                false,
+            ),
+        }
+    }
+
+    fn check_csrf(&self, given: &str) -> Result<(), PageError> {
+        if same(given, &self.csrf) {
+            Ok(())
+        } else {
+            Err(PageError(
+                StatusCode::FORBIDDEN,
+                "the form's CSRF token is missing or stale: reload the page and try again".into(),
+            ))
+        }
+    }
+}
+
+fn rate(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.1}/s"))
+}
+
+/// `/`: every queue with its counts.
+pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
+    let infos = app.mgmt.queues(None).await?;
+    let by_name: BTreeMap<&str, &crate::mgmt::QueueInfo> =
+        infos.iter().map(|i| (i.name.as_str(), i)).collect();
+    let suffix = &app.config.dead_suffix;
+    let queues: Vec<String> = if app.config.queues.is_empty() {
+        infos
+            .iter()
+            .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
+            .filter(|q| by_name.contains_key(q))
+            .map(str::to_owned)
+            .collect()
+    } else {
+        app.config.queues.clone()
+    };
+    let mut body = String::from(
+        "<table id=\"queues\"><tr><th>queue</th><th>ready</th><th>unacked</th><th>consumers</th>\
+         <th>dead</th><th>held</th><th>publish</th><th>deliver</th><th>ack</th></tr>",
+    );
+    for q in &queues {
+        let info = by_name.get(q.as_str());
+        let dead = by_name
+            .get(app.dead_queue(q).as_str())
+            .and_then(|i| i.messages);
+        let held: u64 = infos
+            .iter()
+            .filter(|i| holds::hold_delay(&i.name, q, &app.config.deferred_suffix).is_some())
+            .filter_map(|i| i.messages)
+            .sum();
+        let n = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
+        let _ = write!(
+            body,
+            "<tr><td><a href=\"/queue/{}\">{}</a></td><td class=n>{}</td><td class=n>{}</td>\
+             <td class=n>{}</td><td class=n>{}</td><td class=n>{held}</td><td class=n>{}</td>\
+             <td class=n>{}</td><td class=n>{}</td></tr>",
+            seg(q),
+            esc(q),
+            n(info.and_then(|i| i.messages_ready)),
+            n(info.and_then(|i| i.messages_unacknowledged)),
+            n(info.and_then(|i| i.consumers)),
+            n(dead),
+            rate(info.and_then(|i| i.rate("publish"))),
+            rate(info.and_then(|i| i.rate("deliver_get"))),
+            rate(info.and_then(|i| i.rate("ack"))),
+        );
+    }
+    body.push_str("</table>");
+    if queues.is_empty() {
+        body.push_str("<p class=note>No queue with a dead-letter queue found in this vhost.</p>");
+    }
+    body.push_str(
+        "<p class=note>Counts come from the management API's statistics and can lag a few \
+         seconds; a queue's own page reads them exactly.</p>",
+    );
+    Ok(Html(page(
+        &format!("Queues on vhost {}", app.mgmt.vhost()),
+        &body,
+    )))
+}
+
+/// `/queue/{q}`: dead letters, holds and topology of one queue.
+pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>) -> PageResult {
+    let dq = app.dead_queue(&queue);
+    let work = app.amqp.require(&queue).await?;
+    let letters = dead::read(&app.amqp, &dq, Some(READ_CAP)).await?;
+    let stats = dead::stats(&letters);
+    let action = |verb: &str| format!("/queue/{}/{verb}", seg(&queue));
+    let mut body = format!(
+        "<p>{} ready · {} consumer(s) · <b id=\"dead-count\">{}</b> dead letter(s) in <code>{}</code></p>",
+        work.messages,
+        work.consumers,
+        letters.len(),
+        esc(&dq)
+    );
+    body.push_str("<h2>Dead letters by reason</h2>");
+    if letters.is_empty() {
+        body.push_str("<p class=ok id=\"no-dead\">No dead letters.</p>");
+    } else {
+        let _ = write!(
+            body,
+            "<p>{} {}</p>",
+            post_form(
+                &action("redrive"),
+                &app.csrf,
+                &[],
+                "Redrive all…",
+                "",
+                "redrive-all"
+            ),
+            post_form(
+                &action("purge"),
+                &app.csrf,
+                &[],
+                "Purge all (with export)…",
+                "danger",
+                "purge-all"
+            ),
+        );
+        body.push_str("<table id=\"groups\"><tr><th>count</th><th>fingerprint</th><th>job types</th><th>example</th><th></th></tr>");
+        for (i, g) in stats.by_fingerprint.iter().enumerate() {
+            let types: Vec<String> = g
+                .job_types
+                .iter()
+                .map(|(t, n)| format!("{} ×{n}", esc(t)))
+                .collect();
+            let fields = [("fingerprint", g.fingerprint.as_str())];
+            let _ = write!(
+                body,
+                "<tr><td class=n>{}</td><td><code>{}</code></td><td>{}</td>\
+                 <td><a href=\"/queue/{}/dead/{}\">{}</a></td><td>{} {}</td></tr>",
+                g.count,
+                esc(&g.fingerprint),
+                types.join("<br>"),
+                seg(&queue),
+                seg(&g.example_id),
+                esc(&g.example_reason),
+                post_form(
+                    &action("redrive"),
+                    &app.csrf,
+                    &fields,
+                    "Redrive…",
+                    "",
+                    &format!("redrive-{i}")
+                ),
+                post_form(
+                    &action("purge"),
+                    &app.csrf,
+                    &fields,
+                    "Purge…",
+                    "danger",
+                    &format!("purge-{i}")
+                ),
+            );
+        }
+        body.push_str("</table>");
+        let _ = write!(
+            body,
+            "<h2>Oldest {} dead letters</h2>",
+            letters.len().min(LISTED)
+        );
+        body.push_str("<table id=\"dead\"><tr><th>#</th><th>id</th><th>type</th><th>attempts</th><th>reason</th></tr>");
+        for l in letters.iter().take(LISTED) {
+            let s = l.summary();
+            let _ = write!(
+                body,
+                "<tr><td class=n>{}</td><td><a href=\"/queue/{}/dead/{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td><td>{}</td></tr>",
+                s.position,
+                seg(&queue),
+                seg(&s.id),
+                esc(&s.id),
+                esc(s.job_type.as_deref().unwrap_or("-")),
+                s.attempts.map_or("-".into(), |a| a.to_string()),
+                esc(&s.reason)
+            );
+        }
+        body.push_str("</table>");
+    }
+    body.push_str(&holds_section(&app, &queue).await);
+    body.push_str(&topology_section(&app, &queue).await);
+    Ok(Html(page(&format!("Queue {queue}"), &body)))
+}
+
+async fn holds_section(app: &App, queue: &str) -> String {
+    let mut out = String::from("<h2>Hold queues</h2>");
+    match holds::census(
+        &app.mgmt,
+        &app.amqp,
+        queue,
+        &app.config.deferred_suffix,
+        100,
+    )
+    .await
+    {
+        Err(e) => {
+            let _ = write!(out, "<p class=bad>{}</p>", esc(&e.to_string()));
+        }
+        Ok(c) if c.holds.is_empty() => {
+            out.push_str("<p class=note>No hold queues: nothing is waiting.</p>")
+        }
+        Ok(c) => {
+            let now = now_ms();
+            let when = |ms: Option<i64>| {
+                ms.map_or("-".into(), |ms| {
+                    format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now))
+                })
+            };
+            out.push_str("<table id=\"holds\"><tr><th>delay</th><th>jobs</th><th>consumers</th><th>lease left</th><th>earliest release</th><th>latest release</th></tr>");
+            for h in &c.holds {
+                let consumers = if h.consumers > 0 {
+                    format!(
+                        "<span class=bad>{} (steals delayed jobs)</span>",
+                        h.consumers
+                    )
+                } else {
+                    "0".into()
+                };
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td class=n>{}</td><td class=n>{consumers}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
+                    h.jobs,
+                    h.lease_left_ms.map_or("in use".into(), format_duration_ms),
+                    when(h.earliest_release_ms),
+                    when(h.latest_release_ms),
+                );
+            }
+            out.push_str("</table>");
+        }
+    }
+    out
+}
+
+async fn topology_section(app: &App, queue: &str) -> String {
+    let (spec, configured) = app.spec_for(queue);
+    let mut out = String::from("<h2>Topology</h2>");
+    if !configured {
+        out.push_str("<p class=note>Checked against queuey's defaults (priorities 0–10, durable, dead letters on); start the dashboard with --config to check against your queue set.</p>");
+    }
+    match topology::verify(&app.mgmt, Some(&app.amqp), &spec).await {
+        Err(e) => {
+            let _ = write!(out, "<p class=bad>{}</p>", esc(&e.to_string()));
+        }
+        Ok(problems) if problems.is_empty() => {
+            out.push_str("<p class=ok id=\"topology-ok\">No problems.</p>")
+        }
+        Ok(problems) => {
+            out.push_str("<table id=\"problems\"><tr><th>queue</th><th>problem</th></tr>");
+            for p in problems {
+                let _ = write!(
+                    out,
+                    "<tr><td><code>{}</code></td><td class=bad>{}</td></tr>",
+                    esc(&p.queue),
+                    esc(&p.detail)
+                );
+            }
+            out.push_str("</table>");
+        }
+    }
+    out
+}
+
+/// `/queue/{q}/dead/{id}`: one dead letter.
+pub(crate) async fn show(
+    State(app): State<Arc<App>>,
+    Path((queue, id)): Path<(String, String)>,
+) -> PageResult {
+    let dq = app.dead_queue(&queue);
+    let letters = dead::read(&app.amqp, &dq, Some(READ_CAP)).await?;
+    let detail = dead::show(dead::find(&letters, &dq, &id)?);
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let fields = [("id", detail.summary.id.as_str())];
+    let action = format!("/queue/{}/redrive", seg(&queue));
+    let body = format!(
+        "<p>reason: <b>{}</b><br>fingerprint: <code>{}</code><br>back to: <code>{}</code></p>\
+         <p>{}</p><h2>Headers</h2><pre>{}</pre><h2>Properties</h2><pre>{}</pre>\
+         <h2>Envelope</h2><pre>{}</pre><h2>Payload</h2><pre id=\"payload\">{}</pre>",
+        esc(&detail.summary.reason),
+        esc(&detail.summary.fingerprint),
+        esc(detail.summary.original_queue.as_deref().unwrap_or("-")),
+        post_form(
+            &action,
+            &app.csrf,
+            &fields,
+            "Redrive this one…",
+            "",
+            "redrive-one"
+        ),
+        esc(&pretty(
+            &serde_json::to_value(&detail.headers).unwrap_or_default()
+        )),
+        esc(&pretty(
+            &serde_json::to_value(&detail.properties).unwrap_or_default()
+        )),
+        esc(&detail
+            .envelope
+            .as_ref()
+            .map_or("(not a queuey envelope)".to_owned(), pretty)),
+        esc(&pretty(&detail.payload)),
+    );
+    Ok(Html(page(
+        &format!("Dead letter {}", detail.summary.id),
+        &body,
+    )))
+}
+
+/// The fields of a redrive or purge form.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    fingerprint: String,
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+impl ActionForm {
+    fn filter(&self) -> Filter {
+        Filter {
+            fingerprint: (!self.fingerprint.is_empty()).then(|| self.fingerprint.clone()),
+            ids: if self.id.is_empty() {
+                vec![]
+            } else {
+                vec![self.id.clone()]
+            },
+            ..Filter::all()
+        }
+    }
+
+    fn fields(&self) -> Vec<(&'static str, &str)> {
+        let mut f = vec![("confirm", "yes")];
+        if !self.fingerprint.is_empty() {
+            f.push(("fingerprint", self.fingerprint.as_str()));
+        }
+        if !self.id.is_empty() {
+            f.push(("id", self.id.as_str()));
+        }
+        f
+    }
+
+    fn scope(&self) -> String {
+        match (self.fingerprint.is_empty(), self.id.is_empty()) {
+            (true, true) => "every dead letter".to_owned(),
+            (false, _) => format!(
+                "the dead letters with fingerprint <code>{}</code>",
+                esc(&self.fingerprint)
+            ),
+            (true, false) => format!("dead letter <code>{}</code>", esc(&self.id)),
+        }
+    }
+}
+
+fn back(queue: &str) -> String {
+    format!(
+        "<a href=\"/queue/{}\" id=\"back\">back to {}</a>",
+        seg(queue),
+        esc(queue)
+    )
+}
+
+/// POST `/queue/{q}/redrive`: a preview, or with `confirm=yes` the move.
+pub(crate) async fn redrive(
+    State(app): State<Arc<App>>,
+    Path(queue): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> PageResult {
+    app.check_csrf(&form.csrf)?;
+    let dq = app.dead_queue(&queue);
+    let options = RedriveOptions {
+        filter: form.filter(),
+        ..RedriveOptions::default()
+    };
+    if form.confirm != "yes" {
+        let plan = dead::plan_redrive(&app.amqp, &dq, &options).await?;
+        let mut body = format!(
+            "<div class=box id=\"preview\"><p>Redrive {}: <b id=\"would-move\">would move {} of {}</b> dead letters back.</p><ul>",
+            form.scope(),
+            plan.moves.len(),
+            plan.read
+        );
+        for (target, n) in &plan.by_target {
+            let _ = write!(body, "<li>{n} → <code>{}</code></li>", esc(target));
+        }
+        for (id, why) in &plan.unmovable {
+            let _ = write!(
+                body,
+                "<li class=bad>cannot move {}: {}</li>",
+                esc(id),
+                esc(why)
+            );
+        }
+        let _ = write!(
+            body,
+            "</ul><p>Each job goes back with its attempt counter reset to 1. Nothing has changed yet.</p><p>{} {}</p></div>",
+            post_form(
+                &format!("/queue/{}/redrive", seg(&queue)),
+                &app.csrf,
+                &form.fields(),
+                "Confirm redrive",
+                "go",
+                "confirm"
+            ),
+            back(&queue)
+        );
+        return Ok(Html(page(&format!("Redrive {queue}: preview"), &body)));
+    }
+    let report = dead::redrive(&app.amqp, &dq, &options, &mut |_| {}).await?;
+    let mut body = format!(
+        "<div class=box><p class=ok id=\"result\">Moved {} dead letters back (redrive id <code>{}</code>).</p>",
+        report.moved.len(),
+        esc(&report.redrive_id)
+    );
+    for (id, why) in &report.unmovable {
+        let _ = write!(body, "<p class=bad>left {}: {}</p>", esc(id), esc(why));
+    }
+    if let Some(why) = &report.stopped {
+        let _ = write!(body, "<p class=bad>stopped early: {}</p>", esc(why));
+    }
+    let _ = write!(body, "<p>{}</p></div>", back(&queue));
+    Ok(Html(page(&format!("Redrive {queue}: done"), &body)))
+}
+
+/// POST `/queue/{q}/purge`: a preview, or with `confirm=yes` the export and removal.
+pub(crate) async fn purge(
+    State(app): State<Arc<App>>,
+    Path(queue): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> PageResult {
+    app.check_csrf(&form.csrf)?;
+    let dq = app.dead_queue(&queue);
+    let filter = form.filter();
+    if form.confirm != "yes" {
+        let letters = dead::read(&app.amqp, &dq, None).await?;
+        let n = letters.iter().filter(|l| filter.matches(l)).count();
+        let body = format!(
+            "<div class=box id=\"preview\"><p>Purge {}: <b>would export {n} of {} dead letters</b> to a file in <code>{}</code>, flush it, then remove them.</p><p>Nothing has changed yet.</p><p>{} {}</p></div>",
+            form.scope(),
+            letters.len(),
+            esc(&app.config.export_dir.display().to_string()),
+            post_form(
+                &format!("/queue/{}/purge", seg(&queue)),
+                &app.csrf,
+                &form.fields(),
+                "Confirm purge",
+                "danger",
+                "confirm"
+            ),
+            back(&queue)
+        );
+        return Ok(Html(page(&format!("Purge {queue}: preview"), &body)));
+    }
+    let file_name: String = format!("{dq}-{}.jsonl", now_ms())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = app.config.export_dir.join(file_name);
+    let report = dead::purge_with_export(&app.amqp, &dq, &filter, &path).await?;
+    let body = format!(
+        "<div class=box><p class=ok id=\"result\">Exported {} dead letters to <code>{}</code>, then removed them.</p><p>Restore them with <code>queuey dead import {}</code>.</p><p>{}</p></div>",
+        report.purged,
+        esc(&path.display().to_string()),
+        esc(&path.display().to_string()),
+        back(&queue)
+    );
+    Ok(Html(page(&format!("Purge {queue}: done"), &body)))
+}

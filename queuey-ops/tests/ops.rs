@@ -1,0 +1,20 @@
+//! The `queuey` binary and the ops library against a real RabbitMQ.
+//!
+//! Every test skips with a notice unless `AMQP_URL` is set
+//! (`QUEUEY_REQUIRE_BROKER=1` turns the skip into a failure). Queue names
+//! carry a fresh UUID and are deleted at the end, even when a test fails.
+
+#[path = "ops/support.rs"]
+mod support;
+
+#[path = "ops/dead.rs"]
+mod dead;
+
+#[path = "ops/holds.rs"]
+mod holds;
+
+#[path = "ops/doctor.rs"]
+mod doctor;
+
+#[path = "ops/web.rs"]
+mod web;

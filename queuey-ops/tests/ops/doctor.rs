@@ -1,0 +1,68 @@
+//! `queuey doctor`, and what every tool says without the management API.
+
+use crate::support::{cli_with, harness, json};
+
+#[tokio::test]
+async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
+    let h = harness!("doctor");
+    let checks = json(&h.cli(&["doctor", "--json"]));
+    let by_name = |name: &str| {
+        checks
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} check in {checks}"))
+            .clone()
+    };
+    for name in ["amqp", "heartbeat", "management", "alarms"] {
+        assert_eq!(by_name(name)["status"], "ok", "{name}");
+    }
+    assert!(
+        by_name("version")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("RabbitMQ")
+    );
+
+    // Wrong credentials: a failure that names the problem, not the password.
+    let secret = format!("pw-{}", uuid::Uuid::new_v4().simple());
+    let (scheme, rest) = h.url.split_once("://").unwrap();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    let bad = format!("{scheme}://guest:{secret}@{host}");
+    let out = cli_with(&bad, &["doctor"]);
+    assert_eq!(out.status.code(), Some(3));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("ACCESS_REFUSED"), "{all}");
+    assert!(all.contains("guest:***@"), "{all}");
+    assert!(!all.contains(&secret), "{all}");
+}
+
+#[tokio::test]
+async fn without_the_management_api_the_tools_say_how_to_enable_it() {
+    let h = harness!("no_mgmt");
+    for args in [
+        vec!["--mgmt-url", "http://127.0.0.1:9", "holds", "some-queue"],
+        vec![
+            "--mgmt-url",
+            "http://127.0.0.1:9",
+            "topology",
+            "verify",
+            "--queue",
+            "some-queue",
+        ],
+    ] {
+        let out = h.cli(&args);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("management API is not reachable"), "{err}");
+        assert!(
+            err.contains("rabbitmq-plugins enable rabbitmq_management"),
+            "{err}"
+        );
+    }
+}

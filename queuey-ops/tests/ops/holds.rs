@@ -1,0 +1,321 @@
+//! `queuey holds` and `queuey topology` against the real broker.
+
+use std::collections::BTreeMap;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use lapin::BasicProperties;
+use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use queuey_core::{Backend, Envelope};
+use queuey_ops::holds::regex_escape;
+use queuey_ops::topology::field_table;
+use queuey_rabbitmq::topology::hold_queue_arguments;
+use serde_json::Value;
+
+use crate::support::{Harness, harness, json, ok, within};
+
+/// Declares `{queue}.deferred.{ttl}` with exactly the backend's arguments.
+async fn declare_hold(h: &Harness, queue: &str, ttl: u64) -> String {
+    let name = format!("{queue}.deferred.{ttl}");
+    h.track(&name);
+    let ch = h.amqp.channel().await.unwrap();
+    let options = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    ch.queue_declare(
+        name.as_str().into(),
+        options,
+        field_table(&hold_queue_arguments(queue, ttl)),
+    )
+    .await
+    .expect("hold declared");
+    name
+}
+
+/// `rabbitmqctl list_queues`: name → (messages, consumers).
+fn list_queues() -> BTreeMap<String, (u64, u64)> {
+    let out = Command::new("rabbitmqctl")
+        .args([
+            "-q",
+            "list_queues",
+            "name",
+            "messages",
+            "consumers",
+            "--no-table-headers",
+        ])
+        .output()
+        .expect("rabbitmqctl runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut cols = line.split('\t');
+            let name = cols.next()?.to_owned();
+            let messages = cols.next()?.trim().parse().ok()?;
+            let consumers = cols.next()?.trim().parse().ok()?;
+            Some((name, (messages, consumers)))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn holds_counts_match_rabbitmqctl_and_release_times_come_from_due_at() {
+    let h = harness!("holds_census");
+    let q = h.queue("holds");
+    let (backend, config) = h.backend(&q).await;
+    for (delay, n) in [(60u64, 3), (120, 2)] {
+        h.track(&format!("{q}.deferred.{}", delay * 1000));
+        for _ in 0..n {
+            let raw = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
+            let env = Envelope::new("later", config.name(), raw);
+            backend
+                .publish_after(&env, Duration::from_secs(delay))
+                .await
+                .expect("held");
+        }
+    }
+    // A hold whose jobs carry due-at headers.
+    let long = declare_hold(&h, &q, 300_000).await;
+    let now = queuey_ops::time::now_ms();
+    let dues = [now + 290_000, now + 299_000];
+    for due in dues {
+        let mut headers = FieldTable::default();
+        headers.insert("queuey-due-at".into(), AMQPValue::LongLongInt(due));
+        h.publish_raw(
+            &long,
+            b"{}",
+            BasicProperties::default().with_headers(headers),
+        )
+        .await;
+    }
+
+    let census = json(&h.cli(&["holds", &q, "--json"]));
+    let holds = census[0]["holds"].as_array().unwrap();
+    let by_delay: BTreeMap<u64, &Value> = holds
+        .iter()
+        .map(|h| (h["delay_ms"].as_u64().unwrap(), h))
+        .collect();
+    assert_eq!(
+        by_delay.keys().copied().collect::<Vec<_>>(),
+        vec![60_000, 120_000, 300_000]
+    );
+    let listed = list_queues();
+    for hold in holds {
+        let name = hold["name"].as_str().unwrap();
+        let (messages, consumers) = listed[name];
+        assert_eq!(hold["jobs"].as_u64().unwrap(), messages, "{name}");
+        assert_eq!(hold["consumers"].as_u64().unwrap(), consumers, "{name}");
+    }
+    assert_eq!(by_delay[&60_000]["jobs"], 3);
+    assert_eq!(by_delay[&120_000]["jobs"], 2);
+    assert_eq!(by_delay[&300_000]["earliest_release_ms"], dues[0]);
+    assert_eq!(by_delay[&300_000]["latest_release_ms"], dues[1]);
+    assert_eq!(by_delay[&300_000]["expires_ms"], 600_000);
+    // Reading the holds put everything back.
+    assert_eq!(h.ready(&long).await, 2);
+
+    let text = ok(&h.cli(&["holds", &q]));
+    assert!(text.contains("3 hold queues, 7 jobs waiting"), "{text}");
+    let prom = ok(&h.cli(&["holds", &q, "--prometheus"]));
+    assert!(prom.contains("# TYPE queuey_hold_jobs gauge"), "{prom}");
+    assert!(
+        prom.contains(&format!(
+            "queuey_hold_jobs{{queue=\"{q}\",delay_ms=\"60000\"}} 3"
+        )),
+        "{prom}"
+    );
+    assert!(
+        prom.contains(&format!(
+            "queuey_hold_consumers{{queue=\"{q}\",delay_ms=\"120000\"}} 0"
+        )),
+        "{prom}"
+    );
+    backend.close().await.unwrap();
+}
+
+/// Clears a policy on drop, even when the test fails.
+struct Policy(String);
+
+impl Policy {
+    fn set(name: &str, pattern: &str, definition: &str) -> Policy {
+        let out = Command::new("rabbitmqctl")
+            .args([
+                "-q",
+                "set_policy",
+                "--apply-to",
+                "queues",
+                name,
+                pattern,
+                definition,
+            ])
+            .output()
+            .expect("rabbitmqctl runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Policy(name.to_owned())
+    }
+}
+
+impl Drop for Policy {
+    fn drop(&mut self) {
+        let _ = Command::new("rabbitmqctl")
+            .args(["-q", "clear_policy", &self.0])
+            .output();
+    }
+}
+
+fn problems(out: &Output) -> Vec<(String, String)> {
+    let parsed: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+        panic!(
+            "verify printed no JSON: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    parsed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["queue"].as_str().unwrap().to_owned(),
+                p["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn topology_verify_passes_on_what_the_backend_declares_and_apply_previews() {
+    let h = harness!("topology_ok");
+    let q = h.queue("topo-ok");
+    let (backend, _config) = h.backend(&q).await;
+    let out = ok(&h.cli(&["topology", "verify", "--queue", &q]));
+    assert!(out.contains("topology ok"), "{out}");
+
+    let fresh = h.queue("topo-apply");
+    let out = ok(&h.cli(&[
+        "topology",
+        "apply",
+        "--queue",
+        &fresh,
+        "--max-priority",
+        "5",
+    ]));
+    assert!(out.contains("would declare 2 queue(s)"), "{out}");
+    assert!(
+        h.amqp.counts(&fresh).await.unwrap().is_none(),
+        "preview declared nothing"
+    );
+    let out = ok(&h.cli(&[
+        "topology",
+        "apply",
+        "--queue",
+        &fresh,
+        "--max-priority",
+        "5",
+        "--yes",
+    ]));
+    assert!(out.contains("declared 2 queue(s)"), "{out}");
+    ok(&h.cli(&[
+        "topology",
+        "verify",
+        "--queue",
+        &fresh,
+        "--max-priority",
+        "5",
+    ]));
+    // The same queue checked against the default priorities is wrong.
+    let out = h.cli(&["topology", "verify", "--queue", &fresh, "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        problems(&out),
+        vec![(fresh.clone(), "wrong_arguments".to_owned())]
+    );
+    backend.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn topology_verify_catches_arguments_orphans_policies_and_hold_consumers() {
+    let h = harness!("topology_problems");
+    // Wrong arguments: x-max-priority 5 where the set says 10.
+    let wrong = h.queue("topo-wrong");
+    ok(&h.cli(&[
+        "topology",
+        "apply",
+        "--queue",
+        &wrong,
+        "--max-priority",
+        "5",
+        "--yes",
+    ]));
+    // An orphan hold queue: its work queue does not exist.
+    let gone = h.queue("topo-gone");
+    let orphan = declare_hold(&h, &gone, 5_000).await;
+    // A policy setting message-ttl on a hold queue.
+    let policed = h.queue("topo-policy");
+    ok(&h.cli(&["topology", "apply", "--queue", &policed, "--yes"]));
+    let policed_hold = declare_hold(&h, &policed, 60_000).await;
+    let policy_name = format!("queuey-ops-test-{}", uuid::Uuid::new_v4().simple());
+    let _policy = Policy::set(
+        &policy_name,
+        &format!("^{}$", regex_escape(&policed_hold)),
+        r#"{"message-ttl":1000}"#,
+    );
+    // A consumer on a hold queue.
+    let consumed = h.queue("topo-consumer");
+    ok(&h.cli(&["topology", "apply", "--queue", &consumed, "--yes"]));
+    let consumed_hold = declare_hold(&h, &consumed, 60_000).await;
+    let ch = h.amqp.channel().await.unwrap();
+    let _consumer = ch
+        .basic_consume(
+            consumed_hold.as_str().into(),
+            "queuey-ops-test-thief".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .expect("consumer");
+
+    let args = [
+        "topology", "verify", "--queue", &wrong, "--queue", &gone, "--queue", &policed, "--queue",
+        &consumed, "--json",
+    ];
+    // The management API reports policies with its statistics, which lag.
+    let found = within("every problem reported", async {
+        loop {
+            let out = h.cli(&args);
+            assert_eq!(
+                out.status.code(),
+                Some(3),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let found = problems(&out);
+            if found.iter().any(|(_, kind)| kind == "policy_override") {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    let expect = |queue: &str, kind: &str| {
+        assert!(
+            found.contains(&(queue.to_owned(), kind.to_owned())),
+            "{kind} on {queue} not in {found:?}"
+        );
+    };
+    expect(&wrong, "wrong_arguments");
+    expect(&gone, "missing");
+    expect(&orphan, "orphan_hold");
+    expect(&policed_hold, "policy_override");
+    expect(&consumed_hold, "hold_consumer");
+    assert_eq!(found.len(), 6, "{found:?}"); // gone.dead is missing too
+    let text = String::from_utf8_lossy(&h.cli(&args[..args.len() - 1]).stdout).into_owned();
+    assert!(text.contains("sets message-ttl = 1000"), "{text}");
+    let _ = ch.close(200, "".into()).await;
+}

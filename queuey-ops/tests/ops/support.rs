@@ -1,0 +1,270 @@
+//! The test harness: broker address, unique names, cleanup, dead letters
+//! made by the real backend, and the `queuey` binary.
+
+use std::future::Future;
+use std::io::Write as _;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
+use lapin::types::ShortString;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use queuey_core::{Backend, Envelope, QueueConfig};
+use queuey_ops::Amqp;
+use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
+/// Every wait in these tests is bounded by this.
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
+
+/// Awaits `f`, failing the test if it takes longer than [`WAIT`].
+pub(crate) async fn within<T>(what: &str, f: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(WAIT, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {WAIT:?}: {what}"),
+    }
+}
+
+/// The broker URL, or `None` (after a notice) when the test should skip.
+pub(crate) fn amqp_url(test: &str) -> Option<String> {
+    match std::env::var("AMQP_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+            panic!("{test}: AMQP_URL is not set but QUEUEY_REQUIRE_BROKER=1 requires it")
+        }
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipping {test}: set AMQP_URL (e.g. amqp://guest:guest@127.0.0.1:5672/%2f) to run it"
+            );
+            None
+        }
+    }
+}
+
+macro_rules! harness {
+    ($name:expr) => {
+        match $crate::support::Harness::new($name).await {
+            Some(h) => h,
+            None => return,
+        }
+    };
+}
+pub(crate) use harness;
+
+/// One test's view of the broker; deletes every queue it named on drop.
+pub(crate) struct Harness {
+    pub(crate) url: String,
+    pub(crate) amqp: Amqp,
+    queues: Mutex<Vec<String>>,
+}
+
+impl Harness {
+    pub(crate) async fn new(test: &str) -> Option<Harness> {
+        let url = amqp_url(test)?;
+        let name = format!("queuey-ops-test-{test}-{}", uuid::Uuid::new_v4().simple());
+        let amqp = within("connect", Amqp::connect(&url, &name))
+            .await
+            .expect("the test broker answers");
+        Some(Harness {
+            url,
+            amqp,
+            queues: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// A fresh work queue name, tracked with its dead-letter queue.
+    pub(crate) fn queue(&self, label: &str) -> String {
+        let name = format!("queuey-ops-test.{label}.{}", uuid::Uuid::new_v4().simple());
+        self.track(&name);
+        self.track(&format!("{name}.dead"));
+        name
+    }
+
+    /// Tracks another queue for deletion.
+    pub(crate) fn track(&self, name: &str) {
+        self.queues.lock().unwrap().push(name.to_owned());
+    }
+
+    /// A backend on its own named connection, with `queue` declared.
+    pub(crate) async fn backend(&self, queue: &str) -> (RabbitMqBackend, QueueConfig) {
+        let options =
+            RabbitMqOptions::default().connection_name(format!("queuey-ops-test-backend-{queue}"));
+        let backend = within("backend", RabbitMqBackend::with_options(&self.url, options))
+            .await
+            .expect("backend connects");
+        let config = QueueConfig::new(queue);
+        within("declare", backend.declare(std::slice::from_ref(&config)))
+            .await
+            .expect("declare");
+        (backend, config)
+    }
+
+    /// Messages ready on `queue`.
+    pub(crate) async fn ready(&self, queue: &str) -> u32 {
+        within("count", self.amqp.require(queue))
+            .await
+            .unwrap_or_else(|e| panic!("{queue}: {e}"))
+            .messages
+    }
+
+    /// Runs the `queuey` binary with `args` against the test broker.
+    pub(crate) fn cli(&self, args: &[&str]) -> Output {
+        cli_with(&self.url, args)
+    }
+
+    /// Publishes raw bytes to `queue`, confirmed.
+    pub(crate) async fn publish_raw(&self, queue: &str, body: &[u8], props: BasicProperties) {
+        let ch = self.amqp.channel().await.expect("channel");
+        ch.confirm_select(ConfirmSelectOptions::default())
+            .await
+            .expect("confirms");
+        let confirm = ch
+            .basic_publish(
+                ShortString::default(),
+                queue.into(),
+                BasicPublishOptions::default(),
+                body,
+                props,
+            )
+            .await
+            .expect("publish")
+            .await
+            .expect("confirm");
+        assert!(confirm.is_ack());
+        let _ = ch.close(200, ShortString::default()).await;
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let queues = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|p| p.into_inner()));
+        let url = self.url.clone();
+        // A runtime of its own, so cleanup also runs after a panic.
+        let cleanup = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let props = ConnectionProperties::default()
+                    .with_connection_name("queuey-ops-test-cleanup".into());
+                let Ok(conn) = Connection::connect(&url, props).await else {
+                    return;
+                };
+                for queue in queues {
+                    if let Ok(ch) = conn.create_channel().await {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            ch.queue_delete(queue.as_str().into(), QueueDeleteOptions::default()),
+                        )
+                        .await;
+                        let _ = ch.close(200, ShortString::default()).await;
+                    }
+                }
+                let _ = conn.close(200, ShortString::default()).await;
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Runs the `queuey` binary with `args` against `url`.
+pub(crate) fn cli_with(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_queuey"))
+        .args(args)
+        .env("AMQP_URL", url)
+        .env_remove("QUEUEY_MGMT_URL")
+        .output()
+        .expect("the queuey binary runs")
+}
+
+/// Stdout of a run that must have succeeded.
+pub(crate) fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "queuey failed ({:?}):\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Stdout of a run that printed JSON, parsed.
+pub(crate) fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_str(&ok(out)).expect("queuey printed JSON")
+}
+
+/// A dead letter the test made: its job id, type and reason.
+#[derive(Debug, Clone)]
+pub(crate) struct Made {
+    pub(crate) job_id: uuid::Uuid,
+    pub(crate) job_type: String,
+    pub(crate) reason: String,
+}
+
+/// Publishes `jobs` as envelopes on `queue` and dead-letters each through
+/// the real backend with its reason, in order.
+pub(crate) async fn dead_letter_jobs(
+    backend: &RabbitMqBackend,
+    config: &QueueConfig,
+    jobs: &[(String, String, serde_json::Value)],
+) -> Vec<Made> {
+    let mut made = Vec::new();
+    for (job_type, reason, payload) in jobs {
+        let raw = serde_json::value::to_raw_value(payload).unwrap();
+        let env = Envelope::new(job_type.clone(), config.name(), raw);
+        within("publish", backend.publish(&env))
+            .await
+            .expect("publish");
+        made.push(Made {
+            job_id: env.job_id,
+            job_type: job_type.clone(),
+            reason: reason.clone(),
+        });
+    }
+    let mut stream = within("consume", backend.consume(config))
+        .await
+        .expect("consume");
+    for m in &made {
+        let delivery = within("delivery", stream.next())
+            .await
+            .expect("a delivery")
+            .expect("delivery ok");
+        assert_eq!(delivery.envelope().job_id, m.job_id, "FIFO order");
+        within("dead-letter", delivery.dead_letter(m.reason.clone()))
+            .await
+            .expect("dead-lettered");
+    }
+    drop(stream);
+    made
+}
+
+/// Takes every job now on `queue` through the backend, acking each; returns
+/// their ids. Waits until `n` arrived, then until the queue stays empty.
+pub(crate) async fn process_all(
+    backend: &RabbitMqBackend,
+    config: &QueueConfig,
+    n: usize,
+) -> Vec<(uuid::Uuid, u32)> {
+    let mut stream = within("consume", backend.consume(config))
+        .await
+        .expect("consume");
+    let mut seen = Vec::new();
+    while seen.len() < n {
+        let d = within("delivery", stream.next())
+            .await
+            .expect("a delivery")
+            .expect("delivery ok");
+        seen.push((d.envelope().job_id, d.envelope().attempt));
+        within("ack", d.ack()).await.expect("ack");
+    }
+    // Anything more (a duplicate) would arrive now.
+    if let Ok(Some(Ok(d))) = tokio::time::timeout(Duration::from_millis(500), stream.next()).await {
+        seen.push((d.envelope().job_id, d.envelope().attempt));
+        let _ = d.ack().await;
+    }
+    seen
+}

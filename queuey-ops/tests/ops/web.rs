@@ -1,0 +1,266 @@
+//! The dashboard in a real headless Chromium, driven over WebDriver.
+
+use std::net::TcpListener as StdListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use queuey_ops::web::{self, WebConfig};
+use serde_json::json;
+
+use crate::support::{dead_letter_jobs, harness, within};
+
+/// A chromedriver process, killed on drop.
+struct Driver {
+    child: Child,
+    port: u16,
+}
+
+impl Driver {
+    /// Starts chromedriver, or returns `None` (after a notice) when it is
+    /// not installed and the broker tests are not required.
+    async fn start() -> Option<Driver> {
+        let port = StdListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let child = match Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+        {
+            Ok(child) => child,
+            Err(e) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+                panic!("chromedriver cannot start ({e}); install chromium and chromium-driver")
+            }
+            Err(e) => {
+                eprintln!("skipping the dashboard browser test: chromedriver cannot start ({e})");
+                return None;
+            }
+        };
+        let driver = Driver { child, port };
+        within("chromedriver listens", async {
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        Some(driver)
+    }
+
+    async fn client(&self) -> Client {
+        let caps = json!({
+            "goog:chromeOptions": {
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"]
+            }
+        });
+        let serde_json::Value::Object(caps) = caps else {
+            unreachable!()
+        };
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        within(
+            "browser session",
+            ClientBuilder::new(connector)
+                .capabilities(caps)
+                .connect(&format!("http://127.0.0.1:{}", self.port)),
+        )
+        .await
+        .expect("a headless Chromium session")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn text(client: &Client, css: &str) -> String {
+    within(css, client.find(Locator::Css(css)))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .text()
+        .await
+        .expect("text")
+}
+
+async fn click(client: &Client, css: &str) {
+    within(css, client.find(Locator::Css(css)))
+        .await
+        .unwrap_or_else(|e| panic!("{css}: {e}"))
+        .click()
+        .await
+        .expect("click");
+}
+
+/// Saves a screenshot under target/ as a test artifact.
+async fn screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("screenshot");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    std::fs::write(&path, png).expect("screenshot written");
+    eprintln!("screenshot: {}", path.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
+    let h = harness!("dashboard");
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let q = h.queue("web");
+    let dq = format!("{q}.dead");
+    let (backend, config) = h.backend(&q).await;
+    let jobs: Vec<_> = (0..6)
+        .map(|i| {
+            let reason = if i % 2 == 0 {
+                format!("HTTP 503 from payments after {} ms", 200 + i)
+            } else {
+                format!("invoice {} not found", 9000 + i)
+            };
+            (
+                ["send_email", "charge_invoice"][i % 2].to_owned(),
+                reason,
+                json!({ "n": i }),
+            )
+        })
+        .collect();
+    let made = dead_letter_jobs(&backend, &config, &jobs).await;
+
+    let exports = tempfile::tempdir().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let mut web_config = WebConfig::new(h.url.clone());
+    web_config.queues = vec![q.clone()];
+    web_config.export_dir = exports.path().to_owned();
+    let server = tokio::spawn(web::serve(listener, web_config));
+
+    // A POST without the page's CSRF token is refused and moves nothing.
+    let forged = reqwest::Client::new()
+        .post(format!("{base}/queue/{q}/redrive"))
+        .form(&[("confirm", "yes")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    assert_eq!((h.ready(&dq).await, h.ready(&q).await), (6, 0));
+
+    let client = driver.client().await;
+    within("index", client.goto(&format!("{base}/")))
+        .await
+        .unwrap();
+    assert!(text(&client, "#queues").await.contains(&q));
+    click(&client, &format!("a[href=\"/queue/{q}\"]")).await;
+    assert_eq!(text(&client, "#dead-count").await, "6");
+    let groups = text(&client, "#groups").await;
+    assert!(
+        groups.contains("HTTP <n> from payments after <n> ms"),
+        "{groups}"
+    );
+    assert!(groups.contains("invoice <n> not found"), "{groups}");
+    let listed = text(&client, "#dead").await;
+    for m in &made {
+        assert!(listed.contains(&m.job_id.to_string()), "{listed}");
+    }
+    screenshot(&client, "queuey-dashboard-queue.png").await;
+
+    // Preview: says what would move; nothing moves.
+    click(&client, "#redrive-all").await;
+    assert_eq!(text(&client, "#would-move").await, "would move 6 of 6");
+    assert_eq!((h.ready(&dq).await, h.ready(&q).await), (6, 0));
+    screenshot(&client, "queuey-dashboard-preview.png").await;
+
+    // Confirm: every dead letter is back on its queue.
+    click(&client, "#confirm").await;
+    assert!(
+        text(&client, "#result")
+            .await
+            .starts_with("Moved 6 dead letters back")
+    );
+    assert_eq!((h.ready(&dq).await, h.ready(&q).await), (0, 6));
+    click(&client, "#back").await;
+    assert!(text(&client, "#no-dead").await.contains("No dead letters"));
+
+    client.close().await.expect("browser closes");
+    server.abort();
+    backend.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() {
+    let h = harness!("dashboard_auth");
+    let http = reqwest::Client::new();
+    let start = |auth: web::Auth| {
+        let url = h.url.clone();
+        async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let base = format!("http://{}", listener.local_addr().unwrap());
+            let mut config = WebConfig::new(url);
+            config.auth = auth;
+            (base, tokio::spawn(web::serve(listener, config)))
+        }
+    };
+
+    let (base, server) = start(web::Auth::Token("s3cret".into())).await;
+    let get = |path: String| http.get(path).send();
+    within("server up", async {
+        while get(format!("{base}/")).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert_eq!(get(format!("{base}/")).await.unwrap().status(), 401);
+    let with_query = get(format!("{base}/?token=s3cret")).await.unwrap();
+    assert_eq!(with_query.status(), 200);
+    assert!(
+        with_query.headers()["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("HttpOnly")
+    );
+    let bearer = http
+        .get(format!("{base}/"))
+        .bearer_auth("s3cret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bearer.status(), 200);
+    assert_eq!(
+        http.get(format!("{base}/"))
+            .bearer_auth("wrong")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    server.abort();
+
+    let (base, server) = start(web::Auth::Basic {
+        user: "ops".into(),
+        password: "pw".into(),
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let denied = http.get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(denied.status(), 401);
+    assert!(denied.headers().contains_key("www-authenticate"));
+    let ok = http
+        .get(format!("{base}/"))
+        .basic_auth("ops", Some("pw"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    server.abort();
+
+    // Beyond localhost without authentication: refused before serving.
+    let open = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let refused = web::serve(open, WebConfig::new(h.url.clone())).await;
+    assert!(refused.unwrap_err().to_string().contains("--token"));
+}
