@@ -31,11 +31,15 @@ pub(crate) trait Numbered: Job + Clone {
     fn number(&self) -> u32;
 }
 
-/// A queue set with one queue, `Work`, and a numbered job type on it.
+/// A queue set with one queue, `Work` (prefetch 32 unless a configuration
+/// function is given), and a numbered job type on it.
 /// The queue's name is unique to the process unless `QUEUEY_FAULT_QUEUE`
 /// names it (a worker child process consumes its parent's queue).
 macro_rules! fault_queue {
     ($queues:ident, $job:ident, $label:literal) => {
+        $crate::fault::scenario::fault_queue!($queues, $job, $label, |c| c.prefetch(32));
+    };
+    ($queues:ident, $job:ident, $label:literal, $config:expr) => {
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub(crate) enum $queues {
             Work,
@@ -55,7 +59,8 @@ macro_rules! fault_queue {
             }
 
             fn config(&self) -> queuey::QueueConfig {
-                queuey::QueueConfig::new(self.name()).prefetch(32)
+                let config: fn(queuey::QueueConfig) -> queuey::QueueConfig = $config;
+                config(queuey::QueueConfig::new(self.name()))
             }
         }
 
