@@ -187,8 +187,9 @@ impl Plan {
         }
         plan.spread = match fault {
             Fault::None => Duration::ZERO,
-            Fault::BlackHole => Duration::from_secs(12),
-            Fault::StopApp | Fault::Kill9 | Fault::Close => Duration::from_secs(12),
+            // Two outages: at 3 s and at 15 s.
+            Fault::StopApp | Fault::Kill9 => Duration::from_secs(17),
+            Fault::BlackHole | Fault::Close => Duration::from_secs(12),
             _ => Duration::from_secs(9),
         };
         plan
