@@ -350,8 +350,7 @@ fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
         Error::invalid_config(format!("`{redacted}` is not a valid AMQP URI: {e}{hint}"))
     })?;
     if parsed.query.heartbeat.is_none() {
-        let seconds = u16::try_from(options.heartbeat.as_secs()).unwrap_or(u16::MAX);
-        parsed.query.heartbeat = Some(seconds);
+        parsed.query.heartbeat = Some(heartbeat_seconds(options.heartbeat));
     }
     if parsed.query.connection_timeout.is_none() {
         let millis = u64::try_from(options.connect_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -361,6 +360,14 @@ fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
         uri: parsed,
         redacted,
     })
+}
+
+/// The heartbeat in the whole seconds AMQP counts in, rounded up: a
+/// sub-second interval asks for 1 s rather than 0, which would turn
+/// heartbeats off.
+fn heartbeat_seconds(interval: Duration) -> u16 {
+    let seconds = interval.as_secs() + u64::from(interval.subsec_nanos() > 0);
+    u16::try_from(seconds).unwrap_or(u16::MAX)
 }
 
 /// A failed connection attempt, and whether trying again cannot help.
@@ -633,4 +640,37 @@ fn jitter(delay: Duration) -> Duration {
     let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     let random = uuid::Uuid::new_v4().as_u64_pair().0;
     Duration::from_nanos(random % nanos.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+    fn heartbeat_asked(interval: Duration) -> Option<u16> {
+        let options = RabbitMqOptions::default().heartbeat(interval);
+        parse(URI, &options)
+            .expect("a valid URI")
+            .uri
+            .query
+            .heartbeat
+    }
+
+    #[test]
+    fn a_sub_second_heartbeat_is_rounded_up_never_turned_off() {
+        assert_eq!(heartbeat_asked(Duration::from_millis(500)), Some(1));
+        assert_eq!(heartbeat_asked(Duration::from_millis(1_500)), Some(2));
+        assert_eq!(heartbeat_asked(Duration::from_secs(10)), Some(10));
+        // Zero is the documented way to turn heartbeats off.
+        assert_eq!(heartbeat_asked(Duration::ZERO), Some(0));
+        assert_eq!(heartbeat_asked(Duration::from_secs(70_000)), Some(u16::MAX));
+    }
+
+    #[test]
+    fn a_heartbeat_in_the_uri_wins() {
+        let options = RabbitMqOptions::default().heartbeat(Duration::from_secs(10));
+        let parsed = parse(&format!("{URI}?heartbeat=3"), &options).expect("a valid URI");
+        assert_eq!(parsed.uri.query.heartbeat, Some(3));
+    }
 }
