@@ -116,6 +116,35 @@
 //! a rounded delay of at most [`topology::MAX_DEFERRAL_MS`]
 //! ([`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) otherwise).
 //!
+//! # Logging and secrets
+//!
+//! The backend logs through `tracing` and never logs a password: addresses
+//! appear as `amqp://user:***@host:port/vhost`, and errors are scrubbed.
+//! The AMQP client underneath (lapin) is another matter: at **trace** level
+//! it logs every frame it sends, the login frame included, and that frame's
+//! response field is `\0user\0password`, printed as a byte list
+//! (`LongString([0, 103, 117, …])`). A search for the password's text does
+//! not find it, but anyone reading the log can decode it.
+//!
+//! So never run with lapin at trace level where logs are kept or shared.
+//! Add [`SECRET_SAFE_LOG_DIRECTIVE`] to your filter: it holds lapin's own
+//! targets at debug whatever the rest of the filter says, e.g.
+//! `RUST_LOG=trace,lapin=debug`, or in code:
+//!
+//! ```
+//! use tracing_subscriber::EnvFilter;
+//!
+//! let filter = EnvFilter::new(format!(
+//!     "trace,{}",
+//!     queuey_rabbitmq::SECRET_SAFE_LOG_DIRECTIVE
+//! ));
+//! # drop(filter);
+//! ```
+//!
+//! The project's leak test checks both halves: with everything at trace,
+//! the password's bytes show up in lapin's lines only (never in queuey's),
+//! and with the directive they show up nowhere.
+//!
 //! # Feature flags
 //!
 //! None is on by default; plain `amqp://` needs none.
@@ -145,6 +174,13 @@ mod uri;
 
 pub use backend::{Addresses, RabbitMqBackend};
 pub use delivery::REQUEUE_DELAY;
+/// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
+/// client's frame-level trace logs, which print the login frame and so the
+/// password, out of a subscriber: `lapin=debug`. Append it to any filter
+/// (`RUST_LOG=trace,lapin=debug`). See [Logging and
+/// secrets](crate#logging-and-secrets).
+pub const SECRET_SAFE_LOG_DIRECTIVE: &str = "lapin=debug";
+
 pub use options::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PUBLISH_TIMEOUT,
     DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY,

@@ -92,6 +92,9 @@ pub(crate) struct Link {
     closed: AtomicBool,
     /// The highest generation handed out.
     generations: AtomicU64,
+    /// Milliseconds spent reconnecting so far; the seconds counter is fed
+    /// from it, so short outages add up instead of each rounding to 0 s.
+    down_ms: AtomicU64,
     supervisor: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -146,6 +149,7 @@ impl Link {
             declared: RwLock::new(HashMap::new()),
             closed: AtomicBool::new(false),
             generations: AtomicU64::new(1),
+            down_ms: AtomicU64::new(0),
             supervisor: Mutex::new(None),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -350,8 +354,7 @@ fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
         Error::invalid_config(format!("`{redacted}` is not a valid AMQP URI: {e}{hint}"))
     })?;
     if parsed.query.heartbeat.is_none() {
-        let seconds = u16::try_from(options.heartbeat.as_secs()).unwrap_or(u16::MAX);
-        parsed.query.heartbeat = Some(seconds);
+        parsed.query.heartbeat = Some(heartbeat_seconds(options.heartbeat));
     }
     if parsed.query.connection_timeout.is_none() {
         let millis = u64::try_from(options.connect_timeout.as_millis()).unwrap_or(u64::MAX);
@@ -361,6 +364,14 @@ fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
         uri: parsed,
         redacted,
     })
+}
+
+/// The heartbeat in the whole seconds AMQP counts in, rounded up: a
+/// sub-second interval asks for 1 s rather than 0, which would turn
+/// heartbeats off.
+fn heartbeat_seconds(interval: Duration) -> u16 {
+    let seconds = interval.as_secs() + u64::from(interval.subsec_nanos() > 0);
+    u16::try_from(seconds).unwrap_or(u16::MAX)
 }
 
 /// A failed connection attempt, and whether trying again cannot help.
@@ -467,7 +478,10 @@ async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
             Some(next) => {
                 let down = since.elapsed();
                 metrics::counter!(metric::RECONNECTS).increment(1);
-                metrics::counter!(metric::DISCONNECTED_SECONDS).increment(down.as_secs());
+                let down_ms = u64::try_from(down.as_millis()).unwrap_or(u64::MAX);
+                let before = strong.down_ms.fetch_add(down_ms, Ordering::AcqRel);
+                metrics::counter!(metric::DISCONNECTED_SECONDS)
+                    .increment(seconds_crossed(before, down_ms));
                 metrics::gauge!(metric::CONNECTED).set(1.0);
                 tracing::info!(
                     uri = %strong.addresses[address].redacted,
@@ -599,6 +613,13 @@ async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Opt
     }
 }
 
+/// Whole seconds passed when `added` milliseconds follow `before`
+/// milliseconds: what a seconds counter must grow by so that it always
+/// shows the whole seconds of the running total.
+fn seconds_crossed(before: u64, added: u64) -> u64 {
+    before.saturating_add(added) / 1_000 - before / 1_000
+}
+
 fn next_generation(link: &Link) -> u64 {
     link.generations.fetch_add(1, Ordering::AcqRel) + 1
 }
@@ -633,4 +654,52 @@ fn jitter(delay: Duration) -> Duration {
     let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     let random = uuid::Uuid::new_v4().as_u64_pair().0;
     Duration::from_nanos(random % nanos.max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+    fn heartbeat_asked(interval: Duration) -> Option<u16> {
+        let options = RabbitMqOptions::default().heartbeat(interval);
+        parse(URI, &options)
+            .expect("a valid URI")
+            .uri
+            .query
+            .heartbeat
+    }
+
+    #[test]
+    fn a_sub_second_heartbeat_is_rounded_up_never_turned_off() {
+        assert_eq!(heartbeat_asked(Duration::from_millis(500)), Some(1));
+        assert_eq!(heartbeat_asked(Duration::from_millis(1_500)), Some(2));
+        assert_eq!(heartbeat_asked(Duration::from_secs(10)), Some(10));
+        // Zero is the documented way to turn heartbeats off.
+        assert_eq!(heartbeat_asked(Duration::ZERO), Some(0));
+        assert_eq!(heartbeat_asked(Duration::from_secs(70_000)), Some(u16::MAX));
+    }
+
+    #[test]
+    fn short_outages_add_up_in_the_disconnected_seconds() {
+        // Three outages of 400 ms: 1.2 s in all, so the counter shows 1.
+        let mut total = 0;
+        let mut reported = 0;
+        for _ in 0..3 {
+            reported += seconds_crossed(total, 400);
+            total += 400;
+        }
+        assert_eq!(reported, 1);
+        assert_eq!(seconds_crossed(0, 2_500), 2);
+        assert_eq!(seconds_crossed(2_500, 600), 1);
+        assert_eq!(seconds_crossed(u64::MAX - 1, 10), 0);
+    }
+
+    #[test]
+    fn a_heartbeat_in_the_uri_wins() {
+        let options = RabbitMqOptions::default().heartbeat(Duration::from_secs(10));
+        let parsed = parse(&format!("{URI}?heartbeat=3"), &options).expect("a valid URI");
+        assert_eq!(parsed.uri.query.heartbeat, Some(3));
+    }
 }

@@ -215,5 +215,53 @@ async fn the_password_never_shows_in_debug_errors_or_logs() {
 
     let (leaks, events) = support::log_leaks();
     assert!(events > 0, "no log events were captured");
-    assert!(leaks.is_empty(), "the password reached the logs: {leaks:?}");
+    // At trace level lapin logs the login frame, whose bytes are the
+    // password (`LongString([0, 113, ...])`): the one known leak, and only
+    // from the AMQP client's own targets, never from queuey's.
+    let ours: Vec<&String> = leaks
+        .iter()
+        .filter(|line| {
+            !line
+                .split_whitespace()
+                .nth(1)
+                .is_some_and(|t| t.starts_with("lapin"))
+        })
+        .collect();
+    assert!(
+        ours.is_empty(),
+        "the password reached queuey's logs: {ours:?}"
+    );
+    assert!(
+        leaks
+            .iter()
+            .any(|line| line.contains(&support::secret_forms(&secret)[1])),
+        "lapin's trace log no longer shows the login frame's bytes; if a lapin upgrade \
+         fixed that, update the logging docs of queuey-rabbitmq and this test: {leaks:?}"
+    );
+    // The documented directive keeps every such line out, at any level of
+    // everything else.
+    let filtered = support::filtered_log_leaks();
+    assert!(
+        filtered.is_empty(),
+        "the password passed the documented filter `{}`: {filtered:?}",
+        queuey_rabbitmq::SECRET_SAFE_LOG_DIRECTIVE
+    );
+}
+
+#[test]
+fn a_secret_is_searched_for_as_text_and_as_bytes() {
+    let forms = support::secret_forms("S3c");
+    assert_eq!(
+        forms,
+        ["S3c", "83, 51, 99", "533363", "533363", "0x53, 0x33, 0x63"]
+    );
+    // As lapin's trace log prints the login frame's response field.
+    let frame = format!(
+        "{:?}",
+        lapin::types::LongString::from(b"\0user\0S3c".to_vec())
+    );
+    assert!(
+        forms.iter().any(|form| frame.contains(form.as_str())),
+        "{frame}"
+    );
 }

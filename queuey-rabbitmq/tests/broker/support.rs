@@ -475,22 +475,59 @@ pub(crate) fn header_names(msg: &BasicGetMessage) -> Vec<String> {
 
 static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static FILTERED_LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static EVENTS: AtomicUsize = AtomicUsize::new(0);
 static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Every event and span field of every test, at every level, is checked
-/// against the registered secrets.
+/// Every event and span field of every test, at every level down to
+/// trace, is checked against the registered secrets (twice: as every
+/// subscriber would see it, and as one filtered with the directive the
+/// backend documents, [`queuey_rabbitmq::SECRET_SAFE_LOG_DIRECTIVE`]).
 fn install_log_capture() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let subscriber = tracing_subscriber::registry().with(SecretScanner);
+        use tracing_subscriber::Layer as _;
+        let documented = tracing_subscriber::EnvFilter::new(format!(
+            "trace,{}",
+            queuey_rabbitmq::SECRET_SAFE_LOG_DIRECTIVE
+        ));
+        let subscriber = tracing_subscriber::registry()
+            .with(SecretScanner { filtered: false })
+            .with(SecretScanner { filtered: true }.with_filter(documented));
         let _ = tracing::subscriber::set_global_default(subscriber);
     });
 }
 
-/// Registers a secret that must never appear in any log line.
+/// Registers a secret that must never appear in any log line, as text or
+/// as its bytes (see [`secret_forms`]).
 pub(crate) fn watch_secret(secret: &str) {
-    SECRETS.lock().unwrap().push(secret.to_owned());
+    let mut secrets = SECRETS.lock().unwrap();
+    secrets.extend(secret_forms(secret));
+}
+
+/// The forms a secret takes in a log line: the text itself; its bytes as
+/// `Debug` prints a byte buffer (`[83, 51, 99]`, how lapin's trace log
+/// shows the login frame); and its bytes in hex, lower and upper case.
+pub(crate) fn secret_forms(secret: &str) -> Vec<String> {
+    let bytes = secret.as_bytes();
+    let decimal = bytes
+        .iter()
+        .map(u8::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let spaced_hex = bytes
+        .iter()
+        .map(|b| format!("0x{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    vec![
+        secret.to_owned(),
+        decimal,
+        hex.clone(),
+        hex.to_uppercase(),
+        spaced_hex,
+    ]
 }
 
 /// Log lines that contained a registered secret, and how many events were seen.
@@ -499,6 +536,12 @@ pub(crate) fn log_leaks() -> (Vec<String>, usize) {
         LEAKS.lock().unwrap().clone(),
         EVENTS.load(Ordering::Relaxed),
     )
+}
+
+/// Log lines that contained a registered secret although they passed the
+/// documented filter directive.
+pub(crate) fn filtered_log_leaks() -> Vec<String> {
+    FILTERED_LEAKS.lock().unwrap().clone()
 }
 
 /// Every warning and error queuey logged so far, in any test, that mentions
@@ -513,7 +556,11 @@ pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
         .collect()
 }
 
-struct SecretScanner;
+/// Scans what it sees for secrets: everything (`filtered: false`), or
+/// what passed the documented filter directive.
+struct SecretScanner {
+    filtered: bool,
+}
 
 struct Collect(String);
 
@@ -527,20 +574,30 @@ impl Visit for Collect {
     }
 }
 
-fn scan(line: &str) {
-    let secrets = SECRETS.lock().unwrap();
-    if secrets.iter().any(|s| line.contains(s.as_str())) {
-        LEAKS.lock().unwrap().push(line.to_owned());
+impl SecretScanner {
+    fn scan(&self, line: &str) {
+        let secrets = SECRETS.lock().unwrap();
+        if secrets.iter().any(|s| line.contains(s.as_str())) {
+            let leaks = if self.filtered {
+                &FILTERED_LEAKS
+            } else {
+                &LEAKS
+            };
+            leaks.lock().unwrap().push(line.to_owned());
+        }
     }
 }
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        EVENTS.fetch_add(1, Ordering::Relaxed);
         let level = *event.metadata().level();
         let mut line = Collect(format!("{level} {}", event.metadata().target()));
         event.record(&mut line);
-        scan(&line.0);
+        self.scan(&line.0);
+        if self.filtered {
+            return;
+        }
+        EVENTS.fetch_add(1, Ordering::Relaxed);
         // Warnings and errors of queuey's own crates (more verbose levels
         // compare greater), not the AMQP client's.
         if level <= tracing::Level::WARN && event.metadata().target().starts_with("queuey") {
@@ -556,7 +613,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
     ) {
         let mut line = Collect(attrs.metadata().name().to_owned());
         attrs.record(&mut line);
-        scan(&line.0);
+        self.scan(&line.0);
     }
 
     fn on_record(
@@ -567,6 +624,6 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
     ) {
         let mut line = Collect(String::new());
         values.record(&mut line);
-        scan(&line.0);
+        self.scan(&line.0);
     }
 }

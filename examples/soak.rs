@@ -1,0 +1,95 @@
+//! The fault scenarios of `tests/faults/` at any size, for a soak run by
+//! hand:
+//!
+//! ```sh
+//! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
+//!     cargo run --release --example soak -- SCENARIO [JOBS]
+//! ```
+//!
+//! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
+//! `stop-app`, `kill-9`, `worker-crash`; `JOBS` defaults to 200000. Each
+//! run has one producer backend and one worker (`worker-crash`: worker
+//! processes, this binary started again, killed with SIGKILL every 1.5 s),
+//! injects its fault until every job is confirmed, waits until every
+//! confirmed job was handled and the queue is empty, and prints the
+//! total-queue verdict and a RELIABILITY.md table row. It exits with 1 if a
+//! confirmed job was lost.
+//!
+//! `close` closes the run's own connections on the broker of `AMQP_URL`
+//! with `rabbitmqctl`; `reset` and `black-hole` go through an in-process
+//! TCP proxy; `stop-app` and `kill-9` start a private RabbitMQ node of their
+//! own (root, the `rabbitmq-server` package) and never touch the broker of
+//! `AMQP_URL`. Runs are heavy: one at a time.
+
+#[path = "../tests/support/fault/mod.rs"]
+mod fault;
+
+use fault::scenario::{self, Fault, Plan, Site, fault_queue};
+
+fault_queue!(SoakQueues, SoakJob, "soak");
+
+const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    if fault::child::is_child() {
+        runtime.block_on(fault::child::child_worker::<SoakJob>());
+        return;
+    }
+    let mut args = std::env::args().skip(1);
+    let usage = "usage: soak SCENARIO [JOBS]; SCENARIO: none, close, reset, black-hole, \
+                 stop-app, kill-9, worker-crash";
+    let Some(fault) = args.next().as_deref().and_then(Fault::parse) else {
+        eprintln!("{usage}");
+        std::process::exit(2);
+    };
+    let jobs = match args.next().map(|j| j.parse::<u32>()) {
+        None => 200_000,
+        Some(Ok(jobs)) if jobs > 0 => jobs,
+        Some(_) => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    };
+    let report = runtime.block_on(soak(fault, jobs));
+    println!("{report}");
+    println!("{}", report.row());
+    if !report.check.lost.is_empty() || !report.check.unexpected.is_empty() || report.timed_out {
+        std::process::exit(1);
+    }
+}
+
+async fn soak(fault: Fault, jobs: u32) -> scenario::Report {
+    let plan = Plan::soak(fault, jobs);
+    if fault.needs_private_node() {
+        if let Err(why) = fault::node::available() {
+            eprintln!("cannot start a private RabbitMQ node: {why}");
+            std::process::exit(2);
+        }
+        let mut node = fault::node::PrivateNode::start("soak").await;
+        let url = node.url();
+        let site = Site {
+            url,
+            node: Some(&mut node),
+            child: None,
+        };
+        return scenario::run::<SoakJob>(&plan, site).await;
+    }
+    let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    let child = (fault == Fault::WorkerCrash).then(|| {
+        let program = std::env::current_exe().expect("this program's path");
+        (program, Vec::new())
+    });
+    scenario::run::<SoakJob>(
+        &plan,
+        Site {
+            url,
+            node: None,
+            child,
+        },
+    )
+    .await
+}

@@ -1,0 +1,26 @@
+//! Fault scenarios against real brokers: the RabbitMQ backend and the
+//! worker survive closed, reset and black-holed connections, a broker
+//! restarted or killed, and a worker process killed mid-job, without losing
+//! a confirmed job; plus the bounded broker calls those rely on.
+//!
+//! Shared-broker tests need `AMQP_URL` (they skip without it, and fail
+//! under `QUEUEY_REQUIRE_BROKER=1`); they only ever close their own,
+//! named connections. Tests that stop or kill a broker start a private
+//! node of their own (root and the `rabbitmq-server` package needed).
+
+#[path = "../support/fault/mod.rs"]
+mod fault;
+
+// The broker harness of the RabbitMQ backend's own tests (address or skip,
+// `within`, log capture). Not every helper is used here.
+#[allow(dead_code, unused_macros)]
+#[macro_use]
+#[path = "../../queuey-rabbitmq/tests/broker/support.rs"]
+mod support;
+
+#[macro_use]
+mod private;
+
+mod calls;
+mod scenarios;
+mod worker;

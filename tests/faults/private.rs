@@ -1,0 +1,30 @@
+//! Access to a private RabbitMQ node, or a skip.
+
+use crate::fault::node::{self, PrivateNode};
+
+/// Starts a private node, or returns `None` (after a notice) where this
+/// machine cannot run one; under `QUEUEY_REQUIRE_BROKER=1` that is a failure.
+pub(crate) async fn node(test: &str) -> Option<PrivateNode> {
+    // The shared harness decides whether broker tests run at all.
+    crate::support::amqp_url(test)?;
+    match node::available() {
+        Ok(()) => Some(PrivateNode::start(test).await),
+        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+            panic!("{test}: cannot start a private RabbitMQ node: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping {test}: cannot start a private RabbitMQ node: {why}");
+            None
+        }
+    }
+}
+
+/// Gets a private node or returns from the test (skip).
+macro_rules! private_node {
+    ($name:expr) => {
+        match $crate::private::node($name).await {
+            Some(node) => node,
+            None => return,
+        }
+    };
+}

@@ -1,0 +1,127 @@
+//! The fault scenarios at CI size (a few thousand jobs each), with
+//! total-queue accounting: 0 confirmed jobs lost, 0 unexpected, no worker
+//! restart, one producer backend for the whole run; duplicates reported.
+//! `cargo run --release --example soak -- SCENARIO JOBS` runs the same at
+//! any size.
+
+use crate::fault::scenario::{self, Fault, Plan, Site, fault_queue};
+
+fault_queue!(NoneQueues, NoneJob, "none");
+fault_queue!(CloseQueues, CloseJob, "close");
+fault_queue!(ResetQueues, ResetJob, "reset");
+fault_queue!(HoleQueues, HoleJob, "black-hole");
+fault_queue!(StopQueues, StopJob, "stop-app");
+fault_queue!(KillQueues, KillJob, "kill-9");
+fault_queue!(CrashQueues, CrashJob, "worker-crash");
+
+fn shared(test: &str) -> Option<Site<'static>> {
+    let url = crate::support::amqp_url(test)?;
+    Some(Site {
+        url,
+        node: None,
+        child: None,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_faults_every_job_is_handled() {
+    let Some(site) = shared("without_faults_every_job_is_handled") else {
+        return;
+    };
+    let report = scenario::run::<NoneJob>(&Plan::ci(Fault::None), site).await;
+    eprintln!("{report}\n{}", report.row());
+    report.assert_nothing_lost();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_closed_by_the_broker_lose_nothing() {
+    let Some(site) = shared("connections_closed_by_the_broker_lose_nothing") else {
+        return;
+    };
+    let report = scenario::run::<CloseJob>(&Plan::ci(Fault::Close), site).await;
+    eprintln!("{report}\n{}", report.row());
+    report.assert_nothing_lost();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_resets_lose_nothing() {
+    let Some(site) = shared("tcp_resets_lose_nothing") else {
+        return;
+    };
+    let report = scenario::run::<ResetJob>(&Plan::ci(Fault::Reset), site).await;
+    eprintln!("{report}\n{}", report.row());
+    report.assert_nothing_lost();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_20_s_black_hole_loses_nothing() {
+    let Some(site) = shared("a_20_s_black_hole_loses_nothing") else {
+        return;
+    };
+    let report = scenario::run::<HoleJob>(&Plan::ci(Fault::BlackHole), site).await;
+    eprintln!("{report}\n{}", report.row());
+    report.assert_nothing_lost();
+}
+
+/// `stop_app`/`start_app`, then `kill -9` and a restart, on one private node
+/// (one after the other, so the node is started once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_stopped_or_killed_loses_nothing() {
+    let mut node = private_node!("a_broker_stopped_or_killed_loses_nothing");
+    let url = node.url();
+    let stopped = scenario::run::<StopJob>(
+        &Plan::ci(Fault::StopApp),
+        Site {
+            url: url.clone(),
+            node: Some(&mut node),
+            child: None,
+        },
+    )
+    .await;
+    eprintln!("{stopped}\n{}", stopped.row());
+    let killed = scenario::run::<KillJob>(
+        &Plan::ci(Fault::Kill9),
+        Site {
+            url,
+            node: Some(&mut node),
+            child: None,
+        },
+    )
+    .await;
+    eprintln!("{killed}\n{}", killed.row());
+    stopped.assert_nothing_lost();
+    killed.assert_nothing_lost();
+}
+
+/// The test name the crash scenario starts its worker processes with.
+const WORKER_PROCESS: &str = "scenarios::worker_process";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_process_killed_mid_job_loses_nothing() {
+    let Some(mut site) = shared("a_worker_process_killed_mid_job_loses_nothing") else {
+        return;
+    };
+    let program = std::env::current_exe().expect("the test binary's path");
+    let args = ["--ignored", "--exact", WORKER_PROCESS, "--nocapture"];
+    site.child = Some((program, args.iter().map(|a| (*a).to_owned()).collect()));
+    let report = scenario::run::<CrashJob>(&Plan::ci(Fault::WorkerCrash), site).await;
+    eprintln!("{report}\n{}", report.row());
+    report.assert_nothing_lost();
+}
+
+/// Not a test: the worker process of the crash scenario, which starts this
+/// binary again with this test's name. Runs until it is killed.
+#[test]
+#[ignore = "the worker process of a_worker_process_killed_mid_job_loses_nothing, started by it"]
+fn worker_process() {
+    assert!(
+        crate::fault::child::is_child(),
+        "only a_worker_process_killed_mid_job_loses_nothing starts this"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(crate::fault::child::child_worker::<CrashJob>());
+}

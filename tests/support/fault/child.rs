@@ -1,0 +1,138 @@
+//! Worker processes for the worker-crash scenario: started from the test
+//! binary (or the soak example) itself, killed with SIGKILL mid-job.
+//!
+//! A child appends each job number it handled to a ledger file of its own
+//! before acknowledging it, so the parent can count handlings across kills.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queuey::prelude::*;
+use queuey::{RabbitMqBackend, RabbitMqOptions};
+
+use super::scenario::Numbered;
+
+/// The worker processes of one run; at most one lives at a time.
+pub(crate) struct Children {
+    program: PathBuf,
+    args: Vec<String>,
+    url: String,
+    queue: String,
+    dir: PathBuf,
+    current: Option<Child>,
+    started: u32,
+}
+
+impl Children {
+    /// Children run `program args` with the broker URL, queue and ledger
+    /// file in their environment.
+    pub(crate) fn new(program: PathBuf, args: Vec<String>, url: &str, queue: &str) -> Children {
+        let dir = std::env::temp_dir().join(format!(
+            "queuey-fault-children-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&dir).expect("the children's directory");
+        Children {
+            program,
+            args,
+            url: url.to_owned(),
+            queue: queue.to_owned(),
+            dir,
+            current: None,
+            started: 0,
+        }
+    }
+
+    /// Starts the next worker process.
+    pub(crate) fn spawn(&mut self) {
+        self.started += 1;
+        let ledger = self.dir.join(format!("ledger-{}", self.started));
+        let log = std::fs::File::create(self.dir.join(format!("log-{}", self.started)))
+            .expect("a child's log file");
+        let child = Command::new(&self.program)
+            .args(&self.args)
+            .env("QUEUEY_FAULT_CHILD_URL", &self.url)
+            .env("QUEUEY_FAULT_QUEUE", &self.queue)
+            .env("QUEUEY_FAULT_LEDGER", &ledger)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("a worker process starts");
+        self.current = Some(child);
+    }
+
+    /// Kills the current worker process with SIGKILL and reaps it.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut child) = self.current.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The ledger files written so far.
+    pub(crate) fn ledgers(&self) -> Vec<String> {
+        (1..=self.started)
+            .filter_map(|i| std::fs::read_to_string(self.dir.join(format!("ledger-{i}"))).ok())
+            .collect()
+    }
+
+    /// How many worker processes were started.
+    pub(crate) fn started(&self) -> u32 {
+        self.started
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Whether this process was started as a worker child.
+pub(crate) fn is_child() -> bool {
+    std::env::var_os("QUEUEY_FAULT_LEDGER").is_some()
+}
+
+/// The body of a worker child: consumes the parent's queue until killed.
+/// Each job takes about 2 ms, so that kills land mid-job.
+pub(crate) async fn child_worker<J: Numbered>() {
+    let url = std::env::var("QUEUEY_FAULT_CHILD_URL").expect("QUEUEY_FAULT_CHILD_URL");
+    let path = std::env::var("QUEUEY_FAULT_LEDGER").expect("QUEUEY_FAULT_LEDGER");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("the ledger file");
+    let file = Arc::new(Mutex::new(file));
+    let options = RabbitMqOptions::default()
+        .connection_name(format!("queuey-fault-child-{}", std::process::id()));
+    let backend = Arc::new(
+        RabbitMqBackend::with_options(&url, options)
+            .await
+            .expect("the worker process connects"),
+    );
+    let worker = Worker::<J::Queues, _>::builder(backend)
+        .handler(handler_fn(move |job: J, _ctx: JobContext| {
+            let file = Arc::clone(&file);
+            async move {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let line = format!("{}\n", job.number());
+                file.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .write_all(line.as_bytes())
+                    .expect("the ledger takes a line");
+                Ok::<(), JobError>(())
+            }
+        }))
+        .concurrency(8)
+        .build()
+        .await
+        .expect("the worker builds");
+    let result = worker.run().await;
+    eprintln!("the worker process's run ended: {result:?}");
+}

@@ -1,0 +1,373 @@
+//! A private RabbitMQ node that a test starts, breaks and stops itself,
+//! so that stopping or killing a broker never touches the shared one.
+//!
+//! The node gets its own name, AMQP and distribution ports (free ones,
+//! picked when it starts), and a temporary directory owned by the
+//! `rabbitmq` user holding its mnesia and log directories, pid file,
+//! config and enabled-plugins files. [`PrivateNode::start`] is the one
+//! place that starts the server and waits for it; dropping the node stops
+//! it (also when the test panics) and removes the directory. Nothing here
+//! ever signals a process by name: the server's pid comes from its own pid
+//! file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a node may take to come up.
+const STARTUP: Duration = Duration::from_secs(90);
+
+/// One private node. See the module documentation.
+pub(crate) struct PrivateNode {
+    name: String,
+    port: u16,
+    dist_port: u16,
+    dir: PathBuf,
+    server: Option<Child>,
+}
+
+/// Whether this machine can run a private node (the server is installed,
+/// a `rabbitmq` user exists, and we may hand it a directory).
+pub(crate) fn available() -> Result<(), String> {
+    let found = Command::new("sh")
+        .args([
+            "-c",
+            "command -v rabbitmq-server && command -v rabbitmqctl && id -u rabbitmq",
+        ])
+        .env("PATH", path())
+        .output()
+        .map_err(|e| format!("cannot run sh: {e}"))?;
+    if !found.status.success() {
+        return Err("rabbitmq-server, rabbitmqctl or the rabbitmq user is missing".to_owned());
+    }
+    let me = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| format!("cannot run id: {e}"))?;
+    if String::from_utf8_lossy(&me.stdout).trim() != "0" {
+        return Err(
+            "a private node needs root, to hand its directory to the rabbitmq user".to_owned(),
+        );
+    }
+    Ok(())
+}
+
+fn path() -> String {
+    let inherited = std::env::var("PATH").unwrap_or_default();
+    format!("{inherited}:/usr/sbin:/usr/bin:/sbin:/bin")
+}
+
+/// A free loopback port (bound, read, released).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+impl PrivateNode {
+    /// Starts a node labelled `label` and waits until it accepts AMQP
+    /// connections.
+    pub(crate) async fn start(label: &str) -> PrivateNode {
+        let label = label.to_owned();
+        blocking(move || PrivateNode::start_blocking(&label)).await
+    }
+
+    fn start_blocking(label: &str) -> PrivateNode {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let short = &id[..8];
+        let dir = std::env::temp_dir().join(format!("queuey-node-{label}-{short}"));
+        let mut node = PrivateNode {
+            name: format!("queuey-{label}-{short}@localhost"),
+            port: free_port(),
+            dist_port: free_port(),
+            dir,
+            server: None,
+        };
+        node.prepare_dir();
+        node.spawn_server();
+        node.await_startup();
+        node
+    }
+
+    fn prepare_dir(&self) {
+        let dir = &self.dir;
+        for sub in ["mnesia", "log"] {
+            std::fs::create_dir_all(dir.join(sub)).expect("the node's directories");
+        }
+        std::fs::write(dir.join("enabled_plugins"), "[].\n").expect("enabled_plugins");
+        std::fs::write(
+            dir.join("rabbitmq.conf"),
+            format!(
+                "listeners.tcp.local = 127.0.0.1:{}\nloopback_users = none\n\
+                 log.console = true\nlog.console.level = warning\nlog.file = false\n",
+                self.port
+            ),
+        )
+        .expect("rabbitmq.conf");
+        run_checked(
+            Command::new("chown")
+                .args(["-R", "rabbitmq:rabbitmq"])
+                .arg(dir),
+            "chown the node's directory",
+        );
+    }
+
+    /// Starts the server in a session of its own, in the foreground (its
+    /// `-detached` mode starts nothing here), with its output in the
+    /// node's directory.
+    fn spawn_server(&mut self) {
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("server.out"))
+            .expect("server.out");
+        let err = out.try_clone().expect("server.out");
+        let dir = &self.dir;
+        let child = Command::new("setsid")
+            .arg("rabbitmq-server")
+            .env("PATH", path())
+            .env("RABBITMQ_NODENAME", &self.name)
+            .env("RABBITMQ_NODE_PORT", self.port.to_string())
+            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
+            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
+            .env("RABBITMQ_LOG_BASE", dir.join("log"))
+            .env("RABBITMQ_PID_FILE", dir.join("pid"))
+            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
+            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("rabbitmq-server starts");
+        self.server = Some(child);
+    }
+
+    /// Waits until the node runs its application and its AMQP port answers.
+    fn await_startup(&mut self) {
+        let started = Instant::now();
+        loop {
+            if let Some(server) = self.server.as_mut()
+                && let Ok(Some(status)) = server.try_wait()
+            {
+                panic!(
+                    "the private node {} exited with {status} while starting:\n{}",
+                    self.name,
+                    self.output_tail()
+                );
+            }
+            let up = self
+                .ctl_blocking(&["await_startup", "--timeout", "5"])
+                .is_ok()
+                && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+            if up {
+                return;
+            }
+            if started.elapsed() > STARTUP {
+                panic!(
+                    "the private node {} did not start within {STARTUP:?}:\n{}",
+                    self.name,
+                    self.output_tail()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn output_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("server.out")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    /// The node's name (`NAME@localhost`).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The AMQP URL of the node (guest may connect from loopback).
+    pub(crate) fn url(&self) -> String {
+        format!("amqp://guest:guest@127.0.0.1:{}/%2f", self.port)
+    }
+
+    /// The node's AMQP port.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn ctl_blocking(&self, args: &[&str]) -> Result<String, String> {
+        let out = Command::new("rabbitmqctl")
+            .env("PATH", path())
+            .arg("-n")
+            .arg(&self.name)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("rabbitmqctl does not run: {e}"))?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            Err(format!(
+                "rabbitmqctl -n {} {}: {}{}",
+                self.name,
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// Runs `rabbitmqctl -n NODE ARGS`, returning its output or its error.
+    pub(crate) async fn ctl(&self, args: &[&str]) -> Result<String, String> {
+        let name = self.name.clone();
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        blocking(move || {
+            let out = Command::new("rabbitmqctl")
+                .env("PATH", path())
+                .arg("-n")
+                .arg(&name)
+                .args(&args)
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("rabbitmqctl does not run: {e}"))?;
+            if out.status.success() {
+                Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+            } else {
+                Err(format!(
+                    "rabbitmqctl -n {name} {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&out.stderr)
+                ))
+            }
+        })
+        .await
+    }
+
+    /// Stops the RabbitMQ application (the Erlang node stays up): clients
+    /// are disconnected and new connections refused until [`Self::start_app`].
+    pub(crate) async fn stop_app(&self) {
+        self.ctl(&["stop_app"]).await.expect("stop_app");
+    }
+
+    /// Starts the application again and waits until AMQP answers.
+    pub(crate) async fn start_app(&self) {
+        self.ctl(&["start_app"]).await.expect("start_app");
+        let port = self.port;
+        blocking(move || {
+            let started = Instant::now();
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    started.elapsed() < STARTUP,
+                    "AMQP did not come back after start_app"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .await;
+    }
+
+    /// The Erlang VM's pid, from the node's pid file.
+    fn vm_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.dir.join("pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Kills the node's VM with SIGKILL (a crash: nothing is flushed, no
+    /// client is told) and reaps its launcher.
+    pub(crate) async fn kill9(&mut self) {
+        let pid = self.vm_pid().expect("the node's pid file");
+        run_checked(
+            Command::new("kill").args(["-KILL", &pid.to_string()]),
+            "kill -9 the node",
+        );
+        let mut server = self.server.take();
+        blocking(move || {
+            if let Some(server) = server.as_mut() {
+                let _ = server.wait();
+            }
+            // The VM is gone once its pid no longer exists.
+            let started = Instant::now();
+            while Path::new(&format!("/proc/{pid}")).exists() && started.elapsed() < STARTUP {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+        .await;
+        let _ = std::fs::remove_file(self.dir.join("pid"));
+    }
+
+    /// Starts the server again on the same directories (after
+    /// [`Self::kill9`]), and waits for it.
+    pub(crate) async fn restart(&mut self) {
+        let mut node = std::mem::replace(
+            self,
+            PrivateNode {
+                name: String::new(),
+                port: 0,
+                dist_port: 0,
+                dir: PathBuf::new(),
+                server: None,
+            },
+        );
+        node = blocking(move || {
+            node.spawn_server();
+            node.await_startup();
+            node
+        })
+        .await;
+        *self = node;
+    }
+
+    /// Stops the node and removes its directory.
+    fn stop_blocking(&mut self) {
+        if self.name.is_empty() {
+            return;
+        }
+        let _ = self.ctl_blocking(&["stop", "--timeout", "20"]);
+        if let Some(pid) = self.vm_pid()
+            && Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        if let Some(mut server) = self.server.take() {
+            // The launcher ends with the VM; never wait for ever.
+            let started = Instant::now();
+            while matches!(server.try_wait(), Ok(None))
+                && started.elapsed() < Duration::from_secs(20)
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            if matches!(server.try_wait(), Ok(None)) {
+                let _ = server.kill();
+                let _ = server.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for PrivateNode {
+    fn drop(&mut self) {
+        self.stop_blocking();
+    }
+}
+
+fn run_checked(command: &mut Command, what: &str) {
+    let status = command
+        .env("PATH", path())
+        .status()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(status.success(), "{what}: {status}");
+}
+
+/// Runs blocking work off the runtime's threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(value) => value,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}

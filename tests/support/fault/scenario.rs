@@ -1,0 +1,564 @@
+//! The scenarios: a producer and a worker carry `jobs` numbered jobs while
+//! one kind of fault is injected again and again; the ledger then says
+//! whether any confirmed job was lost.
+//!
+//! One producer backend and one `Worker::run` serve the whole run (no
+//! supervisor loop, no rebuilt backend): a worker that exits early is
+//! reported, never restarted. Only the worker-crash scenario runs its
+//! workers as child processes, killed with SIGKILL and started again (that
+//! is its fault). Every job takes the plain path: the handler succeeds, so
+//! no job goes through a hold queue.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use queuey::prelude::*;
+use queuey::{RabbitMqBackend, RabbitMqOptions};
+
+use super::chaos::{self, Chaos};
+use super::child::Children;
+use super::ledger::{Check, Ledger};
+use super::node::PrivateNode;
+use super::proxy::Proxy;
+
+/// A job carrying its number, the unit of the ledger.
+pub(crate) trait Numbered: Job + Clone {
+    fn numbered(n: u32) -> Self;
+    fn number(&self) -> u32;
+}
+
+/// A queue set with one queue, `Work` (prefetch 32 unless a configuration
+/// function is given), and a numbered job type on it.
+/// The queue's name is unique to the process unless `QUEUEY_FAULT_QUEUE`
+/// names it (a worker child process consumes its parent's queue).
+macro_rules! fault_queue {
+    ($queues:ident, $job:ident, $label:literal) => {
+        $crate::fault::scenario::fault_queue!($queues, $job, $label, |c| c.prefetch(32));
+    };
+    ($queues:ident, $job:ident, $label:literal, $config:expr) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum $queues {
+            Work,
+        }
+
+        impl queuey::Queues for $queues {
+            const ALL: &'static [Self] = &[$queues::Work];
+
+            fn name(&self) -> &'static str {
+                static NAME: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+                NAME.get_or_init(|| {
+                    let name = std::env::var("QUEUEY_FAULT_QUEUE").unwrap_or_else(|_| {
+                        format!("queuey-fault.{}.{}", $label, uuid::Uuid::new_v4().simple())
+                    });
+                    Box::leak(name.into_boxed_str())
+                })
+            }
+
+            fn config(&self) -> queuey::QueueConfig {
+                let config: fn(queuey::QueueConfig) -> queuey::QueueConfig = $config;
+                config(queuey::QueueConfig::new(self.name()))
+            }
+        }
+
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        pub(crate) struct $job {
+            n: u32,
+        }
+
+        impl queuey::Job for $job {
+            type Queues = $queues;
+            const QUEUE: $queues = $queues::Work;
+            const NAME: &'static str = "fault_job";
+        }
+
+        impl $crate::fault::scenario::Numbered for $job {
+            fn numbered(n: u32) -> Self {
+                $job { n }
+            }
+
+            fn number(&self) -> u32 {
+                self.n
+            }
+        }
+    };
+}
+pub(crate) use fault_queue;
+
+/// The fault a scenario injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Nothing: the baseline.
+    None,
+    /// The broker closes the producer's and the worker's connections.
+    Close,
+    /// The proxy resets every connection (RST).
+    Reset,
+    /// The proxy stops forwarding for a while without closing anything.
+    BlackHole,
+    /// `rabbitmqctl stop_app`, a pause, `start_app` (private node).
+    StopApp,
+    /// The broker's VM is killed with SIGKILL and started again (private node).
+    Kill9,
+    /// The worker process is killed with SIGKILL mid-job and started again.
+    WorkerCrash,
+}
+
+impl Fault {
+    pub(crate) const ALL: [Fault; 7] = [
+        Fault::None,
+        Fault::Close,
+        Fault::Reset,
+        Fault::BlackHole,
+        Fault::StopApp,
+        Fault::Kill9,
+        Fault::WorkerCrash,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Fault::None => "none",
+            Fault::Close => "close",
+            Fault::Reset => "reset",
+            Fault::BlackHole => "black-hole",
+            Fault::StopApp => "stop-app",
+            Fault::Kill9 => "kill-9",
+            Fault::WorkerCrash => "worker-crash",
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// What one injection does, for reports.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Fault::None => "no fault",
+            Fault::Close => "broker closes both connections",
+            Fault::Reset => "TCP reset of every connection (proxy)",
+            Fault::BlackHole => "black hole, nothing forwarded nor closed (proxy)",
+            Fault::StopApp => "stop_app, 2 s, start_app (private node)",
+            Fault::Kill9 => "broker kill -9, restart (private node)",
+            Fault::WorkerCrash => "worker process kill -9 mid-job, started again",
+        }
+    }
+
+    /// Whether the scenario needs a broker of its own.
+    pub(crate) fn needs_private_node(self) -> bool {
+        matches!(self, Fault::StopApp | Fault::Kill9)
+    }
+}
+
+/// How a scenario runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub(crate) fault: Fault,
+    pub(crate) jobs: u32,
+    /// Publishing is spread over at least this long, so that faults land
+    /// while jobs flow.
+    pub(crate) spread: Duration,
+    /// When the first injection comes.
+    pub(crate) first: Duration,
+    /// Time between the starts of two injections.
+    pub(crate) every: Duration,
+    /// At most this many injections.
+    pub(crate) max_faults: u32,
+    /// How long one black hole or one broker outage lasts.
+    pub(crate) outage: Duration,
+    /// Heartbeat of both backends.
+    pub(crate) heartbeat: Duration,
+    /// Jobs in flight in the producer and in the worker.
+    pub(crate) concurrency: usize,
+    /// Bound on the whole run.
+    pub(crate) deadline: Duration,
+}
+
+impl Plan {
+    /// The CI size: a few thousand jobs, faults spread over ten-odd seconds.
+    pub(crate) fn ci(fault: Fault) -> Plan {
+        let mut plan = Plan::soak(fault, 3_000);
+        plan.deadline = Duration::from_secs(150);
+        if fault == Fault::BlackHole {
+            plan.max_faults = 1;
+        }
+        plan.spread = match fault {
+            Fault::None => Duration::ZERO,
+            // Two outages: at 3 s and at 15 s.
+            Fault::StopApp | Fault::Kill9 => Duration::from_secs(17),
+            Fault::BlackHole | Fault::Close => Duration::from_secs(12),
+            _ => Duration::from_secs(9),
+        };
+        plan
+    }
+
+    /// `jobs` jobs as fast as they go, faults until every job is confirmed.
+    pub(crate) fn soak(fault: Fault, jobs: u32) -> Plan {
+        // A black hole of 20 s, then 10 s of calm before the next; a broker
+        // down for 2 s (plus its restart), then up for several seconds: the
+        // backend's reconnection backoff grows to 5 s while it is down.
+        let (first, every, outage) = match fault {
+            Fault::BlackHole => (
+                Duration::from_secs(2),
+                Duration::from_secs(30),
+                Duration::from_secs(20),
+            ),
+            Fault::StopApp | Fault::Kill9 => (
+                Duration::from_secs(3),
+                Duration::from_secs(12),
+                Duration::from_secs(2),
+            ),
+            _ => (
+                Duration::from_millis(1_500),
+                Duration::from_millis(1_500),
+                Duration::ZERO,
+            ),
+        };
+        Plan {
+            fault,
+            jobs,
+            spread: Duration::ZERO,
+            first,
+            every,
+            max_faults: u32::MAX,
+            outage,
+            heartbeat: if fault == Fault::BlackHole {
+                Duration::from_secs(2)
+            } else {
+                Duration::from_secs(10)
+            },
+            concurrency: 32,
+            deadline: Duration::from_secs(1_800),
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    pub(crate) fault: Fault,
+    pub(crate) jobs: u32,
+    pub(crate) faults: u32,
+    pub(crate) check: Check,
+    /// Failed `enqueue` calls (each retried), by error kind.
+    pub(crate) producer_errors: BTreeMap<String, u64>,
+    /// A worker that stopped before it was asked to (it would need a restart).
+    pub(crate) worker_exit: Option<String>,
+    /// What `Worker::run` returned after the shutdown.
+    pub(crate) worker_result: Option<String>,
+    pub(crate) settle_failures: u64,
+    /// Ready and unacknowledged messages left in the queue at the end.
+    pub(crate) left: Option<(u32, u32)>,
+    /// Producer backend rebuilt, worker restarted: always 0 by design,
+    /// kept to make the claim visible.
+    pub(crate) restarts: u32,
+    pub(crate) timed_out: bool,
+    pub(crate) elapsed: Duration,
+}
+
+impl Report {
+    /// The scenario's promise: nothing confirmed is lost, nothing unknown
+    /// shows up, no worker had to be restarted and the queue is empty.
+    pub(crate) fn assert_nothing_lost(&self) {
+        assert!(!self.timed_out, "the run hit its deadline: {self}");
+        assert!(
+            self.check.lost.is_empty(),
+            "confirmed jobs were lost: {self}"
+        );
+        assert!(
+            self.check.unexpected.is_empty(),
+            "unknown jobs were handled: {self}"
+        );
+        assert_eq!(
+            self.check.confirmed, self.jobs as usize,
+            "not every job was confirmed: {self}"
+        );
+        assert!(
+            self.worker_exit.is_none(),
+            "the worker stopped by itself: {self}"
+        );
+        assert_eq!(self.restarts, 0, "{self}");
+        assert_eq!(
+            self.left,
+            Some((0, 0)),
+            "messages were left in the queue: {self}"
+        );
+        if self.fault != Fault::None {
+            assert!(self.faults > 0, "no fault was injected: {self}");
+        }
+    }
+
+    /// A row of the RELIABILITY.md table.
+    pub(crate) fn row(&self) -> String {
+        format!(
+            "| {} | {} | {} × {} | {} | {} ({} extra runs) | {:.1} s |",
+            self.fault.name(),
+            self.jobs,
+            self.faults,
+            self.fault.describe(),
+            self.check.lost.len(),
+            self.check.duplicated,
+            self.check.extra_runs,
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "[{}] {} jobs, {} faults in {:.1} s: {}; producer errors {:?}; settle failures {}; \
+             left {:?}; worker exit {:?}; worker result {:?}",
+            self.fault.name(),
+            self.jobs,
+            self.faults,
+            self.elapsed.as_secs_f64(),
+            self.check,
+            self.producer_errors,
+            self.settle_failures,
+            self.left,
+            self.worker_exit,
+            self.worker_result,
+        )
+    }
+}
+
+/// Where the scenario's broker is: `url` for clients, and the private node
+/// when the scenario breaks the broker itself.
+pub(crate) struct Site<'a> {
+    pub(crate) url: String,
+    pub(crate) node: Option<&'a mut PrivateNode>,
+    /// How to start a worker child process (worker-crash only): the
+    /// program and its arguments.
+    pub(crate) child: Option<(std::path::PathBuf, Vec<String>)>,
+}
+
+/// Runs one scenario and reports; the caller asserts.
+pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
+    let started = Instant::now();
+    let fault = plan.fault;
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+    let ledger = Arc::new(Ledger::default());
+    ledger.attempted(plan.jobs);
+    let direct = site.url.clone();
+    let proxy = match fault {
+        Fault::Reset | Fault::BlackHole => Some(Proxy::in_front_of(&direct).await),
+        _ => None,
+    };
+    let url = proxy
+        .as_ref()
+        .map_or(direct.clone(), |(_, url)| url.clone());
+    let options = |role: &str| {
+        RabbitMqOptions::default()
+            .connection_name(format!("queuey-fault-{role}-{run_id}"))
+            .heartbeat(plan.heartbeat)
+            .connect_timeout(Duration::from_secs(3))
+            .call_timeout(Duration::from_secs(10))
+    };
+    let producer_backend = Arc::new(
+        RabbitMqBackend::with_options(&url, options("producer"))
+            .await
+            .expect("the producer connects"),
+    );
+    let producer = Producer::<J::Queues, _>::new(Arc::clone(&producer_backend))
+        .await
+        .expect("the producer declares its queue");
+    let queue = <J as Job>::QUEUE.name().to_owned();
+
+    // The worker: in process, or a child process for the crash scenario.
+    let mut in_process = None;
+    let mut children = None;
+    if fault == Fault::WorkerCrash {
+        let (program, args) = site
+            .child
+            .clone()
+            .expect("the crash scenario needs a child command");
+        let mut kids = Children::new(program, args, &url, &queue);
+        kids.spawn();
+        children = Some(kids);
+    } else {
+        let worker_backend = Arc::new(
+            RabbitMqBackend::with_options(&url, options("worker"))
+                .await
+                .expect("the worker connects"),
+        );
+        let log = Arc::clone(&ledger);
+        let worker = Worker::<J::Queues, _>::builder(Arc::clone(&worker_backend))
+            .handler(handler_fn(move |job: J, _ctx: JobContext| {
+                let log = Arc::clone(&log);
+                async move {
+                    log.handled(job.number());
+                    Ok::<(), JobError>(())
+                }
+            }))
+            .concurrency(plan.concurrency)
+            .shutdown_timeout(Duration::from_secs(20))
+            .build()
+            .await
+            .expect("the worker builds");
+        let handle = worker.handle();
+        let running = tokio::spawn(worker.run());
+        in_process = Some((worker_backend, handle, running));
+    }
+
+    let node_name = site.node.as_ref().map(|n| n.name().to_owned());
+    let produced = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    let mut chaos = Chaos {
+        fault,
+        plan,
+        proxy: proxy.as_ref().map(|(p, _)| p),
+        node: site.node,
+        children: children.as_mut(),
+        connections: [
+            format!("queuey-fault-producer-{run_id}"),
+            format!("queuey-fault-worker-{run_id}"),
+        ],
+    };
+    let producing = async {
+        let errors = produce::<J>(&producer, plan, &ledger).await;
+        produced.store(true, Ordering::Release);
+        errors
+    };
+    let watching = async {
+        while !produced.load(Ordering::Acquire) && started.elapsed() < plan.deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        stop.store(true, Ordering::Release);
+    };
+    let (producer_errors, faults, ()) = tokio::join!(producing, chaos.run(&stop), watching);
+    chaos.heal().await;
+    drop(chaos);
+
+    // Wait until every confirmed job was handled and the queue is drained.
+    let node_name = node_name.as_deref();
+    let mut worker_exit = None;
+    let mut timed_out = false;
+    let left = loop {
+        if let Some(kids) = children.as_ref() {
+            ledger.reset_handled();
+            for text in kids.ledgers() {
+                ledger.record_file(&text);
+            }
+        }
+        if let Some((_, _, running)) = &in_process
+            && running.is_finished()
+            && worker_exit.is_none()
+        {
+            worker_exit = Some("Worker::run returned before the shutdown".to_owned());
+        }
+        let (done, confirmed) = ledger.confirmed_handled();
+        if done == confirmed {
+            let left = chaos::queue_depth(node_name, &queue).await;
+            if left == Some((0, 0)) {
+                break left;
+            }
+        }
+        if started.elapsed() > plan.deadline {
+            timed_out = true;
+            break chaos::queue_depth(node_name, &queue).await;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+
+    // Stop the worker(s), then read the children's ledgers a last time.
+    let mut worker_result = None;
+    let mut settle_failures = 0;
+    if let Some((backend, handle, running)) = in_process {
+        handle.shutdown();
+        let result = match tokio::time::timeout(Duration::from_secs(60), running).await {
+            Ok(Ok(Ok(()))) => "Ok".to_owned(),
+            Ok(Ok(Err(e))) => format!("Err({e})"),
+            Ok(Err(e)) => format!("panicked: {e}"),
+            Err(_) => "did not return within 60 s of the shutdown".to_owned(),
+        };
+        worker_result = Some(result);
+        settle_failures = handle.settle_failures();
+        close(&backend).await;
+    }
+    if let Some(mut kids) = children {
+        kids.kill();
+        ledger.reset_handled();
+        for text in kids.ledgers() {
+            ledger.record_file(&text);
+        }
+    }
+    close(&producer_backend).await;
+    drop(proxy);
+    chaos::delete_queues(node_name, &direct, &queue).await;
+    Report {
+        fault,
+        jobs: plan.jobs,
+        faults,
+        check: ledger.check(),
+        producer_errors,
+        worker_exit,
+        worker_result,
+        settle_failures,
+        left,
+        restarts: 0,
+        timed_out,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Closes a backend, bounded: a close that hangs is reported, not waited on.
+async fn close(backend: &RabbitMqBackend) {
+    match tokio::time::timeout(Duration::from_secs(40), backend.close()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("closing a backend failed: {e}"),
+        Err(_) => eprintln!("closing a backend did not return within 40 s"),
+    }
+}
+
+/// Enqueues jobs `0..jobs`, `concurrency` at a time, spread over
+/// `plan.spread`; a failed enqueue is tried again (the job gets a new id,
+/// the ledger keeps its number) until it is confirmed or the run's
+/// deadline passes. Returns the failures by kind.
+async fn produce<J: Numbered>(
+    producer: &Producer<J::Queues, Arc<RabbitMqBackend>>,
+    plan: &Plan,
+    ledger: &Ledger,
+) -> BTreeMap<String, u64> {
+    let started = tokio::time::Instant::now();
+    let errors = std::sync::Mutex::new(BTreeMap::<String, u64>::new());
+    let jobs = plan.jobs.max(1);
+    futures::stream::iter(0..plan.jobs)
+        .for_each_concurrent(plan.concurrency, |n| {
+            let errors = &errors;
+            async move {
+                let at = plan.spread.mul_f64(f64::from(n) / f64::from(jobs));
+                tokio::time::sleep_until(started + at).await;
+                let job = J::numbered(n);
+                loop {
+                    match producer.enqueue(&job).await {
+                        Ok(_) => {
+                            ledger.confirmed(n);
+                            return;
+                        }
+                        Err(e) => {
+                            let kind = match &e {
+                                queuey::Error::Backend(b) => format!("{:?}", b.kind()),
+                                other => format!("{other}"),
+                            };
+                            *errors
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .entry(kind)
+                                .or_default() += 1;
+                            if started.elapsed() > plan.deadline {
+                                return;
+                            }
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+    errors.into_inner().unwrap_or_else(|p| p.into_inner())
+}
