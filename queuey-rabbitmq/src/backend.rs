@@ -2,9 +2,11 @@
 //! [`Backend`] implementation.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use lapin::Connection;
 use queuey_core::{
@@ -71,11 +73,16 @@ impl RabbitMqBackend {
         options.validate()?;
         let addresses = addresses.into_addresses();
         let link = Link::connect(&addresses, options.clone()).await?;
+        let publisher = Publisher::new(
+            Arc::clone(&link),
+            options.get_publish_concurrency(),
+            options.publish_window,
+        );
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 link,
-                publisher: Publisher::new(options.get_publish_concurrency()),
-                holds: HoldDeclarer::new(options.get_publish_concurrency()),
+                publisher,
+                holds: HoldDeclarer::new(declare::HOLD_DECLARATION_CHANNELS),
                 options,
             }),
         })
@@ -180,21 +187,59 @@ impl Inner {
     /// or a body the broker delivered to us being copied unchanged to a
     /// dead-letter queue (the broker accepted its size once already, so
     /// queuey's own limit does not apply).
-    pub(crate) async fn send(&self, out: Outgoing<'_>) -> Result<(), Error> {
-        let current = self
-            .publishing_connection(|| format!("publishing to `{}`", out.queue))
-            .await?;
-        let result = self.publisher.publish(&current.connection, out).await;
-        if let Err(error) = &result {
-            self.saw(current.generation, error);
+    ///
+    /// A publish whose channel or connection failed is published again
+    /// until the publish bound ([`RabbitMqOptions::publish_timeout`]) has
+    /// passed: a duplicate at worst, never a loss.
+    pub(crate) async fn send(&self, out: Outgoing) -> Result<(), Error> {
+        let deadline = Instant::now() + self.options.publish_timeout;
+        self.retrying(
+            deadline,
+            || format!("publishing to `{}`", out.queue),
+            || self.publisher.publish(out.clone(), deadline),
+        )
+        .await
+    }
+
+    /// Runs `attempt` again after each transient failure (a lost
+    /// connection, a publish whose outcome is unknown, a wait that timed
+    /// out) until it succeeds, fails for good, or `deadline` passes; then
+    /// the last error is returned. `what` is formatted only for an error.
+    pub(crate) async fn retrying<F, Fut>(
+        &self,
+        deadline: Instant,
+        what: impl Fn() -> String,
+        mut attempt: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), Error>>,
+    {
+        let mut pause = Duration::ZERO;
+        loop {
+            let result = match tokio::time::timeout_at(deadline, attempt()).await {
+                Ok(result) => result,
+                Err(_) => return Err(timed_out(&what(), self.options.publish_timeout)),
+            };
+            match result {
+                Err(error)
+                    if error.is_transient()
+                        && !self.is_closed()
+                        && Instant::now() + pause < deadline =>
+                {
+                    tracing::debug!(%error, "{}: trying again", what());
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).clamp(RETRY_PAUSE_MIN, RETRY_PAUSE_MAX);
+                }
+                other => return other,
+            }
         }
-        result
     }
 
     /// Publishes `envelope` to its own queue.
     async fn publish_envelope(&self, envelope: &Envelope) -> Result<(), Error> {
         let prepared = self.prepare(envelope)?;
-        prepared.publish_to(self, &envelope.queue).await
+        self.send(prepared.outgoing(&envelope.queue)).await
     }
 
     /// Encodes an envelope and checks its size: everything that can fail
@@ -213,7 +258,7 @@ impl Inner {
             .map(|id| id.as_str().to_owned())
             .unwrap_or_default();
         Ok(Prepared {
-            body,
+            body: Bytes::from(body),
             message_id,
             properties,
         })
@@ -256,14 +301,33 @@ impl Inner {
             _ => self.prepare(envelope)?,
         };
         if ttl_ms == 0 {
-            return prepared.publish_to(self, queue).await;
+            return self.send(prepared.outgoing(queue)).await;
         }
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
+        let out = prepared.outgoing(&hold);
+        let deadline = Instant::now() + self.options.publish_timeout;
+        self.retrying(
+            deadline,
+            || format!("holding a job in `{hold}`"),
+            || self.hold_once(&config, ttl_ms, &out, deadline),
+        )
+        .await
+    }
+
+    /// Declares the hold queue of `out` and publishes into it, once.
+    async fn hold_once(
+        &self,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        out: &Outgoing,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let hold = out.queue.as_str();
         let current = self
             .publishing_connection(|| format!("declaring hold queue `{hold}`"))
             .await?;
         let result = self
-            .hold_on(&current.connection, &hold, &config, ttl_ms, &prepared)
+            .hold_on(&current.connection, config, ttl_ms, out, deadline)
             .await;
         if let Err(error) = &result {
             self.saw(current.generation, error);
@@ -271,29 +335,25 @@ impl Inner {
         result
     }
 
-    /// Declares `hold` and publishes into it on `connection`.
+    /// Declares the hold queue and publishes into it on `connection`.
     async fn hold_on(
         &self,
         connection: &Connection,
-        hold: &str,
         config: &QueueConfig,
         ttl_ms: u64,
-        prepared: &Prepared,
+        out: &Outgoing,
+        deadline: Instant,
     ) -> Result<(), Error> {
+        let hold = out.queue.as_str();
         let mut declared_again = false;
         let mut attempts = 0;
         loop {
             attempts += 1;
-            // Only a declaration renews a hold queue's lease (`x-expires`), and
-            // an expired hold queue takes its messages with it. So the
-            // publishing channel is reserved first, and nothing waits between
-            // the declaration and the publish into the queue it renewed.
-            let reservation = self.publisher.reserve(connection).await?;
             // Taken before the declaration is sent: the broker starts the
             // lease when it handles the declaration, which is no earlier.
             let sent = Instant::now();
             self.holds.declare(connection, hold, config, ttl_ms).await?;
-            match reservation.publish(prepared.outgoing(hold)).await {
+            match self.publisher.publish(out.clone(), deadline).await {
                 Ok(()) => {
                     if self
                         .lease_covers(connection, hold, config, ttl_ms, sent)
@@ -360,25 +420,26 @@ impl Inner {
 /// published again before the hold fails.
 const LATE_HOLD_ATTEMPTS: u32 = 5;
 
+/// The first and the longest pause between two tries of a publish whose
+/// channel or connection failed (the first retry goes at once).
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(25);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
+
 /// An encoded envelope, checked and ready to publish.
 struct Prepared {
-    body: Vec<u8>,
+    body: Bytes,
     message_id: String,
     properties: lapin::BasicProperties,
 }
 
 impl Prepared {
-    fn outgoing<'a>(&'a self, queue: &'a str) -> Outgoing<'a> {
+    fn outgoing(self, queue: &str) -> Outgoing {
         Outgoing {
-            queue,
-            body: &self.body,
-            message_id: &self.message_id,
-            properties: self.properties.clone(),
+            queue: queue.to_owned(),
+            body: self.body,
+            message_id: self.message_id,
+            properties: self.properties,
         }
-    }
-
-    async fn publish_to(&self, inner: &Inner, queue: &str) -> Result<(), Error> {
-        inner.send(self.outgoing(queue)).await
     }
 }
 

@@ -296,13 +296,13 @@ impl Consumer {
         let published = self
             .inner
             .send(Outgoing {
-                queue: &dead,
-                body: &delivery.data,
-                message_id: &message_id,
+                queue: dead.clone(),
+                body: bytes::Bytes::copy_from_slice(&delivery.data),
                 properties: properties::with_dead_letter_headers(
                     properties::malformed_properties(&message_id),
                     &info,
                 ),
+                message_id,
             })
             .await;
         match published {

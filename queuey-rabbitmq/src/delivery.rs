@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
@@ -46,7 +47,7 @@ pub(crate) struct RabbitMqDelivery {
     queue: Arc<str>,
     envelope: Envelope,
     /// The body as received, republished verbatim to the dead-letter queue.
-    body: Vec<u8>,
+    body: Bytes,
     redelivered: bool,
     delivery_tag: u64,
     acker: Acker,
@@ -65,7 +66,7 @@ impl RabbitMqDelivery {
             channel,
             queue,
             envelope,
-            body: delivery.data,
+            body: Bytes::from(delivery.data),
             redelivered: delivery.redelivered,
             delivery_tag: delivery.delivery_tag,
             acker: delivery.acker,
@@ -150,9 +151,9 @@ impl RabbitMqDelivery {
         let message_id = self.envelope.job_id.to_string();
         self.inner
             .send(Outgoing {
-                queue: &dead,
-                body: &self.body,
-                message_id: &message_id,
+                queue: dead,
+                body: self.body.clone(),
+                message_id,
                 properties,
             })
             .await?;
