@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use lapin::Connection;
 use queuey_core::{
     Backend, BackendError, BackendErrorKind, ConnectionState, DeliveryStream, Envelope, Error,
     QueueConfig,
@@ -16,6 +15,7 @@ use queuey_core::{
 use tokio::time::Instant;
 
 use crate::declare::{self, HoldDeclarer};
+use crate::hold::{HoldKind, Leases};
 use crate::link::{Current, Link};
 use crate::publisher::{Outgoing, Publisher};
 use crate::{RabbitMqOptions, consumer, properties, topology};
@@ -31,21 +31,14 @@ pub struct RabbitMqBackend {
     inner: Arc<Inner>,
 }
 
-/// Which granularity and priority a hold uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldKind {
-    /// A retry or delayed enqueue: retry granularity, the envelope's priority.
-    Retry,
-    /// A deferral: deferral granularity, the queue's top priority.
-    Deferral,
-}
-
 pub(crate) struct Inner {
     /// The connection of the moment, replaced when it dies.
     pub(crate) link: Arc<Link>,
     pub(crate) options: RabbitMqOptions,
-    publisher: Publisher,
-    holds: HoldDeclarer,
+    pub(crate) publisher: Publisher,
+    pub(crate) holds: HoldDeclarer,
+    /// The hold-queue declarations later holds may rely on.
+    pub(crate) leases: Leases,
 }
 
 impl RabbitMqBackend {
@@ -83,6 +76,7 @@ impl RabbitMqBackend {
                 link,
                 publisher,
                 holds: HoldDeclarer::new(declare::HOLD_DECLARATION_CHANNELS),
+                leases: Leases::default(),
                 options,
             }),
         })
@@ -156,7 +150,7 @@ impl Inner {
         self.link.is_closed()
     }
 
-    fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
+    pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
         self.link.declared(queue)
     }
 
@@ -244,13 +238,18 @@ impl Inner {
 
     /// Encodes an envelope and checks its size: everything that can fail
     /// before the broker is involved.
-    fn prepare(&self, envelope: &Envelope) -> Result<Prepared, Error> {
+    pub(crate) fn prepare(&self, envelope: &Envelope) -> Result<Prepared, Error> {
         let body = envelope.encode().map_err(|source| Error::Encode {
             queue: envelope.queue.clone(),
             source,
         })?;
         self.check_size(&envelope.queue, body.len())?;
-        let properties = properties::job_properties(envelope)?;
+        // A queue declared without priorities would ignore one.
+        let priority = match self.declared(&envelope.queue) {
+            Some(config) if config.top_priority() == 0 => 0,
+            _ => envelope.priority,
+        };
+        let properties = properties::job_properties(envelope, priority);
         // The message id job_properties just wrote: the job id, formatted once.
         let message_id = properties
             .message_id()
@@ -275,150 +274,7 @@ impl Inner {
         }
         Ok(())
     }
-
-    /// Parks `envelope` in the hold queue for `delay` (rounded up), or
-    /// publishes it at once for a zero delay. Every refusal happens before
-    /// anything is declared or published.
-    pub(crate) async fn hold(
-        &self,
-        envelope: &Envelope,
-        delay: Duration,
-        kind: HoldKind,
-    ) -> Result<(), Error> {
-        let queue = envelope.queue.as_str();
-        let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
-            queue: queue.to_owned(),
-        })?;
-        let granularity = match kind {
-            HoldKind::Retry => self.options.get_retry_granularity(),
-            HoldKind::Deferral => self.options.get_deferred_granularity(),
-        };
-        let ttl_ms = topology::hold_delay_ms(queue, delay, granularity)?;
-        let prepared = match kind {
-            HoldKind::Deferral if envelope.priority != config.top_priority() => {
-                self.prepare(&envelope.clone().with_priority(config.top_priority()))?
-            }
-            _ => self.prepare(envelope)?,
-        };
-        if ttl_ms == 0 {
-            return self.send(prepared.outgoing(queue)).await;
-        }
-        let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
-        let out = prepared.outgoing(&hold);
-        let deadline = Instant::now() + self.options.publish_timeout;
-        self.retrying(
-            deadline,
-            || format!("holding a job in `{hold}`"),
-            || self.hold_once(&config, ttl_ms, &out, deadline),
-        )
-        .await
-    }
-
-    /// Declares the hold queue of `out` and publishes into it, once.
-    async fn hold_once(
-        &self,
-        config: &QueueConfig,
-        ttl_ms: u64,
-        out: &Outgoing,
-        deadline: Instant,
-    ) -> Result<(), Error> {
-        let hold = out.queue.as_str();
-        let current = self
-            .publishing_connection(|| format!("declaring hold queue `{hold}`"))
-            .await?;
-        let result = self
-            .hold_on(&current.connection, config, ttl_ms, out, deadline)
-            .await;
-        if let Err(error) = &result {
-            self.saw(current.generation, error);
-        }
-        result
-    }
-
-    /// Declares the hold queue and publishes into it on `connection`.
-    async fn hold_on(
-        &self,
-        connection: &Connection,
-        config: &QueueConfig,
-        ttl_ms: u64,
-        out: &Outgoing,
-        deadline: Instant,
-    ) -> Result<(), Error> {
-        let hold = out.queue.as_str();
-        let mut declared_again = false;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            // Taken before the declaration is sent: the broker starts the
-            // lease when it handles the declaration, which is no earlier.
-            let sent = Instant::now();
-            self.holds.declare(connection, hold, config, ttl_ms).await?;
-            match self.publisher.publish(out.clone(), deadline).await {
-                Ok(()) => {
-                    if self
-                        .lease_covers(connection, hold, config, ttl_ms, sent)
-                        .await?
-                    {
-                        return Ok(());
-                    }
-                    if attempts >= LATE_HOLD_ATTEMPTS {
-                        return Err(Error::Backend(BackendError::new(
-                            BackendErrorKind::Other,
-                            format!(
-                                "could not make sure a job held in `{hold}` outlives the queue's \
-                                 {} ms lease ({attempts} tries); a {ttl_ms} ms hold is too short \
-                                 for this broker's round trips: raise the granularity",
-                                2 * ttl_ms
-                            ),
-                        )));
-                    }
-                    tracing::warn!(hold = %hold, "a short hold may have expired with its job; publishing it again");
-                }
-                Err(Error::Backend(e))
-                    if e.kind() == BackendErrorKind::Unroutable && !declared_again =>
-                {
-                    // The hold queue vanished between its declaration and the
-                    // publish (an operator deleted it, or the broker stalled
-                    // past its expiry): declare it again, once.
-                    tracing::warn!(hold = %hold, "the hold queue was gone at publish time; declaring it again");
-                    declared_again = true;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Whether a job just confirmed into `hold` is sure to be released
-    /// rather than deleted with its queue.
-    ///
-    /// The queue's lease runs `2 * ttl` from its last declaration; the job
-    /// expires `ttl` after it landed. Confirmed within `ttl` of sending the
-    /// declaration, the job lands well inside the lease. Otherwise the queue
-    /// is declared again, renewing the lease past the job's expiry — which
-    /// only counts if that reply came within `2 * ttl` of the first
-    /// declaration, before the lease could have run out. When neither holds
-    /// (only ever seen with holds of a few milliseconds on a busy broker),
-    /// the job is published again: a duplicate at worst, never a loss.
-    async fn lease_covers(
-        &self,
-        connection: &Connection,
-        hold: &str,
-        config: &QueueConfig,
-        ttl_ms: u64,
-        sent: Instant,
-    ) -> Result<bool, Error> {
-        let ttl = Duration::from_millis(ttl_ms);
-        if sent.elapsed() < ttl {
-            return Ok(true);
-        }
-        self.holds.declare(connection, hold, config, ttl_ms).await?;
-        Ok(sent.elapsed() < 2 * ttl)
-    }
 }
-
-/// How often a hold whose lease could not be shown to cover its job is
-/// published again before the hold fails.
-const LATE_HOLD_ATTEMPTS: u32 = 5;
 
 /// The first and the longest pause between two tries of a publish whose
 /// channel or connection failed (the first retry goes at once).
@@ -426,14 +282,14 @@ const RETRY_PAUSE_MIN: Duration = Duration::from_millis(25);
 const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// An encoded envelope, checked and ready to publish.
-struct Prepared {
+pub(crate) struct Prepared {
     body: Bytes,
     message_id: String,
     properties: lapin::BasicProperties,
 }
 
 impl Prepared {
-    fn outgoing(self, queue: &str) -> Outgoing {
+    pub(crate) fn outgoing(self, queue: &str) -> Outgoing {
         Outgoing {
             queue: queue.to_owned(),
             body: self.body,

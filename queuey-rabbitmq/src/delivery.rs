@@ -11,8 +11,9 @@ use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
 use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
 
-use crate::backend::{HoldKind, Inner, timed_out};
+use crate::backend::{Inner, timed_out};
 use crate::error::Failure;
+use crate::hold::HoldKind;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::topology;
@@ -145,7 +146,8 @@ impl RabbitMqDelivery {
             attempts: self.envelope.attempt,
         };
         let properties = properties::with_dead_letter_headers(
-            properties::job_properties(&self.envelope)?,
+            // A dead-letter queue has no priorities.
+            properties::job_properties(&self.envelope, 0),
             &info,
         );
         let message_id = self.envelope.job_id.to_string();

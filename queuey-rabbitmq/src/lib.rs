@@ -136,6 +136,7 @@ mod consumer;
 mod declare;
 mod delivery;
 mod error;
+mod hold;
 mod link;
 mod options;
 mod pool;
