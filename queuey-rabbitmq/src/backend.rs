@@ -195,6 +195,37 @@ impl Inner {
         .await
     }
 
+    /// Publishes a dead letter into `out.queue`, the dead-letter queue of
+    /// `config`'s queue. When that queue is gone (the publish comes back
+    /// `NO_ROUTE`: an operator deleted it), declares it once and publishes
+    /// again; a second refusal is returned.
+    pub(crate) async fn send_dead_letter(
+        &self,
+        out: Outgoing,
+        config: &QueueConfig,
+    ) -> Result<(), Error> {
+        match self.send(out.clone()).await {
+            Err(Error::Backend(e)) if e.kind() == BackendErrorKind::Unroutable => {
+                tracing::warn!(dead_letter_queue = %out.queue, "the dead-letter queue is gone; declaring it again");
+                let what = format!("declaring dead-letter queue `{}` again", out.queue);
+                let current = self.link.connection(&what).await?;
+                let bound = self.options.call_timeout;
+                let declaring =
+                    declare::declare_dead_letter_queue(&current.connection, &out.queue, config);
+                let declared = match tokio::time::timeout(bound, declaring).await {
+                    Ok(result) => result,
+                    Err(_) => Err(timed_out(&what, bound)),
+                };
+                if let Err(error) = &declared {
+                    self.saw(current.generation, error);
+                }
+                declared?;
+                self.send(out).await
+            }
+            other => other,
+        }
+    }
+
     /// Runs `attempt` again after each transient failure (a lost
     /// connection, a publish whose outcome is unknown, a wait that timed
     /// out) until it succeeds, fails for good, or `deadline` passes; then

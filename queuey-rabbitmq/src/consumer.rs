@@ -293,18 +293,16 @@ impl Consumer {
             original_queue: queue,
             attempts: 0,
         };
-        let published = self
-            .inner
-            .send(Outgoing {
-                queue: dead.clone(),
-                body: bytes::Bytes::copy_from_slice(&delivery.data),
-                properties: properties::with_dead_letter_headers(
-                    properties::malformed_properties(&message_id),
-                    &info,
-                ),
-                message_id,
-            })
-            .await;
+        let out = Outgoing {
+            queue: dead.clone(),
+            body: bytes::Bytes::from(delivery.data),
+            properties: properties::with_dead_letter_headers(
+                properties::malformed_properties(&message_id),
+                &info,
+            ),
+            message_id,
+        };
+        let published = self.inner.send_dead_letter(out, &self.config).await;
         match published {
             Ok(()) => match delivery.acker.ack(BasicAckOptions::default()).await {
                 Ok(true) => {

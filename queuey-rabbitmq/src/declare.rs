@@ -49,6 +49,28 @@ pub(crate) async fn declare_queues(
     result
 }
 
+/// Declares one dead-letter queue again (it was found missing at publish
+/// time), on a fresh channel that is closed afterwards.
+pub(crate) async fn declare_dead_letter_queue(
+    connection: &Connection,
+    dead: &str,
+    config: &QueueConfig,
+) -> Result<(), Error> {
+    let channel = new_channel(
+        connection,
+        "opening a channel to declare a dead-letter queue",
+    )
+    .await?;
+    let args = topology::dead_letter_queue_arguments();
+    let result = declare(connection, &channel, dead, config.is_durable(), &args)
+        .await
+        .map_err(|f| explain(f, dead, config));
+    if channel.status().connected() {
+        let _ = channel.close(200, ShortString::default()).await;
+    }
+    result
+}
+
 /// How many channels hold queues are declared on.
 pub(crate) const HOLD_DECLARATION_CHANNELS: usize = 8;
 

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
-use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
+use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error, QueueConfig};
 
 use crate::backend::{Inner, timed_out};
 use crate::error::Failure;
@@ -151,14 +151,17 @@ impl RabbitMqDelivery {
             &info,
         );
         let message_id = self.envelope.job_id.to_string();
-        self.inner
-            .send(Outgoing {
-                queue: dead,
-                body: self.body.clone(),
-                message_id,
-                properties,
-            })
-            .await?;
+        let config = self
+            .inner
+            .declared(&self.queue)
+            .unwrap_or_else(|| Arc::new(QueueConfig::new(&*self.queue)));
+        let out = Outgoing {
+            queue: dead,
+            body: self.body.clone(),
+            message_id,
+            properties,
+        };
+        self.inner.send_dead_letter(out, &config).await?;
         self.ack_now().await
     }
 }

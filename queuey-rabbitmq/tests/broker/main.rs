@@ -45,6 +45,7 @@
 //! | a retry carries priority 0 and keeps FIFO | `holds::a_retry_joins_the_back_of_the_queue` |
 //! | dead letters: `x-death-reason` (capped), `x-original-queue`, `x-attempts`, body verbatim | `dead_letters::dead_letters_carry_their_headers_and_the_body_verbatim`; unit `properties::tests::reasons_are_capped_on_a_char_boundary` |
 //! | a malformed body goes verbatim to `q.dead` with `malformed envelope`, is acked, never reaches the stream | `consume::a_malformed_body_goes_verbatim_to_the_dead_letter_queue` |
+//! | a dead-letter queue found missing (`NO_ROUTE`) is declared once and the dead letter or malformed copy published again | `dead_letters::a_deleted_dead_letter_queue_is_declared_again` |
 //! | `declare_dead_letter_queues(false)`: no `q.dead`; dead letters rejected to the broker's policy | `dead_letters::without_dead_letter_queues_the_brokers_policy_applies` |
 //! | `declare_dead_letter_queues(false)`: a malformed body is rejected without requeue, never reaches the stream, and is logged | `consume::without_dead_letter_queues_a_malformed_body_is_rejected_and_logged` |
 //! | `x-death`, `x-first-death-*`, `x-last-death-*`, `CC`, `BCC` never copied | `dead_letters::republishes_never_carry_cc_bcc_or_death_headers`, `consume::a_malformed_body_goes_verbatim_to_the_dead_letter_queue` |
