@@ -187,13 +187,14 @@ impl Consumer {
             match live.consumer.next().await {
                 Some(Ok(delivery)) => {
                     self.pause = RESUME_PAUSE_MIN;
-                    match Envelope::decode(&delivery.data) {
-                        Ok(envelope) => {
+                    match Envelope::decode_located(&delivery.data) {
+                        Ok((envelope, payload_at)) => {
                             return Some(Ok(Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
                                 live.channel.clone(),
                                 Arc::clone(&self.queue),
                                 envelope,
+                                payload_at,
                                 delivery,
                             ))));
                         }
