@@ -3,8 +3,8 @@
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo bench --bench broker_throughput
-//! cargo bench --bench broker_throughput -- consume retry   # only some rows
+//!     cargo bench -p queuey-bench --bench broker_throughput
+//! cargo bench -p queuey-bench --bench broker_throughput -- consume retry   # only some rows
 //! ```
 //!
 //! Each row measures one operation twice, once through queuey and once
