@@ -446,7 +446,56 @@ pub(crate) fn share(jobs: usize, tasks: usize, task: usize) -> usize {
     jobs / tasks + usize::from(task < jobs % tasks)
 }
 
+/// Set (to `queuey` or `lapin`) in the child process of one memory run.
+const MEMORY_CHILD: &str = "QUEUEY_BENCH_MEMORY_CHILD";
+
+/// One memory run in this fresh process: prints the peak RSS growth in
+/// bytes.
+async fn memory_child(side: &str, url: &str) -> BenchResult<u64> {
+    let broker = Broker::connect(url).await?;
+    let grown = match side {
+        "queuey" => {
+            let backend =
+                queuey_side::backend(&broker, "queuey-memory", None, Duration::from_secs(1))
+                    .await?;
+            let grown =
+                queuey_side::hold_all(&broker, &backend, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES).await;
+            backend.close().await?;
+            grown
+        }
+        _ => {
+            let connection = broker::connect(url, &broker.connection_name("lapin-memory")).await?;
+            let grown =
+                lapin_side::hold_all(&broker, &connection, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES).await;
+            let _ = connection.close(200, "memory run done".into()).await;
+            grown
+        }
+    };
+    let cleaned = broker.delete_created().await;
+    broker.close().await;
+    cleaned?;
+    grown
+}
+
 fn main() -> ExitCode {
+    if let Ok(side) = std::env::var(MEMORY_CHILD) {
+        let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+        let outcome = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.into())
+            .and_then(|runtime| runtime.block_on(memory_child(&side, &url)));
+        return match outcome {
+            Ok(bytes) => {
+                println!("{bytes}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("broker_throughput memory run: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let settings = match Settings::read() {
         Ok(settings) => settings,
         Err(e) => {
@@ -593,68 +642,65 @@ async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<Ro
         results.push(measure_row(broker, settings, row).await?);
     }
     if settings.wants_id("memory") {
-        let memory = measure_memory(broker, settings).await;
-        broker.delete_created().await?;
-        println!("\n{}", memory?);
+        println!("\n{}", measure_memory(settings).await?);
     }
     Ok(results)
 }
 
 /// The memory row: [`MEMORY_JOBS`] jobs of [`MEMORY_PAYLOAD_BYTES`] held
-/// at once by a queuey worker and by a lapin consumer; the growth of the
-/// process's peak resident set in each run, sides alternating.
-async fn measure_memory(broker: &Broker, settings: &Settings) -> BenchResult<String> {
-    let backend =
-        queuey_side::backend(broker, "queuey-memory", None, Duration::from_secs(1)).await?;
-    let connection = broker::connect(broker.url(), &broker.connection_name("lapin-memory")).await?;
+/// at once by a queuey worker and by a lapin consumer, sides alternating.
+/// Each run is a fresh process (this benchmark again, with
+/// [`MEMORY_CHILD`] set), so that no run inherits another's freed heap.
+async fn measure_memory(settings: &Settings) -> BenchResult<String> {
     let (mut queuey, mut lapin) = (Vec::new(), Vec::new());
-    let runs = async {
-        for run in 0..settings.runs {
-            let order = if run % 2 == 0 {
-                [Side::Queuey, Side::Lapin]
-            } else {
-                [Side::Lapin, Side::Queuey]
+    for run in 0..settings.runs {
+        let order = if run % 2 == 0 {
+            [Side::Queuey, Side::Lapin]
+        } else {
+            [Side::Lapin, Side::Queuey]
+        };
+        for side in order {
+            if !settings.sides.contains(&side) {
+                continue;
+            }
+            tokio::time::sleep(PAUSE).await;
+            let name = match side {
+                Side::Queuey => "queuey",
+                Side::Lapin => "lapin",
             };
-            for side in order {
-                if !settings.sides.contains(&side) {
-                    continue;
+            let url = settings.url.clone();
+            let output = tokio::task::spawn_blocking(move || {
+                std::process::Command::new(std::env::current_exe()?)
+                    .env(MEMORY_CHILD, name)
+                    .env("AMQP_URL", url)
+                    .output()
+            })
+            .await??;
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let grown: u64 = match stdout.trim().lines().last().map(str::parse) {
+                Some(Ok(bytes)) if output.status.success() => bytes,
+                _ => {
+                    return Err(format!(
+                        "the {name} memory run failed: {}{}",
+                        stdout.trim(),
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    )
+                    .into());
                 }
-                tokio::time::sleep(PAUSE).await;
-                let grown = match side {
-                    Side::Queuey => {
-                        queuey_side::hold_all(broker, &backend, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES)
-                            .await
-                    }
-                    Side::Lapin => {
-                        lapin_side::hold_all(broker, &connection, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES)
-                            .await
-                    }
-                };
-                broker.delete_created().await?;
-                let mib = grown? as f64 / (1024.0 * 1024.0);
-                println!(
-                    "peak RSS growth, {MEMORY_JOBS} × {} KB in flight   run {}/{}  {:<6} +{mib:.1} MiB",
-                    MEMORY_PAYLOAD_BYTES / 1024,
-                    run + 1,
-                    settings.runs,
-                    match side {
-                        Side::Queuey => "queuey",
-                        Side::Lapin => "lapin",
-                    },
-                );
-                match side {
-                    Side::Queuey => queuey.push(mib),
-                    Side::Lapin => lapin.push(mib),
-                }
+            };
+            let mib = grown as f64 / (1024.0 * 1024.0);
+            println!(
+                "peak RSS growth, {MEMORY_JOBS} × {} KB in flight   run {}/{}  {name:<6} +{mib:.1} MiB",
+                MEMORY_PAYLOAD_BYTES / 1024,
+                run + 1,
+                settings.runs,
+            );
+            match side {
+                Side::Queuey => queuey.push(mib),
+                Side::Lapin => lapin.push(mib),
             }
         }
-        BenchResult::Ok(())
     }
-    .await;
-    let closed = backend.close().await;
-    let _ = connection.close(200, "benchmark row done".into()).await;
-    runs?;
-    closed?;
     let (q, l) = (report::median(queuey), report::median(lapin));
     let ratio = q / l;
     let verdict = if !ratio.is_finite() {
