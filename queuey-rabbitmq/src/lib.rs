@@ -54,7 +54,7 @@
 //! the producer and every worker of a process. On it:
 //!
 //! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) channels
-//!   in confirm mode (2 by default) carry every publish: enqueues, retries,
+//!   in confirm mode (4 by default) carry every publish: enqueues, retries,
 //!   deferrals and dead letters. Each is owned by one task that keeps up to
 //!   [`publish_window`](RabbitMqOptions::publish_window) publishes in flight
 //!   (128 by default) and matches every confirmation and every returned

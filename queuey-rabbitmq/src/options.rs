@@ -8,8 +8,11 @@ use queuey_core::{Error, MAX_MESSAGE_BYTES};
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
-/// The default number of publishing channels.
-pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 2;
+/// The default number of publishing channels. Chosen by measurement
+/// (`BENCHMARKS.md`): with 128 publishes in flight on each, one channel
+/// already matches the best single-channel lapin publisher, and four let
+/// the broker work on several channels at once; more gained nothing there.
+pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 4;
 /// The default number of publishes in flight on one publishing channel.
 pub const DEFAULT_PUBLISH_WINDOW: usize = 128;
 /// The most publishes in flight on one publishing channel.
@@ -74,7 +77,7 @@ pub struct RabbitMqOptions {
 impl Default for RabbitMqOptions {
     /// No connection name, no extra client properties, the client's default
     /// locale, `.dead` and `.deferred` suffixes, dead-letter queues declared,
-    /// both granularities 1 s, 2 publishing channels with up to 128
+    /// both granularities 1 s, 4 publishing channels with up to 128
     /// publishes in flight on each, and a 16 MiB message limit.
     fn default() -> Self {
         RabbitMqOptions {
