@@ -1,6 +1,7 @@
 //! The JSON envelope every job travels in.
 
 use std::fmt;
+use std::ops::Range;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
@@ -78,6 +79,32 @@ pub struct Envelope {
     pub tracestate: Option<String>,
     /// The job itself, as the raw JSON it was encoded to.
     pub payload: Box<RawValue>,
+}
+
+/// An envelope as decoded from a body, its payload borrowed from it. The
+/// same fields and defaults as [`Envelope`].
+#[derive(Deserialize)]
+struct Wire<'a> {
+    job_id: Uuid,
+    job_type: String,
+    queue: String,
+    attempt: u32,
+    #[serde(default)]
+    enqueued_at_ms: u64,
+    #[serde(default)]
+    deferrals: u32,
+    #[serde(default)]
+    priority: u8,
+    #[serde(default)]
+    correlation_id: Option<String>,
+    #[serde(default)]
+    deadline_ms: Option<u64>,
+    #[serde(default)]
+    traceparent: Option<String>,
+    #[serde(default)]
+    tracestate: Option<String>,
+    #[serde(borrow)]
+    payload: &'a RawValue,
 }
 
 /// Room for an encoded envelope's field names, punctuation and fixed-size
@@ -170,6 +197,8 @@ impl Envelope {
             + self.job_type.len()
             + self.queue.len()
             + self.correlation_id.as_ref().map_or(0, String::len)
+            + self.traceparent.as_ref().map_or(0, String::len)
+            + self.tracestate.as_ref().map_or(0, String::len)
             + self.payload.get().len();
         let mut body = Vec::with_capacity(capacity);
         serde_json::to_writer(&mut body, self)?;
@@ -183,19 +212,63 @@ impl Envelope {
     /// serde_json's recursion limit is an error, and an attempt of 0 is
     /// refused because attempts count from 1.
     pub fn decode(body: &[u8]) -> Result<Envelope, DecodeError> {
+        Self::decode_located(body).map(|(envelope, _)| envelope)
+    }
+
+    /// Decodes a message body like [`decode`](Self::decode), and also says
+    /// where in `body` the payload's bytes are.
+    ///
+    /// The payload is copied out of the body exactly as it was, so
+    /// `body[..range.start]`, the payload and `body[range.end..]` together
+    /// are the body again, byte for byte. A consumer can keep only the bytes
+    /// around the payload to copy the message verbatim later (a dead letter)
+    /// without holding the payload twice.
+    ///
+    /// ```
+    /// use queuey_core::Envelope;
+    ///
+    /// let payload = serde_json::value::to_raw_value(&[1, 2, 3])?;
+    /// let body = Envelope::new("t", "q", payload).encode()?;
+    /// let (env, at) = Envelope::decode_located(&body)?;
+    /// assert_eq!(&body[at.clone()], env.payload.get().as_bytes());
+    /// let mut again = body[..at.start].to_vec();
+    /// again.extend_from_slice(env.payload.get().as_bytes());
+    /// again.extend_from_slice(&body[at.end..]);
+    /// assert_eq!(again, body);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn decode_located(body: &[u8]) -> Result<(Envelope, Range<usize>), DecodeError> {
         if body.len() > MAX_MESSAGE_BYTES {
             return Err(DecodeError::TooLarge {
                 size: body.len(),
                 limit: MAX_MESSAGE_BYTES,
             });
         }
-        let envelope: Envelope = serde_json::from_slice(body).map_err(DecodeError::Json)?;
-        if envelope.attempt == 0 {
+        let wire: Wire<'_> = serde_json::from_slice(body).map_err(DecodeError::Json)?;
+        if wire.attempt == 0 {
             return Err(DecodeError::Invalid(
                 "attempt is 0, but attempts count from 1",
             ));
         }
-        Ok(envelope)
+        // The borrowed payload points into `body`: its offset is where it is.
+        let raw = wire.payload.get();
+        let start = (raw.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+        let range = start..start + raw.len();
+        let envelope = Envelope {
+            job_id: wire.job_id,
+            job_type: wire.job_type,
+            queue: wire.queue,
+            attempt: wire.attempt,
+            enqueued_at_ms: wire.enqueued_at_ms,
+            deferrals: wire.deferrals,
+            priority: wire.priority,
+            correlation_id: wire.correlation_id,
+            deadline_ms: wire.deadline_ms,
+            traceparent: wire.traceparent,
+            tracestate: wire.tracestate,
+            payload: wire.payload.to_owned(),
+        };
+        Ok((envelope, range))
     }
 
     /// Milliseconds since the job was first enqueued (0 if the clock is
@@ -215,6 +288,9 @@ impl PartialEq for Envelope {
             && self.deferrals == other.deferrals
             && self.priority == other.priority
             && self.correlation_id == other.correlation_id
+            && self.deadline_ms == other.deadline_ms
+            && self.traceparent == other.traceparent
+            && self.tracestate == other.tracestate
             && self.payload.get() == other.payload.get()
     }
 }
@@ -233,6 +309,8 @@ impl fmt::Debug for Envelope {
             .field("deferrals", &self.deferrals)
             .field("priority", &self.priority)
             .field("correlation_id", &self.correlation_id)
+            .field("deadline_ms", &self.deadline_ms)
+            .field("traceparent", &self.traceparent)
             .field("payload_bytes", &self.payload.get().len())
             .finish()
     }
@@ -288,6 +366,21 @@ mod tests {
     }
 
     #[test]
+    fn the_located_payload_rebuilds_the_body_verbatim() {
+        let odd = br#"{ "payload" : { "b" : [1, 2 ,3] , "a":"\u00e9" }, "job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":2,"extra":1 }"#;
+        let (env, at) = Envelope::decode_located(odd).unwrap();
+        assert_eq!(&odd[at.clone()], env.payload.get().as_bytes());
+        let mut again = odd[..at.start].to_vec();
+        again.extend_from_slice(env.payload.get().as_bytes());
+        again.extend_from_slice(&odd[at.end..]);
+        assert_eq!(again, odd.to_vec());
+        // The same envelope as serde's own decoding.
+        let via_serde: Envelope = serde_json::from_slice(odd).unwrap();
+        assert_eq!(env, via_serde);
+        assert_eq!(env.attempt, 2);
+    }
+
+    #[test]
     fn payload_is_not_reformatted() {
         let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":1,"payload":{ "b" : [1, 2],  "a":null }}"#;
         let env = Envelope::decode(body).unwrap();
@@ -308,6 +401,25 @@ mod tests {
     fn unknown_fields_are_ignored() {
         let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":1,"payload":{},"from_the_future":true}"#;
         assert!(Envelope::decode(body).is_ok());
+    }
+
+    #[test]
+    fn deadline_and_trace_context_survive_encoding() {
+        let mut env = sample().with_deadline_ms(1_700_000_000_000);
+        env.traceparent = Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into());
+        env.tracestate = Some("vendor=value".into());
+        let back = Envelope::decode(&env.encode().unwrap()).unwrap();
+        assert_eq!(back, env);
+        assert_eq!(back.deadline_ms, Some(1_700_000_000_000));
+        // Retries and deferrals keep them.
+        assert_eq!(back.next_attempt().deferred(3).traceparent, env.traceparent);
+        assert_eq!(back.next_attempt().deadline_ms, env.deadline_ms);
+        // Absent, they are not written at all.
+        let plain = String::from_utf8(sample().encode().unwrap()).unwrap();
+        assert!(
+            !plain.contains("deadline") && !plain.contains("trace"),
+            "{plain}"
+        );
     }
 
     #[test]

@@ -2,11 +2,12 @@
 //! [`Backend`] implementation.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use lapin::Connection;
 use queuey_core::{
     Backend, BackendError, BackendErrorKind, ConnectionState, DeliveryStream, Envelope, Error,
     QueueConfig,
@@ -14,6 +15,7 @@ use queuey_core::{
 use tokio::time::Instant;
 
 use crate::declare::{self, HoldDeclarer};
+use crate::hold::{HoldKind, Leases};
 use crate::link::{Current, Link};
 use crate::publisher::{Outgoing, Publisher};
 use crate::{RabbitMqOptions, consumer, properties, topology};
@@ -29,21 +31,14 @@ pub struct RabbitMqBackend {
     inner: Arc<Inner>,
 }
 
-/// Which granularity and priority a hold uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldKind {
-    /// A retry or delayed enqueue: retry granularity, the envelope's priority.
-    Retry,
-    /// A deferral: deferral granularity, the queue's top priority.
-    Deferral,
-}
-
 pub(crate) struct Inner {
     /// The connection of the moment, replaced when it dies.
     pub(crate) link: Arc<Link>,
     pub(crate) options: RabbitMqOptions,
-    publisher: Publisher,
-    holds: HoldDeclarer,
+    pub(crate) publisher: Publisher,
+    pub(crate) holds: HoldDeclarer,
+    /// The hold-queue declarations later holds may rely on.
+    pub(crate) leases: Leases,
 }
 
 impl RabbitMqBackend {
@@ -71,11 +66,17 @@ impl RabbitMqBackend {
         options.validate()?;
         let addresses = addresses.into_addresses();
         let link = Link::connect(&addresses, options.clone()).await?;
+        let publisher = Publisher::new(
+            Arc::clone(&link),
+            options.get_publish_concurrency(),
+            options.publish_window,
+        );
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 link,
-                publisher: Publisher::new(options.get_publish_concurrency()),
-                holds: HoldDeclarer::new(options.get_publish_concurrency()),
+                publisher,
+                holds: HoldDeclarer::new(declare::HOLD_DECLARATION_CHANNELS),
+                leases: Leases::default(),
                 options,
             }),
         })
@@ -149,7 +150,7 @@ impl Inner {
         self.link.is_closed()
     }
 
-    fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
+    pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
         self.link.declared(queue)
     }
 
@@ -180,32 +181,121 @@ impl Inner {
     /// or a body the broker delivered to us being copied unchanged to a
     /// dead-letter queue (the broker accepted its size once already, so
     /// queuey's own limit does not apply).
-    pub(crate) async fn send(&self, out: Outgoing<'_>) -> Result<(), Error> {
-        let current = self
-            .publishing_connection(|| format!("publishing to `{}`", out.queue))
-            .await?;
-        let result = self.publisher.publish(&current.connection, out).await;
-        if let Err(error) = &result {
-            self.saw(current.generation, error);
+    ///
+    /// A publish whose channel or connection failed is published again
+    /// until the publish bound ([`RabbitMqOptions::publish_timeout`]) has
+    /// passed: a duplicate at worst, never a loss.
+    pub(crate) async fn send(&self, out: Outgoing) -> Result<(), Error> {
+        let deadline = Instant::now() + self.options.publish_timeout;
+        self.retrying(
+            deadline,
+            || format!("publishing to `{}`", out.queue),
+            || self.publisher.publish(out.clone(), deadline),
+        )
+        .await
+    }
+
+    /// Publishes a dead letter into `out.queue`, the dead-letter queue of
+    /// `config`'s queue. When that queue is gone (the publish comes back
+    /// `NO_ROUTE`: an operator deleted it), declares it once and publishes
+    /// again; a second refusal is returned.
+    pub(crate) async fn send_dead_letter(
+        &self,
+        out: Outgoing,
+        config: &QueueConfig,
+    ) -> Result<(), Error> {
+        match self.send(out.clone()).await {
+            Err(Error::Backend(e)) if e.kind() == BackendErrorKind::Unroutable => {
+                tracing::warn!(dead_letter_queue = %out.queue, "the dead-letter queue is gone; declaring it again");
+                let what = format!("declaring dead-letter queue `{}` again", out.queue);
+                let current = self.link.connection(&what).await?;
+                let bound = self.options.call_timeout;
+                let declaring =
+                    declare::declare_dead_letter_queue(&current.connection, &out.queue, config);
+                let declared = match tokio::time::timeout(bound, declaring).await {
+                    Ok(result) => result,
+                    Err(_) => Err(timed_out(&what, bound)),
+                };
+                if let Err(error) = &declared {
+                    self.saw(current.generation, error);
+                }
+                declared?;
+                self.send(out).await
+            }
+            other => other,
         }
-        result
+    }
+
+    /// Runs `attempt` again after each transient failure (a lost
+    /// connection, a publish whose outcome is unknown, a wait that timed
+    /// out) until it succeeds, fails for good, or `deadline` passes; then
+    /// the last error is returned. `what` is formatted only for an error.
+    pub(crate) async fn retrying<F, Fut>(
+        &self,
+        deadline: Instant,
+        what: impl Fn() -> String,
+        mut attempt: F,
+    ) -> Result<(), Error>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), Error>>,
+    {
+        let mut pause = Duration::ZERO;
+        // Whether an earlier try was sent and never confirmed: then the
+        // broker may hold the message whatever later tries say, and a final
+        // failure must say so rather than read as "never published".
+        let mut uncertain = false;
+        loop {
+            let result = match tokio::time::timeout_at(deadline, attempt()).await {
+                Ok(result) => result,
+                Err(_) if uncertain => {
+                    return Err(uncertain_after(&what(), self.options.publish_timeout));
+                }
+                Err(_) => return Err(timed_out(&what(), self.options.publish_timeout)),
+            };
+            if let Err(Error::Backend(e)) = &result
+                && e.kind() == BackendErrorKind::Uncertain
+            {
+                uncertain = true;
+            }
+            match result {
+                Err(error)
+                    if error.is_transient()
+                        && !self.is_closed()
+                        && Instant::now() + pause < deadline =>
+                {
+                    tracing::debug!(%error, "{}: trying again", what());
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).clamp(RETRY_PAUSE_MIN, RETRY_PAUSE_MAX);
+                }
+                Err(error) if uncertain && error.is_transient() => {
+                    return Err(uncertain_after(&what(), self.options.publish_timeout));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Publishes `envelope` to its own queue.
     async fn publish_envelope(&self, envelope: &Envelope) -> Result<(), Error> {
         let prepared = self.prepare(envelope)?;
-        prepared.publish_to(self, &envelope.queue).await
+        self.send(prepared.outgoing(&envelope.queue)).await
     }
 
     /// Encodes an envelope and checks its size: everything that can fail
     /// before the broker is involved.
-    fn prepare(&self, envelope: &Envelope) -> Result<Prepared, Error> {
+    pub(crate) fn prepare(&self, envelope: &Envelope) -> Result<Prepared, Error> {
         let body = envelope.encode().map_err(|source| Error::Encode {
             queue: envelope.queue.clone(),
             source,
         })?;
         self.check_size(&envelope.queue, body.len())?;
-        let properties = properties::job_properties(envelope)?;
+        // A queue declared without priorities would ignore one.
+        let priority = match self.declared(&envelope.queue) {
+            Some(config) if config.top_priority() == 0 => 0,
+            _ => envelope.priority,
+        };
+        let properties = properties::job_properties(envelope, priority);
         // The message id job_properties just wrote: the job id, formatted once.
         let message_id = properties
             .message_id()
@@ -213,7 +303,7 @@ impl Inner {
             .map(|id| id.as_str().to_owned())
             .unwrap_or_default();
         Ok(Prepared {
-            body,
+            body: Bytes::from(body),
             message_id,
             properties,
         })
@@ -230,155 +320,28 @@ impl Inner {
         }
         Ok(())
     }
-
-    /// Parks `envelope` in the hold queue for `delay` (rounded up), or
-    /// publishes it at once for a zero delay. Every refusal happens before
-    /// anything is declared or published.
-    pub(crate) async fn hold(
-        &self,
-        envelope: &Envelope,
-        delay: Duration,
-        kind: HoldKind,
-    ) -> Result<(), Error> {
-        let queue = envelope.queue.as_str();
-        let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
-            queue: queue.to_owned(),
-        })?;
-        let granularity = match kind {
-            HoldKind::Retry => self.options.get_retry_granularity(),
-            HoldKind::Deferral => self.options.get_deferred_granularity(),
-        };
-        let ttl_ms = topology::hold_delay_ms(queue, delay, granularity)?;
-        let prepared = match kind {
-            HoldKind::Deferral if envelope.priority != config.top_priority() => {
-                self.prepare(&envelope.clone().with_priority(config.top_priority()))?
-            }
-            _ => self.prepare(envelope)?,
-        };
-        if ttl_ms == 0 {
-            return prepared.publish_to(self, queue).await;
-        }
-        let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
-        let current = self
-            .publishing_connection(|| format!("declaring hold queue `{hold}`"))
-            .await?;
-        let result = self
-            .hold_on(&current.connection, &hold, &config, ttl_ms, &prepared)
-            .await;
-        if let Err(error) = &result {
-            self.saw(current.generation, error);
-        }
-        result
-    }
-
-    /// Declares `hold` and publishes into it on `connection`.
-    async fn hold_on(
-        &self,
-        connection: &Connection,
-        hold: &str,
-        config: &QueueConfig,
-        ttl_ms: u64,
-        prepared: &Prepared,
-    ) -> Result<(), Error> {
-        let mut declared_again = false;
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            // Only a declaration renews a hold queue's lease (`x-expires`), and
-            // an expired hold queue takes its messages with it. So the
-            // publishing channel is reserved first, and nothing waits between
-            // the declaration and the publish into the queue it renewed.
-            let reservation = self.publisher.reserve(connection).await?;
-            // Taken before the declaration is sent: the broker starts the
-            // lease when it handles the declaration, which is no earlier.
-            let sent = Instant::now();
-            self.holds.declare(connection, hold, config, ttl_ms).await?;
-            match reservation.publish(prepared.outgoing(hold)).await {
-                Ok(()) => {
-                    if self
-                        .lease_covers(connection, hold, config, ttl_ms, sent)
-                        .await?
-                    {
-                        return Ok(());
-                    }
-                    if attempts >= LATE_HOLD_ATTEMPTS {
-                        return Err(Error::Backend(BackendError::new(
-                            BackendErrorKind::Other,
-                            format!(
-                                "could not make sure a job held in `{hold}` outlives the queue's \
-                                 {} ms lease ({attempts} tries); a {ttl_ms} ms hold is too short \
-                                 for this broker's round trips: raise the granularity",
-                                2 * ttl_ms
-                            ),
-                        )));
-                    }
-                    tracing::warn!(hold = %hold, "a short hold may have expired with its job; publishing it again");
-                }
-                Err(Error::Backend(e))
-                    if e.kind() == BackendErrorKind::Unroutable && !declared_again =>
-                {
-                    // The hold queue vanished between its declaration and the
-                    // publish (an operator deleted it, or the broker stalled
-                    // past its expiry): declare it again, once.
-                    tracing::warn!(hold = %hold, "the hold queue was gone at publish time; declaring it again");
-                    declared_again = true;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-
-    /// Whether a job just confirmed into `hold` is sure to be released
-    /// rather than deleted with its queue.
-    ///
-    /// The queue's lease runs `2 * ttl` from its last declaration; the job
-    /// expires `ttl` after it landed. Confirmed within `ttl` of sending the
-    /// declaration, the job lands well inside the lease. Otherwise the queue
-    /// is declared again, renewing the lease past the job's expiry — which
-    /// only counts if that reply came within `2 * ttl` of the first
-    /// declaration, before the lease could have run out. When neither holds
-    /// (only ever seen with holds of a few milliseconds on a busy broker),
-    /// the job is published again: a duplicate at worst, never a loss.
-    async fn lease_covers(
-        &self,
-        connection: &Connection,
-        hold: &str,
-        config: &QueueConfig,
-        ttl_ms: u64,
-        sent: Instant,
-    ) -> Result<bool, Error> {
-        let ttl = Duration::from_millis(ttl_ms);
-        if sent.elapsed() < ttl {
-            return Ok(true);
-        }
-        self.holds.declare(connection, hold, config, ttl_ms).await?;
-        Ok(sent.elapsed() < 2 * ttl)
-    }
 }
 
-/// How often a hold whose lease could not be shown to cover its job is
-/// published again before the hold fails.
-const LATE_HOLD_ATTEMPTS: u32 = 5;
+/// The first and the longest pause between two tries of a publish whose
+/// channel or connection failed (the first retry goes at once).
+const RETRY_PAUSE_MIN: Duration = Duration::from_millis(25);
+const RETRY_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// An encoded envelope, checked and ready to publish.
-struct Prepared {
-    body: Vec<u8>,
+pub(crate) struct Prepared {
+    body: Bytes,
     message_id: String,
     properties: lapin::BasicProperties,
 }
 
 impl Prepared {
-    fn outgoing<'a>(&'a self, queue: &'a str) -> Outgoing<'a> {
+    pub(crate) fn outgoing(self, queue: &str) -> Outgoing {
         Outgoing {
-            queue,
-            body: &self.body,
-            message_id: &self.message_id,
-            properties: self.properties.clone(),
+            queue: queue.to_owned(),
+            body: self.body,
+            message_id: self.message_id,
+            properties: self.properties,
         }
-    }
-
-    async fn publish_to(&self, inner: &Inner, queue: &str) -> Result<(), Error> {
-        inner.send(self.outgoing(queue)).await
     }
 }
 
@@ -443,6 +406,19 @@ impl Backend for RabbitMqBackend {
     fn connection_state(&self) -> ConnectionState {
         self.inner.link.state()
     }
+}
+
+/// The error of a publish that was sent at least once without a
+/// confirmation, then could not be confirmed within its bound.
+fn uncertain_after(what: &str, bound: Duration) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::Uncertain,
+        format!(
+            "{what}: the connection was lost before RabbitMQ confirmed the message, and it \
+             could not be confirmed again within {bound:?}; the broker may or may not hold it, \
+             so publishing it again (same job id) is the safe answer"
+        ),
+    ))
 }
 
 /// The error of a broker call that ran past its bound.

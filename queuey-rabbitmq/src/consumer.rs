@@ -187,13 +187,14 @@ impl Consumer {
             match live.consumer.next().await {
                 Some(Ok(delivery)) => {
                     self.pause = RESUME_PAUSE_MIN;
-                    match Envelope::decode(&delivery.data) {
-                        Ok(envelope) => {
+                    match Envelope::decode_located(&delivery.data) {
+                        Ok((envelope, payload_at)) => {
                             return Some(Ok(Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
                                 live.channel.clone(),
                                 Arc::clone(&self.queue),
                                 envelope,
+                                payload_at,
                                 delivery,
                             ))));
                         }
@@ -293,18 +294,16 @@ impl Consumer {
             original_queue: queue,
             attempts: 0,
         };
-        let published = self
-            .inner
-            .send(Outgoing {
-                queue: &dead,
-                body: &delivery.data,
-                message_id: &message_id,
-                properties: properties::with_dead_letter_headers(
-                    properties::malformed_properties(&message_id),
-                    &info,
-                ),
-            })
-            .await;
+        let out = Outgoing {
+            queue: dead.clone(),
+            body: bytes::Bytes::from(delivery.data),
+            properties: properties::with_dead_letter_headers(
+                properties::malformed_properties(&message_id),
+                &info,
+            ),
+            message_id,
+        };
+        let published = self.inner.send_dead_letter(out, &self.config).await;
         match published {
             Ok(()) => match delivery.acker.ack(BasicAckOptions::default()).await {
                 Ok(true) => {

@@ -49,15 +49,39 @@ pub(crate) async fn declare_queues(
     result
 }
 
-/// The channels hold queues are declared on: as many as there are
-/// publishing channels, each used by one declaration at a time, opened on
-/// first use and reopened after a refusal closed one.
+/// Declares one dead-letter queue again (it was found missing at publish
+/// time), on a fresh channel that is closed afterwards.
+pub(crate) async fn declare_dead_letter_queue(
+    connection: &Connection,
+    dead: &str,
+    config: &QueueConfig,
+) -> Result<(), Error> {
+    let channel = new_channel(
+        connection,
+        "opening a channel to declare a dead-letter queue",
+    )
+    .await?;
+    let args = topology::dead_letter_queue_arguments();
+    let result = declare(connection, &channel, dead, config.is_durable(), &args)
+        .await
+        .map_err(|f| explain(f, dead, config));
+    if channel.status().connected() {
+        let _ = channel.close(200, ShortString::default()).await;
+    }
+    result
+}
+
+/// How many channels hold queues are declared on.
+pub(crate) const HOLD_DECLARATION_CHANNELS: usize = 8;
+
+/// The channels hold queues are declared on: [`HOLD_DECLARATION_CHANNELS`]
+/// of them, each used by one declaration at a time, opened on first use
+/// (the lowest free one first) and reopened after a refusal closed one.
 ///
-/// Every hold publish is preceded by a declaration that waits for the
-/// broker's answer, so with a single channel the declarations of all
-/// concurrent retries and deferrals of a backend queue up behind each
-/// other, one broker round trip apiece. With `publish_concurrency(1)` this
-/// is exactly one channel again.
+/// A hold publish may need a declaration that waits for the broker's
+/// answer, so with a single channel the declarations of all concurrent
+/// retries and deferrals of a backend would queue up behind each other,
+/// one broker round trip apiece.
 #[derive(Debug)]
 pub(crate) struct HoldDeclarer {
     pool: ChannelPool,

@@ -1,17 +1,20 @@
 //! A delivered job and how it is settled.
 
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
-use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
+use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error, QueueConfig};
 
-use crate::backend::{HoldKind, Inner, timed_out};
+use crate::backend::{Inner, timed_out};
 use crate::error::Failure;
+use crate::hold::HoldKind;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::topology;
@@ -45,27 +48,32 @@ pub(crate) struct RabbitMqDelivery {
     channel: Channel,
     queue: Arc<str>,
     envelope: Envelope,
-    /// The body as received, republished verbatim to the dead-letter queue.
-    body: Vec<u8>,
+    /// The body as received without the payload, which the envelope holds:
+    /// with it, the body is republished verbatim to the dead-letter queue.
+    around: Around,
     redelivered: bool,
     delivery_tag: u64,
     acker: Acker,
 }
 
 impl RabbitMqDelivery {
+    /// A delivery whose body decoded as `envelope`, its payload found at
+    /// `payload_at` in the body. The body itself is not kept.
     pub(crate) fn new(
         inner: Arc<Inner>,
         channel: Channel,
         queue: Arc<str>,
         envelope: Envelope,
+        payload_at: Range<usize>,
         delivery: LapinDelivery,
     ) -> Self {
+        let around = Around::of(&delivery.data, payload_at);
         RabbitMqDelivery {
             inner,
             channel,
             queue,
             envelope,
-            body: delivery.data,
+            around,
             redelivered: delivery.redelivered,
             delivery_tag: delivery.delivery_tag,
             acker: delivery.acker,
@@ -144,19 +152,54 @@ impl RabbitMqDelivery {
             attempts: self.envelope.attempt,
         };
         let properties = properties::with_dead_letter_headers(
-            properties::job_properties(&self.envelope)?,
+            // A dead-letter queue has no priorities.
+            properties::job_properties(&self.envelope, 0),
             &info,
         );
         let message_id = self.envelope.job_id.to_string();
-        self.inner
-            .send(Outgoing {
-                queue: &dead,
-                body: &self.body,
-                message_id: &message_id,
-                properties,
-            })
-            .await?;
+        let config = self
+            .inner
+            .declared(&self.queue)
+            .unwrap_or_else(|| Arc::new(QueueConfig::new(&*self.queue)));
+        let out = Outgoing {
+            queue: dead,
+            body: self.around.rebuild(&self.envelope),
+            message_id,
+            properties,
+        };
+        self.inner.send_dead_letter(out, &config).await?;
         self.ack_now().await
+    }
+}
+
+/// The bytes of a body before and after its payload.
+#[derive(Debug)]
+struct Around {
+    bytes: Vec<u8>,
+    /// Where the payload went.
+    split: usize,
+}
+
+impl Around {
+    fn of(body: &[u8], payload_at: Range<usize>) -> Self {
+        let (before, after) = (&body[..payload_at.start], &body[payload_at.end..]);
+        let mut bytes = Vec::with_capacity(before.len() + after.len());
+        bytes.extend_from_slice(before);
+        bytes.extend_from_slice(after);
+        Around {
+            bytes,
+            split: before.len(),
+        }
+    }
+
+    /// The body as received: these bytes around the envelope's payload.
+    fn rebuild(&self, envelope: &Envelope) -> Bytes {
+        let payload = envelope.payload.get().as_bytes();
+        let mut body = Vec::with_capacity(self.bytes.len() + payload.len());
+        body.extend_from_slice(&self.bytes[..self.split]);
+        body.extend_from_slice(payload);
+        body.extend_from_slice(&self.bytes[self.split..]);
+        Bytes::from(body)
     }
 }
 
@@ -251,5 +294,19 @@ impl fmt::Debug for RabbitMqDelivery {
             .field("redelivered", &self.redelivered)
             .field("envelope", &self.envelope)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_is_rebuilt_byte_for_byte() {
+        let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8", "payload" : [1,  2],"job_type":"t","queue":"q","attempt":1}"#;
+        let (envelope, at) = Envelope::decode_located(body).unwrap();
+        let around = Around::of(body, at.clone());
+        assert_eq!(around.bytes.len(), body.len() - at.len());
+        assert_eq!(&around.rebuild(&envelope)[..], &body[..]);
     }
 }

@@ -54,17 +54,18 @@
 //! the producer and every worker of a process. On it:
 //!
 //! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) channels
-//!   in confirm mode (8 by default) carry every publish: enqueues, retries,
-//!   deferrals and dead letters. Each carries **one publish at a time**, from
-//!   `basic.publish` to its confirmation, so a confirmation (and a returned
-//!   message) is always matched with its own publish. Nothing is declared on
-//!   them. A channel closed by a channel exception is reopened on next use.
-//! - As many channels again (opened only once holds are used) declare hold
-//!   queues, right before each publish into one, each carrying one
-//!   declaration at a time, so concurrent retries and deferrals do not wait
-//!   for each other's declarations. A refused declaration closes only its
-//!   channel, which is reopened on next use. With `publish_concurrency(1)`
-//!   there is one publishing channel and one hold-declaration channel.
+//!   in confirm mode (4 by default) carry every publish: enqueues, retries,
+//!   deferrals and dead letters. Each is owned by one task that keeps up to
+//!   [`publish_window`](RabbitMqOptions::publish_window) publishes in flight
+//!   (128 by default) and matches every confirmation and every returned
+//!   message to its own publish by message id, so an unroutable message is
+//!   never reported as stored. Nothing is declared on them. A channel that
+//!   fails is dropped and a fresh one opened; the publishes in flight on it
+//!   are published again within
+//!   [`publish_timeout`](RabbitMqOptions::publish_timeout).
+//! - Up to eight more channels (opened only once holds are used) declare
+//!   hold queues, each carrying one declaration at a time. A refused
+//!   declaration closes only its channel, which is reopened on next use.
 //! - Each [`consume`](queuey_core::Backend::consume) opens a fresh channel
 //!   and sets `basic_qos(prefetch, global = false)` before consuming.
 //! - Each [`declare`](queuey_core::Backend::declare) runs on a throwaway
@@ -164,6 +165,7 @@ mod consumer;
 mod declare;
 mod delivery;
 mod error;
+mod hold;
 mod link;
 mod options;
 mod pool;
@@ -182,7 +184,7 @@ pub use delivery::REQUEUE_DELAY;
 pub const SECRET_SAFE_LOG_DIRECTIVE: &str = "lapin=debug";
 
 pub use options::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PUBLISH_TIMEOUT,
-    DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY,
-    RabbitMqOptions,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PUBLISH_CONCURRENCY,
+    DEFAULT_PUBLISH_TIMEOUT, DEFAULT_PUBLISH_WINDOW, DEFAULT_RECONNECT_DELAY_MAX,
+    DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions,
 };

@@ -8,6 +8,16 @@ use queuey_core::{Error, MAX_MESSAGE_BYTES};
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
+/// The default number of publishing channels. Chosen by measurement
+/// (`BENCHMARKS.md`): with 128 publishes in flight on each, one channel
+/// already matches the best single-channel lapin publisher, and four let
+/// the broker work on several channels at once; more gained nothing there.
+pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 4;
+/// The default number of publishes in flight on one publishing channel.
+pub const DEFAULT_PUBLISH_WINDOW: usize = 128;
+/// The most publishes in flight on one publishing channel.
+pub const MAX_PUBLISH_WINDOW: usize = 65_536;
+
 /// The default heartbeat interval: a silent peer is noticed within two.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
 /// The default bound on opening one TCP + AMQP connection.
@@ -54,6 +64,7 @@ pub struct RabbitMqOptions {
     retry_granularity: Duration,
     deferred_granularity: Duration,
     publish_concurrency: usize,
+    pub(crate) publish_window: usize,
     max_message_size: usize,
     pub(crate) heartbeat: Duration,
     pub(crate) connect_timeout: Duration,
@@ -66,8 +77,8 @@ pub struct RabbitMqOptions {
 impl Default for RabbitMqOptions {
     /// No connection name, no extra client properties, the client's default
     /// locale, `.dead` and `.deferred` suffixes, dead-letter queues declared,
-    /// both granularities 1 s, 8 publishing channels and a 16 MiB message
-    /// limit.
+    /// both granularities 1 s, 4 publishing channels with up to 128
+    /// publishes in flight on each, and a 16 MiB message limit.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -78,7 +89,8 @@ impl Default for RabbitMqOptions {
             deferred_suffix: ".deferred".to_owned(),
             retry_granularity: Duration::from_secs(1),
             deferred_granularity: Duration::from_secs(1),
-            publish_concurrency: 8,
+            publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
+            publish_window: DEFAULT_PUBLISH_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES,
             heartbeat: DEFAULT_HEARTBEAT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -208,12 +220,27 @@ impl RabbitMqOptions {
         self
     }
 
-    /// How many publishing channels the backend keeps, each carrying one
-    /// publish at a time (default 8, at most [`MAX_PUBLISH_CONCURRENCY`]).
-    /// `1` serializes every publish on a single channel. Hold queues are
-    /// declared on as many channels of their own.
+    /// How many publishing channels the backend keeps (default
+    /// [`DEFAULT_PUBLISH_CONCURRENCY`], at most [`MAX_PUBLISH_CONCURRENCY`]).
+    ///
+    /// Each channel is owned by one task that keeps up to
+    /// [`publish_window`](Self::publish_window) publishes in flight on it
+    /// and matches every confirmation and returned message to its own
+    /// publish. A publish goes to the channel with the fewest publishes
+    /// outstanding, so a producer publishing one job at a time keeps to
+    /// one channel. Each channel is opened on first use.
     pub fn publish_concurrency(mut self, channels: usize) -> Self {
         self.publish_concurrency = channels;
+        self
+    }
+
+    /// How many publishes may be in flight (sent, not yet confirmed) on one
+    /// publishing channel (default [`DEFAULT_PUBLISH_WINDOW`], at most
+    /// [`MAX_PUBLISH_WINDOW`]). A larger window lets the broker confirm
+    /// many messages with one acknowledgement; `1` waits for each
+    /// confirmation before the channel's next publish.
+    pub fn publish_window(mut self, publishes: usize) -> Self {
+        self.publish_window = publishes;
         self
     }
 
@@ -290,6 +317,12 @@ impl RabbitMqOptions {
                 self.publish_concurrency
             )));
         }
+        if !(1..=MAX_PUBLISH_WINDOW).contains(&self.publish_window) {
+            return Err(Error::invalid_config(format!(
+                "publish_window must be between 1 and {MAX_PUBLISH_WINDOW}, got {}",
+                self.publish_window
+            )));
+        }
         if self.max_message_size == 0 {
             return Err(Error::invalid_config(
                 "max_message_size must be at least 1 byte",
@@ -360,7 +393,8 @@ mod tests {
         assert_eq!(o.get_deferred_suffix(), ".deferred");
         assert_eq!(o.get_retry_granularity(), Duration::from_secs(1));
         assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1));
-        assert_eq!(o.get_publish_concurrency(), 8);
+        assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
+        assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
         assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
         assert!(o.validate().is_ok());
     }
@@ -402,6 +436,8 @@ mod tests {
             RabbitMqOptions::default().publish_concurrency(0),
             RabbitMqOptions::default().publish_concurrency(MAX_PUBLISH_CONCURRENCY + 1),
             RabbitMqOptions::default().max_message_size(0),
+            RabbitMqOptions::default().publish_window(0),
+            RabbitMqOptions::default().publish_window(MAX_PUBLISH_WINDOW + 1),
             RabbitMqOptions::default().client_property("k".repeat(256), "v"),
             RabbitMqOptions::default().locale("x".repeat(256)),
         ];

@@ -1,5 +1,15 @@
 //! Message properties and headers, built from scratch for every publish.
 //!
+//! A job carries only what something reads: persistence (delivery mode 2),
+//! its job id as the message id (publisher confirms are matched by it),
+//! its priority when it has one, and on a dead letter the seed's three
+//! headers. Everything else (type, enqueue time, content type) is in the
+//! envelope, which is the only thing a consumer reads, so each property
+//! would be a second copy the broker parses and stores for every message.
+//! Messages written by earlier versions, which also carried content type,
+//! type and timestamp, are consumed the same way: their properties are
+//! ignored.
+//!
 //! Nothing is copied from a delivery's properties or headers into a
 //! republish, so broker bookkeeping (`x-death`, `x-first-death-*`,
 //! `x-last-death-*`) and sender-selected routing (`CC`, `BCC`) never travel
@@ -7,12 +17,10 @@
 
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use queuey_core::{Envelope, Error};
+use queuey_core::Envelope;
 
 /// Delivery mode of a persistent message.
 pub(crate) const PERSISTENT: u8 = 2;
-/// Content type of every envelope.
-pub(crate) const CONTENT_TYPE: &str = "application/json";
 /// Longest `x-death-reason` value, in bytes; the properties must fit in one
 /// frame, and a reason is a label, not a log.
 pub(crate) const MAX_REASON_BYTES: usize = 4096;
@@ -20,25 +28,25 @@ pub(crate) const MAX_REASON_BYTES: usize = 4096;
 pub(crate) const REASON_HEADER: &str = "x-death-reason";
 pub(crate) const ORIGINAL_QUEUE_HEADER: &str = "x-original-queue";
 pub(crate) const ATTEMPTS_HEADER: &str = "x-attempts";
+/// On every hold publish: when the job becomes due, in milliseconds since
+/// the Unix epoch, as a 64-bit integer. Operators' tools and never-early
+/// checks read it under exactly this name.
+pub(crate) const DUE_AT_HEADER: &str = "queuey-due-at";
 
-/// The properties of an envelope: persistent JSON, its job id and type, its
-/// priority, and when it was first enqueued (whole seconds).
-pub(crate) fn job_properties(envelope: &Envelope) -> Result<BasicProperties, Error> {
-    let job_type = ShortString::try_new(envelope.job_type.as_str()).map_err(|_| {
-        Error::invalid_config(format!(
-            "job type `{}` is {} bytes, over the 255-byte AMQP limit for the message type",
-            envelope.job_type,
-            envelope.job_type.len()
-        ))
-    })?;
+/// The properties of an envelope: persistent, its job id as message id,
+/// and `priority` unless that is 0 (the broker treats a message without one
+/// as priority 0). Callers pass 0 for a queue without priorities, which
+/// would ignore it.
+pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> BasicProperties {
     let mut id = uuid::Uuid::encode_buffer();
-    Ok(BasicProperties::default()
+    let properties = BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
-        .with_content_type(short(CONTENT_TYPE))
-        .with_message_id(short(envelope.job_id.hyphenated().encode_lower(&mut id)))
-        .with_type(job_type)
-        .with_priority(envelope.priority)
-        .with_timestamp(envelope.enqueued_at_ms / 1000))
+        .with_message_id(short(envelope.job_id.hyphenated().encode_lower(&mut id)));
+    if priority == 0 {
+        properties
+    } else {
+        properties.with_priority(priority)
+    }
 }
 
 /// What a dead letter records about why and where it died.
@@ -60,6 +68,16 @@ pub(crate) fn with_dead_letter_headers(
     headers.insert(
         short(ATTEMPTS_HEADER),
         AMQPValue::LongLongInt(i64::from(info.attempts)),
+    );
+    properties.with_headers(headers)
+}
+
+/// Adds the `queuey-due-at` header to `properties`, keeping other headers.
+pub(crate) fn with_due_at(properties: BasicProperties, due_at_ms: u64) -> BasicProperties {
+    let mut headers = properties.headers().clone().unwrap_or_default();
+    headers.insert(
+        short(DUE_AT_HEADER),
+        AMQPValue::LongLongInt(i64::try_from(due_at_ms).unwrap_or(i64::MAX)),
     );
     properties.with_headers(headers)
 }
@@ -158,29 +176,30 @@ mod tests {
     }
 
     #[test]
-    fn job_properties_round_trip() {
+    fn job_properties_are_persistence_id_and_priority_only() {
         let env = envelope();
-        let read = PlainProperties::read(&job_properties(&env.clone().with_priority(7)).unwrap());
+        let read = PlainProperties::read(&job_properties(&env, 7));
         assert_eq!(
             read,
             PlainProperties {
                 delivery_mode: Some(2),
-                content_type: Some("application/json".into()),
+                content_type: None,
                 message_id: Some(env.job_id.to_string()),
-                job_type: Some("send_email".into()),
+                job_type: None,
                 priority: Some(7),
-                timestamp: Some(1_700_000_000),
+                timestamp: None,
                 headers: vec![],
             }
         );
     }
 
     #[test]
-    fn a_job_type_too_long_for_amqp_is_an_error() {
-        let mut env = envelope();
-        env.job_type = "t".repeat(256);
-        let e = job_properties(&env).unwrap_err();
-        assert!(e.to_string().contains("256 bytes"), "{e}");
+    fn priority_zero_is_left_out() {
+        let env = envelope();
+        let read = PlainProperties::read(&job_properties(&env, 0));
+        assert_eq!(read.priority, None);
+        assert_eq!(read.delivery_mode, Some(2));
+        assert_eq!(read.message_id, Some(env.job_id.to_string()));
     }
 
     #[test]
@@ -191,10 +210,7 @@ mod tests {
             original_queue: "app.emails",
             attempts: 3,
         };
-        let read = PlainProperties::read(&with_dead_letter_headers(
-            job_properties(&env).unwrap(),
-            &info,
-        ));
+        let read = PlainProperties::read(&with_dead_letter_headers(job_properties(&env, 0), &info));
         assert_eq!(
             read.headers,
             vec![
@@ -204,6 +220,19 @@ mod tests {
             ]
         );
         assert_eq!(read.delivery_mode, Some(2));
+    }
+
+    #[test]
+    fn holds_carry_their_due_time_as_a_64_bit_integer() {
+        let env = envelope();
+        let p = with_due_at(job_properties(&env, 3), 1_700_000_000_123);
+        let read = PlainProperties::read(&p);
+        assert_eq!(
+            read.headers,
+            vec![("queuey-due-at".to_owned(), "i64:1700000000123".to_owned())]
+        );
+        assert_eq!(read.priority, Some(3));
+        assert_eq!(read.message_id, Some(env.job_id.to_string()));
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `q` | [`declare`](queuey_core::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
 //! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type = classic` only |
-//! | `q{deferred_suffix}.{ttl_ms}` | each hold publish, right before it | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
+//! | `q{deferred_suffix}.{ttl_ms}` | a hold publish, unless a declaration of it sent less than half a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
 
 use std::collections::BTreeMap;
 
@@ -26,6 +26,14 @@ pub use queuey_core::queue::MAX_QUEUE_NAME_BYTES;
 /// gets classic queues: quorum queues refuse `x-max-priority`, and hold
 /// queues must never be quorum queues.
 pub const QUEUE_TYPE: &str = "classic";
+
+/// The shortest hold, in milliseconds: shorter holds are rounded up to it.
+///
+/// A hold queue's lease (`x-expires = 2 * ttl`) only protects a job whose
+/// declaration, publish and confirmation fit in about one TTL; with a few
+/// milliseconds that fails on any loaded broker, and the job would have to be
+/// published again and again. Rounding up keeps holds never early.
+pub const SHORTEST_HOLD_MS: u64 = 50;
 
 /// A queue argument's value, free of any AMQP client type.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

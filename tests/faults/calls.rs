@@ -178,8 +178,6 @@ async fn a_confirm_lost_with_the_connection_is_never_reported_as_success() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 8: the publisher reports a publish whose confirm was lost as ConnectionLost, \
-            not Uncertain; un-ignore when the pipelined publisher lands"]
 async fn a_confirm_lost_with_the_connection_is_reported_uncertain() {
     let Some((kinds, stored)) =
         cut_before_the_confirms("a_confirm_lost_with_the_connection_is_reported_uncertain").await

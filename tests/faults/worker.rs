@@ -216,8 +216,6 @@ async fn a_shutdown_settles_every_job_it_started_and_hands_back_the_rest() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 8 item 5: a dead letter to a deleted q.dead loops (NO_ROUTE, nack, \
-            redelivered); un-ignore when the publisher redeclares q.dead on NO_ROUTE"]
 async fn a_deleted_dead_letter_queue_comes_back() {
     let broker = broker!("a_deleted_dead_letter_queue_comes_back");
     let q = DeadQueues::Work.name();

@@ -328,3 +328,32 @@ async fn failed_settles_do_not_stall_the_consumer() {
     within("ack", other.ack()).await.unwrap();
     assert_eq!(broker.ready(&foreign).await, 0);
 }
+
+/// Earlier versions sent content type, type and timestamp as well; such a
+/// message is consumed like any other (its properties are not read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_with_the_earlier_properties_are_consumed() {
+    let broker = broker!("messages_with_the_earlier_properties_are_consumed");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("earlier");
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let job = envelope(&q, 7).with_priority(2);
+    let earlier = BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_content_type("application/json".into())
+        .with_message_id(job.job_id.to_string().into())
+        .with_type("test_job".into())
+        .with_priority(2)
+        .with_timestamp(job.enqueued_at_ms / 1000);
+    broker
+        .publish_raw(&q, &job.encode().unwrap(), earlier)
+        .await;
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
+    assert_eq!(delivery.envelope(), &job);
+    within("ack", delivery.ack()).await.unwrap();
+    broker.wait_ready(&q, 0).await;
+}

@@ -228,3 +228,52 @@ async fn custom_suffixes_name_the_dead_letter_and_hold_queues() {
     let copy = broker.get(&dlq).await.expect("a dead letter in {q}-dlq");
     assert_eq!(header(&copy, "x-death-reason").as_deref(), Some("no good"));
 }
+
+/// When the dead-letter queue is gone (an operator deleted it), a dead
+/// letter and the verbatim copy of a malformed body come back `NO_ROUTE`;
+/// the backend declares the dead-letter queue once and publishes again, so
+/// both land there and both deliveries are acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_dead_letter_queue_is_declared_again() {
+    let broker = broker!("a_deleted_dead_letter_queue_is_declared_again");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("dead-gone");
+    let dead = format!("{q}.dead");
+    let config = QueueConfig::new(&q).prefetch(1);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let job = envelope(&q, 1);
+    within("publish", backend.publish(&job)).await.unwrap();
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
+
+    broker.delete_raw(&dead).await;
+    assert!(!broker.exists(&dead).await);
+    within("dead_letter", delivery.dead_letter("gave up".into()))
+        .await
+        .expect("the dead letter lands in the declared-again queue");
+    let copy = broker.get(&dead).await.expect("a dead letter");
+    assert_eq!(copy.delivery.data, job.encode().unwrap());
+
+    broker.delete_raw(&dead).await;
+    let garbage = b"\x00 not an envelope".to_vec();
+    broker
+        .publish_raw(
+            &q,
+            &garbage,
+            BasicProperties::default().with_delivery_mode(2),
+        )
+        .await;
+    // The stream handles the malformed body on its way to the next job;
+    // with prefetch 1 that job arrives only once the malformed one was
+    // acknowledged.
+    within("publish", backend.publish(&envelope(&q, 2)))
+        .await
+        .unwrap();
+    let next = within("delivery", stream.next()).await.unwrap().unwrap();
+    assert_eq!(n_of(next.envelope()), 2);
+    let copy = broker.get(&dead).await.expect("the malformed copy");
+    assert_eq!(copy.delivery.data, garbage);
+    within("ack", next.ack()).await.unwrap();
+}

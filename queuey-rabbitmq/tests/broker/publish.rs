@@ -51,33 +51,55 @@ async fn a_nack_is_an_error() {
     );
 }
 
+/// A job carries persistence, its job id and its priority, nothing else;
+/// a job of priority 0 carries no priority, and one published to a queue
+/// without priorities carries none either.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn properties_on_the_wire() {
     let broker = broker!("properties_on_the_wire");
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("props");
-    within("declare", backend.declare(&[QueueConfig::new(&q)]))
-        .await
-        .unwrap();
+    let plain = broker.queue("props-plain");
+    within(
+        "declare",
+        backend.declare(&[
+            QueueConfig::new(&q),
+            QueueConfig::new(&plain).max_priority(0),
+        ]),
+    )
+    .await
+    .unwrap();
     let job = envelope(&q, 1).with_priority(3);
     within("publish", backend.publish(&job)).await.unwrap();
-
     let msg = broker.get(&q).await.expect("message");
     let p = &msg.delivery.properties;
     assert_eq!(*p.delivery_mode(), Some(2));
     assert_eq!(
-        p.content_type().as_ref().map(|s| s.as_str()),
-        Some("application/json")
-    );
-    assert_eq!(
         p.message_id().as_ref().map(|s| s.to_string()),
         Some(job.job_id.to_string())
     );
-    assert_eq!(p.kind().as_ref().map(|s| s.as_str()), Some("test_job"));
     assert_eq!(*p.priority(), Some(3));
-    assert_eq!(*p.timestamp(), Some(job.enqueued_at_ms / 1000));
+    assert!(p.content_type().is_none());
+    assert!(p.kind().is_none());
+    assert!(p.timestamp().is_none());
     assert!(p.headers().is_none());
     assert_eq!(msg.delivery.data, job.encode().unwrap());
+
+    within("publish", backend.publish(&envelope(&q, 2)))
+        .await
+        .unwrap();
+    let msg = broker.get(&q).await.expect("message");
+    assert_eq!(*msg.delivery.properties.priority(), None);
+
+    within(
+        "publish",
+        backend.publish(&envelope(&plain, 3).with_priority(5)),
+    )
+    .await
+    .unwrap();
+    let msg = broker.get(&plain).await.expect("message");
+    assert_eq!(*msg.delivery.properties.priority(), None);
+    assert_eq!(*msg.delivery.properties.delivery_mode(), Some(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -194,7 +216,13 @@ async fn a_publishing_channel_closed_by_the_broker_is_reopened() {
 /// channel, lapin can hand a return to the wrong publish (or an ack to the
 /// wrong message). Thousands of concurrent publishes from many tasks, one in
 /// ten unroutable, through a single publishing channel and through the
-/// default pool: each unroutable one must fail and each routable one succeed.
+/// default lanes: each unroutable one must fail and each routable one
+/// succeed.
+///
+/// With lapin's own attribution (a return belongs to the confirmation that
+/// carried it) instead of the publisher's sweep by message id, this fails
+/// with a few to a few dozen wrong outcomes per 2,000 publishes; 6,000 make
+/// a miss unlikely.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_publishes_never_misattribute_returns() {
     let broker = broker!("concurrent_publishes_never_misattribute_returns");
@@ -205,7 +233,7 @@ async fn concurrent_publishes_never_misattribute_returns() {
 }
 
 async fn stress(broker: &crate::support::Broker, options: RabbitMqOptions, label: &str) {
-    const TOTAL: u32 = 2_000;
+    const TOTAL: u32 = 6_000;
     const EVERY: u32 = 10;
     const TASKS: u32 = 200;
     let backend = Arc::new(broker.backend(options).await);

@@ -194,21 +194,6 @@ impl Broker {
         .await;
     }
 
-    /// Waits until at least `n` messages are ready on `queue`; returns how
-    /// many there are then.
-    pub(crate) async fn wait_ready_at_least(&self, queue: &str, n: u32) -> u32 {
-        within(&format!("at least {n} ready on {queue}"), async {
-            loop {
-                let ready = self.ready(queue).await;
-                if ready >= n {
-                    return ready;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        })
-        .await
-    }
-
     /// Takes one message off a queue (auto-ack).
     pub(crate) async fn get(&self, queue: &str) -> Option<BasicGetMessage> {
         let ch = self.channel().await;

@@ -1,8 +1,7 @@
-//! The baseline: the same operations written directly against lapin, with
-//! the same messages on the same broker. This is as fast as the client
-//! library goes for each operation done correctly (one confirm in flight
-//! per channel, every confirm checked), so the ratio queuey/lapin is what
-//! queuey's own work costs.
+//! The baselines: the same operations written directly against lapin, with
+//! the same messages on the same broker: a pool of confirm channels with one
+//! publish in flight each (every confirm checked), consumers, and the retry
+//! path. The pipelined publisher is in `lapin_pipelined.rs`.
 
 use std::sync::Mutex;
 
@@ -14,10 +13,11 @@ use lapin::options::{
 };
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
-use queuey::Uuid;
+use queuey::{Envelope, Uuid};
 use tokio::sync::Semaphore;
 
 use crate::broker::{Broker, bounded, close, expect_ack, job_message, message_properties};
+use crate::queuey_side::BenchJob;
 use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
 
 /// `jobs` publishes over `channels` confirm channels, one task per channel
@@ -294,4 +294,89 @@ impl Pool {
             close(&channel).await;
         }
     }
+}
+
+/// Like [`consume`], but each delivery is first decoded into the job it
+/// carries, as a job library on lapin (apalis-amqp's worker) does before
+/// running its handler: the envelope, then the job from its payload.
+pub(crate) async fn consume_decoding(
+    broker: &Broker,
+    connection: &Connection,
+    prefetch: u16,
+    jobs: usize,
+    priorities: bool,
+) -> BenchResult<Measured> {
+    let queue = broker.fresh_queue();
+    broker.declare_work_queue(&queue, priorities).await?;
+    broker.fill(&queue, jobs).await?;
+    broker.expect_ready(&queue, jobs).await?;
+
+    let clock = Stopwatch::start();
+    let channel = connection.create_channel().await?;
+    let mut consumer = start_consumer(&channel, &queue, prefetch).await?;
+    let drained = tokio::time::timeout(RUN_TIMEOUT, async {
+        let mut acking = FuturesUnordered::new();
+        let (mut received, mut acked) = (0, 0);
+        while acked < jobs {
+            tokio::select! {
+                Some(sent) = acking.next() => {
+                    if !sent? {
+                        return Err("an ack was not sent".into());
+                    }
+                    acked += 1;
+                }
+                delivery = consumer.next(), if received < jobs => {
+                    let delivery = delivery.ok_or("the consumer ended")??;
+                    received += 1;
+                    let envelope = Envelope::decode(&delivery.data)?;
+                    std::hint::black_box(envelope.payload_as::<BenchJob>()?);
+                    acking.push(async move { delivery.ack(BasicAckOptions::default()).await });
+                }
+            }
+        }
+        BenchResult::Ok(())
+    })
+    .await;
+    let measured = clock.stop(jobs);
+    drained??;
+    close(&channel).await;
+    broker.expect_ready(&queue, 0).await?;
+    Ok(measured)
+}
+
+/// The memory row's baseline: one consumer with prefetch `jobs` takes
+/// `jobs` jobs of `payload_bytes`, decodes each into its job and keeps the
+/// delivery (to ack it) and the job until all are held, then acks them.
+/// Returns the growth of the peak resident set, in bytes.
+pub(crate) async fn hold_all(
+    broker: &Broker,
+    connection: &Connection,
+    jobs: usize,
+    payload_bytes: usize,
+) -> BenchResult<u64> {
+    let queue = broker.fresh_queue();
+    broker.declare_work_queue(&queue, false).await?;
+    broker.fill_sized(&queue, jobs, payload_bytes).await?;
+    broker.expect_ready(&queue, jobs).await?;
+    let base = crate::system::reset_peak_rss()?;
+    let channel = connection.create_channel().await?;
+    let mut consumer = start_consumer(&channel, &queue, u16::try_from(jobs)?).await?;
+    let held = tokio::time::timeout(RUN_TIMEOUT, async {
+        let mut held = Vec::with_capacity(jobs);
+        while held.len() < jobs {
+            let delivery = consumer.next().await.ok_or("the consumer ended")??;
+            let job: BenchJob = Envelope::decode(&delivery.data)?.payload_as()?;
+            held.push((delivery, job));
+        }
+        BenchResult::Ok(held)
+    })
+    .await??;
+    let peak = crate::system::peak_rss()?;
+    for (delivery, job) in held {
+        std::hint::black_box(job);
+        delivery.ack(BasicAckOptions::default()).await?;
+    }
+    close(&channel).await;
+    broker.expect_ready(&queue, 0).await?;
+    Ok(peak.saturating_sub(base))
 }

@@ -48,6 +48,30 @@ impl Machine {
     }
 }
 
+/// Resets this process's peak resident set size (`VmHWM`) to its current
+/// size and returns that size, in bytes.
+pub(crate) fn reset_peak_rss() -> Result<u64, String> {
+    std::fs::write("/proc/self/clear_refs", "5")
+        .map_err(|e| format!("cannot reset the peak RSS (/proc/self/clear_refs): {e}"))?;
+    status_bytes("VmHWM:")
+}
+
+/// This process's peak resident set size since the last reset, in bytes.
+pub(crate) fn peak_rss() -> Result<u64, String> {
+    status_bytes("VmHWM:")
+}
+
+fn status_bytes(field: &str) -> Result<u64, String> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| format!("no {field} in /proc/self/status"))
+}
+
 /// The 1-minute load average, if the system reports one.
 pub(crate) fn load() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")

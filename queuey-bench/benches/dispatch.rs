@@ -11,7 +11,7 @@
 //! - a memory-backend round trip: enqueue, consume, ack.
 //!
 //! ```sh
-//! cargo bench --bench dispatch
+//! cargo bench -p queuey-bench --bench dispatch
 //! ```
 
 use std::hint::black_box;
@@ -153,7 +153,6 @@ fn holds(c: &mut Criterion) {
 /// The pure functions of `queuey_rabbitmq::topology`: a retry computes a
 /// hold name and its arguments (and declares it) before every hold publish;
 /// `declare` computes the rest once per queue.
-#[cfg(feature = "rabbitmq")]
 fn rabbitmq_topology(c: &mut Criterion) {
     use queuey::rabbitmq::topology;
 
@@ -210,9 +209,6 @@ fn rabbitmq_topology(c: &mut Criterion) {
     });
     group.finish();
 }
-
-#[cfg(not(feature = "rabbitmq"))]
-fn rabbitmq_topology(_: &mut Criterion) {}
 
 fn memory_round_trip(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use queuey::prelude::*;
 use queuey::{RabbitMqBackend, RabbitMqOptions};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Barrier;
 
 use crate::broker::{Broker, PAYLOAD_BYTES};
 use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
@@ -87,24 +88,34 @@ pub(crate) struct BenchJob {
 
 impl BenchJob {
     pub(crate) fn new() -> BenchJob {
+        BenchJob::sized(PAYLOAD_BYTES)
+    }
+
+    /// A job whose JSON payload is `payload_bytes` long (at least 11).
+    pub(crate) fn sized(payload_bytes: usize) -> BenchJob {
         // `{"body":""}` is 11 bytes.
         BenchJob {
-            body: "x".repeat(PAYLOAD_BYTES - 11),
+            body: "x".repeat(payload_bytes.saturating_sub(11)),
         }
     }
 }
 
 /// A handler that does nothing but count the jobs it completed; with
-/// `fail_first`, attempt 1 fails with a retryable error.
+/// `fail_first`, attempt 1 fails with a retryable error; with a `gate`, it
+/// holds its job until that many jobs are held at once.
 struct NoopHandler {
     fail_first: bool,
     completed: Arc<AtomicUsize>,
+    gate: Option<Arc<Barrier>>,
 }
 
 impl JobHandler for NoopHandler {
     type Job = BenchJob;
 
     async fn handle(&self, job: BenchJob, ctx: JobContext) -> Result<(), JobError> {
+        if let Some(gate) = &self.gate {
+            gate.wait().await;
+        }
         std::hint::black_box(job);
         if self.fail_first && ctx.attempt() == 1 {
             return Err(JobError::retryable("the first attempt fails"));
@@ -114,23 +125,26 @@ impl JobHandler for NoopHandler {
     }
 }
 
-/// A backend with its own named connection.
+/// A backend with its own named connection; `publish` sets
+/// `publish_concurrency` and `publish_window` (`None` keeps the defaults).
 pub(crate) async fn backend(
     broker: &Broker,
     label: &str,
-    publish_concurrency: usize,
+    publish: Option<(usize, usize)>,
     retry_granularity: Duration,
 ) -> BenchResult<RabbitMqBackend> {
-    let options = RabbitMqOptions::default()
+    let mut options = RabbitMqOptions::default()
         .connection_name(broker.connection_name(label))
-        .publish_concurrency(publish_concurrency)
         .retry_granularity(retry_granularity);
+    if let Some((channels, window)) = publish {
+        options = options.publish_concurrency(channels).publish_window(window);
+    }
     Ok(RabbitMqBackend::with_options(broker.url(), options).await?)
 }
 
 /// Declares a fresh queue set through `backend` (the work queue and its
 /// dead-letter queue) and tracks both for deletion.
-async fn fresh_queue(
+pub(crate) async fn fresh_queue(
     broker: &Broker,
     backend: &RabbitMqBackend,
     prefetch: u16,
@@ -141,6 +155,67 @@ async fn fresh_queue(
     use_queue(&queue, prefetch, priorities);
     let producer = Producer::<BenchQueues, _>::new(backend.clone()).await?;
     Ok((queue, producer))
+}
+
+/// `jobs` enqueues from one task with `Producer::enqueue_batch`, `batch`
+/// jobs per call. One job is enqueued first, unmeasured.
+pub(crate) async fn enqueue_batch(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    batch: usize,
+    jobs: usize,
+    priorities: bool,
+) -> BenchResult<Measured> {
+    let (queue, producer) = fresh_queue(broker, backend, 1, priorities).await?;
+    let job = BenchJob::new();
+    tokio::time::timeout(RUN_TIMEOUT, producer.enqueue(&job)).await??;
+    let jobs_to_send = vec![job; batch];
+
+    let clock = Stopwatch::start();
+    let mut left = jobs;
+    let sent = tokio::time::timeout(RUN_TIMEOUT, async {
+        while left > 0 {
+            let n = left.min(batch);
+            for outcome in producer.enqueue_batch(&jobs_to_send[..n]).await {
+                outcome?;
+            }
+            left -= n;
+        }
+        BenchResult::Ok(())
+    })
+    .await;
+    let measured = clock.stop(jobs);
+    sent??;
+    broker.expect_ready(&queue, jobs + 1).await?;
+    Ok(measured)
+}
+
+/// The memory row: a worker with prefetch and concurrency `jobs` takes
+/// `jobs` jobs of `payload_bytes` from a filled queue, and its handler
+/// holds each until all are held at once. Returns the growth of the
+/// process's peak resident set over its size at the start, in bytes.
+pub(crate) async fn hold_all(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    jobs: usize,
+    payload_bytes: usize,
+) -> BenchResult<u64> {
+    let prefetch = u16::try_from(jobs)?;
+    let (queue, _producer) = fresh_queue(broker, backend, prefetch, false).await?;
+    broker.fill_sized(&queue, jobs, payload_bytes).await?;
+    broker.expect_ready(&queue, jobs).await?;
+    let base = crate::system::reset_peak_rss()?;
+    let gate = Some(Arc::new(Barrier::new(jobs)));
+    let worked = work(backend, prefetch, jobs, false, gate).await?;
+    let peak = crate::system::peak_rss()?;
+    if worked.measured.jobs != jobs {
+        return Err(format!(
+            "the worker completed {} of {jobs} jobs",
+            worked.measured.jobs
+        )
+        .into());
+    }
+    Ok(peak.saturating_sub(base))
 }
 
 /// `jobs` enqueues from `tasks` tasks, each enqueueing its share one after
@@ -191,7 +266,7 @@ pub(crate) async fn consume(
     let (queue, _producer) = fresh_queue(broker, backend, prefetch, priorities).await?;
     broker.fill(&queue, jobs).await?;
     broker.expect_ready(&queue, jobs).await?;
-    let worked = work(backend, prefetch, jobs, false).await?;
+    let worked = work(backend, prefetch, jobs, false, None).await?;
     if worked.measured.jobs != jobs || worked.settle_failures > 0 {
         return Err(format!(
             "the worker completed {} of {jobs} jobs ({} settles failed)",
@@ -229,7 +304,7 @@ pub(crate) async fn retry(
     tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
     broker.fill(&queue, jobs - channels).await?;
     broker.expect_ready(&queue, jobs).await?;
-    let worked = work(backend, prefetch, jobs, true).await?;
+    let worked = work(backend, prefetch, jobs, true, None).await?;
     let mut measured = worked.measured;
     // Deliveries whose settle failed stay unacked until the worker's
     // channel closes, then go back to the queue: they are not lost.
@@ -258,12 +333,14 @@ async fn work(
     prefetch: u16,
     jobs: usize,
     fail_first: bool,
+    gate: Option<Arc<Barrier>>,
 ) -> BenchResult<Worked> {
     let completed = Arc::new(AtomicUsize::new(0));
     let worker = Worker::<BenchQueues, _>::builder(backend.clone())
         .handler(NoopHandler {
             fail_first,
             completed: Arc::clone(&completed),
+            gate: gate.clone(),
         })
         .concurrency(usize::from(prefetch))
         .build()

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
@@ -144,6 +144,16 @@ impl Broker {
     /// [`FILL_WINDOW`] confirms in flight on one channel, each confirm
     /// checked. Not measured: it prepares a consume run.
     pub(crate) async fn fill(&self, queue: &str, jobs: usize) -> BenchResult<()> {
+        self.fill_sized(queue, jobs, PAYLOAD_BYTES).await
+    }
+
+    /// Like [`fill`](Self::fill), with payloads of `payload_bytes`.
+    pub(crate) async fn fill_sized(
+        &self,
+        queue: &str,
+        jobs: usize,
+        payload_bytes: usize,
+    ) -> BenchResult<()> {
         let channel = self.admin.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -151,7 +161,7 @@ impl Broker {
         let routing_key = ShortString::from(queue);
         let mut in_flight = VecDeque::with_capacity(FILL_WINDOW);
         for _ in 0..jobs {
-            let (body, properties) = job_message(queue)?;
+            let (body, properties) = job_message_sized(queue, payload_bytes)?;
             let confirm = channel
                 .basic_publish(
                     ShortString::default(),
@@ -220,31 +230,29 @@ pub(crate) async fn connect(url: &str, name: &str) -> BenchResult<Connection> {
 }
 
 /// A job envelope for `queue` as the broker sees it: the encoded body and
-/// the properties queuey publishes it with (persistent JSON, its job id as
-/// message id, the job type, priority 0, the enqueue time in seconds).
+/// the properties queuey publishes it with (persistent, its job id as
+/// message id; no priority, since the job's is 0).
 pub(crate) fn job_message(queue: &str) -> BenchResult<(Vec<u8>, BasicProperties)> {
-    let envelope = Envelope::new(JOB_TYPE, queue, payload()?);
+    job_message_sized(queue, PAYLOAD_BYTES)
+}
+
+/// Like [`job_message`], with a payload of `payload_bytes`.
+pub(crate) fn job_message_sized(
+    queue: &str,
+    payload_bytes: usize,
+) -> BenchResult<(Vec<u8>, BasicProperties)> {
+    let payload = serde_json::value::to_raw_value(&BenchJob::sized(payload_bytes))?;
+    let envelope = Envelope::new(JOB_TYPE, queue, payload);
     let body = envelope.encode()?;
     Ok((body, message_properties(&envelope.job_id.to_string())))
 }
 
-/// The properties of a job message with the given message id.
+/// The properties of a job message with the given message id: what queuey
+/// sends for a job of priority 0.
 pub(crate) fn message_properties(message_id: &str) -> BasicProperties {
-    let seconds = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     BasicProperties::default()
         .with_delivery_mode(2)
-        .with_content_type("application/json".into())
         .with_message_id(message_id.into())
-        .with_type(JOB_TYPE.into())
-        .with_priority(0)
-        .with_timestamp(seconds)
-}
-
-/// The job payload, [`PAYLOAD_BYTES`] of JSON.
-pub(crate) fn payload() -> BenchResult<Box<serde_json::value::RawValue>> {
-    Ok(serde_json::value::to_raw_value(&BenchJob::new())?)
 }
 
 /// Fails unless the broker stored the message: a bare ack.

@@ -3,38 +3,47 @@
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo bench --bench broker_throughput
-//! cargo bench --bench broker_throughput -- consume retry   # only some rows
+//!     cargo bench -p queuey-bench --bench broker_throughput
+//! cargo bench -p queuey-bench --bench broker_throughput -- consume retry   # only some rows
 //! ```
 //!
 //! Each row measures one operation twice, once through queuey and once
 //! written directly against lapin, and prints jobs/s for both and their
-//! ratio (median of the runs):
+//! ratio (median of the runs) against the row's target:
 //!
 //! - **enqueue**: `Producer::enqueue` (publish, wait for the confirm) from
-//!   1 task, and from 64 tasks with `publish_concurrency(64)`; lapin
-//!   publishes one message at a time on each of as many confirm channels,
-//!   one task per channel;
+//!   1 task and from 64 tasks, **with the default options**; the lapin
+//!   baseline for 64 tasks is the best correct lapin publisher: one confirm
+//!   channel owned by one task, confirms pipelined, returns attributed by
+//!   message id after polling every outstanding confirm (target ≥ 1.1×);
+//!   for 1 task, one confirm at a time;
+//! - **batch**: `Producer::enqueue_batch` of 1000 jobs from one task,
+//!   default options, against the same pipelined lapin publisher fed by 64
+//!   tasks (target ≥ 1.2×);
 //! - **consume+ack**: a `Worker` with the default stack and a no-op handler
 //!   at prefetch (and concurrency) 1, 10 and 100; lapin acks each delivery
 //!   of one consumer with the same prefetch as it arrives, awaiting the
-//!   acks concurrently;
-//! - **no priorities**: enqueue from 64 tasks and consume+ack at prefetch
-//!   10 and 100 again on queues without priority levels
-//!   (`max_priority(0)`), where the broker does less work per message and
-//!   the client's cost weighs more;
-//! - **retry**: every job fails once and comes back through a 1 ms hold
-//!   queue (`retry_granularity` 1 ms), and again with 100 ms; lapin
-//!   publishes each first delivery to a TTL queue that dead-letters it
-//!   back, waits for the confirm, acks, then acks the message when it
-//!   returns. Jobs that never come back are counted as lost;
-//! - **publish_concurrency**: enqueue from 128 tasks with pools of 1, 8, 32,
-//!   64 and 128 channels, against lapin with as many channels, on queues
-//!   with and without priorities.
+//!   acks concurrently (target ≥ 1.0× at 10 and 100); the **decoding** rows
+//!   compare with a lapin consumer that decodes each job first, as a job
+//!   library on lapin (apalis-amqp) does;
+//! - **no priorities**: the enqueue, batch and consume rows again on queues
+//!   without priority levels (`max_priority(0)`);
+//! - **retry**: every job fails once and comes back through a hold queue
+//!   after 1 ms (which queuey holds for its shortest hold, 50 ms) and after
+//!   100 ms (target ≥ 0.9×); lapin publishes each first delivery to a TTL
+//!   queue that dead-letters it back, waits for the confirm, acks, then acks
+//!   the message when it returns. Jobs that never come back are counted as
+//!   lost;
+//! - **pool**: enqueue from 64 tasks with several `publish_concurrency` ×
+//!   `publish_window` settings against the pipelined lapin publisher: how
+//!   the defaults were chosen;
+//! - **memory**: the peak resident set's growth while 1000 jobs of 20 KB
+//!   are held at once, by a worker's handlers and by a lapin consumer that
+//!   decoded each job and keeps its delivery to ack it (target ≤ 1.3×).
 //!
 //! Messages are persistent; the job payload is 200 bytes of JSON and the
 //! lapin bodies are exactly as long as queuey's envelopes, with the same
-//! properties. Every run gets fresh durable classic queues named
+//! properties (delivery mode and message id). Every run gets fresh durable classic queues named
 //! `queuey-bench.{uuid}` (with queuey's default ten priority levels on both
 //! sides, unless the row says otherwise), deleted right after it. Runs of
 //! the two sides alternate (queuey first, then lapin first, ...) so that
@@ -56,6 +65,8 @@
 
 #[path = "broker_throughput/broker.rs"]
 mod broker;
+#[path = "broker_throughput/lapin_pipelined.rs"]
+mod lapin_pipelined;
 #[path = "broker_throughput/lapin_side.rs"]
 mod lapin_side;
 #[path = "broker_throughput/queuey_side.rs"]
@@ -84,13 +95,28 @@ pub(crate) const RUN_TIMEOUT: Duration = Duration::from_secs(300);
 /// A pause before every run, so the broker's work on the previous run's
 /// queues (deleting them, its own bookkeeping) does not spill into it.
 const PAUSE: Duration = Duration::from_millis(500);
-/// The concurrency targets: queuey reaches this share of lapin's rate.
-const TARGET: f64 = 0.9;
-/// The pools of publishing channels compared for `publish_concurrency`.
-const POOLS: [usize; 5] = [1, 8, 32, 64, 128];
-/// Tasks enqueueing at once in the `publish_concurrency` comparison: more
-/// than the largest pool, so the pool is what limits.
-const POOL_TASKS: usize = 128;
+/// The targets, as shares of the baseline's rate: enqueue from 64 tasks
+/// with the default options against the pipelined lapin publisher,
+/// `enqueue_batch` from one task against the same, consume+ack against lapin
+/// (and against a decoding consumer), and the 100 ms retry.
+const ENQUEUE_TARGET: f64 = 1.1;
+const BATCH_TARGET: f64 = 1.2;
+const CONSUME_TARGET: f64 = 1.0;
+const RETRY_TARGET: f64 = 0.9;
+/// The memory row's target: queuey's peak RSS growth at most this multiple
+/// of lapin's.
+const MEMORY_TARGET: f64 = 1.3;
+/// The memory row: jobs held at once, and their payload size.
+const MEMORY_JOBS: usize = 1_000;
+const MEMORY_PAYLOAD_BYTES: usize = 20 * 1024;
+/// The publishing settings compared in the `pool` rows: channels
+/// (`publish_concurrency`) and publishes in flight per channel
+/// (`publish_window`).
+const POOLS: [(usize, usize); 6] = [(1, 128), (2, 64), (2, 128), (2, 256), (4, 128), (8, 128)];
+/// Tasks enqueueing at once in the `pool` rows and the enqueue rows.
+const POOL_TASKS: usize = 64;
+/// `enqueue_batch` size in the batch rows.
+const BATCH: usize = 1_000;
 
 /// What the benchmark does, from the environment and the arguments.
 #[derive(Debug)]
@@ -145,11 +171,14 @@ impl Settings {
 
     /// A filter names a row (`consume-10`) or a group of rows (`consume`).
     fn wants(&self, row: &Row) -> bool {
+        self.wants_id(&row.id)
+    }
+
+    fn wants_id(&self, id: &str) -> bool {
         self.filters.is_empty()
             || self.filters.iter().any(|f| {
-                row.id == *f
-                    || row
-                        .id
+                id == f
+                    || id
                         .strip_prefix(f.as_str())
                         .is_some_and(|rest| rest.starts_with('-'))
             })
@@ -174,22 +203,39 @@ pub(crate) struct Row {
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
-    /// `tasks` enqueuing tasks; `channels` publishing channels (queuey's
-    /// `publish_concurrency`; lapin uses one task per channel).
+    /// `tasks` enqueuing tasks; queuey with `publish` settings (`None`: the
+    /// defaults), lapin as `baseline`.
     Enqueue {
         tasks: usize,
-        channels: usize,
+        publish: Option<(usize, usize)>,
+        baseline: Baseline,
     },
-    Consume {
-        prefetch: u16,
-    },
+    /// `Producer::enqueue_batch` of `size` jobs from one task, default
+    /// options; lapin: the pipelined publisher from [`POOL_TASKS`] tasks.
+    Batch { size: usize },
+    /// A worker against one lapin consumer; with `decoding`, the lapin side
+    /// decodes every job before acking it, as a job library does.
+    Consume { prefetch: u16, decoding: bool },
     /// Every job fails once and waits `hold_ms` (queuey's
-    /// `retry_granularity`, and the lapin hold queue's TTL).
+    /// `retry_granularity`, and the lapin hold queue's TTL); lapin
+    /// publishes on `channels` channels, one publish in flight each.
     Retry {
         prefetch: u16,
         channels: usize,
         hold_ms: u16,
     },
+}
+
+/// The lapin side of an enqueue row.
+#[derive(Debug, Clone, Copy)]
+enum Baseline {
+    /// This many confirm channels, one task each, one publish in flight
+    /// on each.
+    Pool(usize),
+    /// One channel owned by one task with confirms pipelined and returns
+    /// attributed by message id ([`lapin_pipelined`]): the best correct
+    /// lapin publisher.
+    Pipelined,
 }
 
 /// Which implementation a run measures.
@@ -218,37 +264,6 @@ fn rows(settings: &Settings) -> Vec<Row> {
         pool_comparison: false,
         priorities: true,
     };
-    let mut rows = vec![
-        row(
-            "enqueue-1".into(),
-            "enqueue with confirms, 1 task".into(),
-            Kind::Enqueue {
-                tasks: 1,
-                channels: 1,
-            },
-            settings.sequential_jobs,
-            None,
-        ),
-        row(
-            "enqueue-64".into(),
-            "enqueue with confirms, 64 tasks, 64 channels".into(),
-            Kind::Enqueue {
-                tasks: 64,
-                channels: 64,
-            },
-            settings.jobs,
-            Some(TARGET),
-        ),
-    ];
-    for prefetch in [1, 10, 100] {
-        rows.push(row(
-            format!("consume-{prefetch}"),
-            format!("consume → no-op → ack, prefetch {prefetch}"),
-            Kind::Consume { prefetch },
-            settings.jobs,
-            Some(TARGET),
-        ));
-    }
     // The same on queues without priority levels, where the broker does
     // less per message and the client's share of the work shows more.
     let plain = |mut r: Row| {
@@ -257,30 +272,86 @@ fn rows(settings: &Settings) -> Vec<Row> {
         r.priorities = false;
         r
     };
-    rows.push(plain(row(
-        "enqueue-64".into(),
-        "enqueue with confirms, 64 tasks, 64 channels".into(),
-        Kind::Enqueue {
-            tasks: 64,
-            channels: 64,
-        },
-        settings.jobs,
-        Some(TARGET),
-    )));
+    let enqueue_64 = || {
+        row(
+            "enqueue-64".into(),
+            format!("enqueue, {POOL_TASKS} tasks, default options vs pipelined lapin"),
+            Kind::Enqueue {
+                tasks: POOL_TASKS,
+                publish: None,
+                baseline: Baseline::Pipelined,
+            },
+            settings.jobs,
+            Some(ENQUEUE_TARGET),
+        )
+    };
+    let batch = || {
+        row(
+            "batch".into(),
+            format!("enqueue_batch of {BATCH}, 1 task, default options vs pipelined lapin"),
+            Kind::Batch { size: BATCH },
+            settings.jobs,
+            Some(BATCH_TARGET),
+        )
+    };
+    let mut rows = vec![
+        row(
+            "enqueue-1".into(),
+            "enqueue with confirms, 1 task, default options".into(),
+            Kind::Enqueue {
+                tasks: 1,
+                publish: None,
+                baseline: Baseline::Pool(1),
+            },
+            settings.sequential_jobs,
+            None,
+        ),
+        enqueue_64(),
+        plain(enqueue_64()),
+        batch(),
+        plain(batch()),
+    ];
+    for prefetch in [1, 10, 100] {
+        rows.push(row(
+            format!("consume-{prefetch}"),
+            format!("consume → no-op → ack, prefetch {prefetch}"),
+            Kind::Consume {
+                prefetch,
+                decoding: false,
+            },
+            settings.jobs,
+            (prefetch > 1).then_some(CONSUME_TARGET),
+        ));
+    }
     for prefetch in [10, 100] {
         rows.push(plain(row(
             format!("consume-{prefetch}"),
             format!("consume → no-op → ack, prefetch {prefetch}"),
-            Kind::Consume { prefetch },
+            Kind::Consume {
+                prefetch,
+                decoding: false,
+            },
             settings.jobs,
-            Some(TARGET),
+            Some(CONSUME_TARGET),
+        )));
+    }
+    for prefetch in [10, 100] {
+        rows.push(plain(row(
+            format!("consume-decoding-{prefetch}"),
+            format!("consume → no-op → ack, prefetch {prefetch}, vs a decoding lapin consumer"),
+            Kind::Consume {
+                prefetch,
+                decoding: true,
+            },
+            settings.jobs,
+            Some(CONSUME_TARGET),
         )));
     }
     for hold_ms in RETRY_HOLDS_MS {
         rows.push(row(
             format!("retry-{hold_ms}ms"),
             format!(
-                "fail once, retry after {hold_ms} ms, ack; prefetch {RETRY_PREFETCH}, {RETRY_CHANNELS} channels"
+                "fail once, retry after {hold_ms} ms, ack; prefetch {RETRY_PREFETCH}, default options (lapin: {RETRY_CHANNELS} channels)"
             ),
             Kind::Retry {
                 prefetch: RETRY_PREFETCH,
@@ -288,30 +359,26 @@ fn rows(settings: &Settings) -> Vec<Row> {
                 hold_ms,
             },
             settings.jobs,
-            None,
+            (hold_ms >= 100).then_some(RETRY_TARGET),
         ));
     }
-    for priorities in [true, false] {
-        for channels in POOLS {
-            let pool = Row {
-                pool_comparison: true,
-                ..row(
-                    format!("pool-{channels}"),
-                    format!("enqueue, {POOL_TASKS} tasks, publish_concurrency {channels}"),
-                    Kind::Enqueue {
-                        tasks: POOL_TASKS,
-                        channels,
-                    },
-                    if channels == 1 {
-                        settings.sequential_jobs
-                    } else {
-                        settings.jobs
-                    },
-                    None,
-                )
-            };
-            rows.push(if priorities { pool } else { plain(pool) });
-        }
+    for (channels, window) in POOLS {
+        rows.push(Row {
+            pool_comparison: true,
+            ..row(
+                format!("pool-{channels}x{window}"),
+                format!(
+                    "enqueue, {POOL_TASKS} tasks, publish_concurrency {channels}, publish_window {window}"
+                ),
+                Kind::Enqueue {
+                    tasks: POOL_TASKS,
+                    publish: Some((channels, window)),
+                    baseline: Baseline::Pipelined,
+                },
+                settings.jobs,
+                None,
+            )
+        });
     }
     rows.retain(|r| settings.wants(r));
     rows
@@ -379,7 +446,56 @@ pub(crate) fn share(jobs: usize, tasks: usize, task: usize) -> usize {
     jobs / tasks + usize::from(task < jobs % tasks)
 }
 
+/// Set (to `queuey` or `lapin`) in the child process of one memory run.
+const MEMORY_CHILD: &str = "QUEUEY_BENCH_MEMORY_CHILD";
+
+/// One memory run in this fresh process: prints the peak RSS growth in
+/// bytes.
+async fn memory_child(side: &str, url: &str) -> BenchResult<u64> {
+    let broker = Broker::connect(url).await?;
+    let grown = match side {
+        "queuey" => {
+            let backend =
+                queuey_side::backend(&broker, "queuey-memory", None, Duration::from_secs(1))
+                    .await?;
+            let grown =
+                queuey_side::hold_all(&broker, &backend, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES).await;
+            backend.close().await?;
+            grown
+        }
+        _ => {
+            let connection = broker::connect(url, &broker.connection_name("lapin-memory")).await?;
+            let grown =
+                lapin_side::hold_all(&broker, &connection, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES).await;
+            let _ = connection.close(200, "memory run done".into()).await;
+            grown
+        }
+    };
+    let cleaned = broker.delete_created().await;
+    broker.close().await;
+    cleaned?;
+    grown
+}
+
 fn main() -> ExitCode {
+    if let Ok(side) = std::env::var(MEMORY_CHILD) {
+        let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+        let outcome = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.into())
+            .and_then(|runtime| runtime.block_on(memory_child(&side, &url)));
+        return match outcome {
+            Ok(bytes) => {
+                println!("{bytes}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("broker_throughput memory run: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let settings = match Settings::read() {
         Ok(settings) => settings,
         Err(e) => {
@@ -481,7 +597,10 @@ async fn run(settings: &Settings) -> BenchResult<()> {
     if !pools.is_empty() {
         println!(
             "{}",
-            report::table("Enqueue throughput by publish_concurrency", &pools)
+            report::table(
+                "Enqueue throughput by publish_concurrency × publish_window",
+                &pools
+            )
         );
     }
     if lost > 0 {
@@ -522,22 +641,91 @@ async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<Ro
     for row in rows(settings) {
         results.push(measure_row(broker, settings, row).await?);
     }
+    if settings.wants_id("memory") {
+        println!("\n{}", measure_memory(settings).await?);
+    }
     Ok(results)
+}
+
+/// The memory row: [`MEMORY_JOBS`] jobs of [`MEMORY_PAYLOAD_BYTES`] held
+/// at once by a queuey worker and by a lapin consumer, sides alternating.
+/// Each run is a fresh process (this benchmark again, with
+/// [`MEMORY_CHILD`] set), so that no run inherits another's freed heap.
+async fn measure_memory(settings: &Settings) -> BenchResult<String> {
+    let (mut queuey, mut lapin) = (Vec::new(), Vec::new());
+    for run in 0..settings.runs {
+        let order = if run % 2 == 0 {
+            [Side::Queuey, Side::Lapin]
+        } else {
+            [Side::Lapin, Side::Queuey]
+        };
+        for side in order {
+            if !settings.sides.contains(&side) {
+                continue;
+            }
+            tokio::time::sleep(PAUSE).await;
+            let name = match side {
+                Side::Queuey => "queuey",
+                Side::Lapin => "lapin",
+            };
+            let url = settings.url.clone();
+            let output = tokio::task::spawn_blocking(move || {
+                std::process::Command::new(std::env::current_exe()?)
+                    .env(MEMORY_CHILD, name)
+                    .env("AMQP_URL", url)
+                    .output()
+            })
+            .await??;
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            let grown: u64 = match stdout.trim().lines().last().map(str::parse) {
+                Some(Ok(bytes)) if output.status.success() => bytes,
+                _ => {
+                    return Err(format!(
+                        "the {name} memory run failed: {}{}",
+                        stdout.trim(),
+                        String::from_utf8_lossy(&output.stderr).trim()
+                    )
+                    .into());
+                }
+            };
+            let mib = grown as f64 / (1024.0 * 1024.0);
+            println!(
+                "peak RSS growth, {MEMORY_JOBS} × {} KB in flight   run {}/{}  {name:<6} +{mib:.1} MiB",
+                MEMORY_PAYLOAD_BYTES / 1024,
+                run + 1,
+                settings.runs,
+            );
+            match side {
+                Side::Queuey => queuey.push(mib),
+                Side::Lapin => lapin.push(mib),
+            }
+        }
+    }
+    let (q, l) = (report::median(queuey), report::median(lapin));
+    let ratio = q / l;
+    let verdict = if !ratio.is_finite() {
+        "–".to_owned()
+    } else if ratio <= MEMORY_TARGET {
+        format!("≤ {MEMORY_TARGET}×: met")
+    } else {
+        format!("≤ {MEMORY_TARGET}×: **missed**")
+    };
+    Ok(format!(
+        "### Memory\n\n| operation | queuey peak RSS growth, median | lapin peak RSS growth, median | queuey/lapin | target |\n|---|--:|--:|--:|---|\n| {MEMORY_JOBS} jobs × {} KB held at once, prefetch {MEMORY_JOBS} | +{q:.1} MiB | +{l:.1} MiB | {ratio:.2}× | {verdict} |\n",
+        MEMORY_PAYLOAD_BYTES / 1024
+    ))
 }
 
 /// Runs one row: a queuey backend and a lapin connection of its own, then
 /// the runs of both sides, alternating which goes first.
 async fn measure_row(broker: &Broker, settings: &Settings, row: Row) -> BenchResult<RowResult> {
-    let (channels, granularity) = match row.kind {
-        Kind::Enqueue { channels, .. } => (channels, Duration::from_secs(1)),
-        // The worker only publishes to settle; acks need no channel of the pool.
-        Kind::Consume { .. } => (1, Duration::from_secs(1)),
-        Kind::Retry {
-            channels, hold_ms, ..
-        } => (channels, Duration::from_millis(u64::from(hold_ms))),
+    let (publish, granularity) = match row.kind {
+        Kind::Enqueue { publish, .. } => (publish, Duration::from_secs(1)),
+        Kind::Batch { .. } | Kind::Consume { .. } => (None, Duration::from_secs(1)),
+        Kind::Retry { hold_ms, .. } => (None, Duration::from_millis(u64::from(hold_ms))),
     };
     let backend =
-        queuey_side::backend(broker, &format!("queuey-{}", row.id), channels, granularity).await?;
+        queuey_side::backend(broker, &format!("queuey-{}", row.id), publish, granularity).await?;
     let connection = broker::connect(
         broker.url(),
         &broker.connection_name(&format!("lapin-{}", row.id)),
@@ -613,15 +801,44 @@ async fn measure_once(
         (Kind::Enqueue { tasks, .. }, Side::Queuey) => {
             queuey_side::enqueue(broker, backend, tasks, jobs, row.priorities).await
         }
-        (Kind::Enqueue { channels, .. }, Side::Lapin) => {
-            lapin_side::enqueue(broker, connection, channels, jobs, row.priorities).await
+        (
+            Kind::Enqueue {
+                baseline: Baseline::Pool(channels),
+                ..
+            },
+            Side::Lapin,
+        ) => lapin_side::enqueue(broker, connection, channels, jobs, row.priorities).await,
+        (
+            Kind::Enqueue {
+                tasks,
+                baseline: Baseline::Pipelined,
+                ..
+            },
+            Side::Lapin,
+        ) => lapin_pipelined::enqueue(broker, connection, tasks, jobs, row.priorities).await,
+        (Kind::Batch { size }, Side::Queuey) => {
+            queuey_side::enqueue_batch(broker, backend, size, jobs, row.priorities).await
         }
-        (Kind::Consume { prefetch }, Side::Queuey) => {
+        (Kind::Batch { .. }, Side::Lapin) => {
+            lapin_pipelined::enqueue(broker, connection, POOL_TASKS, jobs, row.priorities).await
+        }
+        (Kind::Consume { prefetch, .. }, Side::Queuey) => {
             queuey_side::consume(broker, backend, prefetch, jobs, row.priorities).await
         }
-        (Kind::Consume { prefetch }, Side::Lapin) => {
-            lapin_side::consume(broker, connection, prefetch, jobs, row.priorities).await
-        }
+        (
+            Kind::Consume {
+                prefetch,
+                decoding: false,
+            },
+            Side::Lapin,
+        ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities).await,
+        (
+            Kind::Consume {
+                prefetch,
+                decoding: true,
+            },
+            Side::Lapin,
+        ) => lapin_side::consume_decoding(broker, connection, prefetch, jobs, row.priorities).await,
         (
             Kind::Retry {
                 prefetch, hold_ms, ..

@@ -1,0 +1,322 @@
+//! Holds: parking a job in a hold queue until its delay has passed, without
+//! the hold queue's lease running out under it.
+//!
+//! # The lease rule
+//!
+//! A hold queue `q.deferred.{ttl}` has `x-message-ttl = ttl` and
+//! `x-expires = 2 * ttl`: the broker deletes it, **with the messages in
+//! it**, once nobody has declared it for `2 * ttl`. Only a declaration whose
+//! reply we waited for counts as renewing that lease; a publish renews
+//! nothing. A job lands at `L` and is released at `L + ttl`. So a job is safe
+//! when the lease still runs at `L + ttl`.
+//!
+//! **Reusing a declaration.** Let a declaration of the hold queue be sent at
+//! `S` and answered. The broker handled it no earlier than `S`, so the lease
+//! runs at least until `S + 2 * ttl`. If a publish into the queue is then
+//! confirmed at `C < S + ttl`, the job landed at `L <= C` and is released by
+//! `L + ttl < S + 2 * ttl`: inside the lease. So one declaration serves
+//! every publish confirmed within `ttl` of sending it; a hold declares the
+//! queue again only when the last declaration is older than half a TTL
+//! ([`Leases`]), keeping the other half as room for the publish's own round
+//! trip.
+//!
+//! **A late confirmation.** A publish confirmed at `C >= S + ttl` proves
+//! nothing by itself. The queue is then declared once more, which renews
+//! the lease from the moment the broker handles it, `R > C`, to
+//! `R + 2 * ttl > L + ttl`, but only if the queue still existed at `R`: that
+//! holds when the reply came back before `S + 2 * ttl`. Otherwise the job may
+//! have gone with its queue and is published again (a duplicate at worst),
+//! up to [`LATE_HOLD_ATTEMPTS`] times.
+//!
+//! **A queue already gone.** Every publish is `mandatory`, so a publish
+//! into a hold queue that expired (or that an operator deleted) comes back
+//! `NO_ROUTE` rather than vanishing; the queue is then declared and the job
+//! published again, until the publish bound.
+//!
+//! **Short holds.** The argument needs the declaration, the publish and its
+//! confirmation to fit in about one TTL. Holds shorter than
+//! [`SHORTEST_HOLD`](crate::topology::SHORTEST_HOLD) cannot count on that
+//! on a loaded broker, so they are rounded up to it: never early, and the
+//! lease rule can be honoured.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lapin::Connection;
+use queuey_core::{BackendError, BackendErrorKind, Envelope, Error, QueueConfig};
+use tokio::time::Instant;
+
+use crate::backend::Inner;
+use crate::publisher::Outgoing;
+use crate::{properties, topology};
+
+/// Which granularity and priority a hold uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldKind {
+    /// A retry or delayed enqueue: retry granularity, the envelope's priority.
+    Retry,
+    /// A deferral: deferral granularity, the queue's top priority.
+    Deferral,
+}
+
+/// How often a hold whose lease could not be shown to cover its job is
+/// published again before the hold fails.
+const LATE_HOLD_ATTEMPTS: u32 = 5;
+
+/// Remembered leases past this many are pruned of those no longer usable.
+const LEASES_KEPT: usize = 1024;
+
+/// The last waited-for declaration of each hold queue: when it was sent.
+#[derive(Debug, Default)]
+pub(crate) struct Leases {
+    sent: Mutex<HashMap<String, (Instant, Duration)>>,
+}
+
+impl Leases {
+    /// When the declaration a publish into `hold` may rely on was sent, if
+    /// it is younger than half of `ttl`.
+    fn usable(&self, hold: &str, ttl: Duration) -> Option<Instant> {
+        let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        sent.get(hold)
+            .map(|(at, _)| *at)
+            .filter(|at| at.elapsed() < ttl / 2)
+    }
+
+    /// Records a declaration of `hold` sent at `at` that was answered.
+    fn renewed(&self, hold: &str, at: Instant, ttl: Duration) {
+        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        if sent.len() >= LEASES_KEPT && !sent.contains_key(hold) {
+            sent.retain(|_, (at, ttl)| at.elapsed() < *ttl / 2);
+        }
+        let entry = sent.entry(hold.to_owned()).or_insert((at, ttl));
+        if entry.0 < at {
+            *entry = (at, ttl);
+        }
+    }
+
+    /// Forgets the lease of a hold queue found missing.
+    fn forget(&self, hold: &str) {
+        self.sent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(hold);
+    }
+}
+
+impl Inner {
+    /// Parks `envelope` in the hold queue for `delay` (rounded up), or
+    /// publishes it at once for a zero delay. Every refusal happens before
+    /// anything is declared or published.
+    pub(crate) async fn hold(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
+        let queue = envelope.queue.as_str();
+        let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
+            queue: queue.to_owned(),
+        })?;
+        let granularity = match kind {
+            HoldKind::Retry => self.options.get_retry_granularity(),
+            HoldKind::Deferral => self.options.get_deferred_granularity(),
+        };
+        let ttl_ms = topology::hold_delay_ms(queue, delay, granularity)?;
+        let prepared = match kind {
+            HoldKind::Deferral if envelope.priority != config.top_priority() => {
+                self.prepare(&envelope.clone().with_priority(config.top_priority()))?
+            }
+            _ => self.prepare(envelope)?,
+        };
+        if ttl_ms == 0 {
+            return self.send(prepared.outgoing(queue)).await;
+        }
+        let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
+        let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
+        let mut out = prepared.outgoing(&hold);
+        out.properties = properties::with_due_at(out.properties, due_at_ms(delay));
+        let deadline = Instant::now() + self.options.publish_timeout;
+        self.retrying(
+            deadline,
+            || format!("holding a job in `{hold}`"),
+            || self.hold_once(&config, ttl_ms, &out, deadline),
+        )
+        .await
+    }
+
+    /// Publishes `out` into its hold queue on the current connection,
+    /// declaring the queue when no usable declaration is known.
+    async fn hold_once(
+        &self,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        out: &Outgoing,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let hold = out.queue.as_str();
+        let current = self
+            .publishing_connection(|| format!("declaring hold queue `{hold}`"))
+            .await?;
+        let result = self
+            .hold_on(&current.connection, config, ttl_ms, out, deadline)
+            .await;
+        if let Err(error) = &result {
+            self.saw(current.generation, error);
+        }
+        result
+    }
+
+    async fn hold_on(
+        &self,
+        connection: &Connection,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        out: &Outgoing,
+        deadline: Instant,
+    ) -> Result<(), Error> {
+        let hold = out.queue.as_str();
+        let ttl = Duration::from_millis(ttl_ms);
+        let mut late = 0;
+        loop {
+            let sent = match self.leases.usable(hold, ttl) {
+                Some(sent) => sent,
+                None => self.declare_hold(connection, hold, config, ttl_ms).await?,
+            };
+            match self.publisher.publish(out.clone(), deadline).await {
+                Ok(()) => {
+                    if self
+                        .lease_covers(connection, hold, config, ttl_ms, sent)
+                        .await?
+                    {
+                        return Ok(());
+                    }
+                    late += 1;
+                    if late >= LATE_HOLD_ATTEMPTS {
+                        return Err(Error::Backend(BackendError::new(
+                            BackendErrorKind::Other,
+                            format!(
+                                "could not make sure a job held in `{hold}` outlives the queue's \
+                                 {} ms lease ({late} tries): the broker took longer than the \
+                                 {ttl_ms} ms hold to confirm it; raise the granularity",
+                                2 * ttl_ms
+                            ),
+                        )));
+                    }
+                    tracing::warn!(hold = %hold, "a hold's confirmation came too late to prove its queue outlives it; publishing it again");
+                }
+                Err(Error::Backend(e))
+                    if e.kind() == BackendErrorKind::Unroutable && Instant::now() < deadline =>
+                {
+                    // The hold queue expired before the publish landed (it
+                    // waited behind other publishes), or an operator deleted
+                    // it: nothing was stored. Declare it and publish again.
+                    tracing::info!(hold = %hold, "the hold queue was gone at publish time; declaring it again");
+                    self.leases.forget(hold);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Declares `hold`, waiting for the reply, and records the lease.
+    /// Returns when the declaration was sent.
+    async fn declare_hold(
+        &self,
+        connection: &Connection,
+        hold: &str,
+        config: &QueueConfig,
+        ttl_ms: u64,
+    ) -> Result<Instant, Error> {
+        // Taken before the declaration is sent: the broker starts the lease
+        // when it handles the declaration, which is no earlier.
+        let sent = Instant::now();
+        self.holds.declare(connection, hold, config, ttl_ms).await?;
+        self.leases
+            .renewed(hold, sent, Duration::from_millis(ttl_ms));
+        Ok(sent)
+    }
+
+    /// Whether a job just confirmed into `hold`, relying on the declaration
+    /// sent at `sent`, is sure to be released rather than deleted with its
+    /// queue (see the module documentation).
+    async fn lease_covers(
+        &self,
+        connection: &Connection,
+        hold: &str,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        sent: Instant,
+    ) -> Result<bool, Error> {
+        let ttl = Duration::from_millis(ttl_ms);
+        if sent.elapsed() < ttl {
+            return Ok(true);
+        }
+        self.declare_hold(connection, hold, config, ttl_ms).await?;
+        Ok(sent.elapsed() < 2 * ttl)
+    }
+}
+
+/// When a job held for `delay` from now becomes due, in milliseconds since
+/// the Unix epoch (the `queuey-due-at` header).
+fn due_at_ms(delay: Duration) -> u64 {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    u64::try_from((now + delay).as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_is_reused_for_half_a_ttl() {
+        let leases = Leases::default();
+        let ttl = Duration::from_millis(1_000);
+        assert_eq!(leases.usable("h", ttl), None);
+        let sent = Instant::now();
+        leases.renewed("h", sent, ttl);
+        tokio::time::advance(Duration::from_millis(499)).await;
+        assert_eq!(leases.usable("h", ttl), Some(sent));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(leases.usable("h", ttl), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_older_declaration_never_replaces_a_newer_one() {
+        let leases = Leases::default();
+        let ttl = Duration::from_secs(10);
+        let old = Instant::now();
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let new = Instant::now();
+        leases.renewed("h", new, ttl);
+        leases.renewed("h", old, ttl);
+        assert_eq!(leases.usable("h", ttl), Some(new));
+        leases.forget("h");
+        assert_eq!(leases.usable("h", ttl), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stale_leases_are_pruned() {
+        let leases = Leases::default();
+        let ttl = Duration::from_millis(10);
+        for i in 0..LEASES_KEPT {
+            leases.renewed(&format!("h{i}"), Instant::now(), ttl);
+        }
+        tokio::time::advance(ttl).await;
+        leases.renewed("fresh", Instant::now(), ttl);
+        let kept = leases.sent.lock().unwrap().len();
+        assert_eq!(kept, 1);
+    }
+
+    #[test]
+    fn due_at_is_now_plus_the_delay() {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let due = due_at_ms(Duration::from_millis(1_500));
+        assert!(due >= now + 1_500 && due < now + 1_500 + 60_000, "{due}");
+    }
+}
