@@ -78,7 +78,7 @@ pub mod queue;
 pub mod retry;
 
 pub use backend::{
-    Backend, ConnectionState, Delivery, DeliveryStream, LONGEST_WAIT, MAX_DEFERRAL_MS,
+    Backend, ConnectionState, Delivery, DeliveryStream, Disposition, LONGEST_WAIT, MAX_DEFERRAL_MS,
 };
 pub use envelope::{DecodeError, Envelope, MAX_MESSAGE_BYTES};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};

@@ -85,7 +85,6 @@ mod macros;
 pub mod classify;
 pub mod dead_letter;
 pub mod defer;
-mod disposition;
 mod handler;
 pub mod metrics;
 mod request;
@@ -95,14 +94,22 @@ pub mod worker;
 
 pub(crate) use macros::inner_accessors;
 
-/// The longest wait the retry and deferral layers ask a hold for (24
-/// days); longer backoffs and `Retry-After` values are shortened to it.
+/// The longest wait a hold keeps a job (24 days); a longer backoff or
+/// `Retry-After` is dead-lettered with a reason, never shortened.
 pub use queuey_core::LONGEST_WAIT;
 
+/// What a job's stack answers and the worker settles on the broker.
+pub use queuey_core::Disposition;
+
+/// tower's builder of layered services, re-exported so
+/// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429)` needs no
+/// other import.
+pub use tower::ServiceBuilder;
+
+pub use classify::ClassifyLayer;
 pub use dead_letter::DeadLetterLayer;
 pub use defer::DeferOn429;
-pub use disposition::Disposition;
-pub use handler::{HandlerFuture, HandlerPanicked, HandlerService};
+pub use handler::{HandlerExt, HandlerFuture, HandlerPanicked, HandlerService};
 pub use metrics::MetricsLayer;
 pub use request::JobRequest;
 pub use retry::RetryLayer;
