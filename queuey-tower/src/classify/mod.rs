@@ -23,8 +23,9 @@
 //!
 //! [`DefaultClassifier`] understands queuey's own error types and tower's
 //! timeout and load shed; anything else is transient. Any
-//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too,
-//! falling back to the default when it answers `None`:
+//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too:
+//! it is asked about the error and each of its sources, and the default
+//! decides when it answers `None` for all of them:
 //!
 //! ```
 //! use std::time::Duration;
@@ -137,12 +138,22 @@ impl Classify for DefaultClassifier {
     }
 }
 
+/// A closure asked about the error and then each of its sources in turn (so
+/// it sees a client error a handler wrapped in `JobError::retryable`); the
+/// first answer wins, and the [`DefaultClassifier`] decides when none comes.
 impl<F> Classify for F
 where
     F: Fn(&(dyn StdError + 'static)) -> Option<FailureClass> + Send + Sync + 'static,
 {
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
-        self(error).unwrap_or_else(|| DefaultClassifier.classify(error))
+        let mut current: Option<&(dyn StdError + 'static)> = Some(error);
+        while let Some(e) = current {
+            if let Some(class) = self(e) {
+                return class;
+            }
+            current = e.source();
+        }
+        DefaultClassifier.classify(error)
     }
 }
 

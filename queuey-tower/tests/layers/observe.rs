@@ -155,9 +155,6 @@ fn trace_events_have_a_level_fitting_the_outcome_inside_a_job_span() {
     // The worker logs dead letters (once, at WARN); the trace layer only
     // closes the span.
     let out = traced(|| Err(JobError::fatal("broken")));
-    assert!(
-        !out.contains(" WARN ") && !out.contains("ERROR"),
-        "{out}"
-    );
+    assert!(!out.contains(" WARN ") && !out.contains("ERROR"), "{out}");
     assert!(out.contains("reason=fatal: broken"), "{out}");
 }

@@ -7,3 +7,4 @@ mod faulty;
 mod flows;
 mod lifecycle;
 mod routing;
+mod stacks;
