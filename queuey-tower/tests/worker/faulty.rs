@@ -31,6 +31,8 @@ pub(crate) struct FaultyBackend {
     pub(crate) fail_consumes: Arc<AtomicU32>,
     pub(crate) refuse_consumes: Arc<AtomicU32>,
     pub(crate) consumes: Arc<AtomicU64>,
+    /// Deliveries handed back with `Disposition::Requeue`.
+    pub(crate) requeues: Arc<AtomicU64>,
     connection: Arc<Connection>,
 }
 
@@ -119,6 +121,7 @@ impl Backend for FaultyBackend {
             let mut cut = self.connection.generation.subscribe();
             let generation = *cut.borrow_and_update();
             let fail_retries = Arc::clone(&self.fail_retries);
+            let requeues = Arc::clone(&self.requeues);
             let connection = Arc::clone(&self.connection);
             // Until the connection is cut; then one error, and the end.
             let until_cut = futures::stream::unfold(
@@ -142,6 +145,7 @@ impl Backend for FaultyBackend {
                             generation,
                             connection: Arc::clone(&connection),
                             fail_retries: Arc::clone(&fail_retries),
+                            requeues: Arc::clone(&requeues),
                         }) as Box<dyn Delivery>
                     })
                 })
@@ -160,6 +164,7 @@ struct FaultyDelivery {
     generation: u64,
     connection: Arc<Connection>,
     fail_retries: Arc<AtomicU32>,
+    requeues: Arc<AtomicU64>,
 }
 
 impl Delivery for FaultyDelivery {
@@ -190,6 +195,9 @@ impl Delivery for FaultyDelivery {
                     "PRECONDITION_FAILED on the hold queue (injected)",
                 )))
             });
+        }
+        if disposition == Disposition::Requeue {
+            self.requeues.fetch_add(1, Ordering::SeqCst);
         }
         self.inner.settle(disposition)
     }

@@ -6,5 +6,6 @@ mod support;
 mod faulty;
 mod flows;
 mod lifecycle;
+mod reconnect;
 mod routing;
 mod stacks;
