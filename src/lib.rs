@@ -63,7 +63,7 @@
 //! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
 //! producer.enqueue(&SendEmail { to: "ada@example.com".into() }).await?;
 //!
-//! while handle.jobs_settled() < 2 {
+//! while handle.jobs_finished() < 1 {
 //!     tokio::time::sleep(Duration::from_millis(20)).await;
 //! }
 //! handle.shutdown();
@@ -108,8 +108,9 @@ pub use queuey_core::{backend, handler, memory, queue, retry};
 
 #[doc(inline)]
 pub use queuey_tower::{
-    DeadLetterLayer, DeferOn429, Disposition, HandlerService, JobRequest, MetricsLayer, RetryLayer,
-    TraceLayer, Worker, WorkerBuilder, WorkerError, WorkerHandle,
+    ClassifyLayer, DeadLetterLayer, DeferOn429, Disposition, HandlerExt, HandlerService,
+    JobRequest, MetricsLayer, RetryLayer, ServiceBuilder, TraceLayer, Worker, WorkerBuilder,
+    WorkerError, WorkerHandle,
 };
 
 pub use queuey_tower::{classify, worker};
@@ -129,8 +130,8 @@ pub mod prelude {
         MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, handler_fn,
     };
     pub use queuey_tower::{
-        DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
-        Worker, WorkerHandle,
+        ClassifyLayer, DeadLetterLayer, DeferOn429, Disposition, HandlerExt, JobRequest,
+        MetricsLayer, RetryLayer, ServiceBuilder, TraceLayer, Worker, WorkerHandle,
     };
 
     #[cfg(feature = "rabbitmq")]

@@ -11,8 +11,8 @@
 //!
 //! | layer | turns | into |
 //! |---|---|---|
-//! | [`RetryLayer`] | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
-//! | [`DeferOn429`] | a `Retry-After` | `Defer { delay }`, spending no attempt |
+//! | [`RetryLayer`](struct@RetryLayer) | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
+//! | [`DeferOn429`](struct@DeferOn429) | a `Retry-After` | `Defer { delay }`, spending no attempt |
 //! | [`DeadLetterLayer`] | any error | `DeadLetter { reason }` |
 //! | [`MetricsLayer`] | – | counters, a histogram and a gauge per queue and job type |
 //! | [`TraceLayer`] | – | a span per job and an event per outcome |

@@ -78,7 +78,7 @@ impl Delivery for MemoryDelivery {
 }
 
 impl MemoryDelivery {
-    fn dead_letter(self: Box<Self>, reason: String) -> Result<(), Error> {
+    fn dead_letter(self, reason: String) -> Result<(), Error> {
         match self.envelope.encode() {
             Ok(body) => {
                 let letter = DeadLetter {
@@ -99,7 +99,7 @@ impl MemoryDelivery {
         }
     }
 
-    fn requeue(mut self: Box<Self>) -> Result<(), Error> {
+    fn requeue(mut self) -> Result<(), Error> {
         let mut state = self.shared.lock();
         let result = if state.closed {
             Err(Error::ShutDown)

@@ -10,11 +10,11 @@
 //! ask it:
 //!
 //! - [`FailureClass::RetryAfter`]: not a failure; defer the job
-//!   ([`DeferOn429`](crate::DeferOn429) acts on it, and so do
+//!   ([`DeferOn429`](struct@crate::DeferOn429) acts on it, and so do
 //!   [`DeadLetterLayer`](crate::DeadLetterLayer) and the worker when no
 //!   deferral layer did);
 //! - [`FailureClass::Transient`]: retry while attempts are left
-//!   ([`RetryLayer`](crate::RetryLayer) acts on it);
+//!   ([`RetryLayer`](struct@crate::RetryLayer) acts on it);
 //! - [`FailureClass::Fatal`]: give up at once.
 //!
 //! Set it for a whole worker with
@@ -106,7 +106,7 @@ pub trait Classify: Send + Sync + 'static {
 /// | [`DeferredError`] (from `JobError::deferred`) | `RetryAfter(delay)` |
 /// | [`FatalError`] (from `JobError::fatal`) | `Fatal` |
 /// | [`RetryableError`] (from `JobError::retryable` or `?`) | `Transient` |
-/// | [`DeferralLimitReached`] (from [`DeferOn429`](crate::DeferOn429)) | `Transient` |
+/// | [`DeferralLimitReached`] (from [`DeferOn429`](struct@crate::DeferOn429)) | `Transient` |
 /// | `tower::timeout::error::Elapsed` | `Transient` |
 /// | `tower::load_shed::error::Overloaded` | `RetryAfter(`[`OVERLOADED_WAIT`]`)` |
 /// | anything else | `Transient` |

@@ -11,7 +11,7 @@
 //! ([`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter),
 //! e.g. a load shed's `Overloaded` from a layer inside) is not a failure: it
 //! becomes a deferral, so a stack without a
-//! [`DeferOn429`](crate::DeferOn429) never dead-letters a job for waiting.
+//! [`DeferOn429`](struct@crate::DeferOn429) never dead-letters a job for waiting.
 //!
 //! Without it a worker still dead-letters errors that reach it; the layer
 //! makes the decision visible to the layers outside it (metrics, tracing).

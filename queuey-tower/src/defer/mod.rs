@@ -1,6 +1,6 @@
 //! Deferral: `Retry-After` without spending an attempt.
 //!
-//! [`DeferOn429`] turns an error that carries a wait — a
+//! [`DeferOn429`](struct@DeferOn429) turns an error that carries a wait — a
 //! [`JobError::deferred`](queuey_core::JobError::deferred) from the handler,
 //! or any error the classifier maps to
 //! [`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter) —
@@ -105,7 +105,7 @@ impl<S> Layer<S> for DeferOn429 {
     }
 }
 
-/// The service [`DeferOn429`] produces.
+/// The service [`DeferOn429`](struct@DeferOn429) produces.
 #[derive(Debug, Clone)]
 pub struct Defer<S> {
     inner: S,

@@ -1,12 +1,12 @@
 //! Retries with backoff, waiting on the broker.
 //!
-//! [`RetryLayer`] turns a transient failure into
+//! [`RetryLayer`](struct@RetryLayer) turns a transient failure into
 //! [`Disposition::Retry`] while the job has
 //! attempts left, and into [`Disposition::DeadLetter`]
 //! with the reason `attempts exhausted (n of m): <error>` once it has none.
 //! Fatal failures and deferrals pass through as errors for the layers
 //! around it (a [`DeadLetterLayer`](crate::DeadLetterLayer) and a
-//! [`DeferOn429`](crate::DeferOn429)). Which errors are transient is the
+//! [`DeferOn429`](struct@crate::DeferOn429)). Which errors are transient is the
 //! request's [classifier](crate::classify)'s call, the same one every other
 //! layer asks. Each retry is logged at WARN with the error.
 //!
@@ -68,7 +68,7 @@ pub use layer::RetryLayer;
 
 use crate::{Disposition, JobRequest};
 
-/// The service [`RetryLayer`] produces.
+/// The service [`RetryLayer`](struct@RetryLayer) produces.
 #[derive(Debug, Clone)]
 pub struct Retry<S> {
     inner: S,

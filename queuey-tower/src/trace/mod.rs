@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `Ack`, `Requeue` | DEBUG |
 //! | `Defer` | INFO (a deferral is routine: the job waits, nothing failed) |
-//! | `Retry` | DEBUG: [`RetryLayer`](crate::RetryLayer) logs each retry at WARN with its error |
+//! | `Retry` | DEBUG: [`RetryLayer`](struct@crate::RetryLayer) logs each retry at WARN with its error |
 //! | `DeadLetter` | DEBUG: the worker logs each dead letter at WARN with its reason, whichever stack decided it |
 //! | an error reaching the layer | ERROR |
 //!

@@ -35,9 +35,9 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// 1. [`TraceLayer`]: one span per job, an event for its outcome;
 /// 2. [`MetricsLayer`]: counts final outcomes and times jobs;
 /// 3. [`DeadLetterLayer`]: whatever error is left becomes a dead letter;
-/// 4. [`RetryLayer`] with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
+/// 4. [`RetryLayer`](struct@RetryLayer) with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
 ///    (unless the job type or queue sets a policy);
-/// 5. [`DeferOn429`]: `JobError::deferred` becomes a deferral;
+/// 5. [`DeferOn429`](struct@DeferOn429): `JobError::deferred` becomes a deferral;
 /// 6. a timeout of [`DEFAULT_JOB_TIMEOUT`] (see
 ///    [`WorkerBuilder::job_timeout`]) on each attempt, which counts as a
 ///    transient failure. RabbitMQ 4.3 no longer times out classic-queue

@@ -40,6 +40,7 @@ pub(crate) struct HandleInner {
     pub(crate) stale_settles: AtomicU64,
     pub(crate) jobs_started: AtomicU64,
     pub(crate) jobs_settled: AtomicU64,
+    pub(crate) jobs_finished: AtomicU64,
     pub(crate) jobs_running: AtomicU64,
     pub(crate) jobs_settling: AtomicU64,
     pub(crate) queues_reconnecting: AtomicU64,
@@ -55,6 +56,7 @@ impl HandleInner {
             stale_settles: AtomicU64::new(0),
             jobs_started: AtomicU64::new(0),
             jobs_settled: AtomicU64::new(0),
+            jobs_finished: AtomicU64::new(0),
             jobs_running: AtomicU64::new(0),
             jobs_settling: AtomicU64::new(0),
             queues_reconnecting: AtomicU64::new(0),
@@ -139,14 +141,23 @@ impl WorkerHandle {
         self.inner.stale_settles.load(Ordering::Relaxed)
     }
 
-    /// Jobs taken so far (each delivery once).
+    /// Deliveries taken so far. A job retried twice is three deliveries.
     pub fn jobs_started(&self) -> u64 {
         self.inner.jobs_started.load(Ordering::Relaxed)
     }
 
-    /// Jobs settled successfully so far.
+    /// Deliveries settled successfully so far, whatever their disposition:
+    /// a retry or a deferral settles one delivery and the job comes back
+    /// as another.
     pub fn jobs_settled(&self) -> u64 {
         self.inner.jobs_settled.load(Ordering::Relaxed)
+    }
+
+    /// Jobs that reached their end so far: settled as done (acknowledged)
+    /// or dead-lettered. Unlike [`jobs_settled`](Self::jobs_settled), a job
+    /// counts once however often it was retried or deferred.
+    pub fn jobs_finished(&self) -> u64 {
+        self.inner.jobs_finished.load(Ordering::Relaxed)
     }
 
     /// Jobs inside their stack now.

@@ -65,6 +65,9 @@ pub(crate) async fn run_job(started: Started, shared: Arc<Shared>, _permit: Owne
     match settled {
         Ok(()) => {
             shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
+            if matches!(what, "ack" | "dead_letter") {
+                shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
+            }
         }
         Err(error) => settle_failed(&shared, &queue, job_id, what, &error),
     }

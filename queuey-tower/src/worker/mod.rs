@@ -82,7 +82,7 @@
 //! - a timeout **inside** the retry layer bounds each attempt, and a timed
 //!   out attempt is retried; outside it, it would bound the decision, not
 //!   the job;
-//! - [`DeferOn429`](crate::DeferOn429) inside [`RetryLayer`](crate::RetryLayer)
+//! - [`DeferOn429`](struct@crate::DeferOn429) inside [`RetryLayer`](struct@crate::RetryLayer)
 //!   sees a `Retry-After` first, so a deferral spends no attempt; outside,
 //!   the retry layer would pass it through untouched anyway, but a deferral
 //!   past its limit would then escape retrying;
