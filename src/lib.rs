@@ -72,6 +72,11 @@
 //! # }
 //! ```
 //!
+//! The [`guide`] walks through typed jobs, the worker and its default stack,
+//! composing a stack from tower middleware, classification, retries and
+//! deferrals, dead letters, the RabbitMQ topology and options, what queuey
+//! guarantees, and metrics and tracing.
+//!
 //! # Crates
 //!
 //! | crate | what it holds | here as |
@@ -98,10 +103,10 @@ extern crate self as queuey;
 
 #[doc(inline)]
 pub use queuey_core::{
-    Backend, BackendError, BackendErrorKind, Backoff, BoxError, Delivery, DeliveryStream,
-    EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job, JobContext, JobError,
-    JobHandler, MAX_DEFERRAL_MS, MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, Uuid,
-    handler_fn,
+    Backend, BackendError, BackendErrorKind, Backoff, BoxError, ConnectionState, Delivery,
+    DeliveryStream, EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job,
+    JobContext, JobError, JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MemoryBackend, Producer,
+    QueueConfig, Queues, RetryPolicy, Uuid, handler_fn,
 };
 
 pub use queuey_core::{backend, handler, memory, queue, retry};
@@ -137,6 +142,9 @@ pub mod prelude {
     #[cfg(feature = "rabbitmq")]
     pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 }
+
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
 
 /// What the derive macros expand to; not a public API.
 #[doc(hidden)]
