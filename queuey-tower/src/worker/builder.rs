@@ -158,15 +158,21 @@ pub struct WorkerBuilder<Q, B, H = (), L = Identity, D = DefaultStack> {
     backend: B,
     handlers: H,
     layers: L,
-    layered: bool,
     defaults: D,
+    settings: Settings,
+    _queues: PhantomData<fn() -> Q>,
+}
+
+/// What a builder keeps whatever its type parameters.
+struct Settings {
+    /// Whether `layer` was called.
+    layered: bool,
     services: Vec<Box<dyn Route>>,
     concurrency: Option<usize>,
     shutdown_timeout: Duration,
     job_timeout: Option<Duration>,
     classifier: SharedClassifier,
     reconnect: Reconnect,
-    _queues: PhantomData<fn() -> Q>,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -175,14 +181,16 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
             backend,
             handlers: (),
             layers: Identity::new(),
-            layered: false,
             defaults: DefaultStack::default(),
-            services: Vec::new(),
-            concurrency: None,
-            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
-            job_timeout: None,
-            classifier: SharedClassifier::default(),
-            reconnect: Reconnect::new(DEFAULT_RECONNECT_DEADLINE),
+            settings: Settings {
+                layered: false,
+                services: Vec::new(),
+                concurrency: None,
+                shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+                job_timeout: None,
+                classifier: SharedClassifier::default(),
+                reconnect: Reconnect::new(DEFAULT_RECONNECT_DEADLINE),
+            },
             _queues: PhantomData,
         }
     }
@@ -201,14 +209,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
             backend: self.backend,
             handlers: (HandlerService::new(handler), self.handlers),
             layers: self.layers,
-            layered: self.layered,
             defaults: self.defaults,
-            services: self.services,
-            concurrency: self.concurrency,
-            shutdown_timeout: self.shutdown_timeout,
-            job_timeout: self.job_timeout,
-            classifier: self.classifier,
-            reconnect: self.reconnect,
+            settings: self.settings,
             _queues: PhantomData,
         }
     }
@@ -222,19 +224,14 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// `ConcurrencyLimitLayer` limits each job type on its own); one
     /// instance serves every job of its type, so middleware state (a rate
     /// limit's window, a counter of yours) persists across jobs.
-    pub fn layer<N>(self, layer: N) -> WorkerBuilder<Q, B, H, Stack<N, L>, D> {
+    pub fn layer<N>(mut self, layer: N) -> WorkerBuilder<Q, B, H, Stack<N, L>, D> {
+        self.settings.layered = true;
         WorkerBuilder {
             backend: self.backend,
             handlers: self.handlers,
             layers: Stack::new(layer, self.layers),
-            layered: true,
             defaults: self.defaults,
-            services: self.services,
-            concurrency: self.concurrency,
-            shutdown_timeout: self.shutdown_timeout,
-            job_timeout: self.job_timeout,
-            classifier: self.classifier,
-            reconnect: self.reconnect,
+            settings: self.settings,
             _queues: PhantomData,
         }
     }
@@ -249,14 +246,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
             backend: self.backend,
             handlers: self.handlers,
             layers: self.layers,
-            layered: self.layered,
             defaults: Identity::new(),
-            services: self.services,
-            concurrency: self.concurrency,
-            shutdown_timeout: self.shutdown_timeout,
-            job_timeout: self.job_timeout,
-            classifier: self.classifier,
-            reconnect: self.reconnect,
+            settings: self.settings,
             _queues: PhantomData,
         }
     }
@@ -277,7 +268,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         S: Service<JobRequest<J>, Response = Disposition, Error = BoxError> + Send + 'static,
         S::Future: Send + 'static,
     {
-        self.services
+        self.settings
+            .services
             .push(Box::new(TypedRoute::<J, S>::new(service)));
         self
     }
@@ -286,7 +278,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// error means (default: [`DefaultClassifier`](crate::classify::DefaultClassifier));
     /// see [`classify`](crate::classify).
     pub fn classifier(mut self, classifier: impl Classify) -> Self {
-        self.classifier = SharedClassifier::new(classifier);
+        self.settings.classifier = SharedClassifier::new(classifier);
         self
     }
 
@@ -294,7 +286,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// (default: the sum of the handled queues' prefetch counts). The worker
     /// takes a delivery only when a slot is free.
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n);
+        self.settings.concurrency = Some(n);
         self
     }
 
@@ -302,7 +294,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// waits for jobs in flight before abandoning them to the broker
     /// (default 30 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
+        self.settings.shutdown_timeout = timeout;
         self
     }
 
@@ -312,7 +304,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// handler (a stack given to [`service`](Self::service) is complete:
     /// add `tower::timeout::TimeoutLayer` to it).
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
-        self.job_timeout = Some(timeout);
+        self.settings.job_timeout = Some(timeout);
         self
     }
 
@@ -323,7 +315,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// (credentials refused, a queue refused, a backend that gave up) stop
     /// the worker at once.
     pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
-        self.reconnect = Reconnect::new(deadline);
+        self.settings.reconnect = Reconnect::new(deadline);
         self
     }
 
@@ -338,14 +330,14 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         H: Handlers<Q, D, L>,
     {
         let handlers = self.handlers.len();
-        if handlers == 0 && self.layered {
+        if handlers == 0 && self.settings.layered {
             return Err(Error::invalid_config(
                 "layers were added with WorkerBuilder::layer but there is no handler for them \
                  to wrap; a stack given to WorkerBuilder::service is complete: put the layers \
                  in it",
             ));
         }
-        if let Some(timeout) = self.job_timeout {
+        if let Some(timeout) = self.settings.job_timeout {
             if handlers == 0 {
                 return Err(Error::invalid_config(
                     "job_timeout is set but there is no handler to apply it to; a stack given \
@@ -354,7 +346,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                 ));
             }
             self.defaults.set_job_timeout(timeout)?;
-            if !self.services.is_empty() {
+            if !self.settings.services.is_empty() {
                 tracing::warn!(
                     ?timeout,
                     "job_timeout applies to the handlers' default stack only, not to the \
@@ -365,15 +357,15 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         let mut handlers = Vec::new();
         self.handlers
             .into_routes(&self.defaults, &self.layers, &mut handlers);
-        handlers.extend(self.services);
+        handlers.extend(self.settings.services);
         Worker::new(
             self.backend,
             handlers,
             super::Settings {
-                concurrency: self.concurrency,
-                shutdown_timeout: self.shutdown_timeout,
-                classifier: self.classifier,
-                reconnect: self.reconnect,
+                concurrency: self.settings.concurrency,
+                shutdown_timeout: self.settings.shutdown_timeout,
+                classifier: self.settings.classifier,
+                reconnect: self.settings.reconnect,
             },
         )
         .await
@@ -390,11 +382,11 @@ impl<Q, B: std::fmt::Debug, H, L: std::fmt::Debug, D: std::fmt::Debug> std::fmt:
             .field("handlers", &std::any::type_name::<H>())
             .field("layers", &self.layers)
             .field("defaults", &self.defaults)
-            .field("services", &self.services.len())
-            .field("concurrency", &self.concurrency)
-            .field("shutdown_timeout", &self.shutdown_timeout)
-            .field("job_timeout", &self.job_timeout)
-            .field("classifier", &self.classifier)
+            .field("services", &self.settings.services.len())
+            .field("concurrency", &self.settings.concurrency)
+            .field("shutdown_timeout", &self.settings.shutdown_timeout)
+            .field("job_timeout", &self.settings.job_timeout)
+            .field("classifier", &self.settings.classifier)
             .finish()
     }
 }

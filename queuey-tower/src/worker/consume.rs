@@ -15,12 +15,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::WorkerError;
-use super::handle::{Counting, HandleInner};
+use super::handle::HandleInner;
 use super::job::{Started, run_job};
-use super::reconnect::{Lost, Reconnect};
+use super::reconnect::{Lost, Reconnect, Reconnecting, note_lost, open, set_reconnecting};
 use super::route::{Delivered, Route};
 use crate::classify::SharedClassifier;
-use crate::metrics::{CONSUMER_RESTARTS_TOTAL, QUEUES_RECONNECTING};
+use crate::metrics::CONSUMER_RESTARTS_TOTAL;
 
 /// How often a loop waiting for a job slot or a ready stack looks at the
 /// backend's connection state.
@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     pub(crate) classifier: SharedClassifier,
 }
 
-type Stream = Peekable<DeliveryStream>;
+pub(crate) type Stream = Peekable<DeliveryStream>;
 
 /// What the stream has next.
 enum Next {
@@ -57,8 +57,34 @@ enum Watched<T> {
     Lost,
 }
 
+/// What the loop does after a wait for the peeked delivery.
+enum Step<T> {
+    /// Go on with it.
+    Go(T),
+    /// Shutdown: the delivery was handed back.
+    Stop,
+    /// The connection was lost: the (stale) delivery was dropped; look at
+    /// the stream again.
+    Retake,
+}
+
+/// Hands back or drops the peeked delivery when a wait ended without it.
+async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) -> Step<T> {
+    match watched {
+        Watched::Done(output) => Step::Go(output),
+        Watched::Stopped => {
+            hand_back(stream, queue).await;
+            Step::Stop
+        }
+        Watched::Lost => {
+            drop_stale(stream, queue).await;
+            Step::Retake
+        }
+    }
+}
+
 /// Resolves when shutdown was requested.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
     // An error means the handle is gone, which cannot happen while the
     // worker runs; treat it as a stop.
     let _ = stop.wait_for(|stopped| *stopped).await;
@@ -168,44 +194,31 @@ pub(crate) async fn consume<B: Backend>(
             Some(job_type) => queue.routes.get_key_value(job_type).map(|(key, _)| *key),
             None => continue,
         };
-        let permit = match watch(
+        let slot = watch(
             &mut stop,
             &*backend,
             Arc::clone(&shared.permits).acquire_owned(),
         )
-        .await
-        {
-            Watched::Done(Ok(permit)) => permit,
+        .await;
+        let permit = match after_wait(slot, stream, &queue.queue).await {
+            Step::Go(Ok(permit)) => permit,
             // The semaphore is never closed while the loops run.
-            Watched::Done(Err(_)) => return Ok(()),
-            Watched::Stopped => {
-                hand_back(stream, &queue.queue).await;
-                return Ok(());
-            }
-            Watched::Lost => {
-                drop_stale(stream, &queue.queue).await;
-                continue;
-            }
+            Step::Go(Err(_)) | Step::Stop => return Ok(()),
+            Step::Retake => continue,
         };
         if let Some(route) = key.and_then(|key| queue.routes.get_mut(key)) {
-            let ready = poll_fn(|cx| route.poll_ready(cx));
-            match watch(&mut stop, &*backend, ready).await {
-                Watched::Done(Ok(())) => {}
-                Watched::Done(Err(source)) => {
+            let ready = watch(&mut stop, &*backend, poll_fn(|cx| route.poll_ready(cx))).await;
+            match after_wait(ready, stream, &queue.queue).await {
+                Step::Go(Ok(())) => {}
+                Step::Go(Err(source)) => {
                     hand_back(stream, &queue.queue).await;
                     return Err(WorkerError::Service {
                         job_type: route.job_type().to_owned(),
                         source,
                     });
                 }
-                Watched::Stopped => {
-                    hand_back(stream, &queue.queue).await;
-                    return Ok(());
-                }
-                Watched::Lost => {
-                    drop_stale(stream, &queue.queue).await;
-                    continue;
-                }
+                Step::Stop => return Ok(()),
+                Step::Retake => continue,
             }
         }
         // Peeked above, so this returns at once.
@@ -280,107 +293,6 @@ async fn watch<B: Backend + ?Sized, F: Future>(
                 }
             }
         }
-    }
-}
-
-/// Consumes the queue, again after a loss: waits a jittered backoff first,
-/// retries what may heal, and gives up on what cannot or at the deadline.
-/// `None` when shutdown was requested meanwhile.
-async fn open<B: Backend>(
-    config: &QueueConfig,
-    queue: &Arc<str>,
-    backend: &B,
-    stop: &mut watch::Receiver<bool>,
-    lost: &mut Option<Lost>,
-    reconnect: &Reconnect,
-) -> Result<Option<Stream>, WorkerError> {
-    loop {
-        if let Some(lost) = lost.as_mut() {
-            let waited = lost.since.elapsed();
-            if reconnect
-                .deadline()
-                .is_some_and(|deadline| waited >= deadline)
-            {
-                return Err(WorkerError::ReconnectDeadline {
-                    queue: queue.to_string(),
-                    waited,
-                    last_error: lost.last_error.clone(),
-                });
-            }
-            let delay = reconnect.delay(lost.tries);
-            lost.tries = lost.tries.saturating_add(1);
-            tokio::select! {
-                biased;
-                () = stopped(stop) => return Ok(None),
-                () = tokio::time::sleep(delay) => {}
-            }
-        }
-        if *stop.borrow() {
-            return Ok(None);
-        }
-        if backend.connection_state() == ConnectionState::Failed {
-            return Err(WorkerError::BackendFailed {
-                queue: queue.to_string(),
-            });
-        }
-        let consumed = tokio::select! {
-            biased;
-            () = stopped(stop) => return Ok(None),
-            consumed = backend.consume(config) => consumed,
-        };
-        match consumed {
-            Ok(stream) => {
-                if let Some(lost) = lost.as_mut() {
-                    lost.resumed_at = Some(tokio::time::Instant::now());
-                }
-                return Ok(Some(stream.peekable()));
-            }
-            Err(error) if error.is_transient() => {
-                tracing::warn!(queue = %queue, %error, "could not consume; trying again");
-                note_lost(lost, error.to_string());
-            }
-            Err(source) => {
-                return Err(WorkerError::Consume {
-                    queue: queue.to_string(),
-                    source,
-                });
-            }
-        }
-    }
-}
-
-/// Records a loss: a new one, unless the consumer never recovered from the
-/// last.
-fn note_lost(lost: &mut Option<Lost>, error: String) {
-    match lost {
-        Some(current) if !current.recovered() => current.last_error = error,
-        _ => *lost = Some(Lost::new(error)),
-    }
-}
-
-/// Shows a queue as reconnecting on the handle and in metrics while it
-/// lives.
-struct Reconnecting<'a> {
-    _counting: Counting<'a>,
-}
-
-impl Drop for Reconnecting<'_> {
-    fn drop(&mut self) {
-        metrics::gauge!(QUEUES_RECONNECTING).decrement(1.0);
-    }
-}
-
-/// Shows (`Some`) or stops showing (`None`) this queue as reconnecting.
-fn set_reconnecting<'a>(slot: &mut Option<Reconnecting<'a>>, handle: Option<&'a HandleInner>) {
-    match (slot.is_some(), handle) {
-        (false, Some(handle)) => {
-            metrics::gauge!(QUEUES_RECONNECTING).increment(1.0);
-            *slot = Some(Reconnecting {
-                _counting: Counting::new(&handle.queues_reconnecting),
-            });
-        }
-        (true, None) => *slot = None,
-        _ => {}
     }
 }
 
