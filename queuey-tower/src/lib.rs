@@ -69,7 +69,7 @@
 //!
 //! let producer = Producer::<AppQueues, _>::new(backend).await?;
 //! producer.enqueue(&CallWebhook { url: "https://example.com/hook".into() }).await?;
-//! while handle.jobs_settled() < 2 {
+//! while handle.jobs_finished() < 1 {
 //!     tokio::time::sleep(Duration::from_millis(50)).await;
 //! }
 //! handle.shutdown();

@@ -49,7 +49,7 @@
 //!
 //! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
 //! producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
-//! while handle.jobs_settled() < 1 {
+//! while handle.jobs_finished() < 1 {
 //!     tokio::task::yield_now().await;
 //! }
 //! handle.shutdown();
