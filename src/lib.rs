@@ -63,7 +63,7 @@
 //! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
 //! producer.enqueue(&SendEmail { to: "ada@example.com".into() }).await?;
 //!
-//! while handle.jobs_settled() < 2 {
+//! while handle.jobs_finished() < 1 {
 //!     tokio::time::sleep(Duration::from_millis(20)).await;
 //! }
 //! handle.shutdown();
@@ -71,6 +71,11 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! The [`guide`] walks through typed jobs, the worker and its default stack,
+//! composing a stack from tower middleware, classification, retries and
+//! deferrals, dead letters, the RabbitMQ topology and options, what queuey
+//! guarantees, and metrics and tracing.
 //!
 //! # Crates
 //!
@@ -98,19 +103,19 @@ extern crate self as queuey;
 
 #[doc(inline)]
 pub use queuey_core::{
-    Backend, BackendError, BackendErrorKind, Backoff, BoxError, Delivery, DeliveryStream,
-    EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job, JobContext, JobError,
-    JobHandler, MAX_DEFERRAL_MS, MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, Uuid,
-    handler_fn,
+    Backend, BackendError, BackendErrorKind, Backoff, BoxError, ConnectionState, Delivery,
+    DeliveryStream, EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job,
+    JobContext, JobError, JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MemoryBackend, Producer,
+    QueueConfig, Queues, RetryPolicy, Uuid, handler_fn,
 };
 
 pub use queuey_core::{backend, handler, memory, queue, retry, trace_context};
 
 #[doc(inline)]
 pub use queuey_tower::{
-    CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition, HandlerService,
-    JobRequest, MetricsLayer, RetryLayer, TraceLayer, Worker, WorkerBuilder, WorkerError,
-    WorkerHandle,
+    ClassifyLayer, CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition,
+    HandlerExt, HandlerService, JobRequest, MetricsLayer, RetryLayer, ServiceBuilder, TraceLayer,
+    Worker, WorkerBuilder, WorkerError, WorkerHandle,
 };
 
 pub use queuey_tower::{classify, cooldown, deadline, worker};
@@ -130,13 +135,17 @@ pub mod prelude {
         MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, handler_fn,
     };
     pub use queuey_tower::{
-        CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition, JobRequest,
-        MetricsLayer, RetryLayer, TraceLayer, Worker, WorkerHandle,
+        ClassifyLayer, CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition,
+        HandlerExt, JobRequest, MetricsLayer, RetryLayer, ServiceBuilder, TraceLayer, Worker,
+        WorkerHandle,
     };
 
     #[cfg(feature = "rabbitmq")]
     pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 }
+
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
 
 /// What the derive macros expand to; not a public API.
 #[doc(hidden)]

@@ -79,7 +79,7 @@ pub mod retry;
 pub mod trace_context;
 
 pub use backend::{
-    Backend, ConnectionState, Delivery, DeliveryStream, LONGEST_WAIT, MAX_DEFERRAL_MS,
+    Backend, ConnectionState, Delivery, DeliveryStream, Disposition, LONGEST_WAIT, MAX_DEFERRAL_MS,
 };
 pub use envelope::{DecodeError, Envelope, MAX_MESSAGE_BYTES};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};

@@ -10,6 +10,7 @@ use futures::future::BoxFuture;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
+use queuey_core::backend::{self as core, Disposition, Plan};
 use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error, QueueConfig};
 
 use crate::backend::{Inner, timed_out};
@@ -212,46 +213,27 @@ impl Delivery for RabbitMqDelivery {
         self.redelivered
     }
 
-    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(async move { self.ack_now().await })
-    }
-
-    fn retry(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>> {
+    fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {
         Box::pin(async move {
-            // A retry joins the back of the queue it came from.
-            let next = next.for_queue(&self.queue).with_priority(0);
-            self.inner.hold(&next, delay, HoldKind::Retry).await?;
-            self.ack_now().await
-        })
-    }
-
-    fn defer(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(async move {
-            let next = next.for_queue(&self.queue);
-            self.inner.hold(&next, delay, HoldKind::Deferral).await?;
-            self.ack_now().await
-        })
-    }
-
-    fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(async move { self.dead_letter_now(reason).await })
-    }
-
-    fn nack_requeue(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(async move {
-            let options = BasicNackOptions {
-                multiple: false,
-                requeue: true,
-            };
-            self.bounded("requeueing", self.acker.nack(options)).await
+            match disposition.plan(&self.envelope, &self.queue) {
+                Plan::Ack => self.ack_now().await,
+                Plan::Hold { next, delay, kind } => {
+                    let kind = match kind {
+                        core::HoldKind::Retry => HoldKind::Retry,
+                        core::HoldKind::Deferral => HoldKind::Deferral,
+                    };
+                    self.inner.hold(&next, delay, kind).await?;
+                    self.ack_now().await
+                }
+                Plan::DeadLetter { reason } => self.dead_letter_now(reason).await,
+                Plan::Requeue => {
+                    let options = BasicNackOptions {
+                        multiple: false,
+                        requeue: true,
+                    };
+                    self.bounded("requeueing", self.acker.nack(options)).await
+                }
+            }
         })
     }
 }

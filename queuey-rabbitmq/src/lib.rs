@@ -12,7 +12,7 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use futures::StreamExt;
-//! use queuey_core::{Backend, Envelope, QueueConfig};
+//! use queuey_core::{Backend, Disposition, Envelope, QueueConfig};
 //! use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 //!
 //! let url = std::env::var("AMQP_URL")
@@ -37,12 +37,13 @@
 //! let mut deliveries = backend.consume(&emails).await?;
 //! while let Some(delivery) = deliveries.next().await {
 //!     let delivery = delivery?;
-//!     if delivery.envelope().attempt < 3 {
-//!         let next = delivery.envelope().next_attempt();
-//!         delivery.retry(next, Duration::from_secs(30)).await?;
+//!     // The backend builds the next attempt's envelope itself.
+//!     let disposition = if delivery.envelope().attempt < 3 {
+//!         Disposition::Retry { delay: Duration::from_secs(30) }
 //!     } else {
-//!         delivery.dead_letter("gave up after 3 attempts".into()).await?;
-//!     }
+//!         Disposition::DeadLetter { reason: "gave up after 3 attempts".into() }
+//!     };
+//!     delivery.settle(disposition).await?;
 //! }
 //! # Ok(())
 //! # }

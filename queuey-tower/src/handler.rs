@@ -134,6 +134,33 @@ impl fmt::Debug for HandlerFuture {
     }
 }
 
+/// Turns a [`JobHandler`] into the innermost service of a stack, so a
+/// handler goes straight into `ServiceBuilder::service`:
+///
+/// ```
+/// use queuey_core::{handler_fn, JobContext, JobError};
+/// use queuey_tower::{DeferOn429, HandlerExt, RetryLayer};
+/// use tower::ServiceBuilder;
+/// # use queuey_core::{Job, Queues};
+/// # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)] enum Q { Default }
+/// # #[derive(Job, serde::Serialize, serde::Deserialize)] #[job(queue = Q::Default)] struct Ping;
+///
+/// let handler = handler_fn(|_: Ping, _: JobContext| async { Ok::<_, JobError>(()) });
+/// let stack = ServiceBuilder::new()
+///     .layer(RetryLayer)
+///     .layer(DeferOn429)
+///     .service(handler.into_service());
+/// # let _ = stack;
+/// ```
+pub trait HandlerExt: JobHandler + Sized {
+    /// Wraps the handler in a [`HandlerService`].
+    fn into_service(self) -> HandlerService<Self> {
+        HandlerService::new(self)
+    }
+}
+
+impl<H: JobHandler> HandlerExt for H {}
+
 /// A handler panicked; the message is the panic's, when it had one.
 #[derive(Debug, Clone)]
 pub struct HandlerPanicked {

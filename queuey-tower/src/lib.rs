@@ -11,8 +11,8 @@
 //!
 //! | layer | turns | into |
 //! |---|---|---|
-//! | [`RetryLayer`] | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
-//! | [`DeferOn429`] | a `Retry-After` | `Defer { delay }`, spending no attempt |
+//! | [`RetryLayer`](struct@RetryLayer) | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
+//! | [`DeferOn429`](struct@DeferOn429) | a `Retry-After` | `Defer { delay }`, spending no attempt |
 //! | [`DeadLetterLayer`] | any error | `DeadLetter { reason }` |
 //! | [`MetricsLayer`] | – | counters, a histogram and a gauge per queue and job type |
 //! | [`TraceLayer`] | – | a span per job and an event per outcome |
@@ -69,7 +69,7 @@
 //!
 //! let producer = Producer::<AppQueues, _>::new(backend).await?;
 //! producer.enqueue(&CallWebhook { url: "https://example.com/hook".into() }).await?;
-//! while handle.jobs_settled() < 2 {
+//! while handle.jobs_finished() < 1 {
 //!     tokio::time::sleep(Duration::from_millis(50)).await;
 //! }
 //! handle.shutdown();
@@ -87,7 +87,6 @@ pub mod cooldown;
 pub mod dead_letter;
 pub mod deadline;
 pub mod defer;
-mod disposition;
 mod handler;
 pub mod metrics;
 mod request;
@@ -97,16 +96,24 @@ pub mod worker;
 
 pub(crate) use macros::inner_accessors;
 
-/// The longest wait the retry and deferral layers ask a hold for (24
-/// days); longer backoffs and `Retry-After` values are shortened to it.
+/// The longest wait a hold keeps a job (24 days); a longer backoff or
+/// `Retry-After` is dead-lettered with a reason, never shortened.
 pub use queuey_core::LONGEST_WAIT;
 
 pub use cooldown::CooldownLayer;
+/// What a job's stack answers and the worker settles on the broker.
+pub use queuey_core::Disposition;
+
+/// tower's builder of layered services, re-exported so
+/// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429)` needs no
+/// other import.
+pub use tower::ServiceBuilder;
+
+pub use classify::ClassifyLayer;
 pub use dead_letter::DeadLetterLayer;
 pub use deadline::DeadlineLayer;
 pub use defer::DeferOn429;
-pub use disposition::Disposition;
-pub use handler::{HandlerFuture, HandlerPanicked, HandlerService};
+pub use handler::{HandlerExt, HandlerFuture, HandlerPanicked, HandlerService};
 pub use metrics::MetricsLayer;
 pub use request::JobRequest;
 pub use retry::RetryLayer;

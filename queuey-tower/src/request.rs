@@ -4,8 +4,11 @@ use std::sync::Arc;
 
 use queuey_core::{JobContext, RetryPolicy};
 
-/// One delivery of a job, decoded: the job, its [`JobContext`], and the retry
-/// policy that applies to it when the job type or its queue sets one.
+use crate::classify::SharedClassifier;
+
+/// One delivery of a job, decoded: the job, its [`JobContext`], the retry
+/// policy that applies to it when the job type or its queue sets one, and
+/// the classifier every layer reads (see [`classify`](crate::classify)).
 ///
 /// Workers build requests; tests of a layer or a whole stack can build their
 /// own with [`JobRequest::new`].
@@ -23,16 +26,30 @@ pub struct JobRequest<J> {
     job: J,
     ctx: JobContext,
     retry: Option<Arc<RetryPolicy>>,
+    classifier: SharedClassifier,
 }
 
 impl<J> JobRequest<J> {
-    /// A request for `job` with no retry policy of its own.
+    /// A request for `job` with no retry policy of its own and the
+    /// [`DefaultClassifier`](crate::classify::DefaultClassifier).
     pub fn new(job: J, ctx: JobContext) -> Self {
         JobRequest {
             job,
             ctx,
             retry: None,
+            classifier: SharedClassifier::default(),
         }
+    }
+
+    /// The classifier the layers use to decide what an error means.
+    pub fn classifier(&self) -> &SharedClassifier {
+        &self.classifier
+    }
+
+    /// Sets the classifier (a worker sets its own on every request; a
+    /// [`ClassifyLayer`](crate::classify::ClassifyLayer) overrides it).
+    pub fn set_classifier(&mut self, classifier: SharedClassifier) {
+        self.classifier = classifier;
     }
 
     /// Sets the retry policy that applies to this job (the job type's, else

@@ -11,6 +11,7 @@
 //! Both traits are object safe: `Arc<dyn Backend>` works, and so does any
 //! `Arc<B>`. Backends can live outside this crate.
 
+mod disposition;
 mod granularity;
 mod hold;
 
@@ -21,6 +22,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub use disposition::{Disposition, HoldKind, Plan, too_long_reason};
 pub use granularity::Granularity;
 pub use hold::{
     LONGEST_WAIT, MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_up_ms,
@@ -148,10 +150,14 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
 /// One delivered job, to be settled exactly once.
 ///
-/// Each settling method consumes the delivery. When one fails, nothing was
-/// acknowledged: the message stays with the broker, which delivers it again
-/// (with [`redelivered`](Delivery::redelivered) set). A delivery dropped
-/// without being settled is likewise never lost.
+/// A backend implements three methods: the envelope, the redelivery flag,
+/// and [`settle`](Delivery::settle), which carries out a [`Disposition`].
+/// The backend builds whatever it publishes itself, from its own envelope
+/// ([`Disposition::plan`]), so no caller can hand it the wrong one.
+///
+/// When settling fails, nothing was acknowledged: the message stays with the
+/// broker, which delivers it again (with [`redelivered`](Delivery::redelivered)
+/// set). A delivery dropped without being settled is likewise never lost.
 pub trait Delivery: fmt::Debug + Send + Sync {
     /// The decoded envelope.
     fn envelope(&self) -> &Envelope;
@@ -159,33 +165,17 @@ pub trait Delivery: fmt::Debug + Send + Sync {
     /// Whether the broker delivered this message before.
     fn redelivered(&self) -> bool;
 
-    /// Acknowledges the job: it is done.
-    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>>;
+    /// Carries out `disposition`: publishes first (a hold, a dead letter)
+    /// and waits for the broker to hold the message, then acknowledges; or
+    /// acknowledges, or hands the message back. A retry or deferral longer
+    /// than [`LONGEST_WAIT`] is dead-lettered with a reason, never shortened.
+    fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>>;
 
-    /// Publishes `next` to come back after `delay` (retry granularity), waits
-    /// for the broker to hold it, then acknowledges this delivery.
-    fn retry(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>>;
-
-    /// Publishes `next` as a deferral (deferral granularity, the queue's top
-    /// priority), waits for the broker to hold it, then acknowledges this
-    /// delivery.
-    fn defer(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>>;
-
-    /// Stores the job in the queue's dead-letter store with `reason` and its
-    /// attempts, waits for the broker to hold it, then acknowledges this
-    /// delivery.
-    fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>>;
-
-    /// Hands the message back to the broker for immediate redelivery.
-    fn nack_requeue(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>>;
+    /// Acknowledges the job: [`settle`](Delivery::settle) with
+    /// [`Disposition::Ack`].
+    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
+        self.settle(Disposition::Ack)
+    }
 }
 
 impl<B: Backend + ?Sized> Backend for Arc<B> {

@@ -2,11 +2,11 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::{BoxFuture, ready};
 
-use super::{DeadLetter, HoldKind, Shared};
+use super::{DeadLetter, Shared};
+use crate::backend::{Disposition, Plan};
 use crate::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
 
 /// A delivered job from a [`MemoryBackend`](super::MemoryBackend).
@@ -66,52 +66,40 @@ impl Delivery for MemoryDelivery {
         self.redelivered
     }
 
-    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(ready((*self).settle_after(|_| Ok(()))))
+    fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {
+        let result = match disposition.plan(&self.envelope, &self.queue) {
+            Plan::Ack => self.settle_after(|_| Ok(())),
+            Plan::Hold { next, delay, kind } => self.settle_after(|s| s.hold(&next, delay, kind)),
+            Plan::DeadLetter { reason } => self.dead_letter(reason),
+            Plan::Requeue => self.requeue(),
+        };
+        Box::pin(ready(result))
     }
+}
 
-    fn retry(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>> {
-        let next = next.for_queue(&self.queue);
-        Box::pin(ready(
-            self.settle_after(|s| s.hold(&next, delay, HoldKind::Retry)),
-        ))
-    }
-
-    fn defer(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>> {
-        let next = next.for_queue(&self.queue);
-        Box::pin(ready(
-            self.settle_after(|s| s.hold(&next, delay, HoldKind::Deferral)),
-        ))
-    }
-
-    fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>> {
-        let letter = self.envelope.encode().map(|body| DeadLetter {
-            reason,
-            original_queue: self.queue.to_string(),
-            attempts: self.envelope.attempt,
-            body,
-        });
-        Box::pin(ready(match letter {
-            Ok(letter) => (*self).settle_after(|s| {
-                s.store_dead_letter(letter);
-                Ok(())
-            }),
+impl MemoryDelivery {
+    fn dead_letter(self, reason: String) -> Result<(), Error> {
+        match self.envelope.encode() {
+            Ok(body) => {
+                let letter = DeadLetter {
+                    reason,
+                    original_queue: self.queue.to_string(),
+                    attempts: self.envelope.attempt,
+                    body,
+                };
+                self.settle_after(|s| {
+                    s.store_dead_letter(letter);
+                    Ok(())
+                })
+            }
             Err(source) => Err(Error::Encode {
                 queue: self.queue.to_string(),
                 source,
             }),
-        }))
+        }
     }
 
-    fn nack_requeue(mut self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
+    fn requeue(mut self) -> Result<(), Error> {
         let mut state = self.shared.lock();
         let result = if state.closed {
             Err(Error::ShutDown)
@@ -122,7 +110,7 @@ impl Delivery for MemoryDelivery {
         drop(state);
         self.settled = true;
         self.shared.notify.notify_waiters();
-        Box::pin(ready(result))
+        result
     }
 }
 

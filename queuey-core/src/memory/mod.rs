@@ -56,10 +56,10 @@ pub use dead_letter::DeadLetter;
 pub use delivery::MemoryDelivery;
 
 use self::state::{Held, Message, QueueState, State};
-use crate::backend::{Granularity, hold_delay_ms};
+use crate::backend::{Granularity, HoldKind, hold_delay_ms};
 use crate::{
-    Backend, BackendError, BackendErrorKind, DeliveryStream, Envelope, Error, MAX_MESSAGE_BYTES,
-    QueueConfig,
+    Backend, BackendError, BackendErrorKind, ConnectionState, DeliveryStream, Envelope, Error,
+    MAX_MESSAGE_BYTES, QueueConfig,
 };
 
 /// Settings of a [`MemoryBackend`].
@@ -109,12 +109,6 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     notify: Notify,
     options: MemoryOptions,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum HoldKind {
-    Retry,
-    Deferral,
 }
 
 impl Shared {
@@ -395,6 +389,16 @@ impl Backend for MemoryBackend {
         delay: Duration,
     ) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(ready(self.shared.hold(envelope, delay, HoldKind::Deferral)))
+    }
+
+    /// [`Closed`](ConnectionState::Closed) once [`close`](MemoryBackend::close)
+    /// was called, else [`Connected`](ConnectionState::Connected).
+    fn connection_state(&self) -> ConnectionState {
+        if self.shared.lock().closed {
+            ConnectionState::Closed
+        } else {
+            ConnectionState::Connected
+        }
     }
 
     fn consume<'a>(

@@ -1,5 +1,6 @@
 //! Deliveries: prefetch, redelivery, requeue, ordering, shutdown.
 
+use queuey_core::backend::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,7 +117,7 @@ async fn nack_requeue_redelivers_at_once() {
     producer.enqueue(&Task { n: 2 }).await.unwrap();
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     let d = next(&mut stream).await;
-    d.nack_requeue().await.unwrap();
+    d.settle(Disposition::Requeue).await.unwrap();
     let d = next(&mut stream).await;
     assert_eq!(n_of(&*d), 1);
     assert!(d.redelivered());
@@ -261,8 +262,11 @@ async fn a_retry_goes_back_to_the_queue_it_was_consumed_from() {
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     let d = next(&mut stream).await;
     assert_eq!(d.envelope().queue, "test.plain");
-    let retry = d.envelope().next_attempt();
-    d.retry(retry, Duration::from_secs(1)).await.unwrap();
+    d.settle(Disposition::Retry {
+        delay: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
     assert_eq!(backend.held_count(WORK), 1);
     assert_eq!(backend.held_count("test.plain"), 0);
     let again = next(&mut stream).await;

@@ -1,6 +1,7 @@
 //! Holds: never early, exactly on time under the paused clock, rounding,
 //! and the limits.
 
+use queuey_core::backend::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -187,8 +188,12 @@ async fn holds_need_a_queue_declared_through_this_backend() {
     // Retrying a delivery from such a queue fails before anything is acked.
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     let d = next(&mut stream).await;
-    let next_env = d.envelope().next_attempt();
-    let err = d.retry(next_env, Duration::from_secs(1)).await.unwrap_err();
+    let err = d
+        .settle(Disposition::Retry {
+            delay: Duration::from_secs(1),
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::UnknownQueue { .. }), "{err:?}");
     assert!(next(&mut stream).await.redelivered());
 
@@ -216,11 +221,17 @@ async fn a_hold_keeps_attempts_deferrals_priority_and_correlation() {
 
     // attempt 1 -> retry -> attempt 2 -> defer -> defer -> retry -> attempt 3
     let d = next(&mut stream).await;
-    let next_env = d.envelope().next_attempt();
-    d.retry(next_env, Duration::from_secs(1)).await.unwrap();
+    d.settle(Disposition::Retry {
+        delay: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
     let d = next(&mut stream).await;
-    let next_env = d.envelope().deferred(top);
-    d.defer(next_env, Duration::from_secs(1)).await.unwrap();
+    d.settle(Disposition::Defer {
+        delay: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
     let d = next(&mut stream).await;
     assert_eq!(
         (
@@ -230,11 +241,17 @@ async fn a_hold_keeps_attempts_deferrals_priority_and_correlation() {
         ),
         (2, 1, top)
     );
-    let next_env = d.envelope().deferred(top);
-    d.defer(next_env, Duration::from_secs(1)).await.unwrap();
+    d.settle(Disposition::Defer {
+        delay: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
     let d = next(&mut stream).await;
-    let next_env = d.envelope().next_attempt();
-    d.retry(next_env, Duration::from_secs(1)).await.unwrap();
+    d.settle(Disposition::Retry {
+        delay: Duration::from_secs(1),
+    })
+    .await
+    .unwrap();
     let d = next(&mut stream).await;
     let env = d.envelope();
     assert_eq!((env.attempt, env.deferrals, env.priority), (3, 2, 0));

@@ -1,10 +1,11 @@
 //! One test per row of the semantics table.
 
+use queuey_core::backend::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
-use queuey_core::{Backend, Error, MemoryBackend, Producer, Queues};
+use queuey_core::{Backend, MemoryBackend, Producer, Queues};
 
 use crate::support::{Task, TestQueues, assert_idle, n_of, next};
 
@@ -46,9 +47,12 @@ async fn transient_failure_is_held_then_retried_at_priority_zero_with_attempt_pl
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     let d = next(&mut stream).await;
     assert_eq!(d.envelope().priority, 7);
-    let next_env = d.envelope().next_attempt();
     let started = tokio::time::Instant::now();
-    d.retry(next_env, Duration::from_secs(5)).await.unwrap();
+    d.settle(Disposition::Retry {
+        delay: Duration::from_secs(5),
+    })
+    .await
+    .unwrap();
     assert_eq!(
         backend.unacked_count(WORK),
         0,
@@ -79,10 +83,18 @@ async fn deferral_returns_ahead_of_a_backlog_while_a_retry_joins_the_back() {
     assert_eq!((n_of(&*deferred), n_of(&*retried)), (0, 1));
 
     let top = TestQueues::Work.config().top_priority();
-    let env = deferred.envelope().deferred(top);
-    deferred.defer(env, Duration::from_secs(30)).await.unwrap();
-    let env = retried.envelope().next_attempt();
-    retried.retry(env, Duration::from_secs(30)).await.unwrap();
+    deferred
+        .settle(Disposition::Defer {
+            delay: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    retried
+        .settle(Disposition::Retry {
+            delay: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
 
     // A backlog of 1,000 priority-0 jobs piles up while both wait.
     let backlog: Vec<Task> = (100..1_100).map(|n| Task { n }).collect();
@@ -116,13 +128,18 @@ async fn fatal_or_exhausted_is_dead_lettered_with_reason_queue_and_attempts() {
     let id = producer.enqueue(&Task { n: 9 }).await.unwrap();
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     let d = next(&mut stream).await;
-    let next_env = d.envelope().next_attempt();
-    d.retry(next_env, Duration::from_millis(10)).await.unwrap();
+    d.settle(Disposition::Retry {
+        delay: Duration::from_millis(10),
+    })
+    .await
+    .unwrap();
     let d = next(&mut stream).await;
     assert_eq!(d.envelope().attempt, 2);
-    d.dead_letter("attempts exhausted (2 of 2): boom".into())
-        .await
-        .unwrap();
+    d.settle(Disposition::DeadLetter {
+        reason: "attempts exhausted (2 of 2): boom".into(),
+    })
+    .await
+    .unwrap();
 
     assert_eq!(backend.unacked_count(WORK), 0);
     let dead = backend.dead_letters(WORK);
@@ -180,9 +197,11 @@ async fn a_payload_that_is_not_the_job_is_dead_lettered_with_the_decode_error() 
         missing: String,
     }
     let error = d.envelope().payload_as::<Other>().unwrap_err();
-    d.dead_letter(format!("payload does not decode as the job: {error}"))
-        .await
-        .unwrap();
+    d.settle(Disposition::DeadLetter {
+        reason: format!("payload does not decode as the job: {error}"),
+    })
+    .await
+    .unwrap();
     let dead = backend.dead_letters(WORK);
     assert!(
         dead[0].reason.contains("missing field `missing`"),
@@ -192,26 +211,34 @@ async fn a_payload_that_is_not_the_job_is_dead_lettered_with_the_decode_error() 
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_refused_hold_acks_nothing_and_the_broker_redelivers() {
+async fn a_wait_past_the_longest_hold_is_dead_lettered_never_shortened() {
     let (backend, producer) = setup().await;
     producer.enqueue(&Task { n: 1 }).await.unwrap();
+    producer.enqueue(&Task { n: 2 }).await.unwrap();
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    let too_long = queuey_core::LONGEST_WAIT + Duration::from_millis(1);
     let d = next(&mut stream).await;
-    let too_long = Duration::from_millis(queuey_core::MAX_DEFERRAL_MS + 1);
-    let next_env = d.envelope().next_attempt();
-    let err = d.retry(next_env, too_long).await.unwrap_err();
-    assert!(matches!(err, Error::DelayTooLong { .. }), "{err:?}");
-    assert_eq!(backend.held_count(WORK), 0);
+    d.settle(Disposition::Retry { delay: too_long })
+        .await
+        .unwrap();
+    let d = next(&mut stream).await;
+    d.settle(Disposition::Defer { delay: too_long })
+        .await
+        .unwrap();
 
-    let again = next(&mut stream).await;
-    assert!(again.redelivered());
-    assert_eq!(again.envelope().attempt, 1, "nothing changed");
-    let top = TestQueues::Work.config().top_priority();
-    let next_env = again.envelope().deferred(top);
-    let err = again.defer(next_env, too_long).await.unwrap_err();
-    assert!(matches!(err, Error::DelayTooLong { .. }), "{err:?}");
-    let third = next(&mut stream).await;
-    assert!(third.redelivered());
-    third.ack().await.unwrap();
-    assert!(backend.dead_letters(WORK).is_empty());
+    assert_eq!(backend.held_count(WORK), 0, "nothing was parked");
+    let dead = backend.dead_letters(WORK);
+    assert_eq!(dead.len(), 2);
+    assert!(
+        dead[0].reason.starts_with("a retry of 2073600 s is longer"),
+        "{}",
+        dead[0].reason
+    );
+    assert!(
+        dead[1]
+            .reason
+            .starts_with("a deferral of 2073600 s is longer"),
+        "{}",
+        dead[1].reason
+    );
 }

@@ -234,7 +234,10 @@ pub(crate) async fn dead_letter_jobs(
             .expect("a delivery")
             .expect("delivery ok");
         assert_eq!(delivery.envelope().job_id, m.job_id, "FIFO order");
-        within("dead-letter", delivery.dead_letter(m.reason.clone()))
+        let dead = queuey_core::Disposition::DeadLetter {
+            reason: m.reason.clone(),
+        };
+        within("dead-letter", delivery.settle(dead))
             .await
             .expect("dead-lettered");
     }

@@ -1,6 +1,7 @@
 //! Consuming: malformed bodies, prefetch, consumer tags, connection names,
 //! and broker-side cancellation.
 
+use queuey_core::Disposition;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -295,11 +296,15 @@ async fn failed_settles_do_not_stall_the_consumer() {
     let mut delivery = within("delivery", stream.next()).await.unwrap().unwrap();
     assert!(!delivery.redelivered());
     for failure in 1..=2 {
-        let next = delivery.envelope().next_attempt();
         let tried = Instant::now();
-        let e = within("retry", delivery.retry(next, Duration::from_secs(1)))
-            .await
-            .unwrap_err();
+        let e = within(
+            "retry",
+            delivery.settle(Disposition::Retry {
+                delay: Duration::from_secs(1),
+            }),
+        )
+        .await
+        .unwrap_err();
         assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
         if failure == 1 {
             within("publish", backend.publish(&envelope(&q, 2)))

@@ -1,5 +1,6 @@
 //! Dead letters and header hygiene on every republish.
 
+use queuey_core::Disposition;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -27,9 +28,14 @@ async fn dead_letters_carry_their_headers_and_the_body_verbatim() {
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
     let reason = format!("boom: {}", "é".repeat(5_000));
-    within("dead_letter", delivery.dead_letter(reason.clone()))
-        .await
-        .unwrap();
+    within(
+        "dead_letter",
+        delivery.settle(Disposition::DeadLetter {
+            reason: reason.clone(),
+        }),
+    )
+    .await
+    .unwrap();
 
     let dead = format!("{q}.dead");
     let copy = broker.get(&dead).await.expect("a dead letter");
@@ -107,21 +113,34 @@ async fn republishes_never_carry_cc_bcc_or_death_headers() {
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     // Retry at once (no hold), then defer through a hold, then dead-letter.
     let d = within("delivery", stream.next()).await.unwrap().unwrap();
-    let next = d.envelope().next_attempt();
-    within("retry", d.retry(next, Duration::ZERO))
-        .await
-        .unwrap();
+    within(
+        "retry",
+        d.settle(Disposition::Retry {
+            delay: Duration::ZERO,
+        }),
+    )
+    .await
+    .unwrap();
     let d = within("retried", stream.next()).await.unwrap().unwrap();
     assert_eq!(d.envelope().attempt, 2);
-    let next = d.envelope().deferred(10);
-    within("defer", d.defer(next, Duration::from_millis(150)))
-        .await
-        .unwrap();
+    within(
+        "defer",
+        d.settle(Disposition::Defer {
+            delay: Duration::from_millis(150),
+        }),
+    )
+    .await
+    .unwrap();
     let d = within("deferred", stream.next()).await.unwrap().unwrap();
     assert_eq!((n_of(d.envelope()), d.envelope().deferrals), (1, 1));
-    within("dead_letter", d.dead_letter("done".into()))
-        .await
-        .unwrap();
+    within(
+        "dead_letter",
+        d.settle(Disposition::DeadLetter {
+            reason: "done".into(),
+        }),
+    )
+    .await
+    .unwrap();
 
     let copy = broker.get(&format!("{q}.dead")).await.expect("dead letter");
     assert_eq!(
@@ -171,9 +190,14 @@ async fn without_dead_letter_queues_the_brokers_policy_applies() {
         .await
         .unwrap();
     let d = within("delivery", stream.next()).await.unwrap().unwrap();
-    within("dead_letter", d.dead_letter("no good".into()))
-        .await
-        .unwrap();
+    within(
+        "dead_letter",
+        d.settle(Disposition::DeadLetter {
+            reason: "no good".into(),
+        }),
+    )
+    .await
+    .unwrap();
     broker.wait_ready(&own_dlq, 1).await;
     let got = broker.get(&own_dlq).await.unwrap();
     assert_eq!(got.delivery.data, job.encode().unwrap());
@@ -222,9 +246,14 @@ async fn custom_suffixes_name_the_dead_letter_and_hold_queues() {
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
     assert_eq!(n_of(delivery.envelope()), 1);
-    within("dead_letter", delivery.dead_letter("no good".into()))
-        .await
-        .unwrap();
+    within(
+        "dead_letter",
+        delivery.settle(Disposition::DeadLetter {
+            reason: "no good".into(),
+        }),
+    )
+    .await
+    .unwrap();
     let copy = broker.get(&dlq).await.expect("a dead letter in {q}-dlq");
     assert_eq!(header(&copy, "x-death-reason").as_deref(), Some("no good"));
 }
@@ -250,9 +279,14 @@ async fn a_deleted_dead_letter_queue_is_declared_again() {
 
     broker.delete_raw(&dead).await;
     assert!(!broker.exists(&dead).await);
-    within("dead_letter", delivery.dead_letter("gave up".into()))
-        .await
-        .expect("the dead letter lands in the declared-again queue");
+    within(
+        "dead_letter",
+        delivery.settle(Disposition::DeadLetter {
+            reason: "gave up".into(),
+        }),
+    )
+    .await
+    .expect("the dead letter lands in the declared-again queue");
     let copy = broker.get(&dead).await.expect("a dead letter");
     assert_eq!(copy.delivery.data, job.encode().unwrap());
 

@@ -1,5 +1,6 @@
 //! `declare`: the queues it creates, their arguments, and its refusals.
 
+use queuey_core::Disposition;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -216,10 +217,14 @@ async fn a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked() 
 
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let delivery = within("delivery", stream.next()).await.unwrap().unwrap();
-    let next = delivery.envelope().next_attempt();
-    let e = within("retry", delivery.retry(next, Duration::from_millis(400)))
-        .await
-        .unwrap_err();
+    let e = within(
+        "retry",
+        delivery.settle(Disposition::Retry {
+            delay: Duration::from_millis(400),
+        }),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(kind(&e), BackendErrorKind::Refused);
     assert!(
         e.to_string().contains(&format!("declaring queue `{hold}`")),

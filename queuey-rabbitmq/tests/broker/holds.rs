@@ -1,6 +1,7 @@
 //! Holds: release times, hold-queue expiry, and what priority a returning
 //! job has.
 
+use queuey_core::Disposition;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -438,10 +439,14 @@ async fn a_deferral_overtakes_the_backlog() {
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let first = within("first", stream.next()).await.unwrap().unwrap();
     let deferred_n = n_of(first.envelope());
-    let next = first.envelope().deferred(config.top_priority());
-    within("defer", first.defer(next, Duration::from_millis(300)))
-        .await
-        .unwrap();
+    within(
+        "defer",
+        first.settle(Disposition::Defer {
+            delay: Duration::from_millis(300),
+        }),
+    )
+    .await
+    .unwrap();
     // With prefetch 1 the consumer now holds the next backlog message.
     let second = within("second", stream.next()).await.unwrap().unwrap();
     assert_ne!(n_of(second.envelope()), deferred_n);
@@ -486,10 +491,14 @@ async fn a_retry_joins_the_back_of_the_queue() {
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
     let first = within("first", stream.next()).await.unwrap().unwrap();
     assert_eq!(n_of(first.envelope()), 999);
-    let next = first.envelope().next_attempt();
-    within("retry", first.retry(next, Duration::from_millis(200)))
-        .await
-        .unwrap();
+    within(
+        "retry",
+        first.settle(Disposition::Retry {
+            delay: Duration::from_millis(200),
+        }),
+    )
+    .await
+    .unwrap();
     broker.wait_ready(&q, BACKLOG).await; // 49 still ready + the returned retry
 
     let mut order = Vec::new();

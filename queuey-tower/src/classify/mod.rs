@@ -1,21 +1,31 @@
 //! Classifying errors into what should happen next.
 //!
 //! A service stack's errors are `BoxError`s of any type: a handler's
-//! [`JobError`](queuey_core::JobError), tower's `Elapsed` from a timeout, a
-//! client library's error surfacing from a layer of the user's own. The
-//! retry and deferral layers ask a [`Classify`] implementation what each one
-//! means, in the spirit of tower-http's response classifiers:
+//! [`JobError`](queuey_core::JobError), tower's `Elapsed` from a timeout or
+//! `Overloaded` from a load shed, a client library's error surfacing from a
+//! layer of the user's own. What each one means is decided **once per
+//! stack**, in the spirit of tower-http's response classifiers: the request
+//! carries one [`Classify`] implementation ([`JobRequest::classifier`]) and
+//! the retry, deferral and dead-letter layers, and the worker itself, all
+//! ask it:
 //!
 //! - [`FailureClass::RetryAfter`]: not a failure; defer the job
-//!   ([`DeferOn429`](crate::DeferOn429) acts on it);
+//!   ([`DeferOn429`](struct@crate::DeferOn429) acts on it, and so do
+//!   [`DeadLetterLayer`](crate::DeadLetterLayer) and the worker when no
+//!   deferral layer did);
 //! - [`FailureClass::Transient`]: retry while attempts are left
-//!   ([`RetryLayer`](crate::RetryLayer) acts on it);
+//!   ([`RetryLayer`](struct@crate::RetryLayer) acts on it);
 //! - [`FailureClass::Fatal`]: give up at once.
 //!
+//! Set it for a whole worker with
+//! [`WorkerBuilder::classifier`](crate::WorkerBuilder::classifier), or for
+//! one stack with a [`ClassifyLayer`] outside the layers that read it.
+//!
 //! [`DefaultClassifier`] understands queuey's own error types and tower's
-//! timeout; anything else is transient. Any
-//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too,
-//! falling back to the default when it answers `None`:
+//! timeout and load shed; anything else is transient. Any
+//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too:
+//! it is asked about the error and each of its sources, and the default
+//! decides when it answers `None` for all of them:
 //!
 //! ```
 //! use std::time::Duration;
@@ -46,16 +56,26 @@
 //! assert_eq!(classifier.classify(&other), DefaultClassifier.classify(&other));
 //! ```
 
+mod layer;
 mod retry_after;
+mod shared;
 
 use std::error::Error as StdError;
 use std::time::Duration;
 
 use queuey_core::handler::{DeferredError, FatalError, RetryableError};
 
+#[cfg(doc)]
+use crate::JobRequest;
 use crate::defer::DeferralLimitReached;
 
+pub use layer::{ClassifyLayer, Classifying};
 pub use retry_after::{parse_retry_after, parse_retry_after_at};
+pub use shared::SharedClassifier;
+
+/// How long a job shed by `tower::load_shed` (its service was not ready)
+/// waits before it comes back: it is deferred, spending no attempt.
+pub const OVERLOADED_WAIT: Duration = Duration::from_secs(1);
 
 /// What an error means for the job that failed with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +89,9 @@ pub enum FailureClass {
     RetryAfter(Duration),
 }
 
-/// Decides what an error means. Implementations must be cheap to clone; a
-/// layer clones its classifier into every service.
-pub trait Classify: Clone + Send + Sync + 'static {
+/// Decides what an error means. One instance serves a whole stack (it is
+/// shared behind an `Arc`), so it needs no `Clone`.
+pub trait Classify: Send + Sync + 'static {
     /// Classifies one error.
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass;
 }
@@ -86,8 +106,9 @@ pub trait Classify: Clone + Send + Sync + 'static {
 /// | [`DeferredError`] (from `JobError::deferred`) | `RetryAfter(delay)` |
 /// | [`FatalError`] (from `JobError::fatal`) | `Fatal` |
 /// | [`RetryableError`] (from `JobError::retryable` or `?`) | `Transient` |
-/// | [`DeferralLimitReached`] (from [`DeferOn429`](crate::DeferOn429)) | `Transient` |
+/// | [`DeferralLimitReached`] (from [`DeferOn429`](struct@crate::DeferOn429)) | `Transient` |
 /// | `tower::timeout::error::Elapsed` | `Transient` |
+/// | `tower::load_shed::error::Overloaded` | `RetryAfter(`[`OVERLOADED_WAIT`]`)` |
 /// | anything else | `Transient` |
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DefaultClassifier;
@@ -98,6 +119,9 @@ impl Classify for DefaultClassifier {
         while let Some(e) = current {
             if let Some(d) = e.downcast_ref::<DeferredError>() {
                 return FailureClass::RetryAfter(d.delay);
+            }
+            if e.is::<tower::load_shed::error::Overloaded>() {
+                return FailureClass::RetryAfter(OVERLOADED_WAIT);
             }
             if e.is::<FatalError>() {
                 return FailureClass::Fatal;
@@ -114,12 +138,37 @@ impl Classify for DefaultClassifier {
     }
 }
 
+/// A closure asked about the error and then each of its sources in turn (so
+/// it sees a client error a handler wrapped in `JobError::retryable`); the
+/// first answer wins, and the [`DefaultClassifier`] decides when none comes.
 impl<F> Classify for F
 where
-    F: Fn(&(dyn StdError + 'static)) -> Option<FailureClass> + Clone + Send + Sync + 'static,
+    F: Fn(&(dyn StdError + 'static)) -> Option<FailureClass> + Send + Sync + 'static,
 {
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
-        self(error).unwrap_or_else(|| DefaultClassifier.classify(error))
+        let mut current: Option<&(dyn StdError + 'static)> = Some(error);
+        while let Some(e) = current {
+            if let Some(class) = self(e) {
+                return class;
+            }
+            current = e.source();
+        }
+        DefaultClassifier.classify(error)
+    }
+}
+
+/// What an error that no layer turned into a disposition becomes: a
+/// deferral for a `Retry-After` (a dead letter past the longest hold), else
+/// a dead letter with the error's chain as the reason.
+pub(crate) fn last_resort(
+    class: FailureClass,
+    error: &(dyn StdError + 'static),
+) -> crate::Disposition {
+    match class {
+        FailureClass::RetryAfter(delay) => crate::Disposition::Defer { delay }.never_early(),
+        FailureClass::Transient | FailureClass::Fatal => crate::Disposition::DeadLetter {
+            reason: error_chain(error),
+        },
     }
 }
 
@@ -197,6 +246,10 @@ mod tests {
         assert_eq!(
             class(Box::new(tower::timeout::error::Elapsed::new())),
             FailureClass::Transient
+        );
+        assert_eq!(
+            class(Box::new(tower::load_shed::error::Overloaded::new())),
+            FailureClass::RetryAfter(OVERLOADED_WAIT)
         );
         assert_eq!(class("anything".into()), FailureClass::Transient);
     }

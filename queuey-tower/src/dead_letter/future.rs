@@ -8,7 +8,7 @@ use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
 use crate::Disposition;
-use crate::classify::error_chain;
+use crate::classify::{Classify, SharedClassifier, last_resort};
 
 pin_project! {
     /// The response future of [`DeadLetter`](super::DeadLetter).
@@ -16,12 +16,13 @@ pin_project! {
     pub struct ResponseFuture<F> {
         #[pin]
         inner: F,
+        classifier: SharedClassifier,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn new(inner: F) -> Self {
-        ResponseFuture { inner }
+    pub(crate) fn new(inner: F, classifier: SharedClassifier) -> Self {
+        ResponseFuture { inner, classifier }
     }
 }
 
@@ -32,11 +33,10 @@ where
     type Output = Result<Disposition, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(Ok(match ready!(self.project().inner.poll(cx)) {
+        let this = self.project();
+        Poll::Ready(Ok(match ready!(this.inner.poll(cx)) {
             Ok(disposition) => disposition,
-            Err(error) => Disposition::DeadLetter {
-                reason: error_chain(&*error),
-            },
+            Err(error) => last_resort(this.classifier.classify(&*error), &*error),
         }))
     }
 }

@@ -1,11 +1,17 @@
 //! The last resort: any error becomes a dead letter.
 //!
-//! [`DeadLetterLayer`] turns every error that reaches it into
+//! [`DeadLetterLayer`] turns every failure that reaches it into
 //! [`Disposition::DeadLetter`], with the
 //! error and its sources joined by `": "` as the reason. Put it outside the
 //! retry and deferral layers: what they pass on (fatal failures, deferrals
 //! past their limit) ends here, and the reason lands in the dead-letter
 //! queue's `x-death-reason` header for the operator.
+//!
+//! An error the stack's [classifier](crate::classify) calls a wait
+//! ([`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter),
+//! e.g. a load shed's `Overloaded` from a layer inside) is not a failure: it
+//! becomes a deferral, so a stack without a
+//! [`DeferOn429`](struct@crate::DeferOn429) never dead-letters a job for waiting.
 //!
 //! Without it a worker still dead-letters errors that reach it; the layer
 //! makes the decision visible to the layers outside it (metrics, tracing).
@@ -84,6 +90,7 @@ where
     }
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
-        future::ResponseFuture::new(self.inner.call(request))
+        let classifier = request.classifier().clone();
+        future::ResponseFuture::new(self.inner.call(request), classifier)
     }
 }

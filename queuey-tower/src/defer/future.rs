@@ -9,23 +9,27 @@ use queuey_core::BoxError;
 
 use super::DeferralLimitReached;
 use crate::Disposition;
-use crate::LONGEST_WAIT;
-use crate::classify::{Classify, FailureClass};
+use crate::classify::{Classify, FailureClass, SharedClassifier};
 
 pin_project! {
     /// The response future of [`Defer`](super::Defer).
     #[derive(Debug)]
-    pub struct ResponseFuture<F, C> {
+    pub struct ResponseFuture<F> {
         #[pin]
         inner: F,
         deferrals: u32,
         max_deferrals: Option<u32>,
-        classifier: C,
+        classifier: SharedClassifier,
     }
 }
 
-impl<F, C> ResponseFuture<F, C> {
-    pub(crate) fn new(inner: F, deferrals: u32, max_deferrals: Option<u32>, classifier: C) -> Self {
+impl<F> ResponseFuture<F> {
+    pub(crate) fn new(
+        inner: F,
+        deferrals: u32,
+        max_deferrals: Option<u32>,
+        classifier: SharedClassifier,
+    ) -> Self {
         ResponseFuture {
             inner,
             deferrals,
@@ -35,10 +39,9 @@ impl<F, C> ResponseFuture<F, C> {
     }
 }
 
-impl<F, C> Future for ResponseFuture<F, C>
+impl<F> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Disposition, BoxError>>,
-    C: Classify,
 {
     type Output = Result<Disposition, BoxError>;
 
@@ -60,9 +63,6 @@ where
                 error,
             ))));
         }
-        // A hold cannot wait much longer; waiting the longest it safely can
-        // beats a refusal, which would redeliver the job at once.
-        let delay = delay.min(LONGEST_WAIT);
-        Poll::Ready(Ok(Disposition::Defer { delay }))
+        Poll::Ready(Ok(Disposition::Defer { delay }.never_early()))
     }
 }

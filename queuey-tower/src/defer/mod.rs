@@ -1,17 +1,19 @@
 //! Deferral: `Retry-After` without spending an attempt.
 //!
-//! [`DeferOn429`] turns an error that carries a wait — a
+//! [`DeferOn429`](struct@DeferOn429) turns an error that carries a wait — a
 //! [`JobError::deferred`](queuey_core::JobError::deferred) from the handler,
 //! or any error the classifier maps to
 //! [`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter) —
 //! into [`Disposition::Defer`]. The worker then
 //! parks the job in a hold for that long, with its attempt unchanged, its
 //! deferral count raised and the queue's top priority, so it returns ahead of
-//! the backlog. Delays beyond [`LONGEST_WAIT`](crate::LONGEST_WAIT) (24
-//! days) are shortened to it: a hold refuses anything past
-//! [`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS) after rounding up to
-//! the backend's granularity, and a refused deferral would come back as a
-//! redelivery, over and over.
+//! the backlog. A wait beyond [`LONGEST_WAIT`](crate::LONGEST_WAIT) (24
+//! days) is dead-lettered with a reason saying so, never shortened: no hold
+//! keeps a job that long, and shortening the wait would release the job
+//! before the server asked.
+//!
+//! Which errors carry a wait is the request's [classifier](crate::classify)'s
+//! call, the same one every other layer asks.
 //!
 //! A job that keeps being rate limited could wait forever; with
 //! [`DeferOn429::max_deferrals`] a job already deferred that often fails with
@@ -32,7 +34,7 @@
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //!
 //! let stack = ServiceBuilder::new()
-//!     .layer(DeferOn429::new().max_deferrals(5))
+//!     .layer(DeferOn429.max_deferrals(5))
 //!     .service(service_fn(|_: JobRequest<()>| async {
 //!         Err::<Disposition, BoxError>(JobError::deferred(Duration::from_secs(30)).into_box_error())
 //!     }));
@@ -57,73 +59,70 @@ use tower_service::Service;
 
 pub use error::DeferralLimitReached;
 
-use crate::classify::{Classify, DefaultClassifier};
 use crate::{Disposition, JobRequest};
 
 /// Turns `Retry-After` errors into deferrals; see the
 /// [module documentation](self).
-#[derive(Debug, Clone, Default)]
-pub struct DeferOn429<C = DefaultClassifier> {
+///
+/// `DeferOn429` is also a value: the layer with its defaults (defer on every
+/// `Retry-After`, without limit), the same as [`DeferOn429::new()`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeferOn429 {
     max_deferrals: Option<u32>,
-    classifier: C,
 }
+
+/// The deferral layer with its defaults: defer on every `Retry-After`,
+/// without limit.
+#[allow(non_upper_case_globals)]
+pub const DeferOn429: DeferOn429 = DeferOn429 {
+    max_deferrals: None,
+};
 
 impl DeferOn429 {
     /// Defers on every `Retry-After`, without limit.
-    pub fn new() -> Self {
-        DeferOn429::default()
+    pub const fn new() -> Self {
+        DeferOn429 {
+            max_deferrals: None,
+        }
     }
-}
 
-impl<C> DeferOn429<C> {
     /// Fails a job (transiently) instead of deferring it once it was deferred
     /// `max` times.
-    pub fn max_deferrals(mut self, max: u32) -> Self {
+    pub const fn max_deferrals(mut self, max: u32) -> Self {
         self.max_deferrals = Some(max);
         self
     }
-
-    /// Uses `classifier` to find the errors that carry a `Retry-After`.
-    pub fn classifier<C2: Classify>(self, classifier: C2) -> DeferOn429<C2> {
-        DeferOn429 {
-            max_deferrals: self.max_deferrals,
-            classifier,
-        }
-    }
 }
 
-impl<S, C: Clone> Layer<S> for DeferOn429<C> {
-    type Service = Defer<S, C>;
+impl<S> Layer<S> for DeferOn429 {
+    type Service = Defer<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
         Defer {
             inner,
             max_deferrals: self.max_deferrals,
-            classifier: self.classifier.clone(),
         }
     }
 }
 
-/// The service [`DeferOn429`] produces.
+/// The service [`DeferOn429`](struct@DeferOn429) produces.
 #[derive(Debug, Clone)]
-pub struct Defer<S, C> {
+pub struct Defer<S> {
     inner: S,
     max_deferrals: Option<u32>,
-    classifier: C,
 }
 
-impl<S, C> Defer<S, C> {
+impl<S> Defer<S> {
     crate::inner_accessors!();
 }
 
-impl<S, C, J> Service<JobRequest<J>> for Defer<S, C>
+impl<S, J> Service<JobRequest<J>> for Defer<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
-    C: Classify,
 {
     type Response = Disposition;
     type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future, C>;
+    type Future = future::ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -131,11 +130,12 @@ where
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
         let deferrals = request.ctx().deferrals();
+        let classifier = request.classifier().clone();
         future::ResponseFuture::new(
             self.inner.call(request),
             deferrals,
             self.max_deferrals,
-            self.classifier.clone(),
+            classifier,
         )
     }
 }

@@ -8,8 +8,15 @@
 //! | `queuey_job_duration_seconds` | histogram | `queue`, `job_type` | time from the call to the answer, everything inside the layer included |
 //! | `queuey_jobs_in_flight` | gauge | `queue`, `job_type` | jobs currently inside the layer |
 //!
-//! The worker adds `queuey_settle_failures_total` (counter, label `queue`):
-//! dispositions it could not carry out on the broker.
+//! The worker adds, whatever its stack:
+//!
+//! | name | kind | labels | meaning |
+//! |---|---|---|---|
+//! | `queuey_settle_failures_total` | counter | `queue` | dispositions it could not carry out on the broker |
+//! | `queuey_stale_settles_total` | counter | `queue` | of those, deliveries whose connection was gone (the broker delivers them again) |
+//! | `queuey_jobs_settling` | gauge | `queue` | jobs whose outcome is being carried out on the broker |
+//! | `queuey_queues_reconnecting` | gauge | – | queues whose consumer was lost and is being started again |
+//! | `queuey_consumer_restarts_total` | counter | `queue` | consumers started again after a loss |
 //!
 //! Nothing is recorded until the application installs a recorder (for
 //! example a Prometheus exporter); without one the layer costs a few
@@ -37,6 +44,14 @@ pub const JOB_DURATION_SECONDS: &str = "queuey_job_duration_seconds";
 pub const JOBS_IN_FLIGHT: &str = "queuey_jobs_in_flight";
 /// Counter of dispositions the worker failed to carry out.
 pub const SETTLE_FAILURES_TOTAL: &str = "queuey_settle_failures_total";
+/// Counter of settles that failed because the delivery's connection was gone.
+pub const STALE_SETTLES_TOTAL: &str = "queuey_stale_settles_total";
+/// Gauge of jobs whose outcome is being carried out on the broker.
+pub const JOBS_SETTLING: &str = "queuey_jobs_settling";
+/// Gauge of queues whose consumer is being started again.
+pub const QUEUES_RECONNECTING: &str = "queuey_queues_reconnecting";
+/// Counter of consumers started again after a loss.
+pub const CONSUMER_RESTARTS_TOTAL: &str = "queuey_consumer_restarts_total";
 
 /// Records job metrics; see the [module documentation](self).
 #[derive(Debug, Clone, Copy, Default)]

@@ -8,23 +8,28 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::{BoxError, RetryPolicy};
 
-use crate::classify::{Classify, FailureClass, error_chain};
-use crate::{Disposition, LONGEST_WAIT};
+use crate::Disposition;
+use crate::classify::{Classify, FailureClass, SharedClassifier, error_chain};
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
     #[derive(Debug)]
-    pub struct ResponseFuture<F, C> {
+    pub struct ResponseFuture<F> {
         #[pin]
         inner: F,
         attempt: u32,
         policy: Arc<RetryPolicy>,
-        classifier: C,
+        classifier: SharedClassifier,
     }
 }
 
-impl<F, C> ResponseFuture<F, C> {
-    pub(crate) fn new(inner: F, attempt: u32, policy: Arc<RetryPolicy>, classifier: C) -> Self {
+impl<F> ResponseFuture<F> {
+    pub(crate) fn new(
+        inner: F,
+        attempt: u32,
+        policy: Arc<RetryPolicy>,
+        classifier: SharedClassifier,
+    ) -> Self {
         ResponseFuture {
             inner,
             attempt,
@@ -34,10 +39,9 @@ impl<F, C> ResponseFuture<F, C> {
     }
 }
 
-impl<F, C> Future for ResponseFuture<F, C>
+impl<F> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Disposition, BoxError>>,
-    C: Classify,
 {
     type Output = Result<Disposition, BoxError>;
 
@@ -52,21 +56,26 @@ where
         }
         let attempt = *this.attempt;
         let policy = &**this.policy;
-        Poll::Ready(Ok(if policy.has_attempts_left(attempt) {
-            Disposition::Retry {
-                // The backoff constructors refuse longer waits; this guards
-                // a `Backoff::Fixed` built from its public variant, which a
-                // hold would refuse (a refused settle redelivers at once).
-                delay: policy.delay_after(attempt).min(LONGEST_WAIT),
-            }
-        } else {
-            Disposition::DeadLetter {
+        let chain = error_chain(&*error);
+        if !policy.has_attempts_left(attempt) {
+            return Poll::Ready(Ok(Disposition::DeadLetter {
                 reason: format!(
-                    "attempts exhausted ({attempt} of {}): {}",
-                    policy.max_attempts(),
-                    error_chain(&*error)
+                    "attempts exhausted ({attempt} of {}): {chain}",
+                    policy.max_attempts()
                 ),
-            }
-        }))
+            }));
+        }
+        let delay = policy.delay_after(attempt);
+        let retry = Disposition::Retry { delay }.never_early();
+        if let Disposition::Retry { .. } = retry {
+            tracing::warn!(
+                attempt,
+                max_attempts = policy.max_attempts(),
+                delay_ms = delay.as_millis() as u64,
+                error = %chain,
+                "job failed, will retry"
+            );
+        }
+        Poll::Ready(Ok(retry))
     }
 }

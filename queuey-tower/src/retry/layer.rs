@@ -4,53 +4,54 @@ use queuey_core::RetryPolicy;
 use tower_layer::Layer;
 
 use super::Retry;
-use crate::classify::{Classify, DefaultClassifier};
 
 /// Turns transient failures into retries; see the [module documentation](super).
-#[derive(Debug, Clone)]
-pub struct RetryLayer<C = DefaultClassifier> {
-    policy: Arc<RetryPolicy>,
-    classifier: C,
+///
+/// `RetryLayer` is also a value: the layer with no policy of its own, which
+/// uses the job type's or queue's policy, else [`RetryPolicy::default`].
+/// [`RetryLayer::new`] sets the fallback policy.
+///
+/// ```
+/// use queuey_tower::{DeferOn429, RetryLayer};
+/// use tower::ServiceBuilder;
+///
+/// let layers = ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429);
+/// # let _ = layers;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct RetryLayer {
+    policy: Option<Arc<RetryPolicy>>,
 }
+
+/// The retry layer with its defaults: the job's own policy, else
+/// [`RetryPolicy::default`]. Same as [`RetryLayer::default()`].
+#[allow(non_upper_case_globals)]
+pub const RetryLayer: RetryLayer = RetryLayer { policy: None };
 
 impl RetryLayer {
     /// A retry layer whose own policy (used when neither the job type nor
     /// its queue sets one) is `policy`.
     pub fn new(policy: RetryPolicy) -> Self {
         RetryLayer {
-            policy: Arc::new(policy),
-            classifier: DefaultClassifier,
-        }
-    }
-}
-
-impl Default for RetryLayer {
-    /// [`RetryPolicy::default`]: five attempts, exponential backoff from 1 s
-    /// to 5 minutes with full jitter.
-    fn default() -> Self {
-        RetryLayer::new(RetryPolicy::default())
-    }
-}
-
-impl<C> RetryLayer<C> {
-    /// Uses `classifier` to decide which errors are transient.
-    pub fn classifier<C2: Classify>(self, classifier: C2) -> RetryLayer<C2> {
-        RetryLayer {
-            policy: self.policy,
-            classifier,
+            policy: Some(Arc::new(policy)),
         }
     }
 
-    /// The layer's own policy.
-    pub fn policy(&self) -> &RetryPolicy {
-        &self.policy
+    /// The layer's own policy, if it has one; without, a job with no
+    /// policy of its own gets [`RetryPolicy::default`].
+    pub fn policy(&self) -> Option<&RetryPolicy> {
+        self.policy.as_deref()
     }
 }
 
-impl<S, C: Clone> Layer<S> for RetryLayer<C> {
-    type Service = Retry<S, C>;
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Retry::new(inner, Arc::clone(&self.policy), self.classifier.clone())
+        let policy = self
+            .policy
+            .clone()
+            .unwrap_or_else(|| Arc::new(RetryPolicy::default()));
+        Retry::new(inner, policy)
     }
 }

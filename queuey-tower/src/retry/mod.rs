@@ -1,12 +1,19 @@
 //! Retries with backoff, waiting on the broker.
 //!
-//! [`RetryLayer`] turns a transient failure into
+//! [`RetryLayer`](struct@RetryLayer) turns a transient failure into
 //! [`Disposition::Retry`] while the job has
 //! attempts left, and into [`Disposition::DeadLetter`]
 //! with the reason `attempts exhausted (n of m): <error>` once it has none.
 //! Fatal failures and deferrals pass through as errors for the layers
 //! around it (a [`DeadLetterLayer`](crate::DeadLetterLayer) and a
-//! [`DeferOn429`](crate::DeferOn429)).
+//! [`DeferOn429`](struct@crate::DeferOn429)). Which errors are transient is the
+//! request's [classifier](crate::classify)'s call, the same one every other
+//! layer asks. Each retry is logged at WARN with the error.
+//!
+//! A backoff longer than [`LONGEST_WAIT`](crate::LONGEST_WAIT) (only a
+//! `Backoff::Fixed` built from its variant can be) is dead-lettered with a
+//! reason saying so, never shortened: shortening would release the job
+//! early.
 //!
 //! Unlike `tower::retry`, nothing waits in memory: the worker publishes the
 //! next attempt to a hold queue and acknowledges the delivery, so a retry
@@ -59,38 +66,31 @@ use tower_service::Service;
 
 pub use layer::RetryLayer;
 
-use crate::classify::Classify;
 use crate::{Disposition, JobRequest};
 
-/// The service [`RetryLayer`] produces.
+/// The service [`RetryLayer`](struct@RetryLayer) produces.
 #[derive(Debug, Clone)]
-pub struct Retry<S, C> {
+pub struct Retry<S> {
     inner: S,
     policy: Arc<RetryPolicy>,
-    classifier: C,
 }
 
-impl<S, C> Retry<S, C> {
-    /// Wraps `inner` with the given fallback policy and classifier.
-    pub fn new(inner: S, policy: Arc<RetryPolicy>, classifier: C) -> Self {
-        Retry {
-            inner,
-            policy,
-            classifier,
-        }
+impl<S> Retry<S> {
+    /// Wraps `inner` with the given fallback policy.
+    pub fn new(inner: S, policy: Arc<RetryPolicy>) -> Self {
+        Retry { inner, policy }
     }
 
     crate::inner_accessors!();
 }
 
-impl<S, C, J> Service<JobRequest<J>> for Retry<S, C>
+impl<S, J> Service<JobRequest<J>> for Retry<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
-    C: Classify,
 {
     type Response = Disposition;
     type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future, C>;
+    type Future = future::ResponseFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -102,11 +102,7 @@ where
             .map_or_else(|| Arc::clone(&self.policy), Arc::clone);
         let attempt = request.ctx().attempt();
         request.ctx_mut().set_max_attempts(policy.max_attempts());
-        future::ResponseFuture::new(
-            self.inner.call(request),
-            attempt,
-            policy,
-            self.classifier.clone(),
-        )
+        let classifier = request.classifier().clone();
+        future::ResponseFuture::new(self.inner.call(request), attempt, policy, classifier)
     }
 }

@@ -53,16 +53,20 @@ where
                     "job deferred"
                 )
             }
+            // The retry layer logs each retry at WARN with its error, and
+            // the worker each dead letter at WARN with its reason: here they
+            // only close the span.
             Ok(Disposition::Retry { delay }) => {
-                tracing::warn!(
+                tracing::debug!(
                     elapsed_ms,
                     delay_ms = delay.as_millis() as u64,
-                    "job failed, will retry"
+                    "job to be retried"
                 )
             }
             Ok(Disposition::DeadLetter { reason }) => {
-                tracing::error!(elapsed_ms, reason = %reason, "job dead-lettered")
+                tracing::debug!(elapsed_ms, reason = %reason, "job to be dead-lettered")
             }
+            Ok(other) => tracing::debug!(elapsed_ms, disposition = %other, "job answered"),
             Err(error) => tracing::error!(elapsed_ms, error = %error_chain(&**error), "job failed"),
         }
         Poll::Ready(result)

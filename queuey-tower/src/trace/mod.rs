@@ -7,13 +7,16 @@
 //!
 //! | outcome | level |
 //! |---|---|
-//! | `Ack` | DEBUG |
+//! | `Ack`, `Requeue` | DEBUG |
 //! | `Defer` | INFO (a deferral is routine: the job waits, nothing failed) |
-//! | `Retry` | WARN |
-//! | `DeadLetter`, or an error reaching the layer | ERROR |
+//! | `Retry` | DEBUG: [`RetryLayer`](struct@crate::RetryLayer) logs each retry at WARN with its error |
+//! | `DeadLetter` | DEBUG: the worker logs each dead letter at WARN with its reason, whichever stack decided it |
+//! | an error reaching the layer | ERROR |
 //!
+//! So every retry and every dead letter is one WARN line, and it says why.
 //! Each event carries the disposition, its delay or reason, and the time the
-//! job took. Spans opened by the handler nest inside the job's span.
+//! job took. Spans opened by the handler nest inside the job's span, and so
+//! do the retry layer's events when it runs inside this one.
 //!
 //! The span also carries the OpenTelemetry messaging attributes of a
 //! consumer: `otel.kind = "consumer"`, `messaging.operation.type =

@@ -1,7 +1,6 @@
 //! Assembling a worker: handlers, layers, limits.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::{Backend, BoxError, Error, Job, JobHandler, Queues};
@@ -10,8 +9,9 @@ use tower_layer::{Identity, Layer, Stack};
 use tower_service::Service;
 
 use super::Worker;
+use super::reconnect::{DEFAULT_RECONNECT_DEADLINE, Reconnect};
 use super::route::{Route, TypedRoute};
-use crate::classify::DefaultClassifier;
+use crate::classify::{Classify, SharedClassifier};
 use crate::dead_letter::DeadLetter;
 use crate::defer::Defer;
 use crate::metrics::Metrics;
@@ -28,15 +28,16 @@ pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long shutdown waits for jobs in flight by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The stack a worker puts around each handler when no `.layer(..)` was
-/// given, outermost first:
+/// The stack a worker puts around each handler, inside the layers added
+/// with [`WorkerBuilder::layer`] (unless
+/// [`WorkerBuilder::without_default_stack`] removed it), outermost first:
 ///
 /// 1. [`TraceLayer`]: one span per job, an event for its outcome;
 /// 2. [`MetricsLayer`]: counts final outcomes and times jobs;
 /// 3. [`DeadLetterLayer`]: whatever error is left becomes a dead letter;
-/// 4. [`RetryLayer`] with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
+/// 4. [`RetryLayer`](struct@RetryLayer) with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
 ///    (unless the job type or queue sets a policy);
-/// 5. [`DeferOn429`]: `JobError::deferred` becomes a deferral;
+/// 5. [`DeferOn429`](struct@DeferOn429): `JobError::deferred` becomes a deferral;
 /// 6. a timeout of [`DEFAULT_JOB_TIMEOUT`] (see
 ///    [`WorkerBuilder::job_timeout`]) on each attempt, which counts as a
 ///    transient failure. RabbitMQ 4.3 no longer times out classic-queue
@@ -56,109 +57,122 @@ impl Default for DefaultStack {
 }
 
 impl<S> Layer<S> for DefaultStack {
-    type Service =
-        Trace<Metrics<DeadLetter<Retry<Defer<Timeout<S>, DefaultClassifier>, DefaultClassifier>>>>;
+    type Service = Trace<Metrics<DeadLetter<Retry<Defer<Timeout<S>>>>>>;
 
     fn layer(&self, inner: S) -> Self::Service {
         let service = TimeoutLayer::new(self.job_timeout).layer(inner);
-        let service = DeferOn429::new().layer(service);
-        let service = RetryLayer::default().layer(service);
+        let service = DeferOn429.layer(service);
+        let service = RetryLayer.layer(service);
         let service = DeadLetterLayer::new().layer(service);
         let service = MetricsLayer::new().layer(service);
         TraceLayer::new().layer(service)
     }
 }
 
-/// The layers of a [`WorkerBuilder`]: the [`DefaultStack`] until the first
-/// [`layer`](WorkerBuilder::layer) call, then exactly the layers given.
-pub trait Layers: sealed::Sealed {
-    /// The layers with `N` added innermost.
-    type With<N>;
-
-    /// Adds a layer innermost.
-    fn with<N>(self, layer: N) -> Self::With<N>;
-
-    /// Sets the job timeout of the default stack; other stacks ignore it.
-    fn set_job_timeout(&mut self, _timeout: Duration) {}
+/// The default stack of a [`WorkerBuilder`], or nothing once
+/// [`without_default_stack`](WorkerBuilder::without_default_stack) removed
+/// it.
+pub trait Defaults: sealed::Sealed {
+    /// Applies [`WorkerBuilder::job_timeout`]; refused where nothing would
+    /// read it.
+    fn set_job_timeout(&mut self, timeout: Duration) -> Result<(), Error>;
 }
 
-impl Layers for DefaultStack {
-    type With<N> = Stack<N, Identity>;
-
-    fn with<N>(self, layer: N) -> Self::With<N> {
-        Stack::new(layer, Identity::new())
-    }
-
-    fn set_job_timeout(&mut self, timeout: Duration) {
+impl Defaults for DefaultStack {
+    fn set_job_timeout(&mut self, timeout: Duration) -> Result<(), Error> {
         self.job_timeout = timeout;
+        Ok(())
     }
 }
 
-impl<I, O> Layers for Stack<I, O> {
-    type With<N> = Stack<N, Stack<I, O>>;
-
-    fn with<N>(self, layer: N) -> Self::With<N> {
-        Stack::new(layer, self)
+impl Defaults for Identity {
+    fn set_job_timeout(&mut self, _: Duration) -> Result<(), Error> {
+        Err(Error::invalid_config(
+            "job_timeout is set but the default stack was removed \
+             (without_default_stack), so nothing would apply it; add \
+             tower::timeout::TimeoutLayer to your layers instead",
+        ))
     }
 }
 
 /// The handlers of a [`WorkerBuilder`], collected by
 /// [`handler`](WorkerBuilder::handler); each gets the builder's layers
-/// around it when the worker is built.
-pub trait Handlers<Q, L>: sealed::IntoRoutes<Q, L> {}
+/// around the default stack around it when the worker is built.
+pub trait Handlers<Q, D, L>: sealed::IntoRoutes<Q, D, L> {}
 
-impl<Q, L, T: sealed::IntoRoutes<Q, L>> Handlers<Q, L> for T {}
+impl<Q, D, L, T: sealed::IntoRoutes<Q, D, L>> Handlers<Q, D, L> for T {}
 
-impl<Q, L> sealed::IntoRoutes<Q, L> for () {
-    fn into_routes(self, _: &L, _: &mut Vec<Arc<dyn Route>>) {}
+impl<Q, D, L> sealed::IntoRoutes<Q, D, L> for () {
+    fn into_routes(self, _: &D, _: &L, _: &mut Vec<Box<dyn Route>>) {}
+
+    fn len(&self) -> usize {
+        0
+    }
 }
 
-impl<Q, L, H, Rest> sealed::IntoRoutes<Q, L> for (HandlerService<H>, Rest)
+impl<Q, D, L, H, Rest> sealed::IntoRoutes<Q, D, L> for (HandlerService<H>, Rest)
 where
     Q: Queues,
     H: JobHandler,
     H::Job: Job<Queues = Q>,
-    L: Layer<HandlerService<H>>,
-    L::Service: Service<JobRequest<H::Job>, Response = Disposition, Error = BoxError>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    D: Layer<HandlerService<H>>,
+    L: Layer<D::Service>,
+    L::Service:
+        Service<JobRequest<H::Job>, Response = Disposition, Error = BoxError> + Send + 'static,
     <L::Service as Service<JobRequest<H::Job>>>::Future: Send + 'static,
-    Rest: sealed::IntoRoutes<Q, L>,
+    Rest: sealed::IntoRoutes<Q, D, L>,
 {
-    fn into_routes(self, layers: &L, routes: &mut Vec<Arc<dyn Route>>) {
+    fn into_routes(self, defaults: &D, layers: &L, routes: &mut Vec<Box<dyn Route>>) {
         let (handler, rest) = self;
-        rest.into_routes(layers, routes);
-        routes.push(Arc::new(TypedRoute::<H::Job, _>::new(
-            layers.layer(handler),
-        )));
+        rest.into_routes(defaults, layers, routes);
+        let stack = layers.layer(defaults.layer(handler));
+        routes.push(Box::new(TypedRoute::<H::Job, _>::new(stack)));
+    }
+
+    fn len(&self) -> usize {
+        1 + self.1.len()
     }
 }
 
 mod sealed {
-    use std::sync::Arc;
-
     use super::Route;
 
     pub trait Sealed {}
     impl Sealed for super::DefaultStack {}
-    impl<I, O> Sealed for tower_layer::Stack<I, O> {}
+    impl Sealed for tower_layer::Identity {}
 
-    pub trait IntoRoutes<Q, L> {
-        fn into_routes(self, layers: &L, routes: &mut Vec<Arc<dyn Route>>);
+    pub trait IntoRoutes<Q, D, L> {
+        fn into_routes(self, defaults: &D, layers: &L, routes: &mut Vec<Box<dyn Route>>);
+
+        fn len(&self) -> usize;
     }
 }
 
 /// Builds a [`Worker`]; start with [`Worker::builder`].
-pub struct WorkerBuilder<Q, B, H = (), L = DefaultStack> {
+///
+/// A worker runs each job type through one stack, outermost first: the
+/// layers given to [`layer`](Self::layer), then the [`DefaultStack`], then
+/// the handler. [`service`](Self::service) takes a complete stack of your
+/// own instead, for one job type.
+pub struct WorkerBuilder<Q, B, H = (), L = Identity, D = DefaultStack> {
     backend: B,
     handlers: H,
     layers: L,
-    services: Vec<Arc<dyn Route>>,
+    defaults: D,
+    settings: Settings,
+    _queues: PhantomData<fn() -> Q>,
+}
+
+/// What a builder keeps whatever its type parameters.
+struct Settings {
+    /// Whether `layer` was called.
+    layered: bool,
+    services: Vec<Box<dyn Route>>,
     concurrency: Option<usize>,
     shutdown_timeout: Duration,
-    _queues: PhantomData<fn() -> Q>,
+    job_timeout: Option<Duration>,
+    classifier: SharedClassifier,
+    reconnect: Reconnect,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -166,20 +180,27 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
         WorkerBuilder {
             backend,
             handlers: (),
-            layers: DefaultStack::default(),
-            services: Vec::new(),
-            concurrency: None,
-            shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+            layers: Identity::new(),
+            defaults: DefaultStack::default(),
+            settings: Settings {
+                layered: false,
+                services: Vec::new(),
+                concurrency: None,
+                shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
+                job_timeout: None,
+                classifier: SharedClassifier::default(),
+                reconnect: Reconnect::new(DEFAULT_RECONNECT_DEADLINE),
+            },
             _queues: PhantomData,
         }
     }
 }
 
-impl<Q: Queues, B: Backend, H, L: Layers> WorkerBuilder<Q, B, H, L> {
+impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// Handles jobs of `H::Job` with `handler`, inside the builder's layers
-    /// (the [`DefaultStack`] unless [`layer`](Self::layer) is called, before
-    /// or after this). The worker consumes the job type's queue.
-    pub fn handler<Hd>(self, handler: Hd) -> WorkerBuilder<Q, B, (HandlerService<Hd>, H), L>
+    /// and the [`DefaultStack`] (whether [`layer`](Self::layer) is called
+    /// before or after this). The worker consumes the job type's queue.
+    pub fn handler<Hd>(self, handler: Hd) -> WorkerBuilder<Q, B, (HandlerService<Hd>, H), L, D>
     where
         Hd: JobHandler,
         Hd::Job: Job<Queues = Q>,
@@ -188,44 +209,76 @@ impl<Q: Queues, B: Backend, H, L: Layers> WorkerBuilder<Q, B, H, L> {
             backend: self.backend,
             handlers: (HandlerService::new(handler), self.handlers),
             layers: self.layers,
-            services: self.services,
-            concurrency: self.concurrency,
-            shutdown_timeout: self.shutdown_timeout,
+            defaults: self.defaults,
+            settings: self.settings,
             _queues: PhantomData,
         }
     }
 
-    /// Adds a layer around every handler. The first call replaces the
-    /// [`DefaultStack`]; layers added first are outermost, as with
-    /// `tower::ServiceBuilder` (which is itself a layer, so a whole
+    /// Adds a layer around every handler's stack, **outside** the
+    /// [`DefaultStack`], which stays. Layers added first are outermost, as
+    /// with `tower::ServiceBuilder` (which is itself a layer, so a whole
     /// `ServiceBuilder` can be passed at once).
-    pub fn layer<N>(self, layer: N) -> WorkerBuilder<Q, B, H, L::With<N>> {
+    ///
+    /// Each job type gets its own instance of the layers (a
+    /// `ConcurrencyLimitLayer` limits each job type on its own); one
+    /// instance serves every job of its type, so middleware state (a rate
+    /// limit's window, a counter of yours) persists across jobs.
+    pub fn layer<N>(mut self, layer: N) -> WorkerBuilder<Q, B, H, Stack<N, L>, D> {
+        self.settings.layered = true;
         WorkerBuilder {
             backend: self.backend,
             handlers: self.handlers,
-            layers: self.layers.with(layer),
-            services: self.services,
-            concurrency: self.concurrency,
-            shutdown_timeout: self.shutdown_timeout,
+            layers: Stack::new(layer, self.layers),
+            defaults: self.defaults,
+            settings: self.settings,
             _queues: PhantomData,
         }
     }
 
-    /// Handles jobs of `J` with a complete stack of your own: no layer of
-    /// the builder is added around it, so it must answer every request with a
-    /// [`Disposition`] or an error (which the worker dead-letters).
+    /// Removes the [`DefaultStack`]: handlers get only the layers given to
+    /// [`layer`](Self::layer). An error reaching the worker is then
+    /// dead-lettered (or deferred, if the classifier calls it a wait), and
+    /// [`job_timeout`](Self::job_timeout) is refused at build time, since
+    /// nothing would apply it.
+    pub fn without_default_stack(self) -> WorkerBuilder<Q, B, H, L, Identity> {
+        WorkerBuilder {
+            backend: self.backend,
+            handlers: self.handlers,
+            layers: self.layers,
+            defaults: Identity::new(),
+            settings: self.settings,
+            _queues: PhantomData,
+        }
+    }
+
+    /// Handles jobs of `J` with a complete stack of your own, such as
+    /// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429).service(handler.into_service())`:
+    /// neither the builder's layers nor the default stack are added around
+    /// it. It must answer every request with a [`Disposition`] or an error
+    /// (which the worker dead-letters, or defers if the classifier calls it
+    /// a wait).
+    ///
+    /// The worker owns the stack and polls it ready before taking each
+    /// delivery, so it need not be `Clone` or `Sync`: `RateLimit`,
+    /// `BoxService` and middleware of your own with state all fit.
     pub fn service<J, S>(mut self, service: S) -> Self
     where
         J: Job<Queues = Q>,
-        S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
+        S: Service<JobRequest<J>, Response = Disposition, Error = BoxError> + Send + 'static,
         S::Future: Send + 'static,
     {
-        self.services
-            .push(Arc::new(TypedRoute::<J, S>::new(service)));
+        self.settings
+            .services
+            .push(Box::new(TypedRoute::<J, S>::new(service)));
+        self
+    }
+
+    /// The classifier every layer of every stack reads to decide what an
+    /// error means (default: [`DefaultClassifier`](crate::classify::DefaultClassifier));
+    /// see [`classify`](crate::classify).
+    pub fn classifier(mut self, classifier: impl Classify) -> Self {
+        self.settings.classifier = SharedClassifier::new(classifier);
         self
     }
 
@@ -233,7 +286,7 @@ impl<Q: Queues, B: Backend, H, L: Layers> WorkerBuilder<Q, B, H, L> {
     /// (default: the sum of the handled queues' prefetch counts). The worker
     /// takes a delivery only when a slot is free.
     pub fn concurrency(mut self, n: usize) -> Self {
-        self.concurrency = Some(n);
+        self.settings.concurrency = Some(n);
         self
     }
 
@@ -241,48 +294,99 @@ impl<Q: Queues, B: Backend, H, L: Layers> WorkerBuilder<Q, B, H, L> {
     /// waits for jobs in flight before abandoning them to the broker
     /// (default 30 s).
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
+        self.settings.shutdown_timeout = timeout;
         self
     }
 
     /// The per-attempt timeout of the [`DefaultStack`] (default 5 minutes).
-    /// With layers of your own, add `tower::timeout::TimeoutLayer` yourself.
+    /// Refused at build time when nothing would apply it: after
+    /// [`without_default_stack`](Self::without_default_stack), or with no
+    /// handler (a stack given to [`service`](Self::service) is complete:
+    /// add `tower::timeout::TimeoutLayer` to it).
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
-        self.layers.set_job_timeout(timeout);
+        self.settings.job_timeout = Some(timeout);
+        self
+    }
+
+    /// How long a queue whose consumer was lost keeps trying to consume
+    /// again before [`Worker::run`] gives up with
+    /// [`WorkerError::ReconnectDeadline`](super::WorkerError::ReconnectDeadline)
+    /// (default 10 minutes; `None`: for ever). Errors that cannot heal
+    /// (credentials refused, a queue refused, a backend that gave up) stop
+    /// the worker at once.
+    pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.settings.reconnect = Reconnect::new(deadline);
         self
     }
 
     /// Declares the queue set `Q` on the backend and returns the worker.
     ///
     /// Fails if no handler or service was given, if two handle the same job
-    /// type, or if the concurrency is 0.
-    pub async fn build(self) -> Result<Worker<Q, B>, Error>
+    /// type, if the concurrency is 0, or if a setting would be ignored
+    /// ([`layer`](Self::layer) or [`job_timeout`](Self::job_timeout) with no
+    /// handler to apply them to, `job_timeout` without the default stack).
+    pub async fn build(mut self) -> Result<Worker<Q, B>, Error>
     where
-        H: Handlers<Q, L>,
+        H: Handlers<Q, D, L>,
     {
-        let mut routes = Vec::new();
-        self.handlers.into_routes(&self.layers, &mut routes);
-        routes.extend(self.services);
+        let handlers = self.handlers.len();
+        if handlers == 0 && self.settings.layered {
+            return Err(Error::invalid_config(
+                "layers were added with WorkerBuilder::layer but there is no handler for them \
+                 to wrap; a stack given to WorkerBuilder::service is complete: put the layers \
+                 in it",
+            ));
+        }
+        if let Some(timeout) = self.settings.job_timeout {
+            if handlers == 0 {
+                return Err(Error::invalid_config(
+                    "job_timeout is set but there is no handler to apply it to; a stack given \
+                     to WorkerBuilder::service is complete: add tower::timeout::TimeoutLayer \
+                     to it",
+                ));
+            }
+            self.defaults.set_job_timeout(timeout)?;
+            if !self.settings.services.is_empty() {
+                tracing::warn!(
+                    ?timeout,
+                    "job_timeout applies to the handlers' default stack only, not to the \
+                     stacks given to WorkerBuilder::service"
+                );
+            }
+        }
+        let mut handlers = Vec::new();
+        self.handlers
+            .into_routes(&self.defaults, &self.layers, &mut handlers);
+        handlers.extend(self.settings.services);
         Worker::new(
             self.backend,
-            routes,
-            self.concurrency,
-            self.shutdown_timeout,
+            handlers,
+            super::Settings {
+                concurrency: self.settings.concurrency,
+                shutdown_timeout: self.settings.shutdown_timeout,
+                classifier: self.settings.classifier,
+                reconnect: self.settings.reconnect,
+            },
         )
         .await
     }
 }
 
-impl<Q, B: std::fmt::Debug, H, L: std::fmt::Debug> std::fmt::Debug for WorkerBuilder<Q, B, H, L> {
+impl<Q, B: std::fmt::Debug, H, L: std::fmt::Debug, D: std::fmt::Debug> std::fmt::Debug
+    for WorkerBuilder<Q, B, H, L, D>
+{
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerBuilder")
             .field("queues", &std::any::type_name::<Q>())
             .field("backend", &self.backend)
             .field("handlers", &std::any::type_name::<H>())
             .field("layers", &self.layers)
-            .field("services", &self.services.len())
-            .field("concurrency", &self.concurrency)
-            .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("defaults", &self.defaults)
+            .field("services", &self.settings.services.len())
+            .field("concurrency", &self.settings.concurrency)
+            .field("shutdown_timeout", &self.settings.shutdown_timeout)
+            .field("job_timeout", &self.settings.job_timeout)
+            .field("classifier", &self.settings.classifier)
             .finish()
     }
 }

@@ -1,26 +1,36 @@
-//! The loop that takes deliveries from one queue and the task that runs each.
+//! The loop that takes deliveries from one queue, and consumes again when
+//! its consumer is lost.
 
 use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use futures::StreamExt;
-use queuey_core::{BoxError, Delivery, DeliveryStream, QueueConfig};
+use futures::stream::Peekable;
+use futures::{FutureExt, StreamExt};
+use queuey_core::{Backend, ConnectionState, Delivery, DeliveryStream, Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::WorkerError;
 use super::handle::HandleInner;
-use super::route::{ReadyRoute, Route};
-use super::settle::settle;
-use crate::Disposition;
-use crate::metrics::SETTLE_FAILURES_TOTAL;
+use super::job::{Started, run_job};
+use super::reconnect::{Lost, Reconnect, Reconnecting, note_lost, open, set_reconnecting};
+use super::route::{Delivered, Route};
+use crate::classify::SharedClassifier;
+use crate::metrics::CONSUMER_RESTARTS_TOTAL;
 
-/// The job types handled on one queue.
+/// How often a loop waiting for a job slot or a ready stack looks at the
+/// backend's connection state.
+const STATE_CHECK: Duration = Duration::from_millis(100);
+
+/// The job types handled on one queue, each with its own stack.
 pub(crate) struct QueueRoutes {
     pub(crate) config: QueueConfig,
     pub(crate) queue: Arc<str>,
-    pub(crate) routes: HashMap<&'static str, Arc<dyn Route>>,
+    pub(crate) routes: HashMap<&'static str, Box<dyn Route>>,
 }
 
 /// What every queue loop of one worker shares.
@@ -28,170 +38,279 @@ pub(crate) struct Shared {
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) jobs: Mutex<JoinSet<()>>,
     pub(crate) handle: Arc<HandleInner>,
-    /// A stack whose readiness failed stops the worker; its error is kept here.
-    pub(crate) failure: Mutex<Option<WorkerError>>,
+    pub(crate) classifier: SharedClassifier,
 }
 
-impl Shared {
-    fn fail(&self, error: WorkerError) {
-        let mut failure = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        failure.get_or_insert(error);
-        drop(failure);
-        self.handle.stop.send_replace(true);
+pub(crate) type Stream = Peekable<DeliveryStream>;
+
+/// What the stream has next.
+enum Next {
+    Delivery,
+    Failed,
+    Ended,
+}
+
+/// How a wait that watches for shutdown and a lost connection ended.
+enum Watched<T> {
+    Done(T),
+    Stopped,
+    Lost,
+}
+
+/// What the loop does after a wait for the peeked delivery.
+enum Step<T> {
+    /// Go on with it.
+    Go(T),
+    /// Shutdown: the delivery was handed back.
+    Stop,
+    /// The connection was lost: the (stale) delivery was dropped; look at
+    /// the stream again.
+    Retake,
+}
+
+/// Hands back or drops the peeked delivery when a wait ended without it.
+async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) -> Step<T> {
+    match watched {
+        Watched::Done(output) => Step::Go(output),
+        Watched::Stopped => {
+            hand_back(stream, queue).await;
+            Step::Stop
+        }
+        Watched::Lost => {
+            drop_stale(stream, queue).await;
+            Step::Retake
+        }
     }
 }
 
 /// Resolves when shutdown was requested.
-async fn stopped(stop: &mut watch::Receiver<bool>) {
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
     // An error means the handle is gone, which cannot happen while the
     // worker runs; treat it as a stop.
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-/// Takes deliveries from `stream` until shutdown or a consumer failure.
+/// Takes deliveries from one queue until shutdown, or until its consumer
+/// fails in a way that cannot heal.
 ///
 /// For each delivery: wait until the stream has one (holding nothing, so an
 /// idle queue never sits on a concurrency slot another queue could use),
-/// then for a free slot, then for the stack to be ready, and only then take
-/// it off the stream.
-pub(crate) async fn consume(
-    queue: Arc<QueueRoutes>,
-    stream: DeliveryStream,
+/// look up its job type's stack, wait for a free slot and for that stack to
+/// be ready, and only then take the delivery and call the stack with it.
+/// While waiting, a lost connection is noticed within [`STATE_CHECK`], and a
+/// shutdown hands the waiting delivery back to the broker.
+pub(crate) async fn consume<B: Backend>(
+    mut queue: QueueRoutes,
+    backend: Arc<B>,
     shared: Arc<Shared>,
+    reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.handle.stop.subscribe();
-    let mut stream = stream.peekable();
-    // With a single job type on the queue, its stack is readied before the
-    // delivery is taken, so a saturated stack (a concurrency or rate limit
-    // inside it) leaves the delivery where it is.
-    let only_route = (queue.routes.len() == 1)
-        .then(|| queue.routes.values().next().cloned())
-        .flatten();
+    let mut lost: Option<Lost> = None;
+    let mut reconnecting: Option<Reconnecting<'_>> = None;
+    let mut current: Option<Stream> = None;
     loop {
-        let step = async {
-            if std::pin::Pin::new(&mut stream).peek().await.is_none() {
-                return Ok(None);
-            }
-            let Ok(permit) = Arc::clone(&shared.permits).acquire_owned().await else {
-                return Ok(None);
-            };
-            let ready = match &only_route {
-                Some(route) => match route.ready().await {
-                    Ok(ready) => Some(ready),
-                    Err(source) => {
-                        return Err(WorkerError::Service {
-                            job_type: route.job_type().to_owned(),
-                            source,
-                        });
+        let stream = match &mut current {
+            Some(stream) => stream,
+            None => {
+                let opened = open(
+                    &queue.config,
+                    &queue.queue,
+                    &*backend,
+                    &mut stop,
+                    &mut lost,
+                    &reconnect,
+                )
+                .await?;
+                match opened {
+                    Some(stream) => {
+                        if lost.is_some() {
+                            shared
+                                .handle
+                                .consumer_restarts
+                                .fetch_add(1, Ordering::Relaxed);
+                            metrics::counter!(CONSUMER_RESTARTS_TOTAL, "queue" => queue.queue.to_string())
+                                .increment(1);
+                            tracing::info!(queue = %queue.queue, "consuming again");
+                        }
+                        set_reconnecting(&mut reconnecting, None);
+                        current.insert(stream)
                     }
-                },
-                None => None,
-            };
-            Ok(Some((permit, ready)))
+                    None => return Ok(()),
+                }
+            }
         };
-        let (permit, ready) = tokio::select! {
+        let next = tokio::select! {
             biased;
             () = stopped(&mut stop) => return Ok(()),
-            step = step => match step? {
-                Some(taken) => taken,
-                // The stream ended (or the worker is closing its slots).
-                None if *stop.borrow() => return Ok(()),
-                None => {
-                    return Err(WorkerError::ConsumerCancelled {
-                        queue: queue.queue.to_string(),
-                    });
-                }
+            next = Pin::new(&mut *stream).peek() => match next {
+                Some(Ok(_)) => Next::Delivery,
+                Some(Err(_)) => Next::Failed,
+                None => Next::Ended,
             },
         };
-        // Peeked above, so this returns at once.
-        let delivery = match stream.next().await {
-            Some(Ok(delivery)) => delivery,
-            Some(Err(source)) => {
-                return Err(WorkerError::ConsumerFailed {
-                    queue: queue.queue.to_string(),
-                    source,
-                });
-            }
-            None => {
-                return Err(WorkerError::ConsumerCancelled {
-                    queue: queue.queue.to_string(),
-                });
+        let lost_because = match next {
+            Next::Delivery => None,
+            Next::Failed => match stream.next().await {
+                Some(Err(error)) if error.is_transient() => Some(error.to_string()),
+                Some(Err(source)) => {
+                    return Err(WorkerError::ConsumerFailed {
+                        queue: queue.queue.to_string(),
+                        source,
+                    });
+                }
+                _ => continue,
+            },
+            Next::Ended => {
+                if *stop.borrow() {
+                    return Ok(());
+                }
+                match backend.connection_state() {
+                    ConnectionState::Closed => {
+                        return Err(WorkerError::BackendClosed {
+                            queue: queue.queue.to_string(),
+                        });
+                    }
+                    ConnectionState::Failed => {
+                        return Err(WorkerError::BackendFailed {
+                            queue: queue.queue.to_string(),
+                        });
+                    }
+                    _ => Some("the consumer ended unexpectedly".to_owned()),
+                }
             }
         };
-        shared.handle.jobs_started.fetch_add(1, Ordering::Relaxed);
-        let job = run_job(
-            delivery,
-            ready,
-            Arc::clone(&queue),
-            Arc::clone(&shared),
-            permit,
-        );
-        let mut jobs = shared.jobs.lock().unwrap_or_else(|p| p.into_inner());
-        // Reap what finished, so the set only holds running jobs.
-        while jobs.try_join_next().is_some() {}
-        jobs.spawn(job);
+        if let Some(reason) = lost_because {
+            current = None;
+            tracing::warn!(queue = %queue.queue, error = %reason, "lost the consumer; consuming again");
+            note_lost(&mut lost, reason);
+            set_reconnecting(&mut reconnecting, Some(&shared.handle));
+            continue;
+        }
+        // A delivery came: the consumer works.
+        lost = None;
+        set_reconnecting(&mut reconnecting, None);
+        let key = match stream_peek_job_type(stream) {
+            Some(job_type) => queue.routes.get_key_value(job_type).map(|(key, _)| *key),
+            None => continue,
+        };
+        let slot = watch(
+            &mut stop,
+            &*backend,
+            Arc::clone(&shared.permits).acquire_owned(),
+        )
+        .await;
+        let permit = match after_wait(slot, stream, &queue.queue).await {
+            Step::Go(Ok(permit)) => permit,
+            // The semaphore is never closed while the loops run.
+            Step::Go(Err(_)) | Step::Stop => return Ok(()),
+            Step::Retake => continue,
+        };
+        if let Some(route) = key.and_then(|key| queue.routes.get_mut(key)) {
+            let ready = watch(&mut stop, &*backend, poll_fn(|cx| route.poll_ready(cx))).await;
+            match after_wait(ready, stream, &queue.queue).await {
+                Step::Go(Ok(())) => {}
+                Step::Go(Err(source)) => {
+                    hand_back(stream, &queue.queue).await;
+                    return Err(WorkerError::Service {
+                        job_type: route.job_type().to_owned(),
+                        source,
+                    });
+                }
+                Step::Stop => return Ok(()),
+                Step::Retake => continue,
+            }
+        }
+        // Peeked above, so this returns at once.
+        let Some(Some(Ok(delivery))) = stream.next().now_or_never() else {
+            continue;
+        };
+        start(&mut queue, key, delivery, &shared, permit);
     }
 }
 
-async fn run_job(
+/// The job type of the delivery the stream has peeked.
+fn stream_peek_job_type(stream: &mut Stream) -> Option<&str> {
+    match Pin::new(stream).peek().now_or_never() {
+        Some(Some(Ok(delivery))) => Some(delivery.envelope().job_type.as_str()),
+        _ => None,
+    }
+}
+
+/// Calls the job type's stack (ready) with the delivery and spawns the job.
+fn start(
+    queue: &mut QueueRoutes,
+    key: Option<&'static str>,
     delivery: Box<dyn Delivery>,
-    ready: Option<Box<dyn ReadyRoute>>,
-    queue: Arc<QueueRoutes>,
-    shared: Arc<Shared>,
-    _permit: OwnedSemaphorePermit,
+    shared: &Arc<Shared>,
+    permit: OwnedSemaphorePermit,
 ) {
-    let job_type = delivery.envelope().job_type.as_str();
-    let outcome: Result<Disposition, BoxError> = match queue.routes.get(job_type) {
-        None => Ok(Disposition::DeadLetter {
-            reason: format!(
-                "no handler for job type `{job_type}` on queue `{}` in this worker",
-                queue.queue
-            ),
+    shared.handle.jobs_started.fetch_add(1, Ordering::Relaxed);
+    let started = match key.and_then(|key| queue.routes.get_mut(key)) {
+        Some(route) => route.call(Delivered {
+            envelope: delivery.envelope(),
+            queue: &queue.queue,
+            redelivered: delivery.redelivered(),
+            classifier: &shared.classifier,
         }),
-        Some(route) => {
-            let ready = match ready {
-                Some(ready) if route.job_type() == job_type => ready,
-                _ => match route.ready().await {
-                    Ok(ready) => ready,
-                    Err(source) => {
-                        // Not the job's fault: leave it to the broker.
-                        shared.fail(WorkerError::Service {
-                            job_type: job_type.to_owned(),
-                            source,
-                        });
-                        return;
-                    }
-                },
-            };
-            match ready.call(delivery.envelope(), &queue.queue, delivery.redelivered()) {
-                Ok(future) => future.await,
-                Err(reason) => Ok(Disposition::DeadLetter { reason }),
+        None => Err(format!(
+            "no handler for job type `{}` on queue `{}` in this worker",
+            delivery.envelope().job_type,
+            queue.queue
+        )),
+    };
+    let job = run_job(
+        Started {
+            delivery,
+            job: started,
+            queue: Arc::clone(&queue.queue),
+        },
+        Arc::clone(shared),
+        permit,
+    );
+    let mut jobs = shared.jobs.lock().unwrap_or_else(|p| p.into_inner());
+    // Reap what finished, so the set only holds running jobs.
+    while jobs.try_join_next().is_some() {}
+    jobs.spawn(job);
+}
+
+/// Waits for `future`, unless shutdown is requested or the backend reports
+/// its connection is not up (checked every [`STATE_CHECK`]).
+async fn watch<B: Backend + ?Sized, F: Future>(
+    stop: &mut watch::Receiver<bool>,
+    backend: &B,
+    future: F,
+) -> Watched<F::Output> {
+    tokio::pin!(future);
+    loop {
+        tokio::select! {
+            biased;
+            () = stopped(stop) => return Watched::Stopped,
+            output = &mut future => return Watched::Done(output),
+            () = tokio::time::sleep(STATE_CHECK) => {
+                if backend.connection_state() != ConnectionState::Connected {
+                    return Watched::Lost;
+                }
             }
         }
-    };
-    let disposition = match &outcome {
-        Ok(d) => d.as_str(),
-        Err(_) => "dead_letter",
-    };
-    let job_id = delivery.envelope().job_id;
-    match settle(delivery, outcome, queue.config.top_priority()).await {
-        Ok(_) => {
-            shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Hands the delivery the stream has peeked back to the broker, at once,
+/// on shutdown: it was taken but not started.
+async fn hand_back(stream: &mut Stream, queue: &str) {
+    if let Some(Some(Ok(delivery))) = stream.next().now_or_never() {
+        let job_id = delivery.envelope().job_id;
+        if let Err(error) = delivery.settle(Disposition::Requeue).await {
+            tracing::debug!(%queue, %job_id, %error, "could not hand a delivery back; the broker will deliver it again");
         }
-        Err(error) => {
-            shared
-                .handle
-                .settle_failures
-                .fetch_add(1, Ordering::Relaxed);
-            metrics::counter!(SETTLE_FAILURES_TOTAL, "queue" => queue.queue.to_string())
-                .increment(1);
-            tracing::error!(
-                queue = %queue.queue,
-                %job_id,
-                disposition,
-                %error,
-                "could not settle a job; the broker keeps it and will deliver it again"
-            );
-        }
+    }
+}
+
+/// Drops the delivery the stream has peeked: it came on a connection that
+/// is gone, so it cannot be settled and the broker delivers it again.
+async fn drop_stale(stream: &mut Stream, queue: &str) {
+    if let Some(Some(Ok(delivery))) = stream.next().now_or_never() {
+        tracing::debug!(%queue, job_id = %delivery.envelope().job_id, "dropping a delivery taken on a lost connection; the broker delivers it again");
     }
 }

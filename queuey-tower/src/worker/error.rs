@@ -1,10 +1,18 @@
+use std::time::Duration;
+
 use queuey_core::{BoxError, Error};
 
 /// Why [`Worker::run`](super::Worker::run) stopped with an error.
+///
+/// A lost connection is not one of them: the worker consumes again once the
+/// backend is back. It stops on what cannot heal, or after its
+/// [reconnect deadline](super::WorkerBuilder::reconnect_deadline).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkerError {
-    /// Starting a consumer failed.
+    /// Consuming a queue failed with an error that cannot heal (for
+    /// example credentials refused, or the queue refused with
+    /// `PRECONDITION_FAILED`).
     #[error("could not start consuming `{queue}`: {source}")]
     Consume {
         /// The queue.
@@ -13,11 +21,10 @@ pub enum WorkerError {
         source: Error,
     },
 
-    /// A consumer failed, typically because the connection dropped. Jobs in
-    /// flight were given the shutdown timeout to finish; whatever was not
-    /// settled is redelivered by the broker. Restart the process (or build a
-    /// new worker on a new backend).
-    #[error("the consumer of `{queue}` failed: {source}")]
+    /// A consumer failed with an error that cannot heal. Jobs in flight were
+    /// given the shutdown timeout to finish; whatever was not settled is
+    /// redelivered by the broker.
+    #[error("the consumer of `{queue}` failed and cannot recover: {source}")]
     ConsumerFailed {
         /// The queue.
         queue: String,
@@ -25,12 +32,38 @@ pub enum WorkerError {
         source: Error,
     },
 
-    /// A consumer ended without being asked to, for example because its
-    /// queue was deleted.
-    #[error("the consumer of `{queue}` was cancelled by the broker (was the queue deleted?)")]
-    ConsumerCancelled {
+    /// The backend gave up on its connection (it reports
+    /// [`ConnectionState::Failed`](queuey_core::ConnectionState::Failed):
+    /// credentials refused, a virtual host gone, its own reconnection
+    /// deadline passed).
+    #[error(
+        "the backend gave up on its connection while consuming `{queue}`; see its logs for why"
+    )]
+    BackendFailed {
+        /// The queue whose consumer noticed.
+        queue: String,
+    },
+
+    /// The backend was closed while the worker ran.
+    #[error("the backend was closed while consuming `{queue}`")]
+    BackendClosed {
+        /// The queue whose consumer noticed.
+        queue: String,
+    },
+
+    /// A lost consumer could not be started again within the
+    /// [reconnect deadline](super::WorkerBuilder::reconnect_deadline).
+    #[error(
+        "the consumer of `{queue}` could not be started again within {waited:?} \
+         (the reconnect deadline); last error: {last_error}"
+    )]
+    ReconnectDeadline {
         /// The queue.
         queue: String,
+        /// How long the worker tried.
+        waited: Duration,
+        /// The last failure seen.
+        last_error: String,
     },
 
     /// A service stack reported that it can no longer take jobs (its

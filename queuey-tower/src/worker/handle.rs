@@ -1,15 +1,17 @@
+use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use queuey_core::ConnectionState;
 use tokio::sync::watch;
 
-/// Counters and the stop switch of a running worker; cheap to clone.
+/// Counters, state and the stop switch of a running worker; cheap to clone.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # use std::sync::Arc;
-/// # use queuey_core::{handler_fn, Job, JobContext, JobError, MemoryBackend, Queues};
+/// # use queuey_core::{handler_fn, ConnectionState, Job, JobContext, JobError, MemoryBackend, Queues};
 /// # use queuey_tower::Worker;
 /// # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)] enum Q { Default }
 /// # #[derive(Job, serde::Serialize, serde::Deserialize)] #[job(queue = Q::Default)] struct Ping;
@@ -19,6 +21,7 @@ use tokio::sync::watch;
 ///     .await?;
 /// let handle = worker.handle();
 /// let running = tokio::spawn(worker.run());
+/// assert_eq!(handle.connection_state(), ConnectionState::Connected);
 /// handle.shutdown();
 /// running.await??;
 /// assert_eq!(handle.settle_failures(), 0);
@@ -30,30 +33,72 @@ pub struct WorkerHandle {
     pub(crate) inner: Arc<HandleInner>,
 }
 
-#[derive(Debug)]
 pub(crate) struct HandleInner {
     pub(crate) stop: watch::Sender<bool>,
+    backend_state: Box<dyn Fn() -> ConnectionState + Send + Sync>,
     pub(crate) settle_failures: AtomicU64,
+    pub(crate) stale_settles: AtomicU64,
     pub(crate) jobs_started: AtomicU64,
     pub(crate) jobs_settled: AtomicU64,
+    pub(crate) jobs_finished: AtomicU64,
+    pub(crate) jobs_running: AtomicU64,
+    pub(crate) jobs_settling: AtomicU64,
+    pub(crate) queues_reconnecting: AtomicU64,
+    pub(crate) consumer_restarts: AtomicU64,
 }
 
 impl HandleInner {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(backend_state: Box<dyn Fn() -> ConnectionState + Send + Sync>) -> Self {
         HandleInner {
             stop: watch::channel(false).0,
+            backend_state,
             settle_failures: AtomicU64::new(0),
+            stale_settles: AtomicU64::new(0),
             jobs_started: AtomicU64::new(0),
             jobs_settled: AtomicU64::new(0),
+            jobs_finished: AtomicU64::new(0),
+            jobs_running: AtomicU64::new(0),
+            jobs_settling: AtomicU64::new(0),
+            queues_reconnecting: AtomicU64::new(0),
+            consumer_restarts: AtomicU64::new(0),
         }
+    }
+
+    pub(crate) fn backend_state(&self) -> ConnectionState {
+        (self.backend_state)()
+    }
+}
+
+impl fmt::Debug for HandleInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandleInner")
+            .field("stopping", &*self.stop.borrow())
+            .field("backend_state", &self.backend_state())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Adds one to a gauge for as long as it lives.
+pub(crate) struct Counting<'a>(&'a AtomicU64);
+
+impl<'a> Counting<'a> {
+    pub(crate) fn new(gauge: &'a AtomicU64) -> Self {
+        gauge.fetch_add(1, Ordering::Relaxed);
+        Counting(gauge)
+    }
+}
+
+impl Drop for Counting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl WorkerHandle {
-    /// Asks the worker to stop: it takes no further deliveries, lets the
-    /// jobs it already took finish and settle (up to its shutdown timeout),
-    /// and leaves everything else with the broker for redelivery.
-    /// [`Worker::run`](super::Worker::run) then returns.
+    /// Asks the worker to stop: it takes no further deliveries, hands back
+    /// one it took but had not started, lets the jobs it started finish and
+    /// settle (up to its shutdown timeout), and leaves everything else with
+    /// the broker. [`Worker::run`](super::Worker::run) then returns.
     pub fn shutdown(&self) {
         self.inner.stop.send_replace(true);
     }
@@ -63,20 +108,66 @@ impl WorkerHandle {
         *self.inner.stop.borrow()
     }
 
+    /// How the worker's link to the broker stands:
+    /// [`Reconnecting`](ConnectionState::Reconnecting) while any queue's
+    /// consumer is being started again, else what the backend reports.
+    pub fn connection_state(&self) -> ConnectionState {
+        match self.queues_reconnecting() {
+            0 => self.inner.backend_state(),
+            _ => ConnectionState::Reconnecting,
+        }
+    }
+
+    /// Queues whose consumer was lost and is being started again.
+    pub fn queues_reconnecting(&self) -> u64 {
+        self.inner.queues_reconnecting.load(Ordering::Relaxed)
+    }
+
+    /// Consumers started again after a loss, over the worker's life.
+    pub fn consumer_restarts(&self) -> u64 {
+        self.inner.consumer_restarts.load(Ordering::Relaxed)
+    }
+
     /// Dispositions the worker could not carry out on the broker. Each such
     /// delivery was left unacknowledged for the broker to redeliver.
     pub fn settle_failures(&self) -> u64 {
         self.inner.settle_failures.load(Ordering::Relaxed)
     }
 
-    /// Deliveries taken so far.
+    /// Of the [`settle_failures`](Self::settle_failures), those whose
+    /// delivery was stale: it came on a connection that is gone, so the
+    /// broker delivers it again.
+    pub fn stale_settles(&self) -> u64 {
+        self.inner.stale_settles.load(Ordering::Relaxed)
+    }
+
+    /// Deliveries taken so far. A job retried twice is three deliveries.
     pub fn jobs_started(&self) -> u64 {
         self.inner.jobs_started.load(Ordering::Relaxed)
     }
 
-    /// Deliveries settled successfully so far.
+    /// Deliveries settled successfully so far, whatever their disposition:
+    /// a retry or a deferral settles one delivery and the job comes back
+    /// as another.
     pub fn jobs_settled(&self) -> u64 {
         self.inner.jobs_settled.load(Ordering::Relaxed)
+    }
+
+    /// Jobs that reached their end so far: settled as done (acknowledged)
+    /// or dead-lettered. Unlike [`jobs_settled`](Self::jobs_settled), a job
+    /// counts once however often it was retried or deferred.
+    pub fn jobs_finished(&self) -> u64 {
+        self.inner.jobs_finished.load(Ordering::Relaxed)
+    }
+
+    /// Jobs inside their stack now.
+    pub fn jobs_running(&self) -> u64 {
+        self.inner.jobs_running.load(Ordering::Relaxed)
+    }
+
+    /// Jobs whose outcome is being carried out on the broker now.
+    pub fn jobs_settling(&self) -> u64 {
+        self.inner.jobs_settling.load(Ordering::Relaxed)
     }
 
     /// Jobs taken and not yet finished (settled or failed to settle).

@@ -7,9 +7,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use queuey_core::{Job, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues};
-//! use queuey_tower::{DeferOn429, RetryLayer, Worker};
+//! use queuey_tower::{DeferOn429, HandlerExt, RetryLayer, ServiceBuilder, Worker};
 //! use serde::{Deserialize, Serialize};
-//! use tower::ServiceBuilder;
 //! use tower::timeout::TimeoutLayer;
 //!
 //! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,13 +33,14 @@
 //! }
 //!
 //! let backend = Arc::new(MemoryBackend::new());
+//! // A complete stack of your own for one job type: no layer is added to it.
 //! let worker = Worker::<AppQueues, _>::builder(backend.clone())
-//!     .handler(EmailHandler)
-//!     .layer(
+//!     .service(
 //!         ServiceBuilder::new()
-//!             .layer(RetryLayer::default())
-//!             .layer(DeferOn429::new())
-//!             .layer(TimeoutLayer::new(Duration::from_secs(30))),
+//!             .layer(RetryLayer)
+//!             .layer(DeferOn429)
+//!             .layer(TimeoutLayer::new(Duration::from_secs(30)))
+//!             .service(EmailHandler.into_service()),
 //!     )
 //!     .build()
 //!     .await?;
@@ -49,7 +49,7 @@
 //!
 //! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
 //! producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
-//! while handle.jobs_settled() < 1 {
+//! while handle.jobs_finished() < 1 {
 //!     tokio::task::yield_now().await;
 //! }
 //! handle.shutdown();
@@ -57,6 +57,21 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! # Stacks
+//!
+//! Each job type has one stack, which the worker owns: its queue's loop
+//! polls it ready before taking each delivery and then calls it with that
+//! delivery, as tower's own drivers do. Nothing is cloned per job, so a
+//! stack need not be `Clone` or `Sync`: `RateLimitLayer`,
+//! `ConcurrencyLimitLayer`, `LoadShedLayer`, `BufferLayer`, `BoxService` and
+//! middleware of your own with state all work unchanged, and their state
+//! lives as long as the worker. A stack that is not ready holds its queue's
+//! next delivery where it is (with the broker).
+//!
+//! [`WorkerBuilder::handler`] puts the layers given to
+//! [`WorkerBuilder::layer`] around the [`DefaultStack`] around the handler;
+//! [`WorkerBuilder::service`] takes a complete stack instead.
 //!
 //! # Order
 //!
@@ -67,7 +82,7 @@
 //! - a timeout **inside** the retry layer bounds each attempt, and a timed
 //!   out attempt is retried; outside it, it would bound the decision, not
 //!   the job;
-//! - [`DeferOn429`](crate::DeferOn429) inside [`RetryLayer`](crate::RetryLayer)
+//! - [`DeferOn429`](struct@crate::DeferOn429) inside [`RetryLayer`](struct@crate::RetryLayer)
 //!   sees a `Retry-After` first, so a deferral spends no attempt; outside,
 //!   the retry layer would pass it through untouched anyway, but a deferral
 //!   past its limit would then escape retrying;
@@ -79,17 +94,39 @@
 //!
 //! The worker publishes first, waits for the broker's confirmation, and
 //! acknowledges last, so a crash in between duplicates a job and never loses
-//! one. When settling fails (the broker refused the hold, the connection
-//! dropped), the delivery is left unacknowledged for the broker to deliver
-//! again; the failure is logged at ERROR and counted on the
-//! [`WorkerHandle`].
+//! one. The worker hands the backend a [`Disposition`](crate::Disposition)
+//! and the backend builds the next envelope itself. When settling fails (the
+//! broker refused the hold, the connection dropped), the delivery is left
+//! unacknowledged for the broker to deliver again; the failure is logged and
+//! counted on the [`WorkerHandle`] (a delivery taken on a connection that is
+//! gone counts as a [stale settle](WorkerHandle::stale_settles)).
+//!
+//! # Connection loss
+//!
+//! A worker outlives its connection. When a queue's consumer is lost (its
+//! stream yields a transient error, or ends while the backend is still up),
+//! the queue's loop consumes again after a jittered backoff (100 ms growing
+//! to 5 s) until it works, and the [`WorkerHandle`] shows the queue as
+//! reconnecting meanwhile. While a loop waits for a free slot or a ready
+//! stack it watches the backend's
+//! [`connection_state`](queuey_core::Backend::connection_state), so a loss
+//! is noticed at once even with every slot busy, and the delivery it was
+//! about to take (stale now) is left to the broker. [`Worker::run`] gives up
+//! only on what cannot heal (a non-transient consumer error, a backend that
+//! [failed](queuey_core::ConnectionState::Failed) or was closed) or after
+//! the [reconnect deadline](WorkerBuilder::reconnect_deadline).
+//!
+//! On shutdown, a delivery the loop had taken but not started is handed back
+//! to the broker at once; started jobs run to completion (up to the shutdown
+//! timeout) and are settled.
 
 mod builder;
 mod consume;
 mod error;
 mod handle;
+mod job;
+mod reconnect;
 mod route;
-mod settle;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -103,22 +140,35 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 pub use builder::{
-    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Handlers, Layers, WorkerBuilder,
+    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers, WorkerBuilder,
 };
 pub use error::WorkerError;
 pub use handle::WorkerHandle;
+pub use reconnect::DEFAULT_RECONNECT_DEADLINE;
 
+use crate::classify::SharedClassifier;
 use consume::{QueueRoutes, Shared};
 use handle::HandleInner;
+use reconnect::Reconnect;
 use route::Route;
+
+/// What the builder hands the worker besides its routes.
+pub(crate) struct Settings {
+    pub(crate) concurrency: Option<usize>,
+    pub(crate) shutdown_timeout: Duration,
+    pub(crate) classifier: SharedClassifier,
+    pub(crate) reconnect: Reconnect,
+}
 
 /// Runs jobs of the queue set `Q` from the backend `B`; build one with
 /// [`Worker::builder`]. See the [module documentation](self).
 pub struct Worker<Q, B> {
-    backend: B,
-    queues: Vec<Arc<QueueRoutes>>,
+    backend: Arc<B>,
+    queues: Vec<QueueRoutes>,
     concurrency: usize,
     shutdown_timeout: Duration,
+    classifier: SharedClassifier,
+    reconnect: Reconnect,
     handle: WorkerHandle,
     _queues: PhantomData<fn() -> Q>,
 }
@@ -131,9 +181,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
 
     async fn new(
         backend: B,
-        routes: Vec<Arc<dyn Route>>,
-        concurrency: Option<usize>,
-        shutdown_timeout: Duration,
+        routes: Vec<Box<dyn Route>>,
+        settings: Settings,
     ) -> Result<Self, Error> {
         if routes.is_empty() {
             return Err(Error::invalid_config(
@@ -164,18 +213,14 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                     by_queue.len() - 1
                 }
             };
-            if by_queue[index]
-                .routes
-                .insert(route.job_type(), Arc::clone(&route))
-                .is_some()
-            {
+            let job_type = route.job_type();
+            if by_queue[index].routes.insert(job_type, route).is_some() {
                 return Err(Error::invalid_config(format!(
-                    "job type `{}` has two handlers; give each job type one",
-                    route.job_type()
+                    "job type `{job_type}` has two handlers; give each job type one"
                 )));
             }
         }
-        let concurrency = concurrency.unwrap_or_else(|| {
+        let concurrency = settings.concurrency.unwrap_or_else(|| {
             by_queue
                 .iter()
                 .map(|q| usize::from(q.config.prefetch_count()))
@@ -187,19 +232,23 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             ));
         }
         backend.declare(&Q::configs()).await?;
+        let backend = Arc::new(backend);
+        let state = Arc::clone(&backend);
         Ok(Worker {
             backend,
-            queues: by_queue.into_iter().map(Arc::new).collect(),
+            queues: by_queue,
             concurrency,
-            shutdown_timeout,
+            shutdown_timeout: settings.shutdown_timeout,
+            classifier: settings.classifier,
+            reconnect: settings.reconnect,
             handle: WorkerHandle {
-                inner: Arc::new(HandleInner::new()),
+                inner: Arc::new(HandleInner::new(Box::new(move || state.connection_state()))),
             },
             _queues: PhantomData,
         })
     }
 
-    /// A handle to stop the worker and read its counters.
+    /// A handle to stop the worker and read its counters and state.
     pub fn handle(&self) -> WorkerHandle {
         self.handle.clone()
     }
@@ -210,42 +259,40 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     }
 
     /// Consumes every handled queue until [`WorkerHandle::shutdown`] is
-    /// called or a consumer fails, then lets jobs in flight finish (up to
-    /// the shutdown timeout) and returns.
+    /// called, consuming again whenever a consumer is lost, then lets jobs
+    /// in flight finish (up to the shutdown timeout) and returns.
     ///
-    /// Returns an error when a consumer failed (for example because the
-    /// connection dropped) or was cancelled by the broker, or when a stack
-    /// stopped being able to take jobs.
+    /// Returns an error when a consumer failed in a way that cannot heal,
+    /// the backend gave up or was closed, a lost consumer could not be
+    /// started again within the reconnect deadline, or a stack stopped being
+    /// able to take jobs. See [`WorkerError`].
     pub async fn run(self) -> Result<(), WorkerError> {
+        let Worker {
+            backend,
+            queues,
+            concurrency,
+            shutdown_timeout,
+            classifier,
+            reconnect,
+            handle,
+            _queues,
+        } = self;
         let shared = Arc::new(Shared {
-            permits: Arc::new(Semaphore::new(self.concurrency)),
+            permits: Arc::new(Semaphore::new(concurrency)),
             jobs: Mutex::new(JoinSet::new()),
-            handle: Arc::clone(&self.handle.inner),
-            failure: Mutex::new(None),
+            handle: Arc::clone(&handle.inner),
+            classifier,
         });
         let mut loops = JoinSet::new();
+        for queue in queues {
+            loops.spawn(consume::consume(
+                queue,
+                Arc::clone(&backend),
+                Arc::clone(&shared),
+                reconnect.clone(),
+            ));
+        }
         let mut first_error = None;
-        for queue in &self.queues {
-            match self.backend.consume(&queue.config).await {
-                Ok(stream) => {
-                    loops.spawn(consume::consume(
-                        Arc::clone(queue),
-                        stream,
-                        Arc::clone(&shared),
-                    ));
-                }
-                Err(source) => {
-                    first_error = Some(WorkerError::Consume {
-                        queue: queue.queue.to_string(),
-                        source,
-                    });
-                    break;
-                }
-            }
-        }
-        if first_error.is_some() {
-            self.handle.shutdown();
-        }
         while let Some(ended) = loops.join_next().await {
             let error = match ended {
                 Ok(Ok(())) => continue,
@@ -257,15 +304,10 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             };
             tracing::error!(%error, "stopping the worker");
             first_error.get_or_insert(error);
-            self.handle.shutdown();
+            handle.shutdown();
         }
-        self.drain(&shared).await;
-        let failure = shared
-            .failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        match first_error.or(failure) {
+        drain(&shared, concurrency, shutdown_timeout).await;
+        match first_error {
             Some(error) => Err(error),
             None => Ok(()),
         }
@@ -283,25 +325,24 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         }
         run.await
     }
+}
 
-    /// Waits for jobs in flight, up to the shutdown timeout, then abandons
-    /// the rest: their deliveries are dropped unsettled and the broker
-    /// delivers them again.
-    async fn drain(&self, shared: &Shared) {
-        let all = u32::try_from(self.concurrency).unwrap_or(u32::MAX);
-        let drained =
-            tokio::time::timeout(self.shutdown_timeout, shared.permits.acquire_many(all)).await;
-        let mut jobs = std::mem::take(&mut *shared.jobs.lock().unwrap_or_else(|p| p.into_inner()));
-        if drained.is_err() {
-            tracing::warn!(
-                in_flight = jobs.len(),
-                timeout = ?self.shutdown_timeout,
-                "jobs still running at the shutdown timeout are abandoned to the broker"
-            );
-            jobs.abort_all();
-        }
-        while jobs.join_next().await.is_some() {}
+/// Waits for jobs in flight, up to the shutdown timeout, then abandons the
+/// rest: their deliveries are dropped unsettled and the broker delivers them
+/// again.
+async fn drain(shared: &Shared, concurrency: usize, shutdown_timeout: Duration) {
+    let all = u32::try_from(concurrency).unwrap_or(u32::MAX);
+    let drained = tokio::time::timeout(shutdown_timeout, shared.permits.acquire_many(all)).await;
+    let mut jobs = std::mem::take(&mut *shared.jobs.lock().unwrap_or_else(|p| p.into_inner()));
+    if drained.is_err() {
+        tracing::warn!(
+            in_flight = jobs.len(),
+            timeout = ?shutdown_timeout,
+            "jobs still running at the shutdown timeout are abandoned to the broker"
+        );
+        jobs.abort_all();
     }
+    while jobs.join_next().await.is_some() {}
 }
 
 impl<Q, B: fmt::Debug> fmt::Debug for Worker<Q, B> {
@@ -314,6 +355,7 @@ impl<Q, B: fmt::Debug> fmt::Debug for Worker<Q, B> {
             .field("backend", &self.backend)
             .field("concurrency", &self.concurrency)
             .field("shutdown_timeout", &self.shutdown_timeout)
+            .field("classifier", &self.classifier)
             .finish()
     }
 }

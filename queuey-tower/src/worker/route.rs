@@ -2,38 +2,42 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use queuey_core::{BoxError, Envelope, Job, JobContext, Queues, RetryPolicy};
-use tower::ServiceExt;
 use tower_service::Service;
 
+use crate::classify::SharedClassifier;
 use crate::{Disposition, JobRequest};
 
 /// The future of one job through its stack.
 pub(crate) type JobFuture = BoxFuture<'static, Result<Disposition, BoxError>>;
 
-/// A stack, ready to take one job.
+/// One job type's stack, owned by the loop of its queue: polled ready before
+/// each delivery is taken, then called with it, as tower's own drivers do.
 // `pub` in a private module: it appears in the sealed `Handlers` trait.
 #[allow(unreachable_pub)]
-pub trait ReadyRoute: Send {
-    /// Decodes the job and starts it. An `Err` is a dead-letter reason: the
-    /// payload is not this job type.
-    fn call(
-        self: Box<Self>,
-        envelope: &Envelope,
-        queue: &Arc<str>,
-        redelivered: bool,
-    ) -> Result<JobFuture, String>;
+pub trait Route: Send {
+    /// The job type's name.
+    fn job_type(&self) -> &'static str;
+    /// The job type's queue.
+    fn queue(&self) -> &'static str;
+    /// Whether the stack can take a job now.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>>;
+    /// Decodes the job and starts it on the stack, which must have been
+    /// polled ready. An `Err` is a dead-letter reason: the payload is not
+    /// this job type (the readiness stays for the next delivery).
+    fn call(&mut self, delivered: Delivered<'_>) -> Result<JobFuture, String>;
 }
 
-/// One job type's stack.
-#[allow(unreachable_pub)]
-pub trait Route: Send + Sync {
-    fn job_type(&self) -> &'static str;
-    fn queue(&self) -> &'static str;
-    /// Waits until the stack can take a job.
-    fn ready(&self) -> BoxFuture<'static, Result<Box<dyn ReadyRoute>, BoxError>>;
+/// What a route needs of a delivery to build its request.
+#[allow(unreachable_pub, missing_debug_implementations)]
+pub struct Delivered<'a> {
+    pub(crate) envelope: &'a Envelope,
+    pub(crate) queue: &'a Arc<str>,
+    pub(crate) redelivered: bool,
+    pub(crate) classifier: &'a SharedClassifier,
 }
 
 pub(crate) struct TypedRoute<J, S> {
@@ -59,11 +63,7 @@ impl<J: Job, S> TypedRoute<J, S> {
 impl<J, S> Route for TypedRoute<J, S>
 where
     J: Job,
-    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError> + Send + 'static,
     S::Future: Send + 'static,
 {
     fn job_type(&self) -> &'static str {
@@ -74,49 +74,27 @@ where
         J::QUEUE.name()
     }
 
-    fn ready(&self) -> BoxFuture<'static, Result<Box<dyn ReadyRoute>, BoxError>> {
-        // Readiness belongs to the instance that was polled (a concurrency
-        // limit's permit, say), so the ready clone is the one that is called.
-        let service = self.service.clone();
-        let retry = self.retry.clone();
-        Box::pin(async move {
-            let service = service.ready_oneshot().await?;
-            Ok(Box::new(Ready::<J, S> {
-                service,
-                retry,
-                _job: PhantomData,
-            }) as Box<dyn ReadyRoute>)
-        })
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.service.poll_ready(cx)
     }
-}
 
-struct Ready<J, S> {
-    service: S,
-    retry: Option<Arc<RetryPolicy>>,
-    _job: PhantomData<fn(J)>,
-}
-
-impl<J, S> ReadyRoute for Ready<J, S>
-where
-    J: Job,
-    S: Service<JobRequest<J>, Response = Disposition, Error = BoxError> + Send + 'static,
-    S::Future: Send + 'static,
-{
-    fn call(
-        mut self: Box<Self>,
-        envelope: &Envelope,
-        queue: &Arc<str>,
-        redelivered: bool,
-    ) -> Result<JobFuture, String> {
-        let job: J = envelope
+    fn call(&mut self, delivered: Delivered<'_>) -> Result<JobFuture, String> {
+        let job: J = delivered
+            .envelope
             .payload_as()
             .map_err(|e| format!("payload does not decode as job type `{}`: {e}", J::NAME))?;
         let max_attempts = self.retry.as_ref().map_or(1, |p| p.max_attempts());
-        let ctx = JobContext::from_envelope(envelope, Arc::clone(queue), max_attempts, redelivered);
+        let ctx = JobContext::from_envelope(
+            delivered.envelope,
+            Arc::clone(delivered.queue),
+            max_attempts,
+            delivered.redelivered,
+        );
         let mut request = JobRequest::new(job, ctx);
-        if let Some(policy) = self.retry.take() {
-            request = request.with_retry_policy(policy);
+        if let Some(policy) = &self.retry {
+            request = request.with_retry_policy(Arc::clone(policy));
         }
+        request.set_classifier(delivered.classifier.clone());
         Ok(Box::pin(self.service.call(request)))
     }
 }

@@ -5,7 +5,7 @@ use queuey_core::{BoxError, JobError};
 use queuey_tower::LONGEST_WAIT;
 use queuey_tower::classify::{FailureClass, parse_retry_after};
 use queuey_tower::defer::DeferralLimitReached;
-use queuey_tower::{DeferOn429, Disposition, JobRequest};
+use queuey_tower::{ClassifyLayer, DeferOn429, Disposition, JobRequest};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::request;
@@ -72,18 +72,27 @@ async fn the_deferral_cap_turns_one_more_deferral_into_a_failure() {
 }
 
 #[tokio::test]
-async fn a_deferral_longer_than_a_hold_is_shortened_to_one_a_hold_accepts() {
+async fn a_30_day_retry_after_is_dead_lettered_never_released_early() {
     let svc = ServiceBuilder::new()
-        .layer(DeferOn429::new())
-        .service(deferring(40 * 24 * 3600));
-    let answer = svc.oneshot(request(())).await.unwrap();
+        .layer(DeferOn429)
+        .service(deferring(30 * 24 * 3600));
+    let Disposition::DeadLetter { reason } = svc.oneshot(request(())).await.unwrap() else {
+        panic!("a month-long wait must not be parked in a hold");
+    };
+    assert!(
+        reason.starts_with("a deferral of 2592000 s is longer than a hold can keep"),
+        "{reason}"
+    );
+    // The longest wait itself is kept, whatever the hold's granularity.
+    let svc = ServiceBuilder::new()
+        .layer(DeferOn429)
+        .service(deferring(LONGEST_WAIT.as_secs()));
     assert_eq!(
-        answer,
+        svc.oneshot(request(())).await.unwrap(),
         Disposition::Defer {
             delay: LONGEST_WAIT
         }
     );
-    // Rounded up to any granularity up to 20 hours, the hold accepts it.
     for granularity_secs in [0, 1, 7, 60, 3_600, 20 * 3_600] {
         let granularity = Duration::from_secs(granularity_secs);
         assert!(
@@ -113,7 +122,8 @@ async fn a_classifier_maps_a_client_error_with_a_retry_after_header() {
         parse_retry_after(&e.retry_after).map(FailureClass::RetryAfter)
     };
     let svc = ServiceBuilder::new()
-        .layer(DeferOn429::new().classifier(classifier))
+        .layer(ClassifyLayer::new(classifier))
+        .layer(DeferOn429)
         .service(service_fn(|_: JobRequest<()>| async {
             Err::<Disposition, BoxError>(Box::new(TooManyRequests {
                 retry_after: "120".into(),

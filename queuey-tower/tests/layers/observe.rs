@@ -105,8 +105,8 @@ fn traced(outcome: fn() -> Result<Disposition, JobError>) -> String {
             let svc = ServiceBuilder::new()
                 .layer(TraceLayer::new())
                 .layer(DeadLetterLayer::new())
-                .layer(RetryLayer::default())
-                .layer(DeferOn429::new())
+                .layer(RetryLayer)
+                .layer(DeferOn429)
                 .service(answering(outcome));
             let mut req = request(Task { n: 1 });
             *req.ctx_mut() = req
@@ -140,15 +140,21 @@ fn trace_events_have_a_level_fitting_the_outcome_inside_a_job_span() {
         "{out}"
     );
 
+    // One WARN line per retry, from the retry layer, inside the job's span,
+    // carrying the error.
     let out = traced(|| Err(JobError::retryable("flaky")));
+    let warnings: Vec<&str> = out.lines().filter(|l| l.contains(" WARN ")).collect();
+    assert_eq!(warnings.len(), 1, "{out}");
     assert!(
-        out.contains(" WARN job{") && out.contains("will retry"),
+        warnings[0].contains(" WARN job{")
+            && warnings[0].contains("will retry")
+            && warnings[0].contains("error=flaky"),
         "{out}"
     );
 
+    // The worker logs dead letters (once, at WARN); the trace layer only
+    // closes the span.
     let out = traced(|| Err(JobError::fatal("broken")));
-    assert!(
-        out.contains("ERROR job{") && out.contains("reason=fatal: broken"),
-        "{out}"
-    );
+    assert!(!out.contains(" WARN ") && !out.contains("ERROR"), "{out}");
+    assert!(out.contains("reason=fatal: broken"), "{out}");
 }

@@ -3,7 +3,7 @@ use std::time::Duration;
 
 use queuey_core::{Backoff, BoxError, JobError, RetryPolicy};
 use queuey_tower::classify::FailureClass;
-use queuey_tower::{Disposition, JobRequest, RetryLayer};
+use queuey_tower::{ClassifyLayer, Disposition, JobRequest, RetryLayer};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::request;
@@ -136,7 +136,8 @@ async fn a_custom_classifier_can_make_errors_fatal() {
         e.to_string().contains("404").then_some(FailureClass::Fatal)
     };
     let svc = ServiceBuilder::new()
-        .layer(RetryLayer::new(policy(3, 1)).classifier(classifier))
+        .layer(ClassifyLayer::new(classifier))
+        .layer(RetryLayer::new(policy(3, 1)))
         .service(service_fn(|_: JobRequest<()>| async {
             Err::<Disposition, BoxError>("HTTP 404".into())
         }));
@@ -147,16 +148,17 @@ async fn a_custom_classifier_can_make_errors_fatal() {
 }
 
 #[tokio::test]
-async fn a_backoff_longer_than_a_hold_is_shortened_to_one_a_hold_accepts() {
+async fn a_backoff_longer_than_a_hold_is_dead_lettered_never_shortened() {
     // `Backoff::fixed` refuses this; the public variant does not.
     let month = RetryPolicy::new(3, Backoff::Fixed(Duration::from_secs(30 * 24 * 3600))).unwrap();
     let svc = ServiceBuilder::new()
         .layer(RetryLayer::new(month))
         .service(failing(|| JobError::retryable("x")));
-    assert_eq!(
-        svc.oneshot(request(())).await.unwrap(),
-        Disposition::Retry {
-            delay: queuey_tower::LONGEST_WAIT
-        }
+    let Disposition::DeadLetter { reason } = svc.oneshot(request(())).await.unwrap() else {
+        panic!("a month-long backoff must not be parked in a hold");
+    };
+    assert!(
+        reason.starts_with("a retry of 2592000 s is longer"),
+        "{reason}"
     );
 }

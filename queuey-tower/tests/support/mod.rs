@@ -84,7 +84,7 @@ pub(crate) async fn producer<B: queuey_core::Backend>(
 /// A worker running on a task of its own.
 pub(crate) struct Running {
     pub(crate) handle: queuey_tower::WorkerHandle,
-    task: tokio::task::JoinHandle<Result<(), queuey_tower::WorkerError>>,
+    pub(crate) task: tokio::task::JoinHandle<Result<(), queuey_tower::WorkerError>>,
 }
 
 /// Starts `worker` on a task.

@@ -1,24 +1,80 @@
-//! A backend that refuses chosen settles, to test what the worker does when
-//! the broker says no.
+//! A backend that fails on command, to test what the worker does when the
+//! broker says no or the connection goes away.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use queuey_core::{
-    Backend, BackendError, BackendErrorKind, Delivery, DeliveryStream, Envelope, Error,
-    MemoryBackend, QueueConfig,
+    Backend, BackendError, BackendErrorKind, ConnectionState, Delivery, DeliveryStream,
+    Disposition, Envelope, Error, MemoryBackend, QueueConfig,
 };
+use tokio::sync::watch;
 
-/// The memory backend, except that the next `fail_retries` retries are
-/// refused as a broker would refuse a hold publish (the delivery is dropped
-/// unsettled, so the memory backend delivers it again).
+/// The memory backend, with faults:
+///
+/// - the next `fail_retries` retries are refused as a broker would refuse a
+///   hold publish (the delivery is dropped unsettled, so the memory backend
+///   delivers it again);
+/// - [`cut`](Self::cut) drops the "connection": every consumer stream
+///   yields a transient error and ends, and deliveries taken before it fail
+///   to settle with `NotSettled` (and go back to the queue);
+/// - the next `fail_consumes` consumes fail transiently, and
+///   `refuse_consumes` makes them fail for good;
+/// - [`set_state`](Self::set_state) sets what `connection_state` reports.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct FaultyBackend {
     pub(crate) inner: Arc<MemoryBackend>,
     pub(crate) fail_retries: Arc<AtomicU32>,
+    pub(crate) fail_consumes: Arc<AtomicU32>,
+    pub(crate) refuse_consumes: Arc<AtomicU32>,
+    pub(crate) consumes: Arc<AtomicU64>,
+    /// Deliveries handed back with `Disposition::Requeue`.
+    pub(crate) requeues: Arc<AtomicU64>,
+    connection: Arc<Connection>,
+}
+
+#[derive(Debug)]
+struct Connection {
+    generation: watch::Sender<u64>,
+    state: Mutex<ConnectionState>,
+}
+
+impl Default for Connection {
+    fn default() -> Self {
+        Connection {
+            generation: watch::channel(0).0,
+            state: Mutex::new(ConnectionState::Connected),
+        }
+    }
+}
+
+fn lost() -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::ConnectionLost,
+        "connection reset by peer (injected)",
+    ))
+}
+
+fn take_one(counter: &AtomicU32) -> bool {
+    counter
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+impl FaultyBackend {
+    /// Drops the connection: consumers fail, deliveries taken so far are
+    /// stale.
+    pub(crate) fn cut(&self) {
+        self.connection.generation.send_modify(|g| *g += 1);
+    }
+
+    /// Sets what `connection_state` reports.
+    pub(crate) fn set_state(&self, state: ConnectionState) {
+        *self.connection.state.lock().unwrap() = state;
+    }
 }
 
 impl Backend for FaultyBackend {
@@ -50,27 +106,65 @@ impl Backend for FaultyBackend {
         &'a self,
         queue: &'a QueueConfig,
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
-        let fail_retries = Arc::clone(&self.fail_retries);
         Box::pin(async move {
+            self.consumes.fetch_add(1, Ordering::SeqCst);
+            if self.refuse_consumes.load(Ordering::SeqCst) > 0 {
+                return Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::Refused,
+                    "ACCESS_REFUSED (injected)",
+                )));
+            }
+            if take_one(&self.fail_consumes) {
+                return Err(lost());
+            }
             let stream = self.inner.consume(queue).await?;
-            Ok(stream
+            let mut cut = self.connection.generation.subscribe();
+            let generation = *cut.borrow_and_update();
+            let fail_retries = Arc::clone(&self.fail_retries);
+            let requeues = Arc::clone(&self.requeues);
+            let connection = Arc::clone(&self.connection);
+            // Until the connection is cut; then one error, and the end.
+            let until_cut = futures::stream::unfold(
+                (stream, cut, false),
+                |(mut stream, mut cut, done)| async move {
+                    if done {
+                        return None;
+                    }
+                    tokio::select! {
+                        biased;
+                        _ = cut.changed() => Some((Err(lost()), (stream, cut, true))),
+                        item = stream.next() => item.map(|item| (item, (stream, cut, false))),
+                    }
+                },
+            );
+            Ok(until_cut
                 .map(move |item| {
                     item.map(|inner| {
                         Box::new(FaultyDelivery {
                             inner,
+                            generation,
+                            connection: Arc::clone(&connection),
                             fail_retries: Arc::clone(&fail_retries),
+                            requeues: Arc::clone(&requeues),
                         }) as Box<dyn Delivery>
                     })
                 })
                 .boxed())
         })
     }
+
+    fn connection_state(&self) -> ConnectionState {
+        *self.connection.state.lock().unwrap()
+    }
 }
 
 #[derive(Debug)]
 struct FaultyDelivery {
     inner: Box<dyn Delivery>,
+    generation: u64,
+    connection: Arc<Connection>,
     fail_retries: Arc<AtomicU32>,
+    requeues: Arc<AtomicU64>,
 }
 
 impl Delivery for FaultyDelivery {
@@ -82,20 +176,18 @@ impl Delivery for FaultyDelivery {
         self.inner.redelivered()
     }
 
-    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        self.inner.ack()
-    }
-
-    fn retry(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>> {
-        let refuse = self
-            .fail_retries
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if refuse {
+    fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {
+        if *self.connection.generation.borrow() != self.generation {
+            // Dropped unsettled: the memory backend delivers it again.
+            drop(self);
+            return Box::pin(async {
+                Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::NotSettled,
+                    "the delivery's connection is gone (injected)",
+                )))
+            });
+        }
+        if matches!(disposition, Disposition::Retry { .. }) && take_one(&self.fail_retries) {
             drop(self);
             return Box::pin(async {
                 Err(Error::Backend(BackendError::new(
@@ -104,22 +196,9 @@ impl Delivery for FaultyDelivery {
                 )))
             });
         }
-        self.inner.retry(next, delay)
-    }
-
-    fn defer(
-        self: Box<Self>,
-        next: Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'static, Result<(), Error>> {
-        self.inner.defer(next, delay)
-    }
-
-    fn dead_letter(self: Box<Self>, reason: String) -> BoxFuture<'static, Result<(), Error>> {
-        self.inner.dead_letter(reason)
-    }
-
-    fn nack_requeue(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        self.inner.nack_requeue()
+        if disposition == Disposition::Requeue {
+            self.requeues.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.settle(disposition)
     }
 }

@@ -228,7 +228,7 @@ async fn run_fails_when_a_consumer_ends_underneath_it() {
     backend.close();
     let err = bounded(task).await.unwrap().unwrap_err();
     assert!(
-        matches!(&err, WorkerError::ConsumerCancelled { queue } if queue == "t.work"),
+        matches!(&err, WorkerError::BackendClosed { queue } if queue == "t.work"),
         "{err:?}"
     );
 }

@@ -7,4 +7,6 @@ mod cooldown;
 mod faulty;
 mod flows;
 mod lifecycle;
+mod reconnect;
 mod routing;
+mod stacks;

@@ -155,9 +155,10 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn layers_may_come_before_or_after_handlers() {
+async fn without_the_default_stack_only_the_given_layers_wrap_the_handler() {
     let backend = Arc::new(MemoryBackend::new());
     let before = Worker::<TestQueues, _>::builder(backend.clone())
+        .without_default_stack()
         .layer(queuey_tower::DeadLetterLayer::new())
         .handler(handler_fn(|_: Task, _: JobContext| async {
             Err::<(), _>(JobError::retryable("x"))

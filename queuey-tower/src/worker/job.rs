@@ -1,0 +1,106 @@
+//! One job, from its stack's answer to its settle on the broker.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use queuey_core::{BackendErrorKind, Delivery, Disposition, Error};
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::consume::Shared;
+use super::handle::Counting;
+use super::route::JobFuture;
+use crate::classify::{Classify, last_resort};
+use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL, STALE_SETTLES_TOTAL};
+
+/// A delivery whose stack was called: the job's future, or why it could not
+/// start (a dead-letter reason).
+pub(crate) struct Started {
+    pub(crate) delivery: Box<dyn Delivery>,
+    pub(crate) job: Result<JobFuture, String>,
+    pub(crate) queue: Arc<str>,
+}
+
+/// Runs the job, decides its final disposition, and settles it. An error
+/// that reached the worker is classified by the worker's classifier: a wait
+/// is deferred, anything else dead-lettered, never dropped. Every dead
+/// letter is logged once, at WARN, with its reason.
+pub(crate) async fn run_job(started: Started, shared: Arc<Shared>, _permit: OwnedSemaphorePermit) {
+    let Started {
+        delivery,
+        job,
+        queue,
+    } = started;
+    let outcome = match job {
+        Ok(future) => {
+            let _running = Counting::new(&shared.handle.jobs_running);
+            future.await
+        }
+        Err(reason) => Ok(Disposition::DeadLetter { reason }),
+    };
+    let disposition = match outcome {
+        Ok(disposition) => disposition.never_early(),
+        Err(error) => last_resort(shared.classifier.classify(&*error), &*error),
+    };
+    let envelope = delivery.envelope();
+    let job_id = envelope.job_id;
+    if let Disposition::DeadLetter { reason } = &disposition {
+        tracing::warn!(
+            %queue,
+            job_type = %envelope.job_type,
+            %job_id,
+            attempt = envelope.attempt,
+            %reason,
+            "job dead-lettered"
+        );
+    }
+    let what = disposition.as_str();
+    let settled = {
+        let _settling = Counting::new(&shared.handle.jobs_settling);
+        let gauge = metrics::gauge!(JOBS_SETTLING, "queue" => queue.to_string());
+        gauge.increment(1.0);
+        let settled = delivery.settle(disposition).await;
+        gauge.decrement(1.0);
+        settled
+    };
+    match settled {
+        Ok(()) => {
+            shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
+            if matches!(what, "ack" | "dead_letter") {
+                shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Err(error) => settle_failed(&shared, &queue, job_id, what, &error),
+    }
+}
+
+fn settle_failed(
+    shared: &Shared,
+    queue: &Arc<str>,
+    job_id: queuey_core::Uuid,
+    disposition: &'static str,
+    error: &Error,
+) {
+    let handle = &shared.handle;
+    handle.settle_failures.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!(SETTLE_FAILURES_TOTAL, "queue" => queue.to_string()).increment(1);
+    let stale = matches!(error, Error::Backend(e) if e.kind() == BackendErrorKind::NotSettled);
+    if stale {
+        handle.stale_settles.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!(STALE_SETTLES_TOTAL, "queue" => queue.to_string()).increment(1);
+        tracing::warn!(
+            %queue,
+            %job_id,
+            disposition,
+            %error,
+            "could not settle a job taken on a connection that is gone; the broker delivers it again"
+        );
+    } else {
+        tracing::error!(
+            %queue,
+            %job_id,
+            disposition,
+            %error,
+            "could not settle a job; the broker keeps it and will deliver it again"
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! Starting a lost consumer again: when, how often, and for how long.
+
+use std::time::Duration;
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use queuey_core::{Backend, Backoff, ConnectionState, QueueConfig};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::WorkerError;
+use super::consume::{Stream, stopped};
+use super::handle::{Counting, HandleInner};
+use crate::metrics::QUEUES_RECONNECTING;
+
+/// How long a queue keeps trying to consume again by default.
+pub const DEFAULT_RECONNECT_DEADLINE: Option<Duration> = Some(Duration::from_secs(600));
+
+/// A consumer that worked this long is healthy again: a later loss starts a
+/// new deadline.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// The worker's reconnection settings.
+#[derive(Debug, Clone)]
+pub(crate) struct Reconnect {
+    deadline: Option<Duration>,
+    backoff: Backoff,
+}
+
+impl Reconnect {
+    pub(crate) fn new(deadline: Option<Duration>) -> Self {
+        Reconnect {
+            deadline,
+            // 100 ms doubling to 5 s; constants the constructor accepts.
+            backoff: Backoff::exponential(Duration::from_millis(100), 2.0, Duration::from_secs(5))
+                .unwrap_or(Backoff::Fixed(Duration::from_secs(1))),
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Duration> {
+        self.deadline
+    }
+
+    /// The wait before try `tries` (from 0): half the backoff's base delay
+    /// plus up to half again at random, so queues of many workers do not
+    /// come back in step.
+    pub(crate) fn delay(&self, tries: u32) -> Duration {
+        let attempt = tries.saturating_add(1);
+        self.backoff.base_delay(attempt) / 2 + self.backoff.delay(attempt) / 2
+    }
+}
+
+/// A queue's consumer is lost: since when, how often it was started again,
+/// and what failed last.
+#[derive(Debug)]
+pub(crate) struct Lost {
+    pub(crate) since: Instant,
+    pub(crate) tries: u32,
+    pub(crate) last_error: String,
+    /// When a new consumer was started, if one was.
+    pub(crate) resumed_at: Option<Instant>,
+}
+
+impl Lost {
+    pub(crate) fn new(error: String) -> Self {
+        Lost {
+            since: Instant::now(),
+            tries: 0,
+            last_error: error,
+            resumed_at: None,
+        }
+    }
+
+    /// Whether the consumer started after this loss ran long enough to
+    /// count as healthy.
+    pub(crate) fn recovered(&self) -> bool {
+        self.resumed_at
+            .is_some_and(|at| at.elapsed() >= STABLE_AFTER)
+    }
+}
+
+/// Consumes the queue, again after a loss: waits a jittered backoff first,
+/// retries what may heal, and gives up on what cannot or at the deadline.
+/// `None` when shutdown was requested meanwhile.
+pub(crate) async fn open<B: Backend>(
+    config: &QueueConfig,
+    queue: &Arc<str>,
+    backend: &B,
+    stop: &mut watch::Receiver<bool>,
+    lost: &mut Option<Lost>,
+    reconnect: &Reconnect,
+) -> Result<Option<Stream>, WorkerError> {
+    loop {
+        if let Some(lost) = lost.as_mut() {
+            let waited = lost.since.elapsed();
+            if reconnect
+                .deadline()
+                .is_some_and(|deadline| waited >= deadline)
+            {
+                return Err(WorkerError::ReconnectDeadline {
+                    queue: queue.to_string(),
+                    waited,
+                    last_error: lost.last_error.clone(),
+                });
+            }
+            let delay = reconnect.delay(lost.tries);
+            lost.tries = lost.tries.saturating_add(1);
+            tokio::select! {
+                biased;
+                () = stopped(stop) => return Ok(None),
+                () = tokio::time::sleep(delay) => {}
+            }
+        }
+        if *stop.borrow() {
+            return Ok(None);
+        }
+        if backend.connection_state() == ConnectionState::Failed {
+            return Err(WorkerError::BackendFailed {
+                queue: queue.to_string(),
+            });
+        }
+        let consumed = tokio::select! {
+            biased;
+            () = stopped(stop) => return Ok(None),
+            consumed = backend.consume(config) => consumed,
+        };
+        match consumed {
+            Ok(stream) => {
+                if let Some(lost) = lost.as_mut() {
+                    lost.resumed_at = Some(tokio::time::Instant::now());
+                }
+                return Ok(Some(stream.peekable()));
+            }
+            Err(error) if error.is_transient() => {
+                tracing::warn!(queue = %queue, %error, "could not consume; trying again");
+                note_lost(lost, error.to_string());
+            }
+            Err(source) => {
+                return Err(WorkerError::Consume {
+                    queue: queue.to_string(),
+                    source,
+                });
+            }
+        }
+    }
+}
+
+/// Records a loss: a new one, unless the consumer never recovered from the
+/// last.
+pub(crate) fn note_lost(lost: &mut Option<Lost>, error: String) {
+    match lost {
+        Some(current) if !current.recovered() => current.last_error = error,
+        _ => *lost = Some(Lost::new(error)),
+    }
+}
+
+/// Shows a queue as reconnecting on the handle and in metrics while it
+/// lives.
+pub(crate) struct Reconnecting<'a> {
+    _counting: Counting<'a>,
+}
+
+impl Drop for Reconnecting<'_> {
+    fn drop(&mut self) {
+        metrics::gauge!(QUEUES_RECONNECTING).decrement(1.0);
+    }
+}
+
+/// Shows (`Some`) or stops showing (`None`) this queue as reconnecting.
+pub(crate) fn set_reconnecting<'a>(
+    slot: &mut Option<Reconnecting<'a>>,
+    handle: Option<&'a HandleInner>,
+) {
+    match (slot.is_some(), handle) {
+        (false, Some(handle)) => {
+            metrics::gauge!(QUEUES_RECONNECTING).increment(1.0);
+            *slot = Some(Reconnecting {
+                _counting: Counting::new(&handle.queues_reconnecting),
+            });
+        }
+        (true, None) => *slot = None,
+        _ => {}
+    }
+}
