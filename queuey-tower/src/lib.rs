@@ -13,13 +13,18 @@
 //! |---|---|---|
 //! | [`RetryLayer`](struct@RetryLayer) | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
 //! | [`DeferOn429`](struct@DeferOn429) | a `Retry-After` | `Defer { delay }`, spending no attempt |
-//! | [`DeadLetterLayer`] | any error | `DeadLetter { reason }` |
+//! | [`DeadLetterLayer`] | any failure (a wait: a deferral) | `DeadLetter { reason }` |
 //! | [`MetricsLayer`] | – | counters, a histogram and a gauge per queue and job type |
 //! | [`TraceLayer`] | – | a span per job and an event per outcome |
 //!
-//! [`classify`] decides what an error means (transient, fatal, or a
-//! `Retry-After`), for queuey's own errors, tower's timeout, and through a
-//! closure of yours, anything else.
+//! One classifier per stack ([`classify`]) decides what an error means
+//! (transient, fatal, or a `Retry-After`) for every layer at once: queuey's
+//! own errors, tower's timeout and load shed, and through a closure of
+//! yours, anything else.
+//!
+//! The card line compiles as written, and a worker runs it:
+//! `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429).service(handler.into_service())`
+//! (see [`WorkerBuilder::service`]).
 //!
 //! # Example
 //!

@@ -273,3 +273,29 @@ async fn the_default_timeout_bounds_an_attempt_which_is_then_retried() {
     assert_eq!(calls[1] - started, Duration::from_secs(6));
     running.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_30_day_retry_after_is_dead_lettered_with_a_reason_not_released_early() {
+    let (backend, log, running) = start(1, || {
+        JobError::deferred_msg(Duration::from_secs(30 * 24 * 3600), "429 from the API")
+    })
+    .await;
+    producer(backend.clone())
+        .await
+        .enqueue(&Task { n: 1 })
+        .await
+        .unwrap();
+    wait_until(|| running.handle.jobs_finished() == 1).await;
+    assert_eq!(backend.held_count("t.work"), 0, "nothing parked in a hold");
+    let dead = backend.dead_letters("t.work");
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0]
+            .reason
+            .starts_with("a deferral of 2592000 s is longer than a hold can keep (24 days)"),
+        "{}",
+        dead[0].reason
+    );
+    assert_eq!(log.lock().unwrap().len(), 1, "the job never ran again");
+    running.stop().await;
+}
