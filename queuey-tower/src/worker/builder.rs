@@ -13,13 +13,14 @@ use super::reconnect::{DEFAULT_RECONNECT_DEADLINE, Reconnect};
 use super::route::{Route, TypedRoute};
 use crate::classify::{Classify, SharedClassifier};
 use crate::dead_letter::DeadLetter;
+use crate::deadline::Deadline;
 use crate::defer::Defer;
 use crate::metrics::Metrics;
 use crate::retry::Retry;
 use crate::trace::Trace;
 use crate::{
-    DeadLetterLayer, DeferOn429, Disposition, HandlerService, JobRequest, MetricsLayer, RetryLayer,
-    TraceLayer,
+    DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition, HandlerService, JobRequest,
+    MetricsLayer, RetryLayer, TraceLayer,
 };
 
 /// How long a job may run in the default stack before it counts as a
@@ -35,10 +36,14 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// 1. [`TraceLayer`]: one span per job, an event for its outcome;
 /// 2. [`MetricsLayer`]: counts final outcomes and times jobs;
 /// 3. [`DeadLetterLayer`]: whatever error is left becomes a dead letter;
-/// 4. [`RetryLayer`](struct@RetryLayer) with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
+/// 4. [`DeadlineLayer`]: a job past its deadline (see
+///    [`EnqueueOptions::deadline`](queuey_core::EnqueueOptions::deadline)) is
+///    dead-lettered instead of run, retried or deferred; jobs without one
+///    pass untouched;
+/// 5. [`RetryLayer`](struct@RetryLayer) with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
 ///    (unless the job type or queue sets a policy);
-/// 5. [`DeferOn429`](struct@DeferOn429): `JobError::deferred` becomes a deferral;
-/// 6. a timeout of [`DEFAULT_JOB_TIMEOUT`] (see
+/// 6. [`DeferOn429`](struct@DeferOn429): `JobError::deferred` becomes a deferral;
+/// 7. a timeout of [`DEFAULT_JOB_TIMEOUT`] (see
 ///    [`WorkerBuilder::job_timeout`]) on each attempt, which counts as a
 ///    transient failure. RabbitMQ 4.3 no longer times out classic-queue
 ///    consumers, so without it a hung handler would hold its prefetch slot
@@ -57,12 +62,13 @@ impl Default for DefaultStack {
 }
 
 impl<S> Layer<S> for DefaultStack {
-    type Service = Trace<Metrics<DeadLetter<Retry<Defer<Timeout<S>>>>>>;
+    type Service = Trace<Metrics<DeadLetter<Deadline<Retry<Defer<Timeout<S>>>>>>>;
 
     fn layer(&self, inner: S) -> Self::Service {
         let service = TimeoutLayer::new(self.job_timeout).layer(inner);
         let service = DeferOn429.layer(service);
         let service = RetryLayer.layer(service);
+        let service = DeadlineLayer::new().layer(service);
         let service = DeadLetterLayer::new().layer(service);
         let service = MetricsLayer::new().layer(service);
         TraceLayer::new().layer(service)

@@ -4,6 +4,7 @@
 mod support;
 
 mod cooldown;
+mod deadline;
 mod faulty;
 mod flows;
 mod lifecycle;
