@@ -12,7 +12,9 @@ mod transfer;
 
 pub use fingerprint::fingerprint;
 pub use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
-pub use redrive::{Moved, RedriveOptions, RedrivePlan, RedriveReport, plan_redrive, redrive};
+pub use redrive::{
+    DEFAULT_BATCH, Moved, RedriveOptions, RedrivePlan, RedriveReport, plan_redrive, redrive,
+};
 pub use show::{Detail, amqp_value_to_json, show};
 pub use stats::{Group, Stats, TypeCount, stats};
 pub use transfer::{
