@@ -364,6 +364,9 @@ async fn bad_input_gets_a_clear_error_and_nothing_moves() {
     assert_eq!(stats["malformed"], 1);
     let shown = json(&h.cli(&["dead", "show", &q, "#1", "--json"]));
     assert_eq!(shown["summary"]["reason"], dead::MALFORMED_REASON);
+    let unknown = h.cli(&["dead", "show", &q, "no-such-id"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no dead letter `no-such-id`"));
     assert_eq!(shown["payload"], "{not json");
     let out = ok(&h.cli(&["dead", "redrive", &q, "--yes"]));
     assert!(out.contains("moved 1 dead letters"), "{out}");
