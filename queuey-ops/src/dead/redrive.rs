@@ -311,3 +311,30 @@ async fn commit(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use lapin::BasicProperties;
+    use queuey_core::Envelope;
+
+    use super::*;
+
+    #[test]
+    fn a_redrive_resets_the_attempt_unless_told_to_keep_it() {
+        let payload = serde_json::value::to_raw_value(&serde_json::json!({"k": [1, 2]})).unwrap();
+        let mut env = Envelope::new("t", "q", payload);
+        env.attempt = 5;
+        let letter = DeadLetter::new(1, env.encode().unwrap(), BasicProperties::default());
+        let reset = Envelope::decode(&redriven_body(&letter, false).unwrap()).unwrap();
+        assert_eq!((reset.attempt, reset.job_id), (1, env.job_id));
+        assert_eq!(reset.payload.get(), env.payload.get());
+        assert_eq!(redriven_body(&letter, true).unwrap(), letter.body);
+        let garbage = DeadLetter::new(2, b"x".to_vec(), BasicProperties::default());
+        assert!(
+            unmovable(&garbage)
+                .unwrap_err()
+                .contains("not a queuey envelope")
+        );
+        assert_eq!(unmovable(&letter).unwrap(), "q");
+    }
+}
