@@ -438,11 +438,19 @@ async fn redrive(
         }
         bar
     };
+    // Ctrl-C stops after the batch under way instead of rolling it back.
+    let stop = options.stop.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
     let mut on_move = |m: &dead::Moved| {
         bar.inc(1);
         bar.set_message(m.id.clone());
     };
     let report = dead::redrive(amqp, dq, options, &mut on_move).await;
+    watcher.abort();
     bar.finish_and_clear();
     let report = report?;
     if global.json {

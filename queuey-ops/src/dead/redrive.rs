@@ -18,6 +18,8 @@
 //! publisher-confirm mode to learn of a `mandatory` return.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lapin::options::BasicPublishOptions;
@@ -50,6 +52,9 @@ pub struct RedriveOptions {
     /// Moves committed together in one transaction (at least 1). A batch is
     /// all or nothing; with a `rate`, every move commits on its own.
     pub batch: usize,
+    /// Set it to stop after the current batch: what was moved is committed
+    /// and reported, [`RedriveReport::stopped`] says so.
+    pub stop: Arc<AtomicBool>,
 }
 
 impl Default for RedriveOptions {
@@ -61,6 +66,7 @@ impl Default for RedriveOptions {
             keep_attempts: false,
             redrive_id: uuid::Uuid::new_v4().to_string(),
             batch: DEFAULT_BATCH,
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -219,6 +225,10 @@ async fn run(
         .limit
         .is_none_or(|n| report.moved.len() + uncommitted.len() < n)
     {
+        if options.stop.load(Ordering::Relaxed) {
+            report.stopped = Some("interrupted; run the redrive again to move the rest".into());
+            break;
+        }
         let Some(held) = cursor.next().await? else {
             break;
         };

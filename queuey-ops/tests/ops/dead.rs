@@ -426,3 +426,52 @@ async fn bad_input_gets_a_clear_error_and_nothing_moves() {
     assert_eq!(h.ready(&dq).await, 1);
     backend.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn ctrl_c_stops_a_redrive_cleanly_and_reports_what_moved() {
+    let h = harness!("dead_redrive_sigint");
+    let q = h.queue("dead-sigint");
+    let dq = format!("{q}.dead");
+    let (backend, config) = h.backend(&q).await;
+    let jobs: Vec<_> = (0..40).map(job).collect();
+    dead_letter_jobs(&backend, &config, &jobs).await;
+
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
+        .args([
+            "dead",
+            "redrive",
+            &q,
+            "--yes",
+            "--rate",
+            "20",
+            "--no-progress",
+        ])
+        .env("AMQP_URL", &h.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("queuey runs");
+    within("some moves", async {
+        while h.ready(&q).await < 5 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(interrupted.success());
+    let out = child.wait_with_output().expect("queuey exits");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    let moved = h.ready(&q).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("moved {moved} dead letters")),
+        "{stdout}"
+    );
+    assert!(moved < 40, "{moved}");
+    assert_eq!(h.ready(&dq).await, 40 - moved);
+    backend.close().await.unwrap();
+}
