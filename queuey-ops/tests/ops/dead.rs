@@ -7,7 +7,7 @@ use lapin::BasicProperties;
 use queuey_ops::dead;
 use serde_json::{Value, json};
 
-use crate::support::{Made, dead_letter_jobs, harness, json, ok, process_all, within};
+use crate::support::{Harness, Made, dead_letter_jobs, harness, json, ok, process_all, within};
 
 const TYPES: [&str; 3] = ["send_email", "charge_invoice", "make_thumbnail"];
 
@@ -206,6 +206,38 @@ async fn redrive_previews_by_default_then_moves_jobs_back_to_a_worker() {
     backend.close().await.unwrap();
 }
 
+/// Starts `queuey dead redrive QUEUE --yes --rate RATE` and returns once at
+/// least `moved` jobs are back on the queue.
+async fn redrive_in_background(
+    h: &Harness,
+    q: &str,
+    rate: &str,
+    moved: u32,
+) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
+        .args([
+            "dead",
+            "redrive",
+            q,
+            "--yes",
+            "--rate",
+            rate,
+            "--no-progress",
+        ])
+        .env("AMQP_URL", &h.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("queuey runs");
+    within("some moves", async {
+        while h.ready(q).await < moved {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    child
+}
+
 #[tokio::test]
 async fn an_interrupted_redrive_resumed_moves_every_job_exactly_once() {
     let h = harness!("dead_redrive_resume");
@@ -215,26 +247,7 @@ async fn an_interrupted_redrive_resumed_moves_every_job_exactly_once() {
     let jobs: Vec<_> = (0..50).map(job).collect();
     let made = dead_letter_jobs(&backend, &config, &jobs).await;
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
-        .args([
-            "dead",
-            "redrive",
-            &q,
-            "--yes",
-            "--rate",
-            "40",
-            "--no-progress",
-        ])
-        .env("AMQP_URL", &h.url)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("queuey runs");
-    within("some moves", async {
-        while h.ready(&q).await < 10 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let mut child = redrive_in_background(&h, &q, "40", 10).await;
     child.kill().expect("SIGKILL");
     let _ = child.wait();
 
@@ -436,27 +449,7 @@ async fn ctrl_c_stops_a_redrive_cleanly_and_reports_what_moved() {
     let jobs: Vec<_> = (0..40).map(job).collect();
     dead_letter_jobs(&backend, &config, &jobs).await;
 
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
-        .args([
-            "dead",
-            "redrive",
-            &q,
-            "--yes",
-            "--rate",
-            "20",
-            "--no-progress",
-        ])
-        .env("AMQP_URL", &h.url)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("queuey runs");
-    within("some moves", async {
-        while h.ready(&q).await < 5 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let child = redrive_in_background(&h, &q, "20", 5).await;
     let interrupted = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
