@@ -1,9 +1,11 @@
 //! Reading a queue on AMQP 0-9-1 without losing a message or its place.
 //!
-//! AMQP 0-9-1 has no "peek". A [`Cursor`] takes messages off the head with
-//! `basic.get` and keeps every one of them unacknowledged; closing the
-//! channel hands them all back, and a classic queue puts requeued messages
-//! back at their original positions. So a read leaves the queue as it found
+//! AMQP 0-9-1 has no "peek". A read takes messages off the head and keeps
+//! every one of them unacknowledged; closing the channel hands them all
+//! back, and a classic queue puts requeued messages back at their original
+//! positions. [`browse`] streams them to a consumer whose prefetch is the
+//! number wanted; a [`Cursor`] takes them one `basic.get` at a time, for
+//! the operations that decide message by message (redrive, purge). So a read leaves the queue as it found
 //! it, in the same order, with two visible traces: the messages come back
 //! with `redelivered = true`, and while they are held no other consumer can
 //! see them. If the reading process dies, the broker requeues them the same
@@ -18,8 +20,9 @@
 //! that are not UTF-8 as base64, so it cannot support a lossless export or a
 //! faithful redrive; it is not used.
 
-use lapin::options::{BasicAckOptions, BasicGetOptions};
-use lapin::types::ShortString;
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicGetOptions, BasicQosOptions};
+use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel};
 
 use crate::amqp::{Amqp, QueueCounts, short};
@@ -122,21 +125,62 @@ pub async fn browse(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Vec<
 }
 
 /// Like [`browse`], also giving the queue's exact counts when the read began.
+///
+/// Reads with a consumer whose prefetch is the number of messages wanted,
+/// so the broker streams them without a round trip each and delivers no
+/// more than that; the channel is closed at the end, which requeues them
+/// all in place. A read ends early when nothing arrives for
+/// [`BROWSE_IDLE`] (another consumer took the rest).
 pub async fn browse_counted(
     amqp: &Amqp,
     queue: &str,
     max: Option<usize>,
 ) -> Result<(Vec<Held>, QueueCounts)> {
-    let mut cursor = Cursor::open(amqp, queue, max).await?;
-    let counts = cursor.counts();
-    let mut out = Vec::new();
-    let read = loop {
-        match cursor.next().await {
-            Ok(Some(held)) => out.push(held),
-            Ok(None) => break Ok((out, counts)),
-            Err(e) => break Err(e),
-        }
-    };
-    cursor.release().await;
-    read
+    let counts = amqp.require(queue).await?;
+    let total = counts.messages as usize;
+    let want = max.map_or(total, |m| m.min(total));
+    if want == 0 {
+        return Ok((Vec::new(), counts));
+    }
+    let channel = amqp.channel().await?;
+    let read = consume_and_hold(&channel, queue, want).await;
+    let _ = channel.close(200, ShortString::default()).await;
+    read.map(|held| (held, counts))
+}
+
+/// How long a browse waits for the next message before it takes the queue
+/// as read.
+pub const BROWSE_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn consume_and_hold(channel: &Channel, queue: &str, want: usize) -> Result<Vec<Held>> {
+    let what = || format!("reading `{queue}`");
+    // A prefetch of 0 is unlimited: only for reads past the 16-bit window.
+    let prefetch = u16::try_from(want).unwrap_or(0);
+    channel
+        .basic_qos(prefetch, BasicQosOptions { global: false })
+        .await
+        .map_err(|e| OpsError::amqp(what(), e))?;
+    let mut consumer = channel
+        .basic_consume(
+            short(queue)?,
+            ShortString::from(format!("queuey-browse-{}", uuid::Uuid::new_v4().simple())),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .map_err(|e| OpsError::amqp(what(), e))?;
+    let mut out = Vec::with_capacity(want);
+    while out.len() < want {
+        let delivery = match tokio::time::timeout(BROWSE_IDLE, consumer.next()).await {
+            Ok(Some(delivery)) => delivery.map_err(|e| OpsError::amqp(what(), e))?,
+            Ok(None) | Err(_) => break,
+        };
+        out.push(Held {
+            tag: delivery.delivery_tag,
+            position: out.len() + 1,
+            body: delivery.data,
+            properties: delivery.properties,
+        });
+    }
+    Ok(out)
 }

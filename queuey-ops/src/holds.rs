@@ -38,8 +38,10 @@ pub struct HoldQueue {
     pub expires_ms: Option<i64>,
     /// Effective TTL (the smaller of the argument and any policy).
     pub message_ttl_ms: Option<i64>,
-    /// Time left on the lease before this census renewed it, from the
-    /// broker's `idle_since`; `None` while the queue is in use.
+    /// Time left on the lease before this census renewed it:
+    /// `x-expires − (now − idle_since)`; `None` while the queue is in use.
+    /// An upper bound: the broker's idle clock also restarts on a publish,
+    /// which does not renew the lease.
     pub lease_left_ms: Option<i64>,
     /// Due time of the first job waiting, when it carries `queuey-due-at`.
     pub earliest_release_ms: Option<i64>,

@@ -18,3 +18,6 @@ mod doctor;
 
 #[path = "ops/web.rs"]
 mod web;
+
+#[path = "ops/help.rs"]
+mod help;

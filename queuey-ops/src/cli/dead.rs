@@ -45,8 +45,8 @@ pub(crate) enum DeadCommand {
     },
     /// Move dead letters back to their original queue (preview unless --yes).
     ///
-    /// Each move publishes the job and removes the dead letter in one broker
-    /// transaction, so an interrupted redrive (Ctrl-C, kill, lost connection)
+    /// Moves publish the jobs and remove the dead letters in broker
+    /// transactions, so an interrupted redrive (Ctrl-C, kill, lost connection)
     /// is resumed by running it again: no job is lost or moved twice.
     Redrive {
         /// The work queue.
@@ -65,6 +65,9 @@ pub(crate) enum DeadCommand {
         /// Keep each job's attempt counter instead of resetting it to 1.
         #[arg(long)]
         keep_attempts: bool,
+        /// Moves committed together (all or nothing); 1 with --rate.
+        #[arg(long, value_name = "N", default_value_t = dead::DEFAULT_BATCH)]
+        batch: usize,
         /// Act; without it the redrive only prints what it would move.
         #[arg(long)]
         yes: bool,
@@ -262,6 +265,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             rate,
             canary,
             keep_attempts,
+            batch,
             yes,
             no_progress,
         } => {
@@ -279,6 +283,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 },
                 rate,
                 keep_attempts,
+                batch,
                 ..RedriveOptions::default()
             };
             let amqp = global.connect("dead-redrive").await?;
@@ -433,11 +438,19 @@ async fn redrive(
         }
         bar
     };
+    // Ctrl-C stops after the batch under way instead of rolling it back.
+    let stop = options.stop.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
     let mut on_move = |m: &dead::Moved| {
         bar.inc(1);
         bar.set_message(m.id.clone());
     };
     let report = dead::redrive(amqp, dq, options, &mut on_move).await;
+    watcher.abort();
     bar.finish_and_clear();
     let report = report?;
     if global.json {

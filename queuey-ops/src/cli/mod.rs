@@ -32,7 +32,7 @@ pub(crate) const EXIT_PROBLEM: u8 = 3;
     after_help = "Exit codes: 0 ok, 1 error, 2 bad usage, 3 a check found problems or a run stopped early."
 )]
 pub(crate) struct Cli {
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Global options")]
     pub(crate) global: Global,
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -41,7 +41,7 @@ pub(crate) struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub(crate) struct Global {
-    /// The broker's AMQP URL (the password is never printed).
+    /// The broker's AMQP URL; the password is never printed [default: the local broker as guest]
     #[arg(long, env = "AMQP_URL", default_value = DEFAULT_URL, hide_env_values = true, hide_default_value = true, global = true)]
     pub(crate) url: String,
     /// The management API's base URL [default: http://HOST:15672 with the AMQP credentials]

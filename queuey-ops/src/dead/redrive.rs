@@ -1,10 +1,11 @@
 //! Moving dead letters back to the queue they died on.
 //!
-//! Each move is one AMQP transaction on the channel that read the dead
-//! letter: the publish to the original queue and the acknowledgement of the
-//! dead letter are committed together (`tx.commit`). If the process dies
-//! before the commit, the broker rolls both back and the dead letter is
-//! requeued; if it dies after, both happened. There is no state in which a
+//! Moves are AMQP transactions on the channel that read the dead letters:
+//! the publishes to the original queue and the acknowledgements of the dead
+//! letters are committed together (`tx.commit`), a batch of
+//! [`RedriveOptions::batch`] moves at a time. If the process dies before a
+//! commit, the broker rolls the batch back and the dead letters are
+//! requeued; if it dies after, all of it happened. There is no state in which a
 //! job is in both queues or in neither, so an interrupted redrive is resumed
 //! by running it again, without a journal and without duplicates. (The
 //! broker makes a transaction that touches two queues atomic against client
@@ -17,6 +18,8 @@
 //! publisher-confirm mode to learn of a `mandatory` return.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lapin::options::BasicPublishOptions;
@@ -29,6 +32,9 @@ use crate::browse::Cursor;
 use crate::dead::{DeadLetter, Filter, read};
 use crate::error::{OpsError, Result};
 use crate::headers;
+
+/// Moves per transaction unless told otherwise.
+pub const DEFAULT_BATCH: usize = 64;
 
 /// How a redrive runs.
 #[derive(Debug, Clone)]
@@ -43,6 +49,12 @@ pub struct RedriveOptions {
     pub keep_attempts: bool,
     /// Stamped on every moved message as `queuey-redrive-id`.
     pub redrive_id: String,
+    /// Moves committed together in one transaction (at least 1). A batch is
+    /// all or nothing; with a `rate`, every move commits on its own.
+    pub batch: usize,
+    /// Set it to stop after the current batch: what was moved is committed
+    /// and reported, [`RedriveReport::stopped`] says so.
+    pub stop: Arc<AtomicBool>,
 }
 
 impl Default for RedriveOptions {
@@ -53,6 +65,8 @@ impl Default for RedriveOptions {
             rate: None,
             keep_attempts: false,
             redrive_id: uuid::Uuid::new_v4().to_string(),
+            batch: DEFAULT_BATCH,
+            stop: Arc::new(AtomicBool::new(false)),
         }
     }
 }
@@ -197,11 +211,24 @@ async fn run(
         .map(|r| Duration::from_secs_f64(1.0 / r));
     let mut next_at = Instant::now();
     let mut exists: HashMap<String, bool> = HashMap::new();
+    let batch = if period.is_some() {
+        1
+    } else {
+        options.batch.max(1)
+    };
     let mut report = RedriveReport {
         redrive_id: options.redrive_id.clone(),
         ..RedriveReport::default()
     };
-    while options.limit.is_none_or(|n| report.moved.len() < n) {
+    let mut uncommitted: Vec<Moved> = Vec::new();
+    while options
+        .limit
+        .is_none_or(|n| report.moved.len() + uncommitted.len() < n)
+    {
+        if options.stop.load(Ordering::Relaxed) {
+            report.stopped = Some("interrupted; run the redrive again to move the rest".into());
+            break;
+        }
         let Some(held) = cursor.next().await? else {
             break;
         };
@@ -257,16 +284,67 @@ async fn run(
             .await
             .map_err(|e| OpsError::amqp(what(), e))?;
         cursor.ack(held.tag).await?;
-        channel
-            .tx_commit()
-            .await
-            .map_err(|e| OpsError::amqp(what(), e))?;
-        let moved = Moved {
+        uncommitted.push(Moved {
             id: letter.id(),
             target,
-        };
+        });
+        if uncommitted.len() >= batch {
+            commit(&channel, &mut uncommitted, &mut report, on_move).await?;
+        }
+    }
+    commit(&channel, &mut uncommitted, &mut report, on_move).await?;
+    Ok(report)
+}
+
+/// Commits the moves made since the last commit, then reports them.
+async fn commit(
+    channel: &lapin::Channel,
+    uncommitted: &mut Vec<Moved>,
+    report: &mut RedriveReport,
+    on_move: &mut (dyn FnMut(&Moved) + Send),
+) -> Result<()> {
+    if uncommitted.is_empty() {
+        return Ok(());
+    }
+    channel.tx_commit().await.map_err(|e| {
+        OpsError::amqp(
+            format!(
+                "committing {} moves (none of them happened; run the redrive again)",
+                uncommitted.len()
+            ),
+            e,
+        )
+    })?;
+    for moved in uncommitted.drain(..) {
         on_move(&moved);
         report.moved.push(moved);
     }
-    Ok(report)
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use lapin::BasicProperties;
+    use queuey_core::Envelope;
+
+    use super::*;
+
+    #[test]
+    fn a_redrive_resets_the_attempt_unless_told_to_keep_it() {
+        let payload = serde_json::value::to_raw_value(&serde_json::json!({"k": [1, 2]})).unwrap();
+        let mut env = Envelope::new("t", "q", payload);
+        env.attempt = 5;
+        let letter = DeadLetter::new(1, env.encode().unwrap(), BasicProperties::default());
+        let reset = Envelope::decode(&redriven_body(&letter, false).unwrap()).unwrap();
+        assert_eq!((reset.attempt, reset.job_id), (1, env.job_id));
+        assert_eq!(reset.payload.get(), env.payload.get());
+        assert_eq!(redriven_body(&letter, true).unwrap(), letter.body);
+        let garbage = DeadLetter::new(2, b"x".to_vec(), BasicProperties::default());
+        assert!(
+            unmovable(&garbage)
+                .unwrap_err()
+                .contains("not a queuey envelope")
+        );
+        assert_eq!(unmovable(&letter).unwrap(), "q");
+    }
 }

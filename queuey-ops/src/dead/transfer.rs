@@ -215,3 +215,61 @@ pub async fn import(amqp: &Amqp, records: &[ExportRecord], to: Option<&str>) -> 
         .await;
     Ok(records.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: usize) -> String {
+        let r = ExportRecord {
+            queue: "q.dead".into(),
+            id: format!("#{n}"),
+            reason: "r".into(),
+            body_base64: data_encoding::BASE64.encode(format!("body {n}").as_bytes()),
+            properties: BasicProperties::default(),
+        };
+        serde_json::to_string(&r).unwrap()
+    }
+
+    fn write(lines: &[String]) -> tempfile::NamedTempFile {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        for l in lines {
+            writeln!(f, "{l}").unwrap();
+        }
+        f
+    }
+
+    #[test]
+    fn a_complete_export_reads_back_and_a_damaged_one_names_its_line() {
+        let trailer = |n: usize| format!("{{\"{TRAILER_KEY}\":{{\"records\":{n}}}}}");
+        let good = write(&[record(1), record(2), trailer(2)]);
+        let records = read_export(good.path()).unwrap();
+        assert_eq!(records[1].body().unwrap(), b"body 2");
+        assert_eq!(plan_import(&records, Some("other")).by_queue["other"], 2);
+
+        let cases = [
+            (
+                vec![record(1), record(2)],
+                "line 2",
+                "no end-of-export trailer",
+            ),
+            (vec![record(1), trailer(3)], "line 2", "announces"),
+            (vec![record(1), "{\"queue\":".into()], "line 2", "not JSON"),
+            (
+                vec![record(1), trailer(1), record(2)],
+                "line 3",
+                "after the end-of-export",
+            ),
+            (
+                vec!["{\"x\":1}".into(), trailer(1)],
+                "line 1",
+                "not an exported dead letter",
+            ),
+        ];
+        for (lines, line, what) in cases {
+            let file = write(&lines);
+            let err = read_export(file.path()).unwrap_err().to_string();
+            assert!(err.contains(line) && err.contains(what), "{err}");
+        }
+    }
+}

@@ -173,6 +173,12 @@ pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>
         esc(&dq)
     );
     body.push_str("<h2>Dead letters by reason</h2>");
+    if letters.len() == READ_CAP {
+        let _ = write!(
+            body,
+            "<p class=note>Showing the oldest {READ_CAP}; `queuey dead stats` reads them all.</p>"
+        );
+    }
     if letters.is_empty() {
         body.push_str("<p class=ok id=\"no-dead\">No dead letters.</p>");
     } else {

@@ -7,7 +7,7 @@ use lapin::BasicProperties;
 use queuey_ops::dead;
 use serde_json::{Value, json};
 
-use crate::support::{Made, dead_letter_jobs, harness, json, ok, process_all, within};
+use crate::support::{Harness, Made, dead_letter_jobs, harness, json, ok, process_all, within};
 
 const TYPES: [&str; 3] = ["send_email", "charge_invoice", "make_thumbnail"];
 
@@ -206,6 +206,38 @@ async fn redrive_previews_by_default_then_moves_jobs_back_to_a_worker() {
     backend.close().await.unwrap();
 }
 
+/// Starts `queuey dead redrive QUEUE --yes --rate RATE` and returns once at
+/// least `moved` jobs are back on the queue.
+async fn redrive_in_background(
+    h: &Harness,
+    q: &str,
+    rate: &str,
+    moved: u32,
+) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
+        .args([
+            "dead",
+            "redrive",
+            q,
+            "--yes",
+            "--rate",
+            rate,
+            "--no-progress",
+        ])
+        .env("AMQP_URL", &h.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("queuey runs");
+    within("some moves", async {
+        while h.ready(q).await < moved {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    child
+}
+
 #[tokio::test]
 async fn an_interrupted_redrive_resumed_moves_every_job_exactly_once() {
     let h = harness!("dead_redrive_resume");
@@ -215,26 +247,7 @@ async fn an_interrupted_redrive_resumed_moves_every_job_exactly_once() {
     let jobs: Vec<_> = (0..50).map(job).collect();
     let made = dead_letter_jobs(&backend, &config, &jobs).await;
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
-        .args([
-            "dead",
-            "redrive",
-            &q,
-            "--yes",
-            "--rate",
-            "40",
-            "--no-progress",
-        ])
-        .env("AMQP_URL", &h.url)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .expect("queuey runs");
-    within("some moves", async {
-        while h.ready(&q).await < 10 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
+    let mut child = redrive_in_background(&h, &q, "40", 10).await;
     child.kill().expect("SIGKILL");
     let _ = child.wait();
 
@@ -364,6 +377,9 @@ async fn bad_input_gets_a_clear_error_and_nothing_moves() {
     assert_eq!(stats["malformed"], 1);
     let shown = json(&h.cli(&["dead", "show", &q, "#1", "--json"]));
     assert_eq!(shown["summary"]["reason"], dead::MALFORMED_REASON);
+    let unknown = h.cli(&["dead", "show", &q, "no-such-id"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no dead letter `no-such-id`"));
     assert_eq!(shown["payload"], "{not json");
     let out = ok(&h.cli(&["dead", "redrive", &q, "--yes"]));
     assert!(out.contains("moved 1 dead letters"), "{out}");
@@ -421,5 +437,34 @@ async fn bad_input_gets_a_clear_error_and_nothing_moves() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     ok(&h.cli(&["dead", "import", good.to_str().unwrap(), "--yes"]));
     assert_eq!(h.ready(&dq).await, 1);
+    backend.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_a_redrive_cleanly_and_reports_what_moved() {
+    let h = harness!("dead_redrive_sigint");
+    let q = h.queue("dead-sigint");
+    let dq = format!("{q}.dead");
+    let (backend, config) = h.backend(&q).await;
+    let jobs: Vec<_> = (0..40).map(job).collect();
+    dead_letter_jobs(&backend, &config, &jobs).await;
+
+    let child = redrive_in_background(&h, &q, "20", 5).await;
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(interrupted.success());
+    let out = child.wait_with_output().expect("queuey exits");
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    let moved = h.ready(&q).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("moved {moved} dead letters")),
+        "{stdout}"
+    );
+    assert!(moved < 40, "{moved}");
+    assert_eq!(h.ready(&dq).await, 40 - moved);
     backend.close().await.unwrap();
 }

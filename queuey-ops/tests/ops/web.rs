@@ -81,22 +81,38 @@ impl Drop for Driver {
     }
 }
 
+/// The text of the element `css` names, waiting for the page that has it
+/// (a click's navigation may still be under way).
 async fn text(client: &Client, css: &str) -> String {
-    within(css, client.find(Locator::Css(css)))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
-        .text()
-        .await
-        .expect("text")
+    within(css, async {
+        loop {
+            if let Ok(element) = client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                return text;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
 }
 
+/// Clicks the element `css` names, waiting for the page that has it. The
+/// click itself is never repeated: it may submit a form.
 async fn click(client: &Client, css: &str) {
-    within(css, client.find(Locator::Css(css)))
-        .await
-        .unwrap_or_else(|e| panic!("{css}: {e}"))
+    let element = within(css, async {
+        loop {
+            if let Ok(element) = client.find(Locator::Css(css)).await {
+                return element;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    element
         .click()
         .await
-        .expect("click");
+        .unwrap_or_else(|e| panic!("click {css}: {e}"));
 }
 
 /// Saves a screenshot under target/ as a test artifact.
