@@ -13,20 +13,25 @@
 //! **Reusing a declaration.** Let a declaration of the hold queue be sent at
 //! `S` and answered. The broker handled it no earlier than `S`, so the lease
 //! runs at least until `S + 2 * ttl`. If a publish into the queue is then
-//! confirmed at `C < S + ttl`, the job landed at `L <= C` and is released by
-//! `L + ttl < S + 2 * ttl`: inside the lease. So one declaration serves
-//! every publish confirmed within `ttl` of sending it; a hold declares the
-//! queue again only when the last declaration is older than half a TTL
-//! ([`Leases`]), keeping the other half as room for the publish's own round
-//! trip.
+//! confirmed at `C < S + ttl / 2`, the job landed at `L <= C` and is
+//! released by `L + ttl < S + 1.5 * ttl`: half a TTL before the lease can
+//! end. (`C < S + ttl` would already be inside the lease, but with no room
+//! to spare: a broker busy dead-lettering a backlog can handle the lease's
+//! expiry before the release of jobs due just before it, and a benchmark run
+//! on a loaded machine lost jobs that way. Half a TTL is the margin.) So one
+//! declaration serves every publish confirmed within half a TTL of sending
+//! it; a hold declares the queue again once the last declaration is older
+//! than a quarter of a TTL ([`Leases`]), keeping the rest as room for the
+//! publish's own round trip.
 //!
-//! **A late confirmation.** A publish confirmed at `C >= S + ttl` proves
-//! nothing by itself. The queue is then declared once more, which renews
-//! the lease from the moment the broker handles it, `R > C`, to
-//! `R + 2 * ttl > L + ttl`, but only if the queue still existed at `R`: that
-//! holds when the reply came back before `S + 2 * ttl`. Otherwise the job may
-//! have gone with its queue and is published again (a duplicate at worst),
-//! up to [`LATE_HOLD_ATTEMPTS`] times.
+//! **A late confirmation.** A publish confirmed at `C >= S + ttl / 2` is not
+//! trusted by itself. The queue is then declared once more, which renews the
+//! lease from the moment the broker handles it, `R > C`, to
+//! `R + 2 * ttl > L + 2 * ttl`, a whole TTL past the job's release, but only
+//! if the queue still existed at `R`: that holds when the reply came back
+//! before `S + 2 * ttl`. Otherwise the job may have gone with its queue and
+//! is published again (a duplicate at worst), up to [`LATE_HOLD_ATTEMPTS`]
+//! times.
 //!
 //! **A queue already gone.** Every publish is `mandatory`, so a publish
 //! into a hold queue that expired (or that an operator deleted) comes back
@@ -75,19 +80,19 @@ pub(crate) struct Leases {
 
 impl Leases {
     /// When the declaration a publish into `hold` may rely on was sent, if
-    /// it is younger than half of `ttl`.
+    /// it is younger than a quarter of `ttl`.
     fn usable(&self, hold: &str, ttl: Duration) -> Option<Instant> {
         let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
         sent.get(hold)
             .map(|(at, _)| *at)
-            .filter(|at| at.elapsed() < ttl / 2)
+            .filter(|at| at.elapsed() < ttl / 4)
     }
 
     /// Records a declaration of `hold` sent at `at` that was answered.
     fn renewed(&self, hold: &str, at: Instant, ttl: Duration) {
         let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
         if sent.len() >= LEASES_KEPT && !sent.contains_key(hold) {
-            sent.retain(|_, (at, ttl)| at.elapsed() < *ttl / 2);
+            sent.retain(|_, (at, ttl)| at.elapsed() < *ttl / 4);
         }
         let entry = sent.entry(hold.to_owned()).or_insert((at, ttl));
         if entry.0 < at {
@@ -249,7 +254,7 @@ impl Inner {
         sent: Instant,
     ) -> Result<bool, Error> {
         let ttl = Duration::from_millis(ttl_ms);
-        if sent.elapsed() < ttl {
+        if sent.elapsed() < ttl / 2 {
             return Ok(true);
         }
         self.declare_hold(connection, hold, config, ttl_ms).await?;
@@ -271,13 +276,13 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn a_lease_is_reused_for_half_a_ttl() {
+    async fn a_lease_is_reused_for_a_quarter_of_a_ttl() {
         let leases = Leases::default();
         let ttl = Duration::from_millis(1_000);
         assert_eq!(leases.usable("h", ttl), None);
         let sent = Instant::now();
         leases.renewed("h", sent, ttl);
-        tokio::time::advance(Duration::from_millis(499)).await;
+        tokio::time::advance(Duration::from_millis(249)).await;
         assert_eq!(leases.usable("h", ttl), Some(sent));
         tokio::time::advance(Duration::from_millis(1)).await;
         assert_eq!(leases.usable("h", ttl), None);

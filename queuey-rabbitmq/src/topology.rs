@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `q` | [`declare`](queuey_core::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
 //! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type = classic` only |
-//! | `q{deferred_suffix}.{ttl_ms}` | a hold publish, unless a declaration of it sent less than half a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
+//! | `q{deferred_suffix}.{ttl_ms}` | a hold publish, unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
 
 use std::collections::BTreeMap;
 
