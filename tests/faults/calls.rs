@@ -136,8 +136,8 @@ async fn cut_before_the_confirms(test: &str) -> Option<(Vec<BackendErrorKind>, u
             .expect("warm-up publish");
     }
     let before = broker.ready(&q).await;
-    // Confirms take 2 × 300 ms to come back: cut while they are on their way.
-    proxy.latency(Duration::from_millis(300));
+    // The publishes reach the broker; their confirmations never come back.
+    proxy.mute_replies(true);
     let publishes: Vec<_> = (0..16)
         .map(|n| {
             let backend = backend.clone();
@@ -145,7 +145,13 @@ async fn cut_before_the_confirms(test: &str) -> Option<(Vec<BackendErrorKind>, u
             tokio::spawn(async move { backend.publish(&envelope).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(450)).await;
+    within("the publishes to reach the broker", async {
+        while broker.ready(&q).await == before {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     proxy.refuse(true);
     proxy.cut();
     let mut kinds = Vec::new();
@@ -155,7 +161,9 @@ async fn cut_before_the_confirms(test: &str) -> Option<(Vec<BackendErrorKind>, u
             Err(e) => kinds.push(kind(&e)),
         }
     }
-    proxy.latency(Duration::ZERO);
+    // Only now: a connection not yet torn down by the cut must not pass
+    // the held confirmations on.
+    proxy.mute_replies(false);
     proxy.refuse(false);
     wait_state(&backend, ConnectionState::Connected).await;
     let stored = broker.ready(&q).await - before;

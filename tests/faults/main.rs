@@ -22,5 +22,6 @@ mod support;
 mod private;
 
 mod calls;
+mod kit;
 mod scenarios;
 mod worker;

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -21,12 +20,25 @@ pub(crate) struct Proxy {
     accept: JoinHandle<()>,
 }
 
+/// Directions that forward nothing: client to broker, broker to client.
+#[derive(Clone, Copy, Default)]
+struct Silence {
+    up: bool,
+    down: bool,
+}
+
+impl Silence {
+    fn blocks(self, downstream: bool) -> bool {
+        if downstream { self.down } else { self.up }
+    }
+}
+
 struct State {
     upstream: SocketAddr,
     /// Bumped by every cut; each connection resets when it changes.
     cuts: watch::Sender<u64>,
-    /// While set, nothing is read or written in either direction.
-    black_hole: watch::Sender<bool>,
+    /// Which directions forward nothing while set.
+    silence: watch::Sender<Silence>,
     /// While set, new connections are reset as soon as they are accepted.
     refusing: AtomicBool,
     /// Delay added to every chunk, in microseconds.
@@ -47,7 +59,7 @@ impl Proxy {
         let state = Arc::new(State {
             upstream,
             cuts: watch::Sender::new(0),
-            black_hole: watch::Sender::new(false),
+            silence: watch::Sender::new(Silence::default()),
             refusing: AtomicBool::new(false),
             latency_us: AtomicU64::new(0),
             open: AtomicUsize::new(0),
@@ -90,7 +102,16 @@ impl Proxy {
     /// anything: a silent partition. New connections are accepted but
     /// hear nothing while it lasts.
     pub(crate) fn black_hole(&self, on: bool) {
-        self.state.black_hole.send_replace(on);
+        self.state
+            .silence
+            .send_replace(Silence { up: on, down: on });
+    }
+
+    /// Stops (`true`) or resumes (`false`) forwarding from the broker to
+    /// the client only: what the client sends arrives, no answer comes back
+    /// (a publish reaches the queue, its confirmation does not).
+    pub(crate) fn mute_replies(&self, on: bool) {
+        self.state.silence.send_modify(|s| s.down = on);
     }
 
     /// Resets new connections as soon as they arrive (`true`), as a broker
@@ -119,7 +140,7 @@ impl Proxy {
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.accept.abort();
-        self.state.black_hole.send_replace(false);
+        self.state.silence.send_replace(Silence::default());
         self.cut();
     }
 }
@@ -156,50 +177,56 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) {
 }
 
 /// Carries one connection until either side closes or the proxy cuts it.
-async fn carry(client: TcpStream, state: Arc<State>) {
-    let Ok(server) = TcpStream::connect(state.upstream).await else {
+async fn carry(mut client: TcpStream, state: Arc<State>) {
+    let Ok(mut server) = TcpStream::connect(state.upstream).await else {
         let _ = client.set_zero_linger();
         return;
     };
-    let _ = client.set_nodelay(true);
-    let _ = server.set_nodelay(true);
+    // With a zero linger, closing a socket answers its peer with RST
+    // instead of FIN; the halves below are borrowed, so dropping them
+    // shuts nothing down on its own.
+    for socket in [&client, &server] {
+        let _ = socket.set_nodelay(true);
+        let _ = socket.set_zero_linger();
+    }
     state.open.fetch_add(1, Ordering::AcqRel);
     let mut cuts = state.cuts.subscribe();
     cuts.mark_unchanged();
-    let (client_read, client_write) = client.into_split();
-    let (server_read, server_write) = server.into_split();
-    let up = pump(client_read, server_write, Arc::clone(&state));
-    let down = pump(server_read, client_write, Arc::clone(&state));
-    let (mut up, mut down) = (tokio::spawn(up), tokio::spawn(down));
-    tokio::select! {
-        _ = cuts.changed() => {}
-        _ = &mut up => {}
-        _ = &mut down => {}
+    {
+        let (mut client_read, mut client_write) = client.split();
+        let (mut server_read, mut server_write) = server.split();
+        let up = pump(&mut client_read, &mut server_write, &state, false);
+        let down = pump(&mut server_read, &mut client_write, &state, true);
+        tokio::select! {
+            _ = cuts.changed() => {}
+            () = up => {}
+            () = down => {}
+        }
     }
-    // Aborting the pumps drops the sockets' halves; with a zero linger the
-    // kernel answers both peers with RST instead of FIN.
-    up.abort();
-    down.abort();
+    drop(client);
+    drop(server);
     state.open.fetch_sub(1, Ordering::AcqRel);
 }
 
-/// Copies one direction, honouring the black hole and the latency. Sets a
-/// zero linger on both sockets first, so that however the copy ends (a cut
-/// aborts it) both peers see a reset rather than an orderly close.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, state: Arc<State>) {
-    let _ = from.as_ref().set_zero_linger();
-    let _ = to.as_ref().set_zero_linger();
-    let mut hole = state.black_hole.subscribe();
+/// Copies one direction (broker to client if `downstream`), honouring the
+/// silence and the latency, until either side fails or closes.
+async fn pump(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+    state: &State,
+    downstream: bool,
+) {
+    let mut hole = state.silence.subscribe();
     let mut buffer = vec![0u8; 64 * 1024];
     loop {
-        // Black hole: neither read nor write until it lifts.
-        if hole.wait_for(|on| !*on).await.is_err() {
+        // Silence: neither read nor write until it lifts.
+        if hole.wait_for(|s| !s.blocks(downstream)).await.is_err() {
             return;
         }
         let read = tokio::select! {
             read = from.read(&mut buffer) => read,
-            // Stop reading as soon as the hole opens, even mid-wait.
-            _ = hole.wait_for(|on| *on) => continue,
+            // Stop reading as soon as the silence starts, even mid-wait.
+            _ = hole.wait_for(|s| s.blocks(downstream)) => continue,
         };
         let n = match read {
             Ok(0) | Err(_) => return,
@@ -209,7 +236,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, state: Arc<State>
         if latency > 0 {
             tokio::time::sleep(Duration::from_micros(latency)).await;
         }
-        if hole.wait_for(|on| !*on).await.is_err() {
+        if hole.wait_for(|s| !s.blocks(downstream)).await.is_err() {
             return;
         }
         if to.write_all(&buffer[..n]).await.is_err() {
