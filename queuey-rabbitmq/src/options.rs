@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use queuey_core::backend::Granularity;
 use queuey_core::{Error, MAX_MESSAGE_BYTES};
 
 /// The most publishing channels a backend opens.
@@ -51,7 +52,7 @@ pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
 ///     .dead_suffix("-dlq")
 ///     .retry_granularity(Duration::from_secs(10));
 /// assert_eq!(options.get_dead_suffix(), "-dlq");
-/// assert_eq!(options.get_deferred_granularity(), Duration::from_secs(1));
+/// assert_eq!(options.get_deferred_granularity(), Duration::from_secs(1).into());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RabbitMqOptions {
@@ -61,8 +62,8 @@ pub struct RabbitMqOptions {
     dead_suffix: String,
     declare_dead_letter_queues: bool,
     deferred_suffix: String,
-    retry_granularity: Duration,
-    deferred_granularity: Duration,
+    retry_granularity: Granularity,
+    deferred_granularity: Granularity,
     publish_concurrency: usize,
     pub(crate) publish_window: usize,
     max_message_size: usize,
@@ -87,8 +88,8 @@ impl Default for RabbitMqOptions {
             dead_suffix: ".dead".to_owned(),
             declare_dead_letter_queues: true,
             deferred_suffix: ".deferred".to_owned(),
-            retry_granularity: Duration::from_secs(1),
-            deferred_granularity: Duration::from_secs(1),
+            retry_granularity: Granularity::Fixed(Duration::from_secs(1)),
+            deferred_granularity: Granularity::Fixed(Duration::from_secs(1)),
             publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
             publish_window: DEFAULT_PUBLISH_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES,
@@ -202,21 +203,36 @@ impl RabbitMqOptions {
         self
     }
 
-    /// Rounding for retry backoffs and delayed enqueues (default 1 s).
+    /// Rounding for retry backoffs and delayed enqueues (default 1 s): a
+    /// step (`Duration`) or any [`Granularity`].
     ///
-    /// Delays are rounded up to a multiple of it, so each value bounds how
-    /// many hold queues a failing queue can have: with backoff capped at five
-    /// minutes, 1 s allows up to 300, 10 s up to 30. Zero or sub-millisecond
-    /// values count as 1 ms.
-    pub fn retry_granularity(mut self, granularity: Duration) -> Self {
-        self.retry_granularity = granularity;
+    /// Delays are rounded up to a multiple of a step, so each value bounds
+    /// how many hold queues a failing queue can have: with backoff capped at
+    /// five minutes, 1 s allows up to 300, 10 s up to 30. Zero or
+    /// sub-millisecond steps count as 1 ms.
+    /// [`Granularity::relative`] rounds into buckets that grow by a
+    /// percentage instead: lateness stays within that percentage and the
+    /// number of hold queues grows with the logarithm of the longest delay
+    /// (122 buckets from 1 s to a week at 10 %).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_core::backend::Granularity;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default()
+    ///     .retry_granularity(Granularity::relative(10, Duration::from_secs(1)));
+    /// # let _ = options;
+    /// ```
+    pub fn retry_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
+        self.retry_granularity = granularity.into();
         self
     }
 
-    /// Rounding for deferrals (default 1 s). Zero or sub-millisecond values
-    /// count as 1 ms.
-    pub fn deferred_granularity(mut self, granularity: Duration) -> Self {
-        self.deferred_granularity = granularity;
+    /// Rounding for deferrals (default 1 s): a step (`Duration`) or any
+    /// [`Granularity`]. Zero or sub-millisecond steps count as 1 ms.
+    pub fn deferred_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
+        self.deferred_granularity = granularity.into();
         self
     }
 
@@ -285,12 +301,12 @@ impl RabbitMqOptions {
     /// The retry granularity as configured (see
     /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
     /// for the value used).
-    pub fn get_retry_granularity(&self) -> Duration {
+    pub fn get_retry_granularity(&self) -> Granularity {
         self.retry_granularity
     }
 
     /// The deferral granularity as configured.
-    pub fn get_deferred_granularity(&self) -> Duration {
+    pub fn get_deferred_granularity(&self) -> Granularity {
         self.deferred_granularity
     }
 
@@ -391,8 +407,8 @@ mod tests {
         assert_eq!(o.get_dead_suffix(), ".dead");
         assert!(o.get_declare_dead_letter_queues());
         assert_eq!(o.get_deferred_suffix(), ".deferred");
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(1));
-        assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1));
+        assert_eq!(o.get_retry_granularity(), Duration::from_secs(1).into());
+        assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1).into());
         assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
         assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
         assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
@@ -422,8 +438,8 @@ mod tests {
         assert!(!o.get_declare_dead_letter_queues());
         assert_eq!(o.dead_suffix_in_use(), None);
         assert_eq!(o.get_deferred_suffix(), ".wait");
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(10));
-        assert_eq!(o.get_deferred_granularity(), Duration::ZERO);
+        assert_eq!(o.get_retry_granularity(), Duration::from_secs(10).into());
+        assert_eq!(o.get_deferred_granularity(), Duration::ZERO.into());
         assert_eq!(o.get_publish_concurrency(), 1);
         assert_eq!(o.get_max_message_size(), 1024);
         assert!(o.validate().is_ok());

@@ -230,6 +230,47 @@ async fn each_granularity_rounds_its_own_kind_of_hold() {
 /// `Backend::defer`, the producer's deferral: the job comes back to its
 /// queue with that queue's top priority, its attempt and deferral counts
 /// as sent.
+/// Relative granularity: delays land in the hold queues of buckets that grow
+/// by 10 % from 1 s, each a pure function of the delay, never shorter than
+/// it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relative_buckets_create_the_expected_hold_queues() {
+    use queuey_core::backend::Granularity;
+    let broker = broker!("relative_buckets_create_the_expected_hold_queues");
+    let backend = broker
+        .backend(
+            RabbitMqOptions::default()
+                .retry_granularity(Granularity::relative(10, Duration::from_secs(1))),
+        )
+        .await;
+    let q = broker.queue("relative");
+    // (asked, the bucket it lands in): 10 s stays 10 s; just over it is the
+    // next bucket, 11 s; just over 11 s is 12.1 s rounded up to 13 s.
+    let cases = [(10_000, 10_000), (10_001, 11_000), (11_001, 13_000)];
+    let holds: Vec<String> = cases.iter().map(|(_, b)| broker.hold(&q, *b)).collect();
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    for (n, (asked, _)) in cases.iter().enumerate() {
+        within(
+            "publish_after",
+            backend.publish_after(&envelope(&q, n as u32), Duration::from_millis(*asked)),
+        )
+        .await
+        .unwrap();
+    }
+    for hold in &holds {
+        assert_eq!(broker.ready(hold).await, 1, "{hold}");
+    }
+    // Nothing else was created.
+    let prefix = format!("{q}.deferred.");
+    let mut found = broker.queues_starting_with(&prefix).await;
+    found.sort();
+    let mut expected = holds.clone();
+    expected.sort();
+    assert_eq!(found, expected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backend_defer_returns_the_job_with_the_queues_top_priority() {
     let broker = broker!("backend_defer_returns_the_job_with_the_queues_top_priority");
