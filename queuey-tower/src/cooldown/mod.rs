@@ -11,7 +11,7 @@
 //! ahead of the backlog, through the usual hold queues, so nothing is lost
 //! and nothing runs early; jobs of other keys run as usual.
 //!
-//! Place the layer **outside** [`DeferOn429`](crate::DeferOn429) (and
+//! Place the layer **outside** [`DeferOn429`](struct@crate::DeferOn429) (and
 //! outside the retry layer), where the deferral is already a
 //! [`Disposition::Defer`]: the layer starts a cool-down from every `Defer`
 //! it sees come back for a keyed job. A worker adds it with
