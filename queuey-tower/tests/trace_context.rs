@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use queuey_core::{JobContext, JobError, MemoryBackend};
-use queuey_tower::{TraceLayer, Worker};
+use queuey_tower::Worker;
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -41,7 +41,7 @@ async fn the_producers_span_is_the_parent_of_the_handlers_span() {
                 }
             },
         ))
-        .layer(TraceLayer::new())
+        // The default stack's TraceLayer opens the job's span.
         .build()
         .await
         .unwrap();
