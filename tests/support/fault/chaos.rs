@@ -10,8 +10,8 @@ use lapin::{Connection, ConnectionProperties};
 
 use super::child::Children;
 use super::node::PrivateNode;
+use super::plan::{Fault, Plan};
 use super::proxy::Proxy;
-use super::scenario::{Fault, Plan};
 
 /// The fault injector of one run.
 pub(crate) struct Chaos<'a> {

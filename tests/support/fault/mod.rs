@@ -1,7 +1,8 @@
 //! The fault kit: what the fault scenarios (`tests/faults/`) and the `soak`
 //! example share. A TCP proxy that breaks connections ([`proxy`]), a
 //! private RabbitMQ node a test may stop and kill ([`node`]), the
-//! total-queue ledger ([`ledger`]) and the scenario runner ([`scenario`]).
+//! total-queue ledger ([`ledger`]), the faults and their pace ([`plan`],
+//! [`chaos`], [`child`]) and the scenario runner ([`scenario`]).
 //!
 //! Included with `#[path]` by each user, so every item is `pub(crate)` and
 //! not every user uses every item.
@@ -11,5 +12,6 @@ pub(crate) mod chaos;
 pub(crate) mod child;
 pub(crate) mod ledger;
 pub(crate) mod node;
+pub(crate) mod plan;
 pub(crate) mod proxy;
 pub(crate) mod scenario;
