@@ -251,7 +251,7 @@ impl Inner {
                 Err(_) if uncertain => {
                     return Err(uncertain_after(&what(), self.options.publish_timeout));
                 }
-                Err(_) => return Err(timed_out(&what(), self.options.publish_timeout)),
+                Err(_) => return Err(self.publish_timed_out(&what())),
             };
             if let Err(Error::Backend(e)) = &result
                 && e.kind() == BackendErrorKind::Uncertain
@@ -405,6 +405,25 @@ impl Backend for RabbitMqBackend {
 
     fn connection_state(&self) -> ConnectionState {
         self.inner.link.state()
+    }
+}
+
+impl Inner {
+    /// The error of a publish that ran past its bound: saying so when the
+    /// broker is unreachable (the backend is still reconnecting) tells an
+    /// operator where to look.
+    fn publish_timed_out(&self, what: &str) -> Error {
+        let bound = self.options.publish_timeout;
+        if self.link.current().is_some() {
+            return timed_out(what, bound);
+        }
+        Error::Backend(BackendError::new(
+            BackendErrorKind::TimedOut,
+            format!(
+                "{what}: RabbitMQ is unreachable and the backend is still reconnecting; \
+                 gave up after {bound:?}"
+            ),
+        ))
     }
 }
 
