@@ -18,6 +18,7 @@ use crate::delivery::{RabbitMqDelivery, requeue_later};
 use crate::error::Failure;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
+use crate::rehold::{self, Due};
 use crate::topology;
 
 /// The longest queue-name part of a consumer tag, in bytes.
@@ -189,14 +190,26 @@ impl Consumer {
                     self.pause = RESUME_PAUSE_MIN;
                     match Envelope::decode_located(&delivery.data) {
                         Ok((envelope, payload_at)) => {
-                            return Some(Ok(Box::new(RabbitMqDelivery::new(
+                            let due = rehold::due(&delivery.properties, now_ms());
+                            let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
                                 live.channel.clone(),
                                 Arc::clone(&self.queue),
                                 envelope,
                                 payload_at,
                                 delivery,
-                            ))));
+                            ));
+                            match due {
+                                Due::Now => return Some(Ok(delivery)),
+                                Due::Later {
+                                    remaining,
+                                    due_at_ms,
+                                } => {
+                                    rehold::hold_again(&self.inner, delivery, remaining, due_at_ms)
+                                        .await
+                                }
+                                Due::Absurd(reason) => rehold::refuse(delivery, reason).await,
+                            }
                         }
                         Err(error) => self.malformed(delivery, error).await,
                     }
@@ -348,6 +361,14 @@ async fn reject(delivery: &LapinDelivery, queue: &str, why: &str) {
             tracing::error!(queue, why, outcome = ?other, "could not reject a malformed message")
         }
     }
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -60,6 +60,11 @@ pub(crate) struct RabbitMqDelivery {
 impl RabbitMqDelivery {
     /// A delivery whose body decoded as `envelope`, its payload found at
     /// `payload_at` in the body. The body itself is not kept.
+    /// The queue the delivery was consumed from.
+    pub(crate) fn queue(&self) -> &str {
+        &self.queue
+    }
+
     pub(crate) fn new(
         inner: Arc<Inner>,
         channel: Channel,

@@ -119,6 +119,27 @@ impl Inner {
         delay: Duration,
         kind: HoldKind,
     ) -> Result<(), Error> {
+        self.hold_until(envelope, delay, due_at_ms(delay), kind)
+            .await
+    }
+
+    /// Parks `envelope` for `delay`, stamping `due_at_ms` as its due time
+    /// (a job held again after coming back early keeps its first one).
+    ///
+    /// A delay longer than one hold queue keeps a job
+    /// ([`LONGEST_WAIT`](queuey_core::LONGEST_WAIT), 24 days) is held in
+    /// legs: the first leg waits 24 days, and the consumer that gets the job
+    /// back before its due time holds it again for the rest (see
+    /// [`rehold`](crate::rehold)). With
+    /// [`RabbitMqOptions::refuse_long_delays`](crate::RabbitMqOptions::refuse_long_delays)
+    /// such a delay is refused instead, as the first version did.
+    pub(crate) async fn hold_until(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        due_at_ms: u64,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
         let queue = envelope.queue.as_str();
         let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
             queue: queue.to_owned(),
@@ -127,7 +148,14 @@ impl Inner {
             HoldKind::Retry => self.options.get_retry_granularity(),
             HoldKind::Deferral => self.options.get_deferred_granularity(),
         };
-        let ttl_ms = topology::hold_delay_ms(queue, delay, granularity)?;
+        let chained = delay > queuey_core::LONGEST_WAIT && !self.options.refuse_long_delays;
+        let ttl_ms = if chained {
+            // A whole number of seconds under the cap: a hold queue like any
+            // other, whatever the granularity.
+            u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap_or(u64::MAX)
+        } else {
+            topology::hold_delay_ms(queue, delay, granularity)?
+        };
         let prepared = match kind {
             HoldKind::Deferral if envelope.priority != config.top_priority() => {
                 self.prepare(&envelope.clone().with_priority(config.top_priority()))?
@@ -140,7 +168,7 @@ impl Inner {
         let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
         let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         let mut out = prepared.outgoing(&hold);
-        out.properties = properties::with_due_at(out.properties, due_at_ms(delay));
+        out.properties = properties::with_due_at(out.properties, due_at_ms);
         let deadline = Instant::now() + self.options.publish_timeout;
         self.retrying(
             deadline,

@@ -172,6 +172,7 @@ mod options;
 mod pool;
 mod properties;
 mod publisher;
+pub mod rehold;
 pub mod topology;
 mod uri;
 

@@ -73,6 +73,7 @@ pub struct RabbitMqOptions {
     pub(crate) publish_timeout: Duration,
     pub(crate) reconnect_delay: (Duration, Duration),
     pub(crate) reconnect_deadline: Option<Duration>,
+    pub(crate) refuse_long_delays: bool,
 }
 
 impl Default for RabbitMqOptions {
@@ -99,6 +100,7 @@ impl Default for RabbitMqOptions {
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             reconnect_delay: (DEFAULT_RECONNECT_DELAY_MIN, DEFAULT_RECONNECT_DELAY_MAX),
             reconnect_deadline: None,
+            refuse_long_delays: false,
         }
     }
 }
@@ -147,6 +149,16 @@ impl RabbitMqOptions {
     /// 100 ms and 5 s).
     pub fn reconnect_delay(mut self, min: Duration, max: Duration) -> Self {
         self.reconnect_delay = (min, max);
+        self
+    }
+
+    /// Refuse delays longer than one hold queue keeps a job (about 24
+    /// days) with [`Error::DelayTooLong`], as the first version did, instead
+    /// of holding them in legs of 24 days (the default; see
+    /// [`rehold`](crate::rehold)). Holding in legs needs every consumer of
+    /// the queue to be a version that checks due times.
+    pub fn refuse_long_delays(mut self, refuse: bool) -> Self {
+        self.refuse_long_delays = refuse;
         self
     }
 

@@ -70,3 +70,4 @@ mod dead_letters;
 mod declare;
 mod holds;
 mod publish;
+mod rehold;

@@ -1,0 +1,196 @@
+//! Never early, whatever happened in the hold queue.
+//!
+//! Every hold publish carries the job's due time (the `queuey-due-at`
+//! header: milliseconds since the Unix epoch). A job can come back from its
+//! hold before that time:
+//!
+//! - an operator policy (or operator policy) set a shorter `message-ttl` on
+//!   hold queues — RabbitMQ applies the smaller of the policy and the
+//!   queue's own argument;
+//! - the delay was longer than one hold queue keeps a job (about 24 days),
+//!   so the hold was a first leg of several ("chained holds").
+//!
+//! Such a job is not run: the consumer holds it again for what remains
+//! (attempt, deferrals and priority unchanged, the same due time), and only
+//! then acknowledges the delivery. A job whose header is not a number, or is
+//! negative, is treated as having none (it is due); one due more than
+//! [`FAR_FUTURE`] ahead is dead-lettered with a reason that says so rather
+//! than parked for years.
+
+use std::time::Duration;
+
+use lapin::BasicProperties;
+use lapin::types::AMQPValue;
+use queuey_core::{Delivery, Disposition};
+
+use crate::backend::Inner;
+use crate::delivery::RabbitMqDelivery;
+use crate::hold::HoldKind;
+use crate::properties::DUE_AT_HEADER;
+
+/// How far ahead a due time may lie before it is taken for garbage: ten
+/// years.
+pub const FAR_FUTURE: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+
+/// Counter: jobs that came back from a hold before their due time and were
+/// held again.
+pub(crate) const REHOLDS_TOTAL: &str = "queuey_rabbitmq_reholds_total";
+
+/// When a delivered job is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// Now (no header, a past due time, or a header that is not a time).
+    Now,
+    /// Later: hold it again for `remaining`, keeping `due_at_ms`.
+    Later { remaining: Duration, due_at_ms: u64 },
+    /// A due time too far ahead to be anything but garbage.
+    Absurd(String),
+}
+
+/// When a job carrying `properties` is due, at `now_ms`.
+pub(crate) fn due(properties: &BasicProperties, now_ms: u64) -> Due {
+    let Some(value) = properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get(DUE_AT_HEADER))
+    else {
+        return Due::Now;
+    };
+    let due_at = match value {
+        AMQPValue::LongLongInt(n) => *n,
+        AMQPValue::LongInt(n) => i64::from(*n),
+        AMQPValue::LongUInt(n) => i64::from(*n),
+        AMQPValue::ShortInt(n) => i64::from(*n),
+        AMQPValue::ShortUInt(n) => i64::from(*n),
+        AMQPValue::Timestamp(n) => i64::try_from(*n).unwrap_or(i64::MAX),
+        other => {
+            tracing::warn!(header = DUE_AT_HEADER, value = ?other, "the due-time header is not a number; treating the job as due");
+            return Due::Now;
+        }
+    };
+    let Ok(due_at) = u64::try_from(due_at) else {
+        tracing::warn!(
+            header = DUE_AT_HEADER,
+            due_at,
+            "the due-time header is negative; treating the job as due"
+        );
+        return Due::Now;
+    };
+    if due_at <= now_ms {
+        return Due::Now;
+    }
+    let remaining = Duration::from_millis(due_at - now_ms);
+    if remaining > FAR_FUTURE {
+        return Due::Absurd(format!(
+            "the job's due-time header ({DUE_AT_HEADER} = {due_at}) lies {} days ahead, beyond \
+             any delay queuey parks a job for; refusing to hold it that long",
+            remaining.as_secs() / 86_400
+        ));
+    }
+    Due::Later {
+        remaining,
+        due_at_ms: due_at,
+    }
+}
+
+/// Holds a job that came back early again for what remains, then
+/// acknowledges its delivery. On failure the delivery is dropped unsettled,
+/// and the broker delivers it again later.
+pub(crate) async fn hold_again(
+    inner: &Inner,
+    delivery: Box<RabbitMqDelivery>,
+    remaining: Duration,
+    due_at_ms: u64,
+) {
+    let queue = delivery.queue().to_owned();
+    let envelope = delivery.envelope().clone().for_queue(&queue);
+    tracing::info!(
+        queue,
+        job_id = %envelope.job_id,
+        early_by = ?remaining,
+        "a job came back from its hold before its due time (a policy shortening hold \
+         queues, or a delay longer than one hold); holding it again for the rest"
+    );
+    let held = inner
+        .hold_until(&envelope, remaining, due_at_ms, HoldKind::Retry)
+        .await;
+    let result = match held {
+        Ok(()) => delivery.ack().await,
+        Err(error) => Err(error),
+    };
+    match result {
+        Ok(()) => metrics::counter!(REHOLDS_TOTAL, "queue" => queue).increment(1),
+        Err(error) => tracing::error!(
+            queue,
+            %error,
+            "could not hold an early job again; the broker keeps it and delivers it again"
+        ),
+    }
+}
+
+/// Dead-letters a job whose due time is garbage.
+pub(crate) async fn refuse(delivery: Box<RabbitMqDelivery>, reason: String) {
+    let queue = delivery.queue().to_owned();
+    tracing::warn!(queue, %reason, "dead-lettering a job with an absurd due time");
+    if let Err(error) = delivery.settle(Disposition::DeadLetter { reason }).await {
+        tracing::error!(queue, %error, "could not dead-letter a job with an absurd due time; the broker keeps it");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::types::{FieldTable, LongString};
+
+    fn with(value: AMQPValue) -> BasicProperties {
+        let mut headers = FieldTable::default();
+        headers.insert(DUE_AT_HEADER.into(), value);
+        BasicProperties::default().with_headers(headers)
+    }
+
+    const NOW: u64 = 1_700_000_000_000;
+
+    #[test]
+    fn a_future_due_time_is_held_again_for_the_rest() {
+        let p = with(AMQPValue::LongLongInt(NOW as i64 + 4_000));
+        assert_eq!(
+            due(&p, NOW),
+            Due::Later {
+                remaining: Duration::from_secs(4),
+                due_at_ms: NOW + 4_000
+            }
+        );
+        let p = with(AMQPValue::Timestamp(NOW + 1));
+        assert!(matches!(due(&p, NOW), Due::Later { .. }));
+    }
+
+    #[test]
+    fn past_missing_and_malformed_due_times_are_due_now() {
+        assert_eq!(due(&BasicProperties::default(), NOW), Due::Now);
+        for value in [
+            AMQPValue::LongLongInt(NOW as i64),
+            AMQPValue::LongLongInt(1),
+            AMQPValue::LongLongInt(-5),
+            AMQPValue::LongLongInt(i64::MIN),
+            AMQPValue::LongString(LongString::from("tomorrow")),
+            AMQPValue::Double(1e18),
+            AMQPValue::Boolean(true),
+        ] {
+            assert_eq!(due(&with(value.clone()), NOW), Due::Now, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn a_due_time_years_ahead_is_refused() {
+        let p = with(AMQPValue::LongLongInt(i64::MAX));
+        let Due::Absurd(reason) = due(&p, NOW) else {
+            panic!("not refused")
+        };
+        assert!(reason.contains(DUE_AT_HEADER), "{reason}");
+        let nine_years = NOW + 9 * 365 * 86_400_000;
+        assert!(matches!(
+            due(&with(AMQPValue::LongLongInt(nine_years as i64)), NOW),
+            Due::Later { .. }
+        ));
+    }
+}
