@@ -256,7 +256,9 @@ async fn a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_happen_before_anything_is_created() {
     let broker = broker!("refusals_happen_before_anything_is_created");
-    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let backend = broker
+        .backend(RabbitMqOptions::default().refuse_long_delays(true))
+        .await;
 
     // A hold onto a queue this backend did not declare.
     let q = broker.queue("unknown");
@@ -387,7 +389,11 @@ async fn the_hold_declaration_channel_reopens_after_a_refusal() {
 async fn the_longest_hold_has_an_x_expires_past_32_bits() {
     let broker = broker!("the_longest_hold_has_an_x_expires_past_32_bits");
     let backend = broker
-        .backend(RabbitMqOptions::default().retry_granularity(Duration::from_millis(1)))
+        .backend(
+            RabbitMqOptions::default()
+                .retry_granularity(Duration::from_millis(1))
+                .refuse_long_delays(true),
+        )
         .await;
     let q = broker.queue("longest");
     let hold = broker.hold(&q, MAX_DEFERRAL_MS);
@@ -434,6 +440,7 @@ async fn a_hold_past_the_cap_creates_no_hold_queue() {
     let backend = broker
         .backend(
             RabbitMqOptions::default()
+                .refuse_long_delays(true)
                 .retry_granularity(Duration::from_millis(1))
                 .deferred_granularity(Duration::from_millis(1)),
         )
