@@ -3,13 +3,13 @@
 use lapin::types::{AMQPValue, FieldTable};
 
 /// Why the job died (set on every dead letter).
-pub const REASON: &str = "x-death-reason";
+pub const REASON: &str = queuey_rabbitmq::topology::REASON_HEADER;
 /// The work queue the job was consumed from.
-pub const ORIGINAL_QUEUE: &str = "x-original-queue";
+pub const ORIGINAL_QUEUE: &str = queuey_rabbitmq::topology::ORIGINAL_QUEUE_HEADER;
 /// The attempts the job had made when it died.
-pub const ATTEMPTS: &str = "x-attempts";
+pub const ATTEMPTS: &str = queuey_rabbitmq::topology::ATTEMPTS_HEADER;
 /// On a hold publish: when the job becomes due, in ms since the Unix epoch.
-pub const DUE_AT: &str = "queuey-due-at";
+pub const DUE_AT: &str = queuey_rabbitmq::topology::DUE_AT_HEADER;
 /// Stamped by a redrive: the id of the redrive run that moved the job.
 pub const REDRIVE_ID: &str = "queuey-redrive-id";
 /// Stamped by a redrive: how many times the job has been redriven.

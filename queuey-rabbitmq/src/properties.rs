@@ -25,13 +25,9 @@ pub(crate) const PERSISTENT: u8 = 2;
 /// frame, and a reason is a label, not a log.
 pub(crate) const MAX_REASON_BYTES: usize = 4096;
 
-pub(crate) const REASON_HEADER: &str = "x-death-reason";
-pub(crate) const ORIGINAL_QUEUE_HEADER: &str = "x-original-queue";
-pub(crate) const ATTEMPTS_HEADER: &str = "x-attempts";
-/// On every hold publish: when the job becomes due, in milliseconds since
-/// the Unix epoch, as a 64-bit integer. Operators' tools and never-early
-/// checks read it under exactly this name.
-pub(crate) const DUE_AT_HEADER: &str = "queuey-due-at";
+pub(crate) use crate::topology::{
+    ATTEMPTS_HEADER, DUE_AT_HEADER, ORIGINAL_QUEUE_HEADER, REASON_HEADER,
+};
 
 /// The properties of an envelope: persistent, its job id as message id,
 /// and `priority` unless that is 0 (the broker treats a message without one

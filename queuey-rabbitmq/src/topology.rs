@@ -20,6 +20,17 @@ pub use queuey_core::MAX_DEFERRAL_MS;
 pub use queuey_core::backend::{effective_granularity_ms, hold_delay_ms, round_up_ms};
 pub use queuey_core::queue::MAX_QUEUE_NAME_BYTES;
 
+/// Header of a dead letter: why the job died.
+pub const REASON_HEADER: &str = "x-death-reason";
+/// Header of a dead letter: the work queue the job was consumed from.
+pub const ORIGINAL_QUEUE_HEADER: &str = "x-original-queue";
+/// Header of a dead letter: the attempts the job had made.
+pub const ATTEMPTS_HEADER: &str = "x-attempts";
+/// Header of every hold publish: when the job becomes due, in milliseconds
+/// since the Unix epoch, as a 64-bit integer. Operators' tools and the
+/// consumers' never-early check read it under exactly this name.
+pub const DUE_AT_HEADER: &str = "queuey-due-at";
+
 /// The queue type every queue is declared with.
 ///
 /// Sent explicitly so that a vhost whose default queue type is quorum still
