@@ -162,6 +162,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
+mod connection_properties;
 mod consumer;
 mod declare;
 mod delivery;
@@ -177,6 +178,7 @@ pub mod topology;
 mod uri;
 
 pub use backend::{Addresses, RabbitMqBackend};
+pub use connection_properties::ConnectionProperties;
 pub use delivery::REQUEUE_DELAY;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the

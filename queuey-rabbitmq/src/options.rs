@@ -177,6 +177,16 @@ impl RabbitMqOptions {
         self
     }
 
+    /// Sets the connection's name, client properties and locale at once,
+    /// replacing any set before (the seeds' `connection_properties` option,
+    /// with queuey's own [`ConnectionProperties`](crate::ConnectionProperties)).
+    pub fn connection_properties(mut self, properties: crate::ConnectionProperties) -> Self {
+        self.connection_name = properties.connection_name;
+        self.client_properties = properties.client_properties;
+        self.locale = properties.locale;
+        self
+    }
+
     /// Adds a client property sent to the broker when connecting (as a
     /// string). Keys are at most 255 bytes.
     pub fn client_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
@@ -455,6 +465,29 @@ mod tests {
         assert_eq!(o.get_publish_concurrency(), 1);
         assert_eq!(o.get_max_message_size(), 1024);
         assert!(o.validate().is_ok());
+    }
+
+    #[test]
+    fn connection_properties_set_name_properties_and_locale_at_once() {
+        let o = RabbitMqOptions::default()
+            .client_property("old", "gone")
+            .connection_properties(
+                crate::ConnectionProperties::default()
+                    .with_connection_name("n")
+                    .with_client_property("k", "v")
+                    .with_locale("de_DE"),
+            );
+        assert_eq!(o.get_connection_name(), Some("n"));
+        assert_eq!(o.get_client_properties().len(), 1);
+        assert_eq!(
+            o.get_client_properties().get("k").map(String::as_str),
+            Some("v")
+        );
+        assert_eq!(o.get_locale(), Some("de_DE"));
+        let long = RabbitMqOptions::default().connection_properties(
+            crate::ConnectionProperties::default().with_client_property("k".repeat(256), "v"),
+        );
+        assert!(matches!(long.validate(), Err(Error::InvalidConfig(_))));
     }
 
     #[test]
