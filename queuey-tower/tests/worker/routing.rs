@@ -204,6 +204,10 @@ async fn every_dead_letter_is_one_warn_line_naming_its_reason() {
         .finish();
     // The worker's tasks run on this thread, so they see the subscriber.
     let _default = tracing::subscriber::set_default(subscriber);
+    // Other tests of this binary run on other threads with no subscriber; a
+    // log callsite they reached first may have cached "never interested".
+    // Ask every callsite again now that this thread has a subscriber.
+    tracing::callsite::rebuild_interest_cache();
     let backend = Arc::new(MemoryBackend::new());
     let worker = Worker::<TestQueues, _>::builder(backend.clone())
         .handler(handler_fn(|_: Task, _: JobContext| async {
