@@ -15,10 +15,11 @@ use queuey_core::{
 use tokio::time::Instant;
 
 use crate::declare::{self, HoldDeclarer};
-use crate::hold::{HoldKind, Leases};
+use crate::hold::Leases;
 use crate::link::{Current, Link};
 use crate::publisher::{Outgoing, Publisher};
 use crate::{RabbitMqOptions, consumer, properties, topology};
+use queuey_core::backend::HoldKind;
 
 /// The RabbitMQ backend: one AMQP connection shared by every producer and
 /// worker of a process. See the [crate documentation](crate) for the channel

@@ -13,13 +13,13 @@ use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
 use queuey_core::{DecodeError, Delivery, DeliveryStream, Envelope, Error, QueueConfig};
 
 use crate::backend::{Inner, timed_out};
-use crate::declare;
 use crate::delivery::{RabbitMqDelivery, requeue_later};
 use crate::error::Failure;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::rehold::{self, Due};
 use crate::topology;
+use crate::{declare, hold};
 
 /// The longest queue-name part of a consumer tag, in bytes.
 pub(crate) const TAG_QUEUE_BYTES: usize = 160;
@@ -190,7 +190,7 @@ impl Consumer {
                     self.pause = RESUME_PAUSE_MIN;
                     match Envelope::decode_located(&delivery.data) {
                         Ok((envelope, payload_at)) => {
-                            let due = rehold::due(&delivery.properties, now_ms());
+                            let due = rehold::due(&delivery.properties, hold::now_ms());
                             let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
                                 live.channel.clone(),
@@ -361,14 +361,6 @@ async fn reject(delivery: &LapinDelivery, queue: &str, why: &str) {
             tracing::error!(queue, why, outcome = ?other, "could not reject a malformed message")
         }
     }
-}
-
-/// Milliseconds since the Unix epoch.
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

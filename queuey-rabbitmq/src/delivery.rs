@@ -10,12 +10,11 @@ use futures::future::BoxFuture;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
-use queuey_core::backend::{self as core, Disposition, Plan};
+use queuey_core::backend::{Disposition, Plan};
 use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error, QueueConfig};
 
 use crate::backend::{Inner, timed_out};
 use crate::error::Failure;
-use crate::hold::HoldKind;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::topology;
@@ -223,10 +222,6 @@ impl Delivery for RabbitMqDelivery {
             match disposition.plan(&self.envelope, &self.queue) {
                 Plan::Ack => self.ack_now().await,
                 Plan::Hold { next, delay, kind } => {
-                    let kind = match kind {
-                        core::HoldKind::Retry => HoldKind::Retry,
-                        core::HoldKind::Deferral => HoldKind::Deferral,
-                    };
                     self.inner.hold(&next, delay, kind).await?;
                     self.ack_now().await
                 }

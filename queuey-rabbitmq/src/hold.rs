@@ -49,21 +49,13 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::Connection;
+use queuey_core::backend::HoldKind;
 use queuey_core::{BackendError, BackendErrorKind, Envelope, Error, QueueConfig};
 use tokio::time::Instant;
 
 use crate::backend::Inner;
 use crate::publisher::Outgoing;
 use crate::{properties, topology};
-
-/// Which granularity and priority a hold uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldKind {
-    /// A retry or delayed enqueue: retry granularity, the envelope's priority.
-    Retry,
-    /// A deferral: deferral granularity, the queue's top priority.
-    Deferral,
-}
 
 /// How often a hold whose lease could not be shown to cover its job is
 /// published again before the hold fails.
@@ -293,10 +285,20 @@ impl Inner {
 /// When a job held for `delay` from now becomes due, in milliseconds since
 /// the Unix epoch (the `queuey-due-at` header).
 fn due_at_ms(delay: Duration) -> u64 {
+    // Rounded up, so that a due time is never earlier than asked.
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from((now + delay).as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// Milliseconds since the Unix epoch, rounded down: the clock a consumer
+/// reads due times on, so that a job is never taken for due early.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

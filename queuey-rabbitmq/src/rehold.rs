@@ -25,8 +25,8 @@ use queuey_core::{Delivery, Disposition};
 
 use crate::backend::Inner;
 use crate::delivery::RabbitMqDelivery;
-use crate::hold::HoldKind;
 use crate::properties::DUE_AT_HEADER;
+use queuey_core::backend::HoldKind;
 
 /// How far ahead a due time may lie before it is taken for garbage: ten
 /// years.
