@@ -831,14 +831,14 @@ async fn measure_once(
                 decoding: false,
             },
             Side::Lapin,
-        ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities).await,
+        ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, false).await,
         (
             Kind::Consume {
                 prefetch,
                 decoding: true,
             },
             Side::Lapin,
-        ) => lapin_side::consume_decoding(broker, connection, prefetch, jobs, row.priorities).await,
+        ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, true).await,
         (
             Kind::Retry {
                 prefetch, hold_ms, ..

@@ -75,12 +75,17 @@ pub(crate) async fn enqueue(
 /// taking the next delivery would wait for lapin's I/O thread once per
 /// message and measure less than lapin can do. The clock runs from opening
 /// the channel to the last ack.
+///
+/// With `decode`, each delivery is first decoded into the job it carries,
+/// as a job library on lapin (apalis-amqp's worker) does before running its
+/// handler: the envelope, then the job from its payload.
 pub(crate) async fn consume(
     broker: &Broker,
     connection: &Connection,
     prefetch: u16,
     jobs: usize,
     priorities: bool,
+    decode: bool,
 ) -> BenchResult<Measured> {
     let queue = broker.fresh_queue();
     broker.declare_work_queue(&queue, priorities).await?;
@@ -104,6 +109,10 @@ pub(crate) async fn consume(
                 delivery = consumer.next(), if received < jobs => {
                     let delivery = delivery.ok_or("the consumer ended")??;
                     received += 1;
+                    if decode {
+                        let envelope = Envelope::decode(&delivery.data)?;
+                        std::hint::black_box(envelope.payload_as::<BenchJob>()?);
+                    }
                     acking.push(async move { delivery.ack(BasicAckOptions::default()).await });
                 }
             }
@@ -294,54 +303,6 @@ impl Pool {
             close(&channel).await;
         }
     }
-}
-
-/// Like [`consume`], but each delivery is first decoded into the job it
-/// carries, as a job library on lapin (apalis-amqp's worker) does before
-/// running its handler: the envelope, then the job from its payload.
-pub(crate) async fn consume_decoding(
-    broker: &Broker,
-    connection: &Connection,
-    prefetch: u16,
-    jobs: usize,
-    priorities: bool,
-) -> BenchResult<Measured> {
-    let queue = broker.fresh_queue();
-    broker.declare_work_queue(&queue, priorities).await?;
-    broker.fill(&queue, jobs).await?;
-    broker.expect_ready(&queue, jobs).await?;
-
-    let clock = Stopwatch::start();
-    let channel = connection.create_channel().await?;
-    let mut consumer = start_consumer(&channel, &queue, prefetch).await?;
-    let drained = tokio::time::timeout(RUN_TIMEOUT, async {
-        let mut acking = FuturesUnordered::new();
-        let (mut received, mut acked) = (0, 0);
-        while acked < jobs {
-            tokio::select! {
-                Some(sent) = acking.next() => {
-                    if !sent? {
-                        return Err("an ack was not sent".into());
-                    }
-                    acked += 1;
-                }
-                delivery = consumer.next(), if received < jobs => {
-                    let delivery = delivery.ok_or("the consumer ended")??;
-                    received += 1;
-                    let envelope = Envelope::decode(&delivery.data)?;
-                    std::hint::black_box(envelope.payload_as::<BenchJob>()?);
-                    acking.push(async move { delivery.ack(BasicAckOptions::default()).await });
-                }
-            }
-        }
-        BenchResult::Ok(())
-    })
-    .await;
-    let measured = clock.stop(jobs);
-    drained??;
-    close(&channel).await;
-    broker.expect_ready(&queue, 0).await?;
-    Ok(measured)
 }
 
 /// The memory row's baseline: one consumer with prefetch `jobs` takes
