@@ -177,6 +177,7 @@ fn rabbitmq_topology(c: &mut Criterion) {
                 black_box(queue),
                 ".deferred",
                 Some(".dead"),
+                Some(".suspect"),
             ))
         })
     });

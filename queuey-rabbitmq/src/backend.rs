@@ -356,6 +356,7 @@ impl Backend for RabbitMqBackend {
                     config.name(),
                     inner.options.get_deferred_suffix(),
                     inner.options.dead_suffix_in_use(),
+                    inner.options.suspect_suffix_in_use(),
                 )?;
             }
             if inner.is_closed() {

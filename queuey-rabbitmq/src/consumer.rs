@@ -15,6 +15,7 @@ use queuey_core::{DecodeError, Delivery, DeliveryStream, Envelope, Error, QueueC
 use crate::backend::{Inner, timed_out};
 use crate::delivery::{RabbitMqDelivery, requeue_later};
 use crate::error::Failure;
+use crate::guard::Guard;
 use crate::properties::{self, DeadLetterInfo};
 use crate::publisher::Outgoing;
 use crate::rehold::{self, Due};
@@ -50,14 +51,17 @@ fn truncate(s: &str, max: usize) -> &str {
 }
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
-/// `basic_qos(prefetch, global = false)` set before `basic_consume`.
+/// `basic_qos(prefetch, global = false)` set before `basic_consume`; with
+/// the [poison guard](crate#poison-guard) on, a second consumer of its
+/// suspect queue on another channel, with a prefetch of 1 (declaring the
+/// suspect queue first), merged into the same stream.
 ///
 /// The stream outlives the connection: when the connection dies (or the
-/// broker cancels the consumer because the queue was deleted), it consumes
-/// again with the same prefetch on the backend's next connection,
-/// declaring the queue again first if it was gone. It ends with an error
-/// only for what cannot heal (the backend gave up, the broker refuses the
-/// queue), and with `None` once the backend is closed.
+/// broker cancels a consumer because its queue was deleted), each consumer
+/// consumes again with the same prefetch on the backend's next connection,
+/// declaring the queues again first if they were gone. It ends with an
+/// error only for what cannot heal (the backend gave up, the broker refuses
+/// a queue), and with `None` once the backend is closed.
 pub(crate) async fn consume(
     inner: Arc<Inner>,
     config: &QueueConfig,
@@ -66,21 +70,29 @@ pub(crate) async fn consume(
     if inner.is_closed() {
         return Err(Error::ShutDown);
     }
-    let mut state = Consumer {
-        inner,
-        config: config.clone(),
-        queue: Arc::from(config.name()),
-        live: None,
-        ended: false,
-        pause: RESUME_PAUSE_MIN,
-    };
-    // The first consumer starts now, so that a refusal is the caller's error.
-    state.live = Some(state.start().await?);
-    Ok(futures::stream::unfold(state, |mut state| async move {
-        let item = state.next().await?;
-        Some((item, state))
-    })
-    .boxed())
+    let suspects = inner
+        .options
+        .suspect_suffix_in_use()
+        .map(|suffix| topology::suspect_queue_name(config.name(), suffix));
+    // The consumers start now, so that a refusal is the caller's error.
+    let work = Consumer::start_on(Arc::clone(&inner), config, Source::Work).await?;
+    match suspects {
+        None => Ok(work.into_stream()),
+        Some(name) => {
+            let suspects =
+                Consumer::start_on(inner, config, Source::Suspects(Arc::from(name))).await?;
+            Ok(futures::stream::select(work.into_stream(), suspects.into_stream()).boxed())
+        }
+    }
+}
+
+/// Which queue a consumer takes from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The work queue itself, with its prefetch.
+    Work,
+    /// Its suspect queue (the name), one delivery at a time.
+    Suspects(Arc<str>),
 }
 
 /// The first pause before consuming again after the consumer was lost; it
@@ -99,17 +111,63 @@ struct Live {
 struct Consumer {
     inner: Arc<Inner>,
     config: QueueConfig,
+    /// The work queue: the queue of every delivery, whichever it came from.
     queue: Arc<str>,
+    source: Source,
+    /// The queue consumed: the work queue or its suspect queue.
+    consumed: Arc<str>,
     live: Option<Live>,
     ended: bool,
     pause: Duration,
 }
 
 impl Consumer {
+    /// A consumer of `source`, consuming already.
+    async fn start_on(
+        inner: Arc<Inner>,
+        config: &QueueConfig,
+        source: Source,
+    ) -> Result<Consumer, Error> {
+        let queue: Arc<str> = Arc::from(config.name());
+        let consumed = match &source {
+            Source::Work => Arc::clone(&queue),
+            Source::Suspects(name) => Arc::clone(name),
+        };
+        let mut state = Consumer {
+            inner,
+            config: config.clone(),
+            queue,
+            source,
+            consumed,
+            live: None,
+            ended: false,
+            pause: RESUME_PAUSE_MIN,
+        };
+        state.live = Some(state.start().await?);
+        Ok(state)
+    }
+
+    fn into_stream(self) -> DeliveryStream {
+        futures::stream::unfold(self, |mut state| async move {
+            let item = state.next().await?;
+            Some((item, state))
+        })
+        .boxed()
+    }
+
+    fn prefetch(&self) -> u16 {
+        match self.source {
+            Source::Work => self.config.prefetch_count(),
+            Source::Suspects(_) => 1,
+        }
+    }
+
     /// Opens a channel on the current connection (waiting for a
-    /// reconnection up to the call bound) and consumes on it.
+    /// reconnection up to the call bound) and consumes on it; a suspect
+    /// queue is declared first, in case no `declare` of this process made
+    /// it.
     async fn start(&self) -> Result<Live, Error> {
-        let queue = &*self.queue;
+        let queue = &*self.consumed;
         let what = format!("consuming `{queue}`");
         let current = self.inner.link.connection(&what).await?;
         let bound = self.inner.options.call_timeout;
@@ -117,12 +175,12 @@ impl Consumer {
         let fail =
             |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
         let starting = async {
+            if let Source::Suspects(name) = &self.source {
+                declare::declare_suspect_queue(connection, name, &self.config).await?;
+            }
             let channel = connection.create_channel().await.map_err(fail)?;
             channel
-                .basic_qos(
-                    self.config.prefetch_count(),
-                    BasicQosOptions { global: false },
-                )
+                .basic_qos(self.prefetch(), BasicQosOptions { global: false })
                 .await
                 .map_err(fail)?;
             let tag = consumer_tag(queue);
@@ -148,7 +206,7 @@ impl Consumer {
         };
         match &result {
             Ok(live) => {
-                tracing::debug!(queue, consumer_tag = %live.tag, prefetch = self.config.prefetch_count(), "consuming");
+                tracing::debug!(queue, consumer_tag = %live.tag, prefetch = self.prefetch(), "consuming");
             }
             Err(error) => self.inner.saw(current.generation, error),
         }
@@ -167,11 +225,11 @@ impl Consumer {
             let Some(live) = self.live.as_mut() else {
                 match self.start().await {
                     Ok(live) => {
-                        tracing::info!(queue = %self.queue, consumer_tag = %live.tag, "consuming again on the new connection");
+                        tracing::info!(queue = %self.consumed, consumer_tag = %live.tag, "consuming again on the new connection");
                         self.live = Some(live);
                     }
                     Err(error) if error.is_transient() => {
-                        tracing::debug!(queue = %self.queue, %error, "could not consume yet; trying again");
+                        tracing::debug!(queue = %self.consumed, %error, "could not consume yet; trying again");
                         self.back_off().await;
                     }
                     Err(error) => {
@@ -179,17 +237,32 @@ impl Consumer {
                         if matches!(error, Error::ShutDown) {
                             return None;
                         }
-                        tracing::error!(queue = %self.queue, %error, "cannot consume; the stream ends");
+                        tracing::error!(queue = %self.consumed, %error, "cannot consume; the stream ends");
                         return Some(Err(error));
                     }
                 }
                 continue;
             };
             match live.consumer.next().await {
-                Some(Ok(delivery)) => {
+                Some(Ok(mut delivery)) => {
                     self.pause = RESUME_PAUSE_MIN;
-                    match Envelope::decode_located(&delivery.data) {
-                        Ok((envelope, payload_at)) => {
+                    // Only a delivery that came back unsettled meets the guard.
+                    let guard = match self.inner.options.guard_in_use() {
+                        Some((suffix, limit)) if delivery.redelivered => Some(Guard {
+                            config: &self.config,
+                            suffix,
+                            limit,
+                        }),
+                        _ => None,
+                    };
+                    match (Envelope::decode_located(&delivery.data), guard) {
+                        (Ok((envelope, _)), Some(guard)) => {
+                            guard.divert(&self.inner, delivery, &envelope).await;
+                        }
+                        (Ok((envelope, payload_at)), None) => {
+                            // A job only reaches the suspect queue by coming
+                            // back unsettled: it is a redelivery to the worker.
+                            delivery.redelivered |= matches!(self.source, Source::Suspects(_));
                             let due = rehold::due(&delivery.properties, hold::now_ms());
                             let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
@@ -211,7 +284,7 @@ impl Consumer {
                                 Due::Absurd(reason) => rehold::refuse(delivery, reason).await,
                             }
                         }
-                        Err(error) => self.malformed(delivery, error).await,
+                        (Err(error), _) => self.malformed(delivery, error).await,
                     }
                 }
                 Some(Err(e)) => {
@@ -221,7 +294,7 @@ impl Consumer {
                     if self.inner.is_closed() {
                         continue;
                     }
-                    tracing::warn!(queue = %self.queue, consumer_tag = %tag, error = %e, "the consumer was lost; consuming again once the connection is back");
+                    tracing::warn!(queue = %self.consumed, consumer_tag = %tag, error = %e, "the consumer was lost; consuming again once the connection is back");
                     self.inner.link.suspect(generation);
                     self.back_off().await;
                 }
@@ -237,7 +310,7 @@ impl Consumer {
                         // We never cancel a consumer that is still being
                         // polled, so the broker did: its queue was deleted.
                         tracing::warn!(
-                            queue = %self.queue,
+                            queue = %self.consumed,
                             consumer_tag = %tag,
                             "the broker cancelled the consumer (was the queue deleted?); declaring the queue again and consuming"
                         );
@@ -250,7 +323,7 @@ impl Consumer {
                             tracing::warn!(queue = %self.queue, %error, "could not declare the queue again yet");
                         }
                     } else {
-                        tracing::warn!(queue = %self.queue, consumer_tag = %tag, "the consumer's channel closed; consuming again once the connection is back");
+                        tracing::warn!(queue = %self.consumed, consumer_tag = %tag, "the consumer's channel closed; consuming again once the connection is back");
                         self.inner.link.suspect(generation);
                     }
                     self.back_off().await;

@@ -14,8 +14,9 @@ use crate::error::{Failure, code, connection_lost};
 use crate::pool::ChannelPool;
 use crate::topology::{self, ArgumentValue, QueueArguments};
 
-/// Declares each work queue and, when enabled, its dead-letter queue, on one
-/// fresh channel that is closed afterwards. Stops at the first refusal.
+/// Declares each work queue and, when enabled, its dead-letter queue and
+/// its suspect queue, on one fresh channel that is closed afterwards. Stops
+/// at the first refusal.
 pub(crate) async fn declare_queues(
     connection: &Connection,
     options: &RabbitMqOptions,
@@ -37,6 +38,13 @@ pub(crate) async fn declare_queues(
                     .await
                     .map_err(|f| explain(f, &dead, config))?;
             }
+            if let Some(suffix) = options.suspect_suffix_in_use() {
+                let suspect = topology::suspect_queue_name(queue, suffix);
+                let args = topology::suspect_queue_arguments(config);
+                declare(connection, &channel, &suspect, config.is_durable(), &args)
+                    .await
+                    .map_err(|f| explain(f, &suspect, config))?;
+            }
             declared(config);
         }
         Ok(())
@@ -56,15 +64,33 @@ pub(crate) async fn declare_dead_letter_queue(
     dead: &str,
     config: &QueueConfig,
 ) -> Result<(), Error> {
-    let channel = new_channel(
-        connection,
-        "opening a channel to declare a dead-letter queue",
-    )
-    .await?;
     let args = topology::dead_letter_queue_arguments();
-    let result = declare(connection, &channel, dead, config.is_durable(), &args)
+    declare_alone(connection, dead, config, &args).await
+}
+
+/// Declares the suspect queue `suspect` of `config`'s queue, on a fresh
+/// channel that is closed afterwards: before consuming it, and when a
+/// publish found it gone.
+pub(crate) async fn declare_suspect_queue(
+    connection: &Connection,
+    suspect: &str,
+    config: &QueueConfig,
+) -> Result<(), Error> {
+    let args = topology::suspect_queue_arguments(config);
+    declare_alone(connection, suspect, config, &args).await
+}
+
+/// Declares one queue on a fresh channel that is closed afterwards.
+async fn declare_alone(
+    connection: &Connection,
+    queue: &str,
+    config: &QueueConfig,
+    args: &QueueArguments,
+) -> Result<(), Error> {
+    let channel = new_channel(connection, "opening a channel to declare a queue").await?;
+    let result = declare(connection, &channel, queue, config.is_durable(), args)
         .await
-        .map_err(|f| explain(f, dead, config));
+        .map_err(|f| explain(f, queue, config));
     if channel.status().connected() {
         let _ = channel.close(200, ShortString::default()).await;
     }

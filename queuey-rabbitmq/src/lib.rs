@@ -68,7 +68,9 @@
 //!   hold queues, each carrying one declaration at a time. A refused
 //!   declaration closes only its channel, which is reopened on next use.
 //! - Each [`consume`](queuey_core::Backend::consume) opens a fresh channel
-//!   and sets `basic_qos(prefetch, global = false)` before consuming.
+//!   and sets `basic_qos(prefetch, global = false)` before consuming; with
+//!   the [poison guard](#poison-guard) on, a second fresh channel consumes
+//!   the queue's suspect queue with a prefetch of 1.
 //! - Each [`declare`](queuey_core::Backend::declare) runs on a throwaway
 //!   channel, so a refused declaration cannot take the others down.
 //!
@@ -117,6 +119,43 @@
 //! ([`Error::UnknownQueue`](queuey_core::Error::UnknownQueue) otherwise) and
 //! a rounded delay of at most [`topology::MAX_DEFERRAL_MS`]
 //! ([`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) otherwise).
+//!
+//! # Poison guard
+//!
+//! A job that kills its worker process (a crash, an out-of-memory kill)
+//! would otherwise be delivered again and again for ever: the broker only
+//! sees a delivery come back unacknowledged. The guard, on by default
+//! ([`RabbitMqOptions::poison_guard`], limit
+//! [`DEFAULT_POISON_GUARD_LIMIT`] = 5), counts those returns in queuey's
+//! own header, [`topology::UNSETTLED_DELIVERIES_HEADER`]:
+//!
+//! - a first delivery (`redelivered` false) goes to the worker as always,
+//!   at no extra cost;
+//! - a redelivered one does not: its count goes up by one and the job is
+//!   published (confirmed, `mandatory`) with the new count to the work
+//!   queue's **suspect queue** `q{suspect_suffix}` (`q.suspect`), then the
+//!   delivery is acknowledged;
+//! - once the count reaches the limit, the job goes to `q.dead` instead,
+//!   with the count and the reason ``delivered N times without being
+//!   settled: the worker died or lost its connection while handling it``,
+//!   and a WARN log line.
+//!
+//! Every consumer of `q` also consumes `q.suspect`, on a channel of its own
+//! with a prefetch of 1, and hands those jobs to the worker marked
+//! [`redelivered`](queuey_core::Delivery::redelivered). A suspect thus runs
+//! alone: the jobs that were prefetched beside a poison job come back with
+//! it once, are moved to the suspect queue once, and then run normally,
+//! while the poison job alone climbs to the limit. Returns for innocent
+//! reasons (a lost connection, a worker shutting down and handing back jobs
+//! it had not started) count too, which a limit of a few absorbs. A job
+//! that is settled (acknowledged, retried, deferred, dead-lettered) starts
+//! from 0 again. A crash between the suspect publish and the acknowledgement
+//! leaves the job twice (at-least-once, never a loss).
+//!
+//! Counted in `queuey_rabbitmq_suspects_total` and
+//! `queuey_rabbitmq_poison_dead_letters_total` (label `queue`). The
+//! in-memory backend of `queuey-core` has no processes to crash and no
+//! guard.
 //!
 //! # Logging and secrets
 //!
@@ -167,6 +206,7 @@ mod consumer;
 mod declare;
 mod delivery;
 mod error;
+mod guard;
 mod hold;
 mod link;
 mod options;
@@ -188,7 +228,8 @@ pub use delivery::REQUEUE_DELAY;
 pub const SECRET_SAFE_LOG_DIRECTIVE: &str = "lapin=debug";
 
 pub use options::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_PUBLISH_CONCURRENCY,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_POISON_GUARD_LIMIT,
+    DEFAULT_PUBLISH_CONCURRENCY,
     DEFAULT_PUBLISH_TIMEOUT, DEFAULT_PUBLISH_WINDOW, DEFAULT_RECONNECT_DELAY_MAX,
     DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions,
 };

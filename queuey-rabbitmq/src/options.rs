@@ -33,6 +33,12 @@ pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_RECONNECT_DELAY_MIN: Duration = Duration::from_millis(100);
 /// The default longest pause between reconnection attempts.
 pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
+/// The default limit of the [poison guard](crate#poison-guard): a job is
+/// dead-lettered once 5 of its deliveries in a row ended without being
+/// settled. Enough to absorb the innocent redeliveries of a lost connection
+/// or a graceful shutdown handing back prefetched jobs, few enough that a
+/// job that crashes its worker stops doing so within minutes.
+pub const DEFAULT_POISON_GUARD_LIMIT: u32 = 5;
 
 /// Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
 ///
@@ -62,6 +68,8 @@ pub struct RabbitMqOptions {
     dead_suffix: String,
     declare_dead_letter_queues: bool,
     deferred_suffix: String,
+    suspect_suffix: String,
+    poison_guard: Option<u32>,
     retry_granularity: Granularity,
     deferred_granularity: Granularity,
     publish_concurrency: usize,
@@ -78,9 +86,10 @@ pub struct RabbitMqOptions {
 
 impl Default for RabbitMqOptions {
     /// No connection name, no extra client properties, the client's default
-    /// locale, `.dead` and `.deferred` suffixes, dead-letter queues declared,
-    /// both granularities 1 s, 4 publishing channels with up to 128
-    /// publishes in flight on each, and a 16 MiB message limit.
+    /// locale, `.dead`, `.deferred` and `.suspect` suffixes, dead-letter
+    /// queues declared, the poison guard on with a limit of 5, both
+    /// granularities 1 s, 4 publishing channels with up to 128 publishes in
+    /// flight on each, and a 16 MiB message limit.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -89,6 +98,8 @@ impl Default for RabbitMqOptions {
             dead_suffix: ".dead".to_owned(),
             declare_dead_letter_queues: true,
             deferred_suffix: ".deferred".to_owned(),
+            suspect_suffix: ".suspect".to_owned(),
+            poison_guard: Some(DEFAULT_POISON_GUARD_LIMIT),
             retry_granularity: Granularity::Fixed(Duration::from_secs(1)),
             deferred_granularity: Granularity::Fixed(Duration::from_secs(1)),
             publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
@@ -225,6 +236,31 @@ impl RabbitMqOptions {
         self
     }
 
+    /// The [poison guard](crate#poison-guard): `Some(limit)` dead-letters a
+    /// job once `limit` of its deliveries in a row ended without being
+    /// settled (its worker died, or lost its connection, while it had the
+    /// job), `None` turns the guard off. Default
+    /// `Some(`[`DEFAULT_POISON_GUARD_LIMIT`]`)`; `Some(0)` is refused.
+    ///
+    /// With the guard on, `declare` also creates each work queue's suspect
+    /// queue (`q{suspect_suffix}`) and every consumer of `q` takes from it
+    /// too. A job whose delivery came back unsettled waits there and is
+    /// handled on its own, so one job that crashes its worker cannot take
+    /// the jobs prefetched with it down too. Turning the guard off leaves
+    /// jobs already in a suspect queue there: drain it first (move its jobs
+    /// back to `q`) or keep one consumer with the guard on.
+    pub fn poison_guard(mut self, limit: Option<u32>) -> Self {
+        self.poison_guard = limit;
+        self
+    }
+
+    /// Suffix of the suspect queue's name (default `.suspect`); must not be
+    /// empty or the dead-letter suffix.
+    pub fn suspect_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.suspect_suffix = suffix.into();
+        self
+    }
+
     /// Rounding for retry backoffs and delayed enqueues (default 1 s): a
     /// step (`Duration`) or any [`Granularity`].
     ///
@@ -320,6 +356,16 @@ impl RabbitMqOptions {
         &self.deferred_suffix
     }
 
+    /// The poison guard's limit, `None` when the guard is off.
+    pub fn get_poison_guard(&self) -> Option<u32> {
+        self.poison_guard
+    }
+
+    /// The suspect-queue suffix.
+    pub fn get_suspect_suffix(&self) -> &str {
+        &self.suspect_suffix
+    }
+
     /// The retry granularity as configured (see
     /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
     /// for the value used).
@@ -348,6 +394,21 @@ impl RabbitMqOptions {
             return Err(Error::invalid_config(
                 "dead_suffix must not be empty: the dead-letter queue would be the work queue itself",
             ));
+        }
+        if self.poison_guard == Some(0) {
+            return Err(Error::invalid_config(
+                "poison_guard(Some(0)) would dead-letter every job that was ever redelivered: \
+                 give a limit of at least 1, or None to turn the guard off",
+            ));
+        }
+        if self.poison_guard.is_some()
+            && (self.suspect_suffix.is_empty() || self.suspect_suffix == self.dead_suffix)
+        {
+            return Err(Error::invalid_config(format!(
+                "suspect_suffix `{}` must not be empty or the dead-letter suffix: the suspect \
+                 queue would be the work queue or its dead-letter queue",
+                self.suspect_suffix
+            )));
         }
         if !(1..=MAX_PUBLISH_CONCURRENCY).contains(&self.publish_concurrency) {
             return Err(Error::invalid_config(format!(
@@ -409,6 +470,17 @@ impl RabbitMqOptions {
         Ok(())
     }
 
+    /// The suspect-queue suffix and the limit when the poison guard is on.
+    pub(crate) fn guard_in_use(&self) -> Option<(&str, u32)> {
+        self.poison_guard
+            .map(|limit| (self.suspect_suffix.as_str(), limit))
+    }
+
+    /// The suspect-queue suffix when the poison guard is on.
+    pub(crate) fn suspect_suffix_in_use(&self) -> Option<&str> {
+        self.guard_in_use().map(|(suffix, _)| suffix)
+    }
+
     /// The dead-letter suffix when dead-letter queues are on.
     pub(crate) fn dead_suffix_in_use(&self) -> Option<&str> {
         self.declare_dead_letter_queues
@@ -429,6 +501,9 @@ mod tests {
         assert_eq!(o.get_dead_suffix(), ".dead");
         assert!(o.get_declare_dead_letter_queues());
         assert_eq!(o.get_deferred_suffix(), ".deferred");
+        assert_eq!(o.get_suspect_suffix(), ".suspect");
+        assert_eq!(o.get_poison_guard(), Some(5));
+        assert_eq!(o.guard_in_use(), Some((".suspect", 5)));
         assert_eq!(o.get_retry_granularity(), Duration::from_secs(1).into());
         assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1).into());
         assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
@@ -446,6 +521,8 @@ mod tests {
             .dead_suffix("-dlq")
             .declare_dead_letter_queues(false)
             .deferred_suffix(".wait")
+            .suspect_suffix("-suspects")
+            .poison_guard(None)
             .retry_granularity(Duration::from_secs(10))
             .deferred_granularity(Duration::ZERO)
             .publish_concurrency(1)
@@ -460,6 +537,9 @@ mod tests {
         assert!(!o.get_declare_dead_letter_queues());
         assert_eq!(o.dead_suffix_in_use(), None);
         assert_eq!(o.get_deferred_suffix(), ".wait");
+        assert_eq!(o.get_suspect_suffix(), "-suspects");
+        assert_eq!(o.get_poison_guard(), None);
+        assert_eq!(o.suspect_suffix_in_use(), None);
         assert_eq!(o.get_retry_granularity(), Duration::from_secs(10).into());
         assert_eq!(o.get_deferred_granularity(), Duration::ZERO.into());
         assert_eq!(o.get_publish_concurrency(), 1);
@@ -501,10 +581,16 @@ mod tests {
             RabbitMqOptions::default().publish_window(MAX_PUBLISH_WINDOW + 1),
             RabbitMqOptions::default().client_property("k".repeat(256), "v"),
             RabbitMqOptions::default().locale("x".repeat(256)),
+            RabbitMqOptions::default().poison_guard(Some(0)),
+            RabbitMqOptions::default().suspect_suffix(""),
+            RabbitMqOptions::default().suspect_suffix(".dead"),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();
             assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
         }
+        // A suffix the guard does not use is not checked.
+        let off = RabbitMqOptions::default().poison_guard(None).suspect_suffix("");
+        assert!(off.validate().is_ok());
     }
 }

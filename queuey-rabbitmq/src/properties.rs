@@ -27,6 +27,7 @@ pub(crate) const MAX_REASON_BYTES: usize = 4096;
 
 pub(crate) use crate::topology::{
     ATTEMPTS_HEADER, DUE_AT_HEADER, ORIGINAL_QUEUE_HEADER, REASON_HEADER,
+    UNSETTLED_DELIVERIES_HEADER,
 };
 
 /// The properties of an envelope: persistent, its job id as message id,
@@ -74,6 +75,17 @@ pub(crate) fn with_due_at(properties: BasicProperties, due_at_ms: u64) -> BasicP
     headers.insert(
         short(DUE_AT_HEADER),
         AMQPValue::LongLongInt(i64::try_from(due_at_ms).unwrap_or(i64::MAX)),
+    );
+    properties.with_headers(headers)
+}
+
+/// Adds the `queuey-unsettled-deliveries` header to `properties`, keeping
+/// other headers.
+pub(crate) fn with_unsettled_deliveries(properties: BasicProperties, count: u32) -> BasicProperties {
+    let mut headers = properties.headers().clone().unwrap_or_default();
+    headers.insert(
+        short(UNSETTLED_DELIVERIES_HEADER),
+        AMQPValue::LongLongInt(i64::from(count)),
     );
     properties.with_headers(headers)
 }
@@ -229,6 +241,20 @@ mod tests {
         );
         assert_eq!(read.priority, Some(3));
         assert_eq!(read.message_id, Some(env.job_id.to_string()));
+    }
+
+    #[test]
+    fn unsettled_counts_are_64_bit_integers_added_to_other_headers() {
+        let env = envelope();
+        let p = with_unsettled_deliveries(with_due_at(job_properties(&env, 0), 5), 2);
+        let read = PlainProperties::read(&p);
+        assert_eq!(
+            read.headers,
+            vec![
+                ("queuey-due-at".to_owned(), "i64:5".to_owned()),
+                ("queuey-unsettled-deliveries".to_owned(), "i64:2".to_owned()),
+            ]
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | `q` | [`declare`](queuey_core::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
 //! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type = classic` only |
+//! | `q{suspect_suffix}` | `declare`, when the poison guard is on | those of `q` without `x-max-priority` |
 //! | `q{deferred_suffix}.{ttl_ms}` | a hold publish, unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
 
 use std::collections::BTreeMap;
@@ -30,6 +31,12 @@ pub const ATTEMPTS_HEADER: &str = "x-attempts";
 /// since the Unix epoch, as a 64-bit integer. Operators' tools and the
 /// consumers' never-early check read it under exactly this name.
 pub const DUE_AT_HEADER: &str = "queuey-due-at";
+/// Header of a job in a suspect queue (and of a job the poison guard
+/// dead-lettered): how many of its deliveries in a row ended without being
+/// settled (the worker died or lost its connection while it had the job),
+/// as a 64-bit integer. Absent means 0. See the
+/// [poison guard](crate#poison-guard).
+pub const UNSETTLED_DELIVERIES_HEADER: &str = "queuey-unsettled-deliveries";
 
 /// The queue type every queue is declared with.
 ///
@@ -62,6 +69,12 @@ pub type QueueArguments = BTreeMap<&'static str, ArgumentValue>;
 /// The name of `queue`'s dead-letter queue: `{queue}{dead_suffix}`.
 pub fn dead_letter_queue_name(queue: &str, dead_suffix: &str) -> String {
     format!("{queue}{dead_suffix}")
+}
+
+/// The name of `queue`'s suspect queue: `{queue}{suspect_suffix}`, where
+/// the poison guard parks a job that was delivered without being settled.
+pub fn suspect_queue_name(queue: &str, suspect_suffix: &str) -> String {
+    format!("{queue}{suspect_suffix}")
 }
 
 /// The name of the hold queue for `ttl_ms`: `{queue}{deferred_suffix}.{ttl_ms}`.
@@ -97,11 +110,12 @@ pub fn longest_hold_queue_name(queue: &str, deferred_suffix: &str) -> String {
 
 /// Checks up front that every name derived from `queue` fits in
 /// [`MAX_QUEUE_NAME_BYTES`]: its longest hold queue and, when given, its
-/// dead-letter queue.
+/// dead-letter queue and its suspect queue.
 pub fn check_room(
     queue: &str,
     deferred_suffix: &str,
     dead_suffix: Option<&str>,
+    suspect_suffix: Option<&str>,
 ) -> Result<(), Error> {
     let hold = longest_hold_queue_name(queue, deferred_suffix);
     if hold.len() > MAX_QUEUE_NAME_BYTES {
@@ -111,6 +125,12 @@ pub fn check_room(
         let dead = dead_letter_queue_name(queue, suffix);
         if dead.len() > MAX_QUEUE_NAME_BYTES {
             return Err(no_room(queue, "dead-letter queue", &dead));
+        }
+    }
+    if let Some(suffix) = suspect_suffix {
+        let suspect = suspect_queue_name(queue, suffix);
+        if suspect.len() > MAX_QUEUE_NAME_BYTES {
+            return Err(no_room(queue, "suspect queue", &suspect));
         }
     }
     Ok(())
@@ -135,6 +155,15 @@ pub fn work_queue_arguments(config: &QueueConfig) -> QueueArguments {
     if let Some(levels) = config.priority_levels() {
         args.insert("x-max-priority", ArgumentValue::Integer(i64::from(levels)));
     }
+    args
+}
+
+/// The arguments of `config`'s suspect queue: those of the work queue
+/// (its type and TTL) without priorities, since suspects are taken one at
+/// a time in the order they came.
+pub fn suspect_queue_arguments(config: &QueueConfig) -> QueueArguments {
+    let mut args = work_queue_arguments(config);
+    args.remove("x-max-priority");
     args
 }
 
@@ -214,9 +243,9 @@ mod tests {
     #[test]
     fn room_for_hold_queues_is_checked_with_the_seed_message() {
         // ".deferred.2147483647" is 20 bytes: 235 fits exactly, 236 does not.
-        assert!(check_room(&"x".repeat(235), ".deferred", Some(".dead")).is_ok());
+        assert!(check_room(&"x".repeat(235), ".deferred", Some(".dead"), Some(".suspect")).is_ok());
         let q = "x".repeat(241);
-        let e = check_room(&q, ".deferred", Some(".dead")).unwrap_err();
+        let e = check_room(&q, ".deferred", Some(".dead"), None).unwrap_err();
         let expected = format!(
             "queue `{q}` leaves no room for its hold queues: `{q}.deferred.2147483647` is 261 bytes, \
              over the 255-byte AMQP limit"
@@ -231,9 +260,20 @@ mod tests {
     fn room_for_the_dead_letter_queue_is_checked_when_it_is_declared() {
         let q = "x".repeat(230);
         let long_dead = "-".repeat(30);
-        let e = check_room(&q, "", Some(&long_dead)).unwrap_err();
+        let e = check_room(&q, "", Some(&long_dead), None).unwrap_err();
         assert!(e.to_string().contains("dead-letter queue"), "{e}");
-        assert!(check_room(&q, "", None).is_ok());
+        assert!(check_room(&q, "", None, None).is_ok());
+    }
+
+    #[test]
+    fn room_for_the_suspect_queue_is_checked_when_the_guard_is_on() {
+        // The longest hold name is 251 bytes: only the suspect queue is long.
+        let q = "x".repeat(240);
+        let suffix = format!(".{}", "s".repeat(15));
+        let e = check_room(&q, "", None, Some(&suffix)).unwrap_err();
+        assert!(e.to_string().contains("suspect queue"), "{e}");
+        assert!(check_room(&q, "", None, None).is_ok());
+        assert!(check_room(&q, "", None, Some(&suffix[1..])).is_ok());
     }
 
     #[test]
@@ -261,6 +301,25 @@ mod tests {
         assert_eq!(
             work_queue_arguments(&QueueConfig::new("q")).get("x-max-priority"),
             Some(&int(10))
+        );
+    }
+
+    #[test]
+    fn suspect_queues_are_the_work_queue_without_priorities() {
+        assert_eq!(suspect_queue_name("app.emails", ".suspect"), "app.emails.suspect");
+        let config = QueueConfig::new("q")
+            .message_ttl(Duration::from_secs(60))
+            .max_priority(7);
+        assert_eq!(
+            suspect_queue_arguments(&config),
+            QueueArguments::from([
+                ("x-queue-type", text("classic")),
+                ("x-message-ttl", int(60_000)),
+            ])
+        );
+        assert_eq!(
+            suspect_queue_arguments(&QueueConfig::new("q")),
+            QueueArguments::from([("x-queue-type", text("classic"))])
         );
     }
 
@@ -315,7 +374,7 @@ mod tests {
 
         #[test]
         fn a_declared_queue_has_room_for_every_hold(queue in queue_name(), ttl in 1u64..=MAX_DEFERRAL_MS) {
-            if check_room(&queue, ".deferred", Some(".dead")).is_ok() {
+            if check_room(&queue, ".deferred", Some(".dead"), Some(".suspect")).is_ok() {
                 prop_assert!(hold_queue_name(&queue, ".deferred", ttl).is_ok());
             }
         }

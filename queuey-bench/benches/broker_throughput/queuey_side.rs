@@ -142,8 +142,8 @@ pub(crate) async fn backend(
     Ok(RabbitMqBackend::with_options(broker.url(), options).await?)
 }
 
-/// Declares a fresh queue set through `backend` (the work queue and its
-/// dead-letter queue) and tracks both for deletion.
+/// Declares a fresh queue set through `backend` (the work queue, its
+/// dead-letter queue and its suspect queue) and tracks them for deletion.
 pub(crate) async fn fresh_queue(
     broker: &Broker,
     backend: &RabbitMqBackend,
@@ -152,6 +152,7 @@ pub(crate) async fn fresh_queue(
 ) -> BenchResult<(String, Producer<BenchQueues, RabbitMqBackend>)> {
     let queue = broker.fresh_queue();
     broker.track(&format!("{queue}.dead"));
+    broker.track(&format!("{queue}.suspect"));
     use_queue(&queue, prefetch, priorities);
     let producer = Producer::<BenchQueues, _>::new(backend.clone()).await?;
     Ok((queue, producer))

@@ -79,6 +79,7 @@ impl Harness {
         let name = format!("queuey-ops-test.{label}.{}", uuid::Uuid::new_v4().simple());
         self.track(&name);
         self.track(&format!("{name}.dead"));
+        self.track(&format!("{name}.suspect"));
         name
     }
 

@@ -93,7 +93,8 @@ impl Broker {
         })
     }
 
-    /// A fresh queue name, tracked (with its `.dead` companion) for cleanup.
+    /// A fresh queue name, tracked (with its `.dead` and `.suspect`
+    /// companions) for cleanup.
     pub(crate) fn queue(&self, label: &str) -> String {
         let name = format!("queuey-test.{label}.{}", uuid::Uuid::new_v4().simple());
         self.track(&name);
@@ -101,9 +102,14 @@ impl Broker {
         name
     }
 
-    /// Tracks another queue name for cleanup.
+    /// Tracks another queue name for cleanup; a work queue's suspect queue
+    /// (`.suspect`, which `declare` creates with the poison guard on) with it.
     pub(crate) fn track(&self, name: &str) {
-        self.queues.lock().unwrap().push(name.to_owned());
+        let mut queues = self.queues.lock().unwrap();
+        queues.push(name.to_owned());
+        if is_work_queue(name) {
+            queues.push(format!("{name}.suspect"));
+        }
     }
 
     /// The hold queue of `queue` for `ms`, tracked for cleanup.
@@ -354,6 +360,12 @@ impl Drop for Broker {
         });
         let _ = cleanup.join();
     }
+}
+
+/// Whether `name` looks like a work queue (not a dead-letter, suspect or
+/// hold queue), which has a suspect queue.
+pub(crate) fn is_work_queue(name: &str) -> bool {
+    !(name.ends_with(".dead") || name.ends_with(".suspect") || name.contains(".deferred"))
 }
 
 pub(crate) async fn rabbitmqctl(args: &[&str]) -> String {

@@ -199,7 +199,11 @@ pub(crate) async fn delete_queues(_node: Option<&str>, url: &str, queue: &str) {
     else {
         return;
     };
-    for name in [queue.to_owned(), format!("{queue}.dead")] {
+    for name in [
+        queue.to_owned(),
+        format!("{queue}.dead"),
+        format!("{queue}.suspect"),
+    ] {
         if let Ok(channel) = connection.create_channel().await {
             let _ = tokio::time::timeout(
                 Duration::from_secs(5),
