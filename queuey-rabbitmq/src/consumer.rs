@@ -11,6 +11,7 @@ use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, Basi
 use lapin::types::{FieldTable, ShortString};
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
 use queuey_core::{DecodeError, Delivery, DeliveryStream, Envelope, Error, QueueConfig};
+use tokio::sync::RwLock;
 
 use crate::backend::{Inner, timed_out};
 use crate::delivery::{RabbitMqDelivery, requeue_later};
@@ -75,12 +76,14 @@ pub(crate) async fn consume(
         .suspect_suffix_in_use()
         .map(|suffix| topology::suspect_queue_name(config.name(), suffix));
     // The consumers start now, so that a refusal is the caller's error.
-    let work = Consumer::start_on(Arc::clone(&inner), config, Source::Work).await?;
+    let gate = Arc::new(RwLock::new(()));
+    let work =
+        Consumer::start_on(Arc::clone(&inner), config, Source::Work, Arc::clone(&gate)).await?;
     match suspects {
         None => Ok(work.into_stream()),
         Some(name) => {
-            let suspects =
-                Consumer::start_on(inner, config, Source::Suspects(Arc::from(name))).await?;
+            let source = Source::Suspects(Arc::from(name));
+            let suspects = Consumer::start_on(inner, config, source, gate).await?;
             Ok(futures::stream::select(work.into_stream(), suspects.into_stream()).boxed())
         }
     }
@@ -119,6 +122,14 @@ struct Consumer {
     live: Option<Live>,
     ended: bool,
     pause: Duration,
+    /// Shared by the consumers of one stream: the poison guard holds it for
+    /// writing while it moves a job (publish, acknowledgement, and a round
+    /// trip proving the broker has the acknowledgement), and no delivery is
+    /// handed to the worker meanwhile. A job that kills the process the
+    /// moment it runs (the suspect copy of a poison job, most likely) thus
+    /// cannot cut off the acknowledgement of the original and leave the job
+    /// twice.
+    gate: Arc<RwLock<()>>,
 }
 
 impl Consumer {
@@ -127,6 +138,7 @@ impl Consumer {
         inner: Arc<Inner>,
         config: &QueueConfig,
         source: Source,
+        gate: Arc<RwLock<()>>,
     ) -> Result<Consumer, Error> {
         let queue: Arc<str> = Arc::from(config.name());
         let consumed = match &source {
@@ -142,6 +154,7 @@ impl Consumer {
             live: None,
             ended: false,
             pause: RESUME_PAUSE_MIN,
+            gate,
         };
         state.live = Some(state.start().await?);
         Ok(state)
@@ -252,11 +265,17 @@ impl Consumer {
                             config: &self.config,
                             suffix,
                             limit,
+                            channel: &live.channel,
+                            prefetch: match self.source {
+                                Source::Work => self.config.prefetch_count(),
+                                Source::Suspects(_) => 1,
+                            },
                         }),
                         _ => None,
                     };
                     match (Envelope::decode_located(&delivery.data), guard) {
                         (Ok((envelope, _)), Some(guard)) => {
+                            let _moving = self.gate.write().await;
                             guard.divert(&self.inner, delivery, &envelope).await;
                         }
                         (Ok((envelope, payload_at)), None) => {
@@ -273,7 +292,10 @@ impl Consumer {
                                 delivery,
                             ));
                             match due {
-                                Due::Now => return Some(Ok(delivery)),
+                                Due::Now => {
+                                    drop(self.gate.read().await);
+                                    return Some(Ok(delivery));
+                                }
                                 Due::Later {
                                     remaining,
                                     due_at_ms,

@@ -590,7 +590,9 @@ mod tests {
             assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
         }
         // A suffix the guard does not use is not checked.
-        let off = RabbitMqOptions::default().poison_guard(None).suspect_suffix("");
+        let off = RabbitMqOptions::default()
+            .poison_guard(None)
+            .suspect_suffix("");
         assert!(off.validate().is_ok());
     }
 }

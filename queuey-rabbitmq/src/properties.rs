@@ -81,7 +81,10 @@ pub(crate) fn with_due_at(properties: BasicProperties, due_at_ms: u64) -> BasicP
 
 /// Adds the `queuey-unsettled-deliveries` header to `properties`, keeping
 /// other headers.
-pub(crate) fn with_unsettled_deliveries(properties: BasicProperties, count: u32) -> BasicProperties {
+pub(crate) fn with_unsettled_deliveries(
+    properties: BasicProperties,
+    count: u32,
+) -> BasicProperties {
     let mut headers = properties.headers().clone().unwrap_or_default();
     headers.insert(
         short(UNSETTLED_DELIVERIES_HEADER),

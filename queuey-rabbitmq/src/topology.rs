@@ -243,7 +243,15 @@ mod tests {
     #[test]
     fn room_for_hold_queues_is_checked_with_the_seed_message() {
         // ".deferred.2147483647" is 20 bytes: 235 fits exactly, 236 does not.
-        assert!(check_room(&"x".repeat(235), ".deferred", Some(".dead"), Some(".suspect")).is_ok());
+        assert!(
+            check_room(
+                &"x".repeat(235),
+                ".deferred",
+                Some(".dead"),
+                Some(".suspect")
+            )
+            .is_ok()
+        );
         let q = "x".repeat(241);
         let e = check_room(&q, ".deferred", Some(".dead"), None).unwrap_err();
         let expected = format!(
@@ -306,7 +314,10 @@ mod tests {
 
     #[test]
     fn suspect_queues_are_the_work_queue_without_priorities() {
-        assert_eq!(suspect_queue_name("app.emails", ".suspect"), "app.emails.suspect");
+        assert_eq!(
+            suspect_queue_name("app.emails", ".suspect"),
+            "app.emails.suspect"
+        );
         let config = QueueConfig::new("q")
             .message_ttl(Duration::from_secs(60))
             .max_priority(7);

@@ -23,5 +23,6 @@ mod private;
 
 mod calls;
 mod kit;
+mod poison;
 mod scenarios;
 mod worker;

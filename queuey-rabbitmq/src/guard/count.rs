@@ -62,7 +62,7 @@ pub(crate) fn verdict(recorded: u32, limit: u32) -> Verdict {
 pub(crate) fn reason(count: u32) -> String {
     format!(
         "delivered {count} times without being settled: the worker died or lost its \
-         connection while handling it"
+         connection while handling it (or could not settle it)"
     )
 }
 
@@ -120,7 +120,10 @@ mod tests {
             let e = recorded(&with(value.clone())).unwrap_err();
             assert!(!e.is_empty(), "{value:?}");
         }
-        assert_eq!(recorded(&with(AMQPValue::LongLongInt(-2))), Err("-2".into()));
+        assert_eq!(
+            recorded(&with(AMQPValue::LongLongInt(-2))),
+            Err("-2".into())
+        );
     }
 
     #[test]
@@ -136,14 +139,20 @@ mod tests {
             Verdict::DeadLetter {
                 count: 5,
                 reason: "delivered 5 times without being settled: the worker died or lost \
-                         its connection while handling it"
+                         its connection while handling it (or could not settle it)"
                     .into()
             }
         );
         // A count already past the limit (the limit was lowered) too.
-        assert!(matches!(verdict(9, 5), Verdict::DeadLetter { count: 10, .. }));
+        assert!(matches!(
+            verdict(9, 5),
+            Verdict::DeadLetter { count: 10, .. }
+        ));
         // Limit 1: the first unsettled delivery is the last.
-        assert!(matches!(verdict(0, 1), Verdict::DeadLetter { count: 1, .. }));
+        assert!(matches!(
+            verdict(0, 1),
+            Verdict::DeadLetter { count: 1, .. }
+        ));
         // Limit 2: one second chance.
         assert_eq!(verdict(0, 2), Verdict::Suspect { count: 1 });
     }
@@ -152,8 +161,16 @@ mod tests {
     fn counts_never_overflow() {
         assert!(matches!(
             verdict(u32::MAX, 5),
-            Verdict::DeadLetter { count: u32::MAX, .. }
+            Verdict::DeadLetter {
+                count: u32::MAX,
+                ..
+            }
         ));
-        assert_eq!(verdict(u32::MAX - 2, u32::MAX), Verdict::Suspect { count: u32::MAX - 1 });
+        assert_eq!(
+            verdict(u32::MAX - 2, u32::MAX),
+            Verdict::Suspect {
+                count: u32::MAX - 1
+            }
+        );
     }
 }

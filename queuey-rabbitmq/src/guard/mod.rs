@@ -25,7 +25,7 @@ mod count;
 use bytes::Bytes;
 use lapin::BasicProperties;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::options::{BasicAckOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicQosOptions, BasicRejectOptions};
 use queuey_core::{BackendErrorKind, Envelope, Error, QueueConfig};
 
 use crate::backend::{Inner, timed_out};
@@ -50,15 +50,24 @@ pub(crate) struct Guard<'a> {
     pub(crate) suffix: &'a str,
     /// Unsettled deliveries in a row at which a job is dead-lettered.
     pub(crate) limit: u32,
+    /// The channel the delivery came on, and its consumer's prefetch.
+    pub(crate) channel: &'a lapin::Channel,
+    pub(crate) prefetch: u16,
 }
 
 impl Guard<'_> {
     /// Takes a delivery that came back unsettled (`redelivered`) from the
     /// work queue or the suspect queue: publishes it to the suspect queue or
-    /// the dead-letter queue, then acknowledges it. On failure the delivery
-    /// is handed back to the broker after a pause, to be judged again (its
-    /// count unchanged).
-    pub(crate) async fn divert(&self, inner: &Inner, mut delivery: LapinDelivery, envelope: &Envelope) {
+    /// the dead-letter queue, then acknowledges it, and waits until the
+    /// broker has the acknowledgement. On failure the delivery is handed
+    /// back to the broker after a pause, to be judged again (its count
+    /// unchanged).
+    pub(crate) async fn divert(
+        &self,
+        inner: &Inner,
+        mut delivery: LapinDelivery,
+        envelope: &Envelope,
+    ) {
         let queue = self.config.name();
         let tag = delivery.delivery_tag;
         let job_id = envelope.job_id;
@@ -109,7 +118,10 @@ impl Guard<'_> {
                     attempts: envelope.attempt,
                 };
                 let properties = properties::with_unsettled_deliveries(
-                    properties::with_dead_letter_headers(properties::job_properties(envelope, 0), &info),
+                    properties::with_dead_letter_headers(
+                        properties::job_properties(envelope, 0),
+                        &info,
+                    ),
                     *count,
                 );
                 let out = Outgoing {
@@ -136,7 +148,19 @@ impl Guard<'_> {
             return;
         }
         let bound = inner.options.call_timeout;
-        match tokio::time::timeout(bound, delivery.acker.ack(BasicAckOptions::default())).await {
+        let acknowledged = async {
+            let acked = delivery.acker.ack(BasicAckOptions::default()).await?;
+            // An ack has no answer; a synchronous call on the same channel
+            // (setting the same prefetch again) returns once the broker has
+            // processed everything before it, the ack included.
+            if acked {
+                self.channel
+                    .basic_qos(self.prefetch, BasicQosOptions { global: false })
+                    .await?;
+            }
+            Ok::<_, lapin::Error>(acked)
+        };
+        match tokio::time::timeout(bound, acknowledged).await {
             Ok(Ok(true)) => {
                 metrics::counter!(metric, "queue" => queue.to_owned()).increment(1);
                 if let Verdict::Suspect { count } = verdict {
@@ -237,8 +261,14 @@ mod tests {
         let envelope = Envelope::new("t", "q", payload);
         let mut headers = FieldTable::default();
         headers.insert("queuey-due-at".into(), AMQPValue::LongLongInt(9));
-        headers.insert("x-death".into(), AMQPValue::LongString(LongString::from("x")));
-        headers.insert(topology::UNSETTLED_DELIVERIES_HEADER.into(), AMQPValue::LongLongInt(1));
+        headers.insert(
+            "x-death".into(),
+            AMQPValue::LongString(LongString::from("x")),
+        );
+        headers.insert(
+            topology::UNSETTLED_DELIVERIES_HEADER.into(),
+            AMQPValue::LongLongInt(1),
+        );
         let original = BasicProperties::default()
             .with_priority(4)
             .with_headers(headers);

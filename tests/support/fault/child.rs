@@ -3,6 +3,9 @@
 //!
 //! A child appends each job number it handled to a ledger file of its own
 //! before acknowledging it, so the parent can count handlings across kills.
+//! Given a poison job's number, a child kills itself with SIGKILL when it
+//! starts that job (a job that crashes its worker), after writing it to the
+//! ledger.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -22,6 +25,7 @@ pub(crate) struct Children {
     url: String,
     queue: String,
     dir: PathBuf,
+    env: Vec<(String, String)>,
     current: Option<Child>,
     started: u32,
 }
@@ -41,9 +45,15 @@ impl Children {
             url: url.to_owned(),
             queue: queue.to_owned(),
             dir,
+            env: Vec::new(),
             current: None,
             started: 0,
         }
+    }
+
+    /// Sets one more environment variable for every child started later.
+    pub(crate) fn env(&mut self, key: &str, value: &str) {
+        self.env.push((key.to_owned(), value.to_owned()));
     }
 
     /// Starts the next worker process.
@@ -57,6 +67,7 @@ impl Children {
             .env("QUEUEY_FAULT_CHILD_URL", &self.url)
             .env("QUEUEY_FAULT_QUEUE", &self.queue)
             .env("QUEUEY_FAULT_LEDGER", &ledger)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -71,6 +82,26 @@ impl Children {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Whether the current worker process has ended by itself (it is then
+    /// reaped); `false` when none runs.
+    pub(crate) fn exited(&mut self) -> bool {
+        let ended = self
+            .current
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(Some(_))));
+        if ended {
+            self.current = None;
+        }
+        ended
+    }
+
+    /// What the worker processes started so far wrote to stdout and stderr.
+    pub(crate) fn logs(&self) -> Vec<String> {
+        (1..=self.started)
+            .filter_map(|i| std::fs::read_to_string(self.dir.join(format!("log-{i}"))).ok())
+            .collect()
     }
 
     /// The ledger files written so far.
@@ -99,7 +130,8 @@ pub(crate) fn is_child() -> bool {
 }
 
 /// The body of a worker child: consumes the parent's queue until killed.
-/// Each job takes about 2 ms, so that kills land mid-job.
+/// Each job takes about 2 ms, so that kills land mid-job. The job numbered
+/// `QUEUEY_FAULT_POISON`, if set, kills the process instead.
 pub(crate) async fn child_worker<J: Numbered>() {
     let url = std::env::var("QUEUEY_FAULT_CHILD_URL").expect("QUEUEY_FAULT_CHILD_URL");
     let path = std::env::var("QUEUEY_FAULT_LEDGER").expect("QUEUEY_FAULT_LEDGER");
@@ -109,6 +141,9 @@ pub(crate) async fn child_worker<J: Numbered>() {
         .open(&path)
         .expect("the ledger file");
     let file = Arc::new(Mutex::new(file));
+    let poison: Option<u32> = std::env::var("QUEUEY_FAULT_POISON")
+        .ok()
+        .map(|n| n.parse().expect("QUEUEY_FAULT_POISON is a job number"));
     let options = RabbitMqOptions::default()
         .connection_name(format!("queuey-fault-child-{}", std::process::id()));
     let backend = Arc::new(
@@ -120,8 +155,21 @@ pub(crate) async fn child_worker<J: Numbered>() {
         .handler(handler_fn(move |job: J, _ctx: JobContext| {
             let file = Arc::clone(&file);
             async move {
-                tokio::time::sleep(Duration::from_millis(2)).await;
                 let line = format!("{}\n", job.number());
+                if poison == Some(job.number()) {
+                    file.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .write_all(line.as_bytes())
+                        .expect("the ledger takes a line");
+                    eprintln!("job {} is poison: the worker kills itself", job.number());
+                    // SIGKILL, as an out-of-memory kill would: no unwinding,
+                    // no core file, the connection dies with the process.
+                    let _ = std::process::Command::new("kill")
+                        .args(["-KILL", &std::process::id().to_string()])
+                        .status();
+                    std::process::abort();
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
                 file.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .write_all(line.as_bytes())

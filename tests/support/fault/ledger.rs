@@ -71,6 +71,11 @@ impl Ledger {
         (done, books.confirmed.len())
     }
 
+    /// How many times job `n` was handled.
+    pub(crate) fn times_handled(&self, n: u32) -> u32 {
+        self.books().handled.get(&n).copied().unwrap_or(0)
+    }
+
     /// Handlings so far, duplicates included.
     pub(crate) fn handlings(&self) -> u64 {
         self.books().handled.values().map(|&c| u64::from(c)).sum()
