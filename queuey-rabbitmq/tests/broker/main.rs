@@ -68,6 +68,7 @@ mod connection;
 mod consume;
 mod dead_letters;
 mod declare;
+mod guard;
 mod holds;
 mod publish;
 mod rehold;

@@ -475,6 +475,7 @@ static LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static FILTERED_LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static EVENTS: AtomicUsize = AtomicUsize::new(0);
 static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Every event and span field of every test, at every level down to
 /// trace, is checked against the registered secrets (twice: as every
@@ -553,6 +554,18 @@ pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every info line of the poison guard so far, in any test, that mentions
+/// `needle`.
+pub(crate) fn guard_notices_mentioning(needle: &str) -> Vec<String> {
+    NOTICES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains(needle))
+        .cloned()
+        .collect()
+}
+
 /// Scans what it sees for secrets: everything (`filtered: false`), or
 /// what passed the documented filter directive.
 struct SecretScanner {
@@ -597,8 +610,11 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
         EVENTS.fetch_add(1, Ordering::Relaxed);
         // Warnings and errors of queuey's own crates (more verbose levels
         // compare greater), not the AMQP client's.
-        if level <= tracing::Level::WARN && event.metadata().target().starts_with("queuey") {
+        let target = event.metadata().target();
+        if level <= tracing::Level::WARN && target.starts_with("queuey") {
             WARNINGS.lock().unwrap().push(line.0);
+        } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::guard") {
+            NOTICES.lock().unwrap().push(line.0);
         }
     }
 

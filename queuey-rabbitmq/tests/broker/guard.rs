@@ -1,0 +1,123 @@
+//! The poison guard at the backend: the suspect queue's declaration, and a
+//! job redelivered once for an innocent reason (a lost connection), which
+//! comes back once, from the suspect queue, counted 1 and not punished.
+//! The guard against a job that really kills its worker process is tested
+//! with worker processes in the workspace's `tests/faults/poison.rs`.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use lapin::types::AMQPValue;
+use queuey_core::{Backend, Delivery, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{envelope, guard_notices_mentioning, n_of, table, text, within};
+
+fn is_precondition_failed(result: &Result<(), lapin::Error>) -> bool {
+    matches!(result, Err(e) if e.to_string().contains("PRECONDITION_FAILED"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_suspect_queue_is_declared_like_its_work_queue_without_priorities() {
+    let broker = broker!("the_suspect_queue_is_declared_like_its_work_queue_without_priorities");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("suspect-args");
+    let config = QueueConfig::new(&q)
+        .max_priority(5)
+        .message_ttl(Duration::from_secs(60));
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let suspect = format!("{q}.suspect");
+    let same = [
+        ("x-queue-type", text("classic")),
+        ("x-message-ttl", AMQPValue::LongInt(60_000)),
+    ];
+    assert!(
+        broker
+            .declare_raw(&suspect, true, table(&same))
+            .await
+            .is_ok()
+    );
+    let with_priority = [
+        ("x-queue-type", text("classic")),
+        ("x-message-ttl", AMQPValue::LongInt(60_000)),
+        ("x-max-priority", AMQPValue::LongInt(5)),
+    ];
+    assert!(is_precondition_failed(
+        &broker
+            .declare_raw(&suspect, true, table(&with_priority))
+            .await
+    ));
+
+    // With the guard off there is no suspect queue.
+    let off = broker
+        .backend(RabbitMqOptions::default().poison_guard(None))
+        .await;
+    let plain = broker.queue("no-guard");
+    within("declare", off.declare(&[QueueConfig::new(&plain)]))
+        .await
+        .unwrap();
+    assert!(broker.exists(&plain).await);
+    assert!(!broker.exists(&format!("{plain}.suspect")).await);
+    backend.close().await.unwrap();
+    off.close().await.unwrap();
+}
+
+/// The connection drops while the job is in hand: the broker delivers it
+/// again on the new connection, the guard moves it to the suspect queue
+/// with a count of 1 (the suspect queue, deleted meanwhile, comes back),
+/// and the stream hands it out once, marked redelivered; acknowledged, it
+/// is gone from every queue, and nothing was dead-lettered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_redelivered_after_a_lost_connection_runs_once_more_counted_1() {
+    let broker = broker!("a_job_redelivered_after_a_lost_connection_runs_once_more_counted_1");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("innocent");
+    let suspect = format!("{q}.suspect");
+    let config = QueueConfig::new(&q).prefetch(4);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    within("publish", backend.publish(&envelope(&q, 7)))
+        .await
+        .unwrap();
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let first = within("delivery", stream.next()).await.unwrap().unwrap();
+    assert_eq!(n_of(first.envelope()), 7);
+    assert!(!first.redelivered());
+
+    broker.delete_raw(&suspect).await;
+    broker
+        .close_connection(&broker.connection_name("backend"))
+        .await;
+    let again = within("the redelivery", stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.envelope().job_id, first.envelope().job_id);
+    assert!(again.redelivered());
+    within("ack", again.settle(queuey_core::Disposition::Ack))
+        .await
+        .unwrap();
+    // The first delivery came on the dead connection: it cannot be settled.
+    assert!(
+        within("stale ack", first.settle(queuey_core::Disposition::Ack))
+            .await
+            .is_err()
+    );
+
+    let moves = guard_notices_mentioning(&q);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    assert!(moves[0].contains("unsettled_deliveries=1"), "{moves:?}");
+    within("settled everywhere", async {
+        while broker.ready_and_unacked(&q).await != Some((0, 0))
+            || broker.ready_and_unacked(&suspect).await != Some((0, 0))
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(broker.ready(&format!("{q}.dead")).await, 0);
+    backend.close().await.unwrap();
+}
