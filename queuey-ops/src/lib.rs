@@ -46,6 +46,8 @@ pub use error::{OpsError, Result};
 pub const DEFAULT_DEAD_SUFFIX: &str = ".dead";
 /// The default hold-queue suffix (`q` → `q.deferred.{ttl_ms}`).
 pub const DEFAULT_DEFERRED_SUFFIX: &str = ".deferred";
+/// The default suspect-queue suffix of the poison guard (`q` → `q.suspect`).
+pub const DEFAULT_SUSPECT_SUFFIX: &str = ".suspect";
 
 /// The dead-letter queue of `queue`: `queue` itself when it already ends in
 /// `dead_suffix`, else `{queue}{dead_suffix}`.

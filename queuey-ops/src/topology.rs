@@ -27,6 +27,9 @@ fn default_dead_suffix() -> String {
 fn default_deferred_suffix() -> String {
     crate::DEFAULT_DEFERRED_SUFFIX.to_owned()
 }
+fn default_suspect_suffix() -> String {
+    crate::DEFAULT_SUSPECT_SUFFIX.to_owned()
+}
 fn default_max_priority() -> u8 {
     QueueConfig::DEFAULT_MAX_PRIORITY
 }
@@ -58,6 +61,9 @@ pub struct TopologySpec {
     /// Suffix of hold queues, before `.{ttl_ms}`.
     #[serde(default = "default_deferred_suffix")]
     pub deferred_suffix: String,
+    /// Suffix of the poison guard's suspect queues.
+    #[serde(default = "default_suspect_suffix")]
+    pub suspect_suffix: String,
     /// The work queues.
     #[serde(default, rename = "queue")]
     pub queues: Vec<QueueSpec>,
@@ -81,6 +87,10 @@ pub struct QueueSpec {
     /// Whether it has a dead-letter queue (default true).
     #[serde(default = "yes")]
     pub dead_letters: bool,
+    /// Whether it has a suspect queue, i.e. whether its workers run the
+    /// poison guard (default true).
+    #[serde(default = "yes")]
+    pub suspect_queue: bool,
 }
 
 impl QueueSpec {
@@ -92,6 +102,7 @@ impl QueueSpec {
             message_ttl_ms: None,
             durable: true,
             dead_letters: true,
+            suspect_queue: true,
         }
     }
 
@@ -191,8 +202,9 @@ struct Expected {
     arguments: QueueArguments,
 }
 
-/// The queues `spec` declares (work and dead-letter queues; hold queues are
-/// created on demand and checked by [`verify`] as they are found).
+/// The queues `spec` declares (work, dead-letter and suspect queues; hold
+/// queues are created on demand and checked by [`verify`] as they are
+/// found).
 fn expected(spec: &TopologySpec) -> Vec<Expected> {
     let mut out = Vec::new();
     for q in &spec.queues {
@@ -206,6 +218,13 @@ fn expected(spec: &TopologySpec) -> Vec<Expected> {
                 name: names::dead_letter_queue_name(&q.name, &spec.dead_suffix),
                 durable: q.durable,
                 arguments: names::dead_letter_queue_arguments(),
+            });
+        }
+        if q.suspect_queue {
+            out.push(Expected {
+                name: names::suspect_queue_name(&q.name, &spec.suspect_suffix),
+                durable: q.durable,
+                arguments: names::suspect_queue_arguments(&q.config()),
             });
         }
     }
@@ -447,4 +466,46 @@ pub fn field_table(args: &QueueArguments) -> FieldTable {
         table.insert(ShortString::from(*key), value);
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_set_includes_each_suspect_queue_unless_it_is_off() {
+        let spec: TopologySpec = toml::from_str(
+            r#"
+            [[queue]]
+            name = "emails"
+            max_priority = 3
+            [[queue]]
+            name = "reports"
+            suspect_queue = false
+            "#,
+        )
+        .expect("a queue set");
+        assert_eq!(spec.suspect_suffix, ".suspect");
+        let names: Vec<String> = expected(&spec).into_iter().map(|e| e.name).collect();
+        assert_eq!(
+            names,
+            [
+                "emails",
+                "emails.dead",
+                "emails.suspect",
+                "reports",
+                "reports.dead"
+            ]
+        );
+        let suspect = expected(&spec)
+            .into_iter()
+            .find(|e| e.name == "emails.suspect")
+            .expect("the suspect queue");
+        assert!(suspect.durable);
+        assert!(!suspect.arguments.contains_key("x-max-priority"));
+        assert_eq!(
+            suspect.arguments,
+            names::suspect_queue_arguments(&spec.queues[0].config())
+        );
+    }
 }

@@ -53,6 +53,9 @@ pub(crate) struct Global {
     /// Suffix of hold queues (before `.<ms>`).
     #[arg(long, default_value = queuey_ops::DEFAULT_DEFERRED_SUFFIX, global = true)]
     pub(crate) deferred_suffix: String,
+    /// Suffix of the poison guard's suspect queues.
+    #[arg(long, default_value = queuey_ops::DEFAULT_SUSPECT_SUFFIX, global = true)]
+    pub(crate) suspect_suffix: String,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub(crate) json: bool,

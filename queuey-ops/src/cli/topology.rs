@@ -51,6 +51,10 @@ pub(crate) struct QueueSet {
     /// The --queue queues have no dead-letter queue.
     #[arg(long)]
     no_dead_letters: bool,
+    /// The --queue queues have no suspect queue (their workers run with the
+    /// poison guard off).
+    #[arg(long)]
+    no_suspect_queue: bool,
 }
 
 impl QueueSet {
@@ -60,6 +64,7 @@ impl QueueSet {
             None => TopologySpec {
                 dead_suffix: global.dead_suffix.clone(),
                 deferred_suffix: global.deferred_suffix.clone(),
+                suspect_suffix: global.suspect_suffix.clone(),
                 queues: Vec::new(),
             },
         };
@@ -70,6 +75,7 @@ impl QueueSet {
                 message_ttl_ms: self.message_ttl_ms,
                 durable: !self.not_durable,
                 dead_letters: !self.no_dead_letters,
+                suspect_queue: !self.no_suspect_queue,
             });
         }
         if spec.queues.is_empty() {

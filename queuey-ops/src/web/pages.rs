@@ -66,6 +66,7 @@ impl App {
                 TopologySpec {
                     dead_suffix: t.dead_suffix.clone(),
                     deferred_suffix: t.deferred_suffix.clone(),
+                    suspect_suffix: t.suspect_suffix.clone(),
                     queues: vec![q.clone()],
                 },
                 true,
@@ -74,6 +75,7 @@ impl App {
                 TopologySpec {
                     dead_suffix: self.config.dead_suffix.clone(),
                     deferred_suffix: self.config.deferred_suffix.clone(),
+                    suspect_suffix: crate::DEFAULT_SUSPECT_SUFFIX.to_owned(),
                     queues: vec![QueueSpec::new(queue)],
                 },
                 false,

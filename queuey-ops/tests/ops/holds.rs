@@ -206,7 +206,7 @@ async fn topology_verify_passes_on_what_the_backend_declares_and_apply_previews(
         "--max-priority",
         "5",
     ]));
-    assert!(out.contains("would declare 2 queue(s)"), "{out}");
+    assert!(out.contains("would declare 3 queue(s)"), "{out}");
     assert!(
         h.amqp.counts(&fresh).await.unwrap().is_none(),
         "preview declared nothing"
@@ -220,7 +220,7 @@ async fn topology_verify_passes_on_what_the_backend_declares_and_apply_previews(
         "5",
         "--yes",
     ]));
-    assert!(out.contains("declared 2 queue(s)"), "{out}");
+    assert!(out.contains("declared 3 queue(s)"), "{out}");
     ok(&h.cli(&[
         "topology",
         "verify",
@@ -314,7 +314,8 @@ async fn topology_verify_catches_arguments_orphans_policies_and_hold_consumers()
     expect(&orphan, "orphan_hold");
     expect(&policed_hold, "policy_override");
     expect(&consumed_hold, "hold_consumer");
-    assert_eq!(found.len(), 6, "{found:?}"); // gone.dead is missing too
+    expect(&format!("{gone}.suspect"), "missing");
+    assert_eq!(found.len(), 7, "{found:?}"); // gone.dead is missing too
     let text = String::from_utf8_lossy(&h.cli(&args[..args.len() - 1]).stdout).into_owned();
     assert!(text.contains("sets message-ttl = 1000"), "{text}");
     let _ = ch.close(200, "".into()).await;
