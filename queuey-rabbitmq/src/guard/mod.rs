@@ -96,7 +96,7 @@ impl Guard<'_> {
                     message_id: job_id.to_string(),
                     properties,
                 };
-                (self.to_suspects(inner, out).await, SUSPECTS_TOTAL)
+                (self.publish_suspect(inner, out).await, SUSPECTS_TOTAL)
             }
             Verdict::DeadLetter { count, reason } => {
                 tracing::warn!(
@@ -186,7 +186,7 @@ impl Guard<'_> {
 
     /// Publishes to the suspect queue; when it is gone (an operator deleted
     /// it), declares it and publishes once more.
-    async fn to_suspects(&self, inner: &Inner, out: Outgoing) -> Result<(), Error> {
+    async fn publish_suspect(&self, inner: &Inner, out: Outgoing) -> Result<(), Error> {
         match inner.send(out.clone()).await {
             Err(Error::Backend(e)) if e.kind() == BackendErrorKind::Unroutable => {
                 tracing::warn!(suspect_queue = %out.queue, "the suspect queue is gone; declaring it again");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::types::AMQPValue;
-use queuey_core::{Backend, Delivery, QueueConfig};
+use queuey_core::{Backend, QueueConfig};
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::support::{envelope, guard_notices_mentioning, n_of, table, text, within};
