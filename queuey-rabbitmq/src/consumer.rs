@@ -122,10 +122,11 @@ struct Consumer {
     live: Option<Live>,
     ended: bool,
     pause: Duration,
-    /// Shared by the consumers of one stream: the poison guard holds it for
-    /// writing while it moves a job (publish, acknowledgement, and a round
-    /// trip proving the broker has the acknowledgement), and no delivery is
-    /// handed to the worker meanwhile. A job that kills the process the
+    /// Shared by the consumers of one stream: each move of the poison guard
+    /// holds it (shared) until it is done (publish, acknowledgement, and a
+    /// round trip proving the broker has the acknowledgement), and a
+    /// delivery is handed to the worker only once it is free (exclusive, at
+    /// once released), so no delivery is handed out meanwhile. A job that kills the process the
     /// moment it runs (the suspect copy of a poison job, most likely) thus
     /// cannot cut off the acknowledgement of the original and leave the job
     /// twice.
@@ -260,25 +261,26 @@ impl Consumer {
                 Some(Ok(mut delivery)) => {
                     self.pause = RESUME_PAUSE_MIN;
                     // Only a delivery that came back unsettled meets the guard.
-                    let guard = match self.inner.options.guard_in_use() {
-                        Some((suffix, limit)) if delivery.redelivered => Some(Guard {
-                            config: &self.config,
-                            suffix,
-                            limit,
-                            channel: &live.channel,
-                            prefetch: match self.source {
-                                Source::Work => self.config.prefetch_count(),
-                                Source::Suspects(_) => 1,
-                            },
-                        }),
-                        _ => None,
-                    };
-                    match (Envelope::decode_located(&delivery.data), guard) {
-                        (Ok((envelope, _)), Some(guard)) => {
-                            let _moving = self.gate.write().await;
-                            guard.divert(&self.inner, delivery, &envelope).await;
+                    let guarded =
+                        delivery.redelivered && self.inner.options.guard_in_use().is_some();
+                    match (Envelope::decode_located(&delivery.data), guarded) {
+                        (Ok((envelope, _)), true) => {
+                            // Moves run side by side (a slow confirmation must
+                            // not hold up the next one); each holds the gate
+                            // shared until its ack is in.
+                            let moving = Arc::clone(&self.gate).read_owned().await;
+                            let guard = Guard {
+                                inner: Arc::clone(&self.inner),
+                                config: self.config.clone(),
+                                channel: live.channel.clone(),
+                                prefetch: self.prefetch(),
+                            };
+                            tokio::spawn(async move {
+                                guard.divert(delivery, &envelope).await;
+                                drop(moving);
+                            });
                         }
-                        (Ok((envelope, payload_at)), None) => {
+                        (Ok((envelope, payload_at)), false) => {
                             // A job only reaches the suspect queue by coming
                             // back unsettled: it is a redelivery to the worker.
                             delivery.redelivered |= matches!(self.source, Source::Suspects(_));
@@ -293,7 +295,7 @@ impl Consumer {
                             ));
                             match due {
                                 Due::Now => {
-                                    drop(self.gate.read().await);
+                                    drop(self.gate.write().await);
                                     return Some(Ok(delivery));
                                 }
                                 Due::Later {

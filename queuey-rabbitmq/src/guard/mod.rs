@@ -22,6 +22,8 @@
 
 mod count;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use lapin::BasicProperties;
 use lapin::message::Delivery as LapinDelivery;
@@ -42,32 +44,28 @@ pub(crate) const SUSPECTS_TOTAL: &str = "queuey_rabbitmq_suspects_total";
 /// Counter: jobs the poison guard dead-lettered.
 pub(crate) const POISON_DEAD_LETTERS_TOTAL: &str = "queuey_rabbitmq_poison_dead_letters_total";
 
-/// The guard of one work queue.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Guard<'a> {
-    pub(crate) config: &'a QueueConfig,
-    /// The suspect queue's suffix.
-    pub(crate) suffix: &'a str,
-    /// Unsettled deliveries in a row at which a job is dead-lettered.
-    pub(crate) limit: u32,
+/// The guard of one consumer of a work queue (or of its suspect queue).
+pub(crate) struct Guard {
+    pub(crate) inner: Arc<Inner>,
+    /// The work queue.
+    pub(crate) config: QueueConfig,
     /// The channel the delivery came on, and its consumer's prefetch.
-    pub(crate) channel: &'a lapin::Channel,
+    pub(crate) channel: lapin::Channel,
     pub(crate) prefetch: u16,
 }
 
-impl Guard<'_> {
+impl Guard {
     /// Takes a delivery that came back unsettled (`redelivered`) from the
     /// work queue or the suspect queue: publishes it to the suspect queue or
     /// the dead-letter queue, then acknowledges it, and waits until the
     /// broker has the acknowledgement. On failure the delivery is handed
     /// back to the broker after a pause, to be judged again (its count
     /// unchanged).
-    pub(crate) async fn divert(
-        &self,
-        inner: &Inner,
-        mut delivery: LapinDelivery,
-        envelope: &Envelope,
-    ) {
+    pub(crate) async fn divert(&self, mut delivery: LapinDelivery, envelope: &Envelope) {
+        let inner = &*self.inner;
+        let Some((suffix, limit)) = inner.options.guard_in_use() else {
+            return;
+        };
         let queue = self.config.name();
         let tag = delivery.delivery_tag;
         let job_id = envelope.job_id;
@@ -82,10 +80,10 @@ impl Guard<'_> {
             0
         });
         let body = Bytes::from(std::mem::take(&mut delivery.data));
-        let verdict = count::verdict(recorded, self.limit);
+        let verdict = count::verdict(recorded, limit);
         let (published, metric) = match &verdict {
             Verdict::Suspect { count } => {
-                let suspect = topology::suspect_queue_name(queue, self.suffix);
+                let suspect = topology::suspect_queue_name(queue, suffix);
                 let properties = properties::with_unsettled_deliveries(
                     carried(envelope, &delivery.properties),
                     *count,
@@ -131,7 +129,7 @@ impl Guard<'_> {
                     properties,
                 };
                 (
-                    inner.send_dead_letter(out, self.config).await,
+                    inner.send_dead_letter(out, &self.config).await,
                     POISON_DEAD_LETTERS_TOTAL,
                 )
             }
@@ -144,7 +142,7 @@ impl Guard<'_> {
                 "could not move a job that came back unsettled; it goes back to the broker, to be \
                  judged again"
             );
-            requeue_later(&delivery.acker, &std::sync::Arc::from(queue), tag);
+            requeue_later(&delivery.acker, &Arc::from(queue), tag);
             return;
         }
         let bound = inner.options.call_timeout;
@@ -168,7 +166,7 @@ impl Guard<'_> {
                         queue,
                         %job_id,
                         unsettled_deliveries = count,
-                        limit = self.limit,
+                        limit,
                         "a job came back without being settled; moved to the suspect queue"
                     );
                 }
@@ -194,7 +192,7 @@ impl Guard<'_> {
                 let current = inner.link.connection(&what).await?;
                 let bound = inner.options.call_timeout;
                 let declaring =
-                    declare::declare_suspect_queue(&current.connection, &out.queue, self.config);
+                    declare::declare_suspect_queue(&current.connection, &out.queue, &self.config);
                 let declared = match tokio::time::timeout(bound, declaring).await {
                     Ok(result) => result,
                     Err(_) => Err(timed_out(&what, bound)),
