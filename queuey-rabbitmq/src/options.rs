@@ -6,6 +6,8 @@ use std::time::Duration;
 use queuey_core::backend::Granularity;
 use queuey_core::{Error, MAX_MESSAGE_BYTES};
 
+use crate::RabbitMqSettings;
+
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
@@ -51,22 +53,25 @@ pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
 ///     .connection_name("billing-worker")
 ///     .dead_suffix("-dlq")
 ///     .retry_granularity(Duration::from_secs(10));
-/// assert_eq!(options.get_dead_suffix(), "-dlq");
-/// assert_eq!(options.get_deferred_granularity(), Duration::from_secs(1).into());
+/// assert_eq!(options.settings().dead_suffix(), "-dlq");
+/// assert_eq!(options.settings().deferred_granularity(), Duration::from_secs(1).into());
 /// ```
+///
+/// Set a value with its builder method, read it back with
+/// [`settings`](Self::settings) and the same name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RabbitMqOptions {
-    connection_name: Option<String>,
-    client_properties: BTreeMap<String, String>,
-    locale: Option<String>,
-    dead_suffix: String,
-    declare_dead_letter_queues: bool,
-    deferred_suffix: String,
-    retry_granularity: Granularity,
-    deferred_granularity: Granularity,
-    publish_concurrency: usize,
+    pub(crate) connection_name: Option<String>,
+    pub(crate) client_properties: BTreeMap<String, String>,
+    pub(crate) locale: Option<String>,
+    pub(crate) dead_suffix: String,
+    pub(crate) declare_dead_letter_queues: bool,
+    pub(crate) deferred_suffix: String,
+    pub(crate) retry_granularity: Granularity,
+    pub(crate) deferred_granularity: Granularity,
+    pub(crate) publish_concurrency: usize,
     pub(crate) publish_window: usize,
-    max_message_size: usize,
+    pub(crate) max_message_size: usize,
     pub(crate) heartbeat: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) call_timeout: Duration,
@@ -290,56 +295,72 @@ impl RabbitMqOptions {
         self
     }
 
+    /// What was set, read back under the builder methods' names:
+    /// `settings().heartbeat()`, `settings().dead_suffix()`, ...
+    pub fn settings(&self) -> RabbitMqSettings<'_> {
+        RabbitMqSettings::new(self)
+    }
+
     /// The connection name, if set.
+    #[deprecated(note = "use `.settings().connection_name()`")]
     pub fn get_connection_name(&self) -> Option<&str> {
-        self.connection_name.as_deref()
+        self.settings().connection_name()
     }
 
     /// The extra client properties.
+    #[deprecated(note = "use `.settings().client_properties()`")]
     pub fn get_client_properties(&self) -> &BTreeMap<String, String> {
-        &self.client_properties
+        self.settings().client_properties()
     }
 
     /// The locale, if set.
+    #[deprecated(note = "use `.settings().locale()`")]
     pub fn get_locale(&self) -> Option<&str> {
-        self.locale.as_deref()
+        self.settings().locale()
     }
 
     /// The dead-letter queue suffix.
+    #[deprecated(note = "use `.settings().dead_suffix()`")]
     pub fn get_dead_suffix(&self) -> &str {
-        &self.dead_suffix
+        self.settings().dead_suffix()
     }
 
     /// Whether dead-letter queues are declared and used.
+    #[deprecated(note = "use `.settings().declare_dead_letter_queues()`")]
     pub fn get_declare_dead_letter_queues(&self) -> bool {
-        self.declare_dead_letter_queues
+        self.settings().declare_dead_letter_queues()
     }
 
     /// The hold-queue suffix.
+    #[deprecated(note = "use `.settings().deferred_suffix()`")]
     pub fn get_deferred_suffix(&self) -> &str {
-        &self.deferred_suffix
+        self.settings().deferred_suffix()
     }
 
     /// The retry granularity as configured (see
     /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
     /// for the value used).
+    #[deprecated(note = "use `.settings().retry_granularity()`")]
     pub fn get_retry_granularity(&self) -> Granularity {
-        self.retry_granularity
+        self.settings().retry_granularity()
     }
 
     /// The deferral granularity as configured.
+    #[deprecated(note = "use `.settings().deferred_granularity()`")]
     pub fn get_deferred_granularity(&self) -> Granularity {
-        self.deferred_granularity
+        self.settings().deferred_granularity()
     }
 
     /// The number of publishing channels.
+    #[deprecated(note = "use `.settings().publish_concurrency()`")]
     pub fn get_publish_concurrency(&self) -> usize {
-        self.publish_concurrency
+        self.settings().publish_concurrency()
     }
 
     /// The largest body published, in bytes.
+    #[deprecated(note = "use `.settings().max_message_size()`")]
     pub fn get_max_message_size(&self) -> usize {
-        self.max_message_size
+        self.settings().max_message_size()
     }
 
     /// Checks the values that could break the backend.

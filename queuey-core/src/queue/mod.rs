@@ -1,8 +1,30 @@
 //! Queues: their settings, and the typed sets an application declares.
+//!
+//! # Reading settings back
+//!
+//! One rule for every settings builder of queuey ([`QueueConfig`] here,
+//! `RabbitMqOptions` in the RabbitMQ backend): set a value with the builder
+//! method, read it back with `.settings()` and the same name. There is no
+//! `get_` prefix and no second spelling:
+//!
+//! ```
+//! use queuey_core::QueueConfig;
+//!
+//! let config = QueueConfig::new("app.emails").prefetch(32);
+//! assert_eq!(config.settings().prefetch(), 32);
+//! ```
+//!
+//! What is derived from several settings rather than read back from one
+//! stays on the config itself: [`QueueConfig::name`],
+//! [`priority_levels`](QueueConfig::priority_levels),
+//! [`top_priority`](QueueConfig::top_priority),
+//! [`validate`](QueueConfig::validate).
 
 mod config;
+mod settings;
 
 pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig, validate_queue_name};
+pub use settings::QueueSettings;
 
 /// A set of queues an application uses, normally an enum with one fieldless
 /// variant per queue, implemented with `#[derive(Queues)]`.
