@@ -27,15 +27,27 @@ pub(crate) async fn declare_queues(
         for config in configs {
             let queue = config.name();
             let args = topology::work_queue_arguments(config);
-            declare(connection, &channel, queue, config.is_durable(), &args)
-                .await
-                .map_err(|f| explain(f, queue, config))?;
+            declare(
+                connection,
+                &channel,
+                queue,
+                config.settings().durable(),
+                &args,
+            )
+            .await
+            .map_err(|f| explain(f, queue, config))?;
             if let Some(suffix) = options.dead_suffix_in_use() {
                 let dead = topology::dead_letter_queue_name(queue, suffix);
                 let args = topology::dead_letter_queue_arguments();
-                declare(connection, &channel, &dead, config.is_durable(), &args)
-                    .await
-                    .map_err(|f| explain(f, &dead, config))?;
+                declare(
+                    connection,
+                    &channel,
+                    &dead,
+                    config.settings().durable(),
+                    &args,
+                )
+                .await
+                .map_err(|f| explain(f, &dead, config))?;
             }
             declared(config);
         }
@@ -62,9 +74,15 @@ pub(crate) async fn declare_dead_letter_queue(
     )
     .await?;
     let args = topology::dead_letter_queue_arguments();
-    let result = declare(connection, &channel, dead, config.is_durable(), &args)
-        .await
-        .map_err(|f| explain(f, dead, config));
+    let result = declare(
+        connection,
+        &channel,
+        dead,
+        config.settings().durable(),
+        &args,
+    )
+    .await
+    .map_err(|f| explain(f, dead, config));
     if channel.status().connected() {
         let _ = channel.close(200, ShortString::default()).await;
     }
@@ -114,7 +132,14 @@ impl HoldDeclarer {
                     .clone()
             }
         };
-        let result = declare(connection, &channel, hold, config.is_durable(), &args).await;
+        let result = declare(
+            connection,
+            &channel,
+            hold,
+            config.settings().durable(),
+            &args,
+        )
+        .await;
         if !channel.status().connected() {
             *slot = None;
         }
@@ -184,7 +209,7 @@ pub(crate) fn field_table(args: &QueueArguments) -> FieldTable {
 /// The error for a refused declaration of `queue`, with what to do about it.
 fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Error {
     let what = format!("declaring queue `{queue}`");
-    let transient_refused = !config.is_durable()
+    let transient_refused = !config.settings().durable()
         && (failure.reply_code == Some(code::INTERNAL_ERROR) || failure.connection_lost);
     let hint = if transient_refused {
         Some(

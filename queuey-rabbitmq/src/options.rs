@@ -444,17 +444,26 @@ mod tests {
     #[test]
     fn defaults() {
         let o = RabbitMqOptions::default();
-        assert_eq!(o.get_connection_name(), None);
-        assert!(o.get_client_properties().is_empty());
-        assert_eq!(o.get_locale(), None);
-        assert_eq!(o.get_dead_suffix(), ".dead");
-        assert!(o.get_declare_dead_letter_queues());
-        assert_eq!(o.get_deferred_suffix(), ".deferred");
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(1).into());
-        assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1).into());
-        assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
+        assert_eq!(o.settings().connection_name(), None);
+        assert!(o.settings().client_properties().is_empty());
+        assert_eq!(o.settings().locale(), None);
+        assert_eq!(o.settings().dead_suffix(), ".dead");
+        assert!(o.settings().declare_dead_letter_queues());
+        assert_eq!(o.settings().deferred_suffix(), ".deferred");
+        assert_eq!(
+            o.settings().retry_granularity(),
+            Duration::from_secs(1).into()
+        );
+        assert_eq!(
+            o.settings().deferred_granularity(),
+            Duration::from_secs(1).into()
+        );
+        assert_eq!(
+            o.settings().publish_concurrency(),
+            DEFAULT_PUBLISH_CONCURRENCY
+        );
         assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
-        assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
+        assert_eq!(o.settings().max_message_size(), 16 * 1024 * 1024);
         assert!(o.validate().is_ok());
     }
 
@@ -471,20 +480,26 @@ mod tests {
             .deferred_granularity(Duration::ZERO)
             .publish_concurrency(1)
             .max_message_size(1024);
-        assert_eq!(o.get_connection_name(), Some("n"));
+        assert_eq!(o.settings().connection_name(), Some("n"));
         assert_eq!(
-            o.get_client_properties().get("k").map(String::as_str),
+            o.settings()
+                .client_properties()
+                .get("k")
+                .map(String::as_str),
             Some("v")
         );
-        assert_eq!(o.get_locale(), Some("de_DE"));
-        assert_eq!(o.get_dead_suffix(), "-dlq");
-        assert!(!o.get_declare_dead_letter_queues());
+        assert_eq!(o.settings().locale(), Some("de_DE"));
+        assert_eq!(o.settings().dead_suffix(), "-dlq");
+        assert!(!o.settings().declare_dead_letter_queues());
         assert_eq!(o.dead_suffix_in_use(), None);
-        assert_eq!(o.get_deferred_suffix(), ".wait");
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(10).into());
-        assert_eq!(o.get_deferred_granularity(), Duration::ZERO.into());
-        assert_eq!(o.get_publish_concurrency(), 1);
-        assert_eq!(o.get_max_message_size(), 1024);
+        assert_eq!(o.settings().deferred_suffix(), ".wait");
+        assert_eq!(
+            o.settings().retry_granularity(),
+            Duration::from_secs(10).into()
+        );
+        assert_eq!(o.settings().deferred_granularity(), Duration::ZERO.into());
+        assert_eq!(o.settings().publish_concurrency(), 1);
+        assert_eq!(o.settings().max_message_size(), 1024);
         assert!(o.validate().is_ok());
     }
 
@@ -498,13 +513,16 @@ mod tests {
                     .with_client_property("k", "v")
                     .with_locale("de_DE"),
             );
-        assert_eq!(o.get_connection_name(), Some("n"));
-        assert_eq!(o.get_client_properties().len(), 1);
+        assert_eq!(o.settings().connection_name(), Some("n"));
+        assert_eq!(o.settings().client_properties().len(), 1);
         assert_eq!(
-            o.get_client_properties().get("k").map(String::as_str),
+            o.settings()
+                .client_properties()
+                .get("k")
+                .map(String::as_str),
             Some("v")
         );
-        assert_eq!(o.get_locale(), Some("de_DE"));
+        assert_eq!(o.settings().locale(), Some("de_DE"));
         let long = RabbitMqOptions::default().connection_properties(
             crate::ConnectionProperties::default().with_client_property("k".repeat(256), "v"),
         );

@@ -127,7 +127,7 @@ fn no_room(queue: &str, what: &str, name: &str) -> Error {
 /// The arguments of the work queue `q`.
 pub fn work_queue_arguments(config: &QueueConfig) -> QueueArguments {
     let mut args = classic();
-    if let Some(ttl) = config.ttl() {
+    if let Some(ttl) = config.settings().message_ttl() {
         // Rounded up, so the broker never discards a message before its TTL.
         let ms = ttl.as_nanos().div_ceil(1_000_000);
         args.insert("x-message-ttl", ArgumentValue::Integer(saturating_i64(ms)));

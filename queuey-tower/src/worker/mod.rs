@@ -223,7 +223,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         let concurrency = settings.concurrency.unwrap_or_else(|| {
             by_queue
                 .iter()
-                .map(|q| usize::from(q.config.prefetch_count()))
+                .map(|q| usize::from(q.config.settings().prefetch()))
                 .sum()
         });
         if concurrency == 0 {
