@@ -86,8 +86,8 @@ pub use error::{BackendError, BackendErrorKind, BoxError, Error};
 pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};
 pub use job::Job;
 pub use memory::MemoryBackend;
-pub use producer::{EnqueueOptions, Producer};
-pub use queue::{QueueConfig, QueueSettings, Queues};
+pub use producer::{EnqueueOptions, Producer, ProducerBuilder};
+pub use queue::{Namespace, QueueConfig, QueueSettings, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;

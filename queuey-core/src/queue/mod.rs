@@ -21,9 +21,12 @@
 //! [`validate`](QueueConfig::validate).
 
 mod config;
+mod namespace;
 mod settings;
 
 pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig, validate_queue_name};
+pub use namespace::Namespace;
+pub(crate) use namespace::QueueNames;
 pub use settings::QueueSettings;
 
 /// A set of queues an application uses, normally an enum with one fieldless
