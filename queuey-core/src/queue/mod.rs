@@ -36,6 +36,10 @@ pub use settings::QueueSettings;
 /// producers and workers are generic over the set, so a job of one set cannot
 /// be enqueued through or handled by another set's producer or worker.
 ///
+/// The set is static; for names that are only known at run time (one set
+/// of queues per tenant), give the producer and the worker the same
+/// [`Namespace`].
+///
 /// ```
 /// use queuey_core::{QueueConfig, Queues};
 ///
@@ -56,7 +60,10 @@ pub trait Queues: Sized + Send + Sync + 'static {
     /// Every queue of the set, in declaration order.
     const ALL: &'static [Self];
 
-    /// The queue's full name on the broker, prefix included.
+    /// The queue's name in the set, prefix included: its name on the broker
+    /// in the root namespace. A [`Namespace`] chosen at run time puts
+    /// itself in front (`{namespace}.{name}`) for the producers and workers
+    /// built with it.
     fn name(&self) -> &'static str;
 
     /// The queue's settings.
