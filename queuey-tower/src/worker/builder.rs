@@ -337,7 +337,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
-    /// Declares the queue set `Q` on the backend and returns the worker.
+    /// Declares the queue set `Q` (in the [`namespace`](Self::namespace), if
+    /// one was given) on the backend and returns the worker.
     ///
     /// Fails if no handler or service was given, if two handle the same job
     /// type, if the concurrency is 0, or if a setting would be ignored
