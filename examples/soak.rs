@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo run --release --example soak -- SCENARIO [JOBS]
+//!     cargo run --release --example soak -- SCENARIO [JOBS] [HOLDS]
 //! ```
 //!
 //! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
@@ -14,6 +14,11 @@
 //! confirmed job was handled and the queue is empty, and prints the
 //! total-queue verdict and a RELIABILITY.md table row. It exits with 1 if a
 //! confirmed job was lost.
+//!
+//! `HOLDS` (`quorum` or `classic`) sends every job through a hold queue of
+//! that kind once: its first attempt fails and it comes back after 1 s, so
+//! the faults land while jobs wait in holds and move back to the work queue
+//! (`kill-9 5000 classic` shows what classic holds lose in a broker crash).
 //!
 //! `close` closes the run's own connections on the broker of `AMQP_URL`
 //! with `rabbitmqctl`; `reset` and `black-hole` go through an in-process
@@ -40,8 +45,8 @@ fn main() {
         return;
     }
     let mut args = std::env::args().skip(1);
-    let usage = "usage: soak SCENARIO [JOBS]; SCENARIO: none, close, reset, black-hole, \
-                 stop-app, kill-9, worker-crash";
+    let usage = "usage: soak SCENARIO [JOBS] [HOLDS]; SCENARIO: none, close, reset, black-hole, \
+                 stop-app, kill-9, worker-crash; HOLDS: quorum, classic";
     let Some(fault) = args.next().as_deref().and_then(Fault::parse) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -54,7 +59,20 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let report = runtime.block_on(soak(fault, jobs));
+    let holds = match args.next().as_deref() {
+        None => None,
+        Some("quorum") => Some(queuey::rabbitmq::HoldQueues::Quorum),
+        Some("classic") => Some(queuey::rabbitmq::HoldQueues::Classic),
+        Some(_) => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    };
+    let mut plan = Plan::soak(fault, jobs);
+    if let Some(holds) = holds {
+        plan = plan.through_holds(holds);
+    }
+    let report = runtime.block_on(soak(plan));
     println!("{report}");
     println!("{}", report.row());
     if !report.check.lost.is_empty() || !report.check.unexpected.is_empty() || report.timed_out {
@@ -62,8 +80,8 @@ fn main() {
     }
 }
 
-async fn soak(fault: Fault, jobs: u32) -> scenario::Report {
-    let plan = Plan::soak(fault, jobs);
+async fn soak(plan: Plan) -> scenario::Report {
+    let fault = plan.fault;
     if fault.needs_private_node() {
         if let Err(why) = fault::node::available() {
             eprintln!("cannot start a private RabbitMQ node: {why}");

@@ -18,6 +18,7 @@ use crate::declare::{self, HoldDeclarer};
 use crate::hold::Leases;
 use crate::link::{Current, Link};
 use crate::publisher::{Outgoing, Publisher};
+use crate::topology::HoldQueues;
 use crate::{RabbitMqOptions, consumer, properties, topology};
 use queuey_core::backend::HoldKind;
 
@@ -69,7 +70,7 @@ impl RabbitMqBackend {
         let link = Link::connect(&addresses, options.clone()).await?;
         let publisher = Publisher::new(
             Arc::clone(&link),
-            options.get_publish_concurrency(),
+            options.settings().publish_concurrency(),
             options.publish_window,
         );
         Ok(RabbitMqBackend {
@@ -311,7 +312,7 @@ impl Inner {
     }
 
     fn check_size(&self, queue: &str, size: usize) -> Result<(), Error> {
-        let limit = self.options.get_max_message_size();
+        let limit = self.options.settings().max_message_size();
         if size > limit {
             return Err(Error::MessageTooLarge {
                 queue: queue.to_owned(),
@@ -354,10 +355,20 @@ impl Backend for RabbitMqBackend {
                 config.validate()?;
                 topology::check_room(
                     config.name(),
-                    inner.options.get_deferred_suffix(),
+                    inner.options.settings().deferred_suffix(),
                     inner.options.dead_suffix_in_use(),
                     inner.options.suspect_suffix_in_use(),
+                    inner.options.hold_queues,
                 )?;
+                if config.is_quorum() && inner.options.hold_queues == HoldQueues::Classic {
+                    return Err(Error::invalid_config(format!(
+                        "queue `{}` is a quorum queue, but this backend uses classic hold queues, \
+                         which lose the jobs they release into a quorum queue whenever the \
+                         broker restarts; use `RabbitMqOptions::hold_queues(HoldQueues::Quorum)` \
+                         (the default) or a classic work queue",
+                        config.name()
+                    )));
+                }
             }
             if inner.is_closed() {
                 return Err(Error::ShutDown);

@@ -171,7 +171,7 @@ impl Consumer {
 
     fn prefetch(&self) -> u16 {
         match self.source {
-            Source::Work => self.config.prefetch_count(),
+            Source::Work => self.config.settings().prefetch(),
             Source::Suspects(_) => 1,
         }
     }
@@ -190,7 +190,8 @@ impl Consumer {
             |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
         let starting = async {
             if let Source::Suspects(name) = &self.source {
-                declare::declare_suspect_queue(connection, name, &self.config).await?;
+                declare::declare_suspect_queue(connection, name, &self.inner.options, &self.config)
+                    .await?;
             }
             let channel = connection.create_channel().await.map_err(fail)?;
             channel

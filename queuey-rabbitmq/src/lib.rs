@@ -152,6 +152,10 @@
 //! from 0 again. A crash between the suspect publish and the acknowledgement
 //! leaves the job twice (at-least-once, never a loss).
 //!
+//! The suspect queue has the work queue's type: for a quorum `q` it is a
+//! quorum queue with the same delivery limit, dead-lettering into `q.dead`
+//! at least once.
+//!
 //! Counted in `queuey_rabbitmq_suspects_total` and
 //! `queuey_rabbitmq_poison_dead_letters_total` (label `queue`). The
 //! in-memory backend of `queuey-core` has no processes to crash and no
@@ -214,12 +218,14 @@ mod pool;
 mod properties;
 mod publisher;
 pub mod rehold;
+mod settings;
 pub mod topology;
 mod uri;
 
 pub use backend::{Addresses, RabbitMqBackend};
 pub use connection_properties::ConnectionProperties;
 pub use delivery::REQUEUE_DELAY;
+pub use settings::RabbitMqSettings;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
 /// password, out of a subscriber: `lapin=debug`. Append it to any filter
@@ -228,8 +234,9 @@ pub use delivery::REQUEUE_DELAY;
 pub const SECRET_SAFE_LOG_DIRECTIVE: &str = "lapin=debug";
 
 pub use options::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT, DEFAULT_POISON_GUARD_LIMIT,
-    DEFAULT_PUBLISH_CONCURRENCY, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_PUBLISH_WINDOW,
-    DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY,
-    MAX_PUBLISH_WINDOW, RabbitMqOptions,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_CLASSIC_GRANULARITY, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT,
+    DEFAULT_POISON_GUARD_LIMIT, DEFAULT_PUBLISH_CONCURRENCY, DEFAULT_PUBLISH_TIMEOUT,
+    DEFAULT_PUBLISH_WINDOW, DEFAULT_QUORUM_GRANULARITY, DEFAULT_RECONNECT_DELAY_MAX,
+    DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions,
 };
+pub use topology::HoldQueues;

@@ -6,6 +6,9 @@ use std::time::Duration;
 use queuey_core::backend::Granularity;
 use queuey_core::{Error, MAX_MESSAGE_BYTES};
 
+use crate::RabbitMqSettings;
+use crate::topology::HoldQueues;
+
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
@@ -18,6 +21,17 @@ pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 4;
 pub const DEFAULT_PUBLISH_WINDOW: usize = 128;
 /// The most publishes in flight on one publishing channel.
 pub const MAX_PUBLISH_WINDOW: usize = 65_536;
+
+/// The default granularity of both kinds of hold with classic hold queues:
+/// a fixed 1 s step, as the first version had.
+pub const DEFAULT_CLASSIC_GRANULARITY: Granularity = Granularity::fixed(Duration::from_secs(1));
+/// The default granularity of both kinds of hold with quorum hold queues:
+/// whole seconds up to 10 s, then buckets 10 % apart. Quorum hold queues
+/// are never deleted, so the granularity bounds how many a work queue ever
+/// has: about 150 from 1 s to 24 days, where a 1 s step would allow one per
+/// second of delay.
+pub const DEFAULT_QUORUM_GRANULARITY: Granularity =
+    Granularity::relative(10, Duration::from_secs(1));
 
 /// The default heartbeat interval: a silent peer is noticed within two.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
@@ -57,24 +71,28 @@ pub const DEFAULT_POISON_GUARD_LIMIT: u32 = 5;
 ///     .connection_name("billing-worker")
 ///     .dead_suffix("-dlq")
 ///     .retry_granularity(Duration::from_secs(10));
-/// assert_eq!(options.get_dead_suffix(), "-dlq");
-/// assert_eq!(options.get_deferred_granularity(), Duration::from_secs(1).into());
+/// assert_eq!(options.settings().dead_suffix(), "-dlq");
+/// assert_eq!(options.settings().retry_granularity(), Duration::from_secs(10).into());
 /// ```
+///
+/// Set a value with its builder method, read it back with
+/// [`settings`](Self::settings) and the same name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RabbitMqOptions {
-    connection_name: Option<String>,
-    client_properties: BTreeMap<String, String>,
-    locale: Option<String>,
-    dead_suffix: String,
-    declare_dead_letter_queues: bool,
-    deferred_suffix: String,
-    suspect_suffix: String,
-    poison_guard: Option<u32>,
-    retry_granularity: Granularity,
-    deferred_granularity: Granularity,
-    publish_concurrency: usize,
+    pub(crate) connection_name: Option<String>,
+    pub(crate) client_properties: BTreeMap<String, String>,
+    pub(crate) locale: Option<String>,
+    pub(crate) dead_suffix: String,
+    pub(crate) declare_dead_letter_queues: bool,
+    pub(crate) deferred_suffix: String,
+    pub(crate) suspect_suffix: String,
+    pub(crate) poison_guard: Option<u32>,
+    pub(crate) retry_granularity: Option<Granularity>,
+    pub(crate) deferred_granularity: Option<Granularity>,
+    pub(crate) hold_queues: HoldQueues,
+    pub(crate) publish_concurrency: usize,
     pub(crate) publish_window: usize,
-    max_message_size: usize,
+    pub(crate) max_message_size: usize,
     pub(crate) heartbeat: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) call_timeout: Duration,
@@ -87,9 +105,10 @@ pub struct RabbitMqOptions {
 impl Default for RabbitMqOptions {
     /// No connection name, no extra client properties, the client's default
     /// locale, `.dead`, `.deferred` and `.suspect` suffixes, dead-letter
-    /// queues declared, the poison guard on with a limit of 5, both
-    /// granularities 1 s, 4 publishing channels with up to 128 publishes in
-    /// flight on each, and a 16 MiB message limit.
+    /// queues declared, the poison guard on with a limit of 5, quorum hold
+    /// queues with their default granularity
+    /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
+    /// 128 publishes in flight on each, and a 16 MiB message limit.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -100,8 +119,9 @@ impl Default for RabbitMqOptions {
             deferred_suffix: ".deferred".to_owned(),
             suspect_suffix: ".suspect".to_owned(),
             poison_guard: Some(DEFAULT_POISON_GUARD_LIMIT),
-            retry_granularity: Granularity::Fixed(Duration::from_secs(1)),
-            deferred_granularity: Granularity::Fixed(Duration::from_secs(1)),
+            retry_granularity: None,
+            deferred_granularity: None,
+            hold_queues: HoldQueues::Quorum,
             publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
             publish_window: DEFAULT_PUBLISH_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES,
@@ -230,7 +250,7 @@ impl RabbitMqOptions {
     }
 
     /// Suffix in hold-queue names, before the `.{ttl_ms}` (default
-    /// `.deferred`).
+    /// `.deferred`; quorum hold queues add `.quorum` after it).
     pub fn deferred_suffix(mut self, suffix: impl Into<String>) -> Self {
         self.deferred_suffix = suffix.into();
         self
@@ -261,8 +281,10 @@ impl RabbitMqOptions {
         self
     }
 
-    /// Rounding for retry backoffs and delayed enqueues (default 1 s): a
-    /// step (`Duration`) or any [`Granularity`].
+    /// Rounding for retry backoffs and delayed enqueues: a step
+    /// (`Duration`) or any [`Granularity`]. The default depends on the hold
+    /// queues: [`DEFAULT_QUORUM_GRANULARITY`] (10 % buckets) with quorum
+    /// holds, [`DEFAULT_CLASSIC_GRANULARITY`] (1 s) with classic ones.
     ///
     /// Delays are rounded up to a multiple of a step, so each value bounds
     /// how many hold queues a failing queue can have: with backoff capped at
@@ -283,14 +305,45 @@ impl RabbitMqOptions {
     /// # let _ = options;
     /// ```
     pub fn retry_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
-        self.retry_granularity = granularity.into();
+        self.retry_granularity = Some(granularity.into());
         self
     }
 
-    /// Rounding for deferrals (default 1 s): a step (`Duration`) or any
-    /// [`Granularity`]. Zero or sub-millisecond steps count as 1 ms.
+    /// Rounding for deferrals: a step (`Duration`) or any [`Granularity`],
+    /// with the same default as
+    /// [`retry_granularity`](Self::retry_granularity). Zero or
+    /// sub-millisecond steps count as 1 ms.
     pub fn deferred_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
-        self.deferred_granularity = granularity.into();
+        self.deferred_granularity = Some(granularity.into());
+        self
+    }
+
+    /// Which hold queues park retried, deferred and delayed jobs (default
+    /// [`HoldQueues::Quorum`]).
+    ///
+    /// Quorum hold queues keep every job through a broker crash; classic
+    /// ones, the first version's, can lose the jobs that were moving back to
+    /// their work queue when the broker died (see [`HoldQueues`]), and
+    /// cannot serve a quorum work queue.
+    ///
+    /// Quorum hold queues are never deleted (no lease can keep a quorum
+    /// queue alive from the producing side), so each distinct rounded delay
+    /// is a queue that stays on the broker: about 130 KB of broker memory
+    /// each. With the default granularity a work queue needs at most about
+    /// 150 of them; a fixed granularity set explicitly bounds them by
+    /// `longest delay / step` instead. `queuey holds` lists them, and an
+    /// operator may delete an empty one at any time: the next hold declares
+    /// it again.
+    ///
+    /// ```
+    /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
+    ///
+    /// // The seeds' holds, exactly: classic queues, 1 s steps.
+    /// let options = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
+    /// # let _ = options;
+    /// ```
+    pub fn hold_queues(mut self, holds: HoldQueues) -> Self {
+        self.hold_queues = holds;
         self
     }
 
@@ -326,66 +379,82 @@ impl RabbitMqOptions {
         self
     }
 
+    /// What was set, read back under the builder methods' names:
+    /// `settings().heartbeat()`, `settings().dead_suffix()`, ...
+    pub fn settings(&self) -> RabbitMqSettings<'_> {
+        RabbitMqSettings::new(self)
+    }
+
     /// The connection name, if set.
+    #[deprecated(note = "use `.settings().connection_name()`")]
     pub fn get_connection_name(&self) -> Option<&str> {
-        self.connection_name.as_deref()
+        self.settings().connection_name()
     }
 
     /// The extra client properties.
+    #[deprecated(note = "use `.settings().client_properties()`")]
     pub fn get_client_properties(&self) -> &BTreeMap<String, String> {
-        &self.client_properties
+        self.settings().client_properties()
     }
 
     /// The locale, if set.
+    #[deprecated(note = "use `.settings().locale()`")]
     pub fn get_locale(&self) -> Option<&str> {
-        self.locale.as_deref()
+        self.settings().locale()
     }
 
     /// The dead-letter queue suffix.
+    #[deprecated(note = "use `.settings().dead_suffix()`")]
     pub fn get_dead_suffix(&self) -> &str {
-        &self.dead_suffix
+        self.settings().dead_suffix()
     }
 
     /// Whether dead-letter queues are declared and used.
+    #[deprecated(note = "use `.settings().declare_dead_letter_queues()`")]
     pub fn get_declare_dead_letter_queues(&self) -> bool {
-        self.declare_dead_letter_queues
+        self.settings().declare_dead_letter_queues()
     }
 
     /// The hold-queue suffix.
+    #[deprecated(note = "use `.settings().deferred_suffix()`")]
     pub fn get_deferred_suffix(&self) -> &str {
-        &self.deferred_suffix
+        self.settings().deferred_suffix()
     }
 
-    /// The poison guard's limit, `None` when the guard is off.
-    pub fn get_poison_guard(&self) -> Option<u32> {
-        self.poison_guard
-    }
-
-    /// The suspect-queue suffix.
-    pub fn get_suspect_suffix(&self) -> &str {
-        &self.suspect_suffix
-    }
-
-    /// The retry granularity as configured (see
+    /// The retry granularity: as configured, else the default of the hold
+    /// queues in use (see
     /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
     /// for the value used).
+    #[deprecated(note = "use `.settings().retry_granularity()`")]
     pub fn get_retry_granularity(&self) -> Granularity {
-        self.retry_granularity
+        self.settings().retry_granularity()
     }
 
     /// The deferral granularity as configured.
+    #[deprecated(note = "use `.settings().deferred_granularity()`")]
     pub fn get_deferred_granularity(&self) -> Granularity {
-        self.deferred_granularity
+        self.settings().deferred_granularity()
+    }
+
+    /// The granularity of both kinds of hold when none is set: the default
+    /// of the hold queues in use.
+    pub(crate) fn default_granularity(&self) -> Granularity {
+        match self.hold_queues {
+            HoldQueues::Classic => DEFAULT_CLASSIC_GRANULARITY,
+            _ => DEFAULT_QUORUM_GRANULARITY,
+        }
     }
 
     /// The number of publishing channels.
+    #[deprecated(note = "use `.settings().publish_concurrency()`")]
     pub fn get_publish_concurrency(&self) -> usize {
-        self.publish_concurrency
+        self.settings().publish_concurrency()
     }
 
     /// The largest body published, in bytes.
+    #[deprecated(note = "use `.settings().max_message_size()`")]
     pub fn get_max_message_size(&self) -> usize {
-        self.max_message_size
+        self.settings().max_message_size()
     }
 
     /// Checks the values that could break the backend.
@@ -495,20 +564,27 @@ mod tests {
     #[test]
     fn defaults() {
         let o = RabbitMqOptions::default();
-        assert_eq!(o.get_connection_name(), None);
-        assert!(o.get_client_properties().is_empty());
-        assert_eq!(o.get_locale(), None);
-        assert_eq!(o.get_dead_suffix(), ".dead");
-        assert!(o.get_declare_dead_letter_queues());
-        assert_eq!(o.get_deferred_suffix(), ".deferred");
-        assert_eq!(o.get_suspect_suffix(), ".suspect");
-        assert_eq!(o.get_poison_guard(), Some(5));
+        assert_eq!(o.settings().connection_name(), None);
+        assert!(o.settings().client_properties().is_empty());
+        assert_eq!(o.settings().locale(), None);
+        assert_eq!(o.settings().dead_suffix(), ".dead");
+        assert!(o.settings().declare_dead_letter_queues());
+        assert_eq!(o.settings().deferred_suffix(), ".deferred");
+        assert_eq!(o.settings().suspect_suffix(), ".suspect");
+        assert_eq!(o.settings().poison_guard(), Some(5));
         assert_eq!(o.guard_in_use(), Some((".suspect", 5)));
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(1).into());
-        assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1).into());
-        assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
+        assert_eq!(o.settings().hold_queues(), HoldQueues::Quorum);
+        assert_eq!(o.settings().retry_granularity(), DEFAULT_QUORUM_GRANULARITY);
+        assert_eq!(
+            o.settings().deferred_granularity(),
+            DEFAULT_QUORUM_GRANULARITY
+        );
+        assert_eq!(
+            o.settings().publish_concurrency(),
+            DEFAULT_PUBLISH_CONCURRENCY
+        );
         assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
-        assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
+        assert_eq!(o.settings().max_message_size(), 16 * 1024 * 1024);
         assert!(o.validate().is_ok());
     }
 
@@ -527,23 +603,29 @@ mod tests {
             .deferred_granularity(Duration::ZERO)
             .publish_concurrency(1)
             .max_message_size(1024);
-        assert_eq!(o.get_connection_name(), Some("n"));
+        assert_eq!(o.settings().connection_name(), Some("n"));
         assert_eq!(
-            o.get_client_properties().get("k").map(String::as_str),
+            o.settings()
+                .client_properties()
+                .get("k")
+                .map(String::as_str),
             Some("v")
         );
-        assert_eq!(o.get_locale(), Some("de_DE"));
-        assert_eq!(o.get_dead_suffix(), "-dlq");
-        assert!(!o.get_declare_dead_letter_queues());
+        assert_eq!(o.settings().locale(), Some("de_DE"));
+        assert_eq!(o.settings().dead_suffix(), "-dlq");
+        assert!(!o.settings().declare_dead_letter_queues());
         assert_eq!(o.dead_suffix_in_use(), None);
-        assert_eq!(o.get_deferred_suffix(), ".wait");
-        assert_eq!(o.get_suspect_suffix(), "-suspects");
-        assert_eq!(o.get_poison_guard(), None);
+        assert_eq!(o.settings().deferred_suffix(), ".wait");
+        assert_eq!(o.settings().suspect_suffix(), "-suspects");
+        assert_eq!(o.settings().poison_guard(), None);
         assert_eq!(o.suspect_suffix_in_use(), None);
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(10).into());
-        assert_eq!(o.get_deferred_granularity(), Duration::ZERO.into());
-        assert_eq!(o.get_publish_concurrency(), 1);
-        assert_eq!(o.get_max_message_size(), 1024);
+        assert_eq!(
+            o.settings().retry_granularity(),
+            Duration::from_secs(10).into()
+        );
+        assert_eq!(o.settings().deferred_granularity(), Duration::ZERO.into());
+        assert_eq!(o.settings().publish_concurrency(), 1);
+        assert_eq!(o.settings().max_message_size(), 1024);
         assert!(o.validate().is_ok());
     }
 
@@ -557,13 +639,16 @@ mod tests {
                     .with_client_property("k", "v")
                     .with_locale("de_DE"),
             );
-        assert_eq!(o.get_connection_name(), Some("n"));
-        assert_eq!(o.get_client_properties().len(), 1);
+        assert_eq!(o.settings().connection_name(), Some("n"));
+        assert_eq!(o.settings().client_properties().len(), 1);
         assert_eq!(
-            o.get_client_properties().get("k").map(String::as_str),
+            o.settings()
+                .client_properties()
+                .get("k")
+                .map(String::as_str),
             Some("v")
         );
-        assert_eq!(o.get_locale(), Some("de_DE"));
+        assert_eq!(o.settings().locale(), Some("de_DE"));
         let long = RabbitMqOptions::default().connection_properties(
             crate::ConnectionProperties::default().with_client_property("k".repeat(256), "v"),
         );
@@ -594,5 +679,30 @@ mod tests {
             .poison_guard(None)
             .suspect_suffix("");
         assert!(off.validate().is_ok());
+    }
+
+    #[test]
+    fn the_default_granularity_follows_the_hold_queues_and_a_set_one_wins() {
+        let classic = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
+        assert_eq!(
+            classic.settings().retry_granularity(),
+            Duration::from_secs(1).into()
+        );
+        assert_eq!(
+            classic.settings().deferred_granularity(),
+            Duration::from_secs(1).into()
+        );
+        let set = RabbitMqOptions::default()
+            .retry_granularity(Duration::from_secs(5))
+            .hold_queues(HoldQueues::Classic)
+            .hold_queues(HoldQueues::Quorum);
+        assert_eq!(
+            set.settings().retry_granularity(),
+            Duration::from_secs(5).into()
+        );
+        assert_eq!(
+            set.settings().deferred_granularity(),
+            DEFAULT_QUORUM_GRANULARITY
+        );
     }
 }

@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
+use super::QueueSettings;
 use crate::{Error, RetryPolicy};
+
+use super::QueueType;
 
 /// The longest queue name AMQP allows, in bytes.
 pub const MAX_QUEUE_NAME_BYTES: usize = 255;
@@ -26,21 +29,23 @@ const MAX_TTL_MS: u128 = 10 * 365 * 24 * 60 * 60 * 1000;
 ///     .message_ttl(Duration::from_secs(3600))
 ///     .max_priority(5);
 /// config.validate()?;
-/// assert_eq!(config.prefetch_count(), 32);
+/// assert_eq!(config.settings().prefetch(), 32);
 /// assert_eq!(config.top_priority(), 5);
 ///
 /// // 0 declares the queue without priorities.
 /// assert_eq!(QueueConfig::new("plain").max_priority(0).priority_levels(), None);
 /// # Ok::<(), queuey_core::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct QueueConfig {
-    name: String,
-    prefetch: u16,
-    durable: bool,
-    message_ttl: Option<Duration>,
-    max_priority: Option<u8>,
-    retry: Option<RetryPolicy>,
+    pub(crate) name: String,
+    pub(crate) prefetch: u16,
+    pub(crate) durable: bool,
+    pub(crate) message_ttl: Option<Duration>,
+    /// `max_priority` as set: `None` until set, `Some(0)` for "no priorities".
+    pub(crate) max_priority: Option<u8>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) queue_type: QueueType,
 }
 
 impl QueueConfig {
@@ -49,16 +54,17 @@ impl QueueConfig {
     /// The default number of priority levels above 0.
     pub const DEFAULT_MAX_PRIORITY: u8 = 10;
 
-    /// A queue with the defaults: prefetch 16, durable, no message TTL,
-    /// priorities 0 to 10, no retry policy of its own.
+    /// A queue with the defaults: a classic queue, prefetch 16, durable, no
+    /// message TTL, priorities 0 to 10, no retry policy of its own.
     pub fn new(name: impl Into<String>) -> Self {
         QueueConfig {
             name: name.into(),
             prefetch: Self::DEFAULT_PREFETCH,
             durable: true,
             message_ttl: None,
-            max_priority: Some(Self::DEFAULT_MAX_PRIORITY),
+            max_priority: None,
             retry: None,
+            queue_type: QueueType::Classic,
         }
     }
 
@@ -88,10 +94,19 @@ impl QueueConfig {
         self
     }
 
-    /// The highest priority level (`x-max-priority`, default 10). `0` declares
-    /// the queue without priorities; deferred jobs then queue up FIFO.
+    /// The highest priority level (`x-max-priority`, default 10 on a classic
+    /// queue). `0` declares the queue without priorities; deferred jobs then
+    /// queue up FIFO. A [quorum](QueueType::Quorum) queue has no priorities:
+    /// leave this unset (or 0) there.
     pub fn max_priority(mut self, max_priority: u8) -> Self {
-        self.max_priority = (max_priority > 0).then_some(max_priority);
+        self.max_priority = Some(max_priority);
+        self
+    }
+
+    /// The kind of broker queue to declare (default
+    /// [`QueueType::Classic`]); see [`QueueType`].
+    pub fn queue_type(mut self, queue_type: QueueType) -> Self {
+        self.queue_type = queue_type;
         self
     }
 
@@ -106,34 +121,55 @@ impl QueueConfig {
         &self.name
     }
 
+    /// What was set, read back under the builder methods' names:
+    /// `settings().prefetch()`, `settings().message_ttl()`, ...
+    pub fn settings(&self) -> QueueSettings<'_> {
+        QueueSettings::new(self)
+    }
+
     /// The prefetch limit.
+    #[deprecated(note = "use `.settings().prefetch()`")]
     pub fn prefetch_count(&self) -> u16 {
-        self.prefetch
+        self.settings().prefetch()
     }
 
     /// Whether the queue is durable.
+    #[deprecated(note = "use `.settings().durable()`")]
     pub fn is_durable(&self) -> bool {
-        self.durable
+        self.settings().durable()
     }
 
     /// The message TTL, if any.
+    #[deprecated(note = "use `.settings().message_ttl()`")]
     pub fn ttl(&self) -> Option<Duration> {
-        self.message_ttl
+        self.settings().message_ttl()
     }
 
-    /// The highest priority level, or `None` for a queue without priorities.
+    /// The highest priority level, or `None` for a queue without priorities
+    /// (`max_priority(0)`, or a quorum queue).
     pub fn priority_levels(&self) -> Option<u8> {
-        self.max_priority
+        match (self.max_priority, self.queue_type) {
+            (Some(0), _) => None,
+            (Some(levels), _) => Some(levels),
+            (None, QueueType::Quorum) => None,
+            (None, _) => Some(Self::DEFAULT_MAX_PRIORITY),
+        }
     }
 
     /// The priority a deferred job returns with: the highest level, or 0.
     pub fn top_priority(&self) -> u8 {
-        self.max_priority.unwrap_or(0)
+        self.priority_levels().unwrap_or(0)
+    }
+
+    /// Whether this is a [quorum](QueueType::Quorum) queue.
+    pub fn is_quorum(&self) -> bool {
+        self.queue_type == QueueType::Quorum
     }
 
     /// The queue's own retry policy, if it has one.
+    #[deprecated(note = "use `.settings().retry()`")]
     pub fn retry_policy(&self) -> Option<&RetryPolicy> {
-        self.retry.as_ref()
+        self.settings().retry()
     }
 
     /// Checks every setting; backends call this before declaring anything.
@@ -154,7 +190,39 @@ impl QueueConfig {
                 )));
             }
         }
+        if self.is_quorum() {
+            if let Some(levels @ 1..) = self.max_priority {
+                return Err(Error::invalid_config(format!(
+                    "queue `{}`: a quorum queue has no priority levels, but max_priority is \
+                     {levels}; remove max_priority (deferred jobs then return in FIFO order) or \
+                     use a classic queue",
+                    self.name
+                )));
+            }
+            if !self.durable {
+                return Err(Error::invalid_config(format!(
+                    "queue `{}`: a quorum queue is always durable; remove durable(false) or use \
+                     a classic queue",
+                    self.name
+                )));
+            }
+        }
         Ok(())
+    }
+}
+
+/// Two configurations are equal when they declare the same queue: a
+/// `max_priority` set to the default counts as unset.
+impl PartialEq for QueueConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.prefetch == other.prefetch
+            && self.durable == other.durable
+            && self.message_ttl == other.message_ttl
+            && self.priority_levels() == other.priority_levels()
+            && self.retry == other.retry
+            && self.queue_type == other.queue_type
+            && self.validate().is_ok() == other.validate().is_ok()
     }
 }
 
@@ -188,12 +256,12 @@ mod tests {
     fn defaults() {
         let c = QueueConfig::new("q");
         assert_eq!(c.name(), "q");
-        assert_eq!(c.prefetch_count(), 16);
-        assert!(c.is_durable());
-        assert_eq!(c.ttl(), None);
+        assert_eq!(c.settings().prefetch(), 16);
+        assert!(c.settings().durable());
+        assert_eq!(c.settings().message_ttl(), None);
         assert_eq!(c.priority_levels(), Some(10));
         assert_eq!(c.top_priority(), 10);
-        assert_eq!(c.retry_policy(), None);
+        assert_eq!(c.settings().retry(), None);
         assert!(c.validate().is_ok());
     }
 
@@ -243,5 +311,56 @@ mod tests {
         // 128 two-byte characters are 256 bytes: the limit is bytes, not chars.
         let e = QueueConfig::new("é".repeat(128)).validate().unwrap_err();
         assert!(e.to_string().contains("256 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_quorum_queue_has_no_priorities_by_default() {
+        let c = QueueConfig::new("q").queue_type(QueueType::Quorum);
+        assert!(c.is_quorum());
+        assert_eq!(c.priority_levels(), None);
+        assert_eq!(c.top_priority(), 0);
+        assert!(c.validate().is_ok());
+        assert!(c.clone().max_priority(0).validate().is_ok());
+    }
+
+    #[test]
+    fn a_quorum_queue_refuses_priorities_and_transience() {
+        for c in [
+            QueueConfig::new("q")
+                .max_priority(3)
+                .queue_type(QueueType::Quorum),
+            QueueConfig::new("q")
+                .queue_type(QueueType::Quorum)
+                .max_priority(3),
+        ] {
+            let err = c.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("queue `q`") && err.contains("max_priority") && err.contains("FIFO"),
+                "{err}"
+            );
+        }
+        let err = QueueConfig::new("q")
+            .queue_type(QueueType::Quorum)
+            .durable(false)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("always durable") && err.contains("durable(false)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_explicit_default_priority_equals_an_unset_one() {
+        assert_eq!(
+            QueueConfig::new("q").max_priority(10),
+            QueueConfig::new("q")
+        );
+        assert_ne!(QueueConfig::new("q").max_priority(0), QueueConfig::new("q"));
+        assert_ne!(
+            QueueConfig::new("q").queue_type(QueueType::Quorum),
+            QueueConfig::new("q")
+        );
     }
 }

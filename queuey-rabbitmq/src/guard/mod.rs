@@ -191,8 +191,12 @@ impl Guard {
                 let what = format!("declaring suspect queue `{}` again", out.queue);
                 let current = inner.link.connection(&what).await?;
                 let bound = inner.options.call_timeout;
-                let declaring =
-                    declare::declare_suspect_queue(&current.connection, &out.queue, &self.config);
+                let declaring = declare::declare_suspect_queue(
+                    &current.connection,
+                    &out.queue,
+                    &inner.options,
+                    &self.config,
+                );
                 let declared = match tokio::time::timeout(bound, declaring).await {
                     Ok(result) => result,
                     Err(_) => Err(timed_out(&what, bound)),

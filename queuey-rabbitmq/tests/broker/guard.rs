@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::types::AMQPValue;
-use queuey_core::{Backend, QueueConfig};
+use queuey_core::{Backend, QueueConfig, QueueType};
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::support::{envelope, guard_notices_mentioning, n_of, table, text, within};
@@ -62,6 +62,32 @@ async fn the_suspect_queue_is_declared_like_its_work_queue_without_priorities() 
     assert!(!broker.exists(&format!("{plain}.suspect")).await);
     backend.close().await.unwrap();
     off.close().await.unwrap();
+}
+
+/// A quorum work queue's suspect queue is a quorum queue with the same
+/// delivery limit, dead-lettering into `q.dead` at least once: the broker's
+/// own record holds exactly these arguments.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_queues_suspect_queue_is_quorum_and_dead_letters_into_q_dead() {
+    let broker = broker!("a_quorum_queues_suspect_queue_is_quorum_and_dead_letters_into_q_dead");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("quorum-suspect");
+    let config = QueueConfig::new(&q).queue_type(QueueType::Quorum);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let line = broker
+        .listed(&format!("{q}.suspect"))
+        .await
+        .expect("the suspect queue is listed");
+    let expected = format!(
+        "quorum\ttrue\t[{{\"x-dead-letter-exchange\",[]}},\
+         {{\"x-dead-letter-routing-key\",\"{q}.dead\"}},\
+         {{\"x-dead-letter-strategy\",\"at-least-once\"}},{{\"x-delivery-limit\",20}},\
+         {{\"x-overflow\",\"reject-publish\"}},{{\"x-queue-type\",\"quorum\"}}]"
+    );
+    assert_eq!(line, expected);
+    backend.close().await.unwrap();
 }
 
 /// The connection drops while the job is in hand: the broker delivers it

@@ -71,4 +71,5 @@ mod declare;
 mod guard;
 mod holds;
 mod publish;
+mod quorum;
 mod rehold;
