@@ -90,7 +90,8 @@ const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// A consumer on one connection.
 struct Live {
-    channel: lapin::Channel,
+    /// Shared with every delivery taken from it (see [`RabbitMqDelivery`]).
+    channel: Arc<lapin::Channel>,
     consumer: lapin::Consumer,
     tag: String,
     generation: u64,
@@ -136,7 +137,7 @@ impl Consumer {
                 .await
                 .map_err(fail)?;
             Ok::<_, Error>(Live {
-                channel,
+                channel: Arc::new(channel),
                 consumer,
                 tag,
                 generation: current.generation,
@@ -190,10 +191,10 @@ impl Consumer {
                     self.pause = RESUME_PAUSE_MIN;
                     match Envelope::decode_located(&delivery.data) {
                         Ok((envelope, payload_at)) => {
-                            let due = rehold::due(&delivery.properties, hold::now_ms());
+                            let due = rehold::due(&delivery.properties, hold::now_ms);
                             let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
-                                live.channel.clone(),
+                                Arc::clone(&live.channel),
                                 Arc::clone(&self.queue),
                                 envelope,
                                 payload_at,
