@@ -71,6 +71,9 @@ fn main() {
     let mut plan = Plan::soak(fault, jobs);
     if let Some(holds) = holds {
         plan = plan.through_holds(holds);
+        // A job lost in a hold never comes back: wait a bounded time for
+        // the stragglers, then report what is missing.
+        plan.deadline = std::time::Duration::from_secs(240);
     }
     let report = runtime.block_on(soak(plan));
     println!("{report}");
