@@ -115,7 +115,10 @@ async fn create(
 ) -> BenchResult<Costs> {
     // Only the holds' prefix and dead-letter target: no message ever moves.
     let queue = broker.fresh_queue();
-    let suffix = RabbitMqOptions::default().get_deferred_suffix().to_owned();
+    let suffix = RabbitMqOptions::default()
+        .settings()
+        .deferred_suffix()
+        .to_owned();
     let mut holds = Vec::with_capacity(HOLDS);
     for i in 0..HOLDS as u64 {
         let ttl_ms = FIRST_TTL_MS + i * TTL_STEP_MS;

@@ -328,10 +328,11 @@ fn track_retry_holds(broker: &Broker, backend: &RabbitMqBackend, queue: &str) ->
     let options = backend.options();
     // As the backend rounds it: up to the granularity, then to the
     // shortest hold.
-    let ttl_ms = topology::hold_delay_ms(queue, RETRY_DELAY, options.get_retry_granularity())?
-        .max(topology::SHORTEST_HOLD_MS);
+    let ttl_ms =
+        topology::hold_delay_ms(queue, RETRY_DELAY, options.settings().retry_granularity())?
+            .max(topology::SHORTEST_HOLD_MS);
     for holds in [HoldQueues::Quorum, HoldQueues::Classic] {
-        broker.track(&holds.name(queue, options.get_deferred_suffix(), ttl_ms)?);
+        broker.track(&holds.name(queue, options.settings().deferred_suffix(), ttl_ms)?);
     }
     Ok(())
 }
