@@ -22,6 +22,7 @@ mod support;
 mod private;
 
 mod calls;
+mod cluster;
 mod cluster_kit;
 mod kit;
 mod scenarios;

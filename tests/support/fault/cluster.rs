@@ -261,6 +261,28 @@ impl Cluster {
         Ok(placements)
     }
 
+    /// The messages in every queue whose name starts with `prefix`
+    /// (ready, unacknowledged, and on a quorum queue also those its
+    /// dead-letter worker holds).
+    pub(crate) async fn messages(&self, prefix: &str) -> Result<BTreeMap<String, u64>, String> {
+        let listing = self
+            .ctl(&["list_queues", "name", "messages", "--formatter", "json"])
+            .await?;
+        let listing: serde_json::Value = serde_json::from_str(&listing)
+            .map_err(|e| format!("list_queues is not JSON ({e}): {listing}"))?;
+        Ok(listing
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|queue| {
+                let name = queue["name"].as_str()?;
+                let messages = queue["messages"].as_u64()?;
+                name.starts_with(prefix)
+                    .then(|| (name.to_owned(), messages))
+            })
+            .collect())
+    }
+
     /// Waits until every quorum queue whose name starts with `prefix` (at
     /// least `at_least` of them) has a leader on a node that is up, and
     /// returns where they stand; `Err` with the last listing after
@@ -290,6 +312,30 @@ impl Cluster {
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+
+    /// Stops and restarts the Raft member of quorum queue `queue` on its
+    /// leader's node, so that another member leads it: the operator's
+    /// remedy for a quorum queue whose at-least-once dead-lettering stalled
+    /// after a leader change on RabbitMQ 3.10.8 (its dead-letter worker is
+    /// started again with the new leader). Returns the node that led it.
+    pub(crate) async fn restart_leader(&self, queue: &str) -> Result<usize, String> {
+        let placements = self.placements(queue).await?;
+        let leader = placements
+            .get(queue)
+            .and_then(|p| p.leader)
+            .ok_or_else(|| format!("`{queue}` has no leader: {placements:?}"))?;
+        if queue.contains(['"', '\\']) {
+            return Err(format!("`{queue}` cannot be quoted for eval"));
+        }
+        let expression = format!(
+            "{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"{queue}\">>)), \
+             {{Name, _}} = amqqueue:get_pid(Q), \
+             ok = ra:stop_server(quorum_queues, {{Name, node()}}), \
+             ra:restart_server(quorum_queues, {{Name, node()}})."
+        );
+        bounded(self.nodes[leader].ctl(&["eval", &expression])).await?;
+        Ok(leader)
     }
 
     /// The node each of the named connections is on (by the AMQP port it
