@@ -8,9 +8,9 @@
 //! Watch the broker's queue list while it runs: `aq-example.emails` and
 //! `aq-example.emails.dead` appear at startup and stay. The flaky job fails
 //! twice; its retries wait 500 ms and then 1 s, in the hold queues
-//! `aq-example.emails.deferred.500` and `aq-example.emails.deferred.1000`,
-//! which the broker deletes on its own once they have been idle for twice
-//! their delay. A job with an invalid address goes to
+//! `aq-example.emails.deferred.quorum.500` and `…quorum.1000`, durable quorum
+//! queues that stay for the next retry of that length (`queuey holds` lists
+//! them). A job with an invalid address goes to
 //! `aq-example.emails.dead`, where it stays for an operator to read.
 
 use std::sync::Arc;

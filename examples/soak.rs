@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo run --release --example soak -- SCENARIO [JOBS]
+//!     cargo run --release --example soak -- SCENARIO [JOBS] [HOLDS]
 //! ```
 //!
 //! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
@@ -15,6 +15,11 @@
 //! confirmed job was handled and the queue is empty, and prints the
 //! total-queue verdict and a RELIABILITY.md table row. It exits with 1 if a
 //! confirmed job was lost.
+//!
+//! `HOLDS` (`quorum` or `classic`) sends every job through a hold queue of
+//! that kind once: its first attempt fails and it comes back after 1 s, so
+//! the faults land while jobs wait in holds and move back to the work queue
+//! (`kill-9 5000 classic` shows what classic holds lose in a broker crash).
 //!
 //! `close` closes the run's own connections on the broker of `AMQP_URL`
 //! with `rabbitmqctl`; `reset` and `black-hole` go through an in-process
@@ -52,8 +57,8 @@ fn main() {
         return;
     }
     let mut args = std::env::args().skip(1);
-    let usage = "usage: soak SCENARIO [JOBS]; SCENARIO: none, close, reset, black-hole, \
-                 stop-app, kill-9, worker-crash, cluster";
+    let usage = "usage: soak SCENARIO [JOBS] [HOLDS]; SCENARIO: none, close, reset, black-hole, \
+                 stop-app, kill-9, worker-crash, cluster; HOLDS: quorum, classic";
     let scenario = args.next();
     let cluster = scenario.as_deref() == Some("cluster");
     let fault = scenario.as_deref().and_then(Fault::parse);
@@ -74,13 +79,25 @@ fn main() {
         let report = runtime.block_on(soak_cluster(jobs));
         println!("{report}");
         println!("{}", report.row());
-        if !report.check.lost.is_empty() || !report.check.unexpected.is_empty() || report.timed_out
-        {
+        if report.unaccounted() > 0 || !report.check.unexpected.is_empty() || report.timed_out {
             std::process::exit(1);
         }
         return;
     };
-    let report = runtime.block_on(soak(fault, jobs));
+    let holds = match args.next().as_deref() {
+        None => None,
+        Some("quorum") => Some(queuey::rabbitmq::HoldQueues::Quorum),
+        Some("classic") => Some(queuey::rabbitmq::HoldQueues::Classic),
+        Some(_) => {
+            eprintln!("{usage}");
+            std::process::exit(2);
+        }
+    };
+    let mut plan = Plan::soak(fault, jobs);
+    if let Some(holds) = holds {
+        plan = plan.through_holds(holds);
+    }
+    let report = runtime.block_on(soak(plan));
     println!("{report}");
     println!("{}", report.row());
     if !report.check.lost.is_empty() || !report.check.unexpected.is_empty() || report.timed_out {
@@ -88,8 +105,8 @@ fn main() {
     }
 }
 
-async fn soak(fault: Fault, jobs: u32) -> scenario::Report {
-    let plan = Plan::soak(fault, jobs);
+async fn soak(plan: Plan) -> scenario::Report {
+    let fault = plan.fault;
     if fault.needs_private_node() {
         if let Err(why) = fault::node::available() {
             eprintln!("cannot start a private RabbitMQ node: {why}");

@@ -106,7 +106,7 @@ pub use queuey_core::{
     Backend, BackendError, BackendErrorKind, Backoff, BoxError, ConnectionState, Delivery,
     DeliveryStream, EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job,
     JobContext, JobError, JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MemoryBackend, Producer,
-    QueueConfig, Queues, RetryPolicy, Uuid, handler_fn,
+    QueueConfig, QueueType, Queues, RetryPolicy, Uuid, handler_fn,
 };
 
 pub use queuey_core::{backend, handler, memory, queue, retry, trace_context};
@@ -126,13 +126,13 @@ pub use queuey_rabbitmq as rabbitmq;
 
 #[cfg(feature = "rabbitmq")]
 #[doc(inline)]
-pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+pub use queuey_rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 
 /// The names a typical application needs: `use queuey::prelude::*;`.
 pub mod prelude {
     pub use queuey_core::{
         Backend, Backoff, EnqueueOptions, Error, Job, JobContext, JobError, JobHandler,
-        MemoryBackend, Producer, QueueConfig, Queues, RetryPolicy, handler_fn,
+        MemoryBackend, Producer, QueueConfig, QueueType, Queues, RetryPolicy, handler_fn,
     };
     pub use queuey_tower::{
         ClassifyLayer, CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition,

@@ -164,7 +164,7 @@ fn rabbitmq_topology(c: &mut Criterion) {
     });
     group.bench_function("hold_queue_name", |b| {
         b.iter(|| {
-            black_box(topology::hold_queue_name(
+            black_box(topology::HoldQueues::Quorum.name(
                 black_box(queue),
                 ".deferred",
                 black_box(30_000),
@@ -177,21 +177,24 @@ fn rabbitmq_topology(c: &mut Criterion) {
                 black_box(queue),
                 ".deferred",
                 Some(".dead"),
+                topology::HoldQueues::Quorum,
             ))
         })
     });
     group.bench_function("work_queue_arguments", |b| {
-        b.iter(|| black_box(topology::work_queue_arguments(black_box(&config))))
+        b.iter(|| {
+            black_box(topology::work_queue_arguments(
+                black_box(&config),
+                Some("bench.work.dead"),
+            ))
+        })
     });
     group.bench_function("dead_letter_queue_arguments", |b| {
-        b.iter(|| black_box(topology::dead_letter_queue_arguments()))
+        b.iter(|| black_box(topology::dead_letter_queue_arguments(black_box(&config))))
     });
     group.bench_function("hold_queue_arguments", |b| {
         b.iter(|| {
-            black_box(topology::hold_queue_arguments(
-                black_box(queue),
-                black_box(30_000),
-            ))
+            black_box(topology::HoldQueues::Quorum.arguments(black_box(queue), black_box(30_000)))
         })
     });
     // Everything a retry computes before it declares and publishes its hold.
@@ -203,8 +206,9 @@ fn rabbitmq_topology(c: &mut Criterion) {
                 Duration::from_secs(1),
             )
             .expect("a valid delay");
-            let name = topology::hold_queue_name(queue, ".deferred", ttl).expect("room");
-            black_box((name, topology::hold_queue_arguments(queue, ttl)))
+            let holds = topology::HoldQueues::Quorum;
+            let name = holds.name(queue, ".deferred", ttl).expect("room");
+            black_box((name, holds.arguments(queue, ttl)))
         })
     });
     group.finish();

@@ -87,7 +87,7 @@ pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};
 pub use job::Job;
 pub use memory::MemoryBackend;
 pub use producer::{EnqueueOptions, Producer};
-pub use queue::{QueueConfig, Queues};
+pub use queue::{QueueConfig, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;

@@ -18,6 +18,7 @@ const QUEUE_KEYS: &[&str] = &[
     "message_ttl",
     "max_priority",
     "retry",
+    "queue_type",
 ];
 
 /// The longest message TTL RabbitMQ accepts: ten years, as `QueueConfig`
@@ -35,6 +36,7 @@ struct Queue {
     message_ttl: Option<Millis>,
     max_priority: Option<u8>,
     retry: Option<RetrySpec>,
+    quorum: bool,
 }
 
 pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
@@ -147,7 +149,9 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
         message_ttl: None,
         max_priority: None,
         retry: None,
+        quorum: false,
     };
+    let mut refusals = Vec::new();
     let mut name = names::snake_case(&variant.ident.unraw().to_string());
     let list = attr::collect(&variant.attrs, "queue")?;
     for arg in list.iter().flat_map(|list| &list.args) {
@@ -161,7 +165,17 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                 let n = arg.int(1, u64::from(u16::MAX), 32)?;
                 queue.prefetch = u16::try_from(n).ok();
             }
-            "durable" => queue.durable = Some(arg.bool()?),
+            "durable" => {
+                let durable = arg.bool()?;
+                if !durable {
+                    refusals.push((
+                        arg,
+                        "a quorum queue is always durable; remove `durable = false` or use \
+                         `queue_type = \"classic\"`",
+                    ));
+                }
+                queue.durable = Some(durable);
+            }
             "message_ttl" => {
                 let ttl = arg.duration()?;
                 if ttl > MAX_TTL {
@@ -173,11 +187,34 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
             }
             "max_priority" => {
                 let n = arg.int(0, u64::from(u8::MAX), 10)?;
+                if n > 0 {
+                    refusals.push((
+                        arg,
+                        "a quorum queue has no priority levels; remove `max_priority` (deferred \
+                         jobs then return in FIFO order) or use `queue_type = \"classic\"`",
+                    ));
+                }
                 queue.max_priority = u8::try_from(n).ok();
+            }
+            "queue_type" => {
+                let lit = arg.string("\"quorum\"")?;
+                queue.quorum = match lit.value().as_str() {
+                    "quorum" => true,
+                    "classic" => false,
+                    other => {
+                        return Err(syn::Error::new(
+                            lit.span(),
+                            format!("unknown queue type `{other}`: use \"classic\" or \"quorum\""),
+                        ));
+                    }
+                };
             }
             "retry" => queue.retry = Some(RetrySpec::parse(&arg.list()?)?),
             _ => return Err(arg.unknown("#[queue(..)]", QUEUE_KEYS)),
         }
+    }
+    if let (true, Some((arg, message))) = (queue.quorum, refusals.first()) {
+        return Err(arg.error(message));
     }
     queue.full_name = match prefix {
         Some(prefix) => format!("{prefix}.{name}"),
@@ -244,6 +281,9 @@ fn config(core: &TokenStream, queue: &Queue) -> TokenStream {
     if let Some(retry) = &queue.retry {
         let policy = retry.to_tokens(core);
         calls.extend(quote!(.retry(#policy)));
+    }
+    if queue.quorum {
+        calls.extend(quote!(.queue_type(#core::QueueType::Quorum)));
     }
     quote!(#core::QueueConfig::new(#name) #calls)
 }

@@ -10,10 +10,14 @@
 //! the head of each hold queue and handed back in order (see
 //! [`browse`](crate::browse)).
 //!
-//! Reading a hold queue is "use" to the broker: the declare and the reads
-//! renew its lease (never shorten it), and the few milliseconds a message is
-//! held can only make it later, never earlier.
+//! Reading a classic hold queue is "use" to the broker: the declare and the
+//! reads renew its lease (never shorten it), and the few milliseconds a
+//! message is held can only make it later, never earlier. Quorum hold
+//! queues are counted but never read: a message handed back to a quorum
+//! queue goes through its returns path (and counts as a delivery on
+//! RabbitMQ 4), which a hold must not see.
 
+use queuey_rabbitmq::HoldQueues;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
@@ -28,6 +32,8 @@ use crate::time::{now_ms, parse_ms};
 pub struct HoldQueue {
     /// The hold queue's name.
     pub name: String,
+    /// `quorum` (durable, never expires) or `classic` (with a lease).
+    pub kind: &'static str,
     /// Its delay (the TTL in its name).
     pub delay_ms: u64,
     /// Jobs waiting.
@@ -75,24 +81,25 @@ impl Census {
     }
 }
 
-/// A regex (for the management API) matching `{queue}{suffix}.{digits}`.
+/// A regex (for the management API) matching the hold queues of both
+/// families: `{queue}{suffix}.{digits}` and `{queue}{suffix}.quorum.{digits}`.
 pub fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
     format!(
-        "^{}\\.[0-9]+$",
+        "^{}(\\.quorum)?\\.[0-9]+$",
         regex_escape(&format!("{queue}{deferred_suffix}"))
     )
 }
 
+/// The family and delay of a hold queue's name, if it is one of `queue`'s.
+pub fn hold_kind(name: &str, queue: &str, deferred_suffix: &str) -> Option<(HoldQueues, u64)> {
+    [HoldQueues::Quorum, HoldQueues::Classic]
+        .into_iter()
+        .find_map(|family| Some((family, family.parse(queue, deferred_suffix, name)?)))
+}
+
 /// The delay in a hold queue's name, if it is one of `queue`'s.
 pub fn hold_delay(name: &str, queue: &str, deferred_suffix: &str) -> Option<u64> {
-    let digits = name
-        .strip_prefix(queue)?
-        .strip_prefix(deferred_suffix)?
-        .strip_prefix('.')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    hold_kind(name, queue, deferred_suffix).map(|(_, delay)| delay)
 }
 
 /// The effective value of a limit set both as an argument and by policy:
@@ -120,14 +127,16 @@ pub async fn census(
         .await?;
     let mut holds = Vec::new();
     for info in infos {
-        let Some(delay_ms) = hold_delay(&info.name, queue, deferred_suffix) else {
+        let Some((family, delay_ms)) = hold_kind(&info.name, queue, deferred_suffix) else {
             continue;
         };
+        let quorum = family == HoldQueues::Quorum;
         let expires_ms = effective(&info, "x-expires", "expires");
         let lease_left_ms = match (expires_ms, info.idle_since.as_deref().and_then(parse_ms)) {
             (Some(expires), Some(idle)) => Some(expires - (now_ms() - idle)),
             _ => None,
         };
+        let peek = if quorum { 0 } else { peek };
         let (held, counts) = match browse_counted(amqp, &info.name, Some(peek)).await {
             Ok(read) => read,
             // Expired between the listing and the read: it holds nothing.
@@ -141,6 +150,7 @@ pub async fn census(
         let all_read = held.len() as u64 == u64::from(counts.messages);
         holds.push(HoldQueue {
             name: info.name.clone(),
+            kind: if quorum { "quorum" } else { "classic" },
             delay_ms,
             jobs: u64::from(counts.messages),
             consumers: u64::from(counts.consumers),
@@ -162,7 +172,7 @@ pub async fn census(
                 .collect(),
         });
     }
-    holds.sort_by_key(|h| h.delay_ms);
+    holds.sort_by_key(|h| (h.delay_ms, h.kind));
     Ok(Census {
         queue: queue.to_owned(),
         holds,
@@ -193,8 +203,9 @@ pub fn prometheus(censuses: &[Census]) -> String {
         for census in censuses {
             for h in &census.holds {
                 out.push_str(&format!(
-                    "{name}{{queue=\"{}\",delay_ms=\"{}\"}} {}\n",
+                    "{name}{{queue=\"{}\",kind=\"{}\",delay_ms=\"{}\"}} {}\n",
                     label(&census.queue),
+                    h.kind,
                     h.delay_ms,
                     value(h)
                 ));
@@ -234,8 +245,17 @@ mod tests {
         assert_eq!(hold_delay("q.deferred.5s", "q", ".deferred"), None);
         assert_eq!(hold_delay("qq.deferred.5", "q", ".deferred"), None);
         assert_eq!(
+            hold_kind("q.deferred.quorum.5000", "q", ".deferred"),
+            Some((HoldQueues::Quorum, 5000))
+        );
+        assert_eq!(
+            hold_kind("q.deferred.5000", "q", ".deferred"),
+            Some((HoldQueues::Classic, 5000))
+        );
+        assert_eq!(hold_delay("q.deferred.quorum.", "q", ".deferred"), None);
+        assert_eq!(
             hold_pattern("a.b", ".deferred"),
-            "^a\\.b\\.deferred\\.[0-9]+$"
+            "^a\\.b\\.deferred(\\.quorum)?\\.[0-9]+$"
         );
     }
 
@@ -243,6 +263,7 @@ mod tests {
     fn the_prometheus_output_is_one_gauge_per_delay() {
         let hold = |delay_ms, jobs| HoldQueue {
             name: format!("q.deferred.{delay_ms}"),
+            kind: "classic",
             delay_ms,
             jobs,
             consumers: 0,
@@ -260,8 +281,14 @@ mod tests {
         };
         let text = census.prometheus();
         assert!(text.contains("# TYPE queuey_hold_jobs gauge\n"));
-        assert!(text.contains("queuey_hold_jobs{queue=\"q\\\"x\",delay_ms=\"1000\"} 3\n"));
-        assert!(text.contains("queuey_hold_consumers{queue=\"q\\\"x\",delay_ms=\"60000\"} 0\n"));
+        assert!(
+            text.contains(
+                "queuey_hold_jobs{queue=\"q\\\"x\",kind=\"classic\",delay_ms=\"1000\"} 3\n"
+            )
+        );
+        assert!(text.contains(
+            "queuey_hold_consumers{queue=\"q\\\"x\",kind=\"classic\",delay_ms=\"60000\"} 0\n"
+        ));
         assert_eq!(census.total_jobs(), 3);
     }
 }

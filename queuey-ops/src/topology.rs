@@ -12,13 +12,15 @@ use std::time::Duration;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use queuey_core::QueueConfig;
+use queuey_core::QueueType;
+use queuey_rabbitmq::HoldQueues;
 use queuey_rabbitmq::topology::{self as names, ArgumentValue, QueueArguments};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::amqp::{Amqp, short};
 use crate::error::{OpsError, Result};
-use crate::holds::{hold_delay, hold_pattern};
+use crate::holds::{hold_kind, hold_pattern};
 use crate::mgmt::{Management, QueueInfo};
 
 fn default_dead_suffix() -> String {
@@ -26,9 +28,6 @@ fn default_dead_suffix() -> String {
 }
 fn default_deferred_suffix() -> String {
     crate::DEFAULT_DEFERRED_SUFFIX.to_owned()
-}
-fn default_max_priority() -> u8 {
-    QueueConfig::DEFAULT_MAX_PRIORITY
 }
 fn yes() -> bool {
     true
@@ -45,8 +44,11 @@ fn yes() -> bool {
 ///     name = "reports"
 ///     max_priority = 0               # no priorities
 ///     message_ttl_ms = 3600000
+///     [[queue]]
+///     name = "payments"
+///     queue_type = "quorum"          # replicated, no priorities
 /// "#)?;
-/// assert_eq!(spec.queues.len(), 2);
+/// assert_eq!(spec.queues.len(), 3);
 /// # Ok::<(), toml::de::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -69,9 +71,10 @@ pub struct TopologySpec {
 pub struct QueueSpec {
     /// The work queue's name.
     pub name: String,
-    /// Priority levels (`x-max-priority`); 0 for none. Default 10.
-    #[serde(default = "default_max_priority")]
-    pub max_priority: u8,
+    /// Priority levels (`x-max-priority`); 0 for none. Unset: 10 on a
+    /// classic queue, none on a quorum queue.
+    #[serde(default)]
+    pub max_priority: Option<u8>,
     /// The queue's `x-message-ttl`, if it has one.
     #[serde(default)]
     pub message_ttl_ms: Option<u64>,
@@ -81,6 +84,10 @@ pub struct QueueSpec {
     /// Whether it has a dead-letter queue (default true).
     #[serde(default = "yes")]
     pub dead_letters: bool,
+    /// `classic` (the default) or `quorum`; a quorum queue has no priority
+    /// levels.
+    #[serde(default)]
+    pub queue_type: QueueType,
 }
 
 impl QueueSpec {
@@ -88,18 +95,22 @@ impl QueueSpec {
     pub fn new(name: impl Into<String>) -> Self {
         QueueSpec {
             name: name.into(),
-            max_priority: default_max_priority(),
+            max_priority: None,
             message_ttl_ms: None,
             durable: true,
             dead_letters: true,
+            queue_type: QueueType::Classic,
         }
     }
 
     /// The core config this spec stands for.
     pub fn config(&self) -> QueueConfig {
         let mut config = QueueConfig::new(&self.name)
-            .max_priority(self.max_priority)
-            .durable(self.durable);
+            .durable(self.durable)
+            .queue_type(self.queue_type);
+        if let Some(levels) = self.max_priority {
+            config = config.max_priority(levels);
+        }
         if let Some(ms) = self.message_ttl_ms {
             config = config.message_ttl(Duration::from_millis(ms));
         }
@@ -111,9 +122,18 @@ impl TopologySpec {
     /// Reads a TOML queue-set file.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| OpsError::io(path, e))?;
-        toml::from_str(&text).map_err(|e| {
+        let spec: TopologySpec = toml::from_str(&text).map_err(|e| {
             OpsError::Invalid(format!("{}: not a queue-set file: {e}", path.display()))
-        })
+        })?;
+        spec.validate()
+            .map_err(|e| OpsError::Invalid(format!("{}: {e}", path.display())))?;
+        Ok(spec)
+    }
+
+    /// Checks every queue's settings as the library would before declaring
+    /// them (a quorum queue with priority levels, for one).
+    pub fn validate(&self) -> std::result::Result<(), queuey_core::Error> {
+        self.queues.iter().try_for_each(|q| q.config().validate())
     }
 }
 
@@ -196,16 +216,20 @@ struct Expected {
 fn expected(spec: &TopologySpec) -> Vec<Expected> {
     let mut out = Vec::new();
     for q in &spec.queues {
+        let config = q.config();
+        let dead = q
+            .dead_letters
+            .then(|| names::dead_letter_queue_name(&q.name, &spec.dead_suffix));
         out.push(Expected {
             name: q.name.clone(),
             durable: q.durable,
-            arguments: names::work_queue_arguments(&q.config()),
+            arguments: names::work_queue_arguments(&config, dead.as_deref()),
         });
-        if q.dead_letters {
+        if let Some(dead) = dead {
             out.push(Expected {
-                name: names::dead_letter_queue_name(&q.name, &spec.dead_suffix),
+                name: dead,
                 durable: q.durable,
-                arguments: names::dead_letter_queue_arguments(),
+                arguments: names::dead_letter_queue_arguments(&config),
             });
         }
     }
@@ -223,11 +247,15 @@ fn problem(queue: &str, kind: ProblemKind, detail: String) -> Problem {
 /// Compares one existing queue with what is expected of it.
 fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
     let queue_type = info.queue_type.as_deref().unwrap_or("classic");
-    if queue_type != "classic" {
+    let wanted_type = match want.arguments.get("x-queue-type") {
+        Some(ArgumentValue::Text(t)) => t.as_str(),
+        _ => "classic",
+    };
+    if queue_type != wanted_type {
         out.push(problem(
             &info.name,
             ProblemKind::WrongType,
-            format!("is a {queue_type} queue; queuey needs classic queues (priorities, hold TTLs)"),
+            format!("is a {queue_type} queue; the queue set says {wanted_type}"),
         ));
     }
     if info.durable != want.durable {
@@ -330,24 +358,40 @@ pub async fn verify(
             .queues(Some(&hold_pattern(&q.name, &spec.deferred_suffix)))
             .await?
         {
-            let Some(ttl) = hold_delay(&info.name, &q.name, &spec.deferred_suffix) else {
+            let Some((family, ttl)) = hold_kind(&info.name, &q.name, &spec.deferred_suffix) else {
                 continue;
             };
             if !work_exists {
+                let fate = match family {
+                    HoldQueues::Classic => "expire into nothing",
+                    _ => "wait in the hold until it is declared again",
+                };
                 out.push(problem(
                     &info.name,
                     ProblemKind::OrphanHold,
                     format!(
-                        "hold queue of `{}`, which does not exist: its {} job(s) expire into nothing",
+                        "hold queue of `{}`, which does not exist: its {} job(s) {fate}",
                         q.name,
                         info.messages.unwrap_or(0)
+                    ),
+                ));
+            }
+            if family == HoldQueues::Classic && q.queue_type == QueueType::Quorum {
+                out.push(problem(
+                    &info.name,
+                    ProblemKind::WrongType,
+                    format!(
+                        "classic hold queue of the quorum queue `{}`: a classic hold loses the \
+                         jobs it releases into a quorum queue whenever the broker restarts; \
+                         run every process with quorum hold queues",
+                        q.name
                     ),
                 ));
             }
             let want = Expected {
                 name: info.name.clone(),
                 durable: true,
-                arguments: names::hold_queue_arguments(&q.name, ttl),
+                arguments: family.arguments(&q.name, ttl),
             };
             check_queue(&info, &want, &mut out);
             let consumers = match amqp {

@@ -18,6 +18,7 @@ use crate::declare::{self, HoldDeclarer};
 use crate::hold::Leases;
 use crate::link::{Current, Link};
 use crate::publisher::{Outgoing, Publisher};
+use crate::topology::HoldQueues;
 use crate::{RabbitMqOptions, consumer, properties, topology};
 use queuey_core::backend::HoldKind;
 
@@ -356,7 +357,17 @@ impl Backend for RabbitMqBackend {
                     config.name(),
                     inner.options.get_deferred_suffix(),
                     inner.options.dead_suffix_in_use(),
+                    inner.options.hold_queues,
                 )?;
+                if config.is_quorum() && inner.options.hold_queues == HoldQueues::Classic {
+                    return Err(Error::invalid_config(format!(
+                        "queue `{}` is a quorum queue, but this backend uses classic hold queues, \
+                         which lose the jobs they release into a quorum queue whenever the \
+                         broker restarts; use `RabbitMqOptions::hold_queues(HoldQueues::Quorum)` \
+                         (the default) or a classic work queue",
+                        config.name()
+                    )));
+                }
             }
             if inner.is_closed() {
                 return Err(Error::ShutDown);

@@ -12,7 +12,7 @@ use queuey_core::{Error, QueueConfig};
 use crate::RabbitMqOptions;
 use crate::error::{Failure, code, connection_lost};
 use crate::pool::ChannelPool;
-use crate::topology::{self, ArgumentValue, QueueArguments};
+use crate::topology::{self, ArgumentValue, HoldQueues, QueueArguments};
 
 /// Declares each work queue and, when enabled, its dead-letter queue, on one
 /// fresh channel that is closed afterwards. Stops at the first refusal.
@@ -26,13 +26,15 @@ pub(crate) async fn declare_queues(
     let result = async {
         for config in configs {
             let queue = config.name();
-            let args = topology::work_queue_arguments(config);
+            let dead = options
+                .dead_suffix_in_use()
+                .map(|suffix| topology::dead_letter_queue_name(queue, suffix));
+            let args = topology::work_queue_arguments(config, dead.as_deref());
             declare(connection, &channel, queue, config.is_durable(), &args)
                 .await
                 .map_err(|f| explain(f, queue, config))?;
-            if let Some(suffix) = options.dead_suffix_in_use() {
-                let dead = topology::dead_letter_queue_name(queue, suffix);
-                let args = topology::dead_letter_queue_arguments();
+            if let Some(dead) = dead {
+                let args = topology::dead_letter_queue_arguments(config);
                 declare(connection, &channel, &dead, config.is_durable(), &args)
                     .await
                     .map_err(|f| explain(f, &dead, config))?;
@@ -61,7 +63,7 @@ pub(crate) async fn declare_dead_letter_queue(
         "opening a channel to declare a dead-letter queue",
     )
     .await?;
-    let args = topology::dead_letter_queue_arguments();
+    let args = topology::dead_letter_queue_arguments(config);
     let result = declare(connection, &channel, dead, config.is_durable(), &args)
         .await
         .map_err(|f| explain(f, dead, config));
@@ -94,17 +96,21 @@ impl HoldDeclarer {
         }
     }
 
-    /// Declares the hold queue `hold` of `config`'s queue, waiting for the
-    /// broker's answer: only a waited-for declaration renews the queue's
-    /// `x-expires` lease, so this runs right before every publish into it.
+    /// Declares the hold queue `hold` of the family `holds` for `config`'s
+    /// queue, waiting for the broker's answer (for a classic hold, only a
+    /// waited-for declaration renews the queue's `x-expires` lease).
     pub(crate) async fn declare(
         &self,
         connection: &Connection,
         hold: &str,
+        holds: HoldQueues,
         config: &QueueConfig,
         ttl_ms: u64,
     ) -> Result<(), Error> {
-        let args = topology::hold_queue_arguments(config.name(), ttl_ms);
+        let args = holds.arguments(config.name(), ttl_ms);
+        // A quorum queue is always durable; a classic hold lives as long as
+        // its work queue would.
+        let durable = holds == HoldQueues::Quorum || config.is_durable();
         let (_permit, mut slot) = self.pool.take().await?;
         let channel = match slot.as_ref() {
             Some(channel) if channel.status().connected() => channel.clone(),
@@ -114,7 +120,7 @@ impl HoldDeclarer {
                     .clone()
             }
         };
-        let result = declare(connection, &channel, hold, config.is_durable(), &args).await;
+        let result = declare(connection, &channel, hold, durable, &args).await;
         if !channel.status().connected() {
             *slot = None;
         }
@@ -192,11 +198,23 @@ fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Error {
              declare it durable",
         )
     } else if failure.reply_code == Some(code::PRECONDITION_FAILED) {
-        if failure.text.contains("x-max-priority") {
+        if failure.text.contains("x-queue-type") {
+            Some(
+                "the queue exists as another queue type, and RabbitMQ cannot change a queue's \
+                 type in place; keep its type in the config, or move its jobs to a queue of \
+                 the new type (the README's upgrade notes say how)",
+            )
+        } else if failure.text.contains("x-max-priority") {
             Some(
                 "the queue exists with other priority settings (a queue created before priorities \
                  has no x-max-priority); drain and delete it so it can be declared again, or set \
                  max_priority(0) to declare it as before",
+            )
+        } else if config.is_quorum() {
+            Some(
+                "a queue of this name exists with other arguments; if it is a classic queue, \
+                 RabbitMQ cannot turn it into a quorum queue in place: keep it classic, or move \
+                 its jobs to a new quorum queue (the README's upgrade notes say how)",
             )
         } else {
             Some(
@@ -288,6 +306,18 @@ mod tests {
             &config,
         );
         assert!(e.to_string().contains("other arguments"), "{e}");
+
+        let e = explain(
+            failure(
+                Some(406),
+                false,
+                "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': \
+                 received the value 'quorum' of type 'longstr' but current is none",
+            ),
+            "q",
+            &config,
+        );
+        assert!(e.to_string().contains("upgrade notes"), "{e}");
 
         let transient = QueueConfig::new("q").durable(false);
         let e = explain(failure(Some(541), true, "INTERNAL_ERROR"), "q", &transient);

@@ -1,9 +1,19 @@
 //! Holds: parking a job in a hold queue until its delay has passed, without
 //! the hold queue's lease running out under it.
 //!
-//! # The lease rule
+//! # Quorum hold queues (the default)
 //!
-//! A hold queue `q.deferred.{ttl}` has `x-message-ttl = ttl` and
+//! A quorum hold queue `q.deferred.quorum.{ttl}` has no lease: the broker
+//! never deletes it, so it is declared once per process (and again only if a
+//! publish into it comes back unroutable because an operator deleted it),
+//! and a confirmed publish is all a job needs. The broker moves the job to
+//! `q` when its TTL runs out, keeping it in the hold until `q` has
+//! confirmed it (at-least-once dead-lettering), so a broker crash during
+//! the move cannot lose it. Everything below is about classic holds.
+//!
+//! # The lease rule (classic hold queues)
+//!
+//! A classic hold queue `q.deferred.{ttl}` has `x-message-ttl = ttl` and
 //! `x-expires = 2 * ttl`: the broker deletes it, **with the messages in
 //! it**, once nobody has declared it for `2 * ttl`. Only a declaration whose
 //! reply we waited for counts as renewing that lease; a publish renews
@@ -55,6 +65,7 @@ use tokio::time::Instant;
 
 use crate::backend::Inner;
 use crate::publisher::Outgoing;
+use crate::topology::HoldQueues;
 use crate::{properties, topology};
 
 /// How often a hold whose lease could not be shown to cover its job is
@@ -71,13 +82,14 @@ pub(crate) struct Leases {
 }
 
 impl Leases {
-    /// When the declaration a publish into `hold` may rely on was sent, if
-    /// it is younger than a quarter of `ttl`.
-    fn usable(&self, hold: &str, ttl: Duration) -> Option<Instant> {
+    /// When the declaration a publish into `hold` may rely on was sent: for
+    /// a classic hold, if it is younger than a quarter of `ttl`; for a
+    /// quorum hold, which has no lease, any declaration still remembered.
+    fn usable(&self, hold: &str, ttl: Duration, holds: HoldQueues) -> Option<Instant> {
         let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
         sent.get(hold)
             .map(|(at, _)| *at)
-            .filter(|at| at.elapsed() < ttl / 4)
+            .filter(|at| holds == HoldQueues::Quorum || at.elapsed() < ttl / 4)
     }
 
     /// Records a declaration of `hold` sent at `at` that was answered.
@@ -146,7 +158,15 @@ impl Inner {
             // other, whatever the granularity.
             u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap_or(u64::MAX)
         } else {
-            topology::hold_delay_ms(queue, delay, granularity)?
+            match topology::hold_delay_ms(queue, delay, granularity) {
+                // A delay that fits one hold queue but whose bucket does
+                // not (a relative granularity rounds 23 days past the cap):
+                // the longest hold queue is still long enough.
+                Err(Error::DelayTooLong { .. }) if !self.options.refuse_long_delays => {
+                    topology::MAX_DEFERRAL_MS
+                }
+                other => other?,
+            }
         };
         let prepared = match kind {
             HoldKind::Deferral if envelope.priority != config.top_priority() => {
@@ -158,7 +178,10 @@ impl Inner {
             return self.send(prepared.outgoing(queue)).await;
         }
         let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
-        let hold = topology::hold_queue_name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
+        let hold =
+            self.options
+                .hold_queues
+                .name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
         let mut out = prepared.outgoing(&hold);
         out.properties = properties::with_due_at(out.properties, due_at_ms);
         let deadline = Instant::now() + self.options.publish_timeout;
@@ -204,7 +227,8 @@ impl Inner {
         let ttl = Duration::from_millis(ttl_ms);
         let mut late = 0;
         loop {
-            let sent = match self.leases.usable(hold, ttl) {
+            let holds = self.options.hold_queues;
+            let sent = match self.leases.usable(hold, ttl, holds) {
                 Some(sent) => sent,
                 None => self.declare_hold(connection, hold, config, ttl_ms).await?,
             };
@@ -256,7 +280,9 @@ impl Inner {
         // Taken before the declaration is sent: the broker starts the lease
         // when it handles the declaration, which is no earlier.
         let sent = Instant::now();
-        self.holds.declare(connection, hold, config, ttl_ms).await?;
+        self.holds
+            .declare(connection, hold, self.options.hold_queues, config, ttl_ms)
+            .await?;
         self.leases
             .renewed(hold, sent, Duration::from_millis(ttl_ms));
         Ok(sent)
@@ -274,7 +300,7 @@ impl Inner {
         sent: Instant,
     ) -> Result<bool, Error> {
         let ttl = Duration::from_millis(ttl_ms);
-        if sent.elapsed() < ttl / 2 {
+        if self.options.hold_queues == HoldQueues::Quorum || sent.elapsed() < ttl / 2 {
             return Ok(true);
         }
         self.declare_hold(connection, hold, config, ttl_ms).await?;
@@ -309,13 +335,28 @@ mod tests {
     async fn a_lease_is_reused_for_a_quarter_of_a_ttl() {
         let leases = Leases::default();
         let ttl = Duration::from_millis(1_000);
-        assert_eq!(leases.usable("h", ttl), None);
+        let classic = HoldQueues::Classic;
+        assert_eq!(leases.usable("h", ttl, classic), None);
         let sent = Instant::now();
         leases.renewed("h", sent, ttl);
         tokio::time::advance(Duration::from_millis(249)).await;
-        assert_eq!(leases.usable("h", ttl), Some(sent));
+        assert_eq!(leases.usable("h", ttl, classic), Some(sent));
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(leases.usable("h", ttl), None);
+        assert_eq!(leases.usable("h", ttl, classic), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_quorum_hold_is_declared_once_until_found_gone() {
+        let leases = Leases::default();
+        let ttl = Duration::from_millis(1_000);
+        let quorum = HoldQueues::Quorum;
+        assert_eq!(leases.usable("h", ttl, quorum), None);
+        let sent = Instant::now();
+        leases.renewed("h", sent, ttl);
+        tokio::time::advance(Duration::from_secs(3_600)).await;
+        assert_eq!(leases.usable("h", ttl, quorum), Some(sent));
+        leases.forget("h");
+        assert_eq!(leases.usable("h", ttl, quorum), None);
     }
 
     #[tokio::test(start_paused = true)]
@@ -327,9 +368,9 @@ mod tests {
         let new = Instant::now();
         leases.renewed("h", new, ttl);
         leases.renewed("h", old, ttl);
-        assert_eq!(leases.usable("h", ttl), Some(new));
+        assert_eq!(leases.usable("h", ttl, HoldQueues::Classic), Some(new));
         leases.forget("h");
-        assert_eq!(leases.usable("h", ttl), None);
+        assert_eq!(leases.usable("h", ttl, HoldQueues::Classic), None);
     }
 
     #[tokio::test(start_paused = true)]

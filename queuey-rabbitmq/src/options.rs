@@ -6,6 +6,8 @@ use std::time::Duration;
 use queuey_core::backend::Granularity;
 use queuey_core::{Error, MAX_MESSAGE_BYTES};
 
+use crate::topology::HoldQueues;
+
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
@@ -18,6 +20,17 @@ pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 4;
 pub const DEFAULT_PUBLISH_WINDOW: usize = 128;
 /// The most publishes in flight on one publishing channel.
 pub const MAX_PUBLISH_WINDOW: usize = 65_536;
+
+/// The default granularity of both kinds of hold with classic hold queues:
+/// a fixed 1 s step, as the first version had.
+pub const DEFAULT_CLASSIC_GRANULARITY: Granularity = Granularity::fixed(Duration::from_secs(1));
+/// The default granularity of both kinds of hold with quorum hold queues:
+/// whole seconds up to 10 s, then buckets 10 % apart. Quorum hold queues
+/// are never deleted, so the granularity bounds how many a work queue ever
+/// has: about 150 from 1 s to 24 days, where a 1 s step would allow one per
+/// second of delay.
+pub const DEFAULT_QUORUM_GRANULARITY: Granularity =
+    Granularity::relative(10, Duration::from_secs(1));
 
 /// The default heartbeat interval: a silent peer is noticed within two.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
@@ -52,7 +65,7 @@ pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
 ///     .dead_suffix("-dlq")
 ///     .retry_granularity(Duration::from_secs(10));
 /// assert_eq!(options.get_dead_suffix(), "-dlq");
-/// assert_eq!(options.get_deferred_granularity(), Duration::from_secs(1).into());
+/// assert_eq!(options.get_retry_granularity(), Duration::from_secs(10).into());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RabbitMqOptions {
@@ -62,8 +75,9 @@ pub struct RabbitMqOptions {
     dead_suffix: String,
     declare_dead_letter_queues: bool,
     deferred_suffix: String,
-    retry_granularity: Granularity,
-    deferred_granularity: Granularity,
+    retry_granularity: Option<Granularity>,
+    deferred_granularity: Option<Granularity>,
+    pub(crate) hold_queues: HoldQueues,
     publish_concurrency: usize,
     pub(crate) publish_window: usize,
     max_message_size: usize,
@@ -79,8 +93,9 @@ pub struct RabbitMqOptions {
 impl Default for RabbitMqOptions {
     /// No connection name, no extra client properties, the client's default
     /// locale, `.dead` and `.deferred` suffixes, dead-letter queues declared,
-    /// both granularities 1 s, 4 publishing channels with up to 128
-    /// publishes in flight on each, and a 16 MiB message limit.
+    /// quorum hold queues with their default granularity
+    /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
+    /// 128 publishes in flight on each, and a 16 MiB message limit.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -89,8 +104,9 @@ impl Default for RabbitMqOptions {
             dead_suffix: ".dead".to_owned(),
             declare_dead_letter_queues: true,
             deferred_suffix: ".deferred".to_owned(),
-            retry_granularity: Granularity::Fixed(Duration::from_secs(1)),
-            deferred_granularity: Granularity::Fixed(Duration::from_secs(1)),
+            retry_granularity: None,
+            deferred_granularity: None,
+            hold_queues: HoldQueues::Quorum,
             publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
             publish_window: DEFAULT_PUBLISH_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES,
@@ -219,14 +235,16 @@ impl RabbitMqOptions {
     }
 
     /// Suffix in hold-queue names, before the `.{ttl_ms}` (default
-    /// `.deferred`).
+    /// `.deferred`; quorum hold queues add `.quorum` after it).
     pub fn deferred_suffix(mut self, suffix: impl Into<String>) -> Self {
         self.deferred_suffix = suffix.into();
         self
     }
 
-    /// Rounding for retry backoffs and delayed enqueues (default 1 s): a
-    /// step (`Duration`) or any [`Granularity`].
+    /// Rounding for retry backoffs and delayed enqueues: a step
+    /// (`Duration`) or any [`Granularity`]. The default depends on the hold
+    /// queues: [`DEFAULT_QUORUM_GRANULARITY`] (10 % buckets) with quorum
+    /// holds, [`DEFAULT_CLASSIC_GRANULARITY`] (1 s) with classic ones.
     ///
     /// Delays are rounded up to a multiple of a step, so each value bounds
     /// how many hold queues a failing queue can have: with backoff capped at
@@ -247,14 +265,45 @@ impl RabbitMqOptions {
     /// # let _ = options;
     /// ```
     pub fn retry_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
-        self.retry_granularity = granularity.into();
+        self.retry_granularity = Some(granularity.into());
         self
     }
 
-    /// Rounding for deferrals (default 1 s): a step (`Duration`) or any
-    /// [`Granularity`]. Zero or sub-millisecond steps count as 1 ms.
+    /// Rounding for deferrals: a step (`Duration`) or any [`Granularity`],
+    /// with the same default as
+    /// [`retry_granularity`](Self::retry_granularity). Zero or
+    /// sub-millisecond steps count as 1 ms.
     pub fn deferred_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
-        self.deferred_granularity = granularity.into();
+        self.deferred_granularity = Some(granularity.into());
+        self
+    }
+
+    /// Which hold queues park retried, deferred and delayed jobs (default
+    /// [`HoldQueues::Quorum`]).
+    ///
+    /// Quorum hold queues keep every job through a broker crash; classic
+    /// ones, the first version's, can lose the jobs that were moving back to
+    /// their work queue when the broker died (see [`HoldQueues`]), and
+    /// cannot serve a quorum work queue.
+    ///
+    /// Quorum hold queues are never deleted (no lease can keep a quorum
+    /// queue alive from the producing side), so each distinct rounded delay
+    /// is a queue that stays on the broker: about 130 KB of broker memory
+    /// each. With the default granularity a work queue needs at most about
+    /// 150 of them; a fixed granularity set explicitly bounds them by
+    /// `longest delay / step` instead. `queuey holds` lists them, and an
+    /// operator may delete an empty one at any time: the next hold declares
+    /// it again.
+    ///
+    /// ```
+    /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
+    ///
+    /// // The seeds' holds, exactly: classic queues, 1 s steps.
+    /// let options = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
+    /// # let _ = options;
+    /// ```
+    pub fn hold_queues(mut self, holds: HoldQueues) -> Self {
+        self.hold_queues = holds;
         self
     }
 
@@ -320,16 +369,31 @@ impl RabbitMqOptions {
         &self.deferred_suffix
     }
 
-    /// The retry granularity as configured (see
+    /// The retry granularity: as configured, else the default of the hold
+    /// queues in use (see
     /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
-    /// for the value used).
+    /// for the step used).
     pub fn get_retry_granularity(&self) -> Granularity {
-        self.retry_granularity
+        self.retry_granularity.unwrap_or(self.default_granularity())
     }
 
-    /// The deferral granularity as configured.
+    /// The deferral granularity: as configured, else the default of the hold
+    /// queues in use.
     pub fn get_deferred_granularity(&self) -> Granularity {
         self.deferred_granularity
+            .unwrap_or(self.default_granularity())
+    }
+
+    /// The kind of hold queues in use.
+    pub fn get_hold_queues(&self) -> HoldQueues {
+        self.hold_queues
+    }
+
+    fn default_granularity(&self) -> Granularity {
+        match self.hold_queues {
+            HoldQueues::Classic => DEFAULT_CLASSIC_GRANULARITY,
+            _ => DEFAULT_QUORUM_GRANULARITY,
+        }
     }
 
     /// The number of publishing channels.
@@ -429,8 +493,9 @@ mod tests {
         assert_eq!(o.get_dead_suffix(), ".dead");
         assert!(o.get_declare_dead_letter_queues());
         assert_eq!(o.get_deferred_suffix(), ".deferred");
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(1).into());
-        assert_eq!(o.get_deferred_granularity(), Duration::from_secs(1).into());
+        assert_eq!(o.get_hold_queues(), HoldQueues::Quorum);
+        assert_eq!(o.get_retry_granularity(), DEFAULT_QUORUM_GRANULARITY);
+        assert_eq!(o.get_deferred_granularity(), DEFAULT_QUORUM_GRANULARITY);
         assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
         assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
         assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
@@ -506,5 +571,24 @@ mod tests {
             let e = options.validate().unwrap_err();
             assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
         }
+    }
+
+    #[test]
+    fn the_default_granularity_follows_the_hold_queues_and_a_set_one_wins() {
+        let classic = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
+        assert_eq!(
+            classic.get_retry_granularity(),
+            Duration::from_secs(1).into()
+        );
+        assert_eq!(
+            classic.get_deferred_granularity(),
+            Duration::from_secs(1).into()
+        );
+        let set = RabbitMqOptions::default()
+            .retry_granularity(Duration::from_secs(5))
+            .hold_queues(HoldQueues::Classic)
+            .hold_queues(HoldQueues::Quorum);
+        assert_eq!(set.get_retry_granularity(), Duration::from_secs(5).into());
+        assert_eq!(set.get_deferred_granularity(), DEFAULT_QUORUM_GRANULARITY);
     }
 }

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use crate::{Error, RetryPolicy};
 
+use super::QueueType;
+
 /// The longest queue name AMQP allows, in bytes.
 pub const MAX_QUEUE_NAME_BYTES: usize = 255;
 
@@ -33,14 +35,16 @@ const MAX_TTL_MS: u128 = 10 * 365 * 24 * 60 * 60 * 1000;
 /// assert_eq!(QueueConfig::new("plain").max_priority(0).priority_levels(), None);
 /// # Ok::<(), queuey_core::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct QueueConfig {
     name: String,
     prefetch: u16,
     durable: bool,
     message_ttl: Option<Duration>,
+    /// `max_priority` as set: `None` until set, `Some(0)` for "no priorities".
     max_priority: Option<u8>,
     retry: Option<RetryPolicy>,
+    queue_type: QueueType,
 }
 
 impl QueueConfig {
@@ -49,16 +53,17 @@ impl QueueConfig {
     /// The default number of priority levels above 0.
     pub const DEFAULT_MAX_PRIORITY: u8 = 10;
 
-    /// A queue with the defaults: prefetch 16, durable, no message TTL,
-    /// priorities 0 to 10, no retry policy of its own.
+    /// A queue with the defaults: a classic queue, prefetch 16, durable, no
+    /// message TTL, priorities 0 to 10, no retry policy of its own.
     pub fn new(name: impl Into<String>) -> Self {
         QueueConfig {
             name: name.into(),
             prefetch: Self::DEFAULT_PREFETCH,
             durable: true,
             message_ttl: None,
-            max_priority: Some(Self::DEFAULT_MAX_PRIORITY),
+            max_priority: None,
             retry: None,
+            queue_type: QueueType::Classic,
         }
     }
 
@@ -88,10 +93,19 @@ impl QueueConfig {
         self
     }
 
-    /// The highest priority level (`x-max-priority`, default 10). `0` declares
-    /// the queue without priorities; deferred jobs then queue up FIFO.
+    /// The highest priority level (`x-max-priority`, default 10 on a classic
+    /// queue). `0` declares the queue without priorities; deferred jobs then
+    /// queue up FIFO. A [quorum](QueueType::Quorum) queue has no priorities:
+    /// leave this unset (or 0) there.
     pub fn max_priority(mut self, max_priority: u8) -> Self {
-        self.max_priority = (max_priority > 0).then_some(max_priority);
+        self.max_priority = Some(max_priority);
+        self
+    }
+
+    /// The kind of broker queue to declare (default
+    /// [`QueueType::Classic`]); see [`QueueType`].
+    pub fn queue_type(mut self, queue_type: QueueType) -> Self {
+        self.queue_type = queue_type;
         self
     }
 
@@ -121,14 +135,25 @@ impl QueueConfig {
         self.message_ttl
     }
 
-    /// The highest priority level, or `None` for a queue without priorities.
+    /// The highest priority level, or `None` for a queue without priorities
+    /// (`max_priority(0)`, or a quorum queue).
     pub fn priority_levels(&self) -> Option<u8> {
-        self.max_priority
+        match (self.max_priority, self.queue_type) {
+            (Some(0), _) => None,
+            (Some(levels), _) => Some(levels),
+            (None, QueueType::Quorum) => None,
+            (None, _) => Some(Self::DEFAULT_MAX_PRIORITY),
+        }
     }
 
     /// The priority a deferred job returns with: the highest level, or 0.
     pub fn top_priority(&self) -> u8 {
-        self.max_priority.unwrap_or(0)
+        self.priority_levels().unwrap_or(0)
+    }
+
+    /// Whether this is a [quorum](QueueType::Quorum) queue.
+    pub fn is_quorum(&self) -> bool {
+        self.queue_type == QueueType::Quorum
     }
 
     /// The queue's own retry policy, if it has one.
@@ -154,7 +179,39 @@ impl QueueConfig {
                 )));
             }
         }
+        if self.is_quorum() {
+            if let Some(levels @ 1..) = self.max_priority {
+                return Err(Error::invalid_config(format!(
+                    "queue `{}`: a quorum queue has no priority levels, but max_priority is \
+                     {levels}; remove max_priority (deferred jobs then return in FIFO order) or \
+                     use a classic queue",
+                    self.name
+                )));
+            }
+            if !self.durable {
+                return Err(Error::invalid_config(format!(
+                    "queue `{}`: a quorum queue is always durable; remove durable(false) or use \
+                     a classic queue",
+                    self.name
+                )));
+            }
+        }
         Ok(())
+    }
+}
+
+/// Two configurations are equal when they declare the same queue: a
+/// `max_priority` set to the default counts as unset.
+impl PartialEq for QueueConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.prefetch == other.prefetch
+            && self.durable == other.durable
+            && self.message_ttl == other.message_ttl
+            && self.priority_levels() == other.priority_levels()
+            && self.retry == other.retry
+            && self.queue_type == other.queue_type
+            && self.validate().is_ok() == other.validate().is_ok()
     }
 }
 
@@ -243,5 +300,56 @@ mod tests {
         // 128 two-byte characters are 256 bytes: the limit is bytes, not chars.
         let e = QueueConfig::new("é".repeat(128)).validate().unwrap_err();
         assert!(e.to_string().contains("256 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_quorum_queue_has_no_priorities_by_default() {
+        let c = QueueConfig::new("q").queue_type(QueueType::Quorum);
+        assert!(c.is_quorum());
+        assert_eq!(c.priority_levels(), None);
+        assert_eq!(c.top_priority(), 0);
+        assert!(c.validate().is_ok());
+        assert!(c.clone().max_priority(0).validate().is_ok());
+    }
+
+    #[test]
+    fn a_quorum_queue_refuses_priorities_and_transience() {
+        for c in [
+            QueueConfig::new("q")
+                .max_priority(3)
+                .queue_type(QueueType::Quorum),
+            QueueConfig::new("q")
+                .queue_type(QueueType::Quorum)
+                .max_priority(3),
+        ] {
+            let err = c.validate().unwrap_err().to_string();
+            assert!(
+                err.contains("queue `q`") && err.contains("max_priority") && err.contains("FIFO"),
+                "{err}"
+            );
+        }
+        let err = QueueConfig::new("q")
+            .queue_type(QueueType::Quorum)
+            .durable(false)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("always durable") && err.contains("durable(false)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_explicit_default_priority_equals_an_unset_one() {
+        assert_eq!(
+            QueueConfig::new("q").max_priority(10),
+            QueueConfig::new("q")
+        );
+        assert_ne!(QueueConfig::new("q").max_priority(0), QueueConfig::new("q"));
+        assert_ne!(
+            QueueConfig::new("q").queue_type(QueueType::Quorum),
+            QueueConfig::new("q")
+        );
     }
 }

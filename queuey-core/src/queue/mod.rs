@@ -1,8 +1,10 @@
 //! Queues: their settings, and the typed sets an application declares.
 
 mod config;
+mod queue_type;
 
 pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig, validate_queue_name};
+pub use queue_type::QueueType;
 
 /// A set of queues an application uses, normally an enum with one fieldless
 /// variant per queue, implemented with `#[derive(Queues)]`.

@@ -39,9 +39,12 @@ pub(crate) struct QueueSet {
     /// A work queue of the set (repeatable); the settings below apply to these.
     #[arg(long = "queue", value_name = "QUEUE")]
     queues: Vec<String>,
-    /// Priority levels of the --queue queues (0: none).
-    #[arg(long, value_name = "N", default_value_t = queuey_core::QueueConfig::DEFAULT_MAX_PRIORITY)]
-    max_priority: u8,
+    /// Priority levels of the --queue queues (0: none; default 10, or none with --quorum).
+    #[arg(long, value_name = "N")]
+    max_priority: Option<u8>,
+    /// The --queue queues are quorum queues (replicated; no priority levels).
+    #[arg(long)]
+    quorum: bool,
     /// x-message-ttl of the --queue queues.
     #[arg(long, value_name = "MS")]
     message_ttl_ms: Option<u64>,
@@ -63,15 +66,32 @@ impl QueueSet {
                 queues: Vec::new(),
             },
         };
+        let max_priority = match (self.max_priority, self.quorum) {
+            (Some(levels @ 1..), true) => {
+                return Err(OpsError::Invalid(format!(
+                    "--max-priority {levels} with --quorum: a quorum queue has no priority levels; \
+                     drop --max-priority"
+                )));
+            }
+            (levels, _) => levels,
+        };
+        let queue_type = if self.quorum {
+            queuey_core::QueueType::Quorum
+        } else {
+            queuey_core::QueueType::Classic
+        };
         for name in &self.queues {
             spec.queues.push(QueueSpec {
                 name: name.clone(),
-                max_priority: self.max_priority,
+                max_priority,
+                queue_type,
                 message_ttl_ms: self.message_ttl_ms,
                 durable: !self.not_durable,
                 dead_letters: !self.no_dead_letters,
             });
         }
+        spec.validate()
+            .map_err(|e| OpsError::Invalid(e.to_string()))?;
         if spec.queues.is_empty() {
             return Err(OpsError::Invalid(
                 "no queues to check: give --queue NAME (repeatable) or --config FILE".into(),

@@ -224,7 +224,7 @@ async fn custom_suffixes_name_the_dead_letter_and_hold_queues() {
     let backend = broker.backend(options).await;
     let q = broker.queue("suffixes");
     let dlq = format!("{q}-dlq");
-    let hold = format!("{q}.wait.1000");
+    let hold = format!("{q}.wait.quorum.1000");
     broker.track(&dlq);
     broker.track(&hold);
     let config = QueueConfig::new(&q);

@@ -6,8 +6,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use lapin::types::AMQPValue;
 use queuey_core::{Backend, BackendErrorKind, Error, QueueConfig};
-use queuey_rabbitmq::RabbitMqOptions;
 use queuey_rabbitmq::topology::MAX_DEFERRAL_MS;
+use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::support::{envelope, kind, table, text, within};
 
@@ -115,6 +115,9 @@ async fn declare_is_idempotent_and_queues_have_the_documented_arguments() {
     }
 }
 
+/// The default (quorum) hold queue: durable, at-least-once release into
+/// `q`, and no `x-expires`. The broker holds exactly these arguments: an
+/// added lease or priority, or a transient declaration, is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hold_queues_have_the_documented_arguments() {
     let broker = broker!("hold_queues_have_the_documented_arguments");
@@ -124,11 +127,56 @@ async fn hold_queues_have_the_documented_arguments() {
     within("declare", backend.declare(&[QueueConfig::new(&q)]))
         .await
         .unwrap();
-    // 29.2 s rounds up to the 30 s hold queue.
+    // 29.2 s rounds up to the 30 s hold queue (a 10 % bucket).
     let job = envelope(&q, 1);
     within(
         "publish_after",
         backend.publish_after(&job, Duration::from_millis(29_200)),
+    )
+    .await
+    .expect("hold publish");
+
+    // The broker's own record of the queue: exactly these arguments, and
+    // durable. (RabbitMQ does not compare `x-expires` when a quorum queue
+    // is declared again, so a redeclaration could not show its absence.)
+    let line = broker
+        .listed(&hold)
+        .await
+        .expect("the hold queue is listed");
+    let expected = format!(
+        "quorum\ttrue\t[{{\"x-dead-letter-exchange\",[]}},\
+         {{\"x-dead-letter-routing-key\",\"{q}\"}},\
+         {{\"x-dead-letter-strategy\",\"at-least-once\"}},{{\"x-message-ttl\",30000}},\
+         {{\"x-overflow\",\"reject-publish\"}},{{\"x-queue-type\",\"quorum\"}}]"
+    );
+    assert_eq!(line, expected);
+    // A priority is refused on a quorum queue.
+    let prioritised = [
+        ("x-queue-type", text("quorum")),
+        ("x-max-priority", AMQPValue::LongInt(10)),
+    ];
+    assert!(is_precondition_failed(
+        &broker.declare_raw(&hold, true, table(&prioritised)).await
+    ));
+    assert_eq!(broker.ready(&hold).await, 1);
+}
+
+/// `HoldQueues::Classic`, the seeds' hold queue: `x-expires = 2 * ttl`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn classic_hold_queues_have_the_documented_arguments() {
+    let broker = broker!("classic_hold_queues_have_the_documented_arguments");
+    let backend = broker
+        .backend(RabbitMqOptions::default().hold_queues(HoldQueues::Classic))
+        .await;
+    let q = broker.queue("classic-hold-args");
+    let hold = broker.classic_hold(&q, 30_000);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    // 29.2 s rounds up to the 30 s hold queue.
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(29_200)),
     )
     .await
     .expect("hold publish");
@@ -257,7 +305,11 @@ async fn a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked() 
 async fn refusals_happen_before_anything_is_created() {
     let broker = broker!("refusals_happen_before_anything_is_created");
     let backend = broker
-        .backend(RabbitMqOptions::default().refuse_long_delays(true))
+        .backend(
+            RabbitMqOptions::default()
+                .refuse_long_delays(true)
+                .retry_granularity(Duration::from_secs(1)),
+        )
         .await;
 
     // A hold onto a queue this backend did not declare.
@@ -280,7 +332,7 @@ async fn refusals_happen_before_anything_is_created() {
             "{result:?}"
         );
     }
-    assert!(!broker.exists(&format!("{q}.deferred.1000")).await);
+    assert!(!broker.exists(&format!("{q}.deferred.quorum.1000")).await);
 
     // A delay over the cap once rounded up.
     let declared = broker.queue("too-long");
@@ -306,17 +358,17 @@ async fn refusals_happen_before_anything_is_created() {
     );
     assert!(
         !broker
-            .exists(&format!("{declared}.deferred.2147484000"))
+            .exists(&format!("{declared}.deferred.quorum.2147484000"))
             .await
     );
 
-    // A name that leaves no room for its hold queues: 241 + 20 = 261 bytes,
+    // A name that leaves no room for its hold queues: 234 + 27 = 261 bytes,
     // unique to this run like every other name.
     let prefix = format!("queuey-test.long.{}.", uuid::Uuid::new_v4().simple());
-    let long = format!("{prefix}{}", "n".repeat(241 - prefix.len()));
+    let long = format!("{prefix}{}", "n".repeat(234 - prefix.len()));
     broker.track(&long);
     broker.track(&format!("{long}.dead"));
-    assert_eq!(long.len(), 241);
+    assert_eq!(long.len(), 234);
     let ok = broker.queue("fine");
     let e = within(
         "declare",
@@ -325,8 +377,8 @@ async fn refusals_happen_before_anything_is_created() {
     .await
     .unwrap_err();
     let expected = format!(
-        "queue `{long}` leaves no room for its hold queues: `{long}.deferred.2147483647` is 261 bytes, \
-         over the 255-byte AMQP limit"
+        "queue `{long}` leaves no room for its hold queues: `{long}.deferred.quorum.2147483647` is \
+         261 bytes, over the 255-byte AMQP limit"
     );
     assert!(
         matches!(e, Error::InvalidConfig(ref m) if *m == expected),
@@ -381,7 +433,7 @@ async fn the_hold_declaration_channel_reopens_after_a_refusal() {
     assert_eq!(broker.ready(&foreign).await, 0);
 }
 
-/// The longest hold, `MAX_DEFERRAL_MS`, has an `x-expires` of twice that,
+/// The longest classic hold, `MAX_DEFERRAL_MS`, has an `x-expires` of twice that,
 /// past `i32::MAX`: it goes out as a 64-bit integer, the broker takes it, and
 /// it is the value the broker holds (an equal one is equivalent, any other is
 /// refused).
@@ -391,12 +443,13 @@ async fn the_longest_hold_has_an_x_expires_past_32_bits() {
     let backend = broker
         .backend(
             RabbitMqOptions::default()
+                .hold_queues(HoldQueues::Classic)
                 .retry_granularity(Duration::from_millis(1))
                 .refuse_long_delays(true),
         )
         .await;
     let q = broker.queue("longest");
-    let hold = broker.hold(&q, MAX_DEFERRAL_MS);
+    let hold = broker.classic_hold(&q, MAX_DEFERRAL_MS);
     within("declare", backend.declare(&[QueueConfig::new(&q)]))
         .await
         .unwrap();

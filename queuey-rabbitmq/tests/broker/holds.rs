@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use queuey_core::{Backend, Envelope, QueueConfig};
-use queuey_rabbitmq::RabbitMqOptions;
+use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::support::{death_queues, envelope, n_of, warnings_mentioning, within};
 
@@ -67,8 +67,9 @@ async fn holds_are_never_early_and_arrive_within_a_margin() {
     }
 }
 
-/// A hold queue outlives its message and the broker deletes it once it has
-/// been idle for `x-expires`, twice its TTL.
+/// A classic hold queue outlives its message and the broker deletes it once
+/// it has been idle for `x-expires`, twice its TTL. (A quorum hold queue has
+/// no `x-expires`: see `declare::hold_queues_have_the_documented_arguments`.)
 ///
 /// Every declaration renews that lease, a passive one too, so the test looks
 /// at the queue once, right after the publish and far from its expiry, then
@@ -80,10 +81,14 @@ async fn an_idle_hold_queue_deletes_itself() {
     const TTL: Duration = Duration::from_secs(2);
     let broker = broker!("an_idle_hold_queue_deletes_itself");
     let backend = broker
-        .backend(RabbitMqOptions::default().retry_granularity(Duration::from_millis(500)))
+        .backend(
+            RabbitMqOptions::default()
+                .hold_queues(HoldQueues::Classic)
+                .retry_granularity(Duration::from_millis(500)),
+        )
         .await;
     let q = broker.queue("expiry");
-    let hold = broker.hold(&q, 2_000);
+    let hold = broker.classic_hold(&q, 2_000);
     within("declare", backend.declare(&[QueueConfig::new(&q)]))
         .await
         .unwrap();
@@ -388,7 +393,7 @@ async fn holds_carry_the_time_they_become_due() {
     assert!(released >= due, "released at {released}, due at {due}");
 }
 
-/// Behind a burst of publishes, a short hold queue's lease can run out
+/// Behind a burst of publishes, a short classic hold queue's lease can run out
 /// between its declaration and the publish into it. Such a publish comes
 /// back `NO_ROUTE` and the hold declares the queue again and publishes
 /// again; one confirmed too late to prove its lease is checked by a second
@@ -401,6 +406,7 @@ async fn holds_behind_a_burst_of_publishes_all_come_back() {
         broker
             .backend(
                 RabbitMqOptions::default()
+                    .hold_queues(HoldQueues::Classic)
                     .publish_concurrency(1)
                     .retry_granularity(Duration::from_millis(100)),
             )
@@ -410,7 +416,7 @@ async fn holds_behind_a_burst_of_publishes_all_come_back() {
     // 20 holds, 100 ms to 2 s, each in a hold queue of its own.
     let delays: Vec<u64> = (1..=20).map(|i| i * 100).collect();
     for ms in &delays {
-        broker.hold(&q, *ms);
+        broker.classic_hold(&q, *ms);
     }
     within("declare", backend.declare(&[QueueConfig::new(&q)]))
         .await

@@ -70,4 +70,5 @@ mod dead_letters;
 mod declare;
 mod holds;
 mod publish;
+mod quorum;
 mod rehold;

@@ -106,8 +106,17 @@ impl Broker {
         self.queues.lock().unwrap().push(name.to_owned());
     }
 
-    /// The hold queue of `queue` for `ms`, tracked for cleanup.
+    /// The hold queue of `queue` for `ms` with the default (quorum) hold
+    /// queues, tracked for cleanup.
     pub(crate) fn hold(&self, queue: &str, ms: u64) -> String {
+        let name = format!("{queue}.deferred.quorum.{ms}");
+        self.track(&name);
+        name
+    }
+
+    /// The classic hold queue of `queue` for `ms`
+    /// (`HoldQueues::Classic`), tracked for cleanup.
+    pub(crate) fn classic_hold(&self, queue: &str, ms: u64) -> String {
         let name = format!("{queue}.deferred.{ms}");
         self.track(&name);
         name
@@ -277,6 +286,24 @@ impl Broker {
         })
     }
 
+    /// The broker's record of `queue`: `type\tdurable\targuments`, from its
+    /// listing (which renews no lease), or `None` if it is not listed.
+    pub(crate) async fn listed(&self, queue: &str) -> Option<String> {
+        let listing = rabbitmqctl(&[
+            "list_queues",
+            "name",
+            "type",
+            "durable",
+            "arguments",
+            "-q",
+            "--no-table-headers",
+        ])
+        .await;
+        listing
+            .lines()
+            .find_map(|l| l.strip_prefix(queue)?.strip_prefix('\t').map(str::to_owned))
+    }
+
     /// Runs `rabbitmqctl` with the arguments and returns its standard output.
     pub(crate) async fn rabbitmqctl(&self, args: &[&str]) -> String {
         rabbitmqctl(args).await
@@ -323,9 +350,32 @@ impl Broker {
     }
 }
 
+/// Every queue on the broker named `{tracked}` or `{tracked}.…` for one of
+/// the tracked names: the hold (and suspect) queues a backend created for a
+/// test's queues, which quorum holds never remove by themselves.
+fn with_companions(tracked: Vec<String>) -> Vec<String> {
+    let listing = std::process::Command::new("rabbitmqctl")
+        .args(["list_queues", "name", "-q", "--no-table-headers"])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    let mut all = tracked.clone();
+    for name in listing.lines() {
+        let derived = tracked.iter().any(|t| {
+            name.strip_prefix(t.as_str())
+                .is_some_and(|rest| rest.starts_with('.'))
+        });
+        if derived && !all.iter().any(|a| a == name) {
+            all.push(name.to_owned());
+        }
+    }
+    all
+}
+
 impl Drop for Broker {
     fn drop(&mut self) {
-        let queues = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|p| p.into_inner()));
+        let tracked = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|p| p.into_inner()));
+        let queues = with_companions(tracked);
         let url = self.url.clone();
         // A runtime of its own, so cleanup also runs after a panic.
         let cleanup = std::thread::spawn(move || {

@@ -90,6 +90,12 @@ pub(crate) struct Plan {
     pub(crate) concurrency: usize,
     /// Bound on the whole run.
     pub(crate) deadline: Duration,
+    /// Every job fails its first attempt and comes back through a hold
+    /// queue (1 s), so that faults land while jobs wait in holds and move
+    /// back to the work queue.
+    pub(crate) through_holds: bool,
+    /// The hold queues the backends use.
+    pub(crate) holds: queuey::rabbitmq::HoldQueues,
 }
 
 impl Plan {
@@ -97,9 +103,12 @@ impl Plan {
     pub(crate) fn ci(fault: Fault) -> Plan {
         let mut plan = Plan::soak(fault, 3_000);
         plan.deadline = Duration::from_secs(150);
-        if fault == Fault::BlackHole {
-            plan.max_faults = 1;
-        }
+        plan.max_faults = match fault {
+            Fault::BlackHole => 1,
+            // Two outages, however long a loaded machine takes to publish.
+            Fault::StopApp | Fault::Kill9 => 2,
+            _ => u32::MAX,
+        };
         plan.spread = match fault {
             Fault::None => Duration::ZERO,
             // Two outages: at 3 s and at 15 s.
@@ -147,6 +156,16 @@ impl Plan {
             },
             concurrency: 32,
             deadline: Duration::from_secs(1_800),
+            through_holds: false,
+            holds: queuey::rabbitmq::HoldQueues::default(),
         }
+    }
+
+    /// The same plan with every job going through a hold queue once, in
+    /// hold queues of the kind `holds`.
+    pub(crate) fn through_holds(mut self, holds: queuey::rabbitmq::HoldQueues) -> Plan {
+        self.through_holds = true;
+        self.holds = holds;
+        self
     }
 }

@@ -6,8 +6,9 @@
 //! supervisor loop, no rebuilt backend): a worker that exits early is
 //! reported, never restarted. Only the worker-crash scenario runs its
 //! workers as child processes, killed with SIGKILL and started again (that
-//! is its fault). Every job takes the plain path: the handler succeeds, so
-//! no job goes through a hold queue.
+//! is its fault). Every job takes the plain path (the handler succeeds at
+//! once), unless the plan sends every job through a hold queue: then the
+//! first attempt fails and the job comes back after a 1 s hold.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -93,6 +94,8 @@ pub(crate) use fault_queue;
 #[derive(Debug, Clone)]
 pub(crate) struct Report {
     pub(crate) fault: Fault,
+    /// The hold queues every job went through once, if it did.
+    pub(crate) holds: Option<queuey::rabbitmq::HoldQueues>,
     pub(crate) jobs: u32,
     pub(crate) faults: u32,
     pub(crate) check: Check,
@@ -146,11 +149,21 @@ impl Report {
         }
     }
 
+    /// ", through quorum holds" when every job went through a hold once.
+    fn through(&self) -> String {
+        match self.holds {
+            Some(queuey::rabbitmq::HoldQueues::Classic) => ", through classic holds".to_owned(),
+            Some(_) => ", through quorum holds".to_owned(),
+            None => String::new(),
+        }
+    }
+
     /// A row of the RELIABILITY.md table.
     pub(crate) fn row(&self) -> String {
         format!(
-            "| {} | {} | {} × {} | {} | {} ({} extra runs) | {:.1} s |",
+            "| {}{} | {} | {} × {} | {} | {} ({} extra runs) | {:.1} s |",
             self.fault.name(),
+            self.through(),
             self.jobs,
             self.faults,
             self.fault.describe(),
@@ -166,9 +179,10 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "[{}] {} jobs, {} faults in {:.1} s: {}; producer errors {:?}; settle failures {}; \
+            "[{}{}] {} jobs, {} faults in {:.1} s: {}; producer errors {:?}; settle failures {}; \
              left {:?}; worker exit {:?}; worker result {:?}",
             self.fault.name(),
+            self.through(),
             self.jobs,
             self.faults,
             self.elapsed.as_secs_f64(),
@@ -213,6 +227,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
             .heartbeat(plan.heartbeat)
             .connect_timeout(Duration::from_secs(3))
             .call_timeout(Duration::from_secs(10))
+            .hold_queues(plan.holds)
     };
     let producer_backend = Arc::new(
         RabbitMqBackend::with_options(&url, options("producer"))
@@ -242,10 +257,14 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
                 .expect("the worker connects"),
         );
         let log = Arc::clone(&ledger);
+        let through_holds = plan.through_holds;
         let worker = Worker::<J::Queues, _>::builder(Arc::clone(&worker_backend))
-            .handler(handler_fn(move |job: J, _ctx: JobContext| {
+            .handler(handler_fn(move |job: J, ctx: JobContext| {
                 let log = Arc::clone(&log);
                 async move {
+                    if through_holds && ctx.attempt() == 1 {
+                        return Err(JobError::retryable("first attempts fail: off to a hold"));
+                    }
                     log.handled(job.number());
                     Ok::<(), JobError>(())
                 }
@@ -340,6 +359,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     chaos::delete_queues(node_name, &direct, &queue).await;
     Report {
         fault,
+        holds: plan.through_holds.then_some(plan.holds),
         jobs: plan.jobs,
         faults,
         check: ledger.check(),

@@ -1,0 +1,278 @@
+//! The broker objects this backend creates, as pure functions: queue names,
+//! queue arguments, delay rounding and the limits that apply to them.
+//!
+//! Nothing here talks to a broker, so every rule can be checked in a unit
+//! test: a hold queue's arguments depend on its name alone, names never pass
+//! AMQP's 255-byte limit without an error, and rounding never releases a job
+//! early.
+//!
+//! | queue | created by | arguments |
+//! |---|---|---|
+//! | `q`, classic | [`declare`](queuey_core::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
+//! | `q`, [quorum](queuey_core::QueueType::Quorum) | `declare` | `x-queue-type = quorum`, `x-delivery-limit = 20`, `x-message-ttl` if set; with dead-letter queues: `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q{dead_suffix}`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish` |
+//! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type` as `q`'s, nothing else |
+//! | `q{deferred_suffix}.quorum.{ttl_ms}` | a hold publish with [`HoldQueues::Quorum`] (the default), once per process unless found gone | `x-queue-type = quorum`, `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish`; durable; **no** `x-expires` |
+//! | `q{deferred_suffix}.{ttl_ms}` | a hold publish with [`HoldQueues::Classic`], unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
+
+use std::collections::BTreeMap;
+
+use queuey_core::{Error, QueueConfig};
+
+mod holds;
+
+pub use holds::{
+    HoldQueues, check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,
+    quorum_hold_queue_name,
+};
+
+pub use queuey_core::MAX_DEFERRAL_MS;
+pub use queuey_core::backend::{effective_granularity_ms, hold_delay_ms, round_up_ms};
+pub use queuey_core::queue::MAX_QUEUE_NAME_BYTES;
+
+/// Header of a dead letter: why the job died.
+pub const REASON_HEADER: &str = "x-death-reason";
+/// Header of a dead letter: the work queue the job was consumed from.
+pub const ORIGINAL_QUEUE_HEADER: &str = "x-original-queue";
+/// Header of a dead letter: the attempts the job had made.
+pub const ATTEMPTS_HEADER: &str = "x-attempts";
+/// Header of every hold publish: when the job becomes due, in milliseconds
+/// since the Unix epoch, as a 64-bit integer. Operators' tools and the
+/// consumers' never-early check read it under exactly this name.
+pub const DUE_AT_HEADER: &str = "queuey-due-at";
+
+/// The queue type a classic queue is declared with.
+///
+/// Always sent, so that a vhost whose default queue type is quorum still
+/// gets classic queues where they were asked for (quorum queues refuse
+/// `x-max-priority`).
+pub const QUEUE_TYPE: &str = "classic";
+
+/// The queue type of quorum work queues, dead-letter queues and holds.
+pub const QUORUM_QUEUE_TYPE: &str = "quorum";
+
+/// The `x-delivery-limit` of a quorum work queue.
+///
+/// RabbitMQ 4.0 and later give every quorum queue a delivery limit of 20
+/// unless told otherwise, and drop (or dead-letter) a message delivered more
+/// often; RabbitMQ 3.x has no default. Setting the same limit explicitly
+/// makes both behave alike, and a work queue's dead-letter exchange sends a
+/// message past it to `q{dead_suffix}` instead of dropping it. queuey's own
+/// poison guard normally acts long before: this is the backstop for
+/// messages that never reach queuey at all (say, a frame the client library
+/// cannot parse).
+pub const QUORUM_DELIVERY_LIMIT: i64 = 20;
+
+/// The shortest hold, in milliseconds: shorter holds are rounded up to it.
+///
+/// A hold queue's lease (`x-expires = 2 * ttl`) only protects a job whose
+/// declaration, publish and confirmation fit in about one TTL; with a few
+/// milliseconds that fails on any loaded broker, and the job would have to be
+/// published again and again. Rounding up keeps holds never early.
+pub const SHORTEST_HOLD_MS: u64 = 50;
+
+/// A queue argument's value, free of any AMQP client type.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ArgumentValue {
+    /// An integer (sent as a 32-bit integer when it fits, else 64-bit).
+    Integer(i64),
+    /// A string (always sent as an AMQP long string).
+    Text(String),
+}
+
+/// The arguments of one queue declaration, by argument name.
+pub type QueueArguments = BTreeMap<&'static str, ArgumentValue>;
+
+/// The name of `queue`'s dead-letter queue: `{queue}{dead_suffix}`.
+pub fn dead_letter_queue_name(queue: &str, dead_suffix: &str) -> String {
+    format!("{queue}{dead_suffix}")
+}
+
+pub(crate) fn no_room(queue: &str, what: &str, name: &str) -> Error {
+    Error::invalid_config(format!(
+        "queue `{queue}` leaves no room for its {what}: `{name}` is {} bytes, over the \
+         {MAX_QUEUE_NAME_BYTES}-byte AMQP limit",
+        name.len()
+    ))
+}
+
+/// The arguments of the work queue `q`, given the name of its dead-letter
+/// queue when one is declared (a quorum `q` dead-letters into it).
+pub fn work_queue_arguments(
+    config: &QueueConfig,
+    dead_letter_queue: Option<&str>,
+) -> QueueArguments {
+    let mut args = queue_type(config);
+    if config.is_quorum() {
+        args.insert(
+            "x-delivery-limit",
+            ArgumentValue::Integer(QUORUM_DELIVERY_LIMIT),
+        );
+        if let Some(dead) = dead_letter_queue {
+            insert_at_least_once_dead_lettering(&mut args, dead);
+        }
+    }
+    if let Some(ttl) = config.ttl() {
+        // Rounded up, so the broker never discards a message before its TTL.
+        let ms = ttl.as_nanos().div_ceil(1_000_000);
+        args.insert("x-message-ttl", ArgumentValue::Integer(saturating_i64(ms)));
+    }
+    if let Some(levels) = config.priority_levels() {
+        args.insert("x-max-priority", ArgumentValue::Integer(i64::from(levels)));
+    }
+    args
+}
+
+/// The arguments of `config`'s dead-letter queue: only the queue type,
+/// the work queue's.
+pub fn dead_letter_queue_arguments(config: &QueueConfig) -> QueueArguments {
+    queue_type(config)
+}
+
+fn queue_type(config: &QueueConfig) -> QueueArguments {
+    if config.is_quorum() {
+        quorum()
+    } else {
+        classic()
+    }
+}
+
+/// Dead-lettering into `target` through the default exchange that keeps a
+/// message in its queue until the target has confirmed it (quorum queues
+/// only; without `reject-publish` the broker silently falls back to
+/// at-most-once).
+pub(crate) fn insert_at_least_once_dead_lettering(args: &mut QueueArguments, target: &str) {
+    args.insert("x-dead-letter-exchange", ArgumentValue::Text(String::new()));
+    args.insert(
+        "x-dead-letter-routing-key",
+        ArgumentValue::Text(target.to_owned()),
+    );
+    args.insert(
+        "x-dead-letter-strategy",
+        ArgumentValue::Text("at-least-once".to_owned()),
+    );
+    args.insert(
+        "x-overflow",
+        ArgumentValue::Text("reject-publish".to_owned()),
+    );
+}
+
+pub(crate) fn classic() -> QueueArguments {
+    QueueArguments::from([("x-queue-type", ArgumentValue::Text(QUEUE_TYPE.to_owned()))])
+}
+
+pub(crate) fn quorum() -> QueueArguments {
+    QueueArguments::from([(
+        "x-queue-type",
+        ArgumentValue::Text(QUORUM_QUEUE_TYPE.to_owned()),
+    )])
+}
+
+pub(crate) fn saturating_i64(n: u128) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    pub(super) fn int(n: i64) -> ArgumentValue {
+        ArgumentValue::Integer(n)
+    }
+
+    pub(super) fn text(s: &str) -> ArgumentValue {
+        ArgumentValue::Text(s.to_owned())
+    }
+
+    #[test]
+    fn dead_letter_names() {
+        assert_eq!(
+            dead_letter_queue_name("app.emails", ".dead"),
+            "app.emails.dead"
+        );
+        assert_eq!(
+            dead_letter_queue_name("app.emails", "-dlq"),
+            "app.emails-dlq"
+        );
+    }
+
+    #[test]
+    fn work_queue_arguments_follow_the_config() {
+        let plain = work_queue_arguments(&QueueConfig::new("q").max_priority(0), Some("q.dead"));
+        assert_eq!(
+            plain,
+            QueueArguments::from([("x-queue-type", text("classic"))])
+        );
+
+        let full = work_queue_arguments(
+            &QueueConfig::new("q")
+                .message_ttl(Duration::from_micros(1_500))
+                .max_priority(7),
+            None,
+        );
+        assert_eq!(
+            full,
+            QueueArguments::from([
+                ("x-queue-type", text("classic")),
+                ("x-message-ttl", int(2)),
+                ("x-max-priority", int(7)),
+            ])
+        );
+        // The default config has ten priority levels.
+        assert_eq!(
+            work_queue_arguments(&QueueConfig::new("q"), None).get("x-max-priority"),
+            Some(&int(10))
+        );
+    }
+
+    #[test]
+    fn a_quorum_work_queue_dead_letters_at_least_once_past_its_delivery_limit() {
+        let config = QueueConfig::new("q")
+            .queue_type(queuey_core::QueueType::Quorum)
+            .message_ttl(Duration::from_secs(60));
+        assert_eq!(
+            work_queue_arguments(&config, Some("q.dead")),
+            QueueArguments::from([
+                ("x-queue-type", text("quorum")),
+                ("x-delivery-limit", int(20)),
+                ("x-message-ttl", int(60_000)),
+                ("x-dead-letter-exchange", text("")),
+                ("x-dead-letter-routing-key", text("q.dead")),
+                ("x-dead-letter-strategy", text("at-least-once")),
+                ("x-overflow", text("reject-publish")),
+            ])
+        );
+        // Without a dead-letter queue there is nothing to dead-letter into.
+        assert_eq!(
+            work_queue_arguments(&config, None),
+            QueueArguments::from([
+                ("x-queue-type", text("quorum")),
+                ("x-delivery-limit", int(20)),
+                ("x-message-ttl", int(60_000)),
+            ])
+        );
+    }
+
+    #[test]
+    fn dead_letter_queues_carry_only_the_work_queues_type() {
+        assert_eq!(
+            dead_letter_queue_arguments(&QueueConfig::new("q")),
+            QueueArguments::from([("x-queue-type", text("classic"))])
+        );
+        assert_eq!(
+            dead_letter_queue_arguments(
+                &QueueConfig::new("q").queue_type(queuey_core::QueueType::Quorum)
+            ),
+            QueueArguments::from([("x-queue-type", text("quorum"))])
+        );
+    }
+
+    #[test]
+    fn rounding_is_the_cores() {
+        let s = Duration::from_secs(1);
+        assert_eq!(round_up_ms(Duration::from_millis(1), s), 1_000);
+        assert_eq!(effective_granularity_ms(Duration::ZERO), 1);
+        assert!(hold_delay_ms("q", Duration::from_millis(MAX_DEFERRAL_MS - 1), s).is_err());
+    }
+}
