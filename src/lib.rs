@@ -105,8 +105,8 @@ extern crate self as queuey;
 pub use queuey_core::{
     Backend, BackendError, BackendErrorKind, Backoff, BoxError, ConnectionState, Delivery,
     DeliveryStream, EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job,
-    JobContext, JobError, JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MemoryBackend, Producer,
-    QueueConfig, QueueType, Queues, RetryPolicy, Uuid, handler_fn,
+    JobContext, JobError, JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MemoryBackend, Namespace,
+    Producer, ProducerBuilder, QueueConfig, QueueType, Queues, RetryPolicy, Uuid, handler_fn,
 };
 
 pub use queuey_core::{backend, handler, memory, queue, retry, trace_context};
@@ -132,7 +132,8 @@ pub use queuey_rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 pub mod prelude {
     pub use queuey_core::{
         Backend, Backoff, EnqueueOptions, Error, Job, JobContext, JobError, JobHandler,
-        MemoryBackend, Producer, QueueConfig, QueueType, Queues, RetryPolicy, handler_fn,
+        MemoryBackend, Namespace, Producer, QueueConfig, QueueType, Queues, RetryPolicy,
+        handler_fn,
     };
     pub use queuey_tower::{
         ClassifyLayer, CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition,

@@ -15,6 +15,8 @@
 //! - A [`JobHandler`] runs jobs of one type and answers with a [`JobError`]
 //!   when a job should be retried, dead-lettered or deferred.
 //! - A [`Producer`] enqueues jobs now, after a delay, or as a deferral.
+//! - A [`Namespace`] chosen at run time (one per tenant, say) prefixes every
+//!   queue name of a set for the producers and workers built with it.
 //! - Every wait is a *hold* on the broker, rounded up to a granularity and
 //!   never released early, capped at [`MAX_DEFERRAL_MS`].
 //!
@@ -86,8 +88,8 @@ pub use error::{BackendError, BackendErrorKind, BoxError, Error};
 pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};
 pub use job::Job;
 pub use memory::MemoryBackend;
-pub use producer::{EnqueueOptions, Producer};
-pub use queue::{QueueConfig, QueueType, Queues};
+pub use producer::{EnqueueOptions, Producer, ProducerBuilder};
+pub use queue::{Namespace, QueueConfig, QueueSettings, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;

@@ -1,12 +1,17 @@
 //! Enqueueing typed jobs.
 
+mod builder;
+
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
-use crate::{Backend, BackendError, BackendErrorKind, Envelope, Error, Job, Queues};
+use crate::queue::QueueNames;
+use crate::{Backend, BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Queues};
+
+pub use builder::ProducerBuilder;
 
 /// Options for [`Producer::enqueue_with`].
 ///
@@ -107,16 +112,21 @@ impl EnqueueOptions {
 /// # Ok(())
 /// # }
 /// ```
+///
+/// For a [`Namespace`] chosen at run time (one per tenant, say), build the
+/// producer with [`Producer::builder`] and
+/// [`namespace`](ProducerBuilder::namespace).
 pub struct Producer<Q, B> {
     backend: B,
+    namespace: Namespace,
+    names: QueueNames,
     _queues: PhantomData<fn() -> Q>,
 }
 
 impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// Declares every queue of `Q` on the backend, then returns a producer.
     pub async fn new(backend: B) -> Result<Self, Error> {
-        backend.declare(&Q::configs()).await?;
-        Ok(Self::new_undeclared(backend))
+        Self::builder(backend).build().await
     }
 
     /// A producer that declares nothing, for processes that must not create
@@ -124,8 +134,20 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// delays and deferrals need the queue declared through this backend and
     /// otherwise fail with [`Error::UnknownQueue`].
     pub fn new_undeclared(backend: B) -> Self {
+        Self::builder(backend).build_undeclared()
+    }
+
+    /// Starts building a producer on `backend`, to set a
+    /// [`namespace`](ProducerBuilder::namespace).
+    pub fn builder(backend: B) -> ProducerBuilder<Q, B> {
+        ProducerBuilder::new(backend)
+    }
+
+    pub(crate) fn from_parts(backend: B, namespace: Namespace) -> Self {
         Producer {
             backend,
+            names: QueueNames::new::<Q>(&namespace),
+            namespace,
             _queues: PhantomData,
         }
     }
@@ -135,9 +157,19 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         &self.backend
     }
 
+    /// The namespace of every queue this producer enqueues onto.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
+    }
+
+    /// The name `queue` has on the broker for this producer.
+    pub fn queue_name(&self, queue: &Q) -> &str {
+        self.names.get(queue.name())
+    }
+
     /// Enqueues a job for immediate delivery at priority 0.
     pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, Error> {
-        let envelope = envelope_for(job)?;
+        let envelope = self.envelope_for(job)?;
         self.backend.publish(&envelope).await?;
         Ok(envelope.job_id)
     }
@@ -148,7 +180,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         options: EnqueueOptions,
     ) -> Result<Uuid, Error> {
-        let mut envelope = envelope_for(job)?.with_priority(options.priority);
+        let mut envelope = self.envelope_for(job)?.with_priority(options.priority);
         envelope.correlation_id = options.correlation_id;
         if let Some(deadline) = options.deadline {
             envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, options.delay)?);
@@ -167,7 +199,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         delay: Duration,
     ) -> Result<Uuid, Error> {
-        let envelope = envelope_for(job)?;
+        let envelope = self.envelope_for(job)?;
         self.backend.publish_after(&envelope, delay).await?;
         Ok(envelope.job_id)
     }
@@ -176,7 +208,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// backend's deferral granularity) at the queue's top priority, ahead of
     /// whatever is waiting on the queue by then.
     pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
-        let envelope = envelope_for(job)?;
+        let envelope = self.envelope_for(job)?;
         self.backend.defer(&envelope, delay).await?;
         Ok(envelope.job_id)
     }
@@ -194,7 +226,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         let mut envelopes = Vec::new();
         let mut outcomes: Vec<Result<Uuid, Error>> = Vec::new();
         for job in jobs {
-            match envelope_for(job) {
+            match self.envelope_for(job) {
                 Ok(envelope) => {
                     outcomes.push(Ok(envelope.job_id));
                     envelopes.push(envelope);
@@ -216,6 +248,19 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
             }
         }
         outcomes
+    }
+
+    fn envelope_for<J: Job<Queues = Q>>(&self, job: &J) -> Result<Envelope, Error> {
+        let queue = self.names.get(J::QUEUE.name());
+        let payload = serde_json::value::to_raw_value(job).map_err(|source| Error::Encode {
+            queue: queue.to_owned(),
+            source,
+        })?;
+        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))]
+        let mut envelope = Envelope::new(J::NAME, queue, payload);
+        #[cfg(feature = "opentelemetry")]
+        crate::trace_context::inject_current(&mut envelope);
+        Ok(envelope)
     }
 }
 
@@ -245,23 +290,12 @@ fn deadline_ms(
     Ok(ms)
 }
 
-fn envelope_for<J: Job>(job: &J) -> Result<Envelope, Error> {
-    let queue = J::QUEUE.name();
-    let payload = serde_json::value::to_raw_value(job).map_err(|source| Error::Encode {
-        queue: queue.to_owned(),
-        source,
-    })?;
-    #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))]
-    let mut envelope = Envelope::new(J::NAME, queue, payload);
-    #[cfg(feature = "opentelemetry")]
-    crate::trace_context::inject_current(&mut envelope);
-    Ok(envelope)
-}
-
 impl<Q, B: Clone> Clone for Producer<Q, B> {
     fn clone(&self) -> Self {
         Producer {
             backend: self.backend.clone(),
+            namespace: self.namespace.clone(),
+            names: self.names.clone(),
             _queues: PhantomData,
         }
     }
@@ -271,6 +305,7 @@ impl<Q, B: fmt::Debug> fmt::Debug for Producer<Q, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Producer")
             .field("queues", &std::any::type_name::<Q>())
+            .field("namespace", &self.namespace)
             .field("backend", &self.backend)
             .finish()
     }

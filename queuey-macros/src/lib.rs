@@ -148,7 +148,7 @@
 //!     Backoff::exponential(Duration::from_millis(500), 1.5, Duration::from_secs(3600))?
 //!         .without_jitter(),
 //! )?;
-//! assert_eq!(Q::Slow.config().retry_policy(), Some(&expected));
+//! assert_eq!(Q::Slow.config().settings().retry(), Some(&expected));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

@@ -227,11 +227,11 @@ fn every_config_equals_the_hand_built_one() {
 #[test]
 fn settings_read_back() {
     let emails = Shop::Emails.config();
-    assert_eq!(emails.prefetch_count(), 32);
-    assert!(emails.is_durable());
-    assert_eq!(emails.ttl(), Some(SECOND * 30));
+    assert_eq!(emails.settings().prefetch(), 32);
+    assert!(emails.settings().durable());
+    assert_eq!(emails.settings().message_ttl(), Some(SECOND * 30));
     assert_eq!(emails.priority_levels(), Some(10));
-    let retry = emails.retry_policy().expect("a retry policy");
+    let retry = emails.settings().retry().expect("a retry policy");
     assert_eq!(retry.max_attempts(), 5);
     match retry.backoff() {
         Backoff::Exponential(e) => {
@@ -243,14 +243,15 @@ fn settings_read_back() {
         other => panic!("expected exponential backoff, got {other:?}"),
     }
     let plain = Shop::WebhookCalls.config();
-    assert_eq!(plain.prefetch_count(), QueueConfig::DEFAULT_PREFETCH);
-    assert_eq!(plain.ttl(), None);
-    assert_eq!(plain.retry_policy(), None);
+    assert_eq!(plain.settings().prefetch(), QueueConfig::DEFAULT_PREFETCH);
+    assert_eq!(plain.settings().message_ttl(), None);
+    assert_eq!(plain.settings().retry(), None);
     assert_eq!(Shop::NoPriorities.config().top_priority(), 0);
     assert_eq!(
         Shop::RetryFixed
             .config()
-            .retry_policy()
+            .settings()
+            .retry()
             .map(|p| p.delay_after(7)),
         Some(SECOND * 10)
     );

@@ -70,7 +70,7 @@ impl RabbitMqBackend {
         let link = Link::connect(&addresses, options.clone()).await?;
         let publisher = Publisher::new(
             Arc::clone(&link),
-            options.get_publish_concurrency(),
+            options.settings().publish_concurrency(),
             options.publish_window,
         );
         Ok(RabbitMqBackend {
@@ -312,7 +312,7 @@ impl Inner {
     }
 
     fn check_size(&self, queue: &str, size: usize) -> Result<(), Error> {
-        let limit = self.options.get_max_message_size();
+        let limit = self.options.settings().max_message_size();
         if size > limit {
             return Err(Error::MessageTooLarge {
                 queue: queue.to_owned(),
@@ -355,7 +355,7 @@ impl Backend for RabbitMqBackend {
                 config.validate()?;
                 topology::check_room(
                     config.name(),
-                    inner.options.get_deferred_suffix(),
+                    inner.options.settings().deferred_suffix(),
                     inner.options.dead_suffix_in_use(),
                     inner.options.hold_queues,
                 )?;

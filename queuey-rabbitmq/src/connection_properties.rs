@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 ///     .with_connection_name("billing-worker")
 ///     .with_client_property("team", "payments");
 /// let options = RabbitMqOptions::default().connection_properties(properties);
-/// assert_eq!(options.get_connection_name(), Some("billing-worker"));
+/// assert_eq!(options.settings().connection_name(), Some("billing-worker"));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ConnectionProperties {

@@ -120,7 +120,7 @@ impl Consumer {
             let channel = connection.create_channel().await.map_err(fail)?;
             channel
                 .basic_qos(
-                    self.config.prefetch_count(),
+                    self.config.settings().prefetch(),
                     BasicQosOptions { global: false },
                 )
                 .await
@@ -148,7 +148,7 @@ impl Consumer {
         };
         match &result {
             Ok(live) => {
-                tracing::debug!(queue, consumer_tag = %live.tag, prefetch = self.config.prefetch_count(), "consuming");
+                tracing::debug!(queue, consumer_tag = %live.tag, prefetch = self.config.settings().prefetch(), "consuming");
             }
             Err(error) => self.inner.saw(current.generation, error),
         }

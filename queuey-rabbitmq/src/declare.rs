@@ -30,14 +30,26 @@ pub(crate) async fn declare_queues(
                 .dead_suffix_in_use()
                 .map(|suffix| topology::dead_letter_queue_name(queue, suffix));
             let args = topology::work_queue_arguments(config, dead.as_deref());
-            declare(connection, &channel, queue, config.is_durable(), &args)
-                .await
-                .map_err(|f| explain(f, queue, config))?;
+            declare(
+                connection,
+                &channel,
+                queue,
+                config.settings().durable(),
+                &args,
+            )
+            .await
+            .map_err(|f| explain(f, queue, config))?;
             if let Some(dead) = dead {
                 let args = topology::dead_letter_queue_arguments(config);
-                declare(connection, &channel, &dead, config.is_durable(), &args)
-                    .await
-                    .map_err(|f| explain(f, &dead, config))?;
+                declare(
+                    connection,
+                    &channel,
+                    &dead,
+                    config.settings().durable(),
+                    &args,
+                )
+                .await
+                .map_err(|f| explain(f, &dead, config))?;
             }
             declared(config);
         }
@@ -64,9 +76,15 @@ pub(crate) async fn declare_dead_letter_queue(
     )
     .await?;
     let args = topology::dead_letter_queue_arguments(config);
-    let result = declare(connection, &channel, dead, config.is_durable(), &args)
-        .await
-        .map_err(|f| explain(f, dead, config));
+    let result = declare(
+        connection,
+        &channel,
+        dead,
+        config.settings().durable(),
+        &args,
+    )
+    .await
+    .map_err(|f| explain(f, dead, config));
     if channel.status().connected() {
         let _ = channel.close(200, ShortString::default()).await;
     }
@@ -110,7 +128,7 @@ impl HoldDeclarer {
         let args = holds.arguments(config.name(), ttl_ms);
         // A quorum queue is always durable; a classic hold lives as long as
         // its work queue would.
-        let durable = holds == HoldQueues::Quorum || config.is_durable();
+        let durable = holds == HoldQueues::Quorum || config.settings().durable();
         let (_permit, mut slot) = self.pool.take().await?;
         let channel = match slot.as_ref() {
             Some(channel) if channel.status().connected() => channel.clone(),
@@ -190,7 +208,7 @@ pub(crate) fn field_table(args: &QueueArguments) -> FieldTable {
 /// The error for a refused declaration of `queue`, with what to do about it.
 fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Error {
     let what = format!("declaring queue `{queue}`");
-    let transient_refused = !config.is_durable()
+    let transient_refused = !config.settings().durable()
         && (failure.reply_code == Some(code::INTERNAL_ERROR) || failure.connection_lost);
     let hint = if transient_refused {
         Some(

@@ -149,8 +149,8 @@ impl Inner {
             queue: queue.to_owned(),
         })?;
         let granularity = match kind {
-            HoldKind::Retry => self.options.get_retry_granularity(),
-            HoldKind::Deferral => self.options.get_deferred_granularity(),
+            HoldKind::Retry => self.options.settings().retry_granularity(),
+            HoldKind::Deferral => self.options.settings().deferred_granularity(),
         };
         let chained = delay > queuey_core::LONGEST_WAIT && !self.options.refuse_long_delays;
         let ttl_ms = if chained {
@@ -178,10 +178,11 @@ impl Inner {
             return self.send(prepared.outgoing(queue)).await;
         }
         let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
-        let hold =
-            self.options
-                .hold_queues
-                .name(queue, self.options.get_deferred_suffix(), ttl_ms)?;
+        let hold = self.options.hold_queues.name(
+            queue,
+            self.options.settings().deferred_suffix(),
+            ttl_ms,
+        )?;
         let mut out = prepared.outgoing(&hold);
         out.properties = properties::with_due_at(out.properties, due_at_ms);
         let deadline = Instant::now() + self.options.publish_timeout;

@@ -174,12 +174,14 @@ mod pool;
 mod properties;
 mod publisher;
 pub mod rehold;
+mod settings;
 pub mod topology;
 mod uri;
 
 pub use backend::{Addresses, RabbitMqBackend};
 pub use connection_properties::ConnectionProperties;
 pub use delivery::REQUEUE_DELAY;
+pub use settings::RabbitMqSettings;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
 /// password, out of a subscriber: `lapin=debug`. Append it to any filter

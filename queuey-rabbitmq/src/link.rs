@@ -432,14 +432,14 @@ fn address_scrub(text: &str, address: &Address) -> String {
 
 pub(crate) fn connection_properties(options: &RabbitMqOptions) -> ConnectionProperties {
     let mut props = ConnectionProperties::default();
-    if let Some(locale) = options.get_locale() {
+    if let Some(locale) = options.settings().locale() {
         props = props.with_locale(properties::short(locale));
     }
-    for (key, value) in options.get_client_properties() {
+    for (key, value) in options.settings().client_properties() {
         props =
             props.with_client_property(properties::short(key), LongString::from(value.as_str()));
     }
-    if let Some(name) = options.get_connection_name() {
+    if let Some(name) = options.settings().connection_name() {
         props = props.with_connection_name(LongString::from(name));
     }
     props

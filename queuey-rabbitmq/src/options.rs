@@ -6,6 +6,7 @@ use std::time::Duration;
 use queuey_core::backend::Granularity;
 use queuey_core::{Error, MAX_MESSAGE_BYTES};
 
+use crate::RabbitMqSettings;
 use crate::topology::HoldQueues;
 
 /// The most publishing channels a backend opens.
@@ -64,23 +65,26 @@ pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
 ///     .connection_name("billing-worker")
 ///     .dead_suffix("-dlq")
 ///     .retry_granularity(Duration::from_secs(10));
-/// assert_eq!(options.get_dead_suffix(), "-dlq");
-/// assert_eq!(options.get_retry_granularity(), Duration::from_secs(10).into());
+/// assert_eq!(options.settings().dead_suffix(), "-dlq");
+/// assert_eq!(options.settings().retry_granularity(), Duration::from_secs(10).into());
 /// ```
+///
+/// Set a value with its builder method, read it back with
+/// [`settings`](Self::settings) and the same name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RabbitMqOptions {
-    connection_name: Option<String>,
-    client_properties: BTreeMap<String, String>,
-    locale: Option<String>,
-    dead_suffix: String,
-    declare_dead_letter_queues: bool,
-    deferred_suffix: String,
-    retry_granularity: Option<Granularity>,
-    deferred_granularity: Option<Granularity>,
+    pub(crate) connection_name: Option<String>,
+    pub(crate) client_properties: BTreeMap<String, String>,
+    pub(crate) locale: Option<String>,
+    pub(crate) dead_suffix: String,
+    pub(crate) declare_dead_letter_queues: bool,
+    pub(crate) deferred_suffix: String,
+    pub(crate) retry_granularity: Option<Granularity>,
+    pub(crate) deferred_granularity: Option<Granularity>,
     pub(crate) hold_queues: HoldQueues,
-    publish_concurrency: usize,
+    pub(crate) publish_concurrency: usize,
     pub(crate) publish_window: usize,
-    max_message_size: usize,
+    pub(crate) max_message_size: usize,
     pub(crate) heartbeat: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) call_timeout: Duration,
@@ -339,57 +343,66 @@ impl RabbitMqOptions {
         self
     }
 
+    /// What was set, read back under the builder methods' names:
+    /// `settings().heartbeat()`, `settings().dead_suffix()`, ...
+    pub fn settings(&self) -> RabbitMqSettings<'_> {
+        RabbitMqSettings::new(self)
+    }
+
     /// The connection name, if set.
+    #[deprecated(note = "use `.settings().connection_name()`")]
     pub fn get_connection_name(&self) -> Option<&str> {
-        self.connection_name.as_deref()
+        self.settings().connection_name()
     }
 
     /// The extra client properties.
+    #[deprecated(note = "use `.settings().client_properties()`")]
     pub fn get_client_properties(&self) -> &BTreeMap<String, String> {
-        &self.client_properties
+        self.settings().client_properties()
     }
 
     /// The locale, if set.
+    #[deprecated(note = "use `.settings().locale()`")]
     pub fn get_locale(&self) -> Option<&str> {
-        self.locale.as_deref()
+        self.settings().locale()
     }
 
     /// The dead-letter queue suffix.
+    #[deprecated(note = "use `.settings().dead_suffix()`")]
     pub fn get_dead_suffix(&self) -> &str {
-        &self.dead_suffix
+        self.settings().dead_suffix()
     }
 
     /// Whether dead-letter queues are declared and used.
+    #[deprecated(note = "use `.settings().declare_dead_letter_queues()`")]
     pub fn get_declare_dead_letter_queues(&self) -> bool {
-        self.declare_dead_letter_queues
+        self.settings().declare_dead_letter_queues()
     }
 
     /// The hold-queue suffix.
+    #[deprecated(note = "use `.settings().deferred_suffix()`")]
     pub fn get_deferred_suffix(&self) -> &str {
-        &self.deferred_suffix
+        self.settings().deferred_suffix()
     }
 
     /// The retry granularity: as configured, else the default of the hold
     /// queues in use (see
     /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
-    /// for the step used).
+    /// for the value used).
+    #[deprecated(note = "use `.settings().retry_granularity()`")]
     pub fn get_retry_granularity(&self) -> Granularity {
-        self.retry_granularity.unwrap_or(self.default_granularity())
+        self.settings().retry_granularity()
     }
 
-    /// The deferral granularity: as configured, else the default of the hold
-    /// queues in use.
+    /// The deferral granularity as configured.
+    #[deprecated(note = "use `.settings().deferred_granularity()`")]
     pub fn get_deferred_granularity(&self) -> Granularity {
-        self.deferred_granularity
-            .unwrap_or(self.default_granularity())
+        self.settings().deferred_granularity()
     }
 
-    /// The kind of hold queues in use.
-    pub fn get_hold_queues(&self) -> HoldQueues {
-        self.hold_queues
-    }
-
-    fn default_granularity(&self) -> Granularity {
+    /// The granularity of both kinds of hold when none is set: the default
+    /// of the hold queues in use.
+    pub(crate) fn default_granularity(&self) -> Granularity {
         match self.hold_queues {
             HoldQueues::Classic => DEFAULT_CLASSIC_GRANULARITY,
             _ => DEFAULT_QUORUM_GRANULARITY,
@@ -397,13 +410,15 @@ impl RabbitMqOptions {
     }
 
     /// The number of publishing channels.
+    #[deprecated(note = "use `.settings().publish_concurrency()`")]
     pub fn get_publish_concurrency(&self) -> usize {
-        self.publish_concurrency
+        self.settings().publish_concurrency()
     }
 
     /// The largest body published, in bytes.
+    #[deprecated(note = "use `.settings().max_message_size()`")]
     pub fn get_max_message_size(&self) -> usize {
-        self.max_message_size
+        self.settings().max_message_size()
     }
 
     /// Checks the values that could break the backend.
@@ -487,18 +502,24 @@ mod tests {
     #[test]
     fn defaults() {
         let o = RabbitMqOptions::default();
-        assert_eq!(o.get_connection_name(), None);
-        assert!(o.get_client_properties().is_empty());
-        assert_eq!(o.get_locale(), None);
-        assert_eq!(o.get_dead_suffix(), ".dead");
-        assert!(o.get_declare_dead_letter_queues());
-        assert_eq!(o.get_deferred_suffix(), ".deferred");
-        assert_eq!(o.get_hold_queues(), HoldQueues::Quorum);
-        assert_eq!(o.get_retry_granularity(), DEFAULT_QUORUM_GRANULARITY);
-        assert_eq!(o.get_deferred_granularity(), DEFAULT_QUORUM_GRANULARITY);
-        assert_eq!(o.get_publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
+        assert_eq!(o.settings().connection_name(), None);
+        assert!(o.settings().client_properties().is_empty());
+        assert_eq!(o.settings().locale(), None);
+        assert_eq!(o.settings().dead_suffix(), ".dead");
+        assert!(o.settings().declare_dead_letter_queues());
+        assert_eq!(o.settings().deferred_suffix(), ".deferred");
+        assert_eq!(o.settings().hold_queues(), HoldQueues::Quorum);
+        assert_eq!(o.settings().retry_granularity(), DEFAULT_QUORUM_GRANULARITY);
+        assert_eq!(
+            o.settings().deferred_granularity(),
+            DEFAULT_QUORUM_GRANULARITY
+        );
+        assert_eq!(
+            o.settings().publish_concurrency(),
+            DEFAULT_PUBLISH_CONCURRENCY
+        );
         assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
-        assert_eq!(o.get_max_message_size(), 16 * 1024 * 1024);
+        assert_eq!(o.settings().max_message_size(), 16 * 1024 * 1024);
         assert!(o.validate().is_ok());
     }
 
@@ -515,20 +536,26 @@ mod tests {
             .deferred_granularity(Duration::ZERO)
             .publish_concurrency(1)
             .max_message_size(1024);
-        assert_eq!(o.get_connection_name(), Some("n"));
+        assert_eq!(o.settings().connection_name(), Some("n"));
         assert_eq!(
-            o.get_client_properties().get("k").map(String::as_str),
+            o.settings()
+                .client_properties()
+                .get("k")
+                .map(String::as_str),
             Some("v")
         );
-        assert_eq!(o.get_locale(), Some("de_DE"));
-        assert_eq!(o.get_dead_suffix(), "-dlq");
-        assert!(!o.get_declare_dead_letter_queues());
+        assert_eq!(o.settings().locale(), Some("de_DE"));
+        assert_eq!(o.settings().dead_suffix(), "-dlq");
+        assert!(!o.settings().declare_dead_letter_queues());
         assert_eq!(o.dead_suffix_in_use(), None);
-        assert_eq!(o.get_deferred_suffix(), ".wait");
-        assert_eq!(o.get_retry_granularity(), Duration::from_secs(10).into());
-        assert_eq!(o.get_deferred_granularity(), Duration::ZERO.into());
-        assert_eq!(o.get_publish_concurrency(), 1);
-        assert_eq!(o.get_max_message_size(), 1024);
+        assert_eq!(o.settings().deferred_suffix(), ".wait");
+        assert_eq!(
+            o.settings().retry_granularity(),
+            Duration::from_secs(10).into()
+        );
+        assert_eq!(o.settings().deferred_granularity(), Duration::ZERO.into());
+        assert_eq!(o.settings().publish_concurrency(), 1);
+        assert_eq!(o.settings().max_message_size(), 1024);
         assert!(o.validate().is_ok());
     }
 
@@ -542,13 +569,16 @@ mod tests {
                     .with_client_property("k", "v")
                     .with_locale("de_DE"),
             );
-        assert_eq!(o.get_connection_name(), Some("n"));
-        assert_eq!(o.get_client_properties().len(), 1);
+        assert_eq!(o.settings().connection_name(), Some("n"));
+        assert_eq!(o.settings().client_properties().len(), 1);
         assert_eq!(
-            o.get_client_properties().get("k").map(String::as_str),
+            o.settings()
+                .client_properties()
+                .get("k")
+                .map(String::as_str),
             Some("v")
         );
-        assert_eq!(o.get_locale(), Some("de_DE"));
+        assert_eq!(o.settings().locale(), Some("de_DE"));
         let long = RabbitMqOptions::default().connection_properties(
             crate::ConnectionProperties::default().with_client_property("k".repeat(256), "v"),
         );
@@ -577,18 +607,24 @@ mod tests {
     fn the_default_granularity_follows_the_hold_queues_and_a_set_one_wins() {
         let classic = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
         assert_eq!(
-            classic.get_retry_granularity(),
+            classic.settings().retry_granularity(),
             Duration::from_secs(1).into()
         );
         assert_eq!(
-            classic.get_deferred_granularity(),
+            classic.settings().deferred_granularity(),
             Duration::from_secs(1).into()
         );
         let set = RabbitMqOptions::default()
             .retry_granularity(Duration::from_secs(5))
             .hold_queues(HoldQueues::Classic)
             .hold_queues(HoldQueues::Quorum);
-        assert_eq!(set.get_retry_granularity(), Duration::from_secs(5).into());
-        assert_eq!(set.get_deferred_granularity(), DEFAULT_QUORUM_GRANULARITY);
+        assert_eq!(
+            set.settings().retry_granularity(),
+            Duration::from_secs(5).into()
+        );
+        assert_eq!(
+            set.settings().deferred_granularity(),
+            DEFAULT_QUORUM_GRANULARITY
+        );
     }
 }

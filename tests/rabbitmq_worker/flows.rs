@@ -33,7 +33,7 @@ scenario!(FlakyQueues, FlakyJob, "flaky", |c| c.prefetch(4).retry(
 async fn a_failing_job_waits_in_a_hold_queue_and_succeeds_on_retry() {
     let broker = broker!("a_failing_job_waits_in_a_hold_queue_and_succeeds_on_retry");
     let q = FlakyQueues::Work.name();
-    let hold = format!("{q}.deferred.1000");
+    let hold = format!("{q}.deferred.quorum.1000");
     for name in [q, &format!("{q}.dead"), &hold] {
         broker.track(name);
     }

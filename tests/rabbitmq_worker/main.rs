@@ -19,3 +19,4 @@ mod scenario;
 mod cooldown;
 mod crash;
 mod flows;
+mod namespaces;

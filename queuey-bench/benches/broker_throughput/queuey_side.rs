@@ -298,7 +298,7 @@ pub(crate) async fn retry(
     broker.track(&format!("{queue}.deferred.{retry_ms}"));
     // Some of the jobs go through queuey, so that the pool's channels are
     // open when the clock starts (the lapin side opens its pool first too).
-    let channels = backend.options().get_publish_concurrency().min(jobs);
+    let channels = backend.options().settings().publish_concurrency().min(jobs);
     let job = BenchJob::new();
     let warm_up = futures::future::try_join_all((0..channels).map(|_| producer.enqueue(&job)));
     tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;

@@ -129,7 +129,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         ))
     }
 
-    /// Starts consuming a queue. At most `queue.prefetch_count()` deliveries
+    /// Starts consuming a queue. At most `queue.settings().prefetch()` deliveries
     /// of this consumer are unsettled at any time.
     ///
     /// Bodies that are not envelopes never reach the stream: the backend

@@ -352,8 +352,8 @@ impl Backend for MemoryBackend {
                     .or_insert_with(|| QueueState::new(None));
                 if let Some(existing) = &queue.declared
                     && (existing.priority_levels() != config.priority_levels()
-                        || existing.is_durable() != config.is_durable()
-                        || existing.ttl() != config.ttl())
+                        || existing.settings().durable() != config.settings().durable()
+                        || existing.settings().message_ttl() != config.settings().message_ttl())
                 {
                     return Err(Error::Backend(BackendError::new(
                         BackendErrorKind::Refused,
@@ -424,7 +424,7 @@ impl Backend for MemoryBackend {
             Ok(consumer::stream(
                 Arc::clone(&self.shared),
                 Arc::from(queue.name()),
-                usize::from(queue.prefetch_count()),
+                usize::from(queue.settings().prefetch()),
             ))
         })();
         Box::pin(ready(result))

@@ -47,7 +47,10 @@ impl QueueState {
     }
 
     fn ttl_expired(&self, message: &Message, now: Instant) -> bool {
-        let ttl = self.declared.as_ref().and_then(QueueConfig::ttl);
+        let ttl = self
+            .declared
+            .as_ref()
+            .and_then(|c| c.settings().message_ttl());
         ttl.is_some_and(|ttl| now.saturating_duration_since(message.arrived) >= ttl)
     }
 }

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::QueueSettings;
 use crate::{Error, RetryPolicy};
 
 use super::QueueType;
@@ -28,7 +29,7 @@ const MAX_TTL_MS: u128 = 10 * 365 * 24 * 60 * 60 * 1000;
 ///     .message_ttl(Duration::from_secs(3600))
 ///     .max_priority(5);
 /// config.validate()?;
-/// assert_eq!(config.prefetch_count(), 32);
+/// assert_eq!(config.settings().prefetch(), 32);
 /// assert_eq!(config.top_priority(), 5);
 ///
 /// // 0 declares the queue without priorities.
@@ -37,14 +38,14 @@ const MAX_TTL_MS: u128 = 10 * 365 * 24 * 60 * 60 * 1000;
 /// ```
 #[derive(Debug, Clone)]
 pub struct QueueConfig {
-    name: String,
-    prefetch: u16,
-    durable: bool,
-    message_ttl: Option<Duration>,
+    pub(crate) name: String,
+    pub(crate) prefetch: u16,
+    pub(crate) durable: bool,
+    pub(crate) message_ttl: Option<Duration>,
     /// `max_priority` as set: `None` until set, `Some(0)` for "no priorities".
-    max_priority: Option<u8>,
-    retry: Option<RetryPolicy>,
-    queue_type: QueueType,
+    pub(crate) max_priority: Option<u8>,
+    pub(crate) retry: Option<RetryPolicy>,
+    pub(crate) queue_type: QueueType,
 }
 
 impl QueueConfig {
@@ -120,19 +121,28 @@ impl QueueConfig {
         &self.name
     }
 
+    /// What was set, read back under the builder methods' names:
+    /// `settings().prefetch()`, `settings().message_ttl()`, ...
+    pub fn settings(&self) -> QueueSettings<'_> {
+        QueueSettings::new(self)
+    }
+
     /// The prefetch limit.
+    #[deprecated(note = "use `.settings().prefetch()`")]
     pub fn prefetch_count(&self) -> u16 {
-        self.prefetch
+        self.settings().prefetch()
     }
 
     /// Whether the queue is durable.
+    #[deprecated(note = "use `.settings().durable()`")]
     pub fn is_durable(&self) -> bool {
-        self.durable
+        self.settings().durable()
     }
 
     /// The message TTL, if any.
+    #[deprecated(note = "use `.settings().message_ttl()`")]
     pub fn ttl(&self) -> Option<Duration> {
-        self.message_ttl
+        self.settings().message_ttl()
     }
 
     /// The highest priority level, or `None` for a queue without priorities
@@ -157,8 +167,9 @@ impl QueueConfig {
     }
 
     /// The queue's own retry policy, if it has one.
+    #[deprecated(note = "use `.settings().retry()`")]
     pub fn retry_policy(&self) -> Option<&RetryPolicy> {
-        self.retry.as_ref()
+        self.settings().retry()
     }
 
     /// Checks every setting; backends call this before declaring anything.
@@ -245,12 +256,12 @@ mod tests {
     fn defaults() {
         let c = QueueConfig::new("q");
         assert_eq!(c.name(), "q");
-        assert_eq!(c.prefetch_count(), 16);
-        assert!(c.is_durable());
-        assert_eq!(c.ttl(), None);
+        assert_eq!(c.settings().prefetch(), 16);
+        assert!(c.settings().durable());
+        assert_eq!(c.settings().message_ttl(), None);
         assert_eq!(c.priority_levels(), Some(10));
         assert_eq!(c.top_priority(), 10);
-        assert_eq!(c.retry_policy(), None);
+        assert_eq!(c.settings().retry(), None);
         assert!(c.validate().is_ok());
     }
 

@@ -1,10 +1,35 @@
 //! Queues: their settings, and the typed sets an application declares.
+//!
+//! # Reading settings back
+//!
+//! One rule for every settings builder of queuey ([`QueueConfig`] here,
+//! `RabbitMqOptions` in the RabbitMQ backend): set a value with the builder
+//! method, read it back with `.settings()` and the same name. There is no
+//! `get_` prefix and no second spelling:
+//!
+//! ```
+//! use queuey_core::QueueConfig;
+//!
+//! let config = QueueConfig::new("app.emails").prefetch(32);
+//! assert_eq!(config.settings().prefetch(), 32);
+//! ```
+//!
+//! What is derived from several settings rather than read back from one
+//! stays on the config itself: [`QueueConfig::name`],
+//! [`priority_levels`](QueueConfig::priority_levels),
+//! [`top_priority`](QueueConfig::top_priority),
+//! [`validate`](QueueConfig::validate).
 
 mod config;
+mod namespace;
 mod queue_type;
+mod settings;
 
 pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig, validate_queue_name};
+pub use namespace::Namespace;
+pub(crate) use namespace::QueueNames;
 pub use queue_type::QueueType;
+pub use settings::QueueSettings;
 
 /// A set of queues an application uses, normally an enum with one fieldless
 /// variant per queue, implemented with `#[derive(Queues)]`.
@@ -12,6 +37,10 @@ pub use queue_type::QueueType;
 /// Jobs name their queue as a value of such a set (`Job::QUEUE`), and
 /// producers and workers are generic over the set, so a job of one set cannot
 /// be enqueued through or handled by another set's producer or worker.
+///
+/// The set is static; for names that are only known at run time (one set
+/// of queues per tenant), give the producer and the worker the same
+/// [`Namespace`].
 ///
 /// ```
 /// use queuey_core::{QueueConfig, Queues};
@@ -33,7 +62,10 @@ pub trait Queues: Sized + Send + Sync + 'static {
     /// Every queue of the set, in declaration order.
     const ALL: &'static [Self];
 
-    /// The queue's full name on the broker, prefix included.
+    /// The queue's name in the set, prefix included: its name on the broker
+    /// in the root namespace. A [`Namespace`] chosen at run time puts
+    /// itself in front (`{namespace}.{name}`) for the producers and workers
+    /// built with it.
     fn name(&self) -> &'static str;
 
     /// The queue's settings.

@@ -89,8 +89,10 @@ impl Harness {
 
     /// A backend on its own named connection, with `queue` declared.
     pub(crate) async fn backend(&self, queue: &str) -> (RabbitMqBackend, QueueConfig) {
-        let options =
-            RabbitMqOptions::default().connection_name(format!("queuey-ops-test-backend-{queue}"));
+        // Whole seconds, so that a test knows which hold queue a delay uses.
+        let options = RabbitMqOptions::default()
+            .connection_name(format!("queuey-ops-test-backend-{queue}"))
+            .retry_granularity(Duration::from_secs(1));
         let backend = within("backend", RabbitMqBackend::with_options(&self.url, options))
             .await
             .expect("backend connects");

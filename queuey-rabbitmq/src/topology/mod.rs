@@ -112,7 +112,7 @@ pub fn work_queue_arguments(
             insert_at_least_once_dead_lettering(&mut args, dead);
         }
     }
-    if let Some(ttl) = config.ttl() {
+    if let Some(ttl) = config.settings().message_ttl() {
         // Rounded up, so the broker never discards a message before its TTL.
         let ms = ttl.as_nanos().div_ceil(1_000_000);
         args.insert("x-message-ttl", ArgumentValue::Integer(saturating_i64(ms)));

@@ -226,7 +226,10 @@ async fn a_publishing_channel_closed_by_the_broker_is_reopened() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_publishes_never_misattribute_returns() {
     let broker = broker!("concurrent_publishes_never_misattribute_returns");
-    for channels in [1, RabbitMqOptions::default().get_publish_concurrency()] {
+    for channels in [
+        1,
+        RabbitMqOptions::default().settings().publish_concurrency(),
+    ] {
         let options = RabbitMqOptions::default().publish_concurrency(channels);
         stress(&broker, options, &format!("stress-{channels}")).await;
     }

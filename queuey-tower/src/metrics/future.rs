@@ -2,6 +2,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
@@ -11,9 +12,10 @@ use queuey_core::BoxError;
 use super::{JOB_DURATION_SECONDS, JOBS_IN_FLIGHT, JOBS_TOTAL};
 use crate::Disposition;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Labels {
-    pub(crate) queue: &'static str,
+    /// The queue's name on the broker (namespace included).
+    pub(crate) queue: Arc<str>,
     pub(crate) job_type: &'static str,
 }
 
@@ -24,7 +26,7 @@ struct InFlight(Labels);
 
 impl InFlight {
     fn start(labels: Labels) -> Self {
-        metrics::gauge!(JOBS_IN_FLIGHT, "queue" => labels.queue, "job_type" => labels.job_type)
+        metrics::gauge!(JOBS_IN_FLIGHT, "queue" => Arc::clone(&labels.queue), "job_type" => labels.job_type)
             .increment(1.0);
         InFlight(labels)
     }
@@ -32,8 +34,9 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let Labels { queue, job_type } = self.0;
-        metrics::gauge!(JOBS_IN_FLIGHT, "queue" => queue, "job_type" => job_type).decrement(1.0);
+        let Labels { queue, job_type } = &self.0;
+        metrics::gauge!(JOBS_IN_FLIGHT, "queue" => Arc::clone(queue), "job_type" => *job_type)
+            .decrement(1.0);
     }
 }
 
@@ -67,14 +70,14 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.inner.poll(cx));
-        let Labels { queue, job_type } = this.in_flight.0;
+        let Labels { queue, job_type } = &this.in_flight.0;
         let disposition = match &result {
             Ok(d) => d.as_str(),
             Err(_) => "error",
         };
-        metrics::counter!(JOBS_TOTAL, "queue" => queue, "job_type" => job_type, "disposition" => disposition)
+        metrics::counter!(JOBS_TOTAL, "queue" => Arc::clone(queue), "job_type" => *job_type, "disposition" => disposition)
             .increment(1);
-        metrics::histogram!(JOB_DURATION_SECONDS, "queue" => queue, "job_type" => job_type)
+        metrics::histogram!(JOB_DURATION_SECONDS, "queue" => Arc::clone(queue), "job_type" => *job_type)
             .record(this.started.elapsed().as_secs_f64());
         Poll::Ready(result)
     }

@@ -30,7 +30,7 @@ pub mod future;
 
 use std::task::{Context, Poll};
 
-use queuey_core::{BoxError, Job, Queues};
+use queuey_core::{BoxError, Job};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -99,7 +99,7 @@ where
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
         let labels = future::Labels {
-            queue: J::QUEUE.name(),
+            queue: std::sync::Arc::clone(request.ctx().queue_arc()),
             job_type: J::NAME,
         };
         future::ResponseFuture::new(self.inner.call(request), labels)

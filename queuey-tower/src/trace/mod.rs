@@ -39,7 +39,7 @@ pub mod future;
 
 use std::task::{Context, Poll};
 
-use queuey_core::{BoxError, Job, Queues};
+use queuey_core::{BoxError, Job};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -93,7 +93,7 @@ where
         let ctx = request.ctx();
         let span = tracing::info_span!(
             "job",
-            queue = J::QUEUE.name(),
+            queue = ctx.queue(),
             job_type = J::NAME,
             job_id = %ctx.job_id(),
             attempt = ctx.attempt(),
@@ -101,7 +101,7 @@ where
             correlation_id = ctx.correlation_id(),
             otel.kind = "consumer",
             messaging.operation.type = "process",
-            messaging.destination.name = J::QUEUE.name(),
+            messaging.destination.name = ctx.queue(),
             messaging.message.id = %ctx.job_id(),
             messaging.message.conversation_id = ctx.correlation_id(),
         );

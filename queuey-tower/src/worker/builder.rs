@@ -3,7 +3,7 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use queuey_core::{Backend, BoxError, Error, Job, JobHandler, Queues};
+use queuey_core::{Backend, BoxError, Error, Job, JobHandler, Namespace, Queues};
 use tower::timeout::{Timeout, TimeoutLayer};
 use tower_layer::{Identity, Layer, Stack};
 use tower_service::Service;
@@ -179,6 +179,7 @@ struct Settings {
     job_timeout: Option<Duration>,
     classifier: SharedClassifier,
     reconnect: Reconnect,
+    namespace: Namespace,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -196,6 +197,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 job_timeout: None,
                 classifier: SharedClassifier::default(),
                 reconnect: Reconnect::new(DEFAULT_RECONNECT_DEADLINE),
+                namespace: Namespace::root(),
             },
             _queues: PhantomData,
         }
@@ -325,7 +327,18 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
-    /// Declares the queue set `Q` on the backend and returns the worker.
+    /// Consumes the queues of `namespace` (`{namespace}.{queue}`) instead
+    /// of the set's own names: the worker sees only jobs enqueued by a
+    /// producer of the same namespace, and its retries, deferrals and dead
+    /// letters stay in it (`{namespace}.{queue}.dead`, ...). Metrics and
+    /// traces carry the namespaced names.
+    pub fn namespace(mut self, namespace: Namespace) -> Self {
+        self.settings.namespace = namespace;
+        self
+    }
+
+    /// Declares the queue set `Q` (in the [`namespace`](Self::namespace), if
+    /// one was given) on the backend and returns the worker.
     ///
     /// Fails if no handler or service was given, if two handle the same job
     /// type, if the concurrency is 0, or if a setting would be ignored
@@ -372,6 +385,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                 shutdown_timeout: self.settings.shutdown_timeout,
                 classifier: self.settings.classifier,
                 reconnect: self.settings.reconnect,
+                namespace: self.settings.namespace,
             },
         )
         .await
@@ -393,6 +407,7 @@ impl<Q, B: std::fmt::Debug, H, L: std::fmt::Debug, D: std::fmt::Debug> std::fmt:
             .field("shutdown_timeout", &self.settings.shutdown_timeout)
             .field("job_timeout", &self.settings.job_timeout)
             .field("classifier", &self.settings.classifier)
+            .field("namespace", &self.settings.namespace)
             .finish()
     }
 }

@@ -135,7 +135,7 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{Backend, Error, Queues};
+use queuey_core::{Backend, Error, Namespace, Queues};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -158,6 +158,7 @@ pub(crate) struct Settings {
     pub(crate) shutdown_timeout: Duration,
     pub(crate) classifier: SharedClassifier,
     pub(crate) reconnect: Reconnect,
+    pub(crate) namespace: Namespace,
 }
 
 /// Runs jobs of the queue set `Q` from the backend `B`; build one with
@@ -170,6 +171,7 @@ pub struct Worker<Q, B> {
     classifier: SharedClassifier,
     reconnect: Reconnect,
     handle: WorkerHandle,
+    namespace: Namespace,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -189,15 +191,16 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                 "the worker has no handler: add one with WorkerBuilder::handler or ::service",
             ));
         }
-        let mut by_queue: Vec<QueueRoutes> = Vec::new();
+        let namespace = settings.namespace;
+        let mut by_queue: Vec<(&'static str, QueueRoutes)> = Vec::new();
         for route in routes {
-            let index = match by_queue.iter().position(|q| &*q.queue == route.queue()) {
+            let index = match by_queue.iter().position(|(own, _)| *own == route.queue()) {
                 Some(i) => i,
                 None => {
                     let config = Q::ALL
                         .iter()
                         .find(|q| q.name() == route.queue())
-                        .map(Queues::config)
+                        .map(|q| namespace.config(q))
                         .ok_or_else(|| {
                             Error::invalid_config(format!(
                                 "job type `{}` names queue `{}`, which is not in the queue set",
@@ -205,25 +208,29 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                                 route.queue()
                             ))
                         })?;
-                    by_queue.push(QueueRoutes {
-                        queue: Arc::from(route.queue()),
-                        config,
-                        routes: HashMap::new(),
-                    });
+                    by_queue.push((
+                        route.queue(),
+                        QueueRoutes {
+                            queue: Arc::from(config.name()),
+                            config,
+                            routes: HashMap::new(),
+                        },
+                    ));
                     by_queue.len() - 1
                 }
             };
             let job_type = route.job_type();
-            if by_queue[index].routes.insert(job_type, route).is_some() {
+            if by_queue[index].1.routes.insert(job_type, route).is_some() {
                 return Err(Error::invalid_config(format!(
                     "job type `{job_type}` has two handlers; give each job type one"
                 )));
             }
         }
+        let by_queue: Vec<QueueRoutes> = by_queue.into_iter().map(|(_, q)| q).collect();
         let concurrency = settings.concurrency.unwrap_or_else(|| {
             by_queue
                 .iter()
-                .map(|q| usize::from(q.config.prefetch_count()))
+                .map(|q| usize::from(q.config.settings().prefetch()))
                 .sum()
         });
         if concurrency == 0 {
@@ -231,7 +238,10 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                 "the worker's concurrency must be at least 1",
             ));
         }
-        backend.declare(&Q::configs()).await?;
+        backend
+            .declare(&namespace.configs::<Q>())
+            .await
+            .map_err(|e| namespace.explain(e))?;
         let backend = Arc::new(backend);
         let state = Arc::clone(&backend);
         Ok(Worker {
@@ -244,6 +254,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             handle: WorkerHandle {
                 inner: Arc::new(HandleInner::new(Box::new(move || state.connection_state()))),
             },
+            namespace,
             _queues: PhantomData,
         })
     }
@@ -253,9 +264,14 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         self.handle.clone()
     }
 
-    /// The queues this worker consumes.
+    /// The queues this worker consumes, by their names on the broker.
     pub fn queues(&self) -> impl Iterator<Item = &str> {
         self.queues.iter().map(|q| &*q.queue)
+    }
+
+    /// The namespace of the queues this worker consumes.
+    pub fn namespace(&self) -> &Namespace {
+        &self.namespace
     }
 
     /// Consumes every handled queue until [`WorkerHandle::shutdown`] is
@@ -275,6 +291,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             classifier,
             reconnect,
             handle,
+            namespace: _,
             _queues,
         } = self;
         let shared = Arc::new(Shared {
@@ -356,6 +373,7 @@ impl<Q, B: fmt::Debug> fmt::Debug for Worker<Q, B> {
             .field("concurrency", &self.concurrency)
             .field("shutdown_timeout", &self.shutdown_timeout)
             .field("classifier", &self.classifier)
+            .field("namespace", &self.namespace)
             .finish()
     }
 }

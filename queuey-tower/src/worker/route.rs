@@ -50,7 +50,7 @@ pub(crate) struct TypedRoute<J, S> {
 impl<J: Job, S> TypedRoute<J, S> {
     pub(crate) fn new(service: S) -> Self {
         let retry = J::retry_policy()
-            .or_else(|| J::QUEUE.config().retry_policy().cloned())
+            .or_else(|| J::QUEUE.config().settings().retry().cloned())
             .map(Arc::new);
         TypedRoute {
             service,

@@ -8,6 +8,7 @@ mod deadline;
 mod faulty;
 mod flows;
 mod lifecycle;
+mod namespaces;
 mod reconnect;
 mod routing;
 mod stacks;

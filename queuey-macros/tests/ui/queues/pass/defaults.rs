@@ -14,10 +14,10 @@ fn main() {
     assert_eq!(Plain::Emails.config(), QueueConfig::new("emails"));
     assert_eq!(Plain::Webhooks.config(), QueueConfig::new("webhooks"));
     let config = Plain::Webhooks.config();
-    assert_eq!(config.prefetch_count(), QueueConfig::DEFAULT_PREFETCH);
-    assert!(config.is_durable());
-    assert_eq!(config.ttl(), None);
+    assert_eq!(config.settings().prefetch(), QueueConfig::DEFAULT_PREFETCH);
+    assert!(config.settings().durable());
+    assert_eq!(config.settings().message_ttl(), None);
     assert_eq!(config.priority_levels(), Some(QueueConfig::DEFAULT_MAX_PRIORITY));
-    assert_eq!(config.retry_policy(), None);
+    assert_eq!(config.settings().retry(), None);
     assert_eq!(Plain::configs().len(), 2);
 }

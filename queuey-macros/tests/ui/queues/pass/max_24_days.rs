@@ -17,12 +17,12 @@ fn main() {
     assert_eq!(LONGEST_WAIT, Duration::from_secs(24 * 24 * 3600));
     let exponential = Backoff::exponential(Duration::from_secs(1), 2.0, LONGEST_WAIT).unwrap();
     assert_eq!(
-        Edges::Exponential.config().retry_policy(),
+        Edges::Exponential.config().settings().retry(),
         Some(&RetryPolicy::new(5, exponential).unwrap())
     );
     let fixed = Backoff::fixed(LONGEST_WAIT).unwrap();
     assert_eq!(
-        Edges::Fixed.config().retry_policy(),
+        Edges::Fixed.config().settings().retry(),
         Some(&RetryPolicy::new(5, fixed).unwrap())
     );
 }

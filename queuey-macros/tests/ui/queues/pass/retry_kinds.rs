@@ -18,7 +18,7 @@ enum Retrying {
 }
 
 fn policy(queue: Retrying) -> RetryPolicy {
-    queue.config().retry_policy().cloned().expect("a retry policy")
+    queue.config().settings().retry().cloned().expect("a retry policy")
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

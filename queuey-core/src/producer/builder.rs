@@ -1,0 +1,89 @@
+//! Building a [`Producer`] for a namespace.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use crate::{Backend, Error, Namespace, Producer, Queues};
+
+/// Builds a [`Producer`]; start with [`Producer::builder`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), queuey_core::Error> {
+/// use std::sync::Arc;
+/// use queuey_core::{Job, MemoryBackend, Namespace, Producer, Queues};
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+/// #[queues(prefix = "app")]
+/// enum AppQueues {
+///     Emails,
+/// }
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Emails)]
+/// struct SendEmail {
+///     to: String,
+/// }
+///
+/// let backend = Arc::new(MemoryBackend::new());
+/// let producer = Producer::<AppQueues, _>::builder(backend.clone())
+///     .namespace(Namespace::new("tenant-42")?)
+///     .build()
+///     .await?;
+/// producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
+/// assert_eq!(producer.queue_name(&AppQueues::Emails), "tenant-42.app.emails");
+/// assert_eq!(backend.ready_count("tenant-42.app.emails"), 1);
+/// # Ok(())
+/// # }
+/// ```
+pub struct ProducerBuilder<Q, B> {
+    backend: B,
+    namespace: Namespace,
+    _queues: PhantomData<fn() -> Q>,
+}
+
+impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
+    pub(super) fn new(backend: B) -> Self {
+        ProducerBuilder {
+            backend,
+            namespace: Namespace::root(),
+            _queues: PhantomData,
+        }
+    }
+
+    /// Enqueues onto the queues of `namespace` (`{namespace}.{queue}`)
+    /// instead of the set's own names. Workers must use the same namespace
+    /// to see these jobs.
+    pub fn namespace(mut self, namespace: Namespace) -> Self {
+        self.namespace = namespace;
+        self
+    }
+
+    /// Declares every queue of `Q` (in the namespace) on the backend, then
+    /// returns the producer. A name the backend refuses (too long once
+    /// namespaced, for example) is an [`Error::InvalidConfig`] that names
+    /// the namespace.
+    pub async fn build(self) -> Result<Producer<Q, B>, Error> {
+        self.backend
+            .declare(&self.namespace.configs::<Q>())
+            .await
+            .map_err(|e| self.namespace.explain(e))?;
+        Ok(self.build_undeclared())
+    }
+
+    /// The producer, declaring nothing (see [`Producer::new_undeclared`]).
+    pub fn build_undeclared(self) -> Producer<Q, B> {
+        Producer::from_parts(self.backend, self.namespace)
+    }
+}
+
+impl<Q, B: fmt::Debug> fmt::Debug for ProducerBuilder<Q, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProducerBuilder")
+            .field("queues", &std::any::type_name::<Q>())
+            .field("namespace", &self.namespace)
+            .field("backend", &self.backend)
+            .finish()
+    }
+}
