@@ -7,20 +7,22 @@
 //! (one producer backend and one `Worker::run` for the whole run), and the
 //! ledger must show every confirmed job handled.
 //!
-//! Every queue is declared through node 1, the node the clients start on,
-//! so node 1 leads them (RabbitMQ puts a quorum queue's leader on the node
-//! that declares it): the kill takes down the leader of every queue, the
-//! hardest case. Which node led what, before and after the kill, is in the
-//! report.
+//! Every queue the run uses is declared before the clients connect through
+//! the node [`FailoverPlan::leaders_on`] names ([`leaders`]), so that node
+//! leads them (RabbitMQ puts a quorum queue's leader on the node that
+//! declares it). In the CI plan that is node 2: the kill takes the clients'
+//! node, not the queues' leader. In the soak plan it is node 1: the kill
+//! takes down the leader of every queue as well, the hardest case.
 //!
-//! RabbitMQ 3.10.8 caveat: after a leader change, a quorum hold can keep
-//! its expired messages (at-least-once dead-lettering stalls; they are not
-//! lost, they wait), until the dead node is back or, in some runs, until
-//! the hold changes leader again. So the run restarts the killed node
-//! before its final count, as an operator would, and if jobs still wait in
-//! a hold after [`FailoverPlan::release_window`], it restarts that hold's
-//! leader ([`Cluster::restart_leader`], the operator's remedy). The report
-//! says how many jobs waited at each step and whether the remedy was used.
+//! RabbitMQ 3.10.8 caveat, seen only when the killed node led a hold:
+//! after the leader change, a quorum hold can keep its expired messages
+//! (at-least-once dead-lettering stalls; they are not lost, they wait),
+//! until the dead node is back or, in some runs, until the hold changes
+//! leader again. So the run restarts the killed node before its final
+//! count, as an operator would, and if jobs still wait in a hold after
+//! [`FailoverPlan::release_window`], it restarts that hold's leader
+//! ([`Cluster::restart_leader`], the operator's remedy). The report says
+//! how many jobs waited at each step and whether the remedy was used.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use queuey::{QueueType, RabbitMqBackend, RabbitMqOptions};
 
 use super::cluster::{Cluster, Placement};
 pub(crate) use super::failover_report::FailoverReport;
+use super::leaders;
 use super::ledger::Ledger;
 use super::scenario::{self, Numbered, Pace};
 
@@ -77,10 +80,13 @@ pub(crate) struct FailoverPlan {
     pub(crate) final_window: Duration,
     /// Heartbeat of both backends.
     pub(crate) heartbeat: Duration,
+    /// The node every queue of the run is declared through, so led by.
+    pub(crate) leaders_on: usize,
 }
 
 impl FailoverPlan {
-    /// The CI size: 2,000 jobs over 8 s, node 1 killed 3 s in.
+    /// The CI size: 2,000 jobs over 8 s, every queue led by node 2, node 1
+    /// (the clients' node) killed 3 s in.
     pub(crate) fn ci() -> FailoverPlan {
         FailoverPlan {
             pace: Pace {
@@ -95,11 +101,12 @@ impl FailoverPlan {
             release_window: Duration::from_secs(15),
             final_window: Duration::from_secs(20),
             heartbeat: Duration::from_secs(5),
+            leaders_on: 1,
         }
     }
 
-    /// `jobs` jobs spread over `jobs / 250` seconds (at least 8), node 1
-    /// killed a third of the way in.
+    /// `jobs` jobs spread over `jobs / 250` seconds (at least 8), every
+    /// queue led by node 1, node 1 killed a third of the way in.
     pub(crate) fn soak(jobs: u32) -> FailoverPlan {
         let spread = Duration::from_secs(u64::from(jobs / 250).max(8));
         FailoverPlan {
@@ -115,7 +122,14 @@ impl FailoverPlan {
             release_window: Duration::from_secs(60),
             final_window: Duration::from_secs(120),
             heartbeat: Duration::from_secs(5),
+            leaders_on: CLIENT_NODE,
         }
+    }
+
+    /// This plan with every queue led by node `index` instead.
+    pub(crate) fn led_by(mut self, index: usize) -> FailoverPlan {
+        self.leaders_on = index;
+        self
     }
 
     /// Whether job `n` goes through a hold.
@@ -164,6 +178,13 @@ pub(crate) async fn run<J: Numbered>(plan: &FailoverPlan, cluster: &mut Cluster)
             .reconnect_delay(Duration::from_millis(50), Duration::from_secs(1))
             .hold_queues(HoldQueues::Quorum)
     };
+    let hold = leaders::declare_through::<J>(
+        &cluster.node(plan.leaders_on).url(),
+        options(&names[0]),
+        HOLD,
+    )
+    .await
+    .expect("the queues are declared through the leaders' node");
     let producer_backend = Arc::new(
         RabbitMqBackend::with_options(urls.clone(), options(&names[0]))
             .await
@@ -286,6 +307,8 @@ pub(crate) async fn run<J: Numbered>(plan: &FailoverPlan, cluster: &mut Cluster)
         jobs: plan.pace.jobs,
         held_every: plan.held_every,
         killed: CLIENT_NODE,
+        leaders_on: plan.leaders_on,
+        hold,
         check: ledger.check(),
         first_attempts_failed: held.load(Ordering::Relaxed),
         producer_errors,

@@ -3,7 +3,7 @@
 //! private RabbitMQ node a test may stop and kill ([`node`]), a cluster of
 //! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), the faults
 //! and their pace ([`plan`], [`chaos`], [`child`]), the scenario runner
-//! ([`scenario`]) and the cluster failover scenario ([`failover`]).
+//! ([`scenario`]) and the cluster failover scenario ([`failover`], [`leaders`]).
 //!
 //! Included with `#[path]` by each user, so every item is `pub(crate)` and
 //! not every user uses every item.
@@ -14,6 +14,7 @@ pub(crate) mod child;
 pub(crate) mod cluster;
 pub(crate) mod failover;
 pub(crate) mod failover_report;
+pub(crate) mod leaders;
 pub(crate) mod ledger;
 pub(crate) mod node;
 pub(crate) mod plan;
