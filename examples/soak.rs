@@ -26,8 +26,9 @@
 //! TCP proxy; `stop-app` and `kill-9` start a private RabbitMQ node of their
 //! own (root, the `rabbitmq-server` package) and never touch the broker of
 //! `AMQP_URL`. `cluster` starts a three-node cluster of private nodes, runs
-//! the cluster failover scenario of `tests/faults/cluster.rs` (quorum
-//! queues and holds, the clients' node killed with SIGKILL while jobs flow,
+//! the leader-kill form of the cluster failover scenario of
+//! `tests/faults/cluster.rs` (quorum queues and holds all led by node 1, the
+//! clients' node, which is killed with SIGKILL while jobs flow and
 //! restarted before the final count) with its jobs spread at 250 a second,
 //! prints the verdict and a row, and stops the cluster. Runs are heavy: one
 //! at a time.
