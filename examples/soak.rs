@@ -7,7 +7,8 @@
 //! ```
 //!
 //! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
-//! `stop-app`, `kill-9`, `worker-crash`; `JOBS` defaults to 200000. Each
+//! `stop-app`, `kill-9`, `worker-crash`, `cluster`; `JOBS` defaults to
+//! 200000 (`cluster`: 20000). Each
 //! run has one producer backend and one worker (`worker-crash`: worker
 //! processes, this binary started again, killed with SIGKILL every 1.5 s),
 //! injects its fault until every job is confirmed, waits until every
@@ -24,7 +25,13 @@
 //! with `rabbitmqctl`; `reset` and `black-hole` go through an in-process
 //! TCP proxy; `stop-app` and `kill-9` start a private RabbitMQ node of their
 //! own (root, the `rabbitmq-server` package) and never touch the broker of
-//! `AMQP_URL`. Runs are heavy: one at a time.
+//! `AMQP_URL`. `cluster` starts a three-node cluster of private nodes, runs
+//! the leader-kill form of the cluster failover scenario of
+//! `tests/faults/cluster.rs` (quorum queues and holds all led by node 1, the
+//! clients' node, which is killed with SIGKILL while jobs flow and
+//! restarted before the final count) with its jobs spread at 250 a second,
+//! prints the verdict and a row, and stops the cluster. Runs are heavy: one
+//! at a time.
 
 #[path = "../tests/support/fault/mod.rs"]
 mod fault;
@@ -32,6 +39,12 @@ mod fault;
 use fault::scenario::{self, Fault, Plan, Site, fault_queue};
 
 fault_queue!(SoakQueues, SoakJob, "soak");
+fault_queue!(
+    ClusterQueues,
+    ClusterJob,
+    "soak-cluster",
+    crate::fault::failover::quorum_config
+);
 
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
@@ -46,18 +59,31 @@ fn main() {
     }
     let mut args = std::env::args().skip(1);
     let usage = "usage: soak SCENARIO [JOBS] [HOLDS]; SCENARIO: none, close, reset, black-hole, \
-                 stop-app, kill-9, worker-crash; HOLDS: quorum, classic";
-    let Some(fault) = args.next().as_deref().and_then(Fault::parse) else {
+                 stop-app, kill-9, worker-crash, cluster; HOLDS: quorum, classic";
+    let scenario = args.next();
+    let cluster = scenario.as_deref() == Some("cluster");
+    let fault = scenario.as_deref().and_then(Fault::parse);
+    if fault.is_none() && !cluster {
         eprintln!("{usage}");
         std::process::exit(2);
-    };
+    }
     let jobs = match args.next().map(|j| j.parse::<u32>()) {
+        None if cluster => 20_000,
         None => 200_000,
         Some(Ok(jobs)) if jobs > 0 => jobs,
         Some(_) => {
             eprintln!("{usage}");
             std::process::exit(2);
         }
+    };
+    let Some(fault) = fault else {
+        let report = runtime.block_on(soak_cluster(jobs));
+        println!("{report}");
+        println!("{}", report.row());
+        if report.unaccounted() > 0 || !report.check.unexpected.is_empty() || report.timed_out {
+            std::process::exit(1);
+        }
+        return;
     };
     let holds = match args.next().as_deref() {
         None => None,
@@ -71,6 +97,9 @@ fn main() {
     let mut plan = Plan::soak(fault, jobs);
     if let Some(holds) = holds {
         plan = plan.through_holds(holds);
+        // A job lost in a hold never comes back: wait a bounded time for
+        // the stragglers, then report what is missing.
+        plan.deadline = std::time::Duration::from_secs(240);
     }
     let report = runtime.block_on(soak(plan));
     println!("{report}");
@@ -110,4 +139,20 @@ async fn soak(plan: Plan) -> scenario::Report {
         },
     )
     .await
+}
+
+async fn soak_cluster(jobs: u32) -> fault::failover::FailoverReport {
+    if let Err(why) = fault::node::available() {
+        eprintln!("cannot start a private RabbitMQ cluster: {why}");
+        std::process::exit(2);
+    }
+    let mut cluster = fault::cluster::Cluster::start("soak", 3).await;
+    let (started, joined) = cluster.formed_in();
+    eprintln!(
+        "cluster: nodes started in {:.1} s, joined in {:.1} s",
+        started.as_secs_f64(),
+        joined.as_secs_f64()
+    );
+    let plan = fault::failover::FailoverPlan::soak(jobs);
+    fault::failover::run::<ClusterJob>(&plan, &mut cluster).await
 }

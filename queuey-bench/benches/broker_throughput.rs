@@ -30,10 +30,18 @@
 //!   without priority levels (`max_priority(0)`);
 //! - **retry**: every job fails once and comes back through a hold queue
 //!   after 1 ms (which queuey holds for its shortest hold, 50 ms) and after
-//!   100 ms (target ≥ 0.9×); lapin publishes each first delivery to a TTL
-//!   queue that dead-letters it back, waits for the confirm, acks, then acks
+//!   100 ms (target ≥ 0.9×), through queuey's default hold queues (durable
+//!   quorum queues, `HoldQueues::Quorum`); lapin publishes each first
+//!   delivery to a durable **classic** TTL queue that dead-letters it back
+//!   (at most once, no `x-expires`), waits for the confirm, acks, then acks
 //!   the message when it returns. Jobs that never come back are counted as
 //!   lost;
+//! - **holds**: the hold kinds against each other, queuey on both sides
+//!   (module `holds`): the retry runs with quorum and with classic holds
+//!   (`holds-retry-1ms`, `holds-retry-100ms`, bar: quorum ≥ 0.8× classic),
+//!   and the time to declare and delete 50 fresh hold queues of each kind
+//!   and the broker memory they take (`holds-create`, memory read with
+//!   `rabbitmqctl` on this machine);
 //! - **pool**: enqueue from 64 tasks with several `publish_concurrency` ×
 //!   `publish_window` settings against the pipelined lapin publisher: how
 //!   the defaults were chosen;
@@ -45,7 +53,9 @@
 //! lapin bodies are exactly as long as queuey's envelopes, with the same
 //! properties (delivery mode and message id). Every run gets fresh durable classic queues named
 //! `queuey-bench.{uuid}` (with queuey's default ten priority levels on both
-//! sides, unless the row says otherwise), deleted right after it. Runs of
+//! sides, unless the row says otherwise), deleted right after it with its
+//! dead-letter queue and its hold queues of both kinds (the broker never
+//! deletes a quorum hold). Runs of
 //! the two sides alternate (queuey first, then lapin first, ...) so that
 //! drift hits both, and each run records the CPU used by this process, by the broker (when it runs on
 //! this machine) and by everything else, and the load when it started.
@@ -65,6 +75,10 @@
 
 #[path = "broker_throughput/broker.rs"]
 mod broker;
+#[path = "broker_throughput/hold_costs.rs"]
+mod hold_costs;
+#[path = "broker_throughput/holds.rs"]
+mod holds;
 #[path = "broker_throughput/lapin_pipelined.rs"]
 mod lapin_pipelined;
 #[path = "broker_throughput/lapin_side.rs"]
@@ -644,6 +658,9 @@ async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<Ro
     if settings.wants_id("memory") {
         println!("\n{}", measure_memory(settings).await?);
     }
+    if holds::wanted(settings) {
+        println!("\n{}", holds::measure(broker, settings).await?);
+    }
     Ok(results)
 }
 
@@ -839,12 +856,9 @@ async fn measure_once(
             },
             Side::Lapin,
         ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, true).await,
-        (
-            Kind::Retry {
-                prefetch, hold_ms, ..
-            },
-            Side::Queuey,
-        ) => queuey_side::retry(broker, backend, prefetch, u64::from(hold_ms), jobs).await,
+        (Kind::Retry { prefetch, .. }, Side::Queuey) => {
+            queuey_side::retry(broker, backend, prefetch, jobs).await
+        }
         (
             Kind::Retry {
                 prefetch,

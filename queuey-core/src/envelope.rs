@@ -244,7 +244,14 @@ impl Envelope {
                 limit: MAX_MESSAGE_BYTES,
             });
         }
-        let wire: Wire<'_> = serde_json::from_slice(body).map_err(DecodeError::Json)?;
+        // One UTF-8 check of the whole body, instead of one per string the
+        // parser borrows; a body that is not UTF-8 goes to the byte parser,
+        // which says where and why it fails.
+        let wire: Result<Wire<'_>, _> = match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str(text),
+            Err(_) => serde_json::from_slice(body),
+        };
+        let wire = wire.map_err(DecodeError::Json)?;
         if wire.attempt == 0 {
             return Err(DecodeError::Invalid(
                 "attempt is 0, but attempts count from 1",
@@ -515,6 +522,19 @@ mod tests {
         for (name, body) in cases {
             assert!(Envelope::decode(&body).is_err(), "{name} decoded");
         }
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_in_a_field_the_envelope_ignores_decode_as_before() {
+        // The whole body is checked for UTF-8 once; a body that fails goes
+        // to the byte parser, which (as before that check) only refuses
+        // bytes that end up in the envelope.
+        let mut body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","note":""#.to_vec();
+        body.extend_from_slice(b"\xff\xfe");
+        body.extend_from_slice(br#"","job_type":"t","queue":"q","attempt":1,"payload":[1]}"#);
+        let (envelope, at) = Envelope::decode_located(&body).unwrap();
+        assert_eq!(envelope.payload.get(), "[1]");
+        assert_eq!(&body[at], b"[1]");
     }
 
     #[test]

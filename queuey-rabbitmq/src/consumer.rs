@@ -105,7 +105,8 @@ const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// A consumer on one connection.
 struct Live {
-    channel: lapin::Channel,
+    /// Shared with every delivery taken from it (see [`RabbitMqDelivery`]).
+    channel: Arc<lapin::Channel>,
     consumer: lapin::Consumer,
     tag: String,
     generation: u64,
@@ -209,7 +210,7 @@ impl Consumer {
                 .await
                 .map_err(fail)?;
             Ok::<_, Error>(Live {
-                channel,
+                channel: Arc::new(channel),
                 consumer,
                 tag,
                 generation: current.generation,
@@ -273,7 +274,7 @@ impl Consumer {
                             let guard = Guard {
                                 inner: Arc::clone(&self.inner),
                                 config: self.config.clone(),
-                                channel: live.channel.clone(),
+                                channel: (*live.channel).clone(),
                                 prefetch: self.prefetch(),
                             };
                             tokio::spawn(async move {
@@ -285,10 +286,10 @@ impl Consumer {
                             // A job only reaches the suspect queue by coming
                             // back unsettled: it is a redelivery to the worker.
                             delivery.redelivered |= matches!(self.source, Source::Suspects(_));
-                            let due = rehold::due(&delivery.properties, hold::now_ms());
+                            let due = rehold::due(&delivery.properties, hold::now_ms);
                             let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
-                                live.channel.clone(),
+                                Arc::clone(&live.channel),
                                 Arc::clone(&self.queue),
                                 envelope,
                                 payload_at,

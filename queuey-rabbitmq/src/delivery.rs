@@ -44,8 +44,10 @@ pub(crate) const STALE_SETTLES: &str = "queuey_rabbitmq_stale_settles_total";
 pub(crate) struct RabbitMqDelivery {
     inner: Arc<Inner>,
     /// Keeps the consumer's channel open until this delivery is settled, so
-    /// dropping the stream first does not requeue work in progress.
-    channel: Channel,
+    /// dropping the stream first does not requeue work in progress. Shared
+    /// by the consumer's deliveries: one reference count per delivery
+    /// instead of a clone of every handle a lapin channel holds.
+    channel: Arc<Channel>,
     queue: Arc<str>,
     envelope: Envelope,
     /// The body as received without the payload, which the envelope holds:
@@ -66,7 +68,7 @@ impl RabbitMqDelivery {
 
     pub(crate) fn new(
         inner: Arc<Inner>,
-        channel: Channel,
+        channel: Arc<Channel>,
         queue: Arc<str>,
         envelope: Envelope,
         payload_at: Range<usize>,

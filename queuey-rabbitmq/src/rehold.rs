@@ -47,8 +47,9 @@ pub(crate) enum Due {
     Absurd(String),
 }
 
-/// When a job carrying `properties` is due, at `now_ms`.
-pub(crate) fn due(properties: &BasicProperties, now_ms: u64) -> Due {
+/// When a job carrying `properties` is due; `now_ms` reads the clock, only
+/// for a job that carries a due time (most carry none).
+pub(crate) fn due(properties: &BasicProperties, now_ms: impl FnOnce() -> u64) -> Due {
     let Some(value) = properties
         .headers()
         .as_ref()
@@ -76,6 +77,7 @@ pub(crate) fn due(properties: &BasicProperties, now_ms: u64) -> Due {
         );
         return Due::Now;
     };
+    let now_ms = now_ms();
     if due_at <= now_ms {
         return Due::Now;
     }
@@ -154,19 +156,19 @@ mod tests {
     fn a_future_due_time_is_held_again_for_the_rest() {
         let p = with(AMQPValue::LongLongInt(NOW as i64 + 4_000));
         assert_eq!(
-            due(&p, NOW),
+            due(&p, || NOW),
             Due::Later {
                 remaining: Duration::from_secs(4),
                 due_at_ms: NOW + 4_000
             }
         );
         let p = with(AMQPValue::Timestamp(NOW + 1));
-        assert!(matches!(due(&p, NOW), Due::Later { .. }));
+        assert!(matches!(due(&p, || NOW), Due::Later { .. }));
     }
 
     #[test]
     fn past_missing_and_malformed_due_times_are_due_now() {
-        assert_eq!(due(&BasicProperties::default(), NOW), Due::Now);
+        assert_eq!(due(&BasicProperties::default(), || NOW), Due::Now);
         for value in [
             AMQPValue::LongLongInt(NOW as i64),
             AMQPValue::LongLongInt(1),
@@ -176,20 +178,32 @@ mod tests {
             AMQPValue::Double(1e18),
             AMQPValue::Boolean(true),
         ] {
-            assert_eq!(due(&with(value.clone()), NOW), Due::Now, "{value:?}");
+            assert_eq!(due(&with(value.clone()), || NOW), Due::Now, "{value:?}");
         }
+    }
+
+    #[test]
+    fn the_clock_is_read_only_for_a_job_with_a_due_time() {
+        let unread = || -> u64 { panic!("the clock was read for a job without a due time") };
+        assert_eq!(due(&BasicProperties::default(), unread), Due::Now);
+        let mut other = FieldTable::default();
+        other.insert("x-death".into(), AMQPValue::LongLongInt(1));
+        assert_eq!(
+            due(&BasicProperties::default().with_headers(other), unread),
+            Due::Now
+        );
     }
 
     #[test]
     fn a_due_time_years_ahead_is_refused() {
         let p = with(AMQPValue::LongLongInt(i64::MAX));
-        let Due::Absurd(reason) = due(&p, NOW) else {
+        let Due::Absurd(reason) = due(&p, || NOW) else {
             panic!("not refused")
         };
         assert!(reason.contains(DUE_AT_HEADER), "{reason}");
         let nine_years = NOW + 9 * 365 * 86_400_000;
         assert!(matches!(
-            due(&with(AMQPValue::LongLongInt(nine_years as i64)), NOW),
+            due(&with(AMQPValue::LongLongInt(nine_years as i64)), || NOW),
             Due::Later { .. }
         ));
     }

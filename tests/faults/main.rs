@@ -22,6 +22,8 @@ mod support;
 mod private;
 
 mod calls;
+mod cluster;
+mod cluster_kit;
 mod kit;
 mod poison;
 mod scenarios;

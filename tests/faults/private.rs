@@ -1,5 +1,6 @@
-//! Access to a private RabbitMQ node, or a skip.
+//! Access to a private RabbitMQ node or cluster, or a skip.
 
+use crate::fault::cluster::Cluster;
 use crate::fault::node::{self, PrivateNode};
 
 /// Starts a private node, or returns `None` (after a notice) where this
@@ -24,6 +25,33 @@ macro_rules! private_node {
     ($name:expr) => {
         match $crate::private::node($name).await {
             Some(node) => node,
+            None => return,
+        }
+    };
+}
+
+/// Starts a cluster of `size` private nodes, or returns `None` (after a
+/// notice) where this machine cannot run one; under
+/// `QUEUEY_REQUIRE_BROKER=1` that is a failure.
+pub(crate) async fn cluster(test: &str, size: usize) -> Option<Cluster> {
+    crate::support::amqp_url(test)?;
+    match node::available() {
+        Ok(()) => Some(Cluster::start(test, size).await),
+        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+            panic!("{test}: cannot start a private RabbitMQ cluster: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping {test}: cannot start a private RabbitMQ cluster: {why}");
+            None
+        }
+    }
+}
+
+/// Gets a cluster of private nodes or returns from the test (skip).
+macro_rules! private_cluster {
+    ($name:expr, $size:expr) => {
+        match $crate::private::cluster($name, $size).await {
+            Some(cluster) => cluster,
             None => return,
         }
     };

@@ -6,7 +6,8 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::topology;
+use queuey::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Barrier;
 
@@ -73,9 +74,13 @@ fn use_queue(name: &str, prefetch: u16, priorities: bool) {
     };
 }
 
+/// The backoff of [`BenchJob`]'s retry (its `delay` below).
+const RETRY_DELAY: Duration = Duration::from_millis(1);
+
 /// The job: a body that makes its JSON payload [`PAYLOAD_BYTES`] long. It
 /// fails its first attempt only in the retry run, and then comes back after
-/// a fixed 1 ms backoff, rounded up to the backend's `retry_granularity`.
+/// a fixed 1 ms backoff ([`RETRY_DELAY`]), rounded up to the backend's
+/// `retry_granularity`.
 #[derive(Job, Serialize, Deserialize, Clone)]
 #[job(
     queue = BenchQueues::Work,
@@ -280,9 +285,11 @@ pub(crate) async fn consume(
 }
 
 /// Like [`consume`], but every job fails its first attempt and is retried
-/// through the hold queue for `retry_ms`: each job is delivered twice, and
-/// settled once by a retry (declare the hold queue, publish to it, confirm,
-/// ack) and once by an ack.
+/// through a hold queue of the backend's kind
+/// ([`RabbitMqOptions::hold_queues`]) for the job's delay rounded up to the
+/// backend's `retry_granularity`: each job is delivered twice, and settled
+/// once by a retry (declare the hold queue, publish to it, confirm, ack) and
+/// once by an ack.
 ///
 /// Jobs that never come back are counted, not treated as an error: the
 /// run ends once no job was settled for [`STALL`], and reports how many
@@ -292,11 +299,10 @@ pub(crate) async fn retry(
     broker: &Broker,
     backend: &RabbitMqBackend,
     prefetch: u16,
-    retry_ms: u64,
     jobs: usize,
 ) -> BenchResult<Measured> {
     let (queue, producer) = fresh_queue(broker, backend, prefetch, true).await?;
-    broker.track(&format!("{queue}.deferred.{retry_ms}"));
+    track_retry_holds(broker, backend, &queue)?;
     // Some of the jobs go through queuey, so that the pool's channels are
     // open when the clock starts (the lapin side opens its pool first too).
     let channels = backend.options().settings().publish_concurrency().min(jobs);
@@ -314,6 +320,22 @@ pub(crate) async fn retry(
     measured.lost = jobs.saturating_sub(measured.jobs + requeued);
     measured.settle_failures = worked.settle_failures;
     Ok(measured)
+}
+
+/// Tracks for deletion the hold queue `queue`'s retries go through, under
+/// the names of both families: quorum holds are never deleted by the
+/// broker, and a classic hold outlives its last use by twice its TTL.
+fn track_retry_holds(broker: &Broker, backend: &RabbitMqBackend, queue: &str) -> BenchResult<()> {
+    let options = backend.options();
+    // As the backend rounds it: up to the granularity, then to the
+    // shortest hold.
+    let ttl_ms =
+        topology::hold_delay_ms(queue, RETRY_DELAY, options.settings().retry_granularity())?
+            .max(topology::SHORTEST_HOLD_MS);
+    for holds in [HoldQueues::Quorum, HoldQueues::Classic] {
+        broker.track(&holds.name(queue, options.settings().deferred_suffix(), ttl_ms)?);
+    }
+    Ok(())
 }
 
 /// How long a worker run may go without settling anything before it is
@@ -366,10 +388,14 @@ async fn work(
     })
 }
 
-/// Polls the worker's counters every millisecond until `settles` deliveries
-/// were settled, or none was for [`STALL`]; returns when the last settle
-/// was seen, measured from the start. The clock therefore stops up to about
-/// a millisecond late (under 0.1 % of a run).
+/// Polls the worker's counters until `settles` deliveries were settled, or
+/// none was for [`STALL`]; returns when the last settle was seen, measured
+/// from the start. Near the end (the last [`FINE_POLL_BELOW`] settles) it
+/// polls every millisecond, so the clock stops up to about a millisecond
+/// late (under 0.1 % of a run); before that every [`COARSE_POLL`], so that
+/// the observer does not wake a thread a thousand times a second on the
+/// cores the broker and the worker share (the lapin side has no observer).
+/// Even at 100k settles/s a coarse poll cannot pass the fine stretch.
 async fn wait_for_settles(handle: &WorkerHandle, settles: u64) -> BenchResult<Duration> {
     let started = Instant::now();
     let mut seen = 0;
@@ -389,6 +415,16 @@ async fn wait_for_settles(handle: &WorkerHandle, settles: u64) -> BenchResult<Du
             )
             .into());
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        let left = settles.saturating_sub(settled);
+        tokio::time::sleep(if left > FINE_POLL_BELOW {
+            COARSE_POLL
+        } else {
+            Duration::from_millis(1)
+        })
+        .await;
     }
 }
+
+/// See [`wait_for_settles`].
+const FINE_POLL_BELOW: u64 = 5_000;
+const COARSE_POLL: Duration = Duration::from_millis(20);

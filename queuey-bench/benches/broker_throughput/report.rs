@@ -51,17 +51,8 @@ impl RowResult {
         self.median_rate(Side::Queuey) / self.median_rate(Side::Lapin)
     }
 
-    /// "12 345 (11 900–12 800)": the median and the range.
     fn rates(&self, side: Side) -> String {
-        let rates: Vec<f64> = self.runs(side).iter().map(Measured::rate).collect();
-        let low = rates.iter().copied().fold(f64::INFINITY, f64::min);
-        let high = rates.iter().copied().fold(0.0, f64::max);
-        format!(
-            "{} ({}–{})",
-            thousands(median(rates)),
-            thousands(low),
-            thousands(high)
-        )
+        rates(self.runs(side))
     }
 
     fn target(&self) -> String {
@@ -73,23 +64,8 @@ impl RowResult {
         }
     }
 
-    /// Median CPU use of one side: "client / broker / other".
     fn cpu(&self, side: Side) -> String {
-        let runs = self.runs(side);
-        let of = |f: fn(&CpuUse) -> Option<f64>| {
-            let values: Vec<f64> = runs.iter().filter_map(|m| f(&m.cpu)).collect();
-            if values.is_empty() {
-                "n/a".to_owned()
-            } else {
-                format!("{:.0}", median(values))
-            }
-        };
-        format!(
-            "{} / {} / {}",
-            of(|c| Some(c.client)),
-            of(|c| c.broker),
-            of(|c| Some(c.other))
-        )
+        cpu(self.runs(side))
     }
 
     /// The lowest and highest 1-minute load seen at the start of a run.
@@ -155,7 +131,38 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
     out
 }
 
-fn percent(ratio: f64) -> String {
+/// "12 345 (11 900–12 800)": the median jobs/s of `runs` and the range.
+pub(crate) fn rates(runs: &[Measured]) -> String {
+    let rates: Vec<f64> = runs.iter().map(Measured::rate).collect();
+    let low = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    let high = rates.iter().copied().fold(0.0, f64::max);
+    format!(
+        "{} ({}–{})",
+        thousands(median(rates)),
+        thousands(low),
+        thousands(high)
+    )
+}
+
+/// The median CPU use of `runs`: "client / broker / other".
+pub(crate) fn cpu(runs: &[Measured]) -> String {
+    let of = |f: fn(&CpuUse) -> Option<f64>| {
+        let values: Vec<f64> = runs.iter().filter_map(|m| f(&m.cpu)).collect();
+        if values.is_empty() {
+            "n/a".to_owned()
+        } else {
+            format!("{:.0}", median(values))
+        }
+    };
+    format!(
+        "{} / {} / {}",
+        of(|c| Some(c.client)),
+        of(|c| c.broker),
+        of(|c| Some(c.other))
+    )
+}
+
+pub(crate) fn percent(ratio: f64) -> String {
     if ratio.is_finite() {
         format!("{:.1} %", ratio * 100.0)
     } else {

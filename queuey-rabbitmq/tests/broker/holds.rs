@@ -562,3 +562,60 @@ async fn a_retry_joins_the_back_of_the_queue() {
     let rest: Vec<u32> = order[..BACKLOG as usize].iter().map(|o| o.0).collect();
     assert_eq!(rest, (0..BACKLOG).collect::<Vec<_>>());
 }
+
+/// A hold publish the broker refuses (here: a policy caps the hold queue at
+/// no messages, so every publish is nacked) is published again a few times,
+/// then the hold fails with `Nacked` within its bound; nothing is stored.
+/// Once the broker accepts again, the next hold goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_hold_publish_is_tried_again_then_fails() {
+    let broker = broker!("a_refused_hold_publish_is_tried_again_then_fails");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("nacked-hold");
+    let hold = broker.hold(&q, 1_000);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    // Declared once so that the policy applies to it from the start.
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 0), Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+    let policy = crate::support::Policy::on_holds(&broker, &q, r#"{"max-length":0}"#).await;
+    // The policy takes a moment to reach the queue.
+    let (refused, took) = within("a refused hold", async {
+        loop {
+            let started = Instant::now();
+            match backend
+                .publish_after(&envelope(&q, 1), Duration::from_secs(1))
+                .await
+            {
+                Err(e) => break (e, started.elapsed()),
+                Ok(()) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        crate::support::kind(&refused),
+        queuey_core::BackendErrorKind::Nacked,
+        "{refused}"
+    );
+    // Three publishes, with pauses of 50 and 100 ms between them.
+    assert!(took >= Duration::from_millis(150), "gave up after {took:?}");
+    drop(policy);
+    within("the policy to go", async {
+        while backend
+            .publish_after(&envelope(&q, 2), Duration::from_secs(1))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert_eq!(broker.ready(&hold).await, 1);
+}

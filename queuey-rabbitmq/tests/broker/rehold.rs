@@ -11,46 +11,13 @@ use lapin::types::{AMQPValue, FieldTable, LongString};
 use queuey_core::{Backend, Error, QueueConfig};
 use queuey_rabbitmq::RabbitMqOptions;
 
-use crate::support::{Broker, envelope, header, n_of, within};
+use crate::support::{Policy, envelope, header, n_of, within};
 
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_millis() as i64
-}
-
-/// A policy on this test's hold queues only, cleared when dropped (also when
-/// the test fails).
-struct Policy {
-    name: String,
-}
-
-impl Policy {
-    async fn shorten_holds(broker: &Broker, q: &str, ttl_ms: u64) -> Policy {
-        let name = format!("queuey-test-shorten-{}", uuid::Uuid::new_v4().simple());
-        let pattern = format!("^{}\\.deferred\\.", q.replace('.', "\\."));
-        let definition = format!("{{\"message-ttl\":{ttl_ms}}}");
-        broker
-            .rabbitmqctl(&[
-                "set_policy",
-                "--apply-to",
-                "queues",
-                &name,
-                &pattern,
-                &definition,
-            ])
-            .await;
-        Policy { name }
-    }
-}
-
-impl Drop for Policy {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("rabbitmqctl")
-            .args(["clear_policy", &self.name])
-            .output();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,7 +34,7 @@ async fn a_policy_that_shortens_holds_never_releases_a_job_early() {
         .unwrap();
     // Every hold queue of `q` now releases its jobs after 1 s, whatever its
     // own TTL says.
-    let _policy = Policy::shorten_holds(&broker, &q, 1_000).await;
+    let _policy = Policy::on_holds(&broker, &q, r#"{"message-ttl":1000}"#).await;
     let mut stream = within("consume", backend.consume(&config)).await.unwrap();
 
     let started = Instant::now();

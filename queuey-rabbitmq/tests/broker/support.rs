@@ -336,6 +336,39 @@ impl Broker {
     }
 }
 
+/// A policy on one test's hold queues only, cleared when dropped (also when
+/// the test fails).
+pub(crate) struct Policy {
+    name: String,
+}
+
+impl Policy {
+    /// Applies `definition` (policy JSON) to every hold queue of `q`.
+    pub(crate) async fn on_holds(broker: &Broker, q: &str, definition: &str) -> Policy {
+        let name = format!("queuey-test-holds-{}", uuid::Uuid::new_v4().simple());
+        let pattern = format!("^{}\\.deferred\\.", q.replace('.', "\\."));
+        broker
+            .rabbitmqctl(&[
+                "set_policy",
+                "--apply-to",
+                "queues",
+                &name,
+                &pattern,
+                definition,
+            ])
+            .await;
+        Policy { name }
+    }
+}
+
+impl Drop for Policy {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("rabbitmqctl")
+            .args(["clear_policy", &self.name])
+            .output();
+    }
+}
+
 /// Deletes a broker user of one test's own on drop, even after a panic.
 pub(crate) struct DeleteUser(pub(crate) String);
 

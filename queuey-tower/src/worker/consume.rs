@@ -6,6 +6,7 @@ use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use futures::stream::Peekable;
@@ -48,6 +49,28 @@ enum Next {
     Delivery,
     Failed,
     Ended,
+}
+
+impl Next {
+    fn of<T, E>(peeked: Option<&Result<T, E>>) -> Next {
+        match peeked {
+            Some(Ok(_)) => Next::Delivery,
+            Some(Err(_)) => Next::Failed,
+            None => Next::Ended,
+        }
+    }
+}
+
+/// Polls `future` once, in the calling task's context (so a `Pending`
+/// registers this task's waker, as any poll does).
+///
+/// The loop's waits (a delivery, a slot, a ready stack) are usually over at
+/// once while deliveries flow; trying them first spares those waits the
+/// shutdown subscription and the connection-check timer that a wait which
+/// does block needs.
+async fn first_poll<F: Future>(future: F) -> Poll<F::Output> {
+    let mut future = std::pin::pin!(future);
+    poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
 
 /// How a wait that watches for shutdown and a lost connection ended.
@@ -140,13 +163,19 @@ pub(crate) async fn consume<B: Backend>(
                 }
             }
         };
-        let next = tokio::select! {
-            biased;
-            () = stopped(&mut stop) => return Ok(()),
-            next = Pin::new(&mut *stream).peek() => match next {
-                Some(Ok(_)) => Next::Delivery,
-                Some(Err(_)) => Next::Failed,
-                None => Next::Ended,
+        if *stop.borrow() {
+            return Ok(());
+        }
+        let peeked = match first_poll(Pin::new(&mut *stream).peek()).await {
+            Poll::Ready(next) => Some(Next::of(next)),
+            Poll::Pending => None,
+        };
+        let next = match peeked {
+            Some(next) => next,
+            None => tokio::select! {
+                biased;
+                () = stopped(&mut stop) => return Ok(()),
+                next = Pin::new(&mut *stream).peek() => Next::of(next),
             },
         };
         let lost_because = match next {
@@ -282,6 +311,12 @@ async fn watch<B: Backend + ?Sized, F: Future>(
     future: F,
 ) -> Watched<F::Output> {
     tokio::pin!(future);
+    if *stop.borrow() {
+        return Watched::Stopped;
+    }
+    if let Poll::Ready(output) = first_poll(future.as_mut()).await {
+        return Watched::Done(output);
+    }
     loop {
         tokio::select! {
             biased;

@@ -56,7 +56,7 @@ pub(crate) async fn run_job(started: Started, shared: Arc<Shared>, _permit: Owne
     let what = disposition.as_str();
     let settled = {
         let _settling = Counting::new(&shared.handle.jobs_settling);
-        let gauge = metrics::gauge!(JOBS_SETTLING, "queue" => queue.to_string());
+        let gauge = metrics::gauge!(JOBS_SETTLING, "queue" => Arc::clone(&queue));
         gauge.increment(1.0);
         let settled = delivery.settle(disposition).await;
         gauge.decrement(1.0);

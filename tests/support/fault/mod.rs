@@ -1,8 +1,9 @@
 //! The fault kit: what the fault scenarios (`tests/faults/`) and the `soak`
 //! example share. A TCP proxy that breaks connections ([`proxy`]), a
-//! private RabbitMQ node a test may stop and kill ([`node`]), the
-//! total-queue ledger ([`ledger`]), the faults and their pace ([`plan`],
-//! [`chaos`], [`child`]) and the scenario runner ([`scenario`]).
+//! private RabbitMQ node a test may stop and kill ([`node`]), a cluster of
+//! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), the faults
+//! and their pace ([`plan`], [`chaos`], [`child`]), the scenario runner
+//! ([`scenario`]) and the cluster failover scenario ([`failover`], [`leaders`]).
 //!
 //! Included with `#[path]` by each user, so every item is `pub(crate)` and
 //! not every user uses every item.
@@ -10,6 +11,10 @@
 
 pub(crate) mod chaos;
 pub(crate) mod child;
+pub(crate) mod cluster;
+pub(crate) mod failover;
+pub(crate) mod failover_report;
+pub(crate) mod leaders;
 pub(crate) mod ledger;
 pub(crate) mod node;
 pub(crate) mod plan;

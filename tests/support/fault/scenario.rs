@@ -343,14 +343,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     let mut worker_result = None;
     let mut settle_failures = 0;
     if let Some((backend, handle, running)) = in_process {
-        handle.shutdown();
-        let result = match tokio::time::timeout(Duration::from_secs(60), running).await {
-            Ok(Ok(Ok(()))) => "Ok".to_owned(),
-            Ok(Ok(Err(e))) => format!("Err({e})"),
-            Ok(Err(e)) => format!("panicked: {e}"),
-            Err(_) => "did not return within 60 s of the shutdown".to_owned(),
-        };
-        worker_result = Some(result);
+        worker_result = Some(shut_down(&handle, running).await);
         settle_failures = handle.settle_failures();
         close(&backend).await;
     }
@@ -380,8 +373,23 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     }
 }
 
+/// Asks a running worker to shut down and says how its `run` ended
+/// (`"Ok"`, the error, or that it did not return within 60 s).
+pub(crate) async fn shut_down(
+    handle: &queuey::worker::WorkerHandle,
+    running: tokio::task::JoinHandle<Result<(), queuey::worker::WorkerError>>,
+) -> String {
+    handle.shutdown();
+    match tokio::time::timeout(Duration::from_secs(60), running).await {
+        Ok(Ok(Ok(()))) => "Ok".to_owned(),
+        Ok(Ok(Err(e))) => format!("Err({e})"),
+        Ok(Err(e)) => format!("panicked: {e}"),
+        Err(_) => "did not return within 60 s of the shutdown".to_owned(),
+    }
+}
+
 /// Closes a backend, bounded: a close that hangs is reported, not waited on.
-async fn close(backend: &RabbitMqBackend) {
+pub(crate) async fn close(backend: &RabbitMqBackend) {
     match tokio::time::timeout(Duration::from_secs(40), backend.close()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => eprintln!("closing a backend failed: {e}"),
@@ -389,23 +397,50 @@ async fn close(backend: &RabbitMqBackend) {
     }
 }
 
-/// Enqueues jobs `0..jobs`, `concurrency` at a time, spread over
-/// `plan.spread`; a failed enqueue is tried again (the job gets a new id,
-/// the ledger keeps its number) until it is confirmed or the run's
-/// deadline passes. Returns the failures by kind.
+/// Enqueues the plan's jobs at its pace: see [`produce_paced`].
 async fn produce<J: Numbered>(
     producer: &Producer<J::Queues, Arc<RabbitMqBackend>>,
     plan: &Plan,
     ledger: &Ledger,
 ) -> BTreeMap<String, u64> {
+    let pace = Pace {
+        jobs: plan.jobs,
+        concurrency: plan.concurrency,
+        spread: plan.spread,
+        deadline: plan.deadline,
+    };
+    produce_paced::<J>(producer, &pace, ledger).await
+}
+
+/// How a producer enqueues a run's jobs.
+#[derive(Debug, Clone)]
+pub(crate) struct Pace {
+    pub(crate) jobs: u32,
+    /// `enqueue` calls in flight.
+    pub(crate) concurrency: usize,
+    /// Publishing is spread over at least this long.
+    pub(crate) spread: Duration,
+    /// A job not confirmed by then is given up.
+    pub(crate) deadline: Duration,
+}
+
+/// Enqueues jobs `0..jobs`, `concurrency` at a time, spread over
+/// `spread`; a failed enqueue is tried again (the job gets a new id,
+/// the ledger keeps its number) until it is confirmed or the run's
+/// deadline passes. Returns the failures by kind.
+pub(crate) async fn produce_paced<J: Numbered>(
+    producer: &Producer<J::Queues, Arc<RabbitMqBackend>>,
+    pace: &Pace,
+    ledger: &Ledger,
+) -> BTreeMap<String, u64> {
     let started = tokio::time::Instant::now();
     let errors = std::sync::Mutex::new(BTreeMap::<String, u64>::new());
-    let jobs = plan.jobs.max(1);
-    futures::stream::iter(0..plan.jobs)
-        .for_each_concurrent(plan.concurrency, |n| {
+    let jobs = pace.jobs.max(1);
+    futures::stream::iter(0..pace.jobs)
+        .for_each_concurrent(pace.concurrency, |n| {
             let errors = &errors;
             async move {
-                let at = plan.spread.mul_f64(f64::from(n) / f64::from(jobs));
+                let at = pace.spread.mul_f64(f64::from(n) / f64::from(jobs));
                 tokio::time::sleep_until(started + at).await;
                 let job = J::numbered(n);
                 loop {
@@ -424,7 +459,7 @@ async fn produce<J: Numbered>(
                                 .unwrap_or_else(|p| p.into_inner())
                                 .entry(kind)
                                 .or_default() += 1;
-                            if started.elapsed() > plan.deadline {
+                            if started.elapsed() > pace.deadline {
                                 return;
                             }
                             tokio::time::sleep(Duration::from_millis(100)).await;
