@@ -9,34 +9,24 @@ use std::time::Instant;
 use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
-use super::{JOB_DURATION_SECONDS, JOBS_IN_FLIGHT, JOBS_TOTAL};
+use super::keys::Keys;
 use crate::Disposition;
-
-#[derive(Debug, Clone)]
-pub(crate) struct Labels {
-    /// The queue's name on the broker (namespace included).
-    pub(crate) queue: Arc<str>,
-    pub(crate) job_type: &'static str,
-}
 
 /// Keeps the in-flight gauge right even when the future is dropped early
 /// (a timeout outside the layer, a shutdown).
 #[derive(Debug)]
-struct InFlight(Labels);
+struct InFlight(Arc<Keys>);
 
 impl InFlight {
-    fn start(labels: Labels) -> Self {
-        metrics::gauge!(JOBS_IN_FLIGHT, "queue" => Arc::clone(&labels.queue), "job_type" => labels.job_type)
-            .increment(1.0);
-        InFlight(labels)
+    fn start(keys: Arc<Keys>) -> Self {
+        keys.started();
+        InFlight(keys)
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let Labels { queue, job_type } = &self.0;
-        metrics::gauge!(JOBS_IN_FLIGHT, "queue" => Arc::clone(queue), "job_type" => *job_type)
-            .decrement(1.0);
+        self.0.left();
     }
 }
 
@@ -52,10 +42,10 @@ pin_project! {
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn new(inner: F, labels: Labels) -> Self {
+    pub(crate) fn new(inner: F, keys: Arc<Keys>) -> Self {
         ResponseFuture {
             inner,
-            in_flight: InFlight::start(labels),
+            in_flight: InFlight::start(keys),
             started: Instant::now(),
         }
     }
@@ -70,15 +60,9 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let result = ready!(this.inner.poll(cx));
-        let Labels { queue, job_type } = &this.in_flight.0;
-        let disposition = match &result {
-            Ok(d) => d.as_str(),
-            Err(_) => "error",
-        };
-        metrics::counter!(JOBS_TOTAL, "queue" => Arc::clone(queue), "job_type" => *job_type, "disposition" => disposition)
-            .increment(1);
-        metrics::histogram!(JOB_DURATION_SECONDS, "queue" => Arc::clone(queue), "job_type" => *job_type)
-            .record(this.started.elapsed().as_secs_f64());
+        this.in_flight
+            .0
+            .finished(result.as_ref().ok(), this.started.elapsed().as_secs_f64());
         Poll::Ready(result)
     }
 }

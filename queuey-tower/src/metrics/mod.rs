@@ -27,7 +27,9 @@
 //! delivery.
 
 pub mod future;
+mod keys;
 
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use queuey_core::{BoxError, Job};
@@ -70,7 +72,7 @@ impl<S> Layer<S> for MetricsLayer {
     type Service = Metrics<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Metrics { inner }
+        Metrics { inner, keys: None }
     }
 }
 
@@ -78,6 +80,9 @@ impl<S> Layer<S> for MetricsLayer {
 #[derive(Debug, Clone)]
 pub struct Metrics<S> {
     inner: S,
+    /// The keys of the queue and job type last seen: a worker's stack
+    /// serves one queue, so they are built once.
+    keys: Option<Arc<keys::Keys>>,
 }
 
 impl<S> Metrics<S> {
@@ -98,10 +103,15 @@ where
     }
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
-        let labels = future::Labels {
-            queue: std::sync::Arc::clone(request.ctx().queue_arc()),
-            job_type: J::NAME,
+        let queue = request.ctx().queue_arc();
+        let keys = match &self.keys {
+            Some(keys) if keys.are_for(queue, J::NAME) => Arc::clone(keys),
+            _ => {
+                let keys = Arc::new(keys::Keys::new(Arc::clone(queue), J::NAME));
+                self.keys = Some(Arc::clone(&keys));
+                keys
+            }
         };
-        future::ResponseFuture::new(self.inner.call(request), labels)
+        future::ResponseFuture::new(self.inner.call(request), keys)
     }
 }

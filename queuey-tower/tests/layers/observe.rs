@@ -5,11 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use queuey_core::{BoxError, JobError};
+use queuey_core::{BoxError, JobContext, JobError, Uuid};
 use queuey_tower::{
     DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
 };
-use tower::{ServiceBuilder, ServiceExt, service_fn};
+use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::{Task, request};
 
@@ -76,6 +76,44 @@ fn metrics_count_outcomes_time_jobs_and_track_in_flight() {
     assert_eq!(counters, vec![("ack".into(), 2), ("dead_letter".into(), 1)]);
     assert_eq!(histogram_samples, 3);
     assert_eq!(gauge, Some(0.0));
+}
+
+/// One metrics service fed jobs of two queues in turn (a stack shared by
+/// hand) labels each job with its own queue.
+#[test]
+fn one_metrics_service_labels_each_job_with_its_own_queue() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    metrics::with_local_recorder(&recorder, || {
+        futures::executor::block_on(async {
+            let mut svc = ServiceBuilder::new()
+                .layer(MetricsLayer::new())
+                .service(service_fn(|_: JobRequest<Task>| async {
+                    Ok::<_, BoxError>(Disposition::Ack)
+                }));
+            for queue in ["a", "b", "b", "a", "a"] {
+                let ctx = JobContext::new(Uuid::new_v4(), queue);
+                let req = JobRequest::new(Task { n: 1 }, ctx);
+                svc.ready().await.unwrap().call(req).await.unwrap();
+            }
+        });
+    });
+    let mut totals = Vec::new();
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let key = key.key();
+        if let ("queuey_jobs_total", DebugValue::Counter(n)) = (key.name(), value) {
+            let queue = key
+                .labels()
+                .find(|l| l.key() == "queue")
+                .map(|l| l.value().to_owned());
+            totals.push((queue, n));
+        }
+    }
+    totals.sort();
+    assert_eq!(
+        totals,
+        vec![(Some("a".to_owned()), 3), (Some("b".to_owned()), 2)]
+    );
 }
 
 #[derive(Clone, Default)]
