@@ -565,13 +565,12 @@ async fn a_retry_joins_the_back_of_the_queue() {
 
 /// A hold publish the broker refuses (here: a policy caps the hold queue at
 /// no messages, so every publish is nacked) is published again a few times,
-/// then the hold fails with `Nacked` within its bound.
-/// (Whether the same channel accepts publishes again once the policy is
-/// gone is up to the broker: RabbitMQ 3.10 can keep a publisher of a
-/// quorum queue refused after its overflow state ends.)
+/// then the hold fails with `Nacked` within its bound; once the policy is
+/// gone, holding works again (on a fresh channel: the refused one may stay
+/// refused by a quorum hold queue).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_hold_publish_is_tried_again_then_fails() {
-    let broker = broker!("a_refused_hold_publish_is_tried_again_then_fails");
+async fn a_refused_hold_publish_is_tried_again_then_fails_then_recovers() {
+    let broker = broker!("a_refused_hold_publish_is_tried_again_then_fails_then_recovers");
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("nacked-hold");
     // Tracked so that the hold queue is deleted with the test.
@@ -587,6 +586,7 @@ async fn a_refused_hold_publish_is_tried_again_then_fails() {
     .await
     .unwrap();
     broker.wait_ready(&q, 1).await;
+    let mut held = 1;
     let policy = crate::support::Policy::on_holds(&broker, &q, r#"{"max-length":0}"#).await;
     // The policy takes a moment to reach the queue.
     let (refused, took) = within("a refused hold", async {
@@ -597,7 +597,10 @@ async fn a_refused_hold_publish_is_tried_again_then_fails() {
                 .await
             {
                 Err(e) => break (e, started.elapsed()),
-                Ok(()) => tokio::time::sleep(Duration::from_millis(200)).await,
+                Ok(()) => {
+                    held += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
             }
         }
     })
@@ -610,4 +613,27 @@ async fn a_refused_hold_publish_is_tried_again_then_fails() {
     // Three publishes, with pauses of 50 and 100 ms between them.
     assert!(took >= Duration::from_millis(150), "gave up after {took:?}");
     drop(policy);
+    // The policy's removal takes a moment to reach the hold queue.
+    within("a hold accepted again", async {
+        loop {
+            match backend
+                .publish_after(&envelope(&q, 2), Duration::from_secs(1))
+                .await
+            {
+                Ok(()) => break,
+                Err(e) => {
+                    assert_eq!(
+                        crate::support::kind(&e),
+                        queuey_core::BackendErrorKind::Nacked,
+                        "{e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+        }
+    })
+    .await;
+    held += 1;
+    // Every hold that was accepted comes back to `q`.
+    broker.wait_ready(&q, held).await;
 }

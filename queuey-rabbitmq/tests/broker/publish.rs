@@ -8,7 +8,7 @@ use lapin::types::AMQPValue;
 use queuey_core::{Backend, BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{DeleteUser, envelope, kind, table, text, within};
+use crate::support::{DeleteUser, Policy, envelope, kind, table, text, within};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publish_to_a_missing_queue_is_no_route() {
@@ -49,6 +49,70 @@ async fn a_nack_is_an_error() {
         e.to_string(),
         format!("broker nacked the message published to `{q}`")
     );
+}
+
+/// A quorum queue that refused a publisher while over its length limit
+/// can go on refusing that publisher's channel after the limit is lifted
+/// (RabbitMQ 3.10 does, for good, while it accepts a fresh channel at
+/// once). After a nack the lane publishes on a fresh channel, so publishing
+/// works again as soon as the queue has room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_refused_by_a_full_quorum_queue_is_replaced() {
+    let broker = broker!("a_channel_refused_by_a_full_quorum_queue_is_replaced");
+    // One lane: every publish goes through the channel that was refused.
+    let backend = broker
+        .backend(RabbitMqOptions::default().publish_concurrency(1))
+        .await;
+    let q = broker.queue("refusing");
+    let args = [
+        ("x-queue-type", text("quorum")),
+        ("x-overflow", text("reject-publish")),
+    ];
+    broker.declare_raw(&q, true, table(&args)).await.unwrap();
+    within("publish", backend.publish(&envelope(&q, 0)))
+        .await
+        .expect("accepted before the policy");
+    let mut stored = 1;
+
+    let policy = Policy::on_queue(&broker, &q, r#"{"max-length":0}"#).await;
+    // The policy takes a moment to reach the queue.
+    let refused = within("a refused publish", async {
+        loop {
+            match backend.publish(&envelope(&q, 1)).await {
+                Err(e) => break e,
+                Ok(()) => {
+                    stored += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
+    .await;
+    assert_eq!(kind(&refused), BackendErrorKind::Nacked, "{refused}");
+
+    drop(policy);
+    // The policy's removal takes a moment to reach the queue too.
+    within("a publish accepted again", async {
+        loop {
+            match backend.publish(&envelope(&q, 2)).await {
+                Ok(()) => break,
+                Err(e) => {
+                    assert_eq!(kind(&e), BackendErrorKind::Nacked, "{e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    })
+    .await;
+    stored += 1;
+    for n in 3..23 {
+        within("publish", backend.publish(&envelope(&q, n)))
+            .await
+            .expect("accepted after the limit was lifted");
+        stored += 1;
+    }
+    broker.wait_ready(&q, stored).await;
+    within("close", backend.close()).await.unwrap();
 }
 
 /// A job carries persistence, its job id and its priority, nothing else;

@@ -345,15 +345,25 @@ pub(crate) struct Policy {
 impl Policy {
     /// Applies `definition` (policy JSON) to every hold queue of `q`.
     pub(crate) async fn on_holds(broker: &Broker, q: &str, definition: &str) -> Policy {
-        let name = format!("queuey-test-holds-{}", uuid::Uuid::new_v4().simple());
         let pattern = format!("^{}\\.deferred\\.", q.replace('.', "\\."));
+        Policy::apply(broker, &pattern, definition).await
+    }
+
+    /// Applies `definition` (policy JSON) to queue `q` alone.
+    pub(crate) async fn on_queue(broker: &Broker, q: &str, definition: &str) -> Policy {
+        let pattern = format!("^{}$", q.replace('.', "\\."));
+        Policy::apply(broker, &pattern, definition).await
+    }
+
+    async fn apply(broker: &Broker, pattern: &str, definition: &str) -> Policy {
+        let name = format!("queuey-test-policy-{}", uuid::Uuid::new_v4().simple());
         broker
             .rabbitmqctl(&[
                 "set_policy",
                 "--apply-to",
                 "queues",
                 &name,
-                &pattern,
+                pattern,
                 definition,
             ])
             .await;

@@ -1,0 +1,131 @@
+//! What a lane keeps about its publishes in flight, and the sweep that
+//! collects their confirmations (rules 2 to 4 of the module docs).
+
+use std::collections::HashMap;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::task::Poll;
+
+use lapin::{Confirmation, PublisherConfirm};
+use queuey_core::{BackendError, BackendErrorKind, Error};
+use tokio::sync::oneshot;
+
+/// A publish sent and not yet decided.
+pub(super) struct InFlight {
+    /// The lane's number for the channel it was sent on.
+    pub(super) channel: u64,
+    /// Order of sending on the lane.
+    pub(super) sequence: u64,
+    pub(super) confirm: PublisherConfirm,
+    pub(super) queue: String,
+    pub(super) message_id: String,
+    pub(super) reply: oneshot::Sender<Result<(), Error>>,
+}
+
+/// What a confirmation said, before attribution.
+pub(super) enum Resolved {
+    Acked,
+    Nacked,
+    NotRequested,
+    Failed(lapin::Error),
+}
+
+/// A return harvested from some confirmation, kept by `message_id` until
+/// its own publish completes.
+pub(super) struct Returned {
+    pub(super) reply_code: u16,
+    pub(super) reply_text: String,
+}
+
+/// Polls every outstanding confirmation, repeating until a full pass finds
+/// none newly complete (rule 3); resolves once at least one completed.
+/// Returns found on any confirmation are recorded by `message_id`.
+///
+/// Publishes on several channels may be in flight at once (a refused
+/// channel draining next to its replacement): a return only ever rides a
+/// confirmation of its own channel, and message ids are unique, so one
+/// record serves them all.
+pub(super) fn sweep<'a>(
+    in_flight: &'a mut Vec<InFlight>,
+    returned: &'a mut HashMap<String, Returned>,
+) -> impl Future<Output = Vec<(InFlight, Resolved)>> + 'a {
+    poll_fn(move |cx| {
+        let mut completed = Vec::new();
+        loop {
+            let mut found = false;
+            let mut i = 0;
+            while i < in_flight.len() {
+                match Pin::new(&mut in_flight[i].confirm).poll(cx) {
+                    Poll::Ready(result) => {
+                        let entry = in_flight.swap_remove(i);
+                        let resolved = match result {
+                            Ok(Confirmation::Ack(r)) => {
+                                record(returned, r);
+                                Resolved::Acked
+                            }
+                            Ok(Confirmation::Nack(r)) => {
+                                record(returned, r);
+                                Resolved::Nacked
+                            }
+                            Ok(Confirmation::NotRequested) => Resolved::NotRequested,
+                            Err(e) => Resolved::Failed(e),
+                        };
+                        completed.push((entry, resolved));
+                        found = true;
+                    }
+                    Poll::Pending => i += 1,
+                }
+            }
+            if !found {
+                break;
+            }
+        }
+        if completed.is_empty() {
+            Poll::Pending
+        } else {
+            Poll::Ready(completed)
+        }
+    })
+}
+
+fn record(
+    returned: &mut HashMap<String, Returned>,
+    message: Option<lapin::message::BasicReturnMessage>,
+) {
+    let Some(message) = message else { return };
+    let Some(id) = message.delivery.properties.message_id().as_ref() else {
+        // Every message this crate publishes has an id; one without cannot
+        // be attributed and is only logged.
+        tracing::error!(
+            reply_code = message.reply_code,
+            "a returned message carries no message id; it cannot be attributed"
+        );
+        return;
+    };
+    returned.insert(
+        id.as_str().to_owned(),
+        Returned {
+            reply_code: message.reply_code,
+            reply_text: message.reply_text.as_str().to_owned(),
+        },
+    );
+}
+
+/// The error of a publish that was sent and never confirmed.
+pub(super) fn uncertain(what: &str, why: &str) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::Uncertain,
+        format!(
+            "{what}: the channel failed after the message was sent and before the broker \
+             confirmed it ({why}); the broker may or may not have it"
+        ),
+    ))
+}
+
+/// The error of a publish that was never sent.
+pub(super) fn lost(what: &str, e: &lapin::Error) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::ConnectionLost,
+        format!("{what}: the publishing channel is closed ({e}); nothing was sent"),
+    ))
+}
