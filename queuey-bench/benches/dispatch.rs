@@ -3,7 +3,9 @@
 //! - the dispatch stack around a no-op handler: the bare handler service,
 //!   the worker's default layers (trace with no subscriber, metrics with no
 //!   recorder, dead-letter, retry, deferral), the same plus a timeout, and
-//!   the worker's own `DefaultStack` (which is those six layers);
+//!   the worker's own `DefaultStack` (which is those six layers), each
+//!   cloned for every job; and the bare handler and `DefaultStack` owned
+//!   and called in place, as the worker calls them;
 //! - envelope encoding and decoding at 200 B and 20 KB payloads;
 //! - rounding a delay to a hold;
 //! - the RabbitMQ topology functions (queue names, room checks, queue
@@ -14,6 +16,7 @@
 //! cargo bench -p queuey-bench --bench dispatch
 //! ```
 
+use std::cell::RefCell;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -69,6 +72,20 @@ where
     black_box(answer.ok());
 }
 
+/// One job through a stack owned and called in place, as the worker calls
+/// each job type's stack: no clone per job.
+async fn call_owned<S>(service: &RefCell<S>, queue: &Arc<str>)
+where
+    S: Service<JobRequest<Noop>, Response = Disposition, Error = queuey::BoxError>,
+{
+    let ready = std::future::poll_fn(|cx| service.borrow_mut().poll_ready(cx)).await;
+    if ready.is_err() {
+        return;
+    }
+    let answer = service.borrow_mut().call(request(queue));
+    black_box(answer.await.ok());
+}
+
 fn dispatch(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -91,6 +108,9 @@ fn dispatch(c: &mut Criterion) {
     // What `Worker` builds when no `.layer(..)` is given: the same layers
     // in the same order, from the worker's own definition.
     let worker_default = DefaultStack::default().layer(HandlerService::new(NoopHandler));
+    let worker_owned =
+        RefCell::new(DefaultStack::default().layer(HandlerService::new(NoopHandler)));
+    let bare_owned = RefCell::new(HandlerService::new(NoopHandler));
 
     let mut group = c.benchmark_group("dispatch");
     group.throughput(Throughput::Elements(1));
@@ -105,6 +125,14 @@ fn dispatch(c: &mut Criterion) {
     });
     group.bench_function("worker_default_stack", |b| {
         b.to_async(&runtime).iter(|| call(&worker_default, &queue))
+    });
+    group.bench_function("bare_handler_owned", |b| {
+        b.to_async(&runtime)
+            .iter(|| call_owned(&bare_owned, &queue))
+    });
+    group.bench_function("worker_default_stack_owned", |b| {
+        b.to_async(&runtime)
+            .iter(|| call_owned(&worker_owned, &queue))
     });
     group.finish();
 }

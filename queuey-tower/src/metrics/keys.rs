@@ -1,7 +1,7 @@
 //! The metric keys of one queue and job type, built once and reused for
 //! every job: building a key (its label set) costs more than recording.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use metrics::{Key, Label, Level, Metadata, Recorder};
 
@@ -104,6 +104,43 @@ impl Keys {
     }
 }
 
+/// The keys a service last used, kept by the service itself and in a slot
+/// its clones share.
+///
+/// A stack owned and called in place (the worker's) finds its keys in its
+/// own field. A service cloned for every call (`service.clone().oneshot(..)`,
+/// or a layer inside a retry that clones what it wraps) starts each clone
+/// empty; the shared slot spares each of them building the keys again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeyCache {
+    own: Option<Arc<Keys>>,
+    shared: Arc<Mutex<Option<Arc<Keys>>>>,
+}
+
+impl KeyCache {
+    /// The keys of `queue` and `job_type`, built only when neither this
+    /// service nor one of its clones has them.
+    pub(crate) fn get(&mut self, queue: &Arc<str>, job_type: &'static str) -> Arc<Keys> {
+        if let Some(keys) = &self.own
+            && keys.are_for(queue, job_type)
+        {
+            return Arc::clone(keys);
+        }
+        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let keys = match &*shared {
+            Some(keys) if keys.are_for(queue, job_type) => Arc::clone(keys),
+            _ => {
+                let keys = Arc::new(Keys::new(Arc::clone(queue), job_type));
+                *shared = Some(Arc::clone(&keys));
+                keys
+            }
+        };
+        drop(shared);
+        self.own = Some(Arc::clone(&keys));
+        keys
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -131,6 +168,22 @@ mod tests {
             );
         }
         assert!(OUTCOMES.contains(&"error"));
+    }
+
+    #[test]
+    fn clones_of_a_service_share_the_keys_one_of_them_built() {
+        let fresh = KeyCache::default();
+        let queue: Arc<str> = Arc::from("q");
+        let first = fresh.clone().get(&queue, "job");
+        let second = fresh.clone().get(&queue, "job");
+        assert!(Arc::ptr_eq(&first, &second));
+        // Another queue replaces them, for the clones too.
+        let other = fresh.clone().get(&Arc::from("q2"), "job");
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(Arc::ptr_eq(
+            &other,
+            &fresh.clone().get(&Arc::from("q2"), "job")
+        ));
     }
 
     #[test]

@@ -29,7 +29,6 @@
 pub mod future;
 mod keys;
 
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use queuey_core::{BoxError, Job};
@@ -72,7 +71,10 @@ impl<S> Layer<S> for MetricsLayer {
     type Service = Metrics<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Metrics { inner, keys: None }
+        Metrics {
+            inner,
+            keys: keys::KeyCache::default(),
+        }
     }
 }
 
@@ -82,7 +84,7 @@ pub struct Metrics<S> {
     inner: S,
     /// The keys of the queue and job type last seen: a worker's stack
     /// serves one queue, so they are built once.
-    keys: Option<Arc<keys::Keys>>,
+    keys: keys::KeyCache,
 }
 
 impl<S> Metrics<S> {
@@ -103,15 +105,7 @@ where
     }
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
-        let queue = request.ctx().queue_arc();
-        let keys = match &self.keys {
-            Some(keys) if keys.are_for(queue, J::NAME) => Arc::clone(keys),
-            _ => {
-                let keys = Arc::new(keys::Keys::new(Arc::clone(queue), J::NAME));
-                self.keys = Some(Arc::clone(&keys));
-                keys
-            }
-        };
+        let keys = self.keys.get(request.ctx().queue_arc(), J::NAME);
         future::ResponseFuture::new(self.inner.call(request), keys)
     }
 }
