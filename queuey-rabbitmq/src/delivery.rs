@@ -59,13 +59,13 @@ pub(crate) struct RabbitMqDelivery {
 }
 
 impl RabbitMqDelivery {
-    /// A delivery whose body decoded as `envelope`, its payload found at
-    /// `payload_at` in the body. The body itself is not kept.
     /// The queue the delivery was consumed from.
     pub(crate) fn queue(&self) -> &str {
         &self.queue
     }
 
+    /// A delivery whose body decoded as `envelope`, its payload found at
+    /// `payload_at` in the body. The body itself is not kept.
     pub(crate) fn new(
         inner: Arc<Inner>,
         channel: Arc<Channel>,
