@@ -7,12 +7,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions, BasicRejectOptions};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions, BasicRejectOptions};
 use lapin::types::{FieldTable, ShortString};
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
 use queuey_core::{DecodeError, Delivery, DeliveryStream, Envelope, Error, QueueConfig};
 use tokio::sync::RwLock;
 
+use crate::acks::Acks;
 use crate::backend::{Inner, timed_out};
 use crate::delivery::{RabbitMqDelivery, requeue_later};
 use crate::error::Failure;
@@ -108,6 +109,8 @@ struct Live {
     /// Shared with every delivery taken from it (see [`RabbitMqDelivery`]).
     channel: Arc<lapin::Channel>,
     consumer: lapin::Consumer,
+    /// The writer of the channel's acknowledgements.
+    acks: Acks,
     tag: String,
     generation: u64,
 }
@@ -212,6 +215,7 @@ impl Consumer {
             Ok::<_, Error>(Live {
                 channel: Arc::new(channel),
                 consumer,
+                acks: Acks::start(),
                 tag,
                 generation: current.generation,
             })
@@ -262,6 +266,9 @@ impl Consumer {
             match live.consumer.next().await {
                 Some(Ok(mut delivery)) => {
                     self.pause = RESUME_PAUSE_MIN;
+                    // Known to the writer before anything can settle it.
+                    live.acks.delivered(delivery.delivery_tag);
+                    let acks = live.acks.clone();
                     // Only a delivery that came back unsettled meets the guard.
                     let guarded =
                         delivery.redelivered && self.inner.options.guard_in_use().is_some();
@@ -276,6 +283,7 @@ impl Consumer {
                                 config: self.config.clone(),
                                 channel: (*live.channel).clone(),
                                 prefetch: self.prefetch(),
+                                acks,
                             };
                             tokio::spawn(async move {
                                 guard.divert(delivery, &envelope).await;
@@ -290,6 +298,7 @@ impl Consumer {
                             let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
                                 Arc::clone(&live.channel),
+                                acks,
                                 Arc::clone(&self.queue),
                                 envelope,
                                 payload_at,
@@ -310,7 +319,7 @@ impl Consumer {
                                 Due::Absurd(reason) => rehold::refuse(delivery, reason).await,
                             }
                         }
-                        (Err(error), _) => self.malformed(delivery, error).await,
+                        (Err(error), _) => self.malformed(delivery, error, &acks).await,
                     }
                 }
                 Some(Err(e)) => {
@@ -386,12 +395,13 @@ impl Consumer {
 
     /// Copies a body that is not an envelope to the dead-letter queue and
     /// acknowledges it; it never reaches the stream.
-    async fn malformed(&self, delivery: LapinDelivery, error: DecodeError) {
+    async fn malformed(&self, delivery: LapinDelivery, error: DecodeError, acks: &Acks) {
         let queue = &*self.queue;
         let tag = delivery.delivery_tag;
         tracing::warn!(queue, delivery_tag = tag, %error, "a message body is not a job envelope");
         let Some(suffix) = self.inner.options.dead_suffix_in_use() else {
             reject(&delivery, queue, "dead-letter queues are off").await;
+            acks.settled(tag);
             return;
         };
         let dead = topology::dead_letter_queue_name(queue, suffix);
@@ -417,7 +427,7 @@ impl Consumer {
         };
         let published = self.inner.send_dead_letter(out, &self.config).await;
         match published {
-            Ok(()) => match delivery.acker.ack(BasicAckOptions::default()).await {
+            Ok(()) => match acks.ack(tag, delivery.acker).await {
                 Ok(true) => {
                     tracing::info!(queue, dead_letter_queue = %dead, "malformed message moved to the dead-letter queue")
                 }
@@ -437,7 +447,7 @@ impl Consumer {
                     "could not copy a malformed message to the dead-letter queue; it goes back to \
                      the broker, to be delivered (and copied) again"
                 );
-                requeue_later(&delivery.acker, &self.queue, tag);
+                requeue_later(&delivery.acker, &self.queue, tag, acks);
             }
         }
     }

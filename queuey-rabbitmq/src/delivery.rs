@@ -3,16 +3,18 @@
 use std::fmt;
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::options::{BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
 use queuey_core::backend::{Disposition, Plan};
 use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error, QueueConfig};
 
+use crate::acks::Acks;
 use crate::backend::{Inner, timed_out};
 use crate::error::Failure;
 use crate::properties::{self, DeadLetterInfo};
@@ -48,6 +50,8 @@ pub(crate) struct RabbitMqDelivery {
     /// by the consumer's deliveries: one reference count per delivery
     /// instead of a clone of every handle a lapin channel holds.
     channel: Arc<Channel>,
+    /// The writer of the channel's acknowledgements.
+    acks: Acks,
     queue: Arc<str>,
     envelope: Envelope,
     /// The body as received without the payload, which the envelope holds:
@@ -56,6 +60,10 @@ pub(crate) struct RabbitMqDelivery {
     redelivered: bool,
     delivery_tag: u64,
     acker: Acker,
+    /// Whether a settle was sent or handed to the writer. The acker alone
+    /// cannot tell: an acknowledgement covered by a multiple one leaves it
+    /// unused.
+    settled: AtomicBool,
 }
 
 impl RabbitMqDelivery {
@@ -69,6 +77,7 @@ impl RabbitMqDelivery {
     pub(crate) fn new(
         inner: Arc<Inner>,
         channel: Arc<Channel>,
+        acks: Acks,
         queue: Arc<str>,
         envelope: Envelope,
         payload_at: Range<usize>,
@@ -78,12 +87,14 @@ impl RabbitMqDelivery {
         RabbitMqDelivery {
             inner,
             channel,
+            acks,
             queue,
             envelope,
             around,
             redelivered: delivery.redelivered,
             delivery_tag: delivery.delivery_tag,
             acker: delivery.acker,
+            settled: AtomicBool::new(false),
         }
     }
 
@@ -135,9 +146,26 @@ impl RabbitMqDelivery {
         }
     }
 
+    /// Acknowledges through the channel's writer, which may cover this
+    /// delivery with a multiple acknowledgement (see [`Acks`]).
     async fn ack_now(&self) -> Result<(), Error> {
-        self.bounded("acknowledging", self.acker.ack(BasicAckOptions::default()))
-            .await
+        self.settled.store(true, Ordering::Relaxed);
+        let acked = self.acks.ack(self.delivery_tag, self.acker.clone());
+        self.bounded("acknowledging", acked).await
+    }
+
+    /// Sends a nack or a reject with the delivery's own acker, then tells
+    /// the writer, whatever the outcome (the frame is on its way, or the
+    /// channel is gone).
+    async fn settle_alone(
+        &self,
+        what: &str,
+        call: impl std::future::Future<Output = lapin::Result<bool>>,
+    ) -> Result<(), Error> {
+        self.settled.store(true, Ordering::Relaxed);
+        let result = self.bounded(what, call).await;
+        self.acks.settled(self.delivery_tag);
+        result
     }
 
     async fn dead_letter_now(&self, reason: String) -> Result<(), Error> {
@@ -150,7 +178,7 @@ impl RabbitMqDelivery {
                  dead-letter policy for the queue applies"
             );
             let reject = self.acker.reject(BasicRejectOptions { requeue: false });
-            return self.bounded("rejecting", reject).await;
+            return self.settle_alone("rejecting", reject).await;
         };
         let dead = topology::dead_letter_queue_name(&self.queue, suffix);
         let info = DeadLetterInfo {
@@ -233,7 +261,8 @@ impl Delivery for RabbitMqDelivery {
                         multiple: false,
                         requeue: true,
                     };
-                    self.bounded("requeueing", self.acker.nack(options)).await
+                    self.settle_alone("requeueing", self.acker.nack(options))
+                        .await
                 }
             }
         })
@@ -242,15 +271,20 @@ impl Delivery for RabbitMqDelivery {
 
 impl Drop for RabbitMqDelivery {
     fn drop(&mut self) {
-        requeue_later(&self.acker, &self.queue, self.delivery_tag);
+        if !self.settled.load(Ordering::Relaxed) {
+            requeue_later(&self.acker, &self.queue, self.delivery_tag, &self.acks);
+        }
     }
 }
 
-/// Hands an unsettled delivery back to the broker after [`REQUEUE_DELAY`].
-/// Does nothing for a settled one, or when no runtime is left to do it (the
-/// broker then requeues it when the channel closes).
-pub(crate) fn requeue_later(acker: &Acker, queue: &Arc<str>, delivery_tag: u64) {
+/// Hands an unsettled delivery back to the broker after [`REQUEUE_DELAY`],
+/// then tells the channel's writer. Does nothing for a settled one, or when
+/// no runtime is left to do it (the broker then requeues it when the
+/// channel closes).
+pub(crate) fn requeue_later(acker: &Acker, queue: &Arc<str>, delivery_tag: u64, acks: &Acks) {
     if !acker.usable() {
+        // Settled already (and reported by whoever did it), or its channel
+        // is gone.
         return;
     }
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
@@ -258,13 +292,16 @@ pub(crate) fn requeue_later(acker: &Acker, queue: &Arc<str>, delivery_tag: u64) 
     };
     let acker = acker.clone();
     let queue = Arc::clone(queue);
+    let acks = acks.clone();
     runtime.spawn(async move {
         tokio::time::sleep(REQUEUE_DELAY).await;
         let requeue = BasicNackOptions {
             multiple: false,
             requeue: true,
         };
-        if let Ok(true) = acker.nack(requeue).await {
+        let handed_back = acker.nack(requeue).await;
+        acks.settled(delivery_tag);
+        if let Ok(true) = handed_back {
             tracing::debug!(queue = %queue, delivery_tag, "handed an unsettled delivery back to the broker");
         }
     });

@@ -204,6 +204,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod acks;
 mod backend;
 mod connection_properties;
 mod consumer;

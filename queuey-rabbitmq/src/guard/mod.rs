@@ -30,6 +30,7 @@ use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicAckOptions, BasicQosOptions, BasicRejectOptions};
 use queuey_core::{BackendErrorKind, Envelope, Error, QueueConfig};
 
+use crate::acks::Acks;
 use crate::backend::{Inner, timed_out};
 use crate::declare;
 use crate::delivery::requeue_later;
@@ -52,6 +53,9 @@ pub(crate) struct Guard {
     /// The channel the delivery came on, and its consumer's prefetch.
     pub(crate) channel: lapin::Channel,
     pub(crate) prefetch: u16,
+    /// The writer of the channel's acknowledgements, told of every settle
+    /// the guard makes with the delivery's own acker.
+    pub(crate) acks: Acks,
 }
 
 impl Guard {
@@ -108,6 +112,7 @@ impl Guard {
                 );
                 let Some(dead_suffix) = inner.options.dead_suffix_in_use() else {
                     reject(inner, &delivery, queue).await;
+                    self.acks.settled(tag);
                     return;
                 };
                 let info = DeadLetterInfo {
@@ -142,7 +147,7 @@ impl Guard {
                 "could not move a job that came back unsettled; it goes back to the broker, to be \
                  judged again"
             );
-            requeue_later(&delivery.acker, &Arc::from(queue), tag);
+            requeue_later(&delivery.acker, &Arc::from(queue), tag, &self.acks);
             return;
         }
         let bound = inner.options.call_timeout;
@@ -158,7 +163,10 @@ impl Guard {
             }
             Ok::<_, lapin::Error>(acked)
         };
-        match tokio::time::timeout(bound, acknowledged).await {
+        let outcome = tokio::time::timeout(bound, acknowledged).await;
+        // The acknowledgement was sent (or the channel is gone) either way.
+        self.acks.settled(tag);
+        match outcome {
             Ok(Ok(true)) => {
                 metrics::counter!(metric, "queue" => queue.to_owned()).increment(1);
                 if let Verdict::Suspect { count } = verdict {

@@ -365,3 +365,75 @@ async fn messages_with_the_earlier_properties_are_consumed() {
     within("ack", delivery.ack()).await.unwrap();
     broker.wait_ready(&q, 0).await;
 }
+
+/// Acknowledgements are coalesced into multiple ones, which settle every
+/// delivery up to their tag: they must never reach a delivery still at
+/// work, nor one handed back. Twenty deliveries taken at once; the first
+/// and the tenth kept at work, the fifth requeued, the rest acknowledged
+/// together. Exactly the three come back, and the channel survives (a
+/// requeue of a delivery a multiple acknowledgement had covered would
+/// close it with `PRECONDITION_FAILED`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coalesced_acknowledgements_never_cover_a_delivery_at_work() {
+    let broker = broker!("coalesced_acknowledgements_never_cover_a_delivery_at_work");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("coalesced");
+    let config = QueueConfig::new(&q).prefetch(20);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    for n in 1..=20 {
+        within("publish", backend.publish(&envelope(&q, n)))
+            .await
+            .unwrap();
+    }
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let mut deliveries = Vec::new();
+    while deliveries.len() < 20 {
+        let delivery = within("a delivery", stream.next()).await.unwrap().unwrap();
+        deliveries.push(delivery);
+    }
+    let order: Vec<u32> = deliveries.iter().map(|d| n_of(d.envelope())).collect();
+    assert_eq!(order, (1..=20).collect::<Vec<_>>());
+
+    let mut at_work = Vec::new();
+    let mut settles = Vec::new();
+    for delivery in deliveries {
+        match n_of(delivery.envelope()) {
+            1 | 10 => at_work.push(delivery),
+            5 => settles.push(delivery.settle(Disposition::Requeue)),
+            _ => settles.push(delivery.ack()),
+        }
+    }
+    for settled in within("settles", futures::future::join_all(settles)).await {
+        settled.unwrap();
+    }
+    // The requeued job comes back on the same channel, which is alive.
+    let again = within("the requeued job", stream.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(n_of(again.envelope()), 5);
+    within("ack", again.ack()).await.unwrap();
+    // The broker's listing lags a little: poll it until only the two at
+    // work are left unacknowledged.
+    within("only the two at work unacknowledged", async {
+        while broker.ready_and_unacked(&q).await != Some((0, 2)) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // Let them go: the broker has them back.
+    drop(at_work);
+    drop(stream);
+    within("close", backend.close()).await.unwrap();
+    broker.wait_ready(&q, 2).await;
+    let mut back = Vec::new();
+    while let Some(message) = broker.get(&q).await {
+        back.push(n_of(
+            &queuey_core::Envelope::decode(&message.delivery.data).unwrap(),
+        ));
+    }
+    back.sort_unstable();
+    assert_eq!(back, [1, 10]);
+}

@@ -1,0 +1,338 @@
+//! The acknowledgements of one consumer channel, coalesced.
+//!
+//! A broker spends less on one `basic.ack` with `multiple` set, covering a
+//! run of deliveries, than on one acknowledgement per delivery; on a
+//! priority queue the difference is the broker's whole throughput. A
+//! consumer channel therefore has one writer task that every successful
+//! job's acknowledgement goes through. The writer knows every delivery the
+//! channel received and not yet settled (**open**), and whether its job
+//! asked for an acknowledgement. Each time it wakes it sends:
+//!
+//! - for the longest run of open deliveries, from the lowest, whose jobs all
+//!   asked for an acknowledgement: one `basic.ack` of the run's last tag with
+//!   `multiple` set (a plain one for a run of one);
+//! - for every other delivery that asked: a plain `basic.ack` of its tag.
+//!
+//! A multiple acknowledgement settles every unsettled delivery up to its
+//! tag, so it must never reach a delivery that is still being worked on, or
+//! that another path settles (a requeue, a reject, the poison guard's move):
+//! such a delivery stays open, and so ends any run, until its own settle
+//! has been sent ([`Acks::settled`]). A delivery that is never reported
+//! settled only keeps the runs short: the safe side.
+//!
+//! The writer waits for the sends of one round before the next, so the
+//! acknowledgements that arrive meanwhile make the next run longer: under
+//! load, the broker sees a few acknowledgements a round; at a trickle, each
+//! job is acknowledged on its own, as before.
+
+use std::collections::BTreeMap;
+
+use lapin::Acker;
+use lapin::options::BasicAckOptions;
+use tokio::sync::{mpsc, oneshot};
+
+/// The outcome of an acknowledgement, as lapin gives it: `Ok(false)` when
+/// the channel closed before it could be sent.
+pub(crate) type Acked = lapin::Result<bool>;
+
+/// The writer of one consumer channel's acknowledgements. Cheap to clone:
+/// every delivery of the channel holds one.
+#[derive(Debug, Clone)]
+pub(crate) struct Acks {
+    notes: mpsc::UnboundedSender<Note>,
+}
+
+/// What the writer learns.
+enum Note {
+    /// The channel received this delivery.
+    Delivered(u64),
+    /// This delivery's settle was sent another way.
+    Settled(u64),
+    /// This delivery's job asks for an acknowledgement.
+    Ack {
+        tag: u64,
+        acker: Acker,
+        reply: oneshot::Sender<Acked>,
+    },
+}
+
+impl Acks {
+    /// Starts the writer of a fresh consumer channel. It ends when the
+    /// channel's consumer and every delivery from it are gone. Must be
+    /// called inside a tokio runtime.
+    pub(crate) fn start() -> Acks {
+        let (notes, received) = mpsc::unbounded_channel();
+        tokio::spawn(write(received));
+        Acks { notes }
+    }
+
+    /// Records a delivery, before anything else may settle it.
+    pub(crate) fn delivered(&self, tag: u64) {
+        let _ = self.notes.send(Note::Delivered(tag));
+    }
+
+    /// Records that a delivery's settle (a nack, a reject, an
+    /// acknowledgement made by its own acker) was sent: later runs may
+    /// reach past it. Call it only once the settle call was made (its frame
+    /// is on its way), whatever its outcome.
+    pub(crate) fn settled(&self, tag: u64) {
+        let _ = self.notes.send(Note::Settled(tag));
+    }
+
+    /// Asks the writer to acknowledge a delivery. The writer owns the
+    /// acknowledgement as soon as this returns, so dropping the answer does
+    /// not cancel it. The answer is `Ok(false)` if the writer is gone (the
+    /// runtime is shutting down): then nothing was sent, and the broker
+    /// delivers the job again once the channel closes.
+    pub(crate) fn ack(&self, tag: u64, acker: Acker) -> impl Future<Output = Acked> + use<> {
+        let (reply, answer) = oneshot::channel();
+        let _ = self.notes.send(Note::Ack { tag, acker, reply });
+        async move { answer.await.unwrap_or(Ok(false)) }
+    }
+}
+
+/// The writer's loop: take every note there is, send a round, repeat.
+async fn write(mut notes: mpsc::UnboundedReceiver<Note>) {
+    let mut open = Open::default();
+    while let Some(note) = notes.recv().await {
+        take(&mut open, note);
+        while let Ok(note) = notes.try_recv() {
+            take(&mut open, note);
+        }
+        let round = open.round();
+        if !round.is_empty() {
+            futures::future::join_all(round.into_iter().map(Send::run)).await;
+        }
+    }
+}
+
+fn take(open: &mut Open<Acker>, note: Note) {
+    match note {
+        Note::Delivered(tag) => open.delivered(tag),
+        Note::Settled(tag) => open.settled(tag),
+        Note::Ack { tag, acker, reply } => open.ask(tag, Asked { acker, reply }),
+    }
+}
+
+/// A job's request for its acknowledgement (`A`: lapin's acker, or a
+/// stand-in in tests).
+struct Asked<A> {
+    acker: A,
+    reply: oneshot::Sender<Acked>,
+}
+
+/// The deliveries a channel received and did not settle yet.
+struct Open<A> {
+    /// By tag: `Some` once the job asked for its acknowledgement.
+    deliveries: BTreeMap<u64, Option<Asked<A>>>,
+    /// How many of `deliveries` asked.
+    asked: usize,
+    /// Acknowledgements of deliveries the writer did not know (none, unless
+    /// a delivery was recorded on another writer): sent on their own.
+    strays: Vec<Asked<A>>,
+}
+
+impl<A> Default for Open<A> {
+    fn default() -> Self {
+        Open {
+            deliveries: BTreeMap::new(),
+            asked: 0,
+            strays: Vec::new(),
+        }
+    }
+}
+
+impl<A> Open<A> {
+    fn delivered(&mut self, tag: u64) {
+        self.deliveries.insert(tag, None);
+    }
+
+    fn settled(&mut self, tag: u64) {
+        if let Some(Some(_)) = self.deliveries.remove(&tag) {
+            // Cannot happen (a delivery is settled once); keep the count
+            // right if it does.
+            self.asked -= 1;
+        }
+    }
+
+    fn ask(&mut self, tag: u64, asked: Asked<A>) {
+        match self.deliveries.get_mut(&tag) {
+            Some(slot) => {
+                if slot.replace(asked).is_none() {
+                    self.asked += 1;
+                }
+            }
+            None => self.strays.push(asked),
+        }
+    }
+
+    /// Takes what can be acknowledged now, as the sends of one round.
+    fn round(&mut self) -> Vec<Send<A>> {
+        let mut round = Vec::new();
+        // The run from the lowest open delivery.
+        let mut run = Vec::new();
+        while let Some(entry) = self.deliveries.first_entry() {
+            if entry.get().is_none() {
+                break;
+            }
+            if let Some(asked) = entry.remove() {
+                run.push(asked);
+            }
+        }
+        self.asked -= run.len();
+        if let Some(last) = run.pop() {
+            let mut replies: Vec<_> = run.into_iter().map(|asked| asked.reply).collect();
+            let multiple = !replies.is_empty();
+            replies.push(last.reply);
+            round.push(Send {
+                acker: last.acker,
+                multiple,
+                replies,
+            });
+        }
+        // Everything else that asked, behind a delivery still at work.
+        if self.asked > 0 {
+            let tags: Vec<u64> = self
+                .deliveries
+                .iter()
+                .filter(|(_, slot)| slot.is_some())
+                .map(|(tag, _)| *tag)
+                .collect();
+            for tag in tags {
+                if let Some(Some(asked)) = self.deliveries.remove(&tag) {
+                    round.push(Send::one(asked));
+                }
+            }
+            self.asked = 0;
+        }
+        round.extend(self.strays.drain(..).map(Send::one));
+        round
+    }
+}
+
+/// One `basic.ack`, and the jobs it answers.
+struct Send<A> {
+    acker: A,
+    multiple: bool,
+    replies: Vec<oneshot::Sender<Acked>>,
+}
+
+impl<A> Send<A> {
+    fn one(asked: Asked<A>) -> Self {
+        Send {
+            acker: asked.acker,
+            multiple: false,
+            replies: vec![asked.reply],
+        }
+    }
+}
+
+impl Send<Acker> {
+    async fn run(self) {
+        let options = BasicAckOptions {
+            multiple: self.multiple,
+        };
+        let acked = self.acker.ack(options).await;
+        for reply in self.replies {
+            // The job may have stopped waiting (its bound passed).
+            let _ = reply.send(acked.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Open deliveries whose "acker" is their own tag.
+    fn open(tags: impl IntoIterator<Item = u64>) -> Open<u64> {
+        let mut open = Open::default();
+        for tag in tags {
+            open.delivered(tag);
+        }
+        open
+    }
+
+    fn ask(open: &mut Open<u64>, tag: u64) -> oneshot::Receiver<Acked> {
+        let (reply, answer) = oneshot::channel();
+        open.ask(tag, Asked { acker: tag, reply });
+        answer
+    }
+
+    /// A round as (tag acknowledged, multiple, jobs answered).
+    fn round(open: &mut Open<u64>) -> Vec<(u64, bool, usize)> {
+        open.round()
+            .into_iter()
+            .map(|send| (send.acker, send.multiple, send.replies.len()))
+            .collect()
+    }
+
+    #[test]
+    fn a_run_from_the_lowest_open_delivery_is_one_multiple_ack() {
+        let mut open = open(1..=5);
+        for tag in [3, 1, 2] {
+            ask(&mut open, tag);
+        }
+        assert_eq!(round(&mut open), [(3, true, 3)]);
+        // 4 and 5 are still open; a run of one is a plain ack.
+        ask(&mut open, 4);
+        assert_eq!(round(&mut open), [(4, false, 1)]);
+        assert!(round(&mut open).is_empty());
+    }
+
+    #[test]
+    fn a_delivery_at_work_is_never_covered() {
+        let mut open = open(1..=6);
+        // 2 is still at work: 1 goes alone, 4 and 6 on their own.
+        for tag in [1, 3, 4, 6] {
+            ask(&mut open, tag);
+        }
+        assert_eq!(
+            round(&mut open),
+            [(1, false, 1), (3, false, 1), (4, false, 1), (6, false, 1)]
+        );
+        assert_eq!(open.deliveries.keys().copied().collect::<Vec<_>>(), [2, 5]);
+    }
+
+    #[test]
+    fn a_delivery_settled_elsewhere_ends_a_run_until_it_is_reported() {
+        let mut open = open(1..=4);
+        for tag in [1, 3, 4] {
+            ask(&mut open, tag);
+        }
+        // 2 is being requeued by its own acker: 3 and 4 wait behind it
+        // only in the sense that they are acknowledged one by one.
+        assert_eq!(
+            round(&mut open),
+            [(1, false, 1), (3, false, 1), (4, false, 1)]
+        );
+        let mut open = self::open(1..=4);
+        open.settled(2);
+        for tag in [1, 3, 4] {
+            ask(&mut open, tag);
+        }
+        assert_eq!(round(&mut open), [(4, true, 3)]);
+    }
+
+    #[test]
+    fn an_unknown_delivery_is_acknowledged_on_its_own() {
+        let mut open = open([1]);
+        ask(&mut open, 9);
+        assert_eq!(round(&mut open), [(9, false, 1)]);
+        assert_eq!(open.deliveries.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn every_job_of_a_run_gets_the_answer_of_its_ack() {
+        let mut open = open(1..=3);
+        let answers: Vec<_> = (1..=3).map(|tag| ask(&mut open, tag)).collect();
+        for send in open.round() {
+            for reply in send.replies {
+                reply.send(Ok(true)).unwrap();
+            }
+        }
+        for answer in answers {
+            assert!(answer.await.unwrap().unwrap());
+        }
+    }
+}
