@@ -1,0 +1,85 @@
+//! The log line of every dead letter: one `WARN` line naming its reason.
+//!
+//! In a test binary of its own: `tracing` caches, per log call site, whether
+//! any subscriber wants it, and a test running beside this one on another
+//! thread, with no subscriber, can cache "nobody" for the dead-letter line
+//! between this test setting its subscriber and the line being logged.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use queuey_core::{Backend, Envelope, JobContext, JobError, MemoryBackend, handler_fn};
+use queuey_tower::Worker;
+
+use support::{Task, TestQueues, spawn, wait_until};
+
+/// Collects what a `tracing` subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn every_dead_letter_is_one_warn_line_naming_its_reason() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    // The worker's tasks run on this thread, so they see the subscriber.
+    let _default = tracing::subscriber::set_default(subscriber);
+    // The only test of this binary; ask every call site again anyway, now
+    // that this thread has a subscriber.
+    tracing::callsite::rebuild_interest_cache();
+    let backend = Arc::new(MemoryBackend::new());
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler_fn(|_: Task, _: JobContext| async {
+            Ok::<(), JobError>(())
+        }))
+        .build()
+        .await
+        .unwrap();
+    let running = spawn(worker);
+    let payload = |json| serde_json::value::to_raw_value(&json).unwrap();
+    let not_a_task = payload(serde_json::json!({"n": "x"}));
+    backend
+        .publish(&Envelope::new("task", "t.work", not_a_task))
+        .await
+        .unwrap();
+    let unknown = payload(serde_json::json!({}));
+    backend
+        .publish(&Envelope::new("nobody_handles_this", "t.work", unknown))
+        .await
+        .unwrap();
+    wait_until(|| backend.dead_letters("t.work").len() == 2).await;
+    running.stop().await;
+
+    let out = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("dead-lettered"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(lines.iter().all(|l| l.contains(" WARN ")), "{out}");
+    assert!(
+        lines[0].contains("reason=payload does not decode as job type `task`"),
+        "{out}"
+    );
+    assert!(
+        lines[1].contains("reason=no handler for job type `nobody_handles_this`"),
+        "{out}"
+    );
+}
