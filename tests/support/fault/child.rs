@@ -131,7 +131,8 @@ pub(crate) fn is_child() -> bool {
 
 /// The body of a worker child: consumes the parent's queue until killed.
 /// Each job takes about 2 ms, so that kills land mid-job. The job numbered
-/// `QUEUEY_FAULT_POISON`, if set, kills the process instead.
+/// `QUEUEY_FAULT_POISON`, if set, kills the process instead (and the others
+/// then take 50 ms).
 pub(crate) async fn child_worker<J: Numbered>() {
     let url = std::env::var("QUEUEY_FAULT_CHILD_URL").expect("QUEUEY_FAULT_CHILD_URL");
     let path = std::env::var("QUEUEY_FAULT_LEDGER").expect("QUEUEY_FAULT_LEDGER");
@@ -144,6 +145,10 @@ pub(crate) async fn child_worker<J: Numbered>() {
     let poison: Option<u32> = std::env::var("QUEUEY_FAULT_POISON")
         .ok()
         .map(|n| n.parse().expect("QUEUEY_FAULT_POISON is a job number"));
+    // Beside a poison job, the other jobs take long enough to still be at
+    // work when it kills the process (spawning `kill` takes a few
+    // milliseconds), so that some come back with it.
+    let pause = Duration::from_millis(if poison.is_some() { 50 } else { 2 });
     let options = RabbitMqOptions::default()
         .connection_name(format!("queuey-fault-child-{}", std::process::id()));
     let backend = Arc::new(
@@ -169,7 +174,7 @@ pub(crate) async fn child_worker<J: Numbered>() {
                         .status();
                     std::process::abort();
                 }
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                tokio::time::sleep(pause).await;
                 file.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .write_all(line.as_bytes())
