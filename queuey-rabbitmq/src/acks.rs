@@ -23,13 +23,20 @@
 //! The writer waits for the sends of one round before the next, so the
 //! acknowledgements that arrive meanwhile make the next run longer: under
 //! load, the broker sees a few acknowledgements a round; at a trickle, each
-//! job is acknowledged on its own, as before.
+//! job is acknowledged on its own. A delivery that is the channel's only
+//! open one (always, at a prefetch of 1) is acknowledged by its job's own
+//! task while the writer is idle, without the hop through the writer.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
 use lapin::Acker;
 use lapin::options::BasicAckOptions;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 /// The outcome of an acknowledgement, as lapin gives it: `Ok(false)` when
 /// the channel closed before it could be sent.
@@ -37,23 +44,31 @@ pub(crate) type Acked = lapin::Result<bool>;
 
 /// The writer of one consumer channel's acknowledgements. Cheap to clone:
 /// every delivery of the channel holds one.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Acks {
-    notes: mpsc::UnboundedSender<Note>,
+    shared: Arc<Shared>,
+    /// Closed when the last handle is gone: the writer then sends what is
+    /// left and ends.
+    _alive: mpsc::Sender<()>,
 }
 
-/// What the writer learns.
-enum Note {
-    /// The channel received this delivery.
-    Delivered(u64),
-    /// This delivery's settle was sent another way.
-    Settled(u64),
-    /// This delivery's job asks for an acknowledgement.
-    Ack {
-        tag: u64,
-        acker: Acker,
-        reply: oneshot::Sender<Acked>,
-    },
+struct Shared {
+    state: Mutex<State>,
+    /// Wakes the writer when an acknowledgement is asked for while it is
+    /// idle.
+    wake: Notify,
+}
+
+struct State {
+    open: Open<Acker>,
+    /// The writer took a round and has not had all its answers yet.
+    busy: bool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl Acks {
@@ -61,14 +76,24 @@ impl Acks {
     /// channel's consumer and every delivery from it are gone. Must be
     /// called inside a tokio runtime.
     pub(crate) fn start() -> Acks {
-        let (notes, received) = mpsc::unbounded_channel();
-        tokio::spawn(write(received));
-        Acks { notes }
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                open: Open::default(),
+                busy: false,
+            }),
+            wake: Notify::new(),
+        });
+        let (alive, closed) = mpsc::channel(1);
+        tokio::spawn(write(Arc::clone(&shared), closed));
+        Acks {
+            shared,
+            _alive: alive,
+        }
     }
 
     /// Records a delivery, before anything else may settle it.
     pub(crate) fn delivered(&self, tag: u64) {
-        let _ = self.notes.send(Note::Delivered(tag));
+        self.shared.state().open.delivered(tag);
     }
 
     /// Records that a delivery's settle (a nack, a reject, an
@@ -76,41 +101,95 @@ impl Acks {
     /// reach past it. Call it only once the settle call was made (its frame
     /// is on its way), whatever its outcome.
     pub(crate) fn settled(&self, tag: u64) {
-        let _ = self.notes.send(Note::Settled(tag));
+        self.shared.state().open.settled(tag);
     }
 
-    /// Asks the writer to acknowledge a delivery. The writer owns the
-    /// acknowledgement as soon as this returns, so dropping the answer does
-    /// not cancel it. The answer is `Ok(false)` if the writer is gone (the
-    /// runtime is shutting down): then nothing was sent, and the broker
-    /// delivers the job again once the channel closes.
+    /// Acknowledges a delivery. The acknowledgement is under way (handed to
+    /// the writer, or queued on the connection) as soon as this returns, so
+    /// dropping the answer does not cancel it.
+    ///
+    /// A delivery that is the channel's only open one, while the writer is
+    /// idle, has nothing to share an acknowledgement with: it is
+    /// acknowledged here, sparing a prefetch-1 consumer the writer's hop.
+    /// Its frame is queued before the state is released, so no later
+    /// multiple acknowledgement can overtake it.
     pub(crate) fn ack(&self, tag: u64, acker: Acker) -> impl Future<Output = Acked> + use<> {
-        let (reply, answer) = oneshot::channel();
-        let _ = self.notes.send(Note::Ack { tag, acker, reply });
-        async move { answer.await.unwrap_or(Ok(false)) }
+        let mut state = self.shared.state();
+        let path = if !state.busy && state.open.is_only(tag) {
+            state.open.settled(tag);
+            let mut sending: Pin<Box<dyn Future<Output = Acked> + Send>> =
+                Box::pin(async move { acker.ack(BasicAckOptions::default()).await });
+            // The first poll queues the frame; a no-op waker will do, the
+            // answer is awaited (and the waker registered) below.
+            let first = sending
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()));
+            drop(state);
+            match first {
+                Poll::Ready(acked) => Path::Done(acked),
+                Poll::Pending => Path::Direct(sending),
+            }
+        } else {
+            let (reply, answer) = oneshot::channel();
+            state.open.ask(tag, Asked { acker, reply });
+            let idle = !state.busy;
+            drop(state);
+            if idle {
+                self.shared.wake.notify_one();
+            }
+            Path::Queued(answer)
+        };
+        async move {
+            match path {
+                Path::Done(acked) => acked,
+                Path::Direct(sending) => sending.await,
+                // The writer dropped the request: it ended without sending
+                // it (the runtime is shutting down); the broker delivers
+                // the job again once the channel closes.
+                Path::Queued(answer) => answer.await.unwrap_or(Ok(false)),
+            }
+        }
     }
 }
 
-/// The writer's loop: take every note there is, send a round, repeat.
-async fn write(mut notes: mpsc::UnboundedReceiver<Note>) {
-    let mut open = Open::default();
-    while let Some(note) = notes.recv().await {
-        take(&mut open, note);
-        while let Ok(note) = notes.try_recv() {
-            take(&mut open, note);
-        }
-        let round = open.round();
-        if !round.is_empty() {
-            futures::future::join_all(round.into_iter().map(Send::run)).await;
-        }
+impl fmt::Debug for Acks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Acks").finish_non_exhaustive()
     }
 }
 
-fn take(open: &mut Open<Acker>, note: Note) {
-    match note {
-        Note::Delivered(tag) => open.delivered(tag),
-        Note::Settled(tag) => open.settled(tag),
-        Note::Ack { tag, acker, reply } => open.ask(tag, Asked { acker, reply }),
+/// Where an acknowledgement went.
+enum Path {
+    Done(Acked),
+    Direct(Pin<Box<dyn Future<Output = Acked> + Send>>),
+    Queued(oneshot::Receiver<Acked>),
+}
+
+/// The writer's loop: send a round of what was asked, wait for its
+/// answers, repeat; sleep while nothing is asked.
+async fn write(shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
+    let mut closing = false;
+    loop {
+        let round = {
+            let mut state = shared.state();
+            let round = state.open.round();
+            state.busy = !round.is_empty();
+            round
+        };
+        if round.is_empty() {
+            if closing {
+                return;
+            }
+            tokio::select! {
+                biased;
+                () = shared.wake.notified() => {}
+                // No message is ever sent: this answers when every handle
+                // is gone. One more round sends what they left.
+                _ = closed.recv() => closing = true,
+            }
+            continue;
+        }
+        futures::future::join_all(round.into_iter().map(Frame::run)).await;
     }
 }
 
@@ -147,6 +226,11 @@ impl<A> Open<A> {
         self.deliveries.insert(tag, None);
     }
 
+    /// Whether `tag` is the one open delivery, and nothing was asked.
+    fn is_only(&self, tag: u64) -> bool {
+        self.asked == 0 && self.deliveries.len() == 1 && self.deliveries.contains_key(&tag)
+    }
+
     fn settled(&mut self, tag: u64) {
         if let Some(Some(_)) = self.deliveries.remove(&tag) {
             // Cannot happen (a delivery is settled once); keep the count
@@ -167,7 +251,7 @@ impl<A> Open<A> {
     }
 
     /// Takes what can be acknowledged now, as the sends of one round.
-    fn round(&mut self) -> Vec<Send<A>> {
+    fn round(&mut self) -> Vec<Frame<A>> {
         let mut round = Vec::new();
         // The run from the lowest open delivery.
         let mut run = Vec::new();
@@ -184,7 +268,7 @@ impl<A> Open<A> {
             let mut replies: Vec<_> = run.into_iter().map(|asked| asked.reply).collect();
             let multiple = !replies.is_empty();
             replies.push(last.reply);
-            round.push(Send {
+            round.push(Frame {
                 acker: last.acker,
                 multiple,
                 replies,
@@ -200,26 +284,26 @@ impl<A> Open<A> {
                 .collect();
             for tag in tags {
                 if let Some(Some(asked)) = self.deliveries.remove(&tag) {
-                    round.push(Send::one(asked));
+                    round.push(Frame::one(asked));
                 }
             }
             self.asked = 0;
         }
-        round.extend(self.strays.drain(..).map(Send::one));
+        round.extend(self.strays.drain(..).map(Frame::one));
         round
     }
 }
 
 /// One `basic.ack`, and the jobs it answers.
-struct Send<A> {
+struct Frame<A> {
     acker: A,
     multiple: bool,
     replies: Vec<oneshot::Sender<Acked>>,
 }
 
-impl<A> Send<A> {
+impl<A> Frame<A> {
     fn one(asked: Asked<A>) -> Self {
-        Send {
+        Frame {
             acker: asked.acker,
             multiple: false,
             replies: vec![asked.reply],
@@ -227,7 +311,7 @@ impl<A> Send<A> {
     }
 }
 
-impl Send<Acker> {
+impl Frame<Acker> {
     async fn run(self) {
         let options = BasicAckOptions {
             multiple: self.multiple,
@@ -312,6 +396,18 @@ mod tests {
             ask(&mut open, tag);
         }
         assert_eq!(round(&mut open), [(4, true, 3)]);
+    }
+
+    #[test]
+    fn only_a_lone_open_delivery_with_nothing_asked_may_skip_the_writer() {
+        let mut open = open([7]);
+        assert!(open.is_only(7));
+        assert!(!open.is_only(8));
+        open.delivered(8);
+        assert!(!open.is_only(7), "another delivery could share its ack");
+        open.settled(8);
+        ask(&mut open, 7);
+        assert!(!open.is_only(7), "already asked");
     }
 
     #[test]
