@@ -34,7 +34,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use lapin::Acker;
+use lapin::Channel;
 use lapin::options::BasicAckOptions;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -46,6 +46,8 @@ pub(crate) type Acked = lapin::Result<bool>;
 /// every delivery of the channel holds one.
 #[derive(Clone)]
 pub(crate) struct Acks {
+    /// The consumer's channel, which every acknowledgement goes out on.
+    channel: Arc<Channel>,
     shared: Arc<Shared>,
     /// Closed when the last handle is gone: the writer then sends what is
     /// left and ends.
@@ -60,7 +62,7 @@ struct Shared {
 }
 
 struct State {
-    open: Open<Acker>,
+    open: Open,
     /// The writer took a round and has not had all its answers yet.
     busy: bool,
 }
@@ -75,7 +77,7 @@ impl Acks {
     /// Starts the writer of a fresh consumer channel. It ends when the
     /// channel's consumer and every delivery from it are gone. Must be
     /// called inside a tokio runtime.
-    pub(crate) fn start() -> Acks {
+    pub(crate) fn start(channel: Arc<Channel>) -> Acks {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 open: Open::default(),
@@ -84,8 +86,9 @@ impl Acks {
             wake: Notify::new(),
         });
         let (alive, closed) = mpsc::channel(1);
-        tokio::spawn(write(Arc::clone(&shared), closed));
+        tokio::spawn(write(Arc::clone(&channel), Arc::clone(&shared), closed));
         Acks {
+            channel,
             shared,
             _alive: alive,
         }
@@ -97,9 +100,10 @@ impl Acks {
     }
 
     /// Records that a delivery's settle (a nack, a reject, an
-    /// acknowledgement made by its own acker) was sent: later runs may
-    /// reach past it. Call it only once the settle call was made (its frame
-    /// is on its way), whatever its outcome.
+    /// acknowledgement made by its own acker) is out: later runs may reach
+    /// past it. Call it only once the settle call returned, whatever its
+    /// outcome: lapin sends an acker's frame from a task of its own, so the
+    /// call's return is the first moment the frame is known to be queued.
     pub(crate) fn settled(&self, tag: u64) {
         self.shared.state().open.settled(tag);
     }
@@ -113,12 +117,14 @@ impl Acks {
     /// acknowledged here, sparing a prefetch-1 consumer the writer's hop.
     /// Its frame is queued before the state is released, so no later
     /// multiple acknowledgement can overtake it.
-    pub(crate) fn ack(&self, tag: u64, acker: Acker) -> impl Future<Output = Acked> + use<> {
+    pub(crate) fn ack(&self, tag: u64) -> impl Future<Output = Acked> + use<> {
         let mut state = self.shared.state();
         let path = if !state.busy && state.open.is_only(tag) {
             state.open.settled(tag);
-            let mut sending: Pin<Box<dyn Future<Output = Acked> + Send>> =
-                Box::pin(async move { acker.ack(BasicAckOptions::default()).await });
+            let mut sending: Pin<Box<dyn Future<Output = Acked> + Send>> = Box::pin({
+                let channel = Arc::clone(&self.channel);
+                async move { ack(&channel, tag, false).await }
+            });
             // The first poll queues the frame; a no-op waker will do, the
             // answer is awaited (and the waker registered) below.
             let first = sending
@@ -131,7 +137,7 @@ impl Acks {
             }
         } else {
             let (reply, answer) = oneshot::channel();
-            state.open.ask(tag, Asked { acker, reply });
+            state.open.ask(Asked { tag, reply });
             let idle = !state.busy;
             drop(state);
             if idle {
@@ -167,7 +173,7 @@ enum Path {
 
 /// The writer's loop: send a round of what was asked, wait for its
 /// answers, repeat; sleep while nothing is asked.
-async fn write(shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
+async fn write(channel: Arc<Channel>, shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
     let mut closing = false;
     loop {
         let round = {
@@ -189,39 +195,32 @@ async fn write(shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
             }
             continue;
         }
-        futures::future::join_all(round.into_iter().map(Frame::run)).await;
+        let sends = round
+            .into_iter()
+            .map(|frame| frame.run(Arc::clone(&channel)));
+        futures::future::join_all(sends).await;
     }
 }
 
-/// A job's request for its acknowledgement (`A`: lapin's acker, or a
-/// stand-in in tests).
-struct Asked<A> {
-    acker: A,
+/// A job's request for its acknowledgement.
+struct Asked {
+    tag: u64,
     reply: oneshot::Sender<Acked>,
 }
 
 /// The deliveries a channel received and did not settle yet.
-struct Open<A> {
+#[derive(Default)]
+struct Open {
     /// By tag: `Some` once the job asked for its acknowledgement.
-    deliveries: BTreeMap<u64, Option<Asked<A>>>,
+    deliveries: BTreeMap<u64, Option<Asked>>,
     /// How many of `deliveries` asked.
     asked: usize,
     /// Acknowledgements of deliveries the writer did not know (none, unless
     /// a delivery was recorded on another writer): sent on their own.
-    strays: Vec<Asked<A>>,
+    strays: Vec<Asked>,
 }
 
-impl<A> Default for Open<A> {
-    fn default() -> Self {
-        Open {
-            deliveries: BTreeMap::new(),
-            asked: 0,
-            strays: Vec::new(),
-        }
-    }
-}
-
-impl<A> Open<A> {
+impl Open {
     fn delivered(&mut self, tag: u64) {
         self.deliveries.insert(tag, None);
     }
@@ -239,7 +238,8 @@ impl<A> Open<A> {
         }
     }
 
-    fn ask(&mut self, tag: u64, asked: Asked<A>) {
+    fn ask(&mut self, asked: Asked) {
+        let tag = asked.tag;
         match self.deliveries.get_mut(&tag) {
             Some(slot) => {
                 if slot.replace(asked).is_none() {
@@ -251,7 +251,7 @@ impl<A> Open<A> {
     }
 
     /// Takes what can be acknowledged now, as the sends of one round.
-    fn round(&mut self) -> Vec<Frame<A>> {
+    fn round(&mut self) -> Vec<Frame> {
         let mut round = Vec::new();
         // The run from the lowest open delivery.
         let mut run = Vec::new();
@@ -269,7 +269,7 @@ impl<A> Open<A> {
             let multiple = !replies.is_empty();
             replies.push(last.reply);
             round.push(Frame {
-                acker: last.acker,
+                tag: last.tag,
                 multiple,
                 replies,
             });
@@ -295,28 +295,25 @@ impl<A> Open<A> {
 }
 
 /// One `basic.ack`, and the jobs it answers.
-struct Frame<A> {
-    acker: A,
+struct Frame {
+    tag: u64,
     multiple: bool,
     replies: Vec<oneshot::Sender<Acked>>,
 }
 
-impl<A> Frame<A> {
-    fn one(asked: Asked<A>) -> Self {
+impl Frame {
+    fn one(asked: Asked) -> Self {
         Frame {
-            acker: asked.acker,
+            tag: asked.tag,
             multiple: false,
             replies: vec![asked.reply],
         }
     }
 }
 
-impl Frame<Acker> {
-    async fn run(self) {
-        let options = BasicAckOptions {
-            multiple: self.multiple,
-        };
-        let acked = self.acker.ack(options).await;
+impl Frame {
+    async fn run(self, channel: Arc<Channel>) {
+        let acked = ack(&channel, self.tag, self.multiple).await;
         for reply in self.replies {
             // The job may have stopped waiting (its bound passed).
             let _ = reply.send(acked.clone());
@@ -324,12 +321,36 @@ impl Frame<Acker> {
     }
 }
 
+/// Sends one `basic.ack` on the channel itself, not through a delivery's
+/// acker: lapin hands an acker's acknowledgement to a task of its own, so
+/// two of them can reach the wire in either order, and a plain
+/// acknowledgement landing after a multiple one that covered it would
+/// close the channel (`PRECONDITION_FAILED - unknown delivery tag`). The
+/// channel's own call queues its frame when first polled, in call order.
+///
+/// `Ok(false)` when the channel is closed: nothing was sent.
+async fn ack(channel: &Channel, tag: u64, multiple: bool) -> Acked {
+    match channel.basic_ack(tag, BasicAckOptions { multiple }).await {
+        Ok(()) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind(),
+                lapin::ErrorKind::InvalidChannelState(..)
+                    | lapin::ErrorKind::InvalidConnectionState(_)
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Open deliveries whose "acker" is their own tag.
-    fn open(tags: impl IntoIterator<Item = u64>) -> Open<u64> {
+    /// Open deliveries.
+    fn open(tags: impl IntoIterator<Item = u64>) -> Open {
         let mut open = Open::default();
         for tag in tags {
             open.delivered(tag);
@@ -337,17 +358,17 @@ mod tests {
         open
     }
 
-    fn ask(open: &mut Open<u64>, tag: u64) -> oneshot::Receiver<Acked> {
+    fn ask(open: &mut Open, tag: u64) -> oneshot::Receiver<Acked> {
         let (reply, answer) = oneshot::channel();
-        open.ask(tag, Asked { acker: tag, reply });
+        open.ask(Asked { tag, reply });
         answer
     }
 
     /// A round as (tag acknowledged, multiple, jobs answered).
-    fn round(open: &mut Open<u64>) -> Vec<(u64, bool, usize)> {
+    fn round(open: &mut Open) -> Vec<(u64, bool, usize)> {
         open.round()
             .into_iter()
-            .map(|send| (send.acker, send.multiple, send.replies.len()))
+            .map(|send| (send.tag, send.multiple, send.replies.len()))
             .collect()
     }
 

@@ -212,10 +212,11 @@ impl Consumer {
                 )
                 .await
                 .map_err(fail)?;
+            let channel = Arc::new(channel);
             Ok::<_, Error>(Live {
-                channel: Arc::new(channel),
+                acks: Acks::start(Arc::clone(&channel)),
+                channel,
                 consumer,
-                acks: Acks::start(),
                 tag,
                 generation: current.generation,
             })
@@ -427,7 +428,7 @@ impl Consumer {
         };
         let published = self.inner.send_dead_letter(out, &self.config).await;
         match published {
-            Ok(()) => match acks.ack(tag, delivery.acker).await {
+            Ok(()) => match acks.ack(tag).await {
                 Ok(true) => {
                     tracing::info!(queue, dead_letter_queue = %dead, "malformed message moved to the dead-letter queue")
                 }

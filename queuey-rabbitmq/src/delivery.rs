@@ -150,22 +150,27 @@ impl RabbitMqDelivery {
     /// delivery with a multiple acknowledgement (see [`Acks`]).
     async fn ack_now(&self) -> Result<(), Error> {
         self.settled.store(true, Ordering::Relaxed);
-        let acked = self.acks.ack(self.delivery_tag, self.acker.clone());
+        let acked = self.acks.ack(self.delivery_tag);
         self.bounded("acknowledging", acked).await
     }
 
     /// Sends a nack or a reject with the delivery's own acker, then tells
-    /// the writer, whatever the outcome (the frame is on its way, or the
-    /// channel is gone).
+    /// the writer once the call is over, whatever its outcome (the frame is
+    /// out, or the channel is gone). A call cut off by its bound leaves the
+    /// delivery open to the writer: its frame may still be on its way, and
+    /// no multiple acknowledgement may overtake it.
     async fn settle_alone(
         &self,
         what: &str,
         call: impl std::future::Future<Output = lapin::Result<bool>>,
     ) -> Result<(), Error> {
         self.settled.store(true, Ordering::Relaxed);
-        let result = self.bounded(what, call).await;
-        self.acks.settled(self.delivery_tag);
-        result
+        let call = async {
+            let result = call.await;
+            self.acks.settled(self.delivery_tag);
+            result
+        };
+        self.bounded(what, call).await
     }
 
     async fn dead_letter_now(&self, reason: String) -> Result<(), Error> {

@@ -111,8 +111,7 @@ impl Guard {
                     "job dead-lettered by the poison guard"
                 );
                 let Some(dead_suffix) = inner.options.dead_suffix_in_use() else {
-                    reject(inner, &delivery, queue).await;
-                    self.acks.settled(tag);
+                    reject(inner, &delivery, queue, &self.acks).await;
                     return;
                 };
                 let info = DeadLetterInfo {
@@ -152,7 +151,10 @@ impl Guard {
         }
         let bound = inner.options.call_timeout;
         let acknowledged = async {
-            let acked = delivery.acker.ack(BasicAckOptions::default()).await?;
+            let acked = delivery.acker.ack(BasicAckOptions::default()).await;
+            // Out (or the channel is gone): later runs may reach past it.
+            self.acks.settled(tag);
+            let acked = acked?;
             // An ack has no answer; a synchronous call on the same channel
             // (setting the same prefetch again) returns once the broker has
             // processed everything before it, the ack included.
@@ -163,10 +165,7 @@ impl Guard {
             }
             Ok::<_, lapin::Error>(acked)
         };
-        let outcome = tokio::time::timeout(bound, acknowledged).await;
-        // The acknowledgement was sent (or the channel is gone) either way.
-        self.acks.settled(tag);
-        match outcome {
+        match tokio::time::timeout(bound, acknowledged).await {
             Ok(Ok(true)) => {
                 metrics::counter!(metric, "queue" => queue.to_owned()).increment(1);
                 if let Verdict::Suspect { count } = verdict {
@@ -239,9 +238,16 @@ fn carried(envelope: &Envelope, original: &BasicProperties) -> BasicProperties {
 
 /// Rejects without requeue when dead-letter queues are off: the broker's
 /// own dead-letter policy for the queue applies.
-async fn reject(inner: &Inner, delivery: &LapinDelivery, queue: &str) {
+async fn reject(inner: &Inner, delivery: &LapinDelivery, queue: &str, acks: &Acks) {
     let bound = inner.options.call_timeout;
-    let rejecting = delivery.acker.reject(BasicRejectOptions { requeue: false });
+    let rejecting = async {
+        let rejected = delivery
+            .acker
+            .reject(BasicRejectOptions { requeue: false })
+            .await;
+        acks.settled(delivery.delivery_tag);
+        rejected
+    };
     match tokio::time::timeout(bound, rejecting).await {
         Ok(Ok(true)) => {
             metrics::counter!(POISON_DEAD_LETTERS_TOTAL, "queue" => queue.to_owned()).increment(1);

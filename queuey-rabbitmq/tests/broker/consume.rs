@@ -437,3 +437,86 @@ async fn coalesced_acknowledgements_never_cover_a_delivery_at_work() {
     back.sort_unstable();
     assert_eq!(back, [1, 10]);
 }
+
+/// Coalesced acknowledgements under load, one in ten jobs handed back once:
+/// 3 000 jobs at a prefetch of 50, each finishing after a pause of its own
+/// (so out of order), then 10 000 at a prefetch of 10 finishing at once
+/// (so that a lone open delivery is often acknowledged without the writer,
+/// while the writer sends runs). A multiple acknowledgement that overtook a
+/// plain one, or covered a delivery handed back, would close the channel
+/// and bring its unacknowledged deliveries back marked redelivered: only
+/// the jobs handed back may come back, each once, and the queue ends empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn coalesced_acknowledgements_hold_under_load() {
+    let broker = broker!("coalesced_acknowledgements_hold_under_load");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    load(&broker, &backend, 3_000, 50, true).await;
+    load(&broker, &backend, 10_000, 10, false).await;
+    within("close", backend.close()).await.unwrap();
+}
+
+async fn load(
+    broker: &crate::support::Broker,
+    backend: &queuey_rabbitmq::RabbitMqBackend,
+    jobs: u32,
+    prefetch: u16,
+    pauses: bool,
+) {
+    let q = broker.queue("coalesced-load");
+    let config = QueueConfig::new(&q).prefetch(prefetch);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let publishes = (0..jobs).map(|n| {
+        let envelope = envelope(&q, n);
+        async move { backend.publish(&envelope).await }
+    });
+    for published in within("publish", futures::future::join_all(publishes)).await {
+        published.unwrap();
+    }
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let mut settles = tokio::task::JoinSet::new();
+    let (mut first, mut again) = (0u32, 0u32);
+    let mut seen = vec![0u8; jobs as usize];
+    within("every job settled", async {
+        while first + again < jobs + jobs / 10 {
+            let delivery = stream.next().await.unwrap().unwrap();
+            let n = n_of(delivery.envelope());
+            seen[n as usize] += 1;
+            let hand_back = n % 10 == 0 && seen[n as usize] == 1;
+            if delivery.redelivered() {
+                again += 1;
+                assert_eq!(n % 10, 0, "job {n} came back without being handed back");
+                assert_eq!(seen[n as usize], 2, "job {n} came back twice");
+            } else {
+                first += 1;
+            }
+            settles.spawn(async move {
+                if pauses {
+                    // Pauses of 0 to 3 ms, so jobs finish out of order.
+                    tokio::time::sleep(Duration::from_micros(u64::from(n * 7919 % 3_000))).await;
+                }
+                let disposition = if hand_back {
+                    Disposition::Requeue
+                } else {
+                    Disposition::Ack
+                };
+                delivery.settle(disposition).await
+            });
+            while let Some(settled) = settles.try_join_next() {
+                settled.unwrap().unwrap();
+            }
+        }
+        while let Some(settled) = settles.join_next().await {
+            settled.unwrap().unwrap();
+        }
+    })
+    .await;
+    assert_eq!((first, again), (jobs, jobs / 10));
+    within("nothing left", async {
+        while broker.ready_and_unacked(&q).await != Some((0, 0)) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}
