@@ -483,10 +483,13 @@ async fn load(
             let delivery = stream.next().await.unwrap().unwrap();
             let n = n_of(delivery.envelope());
             seen[n as usize] += 1;
-            let hand_back = n % 10 == 0 && seen[n as usize] == 1;
+            let hand_back = n.is_multiple_of(10) && seen[n as usize] == 1;
             if delivery.redelivered() {
                 again += 1;
-                assert_eq!(n % 10, 0, "job {n} came back without being handed back");
+                assert!(
+                    n.is_multiple_of(10),
+                    "job {n} came back without being handed back"
+                );
                 assert_eq!(seen[n as usize], 2, "job {n} came back twice");
             } else {
                 first += 1;
