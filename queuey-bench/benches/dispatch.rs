@@ -6,7 +6,8 @@
 //!   the worker's own `DefaultStack` (which is those six layers), each
 //!   cloned for every job; and the bare handler and `DefaultStack` owned
 //!   and called in place, as the worker calls them;
-//! - envelope encoding and decoding at 200 B and 20 KB payloads;
+//! - envelope encoding and decoding at 200 B and 20 KB payloads, and the
+//!   consumer's decoding that takes the body (`decode_taking`);
 //! - rounding a delay to a hold;
 //! - the RabbitMQ topology functions (queue names, room checks, queue
 //!   arguments), which run on every declaration and every hold publish;
@@ -153,6 +154,19 @@ fn envelope(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("decode", size), &bytes, |b, bytes| {
             b.iter(|| black_box(Envelope::decode(bytes)))
         });
+        // What the consumer does: take the body, keep the bytes around the
+        // payload, and (from 4 KiB) keep the payload in the body's memory.
+        group.bench_with_input(
+            BenchmarkId::new("decode_taking", size),
+            &bytes,
+            |b, bytes| {
+                b.iter_batched(
+                    || bytes.to_vec(),
+                    |body| black_box(Envelope::decode_taking(body).is_ok()),
+                    criterion::BatchSize::SmallInput,
+                )
+            },
+        );
         group.bench_with_input(BenchmarkId::new("next_attempt", size), &env, |b, env| {
             b.iter(|| black_box(env.next_attempt()))
         });

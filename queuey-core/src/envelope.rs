@@ -107,6 +107,58 @@ struct Wire<'a> {
     payload: &'a RawValue,
 }
 
+impl<'a> Wire<'a> {
+    /// Parses a body, and says where in it the payload is.
+    fn parse(body: &'a [u8]) -> Result<(Wire<'a>, Range<usize>), DecodeError> {
+        if body.len() > MAX_MESSAGE_BYTES {
+            return Err(DecodeError::TooLarge {
+                size: body.len(),
+                limit: MAX_MESSAGE_BYTES,
+            });
+        }
+        // One UTF-8 check of the whole body, instead of one per string the
+        // parser borrows; a body that is not UTF-8 goes to the byte parser,
+        // which says where and why it fails.
+        let wire: Result<Wire<'_>, _> = match std::str::from_utf8(body) {
+            Ok(text) => serde_json::from_str(text),
+            Err(_) => serde_json::from_slice(body),
+        };
+        let wire = wire.map_err(DecodeError::Json)?;
+        if wire.attempt == 0 {
+            return Err(DecodeError::Invalid(
+                "attempt is 0, but attempts count from 1",
+            ));
+        }
+        // The borrowed payload points into `body`: its offset is where it is.
+        let raw = wire.payload.get();
+        let start = (raw.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+        let range = start..start + raw.len();
+        Ok((wire, range))
+    }
+
+    fn into_envelope(self, payload: Box<RawValue>) -> Envelope {
+        Envelope {
+            job_id: self.job_id,
+            job_type: self.job_type,
+            queue: self.queue,
+            attempt: self.attempt,
+            enqueued_at_ms: self.enqueued_at_ms,
+            deferrals: self.deferrals,
+            priority: self.priority,
+            correlation_id: self.correlation_id,
+            deadline_ms: self.deadline_ms,
+            traceparent: self.traceparent,
+            tracestate: self.tracestate,
+            payload,
+        }
+    }
+}
+
+/// Payloads of this many bytes or more are kept in the received body's own
+/// allocation by [`Envelope::decode_taking`] instead of being copied out of
+/// it (smaller ones are copied: cheaper than checking them a second time).
+pub const IN_PLACE_PAYLOAD_BYTES: usize = 4 * 1024;
+
 /// Room for an encoded envelope's field names, punctuation and fixed-size
 /// values (job id, numbers, `null`s), so that [`Envelope::encode`] allocates
 /// once.
@@ -238,44 +290,84 @@ impl Envelope {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn decode_located(body: &[u8]) -> Result<(Envelope, Range<usize>), DecodeError> {
-        if body.len() > MAX_MESSAGE_BYTES {
-            return Err(DecodeError::TooLarge {
-                size: body.len(),
-                limit: MAX_MESSAGE_BYTES,
-            });
-        }
-        // One UTF-8 check of the whole body, instead of one per string the
-        // parser borrows; a body that is not UTF-8 goes to the byte parser,
-        // which says where and why it fails.
-        let wire: Result<Wire<'_>, _> = match std::str::from_utf8(body) {
-            Ok(text) => serde_json::from_str(text),
-            Err(_) => serde_json::from_slice(body),
+        let (wire, range) = Wire::parse(body)?;
+        let payload = wire.payload.to_owned();
+        Ok((wire.into_envelope(payload), range))
+    }
+
+    /// Decodes a body it takes, like [`decode_located`](Self::decode_located),
+    /// and returns the envelope with the body's bytes around its payload:
+    /// the body without the payload, and the offset the payload was cut
+    /// out at.
+    ///
+    /// A payload of [`IN_PLACE_PAYLOAD_BYTES`] or more stays in the body's
+    /// own allocation (moved to its front, checked once more as JSON)
+    /// instead of being copied out of it, so a large job is never held
+    /// twice while it is decoded. On error the body is handed back as it
+    /// came.
+    ///
+    /// ```
+    /// use queuey_core::Envelope;
+    ///
+    /// let payload = serde_json::value::to_raw_value(&"x".repeat(5_000))?;
+    /// let body = Envelope::new("t", "q", payload).encode()?;
+    /// let (env, around, split) = Envelope::decode_taking(body.clone()).unwrap();
+    /// let mut again = around[..split].to_vec();
+    /// again.extend_from_slice(env.payload.get().as_bytes());
+    /// again.extend_from_slice(&around[split..]);
+    /// assert_eq!(again, body);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn decode_taking(
+        body: Vec<u8>,
+    ) -> Result<(Envelope, Vec<u8>, usize), (DecodeError, Vec<u8>)> {
+        let (wire, range) = match Wire::parse(&body) {
+            Ok(parsed) => parsed,
+            Err(e) => return Err((e, body)),
         };
-        let wire = wire.map_err(DecodeError::Json)?;
-        if wire.attempt == 0 {
-            return Err(DecodeError::Invalid(
-                "attempt is 0, but attempts count from 1",
-            ));
+        let mut around = Vec::with_capacity(body.len() - range.len());
+        around.extend_from_slice(&body[..range.start]);
+        around.extend_from_slice(&body[range.end..]);
+        let split = range.start;
+        if range.len() < IN_PLACE_PAYLOAD_BYTES {
+            let payload = wire.payload.to_owned();
+            return Ok((wire.into_envelope(payload), around, split));
         }
-        // The borrowed payload points into `body`: its offset is where it is.
-        let raw = wire.payload.get();
-        let start = (raw.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
-        let range = start..start + raw.len();
-        let envelope = Envelope {
-            job_id: wire.job_id,
-            job_type: wire.job_type,
-            queue: wire.queue,
-            attempt: wire.attempt,
-            enqueued_at_ms: wire.enqueued_at_ms,
-            deferrals: wire.deferrals,
-            priority: wire.priority,
-            correlation_id: wire.correlation_id,
-            deadline_ms: wire.deadline_ms,
-            traceparent: wire.traceparent,
-            tracestate: wire.tracestate,
-            payload: wire.payload.to_owned(),
+        // The fields the envelope keeps are owned; the payload is placed
+        // once the body is no longer borrowed.
+        let envelope = wire.into_envelope(RawValue::NULL.to_owned());
+        let mut payload = body;
+        payload.truncate(range.end);
+        payload.drain(..range.start);
+        // The parser took these bytes as one JSON value in UTF-8, so both
+        // checks pass. Were the UTF-8 one to fail, the body goes back
+        // whole; the JSON one consumes the text, so its failure (which
+        // would mean the parser disagrees with itself) hands back the body
+        // without its payload.
+        let text = match String::from_utf8(payload) {
+            Ok(text) => text,
+            Err(e) => {
+                let mut body = around[..split].to_vec();
+                body.extend_from_slice(e.as_bytes());
+                body.extend_from_slice(&around[split..]);
+                return Err((DecodeError::Invalid("the payload is not UTF-8"), body));
+            }
         };
-        Ok((envelope, range))
+        match RawValue::from_string(text) {
+            Ok(raw) => Ok((
+                Envelope {
+                    payload: raw,
+                    ..envelope
+                },
+                around,
+                split,
+            )),
+            Err(_) => Err((
+                DecodeError::Invalid("the payload did not decode a second time"),
+                around,
+            )),
+        }
     }
 
     /// Milliseconds since the job was first enqueued (0 if the clock is

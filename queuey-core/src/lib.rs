@@ -83,7 +83,7 @@ pub mod trace_context;
 pub use backend::{
     Backend, ConnectionState, Delivery, DeliveryStream, Disposition, LONGEST_WAIT, MAX_DEFERRAL_MS,
 };
-pub use envelope::{DecodeError, Envelope, MAX_MESSAGE_BYTES};
+pub use envelope::{DecodeError, Envelope, IN_PLACE_PAYLOAD_BYTES, MAX_MESSAGE_BYTES};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};
 pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};
 pub use job::Job;

@@ -15,7 +15,7 @@ use tokio::sync::RwLock;
 
 use crate::acks::Acks;
 use crate::backend::{Inner, timed_out};
-use crate::delivery::{RabbitMqDelivery, requeue_later};
+use crate::delivery::{Around, RabbitMqDelivery, requeue_later};
 use crate::error::Failure;
 use crate::guard::Guard;
 use crate::properties::{self, DeadLetterInfo};
@@ -273,8 +273,23 @@ impl Consumer {
                     // Only a delivery that came back unsettled meets the guard.
                     let guarded =
                         delivery.redelivered && self.inner.options.guard_in_use().is_some();
-                    match (Envelope::decode_located(&delivery.data), guarded) {
-                        (Ok((envelope, _)), true) => {
+                    // The guard copies the body as it came; the worker's
+                    // delivery keeps only the envelope and the bytes around
+                    // its payload, a large payload in the body's own memory.
+                    let decoded = if guarded {
+                        Envelope::decode_located(&delivery.data)
+                            .map(|(envelope, _)| (envelope, None))
+                    } else {
+                        match Envelope::decode_taking(std::mem::take(&mut delivery.data)) {
+                            Ok((envelope, around, split)) => Ok((envelope, Some((around, split)))),
+                            Err((error, body)) => {
+                                delivery.data = body;
+                                Err(error)
+                            }
+                        }
+                    };
+                    match decoded {
+                        Ok((envelope, None)) => {
                             // Moves run side by side (a slow confirmation must
                             // not hold up the next one); each holds the gate
                             // shared until its ack is in.
@@ -291,7 +306,7 @@ impl Consumer {
                                 drop(moving);
                             });
                         }
-                        (Ok((envelope, payload_at)), false) => {
+                        Ok((envelope, Some((around, split)))) => {
                             // A job only reaches the suspect queue by coming
                             // back unsettled: it is a redelivery to the worker.
                             delivery.redelivered |= matches!(self.source, Source::Suspects(_));
@@ -302,7 +317,7 @@ impl Consumer {
                                 acks,
                                 Arc::clone(&self.queue),
                                 envelope,
-                                payload_at,
+                                Around::new(around, split),
                                 delivery,
                             ));
                             match due {
@@ -320,7 +335,7 @@ impl Consumer {
                                 Due::Absurd(reason) => rehold::refuse(delivery, reason).await,
                             }
                         }
-                        (Err(error), _) => self.malformed(delivery, error, &acks).await,
+                        Err(error) => self.malformed(delivery, error, &acks).await,
                     }
                 }
                 Some(Err(e)) => {

@@ -1,7 +1,6 @@
 //! A delivered job and how it is settled.
 
 use std::fmt;
-use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -72,18 +71,17 @@ impl RabbitMqDelivery {
         &self.queue
     }
 
-    /// A delivery whose body decoded as `envelope`, its payload found at
-    /// `payload_at` in the body. The body itself is not kept.
+    /// A delivery whose body decoded as `envelope`, with the bytes of the
+    /// body around its payload. The body itself is not kept.
     pub(crate) fn new(
         inner: Arc<Inner>,
         channel: Arc<Channel>,
         acks: Acks,
         queue: Arc<str>,
         envelope: Envelope,
-        payload_at: Range<usize>,
+        around: Around,
         delivery: LapinDelivery,
     ) -> Self {
-        let around = Around::of(&delivery.data, payload_at);
         RabbitMqDelivery {
             inner,
             channel,
@@ -214,22 +212,16 @@ impl RabbitMqDelivery {
 
 /// The bytes of a body before and after its payload.
 #[derive(Debug)]
-struct Around {
+pub(crate) struct Around {
     bytes: Vec<u8>,
     /// Where the payload went.
     split: usize,
 }
 
 impl Around {
-    fn of(body: &[u8], payload_at: Range<usize>) -> Self {
-        let (before, after) = (&body[..payload_at.start], &body[payload_at.end..]);
-        let mut bytes = Vec::with_capacity(before.len() + after.len());
-        bytes.extend_from_slice(before);
-        bytes.extend_from_slice(after);
-        Around {
-            bytes,
-            split: before.len(),
-        }
+    /// `bytes`: a body without its payload, which was cut out at `split`.
+    pub(crate) fn new(bytes: Vec<u8>, split: usize) -> Self {
+        Around { bytes, split }
     }
 
     /// The body as received: these bytes around the envelope's payload.
@@ -329,10 +321,22 @@ mod tests {
 
     #[test]
     fn the_body_is_rebuilt_byte_for_byte() {
-        let body = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8", "payload" : [1,  2],"job_type":"t","queue":"q","attempt":1}"#;
-        let (envelope, at) = Envelope::decode_located(body).unwrap();
-        let around = Around::of(body, at.clone());
-        assert_eq!(around.bytes.len(), body.len() - at.len());
-        assert_eq!(&around.rebuild(&envelope)[..], &body[..]);
+        let small = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8", "payload" : [1,  2],"job_type":"t","queue":"q","attempt":1}"#.to_vec();
+        // A payload kept in the body's own memory, with odd spacing around
+        // and inside it.
+        let large = format!(
+            r#"{{ "attempt":1, "payload" :  {{ "s" : "{}", "n": [1 ,2] }} ,"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q" }}"#,
+            "é".repeat(3_000)
+        )
+        .into_bytes();
+        for body in [small, large] {
+            let (envelope, bytes, split) = Envelope::decode_taking(body.clone()).unwrap();
+            let around = Around { bytes, split };
+            assert_eq!(
+                around.bytes.len() + envelope.payload.get().len(),
+                body.len()
+            );
+            assert_eq!(&around.rebuild(&envelope)[..], &body[..]);
+        }
     }
 }
