@@ -465,6 +465,27 @@ mod tests {
     }
 
     #[test]
+    fn a_body_that_does_not_decode_is_handed_back_untouched() {
+        for body in [&b"not json {\xff"[..], br#"{"payload":1,"attempt":0}"#] {
+            let (_, back) = Envelope::decode_taking(body.to_vec()).unwrap_err();
+            assert_eq!(back, body);
+        }
+    }
+
+    #[test]
+    fn a_taken_body_decodes_as_the_borrowed_one_either_side_of_the_in_place_size() {
+        for size in [10, IN_PLACE_PAYLOAD_BYTES, 3 * IN_PLACE_PAYLOAD_BYTES] {
+            let payload = serde_json::value::to_raw_value(&"é".repeat(size / 2)).unwrap();
+            let body = Envelope::new("t", "q", payload).encode().unwrap();
+            let (borrowed, at) = Envelope::decode_located(&body).unwrap();
+            let (taken, around, split) = Envelope::decode_taking(body.clone()).unwrap();
+            assert_eq!(taken, borrowed);
+            assert_eq!(split, at.start);
+            assert_eq!(around.len(), body.len() - at.len());
+        }
+    }
+
+    #[test]
     fn the_located_payload_rebuilds_the_body_verbatim() {
         let odd = br#"{ "payload" : { "b" : [1, 2 ,3] , "a":"\u00e9" }, "job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q","attempt":2,"extra":1 }"#;
         let (env, at) = Envelope::decode_located(odd).unwrap();

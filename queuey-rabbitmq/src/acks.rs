@@ -46,8 +46,6 @@ pub(crate) type Acked = lapin::Result<bool>;
 /// every delivery of the channel holds one.
 #[derive(Clone)]
 pub(crate) struct Acks {
-    /// The consumer's channel, which every acknowledgement goes out on.
-    channel: Arc<Channel>,
     shared: Arc<Shared>,
     /// Closed when the last handle is gone: the writer then sends what is
     /// left and ends.
@@ -55,6 +53,9 @@ pub(crate) struct Acks {
 }
 
 struct Shared {
+    /// The consumer's channel, which every acknowledgement goes out on. The
+    /// writer and every handle keep it open.
+    channel: Channel,
     state: Mutex<State>,
     /// Wakes the writer when an acknowledgement is asked for while it is
     /// idle.
@@ -77,8 +78,9 @@ impl Acks {
     /// Starts the writer of a fresh consumer channel. It ends when the
     /// channel's consumer and every delivery from it are gone. Must be
     /// called inside a tokio runtime.
-    pub(crate) fn start(channel: Arc<Channel>) -> Acks {
+    pub(crate) fn start(channel: Channel) -> Acks {
         let shared = Arc::new(Shared {
+            channel,
             state: Mutex::new(State {
                 open: Open::default(),
                 busy: false,
@@ -86,12 +88,16 @@ impl Acks {
             wake: Notify::new(),
         });
         let (alive, closed) = mpsc::channel(1);
-        tokio::spawn(write(Arc::clone(&channel), Arc::clone(&shared), closed));
+        tokio::spawn(write(Arc::clone(&shared), closed));
         Acks {
-            channel,
             shared,
             _alive: alive,
         }
+    }
+
+    /// The consumer's channel.
+    pub(crate) fn channel(&self) -> &Channel {
+        &self.shared.channel
     }
 
     /// Records a delivery, before anything else may settle it.
@@ -121,10 +127,9 @@ impl Acks {
         let mut state = self.shared.state();
         let path = if !state.busy && state.open.is_only(tag) {
             state.open.settled(tag);
-            let mut sending: Pin<Box<dyn Future<Output = Acked> + Send>> = Box::pin({
-                let channel = Arc::clone(&self.channel);
-                async move { ack(&channel, tag, false).await }
-            });
+            let shared = Arc::clone(&self.shared);
+            let mut sending: Pin<Box<dyn Future<Output = Acked> + Send>> =
+                Box::pin(async move { ack(&shared.channel, tag, false).await });
             // The first poll queues the frame; a no-op waker will do, the
             // answer is awaited (and the waker registered) below.
             let first = sending
@@ -173,7 +178,7 @@ enum Path {
 
 /// The writer's loop: send a round of what was asked, wait for its
 /// answers, repeat; sleep while nothing is asked.
-async fn write(channel: Arc<Channel>, shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
+async fn write(shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
     let mut closing = false;
     loop {
         let round = {
@@ -195,9 +200,7 @@ async fn write(channel: Arc<Channel>, shared: Arc<Shared>, mut closed: mpsc::Rec
             }
             continue;
         }
-        let sends = round
-            .into_iter()
-            .map(|frame| frame.run(Arc::clone(&channel)));
+        let sends = round.into_iter().map(|frame| frame.run(&shared.channel));
         futures::future::join_all(sends).await;
     }
 }
@@ -312,8 +315,8 @@ impl Frame {
 }
 
 impl Frame {
-    async fn run(self, channel: Arc<Channel>) {
-        let acked = ack(&channel, self.tag, self.multiple).await;
+    async fn run(self, channel: &Channel) {
+        let acked = ack(channel, self.tag, self.multiple).await;
         for reply in self.replies {
             // The job may have stopped waiting (its bound passed).
             let _ = reply.send(acked.clone());

@@ -106,10 +106,10 @@ const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 
 /// A consumer on one connection.
 struct Live {
-    /// Shared with every delivery taken from it (see [`RabbitMqDelivery`]).
-    channel: Arc<lapin::Channel>,
     consumer: lapin::Consumer,
-    /// The writer of the channel's acknowledgements.
+    /// The writer of the channel's acknowledgements, which holds the
+    /// channel, shared with every delivery taken from it (see
+    /// [`RabbitMqDelivery`]).
     acks: Acks,
     tag: String,
     generation: u64,
@@ -212,10 +212,8 @@ impl Consumer {
                 )
                 .await
                 .map_err(fail)?;
-            let channel = Arc::new(channel);
             Ok::<_, Error>(Live {
-                acks: Acks::start(Arc::clone(&channel)),
-                channel,
+                acks: Acks::start(channel),
                 consumer,
                 tag,
                 generation: current.generation,
@@ -297,7 +295,7 @@ impl Consumer {
                             let guard = Guard {
                                 inner: Arc::clone(&self.inner),
                                 config: self.config.clone(),
-                                channel: (*live.channel).clone(),
+                                channel: live.acks.channel().clone(),
                                 prefetch: self.prefetch(),
                                 acks,
                             };
@@ -313,7 +311,6 @@ impl Consumer {
                             let due = rehold::due(&delivery.properties, hold::now_ms);
                             let delivery = Box::new(RabbitMqDelivery::new(
                                 Arc::clone(&self.inner),
-                                Arc::clone(&live.channel),
                                 acks,
                                 Arc::clone(&self.queue),
                                 envelope,
@@ -351,7 +348,7 @@ impl Consumer {
                 }
                 None => {
                     let generation = live.generation;
-                    let connected = live.channel.status().connected();
+                    let connected = live.acks.channel().status().connected();
                     let tag = std::mem::take(&mut live.tag);
                     self.live = None;
                     if self.inner.is_closed() {

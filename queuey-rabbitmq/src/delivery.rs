@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use lapin::Acker;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::{BasicNackOptions, BasicRejectOptions};
-use lapin::{Acker, Channel};
 use queuey_core::backend::{Disposition, Plan};
 use queuey_core::{BackendError, BackendErrorKind, Delivery, Envelope, Error, QueueConfig};
 
@@ -44,12 +44,9 @@ pub(crate) const STALE_SETTLES: &str = "queuey_rabbitmq_stale_settles_total";
 /// again anyway.
 pub(crate) struct RabbitMqDelivery {
     inner: Arc<Inner>,
-    /// Keeps the consumer's channel open until this delivery is settled, so
-    /// dropping the stream first does not requeue work in progress. Shared
-    /// by the consumer's deliveries: one reference count per delivery
-    /// instead of a clone of every handle a lapin channel holds.
-    channel: Arc<Channel>,
-    /// The writer of the channel's acknowledgements.
+    /// The writer of the consumer channel's acknowledgements. It also
+    /// keeps the channel open until this delivery is settled, so dropping
+    /// the stream first does not requeue work in progress.
     acks: Acks,
     queue: Arc<str>,
     envelope: Envelope,
@@ -75,7 +72,6 @@ impl RabbitMqDelivery {
     /// body around its payload. The body itself is not kept.
     pub(crate) fn new(
         inner: Arc<Inner>,
-        channel: Arc<Channel>,
         acks: Acks,
         queue: Arc<str>,
         envelope: Envelope,
@@ -84,7 +80,6 @@ impl RabbitMqDelivery {
     ) -> Self {
         RabbitMqDelivery {
             inner,
-            channel,
             acks,
             queue,
             envelope,
@@ -119,7 +114,9 @@ impl RabbitMqDelivery {
                     ),
                 )))
             }
-            Err(e) => Err(Failure::of(&e, self.channel.status().connected()).into_error(&what())),
+            Err(e) => {
+                Err(Failure::of(&e, self.acks.channel().status().connected()).into_error(&what()))
+            }
         }
     }
 
