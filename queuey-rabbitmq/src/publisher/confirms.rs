@@ -4,11 +4,23 @@
 use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Context, Poll};
 
 use lapin::{Confirmation, PublisherConfirm};
 use queuey_core::{BackendError, BackendErrorKind, Error};
 use tokio::sync::oneshot;
+
+/// A publish whose frames lapin is writing: it resolves to the
+/// publish's confirmation once they are on the socket.
+pub(super) type Write = Pin<Box<dyn Future<Output = lapin::Result<PublisherConfirm>> + Send>>;
+
+/// Where a publish in flight is.
+pub(super) enum Stage {
+    /// Its frames are queued (its delivery tag is taken) and being written.
+    Writing(Write),
+    /// Written; waiting for the broker's confirmation.
+    Confirming(PublisherConfirm),
+}
 
 /// A publish sent and not yet decided.
 pub(super) struct InFlight {
@@ -16,7 +28,7 @@ pub(super) struct InFlight {
     pub(super) channel: u64,
     /// Order of sending on the lane.
     pub(super) sequence: u64,
-    pub(super) confirm: PublisherConfirm,
+    pub(super) stage: Stage,
     pub(super) queue: String,
     pub(super) message_id: String,
     pub(super) reply: oneshot::Sender<Result<(), Error>>,
@@ -28,6 +40,9 @@ pub(super) enum Resolved {
     Nacked,
     NotRequested,
     Failed(lapin::Error),
+    /// Writing the frames failed: the channel or connection is not open
+    /// (nothing was sent), or it failed while writing.
+    Unwritten(lapin::Error),
 }
 
 /// A return harvested from some confirmation, kept by `message_id` until
@@ -55,25 +70,12 @@ pub(super) fn sweep<'a>(
             let mut found = false;
             let mut i = 0;
             while i < in_flight.len() {
-                match Pin::new(&mut in_flight[i].confirm).poll(cx) {
-                    Poll::Ready(result) => {
-                        let entry = in_flight.swap_remove(i);
-                        let resolved = match result {
-                            Ok(Confirmation::Ack(r)) => {
-                                record(returned, r);
-                                Resolved::Acked
-                            }
-                            Ok(Confirmation::Nack(r)) => {
-                                record(returned, r);
-                                Resolved::Nacked
-                            }
-                            Ok(Confirmation::NotRequested) => Resolved::NotRequested,
-                            Err(e) => Resolved::Failed(e),
-                        };
-                        completed.push((entry, resolved));
+                match poll_entry(&mut in_flight[i], cx, returned) {
+                    Some(resolved) => {
+                        completed.push((in_flight.swap_remove(i), resolved));
                         found = true;
                     }
-                    Poll::Pending => i += 1,
+                    None => i += 1,
                 }
             }
             if !found {
@@ -86,6 +88,40 @@ pub(super) fn sweep<'a>(
             Poll::Ready(completed)
         }
     })
+}
+
+/// Polls one publish: its write first, then its confirmation. A
+/// confirmation only resolves after its frames were written (lapin's io
+/// thread writes, then reads the broker's answer), so a publish whose
+/// confirmation may carry a return is never left behind in `Writing`.
+fn poll_entry(
+    entry: &mut InFlight,
+    cx: &mut Context<'_>,
+    returned: &mut HashMap<String, Returned>,
+) -> Option<Resolved> {
+    if let Stage::Writing(write) = &mut entry.stage {
+        match write.as_mut().poll(cx) {
+            Poll::Pending => return None,
+            Poll::Ready(Err(e)) => return Some(Resolved::Unwritten(e)),
+            Poll::Ready(Ok(confirm)) => entry.stage = Stage::Confirming(confirm),
+        }
+    }
+    let Stage::Confirming(confirm) = &mut entry.stage else {
+        return None;
+    };
+    match Pin::new(confirm).poll(cx) {
+        Poll::Pending => None,
+        Poll::Ready(Ok(Confirmation::Ack(r))) => {
+            record(returned, r);
+            Some(Resolved::Acked)
+        }
+        Poll::Ready(Ok(Confirmation::Nack(r))) => {
+            record(returned, r);
+            Some(Resolved::Nacked)
+        }
+        Poll::Ready(Ok(Confirmation::NotRequested)) => Some(Resolved::NotRequested),
+        Poll::Ready(Err(e)) => Some(Resolved::Failed(e)),
+    }
 }
 
 fn record(

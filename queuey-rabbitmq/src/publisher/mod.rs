@@ -27,6 +27,20 @@
 //! and the full pass of rule 3 has harvested it. Every publish carries a
 //! unique `message_id` (the job id, or a fresh one).
 //!
+//! # Writes overlap
+//!
+//! lapin's `basic_publish` takes the delivery tag and queues the frames at
+//! its first poll, then waits until its io thread has written them to the
+//! socket. The owner polls each publish once, in the order of the requests,
+//! keeps it among the publishes in flight while it is written, and takes
+//! the next request at once, draining every request already waiting before
+//! it yields: the frames of many publishes leave in one write instead of
+//! one write per publish, and the owner never waits on the socket. The
+//! sweep of rule 3 polls a publish's write before its confirmation; lapin's
+//! io thread writes a message before it reads the broker's answer to it, so
+//! a publish whose confirmation may carry a return has always finished
+//! writing by the time the sweep reaches it.
+//!
 //! # Failures
 //!
 //! A channel that fails (a channel exception, the connection dying) is

@@ -2,8 +2,10 @@
 //! channels it stopped using after the broker refused a publish on them.
 
 use std::collections::HashMap;
+use std::future::poll_fn;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::Poll;
 
 use lapin::Channel;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
@@ -12,8 +14,8 @@ use queuey_core::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::Request;
-use super::confirms::{InFlight, Resolved, Returned, lost, sweep, uncertain};
+use super::confirms::{InFlight, Resolved, Returned, Stage, Write, lost, sweep, uncertain};
+use super::{Outgoing, Request};
 use crate::error::{Confirmed, Failure, confirm_outcome};
 use crate::link::{Current, Link};
 
@@ -66,7 +68,18 @@ impl Owner {
                 completed = sweep(&mut self.in_flight, &mut self.returned),
                     if !self.in_flight.is_empty() => self.decide(completed),
                 request = requests.recv(), if room => match request {
-                    Some(request) => self.send(request).await,
+                    Some(request) => {
+                        self.send(request).await;
+                        // Queue every request already waiting, up to the
+                        // window, before lapin's io thread next writes:
+                        // their frames go out together.
+                        while self.in_flight.len() < self.window {
+                            match requests.try_recv() {
+                                Ok(request) => self.send(request).await,
+                                Err(_) => break,
+                            }
+                        }
+                    }
                     None => break,
                 },
             }
@@ -116,49 +129,68 @@ impl Owner {
                 return;
             }
         };
-        let published = channel
-            .basic_publish(
-                ShortString::default(),
-                routing_key,
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                &out.body,
-                out.properties,
-            )
-            .await;
-        match published {
-            Ok(confirm) => {
-                self.sequence += 1;
-                self.in_flight.push(InFlight {
-                    channel: id,
-                    sequence: self.sequence,
-                    confirm,
-                    queue: out.queue,
-                    message_id: out.message_id,
-                    reply,
-                });
+        let Outgoing {
+            queue,
+            body,
+            message_id,
+            properties,
+        } = out;
+        let mut write: Write = Box::pin(async move {
+            channel
+                .basic_publish(
+                    ShortString::default(),
+                    routing_key,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        immediate: false,
+                    },
+                    &body,
+                    properties,
+                )
+                .await
+        });
+        // The first poll takes the delivery tag and queues the frames, so
+        // tags, frames and `sequence` follow the order of requests; the
+        // write itself completes later, next to other publishes.
+        let first = poll_fn(|cx| Poll::Ready(write.as_mut().poll(cx))).await;
+        self.sequence += 1;
+        let mut entry = InFlight {
+            channel: id,
+            sequence: self.sequence,
+            stage: Stage::Writing(write),
+            queue,
+            message_id,
+            reply,
+        };
+        match first {
+            Poll::Pending => self.in_flight.push(entry),
+            Poll::Ready(Ok(confirm)) => {
+                entry.stage = Stage::Confirming(confirm);
+                self.in_flight.push(entry);
             }
-            Err(e) => {
-                // Refused before anything was written (the channel or the
-                // connection is not open) or failed while writing: either
-                // way this channel is done.
-                let unsent = matches!(
-                    e.kind(),
-                    lapin::ErrorKind::InvalidChannelState(..)
-                        | lapin::ErrorKind::InvalidConnectionState(_)
-                );
-                let what = format!("publishing to `{}`", out.queue);
-                let error = if unsent {
-                    lost(&what, &e)
-                } else {
-                    uncertain(&what, &e.to_string())
-                };
-                self.answer(reply, Err(error));
-                self.abandon(id, &e.to_string());
-            }
+            Poll::Ready(Err(e)) => self.unwritten(entry, &e),
         }
+    }
+
+    /// Answers a publish whose frames were not written, and abandons its
+    /// channel.
+    fn unwritten(&mut self, entry: InFlight, e: &lapin::Error) {
+        // Refused before anything was written (the channel or the
+        // connection is not open) or failed while writing: either way this
+        // channel is done.
+        let unsent = matches!(
+            e.kind(),
+            lapin::ErrorKind::InvalidChannelState(..) | lapin::ErrorKind::InvalidConnectionState(_)
+        );
+        let what = format!("publishing to `{}`", entry.queue);
+        let error = if unsent {
+            lost(&what, e)
+        } else {
+            uncertain(&what, &e.to_string())
+        };
+        let id = entry.channel;
+        self.answer(entry.reply, Err(error));
+        self.abandon(id, &e.to_string());
     }
 
     /// The lane's channel and its number, opened (in confirm mode) on the
@@ -237,6 +269,10 @@ impl Owner {
                 refused = true;
             }
             let outcome = match (returned, resolved) {
+                (_, Resolved::Unwritten(e)) => {
+                    self.unwritten(entry, &e);
+                    continue;
+                }
                 (_, Resolved::Failed(e)) => {
                     failed.push((entry, e));
                     continue;
