@@ -1,5 +1,8 @@
 //! The task owning one lane: its channel, the publishes in flight, and the
 //! channels it stopped using after the broker refused a publish on them.
+//! How it opens, retires and drops those channels is in `channels`.
+
+mod channels;
 
 use std::collections::HashMap;
 use std::future::poll_fn;
@@ -8,15 +11,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 
 use lapin::Channel;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::options::BasicPublishOptions;
 use lapin::types::ShortString;
 use queuey_core::Error;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 
 use super::confirms::{InFlight, Resolved, Returned, Stage, Write, lost, sweep, uncertain};
 use super::{Outgoing, Request};
-use crate::error::{Confirmed, Failure, confirm_outcome};
+use crate::error::{Confirmed, confirm_outcome};
 use crate::link::{Current, Link};
 
 /// An open confirm channel, numbered by the lane that opened it.
@@ -193,68 +195,6 @@ impl Owner {
         self.abandon(id, &e.to_string());
     }
 
-    /// The lane's channel and its number, opened (in confirm mode) on the
-    /// current connection if there is none or it closed; waits for a
-    /// reconnection until `deadline`.
-    async fn channel(&mut self, deadline: Instant, queue: &str) -> Result<(u64, Channel), Error> {
-        self.abandon_closed_refused();
-        if let Some(open) = &self.channel {
-            if open.channel.status().connected() {
-                return Ok((open.id, open.channel.clone()));
-            }
-            // Closed under us: whatever is in flight on it is unknown.
-            let id = open.id;
-            self.abandon(id, "the publishing channel closed");
-        }
-        let what = || format!("publishing to `{queue}`");
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
-        let current = match self.link.current() {
-            Some(current) => current,
-            None => self.link.connection_until(deadline, &what()).await?,
-        };
-        let connection = Arc::clone(&current.connection);
-        let connection = &*connection;
-        let fail = |e: lapin::Error| {
-            Failure::of(&e, connection.status().connected())
-                .into_error(&format!("opening a publishing channel for `{queue}`"))
-        };
-        let opening = async {
-            let channel = connection.create_channel().await.map_err(fail)?;
-            channel
-                .confirm_select(ConfirmSelectOptions::default())
-                .await
-                .map_err(fail)?;
-            Ok::<_, Error>(channel)
-        };
-        let opened = match tokio::time::timeout_at(deadline, opening).await {
-            Ok(opened) => opened,
-            Err(_) => Err(crate::backend::timed_out(
-                &format!("opening a publishing channel for `{queue}`"),
-                deadline.saturating_duration_since(Instant::now()),
-            )),
-        };
-        match opened {
-            Ok(channel) => {
-                self.opened += 1;
-                let id = self.opened;
-                self.channel = Some(Open {
-                    id,
-                    channel: channel.clone(),
-                    current,
-                });
-                Ok((id, channel))
-            }
-            Err(e) => {
-                if e.is_connection_lost() {
-                    self.link.suspect(current.generation);
-                }
-                Err(e)
-            }
-        }
-    }
-
     /// Answers the publishes a sweep found complete (rule 4), retires the
     /// channel if the broker refused one of them, and drops every channel
     /// one of them says failed.
@@ -308,146 +248,5 @@ impl Owner {
             self.channel_failed(id, mine);
         }
         self.close_drained();
-    }
-
-    /// Stops sending on the current channel: the broker refused a publish
-    /// on it. A quorum queue that refused a channel while over its length
-    /// limit may go on refusing that channel after the limit is lifted
-    /// (it tells a refused publisher to resume only when its length falls
-    /// back under the limit), while a fresh channel is accepted at once.
-    /// The next request opens a fresh channel; this one is closed once the
-    /// publishes still in flight on it are decided.
-    fn retire(&mut self) {
-        if let Some(open) = self.channel.take() {
-            tracing::debug!(
-                channel = open.channel.id(),
-                "the broker refused a publish; later publishes go on a fresh channel"
-            );
-            self.refused.push(open);
-        }
-    }
-
-    /// Closes the refused channels with nothing left in flight.
-    fn close_drained(&mut self) {
-        let in_flight = &self.in_flight;
-        self.refused.retain(|open| {
-            let busy = in_flight.iter().any(|entry| entry.channel == open.id);
-            if !busy {
-                close(&open.channel);
-            }
-            busy
-        });
-    }
-
-    /// Answers the publishes in flight on refused channels that closed
-    /// under them (the connection died while they drained).
-    fn abandon_closed_refused(&mut self) {
-        let closed: Vec<u64> = self
-            .refused
-            .iter()
-            .filter(|open| !open.channel.status().connected())
-            .map(|open| open.id)
-            .collect();
-        for id in closed {
-            self.abandon(id, "the publishing channel closed");
-        }
-    }
-
-    /// A confirmation failed: channel `id` (or its connection) is gone. The
-    /// publishes still in flight on it are answered and the channel
-    /// dropped, together with every return lapin may still hold for it.
-    ///
-    /// When the broker closed only the channel (a refused publish: access
-    /// refused, a message over the broker's size limit), the oldest publish
-    /// in flight gets the broker's reason: it is the first the broker can
-    /// have refused. Every other one is
-    /// [`BackendErrorKind::Uncertain`](queuey_core::BackendErrorKind::Uncertain),
-    /// and its caller publishes it again on a fresh channel.
-    fn channel_failed(&mut self, id: u64, failed: Vec<(InFlight, lapin::Error)>) {
-        let connection_alive = self
-            .open(id)
-            .is_some_and(|open| open.current.connection.status().connected());
-        let mut failed = failed.into_iter();
-        let Some((first, error)) = failed.next() else {
-            return;
-        };
-        let failure = Failure::of(&error, connection_alive);
-        let mut victims: Vec<InFlight> = std::iter::once(first)
-            .chain(failed.map(|(entry, _)| entry))
-            .chain(self.take_in_flight(id))
-            .collect();
-        victims.sort_by_key(|entry| entry.sequence);
-        let mut victims = victims.into_iter();
-        if failure.reply_code.is_some()
-            && !failure.connection_lost
-            && let Some(oldest) = victims.next()
-        {
-            let what = format!("publishing to `{}`", oldest.queue);
-            self.answer(oldest.reply, Err(failure.clone().into_error(&what)));
-        }
-        for entry in victims {
-            let what = format!("publishing to `{}`", entry.queue);
-            self.answer(entry.reply, Err(uncertain(&what, &failure.text)));
-        }
-        self.drop_channel(id, failure.connection_lost);
-    }
-
-    /// Fails every publish in flight on channel `id` as
-    /// [`BackendErrorKind::Uncertain`](queuey_core::BackendErrorKind::Uncertain)
-    /// and drops the channel.
-    fn abandon(&mut self, id: u64, why: &str) {
-        for entry in self.take_in_flight(id) {
-            let what = format!("publishing to `{}`", entry.queue);
-            self.answer(entry.reply, Err(uncertain(&what, why)));
-        }
-        self.drop_channel(id, true);
-    }
-
-    /// Removes the publishes in flight on channel `id`, and the returns
-    /// recorded for them.
-    fn take_in_flight(&mut self, id: u64) -> Vec<InFlight> {
-        let (mine, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
-            .into_iter()
-            .partition(|entry| entry.channel == id);
-        self.in_flight = rest;
-        for entry in &mine {
-            self.returned.remove(&entry.message_id);
-        }
-        mine
-    }
-
-    /// The lane's channel numbered `id`, current or refused.
-    fn open(&self, id: u64) -> Option<&Open> {
-        self.channel
-            .iter()
-            .chain(&self.refused)
-            .find(|open| open.id == id)
-    }
-
-    /// Forgets channel `id`; reports its connection to the supervisor when
-    /// it looks lost.
-    fn drop_channel(&mut self, id: u64, connection_suspect: bool) {
-        let open = if self.channel.as_ref().is_some_and(|open| open.id == id) {
-            self.channel.take()
-        } else {
-            let at = self.refused.iter().position(|open| open.id == id);
-            at.map(|at| self.refused.swap_remove(at))
-        };
-        if let Some(open) = open {
-            if connection_suspect {
-                self.link.suspect(open.current.generation);
-            }
-            close(&open.channel);
-        }
-    }
-}
-
-/// Closes a channel that is still open, without waiting for the broker.
-fn close(channel: &Channel) {
-    if channel.status().connected() {
-        let channel = channel.clone();
-        tokio::spawn(async move {
-            let _ = channel.close(200, ShortString::default()).await;
-        });
     }
 }

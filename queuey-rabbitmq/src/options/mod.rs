@@ -1,64 +1,31 @@
-//! Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
+//! Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend): the
+//! builder (here), its defaults and limits (`defaults`), the checks made
+//! when the backend connects (`validate`), and the `get_*` readers kept for
+//! one release (`deprecated`).
+
+mod defaults;
+mod deprecated;
+mod validate;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use queuey_core::MAX_MESSAGE_BYTES;
 use queuey_core::backend::Granularity;
-use queuey_core::{Error, MAX_MESSAGE_BYTES};
 
 use crate::RabbitMqSettings;
 use crate::topology::HoldQueues;
 
-/// The most publishing channels a backend opens.
-pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
-
-/// The default number of publishing channels. Chosen by measurement
-/// (`BENCHMARKS.md`): with 128 publishes in flight on each, one channel
-/// already matches the best single-channel lapin publisher, and four let
-/// the broker work on several channels at once; more gained nothing there.
-pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 4;
-/// The default number of publishes in flight on one publishing channel.
-pub const DEFAULT_PUBLISH_WINDOW: usize = 128;
-/// The most publishes in flight on one publishing channel.
-pub const MAX_PUBLISH_WINDOW: usize = 65_536;
-
-/// The default granularity of both kinds of hold with classic hold queues:
-/// a fixed 1 s step, as the first version had.
-pub const DEFAULT_CLASSIC_GRANULARITY: Granularity = Granularity::fixed(Duration::from_secs(1));
-/// The default granularity of both kinds of hold with quorum hold queues:
-/// whole seconds up to 10 s, then buckets 10 % apart. Quorum hold queues
-/// are never deleted, so the granularity bounds how many a work queue ever
-/// has: about 150 from 1 s to 24 days, where a 1 s step would allow one per
-/// second of delay.
-pub const DEFAULT_QUORUM_GRANULARITY: Granularity =
-    Granularity::relative(10, Duration::from_secs(1));
-
-/// The default heartbeat interval: a silent peer is noticed within two.
-pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(10);
-/// The default bound on opening one TCP + AMQP connection.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// The default bound on one broker call other than a publish: a
-/// declaration, an ack or nack, opening a channel, closing.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default bound on one publish, from the call to the broker's
-/// confirmation, including any wait for a reconnection.
-pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
-/// The default first pause between reconnection attempts.
-pub const DEFAULT_RECONNECT_DELAY_MIN: Duration = Duration::from_millis(100);
-/// The default longest pause between reconnection attempts.
-pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
-/// The default limit of the [poison guard](crate#poison-guard): a job is
-/// dead-lettered once 5 of its deliveries in a row ended without being
-/// settled. Enough to absorb the innocent redeliveries of a lost connection
-/// or a graceful shutdown handing back prefetched jobs, few enough that a
-/// job that crashes its worker stops doing so within minutes.
-pub const DEFAULT_POISON_GUARD_LIMIT: u32 = 5;
+pub use defaults::*;
 
 /// Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
 ///
 /// Every builder takes and returns `self`. Nothing is checked until the
 /// backend connects, which refuses inconsistent values with
-/// [`Error::InvalidConfig`] instead of panicking.
+/// [`Error::InvalidConfig`](queuey_core::Error::InvalidConfig) instead of panicking.
 ///
 /// The suffixes are part of the queue names the backend computes: every
 /// process sharing a queue must use the same ones.
@@ -184,7 +151,7 @@ impl RabbitMqOptions {
     }
 
     /// Refuse delays longer than one hold queue keeps a job (about 24
-    /// days) with [`Error::DelayTooLong`], as the first version did, instead
+    /// days) with [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong), as the first version did, instead
     /// of holding them in legs of 24 days (the default; see
     /// [`rehold`](crate::rehold)). Holding in legs needs every consumer of
     /// the queue to be a version that checks due times.
@@ -373,7 +340,7 @@ impl RabbitMqOptions {
 
     /// The largest message body the backend publishes, in bytes (default
     /// 16 MiB, RabbitMQ 4's own limit). Larger bodies are refused with
-    /// [`Error::MessageTooLarge`] before anything is sent.
+    /// [`Error::MessageTooLarge`](queuey_core::Error::MessageTooLarge) before anything is sent.
     pub fn max_message_size(mut self, bytes: usize) -> Self {
         self.max_message_size = bytes;
         self
@@ -385,57 +352,6 @@ impl RabbitMqOptions {
         RabbitMqSettings::new(self)
     }
 
-    /// The connection name, if set.
-    #[deprecated(note = "use `.settings().connection_name()`")]
-    pub fn get_connection_name(&self) -> Option<&str> {
-        self.settings().connection_name()
-    }
-
-    /// The extra client properties.
-    #[deprecated(note = "use `.settings().client_properties()`")]
-    pub fn get_client_properties(&self) -> &BTreeMap<String, String> {
-        self.settings().client_properties()
-    }
-
-    /// The locale, if set.
-    #[deprecated(note = "use `.settings().locale()`")]
-    pub fn get_locale(&self) -> Option<&str> {
-        self.settings().locale()
-    }
-
-    /// The dead-letter queue suffix.
-    #[deprecated(note = "use `.settings().dead_suffix()`")]
-    pub fn get_dead_suffix(&self) -> &str {
-        self.settings().dead_suffix()
-    }
-
-    /// Whether dead-letter queues are declared and used.
-    #[deprecated(note = "use `.settings().declare_dead_letter_queues()`")]
-    pub fn get_declare_dead_letter_queues(&self) -> bool {
-        self.settings().declare_dead_letter_queues()
-    }
-
-    /// The hold-queue suffix.
-    #[deprecated(note = "use `.settings().deferred_suffix()`")]
-    pub fn get_deferred_suffix(&self) -> &str {
-        self.settings().deferred_suffix()
-    }
-
-    /// The retry granularity: as configured, else the default of the hold
-    /// queues in use (see
-    /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
-    /// for the value used).
-    #[deprecated(note = "use `.settings().retry_granularity()`")]
-    pub fn get_retry_granularity(&self) -> Granularity {
-        self.settings().retry_granularity()
-    }
-
-    /// The deferral granularity as configured.
-    #[deprecated(note = "use `.settings().deferred_granularity()`")]
-    pub fn get_deferred_granularity(&self) -> Granularity {
-        self.settings().deferred_granularity()
-    }
-
     /// The granularity of both kinds of hold when none is set: the default
     /// of the hold queues in use.
     pub(crate) fn default_granularity(&self) -> Granularity {
@@ -443,100 +359,6 @@ impl RabbitMqOptions {
             HoldQueues::Classic => DEFAULT_CLASSIC_GRANULARITY,
             _ => DEFAULT_QUORUM_GRANULARITY,
         }
-    }
-
-    /// The number of publishing channels.
-    #[deprecated(note = "use `.settings().publish_concurrency()`")]
-    pub fn get_publish_concurrency(&self) -> usize {
-        self.settings().publish_concurrency()
-    }
-
-    /// The largest body published, in bytes.
-    #[deprecated(note = "use `.settings().max_message_size()`")]
-    pub fn get_max_message_size(&self) -> usize {
-        self.settings().max_message_size()
-    }
-
-    /// Checks the values that could break the backend.
-    pub(crate) fn validate(&self) -> Result<(), Error> {
-        if self.dead_suffix.is_empty() {
-            return Err(Error::invalid_config(
-                "dead_suffix must not be empty: the dead-letter queue would be the work queue itself",
-            ));
-        }
-        if self.poison_guard == Some(0) {
-            return Err(Error::invalid_config(
-                "poison_guard(Some(0)) would dead-letter every job that was ever redelivered: \
-                 give a limit of at least 1, or None to turn the guard off",
-            ));
-        }
-        if self.poison_guard.is_some()
-            && (self.suspect_suffix.is_empty() || self.suspect_suffix == self.dead_suffix)
-        {
-            return Err(Error::invalid_config(format!(
-                "suspect_suffix `{}` must not be empty or the dead-letter suffix: the suspect \
-                 queue would be the work queue or its dead-letter queue",
-                self.suspect_suffix
-            )));
-        }
-        if !(1..=MAX_PUBLISH_CONCURRENCY).contains(&self.publish_concurrency) {
-            return Err(Error::invalid_config(format!(
-                "publish_concurrency must be between 1 and {MAX_PUBLISH_CONCURRENCY}, got {}",
-                self.publish_concurrency
-            )));
-        }
-        if !(1..=MAX_PUBLISH_WINDOW).contains(&self.publish_window) {
-            return Err(Error::invalid_config(format!(
-                "publish_window must be between 1 and {MAX_PUBLISH_WINDOW}, got {}",
-                self.publish_window
-            )));
-        }
-        if self.max_message_size == 0 {
-            return Err(Error::invalid_config(
-                "max_message_size must be at least 1 byte",
-            ));
-        }
-        for (name, value) in [
-            ("connect_timeout", self.connect_timeout),
-            ("call_timeout", self.call_timeout),
-            ("publish_timeout", self.publish_timeout),
-        ] {
-            if value.is_zero() {
-                return Err(Error::invalid_config(format!(
-                    "{name} must be longer than zero"
-                )));
-            }
-        }
-        if self.heartbeat.as_secs() > u64::from(u16::MAX) {
-            return Err(Error::invalid_config(format!(
-                "heartbeat is {} s, over the AMQP maximum of {} s",
-                self.heartbeat.as_secs(),
-                u16::MAX
-            )));
-        }
-        let (min, max) = self.reconnect_delay;
-        if min.is_zero() || min > max {
-            return Err(Error::invalid_config(format!(
-                "reconnect_delay needs 0 < min <= max, got min {min:?} and max {max:?}"
-            )));
-        }
-        for key in self.client_properties.keys() {
-            if key.len() > 255 {
-                return Err(Error::invalid_config(format!(
-                    "client property key `{key}` is {} bytes, over the 255-byte AMQP limit",
-                    key.len()
-                )));
-            }
-        }
-        if let Some(locale) = &self.locale
-            && locale.len() > 255
-        {
-            return Err(Error::invalid_config(format!(
-                "locale is {} bytes, over the 255-byte AMQP limit",
-                locale.len()
-            )));
-        }
-        Ok(())
     }
 
     /// The suspect-queue suffix and the limit when the poison guard is on.
@@ -554,155 +376,5 @@ impl RabbitMqOptions {
     pub(crate) fn dead_suffix_in_use(&self) -> Option<&str> {
         self.declare_dead_letter_queues
             .then_some(self.dead_suffix.as_str())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defaults() {
-        let o = RabbitMqOptions::default();
-        assert_eq!(o.settings().connection_name(), None);
-        assert!(o.settings().client_properties().is_empty());
-        assert_eq!(o.settings().locale(), None);
-        assert_eq!(o.settings().dead_suffix(), ".dead");
-        assert!(o.settings().declare_dead_letter_queues());
-        assert_eq!(o.settings().deferred_suffix(), ".deferred");
-        assert_eq!(o.settings().suspect_suffix(), ".suspect");
-        assert_eq!(o.settings().poison_guard(), Some(5));
-        assert_eq!(o.guard_in_use(), Some((".suspect", 5)));
-        assert_eq!(o.settings().hold_queues(), HoldQueues::Quorum);
-        assert_eq!(o.settings().retry_granularity(), DEFAULT_QUORUM_GRANULARITY);
-        assert_eq!(
-            o.settings().deferred_granularity(),
-            DEFAULT_QUORUM_GRANULARITY
-        );
-        assert_eq!(
-            o.settings().publish_concurrency(),
-            DEFAULT_PUBLISH_CONCURRENCY
-        );
-        assert_eq!(o.publish_window, DEFAULT_PUBLISH_WINDOW);
-        assert_eq!(o.settings().max_message_size(), 16 * 1024 * 1024);
-        assert!(o.validate().is_ok());
-    }
-
-    #[test]
-    fn builders_set_each_value() {
-        let o = RabbitMqOptions::default()
-            .connection_name("n")
-            .client_property("k", "v")
-            .locale("de_DE")
-            .dead_suffix("-dlq")
-            .declare_dead_letter_queues(false)
-            .deferred_suffix(".wait")
-            .suspect_suffix("-suspects")
-            .poison_guard(None)
-            .retry_granularity(Duration::from_secs(10))
-            .deferred_granularity(Duration::ZERO)
-            .publish_concurrency(1)
-            .max_message_size(1024);
-        assert_eq!(o.settings().connection_name(), Some("n"));
-        assert_eq!(
-            o.settings()
-                .client_properties()
-                .get("k")
-                .map(String::as_str),
-            Some("v")
-        );
-        assert_eq!(o.settings().locale(), Some("de_DE"));
-        assert_eq!(o.settings().dead_suffix(), "-dlq");
-        assert!(!o.settings().declare_dead_letter_queues());
-        assert_eq!(o.dead_suffix_in_use(), None);
-        assert_eq!(o.settings().deferred_suffix(), ".wait");
-        assert_eq!(o.settings().suspect_suffix(), "-suspects");
-        assert_eq!(o.settings().poison_guard(), None);
-        assert_eq!(o.suspect_suffix_in_use(), None);
-        assert_eq!(
-            o.settings().retry_granularity(),
-            Duration::from_secs(10).into()
-        );
-        assert_eq!(o.settings().deferred_granularity(), Duration::ZERO.into());
-        assert_eq!(o.settings().publish_concurrency(), 1);
-        assert_eq!(o.settings().max_message_size(), 1024);
-        assert!(o.validate().is_ok());
-    }
-
-    #[test]
-    fn connection_properties_set_name_properties_and_locale_at_once() {
-        let o = RabbitMqOptions::default()
-            .client_property("old", "gone")
-            .connection_properties(
-                crate::ConnectionProperties::default()
-                    .with_connection_name("n")
-                    .with_client_property("k", "v")
-                    .with_locale("de_DE"),
-            );
-        assert_eq!(o.settings().connection_name(), Some("n"));
-        assert_eq!(o.settings().client_properties().len(), 1);
-        assert_eq!(
-            o.settings()
-                .client_properties()
-                .get("k")
-                .map(String::as_str),
-            Some("v")
-        );
-        assert_eq!(o.settings().locale(), Some("de_DE"));
-        let long = RabbitMqOptions::default().connection_properties(
-            crate::ConnectionProperties::default().with_client_property("k".repeat(256), "v"),
-        );
-        assert!(matches!(long.validate(), Err(Error::InvalidConfig(_))));
-    }
-
-    #[test]
-    fn bad_values_are_errors_not_panics() {
-        let bad = [
-            RabbitMqOptions::default().dead_suffix(""),
-            RabbitMqOptions::default().publish_concurrency(0),
-            RabbitMqOptions::default().publish_concurrency(MAX_PUBLISH_CONCURRENCY + 1),
-            RabbitMqOptions::default().max_message_size(0),
-            RabbitMqOptions::default().publish_window(0),
-            RabbitMqOptions::default().publish_window(MAX_PUBLISH_WINDOW + 1),
-            RabbitMqOptions::default().client_property("k".repeat(256), "v"),
-            RabbitMqOptions::default().locale("x".repeat(256)),
-            RabbitMqOptions::default().poison_guard(Some(0)),
-            RabbitMqOptions::default().suspect_suffix(""),
-            RabbitMqOptions::default().suspect_suffix(".dead"),
-        ];
-        for options in bad {
-            let e = options.validate().unwrap_err();
-            assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
-        }
-        // A suffix the guard does not use is not checked.
-        let off = RabbitMqOptions::default()
-            .poison_guard(None)
-            .suspect_suffix("");
-        assert!(off.validate().is_ok());
-    }
-
-    #[test]
-    fn the_default_granularity_follows_the_hold_queues_and_a_set_one_wins() {
-        let classic = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
-        assert_eq!(
-            classic.settings().retry_granularity(),
-            Duration::from_secs(1).into()
-        );
-        assert_eq!(
-            classic.settings().deferred_granularity(),
-            Duration::from_secs(1).into()
-        );
-        let set = RabbitMqOptions::default()
-            .retry_granularity(Duration::from_secs(5))
-            .hold_queues(HoldQueues::Classic)
-            .hold_queues(HoldQueues::Quorum);
-        assert_eq!(
-            set.settings().retry_granularity(),
-            Duration::from_secs(5).into()
-        );
-        assert_eq!(
-            set.settings().deferred_granularity(),
-            DEFAULT_QUORUM_GRANULARITY
-        );
     }
 }

@@ -1,0 +1,121 @@
+//! The checks a backend makes on its options when it connects: inconsistent
+//! values are refused with [`Error::InvalidConfig`], never a panic.
+
+use queuey_core::Error;
+
+use super::{MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions};
+
+impl RabbitMqOptions {
+    /// Checks the values that could break the backend.
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.dead_suffix.is_empty() {
+            return Err(Error::invalid_config(
+                "dead_suffix must not be empty: the dead-letter queue would be the work queue itself",
+            ));
+        }
+        if self.poison_guard == Some(0) {
+            return Err(Error::invalid_config(
+                "poison_guard(Some(0)) would dead-letter every job that was ever redelivered: \
+                 give a limit of at least 1, or None to turn the guard off",
+            ));
+        }
+        if self.poison_guard.is_some()
+            && (self.suspect_suffix.is_empty() || self.suspect_suffix == self.dead_suffix)
+        {
+            return Err(Error::invalid_config(format!(
+                "suspect_suffix `{}` must not be empty or the dead-letter suffix: the suspect \
+                 queue would be the work queue or its dead-letter queue",
+                self.suspect_suffix
+            )));
+        }
+        if !(1..=MAX_PUBLISH_CONCURRENCY).contains(&self.publish_concurrency) {
+            return Err(Error::invalid_config(format!(
+                "publish_concurrency must be between 1 and {MAX_PUBLISH_CONCURRENCY}, got {}",
+                self.publish_concurrency
+            )));
+        }
+        if !(1..=MAX_PUBLISH_WINDOW).contains(&self.publish_window) {
+            return Err(Error::invalid_config(format!(
+                "publish_window must be between 1 and {MAX_PUBLISH_WINDOW}, got {}",
+                self.publish_window
+            )));
+        }
+        if self.max_message_size == 0 {
+            return Err(Error::invalid_config(
+                "max_message_size must be at least 1 byte",
+            ));
+        }
+        for (name, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("call_timeout", self.call_timeout),
+            ("publish_timeout", self.publish_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(Error::invalid_config(format!(
+                    "{name} must be longer than zero"
+                )));
+            }
+        }
+        if self.heartbeat.as_secs() > u64::from(u16::MAX) {
+            return Err(Error::invalid_config(format!(
+                "heartbeat is {} s, over the AMQP maximum of {} s",
+                self.heartbeat.as_secs(),
+                u16::MAX
+            )));
+        }
+        let (min, max) = self.reconnect_delay;
+        if min.is_zero() || min > max {
+            return Err(Error::invalid_config(format!(
+                "reconnect_delay needs 0 < min <= max, got min {min:?} and max {max:?}"
+            )));
+        }
+        for key in self.client_properties.keys() {
+            if key.len() > 255 {
+                return Err(Error::invalid_config(format!(
+                    "client property key `{key}` is {} bytes, over the 255-byte AMQP limit",
+                    key.len()
+                )));
+            }
+        }
+        if let Some(locale) = &self.locale
+            && locale.len() > 255
+        {
+            return Err(Error::invalid_config(format!(
+                "locale is {} bytes, over the 255-byte AMQP limit",
+                locale.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_values_are_errors_not_panics() {
+        let bad = [
+            RabbitMqOptions::default().dead_suffix(""),
+            RabbitMqOptions::default().publish_concurrency(0),
+            RabbitMqOptions::default().publish_concurrency(MAX_PUBLISH_CONCURRENCY + 1),
+            RabbitMqOptions::default().max_message_size(0),
+            RabbitMqOptions::default().publish_window(0),
+            RabbitMqOptions::default().publish_window(MAX_PUBLISH_WINDOW + 1),
+            RabbitMqOptions::default().client_property("k".repeat(256), "v"),
+            RabbitMqOptions::default().locale("x".repeat(256)),
+            RabbitMqOptions::default().poison_guard(Some(0)),
+            RabbitMqOptions::default().suspect_suffix(""),
+            RabbitMqOptions::default().suspect_suffix(".dead"),
+        ];
+        for options in bad {
+            let e = options.validate().unwrap_err();
+            assert!(matches!(e, Error::InvalidConfig(_)), "{e:?}");
+        }
+        // A suffix the guard does not use is not checked.
+        let off = RabbitMqOptions::default()
+            .poison_guard(None)
+            .suspect_suffix("");
+        assert!(off.validate().is_ok());
+    }
+}
