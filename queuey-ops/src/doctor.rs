@@ -115,6 +115,7 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
         ),
     ));
     out.push(version_check(&version));
+    out.push(quorum_holds_check(&version));
     if let Ok(nodes) = mgmt.nodes().await {
         out.push(plugins_check(&nodes));
         out.extend(alarm_checks(&nodes));
@@ -181,6 +182,57 @@ pub fn version_check(version: &str) -> Check {
             ),
         ),
     }
+}
+
+/// Whether the broker releases jobs from quorum hold queues (the default
+/// kind) reliably. They need message TTL and at-least-once dead-lettering
+/// on quorum queues (3.10 and later). Before 3.10.20 and 3.11.12 the
+/// broker's at-least-once dead-letter worker could stop for good after
+/// failing to register with its queue's leader (its supervisor gave up
+/// after two crashes in five seconds), leaving held jobs in the hold: kept,
+/// never released.
+pub fn quorum_holds_check(version: &str) -> Check {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor, patch) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    let name = "quorum holds";
+    match (major, minor, patch) {
+        (0..=2, _, _) | (3, 0..=9, _) => check(
+            name,
+            Status::Warn,
+            format!(
+                "RabbitMQ {version} cannot expire messages in quorum queues: quorum hold queues \
+                 (the default) need 3.10 or later; use `HoldQueues::Classic` until the upgrade"
+            ),
+        ),
+        (3, 10, p) if p < 20 => stalling(version, "3.10.20"),
+        (3, 11, p) if p < 12 => stalling(version, "3.11.12"),
+        _ => check(
+            name,
+            Status::Ok,
+            format!(
+                "RabbitMQ {version} releases held jobs from quorum hold queues with at-least-once \
+                 dead-lettering"
+            ),
+        ),
+    }
+}
+
+fn stalling(version: &str, fixed_in: &str) -> Check {
+    check(
+        "quorum holds",
+        Status::Warn,
+        format!(
+            "RabbitMQ {version}: a quorum hold queue's at-least-once dead-letter worker can stop \
+             for good (fixed in {fixed_in}), and the jobs in that hold are then kept but never \
+             released; upgrade, or use `HoldQueues::Classic`. A stalled hold shows `messages` \
+             above `messages_ready` + `messages_unacknowledged`, not moving; restarting the \
+             hold's Raft member on its leader node usually releases it"
+        ),
+    )
 }
 
 fn plugins_check(nodes: &[Value]) -> Check {
@@ -251,6 +303,25 @@ mod tests {
                 .detail
                 .contains("no consumer timeout")
         );
+    }
+
+    #[test]
+    fn quorum_holds_are_judged_by_the_dead_letter_worker_fixes() {
+        for (version, status, says) in [
+            ("3.9.29", Status::Warn, "3.10 or later"),
+            ("3.10.8", Status::Warn, "fixed in 3.10.20"),
+            ("3.10.19", Status::Warn, "fixed in 3.10.20"),
+            ("3.10.20", Status::Ok, "releases held jobs"),
+            ("3.11.11", Status::Warn, "fixed in 3.11.12"),
+            ("3.11.12", Status::Ok, "releases held jobs"),
+            ("3.13.7", Status::Ok, "releases held jobs"),
+            ("4.1.0", Status::Ok, "releases held jobs"),
+        ] {
+            let c = quorum_holds_check(version);
+            assert_eq!(c.name, "quorum holds");
+            assert_eq!(c.status, status, "{version}");
+            assert!(c.detail.contains(says), "{version}: {}", c.detail);
+        }
     }
 
     #[test]

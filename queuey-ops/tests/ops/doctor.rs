@@ -24,6 +24,15 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
             .unwrap()
             .contains("RabbitMQ")
     );
+    // Whatever the broker, the quorum-hold check names its version and
+    // says whether held jobs are released reliably.
+    let holds = by_name("quorum holds");
+    let detail = holds["detail"].as_str().unwrap();
+    assert!(detail.contains("RabbitMQ"), "{detail}");
+    assert!(
+        holds["status"] == "ok" || detail.contains("HoldQueues::Classic"),
+        "{holds}"
+    );
 
     // Wrong credentials: a failure that names the problem, not the password.
     let secret = format!("pw-{}", uuid::Uuid::new_v4().simple());
