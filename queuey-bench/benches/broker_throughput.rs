@@ -35,7 +35,10 @@
 //!   delivery to a durable **classic** TTL queue that dead-letters it back
 //!   (at most once, no `x-expires`), waits for the confirm, acks, then acks
 //!   the message when it returns. Jobs that never come back are counted as
-//!   lost;
+//!   lost, except, on queuey's side, those the broker still counts in the
+//!   hold queue at the end (read with `rabbitmqctl` when the broker runs on
+//!   this machine): those are **stranded**, kept by a hold that stopped
+//!   releasing them;
 //! - **holds**: the hold kinds against each other, queuey on both sides
 //!   (module `holds`): the retry runs with quorum and with classic holds
 //!   (`holds-retry-1ms`, `holds-retry-100ms`, bar: quorum ≥ 0.8× classic),
@@ -406,8 +409,13 @@ pub(crate) struct Measured {
     pub(crate) cpu: CpuUse,
     /// The 1-minute load when the run started.
     pub(crate) load: Option<f64>,
-    /// Jobs that were neither completed nor back on their queue.
+    /// Jobs that were neither completed nor back on their queue, nor still
+    /// counted by the broker in a hold queue.
     pub(crate) lost: usize,
+    /// Jobs the broker still counted in a hold queue when the run ended: a
+    /// hold that stopped releasing them (kept, not lost, but deleted with
+    /// the hold at cleanup).
+    pub(crate) stranded: usize,
     /// Settles that failed (the delivery went back to the broker).
     pub(crate) settle_failures: u64,
 }
@@ -415,6 +423,25 @@ pub(crate) struct Measured {
 impl Measured {
     pub(crate) fn rate(&self) -> f64 {
         self.jobs as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// What went wrong in the run, for its line: jobs lost or stranded,
+    /// settles failed; empty when nothing did.
+    pub(crate) fn trouble(&self) -> String {
+        let mut said = String::new();
+        if self.lost > 0 || self.settle_failures > 0 {
+            said += &format!(
+                "  LOST {} jobs, {} settles failed",
+                self.lost, self.settle_failures
+            );
+        }
+        if self.stranded > 0 {
+            said += &format!(
+                "  STRANDED {} jobs in a hold that stopped releasing",
+                self.stranded
+            );
+        }
+        said
     }
 }
 
@@ -444,6 +471,7 @@ impl Stopwatch {
             cpu: self.cpu.until_now(broker_pid()),
             load: self.load,
             lost: 0,
+            stranded: 0,
             settle_failures: 0,
         }
     }
@@ -599,6 +627,10 @@ async fn run(settings: &Settings) -> BenchResult<()> {
         .iter()
         .map(|r| r.lost(Side::Queuey) + r.lost(Side::Lapin))
         .sum();
+    let stranded: usize = results
+        .iter()
+        .map(|r| r.stranded(Side::Queuey) + r.stranded(Side::Lapin))
+        .sum();
     let (pools, main): (Vec<RowResult>, Vec<RowResult>) =
         results.into_iter().partition(|r| r.row.pool_comparison);
     println!(
@@ -621,6 +653,13 @@ async fn run(settings: &Settings) -> BenchResult<()> {
         println!(
             "WARNING: {lost} jobs were lost: confirmed by the broker, then neither completed \
              nor back on their queue (see the \"jobs lost\" column)."
+        );
+    }
+    if stranded > 0 {
+        println!(
+            "WARNING: {stranded} jobs stayed in a hold queue that stopped releasing them: \
+             kept by the broker, never back on their queue, deleted with the hold at cleanup \
+             (the hold's at-least-once dead-letter worker stopped: see RELIABILITY.md, \"Stall\")."
         );
     }
     Ok(())
@@ -784,14 +823,7 @@ async fn measure_row(broker: &Broker, settings: &Settings, row: Row) -> BenchRes
                         .map_or("n/a".to_owned(), |b| format!("{b:.0}%")),
                     measured.cpu.other,
                     measured.load.map_or("n/a".to_owned(), |l| format!("{l:.2}")),
-                    if measured.lost > 0 || measured.settle_failures > 0 {
-                        format!(
-                            "  LOST {} jobs, {} settles failed",
-                            measured.lost, measured.settle_failures
-                        )
-                    } else {
-                        String::new()
-                    },
+                    measured.trouble(),
                 );
                 result.push(side, measured);
             }

@@ -10,6 +10,7 @@ use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
 use queuey::{Envelope, Job, Uuid};
 
@@ -129,6 +130,34 @@ impl Broker {
         .await??;
         close(&channel).await;
         Ok(declared.message_count())
+    }
+
+    /// Messages the broker counts in `queues`, summed over those it lists:
+    /// ready, unacknowledged and, in a quorum queue, those waiting for its
+    /// dead-letter worker. Read with `rabbitmqctl`, so `None` unless the
+    /// broker runs on this machine.
+    pub(crate) async fn counted_in(&self, queues: &[String]) -> Option<usize> {
+        let uri: AMQPUri = self.url.parse().ok()?;
+        let listed = rabbitmqctl(&[
+            "-q",
+            "-p",
+            &uri.vhost,
+            "list_queues",
+            "name",
+            "messages",
+            "--no-table-headers",
+        ])
+        .await?;
+        let mut total = 0;
+        for line in listed.lines() {
+            let mut fields = line.split('\t');
+            if let (Some(name), Some(messages)) = (fields.next(), fields.next())
+                && queues.iter().any(|q| q == name)
+            {
+                total += messages.trim().parse::<usize>().ok()?;
+            }
+        }
+        Some(total)
     }
 
     /// Checks that `queue` holds exactly `expected` ready messages.
@@ -283,4 +312,21 @@ fn long_string(s: &str) -> AMQPValue {
 
 fn is_not_found(e: &lapin::Error) -> bool {
     matches!(e.kind(), lapin::ErrorKind::ProtocolError(amqp) if amqp.get_id() == 404)
+}
+
+/// `rabbitmqctl` with `args`: its output, if it ran and succeeded.
+pub(crate) async fn rabbitmqctl(args: &[&str]) -> Option<String> {
+    let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("rabbitmqctl")
+            .args(&args)
+            .output()
+    })
+    .await
+    .ok()?
+    .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }

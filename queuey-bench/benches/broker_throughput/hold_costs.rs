@@ -27,7 +27,7 @@ use lapin::uri::AMQPUri;
 use queuey::rabbitmq::topology::{ArgumentValue, QueueArguments};
 use queuey::{HoldQueues, RabbitMqOptions};
 
-use crate::broker::{self, Broker, bounded, close};
+use crate::broker::{self, Broker, bounded, close, rabbitmqctl};
 use crate::holds::{KINDS, kind_name};
 use crate::report::median;
 use crate::{BenchResult, PAUSE, Settings};
@@ -268,23 +268,6 @@ async fn erlang_memory() -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-/// `rabbitmqctl` with `args`: its output, if it ran and succeeded.
-async fn rabbitmqctl(args: &[&str]) -> Option<String> {
-    let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("rabbitmqctl")
-            .args(&args)
-            .output()
-    })
-    .await
-    .ok()?
-    .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 fn millis(elapsed: Duration) -> f64 {

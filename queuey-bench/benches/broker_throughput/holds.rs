@@ -111,14 +111,7 @@ async fn retry_row(broker: &Broker, settings: &Settings, hold_ms: u16) -> BenchR
                     measured
                         .load
                         .map_or("n/a".to_owned(), |l| format!("{l:.2}")),
-                    if measured.lost > 0 || measured.settle_failures > 0 {
-                        format!(
-                            "  LOST {} jobs, {} settles failed",
-                            measured.lost, measured.settle_failures
-                        )
-                    } else {
-                        String::new()
-                    },
+                    measured.trouble(),
                 );
                 runs[k].push(measured);
             }
@@ -165,7 +158,13 @@ fn retry_table(settings: &Settings, rows: &[(u16, RetryRuns)]) -> String {
         } else {
             "**missed**"
         };
-        let lost = |r: &[Measured]| r.iter().map(|m| m.lost).sum::<usize>();
+        let lost = |r: &[Measured]| {
+            let lost = r.iter().map(|m| m.lost).sum::<usize>();
+            match r.iter().map(|m| m.stranded).sum::<usize>() {
+                0 => lost.to_string(),
+                stranded => format!("{lost} (+{stranded} stranded)"),
+            }
+        };
         let _ = writeln!(
             out,
             "| fail once, retry after {hold_ms} ms{held} | {} | {} | {} | {bar} | {} / {} | {} | {} |",

@@ -294,7 +294,9 @@ pub(crate) async fn consume(
 /// Jobs that never come back are counted, not treated as an error: the
 /// run ends once no job was settled for [`STALL`], and reports how many
 /// jobs are missing (neither completed nor back on the queue once the
-/// worker stopped) as lost.
+/// worker stopped): as stranded as far as the broker still counts them in
+/// the hold (read with `rabbitmqctl` when the broker runs here), the rest
+/// as lost.
 pub(crate) async fn retry(
     broker: &Broker,
     backend: &RabbitMqBackend,
@@ -302,7 +304,7 @@ pub(crate) async fn retry(
     jobs: usize,
 ) -> BenchResult<Measured> {
     let (queue, producer) = fresh_queue(broker, backend, prefetch, true).await?;
-    track_retry_holds(broker, backend, &queue)?;
+    let holds = track_retry_holds(broker, backend, &queue)?;
     // Some of the jobs go through queuey, so that the pool's channels are
     // open when the clock starts (the lapin side opens its pool first too).
     let channels = backend.options().settings().publish_concurrency().min(jobs);
@@ -317,7 +319,16 @@ pub(crate) async fn retry(
     // channel closes, then go back to the queue: they are not lost.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let requeued = broker.ready(&queue).await? as usize;
-    measured.lost = jobs.saturating_sub(measured.jobs + requeued);
+    let missing = jobs.saturating_sub(measured.jobs + requeued);
+    // A job the broker still counts in the hold was kept, not lost: the
+    // hold stopped releasing it.
+    let held = if missing > 0 {
+        broker.counted_in(&holds).await.unwrap_or(0)
+    } else {
+        0
+    };
+    measured.stranded = held.min(missing);
+    measured.lost = missing - measured.stranded;
     measured.settle_failures = worked.settle_failures;
     Ok(measured)
 }
@@ -325,17 +336,25 @@ pub(crate) async fn retry(
 /// Tracks for deletion the hold queue `queue`'s retries go through, under
 /// the names of both families: quorum holds are never deleted by the
 /// broker, and a classic hold outlives its last use by twice its TTL.
-fn track_retry_holds(broker: &Broker, backend: &RabbitMqBackend, queue: &str) -> BenchResult<()> {
+/// Returns both names.
+fn track_retry_holds(
+    broker: &Broker,
+    backend: &RabbitMqBackend,
+    queue: &str,
+) -> BenchResult<Vec<String>> {
     let options = backend.options();
     // As the backend rounds it: up to the granularity, then to the
     // shortest hold.
     let ttl_ms =
         topology::hold_delay_ms(queue, RETRY_DELAY, options.settings().retry_granularity())?
             .max(topology::SHORTEST_HOLD_MS);
+    let mut names = Vec::new();
     for holds in [HoldQueues::Quorum, HoldQueues::Classic] {
-        broker.track(&holds.name(queue, options.settings().deferred_suffix(), ttl_ms)?);
+        let name = holds.name(queue, options.settings().deferred_suffix(), ttl_ms)?;
+        broker.track(&name);
+        names.push(name);
     }
-    Ok(())
+    Ok(names)
 }
 
 /// How long a worker run may go without settling anything before it is

@@ -46,6 +46,19 @@ impl RowResult {
         self.runs(side).iter().map(|m| m.lost).sum()
     }
 
+    /// Jobs stranded in a hold over all runs of one side.
+    pub(crate) fn stranded(&self, side: Side) -> usize {
+        self.runs(side).iter().map(|m| m.stranded).sum()
+    }
+
+    /// The lost jobs of one side, and the stranded ones when there are any.
+    fn lost_cell(&self, side: Side) -> String {
+        match self.stranded(side) {
+            0 => self.lost(side).to_string(),
+            stranded => format!("{} (+{stranded} stranded)", self.lost(side)),
+        }
+    }
+
     /// Median queuey jobs/s over median lapin jobs/s.
     fn ratio(&self) -> f64 {
         self.median_rate(Side::Queuey) / self.median_rate(Side::Lapin)
@@ -104,8 +117,8 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
             r.rates(Side::Lapin),
             percent(r.ratio()),
             r.target(),
-            r.lost(Side::Queuey),
-            r.lost(Side::Lapin),
+            r.lost_cell(Side::Queuey),
+            r.lost_cell(Side::Lapin),
         );
     }
     let _ = writeln!(
