@@ -36,8 +36,18 @@ pub struct HoldQueue {
     pub kind: &'static str,
     /// Its delay (the TTL in its name).
     pub delay_ms: u64,
-    /// Jobs waiting.
+    /// Jobs waiting (a passive declare's count: for a quorum hold, those
+    /// whose delay is not over yet).
     pub jobs: u64,
+    /// Quorum holds only: jobs whose delay is over and that wait for the
+    /// broker's dead-letter worker to move them back to the work queue
+    /// (`messages − messages_ready − messages_unacknowledged` of the
+    /// management API's statistics, which lag by up to their emission
+    /// interval; `None` before the first emission). A few dozen at most
+    /// while a hold releases normally; a figure that stays up and does not
+    /// fall is a hold that stopped releasing (RabbitMQ before 3.10.20 and
+    /// 3.11.12: see `queuey doctor`).
+    pub releasing: Option<u64>,
     /// Consumers attached (must be 0).
     pub consumers: u64,
     /// Effective `x-expires` (the smaller of the argument and any policy).
@@ -70,9 +80,13 @@ pub struct Census {
 }
 
 impl Census {
-    /// Jobs waiting in all hold queues.
+    /// Jobs in all hold queues: those waiting for their delay, and those
+    /// past it that a quorum hold has not moved back yet.
     pub fn total_jobs(&self) -> u64 {
-        self.holds.iter().map(|h| h.jobs).sum()
+        self.holds
+            .iter()
+            .map(|h| h.jobs + h.releasing.unwrap_or(0))
+            .sum()
     }
 
     /// The census as Prometheus text exposition.
@@ -111,6 +125,15 @@ pub fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i
         (Some(a), Some(p)) => Some(a.min(p)),
         (a, p) => a.or(p),
     }
+}
+
+/// Jobs of a quorum hold waiting for its dead-letter worker, from the
+/// management API's statistics (see [`HoldQueue::releasing`]).
+pub fn releasing(info: &QueueInfo) -> Option<u64> {
+    let counted = info.messages?;
+    let ready = info.messages_ready?;
+    let unacked = info.messages_unacknowledged.unwrap_or(0);
+    Some(counted.saturating_sub(ready + unacked))
 }
 
 /// The census of `queue`'s hold queues. Reads at most `peek` jobs of each
@@ -153,6 +176,7 @@ pub async fn census(
             kind: if quorum { "quorum" } else { "classic" },
             delay_ms,
             jobs: u64::from(counts.messages),
+            releasing: if quorum { releasing(&info) } else { None },
             consumers: u64::from(counts.consumers),
             expires_ms,
             message_ttl_ms: effective(&info, "x-message-ttl", "message-ttl"),
@@ -179,35 +203,42 @@ pub async fn census(
     })
 }
 
-/// A gauge: name, help text, value of one hold queue.
-type Gauge = (&'static str, &'static str, fn(&HoldQueue) -> u64);
+/// A gauge: name, help text, value of one hold queue (if it has one).
+type Gauge = (&'static str, &'static str, fn(&HoldQueue) -> Option<u64>);
 
-/// Prometheus text exposition of several censuses: `queuey_hold_jobs` and
-/// `queuey_hold_consumers` gauges labelled by work queue and delay.
+/// Prometheus text exposition of several censuses: `queuey_hold_jobs`,
+/// `queuey_hold_consumers` and, for quorum holds,
+/// `queuey_hold_releasing` gauges labelled by work queue and delay.
 pub fn prometheus(censuses: &[Census]) -> String {
     let mut out = String::new();
-    let metrics: [Gauge; 2] = [
+    let metrics: [Gauge; 3] = [
         (
             "queuey_hold_jobs",
             "Jobs waiting in a hold queue, by work queue and delay.",
-            |h| h.jobs,
+            |h| Some(h.jobs),
         ),
         (
             "queuey_hold_consumers",
             "Consumers on a hold queue; anything but 0 steals delayed jobs.",
-            |h| h.consumers,
+            |h| Some(h.consumers),
+        ),
+        (
+            "queuey_hold_releasing",
+            "Jobs of a quorum hold past their delay, waiting to be moved back; \
+             a value that stays up means the hold stopped releasing.",
+            |h| h.releasing,
         ),
     ];
     for (name, help, value) in metrics {
         out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} gauge\n"));
         for census in censuses {
             for h in &census.holds {
+                let Some(value) = value(h) else { continue };
                 out.push_str(&format!(
-                    "{name}{{queue=\"{}\",kind=\"{}\",delay_ms=\"{}\"}} {}\n",
+                    "{name}{{queue=\"{}\",kind=\"{}\",delay_ms=\"{}\"}} {value}\n",
                     label(&census.queue),
                     h.kind,
                     h.delay_ms,
-                    value(h)
                 ));
             }
         }
@@ -266,6 +297,7 @@ mod tests {
             kind: "classic",
             delay_ms,
             jobs,
+            releasing: None,
             consumers: 0,
             expires_ms: None,
             message_ttl_ms: None,
@@ -290,5 +322,31 @@ mod tests {
             "queuey_hold_consumers{queue=\"q\\\"x\",kind=\"classic\",delay_ms=\"60000\"} 0\n"
         ));
         assert_eq!(census.total_jobs(), 3);
+        // Classic holds have no releasing figure.
+        assert!(!text.contains("queuey_hold_releasing{"));
+    }
+
+    #[test]
+    fn a_quorum_hold_that_stopped_releasing_shows_its_jobs_as_releasing() {
+        let info = |stats: serde_json::Value| -> QueueInfo {
+            let mut queue = serde_json::json!({"name": "q.deferred.quorum.500"});
+            queue
+                .as_object_mut()
+                .unwrap()
+                .extend(stats.as_object().unwrap().clone());
+            serde_json::from_value(queue).unwrap()
+        };
+        // As a stalled hold shows: counted by the broker, neither ready nor
+        // delivered.
+        let stalled = info(serde_json::json!({
+            "messages": 1251, "messages_ready": 0, "messages_unacknowledged": 0
+        }));
+        assert_eq!(releasing(&stalled), Some(1251));
+        let waiting = info(serde_json::json!({
+            "messages": 40, "messages_ready": 38, "messages_unacknowledged": 0
+        }));
+        assert_eq!(releasing(&waiting), Some(2));
+        // No statistics emitted yet: unknown, not zero.
+        assert_eq!(releasing(&info(serde_json::json!({}))), None);
     }
 }

@@ -15,8 +15,9 @@ pub(crate) struct HoldsArgs {
     /// Work queues whose hold queues to count.
     #[arg(required = true, value_name = "QUEUE")]
     queues: Vec<String>,
-    /// Print Prometheus text exposition (gauges `queuey_hold_jobs` and
-    /// `queuey_hold_consumers`) instead of a table.
+    /// Print Prometheus text exposition (gauges `queuey_hold_jobs`,
+    /// `queuey_hold_consumers` and, for quorum holds,
+    /// `queuey_hold_releasing`) instead of a table.
     #[arg(long)]
     prometheus: bool,
     /// Read at most N jobs of each hold queue for the release times (0: none).
@@ -80,6 +81,7 @@ fn print_census(census: &Census) {
     let mut table = Table::new([
         "DELAY",
         "JOBS",
+        "RELEASING",
         "CONSUMERS",
         "LEASE LEFT",
         "EARLIEST RELEASE",
@@ -90,6 +92,11 @@ fn print_census(census: &Census) {
         table.row(vec![
             format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
             h.jobs.to_string(),
+            match (h.kind, h.releasing) {
+                ("quorum", Some(n)) => n.to_string(),
+                ("quorum", None) => "?".to_owned(),
+                _ => "-".to_owned(),
+            },
             h.consumers.to_string(),
             h.lease_left_ms
                 .map_or("in use".to_owned(), format_duration_ms),
@@ -107,4 +114,12 @@ fn print_census(census: &Census) {
         ]);
     }
     print!("{}", table.render());
+    let releasing: u64 = census.holds.iter().filter_map(|h| h.releasing).sum();
+    if releasing > 0 {
+        println!(
+            "note: {releasing} job(s) in quorum holds are past their delay and wait for the broker \
+             to move them back. A figure that stays and does not fall means a hold stopped \
+             releasing (see `queuey doctor`, \"quorum holds\")."
+        );
+    }
 }

@@ -132,11 +132,23 @@ async fn holds_counts_match_rabbitmqctl_and_release_times_come_from_due_at() {
     assert_eq!(by_delay[&300_000]["kind"], "classic");
     assert_eq!(by_delay[&60_000]["kind"], "quorum");
     assert_eq!(by_delay[&60_000]["jobs_read"], 0);
+    // Nothing is due yet: a quorum hold has nothing releasing (or no
+    // statistics yet), and a classic hold never has the figure.
+    for delay in [60_000, 120_000] {
+        let releasing = &by_delay[&delay]["releasing"];
+        assert!(
+            releasing.is_null() || releasing == 0,
+            "{delay}: {releasing}"
+        );
+    }
+    assert!(by_delay[&300_000]["releasing"].is_null());
     // Reading the holds put everything back.
     assert_eq!(h.ready(&long).await, 2);
 
     let text = ok(&h.cli(&["holds", &q]));
     assert!(text.contains("3 hold queues, 7 jobs waiting"), "{text}");
+    assert!(text.contains("RELEASING"), "{text}");
+    assert!(!text.contains("note:"), "{text}");
     let prom = ok(&h.cli(&["holds", &q, "--prometheus"]));
     assert!(prom.contains("# TYPE queuey_hold_jobs gauge"), "{prom}");
     assert!(
