@@ -17,7 +17,7 @@ use queuey::rabbitmq::topology;
 use queuey::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 
 use crate::broker::Broker;
-use crate::report::{cpu, median, percent, rates, thousands};
+use crate::report::{cpu, lost, median, percent, rates, thousands};
 use crate::{
     BenchResult, Measured, PAUSE, RETRY_HOLDS_MS, RETRY_PREFETCH, Settings, hold_costs, queuey_side,
 };
@@ -157,13 +157,6 @@ fn retry_table(settings: &Settings, rows: &[(u16, RetryRuns)]) -> String {
             "met"
         } else {
             "**missed**"
-        };
-        let lost = |r: &[Measured]| {
-            let lost = r.iter().map(|m| m.lost).sum::<usize>();
-            match r.iter().map(|m| m.stranded).sum::<usize>() {
-                0 => lost.to_string(),
-                stranded => format!("{lost} (+{stranded} stranded)"),
-            }
         };
         let _ = writeln!(
             out,

@@ -53,10 +53,7 @@ impl RowResult {
 
     /// The lost jobs of one side, and the stranded ones when there are any.
     fn lost_cell(&self, side: Side) -> String {
-        match self.stranded(side) {
-            0 => self.lost(side).to_string(),
-            stranded => format!("{} (+{stranded} stranded)", self.lost(side)),
-        }
+        lost(self.runs(side))
     }
 
     /// Median queuey jobs/s over median lapin jobs/s.
@@ -145,6 +142,16 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
 }
 
 /// "12 345 (11 900–12 800)": the median jobs/s of `runs` and the range.
+/// The jobs lost over `runs`, and those stranded in a hold when there are
+/// any: "0", or "0 (+20000 stranded)".
+pub(crate) fn lost(runs: &[Measured]) -> String {
+    let lost: usize = runs.iter().map(|m| m.lost).sum();
+    match runs.iter().map(|m| m.stranded).sum::<usize>() {
+        0 => lost.to_string(),
+        stranded => format!("{lost} (+{stranded} stranded)"),
+    }
+}
+
 pub(crate) fn rates(runs: &[Measured]) -> String {
     let rates: Vec<f64> = runs.iter().map(Measured::rate).collect();
     let low = rates.iter().copied().fold(f64::INFINITY, f64::min);
