@@ -139,10 +139,17 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
     out
 }
 
+/// Major, minor and patch of a version such as `3.10.8`; a missing or
+/// unreadable part is 0.
+fn version_numbers(version: &str) -> (u32, u32, u32) {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut next = || parts.next().unwrap_or(0);
+    (next(), next(), next())
+}
+
 /// What the broker version means for queuey.
 pub fn version_check(version: &str) -> Check {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let (major, minor, _) = version_numbers(version);
     match (major, minor) {
         (0..=2, _) => check(
             "version",
@@ -192,12 +199,7 @@ pub fn version_check(version: &str) -> Check {
 /// after two crashes in five seconds), leaving held jobs in the hold: kept,
 /// never released.
 pub fn quorum_holds_check(version: &str) -> Check {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor, patch) = (
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-        parts.next().unwrap_or(0),
-    );
+    let (major, minor, patch) = version_numbers(version);
     let name = "quorum holds";
     match (major, minor, patch) {
         (0..=2, _, _) | (3, 0..=9, _) => check(

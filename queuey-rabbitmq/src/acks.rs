@@ -38,6 +38,8 @@ use lapin::Channel;
 use lapin::options::BasicAckOptions;
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use crate::error::never_sent;
+
 /// The outcome of an acknowledgement, as lapin gives it: `Ok(false)` when
 /// the channel closed before it could be sent.
 pub(crate) type Acked = lapin::Result<bool>;
@@ -279,17 +281,13 @@ impl Open {
         }
         // Everything else that asked, behind a delivery still at work.
         if self.asked > 0 {
-            let tags: Vec<u64> = self
-                .deliveries
-                .iter()
-                .filter(|(_, slot)| slot.is_some())
-                .map(|(tag, _)| *tag)
-                .collect();
-            for tag in tags {
-                if let Some(Some(asked)) = self.deliveries.remove(&tag) {
+            self.deliveries.retain(|_, slot| match slot.take() {
+                Some(asked) => {
                     round.push(Frame::one(asked));
+                    false
                 }
-            }
+                None => true,
+            });
             self.asked = 0;
         }
         round.extend(self.strays.drain(..).map(Frame::one));
@@ -312,9 +310,7 @@ impl Frame {
             replies: vec![asked.reply],
         }
     }
-}
 
-impl Frame {
     async fn run(self, channel: &Channel) {
         let acked = ack(channel, self.tag, self.multiple).await;
         for reply in self.replies {
@@ -335,15 +331,7 @@ impl Frame {
 async fn ack(channel: &Channel, tag: u64, multiple: bool) -> Acked {
     match channel.basic_ack(tag, BasicAckOptions { multiple }).await {
         Ok(()) => Ok(true),
-        Err(e)
-            if matches!(
-                e.kind(),
-                lapin::ErrorKind::InvalidChannelState(..)
-                    | lapin::ErrorKind::InvalidConnectionState(_)
-            ) =>
-        {
-            Ok(false)
-        }
+        Err(e) if never_sent(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }

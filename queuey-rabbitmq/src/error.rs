@@ -67,6 +67,15 @@ impl Failure {
     }
 }
 
+/// Whether lapin refused a call before sending anything: its channel or
+/// its connection was not open.
+pub(crate) fn never_sent(error: &lapin::Error) -> bool {
+    matches!(
+        error.kind(),
+        ErrorKind::InvalidChannelState(..) | ErrorKind::InvalidConnectionState(_)
+    )
+}
+
 /// The error for an operation attempted after the connection died.
 pub(crate) fn connection_lost(what: &str) -> Error {
     Error::Backend(BackendError::new(

@@ -2,7 +2,7 @@
 //! queues, declares the baseline's queues, fills queues before a consume
 //! run, counts messages, and deletes every queue a run created.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -138,26 +138,9 @@ impl Broker {
     /// broker runs on this machine.
     pub(crate) async fn counted_in(&self, queues: &[String]) -> Option<usize> {
         let uri: AMQPUri = self.url.parse().ok()?;
-        let listed = rabbitmqctl(&[
-            "-q",
-            "-p",
-            &uri.vhost,
-            "list_queues",
-            "name",
-            "messages",
-            "--no-table-headers",
-        ])
-        .await?;
-        let mut total = 0;
-        for line in listed.lines() {
-            let mut fields = line.split('\t');
-            if let (Some(name), Some(messages)) = (fields.next(), fields.next())
-                && queues.iter().any(|q| q == name)
-            {
-                total += messages.trim().parse::<usize>().ok()?;
-            }
-        }
-        Some(total)
+        let listed = listed(&uri.vhost, "messages").await?;
+        let total = queues.iter().filter_map(|q| listed.get(q)).sum::<u64>();
+        usize::try_from(total).ok()
     }
 
     /// Checks that `queue` holds exactly `expected` ready messages.
@@ -329,4 +312,23 @@ pub(crate) async fn rabbitmqctl(args: &[&str]) -> Option<String> {
         .status
         .success()
         .then(|| String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// One numeric column of `rabbitmqctl list_queues` for `vhost`, by queue
+/// name: `None` unless `rabbitmqctl` reaches the broker from this machine.
+pub(crate) async fn listed(vhost: &str, column: &str) -> Option<HashMap<String, u64>> {
+    let out = rabbitmqctl(&[
+        "-q",
+        "-p",
+        vhost,
+        "list_queues",
+        "name",
+        column,
+        "--no-table-headers",
+    ])
+    .await?;
+    out.lines()
+        .filter_map(|line| line.split_once('\t'))
+        .map(|(name, value)| Some((name.to_owned(), value.trim().parse().ok()?)))
+        .collect()
 }

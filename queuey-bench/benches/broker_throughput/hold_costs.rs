@@ -17,7 +17,6 @@
 //! with the defaults, so the node on this host); otherwise, or when it does
 //! not list every queue created, the memory columns say n/a.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -236,29 +235,8 @@ fn field_table(arguments: &QueueArguments) -> BenchResult<FieldTable> {
 /// The total of the `memory` column of `rabbitmqctl list_queues` over
 /// `names`, if every one of them is listed.
 async fn listed_memory(vhost: &str, names: &[&str]) -> Option<u64> {
-    let listed = rabbitmqctl(&[
-        "-q",
-        "-p",
-        vhost,
-        "list_queues",
-        "name",
-        "memory",
-        "--no-table-headers",
-    ])
-    .await?;
-    let wanted: HashSet<&str> = names.iter().copied().collect();
-    let mut found = 0;
-    let mut total = 0;
-    for line in listed.lines() {
-        let mut fields = line.split('\t');
-        if let (Some(name), Some(bytes)) = (fields.next(), fields.next())
-            && wanted.contains(name)
-        {
-            total += bytes.trim().parse::<u64>().ok()?;
-            found += 1;
-        }
-    }
-    (found == names.len()).then_some(total)
+    let listed = broker::listed(vhost, "memory").await?;
+    names.iter().map(|name| listed.get(*name)).sum()
 }
 
 /// The broker node's `erlang:memory(total)`, in bytes.

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::confirms::{InFlight, Resolved, Returned, Stage, Write, lost, sweep, uncertain};
 use super::{Outgoing, Request};
-use crate::error::{Confirmed, confirm_outcome};
+use crate::error::{Confirmed, confirm_outcome, never_sent};
 use crate::link::{Current, Link};
 
 /// An open confirm channel, numbered by the lane that opened it.
@@ -180,12 +180,8 @@ impl Owner {
         // Refused before anything was written (the channel or the
         // connection is not open) or failed while writing: either way this
         // channel is done.
-        let unsent = matches!(
-            e.kind(),
-            lapin::ErrorKind::InvalidChannelState(..) | lapin::ErrorKind::InvalidConnectionState(_)
-        );
         let what = format!("publishing to `{}`", entry.queue);
-        let error = if unsent {
+        let error = if never_sent(e) {
             lost(&what, e)
         } else {
             uncertain(&what, &e.to_string())
