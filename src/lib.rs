@@ -91,9 +91,13 @@
 //! | feature | default | enables |
 //! |---|---|---|
 //! | `rabbitmq` | yes | the RabbitMQ backend |
-//! | `rustls` | no | `amqps://` through rustls (default crypto provider, platform verifier) |
-//! | `rustls-ring` | no | `amqps://` through rustls with ring and the native root certificates |
+//! | `rustls` | yes | `amqps://` through rustls (ring provider, the platform's roots) |
+//! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
+//! | `opentelemetry` | no | W3C trace context from producer to handler |
+//!
+//! `rustls-ring` is the former name of `rustls`. Without any TLS feature,
+//! `amqps://` addresses are refused (never dialled in plaintext).
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -126,7 +130,7 @@ pub use queuey_rabbitmq as rabbitmq;
 
 #[cfg(feature = "rabbitmq")]
 #[doc(inline)]
-pub use queuey_rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
+pub use queuey_rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions, TlsOptions};
 
 /// The names a typical application needs: `use queuey::prelude::*;`.
 pub mod prelude {

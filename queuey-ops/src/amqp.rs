@@ -2,9 +2,11 @@
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Connection};
+use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::error::{OpsError, Result};
+use crate::tls::TlsFiles;
 
 /// A queue's counts as a passive declare reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,16 +26,26 @@ pub struct Amqp {
 }
 
 impl Amqp {
-    /// Connects to `url`, naming the connection `name`.
+    /// Connects to `url`, naming the connection `name`, with the platform's
+    /// TLS roots for an `amqps://` URL.
     pub async fn connect(url: &str, name: &str) -> Result<Self> {
-        let props = ConnectionProperties::default().with_connection_name(name.into());
-        let connection =
-            Connection::connect(url, props)
-                .await
-                .map_err(|source| OpsError::Connect {
-                    url: redact_url(url),
-                    source,
-                })?;
+        Amqp::connect_tls(url, name, &TlsFiles::default()).await
+    }
+
+    /// Connects to `url`, naming the connection `name`; an `amqps://` URL
+    /// uses `tls`. The connection is opened exactly as the library's
+    /// backend opens its own: verified TLS or nothing, never a fallback to
+    /// plaintext, and errors without the password.
+    pub async fn connect_tls(url: &str, name: &str, tls: &TlsFiles) -> Result<Self> {
+        let options = RabbitMqOptions::default()
+            .connection_name(name)
+            .tls(tls.amqp()?);
+        let connection = queuey_rabbitmq::__private::connect_plain_lapin(url, &options)
+            .await
+            .map_err(|source| OpsError::Connect {
+                url: redact_url(url),
+                source,
+            })?;
         Ok(Amqp {
             connection,
             url: redact_url(url),
@@ -161,27 +173,15 @@ fn is_not_found(e: &lapin::Error) -> bool {
     e.to_string().contains("NOT_FOUND")
 }
 
-/// `url` with any password replaced by `***`.
+/// `url` with any password replaced by `***`; text that only looks like a
+/// URL with credentials is masked whole.
 pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
-        Some(at) => {
-            let userinfo = &authority[..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            let masked = if userinfo.contains(':') {
-                format!("{user}:***")
-            } else {
-                user.to_owned()
-            };
-            format!("{}{masked}{}", &url[..scheme_end + 3], &rest[at..])
-        }
-        None => url.to_owned(),
-    }
+    queuey_rabbitmq::uri::redact(url)
+}
+
+/// `text` with every form of `url`'s password removed.
+pub fn scrub(text: &str, url: &str) -> String {
+    queuey_rabbitmq::uri::scrub(text, url)
 }
 
 #[cfg(test)]
@@ -197,5 +197,6 @@ mod tests {
         assert_eq!(redact_url("amqp://host/%2f"), "amqp://host/%2f");
         assert_eq!(redact_url("amqp://user@host"), "amqp://user@host");
         assert_eq!(redact_url("not a url"), "not a url");
+        assert_eq!(redact_url("amqp:guest:s3cr3t@host:5672"), "***");
     }
 }

@@ -7,6 +7,51 @@ use serde_json::Value;
 
 use crate::amqp::Amqp;
 use crate::mgmt::Management;
+use crate::tls::TlsFiles;
+
+/// Whether the connection to `url` is encrypted, and what that means. Only
+/// called once the connection is open: an `amqps://` connection that opened
+/// was verified (nothing falls back to plaintext).
+fn transport_check(url: &str) -> Check {
+    if url.starts_with("amqps://") {
+        check(
+            "tls",
+            Status::Ok,
+            "encrypted; the broker's certificate was verified",
+        )
+    } else if names_this_machine(url) {
+        check(
+            "tls",
+            Status::Ok,
+            "plaintext to this machine (use amqps:// for a broker elsewhere)",
+        )
+    } else {
+        check(
+            "tls",
+            Status::Warn,
+            "plaintext: the password and every job cross the network in clear; use amqps:// \
+             (RabbitMQ's TLS listener, port 5671 by default)",
+        )
+    }
+}
+
+/// Whether a URL's host is this machine (localhost or a loopback address).
+fn names_this_machine(url: &str) -> bool {
+    let Some(rest) = url.split_once("://").map(|(_, rest)| rest) else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split(']').next().unwrap_or_default()
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,11 +85,12 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
 }
 
 /// Runs every check against the broker at `url` (management API at
-/// `mgmt_base`, else the AMQP host on port 15672).
-pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
+/// `mgmt_base`, else the AMQP host on port 15672, or 15671 over https for
+/// an `amqps://` URL), with `tls` for encrypted connections.
+pub async fn doctor(url: &str, mgmt_base: Option<&str>, tls: &TlsFiles) -> Vec<Check> {
     let mut out = Vec::new();
     let name = format!("queuey-doctor-{}", std::process::id());
-    match Amqp::connect(url, &name).await {
+    match Amqp::connect_tls(url, &name, tls).await {
         Ok(amqp) => {
             let status = amqp.connection().status();
             out.push(check(
@@ -57,6 +103,7 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
                     status.vhost()
                 ),
             ));
+            out.push(transport_check(url));
             let heartbeat = amqp.connection().configuration().heartbeat();
             out.push(if heartbeat == 0 {
                 check(
@@ -82,7 +129,7 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
             format!("{e}; check the host, port, vhost and credentials"),
         )),
     }
-    let mgmt = match Management::for_amqp_url(url, mgmt_base) {
+    let mgmt = match Management::for_amqp_url_tls(url, mgmt_base, tls) {
         Ok(m) => m,
         Err(e) => {
             out.push(check("management", Status::Fail, e.to_string()));
@@ -114,6 +161,17 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>) -> Vec<Check> {
             overview["cluster_name"].as_str().unwrap_or("?")
         ),
     ));
+    if !mgmt.base().starts_with("https://") && !names_this_machine(mgmt.base()) {
+        out.push(check(
+            "management tls",
+            Status::Warn,
+            format!(
+                "{} is plain http: the credentials cross the network in clear; serve the \
+                 management API over https (management.ssl.*) and give --mgmt-url https://…",
+                mgmt.base()
+            ),
+        ));
+    }
     out.push(version_check(&version));
     out.push(quorum_holds_check(&version));
     if let Ok(nodes) = mgmt.nodes().await {
@@ -294,6 +352,27 @@ fn alarm_checks(nodes: &[Value]) -> Vec<Check> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plaintext_beyond_this_machine_is_a_warning() {
+        assert_eq!(transport_check("amqps://u:p@rabbit/%2f").status, Status::Ok);
+        assert_eq!(
+            transport_check("amqp://u:p@127.0.0.1:5672/%2f").status,
+            Status::Ok
+        );
+        assert_eq!(
+            transport_check("amqp://u:p@[::1]:5672/%2f").status,
+            Status::Ok
+        );
+        assert_eq!(transport_check("amqp://localhost/%2f").status, Status::Ok);
+        assert_eq!(
+            transport_check("amqp://u:p@rabbit.prod:5672/%2f").status,
+            Status::Warn
+        );
+        assert!(!names_this_machine(
+            "http://localhost.attacker.example:15672"
+        ));
+    }
 
     #[test]
     fn versions_say_what_they_imply() {

@@ -7,13 +7,13 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum OpsError {
     /// The AMQP connection could not be opened.
-    #[error("cannot connect to the broker at {url}: {source}")]
+    #[error("cannot connect to the broker: {source}")]
     Connect {
         /// The URL, password masked.
         url: String,
-        /// What lapin reported.
+        /// What went wrong (it names the URL, password masked).
         #[source]
-        source: lapin::Error,
+        source: queuey_core::Error,
     },
     /// An AMQP call failed.
     #[error("{what}: {source}")]

@@ -36,11 +36,13 @@ pub mod headers;
 pub mod holds;
 pub mod mgmt;
 pub mod time;
+pub mod tls;
 pub mod topology;
 pub mod web;
 
 pub use amqp::{Amqp, QueueCounts, redact_url};
 pub use error::{OpsError, Result};
+pub use tls::TlsFiles;
 
 /// The default dead-letter suffix (`q` → `q.dead`).
 pub const DEFAULT_DEAD_SUFFIX: &str = ".dead";

@@ -9,10 +9,13 @@ use clap::Parser;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    let secrets = args.secrets();
     match cli::run(args).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            // Every error text, the broker client's included, leaves without
+            // the passwords the tool was given.
+            eprintln!("error: {}", secrets.scrub(&e.to_string()));
             ExitCode::FAILURE
         }
     }

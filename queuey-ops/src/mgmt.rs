@@ -7,17 +7,24 @@
 //! call says so with [`OpsError::ManagementMissing`].
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{OpsError, Result};
+use crate::tls::TlsFiles;
 
-/// The management port RabbitMQ uses by default.
+/// The management port RabbitMQ uses by default, over http.
 pub const DEFAULT_PORT: u16 = 15672;
 
+/// The management port RabbitMQ uses by default over https.
+pub const DEFAULT_TLS_PORT: u16 = 15671;
+
 /// A client of one broker's management API, scoped to one vhost.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output masks the password.
+#[derive(Clone)]
 pub struct Management {
     http: reqwest::Client,
     base: String,
@@ -105,31 +112,88 @@ struct Page {
     page_count: u64,
 }
 
+impl fmt::Debug for Management {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Management")
+            .field("base", &self.base)
+            .field("user", &self.user)
+            .field("password", &"***")
+            .field("vhost", &self.vhost)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Management {
-    /// A client for the broker that `amqp_url` names: `base` when given
-    /// (`http://host:15672`), else the AMQP host on port 15672; the AMQP
-    /// URL's credentials and vhost.
+    /// A client for the broker that `amqp_url` names, with the platform's
+    /// TLS roots. See [`for_amqp_url_tls`](Self::for_amqp_url_tls).
     pub fn for_amqp_url(amqp_url: &str, base: Option<&str>) -> Result<Self> {
+        Management::for_amqp_url_tls(amqp_url, base, &TlsFiles::default())
+    }
+
+    /// A client for the broker that `amqp_url` names.
+    ///
+    /// The base URL is `base` when given, else the AMQP host on the scheme
+    /// that matches the AMQP URL's: `https://HOST:15671` for `amqps://`,
+    /// `http://HOST:15672` for `amqp://`. The credentials are those of
+    /// `base` when it carries any (they are then removed from it, so that
+    /// it can be printed), else the AMQP URL's; the vhost is the AMQP
+    /// URL's. Over https, `tls`'s CA certificates are trusted besides the
+    /// platform's roots and its client certificate is presented.
+    ///
+    /// A plain `http://` base on another host than this one is refused when
+    /// the AMQP URL is `amqps://`: the credentials would cross the network
+    /// in clear.
+    pub fn for_amqp_url_tls(amqp_url: &str, base: Option<&str>, tls: &TlsFiles) -> Result<Self> {
         let parsed = reqwest::Url::parse(amqp_url)
             .map_err(|e| OpsError::Invalid(format!("the AMQP URL is not a URL: {e}")))?;
+        let secure = parsed.scheme() == "amqps";
         let host = parsed.host_str().unwrap_or("127.0.0.1").to_owned();
-        let user = decode(parsed.username());
-        let user = if user.is_empty() {
-            "guest".to_owned()
-        } else {
-            user
-        };
-        let password = decode(parsed.password().unwrap_or("guest"));
+        let mut user = decode(parsed.username());
+        let mut password = decode(parsed.password().unwrap_or("guest"));
+        if user.is_empty() {
+            user = "guest".to_owned();
+        }
         let vhost = match parsed.path().trim_start_matches('/') {
             "" => "/".to_owned(),
             v => decode(v),
         };
         let base = match base {
-            Some(b) => b.trim_end_matches('/').to_owned(),
-            None => format!("http://{host}:{DEFAULT_PORT}"),
+            Some(given) => {
+                let mut url = reqwest::Url::parse(given.trim_end_matches('/')).map_err(|e| {
+                    OpsError::Invalid(format!(
+                        "the management URL `{}` is not a URL: {e}",
+                        crate::redact_url(given)
+                    ))
+                })?;
+                if !url.username().is_empty() {
+                    user = decode(url.username());
+                    password = decode(url.password().unwrap_or_default());
+                    let _ = url.set_username("");
+                    let _ = url.set_password(None);
+                }
+                match url.scheme() {
+                    "https" => {}
+                    "http" if secure && !is_local(&url) => {
+                        return Err(OpsError::Invalid(format!(
+                            "the management URL `{}` is plain http to another host while the                              AMQP URL is amqps://: the credentials would cross the network in                              clear; use https://",
+                            url.as_str().trim_end_matches('/')
+                        )));
+                    }
+                    "http" => {}
+                    other => {
+                        return Err(OpsError::Invalid(format!(
+                            "the management URL must be http:// or https://, not `{other}://`"
+                        )));
+                    }
+                }
+                url.as_str().trim_end_matches('/').to_owned()
+            }
+            None if secure => format!("https://{}:{DEFAULT_TLS_PORT}", bracketed(&host)),
+            None => format!("http://{}:{DEFAULT_PORT}", bracketed(&host)),
         };
-        let http = reqwest::Client::builder()
-            .timeout(std::time::Duration::from_secs(10))
+        let builder = reqwest::Client::builder().timeout(std::time::Duration::from_secs(10));
+        let http = tls
+            .http(builder)?
             .build()
             .map_err(|e| OpsError::Invalid(format!("HTTP client: {e}")))?;
         Ok(Management {
@@ -255,6 +319,27 @@ impl Management {
     }
 }
 
+/// Whether the URL names this machine.
+fn is_local(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// An IPv6 literal in brackets, as a URL needs it.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
 /// The innermost error's text (reqwest wraps "connection refused" deep).
 fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = e;
@@ -310,8 +395,46 @@ mod tests {
         let m = Management::for_amqp_url("amqp://h/prod", Some("https://mgmt:443/")).unwrap();
         assert_eq!(
             (m.base(), m.vhost(), m.user()),
-            ("https://mgmt:443", "prod", "guest")
+            ("https://mgmt", "prod", "guest")
         );
+    }
+
+    #[test]
+    fn the_management_api_follows_the_amqp_scheme() {
+        let m = Management::for_amqp_url("amqps://ops:pw@rabbit.local/%2f", None).unwrap();
+        assert_eq!(m.base(), "https://rabbit.local:15671");
+        let m = Management::for_amqp_url("amqp://ops:pw@[::1]:5672/%2f", None).unwrap();
+        assert_eq!(m.base(), "http://[::1]:15672");
+    }
+
+    #[test]
+    fn credentials_in_the_management_url_are_used_and_never_shown() {
+        let m = Management::for_amqp_url(
+            "amqp://guest:guest@h/%2f",
+            Some("http://admin:SECRETPASS@127.0.0.1:15672/"),
+        )
+        .unwrap();
+        assert_eq!(m.base(), "http://127.0.0.1:15672");
+        assert_eq!((m.user(), m.password.as_str()), ("admin", "SECRETPASS"));
+        assert!(!format!("{m:?}").contains("SECRETPASS"));
+        let bad = Management::for_amqp_url("amqp://h/%2f", Some("ht tp://u:SECRETPASS@h"))
+            .unwrap_err()
+            .to_string();
+        assert!(!bad.contains("SECRETPASS"), "{bad}");
+    }
+
+    #[test]
+    fn plain_http_to_another_host_is_refused_when_amqp_is_encrypted() {
+        let refused =
+            Management::for_amqp_url("amqps://u:p@rabbit/%2f", Some("http://rabbit:15672"))
+                .unwrap_err()
+                .to_string();
+        assert!(refused.contains("https://"), "{refused}");
+        // This machine, or plaintext AMQP anyway: allowed.
+        Management::for_amqp_url("amqps://u:p@rabbit/%2f", Some("http://127.0.0.1:15672")).unwrap();
+        Management::for_amqp_url("amqp://u:p@rabbit/%2f", Some("http://rabbit:15672")).unwrap();
+        let ftp = Management::for_amqp_url("amqp://h/%2f", Some("ftp://h")).unwrap_err();
+        assert!(ftp.to_string().contains("ftp"), "{ftp}");
     }
 
     #[test]

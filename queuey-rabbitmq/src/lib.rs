@@ -190,15 +190,47 @@
 //! the password's bytes show up in lapin's lines only (never in queuey's),
 //! and with the directive they show up nowhere.
 //!
-//! # Feature flags
+//! # TLS
 //!
-//! None is on by default; plain `amqp://` needs none.
+//! An `amqps://` address is encrypted with the default features: the
+//! broker's certificate is verified against the platform's roots and the
+//! URI's host name (RabbitMQ's TLS port is 5671; `amqps://` without a port
+//! goes there). [`TlsOptions`] adds a private CA, a client certificate
+//! (mutual TLS; with no password in the URI the connection authenticates
+//! by certificate alone, RabbitMQ's `EXTERNAL` mechanism), or another
+//! name to verify:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), queuey_core::Error> {
+//! use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions, TlsOptions};
+//!
+//! let backend = RabbitMqBackend::with_options(
+//!     "amqps://app:secret@rabbit.internal/%2f",
+//!     RabbitMqOptions::default().tls(TlsOptions::default().ca_file("/etc/ssl/private-ca.pem")),
+//! )
+//! .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Nothing ever falls back to plaintext. A certificate that does not
+//! verify, a port that does not speak TLS or a missing client certificate
+//! fail the connection before any AMQP byte is sent, with an error that
+//! says what to fix; a build without a TLS backend refuses `amqps://`
+//! addresses at once. Reconnection and several addresses work the same
+//! over TLS, and the certificate files are read again for every new
+//! connection, so renewed certificates are picked up.
+//!
+//! # Feature flags
 //!
 //! | feature | effect |
 //! |---|---|
-//! | `rustls` | `amqps://` with rustls (aws-lc-rs provider, platform verifier) |
-//! | `rustls-ring` | `amqps://` with rustls (ring provider, native root certificates) |
-//! | `native-tls` | `amqps://` with the platform's TLS library |
+//! | `rustls` (default) | `amqps://` through rustls with the ring provider, trusting the platform's roots |
+//! | `rustls-aws-lc` | the same with the aws-lc-rs provider |
+//! | `native-tls` | `amqps://` through the platform's TLS library (OpenSSL on Linux) |
+//!
+//! `rustls-ring` is the former name of `rustls`. With
+//! `default-features = false` and no TLS feature, plain `amqp://` works
+//! and `amqps://` is refused with an error naming the feature to enable.
 //!
 //! [queuey]: https://docs.rs/queuey
 
@@ -210,6 +242,7 @@ mod connection_properties;
 mod consumer;
 mod declare;
 mod delivery;
+mod dial;
 mod error;
 mod guard;
 mod hold;
@@ -220,13 +253,15 @@ mod properties;
 mod publisher;
 pub mod rehold;
 mod settings;
+mod tls;
 pub mod topology;
-mod uri;
+pub mod uri;
 
 pub use backend::{Addresses, RabbitMqBackend};
 pub use connection_properties::ConnectionProperties;
 pub use delivery::REQUEUE_DELAY;
 pub use settings::RabbitMqSettings;
+pub use tls::TlsOptions;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
 /// password, out of a subscriber: `lapin=debug`. Append it to any filter
@@ -241,3 +276,10 @@ pub use options::{
     DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions,
 };
 pub use topology::HoldQueues;
+
+/// Support for the `queuey` operator tool of the same release. Not part of
+/// the public API: it names lapin types and may change in any release.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::dial::connect_plain_lapin;
+}

@@ -20,16 +20,16 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::StreamExt;
-use lapin::types::{LongString, ShortString};
-use lapin::uri::AMQPUri;
-use lapin::{Connection, ConnectionProperties, ErrorKind, Event};
+use lapin::types::ShortString;
+use lapin::{Connection, Event};
 use queuey_core::{BackendError, BackendErrorKind, ConnectionState, Error, QueueConfig};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::error::{Failure, code};
-use crate::{RabbitMqOptions, declare, properties, uri};
+use crate::dial::{self, Address, dial};
+use crate::error::Failure;
+use crate::{RabbitMqOptions, declare};
 
 /// Metric names the link reports (through the `metrics` crate).
 pub(crate) mod metric {
@@ -74,13 +74,6 @@ impl LinkState {
     }
 }
 
-/// One broker address: the URI to dial and its form with the password
-/// masked, the only one ever logged.
-struct Address {
-    uri: AMQPUri,
-    redacted: String,
-}
-
 pub(crate) struct Link {
     addresses: Vec<Address>,
     options: RabbitMqOptions,
@@ -113,8 +106,9 @@ impl Link {
         }
         let addresses = uris
             .iter()
-            .map(|raw| parse(raw, &options))
+            .map(|raw| dial::parse(raw, &options))
             .collect::<Result<Vec<_>, _>>()?;
+        dial::check_tls(&addresses, &options.tls)?;
         let mut last_error = None;
         let mut first = None;
         for (index, address) in addresses.iter().enumerate() {
@@ -339,112 +333,6 @@ fn failed(what: &str, reason: &str) -> Error {
     ))
 }
 
-/// Parses a URI, adding the heartbeat and connect timeout from the options
-/// where the URI does not set them.
-fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
-    let redacted = uri::redact(raw);
-    let mut parsed: AMQPUri = raw.parse().map_err(|e: String| {
-        let e = uri::scrub(&e, raw);
-        let hint = if e.contains("port") {
-            "; a password (or user name) holding `#`, `?`, `/`, `@` or `:` must be \
-             percent-encoded, e.g. `#` as `%23`"
-        } else {
-            ""
-        };
-        Error::invalid_config(format!("`{redacted}` is not a valid AMQP URI: {e}{hint}"))
-    })?;
-    if parsed.query.heartbeat.is_none() {
-        parsed.query.heartbeat = Some(heartbeat_seconds(options.heartbeat));
-    }
-    if parsed.query.connection_timeout.is_none() {
-        let millis = u64::try_from(options.connect_timeout.as_millis()).unwrap_or(u64::MAX);
-        parsed.query.connection_timeout = Some(millis);
-    }
-    Ok(Address {
-        uri: parsed,
-        redacted,
-    })
-}
-
-/// The heartbeat in the whole seconds AMQP counts in, rounded up: a
-/// sub-second interval asks for 1 s rather than 0, which would turn
-/// heartbeats off.
-fn heartbeat_seconds(interval: Duration) -> u16 {
-    let seconds = interval.as_secs() + u64::from(interval.subsec_nanos() > 0);
-    u16::try_from(seconds).unwrap_or(u16::MAX)
-}
-
-/// A failed connection attempt, and whether trying again cannot help.
-struct DialFailure {
-    error: Error,
-    fatal: bool,
-}
-
-/// Opens one connection, within the connect bound.
-async fn dial(address: &Address, options: &RabbitMqOptions) -> Result<Connection, DialFailure> {
-    let connecting = Connection::connect_uri(address.uri.clone(), connection_properties(options));
-    let redacted = &address.redacted;
-    match tokio::time::timeout(options.connect_timeout, connecting).await {
-        Ok(Ok(connection)) => Ok(connection),
-        Ok(Err(e)) => {
-            // Refused credentials (403) or virtual host (530) will be refused
-            // again: say so rather than retrying for ever.
-            let (kind, fatal) = match e.kind() {
-                ErrorKind::ProtocolError(amqp)
-                    if matches!(amqp.get_id(), 403 | 530 | code::NOT_FOUND) =>
-                {
-                    (BackendErrorKind::Refused, true)
-                }
-                ErrorKind::ProtocolError(_) => (BackendErrorKind::Refused, false),
-                _ => (BackendErrorKind::ConnectionLost, false),
-            };
-            let text = address_scrub(&e.to_string(), address);
-            Err(DialFailure {
-                error: Error::Backend(BackendError::new(
-                    kind,
-                    format!("connecting to RabbitMQ at `{redacted}`: {text}"),
-                )),
-                fatal,
-            })
-        }
-        Err(_) => Err(DialFailure {
-            error: Error::Backend(BackendError::new(
-                BackendErrorKind::TimedOut,
-                format!(
-                    "connecting to RabbitMQ at `{redacted}`: no answer within {:?}",
-                    options.connect_timeout
-                ),
-            )),
-            fatal: false,
-        }),
-    }
-}
-
-/// Removes the address's password from an error text.
-fn address_scrub(text: &str, address: &Address) -> String {
-    let password = &address.uri.authority.userinfo.password;
-    if password.is_empty() {
-        text.to_owned()
-    } else {
-        text.replace(password.as_str(), "***")
-    }
-}
-
-pub(crate) fn connection_properties(options: &RabbitMqOptions) -> ConnectionProperties {
-    let mut props = ConnectionProperties::default();
-    if let Some(locale) = options.settings().locale() {
-        props = props.with_locale(properties::short(locale));
-    }
-    for (key, value) in options.settings().client_properties() {
-        props =
-            props.with_client_property(properties::short(key), LongString::from(value.as_str()));
-    }
-    if let Some(name) = options.settings().connection_name() {
-        props = props.with_connection_name(LongString::from(name));
-    }
-    props
-}
-
 /// How often the supervisor looks at the connection's status even when no
 /// event woke it.
 const STATUS_POLL: Duration = Duration::from_millis(500);
@@ -660,27 +548,6 @@ fn jitter(delay: Duration) -> Duration {
 mod tests {
     use super::*;
 
-    const URI: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
-
-    fn heartbeat_asked(interval: Duration) -> Option<u16> {
-        let options = RabbitMqOptions::default().heartbeat(interval);
-        parse(URI, &options)
-            .expect("a valid URI")
-            .uri
-            .query
-            .heartbeat
-    }
-
-    #[test]
-    fn a_sub_second_heartbeat_is_rounded_up_never_turned_off() {
-        assert_eq!(heartbeat_asked(Duration::from_millis(500)), Some(1));
-        assert_eq!(heartbeat_asked(Duration::from_millis(1_500)), Some(2));
-        assert_eq!(heartbeat_asked(Duration::from_secs(10)), Some(10));
-        // Zero is the documented way to turn heartbeats off.
-        assert_eq!(heartbeat_asked(Duration::ZERO), Some(0));
-        assert_eq!(heartbeat_asked(Duration::from_secs(70_000)), Some(u16::MAX));
-    }
-
     #[test]
     fn short_outages_add_up_in_the_disconnected_seconds() {
         // Three outages of 400 ms: 1.2 s in all, so the counter shows 1.
@@ -694,12 +561,5 @@ mod tests {
         assert_eq!(seconds_crossed(0, 2_500), 2);
         assert_eq!(seconds_crossed(2_500, 600), 1);
         assert_eq!(seconds_crossed(u64::MAX - 1, 10), 0);
-    }
-
-    #[test]
-    fn a_heartbeat_in_the_uri_wins() {
-        let options = RabbitMqOptions::default().heartbeat(Duration::from_secs(10));
-        let parsed = parse(&format!("{URI}?heartbeat=3"), &options).expect("a valid URI");
-        assert_eq!(parsed.uri.query.heartbeat, Some(3));
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use queuey_core::backend::Granularity;
 
-use crate::{ConnectionProperties, HoldQueues, RabbitMqOptions};
+use crate::{ConnectionProperties, HoldQueues, RabbitMqOptions, TlsOptions};
 
 /// What was set on a [`RabbitMqOptions`], read back under the builder
 /// methods' own names: [`RabbitMqOptions::heartbeat`] sets it,
@@ -158,6 +158,11 @@ impl<'a> RabbitMqSettings<'a> {
     /// The kind of hold queues ([`RabbitMqOptions::hold_queues`]).
     pub fn hold_queues(&self) -> HoldQueues {
         self.options.hold_queues
+    }
+
+    /// How `amqps://` addresses are secured ([`RabbitMqOptions::tls`]).
+    pub fn tls(&self) -> &'a TlsOptions {
+        &self.options.tls
     }
 
     /// The number of publishing channels

@@ -1,8 +1,19 @@
-//! Keeping the password of an AMQP URI out of logs, `Debug` output and
-//! error messages.
+//! Keeping the password of a URI out of logs, `Debug` output and error
+//! messages.
 //!
-//! lapin's own URI type prints the password in both `Debug` and `Display`,
-//! so the backend never formats it: it keeps only the redacted form.
+//! The backend formats a broker address only through [`redact`], and runs
+//! every error text that may quote one through [`scrub`]. Both work on any
+//! `scheme://user:password@host…` URI (`amqp`, `amqps`, `http`, `https`)
+//! and on text that only looks like one, so a tool printing a URI a user
+//! typed wrong can use them too.
+//!
+//! ```
+//! use queuey_rabbitmq::uri::{redact, scrub};
+//!
+//! let url = "amqps://app:s3cret@broker:5671/%2f";
+//! assert_eq!(redact(url), "amqps://app:***@broker:5671/%2f");
+//! assert_eq!(scrub("login failed for s3cret", url), "login failed for ***");
+//! ```
 
 /// What a redacted password is replaced with.
 const MASK: &str = "***";
@@ -11,7 +22,7 @@ const MASK: &str = "***";
 ///
 /// A string that does not look like `scheme://…` but contains `@` is masked
 /// entirely, since its user-info part cannot be told apart reliably.
-pub(crate) fn redact(uri: &str) -> String {
+pub fn redact(uri: &str) -> String {
     match split(uri) {
         Some(parts) => match parts.password {
             Some(_) => format!(
@@ -27,18 +38,50 @@ pub(crate) fn redact(uri: &str) -> String {
 
 /// Removes every occurrence of the URI's password, as written and
 /// percent-decoded, from `text`.
-pub(crate) fn scrub(text: &str, uri: &str) -> String {
-    let Some(password) = split(uri).and_then(|p| p.password) else {
-        return text.to_owned();
+///
+/// A string that is not a well-formed `scheme://…` URI but holds an `@`
+/// (`amqp:user:secret@host`, `user:secret@host`) has no password that can
+/// be told apart for sure, so every part of what precedes the `@` that
+/// could be one is removed.
+pub fn scrub(text: &str, uri: &str) -> String {
+    let candidates: Vec<&str> = match split(uri) {
+        Some(parts) => parts.password.into_iter().collect(),
+        None => loose_secrets(uri),
     };
+    let mut secrets: Vec<String> = Vec::new();
+    for candidate in candidates {
+        secrets.push(candidate.to_owned());
+        secrets.push(percent_decode(candidate));
+    }
+    // Longest first, so that a secret holding another is masked whole.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     let mut out = text.to_owned();
-    let decoded = percent_decode(password);
-    for secret in [password, decoded.as_str()] {
-        if !secret.is_empty() {
-            out = out.replace(secret, MASK);
-        }
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        out = out.replace(secret.as_str(), MASK);
     }
     out
+}
+
+/// The parts of a malformed URI's user info that may be a password: what
+/// follows its first `:` and what follows its last.
+fn loose_secrets(uri: &str) -> Vec<&str> {
+    let Some(at) = uri.rfind('@') else {
+        return Vec::new();
+    };
+    let userinfo = uri[..at].rsplit("://").next().unwrap_or_default();
+    let mut found = Vec::new();
+    if let Some((_, after_first)) = userinfo.split_once(':') {
+        found.push(after_first);
+    }
+    if let Some((_, after_last)) = userinfo.rsplit_once(':') {
+        found.push(after_last);
+    }
+    found
+}
+
+/// Whether the URI carries a password (`user:password@`), even an empty one.
+pub(crate) fn has_password(uri: &str) -> bool {
+    split(uri).is_some_and(|p| p.password.is_some())
 }
 
 struct Parts<'a> {
@@ -149,6 +192,20 @@ mod tests {
         }
         let text = "connecting to amqp://guest:abc#123@localhost failed";
         assert!(!scrub(text, "amqp://guest:abc#123@localhost:5672/%2f").contains("abc#123"));
+    }
+
+    #[test]
+    fn scrub_removes_the_password_of_a_malformed_uri() {
+        for (uri, secret) in [
+            ("amqp:guest:SECRETPASS@127.0.0.1:5672", "SECRETPASS"),
+            ("guest:SECRETPASS@127.0.0.1:5672", "SECRETPASS"),
+            ("amqp:guest:SE%2FCRET@host", "SE/CRET"),
+        ] {
+            let text = format!("bad URL {uri}: could not parse `{secret}` near {secret}");
+            let scrubbed = scrub(&text, uri);
+            assert!(!scrubbed.contains(secret), "{scrubbed}");
+            assert!(!scrubbed.contains("SECRET"), "{scrubbed}");
+        }
     }
 
     #[test]

@@ -8,8 +8,16 @@ use queuey_ops::doctor::{self, Status};
 use super::{EXIT_PROBLEM, Global, print_json};
 
 pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
-    let checks = doctor::doctor(&global.url, global.mgmt_url.as_deref()).await;
+    let checks = doctor::doctor(&global.url, global.mgmt_url.as_deref(), &global.tls()).await;
     if global.json {
+        let checks: Vec<_> = checks
+            .iter()
+            .cloned()
+            .map(|mut c| {
+                c.detail = global.scrub(&c.detail);
+                c
+            })
+            .collect();
         print_json(&checks);
     } else {
         for c in &checks {
@@ -18,7 +26,7 @@ pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
                 Status::Warn => "WARN",
                 Status::Fail => "FAIL",
             };
-            println!("{mark}  {:<19} {}", c.name, c.detail);
+            println!("{mark}  {:<19} {}", c.name, global.scrub(&c.detail));
         }
     }
     Ok(if checks.iter().any(|c| c.status == Status::Fail) {

@@ -7,11 +7,12 @@ mod table;
 mod topology;
 mod web;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use queuey_ops::mgmt::Management;
-use queuey_ops::{Amqp, Result};
+use queuey_ops::{Amqp, Result, TlsFiles};
 
 /// The broker URL used when neither `--url` nor `AMQP_URL` is given.
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -56,6 +57,31 @@ pub(crate) struct Global {
     /// Suffix of the poison guard's suspect queues.
     #[arg(long, default_value = queuey_ops::DEFAULT_SUSPECT_SUFFIX, global = true)]
     pub(crate) suspect_suffix: String,
+    /// A PEM file of CA certificates to trust besides the platform's roots,
+    /// for amqps:// and the https management API (repeatable).
+    #[arg(
+        long = "tls-ca",
+        value_name = "FILE",
+        env = "QUEUEY_TLS_CA",
+        global = true
+    )]
+    pub(crate) tls_ca: Vec<PathBuf>,
+    /// A PEM client certificate (mutual TLS); with no password in --url the
+    /// broker authenticates by it alone (EXTERNAL).
+    #[arg(long, value_name = "FILE", env = "QUEUEY_TLS_CERT", global = true)]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", env = "QUEUEY_TLS_KEY", global = true)]
+    pub(crate) tls_key: Option<PathBuf>,
+    /// The name to verify the broker's certificate against, instead of the
+    /// host of --url.
+    #[arg(
+        long,
+        value_name = "NAME",
+        env = "QUEUEY_TLS_SERVER_NAME",
+        global = true
+    )]
+    pub(crate) tls_server_name: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -64,15 +90,59 @@ pub(crate) struct Global {
 impl Global {
     pub(crate) async fn connect(&self, what: &str) -> Result<Amqp> {
         let name = format!("queuey-cli-{what}-{}", std::process::id());
-        Amqp::connect(&self.url, &name).await
+        Amqp::connect_tls(&self.url, &name, &self.tls()).await
     }
 
     pub(crate) fn management(&self) -> Result<Management> {
-        Management::for_amqp_url(&self.url, self.mgmt_url.as_deref())
+        Management::for_amqp_url_tls(&self.url, self.mgmt_url.as_deref(), &self.tls())
+    }
+
+    /// The certificate files, for both connections.
+    pub(crate) fn tls(&self) -> TlsFiles {
+        TlsFiles {
+            ca: self.tls_ca.clone(),
+            cert: self.tls_cert.clone(),
+            key: self.tls_key.clone(),
+            server_name: self.tls_server_name.clone(),
+        }
+    }
+
+    /// `text` with every password the tool was given removed.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        self.secrets().scrub(text)
+    }
+
+    fn secrets(&self) -> Secrets {
+        Secrets(
+            std::iter::once(&self.url)
+                .chain(&self.mgmt_url)
+                .cloned()
+                .collect(),
+        )
     }
 
     pub(crate) fn dead_queue(&self, queue: &str) -> String {
         queuey_ops::dead_queue_of(queue, &self.dead_suffix)
+    }
+}
+
+impl Cli {
+    /// The URLs whose passwords nothing printed may contain.
+    pub(crate) fn secrets(&self) -> Secrets {
+        self.global.secrets()
+    }
+}
+
+/// The URLs the tool was given, kept to remove their passwords (the AMQP
+/// URL's and the management URL's, in each of their written forms) from
+/// any text before it is printed.
+pub(crate) struct Secrets(Vec<String>);
+
+impl Secrets {
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        self.0.iter().fold(text.to_owned(), |text, url| {
+            queuey_ops::amqp::scrub(&text, url)
+        })
     }
 }
 

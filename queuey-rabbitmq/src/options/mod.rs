@@ -17,6 +17,7 @@ use queuey_core::MAX_MESSAGE_BYTES;
 use queuey_core::backend::Granularity;
 
 use crate::RabbitMqSettings;
+use crate::tls::TlsOptions;
 use crate::topology::HoldQueues;
 
 pub use defaults::*;
@@ -67,6 +68,7 @@ pub struct RabbitMqOptions {
     pub(crate) reconnect_delay: (Duration, Duration),
     pub(crate) reconnect_deadline: Option<Duration>,
     pub(crate) refuse_long_delays: bool,
+    pub(crate) tls: TlsOptions,
 }
 
 impl Default for RabbitMqOptions {
@@ -99,6 +101,7 @@ impl Default for RabbitMqOptions {
             reconnect_delay: (DEFAULT_RECONNECT_DELAY_MIN, DEFAULT_RECONNECT_DELAY_MAX),
             reconnect_deadline: None,
             refuse_long_delays: false,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -165,6 +168,15 @@ impl RabbitMqOptions {
     /// default, keeps trying for as long as the process runs.
     pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.reconnect_deadline = deadline;
+        self
+    }
+
+    /// How `amqps://` addresses are secured: extra CA certificates, a
+    /// client certificate, the server name to verify (default: the
+    /// platform's roots, no client certificate, the URI's host). See
+    /// [`TlsOptions`]; plain `amqp://` addresses ignore it.
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
         self
     }
 

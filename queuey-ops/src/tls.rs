@@ -1,0 +1,135 @@
+//! The certificate files of an operator tool, for both of its connections:
+//! AMQP (`amqps://`) and the management API (`https://`).
+//!
+//! One set of files serves both, so a private CA given once is trusted by
+//! each, and a client certificate is presented to each.
+
+use std::path::PathBuf;
+
+use queuey_rabbitmq::TlsOptions;
+
+use crate::error::{OpsError, Result};
+
+/// Certificate files and the name to verify. Paths only: `Debug` shows no
+/// key material.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// PEM files of CA certificates trusted besides the platform's roots.
+    pub ca: Vec<PathBuf>,
+    /// A PEM client certificate chain (mutual TLS); needs `key`.
+    pub cert: Option<PathBuf>,
+    /// The PEM private key of `cert`.
+    pub key: Option<PathBuf>,
+    /// The name the AMQP broker's certificate is verified against, instead
+    /// of the URL's host.
+    pub server_name: Option<String>,
+}
+
+impl TlsFiles {
+    /// The options of the AMQP connection. A certificate without its key
+    /// (or a key without its certificate) is refused.
+    pub fn amqp(&self) -> Result<TlsOptions> {
+        let mut options = TlsOptions::default();
+        for ca in &self.ca {
+            options = options.ca_file(ca);
+        }
+        if let Some((cert, key)) = self.identity()? {
+            options = options.client_cert_files(cert, key);
+        }
+        if let Some(name) = &self.server_name {
+            options = options.server_name(name);
+        }
+        Ok(options)
+    }
+
+    /// Applies the CA certificates and the client certificate to an HTTP
+    /// client: the platform's roots stay trusted.
+    pub(crate) fn http(
+        &self,
+        mut builder: reqwest::ClientBuilder,
+    ) -> Result<reqwest::ClientBuilder> {
+        for ca in &self.ca {
+            let pem = read(ca, "CA certificate")?;
+            let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                OpsError::Invalid(format!(
+                    "the TLS CA certificate file `{}` is not PEM: {e}",
+                    ca.display()
+                ))
+            })?;
+            if certificates.is_empty() {
+                return Err(OpsError::Invalid(format!(
+                    "the TLS CA certificate file `{}` holds no certificate",
+                    ca.display()
+                )));
+            }
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        if let Some((cert, key)) = self.identity()? {
+            let mut pem = read(cert, "client certificate")?;
+            pem.push(b'\n');
+            pem.extend(read(key, "client key")?);
+            let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
+                OpsError::Invalid(format!(
+                    "the TLS client certificate `{}` or its key `{}` is not usable: {e}",
+                    cert.display(),
+                    key.display()
+                ))
+            })?;
+            builder = builder.identity(identity);
+        }
+        Ok(builder)
+    }
+
+    fn identity(&self) -> Result<Option<(&PathBuf, &PathBuf)>> {
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => Ok(Some((cert, key))),
+            (None, None) => Ok(None),
+            (Some(_), None) => Err(OpsError::Invalid(
+                "a TLS client certificate needs its key: give --tls-key too".into(),
+            )),
+            (None, Some(_)) => Err(OpsError::Invalid(
+                "a TLS client key needs its certificate: give --tls-cert too".into(),
+            )),
+        }
+    }
+}
+
+fn read(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| {
+        OpsError::Invalid(format!(
+            "cannot read the TLS {what} file `{}`: {e}",
+            path.display()
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_needs_its_key() {
+        let half = TlsFiles {
+            cert: Some("c.pem".into()),
+            ..TlsFiles::default()
+        };
+        assert!(half.amqp().unwrap_err().to_string().contains("--tls-key"));
+        let half = TlsFiles {
+            key: Some("k.pem".into()),
+            ..TlsFiles::default()
+        };
+        assert!(half.amqp().unwrap_err().to_string().contains("--tls-cert"));
+    }
+
+    #[test]
+    fn a_missing_ca_file_is_named() {
+        let files = TlsFiles {
+            ca: vec!["/nonexistent/ca.pem".into()],
+            ..TlsFiles::default()
+        };
+        let error = files.http(reqwest::Client::builder()).err().unwrap();
+        assert!(error.to_string().contains("/nonexistent/ca.pem"), "{error}");
+    }
+}
