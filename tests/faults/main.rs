@@ -18,6 +18,8 @@ mod fault;
 #[path = "../../queuey-rabbitmq/tests/broker/support.rs"]
 mod support;
 
+// Shared with the TLS suite, which uses the TLS node too.
+#[allow(dead_code, unused_macros)]
 #[macro_use]
 mod private;
 

@@ -56,3 +56,31 @@ macro_rules! private_cluster {
         }
     };
 }
+
+/// Starts a private node with a TLS listener (and with `management` its
+/// management API over https), or returns `None` (after a notice) where
+/// this machine cannot run one; under `QUEUEY_REQUIRE_BROKER=1` that is a
+/// failure.
+pub(crate) async fn tls_node(test: &str, management: bool) -> Option<PrivateNode> {
+    crate::support::amqp_url(test)?;
+    match node::available() {
+        Ok(()) => Some(PrivateNode::start_tls(test, management).await),
+        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+            panic!("{test}: cannot start a private RabbitMQ node: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping {test}: cannot start a private RabbitMQ node: {why}");
+            None
+        }
+    }
+}
+
+/// Gets a private node with a TLS listener or returns from the test (skip).
+macro_rules! private_tls_node {
+    ($name:expr, $management:expr) => {
+        match $crate::private::tls_node($name, $management).await {
+            Some(node) => node,
+            None => return,
+        }
+    };
+}

@@ -19,6 +19,7 @@ fn shared(test: &str) -> Option<Site<'static>> {
     let url = crate::support::amqp_url(test)?;
     Some(Site {
         url,
+        tls: queuey::TlsOptions::default(),
         node: None,
         child: None,
     })
@@ -79,6 +80,7 @@ async fn a_broker_stopped_or_killed_loses_nothing() {
         &Plan::ci(Fault::StopApp),
         Site {
             url: url.clone(),
+            tls: queuey::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         },
@@ -89,6 +91,7 @@ async fn a_broker_stopped_or_killed_loses_nothing() {
         &Plan::ci(Fault::Kill9),
         Site {
             url,
+            tls: queuey::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         },
@@ -99,6 +102,7 @@ async fn a_broker_stopped_or_killed_loses_nothing() {
         &Plan::ci(Fault::Kill9).through_holds(queuey::rabbitmq::HoldQueues::Quorum),
         Site {
             url: node.url(),
+            tls: queuey::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         },

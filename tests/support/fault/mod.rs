@@ -1,6 +1,7 @@
 //! The fault kit: what the fault scenarios (`tests/faults/`) and the `soak`
 //! example share. A TCP proxy that breaks connections ([`proxy`]), a
-//! private RabbitMQ node a test may stop and kill ([`node`]), a cluster of
+//! private RabbitMQ node a test may stop and kill, with a TLS listener and
+//! certificates made for it when asked ([`node`], [`certs`]), a cluster of
 //! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), the faults
 //! and their pace ([`plan`], [`chaos`], [`child`]), the scenario runner
 //! ([`scenario`]) and the cluster failover scenario ([`failover`], [`leaders`]).
@@ -9,6 +10,7 @@
 //! not every user uses every item.
 #![allow(dead_code)]
 
+pub(crate) mod certs;
 pub(crate) mod chaos;
 pub(crate) mod child;
 pub(crate) mod cluster;

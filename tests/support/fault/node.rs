@@ -11,6 +11,8 @@
 //! file.
 
 use std::path::{Path, PathBuf};
+
+use super::certs::{self, Certs};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,19 @@ pub(crate) struct PrivateNode {
     dist_port: u16,
     dir: PathBuf,
     server: Option<Child>,
+    tls: Option<NodeTls>,
+}
+
+/// What the node offers over TLS: an AMQPS listener (peer certificates
+/// verified when presented, `EXTERNAL` offered), and the management API
+/// over https when asked for.
+pub(crate) struct NodeTls {
+    /// The AMQPS port.
+    pub(crate) port: u16,
+    /// The management API's https port, when the plugin is on.
+    pub(crate) mgmt_port: Option<u16>,
+    /// The certificates, in the node's directory.
+    pub(crate) certs: Certs,
 }
 
 /// Whether this machine can run a private node (the server is installed,
@@ -70,10 +85,31 @@ impl PrivateNode {
     /// connections.
     pub(crate) async fn start(label: &str) -> PrivateNode {
         let label = label.to_owned();
-        blocking(move || PrivateNode::start_blocking(&label)).await
+        blocking(move || PrivateNode::start_blocking(&label, None)).await
     }
 
-    fn start_blocking(label: &str) -> PrivateNode {
+    /// Starts a node with a TLS listener beside its plain one, certificates
+    /// made for it, a user for the client certificate ([`certs::CLIENT_USER`],
+    /// no password), and with `management` the management API over https
+    /// only.
+    pub(crate) async fn start_tls(label: &str, management: bool) -> PrivateNode {
+        let label = label.to_owned();
+        blocking(move || {
+            let node = PrivateNode::start_blocking(&label, Some(management));
+            let user = certs::CLIENT_USER;
+            for args in [
+                vec!["add_user", user, "unused-password"],
+                vec!["clear_password", user],
+                vec!["set_permissions", "-p", "/", user, ".*", ".*", ".*"],
+            ] {
+                node.ctl_blocking(&args).expect("the certificate's user");
+            }
+            node
+        })
+        .await
+    }
+
+    fn start_blocking(label: &str, tls_management: Option<bool>) -> PrivateNode {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let short = &id[..8];
         let dir = std::env::temp_dir().join(format!("queuey-node-{label}-{short}"));
@@ -81,6 +117,11 @@ impl PrivateNode {
             name: format!("queuey-{label}-{short}@localhost"),
             port: free_port(),
             dist_port: free_port(),
+            tls: tls_management.map(|management| NodeTls {
+                port: free_port(),
+                mgmt_port: management.then(free_port),
+                certs: Certs::generate(&dir.join("certs")),
+            }),
             dir,
             server: None,
         };
@@ -95,16 +136,45 @@ impl PrivateNode {
         for sub in ["mnesia", "log"] {
             std::fs::create_dir_all(dir.join(sub)).expect("the node's directories");
         }
-        std::fs::write(dir.join("enabled_plugins"), "[].\n").expect("enabled_plugins");
+        let mut plugins = Vec::new();
+        let mut config = format!(
+            "listeners.tcp.local = 127.0.0.1:{}\nloopback_users = none\n\
+             log.console = true\nlog.console.level = warning\nlog.file = false\n",
+            self.port
+        );
+        if let Some(tls) = &self.tls {
+            let c = &tls.certs;
+            plugins.push("rabbitmq_auth_mechanism_ssl");
+            config.push_str(&format!(
+                "listeners.ssl.default = 127.0.0.1:{}\n\
+                 ssl_options.cacertfile = {}\nssl_options.certfile = {}\n\
+                 ssl_options.keyfile = {}\nssl_options.verify = verify_peer\n\
+                 ssl_options.fail_if_no_peer_cert = false\n\
+                 auth_mechanisms.1 = PLAIN\nauth_mechanisms.2 = AMQPLAIN\n\
+                 auth_mechanisms.3 = EXTERNAL\nssl_cert_login_from = common_name\n",
+                tls.port,
+                c.ca.display(),
+                c.server_cert.display(),
+                c.server_key.display()
+            ));
+            if let Some(mgmt) = tls.mgmt_port {
+                plugins.push("rabbitmq_management");
+                config.push_str(&format!(
+                    "management.ssl.port = {mgmt}\nmanagement.ssl.ip = 127.0.0.1\n\
+                     management.ssl.cacertfile = {}\nmanagement.ssl.certfile = {}\n\
+                     management.ssl.keyfile = {}\n",
+                    c.ca.display(),
+                    c.server_cert.display(),
+                    c.server_key.display()
+                ));
+            }
+        }
         std::fs::write(
-            dir.join("rabbitmq.conf"),
-            format!(
-                "listeners.tcp.local = 127.0.0.1:{}\nloopback_users = none\n\
-                 log.console = true\nlog.console.level = warning\nlog.file = false\n",
-                self.port
-            ),
+            dir.join("enabled_plugins"),
+            format!("[{}].\n", plugins.join(",")),
         )
-        .expect("rabbitmq.conf");
+        .expect("enabled_plugins");
+        std::fs::write(dir.join("rabbitmq.conf"), config).expect("rabbitmq.conf");
         run_checked(
             Command::new("chown")
                 .args(["-R", "rabbitmq:rabbitmq"])
@@ -159,7 +229,11 @@ impl PrivateNode {
             let up = self
                 .ctl_blocking(&["await_startup", "--timeout", "5"])
                 .is_ok()
-                && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+                && std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && self
+                    .tls_ports()
+                    .iter()
+                    .all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok());
             if up {
                 return;
             }
@@ -172,6 +246,14 @@ impl PrivateNode {
             }
             std::thread::sleep(Duration::from_millis(500));
         }
+    }
+
+    /// The TLS ports the node listens on, if any.
+    fn tls_ports(&self) -> Vec<u16> {
+        self.tls
+            .iter()
+            .flat_map(|t| std::iter::once(t.port).chain(t.mgmt_port))
+            .collect()
     }
 
     fn output_tail(&self) -> String {
@@ -193,6 +275,26 @@ impl PrivateNode {
     /// The node's AMQP port.
     pub(crate) fn port(&self) -> u16 {
         self.port
+    }
+
+    /// What the node offers over TLS (nodes from [`Self::start_tls`]).
+    pub(crate) fn tls(&self) -> &NodeTls {
+        self.tls.as_ref().expect("a node started with start_tls")
+    }
+
+    /// The node's AMQPS URL as guest, through `host` (`localhost`, which
+    /// its certificate names, or `127.0.0.1`, which it does not).
+    pub(crate) fn amqps_url(&self, host: &str) -> String {
+        format!("amqps://guest:guest@{host}:{}/%2f", self.tls().port)
+    }
+
+    /// The management API over https, through `localhost`.
+    pub(crate) fn mgmt_https_url(&self) -> String {
+        let port = self
+            .tls()
+            .mgmt_port
+            .expect("a node started with management");
+        format!("https://localhost:{port}")
     }
 
     fn ctl_blocking(&self, args: &[&str]) -> Result<String, String> {
@@ -309,6 +411,7 @@ impl PrivateNode {
                 dist_port: 0,
                 dir: PathBuf::new(),
                 server: None,
+                tls: None,
             },
         );
         node = blocking(move || {

@@ -200,6 +200,8 @@ impl fmt::Display for Report {
 /// when the scenario breaks the broker itself.
 pub(crate) struct Site<'a> {
     pub(crate) url: String,
+    /// TLS for an `amqps://` url.
+    pub(crate) tls: queuey::TlsOptions,
     pub(crate) node: Option<&'a mut PrivateNode>,
     /// How to start a worker child process (worker-crash only): the
     /// program and its arguments.
@@ -228,6 +230,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
             .connect_timeout(Duration::from_secs(3))
             .call_timeout(Duration::from_secs(10))
             .hold_queues(plan.holds)
+            .tls(site.tls.clone())
     };
     let producer_backend = Arc::new(
         RabbitMqBackend::with_options(&url, options("producer"))
