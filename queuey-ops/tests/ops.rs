@@ -21,3 +21,9 @@ mod web;
 
 #[path = "ops/help.rs"]
 mod help;
+
+#[path = "ops/private.rs"]
+mod private;
+
+#[path = "ops/tls.rs"]
+mod tls;
