@@ -48,6 +48,11 @@
 //! - **pool**: enqueue from 64 tasks with several `publish_concurrency` ×
 //!   `publish_window` settings against the pipelined lapin publisher: how
 //!   the defaults were chosen;
+//! - **tls**: enqueue from 64 tasks and consume at prefetch 10 and 100
+//!   with both sides over TLS (`amqps://`, rustls), against a private
+//!   RabbitMQ node with a TLS listener that the benchmark starts itself
+//!   (module `tls`; root and the `rabbitmq-server` package needed), target
+//!   ≥ 1.0×;
 //! - **memory**: the peak resident set's growth while 1000 jobs of 20 KB
 //!   are held at once, by a worker's handlers and by a lapin consumer that
 //!   decoded each job and keeps its delivery to ack it (target ≤ 1.3×).
@@ -92,6 +97,8 @@ mod queuey_side;
 mod report;
 #[path = "broker_throughput/system.rs"]
 mod system;
+#[path = "broker_throughput/tls.rs"]
+mod tls;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -120,6 +127,9 @@ const ENQUEUE_TARGET: f64 = 1.1;
 const BATCH_TARGET: f64 = 1.2;
 const CONSUME_TARGET: f64 = 1.0;
 const RETRY_TARGET: f64 = 0.9;
+/// The TLS rows' target: enqueue and consume over TLS at least as fast as
+/// lapin over TLS.
+const TLS_TARGET: f64 = 1.0;
 /// The memory row's target: queuey's peak RSS growth at most this multiple
 /// of lapin's.
 const MEMORY_TARGET: f64 = 1.3;
@@ -216,6 +226,9 @@ pub(crate) struct Row {
     /// The work queue has queuey's default ten priority levels (`false`:
     /// none, `max_priority(0)`).
     priorities: bool,
+    /// Measured over TLS, against a private node with a TLS listener
+    /// ([`tls`]).
+    tls: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -280,6 +293,7 @@ fn rows(settings: &Settings) -> Vec<Row> {
         target,
         pool_comparison: false,
         priorities: true,
+        tls: false,
     };
     // The same on queues without priority levels, where the broker does
     // less per message and the client's share of the work shows more.
@@ -397,6 +411,28 @@ fn rows(settings: &Settings) -> Vec<Row> {
             )
         });
     }
+    // Over TLS, both sides encrypted, against a private node of this
+    // benchmark's own.
+    let over_tls = |mut r: Row| {
+        r.id = format!("tls-{}", r.id);
+        r.label.push_str(", over TLS");
+        r.tls = true;
+        r.target = Some(TLS_TARGET);
+        r
+    };
+    rows.push(over_tls(enqueue_64()));
+    for prefetch in [10, 100] {
+        rows.push(over_tls(row(
+            format!("consume-{prefetch}"),
+            format!("consume → no-op → ack, prefetch {prefetch}"),
+            Kind::Consume {
+                prefetch,
+                decoding: false,
+            },
+            settings.jobs,
+            None,
+        )));
+    }
     rows.retain(|r| settings.wants(r));
     rows
 }
@@ -477,10 +513,31 @@ impl Stopwatch {
     }
 }
 
-/// The broker's pid, looked up once.
+/// The measured broker's pid: the one on this machine, looked up once, or
+/// the private node's while the TLS rows run.
 fn broker_pid() -> Option<u32> {
     static PID: OnceLock<Option<u32>> = OnceLock::new();
-    *PID.get_or_init(system::broker_pid)
+    let shared = *PID.get_or_init(system::broker_pid);
+    match *BROKER_PID_OVERRIDE
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+    {
+        Some(pid) => Some(pid),
+        None => shared,
+    }
+}
+
+/// Set while the rows measured against another broker run.
+static BROKER_PID_OVERRIDE: std::sync::RwLock<Option<u32>> = std::sync::RwLock::new(None);
+
+/// Measures the broker process `pid` (or the shared one again, `None`).
+pub(crate) fn measure_broker_process(pid: Option<u32>) {
+    // Look the shared broker up first, so that a private node never
+    // passes for it.
+    let _ = broker_pid();
+    *BROKER_PID_OVERRIDE
+        .write()
+        .unwrap_or_else(|e| e.into_inner()) = pid;
 }
 
 /// Task `task`'s share when `jobs` are split between `tasks` tasks.
@@ -506,7 +563,9 @@ async fn memory_child(side: &str, url: &str) -> BenchResult<u64> {
             grown
         }
         _ => {
-            let connection = broker::connect(url, &broker.connection_name("lapin-memory")).await?;
+            let connection = broker
+                .connect_named(&broker.connection_name("lapin-memory"))
+                .await?;
             let grown =
                 lapin_side::hold_all(&broker, &connection, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES).await;
             let _ = connection.close(200, "memory run done".into()).await;
@@ -691,8 +750,12 @@ async fn interrupted() -> &'static str {
 
 async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<RowResult>> {
     let mut results = Vec::new();
-    for row in rows(settings) {
+    let (over_tls, plain): (Vec<Row>, Vec<Row>) = rows(settings).into_iter().partition(|r| r.tls);
+    for row in plain {
         results.push(measure_row(broker, settings, row).await?);
+    }
+    if !over_tls.is_empty() {
+        results.extend(tls::measure(settings, over_tls).await?);
     }
     if settings.wants_id("memory") {
         println!("\n{}", measure_memory(settings).await?);
@@ -774,7 +837,11 @@ async fn measure_memory(settings: &Settings) -> BenchResult<String> {
 
 /// Runs one row: a queuey backend and a lapin connection of its own, then
 /// the runs of both sides, alternating which goes first.
-async fn measure_row(broker: &Broker, settings: &Settings, row: Row) -> BenchResult<RowResult> {
+pub(crate) async fn measure_row(
+    broker: &Broker,
+    settings: &Settings,
+    row: Row,
+) -> BenchResult<RowResult> {
     let (publish, granularity) = match row.kind {
         Kind::Enqueue { publish, .. } => (publish, Duration::from_secs(1)),
         Kind::Batch { .. } | Kind::Consume { .. } => (None, Duration::from_secs(1)),
@@ -782,11 +849,9 @@ async fn measure_row(broker: &Broker, settings: &Settings, row: Row) -> BenchRes
     };
     let backend =
         queuey_side::backend(broker, &format!("queuey-{}", row.id), publish, granularity).await?;
-    let connection = broker::connect(
-        broker.url(),
-        &broker.connection_name(&format!("lapin-{}", row.id)),
-    )
-    .await?;
+    let connection = broker
+        .connect_named(&broker.connection_name(&format!("lapin-{}", row.id)))
+        .await?;
     let mut result = RowResult::new(row.clone());
     let runs = async {
         for run in 0..settings.runs {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use lapin::options::{
     BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
+use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
@@ -29,6 +30,9 @@ const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The admin connection and the queues created and not yet deleted.
 pub(crate) struct Broker {
     url: String,
+    /// The PEM of the CA that signed the broker's certificate, for an
+    /// `amqps://` url.
+    ca: Option<String>,
     /// One id per benchmark process, in every connection name.
     id: String,
     admin: Connection,
@@ -38,10 +42,16 @@ pub(crate) struct Broker {
 impl Broker {
     /// Opens the admin connection.
     pub(crate) async fn connect(url: &str) -> BenchResult<Broker> {
+        Broker::connect_tls(url, None).await
+    }
+
+    /// Opens the admin connection, trusting `ca` (PEM) over TLS.
+    pub(crate) async fn connect_tls(url: &str, ca: Option<String>) -> BenchResult<Broker> {
         let id = Uuid::new_v4().simple().to_string();
-        let admin = connect(url, &format!("queuey-bench-{id}-admin")).await?;
+        let admin = connect(url, &format!("queuey-bench-{id}-admin"), ca.as_deref()).await?;
         Ok(Broker {
             url: url.to_owned(),
+            ca,
             id,
             admin,
             created: Mutex::new(Vec::new()),
@@ -50,6 +60,16 @@ impl Broker {
 
     pub(crate) fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The CA certificate (PEM) trusted over TLS, if any.
+    pub(crate) fn ca(&self) -> Option<&str> {
+        self.ca.as_deref()
+    }
+
+    /// A lapin connection of its own to the broker, named `name`.
+    pub(crate) async fn connect_named(&self, name: &str) -> BenchResult<Connection> {
+        connect(&self.url, name, self.ca.as_deref()).await
     }
 
     /// A connection name unique to this process: `queuey-bench-{id}-{label}`.
@@ -235,10 +255,17 @@ impl Broker {
     }
 }
 
-/// Opens a named lapin connection.
-pub(crate) async fn connect(url: &str, name: &str) -> BenchResult<Connection> {
+/// Opens a named lapin connection, over TLS trusting `ca` (PEM) when the
+/// url is `amqps://`.
+async fn connect(url: &str, name: &str, ca: Option<&str>) -> BenchResult<Connection> {
     let properties = ConnectionProperties::default().with_connection_name(name.into());
-    Ok(bounded("connecting", Connection::connect(url, properties)).await??)
+    let tls = OwnedTLSConfig {
+        cert_chain: ca.map(str::to_owned),
+        identity: None,
+    };
+    let connecting =
+        Connection::connect_with_config(url, properties, tls, lapin::runtime::default_runtime()?);
+    Ok(bounded("connecting", connecting).await??)
 }
 
 /// A job envelope for `queue` as the broker sees it: the encoded body and

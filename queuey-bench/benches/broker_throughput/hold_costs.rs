@@ -71,7 +71,7 @@ pub(crate) async fn measure(broker: &Broker, settings: &Settings) -> BenchResult
         .url
         .parse()
         .map_err(|e| format!("AMQP_URL is not an AMQP URL: {e}"))?;
-    let connection = broker::connect(broker.url(), &broker.connection_name(ID)).await?;
+    let connection = broker.connect_named(&broker.connection_name(ID)).await?;
     let mut costs = [Costs::default(), Costs::default()];
     let measured = async {
         for run in 0..settings.runs {

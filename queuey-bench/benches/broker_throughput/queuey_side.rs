@@ -144,6 +144,9 @@ pub(crate) async fn backend(
     if let Some((channels, window)) = publish {
         options = options.publish_concurrency(channels).publish_window(window);
     }
+    if let Some(ca) = broker.ca() {
+        options = options.tls(queuey::TlsOptions::default().ca_pem(ca));
+    }
     Ok(RabbitMqBackend::with_options(broker.url(), options).await?)
 }
 

@@ -368,6 +368,11 @@ impl PrivateNode {
         .await;
     }
 
+    /// The Erlang VM's pid (to measure its CPU).
+    pub(crate) fn os_pid(&self) -> Option<u32> {
+        self.vm_pid()
+    }
+
     /// The Erlang VM's pid, from the node's pid file.
     fn vm_pid(&self) -> Option<u32> {
         std::fs::read_to_string(self.dir.join("pid"))
