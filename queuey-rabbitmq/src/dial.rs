@@ -300,9 +300,12 @@ mod tests {
         assert_eq!(parsed.uri.query.heartbeat, Some(3));
     }
 
+    #[cfg(any(feature = "rustls", feature = "rustls-aws-lc", feature = "native-tls"))]
     const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+    #[cfg(any(feature = "rustls", feature = "rustls-aws-lc", feature = "native-tls"))]
     const KEY: &str = "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n";
 
+    #[cfg(any(feature = "rustls", feature = "rustls-aws-lc", feature = "native-tls"))]
     fn mechanism(raw: &str, options: &RabbitMqOptions) -> Option<SASLMechanism> {
         parse(raw, options)
             .expect("a valid URI")
@@ -311,6 +314,7 @@ mod tests {
             .auth_mechanism
     }
 
+    #[cfg(any(feature = "rustls", feature = "rustls-aws-lc", feature = "native-tls"))]
     #[test]
     fn a_client_certificate_without_a_password_authenticates_by_external() {
         let mtls = RabbitMqOptions::default().tls(TlsOptions::default().client_cert_pem(PEM, KEY));
