@@ -17,13 +17,26 @@ use crate::error::{OpsError, Result};
 pub const DEFAULT_PORT: u16 = 15672;
 
 /// A client of one broker's management API, scoped to one vhost.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output masks the password (and any password in the base URL).
+#[derive(Clone)]
 pub struct Management {
     http: reqwest::Client,
     base: String,
     user: String,
     password: String,
     vhost: String,
+}
+
+impl std::fmt::Debug for Management {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Management")
+            .field("base", &crate::amqp::redact_url(&self.base))
+            .field("user", &self.user)
+            .field("password", &"***")
+            .field("vhost", &self.vhost)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A queue as the management API reports it.
