@@ -19,5 +19,8 @@ mod doctor;
 #[path = "ops/web.rs"]
 mod web;
 
+#[path = "ops/web_exposure.rs"]
+mod web_exposure;
+
 #[path = "ops/help.rs"]
 mod help;
