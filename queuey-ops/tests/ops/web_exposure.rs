@@ -222,6 +222,38 @@ async fn a_public_host_is_answered_and_https_makes_its_cookies_secure() {
 }
 
 #[tokio::test]
+async fn on_every_interface_the_address_a_connection_arrived_on_is_answered() {
+    let h = harness!("web_wildcard");
+    const TOKEN: &str = "0123456789abcdef-wildcard";
+    let mut config = WebConfig::new(h.url.clone());
+    config.auth = Auth::Token(TOKEN.into());
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(web::serve(listener, config));
+    // 127.0.0.2 is neither a loopback name the dashboard knows nor its
+    // bind address: only the connection's own address vouches for it.
+    let url = format!("http://127.0.0.2:{port}/");
+    let arrived = match http().get(&url).bearer_auth(TOKEN).send().await {
+        Ok(response) => response,
+        Err(e) => {
+            server.abort();
+            eprintln!("skipping: this system does not route 127.0.0.2 to loopback ({e})");
+            return;
+        }
+    };
+    assert_eq!(arrived.status(), StatusCode::OK);
+    let elsewhere = http()
+        .get(&url)
+        .bearer_auth(TOKEN)
+        .header("host", format!("127.0.0.3:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(elsewhere.status(), StatusCode::MISDIRECTED_REQUEST);
+    server.abort();
+}
+
+#[tokio::test]
 async fn a_cross_site_post_changes_nothing() {
     let h = harness!("web_origin");
     let (q, _) = with_dead_letters(&h, "web-origin", 2).await;
