@@ -60,6 +60,7 @@ mod exposure;
 mod headers;
 mod html;
 mod pages;
+mod public_host;
 mod session;
 
 use std::fmt;
@@ -71,7 +72,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use auth::{Auth, MIN_TOKEN_LEN};
-pub use exposure::PublicHost;
+pub use public_host::PublicHost;
 
 use crate::amqp::{Amqp, redact_url};
 use crate::error::{OpsError, Result};
