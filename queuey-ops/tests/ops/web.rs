@@ -12,7 +12,8 @@ use serde_json::json;
 use crate::support::{dead_letter_jobs, harness, within};
 use crate::web_exposure::{Dashboard, http};
 
-/// A chromedriver process, killed on drop.
+/// A chromedriver process, killed on drop with the browsers it started
+/// (they share its process group), even when the test fails first.
 struct Driver {
     child: Child,
     port: u16,
@@ -27,12 +28,14 @@ impl Driver {
             .local_addr()
             .ok()?
             .port();
-        let child = match Command::new("chromedriver")
+        let mut command = Command::new("chromedriver");
+        command
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
+            .stderr(Stdio::null());
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = match command.spawn() {
             Ok(child) => child,
             Err(e) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
                 panic!("chromedriver cannot start ({e}); install chromium and chromium-driver")
@@ -78,6 +81,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        #[cfg(unix)]
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
