@@ -7,7 +7,6 @@
 //! call says so with [`OpsError::ManagementMissing`].
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -31,6 +30,17 @@ pub struct Management {
     user: String,
     password: String,
     vhost: String,
+}
+
+impl std::fmt::Debug for Management {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Management")
+            .field("base", &crate::amqp::redact_url(&self.base))
+            .field("user", &self.user)
+            .field("password", &"***")
+            .field("vhost", &self.vhost)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A queue as the management API reports it.
@@ -110,17 +120,6 @@ impl QueueInfo {
 struct Page {
     items: Vec<QueueInfo>,
     page_count: u64,
-}
-
-impl fmt::Debug for Management {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Management")
-            .field("base", &self.base)
-            .field("user", &self.user)
-            .field("password", &"***")
-            .field("vhost", &self.vhost)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Management {

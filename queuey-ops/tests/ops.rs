@@ -19,6 +19,9 @@ mod doctor;
 #[path = "ops/web.rs"]
 mod web;
 
+#[path = "ops/web_exposure.rs"]
+mod web_exposure;
+
 #[path = "ops/help.rs"]
 mod help;
 

@@ -1,29 +1,105 @@
 //! Who may use the dashboard: nobody but localhost by default; a token or
-//! basic auth when it listens elsewhere. CSRF tokens for every POST.
+//! basic auth when it listens elsewhere.
 
-use axum::extract::{Request, State};
+use std::fmt;
+use std::sync::Arc;
+
+use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
+use serde::Deserialize;
 
 use super::App;
+use super::exposure::Served;
+use crate::error::{OpsError, Result};
+
+/// The shortest token the dashboard accepts.
+pub const MIN_TOKEN_LEN: usize = 16;
 
 /// How requests are authenticated.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Its `Debug` output masks the token and the password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Auth {
     /// No authentication (only sensible on a loopback address).
     None,
     /// A bearer token: `Authorization: Bearer T`, or `?token=T` once (it is
-    /// then kept in a cookie).
+    /// then kept in a cookie). At least [`MIN_TOKEN_LEN`] characters of
+    /// printable ASCII, without space, `"`, `,`, `;` or `\`.
     Token(String),
-    /// HTTP basic auth.
+    /// HTTP basic auth: a user (not empty, no `:`) and a password (not
+    /// empty).
     Basic {
         /// The user name.
         user: String,
         /// The password.
         password: String,
     },
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::Token(_) => f.debug_tuple("Token").field(&"***").finish(),
+            Auth::Basic { user, .. } => f
+                .debug_struct("Basic")
+                .field("user", user)
+                .field("password", &"***")
+                .finish(),
+        }
+    }
+}
+
+impl Auth {
+    /// Refuses credentials that do not protect anything: an empty or short
+    /// token, an empty user or password. The message never repeats them.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Auth::None => Ok(()),
+            Auth::Token(token) => {
+                let len = token.chars().count();
+                if len == 0 {
+                    return Err(OpsError::Invalid(format!(
+                        "the dashboard token is empty; give one of at least {MIN_TOKEN_LEN} \
+                         characters (make one with `openssl rand -hex 16`)"
+                    )));
+                }
+                if len < MIN_TOKEN_LEN {
+                    return Err(OpsError::Invalid(format!(
+                        "the dashboard token is {len} characters long; it must have at least \
+                         {MIN_TOKEN_LEN} (make one with `openssl rand -hex 16`)"
+                    )));
+                }
+                let cookie_safe = token
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\'));
+                if !cookie_safe {
+                    return Err(OpsError::Invalid(
+                        "the dashboard token may only hold printable ASCII characters other \
+                         than space, `\"`, `,`, `;` and `\\` (browsers keep it in a cookie)"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+            Auth::Basic { user, password } => {
+                if user.is_empty() || password.is_empty() {
+                    return Err(OpsError::Invalid(
+                        "basic auth needs a user and a password, neither empty (USER:PASSWORD)"
+                            .into(),
+                    ));
+                }
+                if user.contains(':') || user.chars().any(char::is_control) {
+                    return Err(OpsError::Invalid(
+                        "the basic-auth user may not contain `:` or control characters".into(),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// Compares without stopping at the first difference.
@@ -35,7 +111,8 @@ pub(crate) fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+/// The value of cookie `name`, if the request carries it.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -46,13 +123,15 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
+#[derive(Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
+}
+
 fn query_token(req: &Request) -> Option<String> {
-    req.uri()
-        .query()?
-        .split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| *k == "token")
-        .map(|(_, v)| v.to_owned())
+    Query::<TokenQuery>::try_from_uri(req.uri())
+        .ok()
+        .and_then(|q| q.0.token)
 }
 
 /// The authentication middleware.
@@ -70,28 +149,35 @@ pub(crate) async fn require(State(app): State<Arc<App>>, req: Request, next: Nex
             let given = bearer
                 .or_else(|| cookie(headers, "queuey_token"))
                 .or_else(|| from_query.clone());
-            if !given.is_some_and(|g| same(&g, token)) {
+            if !given.is_some_and(|g| !token.is_empty() && same(&g, token)) {
                 return (
                     StatusCode::UNAUTHORIZED,
                     "a token is required: open the dashboard with ?token=…",
                 )
                     .into_response();
             }
+            let served = req
+                .extensions()
+                .get::<Served>()
+                .copied()
+                .unwrap_or(Served { https: false });
             let mut response = next.run(req).await;
-            let cookie = format!("queuey_token={token}; HttpOnly; SameSite=Strict; Path=/");
+            let cookie = format!("queuey_token={token}; {}", served.cookie_attributes());
             if let (Some(_), Ok(v)) = (from_query, cookie.parse()) {
-                response.headers_mut().insert(header::SET_COOKIE, v);
+                response.headers_mut().append(header::SET_COOKIE, v);
             }
             response
         }
         Auth::Basic { user, password } => {
             let expected = data_encoding::BASE64.encode(format!("{user}:{password}").as_bytes());
-            let ok = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Basic "))
-                .is_some_and(|given| same(given.trim(), &expected));
+            let ok = !user.is_empty()
+                && !password.is_empty()
+                && req
+                    .headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Basic "))
+                    .is_some_and(|given| same(given.trim(), &expected));
             if ok {
                 next.run(req).await
             } else {
@@ -103,5 +189,94 @@ pub(crate) async fn require(State(app): State<Arc<App>>, req: Request, next: Nex
                     .into_response()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_and_short_credentials_are_refused() {
+        for (auth, says) in [
+            (Auth::Token(String::new()), "is empty"),
+            (Auth::Token("s3cret".into()), "at least 16"),
+            (Auth::Token("0123456789abcde".into()), "15 characters"),
+            (Auth::Token("0123456789 abcdef".into()), "printable ASCII"),
+            (Auth::Token("0123456789abcdef;x".into()), "printable ASCII"),
+            (Auth::Token("0123456789abcdéf".into()), "printable ASCII"),
+            (
+                Auth::Basic {
+                    user: String::new(),
+                    password: String::new(),
+                },
+                "neither empty",
+            ),
+            (
+                Auth::Basic {
+                    user: "ops".into(),
+                    password: String::new(),
+                },
+                "neither empty",
+            ),
+            (
+                Auth::Basic {
+                    user: String::new(),
+                    password: "pw".into(),
+                },
+                "neither empty",
+            ),
+            (
+                Auth::Basic {
+                    user: "o:ps".into(),
+                    password: "pw".into(),
+                },
+                "`:`",
+            ),
+        ] {
+            let e = auth.validate().unwrap_err().to_string();
+            assert!(e.contains(says), "{auth:?}: {e}");
+        }
+        for ok in [
+            Auth::None,
+            Auth::Token("0123456789abcdef".into()),
+            Auth::Token("a+b/c=d-e_f.g~h!".into()),
+            Auth::Basic {
+                user: "ops".into(),
+                password: "pw".into(),
+            },
+        ] {
+            assert!(ok.validate().is_ok(), "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn messages_never_repeat_the_credential() {
+        let e = Auth::Token("hunter2".into()).validate().unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn debug_masks_the_token_and_the_password() {
+        let token = format!("{:?}", Auth::Token("0123456789abcdef-secret".into()));
+        assert_eq!(token, "Token(\"***\")");
+        let basic = format!(
+            "{:?}",
+            Auth::Basic {
+                user: "ops".into(),
+                password: "pw-secret".into()
+            }
+        );
+        assert!(
+            basic.contains("ops") && !basic.contains("secret"),
+            "{basic}"
+        );
+    }
+
+    #[test]
+    fn comparison_needs_every_byte() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "ab"));
     }
 }

@@ -29,7 +29,8 @@ pub(crate) fn seg(text: &str) -> String {
     out
 }
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}\
+/// The one style sheet, inline in every page (the CSP allows it by hash).
+pub(crate) const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7f9}\
 header{background:#1d2430;color:#fff;padding:10px 24px}header a{color:#fff;text-decoration:none;font-weight:600}\
 main{padding:16px 24px;max-width:1200px}h1{font-size:20px}h2{font-size:16px;margin-top:28px}\
 table{border-collapse:collapse;background:#fff;width:100%;margin:8px 0}\

@@ -1,42 +1,101 @@
 //! The web dashboard (`queuey web`): server-rendered pages over the same
 //! operations as the command line.
 //!
-//! - `/`: every queuey queue with its ready, unacked, dead and held counts
-//!   and rates;
+//! - `/`: the dashboard's queues with their ready, unacked, dead and held
+//!   counts and rates;
 //! - `/queue/{q}`: dead letters grouped by fingerprint with redrive and purge
 //!   (each a preview first, then a confirmation), the latest dead letters,
 //!   the hold census and the topology problems of that queue;
 //! - `/queue/{q}/dead/{id}`: one dead letter in full.
 //!
 //! Every change is a POST carrying the page's CSRF token, and shows what it
-//! would do before it does it. The server listens on localhost unless told
-//! otherwise; bound elsewhere it wants a token or basic auth (see [`Auth`]).
+//! would do before it does it.
+//!
+//! # Exposure rules
+//!
+//! - **Listening.** Localhost by default. Bound elsewhere, [`serve`] wants a
+//!   token or basic auth (see [`Auth`]); [`serve_unchecked`] is for a
+//!   dashboard behind a proxy that authenticates.
+//! - **Credentials.** A token has at least [`MIN_TOKEN_LEN`] characters; a
+//!   basic-auth user and password are not empty. [`router`] and [`serve`]
+//!   refuse anything else before they listen.
+//! - **Host.** The dashboard answers only requests whose `Host` names it:
+//!   `localhost`, `127.0.0.1`, `[::1]` or the address the connection arrived
+//!   on, each with the listening port (without a port only when it listens
+//!   on port 80), or a name of [`WebConfig::public_hosts`] (`--public-host`;
+//!   without a port, that name's default port). Anything else gets
+//!   `421 Misdirected Request` and a text saying how to allow the name. This
+//!   defeats DNS rebinding, where a hostile site's name points at the
+//!   dashboard.
+//! - **Origin.** A request that changes something (a POST) is refused with
+//!   `403` when its `Origin` is not one of the dashboard's own
+//!   (`http://` + an accepted Host, or `https://NAME` for a public host given
+//!   as `https://NAME`), or when `Sec-Fetch-Site` is `cross-site` or
+//!   `same-site` (another port or subdomain is another application).
+//!   `Origin: null`, which browsers send for the dashboard's own forms
+//!   because of its `Referrer-Policy: no-referrer`, passes only beside
+//!   `Sec-Fetch-Site: same-origin`. Browsers send at least one of these
+//!   headers; a client that sends neither passes on the Host check and the
+//!   CSRF token.
+//! - **CSRF.** Each browser gets a random session cookie; the CSRF token of
+//!   its forms is an HMAC of that session and the dashboard's credential
+//!   under a key drawn at start-up, compared in constant time. A client
+//!   that posts keeps the `queuey_session` cookie of the page it read the
+//!   token from.
+//! - **Queues.** Only the queues of [`WebConfig::queues`] can be read or
+//!   changed (`404` for others); with none given, every queue that has a
+//!   dead-letter queue.
+//! - **Headers.** Every answer carries `Content-Security-Policy` (nothing but
+//!   the pages' own style sheet and forms posting to the dashboard,
+//!   `frame-ancestors 'none'`), `X-Frame-Options: DENY`,
+//!   `Referrer-Policy: no-referrer`, `X-Content-Type-Options: nosniff`,
+//!   `Cross-Origin-Resource-Policy: same-origin` and `Cache-Control: no-store`.
+//! - **Cookies** (`queuey_token`, `queuey_session`) are `HttpOnly` and
+//!   `SameSite=Strict`, and `Secure` on requests that name a public host
+//!   given as `https://NAME`: the dashboard itself speaks plain http, and
+//!   that is how it learns that a TLS-terminating proxy serves it.
 
 mod auth;
+mod exposure;
+mod headers;
 mod html;
 mod pages;
+mod public_host;
+mod session;
 
+use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use auth::Auth;
+pub use auth::{Auth, MIN_TOKEN_LEN};
+pub use public_host::PublicHost;
 
-use crate::amqp::Amqp;
+use crate::amqp::{Amqp, redact_url};
 use crate::error::{OpsError, Result};
 use crate::mgmt::Management;
+use crate::tls::TlsFiles;
 use crate::topology::TopologySpec;
+use exposure::{Exposure, LocalAddr};
+use session::Sessions;
 
 /// What the dashboard serves and how.
-#[derive(Debug, Clone)]
+///
+/// Its `Debug` output masks the passwords in the URLs and the credentials.
+#[derive(Clone)]
 pub struct WebConfig {
     /// The broker's AMQP URL.
     pub amqp_url: String,
-    /// The management API base URL (default: the AMQP host, port 15672).
+    /// The management API base URL (default: the AMQP host, on
+    /// `https://…:15671` for an `amqps://` URL, else `http://…:15672`).
     pub mgmt_base: Option<String>,
-    /// The work queues to show; empty: every queue that has a dead-letter queue.
+    /// Certificate files for `amqps://` and an https management API.
+    pub tls: TlsFiles,
+    /// The work queues the dashboard may show and change; empty: every
+    /// queue that has a dead-letter queue.
     pub queues: Vec<String>,
     /// The queue set the topology section checks against (default: queuey's
     /// defaults for each queue shown).
@@ -47,8 +106,28 @@ pub struct WebConfig {
     pub deferred_suffix: String,
     /// How requests authenticate.
     pub auth: Auth,
+    /// Names the dashboard answers to besides localhost and its listening
+    /// address (a DNS name, a proxy's name).
+    pub public_hosts: Vec<PublicHost>,
     /// Where purges write their exports.
     pub export_dir: PathBuf,
+}
+
+impl fmt::Debug for WebConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebConfig")
+            .field("amqp_url", &redact_url(&self.amqp_url))
+            .field("mgmt_base", &self.mgmt_base.as_deref().map(redact_url))
+            .field("tls", &self.tls)
+            .field("queues", &self.queues)
+            .field("topology", &self.topology)
+            .field("dead_suffix", &self.dead_suffix)
+            .field("deferred_suffix", &self.deferred_suffix)
+            .field("auth", &self.auth)
+            .field("public_hosts", &self.public_hosts)
+            .field("export_dir", &self.export_dir)
+            .finish()
+    }
 }
 
 impl WebConfig {
@@ -57,43 +136,67 @@ impl WebConfig {
         WebConfig {
             amqp_url: amqp_url.into(),
             mgmt_base: None,
+            tls: TlsFiles::default(),
             queues: Vec::new(),
             topology: None,
             dead_suffix: crate::DEFAULT_DEAD_SUFFIX.to_owned(),
             deferred_suffix: crate::DEFAULT_DEFERRED_SUFFIX.to_owned(),
             auth: Auth::None,
+            public_hosts: Vec::new(),
             export_dir: PathBuf::from("."),
         }
     }
 }
 
 /// The state every handler shares.
-#[derive(Debug)]
 pub(crate) struct App {
     pub(crate) config: WebConfig,
     pub(crate) auth: Auth,
-    pub(crate) csrf: String,
+    pub(crate) sessions: Sessions,
+    pub(crate) exposure: Exposure,
     pub(crate) amqp: Amqp,
     pub(crate) mgmt: Management,
 }
 
-/// The dashboard's router, connected to the broker.
-pub async fn router(config: WebConfig) -> Result<Router> {
-    let mgmt = Management::for_amqp_url(&config.amqp_url, config.mgmt_base.as_deref())?;
+impl fmt::Debug for App {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("App")
+            .field("config", &self.config)
+            .field("sessions", &self.sessions)
+            .field("exposure", &self.exposure)
+            .field("amqp", &self.amqp.url())
+            .field("mgmt", &self.mgmt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The dashboard's router, connected to the broker, for a server listening
+/// on `listen` (the Host check needs its port).
+///
+/// Refuses credentials [`Auth::validate`] refuses. Served by anything but
+/// [`serve`], it answers to the loopback names on `listen`'s port, to
+/// `listen`'s own address unless that is a wildcard (`0.0.0.0`, `::`), and
+/// to the public hosts; [`serve`] also accepts the address each connection
+/// arrived on.
+pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
+    config.auth.validate()?;
+    let mgmt =
+        Management::for_amqp_url_tls(&config.amqp_url, config.mgmt_base.as_deref(), &config.tls)?;
+    let sessions = Sessions::new(&config.auth)?;
+    let exposure = Exposure::new(listen, config.public_hosts.clone());
     let name = format!("queuey-web-{}", std::process::id());
-    let amqp = Amqp::connect(&config.amqp_url, &name).await?;
-    let csrf = format!(
-        "{}{}",
-        uuid::Uuid::new_v4().simple(),
-        uuid::Uuid::new_v4().simple()
-    );
+    let amqp = Amqp::connect_tls(&config.amqp_url, &name, &config.tls).await?;
     let app = Arc::new(App {
         auth: config.auth.clone(),
         config,
-        csrf,
+        sessions,
+        exposure,
         amqp,
         mgmt,
     });
+    let state = || app.clone();
+    // Outermost last: headers on every answer, then the Host and Origin
+    // checks, then authentication, then the session.
     Ok(Router::new()
         .route("/", get(pages::index))
         .route("/queue/{queue}", get(pages::queue))
@@ -101,14 +204,24 @@ pub async fn router(config: WebConfig) -> Result<Router> {
         .route("/queue/{queue}/redrive", post(pages::redrive))
         .route("/queue/{queue}/purge", post(pages::purge))
         .layer(axum::middleware::from_fn_with_state(
-            app.clone(),
-            auth::require,
+            state(),
+            session::attach,
         ))
+        .layer(axum::middleware::from_fn_with_state(state(), auth::require))
+        .layer(axum::middleware::from_fn_with_state(
+            state(),
+            exposure::check,
+        ))
+        .layer(axum::middleware::from_fn(headers::add))
         .with_state(app))
 }
 
 /// Serves the dashboard on `listener` until the process ends.
+///
+/// Refuses, before connecting to the broker, credentials [`Auth::validate`]
+/// refuses and an unauthenticated address beyond localhost.
 pub async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
+    config.auth.validate()?;
     let local = listener.local_addr().ok();
     if config.auth == Auth::None && local.is_some_and(|a| !a.ip().is_loopback()) {
         return Err(OpsError::Invalid(
@@ -121,10 +234,47 @@ pub async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Resu
 }
 
 /// Like [`serve`], without refusing an unauthenticated non-loopback
-/// address: for a dashboard behind a proxy that authenticates.
+/// address: for a dashboard behind a proxy that authenticates. Credentials
+/// are still checked.
 pub async fn serve_unchecked(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
-    let app = router(config).await?;
-    axum::serve(listener, app)
-        .await
-        .map_err(|e| OpsError::io("the dashboard's socket", e))
+    let listen = listener
+        .local_addr()
+        .map_err(|e| OpsError::io("the dashboard's socket", e))?;
+    let app = router(config, listen).await?;
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<LocalAddr>(),
+    )
+    .await
+    .map_err(|e| OpsError::io("the dashboard's socket", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_masks_every_secret() {
+        let mut config = WebConfig::new("amqp://ops:amqp-secret@rabbit:5672/%2f");
+        config.mgmt_base = Some("http://ops:mgmt-secret@rabbit:15672".into());
+        config.auth = Auth::Token("token-secret-0123456789".into());
+        let text = format!("{config:?}");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(text.contains("amqp://ops:***@rabbit:5672/%2f"), "{text}");
+
+        config.auth = Auth::Basic {
+            user: "ops".into(),
+            password: "basic-secret".into(),
+        };
+        let text = format!("{config:?}");
+        assert!(!text.contains("secret"), "{text}");
+
+        let mgmt = Management::for_amqp_url(
+            "amqp://ops:amqp-secret@rabbit:5672/%2f",
+            Some("http://ops:base-secret@rabbit:15672"),
+        )
+        .unwrap();
+        let text = format!("{mgmt:?}");
+        assert!(!text.contains("secret") && text.contains("ops"), "{text}");
+    }
 }

@@ -4,15 +4,15 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use axum::Form;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
+use axum::{Extension, Form};
 use serde::Deserialize;
 
 use super::App;
-use super::auth::same;
 use super::html::{esc, page, post_form, seg};
+use super::session::Session;
 use crate::dead::{self, Filter, RedriveOptions};
 use crate::error::OpsError;
 use crate::holds;
@@ -83,8 +83,42 @@ impl App {
         }
     }
 
-    fn check_csrf(&self, given: &str) -> Result<(), PageError> {
-        if same(given, &self.csrf) {
+    /// Whether `queue` is one of the dashboard's: one of `--queue` when
+    /// given, else a work queue that exists with its dead-letter queue (what
+    /// the index lists). Others are answered as if they did not exist.
+    async fn admit(&self, queue: &str) -> Result<(), PageError> {
+        let refused = || {
+            PageError(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "queue `{queue}` is not on this dashboard: it shows {}",
+                    if self.config.queues.is_empty() {
+                        "the queues that have a dead-letter queue"
+                    } else {
+                        "only the queues it was started with (--queue)"
+                    }
+                ),
+            )
+        };
+        let dq = self.dead_queue(queue);
+        let (work, dead) = if self.config.queues.is_empty() && dq != queue {
+            (
+                self.amqp.counts(queue).await?.is_some(),
+                self.amqp.counts(&dq).await?.is_some(),
+            )
+        } else {
+            (false, false)
+        };
+        let exists = |name: &str| (name == queue && work) || (name == dq && dead);
+        if on_dashboard(&self.config.queues, queue, &dq, exists) {
+            Ok(())
+        } else {
+            Err(refused())
+        }
+    }
+
+    fn check_csrf(&self, session: &Session, given: &str) -> Result<(), PageError> {
+        if self.sessions.verify(session, given) {
             Ok(())
         } else {
             Err(PageError(
@@ -92,6 +126,22 @@ impl App {
                 "the form's CSRF token is missing or stale: reload the page and try again".into(),
             ))
         }
+    }
+}
+
+/// Whether `queue` (whose dead-letter queue is `dead_queue`) is one of the
+/// dashboard's: one of `listed`, or with none listed, a work queue that
+/// `exists` with its dead-letter queue.
+fn on_dashboard(
+    listed: &[String],
+    queue: &str,
+    dead_queue: &str,
+    exists: impl Fn(&str) -> bool,
+) -> bool {
+    if listed.is_empty() {
+        dead_queue != queue && exists(queue) && exists(dead_queue)
+    } else {
+        listed.iter().any(|q| q == queue)
     }
 }
 
@@ -109,7 +159,7 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
         infos
             .iter()
             .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
-            .filter(|q| by_name.contains_key(q))
+            .filter(|q| on_dashboard(&[], q, &app.dead_queue(q), |n| by_name.contains_key(n)))
             .map(str::to_owned)
             .collect()
     } else {
@@ -161,7 +211,13 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
 }
 
 /// `/queue/{q}`: dead letters, holds and topology of one queue.
-pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>) -> PageResult {
+pub(crate) async fn queue(
+    State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
+    Path(queue): Path<String>,
+) -> PageResult {
+    app.admit(&queue).await?;
+    let csrf = session.csrf.as_str();
     let dq = app.dead_queue(&queue);
     let work = app.amqp.require(&queue).await?;
     let letters = dead::read(&app.amqp, &dq, Some(READ_CAP)).await?;
@@ -189,7 +245,7 @@ pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>
             "<p>{} {}</p>",
             post_form(
                 &action("redrive"),
-                &app.csrf,
+                csrf,
                 &[],
                 "Redrive all…",
                 "",
@@ -197,7 +253,7 @@ pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>
             ),
             post_form(
                 &action("purge"),
-                &app.csrf,
+                csrf,
                 &[],
                 "Purge all (with export)…",
                 "danger",
@@ -224,7 +280,7 @@ pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>
                 esc(&g.example_reason),
                 post_form(
                     &action("redrive"),
-                    &app.csrf,
+                    csrf,
                     &fields,
                     "Redrive…",
                     "",
@@ -232,7 +288,7 @@ pub(crate) async fn queue(State(app): State<Arc<App>>, Path(queue): Path<String>
                 ),
                 post_form(
                     &action("purge"),
-                    &app.csrf,
+                    csrf,
                     &fields,
                     "Purge…",
                     "danger",
@@ -350,8 +406,11 @@ async fn topology_section(app: &App, queue: &str) -> String {
 /// `/queue/{q}/dead/{id}`: one dead letter.
 pub(crate) async fn show(
     State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
     Path((queue, id)): Path<(String, String)>,
 ) -> PageResult {
+    app.admit(&queue).await?;
+    let csrf = session.csrf.as_str();
     let dq = app.dead_queue(&queue);
     let letters = dead::read(&app.amqp, &dq, Some(READ_CAP)).await?;
     let detail = dead::show(dead::find(&letters, &dq, &id)?);
@@ -367,7 +426,7 @@ pub(crate) async fn show(
         esc(detail.summary.original_queue.as_deref().unwrap_or("-")),
         post_form(
             &action,
-            &app.csrf,
+            csrf,
             &fields,
             "Redrive this one…",
             "",
@@ -451,10 +510,13 @@ fn back(queue: &str) -> String {
 /// POST `/queue/{q}/redrive`: a preview, or with `confirm=yes` the move.
 pub(crate) async fn redrive(
     State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
     Path(queue): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> PageResult {
-    app.check_csrf(&form.csrf)?;
+    app.check_csrf(&session, &form.csrf)?;
+    app.admit(&queue).await?;
+    let csrf = session.csrf.as_str();
     let dq = app.dead_queue(&queue);
     let options = RedriveOptions {
         filter: form.filter(),
@@ -484,7 +546,7 @@ pub(crate) async fn redrive(
             "</ul><p>Each job goes back with its attempt counter reset to 1. Nothing has changed yet.</p><p>{} {}</p></div>",
             post_form(
                 &format!("/queue/{}/redrive", seg(&queue)),
-                &app.csrf,
+                csrf,
                 &form.fields(),
                 "Confirm redrive",
                 "go",
@@ -513,10 +575,13 @@ pub(crate) async fn redrive(
 /// POST `/queue/{q}/purge`: a preview, or with `confirm=yes` the export and removal.
 pub(crate) async fn purge(
     State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
     Path(queue): Path<String>,
     Form(form): Form<ActionForm>,
 ) -> PageResult {
-    app.check_csrf(&form.csrf)?;
+    app.check_csrf(&session, &form.csrf)?;
+    app.admit(&queue).await?;
+    let csrf = session.csrf.as_str();
     let dq = app.dead_queue(&queue);
     let filter = form.filter();
     if form.confirm != "yes" {
@@ -529,7 +594,7 @@ pub(crate) async fn purge(
             esc(&app.config.export_dir.display().to_string()),
             post_form(
                 &format!("/queue/{}/purge", seg(&queue)),
-                &app.csrf,
+                csrf,
                 &form.fields(),
                 "Confirm purge",
                 "danger",
@@ -559,4 +624,38 @@ pub(crate) async fn purge(
         back(&queue)
     );
     Ok(Html(page(&format!("Purge {queue}: done"), &body)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listed_queues_are_the_dashboards_and_no_other() {
+        let listed = vec!["a".to_owned()];
+        let everything = |_: &str| true;
+        assert!(on_dashboard(&listed, "a", "a.dead", everything));
+        for other in ["b", "a.dead", "A", "a "] {
+            assert!(
+                !on_dashboard(&listed, other, "x.dead", everything),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn with_none_listed_every_queue_with_a_dead_letter_queue_is() {
+        let existing = ["a", "a.dead", "b", "c.dead"];
+        let exists = |n: &str| existing.contains(&n);
+        assert!(on_dashboard(&[], "a", "a.dead", exists));
+        assert!(
+            !on_dashboard(&[], "b", "b.dead", exists),
+            "no dead-letter queue"
+        );
+        assert!(!on_dashboard(&[], "c", "c.dead", exists), "no work queue");
+        assert!(
+            !on_dashboard(&[], "a.dead", "a.dead", exists),
+            "a dead-letter queue is not a work queue"
+        );
+    }
 }

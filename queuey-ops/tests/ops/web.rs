@@ -1,4 +1,5 @@
-//! The dashboard in a real headless Chromium, driven over WebDriver.
+//! The dashboard in a real headless Chromium, driven over WebDriver, and
+//! its authentication.
 
 use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
@@ -9,8 +10,10 @@ use queuey_ops::web::{self, WebConfig};
 use serde_json::json;
 
 use crate::support::{dead_letter_jobs, harness, within};
+use crate::web_exposure::{Dashboard, http};
 
-/// A chromedriver process, killed on drop.
+/// A chromedriver process, killed on drop with the browsers it started
+/// (they share its process group), even when the test fails first.
 struct Driver {
     child: Child,
     port: u16,
@@ -25,12 +28,14 @@ impl Driver {
             .local_addr()
             .ok()?
             .port();
-        let child = match Command::new("chromedriver")
+        let mut command = Command::new("chromedriver");
+        command
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
+            .stderr(Stdio::null());
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let child = match command.spawn() {
             Ok(child) => child,
             Err(e) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
                 panic!("chromedriver cannot start ({e}); install chromium and chromium-driver")
@@ -76,6 +81,10 @@ impl Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
+        #[cfg(unix)]
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.child.id())])
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -149,12 +158,12 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
     let made = dead_letter_jobs(&backend, &config, &jobs).await;
 
     let exports = tempfile::tempdir().unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
     let mut web_config = WebConfig::new(h.url.clone());
     web_config.queues = vec![q.clone()];
     web_config.export_dir = exports.path().to_owned();
-    let server = tokio::spawn(web::serve(listener, web_config));
+    let dash = Dashboard::start(web_config).await;
+    let base = dash.base.clone();
+    let framing = FramingPage::start(&format!("{base}/queue/{q}")).await;
 
     // A POST without the page's CSRF token is refused and moves nothing.
     let forged = reqwest::Client::new()
@@ -171,6 +180,15 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
         .await
         .unwrap();
     assert!(text(&client, "#queues").await.contains(&q));
+    // The Content-Security-Policy lets the page's own style sheet apply.
+    let header_colour = client
+        .execute(
+            "return getComputedStyle(document.querySelector('header')).backgroundColor",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(header_colour, json!("rgb(29, 36, 48)"));
     click(&client, &format!("a[href=\"/queue/{q}\"]")).await;
     assert_eq!(text(&client, "#dead-count").await, "6");
     let groups = text(&client, "#groups").await;
@@ -202,36 +220,108 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
     click(&client, "#back").await;
     assert!(text(&client, "#no-dead").await.contains("No dead letters"));
 
+    // A page of another origin frames the dashboard: the browser refuses to
+    // render it, while the same page's own frame renders.
+    within("framing page", client.goto(&framing.base))
+        .await
+        .unwrap();
+    client.enter_frame(1).await.expect("the page's own frame");
+    assert_eq!(text(&client, "#own").await, "own frame");
+    client.enter_parent_frame().await.unwrap();
+    client.enter_frame(0).await.expect("the dashboard's frame");
+    let framed = within("the framed dashboard settles", async {
+        loop {
+            let state = client
+                .execute(
+                    "return [document.readyState, document.URL, \
+                     document.querySelector('#dead-count') !== null]",
+                    vec![],
+                )
+                .await
+                .unwrap();
+            if state[0] == "complete" && state[1] != "about:blank" {
+                return state;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        framed[2],
+        json!(false),
+        "the dashboard rendered in a frame: {framed}"
+    );
+    assert!(
+        !framed[1].as_str().unwrap_or("").starts_with(&base),
+        "the frame shows the dashboard: {framed}"
+    );
+    client.enter_parent_frame().await.unwrap();
+    screenshot(&client, "queuey-dashboard-framed.png").await;
+
     client.close().await.expect("browser closes");
-    server.abort();
     backend.close().await.unwrap();
+}
+
+/// A page on another local port that frames `target` and one page of its own.
+struct FramingPage {
+    base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FramingPage {
+    async fn start(target: &str) -> FramingPage {
+        use axum::response::Html;
+        use axum::routing::get;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let outer = format!(
+            "<!doctype html><title>framing</title>\
+             <iframe src=\"{target}\" width=600 height=300></iframe>\
+             <iframe src=\"/own\" width=600 height=100></iframe>"
+        );
+        let app = axum::Router::new()
+            .route("/", get(move || async move { Html(outer) }))
+            .route(
+                "/own",
+                get(|| async { Html("<!doctype html><p id=\"own\">own frame</p>") }),
+            );
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FramingPage { base, task }
+    }
+}
+
+impl Drop for FramingPage {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 #[tokio::test]
 async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() {
     let h = harness!("dashboard_auth");
-    let http = reqwest::Client::new();
+    let http = http();
     let start = |auth: web::Auth| {
-        let url = h.url.clone();
-        async move {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let base = format!("http://{}", listener.local_addr().unwrap());
-            let mut config = WebConfig::new(url);
-            config.auth = auth;
-            (base, tokio::spawn(web::serve(listener, config)))
-        }
+        let mut config = WebConfig::new(h.url.clone());
+        config.auth = auth;
+        Dashboard::start(config)
     };
+    const TOKEN: &str = "s3cret-0123456789abcdef";
 
-    let (base, server) = start(web::Auth::Token("s3cret".into())).await;
+    let dash = start(web::Auth::Token(TOKEN.into())).await;
+    let base = dash.base.clone();
     let get = |path: String| http.get(path).send();
-    within("server up", async {
-        while get(format!("{base}/")).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await;
     assert_eq!(get(format!("{base}/")).await.unwrap().status(), 401);
-    let with_query = get(format!("{base}/?token=s3cret")).await.unwrap();
+    assert_eq!(get(format!("{base}/?token=")).await.unwrap().status(), 401);
+    let empty_cookie = http
+        .get(format!("{base}/"))
+        .header("cookie", "queuey_token=")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty_cookie.status(), 401);
+    let with_query = get(format!("{base}/?token={TOKEN}")).await.unwrap();
     assert_eq!(with_query.status(), 200);
     assert!(
         with_query.headers()["set-cookie"]
@@ -241,7 +331,7 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
     );
     let bearer = http
         .get(format!("{base}/"))
-        .bearer_auth("s3cret")
+        .bearer_auth(TOKEN)
         .send()
         .await
         .unwrap();
@@ -255,14 +345,21 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
             .status(),
         401
     );
-    server.abort();
+    drop(dash);
 
-    let (base, server) = start(web::Auth::Basic {
+    let dash = start(web::Auth::Basic {
         user: "ops".into(),
         password: "pw".into(),
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let base = dash.base.clone();
+    let empty = http
+        .get(format!("{base}/"))
+        .header("authorization", "Basic Og==")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(empty.status(), 401);
     let denied = http.get(format!("{base}/")).send().await.unwrap();
     assert_eq!(denied.status(), 401);
     assert!(denied.headers().contains_key("www-authenticate"));
@@ -273,7 +370,7 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
         .await
         .unwrap();
     assert_eq!(ok.status(), 200);
-    server.abort();
+    drop(dash);
 
     // Beyond localhost without authentication: refused before serving.
     let open = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();

@@ -1,0 +1,105 @@
+//! The security headers on every response.
+//!
+//! The pages are plain server-rendered HTML: no script, no image, one
+//! inline style sheet, forms that post to the dashboard itself. The
+//! Content-Security-Policy allows exactly that (the style sheet by its
+//! SHA-256 hash, so no other inline style runs), and no page may be shown
+//! in a frame. Every answer may hold a payload, so none is cached.
+
+use std::sync::LazyLock;
+
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::html::STYLE;
+
+/// The Content-Security-Policy of every answer.
+pub(crate) static CONTENT_SECURITY_POLICY: LazyLock<String> = LazyLock::new(|| {
+    let hash = ring::digest::digest(&ring::digest::SHA256, STYLE.as_bytes());
+    format!(
+        "default-src 'none'; style-src 'sha256-{}'; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+        data_encoding::BASE64.encode(hash.as_ref())
+    )
+});
+
+/// The headers [`add`] sets, policy first.
+pub(crate) fn all() -> Vec<(HeaderName, HeaderValue)> {
+    let fixed = [
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CACHE_CONTROL, "no-store"),
+        (
+            HeaderName::from_static("cross-origin-resource-policy"),
+            "same-origin",
+        ),
+    ];
+    let mut out = Vec::with_capacity(fixed.len() + 1);
+    if let Ok(csp) = HeaderValue::from_str(&CONTENT_SECURITY_POLICY) {
+        out.push((header::CONTENT_SECURITY_POLICY, csp));
+    }
+    out.extend(
+        fixed
+            .into_iter()
+            .map(|(name, value)| (name, HeaderValue::from_static(value))),
+    );
+    out
+}
+
+/// Adds the security headers to the response, whatever answered.
+pub(crate) async fn add(req: Request, next: Next) -> Response {
+    let mut response = next.run(req).await;
+    let headers = response.headers_mut();
+    for (name, value) in all() {
+        headers.insert(name, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::web::html::page;
+
+    #[test]
+    fn the_policy_allows_the_pages_own_style_and_nothing_else() {
+        let csp = CONTENT_SECURITY_POLICY.as_str();
+        for directive in [
+            "default-src 'none'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+        ] {
+            assert!(csp.contains(directive), "{csp}");
+        }
+        assert!(!csp.contains("unsafe-inline"), "{csp}");
+        // The hash is of the exact text between <style> and </style>.
+        let html = page("t", "<p>x</p>");
+        let start = html.find("<style>").unwrap() + "<style>".len();
+        let end = html.find("</style>").unwrap();
+        let digest = ring::digest::digest(&ring::digest::SHA256, &html.as_bytes()[start..end]);
+        let hash = data_encoding::BASE64.encode(digest.as_ref());
+        assert!(csp.contains(&format!("style-src 'sha256-{hash}'")), "{csp}");
+        assert!(
+            !html.contains(" style="),
+            "an inline style attribute the policy would block"
+        );
+    }
+
+    #[test]
+    fn every_header_is_set() {
+        let names: Vec<String> = all().iter().map(|(n, _)| n.to_string()).collect();
+        for name in [
+            "content-security-policy",
+            "x-frame-options",
+            "referrer-policy",
+            "x-content-type-options",
+            "cache-control",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+        }
+    }
+}
