@@ -12,7 +12,7 @@ async fn main() -> ExitCode {
     match cli::run(args).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", queuey_ops::escape::line(&e.to_string()));
             ExitCode::FAILURE
         }
     }
