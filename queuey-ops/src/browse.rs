@@ -92,10 +92,8 @@ pub struct Cursor {
     /// `basic.get` requests still to send in this pass.
     unrequested: usize,
     in_flight: FuturesUnordered<Get>,
-    /// Answers that came back before an earlier one, by delivery tag.
-    arrived: BTreeMap<u64, Held>,
-    /// The delivery tag of the next message to hand out.
-    next_tag: u64,
+    /// Answers that came back before an earlier one.
+    arrived: InOrder,
     /// A request came back empty: the queue has nothing more ready.
     drained: bool,
     handed_out: usize,
@@ -128,8 +126,7 @@ impl Cursor {
             counts,
             unrequested: max.map_or(total, |m| m.min(total)),
             in_flight: FuturesUnordered::new(),
-            arrived: BTreeMap::new(),
-            next_tag: 1,
+            arrived: InOrder::default(),
             drained: false,
             handed_out: 0,
         })
@@ -154,16 +151,14 @@ impl Cursor {
     /// The next message, or `None` at the end of the pass.
     pub async fn next(&mut self) -> Result<Option<Held>> {
         loop {
-            if let Some(held) = self.arrived.remove(&self.next_tag) {
+            if let Some(held) = self.arrived.next_ready() {
                 return Ok(Some(self.hand_out(held)));
             }
             self.request_more();
             let Some(answer) = self.in_flight.next().await else {
                 // Nothing in flight any more: what is left goes out in order.
-                return Ok(self
-                    .arrived
-                    .pop_first()
-                    .map(|(_, held)| self.hand_out(held)));
+                let rest = self.arrived.rest();
+                return Ok(rest.map(|held| self.hand_out(held)));
             };
             let answer =
                 answer.map_err(|e| OpsError::amqp(format!("reading `{}`", self.queue), e))?;
@@ -171,15 +166,12 @@ impl Cursor {
                 Some(message) => {
                     let delivery = message.delivery;
                     let tag = delivery.delivery_tag;
-                    self.arrived.insert(
+                    self.arrived.arrive(Held {
                         tag,
-                        Held {
-                            tag,
-                            position: usize::try_from(tag).unwrap_or(usize::MAX),
-                            body: delivery.data,
-                            properties: delivery.properties,
-                        },
-                    );
+                        position: usize::try_from(tag).unwrap_or(usize::MAX),
+                        body: delivery.data,
+                        properties: delivery.properties,
+                    });
                 }
                 None => self.drained = true,
             }
@@ -187,7 +179,6 @@ impl Cursor {
     }
 
     fn hand_out(&mut self, held: Held) -> Held {
-        self.next_tag = held.tag + 1;
         self.handed_out += 1;
         held
     }
@@ -220,8 +211,46 @@ impl Cursor {
     /// the channel closes with nothing on the way.
     pub async fn release(mut self) {
         while self.in_flight.next().await.is_some() {}
-        self.arrived.clear();
+        self.arrived = InOrder::default();
         let _ = self.channel.close(200, ShortString::default()).await;
+    }
+}
+
+/// Answers that may come back out of order, handed out by delivery tag:
+/// the broker numbers a channel's deliveries 1, 2, 3… in queue order.
+#[derive(Debug)]
+struct InOrder {
+    arrived: BTreeMap<u64, Held>,
+    /// The delivery tag of the next message to hand out.
+    next_tag: u64,
+}
+
+impl Default for InOrder {
+    fn default() -> Self {
+        InOrder {
+            arrived: BTreeMap::new(),
+            next_tag: 1,
+        }
+    }
+}
+
+impl InOrder {
+    fn arrive(&mut self, held: Held) {
+        self.arrived.insert(held.tag, held);
+    }
+
+    /// The next message in order, once it has arrived.
+    fn next_ready(&mut self) -> Option<Held> {
+        let held = self.arrived.remove(&self.next_tag)?;
+        self.next_tag = held.tag + 1;
+        Some(held)
+    }
+
+    /// The earliest message that arrived, for when nothing more will.
+    fn rest(&mut self) -> Option<Held> {
+        let (_, held) = self.arrived.pop_first()?;
+        self.next_tag = held.tag + 1;
+        Some(held)
     }
 }
 
@@ -252,4 +281,36 @@ pub async fn browse_counted(
     };
     cursor.release().await;
     outcome.map(|()| (held, counts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(tag: u64) -> Held {
+        Held {
+            tag,
+            position: tag as usize,
+            body: Vec::new(),
+            properties: BasicProperties::default(),
+        }
+    }
+
+    #[test]
+    fn answers_that_come_back_out_of_order_are_handed_out_in_queue_order() {
+        let mut order = InOrder::default();
+        order.arrive(held(3));
+        order.arrive(held(2));
+        assert!(order.next_ready().is_none(), "1 has not arrived");
+        order.arrive(held(1));
+        let tags: Vec<u64> = std::iter::from_fn(|| order.next_ready())
+            .map(|h| h.tag)
+            .collect();
+        assert_eq!(tags, vec![1, 2, 3]);
+        order.arrive(held(6));
+        order.arrive(held(5));
+        assert!(order.next_ready().is_none());
+        assert_eq!(order.rest().map(|h| h.tag), Some(5));
+        assert_eq!(order.next_ready().map(|h| h.tag), Some(6));
+    }
 }

@@ -142,6 +142,33 @@ async fn a_purge_export_is_private_and_never_left_behind_by_a_failure() {
     }
     assert_eq!(queuey_ops::dead::read_export(&file).unwrap().len(), 1);
     assert_eq!(h.ready(&dq).await, 0);
+
+    // An export that fails part way (the file may not grow past 512 bytes)
+    // removes its file and purges nothing.
+    #[cfg(unix)]
+    {
+        let reason = "x".repeat(4096);
+        forge(&h, &dq, &Forged::new("job", &reason, &q)).await;
+        let file = dir.path().join("too-big.jsonl");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_queuey"))
+            .args([
+                "dead",
+                "purge",
+                &q,
+                "--export",
+                file.to_str().unwrap(),
+                "--yes",
+            ])
+            .env("AMQP_URL", &h.url)
+            .output()
+            .expect("sh runs");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(!file.exists(), "a failed export leaves no file");
+        assert_eq!(h.ready(&dq).await, 1, "nothing purged");
+    }
     backend.close().await.unwrap();
 }
 
