@@ -47,13 +47,13 @@ pub(crate) struct Global {
     /// The management API's base URL [default: http://HOST:15672 with the AMQP credentials]
     #[arg(long, env = "QUEUEY_MGMT_URL", hide_env_values = true, global = true)]
     pub(crate) mgmt_url: Option<String>,
-    /// Suffix of dead-letter queues (not empty, unlike the other two).
+    /// Suffix of dead-letter queues (not empty, and not the same as another suffix).
     #[arg(long, default_value = queuey_ops::DEFAULT_DEAD_SUFFIX, global = true)]
     pub(crate) dead_suffix: String,
-    /// Suffix of hold queues (before `.<ms>`; not empty, unlike the other two).
+    /// Suffix of hold queues (before `.<ms>`; not empty, and not the same as another suffix).
     #[arg(long, default_value = queuey_ops::DEFAULT_DEFERRED_SUFFIX, global = true)]
     pub(crate) deferred_suffix: String,
-    /// Suffix of the poison guard's suspect queues (not empty, unlike the other two).
+    /// Suffix of the poison guard's suspect queues (not empty, and not the same as another suffix).
     #[arg(long, default_value = queuey_ops::DEFAULT_SUSPECT_SUFFIX, global = true)]
     pub(crate) suspect_suffix: String,
     /// Print JSON instead of tables.
