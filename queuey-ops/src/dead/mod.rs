@@ -37,7 +37,7 @@ pub use redrive::{
 pub use scan::{Pass, read, scan};
 pub use show::{Detail, amqp_value_to_json, find, show};
 pub use stats::{
-    EXAMPLE_MAX_CHARS, Group, MAX_GROUP_JOB_TYPES, MAX_GROUPS, MAX_JOB_TYPES, Stats, StatsBuilder,
+    Group, MAX_GROUP_JOB_TYPES, MAX_GROUPS, MAX_JOB_TYPES, Stats, StatsBuilder, TEXT_MAX_CHARS,
     TypeCount, read_stats, stats,
 };
 pub use transfer::{ExportRecord, ImportPlan, import, plan_import, read_export};

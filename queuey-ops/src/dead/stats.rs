@@ -3,8 +3,8 @@
 //!
 //! [`StatsBuilder`] keeps aggregates, never the letters, and bounds them
 //! too: at most [`MAX_GROUPS`] fingerprints, [`MAX_JOB_TYPES`] job types
-//! (and [`MAX_GROUP_JOB_TYPES`] per group), an example reason of at most
-//! [`EXAMPLE_MAX_CHARS`]. Letters beyond a bound are still counted, under
+//! (and [`MAX_GROUP_JOB_TYPES`] per group), example reasons and job types
+//! of at most [`TEXT_MAX_CHARS`]. Letters beyond a bound are still counted, under
 //! [`Stats::other_fingerprints`], [`Stats::other_job_types`] and
 //! [`Group::other_job_types`], so totals stay exact. The groups kept are the
 //! first ones met from the head of the queue (the oldest).
@@ -28,8 +28,8 @@ pub const MAX_JOB_TYPES: usize = 1_000;
 /// Job types kept per group; the rest are counted in
 /// [`Group::other_job_types`].
 pub const MAX_GROUP_JOB_TYPES: usize = 20;
-/// Characters kept of a group's example reason.
-pub const EXAMPLE_MAX_CHARS: usize = 500;
+/// Characters kept of a group's example reason and of a job type.
+pub const TEXT_MAX_CHARS: usize = 500;
 
 /// The dead letters of one reason fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -39,7 +39,7 @@ pub struct Group {
     /// How many dead letters have it.
     pub count: usize,
     /// One full reason of the group, the oldest (cut at
-    /// [`EXAMPLE_MAX_CHARS`]).
+    /// [`TEXT_MAX_CHARS`]).
     pub example_reason: String,
     /// One id of the group, the oldest.
     pub example_id: String,
@@ -88,8 +88,8 @@ const UNKNOWN_TYPE: &str = "(unknown)";
 ///
 /// It keeps aggregates, never the letters, and bounds them too: at most
 /// [`MAX_GROUPS`] fingerprints, [`MAX_JOB_TYPES`] job types (and
-/// [`MAX_GROUP_JOB_TYPES`] per group), example reasons of at most
-/// [`EXAMPLE_MAX_CHARS`]. Letters past a bound are still counted, under
+/// [`MAX_GROUP_JOB_TYPES`] per group), example reasons and job types of at
+/// most [`TEXT_MAX_CHARS`]. Letters past a bound are still counted, under
 /// [`Stats::other_fingerprints`], [`Stats::other_job_types`] and
 /// [`Group::other_job_types`], so totals stay exact. The groups kept are the
 /// first ones met from the head of the queue (the oldest).
@@ -115,7 +115,13 @@ impl StatsBuilder {
         if letter.is_malformed() {
             self.malformed += 1;
         }
-        let job_type = letter.job_type().unwrap_or_else(|| UNKNOWN_TYPE.to_owned());
+        let job_type = match letter.job_type() {
+            Some(t) if t.chars().nth(TEXT_MAX_CHARS).is_some() => {
+                t.chars().take(TEXT_MAX_CHARS - 1).chain(['…']).collect()
+            }
+            Some(t) => t,
+            None => UNKNOWN_TYPE.to_owned(),
+        };
         if let Some(n) = self.types.get_mut(&job_type) {
             *n += 1;
         } else if self.types.len() < MAX_JOB_TYPES {
@@ -135,7 +141,7 @@ impl StatsBuilder {
                 slot.insert(Group {
                     fingerprint,
                     count: 0,
-                    example_reason: letter.reason().chars().take(EXAMPLE_MAX_CHARS).collect(),
+                    example_reason: letter.reason().chars().take(TEXT_MAX_CHARS).collect(),
                     example_id: letter.id(),
                     job_types: BTreeMap::new(),
                     other_job_types: 0,
@@ -234,7 +240,7 @@ mod tests {
         for i in 0..n {
             builder.add(&with_reason(
                 i + 1,
-                &format!("failure {} {}", word(i), "z".repeat(2 * EXAMPLE_MAX_CHARS)),
+                &format!("failure {} {}", word(i), "z".repeat(2 * TEXT_MAX_CHARS)),
                 &format!("type-{}", word(i)),
             ));
         }
@@ -250,7 +256,7 @@ mod tests {
             stats
                 .by_fingerprint
                 .iter()
-                .all(|g| g.example_reason.chars().count() == EXAMPLE_MAX_CHARS)
+                .all(|g| g.example_reason.chars().count() == TEXT_MAX_CHARS)
         );
     }
 
@@ -266,5 +272,23 @@ mod tests {
         assert_eq!(group.job_types.len(), MAX_GROUP_JOB_TYPES);
         assert_eq!(group.other_job_types, 5);
         assert_eq!((group.first_position, group.last_position), (1, 25));
+    }
+
+    #[test]
+    fn a_long_job_type_is_counted_under_its_start() {
+        let mut builder = StatsBuilder::new();
+        let long = "t".repeat(3 * TEXT_MAX_CHARS);
+        for (position, job_type) in [(1, long.clone()), (2, format!("{long}x"))] {
+            let payload = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
+            let body = queuey_core::Envelope::new(job_type, "q", payload)
+                .encode()
+                .unwrap();
+            builder.add(&DeadLetter::new(position, body, BasicProperties::default()));
+        }
+        let stats = builder.finish();
+        let kept = &stats.by_job_type[0];
+        assert_eq!(kept.count, 2);
+        assert_eq!(kept.job_type.chars().count(), TEXT_MAX_CHARS);
+        assert!(kept.job_type.ends_with('…'));
     }
 }
