@@ -113,7 +113,8 @@ async fn measure(
     let read = browse::browse(amqp, q, None).await?;
     let took = started.elapsed();
     println!(
-        "consume (prefetch = count) + hold + requeue: {} read in {:.2?} ({:.0}/s); order kept: {}",
+        "browse (basic.get, {} in flight) + hold + requeue: {} read in {:.2?} ({:.0}/s); order kept: {}",
+        browse::WINDOW,
         read.len(),
         took,
         read.len() as f64 / took.as_secs_f64(),
@@ -129,7 +130,7 @@ async fn measure(
     cursor.release().await;
     let took = started.elapsed();
     println!(
-        "basic.get one by one + hold + requeue: {count} read in {took:.2?} ({:.0}/s); order kept: {}",
+        "cursor, letter by letter + hold + requeue: {count} read in {took:.2?} ({:.0}/s); order kept: {}",
         count as f64 / took.as_secs_f64(),
         in_order(amqp, q, &bodies).await?
     );
@@ -155,15 +156,15 @@ async fn measure(
     fill(amqp, dq, &bodies, true).await?;
     let ch = amqp.channel().await?;
     ch.queue_purge(q.into(), Default::default()).await?;
-    let options = dead::RedriveOptions::default();
+    let options = dead::RedriveOptions::new(q);
     let started = Instant::now();
     let report = dead::redrive(amqp, dq, &options, &mut |_| {}).await;
     let took = started.elapsed();
     match report {
         Ok(r) => println!(
             "redrive (publish + ack, 64 moves per tx): {} moved in {took:.2?} ({:.0}/s)",
-            r.moved.len(),
-            r.moved.len() as f64 / took.as_secs_f64()
+            r.moved,
+            r.moved as f64 / took.as_secs_f64()
         ),
         Err(e) => println!("redrive failed: {e}"),
     }

@@ -14,8 +14,9 @@ async fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // Every error text, the broker client's included, leaves without
-            // the passwords the tool was given.
-            eprintln!("error: {}", secrets.scrub(&e.to_string()));
+            // the passwords the tool was given and without control characters.
+            let text = secrets.scrub(&e.to_string());
+            eprintln!("error: {}", queuey_ops::escape::line(&text));
             ExitCode::FAILURE
         }
     }

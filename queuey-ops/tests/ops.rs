@@ -7,8 +7,20 @@
 #[path = "ops/support.rs"]
 mod support;
 
+#[path = "ops/letters.rs"]
+mod letters;
+
 #[path = "ops/dead.rs"]
 mod dead;
+
+#[path = "ops/dead_output.rs"]
+mod dead_output;
+
+#[path = "ops/dead_reads.rs"]
+mod dead_reads;
+
+#[path = "ops/dead_safety.rs"]
+mod dead_safety;
 
 #[path = "ops/holds.rs"]
 mod holds;

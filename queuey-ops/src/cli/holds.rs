@@ -66,7 +66,7 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
 fn print_census(census: &Census) {
     println!(
         "{}: {} hold queues, {} jobs waiting",
-        census.queue,
+        queuey_ops::escape::line(&census.queue),
         census.holds.len(),
         census.total_jobs()
     );

@@ -48,13 +48,13 @@ pub(crate) struct Global {
     /// The management API's base URL [default: http://HOST:15672 with the AMQP credentials]
     #[arg(long, env = "QUEUEY_MGMT_URL", hide_env_values = true, global = true)]
     pub(crate) mgmt_url: Option<String>,
-    /// Suffix of dead-letter queues.
+    /// Suffix of dead-letter queues (not empty, and not the same as another suffix).
     #[arg(long, default_value = queuey_ops::DEFAULT_DEAD_SUFFIX, global = true)]
     pub(crate) dead_suffix: String,
-    /// Suffix of hold queues (before `.<ms>`).
+    /// Suffix of hold queues (before `.<ms>`; not empty, and not the same as another suffix).
     #[arg(long, default_value = queuey_ops::DEFAULT_DEFERRED_SUFFIX, global = true)]
     pub(crate) deferred_suffix: String,
-    /// Suffix of the poison guard's suspect queues.
+    /// Suffix of the poison guard's suspect queues (not empty, and not the same as another suffix).
     #[arg(long, default_value = queuey_ops::DEFAULT_SUSPECT_SUFFIX, global = true)]
     pub(crate) suspect_suffix: String,
     /// A PEM file of CA certificates to trust besides the platform's roots,
@@ -121,8 +121,18 @@ impl Global {
         )
     }
 
-    pub(crate) fn dead_queue(&self, queue: &str) -> String {
+    pub(crate) fn dead_queue(&self, queue: &str) -> Result<String> {
         queuey_ops::dead_queue_of(queue, &self.dead_suffix)
+    }
+
+    /// Refuses an empty suffix, or one suffix for two roles: either would
+    /// make the commands read, redrive or purge live queues.
+    pub(crate) fn check_suffixes(&self) -> Result<()> {
+        queuey_ops::check_suffixes(
+            &self.dead_suffix,
+            &self.deferred_suffix,
+            &self.suspect_suffix,
+        )
     }
 }
 
@@ -163,6 +173,7 @@ pub(crate) enum Command {
 }
 
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
+    cli.global.check_suffixes()?;
     match cli.command {
         Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
         Command::Holds(args) => holds::run(&cli.global, args).await,
@@ -172,10 +183,10 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Prints `value` as pretty JSON.
+/// Prints `value` as pretty JSON, every terminal control character escaped.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => println!("{}", queuey_ops::escape::json(&text)),
         Err(e) => eprintln!("error: cannot print JSON: {e}"),
     }
 }

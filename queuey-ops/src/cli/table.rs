@@ -1,4 +1,5 @@
-//! Plain-text tables: columns padded to their widest cell.
+//! Plain-text tables: columns padded to their widest cell, every cell on
+//! one line with its terminal control characters shown escaped.
 
 /// A table being built.
 #[derive(Debug, Default)]
@@ -13,8 +14,14 @@ impl Table {
         }
     }
 
+    /// Adds a row; each cell is [escaped](queuey_ops::escape::line).
     pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| queuey_ops::escape::line(&c).into_owned())
+                .collect(),
+        );
     }
 
     /// The table as text; the last column is not padded.
@@ -57,4 +64,26 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
     let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_cell_is_printed_on_one_line_with_no_control_character() {
+        let mut table = Table::new(["ID", "REASON"]);
+        table.row(vec![
+            "job\u{1b}[2K".into(),
+            "boom\u{1b}]0;title\u{7}\r\nforged\tline \u{9b}31m \u{202e}txt".into(),
+        ]);
+        let text = table.render();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert!(
+            text.lines()
+                .all(|l| !l.chars().any(queuey_ops::escape::is_unsafe))
+        );
+        assert!(text.contains(r"job\e[2K"), "{text}");
+        assert!(text.contains(r"boom\e]0;title\x07\r\nforged\tline \u{9b}31m \u{202e}txt"));
+    }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use queuey_ops::topology::{self, QueueSpec, TopologySpec};
-use queuey_ops::{OpsError, Result};
+use queuey_ops::{OpsError, Result, escape};
 
 use super::table::Table;
 use super::{EXIT_PROBLEM, Global, print_json};
@@ -147,7 +147,13 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
                 } else {
                     println!("preview: would declare {} queue(s):", plan.len());
                     for d in &plan {
-                        println!("  {} durable={} {:?}", d.name, d.durable, d.arguments);
+                        let arguments = format!("{:?}", d.arguments);
+                        println!(
+                            "  {} durable={} {}",
+                            escape::line(&d.name),
+                            d.durable,
+                            escape::line(&arguments)
+                        );
                     }
                     println!("nothing was changed; add --yes to declare them");
                 }
@@ -162,7 +168,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
             } else {
                 println!("declared {} queue(s)", plan.len());
                 for d in &plan {
-                    println!("  {}", d.name);
+                    println!("  {}", escape::line(&d.name));
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -1,8 +1,14 @@
 //! Error fingerprints: a reason with its variable parts masked, so that
 //! "order 41 failed" and "order 97 failed" fall in one group.
 
+/// The longest fingerprint, in characters: a longer one is cut there and
+/// ends in `…`, so that grouping a queue of long reasons keeps its memory
+/// bounded.
+pub const FINGERPRINT_MAX_CHARS: usize = 500;
+
 /// The reason with quoted values, UUIDs and other ids, and numbers replaced
-/// by placeholders (`<s>`, `<id>`, `<n>`), and runs of whitespace collapsed.
+/// by placeholders (`<s>`, `<id>`, `<n>`), and runs of whitespace collapsed,
+/// cut at [`FINGERPRINT_MAX_CHARS`].
 ///
 /// ```
 /// use queuey_ops::dead::fingerprint;
@@ -49,7 +55,11 @@ pub fn fingerprint(reason: &str) -> String {
         out.push(c);
         i += 1;
     }
-    out.trim().to_owned()
+    let out = out.trim();
+    match out.char_indices().nth(FINGERPRINT_MAX_CHARS - 1) {
+        Some((cut, _)) if out[cut..].chars().nth(1).is_some() => format!("{}…", &out[..cut]),
+        _ => out.to_owned(),
+    }
 }
 
 fn is_word(c: char) -> bool {
@@ -88,7 +98,7 @@ fn mask_word(word: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::fingerprint;
+    use super::{FINGERPRINT_MAX_CHARS, fingerprint};
 
     #[test]
     fn numbers_ids_and_quoted_values_are_masked() {
@@ -105,6 +115,17 @@ mod tests {
         assert_eq!(fingerprint("malformed envelope"), "malformed envelope");
         assert_eq!(fingerprint("unclosed 'quote 7"), "unclosed 'quote <n>");
         assert_eq!(fingerprint("utf8 héllo 12"), "utf8 héllo <n>");
+    }
+
+    #[test]
+    fn a_long_reason_gives_a_bounded_fingerprint() {
+        let long = "x".repeat(10 * FINGERPRINT_MAX_CHARS);
+        let fp = fingerprint(&long);
+        assert_eq!(fp.chars().count(), FINGERPRINT_MAX_CHARS);
+        assert!(fp.ends_with('…'));
+        assert_eq!(fingerprint(&long), fingerprint(&format!("{long}y")));
+        let exact = "y".repeat(FINGERPRINT_MAX_CHARS);
+        assert_eq!(fingerprint(&exact), exact);
     }
 
     #[test]

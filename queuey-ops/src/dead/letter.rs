@@ -105,12 +105,12 @@ impl DeadLetter {
             .or_else(|| self.envelope.as_ref().map(|e| i64::from(e.attempt)))
     }
 
-    /// The queue a redrive sends it back to: `x-original-queue`, else the
-    /// envelope's queue.
+    /// The queue it died on: `x-original-queue`, else the envelope's queue.
     pub fn original_queue(&self) -> Option<String> {
         headers::text(self.headers(), headers::ORIGINAL_QUEUE)
             .filter(|q| !q.is_empty())
             .or_else(|| self.envelope.as_ref().map(|e| e.queue.clone()))
+            .filter(|q| !q.is_empty())
     }
 
     /// Whether the body is not an envelope.
@@ -156,7 +156,7 @@ pub struct Summary {
     pub fingerprint: String,
     /// Attempts made.
     pub attempts: Option<i64>,
-    /// Where a redrive sends it.
+    /// The queue it died on (`x-original-queue`, else the envelope's).
     pub original_queue: Option<String>,
     /// When the job was first enqueued.
     pub enqueued_at_ms: Option<u64>,

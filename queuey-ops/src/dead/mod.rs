@@ -1,88 +1,49 @@
 //! Dead letters: list, group, show, redrive, purge with an export, import.
 //!
-//! Every read goes through [`Cursor`](crate::browse::Cursor): the queue is
-//! read from its head, held, and handed back in order.
+//! Every read goes through a [`Cursor`](crate::browse::Cursor): the queue is
+//! read from its head, held, and handed back in order. Each operation keeps
+//! only what it reports, so its memory does not grow with the queue:
+//!
+//! | operation | reads | keeps |
+//! |---|---|---|
+//! | [`list`] | up to the page's last letter (newest first with a filter: the queue twice) | the page |
+//! | [`read_stats`] | the whole queue | aggregates, bounded (see [`StatsBuilder`]) |
+//! | [`find`] | up to the letter found (`#N`: N letters) | that letter |
+//! | [`plan_redrive`], [`plan_purge`] | the whole queue (a redrive preview stops at its limit) | counts and the first [`PREVIEW_SAMPLES`] |
+//! | [`redrive`], [`purge_with_export`] | the whole queue | counts (a purge: the delivery tags it removes) |
+//! | [`scan`] | until the visitor stops | what the visitor keeps |
+//! | [`read`] | up to `max` | everything read |
 
 mod fingerprint;
 mod letter;
+mod list;
+mod plan;
+mod purge;
 mod redrive;
+mod scan;
 mod show;
 mod stats;
 mod transfer;
 
-pub use fingerprint::fingerprint;
+pub use fingerprint::{FINGERPRINT_MAX_CHARS, fingerprint};
 pub use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
+pub use list::{Listing, Order, list};
+pub use plan::{PREVIEW_SAMPLES, PlannedMove, RedrivePlan, TargetPlan, plan_redrive};
+pub use purge::{PurgePlan, PurgeReport, plan_purge, purge_with_export};
 pub use redrive::{
-    DEFAULT_BATCH, Moved, RedriveOptions, RedrivePlan, RedriveReport, plan_redrive, redrive,
+    DEFAULT_BATCH, Destination, MAX_SAMPLES, MAX_TARGETS, Moved, RedriveOptions, RedriveReport,
+    redrive,
 };
-pub use show::{Detail, amqp_value_to_json, show};
-pub use stats::{Group, Stats, TypeCount, stats};
-pub use transfer::{
-    ExportRecord, ImportPlan, PurgeReport, import, plan_import, purge_with_export, read_export,
+pub use scan::{Pass, read, scan};
+pub use show::{Detail, amqp_value_to_json, find, show};
+pub use stats::{
+    Group, MAX_GROUP_JOB_TYPES, MAX_GROUPS, MAX_JOB_TYPES, Stats, StatsBuilder, TEXT_MAX_CHARS,
+    TypeCount, read_stats, stats,
 };
-
-use crate::amqp::Amqp;
-use crate::browse::browse;
-use crate::error::Result;
-
-/// Which end of the queue a listing starts from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Order {
-    /// The head first: the oldest dead letter.
-    #[default]
-    OldestFirst,
-    /// The tail first: the newest dead letter.
-    NewestFirst,
-}
-
-/// Reads up to `max` dead letters of `dead_queue` (all when `None`), oldest
-/// first, leaving the queue as it was.
-pub async fn read(amqp: &Amqp, dead_queue: &str, max: Option<usize>) -> Result<Vec<DeadLetter>> {
-    let held = browse(amqp, dead_queue, max).await?;
-    Ok(held
-        .into_iter()
-        .map(|h| DeadLetter::new(h.position, h.body, h.properties))
-        .collect())
-}
-
-/// One page of the dead letters that pass `filter`, in `order`.
-pub fn page(
-    letters: &[DeadLetter],
-    filter: &Filter,
-    order: Order,
-    offset: usize,
-    limit: usize,
-) -> Vec<Summary> {
-    let matching = letters.iter().filter(|l| filter.matches(l));
-    let summaries: Vec<Summary> = match order {
-        Order::OldestFirst => matching
-            .skip(offset)
-            .take(limit)
-            .map(|l| l.summary())
-            .collect(),
-        Order::NewestFirst => matching
-            .rev()
-            .skip(offset)
-            .take(limit)
-            .map(|l| l.summary())
-            .collect(),
-    };
-    summaries
-}
-
-/// The dead letter that answers to `id`, or [`OpsError::NotFound`](crate::OpsError::NotFound).
-pub fn find<'a>(letters: &'a [DeadLetter], dead_queue: &str, id: &str) -> Result<&'a DeadLetter> {
-    letters
-        .iter()
-        .find(|l| l.answers_to(id))
-        .ok_or_else(|| crate::OpsError::NotFound {
-            queue: dead_queue.to_owned(),
-            id: id.to_owned(),
-        })
-}
+pub use transfer::{ExportRecord, ImportPlan, import, plan_import, read_export};
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use lapin::BasicProperties;
     use lapin::types::{AMQPValue, FieldTable};
     use queuey_core::Envelope;
@@ -111,7 +72,7 @@ mod tests {
         )
     }
 
-    fn letters() -> Vec<DeadLetter> {
+    pub(crate) fn letters() -> Vec<DeadLetter> {
         vec![
             letter(1, "email", "order 1 not found", 3),
             letter(2, "invoice", "HTTP 503", 1),
@@ -121,49 +82,35 @@ mod tests {
     }
 
     #[test]
-    fn pages_run_either_way_and_filters_combine() {
+    fn filters_combine() {
         let all = letters();
-        let ids = |page: Vec<Summary>| page.into_iter().map(|s| s.position).collect::<Vec<_>>();
-        assert_eq!(
-            ids(page(&all, &Filter::all(), Order::OldestFirst, 1, 2)),
-            vec![2, 3]
-        );
-        assert_eq!(
-            ids(page(&all, &Filter::all(), Order::NewestFirst, 0, 2)),
-            vec![4, 3]
-        );
+        let ids = |filter: &Filter| {
+            all.iter()
+                .filter(|l| filter.matches(l))
+                .map(|l| l.position)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&Filter::all()), vec![1, 2, 3, 4]);
         let emails = Filter {
             job_type: Some("email".into()),
             ..Filter::all()
         };
-        assert_eq!(
-            ids(page(&all, &emails, Order::OldestFirst, 0, 10)),
-            vec![1, 3]
-        );
+        assert_eq!(ids(&emails), vec![1, 3]);
         let narrower = Filter {
             reason: Some("ORDER 22".into()),
             ..emails
         };
-        assert_eq!(
-            ids(page(&all, &narrower, Order::OldestFirst, 0, 10)),
-            vec![3]
-        );
+        assert_eq!(ids(&narrower), vec![3]);
         let by_fp = Filter {
             fingerprint: Some("order <n> not found".into()),
             ..Filter::all()
         };
-        assert_eq!(
-            ids(page(&all, &by_fp, Order::OldestFirst, 0, 10)),
-            vec![1, 3]
-        );
+        assert_eq!(ids(&by_fp), vec![1, 3]);
         let by_position = Filter {
             ids: vec!["#4".into()],
             ..Filter::all()
         };
-        assert_eq!(
-            ids(page(&all, &by_position, Order::OldestFirst, 0, 10)),
-            vec![4]
-        );
+        assert_eq!(ids(&by_position), vec![4]);
     }
 
     #[test]
@@ -196,6 +143,6 @@ mod tests {
         assert!(garbage.is_malformed());
         assert_eq!(garbage.id(), "#4");
         assert_eq!(garbage.reason(), "(no reason)");
-        assert!(find(&all, "q.dead", "nope").is_err());
+        assert!(!all.iter().any(|l| l.answers_to("nope")));
     }
 }

@@ -1,7 +1,20 @@
-//! Moving dead letters back to the queue they died on.
+//! Moving dead letters back to a work queue.
+//!
+//! # Where they go
+//!
+//! A redrive runs for one work queue, [`RedriveOptions::queue`], and by
+//! default moves dead letters only there ([`Destination::Home`]): a dead
+//! letter whose `x-original-queue` names another queue is *foreign*; it is
+//! left in the dead-letter queue untouched and counted in
+//! [`RedriveReport::foreign`]. [`Destination::Queue`] sends every dead
+//! letter to one named queue, [`Destination::Original`] each to its own
+//! original queue. [`plan_redrive`] shows, before anything moves, each
+//! target with its count, whether it exists and whether it is foreign.
+//!
+//! # Safety
 //!
 //! Moves are AMQP transactions on the channel that read the dead letters:
-//! the publishes to the original queue and the acknowledgements of the dead
+//! the publishes to the target queue and the acknowledgements of the dead
 //! letters are committed together (`tx.commit`), a batch of
 //! [`RedriveOptions::batch`] moves at a time. If the process dies before a
 //! commit, the broker rolls the batch back and the dead letters are
@@ -15,7 +28,12 @@
 //! The transaction's `commit-ok` is the broker's confirmation of the
 //! publish. Before moving anything to a queue the redrive checks that the
 //! queue exists, because a transactional channel cannot also be in
-//! publisher-confirm mode to learn of a `mandatory` return.
+//! publisher-confirm mode to learn of a `mandatory` return; at the first
+//! dead letter for a missing queue it stops, with nothing lost.
+//!
+//! The dead letters are read one pass from the head (see
+//! [`browse`](crate::browse)): what the redrive holds in memory does not
+//! grow with the queue.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -29,16 +47,39 @@ use tokio::time::Instant;
 
 use crate::amqp::{Amqp, short};
 use crate::browse::Cursor;
-use crate::dead::{DeadLetter, Filter, read};
+use crate::dead::{DeadLetter, Filter};
 use crate::error::{OpsError, Result};
 use crate::headers;
 
 /// Moves per transaction unless told otherwise.
 pub const DEFAULT_BATCH: usize = 64;
 
+/// Where a redrive sends the dead letters.
+///
+/// The default, [`Home`](Destination::Home), moves nothing to another queue
+/// than the one the redrive runs for; the preview ([`plan_redrive`](crate::dead::plan_redrive))
+/// names every target and flags the foreign and missing ones.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Destination {
+    /// To [`RedriveOptions::queue`] only: a dead letter whose original
+    /// queue is another one is foreign and stays in the dead-letter queue.
+    #[default]
+    Home,
+    /// Every dead letter to this queue, whatever its original queue.
+    Queue(String),
+    /// Each dead letter to its own original queue (`x-original-queue`, else
+    /// the envelope's queue).
+    Original,
+}
+
 /// How a redrive runs.
 #[derive(Debug, Clone)]
 pub struct RedriveOptions {
+    /// The work queue the redrive runs for (the one whose dead letters these
+    /// are); with [`Destination::Home`], the only queue anything moves to.
+    pub queue: String,
+    /// Where the dead letters go.
+    pub destination: Destination,
     /// Which dead letters move.
     pub filter: Filter,
     /// Move at most this many.
@@ -57,9 +98,13 @@ pub struct RedriveOptions {
     pub stop: Arc<AtomicBool>,
 }
 
-impl Default for RedriveOptions {
-    fn default() -> Self {
+impl RedriveOptions {
+    /// A redrive of every dead letter of `queue` back to `queue`, with a
+    /// fresh redrive id and the default batch.
+    pub fn new(queue: impl Into<String>) -> Self {
         RedriveOptions {
+            queue: queue.into(),
+            destination: Destination::Home,
             filter: Filter::all(),
             limit: None,
             rate: None,
@@ -71,31 +116,11 @@ impl Default for RedriveOptions {
     }
 }
 
-/// What a redrive would move, computed without changing anything.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct RedrivePlan {
-    /// Dead letters read.
-    pub read: usize,
-    /// Dead letters that would move, with where they would go.
-    pub moves: Vec<PlannedMove>,
-    /// Moves per target queue.
-    pub by_target: BTreeMap<String, usize>,
-    /// Matching dead letters that cannot move: `(id, why)`.
-    pub unmovable: Vec<(String, String)>,
-}
-
-/// One planned move.
-#[derive(Debug, Clone, Serialize)]
-pub struct PlannedMove {
-    /// The dead letter's id.
-    pub id: String,
-    /// Its job type.
-    pub job_type: Option<String>,
-    /// Its reason.
-    pub reason: String,
-    /// The queue it goes back to.
-    pub target: String,
-}
+/// Foreign targets a report or plan names one by one; dead letters for
+/// further ones are counted only.
+pub const MAX_TARGETS: usize = 100;
+/// Unmovable dead letters a report or plan names one by one.
+pub const MAX_SAMPLES: usize = 20;
 
 /// One dead letter moved.
 #[derive(Debug, Clone, Serialize)]
@@ -111,55 +136,70 @@ pub struct Moved {
 pub struct RedriveReport {
     /// The redrive id stamped on the moved messages.
     pub redrive_id: String,
-    /// Dead letters moved, in order.
-    pub moved: Vec<Moved>,
+    /// Dead letters moved.
+    pub moved: usize,
+    /// Dead letters moved, per target queue.
+    pub moved_to: BTreeMap<String, usize>,
+    /// Matching dead letters left in place because their original queue is
+    /// not the queue the redrive runs for (with [`Destination::Home`]).
+    pub foreign: usize,
+    /// `foreign`, per original queue (at most [`MAX_TARGETS`] named).
+    pub foreign_targets: BTreeMap<String, usize>,
     /// Matching dead letters left in place because they cannot move.
-    pub unmovable: Vec<(String, String)>,
+    pub unmovable: usize,
+    /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
+    pub unmovable_samples: Vec<(String, String)>,
     /// Dead letters read but not matching the filter, left in place.
     pub not_matching: usize,
     /// Set when the run stopped early: why.
     pub stopped: Option<String>,
 }
 
-/// Why `letter` cannot be redriven, if it cannot.
-fn unmovable(letter: &DeadLetter) -> Result<String, String> {
-    if letter.is_malformed() {
-        return Err("the body is not a queuey envelope; export it, fix it and import it".into());
-    }
-    letter
-        .original_queue()
-        .ok_or_else(|| "no original queue (no x-original-queue header)".to_owned())
+/// What a redrive does with one matching dead letter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// It moves to this queue.
+    Move(String),
+    /// It stays: its original queue, this one, is not the redrive's.
+    Foreign(String),
+    /// It stays: it cannot move, for this reason.
+    Unmovable(String),
 }
 
-/// What [`redrive`] with `options` would move now. Changes nothing.
-pub async fn plan_redrive(
-    amqp: &Amqp,
-    dead_queue: &str,
-    options: &RedriveOptions,
-) -> Result<RedrivePlan> {
-    let letters = read(amqp, dead_queue, None).await?;
-    let mut plan = RedrivePlan {
-        read: letters.len(),
-        ..RedrivePlan::default()
-    };
-    for letter in letters.iter().filter(|l| options.filter.matches(l)) {
-        if options.limit.is_some_and(|n| plan.moves.len() >= n) {
-            break;
-        }
-        match unmovable(letter) {
-            Ok(target) => {
-                *plan.by_target.entry(target.clone()).or_default() += 1;
-                plan.moves.push(PlannedMove {
-                    id: letter.id(),
-                    job_type: letter.job_type(),
-                    reason: letter.reason(),
-                    target,
-                });
-            }
-            Err(why) => plan.unmovable.push((letter.id(), why)),
-        }
+/// What `options` do with `letter`.
+pub(crate) fn decide(letter: &DeadLetter, options: &RedriveOptions) -> Decision {
+    if letter.is_malformed() {
+        return Decision::Unmovable(
+            "the body is not a queuey envelope; export it, fix it and import it".into(),
+        );
     }
-    Ok(plan)
+    let original = letter.original_queue();
+    match (&options.destination, original) {
+        (Destination::Queue(to), _) => Decision::Move(to.clone()),
+        (Destination::Original, Some(original)) => Decision::Move(original),
+        (Destination::Original, None) => {
+            Decision::Unmovable("no original queue (no x-original-queue header)".into())
+        }
+        (Destination::Home, Some(original)) if original != options.queue => {
+            Decision::Foreign(original)
+        }
+        // It is in this queue's dead-letter queue and names no other.
+        (Destination::Home, _) => Decision::Move(options.queue.clone()),
+    }
+}
+
+/// Counts one more dead letter for `target` in `map`, naming at most
+/// [`MAX_TARGETS`] targets; whether it was named.
+pub(crate) fn count_target(map: &mut BTreeMap<String, usize>, target: &str) -> bool {
+    if let Some(n) = map.get_mut(target) {
+        *n += 1;
+        true
+    } else if map.len() < MAX_TARGETS {
+        map.insert(target.to_owned(), 1);
+        true
+    } else {
+        false
+    }
 }
 
 /// The body a redriven job travels with: the attempt counter reset to 1
@@ -176,12 +216,12 @@ fn redriven_body(letter: &DeadLetter, keep_attempts: bool) -> Result<Vec<u8>> {
     }
 }
 
-/// Moves the dead letters of `dead_queue` that pass `options` back to their
-/// original queues, calling `on_move` after each committed move.
+/// Moves the dead letters of `dead_queue` that pass `options` to their
+/// [`Destination`], calling `on_move` after each committed move.
 ///
 /// Reads one pass of the queue as it is when the redrive starts. Stops early
-/// (and says why in [`RedriveReport::stopped`]) when an original queue is
-/// missing; what was moved until then stays moved.
+/// (and says why in [`RedriveReport::stopped`]) when a target queue is
+/// missing; what was moved until then stays moved, nothing is lost.
 pub async fn redrive(
     amqp: &Amqp,
     dead_queue: &str,
@@ -223,7 +263,7 @@ async fn run(
     let mut uncommitted: Vec<Moved> = Vec::new();
     while options
         .limit
-        .is_none_or(|n| report.moved.len() + uncommitted.len() < n)
+        .is_none_or(|n| report.moved + uncommitted.len() < n)
     {
         if options.stop.load(Ordering::Relaxed) {
             report.stopped = Some("interrupted; run the redrive again to move the rest".into());
@@ -237,10 +277,18 @@ async fn run(
             report.not_matching += 1;
             continue;
         }
-        let target = match unmovable(&letter) {
-            Ok(target) => target,
-            Err(why) => {
-                report.unmovable.push((letter.id(), why));
+        let target = match decide(&letter, options) {
+            Decision::Move(target) => target,
+            Decision::Foreign(original) => {
+                report.foreign += 1;
+                count_target(&mut report.foreign_targets, &original);
+                continue;
+            }
+            Decision::Unmovable(why) => {
+                report.unmovable += 1;
+                if report.unmovable_samples.len() < MAX_SAMPLES {
+                    report.unmovable_samples.push((letter.id(), why));
+                }
                 continue;
             }
         };
@@ -254,8 +302,8 @@ async fn run(
         };
         if !present {
             report.stopped = Some(format!(
-                "the original queue `{target}` of {} does not exist; declare it (topology \
-                 apply) and run the redrive again",
+                "the target queue `{target}` of {} does not exist; nothing was moved to it. \
+                 Declare it (topology apply) and run the redrive again",
                 letter.id()
             ));
             break;
@@ -317,7 +365,8 @@ async fn commit(
     })?;
     for moved in uncommitted.drain(..) {
         on_move(&moved);
-        report.moved.push(moved);
+        report.moved += 1;
+        *report.moved_to.entry(moved.target).or_default() += 1;
     }
     Ok(())
 }
@@ -339,12 +388,62 @@ mod tests {
         assert_eq!((reset.attempt, reset.job_id), (1, env.job_id));
         assert_eq!(reset.payload.get(), env.payload.get());
         assert_eq!(redriven_body(&letter, true).unwrap(), letter.body);
+    }
+
+    fn letter_from(envelope_queue: &str, original: Option<&str>) -> DeadLetter {
+        let payload = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
+        let env = Envelope::new("t", envelope_queue, payload);
+        let mut headers = lapin::types::FieldTable::default();
+        if let Some(q) = original {
+            headers.insert(
+                headers::ORIGINAL_QUEUE.into(),
+                lapin::types::AMQPValue::LongString(q.into()),
+            );
+        }
+        let props = BasicProperties::default().with_headers(headers);
+        DeadLetter::new(1, env.encode().unwrap(), props)
+    }
+
+    #[test]
+    fn each_destination_decides_where_a_letter_goes_and_a_foreign_one_stays() {
+        use Decision::{Foreign, Move, Unmovable};
+        let ours = letter_from("q", Some("q"));
+        let theirs = letter_from("q", Some("payments"));
+        let by_envelope = letter_from("payments", None);
         let garbage = DeadLetter::new(2, b"x".to_vec(), BasicProperties::default());
-        assert!(
-            unmovable(&garbage)
-                .unwrap_err()
-                .contains("not a queuey envelope")
-        );
-        assert_eq!(unmovable(&letter).unwrap(), "q");
+        let home = RedriveOptions::new("q");
+        let original = RedriveOptions {
+            destination: Destination::Original,
+            ..RedriveOptions::new("q")
+        };
+        let to = RedriveOptions {
+            destination: Destination::Queue("elsewhere".into()),
+            ..RedriveOptions::new("q")
+        };
+        let m = |q: &str| Move(q.to_owned());
+        assert_eq!(decide(&ours, &home), m("q"));
+        assert_eq!(decide(&theirs, &home), Foreign("payments".into()));
+        assert_eq!(decide(&by_envelope, &home), Foreign("payments".into()));
+        assert_eq!(decide(&ours, &original), m("q"));
+        assert_eq!(decide(&theirs, &original), m("payments"));
+        assert_eq!(decide(&theirs, &to), m("elsewhere"));
+        assert_eq!(decide(&ours, &to), m("elsewhere"));
+        for options in [&home, &original, &to] {
+            assert!(
+                matches!(decide(&garbage, options), Unmovable(why) if why.contains("not a queuey envelope"))
+            );
+        }
+    }
+
+    #[test]
+    fn targets_past_the_bound_are_counted_but_not_named() {
+        let mut map = BTreeMap::new();
+        for i in 0..MAX_TARGETS + 3 {
+            count_target(&mut map, &format!("q{i}"));
+        }
+        assert!(count_target(&mut map, "q0"));
+        assert!(!count_target(&mut map, "another"));
+        assert_eq!(map.len(), MAX_TARGETS);
+        assert_eq!(map["q0"], 2);
     }
 }

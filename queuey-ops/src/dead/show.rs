@@ -1,12 +1,50 @@
 //! Everything about one dead letter, for `dead show`.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use lapin::types::AMQPValue;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::dead::DeadLetter;
+use crate::amqp::Amqp;
+use crate::dead::{DeadLetter, scan};
+use crate::error::{OpsError, Result};
+
+/// The oldest dead letter of `dead_queue` that answers to `id` (a job id,
+/// a message id or `#position`), or [`OpsError::NotFound`].
+///
+/// The read stops at the letter found (for `#N`, after N letters at most)
+/// and at `max` letters when given; only that letter is kept.
+pub async fn find(
+    amqp: &Amqp,
+    dead_queue: &str,
+    id: &str,
+    max: Option<usize>,
+) -> Result<DeadLetter> {
+    let position = id
+        .trim()
+        .strip_prefix('#')
+        .and_then(|n| n.parse::<usize>().ok());
+    let max = match (max, position) {
+        (Some(m), Some(p)) => Some(m.min(p)),
+        (m, p) => m.or(p),
+    };
+    let mut found = None;
+    scan(amqp, dead_queue, max, |letter| {
+        if letter.answers_to(id) {
+            found = Some(letter);
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+    .await?;
+    found.ok_or_else(|| OpsError::NotFound {
+        queue: dead_queue.to_owned(),
+        id: id.to_owned(),
+    })
+}
 
 /// One dead letter in full.
 #[derive(Debug, Clone, Serialize)]

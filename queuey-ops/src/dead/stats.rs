@@ -1,10 +1,35 @@
-//! Counts of dead letters grouped by reason fingerprint and by job type.
+//! Counts of dead letters grouped by reason fingerprint and by job type,
+//! folded as the queue is read.
+//!
+//! [`StatsBuilder`] keeps aggregates, never the letters, and bounds them
+//! too: at most [`MAX_GROUPS`] fingerprints, [`MAX_JOB_TYPES`] job types
+//! (and [`MAX_GROUP_JOB_TYPES`] per group), example reasons and job types
+//! of at most [`TEXT_MAX_CHARS`]. Letters beyond a bound are still counted, under
+//! [`Stats::other_fingerprints`], [`Stats::other_job_types`] and
+//! [`Group::other_job_types`], so totals stay exact. The groups kept are the
+//! first ones met from the head of the queue (the oldest).
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 
-use crate::dead::DeadLetter;
+use crate::amqp::Amqp;
+use crate::dead::{DeadLetter, Filter, scan};
+use crate::error::Result;
+
+/// Fingerprint groups kept; letters of further fingerprints are counted in
+/// [`Stats::other_fingerprints`].
+pub const MAX_GROUPS: usize = 1_000;
+/// Job types kept; letters of further types are counted in
+/// [`Stats::other_job_types`].
+pub const MAX_JOB_TYPES: usize = 1_000;
+/// Job types kept per group; the rest are counted in
+/// [`Group::other_job_types`].
+pub const MAX_GROUP_JOB_TYPES: usize = 20;
+/// Characters kept of a group's example reason and of a job type.
+pub const TEXT_MAX_CHARS: usize = 500;
 
 /// The dead letters of one reason fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -13,12 +38,16 @@ pub struct Group {
     pub fingerprint: String,
     /// How many dead letters have it.
     pub count: usize,
-    /// One full reason of the group, the oldest.
+    /// One full reason of the group, the oldest (cut at
+    /// [`TEXT_MAX_CHARS`]).
     pub example_reason: String,
     /// One id of the group, the oldest.
     pub example_id: String,
     /// Counts per job type inside the group.
     pub job_types: BTreeMap<String, usize>,
+    /// Letters of the group whose job type is not in `job_types` (past
+    /// [`MAX_GROUP_JOB_TYPES`]).
+    pub other_job_types: usize,
     /// Position of the oldest one (1 = head of the queue).
     pub first_position: usize,
     /// Position of the newest one.
@@ -38,54 +67,228 @@ pub struct TypeCount {
 /// What `dead stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Stats {
-    /// Dead letters read.
+    /// Dead letters counted.
     pub total: usize,
     /// How many are not envelopes.
     pub malformed: usize,
     /// Groups by fingerprint, largest first.
     pub by_fingerprint: Vec<Group>,
+    /// Letters whose fingerprint is in no group (past [`MAX_GROUPS`]).
+    pub other_fingerprints: usize,
     /// Counts by job type, largest first.
     pub by_job_type: Vec<TypeCount>,
+    /// Letters whose job type is not in `by_job_type` (past
+    /// [`MAX_JOB_TYPES`]).
+    pub other_job_types: usize,
 }
 
 const UNKNOWN_TYPE: &str = "(unknown)";
 
-/// Groups `letters` by fingerprint and by job type.
-pub fn stats(letters: &[DeadLetter]) -> Stats {
-    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
-    let mut types: BTreeMap<String, usize> = BTreeMap::new();
-    for letter in letters {
-        let job_type = letter.job_type().unwrap_or_else(|| UNKNOWN_TYPE.to_owned());
-        *types.entry(job_type.clone()).or_default() += 1;
-        let fp = letter.fingerprint();
-        let group = groups.entry(fp.clone()).or_insert_with(|| Group {
-            fingerprint: fp,
-            count: 0,
-            example_reason: letter.reason(),
-            example_id: letter.id(),
-            job_types: BTreeMap::new(),
-            first_position: letter.position,
-            last_position: letter.position,
-        });
+/// Folds dead letters into [`Stats`] one at a time.
+///
+/// It keeps aggregates, never the letters, and bounds them too: at most
+/// [`MAX_GROUPS`] fingerprints, [`MAX_JOB_TYPES`] job types (and
+/// [`MAX_GROUP_JOB_TYPES`] per group), example reasons and job types of at
+/// most [`TEXT_MAX_CHARS`]. Letters past a bound are still counted, under
+/// [`Stats::other_fingerprints`], [`Stats::other_job_types`] and
+/// [`Group::other_job_types`], so totals stay exact. The groups kept are the
+/// first ones met from the head of the queue (the oldest).
+#[derive(Debug, Default)]
+pub struct StatsBuilder {
+    total: usize,
+    malformed: usize,
+    groups: BTreeMap<String, Group>,
+    other_fingerprints: usize,
+    types: BTreeMap<String, usize>,
+    other_job_types: usize,
+}
+
+impl StatsBuilder {
+    /// Nothing counted yet.
+    pub fn new() -> Self {
+        StatsBuilder::default()
+    }
+
+    /// Counts `letter`.
+    pub fn add(&mut self, letter: &DeadLetter) {
+        self.total += 1;
+        if letter.is_malformed() {
+            self.malformed += 1;
+        }
+        let job_type = match letter.job_type() {
+            Some(t) if t.chars().nth(TEXT_MAX_CHARS).is_some() => {
+                t.chars().take(TEXT_MAX_CHARS - 1).chain(['…']).collect()
+            }
+            Some(t) => t,
+            None => UNKNOWN_TYPE.to_owned(),
+        };
+        if let Some(n) = self.types.get_mut(&job_type) {
+            *n += 1;
+        } else if self.types.len() < MAX_JOB_TYPES {
+            self.types.insert(job_type.clone(), 1);
+        } else {
+            self.other_job_types += 1;
+        }
+        let groups = self.groups.len();
+        let group = match self.groups.entry(letter.fingerprint()) {
+            Entry::Occupied(group) => group.into_mut(),
+            Entry::Vacant(_) if groups >= MAX_GROUPS => {
+                self.other_fingerprints += 1;
+                return;
+            }
+            Entry::Vacant(slot) => {
+                let fingerprint = slot.key().clone();
+                slot.insert(Group {
+                    fingerprint,
+                    count: 0,
+                    example_reason: letter.reason().chars().take(TEXT_MAX_CHARS).collect(),
+                    example_id: letter.id(),
+                    job_types: BTreeMap::new(),
+                    other_job_types: 0,
+                    first_position: letter.position,
+                    last_position: letter.position,
+                })
+            }
+        };
         group.count += 1;
         group.last_position = letter.position;
-        *group.job_types.entry(job_type).or_default() += 1;
+        if let Some(n) = group.job_types.get_mut(&job_type) {
+            *n += 1;
+        } else if group.job_types.len() < MAX_GROUP_JOB_TYPES {
+            group.job_types.insert(job_type, 1);
+        } else {
+            group.other_job_types += 1;
+        }
     }
-    let mut by_fingerprint: Vec<Group> = groups.into_values().collect();
-    by_fingerprint.sort_by(|a, b| {
-        b.count
-            .cmp(&a.count)
-            .then(a.fingerprint.cmp(&b.fingerprint))
-    });
-    let mut by_job_type: Vec<TypeCount> = types
-        .into_iter()
-        .map(|(job_type, count)| TypeCount { job_type, count })
-        .collect();
-    by_job_type.sort_by(|a, b| b.count.cmp(&a.count).then(a.job_type.cmp(&b.job_type)));
-    Stats {
-        total: letters.len(),
-        malformed: letters.iter().filter(|l| l.is_malformed()).count(),
-        by_fingerprint,
-        by_job_type,
+
+    /// The counts, largest groups first.
+    pub fn finish(self) -> Stats {
+        let mut by_fingerprint: Vec<Group> = self.groups.into_values().collect();
+        by_fingerprint.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.fingerprint.cmp(&b.fingerprint))
+        });
+        let mut by_job_type: Vec<TypeCount> = self
+            .types
+            .into_iter()
+            .map(|(job_type, count)| TypeCount { job_type, count })
+            .collect();
+        by_job_type.sort_by(|a, b| b.count.cmp(&a.count).then(a.job_type.cmp(&b.job_type)));
+        Stats {
+            total: self.total,
+            malformed: self.malformed,
+            by_fingerprint,
+            other_fingerprints: self.other_fingerprints,
+            by_job_type,
+            other_job_types: self.other_job_types,
+        }
+    }
+}
+
+/// Groups `letters` by fingerprint and by job type.
+pub fn stats(letters: &[DeadLetter]) -> Stats {
+    let mut builder = StatsBuilder::new();
+    letters.iter().for_each(|l| builder.add(l));
+    builder.finish()
+}
+
+/// Reads `dead_queue` once and groups the dead letters that pass `filter`,
+/// keeping only the aggregates, bounded as [`StatsBuilder`] says.
+pub async fn read_stats(amqp: &Amqp, dead_queue: &str, filter: &Filter) -> Result<Stats> {
+    let mut builder = StatsBuilder::new();
+    scan(amqp, dead_queue, None, |letter| {
+        if filter.matches(&letter) {
+            builder.add(&letter);
+        }
+        ControlFlow::Continue(())
+    })
+    .await?;
+    Ok(builder.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use lapin::BasicProperties;
+    use lapin::types::{AMQPValue, FieldTable};
+
+    use super::*;
+
+    fn with_reason(position: usize, reason: &str, kind: &str) -> DeadLetter {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-death-reason".into(),
+            AMQPValue::LongString(reason.into()),
+        );
+        let props = BasicProperties::default()
+            .with_headers(headers)
+            .with_type(kind.into());
+        DeadLetter::new(position, b"not an envelope".to_vec(), props)
+    }
+
+    #[test]
+    fn distinct_reasons_and_types_past_the_bounds_are_counted_not_kept() {
+        let mut builder = StatsBuilder::new();
+        let n = MAX_GROUPS + 50;
+        // Reasons without digits, so that no two share a fingerprint.
+        let word = |i: usize| {
+            format!("{}", i)
+                .chars()
+                .map(|d| char::from(b'a' + d.to_digit(10).unwrap() as u8))
+                .collect::<String>()
+        };
+        for i in 0..n {
+            builder.add(&with_reason(
+                i + 1,
+                &format!("failure {} {}", word(i), "z".repeat(2 * TEXT_MAX_CHARS)),
+                &format!("type-{}", word(i)),
+            ));
+        }
+        let stats = builder.finish();
+        assert_eq!((stats.total, stats.malformed), (n, n));
+        assert_eq!(stats.by_fingerprint.len(), MAX_GROUPS);
+        assert_eq!(stats.other_fingerprints, 50);
+        assert_eq!(stats.by_job_type.len(), MAX_JOB_TYPES);
+        assert_eq!(stats.other_job_types, n - MAX_JOB_TYPES);
+        let counted: usize = stats.by_fingerprint.iter().map(|g| g.count).sum();
+        assert_eq!(counted + stats.other_fingerprints, n);
+        assert!(
+            stats
+                .by_fingerprint
+                .iter()
+                .all(|g| g.example_reason.chars().count() == TEXT_MAX_CHARS)
+        );
+    }
+
+    #[test]
+    fn a_group_keeps_a_bounded_number_of_job_types() {
+        let mut builder = StatsBuilder::new();
+        for i in 0..MAX_GROUP_JOB_TYPES + 5 {
+            builder.add(&with_reason(i + 1, "timeout", &format!("t{i:03}")));
+        }
+        let stats = builder.finish();
+        let group = &stats.by_fingerprint[0];
+        assert_eq!(group.count, MAX_GROUP_JOB_TYPES + 5);
+        assert_eq!(group.job_types.len(), MAX_GROUP_JOB_TYPES);
+        assert_eq!(group.other_job_types, 5);
+        assert_eq!((group.first_position, group.last_position), (1, 25));
+    }
+
+    #[test]
+    fn a_long_job_type_is_counted_under_its_start() {
+        let mut builder = StatsBuilder::new();
+        let long = "t".repeat(3 * TEXT_MAX_CHARS);
+        for (position, job_type) in [(1, long.clone()), (2, format!("{long}x"))] {
+            let payload = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
+            let body = queuey_core::Envelope::new(job_type, "q", payload)
+                .encode()
+                .unwrap();
+            builder.add(&DeadLetter::new(position, body, BasicProperties::default()));
+        }
+        let stats = builder.finish();
+        let kept = &stats.by_job_type[0];
+        assert_eq!(kept.count, 2);
+        assert_eq!(kept.job_type.chars().count(), TEXT_MAX_CHARS);
+        assert!(kept.job_type.ends_with('…'));
     }
 }

@@ -1,5 +1,5 @@
-//! `dead purge --export` and `dead import`: a lossless round trip through a
-//! JSON Lines file.
+//! The export file of `dead purge --export` and `dead import`: a lossless
+//! round trip through a JSON Lines file.
 //!
 //! Each line is one [`ExportRecord`]: the queue, the body as base64 (byte
 //! for byte) and the full AMQP properties with typed headers. The last line
@@ -7,19 +7,18 @@
 //! short, even exactly at a line end, is refused on import.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 
 use lapin::BasicProperties;
 use serde::{Deserialize, Serialize};
 
 use crate::amqp::{Amqp, publish_confirmed};
-use crate::browse::Cursor;
-use crate::dead::{DeadLetter, Filter};
+use crate::dead::DeadLetter;
 use crate::error::{OpsError, Result};
 
-const TRAILER_KEY: &str = "queuey_export_end";
+pub(crate) const TRAILER_KEY: &str = "queuey_export_end";
 
 /// One exported message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,7 +36,7 @@ pub struct ExportRecord {
 }
 
 impl ExportRecord {
-    fn of(queue: &str, letter: &DeadLetter) -> Self {
+    pub(crate) fn of(queue: &str, letter: &DeadLetter) -> Self {
         ExportRecord {
             queue: queue.to_owned(),
             id: letter.id(),
@@ -53,76 +52,6 @@ impl ExportRecord {
             .decode(self.body_base64.as_bytes())
             .map_err(|e| format!("body_base64 is not base64: {e}"))
     }
-}
-
-/// What a purge did.
-#[derive(Debug, Clone, Serialize)]
-pub struct PurgeReport {
-    /// The export file.
-    pub file: PathBuf,
-    /// Dead letters written to it and then removed.
-    pub purged: usize,
-    /// Dead letters read that did not match and stayed.
-    pub kept: usize,
-}
-
-/// Removes the dead letters of `dead_queue` that pass `filter`, after
-/// writing every one of them to a new file at `path` and flushing it to disk.
-///
-/// The file must not exist yet. If anything fails before the file is
-/// complete and synced, nothing is removed. A crash after that leaves every
-/// dead letter either still queued or in the file (or both).
-pub async fn purge_with_export(
-    amqp: &Amqp,
-    dead_queue: &str,
-    filter: &Filter,
-    path: &Path,
-) -> Result<PurgeReport> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| OpsError::io(path, e))?;
-    let mut cursor = Cursor::open(amqp, dead_queue, None).await?;
-    let outcome = export_then_ack(&mut cursor, dead_queue, filter, file, path).await;
-    cursor.release().await;
-    outcome
-}
-
-async fn export_then_ack(
-    cursor: &mut Cursor,
-    dead_queue: &str,
-    filter: &Filter,
-    file: File,
-    path: &Path,
-) -> Result<PurgeReport> {
-    let mut out = BufWriter::new(file);
-    let mut tags = Vec::new();
-    let mut kept = 0;
-    let io = |e: std::io::Error| OpsError::io(path, e);
-    while let Some(held) = cursor.next().await? {
-        let letter = DeadLetter::new(held.position, held.body, held.properties);
-        if !filter.matches(&letter) {
-            kept += 1;
-            continue;
-        }
-        serde_json::to_writer(&mut out, &ExportRecord::of(dead_queue, &letter))
-            .map_err(|e| io(e.into()))?;
-        out.write_all(b"\n").map_err(io)?;
-        tags.push(held.tag);
-    }
-    let trailer = serde_json::json!({ TRAILER_KEY: { "records": tags.len() } });
-    writeln!(out, "{trailer}").map_err(io)?;
-    let file = out.into_inner().map_err(|e| io(e.into_error()))?;
-    file.sync_all().map_err(io)?;
-    for tag in &tags {
-        cursor.ack(*tag).await?;
-    }
-    Ok(PurgeReport {
-        file: path.to_owned(),
-        purged: tags.len(),
-        kept,
-    })
 }
 
 /// Reads and checks a whole export file. Any line that is not a record, or
@@ -218,6 +147,8 @@ pub async fn import(amqp: &Amqp, records: &[ExportRecord], to: Option<&str>) -> 
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     fn record(n: usize) -> String {

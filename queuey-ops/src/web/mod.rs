@@ -180,6 +180,12 @@ impl fmt::Debug for App {
 /// arrived on.
 pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     config.auth.validate()?;
+    // The same suffix rules as the command line: no empty or shared suffix.
+    crate::check_suffixes(
+        &config.dead_suffix,
+        &config.deferred_suffix,
+        crate::DEFAULT_SUSPECT_SUFFIX,
+    )?;
     let mgmt =
         Management::for_amqp_url_tls(&config.amqp_url, config.mgmt_base.as_deref(), &config.tls)?;
     let sessions = Sessions::new(&config.auth)?;

@@ -51,7 +51,7 @@ impl IntoResponse for PageError {
 type PageResult = Result<Html<String>, PageError>;
 
 impl App {
-    fn dead_queue(&self, queue: &str) -> String {
+    fn dead_queue(&self, queue: &str) -> Result<String, OpsError> {
         crate::dead_queue_of(queue, &self.config.dead_suffix)
     }
 
@@ -100,7 +100,7 @@ impl App {
                 ),
             )
         };
-        let dq = self.dead_queue(queue);
+        let dq = self.dead_queue(queue)?;
         let (work, dead) = if self.config.queues.is_empty() && dq != queue {
             (
                 self.amqp.counts(queue).await?.is_some(),
@@ -159,7 +159,10 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
         infos
             .iter()
             .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
-            .filter(|q| on_dashboard(&[], q, &app.dead_queue(q), |n| by_name.contains_key(n)))
+            .filter(|q| {
+                app.dead_queue(q)
+                    .is_ok_and(|dq| on_dashboard(&[], q, &dq, |n| by_name.contains_key(n)))
+            })
             .map(str::to_owned)
             .collect()
     } else {
@@ -172,7 +175,7 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
     for q in &queues {
         let info = by_name.get(q.as_str());
         let dead = by_name
-            .get(app.dead_queue(q).as_str())
+            .get(app.dead_queue(q)?.as_str())
             .and_then(|i| i.messages);
         let held: u64 = infos
             .iter()
@@ -218,26 +221,35 @@ pub(crate) async fn queue(
 ) -> PageResult {
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue);
+    let dq = app.dead_queue(&queue)?;
     let work = app.amqp.require(&queue).await?;
-    let letters = dead::read(&app.amqp, &dq, Some(READ_CAP)).await?;
-    let stats = dead::stats(&letters);
+    let mut grouped = dead::StatsBuilder::new();
+    let mut oldest = Vec::new();
+    let pass = dead::scan(&app.amqp, &dq, Some(READ_CAP), |l| {
+        grouped.add(&l);
+        if oldest.len() < LISTED {
+            oldest.push(l.summary());
+        }
+        std::ops::ControlFlow::Continue(())
+    })
+    .await?;
+    let stats = grouped.finish();
     let action = |verb: &str| format!("/queue/{}/{verb}", seg(&queue));
     let mut body = format!(
         "<p>{} ready · {} consumer(s) · <b id=\"dead-count\">{}</b> dead letter(s) in <code>{}</code></p>",
         work.messages,
         work.consumers,
-        letters.len(),
+        pass.read,
         esc(&dq)
     );
     body.push_str("<h2>Dead letters by reason</h2>");
-    if letters.len() == READ_CAP {
+    if !pass.complete {
         let _ = write!(
             body,
             "<p class=note>Showing the oldest {READ_CAP}; `queuey dead stats` reads them all.</p>"
         );
     }
-    if letters.is_empty() {
+    if pass.read == 0 {
         body.push_str("<p class=ok id=\"no-dead\">No dead letters.</p>");
     } else {
         let _ = write!(
@@ -297,14 +309,9 @@ pub(crate) async fn queue(
             );
         }
         body.push_str("</table>");
-        let _ = write!(
-            body,
-            "<h2>Oldest {} dead letters</h2>",
-            letters.len().min(LISTED)
-        );
+        let _ = write!(body, "<h2>Oldest {} dead letters</h2>", oldest.len());
         body.push_str("<table id=\"dead\"><tr><th>#</th><th>id</th><th>type</th><th>attempts</th><th>reason</th></tr>");
-        for l in letters.iter().take(LISTED) {
-            let s = l.summary();
+        for s in &oldest {
             let _ = write!(
                 body,
                 "<tr><td class=n>{}</td><td><a href=\"/queue/{}/dead/{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td><td>{}</td></tr>",
@@ -411,9 +418,8 @@ pub(crate) async fn show(
 ) -> PageResult {
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue);
-    let letters = dead::read(&app.amqp, &dq, Some(READ_CAP)).await?;
-    let detail = dead::show(dead::find(&letters, &dq, &id)?);
+    let dq = app.dead_queue(&queue)?;
+    let detail = dead::show(&dead::find(&app.amqp, &dq, &id, Some(READ_CAP)).await?);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let fields = [("id", detail.summary.id.as_str())];
     let action = format!("/queue/{}/redrive", seg(&queue));
@@ -517,23 +523,33 @@ pub(crate) async fn redrive(
     app.check_csrf(&session, &form.csrf)?;
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue);
+    let dq = app.dead_queue(&queue)?;
     let options = RedriveOptions {
         filter: form.filter(),
-        ..RedriveOptions::default()
+        ..RedriveOptions::new(&queue)
     };
     if form.confirm != "yes" {
         let plan = dead::plan_redrive(&app.amqp, &dq, &options).await?;
         let mut body = format!(
             "<div class=box id=\"preview\"><p>Redrive {}: <b id=\"would-move\">would move {} of {}</b> dead letters back.</p><ul>",
             form.scope(),
-            plan.moves.len(),
+            plan.would_move,
             plan.read
         );
-        for (target, n) in &plan.by_target {
-            let _ = write!(body, "<li>{n} → <code>{}</code></li>", esc(target));
+        for t in &plan.targets {
+            let flag = match (t.moves, t.exists) {
+                (false, _) => " <span class=bad>another queue: left in place</span>",
+                (true, false) => " <span class=bad>missing: the redrive stops there</span>",
+                (true, true) => "",
+            };
+            let _ = write!(
+                body,
+                "<li>{} → <code>{}</code>{flag}</li>",
+                t.letters,
+                esc(&t.queue)
+            );
         }
-        for (id, why) in &plan.unmovable {
+        for (id, why) in &plan.unmovable_samples {
             let _ = write!(
                 body,
                 "<li class=bad>cannot move {}: {}</li>",
@@ -559,10 +575,17 @@ pub(crate) async fn redrive(
     let report = dead::redrive(&app.amqp, &dq, &options, &mut |_| {}).await?;
     let mut body = format!(
         "<div class=box><p class=ok id=\"result\">Moved {} dead letters back (redrive id <code>{}</code>).</p>",
-        report.moved.len(),
+        report.moved,
         esc(&report.redrive_id)
     );
-    for (id, why) in &report.unmovable {
+    if report.foreign > 0 {
+        let _ = write!(
+            body,
+            "<p class=bad>left {} whose original queue is another queue</p>",
+            report.foreign
+        );
+    }
+    for (id, why) in &report.unmovable_samples {
         let _ = write!(body, "<p class=bad>left {}: {}</p>", esc(id), esc(why));
     }
     if let Some(why) = &report.stopped {
@@ -582,15 +605,15 @@ pub(crate) async fn purge(
     app.check_csrf(&session, &form.csrf)?;
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue);
+    let dq = app.dead_queue(&queue)?;
     let filter = form.filter();
     if form.confirm != "yes" {
-        let letters = dead::read(&app.amqp, &dq, None).await?;
-        let n = letters.iter().filter(|l| filter.matches(l)).count();
+        let plan = dead::plan_purge(&app.amqp, &dq, &filter).await?;
+        let n = plan.matching;
         let body = format!(
             "<div class=box id=\"preview\"><p>Purge {}: <b>would export {n} of {} dead letters</b> to a file in <code>{}</code>, flush it, then remove them.</p><p>Nothing has changed yet.</p><p>{} {}</p></div>",
             form.scope(),
-            letters.len(),
+            plan.read,
             esc(&app.config.export_dir.display().to_string()),
             post_form(
                 &format!("/queue/{}/purge", seg(&queue)),

@@ -191,7 +191,7 @@ async fn redrive_previews_by_default_then_moves_jobs_back_to_a_worker() {
         "--yes",
         "--json",
     ]));
-    assert_eq!(report["moved"].as_array().unwrap().len(), 5);
+    assert_eq!(report["moved"], 5);
     assert_eq!(report["not_matching"], 13);
     let out = ok(&h.cli(&["dead", "redrive", &q, "--yes", "--rate", "200"]));
     assert!(out.contains("moved 13 dead letters"), "{out}");
@@ -290,7 +290,7 @@ async fn purge_writes_a_complete_export_first_and_import_restores_it() {
     let (backend, config) = h.backend(&q).await;
     let jobs: Vec<_> = (0..12).map(job).collect();
     dead_letter_jobs(&backend, &config, &jobs).await;
-    let before = dead::read(&h.amqp, &dq, None).await.unwrap();
+    let before = dead::read(&h.amqp, &dq, 1_000).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("dead.jsonl");
     let file_arg = file.to_str().unwrap();
@@ -319,7 +319,7 @@ async fn purge_writes_a_complete_export_first_and_import_restores_it() {
     assert_eq!(h.ready(&dq).await, 0);
     let out = ok(&h.cli(&["dead", "import", file_arg, "--yes"]));
     assert!(out.contains("imported 12"), "{out}");
-    let after = dead::read(&h.amqp, &dq, None).await.unwrap();
+    let after = dead::read(&h.amqp, &dq, 1_000).await.unwrap();
     assert_eq!(
         snapshot(&after),
         snapshot(&before),

@@ -1,19 +1,28 @@
 //! `queuey dead …`.
+//!
+//! Everything printed from a dead letter (ids, types, reasons, header names,
+//! queue names) goes through [`escape`](queuey_ops::escape): a reason cannot
+//! move the cursor, retitle the terminal or reorder the text around it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressStyle};
-use queuey_ops::dead::{self, Filter, Order, RedriveOptions};
+use queuey_ops::dead::{self, Destination, Filter, Order, RedriveOptions};
+use queuey_ops::escape::{json as esc_json, line as esc};
 use queuey_ops::{OpsError, Result};
 
+mod redrive;
+
 use super::table::{Table, clip};
-use super::{EXIT_PROBLEM, Global, print_json};
+use super::{Global, print_json};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum DeadCommand {
     /// List dead letters, a page at a time (oldest first unless --newest).
+    ///
+    /// Reads the queue only up to the page's last dead letter (newest first
+    /// with a filter: the queue twice, to count the matching ones first).
     Ls {
         /// The work queue (its dead-letter queue is read).
         queue: String,
@@ -30,6 +39,10 @@ pub(crate) enum DeadCommand {
         offset: usize,
     },
     /// Count dead letters by reason fingerprint and by job type.
+    ///
+    /// Reads the whole queue once, keeping counts only: the first 1000
+    /// fingerprints and job types are listed, the letters of any further
+    /// ones are counted apart.
     Stats {
         /// The work queue.
         queue: String,
@@ -37,22 +50,39 @@ pub(crate) enum DeadCommand {
         filter: FilterArgs,
     },
     /// Show one dead letter: properties, headers, envelope, payload.
+    ///
+    /// Reads the queue up to the dead letter asked for (for #N: N letters).
     Show {
         /// The work queue.
         queue: String,
         /// Job id, message id, or #POSITION (1 = oldest).
         id: String,
     },
-    /// Move dead letters back to their original queue (preview unless --yes).
+    /// Move dead letters back to QUEUE (preview unless --yes).
+    ///
+    /// Only dead letters that died on QUEUE move, back to QUEUE. One whose
+    /// x-original-queue names another queue is left in place (the preview
+    /// and the summary count them) unless --to or --any-target says where
+    /// it may go. The preview lists every target with its count and flags
+    /// missing and foreign ones; it names the first 20 moves.
     ///
     /// Moves publish the jobs and remove the dead letters in broker
     /// transactions, so an interrupted redrive (Ctrl-C, kill, lost connection)
-    /// is resumed by running it again: no job is lost or moved twice.
+    /// is resumed by running it again: no job is lost or moved twice. A
+    /// target queue that does not exist stops the redrive at its first dead
+    /// letter, with nothing lost.
     Redrive {
         /// The work queue.
         queue: String,
         #[command(flatten)]
         filter: FilterArgs,
+        /// Move every dead letter to QUEUE instead, whatever queue it died on.
+        #[arg(long, value_name = "QUEUE", conflicts_with = "any_target")]
+        to: Option<String>,
+        /// Move each dead letter to its own original queue (x-original-queue),
+        /// also when that is another queue than QUEUE.
+        #[arg(long)]
+        any_target: bool,
         /// Move at most N.
         #[arg(long, value_name = "N")]
         limit: Option<usize>,
@@ -82,8 +112,9 @@ pub(crate) enum DeadCommand {
         queue: String,
         #[command(flatten)]
         filter: FilterArgs,
-        /// The export file to create (must not exist); written and flushed
-        /// before anything is removed.
+        /// The export file to create (must not exist; created readable by
+        /// you only, as it holds full payloads); written and flushed before
+        /// anything is removed, deleted again if the export fails.
         #[arg(long, value_name = "FILE")]
         export: PathBuf,
         /// Act; without it the purge only prints what it would remove.
@@ -140,27 +171,30 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             limit,
             offset,
         } => {
-            let dq = global.dead_queue(&queue);
-            let amqp = global.connect("dead-ls").await?;
-            let letters = dead::read(&amqp, &dq, None).await;
-            amqp.close().await;
-            let letters = letters?;
+            let dq = global.dead_queue(&queue)?;
             let order = if newest {
                 Order::NewestFirst
             } else {
                 Order::OldestFirst
             };
-            let filter = filter.filter();
-            let matching = letters.iter().filter(|l| filter.matches(l)).count();
-            let page = dead::page(&letters, &filter, order, offset, limit);
+            let amqp = global.connect("dead-ls").await?;
+            let listing = dead::list(&amqp, &dq, &filter.filter(), order, offset, limit).await;
+            amqp.close().await;
+            let listing = listing?;
             if global.json {
                 print_json(&serde_json::json!({
-                    "queue": dq, "total": letters.len(), "matching": matching, "offset": offset, "items": page,
+                    "queue": dq,
+                    "total": listing.total,
+                    "matching": listing.matching,
+                    "matching_exact": listing.matching_exact,
+                    "offset": offset,
+                    "read": listing.read,
+                    "items": listing.items,
                 }));
                 return Ok(ExitCode::SUCCESS);
             }
             let mut table = Table::new(["#", "ID", "TYPE", "ATT", "REASON"]);
-            for s in &page {
+            for s in &listing.items {
                 table.row(vec![
                     s.position.to_string(),
                     s.id.clone(),
@@ -170,39 +204,45 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 ]);
             }
             print!("{}", table.render());
+            let at_least = if listing.matching_exact { "" } else { "≥ " };
             println!(
-                "{dq}: showing {} of {matching} matching ({} dead letters)",
-                page.len(),
-                letters.len()
+                "{}: showing {} of {at_least}{} matching ({} dead letters)",
+                esc(&dq),
+                listing.items.len(),
+                listing.matching,
+                listing.total
             );
-            if offset + page.len() < matching {
-                println!("next page: --offset {}", offset + page.len());
+            if listing.more() {
+                println!("next page: --offset {}", offset + listing.items.len());
             }
             Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Stats { queue, filter } => {
-            let dq = global.dead_queue(&queue);
+            let dq = global.dead_queue(&queue)?;
             let amqp = global.connect("dead-stats").await?;
-            let letters = dead::read(&amqp, &dq, None).await;
+            let stats = dead::read_stats(&amqp, &dq, &filter.filter()).await;
             amqp.close().await;
-            let filter = filter.filter();
-            let letters: Vec<_> = letters?.into_iter().filter(|l| filter.matches(l)).collect();
-            let stats = dead::stats(&letters);
+            let stats = stats?;
             if global.json {
                 print_json(&stats);
                 return Ok(ExitCode::SUCCESS);
             }
             println!(
-                "{dq}: {} dead letters ({} malformed)\n",
-                stats.total, stats.malformed
+                "{}: {} dead letters ({} malformed)\n",
+                esc(&dq),
+                stats.total,
+                stats.malformed
             );
             let mut table = Table::new(["COUNT", "FINGERPRINT", "JOB TYPES", "EXAMPLE"]);
             for g in &stats.by_fingerprint {
-                let types: Vec<String> = g
+                let mut types: Vec<String> = g
                     .job_types
                     .iter()
                     .map(|(t, n)| format!("{t}×{n}"))
                     .collect();
+                if g.other_job_types > 0 {
+                    types.push(format!("others×{}", g.other_job_types));
+                }
                 table.row(vec![
                     g.count.to_string(),
                     clip(&g.fingerprint, 60),
@@ -211,41 +251,59 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 ]);
             }
             print!("{}", table.render());
+            if stats.other_fingerprints > 0 {
+                println!(
+                    "… and {} dead letters with further fingerprints (only the first {} are grouped)",
+                    stats.other_fingerprints,
+                    dead::MAX_GROUPS
+                );
+            }
             println!();
             let mut table = Table::new(["COUNT", "JOB TYPE"]);
             for t in &stats.by_job_type {
                 table.row(vec![t.count.to_string(), t.job_type.clone()]);
             }
             print!("{}", table.render());
+            if stats.other_job_types > 0 {
+                println!(
+                    "… and {} dead letters of further job types (only the first {} are counted apart)",
+                    stats.other_job_types,
+                    dead::MAX_JOB_TYPES
+                );
+            }
             Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Show { queue, id } => {
-            let dq = global.dead_queue(&queue);
+            let dq = global.dead_queue(&queue)?;
             let amqp = global.connect("dead-show").await?;
-            let letters = dead::read(&amqp, &dq, None).await;
+            let letter = dead::find(&amqp, &dq, &id, None).await;
             amqp.close().await;
-            let letters = letters?;
-            let detail = dead::show(dead::find(&letters, &dq, &id)?);
+            let detail = dead::show(&letter?);
             if global.json {
                 print_json(&detail);
                 return Ok(ExitCode::SUCCESS);
             }
             let s = &detail.summary;
-            println!("dead letter {} (#{} in {dq})", s.id, s.position);
-            println!("reason:      {}", s.reason);
-            println!("fingerprint: {}", s.fingerprint);
-            println!("job type:    {}", s.job_type.as_deref().unwrap_or("-"));
             println!(
-                "back to:     {}",
-                s.original_queue.as_deref().unwrap_or("- (unknown)")
+                "dead letter {} (#{} in {})",
+                esc(&s.id),
+                s.position,
+                esc(&dq)
+            );
+            println!("reason:      {}", esc(&s.reason));
+            println!("fingerprint: {}", esc(&s.fingerprint));
+            println!("job type:    {}", esc(s.job_type.as_deref().unwrap_or("-")));
+            println!(
+                "died on:     {}",
+                esc(s.original_queue.as_deref().unwrap_or("- (unknown)"))
             );
             println!("\nproperties:");
             for (k, v) in &detail.properties {
-                println!("  {k}: {v}");
+                println!("  {}: {}", esc(k), esc_json(&v.to_string()));
             }
             println!("\nheaders:");
             for (k, v) in &detail.headers {
-                println!("  {k}: {v}");
+                println!("  {}: {}", esc(k), esc_json(&v.to_string()));
             }
             match &detail.envelope {
                 Some(env) => {
@@ -261,6 +319,8 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
         DeadCommand::Redrive {
             queue,
             filter,
+            to,
+            any_target,
             limit,
             rate,
             canary,
@@ -269,13 +329,20 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             yes,
             no_progress,
         } => {
-            let dq = global.dead_queue(&queue);
+            let dq = global.dead_queue(&queue)?;
+            let home = queuey_ops::work_queue_of(&queue, &global.dead_suffix)?;
             if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
                 return Err(OpsError::Invalid(
                     "--rate must be a positive number of moves per second".into(),
                 ));
             }
+            let destination = match (to, any_target) {
+                (Some(to), _) => Destination::Queue(to),
+                (None, true) => Destination::Original,
+                (None, false) => Destination::Home,
+            };
             let options = RedriveOptions {
+                destination,
                 filter: filter.filter(),
                 limit: match (limit, canary) {
                     (Some(l), Some(c)) => Some(l.min(c)),
@@ -284,10 +351,11 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 rate,
                 keep_attempts,
                 batch,
-                ..RedriveOptions::default()
+                ..RedriveOptions::new(home)
             };
             let amqp = global.connect("dead-redrive").await?;
-            let outcome = redrive(global, &amqp, &dq, &options, yes, canary, no_progress).await;
+            let outcome =
+                redrive::run(global, &amqp, &dq, &options, yes, canary, no_progress).await;
             amqp.close().await;
             outcome
         }
@@ -297,7 +365,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             export,
             yes,
         } => {
-            let dq = global.dead_queue(&queue);
+            let dq = global.dead_queue(&queue)?;
             let filter = filter.filter();
             let amqp = global.connect("dead-purge").await?;
             let outcome = if yes {
@@ -308,9 +376,10 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                             print_json(&report);
                         } else {
                             println!(
-                                "exported {} dead letters to {} (flushed to disk), then removed them from {dq}; {} left in place",
+                                "exported {} dead letters to {} (flushed to disk), then removed them from {}; {} left in place",
                                 report.purged,
-                                report.file.display(),
+                                esc(&report.file.display().to_string()),
+                                esc(&dq),
                                 report.kept
                             );
                         }
@@ -325,6 +394,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
         DeadCommand::Import { file, to, yes } => {
             let records = dead::read_export(&file)?;
             let plan = dead::plan_import(&records, to.as_deref());
+            let file_name = file.display().to_string();
             if !yes {
                 if global.json {
                     print_json(&serde_json::json!({ "preview": true, "plan": plan }));
@@ -332,10 +402,10 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                     println!(
                         "preview: would publish {} messages from {}:",
                         plan.records,
-                        file.display()
+                        esc(&file_name)
                     );
                     for (q, n) in &plan.by_queue {
-                        println!("  {n:>6}  → {q}");
+                        println!("  {n:>6}  → {}", esc(q));
                     }
                     println!("nothing was changed; add --yes to import");
                 }
@@ -348,7 +418,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             if global.json {
                 print_json(&serde_json::json!({ "imported": n, "plan": plan }));
             } else {
-                println!("imported {n} messages from {}", file.display());
+                println!("imported {n} messages from {}", esc(&file_name));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -364,116 +434,28 @@ async fn preview_purge(
     filter: &Filter,
     export: &std::path::Path,
 ) -> Result<ExitCode> {
-    let letters = dead::read(amqp, dq, None).await?;
-    let matching: Vec<_> = letters.iter().filter(|l| filter.matches(l)).collect();
+    let plan = dead::plan_purge(amqp, dq, filter).await?;
     if global.json {
-        let ids: Vec<String> = matching.iter().map(|l| l.id()).collect();
-        print_json(&serde_json::json!({ "preview": true, "queue": dq, "would_purge": ids }));
+        print_json(&serde_json::json!({ "preview": true, "queue": dq, "plan": plan }));
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "preview: would export {} of {} dead letters of {dq} to {} and then remove them",
-        matching.len(),
-        letters.len(),
-        export.display()
+        "preview: would export {} of {} dead letters of {} to {} and then remove them",
+        plan.matching,
+        plan.read,
+        esc(dq),
+        esc(&export.display().to_string())
     );
-    for l in matching.iter().take(10) {
-        println!("  {}  {}", l.id(), clip(&l.reason(), 70));
+    for (id, reason) in &plan.samples {
+        println!("  {}  {}", esc(id), esc(&clip(reason, 70)));
     }
-    if matching.len() > 10 {
-        println!("  … and {} more", matching.len() - 10);
+    if plan.matching > plan.samples.len() {
+        println!(
+            "  … and {} more (the first {} are named)",
+            plan.matching - plan.samples.len(),
+            plan.samples.len()
+        );
     }
     println!("nothing was changed; add --yes to purge");
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn redrive(
-    global: &Global,
-    amqp: &queuey_ops::Amqp,
-    dq: &str,
-    options: &RedriveOptions,
-    yes: bool,
-    canary: Option<usize>,
-    no_progress: bool,
-) -> Result<ExitCode> {
-    let plan = dead::plan_redrive(amqp, dq, options).await?;
-    if !yes {
-        if global.json {
-            print_json(&serde_json::json!({ "preview": true, "queue": dq, "plan": plan }));
-            return Ok(ExitCode::SUCCESS);
-        }
-        println!(
-            "preview: would move {} of {} dead letters of {dq}:",
-            plan.moves.len(),
-            plan.read
-        );
-        for (target, n) in &plan.by_target {
-            println!("  {n:>6}  → {target}");
-        }
-        for m in plan.moves.iter().take(10) {
-            println!(
-                "  {}  {}  {}",
-                m.id,
-                m.job_type.as_deref().unwrap_or("-"),
-                clip(&m.reason, 60)
-            );
-        }
-        if plan.moves.len() > 10 {
-            println!("  … and {} more", plan.moves.len() - 10);
-        }
-        for (id, why) in &plan.unmovable {
-            println!("  cannot move {id}: {why}");
-        }
-        println!("nothing was changed; add --yes to move them");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let bar = if no_progress || global.json {
-        ProgressBar::hidden()
-    } else {
-        let bar = ProgressBar::new(plan.moves.len() as u64);
-        if let Ok(style) = ProgressStyle::with_template(
-            "{spinner} redrive {bar:40} {pos}/{len} ({per_sec}, eta {eta}) {msg}",
-        ) {
-            bar.set_style(style);
-        }
-        bar
-    };
-    // Ctrl-C stops after the batch under way instead of rolling it back.
-    let stop = options.stop.clone();
-    let watcher = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    });
-    let mut on_move = |m: &dead::Moved| {
-        bar.inc(1);
-        bar.set_message(m.id.clone());
-    };
-    let report = dead::redrive(amqp, dq, options, &mut on_move).await;
-    watcher.abort();
-    bar.finish_and_clear();
-    let report = report?;
-    if global.json {
-        print_json(&report);
-    } else {
-        println!(
-            "moved {} dead letters of {dq} back (redrive id {})",
-            report.moved.len(),
-            report.redrive_id
-        );
-        for (id, why) in &report.unmovable {
-            println!("  left {id}: {why}");
-        }
-        if let Some(n) = canary {
-            println!(
-                "canary: moved {} and stopped; watch them, then run again without --canary",
-                report.moved.len().min(n)
-            );
-        }
-    }
-    if let Some(why) = &report.stopped {
-        eprintln!("stopped early: {why}");
-        return Ok(ExitCode::from(EXIT_PROBLEM));
-    }
     Ok(ExitCode::SUCCESS)
 }

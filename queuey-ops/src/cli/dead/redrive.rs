@@ -1,0 +1,173 @@
+//! `queuey dead redrive`: the preview, the progress bar and the summary.
+
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use queuey_ops::Result;
+use queuey_ops::dead::{self, RedriveOptions};
+use queuey_ops::escape::line as esc;
+
+use crate::cli::table::clip;
+use crate::cli::{EXIT_PROBLEM, Global, print_json};
+
+fn print_plan(dq: &str, plan: &dead::RedrivePlan) {
+    if plan.complete {
+        println!(
+            "preview: would move {} of {} dead letters of {}:",
+            plan.would_move,
+            plan.read,
+            esc(dq)
+        );
+    } else {
+        println!(
+            "preview: would move {} of the first {} of {} dead letters of {} (stopped at the limit):",
+            plan.would_move,
+            plan.read,
+            plan.total,
+            esc(dq)
+        );
+    }
+    for t in &plan.targets {
+        let flag = match (t.moves, t.exists, t.foreign) {
+            (false, _, _) => {
+                "  left in place: another queue than the one redriven (--any-target or --to moves them)"
+            }
+            (true, false, _) => "  MISSING: the redrive stops at its first dead letter for it",
+            (true, true, true) => "  another queue than the one redriven",
+            (true, true, false) => "",
+        };
+        println!("  {:>6}  → {}{flag}", t.letters, esc(&t.queue));
+    }
+    if plan.other_targets > 0 {
+        println!(
+            "  {:>6}  → further queues (only {} are named)",
+            plan.other_targets,
+            dead::MAX_TARGETS
+        );
+    }
+    if !plan.samples.is_empty() {
+        println!(
+            "showing {} of {}{} moves:",
+            plan.samples.len(),
+            if plan.complete { "" } else { "≥ " },
+            plan.would_move
+        );
+    }
+    for m in &plan.samples {
+        println!(
+            "  {}  {}  {}  → {}",
+            esc(&m.id),
+            esc(m.job_type.as_deref().unwrap_or("-")),
+            esc(&clip(&m.reason, 60)),
+            esc(&m.target)
+        );
+    }
+    if plan.foreign > 0 {
+        println!(
+            "{} dead letters stay: they died on another queue than {} (their x-original-queue); \
+             add --any-target to send each to its own queue, or --to QUEUE",
+            plan.foreign,
+            esc(&plan.queue)
+        );
+    }
+    for (id, why) in &plan.unmovable_samples {
+        println!("  cannot move {}: {}", esc(id), esc(why));
+    }
+    if plan.unmovable > plan.unmovable_samples.len() {
+        println!(
+            "  … and {} more that cannot move",
+            plan.unmovable - plan.unmovable_samples.len()
+        );
+    }
+    println!("nothing was changed; add --yes to move them");
+}
+
+pub(super) async fn run(
+    global: &Global,
+    amqp: &queuey_ops::Amqp,
+    dq: &str,
+    options: &RedriveOptions,
+    yes: bool,
+    canary: Option<usize>,
+    no_progress: bool,
+) -> Result<ExitCode> {
+    let plan = dead::plan_redrive(amqp, dq, options).await?;
+    if !yes {
+        if global.json {
+            print_json(&serde_json::json!({ "preview": true, "queue": dq, "plan": plan }));
+        } else {
+            print_plan(dq, &plan);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bar = if no_progress || global.json {
+        ProgressBar::hidden()
+    } else {
+        let bar = ProgressBar::new(plan.would_move as u64);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{spinner} redrive {bar:40} {pos}/{len} ({per_sec}, eta {eta}) {msg}",
+        ) {
+            bar.set_style(style);
+        }
+        bar
+    };
+    // Ctrl-C stops after the batch under way instead of rolling it back.
+    let stop = options.stop.clone();
+    let watcher = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    let mut on_move = |m: &dead::Moved| {
+        bar.inc(1);
+        bar.set_message(esc(&m.id).into_owned());
+    };
+    let report = dead::redrive(amqp, dq, options, &mut on_move).await;
+    watcher.abort();
+    bar.finish_and_clear();
+    let report = report?;
+    if global.json {
+        print_json(&report);
+    } else {
+        println!(
+            "moved {} dead letters of {} (redrive id {})",
+            report.moved,
+            esc(dq),
+            esc(&report.redrive_id)
+        );
+        for (target, n) in &report.moved_to {
+            println!("  {n:>6}  → {}", esc(target));
+        }
+        if report.foreign > 0 {
+            println!(
+                "left {} dead letters in place: they died on another queue than {} (add \
+                 --any-target to send each to its own queue, or --to QUEUE):",
+                report.foreign,
+                esc(&options.queue)
+            );
+            for (target, n) in &report.foreign_targets {
+                println!("  {n:>6}  of {}", esc(target));
+            }
+        }
+        for (id, why) in &report.unmovable_samples {
+            println!("  left {}: {}", esc(id), esc(why));
+        }
+        if report.unmovable > report.unmovable_samples.len() {
+            println!(
+                "  … and {} more that cannot move",
+                report.unmovable - report.unmovable_samples.len()
+            );
+        }
+        if let Some(n) = canary {
+            println!(
+                "canary: moved {} and stopped; watch them, then run again without --canary",
+                report.moved.min(n)
+            );
+        }
+    }
+    if let Some(why) = &report.stopped {
+        eprintln!("stopped early: {}", esc(why));
+        return Ok(ExitCode::from(EXIT_PROBLEM));
+    }
+    Ok(ExitCode::SUCCESS)
+}

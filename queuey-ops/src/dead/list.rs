@@ -1,0 +1,181 @@
+//! `dead ls`: one page of dead letters, read without keeping the rest.
+//!
+//! Oldest first, the read stops at the page's last letter. Newest first,
+//! the page is counted back from the tail: without a filter the queue's
+//! count tells where it starts, so the read stops at the page's newest
+//! letter; with a filter a first pass counts the matching letters and a
+//! second one collects the page (the queue is read twice). Either way only
+//! the page is kept in memory.
+
+use std::ops::ControlFlow;
+
+use serde::Serialize;
+
+use crate::amqp::Amqp;
+use crate::dead::{DeadLetter, Filter, Summary, scan};
+use crate::error::Result;
+
+/// Which end of the queue a listing starts from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// The head first: the oldest dead letter.
+    #[default]
+    OldestFirst,
+    /// The tail first: the newest dead letter.
+    NewestFirst,
+}
+
+/// One page of dead letters.
+#[derive(Debug, Clone, Serialize)]
+pub struct Listing {
+    /// Dead letters in the queue when the read began.
+    pub total: usize,
+    /// Dead letters that pass the filter: exact when `matching_exact`, else
+    /// the ones met before the read stopped (a lower bound).
+    pub matching: usize,
+    /// Whether `matching` is the exact count.
+    pub matching_exact: bool,
+    /// Matching dead letters skipped before the page.
+    pub offset: usize,
+    /// Dead letters read (over both passes for a filtered newest-first page).
+    pub read: usize,
+    /// The page, in the order asked for.
+    pub items: Vec<Summary>,
+}
+
+impl Listing {
+    /// Whether matching dead letters may follow the page.
+    pub fn more(&self) -> bool {
+        !self.matching_exact || self.offset + self.items.len() < self.matching
+    }
+}
+
+/// Collects the matching letters whose index (0-based, oldest first, among
+/// matching letters) falls in `start..end`.
+#[derive(Debug)]
+struct Window<'a> {
+    filter: &'a Filter,
+    start: usize,
+    end: usize,
+    seen: usize,
+    items: Vec<Summary>,
+}
+
+impl<'a> Window<'a> {
+    fn new(filter: &'a Filter, start: usize, end: usize) -> Self {
+        Window {
+            filter,
+            start,
+            end,
+            seen: 0,
+            items: Vec::new(),
+        }
+    }
+
+    fn offer(&mut self, letter: &DeadLetter) -> ControlFlow<()> {
+        if self.seen >= self.end {
+            return ControlFlow::Break(());
+        }
+        if !self.filter.matches(letter) {
+            return ControlFlow::Continue(());
+        }
+        if self.seen >= self.start {
+            self.items.push(letter.summary());
+        }
+        self.seen += 1;
+        if self.seen >= self.end {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// One page of the dead letters of `dead_queue` that pass `filter`, in
+/// `order`: `limit` of them after skipping `offset`.
+pub async fn list(
+    amqp: &Amqp,
+    dead_queue: &str,
+    filter: &Filter,
+    order: Order,
+    offset: usize,
+    limit: usize,
+) -> Result<Listing> {
+    let total = amqp.require(dead_queue).await?.messages as usize;
+    let mut read = 0;
+    // The page's place among the matching letters, oldest first, and their
+    // number when it is known before collecting.
+    let (start, end, known) = match order {
+        Order::OldestFirst => (
+            offset,
+            offset.saturating_add(limit),
+            filter.is_all().then_some(total),
+        ),
+        Order::NewestFirst => {
+            let matching = if filter.is_all() {
+                total
+            } else {
+                let mut n = 0;
+                let pass = scan(amqp, dead_queue, None, |l| {
+                    n += usize::from(filter.matches(&l));
+                    ControlFlow::Continue(())
+                })
+                .await?;
+                read += pass.read;
+                n
+            };
+            let end = matching.saturating_sub(offset);
+            (end.saturating_sub(limit), end, Some(matching))
+        }
+    };
+    let mut window = Window::new(filter, start, end);
+    let mut complete = false;
+    if start < end {
+        let pass = scan(amqp, dead_queue, None, |l| window.offer(&l)).await?;
+        read += pass.read;
+        complete = pass.complete;
+    }
+    let mut items = window.items;
+    if order == Order::NewestFirst {
+        items.reverse();
+    }
+    Ok(Listing {
+        total,
+        matching: known.unwrap_or(window.seen),
+        matching_exact: known.is_some() || complete,
+        offset,
+        read,
+        items,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dead::tests::letters;
+
+    fn positions(filter: &Filter, start: usize, end: usize) -> (Vec<usize>, usize) {
+        let mut window = Window::new(filter, start, end);
+        let mut offered = 0;
+        for letter in letters() {
+            offered += 1;
+            if window.offer(&letter).is_break() {
+                break;
+            }
+        }
+        (window.items.iter().map(|s| s.position).collect(), offered)
+    }
+
+    #[test]
+    fn a_window_stops_at_its_last_letter() {
+        assert_eq!(positions(&Filter::all(), 0, 1), (vec![1], 1));
+        assert_eq!(positions(&Filter::all(), 1, 3), (vec![2, 3], 3));
+        assert_eq!(positions(&Filter::all(), 2, 100), (vec![3, 4], 4));
+        let emails = Filter {
+            job_type: Some("email".into()),
+            ..Filter::all()
+        };
+        assert_eq!(positions(&emails, 1, 2), (vec![3], 3));
+        assert_eq!(positions(&emails, 0, 0), (vec![], 1));
+    }
+}

@@ -1,0 +1,171 @@
+//! The redrive preview: what a redrive would move, and where, before
+//! anything moves.
+//!
+//! The preview reads the queue once and keeps counts, not letters: per
+//! target (at most [`MAX_TARGETS`] named, each checked for existence), the
+//! first [`PREVIEW_SAMPLES`] moves and the first [`MAX_SAMPLES`] dead letters
+//! that cannot move. With a [`limit`](RedriveOptions::limit) it stops once
+//! the limit is reached, and its counts are then those of the letters read
+//! ([`RedrivePlan::complete`] is false).
+
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+use serde::Serialize;
+
+use crate::amqp::Amqp;
+use crate::dead::redrive::{Decision, MAX_SAMPLES, MAX_TARGETS, count_target, decide};
+use crate::dead::{RedriveOptions, scan};
+use crate::error::Result;
+
+/// Moves a preview lists one by one; the rest are counted.
+pub const PREVIEW_SAMPLES: usize = 20;
+/// Characters of a reason a preview sample keeps.
+const SAMPLE_REASON_CHARS: usize = 200;
+
+/// What a redrive would move, computed without changing anything.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RedrivePlan {
+    /// The work queue the redrive runs for.
+    pub queue: String,
+    /// Dead letters in the queue when the preview began.
+    pub total: usize,
+    /// Dead letters read.
+    pub read: usize,
+    /// Whether the whole queue was read (the counts are exact); false when
+    /// the preview stopped at the limit.
+    pub complete: bool,
+    /// Dead letters that would move.
+    pub would_move: usize,
+    /// Every target named, with what happens to its dead letters.
+    pub targets: Vec<TargetPlan>,
+    /// Dead letters for targets past [`MAX_TARGETS`] (counted, not named or
+    /// checked).
+    pub other_targets: usize,
+    /// The first [`PREVIEW_SAMPLES`] moves.
+    pub samples: Vec<PlannedMove>,
+    /// Matching dead letters that would stay because their original queue
+    /// is foreign (another queue than [`queue`](Self::queue)).
+    pub foreign: usize,
+    /// Matching dead letters that cannot move.
+    pub unmovable: usize,
+    /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
+    pub unmovable_samples: Vec<(String, String)>,
+    /// Dead letters read that do not match the filter.
+    pub not_matching: usize,
+}
+
+impl RedrivePlan {
+    /// The targets that would receive dead letters but do not exist (the
+    /// redrive would stop at the first letter for one of them).
+    pub fn missing(&self) -> impl Iterator<Item = &TargetPlan> {
+        self.targets.iter().filter(|t| t.moves && !t.exists)
+    }
+}
+
+/// One target of a redrive preview.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetPlan {
+    /// The queue.
+    pub queue: String,
+    /// Matching dead letters for it.
+    pub letters: usize,
+    /// Whether they would move there (false: foreign, they stay).
+    pub moves: bool,
+    /// Whether it is another queue than the one the redrive runs for.
+    pub foreign: bool,
+    /// Whether it exists now.
+    pub exists: bool,
+}
+
+/// One planned move.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlannedMove {
+    /// The dead letter's id.
+    pub id: String,
+    /// Its job type.
+    pub job_type: Option<String>,
+    /// Its reason (the start of it).
+    pub reason: String,
+    /// The queue it would go to.
+    pub target: String,
+}
+
+/// What [`redrive`](crate::dead::redrive) with `options` would move now.
+/// Changes nothing.
+pub async fn plan_redrive(
+    amqp: &Amqp,
+    dead_queue: &str,
+    options: &RedriveOptions,
+) -> Result<RedrivePlan> {
+    let mut plan = RedrivePlan {
+        queue: options.queue.clone(),
+        ..RedrivePlan::default()
+    };
+    let mut moving: BTreeMap<String, usize> = BTreeMap::new();
+    let mut staying: BTreeMap<String, usize> = BTreeMap::new();
+    let pass = scan(amqp, dead_queue, None, |letter| {
+        if options.limit.is_some_and(|n| plan.would_move >= n) {
+            return ControlFlow::Break(());
+        }
+        if !options.filter.matches(&letter) {
+            plan.not_matching += 1;
+            return ControlFlow::Continue(());
+        }
+        match decide(&letter, options) {
+            Decision::Move(target) => {
+                plan.would_move += 1;
+                if !count_target(&mut moving, &target) {
+                    plan.other_targets += 1;
+                }
+                if plan.samples.len() < PREVIEW_SAMPLES {
+                    plan.samples.push(PlannedMove {
+                        id: letter.id(),
+                        job_type: letter.job_type(),
+                        reason: letter.reason().chars().take(SAMPLE_REASON_CHARS).collect(),
+                        target,
+                    });
+                }
+                if options.limit.is_some_and(|n| plan.would_move >= n) {
+                    return ControlFlow::Break(());
+                }
+            }
+            Decision::Foreign(original) => {
+                plan.foreign += 1;
+                if !count_target(&mut staying, &original) {
+                    plan.other_targets += 1;
+                }
+            }
+            Decision::Unmovable(why) => {
+                plan.unmovable += 1;
+                if plan.unmovable_samples.len() < MAX_SAMPLES {
+                    plan.unmovable_samples.push((letter.id(), why));
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    })
+    .await?;
+    plan.total = pass.total;
+    plan.read = pass.read;
+    plan.complete = pass.complete;
+    let named = moving
+        .into_iter()
+        .map(|(q, n)| (q, n, true))
+        .chain(staying.into_iter().map(|(q, n)| (q, n, false)));
+    for (queue, letters, moves) in named {
+        if plan.targets.len() >= MAX_TARGETS {
+            plan.other_targets += letters;
+            continue;
+        }
+        let exists = amqp.counts(&queue).await?.is_some();
+        plan.targets.push(TargetPlan {
+            foreign: queue != options.queue,
+            queue,
+            letters,
+            moves,
+            exists,
+        });
+    }
+    Ok(plan)
+}

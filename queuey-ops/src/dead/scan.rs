@@ -1,0 +1,82 @@
+//! One pass over a dead-letter queue, letter by letter.
+
+use std::ops::ControlFlow;
+
+use serde::Serialize;
+
+use crate::amqp::Amqp;
+use crate::browse::Cursor;
+use crate::dead::DeadLetter;
+use crate::error::Result;
+
+/// How a pass over a dead-letter queue went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pass {
+    /// Dead letters in the queue when the pass began (exact, from the
+    /// broker).
+    pub total: usize,
+    /// Dead letters read.
+    pub read: usize,
+    /// Whether the pass went to the end of the queue, so that what was
+    /// counted over it is exact; `false` when it stopped early.
+    pub complete: bool,
+}
+
+/// Reads `dead_queue` from its head, at most `max` letters, and hands each
+/// to `visit` until it answers [`ControlFlow::Break`]; then hands every
+/// letter back in place.
+///
+/// Only the letter being visited is in memory (and the [`WINDOW`] read
+/// ahead): what `visit` keeps is what the pass costs.
+///
+/// [`WINDOW`]: crate::browse::WINDOW
+pub async fn scan(
+    amqp: &Amqp,
+    dead_queue: &str,
+    max: Option<usize>,
+    mut visit: impl FnMut(DeadLetter) -> ControlFlow<()>,
+) -> Result<Pass> {
+    let mut cursor = Cursor::open(amqp, dead_queue, max).await?;
+    let walked = walk(&mut cursor, &mut visit).await;
+    let total = cursor.counts().messages as usize;
+    let read = cursor.read();
+    cursor.release().await;
+    let stopped = walked?;
+    let complete = if stopped {
+        read >= total
+    } else {
+        max.is_none_or(|m| m >= total)
+    };
+    Ok(Pass {
+        total,
+        read,
+        complete,
+    })
+}
+
+/// Whether `visit` stopped the pass.
+async fn walk(
+    cursor: &mut Cursor,
+    visit: &mut impl FnMut(DeadLetter) -> ControlFlow<()>,
+) -> Result<bool> {
+    while let Some(held) = cursor.next().await? {
+        let letter = DeadLetter::new(held.position, held.body, held.properties);
+        if visit(letter).is_break() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Reads up to `max` dead letters of `dead_queue`, oldest first, leaving
+/// the queue as it was. Everything read is kept: for counting or searching
+/// a queue of any length, [`scan`] it.
+pub async fn read(amqp: &Amqp, dead_queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
+    let mut letters = Vec::new();
+    scan(amqp, dead_queue, Some(max), |letter| {
+        letters.push(letter);
+        ControlFlow::Continue(())
+    })
+    .await?;
+    Ok(letters)
+}

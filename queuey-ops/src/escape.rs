@@ -1,0 +1,171 @@
+//! Text from the broker made safe to print on a terminal.
+//!
+//! A dead letter's reason is often partly user-supplied (an error message
+//! that quotes an input), and job types, ids, header names and queue names
+//! are whatever a producer put there. Printed raw, a control sequence in
+//! them is executed by the terminal: `\e]0;…\a` sets the window title,
+//! `\e[2K\r` erases the line and lets the text forge the output around it,
+//! and the bidirectional overrides (U+202A–U+202E, U+2066–U+2069) reorder
+//! what is displayed.
+//!
+//! [`line()`] shows every such character escaped, in the notation of a Rust
+//! or C string: `\e` for ESC, `\t`, `\n`, `\r`, `\xHH` for the other C0
+//! controls and DEL, `\u{HHHH}` for the C1 controls (U+0080–U+009F, which
+//! some terminals obey like their ESC-prefixed forms), the bidirectional
+//! overrides, isolates and marks (U+061C, U+200E, U+200F). Everything else,
+//! backslashes included, is printed as it is: the output stays readable for
+//! the ordinary case, and what it cannot show is visible as an escape.
+//!
+//! [`json()`] does the same for JSON text: JSON encoding escapes the C0
+//! controls but leaves DEL, the C1 controls and the bidirectional
+//! characters raw, so a `--json` output needs it too. Its result is still
+//! valid JSON that decodes to the same values.
+//!
+//! ```
+//! use queuey_ops::escape;
+//!
+//! assert_eq!(escape::line("boom\u{1b}]0;pwned\u{7}\u{1b}[2K\r"), r"boom\e]0;pwned\x07\e[2K\r");
+//! assert_eq!(escape::line("a\tb\nc"), r"a\tb\nc");
+//! assert_eq!(escape::line("plain C:\\path ✓"), "plain C:\\path ✓");
+//! assert_eq!(escape::json("\"\u{9b}31m\""), r#""\u009b31m""#);
+//! ```
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+/// Whether `c` changes what a terminal does or displays instead of being
+/// shown: the C0 controls, DEL, the C1 controls and the bidirectional
+/// formatting characters.
+pub fn is_unsafe(c: char) -> bool {
+    matches!(c,
+        '\u{0}'..='\u{1f}'
+        | '\u{7f}'..='\u{9f}'
+        | '\u{61c}'
+        | '\u{200e}'
+        | '\u{200f}'
+        | '\u{202a}'..='\u{202e}'
+        | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` on one line, every [unsafe](is_unsafe) character (tabs and line
+/// breaks included) shown escaped.
+pub fn line(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_unsafe) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if !is_unsafe(c) {
+            out.push(c);
+            continue;
+        }
+        let _ = match c {
+            '\u{1b}' => out.write_str("\\e"),
+            '\t' => out.write_str("\\t"),
+            '\n' => out.write_str("\\n"),
+            '\r' => out.write_str("\\r"),
+            '\u{0}'..='\u{7f}' => write!(out, "\\x{:02x}", u32::from(c)),
+            _ => write!(out, "\\u{{{:x}}}", u32::from(c)),
+        };
+    }
+    Cow::Owned(out)
+}
+
+/// Serialized JSON with the [unsafe](is_unsafe) characters that JSON
+/// encoding leaves raw written as `\uHHHH` escapes.
+///
+/// `json` must be the output of a JSON encoder (such as `serde_json`),
+/// which already escapes the C0 controls inside strings; the C0 characters
+/// left are the layout's line breaks and are kept. The characters replaced
+/// can only occur inside strings, so the result decodes to the same value.
+pub fn json(json: &str) -> Cow<'_, str> {
+    let raw = |c: char| is_unsafe(c) && c >= ' ';
+    if !json.chars().any(raw) {
+        return Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 8);
+    for c in json.chars() {
+        if raw(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every character that a terminal may act on or reorder by.
+    fn hostile() -> String {
+        let mut s: String = (0u32..0x20).filter_map(char::from_u32).collect();
+        s.extend((0x7fu32..=0x9f).filter_map(char::from_u32));
+        s.extend(
+            [0x61c, 0x200e, 0x200f]
+                .into_iter()
+                .chain(0x202a..=0x202e)
+                .chain(0x2066..=0x2069)
+                .filter_map(char::from_u32),
+        );
+        s
+    }
+
+    #[test]
+    fn a_line_keeps_no_unsafe_character_and_names_each_one() {
+        let escaped = line(&hostile()).into_owned();
+        assert!(!escaped.chars().any(is_unsafe), "{escaped}");
+        assert!(escaped.is_ascii());
+        for expected in [
+            r"\x00",
+            r"\x07",
+            r"\t",
+            r"\n",
+            r"\r",
+            r"\e",
+            r"\x7f",
+            r"\u{9b}",
+            r"\u{85}",
+            r"\u{202e}",
+            r"\u{2066}",
+            r"\u{61c}",
+        ] {
+            assert!(escaped.contains(expected), "{expected} in {escaped}");
+        }
+    }
+
+    #[test]
+    fn the_terminal_title_and_line_erase_attack_is_shown_not_run() {
+        let reason = "order 7 failed\u{1b}]0;owned\u{7}\u{1b}[2K\rall good";
+        assert_eq!(line(reason), r"order 7 failed\e]0;owned\x07\e[2K\rall good");
+        assert_eq!(line("\u{202e}gnp.exe"), r"\u{202e}gnp.exe");
+    }
+
+    #[test]
+    fn ordinary_text_is_borrowed_unchanged() {
+        for text in ["", "HTTP 503 from upstream", "C:\\tmp\\x", "héllo 世界 ✓ ש"] {
+            assert!(matches!(line(text), Cow::Borrowed(t) if t == text));
+            assert!(matches!(json(text), Cow::Borrowed(t) if t == text));
+        }
+    }
+
+    #[test]
+    fn json_stays_json_with_the_same_value_and_no_raw_control() {
+        let value = serde_json::json!({ "reason": hostile(), "k\u{9b}": [hostile()] });
+        for encoded in [
+            serde_json::to_string(&value).unwrap(),
+            serde_json::to_string_pretty(&value).unwrap(),
+        ] {
+            let escaped = json(&encoded).into_owned();
+            // Only the layout's own line breaks and indentation remain.
+            assert!(
+                escaped.chars().all(|c| !is_unsafe(c) || c == '\n'),
+                "{escaped}"
+            );
+            assert!(escaped.is_ascii());
+            let back: serde_json::Value = serde_json::from_str(&escaped).unwrap();
+            assert_eq!(back, value);
+        }
+    }
+}
