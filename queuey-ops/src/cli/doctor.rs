@@ -26,7 +26,12 @@ pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
                 Status::Warn => "WARN",
                 Status::Fail => "FAIL",
             };
-            println!("{mark}  {:<19} {}", c.name, global.scrub(&c.detail));
+            let detail = global.scrub(&c.detail);
+            println!(
+                "{mark}  {:<19} {}",
+                c.name,
+                queuey_ops::escape::line(&detail)
+            );
         }
     }
     Ok(if checks.iter().any(|c| c.status == Status::Fail) {

@@ -10,6 +10,14 @@ pub(crate) fn esc(text: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            // Line breaks and tabs lay out payloads; every other control
+            // character and the bidirectional overrides, which would reorder
+            // what the page shows, are shown escaped, as the command line
+            // shows them.
+            '\n' | '\t' => out.push(c),
+            c if crate::escape::is_unsafe(c) => {
+                out.push_str(&crate::escape::line(c.encode_utf8(&mut [0; 4])));
+            }
             c => out.push(c),
         }
     }
@@ -84,6 +92,17 @@ pub(crate) fn post_form(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bidi_overrides_and_controls_are_shown_not_obeyed() {
+        let shown = esc("exe.\u{202e}fdp\u{1b}[2J line\nnext");
+        assert!(
+            !shown.chars().any(|c| c == '\u{202e}' || c == '\u{1b}'),
+            "{shown}"
+        );
+        assert!(shown.contains("\\u{202e}"), "{shown}");
+        assert!(shown.contains("line\nnext"), "{shown}");
+    }
 
     #[test]
     fn text_and_paths_are_escaped() {
