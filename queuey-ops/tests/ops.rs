@@ -42,3 +42,6 @@ mod private;
 
 #[path = "ops/tls.rs"]
 mod tls;
+
+#[path = "ops/secrets.rs"]
+mod secrets;
