@@ -138,6 +138,12 @@ impl TopologySpec {
         })?;
         spec.validate()
             .map_err(|e| OpsError::Invalid(format!("{}: {e}", path.display())))?;
+        crate::check_suffixes(
+            &spec.dead_suffix,
+            &spec.deferred_suffix,
+            &spec.suspect_suffix,
+        )
+        .map_err(|e| OpsError::Invalid(format!("{}: {e}", path.display())))?;
         Ok(spec)
     }
 
@@ -515,6 +521,18 @@ pub fn field_table(args: &QueueArguments) -> FieldTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_set_file_with_an_empty_suffix_is_refused() {
+        let dir = std::env::temp_dir().join(format!("queuey-topology-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("queues.toml");
+        std::fs::write(&path, "dead_suffix = \"\"\n[[queue]]\nname = \"emails\"\n").unwrap();
+        let refused = TopologySpec::from_file(&path).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(refused.contains("queues.toml"), "{refused}");
+        assert!(refused.contains("dead"), "{refused}");
+    }
 
     #[test]
     fn the_set_includes_each_suspect_queue_unless_it_is_off() {
