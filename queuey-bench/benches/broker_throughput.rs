@@ -325,6 +325,18 @@ fn rows(settings: &Settings) -> Vec<Row> {
             Some(BATCH_TARGET),
         )
     };
+    let consume = |prefetch: u16| {
+        row(
+            format!("consume-{prefetch}"),
+            format!("consume → no-op → ack, prefetch {prefetch}"),
+            Kind::Consume {
+                prefetch,
+                decoding: false,
+            },
+            settings.jobs,
+            (prefetch > 1).then_some(CONSUME_TARGET),
+        )
+    };
     let mut rows = vec![
         row(
             "enqueue-1".into(),
@@ -343,28 +355,10 @@ fn rows(settings: &Settings) -> Vec<Row> {
         plain(batch()),
     ];
     for prefetch in [1, 10, 100] {
-        rows.push(row(
-            format!("consume-{prefetch}"),
-            format!("consume → no-op → ack, prefetch {prefetch}"),
-            Kind::Consume {
-                prefetch,
-                decoding: false,
-            },
-            settings.jobs,
-            (prefetch > 1).then_some(CONSUME_TARGET),
-        ));
+        rows.push(consume(prefetch));
     }
     for prefetch in [10, 100] {
-        rows.push(plain(row(
-            format!("consume-{prefetch}"),
-            format!("consume → no-op → ack, prefetch {prefetch}"),
-            Kind::Consume {
-                prefetch,
-                decoding: false,
-            },
-            settings.jobs,
-            Some(CONSUME_TARGET),
-        )));
+        rows.push(plain(consume(prefetch)));
     }
     for prefetch in [10, 100] {
         rows.push(plain(row(
@@ -422,16 +416,7 @@ fn rows(settings: &Settings) -> Vec<Row> {
     };
     rows.push(over_tls(enqueue_64()));
     for prefetch in [10, 100] {
-        rows.push(over_tls(row(
-            format!("consume-{prefetch}"),
-            format!("consume → no-op → ack, prefetch {prefetch}"),
-            Kind::Consume {
-                prefetch,
-                decoding: false,
-            },
-            settings.jobs,
-            None,
-        )));
+        rows.push(over_tls(consume(prefetch)));
     }
     rows.retain(|r| settings.wants(r));
     rows

@@ -8,16 +8,8 @@ use crate::fault::node::{self, PrivateNode};
 pub(crate) async fn node(test: &str) -> Option<PrivateNode> {
     // The shared harness decides whether broker tests run at all.
     crate::support::amqp_url(test)?;
-    match node::available() {
-        Ok(()) => Some(PrivateNode::start(test).await),
-        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
-            panic!("{test}: cannot start a private RabbitMQ node: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipping {test}: cannot start a private RabbitMQ node: {why}");
-            None
-        }
-    }
+    node::may_start(test, "a private RabbitMQ node").then_some(())?;
+    Some(PrivateNode::start(test).await)
 }
 
 /// Gets a private node or returns from the test (skip).
@@ -35,16 +27,8 @@ macro_rules! private_node {
 /// `QUEUEY_REQUIRE_BROKER=1` that is a failure.
 pub(crate) async fn cluster(test: &str, size: usize) -> Option<Cluster> {
     crate::support::amqp_url(test)?;
-    match node::available() {
-        Ok(()) => Some(Cluster::start(test, size).await),
-        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
-            panic!("{test}: cannot start a private RabbitMQ cluster: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipping {test}: cannot start a private RabbitMQ cluster: {why}");
-            None
-        }
-    }
+    node::may_start(test, "a private RabbitMQ cluster").then_some(())?;
+    Some(Cluster::start(test, size).await)
 }
 
 /// Gets a cluster of private nodes or returns from the test (skip).
@@ -63,16 +47,8 @@ macro_rules! private_cluster {
 /// failure.
 pub(crate) async fn tls_node(test: &str, management: bool) -> Option<PrivateNode> {
     crate::support::amqp_url(test)?;
-    match node::available() {
-        Ok(()) => Some(PrivateNode::start_tls(test, management).await),
-        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
-            panic!("{test}: cannot start a private RabbitMQ node: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipping {test}: cannot start a private RabbitMQ node: {why}");
-            None
-        }
-    }
+    node::may_start(test, "a private RabbitMQ node").then_some(())?;
+    Some(PrivateNode::start_tls(test, management).await)
 }
 
 /// Gets a private node with a TLS listener or returns from the test (skip).

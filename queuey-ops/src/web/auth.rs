@@ -156,15 +156,10 @@ pub(crate) async fn require(State(app): State<Arc<App>>, req: Request, next: Nex
                 )
                     .into_response();
             }
-            let served = req
-                .extensions()
-                .get::<Served>()
-                .copied()
-                .unwrap_or(Served { https: false });
+            let served = Served::of(&req);
             let mut response = next.run(req).await;
-            let cookie = format!("queuey_token={token}; {}", served.cookie_attributes());
-            if let (Some(_), Ok(v)) = (from_query, cookie.parse()) {
-                response.headers_mut().append(header::SET_COOKIE, v);
+            if from_query.is_some() {
+                served.set_cookie(&mut response, "queuey_token", token);
             }
             response
         }

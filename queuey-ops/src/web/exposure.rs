@@ -46,12 +46,37 @@ pub(crate) struct Served {
 }
 
 impl Served {
+    /// How `req` was served, as the exposure check recorded it (plain http
+    /// when it did not run).
+    pub(crate) fn of(req: &axum::extract::Request) -> Served {
+        req.extensions()
+            .get::<Served>()
+            .copied()
+            .unwrap_or(Served { https: false })
+    }
+
     /// The attributes every cookie of the dashboard carries.
     pub(crate) fn cookie_attributes(self) -> &'static str {
         if self.https {
             "HttpOnly; SameSite=Strict; Path=/; Secure"
         } else {
             "HttpOnly; SameSite=Strict; Path=/"
+        }
+    }
+
+    /// Sets the cookie `name` to `value` on `response`, with
+    /// [`cookie_attributes`](Self::cookie_attributes).
+    pub(crate) fn set_cookie(
+        self,
+        response: &mut axum::response::Response,
+        name: &str,
+        value: &str,
+    ) {
+        let cookie = format!("{name}={value}; {}", self.cookie_attributes());
+        if let Ok(v) = axum::http::HeaderValue::from_str(&cookie) {
+            response
+                .headers_mut()
+                .append(axum::http::header::SET_COOKIE, v);
         }
     }
 }

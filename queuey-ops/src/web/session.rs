@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use ring::hmac;
@@ -130,19 +130,12 @@ pub(crate) async fn attach(State(app): State<Arc<App>>, mut req: Request, next: 
         )
             .into_response();
     };
-    let served = req
-        .extensions()
-        .get::<Served>()
-        .copied()
-        .unwrap_or(Served { https: false });
+    let served = Served::of(&req);
     let id = session.id.clone();
     req.extensions_mut().insert(session);
     let mut response = next.run(req).await;
     if new {
-        let value = format!("{COOKIE}={id}; {}", served.cookie_attributes());
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            response.headers_mut().append(header::SET_COOKIE, v);
-        }
+        served.set_cookie(&mut response, COOKIE, &id);
     }
     response
 }

@@ -14,16 +14,8 @@ use crate::support::{amqp_url, within};
 
 async fn tls_node(test: &str) -> Option<PrivateNode> {
     amqp_url(test)?;
-    match node::available() {
-        Ok(()) => Some(PrivateNode::start_tls(test, true).await),
-        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
-            panic!("{test}: cannot start a private RabbitMQ node: {why}")
-        }
-        Err(why) => {
-            eprintln!("skipping {test}: cannot start a private RabbitMQ node: {why}");
-            None
-        }
-    }
+    node::may_start(test, "a private RabbitMQ node").then_some(())?;
+    Some(PrivateNode::start_tls(test, true).await)
 }
 
 fn queuey(args: &[&str]) -> (Option<i32>, String) {

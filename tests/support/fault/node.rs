@@ -67,6 +67,22 @@ pub(crate) fn available() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `test` may start `what` (a private node, a cluster): true where
+/// [`available`] says so; else a skip notice, or a failure under
+/// `QUEUEY_REQUIRE_BROKER=1`.
+pub(crate) fn may_start(test: &str, what: &str) -> bool {
+    match available() {
+        Ok(()) => true,
+        Err(why) if std::env::var("QUEUEY_REQUIRE_BROKER").as_deref() == Ok("1") => {
+            panic!("{test}: cannot start {what}: {why}")
+        }
+        Err(why) => {
+            eprintln!("skipping {test}: cannot start {what}: {why}");
+            false
+        }
+    }
+}
+
 fn path() -> String {
     let inherited = std::env::var("PATH").unwrap_or_default();
     format!("{inherited}:/usr/sbin:/usr/bin:/sbin:/bin")
