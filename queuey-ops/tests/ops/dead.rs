@@ -7,7 +7,9 @@ use lapin::BasicProperties;
 use queuey_ops::dead;
 use serde_json::{Value, json};
 
-use crate::support::{Harness, Made, dead_letter_jobs, harness, json, ok, process_all, within};
+use crate::support::{
+    Harness, Made, dead_letter_jobs, fingerprint_counts, harness, json, ok, process_all, within,
+};
 
 const TYPES: [&str; 3] = ["send_email", "charge_invoice", "make_thumbnail"];
 
@@ -101,17 +103,7 @@ async fn fifty_dead_letters_are_listed_grouped_and_shown_exactly() {
     let stats = json(&h.cli(&["dead", "stats", &q, "--json"]));
     assert_eq!(stats["total"], 50);
     assert_eq!(stats["malformed"], 0);
-    let groups: BTreeMap<String, u64> = stats["by_fingerprint"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                g["fingerprint"].as_str().unwrap().to_owned(),
-                g["count"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let groups = fingerprint_counts(&stats);
     let expected: BTreeMap<String, u64> =
         FINGERPRINTS.iter().map(|f| ((*f).to_owned(), 10)).collect();
     assert_eq!(groups, expected);

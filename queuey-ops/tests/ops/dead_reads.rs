@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use queuey_ops::browse::WINDOW;
 
 use crate::letters::{delivered_before, forge_many};
-use crate::support::{harness, json, ok};
+use crate::support::{fingerprint_counts, harness, json, ok};
 
 const LETTERS: usize = 100;
 
@@ -90,17 +90,7 @@ async fn stats_and_pages_over_several_read_windows_are_exact() {
 
     let stats = json(&h.cli(&["dead", "stats", &q, "--json"]));
     assert_eq!(stats["total"], n);
-    let groups: BTreeMap<String, u64> = stats["by_fingerprint"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| {
-            (
-                g["fingerprint"].as_str().unwrap().to_owned(),
-                g["count"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let groups = fingerprint_counts(&stats);
     let quarter = |r: usize| (0..n).filter(|i| i % 4 == r).count() as u64;
     assert_eq!(
         groups,

@@ -200,6 +200,23 @@ pub(crate) fn json(out: &Output) -> serde_json::Value {
     serde_json::from_str(&ok(out)).expect("queuey printed JSON")
 }
 
+/// `dead stats --json`'s groups: fingerprint → count.
+pub(crate) fn fingerprint_counts(
+    stats: &serde_json::Value,
+) -> std::collections::BTreeMap<String, u64> {
+    stats["by_fingerprint"]
+        .as_array()
+        .expect("by_fingerprint")
+        .iter()
+        .map(|g| {
+            (
+                g["fingerprint"].as_str().unwrap().to_owned(),
+                g["count"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// A dead letter the test made: its job id, type and reason.
 #[derive(Debug, Clone)]
 pub(crate) struct Made {
