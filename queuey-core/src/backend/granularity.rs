@@ -15,11 +15,13 @@ use std::time::Duration;
 ///   step, and a policy capped at `C` needs up to `C / step` hold queues:
 ///   with exponential backoff capped at a week, a 1 s step means up to
 ///   604,800 of them.
-/// - [`Granularity::Relative`] rounds up to buckets that grow by a fixed
-///   percentage: a delay is late by at most `percent` % (or one `step` for
-///   delays shorter than a few steps), and the number of buckets grows with
-///   the logarithm of the longest delay. From 1 s to a week, 10 % needs 122
-///   buckets and 25 % needs 57.
+/// - [`Granularity::Relative`] rounds up to buckets that grow by at most a
+///   fixed percentage: each bucket is the longest whole number of steps at
+///   most `percent` % past the one before (and one step past it where
+///   `percent` % of it is less than a step). So a delay is late by less than
+///   `percent` % of itself, or less than one `step` where that is more, and
+///   the number of buckets grows with the logarithm of the longest delay.
+///   From 1 s to a week, 10 % needs 131 buckets and 25 % needs 60.
 ///
 /// The bucket boundaries are a pure function of the delay, the step and the
 /// percentage, computed in integers, so every process with the same settings
@@ -38,19 +40,22 @@ use std::time::Duration;
 /// assert_eq!(fixed.round_up_ms(Duration::from_millis(1_500)), 2_000);
 ///
 /// let relative = Granularity::relative(10, Duration::from_secs(1));
-/// // Never early, at most 10 % late.
+/// // Never early, less than 10 % late (or one step, for short delays).
 /// let hour = Duration::from_secs(3_600);
 /// let rounded = relative.round_up_ms(hour);
-/// assert!(rounded >= 3_600_000 && rounded <= 3_960_000);
+/// assert!(rounded >= 3_600_000 && rounded < 3_960_000);
+/// // 11.005 s: the bucket after 11 s is 12 s (11 s + 10 % = 12.1 s, down
+/// // to a whole step), not 13 s.
+/// assert_eq!(relative.round_up_ms(Duration::from_millis(11_005)), 12_000);
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Granularity {
     /// Round up to a multiple of this step (zero or sub-millisecond steps
     /// count as 1 ms).
     Fixed(Duration),
-    /// Round up to the next of the buckets `step`, then each bucket
-    /// `percent` % longer than the one before (and at least one `step`
-    /// longer), each a multiple of `step`.
+    /// Round up to the next of the buckets `step`, then each bucket the
+    /// longest multiple of `step` at most `percent` % longer than the one
+    /// before (and one `step` longer where that would not be longer at all).
     Relative {
         /// The percentage by which each bucket exceeds the one before: the
         /// most a delay is late, relatively. At least 1.
@@ -94,8 +99,11 @@ impl Granularity {
                 let percent = u128::from(percent.max(1));
                 let mut bucket = step;
                 while bucket < ms {
-                    let grown = (bucket * (100 + percent)).div_ceil(100);
-                    let next = grown.div_ceil(step) * step;
+                    // At most `percent` % past the bucket before, on a whole
+                    // step: rounding this boundary up would make a job late
+                    // by more than the percentage.
+                    let grown = bucket * (100 + percent) / 100;
+                    let next = grown / step * step;
                     bucket = next.max(bucket + step);
                 }
                 bucket
@@ -148,8 +156,8 @@ mod tests {
     fn a_week_needs_a_bounded_number_of_relative_buckets() {
         let week = Duration::from_secs(7 * 24 * 3_600);
         let second = Duration::from_secs(1);
-        assert_eq!(buckets(Granularity::relative(10, second), week), 122);
-        assert_eq!(buckets(Granularity::relative(25, second), week), 57);
+        assert_eq!(buckets(Granularity::relative(10, second), week), 131);
+        assert_eq!(buckets(Granularity::relative(25, second), week), 60);
         assert_eq!(buckets(Granularity::fixed(second), week), 604_800);
     }
 
@@ -159,12 +167,13 @@ mod tests {
         assert_eq!(g.round_up_ms(Duration::ZERO), 0);
         assert_eq!(g.round_up_ms(Duration::from_millis(1)), 1_000);
         assert_eq!(g.round_up_ms(Duration::from_millis(1_000)), 1_000);
-        // 1 s + 10 % is 1.1 s, a multiple of 1 s: 2 s (at least one step more).
+        // 1 s + 10 % is 1.1 s, less than a step more: 2 s (one step more).
         assert_eq!(g.round_up_ms(Duration::from_millis(1_001)), 2_000);
         assert_eq!(g.round_up_ms(Duration::from_secs(10)), 10_000);
-        // 10 s grows to 11 s, 11 s to 12.1 → 13 s.
+        // 10 s grows to 11 s; 11 s to 12.1 s, down to a whole step: 12 s.
         assert_eq!(g.round_up_ms(Duration::from_millis(10_001)), 11_000);
-        assert_eq!(g.round_up_ms(Duration::from_millis(11_001)), 13_000);
+        assert_eq!(g.round_up_ms(Duration::from_millis(11_001)), 12_000);
+        assert_eq!(g.round_up_ms(Duration::from_millis(11_005)), 12_000);
     }
 
     #[test]
@@ -186,10 +195,33 @@ mod tests {
             let d = u128::from(delay_ms);
             prop_assert!(r >= d);
             prop_assert!(r.is_multiple_of(u128::from(step_ms)));
+            // Late by less than `percent` % of the delay, or less than one
+            // step where that is more.
+            let late = r - d;
+            let step = u128::from(step_ms);
+            prop_assert!(
+                late < step || late * 100 < d * u128::from(percent),
+                "delay {d} rounded to {r}: {late} ms late"
+            );
+        }
+
+        /// The same bound where it is tight: delays of a few steps to a few
+        /// thousand, where a percentage of the delay is close to a step.
+        #[test]
+        fn relative_is_late_by_less_than_the_percentage_near_the_step(
+            steps in 1u64..5_000,
+            offset in 0u64..60_000,
+            percent in 1u16..100,
+            step_ms in 1u64..60_000,
+        ) {
+            let g = Granularity::relative(percent, Duration::from_millis(step_ms));
+            let d = u128::from(steps * step_ms + offset % step_ms);
+            let r = g.round_up_ms(Duration::from_millis(d as u64));
+            prop_assert!(r >= d);
             let late = r - d;
             prop_assert!(
-                late <= u128::from(step_ms) || late * 100 <= d * u128::from(percent) + 100 * u128::from(step_ms),
-                "delay {d} rounded to {r}"
+                late < u128::from(step_ms) || late * 100 < d * u128::from(percent),
+                "delay {d} rounded to {r}: {late} ms late"
             );
         }
 

@@ -277,7 +277,7 @@ async fn a_deferral_always_carries_the_queues_top_priority() {
 }
 
 /// Relative buckets: delays land in buckets that grow by 10 %, never early,
-/// each late by at most 10 % (or one step).
+/// each late by less than 10 % (or one step).
 #[tokio::test(start_paused = true)]
 async fn relative_granularity_rounds_into_growing_buckets_never_early() {
     use futures::StreamExt;

@@ -270,9 +270,10 @@ impl RabbitMqOptions {
     /// five minutes, 1 s allows up to 300, 10 s up to 30. Zero or
     /// sub-millisecond steps count as 1 ms.
     /// [`Granularity::relative`] rounds into buckets that grow by a
-    /// percentage instead: lateness stays within that percentage and the
+    /// percentage instead: lateness stays under that percentage (or one
+    /// step) and the
     /// number of hold queues grows with the logarithm of the longest delay
-    /// (122 buckets from 1 s to a week at 10 %).
+    /// (131 buckets from 1 s to a week at 10 %).
     ///
     /// ```
     /// use std::time::Duration;

@@ -64,6 +64,7 @@
 #[macro_use]
 mod support;
 
+mod buckets;
 mod connection;
 mod consume;
 mod dead_letters;
