@@ -271,9 +271,8 @@ impl RabbitMqOptions {
     /// sub-millisecond steps count as 1 ms.
     /// [`Granularity::relative`] rounds into buckets that grow by a
     /// percentage instead: lateness stays under that percentage (or one
-    /// step) and the
-    /// number of hold queues grows with the logarithm of the longest delay
-    /// (131 buckets from 1 s to a week at 10 %).
+    /// step) and the number of hold queues grows with the logarithm of the
+    /// longest delay (131 buckets from 1 s to a week at 10 %).
     ///
     /// ```
     /// use std::time::Duration;
