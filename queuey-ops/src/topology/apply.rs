@@ -1,0 +1,83 @@
+//! `topology apply`: declaring the queues of a set that are missing.
+
+use std::collections::BTreeMap;
+
+use lapin::options::QueueDeclareOptions;
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use queuey_rabbitmq::topology::{ArgumentValue, QueueArguments};
+use serde::Serialize;
+
+use super::TopologySpec;
+use super::expected::{expected, show};
+use crate::amqp::{Amqp, short};
+use crate::error::{OpsError, Result};
+use crate::mgmt::Management;
+
+/// A queue `apply` would declare.
+#[derive(Debug, Clone, Serialize)]
+pub struct Declaration {
+    /// The queue.
+    pub name: String,
+    /// Durable or not.
+    pub durable: bool,
+    /// Its arguments, as text.
+    pub arguments: BTreeMap<String, String>,
+    #[serde(skip)]
+    raw: QueueArguments,
+}
+
+/// The queues of `spec` missing on the broker. Existing queues are never
+/// changed (RabbitMQ cannot change a queue's arguments anyway).
+pub async fn plan_apply(mgmt: &Management, spec: &TopologySpec) -> Result<Vec<Declaration>> {
+    let mut out = Vec::new();
+    for want in expected(spec) {
+        if mgmt.queue(&want.name).await?.is_none() {
+            out.push(Declaration {
+                name: want.name.clone(),
+                durable: want.durable,
+                arguments: want
+                    .arguments
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), show(v)))
+                    .collect(),
+                raw: want.arguments,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Declares `declarations`, each on its own channel.
+pub async fn apply(amqp: &Amqp, declarations: &[Declaration]) -> Result<()> {
+    for d in declarations {
+        let channel = amqp.channel().await?;
+        let options = QueueDeclareOptions {
+            durable: d.durable,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(short(&d.name)?, options, field_table(&d.raw))
+            .await
+            .map_err(|e| OpsError::amqp(format!("declaring `{}`", d.name), e))?;
+        let _ = channel.close(200, ShortString::default()).await;
+    }
+    Ok(())
+}
+
+/// Queue arguments as an AMQP table: integers as 32-bit when they fit,
+/// strings as long strings.
+pub fn field_table(args: &QueueArguments) -> FieldTable {
+    let mut table = FieldTable::default();
+    for (key, value) in args {
+        let value = match value {
+            ArgumentValue::Integer(n) => match i32::try_from(*n) {
+                Ok(small) => AMQPValue::LongInt(small),
+                Err(_) => AMQPValue::LongLongInt(*n),
+            },
+            ArgumentValue::Text(t) => AMQPValue::LongString(LongString::from(t.as_str())),
+            other => AMQPValue::LongString(LongString::from(format!("{other:?}"))),
+        };
+        table.insert(ShortString::from(*key), value);
+    }
+    table
+}

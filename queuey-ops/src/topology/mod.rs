@@ -1,0 +1,175 @@
+//! `topology verify` and `topology apply`: the broker against a queue set.
+//!
+//! A queue set is what the application declares: queue names with the
+//! settings that shape their arguments (priorities, TTL, durability, dead
+//! letters) and the suffixes. [`TopologySpec`] reads it from a small TOML
+//! file or is built on the command line; the expected arguments come from
+//! `queuey_rabbitmq::topology`, the same functions the backend declares with.
+
+//!
+//! The module reads the set ([`TopologySpec`], here), works out the queues
+//! it declares (`expected`), compares them with the broker ([`verify`]) and
+//! declares what is missing ([`plan_apply`], [`apply`]).
+
+mod apply;
+mod expected;
+mod verify;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use queuey_core::{QueueConfig, QueueType};
+
+use crate::error::{OpsError, Result};
+
+pub use apply::{Declaration, apply, field_table, plan_apply};
+pub use verify::{Problem, ProblemKind, verify};
+
+fn default_dead_suffix() -> String {
+    crate::DEFAULT_DEAD_SUFFIX.to_owned()
+}
+fn default_deferred_suffix() -> String {
+    crate::DEFAULT_DEFERRED_SUFFIX.to_owned()
+}
+fn default_suspect_suffix() -> String {
+    crate::DEFAULT_SUSPECT_SUFFIX.to_owned()
+}
+fn yes() -> bool {
+    true
+}
+
+/// The queue set an application declares.
+///
+/// ```
+/// let spec: queuey_ops::topology::TopologySpec = toml::from_str(r#"
+///     dead_suffix = ".dead"          # the default
+///     [[queue]]
+///     name = "emails"                # priorities 0-10, durable, dead letters on
+///     [[queue]]
+///     name = "reports"
+///     max_priority = 0               # no priorities
+///     message_ttl_ms = 3600000
+///     [[queue]]
+///     name = "payments"
+///     queue_type = "quorum"          # replicated, no priorities
+/// "#)?;
+/// assert_eq!(spec.queues.len(), 3);
+/// # Ok::<(), toml::de::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    /// Suffix of dead-letter queues.
+    #[serde(default = "default_dead_suffix")]
+    pub dead_suffix: String,
+    /// Suffix of hold queues, before `.{ttl_ms}`.
+    #[serde(default = "default_deferred_suffix")]
+    pub deferred_suffix: String,
+    /// Suffix of the poison guard's suspect queues.
+    #[serde(default = "default_suspect_suffix")]
+    pub suspect_suffix: String,
+    /// The work queues.
+    #[serde(default, rename = "queue")]
+    pub queues: Vec<QueueSpec>,
+}
+
+/// One work queue of a [`TopologySpec`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueSpec {
+    /// The work queue's name.
+    pub name: String,
+    /// Priority levels (`x-max-priority`); 0 for none. Unset: 10 on a
+    /// classic queue, none on a quorum queue.
+    #[serde(default)]
+    pub max_priority: Option<u8>,
+    /// The queue's `x-message-ttl`, if it has one.
+    #[serde(default)]
+    pub message_ttl_ms: Option<u64>,
+    /// Whether the queue is durable (default true).
+    #[serde(default = "yes")]
+    pub durable: bool,
+    /// Whether it has a dead-letter queue (default true).
+    #[serde(default = "yes")]
+    pub dead_letters: bool,
+    /// Whether it has a suspect queue, i.e. whether its workers run the
+    /// poison guard (default true).
+    #[serde(default = "yes")]
+    pub suspect_queue: bool,
+    /// `classic` (the default) or `quorum`; a quorum queue has no priority
+    /// levels.
+    #[serde(default)]
+    pub queue_type: QueueType,
+}
+
+impl QueueSpec {
+    /// A queue with the library's defaults.
+    pub fn new(name: impl Into<String>) -> Self {
+        QueueSpec {
+            name: name.into(),
+            max_priority: None,
+            message_ttl_ms: None,
+            durable: true,
+            dead_letters: true,
+            suspect_queue: true,
+            queue_type: QueueType::Classic,
+        }
+    }
+
+    /// The core config this spec stands for.
+    pub fn config(&self) -> QueueConfig {
+        let mut config = QueueConfig::new(&self.name)
+            .durable(self.durable)
+            .queue_type(self.queue_type);
+        if let Some(levels) = self.max_priority {
+            config = config.max_priority(levels);
+        }
+        if let Some(ms) = self.message_ttl_ms {
+            config = config.message_ttl(Duration::from_millis(ms));
+        }
+        config
+    }
+}
+
+impl TopologySpec {
+    /// Reads a TOML queue-set file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|e| OpsError::io(path, e))?;
+        let spec: TopologySpec = toml::from_str(&text).map_err(|e| {
+            OpsError::Invalid(format!("{}: not a queue-set file: {e}", path.display()))
+        })?;
+        spec.validate()
+            .map_err(|e| OpsError::Invalid(format!("{}: {e}", path.display())))?;
+        crate::check_suffixes(
+            &spec.dead_suffix,
+            &spec.deferred_suffix,
+            &spec.suspect_suffix,
+        )
+        .map_err(|e| OpsError::Invalid(format!("{}: {e}", path.display())))?;
+        Ok(spec)
+    }
+
+    /// Checks every queue's settings as the library would before declaring
+    /// them (a quorum queue with priority levels, for one).
+    pub fn validate(&self) -> std::result::Result<(), queuey_core::Error> {
+        self.queues.iter().try_for_each(|q| q.config().validate())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_set_file_with_an_empty_suffix_is_refused() {
+        let dir = std::env::temp_dir().join(format!("queuey-topology-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("queues.toml");
+        std::fs::write(&path, "dead_suffix = \"\"\n[[queue]]\nname = \"emails\"\n").unwrap();
+        let refused = TopologySpec::from_file(&path).unwrap_err().to_string();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(refused.contains("queues.toml"), "{refused}");
+        assert!(refused.contains("dead"), "{refused}");
+    }
+}
