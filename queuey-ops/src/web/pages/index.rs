@@ -1,0 +1,81 @@
+//! `/`: every queue of the dashboard with its counts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Html;
+
+use super::{PageResult, on_dashboard};
+use crate::holds;
+use crate::web::App;
+use crate::web::html::{esc, page, seg};
+
+fn rate(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.1}/s"))
+}
+
+/// `/`: every queue with its counts.
+pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
+    let infos = app.mgmt.queues(None).await?;
+    let by_name: BTreeMap<&str, &crate::mgmt::QueueInfo> =
+        infos.iter().map(|i| (i.name.as_str(), i)).collect();
+    let suffix = &app.config.dead_suffix;
+    let queues: Vec<String> = if app.config.queues.is_empty() {
+        infos
+            .iter()
+            .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
+            .filter(|q| {
+                app.dead_queue(q)
+                    .is_ok_and(|dq| on_dashboard(&[], q, &dq, |n| by_name.contains_key(n)))
+            })
+            .map(str::to_owned)
+            .collect()
+    } else {
+        app.config.queues.clone()
+    };
+    let mut body = String::from(
+        "<table id=\"queues\"><tr><th>queue</th><th>ready</th><th>unacked</th><th>consumers</th>\
+         <th>dead</th><th>held</th><th>publish</th><th>deliver</th><th>ack</th></tr>",
+    );
+    for q in &queues {
+        let info = by_name.get(q.as_str());
+        let dead = by_name
+            .get(app.dead_queue(q)?.as_str())
+            .and_then(|i| i.messages);
+        let held: u64 = infos
+            .iter()
+            .filter(|i| holds::hold_delay(&i.name, q, &app.config.deferred_suffix).is_some())
+            .filter_map(|i| i.messages)
+            .sum();
+        let n = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
+        let _ = write!(
+            body,
+            "<tr><td><a href=\"/queue/{}\">{}</a></td><td class=n>{}</td><td class=n>{}</td>\
+             <td class=n>{}</td><td class=n>{}</td><td class=n>{held}</td><td class=n>{}</td>\
+             <td class=n>{}</td><td class=n>{}</td></tr>",
+            seg(q),
+            esc(q),
+            n(info.and_then(|i| i.messages_ready)),
+            n(info.and_then(|i| i.messages_unacknowledged)),
+            n(info.and_then(|i| i.consumers)),
+            n(dead),
+            rate(info.and_then(|i| i.rate("publish"))),
+            rate(info.and_then(|i| i.rate("deliver_get"))),
+            rate(info.and_then(|i| i.rate("ack"))),
+        );
+    }
+    body.push_str("</table>");
+    if queues.is_empty() {
+        body.push_str("<p class=note>No queue with a dead-letter queue found in this vhost.</p>");
+    }
+    body.push_str(
+        "<p class=note>Counts come from the management API's statistics and can lag a few \
+         seconds; a queue's own page reads them exactly.</p>",
+    );
+    Ok(Html(page(
+        &format!("Queues on vhost {}", app.mgmt.vhost()),
+        &body,
+    )))
+}

@@ -1,0 +1,180 @@
+//! The dashboard's pages and actions: the index (`index`), a queue's page
+//! and one dead letter (`queue`), redrive and purge (`actions`), and what
+//! they share here: the error page, the allow-list, the CSRF check.
+
+mod actions;
+mod index;
+mod queue;
+
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+
+use super::App;
+use super::html::{esc, page};
+use super::session::Session;
+use crate::error::OpsError;
+use crate::topology::{QueueSpec, TopologySpec};
+
+pub(crate) use actions::{purge, redrive};
+pub(crate) use index::index;
+pub(crate) use queue::{queue, show};
+
+/// Dead letters read for one page view at most.
+const READ_CAP: usize = 10_000;
+/// Dead letters listed one by one.
+const LISTED: usize = 100;
+
+/// An error shown as a page.
+pub(crate) struct PageError(StatusCode, String);
+
+impl From<OpsError> for PageError {
+    fn from(e: OpsError) -> Self {
+        let status = match e {
+            OpsError::UnknownQueue(_) | OpsError::NotFound { .. } => StatusCode::NOT_FOUND,
+            OpsError::Invalid(_) => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        PageError(status, e.to_string())
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let body = format!(
+            "<p class=\"bad\" id=\"error\">{}</p><p><a href=\"/\">back</a></p>",
+            esc(&self.1)
+        );
+        (self.0, Html(page("Error", &body))).into_response()
+    }
+}
+
+type PageResult = Result<Html<String>, PageError>;
+
+impl App {
+    fn dead_queue(&self, queue: &str) -> Result<String, OpsError> {
+        crate::dead_queue_of(queue, &self.config.dead_suffix)
+    }
+
+    fn spec_for(&self, queue: &str) -> (TopologySpec, bool) {
+        let configured = self
+            .config
+            .topology
+            .as_ref()
+            .and_then(|t| t.queues.iter().find(|q| q.name == queue).map(|q| (t, q)));
+        match configured {
+            Some((t, q)) => (
+                TopologySpec {
+                    dead_suffix: t.dead_suffix.clone(),
+                    deferred_suffix: t.deferred_suffix.clone(),
+                    suspect_suffix: t.suspect_suffix.clone(),
+                    queues: vec![q.clone()],
+                },
+                true,
+            ),
+            None => (
+                TopologySpec {
+                    dead_suffix: self.config.dead_suffix.clone(),
+                    deferred_suffix: self.config.deferred_suffix.clone(),
+                    suspect_suffix: crate::DEFAULT_SUSPECT_SUFFIX.to_owned(),
+                    queues: vec![QueueSpec::new(queue)],
+                },
+                false,
+            ),
+        }
+    }
+
+    /// Whether `queue` is one of the dashboard's: one of `--queue` when
+    /// given, else a work queue that exists with its dead-letter queue (what
+    /// the index lists). Others are answered as if they did not exist.
+    async fn admit(&self, queue: &str) -> Result<(), PageError> {
+        let refused = || {
+            PageError(
+                StatusCode::NOT_FOUND,
+                format!(
+                    "queue `{queue}` is not on this dashboard: it shows {}",
+                    if self.config.queues.is_empty() {
+                        "the queues that have a dead-letter queue"
+                    } else {
+                        "only the queues it was started with (--queue)"
+                    }
+                ),
+            )
+        };
+        let dq = self.dead_queue(queue)?;
+        let (work, dead) = if self.config.queues.is_empty() && dq != queue {
+            (
+                self.amqp.counts(queue).await?.is_some(),
+                self.amqp.counts(&dq).await?.is_some(),
+            )
+        } else {
+            (false, false)
+        };
+        let exists = |name: &str| (name == queue && work) || (name == dq && dead);
+        if on_dashboard(&self.config.queues, queue, &dq, exists) {
+            Ok(())
+        } else {
+            Err(refused())
+        }
+    }
+
+    fn check_csrf(&self, session: &Session, given: &str) -> Result<(), PageError> {
+        if self.sessions.verify(session, given) {
+            Ok(())
+        } else {
+            Err(PageError(
+                StatusCode::FORBIDDEN,
+                "the form's CSRF token is missing or stale: reload the page and try again".into(),
+            ))
+        }
+    }
+}
+
+/// Whether `queue` (whose dead-letter queue is `dead_queue`) is one of the
+/// dashboard's: one of `listed`, or with none listed, a work queue that
+/// `exists` with its dead-letter queue.
+fn on_dashboard(
+    listed: &[String],
+    queue: &str,
+    dead_queue: &str,
+    exists: impl Fn(&str) -> bool,
+) -> bool {
+    if listed.is_empty() {
+        dead_queue != queue && exists(queue) && exists(dead_queue)
+    } else {
+        listed.iter().any(|q| q == queue)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listed_queues_are_the_dashboards_and_no_other() {
+        let listed = vec!["a".to_owned()];
+        let everything = |_: &str| true;
+        assert!(on_dashboard(&listed, "a", "a.dead", everything));
+        for other in ["b", "a.dead", "A", "a "] {
+            assert!(
+                !on_dashboard(&listed, other, "x.dead", everything),
+                "{other}"
+            );
+        }
+    }
+
+    #[test]
+    fn with_none_listed_every_queue_with_a_dead_letter_queue_is() {
+        let existing = ["a", "a.dead", "b", "c.dead"];
+        let exists = |n: &str| existing.contains(&n);
+        assert!(on_dashboard(&[], "a", "a.dead", exists));
+        assert!(
+            !on_dashboard(&[], "b", "b.dead", exists),
+            "no dead-letter queue"
+        );
+        assert!(!on_dashboard(&[], "c", "c.dead", exists), "no work queue");
+        assert!(
+            !on_dashboard(&[], "a.dead", "a.dead", exists),
+            "a dead-letter queue is not a work queue"
+        );
+    }
+}

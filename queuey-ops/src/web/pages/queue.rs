@@ -1,0 +1,261 @@
+//! `/queue/{q}`: a queue's dead letters, holds and topology; and one dead
+//! letter in full.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use axum::response::Html;
+
+use super::{LISTED, PageResult, READ_CAP};
+use crate::dead;
+use crate::holds;
+use crate::time::{format_duration_ms, format_ms, now_ms};
+use crate::topology;
+use crate::web::App;
+use crate::web::html::{esc, page, post_form, seg};
+use crate::web::session::Session;
+
+/// `/queue/{q}`: dead letters, holds and topology of one queue.
+pub(crate) async fn queue(
+    State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
+    Path(queue): Path<String>,
+) -> PageResult {
+    app.admit(&queue).await?;
+    let csrf = session.csrf.as_str();
+    let dq = app.dead_queue(&queue)?;
+    let work = app.amqp.require(&queue).await?;
+    let mut grouped = dead::StatsBuilder::new();
+    let mut oldest = Vec::new();
+    let pass = dead::scan(&app.amqp, &dq, Some(READ_CAP), |l| {
+        grouped.add(&l);
+        if oldest.len() < LISTED {
+            oldest.push(l.summary());
+        }
+        std::ops::ControlFlow::Continue(())
+    })
+    .await?;
+    let stats = grouped.finish();
+    let action = |verb: &str| format!("/queue/{}/{verb}", seg(&queue));
+    let mut body = format!(
+        "<p>{} ready · {} consumer(s) · <b id=\"dead-count\">{}</b> dead letter(s) in <code>{}</code></p>",
+        work.messages,
+        work.consumers,
+        pass.read,
+        esc(&dq)
+    );
+    body.push_str("<h2>Dead letters by reason</h2>");
+    if !pass.complete {
+        let _ = write!(
+            body,
+            "<p class=note>Showing the oldest {READ_CAP}; `queuey dead stats` reads them all.</p>"
+        );
+    }
+    if pass.read == 0 {
+        body.push_str("<p class=ok id=\"no-dead\">No dead letters.</p>");
+    } else {
+        let _ = write!(
+            body,
+            "<p>{} {}</p>",
+            post_form(
+                &action("redrive"),
+                csrf,
+                &[],
+                "Redrive all…",
+                "",
+                "redrive-all"
+            ),
+            post_form(
+                &action("purge"),
+                csrf,
+                &[],
+                "Purge all (with export)…",
+                "danger",
+                "purge-all"
+            ),
+        );
+        body.push_str("<table id=\"groups\"><tr><th>count</th><th>fingerprint</th><th>job types</th><th>example</th><th></th></tr>");
+        for (i, g) in stats.by_fingerprint.iter().enumerate() {
+            let types: Vec<String> = g
+                .job_types
+                .iter()
+                .map(|(t, n)| format!("{} ×{n}", esc(t)))
+                .collect();
+            let fields = [("fingerprint", g.fingerprint.as_str())];
+            let _ = write!(
+                body,
+                "<tr><td class=n>{}</td><td><code>{}</code></td><td>{}</td>\
+                 <td><a href=\"/queue/{}/dead/{}\">{}</a></td><td>{} {}</td></tr>",
+                g.count,
+                esc(&g.fingerprint),
+                types.join("<br>"),
+                seg(&queue),
+                seg(&g.example_id),
+                esc(&g.example_reason),
+                post_form(
+                    &action("redrive"),
+                    csrf,
+                    &fields,
+                    "Redrive…",
+                    "",
+                    &format!("redrive-{i}")
+                ),
+                post_form(
+                    &action("purge"),
+                    csrf,
+                    &fields,
+                    "Purge…",
+                    "danger",
+                    &format!("purge-{i}")
+                ),
+            );
+        }
+        body.push_str("</table>");
+        let _ = write!(body, "<h2>Oldest {} dead letters</h2>", oldest.len());
+        body.push_str("<table id=\"dead\"><tr><th>#</th><th>id</th><th>type</th><th>attempts</th><th>reason</th></tr>");
+        for s in &oldest {
+            let _ = write!(
+                body,
+                "<tr><td class=n>{}</td><td><a href=\"/queue/{}/dead/{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td><td>{}</td></tr>",
+                s.position,
+                seg(&queue),
+                seg(&s.id),
+                esc(&s.id),
+                esc(s.job_type.as_deref().unwrap_or("-")),
+                s.attempts.map_or("-".into(), |a| a.to_string()),
+                esc(&s.reason)
+            );
+        }
+        body.push_str("</table>");
+    }
+    body.push_str(&holds_section(&app, &queue).await);
+    body.push_str(&topology_section(&app, &queue).await);
+    Ok(Html(page(&format!("Queue {queue}"), &body)))
+}
+
+async fn holds_section(app: &App, queue: &str) -> String {
+    let mut out = String::from("<h2>Hold queues</h2>");
+    match holds::census(
+        &app.mgmt,
+        &app.amqp,
+        queue,
+        &app.config.deferred_suffix,
+        100,
+    )
+    .await
+    {
+        Err(e) => {
+            let _ = write!(out, "<p class=bad>{}</p>", esc(&e.to_string()));
+        }
+        Ok(c) if c.holds.is_empty() => {
+            out.push_str("<p class=note>No hold queues: nothing is waiting.</p>")
+        }
+        Ok(c) => {
+            let now = now_ms();
+            let when = |ms: Option<i64>| {
+                ms.map_or("-".into(), |ms| {
+                    format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now))
+                })
+            };
+            out.push_str("<table id=\"holds\"><tr><th>delay</th><th>jobs</th><th>consumers</th><th>lease left</th><th>earliest release</th><th>latest release</th></tr>");
+            for h in &c.holds {
+                let consumers = if h.consumers > 0 {
+                    format!(
+                        "<span class=bad>{} (steals delayed jobs)</span>",
+                        h.consumers
+                    )
+                } else {
+                    "0".into()
+                };
+                let _ = write!(
+                    out,
+                    "<tr><td>{}</td><td class=n>{}</td><td class=n>{consumers}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
+                    h.jobs,
+                    h.lease_left_ms.map_or("in use".into(), format_duration_ms),
+                    when(h.earliest_release_ms),
+                    when(h.latest_release_ms),
+                );
+            }
+            out.push_str("</table>");
+        }
+    }
+    out
+}
+
+async fn topology_section(app: &App, queue: &str) -> String {
+    let (spec, configured) = app.spec_for(queue);
+    let mut out = String::from("<h2>Topology</h2>");
+    if !configured {
+        out.push_str("<p class=note>Checked against queuey's defaults (priorities 0–10, durable, dead letters on); start the dashboard with --config to check against your queue set.</p>");
+    }
+    match topology::verify(&app.mgmt, Some(&app.amqp), &spec).await {
+        Err(e) => {
+            let _ = write!(out, "<p class=bad>{}</p>", esc(&e.to_string()));
+        }
+        Ok(problems) if problems.is_empty() => {
+            out.push_str("<p class=ok id=\"topology-ok\">No problems.</p>")
+        }
+        Ok(problems) => {
+            out.push_str("<table id=\"problems\"><tr><th>queue</th><th>problem</th></tr>");
+            for p in problems {
+                let _ = write!(
+                    out,
+                    "<tr><td><code>{}</code></td><td class=bad>{}</td></tr>",
+                    esc(&p.queue),
+                    esc(&p.detail)
+                );
+            }
+            out.push_str("</table>");
+        }
+    }
+    out
+}
+
+/// `/queue/{q}/dead/{id}`: one dead letter.
+pub(crate) async fn show(
+    State(app): State<Arc<App>>,
+    Extension(session): Extension<Session>,
+    Path((queue, id)): Path<(String, String)>,
+) -> PageResult {
+    app.admit(&queue).await?;
+    let csrf = session.csrf.as_str();
+    let dq = app.dead_queue(&queue)?;
+    let detail = dead::show(&dead::find(&app.amqp, &dq, &id, Some(READ_CAP)).await?);
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let fields = [("id", detail.summary.id.as_str())];
+    let action = format!("/queue/{}/redrive", seg(&queue));
+    let body = format!(
+        "<p>reason: <b>{}</b><br>fingerprint: <code>{}</code><br>back to: <code>{}</code></p>\
+         <p>{}</p><h2>Headers</h2><pre>{}</pre><h2>Properties</h2><pre>{}</pre>\
+         <h2>Envelope</h2><pre>{}</pre><h2>Payload</h2><pre id=\"payload\">{}</pre>",
+        esc(&detail.summary.reason),
+        esc(&detail.summary.fingerprint),
+        esc(detail.summary.original_queue.as_deref().unwrap_or("-")),
+        post_form(
+            &action,
+            csrf,
+            &fields,
+            "Redrive this one…",
+            "",
+            "redrive-one"
+        ),
+        esc(&pretty(
+            &serde_json::to_value(&detail.headers).unwrap_or_default()
+        )),
+        esc(&pretty(
+            &serde_json::to_value(&detail.properties).unwrap_or_default()
+        )),
+        esc(&detail
+            .envelope
+            .as_ref()
+            .map_or("(not a queuey envelope)".to_owned(), pretty)),
+        esc(&pretty(&detail.payload)),
+    );
+    Ok(Html(page(
+        &format!("Dead letter {}", detail.summary.id),
+        &body,
+    )))
+}
