@@ -93,11 +93,20 @@
 //! | `rabbitmq` | yes | the RabbitMQ backend |
 //! | `rustls` | yes | `amqps://` through rustls (ring provider, the platform's roots) |
 //! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
+//! | `rustls-ring` | no | the former name of `rustls` |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |
 //!
-//! `rustls-ring` is the former name of `rustls`. Without any TLS feature,
-//! `amqps://` addresses are refused (never dialled in plaintext).
+//! `rabbitmq` alone has no TLS library. Without any TLS feature, `amqps://`
+//! addresses are refused (never dialled in plaintext).
+//!
+//! # Beyond this crate
+//!
+//! Jobs travel as JSON envelopes whose format is a versioned contract, so
+//! services in other languages can enqueue jobs and read dead letters: see
+//! `docs/wire-format.md` in the repository. The `queuey` command and its web
+//! dashboard (the `queuey-ops` package) list, group and redrive dead
+//! letters, count hold queues and check the topology.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -63,7 +63,8 @@
 //! | `prefetch` | an integer, 1 to 65535 | 16 |
 //! | `durable` | `true` or `false` | `true` |
 //! | `message_ttl` | a [duration](#durations) of at most 10 years | none |
-//! | `max_priority` | an integer, 0 to 255; 0 declares the queue without priorities | 10 |
+//! | `max_priority` | an integer, 0 to 255; 0 declares the queue without priorities | 10 (none on a quorum queue) |
+//! | `queue_type` | `"classic"` or `"quorum"`; a quorum queue is replicated and has no priority levels, so `max_priority` above 0 and `durable = false` are refused with it | `"classic"` |
 //! | `retry(..)` | a [retry block](#retry-blocks): the queue's own policy | none |
 //!
 //! The enum cannot be generic, needs at least one variant, and its variants

@@ -112,13 +112,30 @@
 //! # Topology and holds
 //!
 //! See [`topology`] for the queues and their arguments. A delay is rounded
-//! up to the retry or deferral granularity and parked in the hold queue
-//! `q{deferred_suffix}.{ttl_ms}`, whose only job is to dead-letter it back
-//! onto `q` after its TTL. A hold needs the queue to have been declared
+//! up to the retry or deferral granularity and parked in the hold queue of
+//! that rounded delay, whose only job is to dead-letter it back onto `q`
+//! after its TTL: `q{deferred_suffix}.quorum.{ttl_ms}` with the default
+//! [`HoldQueues::Quorum`], `q{deferred_suffix}.{ttl_ms}` with
+//! [`HoldQueues::Classic`]. A hold needs the queue to have been declared
 //! through the same backend in the same process
-//! ([`Error::UnknownQueue`](queuey_core::Error::UnknownQueue) otherwise) and
-//! a rounded delay of at most [`topology::MAX_DEFERRAL_MS`]
-//! ([`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) otherwise).
+//! ([`Error::UnknownQueue`](queuey_core::Error::UnknownQueue) otherwise).
+//!
+//! Every hold carries the job's due time
+//! ([`topology::DUE_AT_HEADER`]), and a job that comes back before it is
+//! held again for the rest, never run early. So a delay longer than one hold
+//! queue keeps a job ([`topology::MAX_DEFERRAL_MS`], about 24.8 days) is
+//! held in legs until it is due, unless
+//! [`RabbitMqOptions::refuse_long_delays`] asks for
+//! [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) instead.
+//!
+//! # Messages
+//!
+//! A job's body is its JSON envelope; its properties are persistence
+//! (delivery mode 2), its job id as message id and its priority when it is
+//! not 0, and nothing else. Dead letters keep the body as delivered and
+//! carry the headers `x-death-reason`, `x-original-queue` and `x-attempts`.
+//! The repository's `docs/wire-format.md` describes the whole format, for
+//! producers and dead-letter readers in other languages.
 //!
 //! # Poison guard
 //!

@@ -14,6 +14,8 @@
 //! | [`RetryLayer`](struct@RetryLayer) | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
 //! | [`DeferOn429`](struct@DeferOn429) | a `Retry-After` | `Defer { delay }`, spending no attempt |
 //! | [`DeadLetterLayer`] | any failure (a wait: a deferral) | `DeadLetter { reason }` |
+//! | [`DeadlineLayer`] | a job past its deadline | `DeadLetter { reason }`, instead of running, retrying or deferring it |
+//! | [`CooldownLayer`] | a deferral of one job of a key | deferrals of that key's other jobs for the time left, without calling the handler |
 //! | [`MetricsLayer`] | – | counters, a histogram and a gauge per queue and job type |
 //! | [`TraceLayer`] | – | a span per job and an event per outcome |
 //!
@@ -22,7 +24,7 @@
 //! own errors, tower's timeout and load shed, and through a closure of
 //! yours, anything else.
 //!
-//! The card line compiles as written, and a worker runs it:
+//! A stack is written the tower way, and a worker runs it as written:
 //! `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429).service(handler.into_service())`
 //! (see [`WorkerBuilder::service`]).
 //!
@@ -63,8 +65,8 @@
 //! }
 //!
 //! let backend = Arc::new(MemoryBackend::new());
-//! // No `.layer(..)`: the default stack (trace, metrics, dead-letter, retry,
-//! // deferral, timeout) goes around the handler.
+//! // No `.layer(..)`: the default stack (trace, metrics, dead-letter,
+//! // deadline, retry, deferral, timeout) goes around the handler.
 //! let worker = Worker::<AppQueues, _>::builder(backend.clone())
 //!     .handler(WebhookHandler)
 //!     .build()
