@@ -25,7 +25,7 @@ use crate::{
 /// The two kinds, in the order of the tables.
 pub(crate) const KINDS: [HoldQueues; 2] = [HoldQueues::Quorum, HoldQueues::Classic];
 /// Quorum holds may cost at most 20 % of the retry path's throughput
-/// against classic holds to be the default (issue 9).
+/// against classic holds to be the default.
 const RETRY_BAR: f64 = 0.8;
 
 /// A kind's short name, for connection names and tables.

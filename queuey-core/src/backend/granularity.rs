@@ -10,7 +10,7 @@ use std::time::Duration;
 /// granularity bounds how many a queue can have. Rounding is always **up**:
 /// a job is never released early.
 ///
-/// - [`Granularity::Fixed`] rounds up to a multiple of a step (the seeds'
+/// - [`Granularity::Fixed`] rounds up to a multiple of a step (the first version's
 ///   `retry_granularity` and `deferred_granularity`). Lateness is at most one
 ///   step, and a policy capped at `C` needs up to `C / step` hold queues:
 ///   with exponential backoff capped at a week, a 1 s step means up to
@@ -119,7 +119,7 @@ impl From<Duration> for Granularity {
 }
 
 impl Default for Granularity {
-    /// A fixed granularity of one second, the seeds' default.
+    /// A fixed granularity of one second, the first version's default.
     fn default() -> Self {
         Granularity::Fixed(Duration::from_secs(1))
     }

@@ -14,7 +14,7 @@ use super::{EXIT_PROBLEM, Global, print_json};
 pub(crate) enum TopologyCommand {
     /// Compare the broker with a queue set; exit 3 on any problem.
     ///
-    /// Checks that each queue exists, is classic and durable, and has the
+    /// Checks that each queue exists, has the declared type and durability, and has the
     /// arguments queuey declares; finds orphan hold queues, consumers on
     /// hold queues, policies or operator policies overriding TTL, expiry,
     /// length or dead-lettering, and leftover `.retry` queues.

@@ -19,7 +19,7 @@ use crate::mgmt::{Management, QueueInfo};
 pub enum ProblemKind {
     /// A queue of the set does not exist.
     Missing,
-    /// A queue is not a classic queue.
+    /// A queue is not of the type the set declares (classic or quorum).
     WrongType,
     /// A queue is not durable although it should be (or the other way).
     WrongDurability,
