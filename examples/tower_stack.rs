@@ -7,9 +7,9 @@
 //!
 //! Outermost first: tracing, dead-lettering, retries, Retry-After
 //! deferrals, a limit of two concurrent calls to the (slow) payment API, and
-//! a timeout on each attempt. The timeout sits inside the retry layer, so
-//! each attempt gets two seconds of its own and a timed-out attempt is
-//! retried.
+//! the worker's job timeout on each attempt. The timeout sits right around
+//! the handler, inside the retry layer, so each attempt gets two seconds of
+//! its own and a timed-out attempt is retried.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use queuey::prelude::*;
 use serde::{Deserialize, Serialize};
 use tower::limit::ConcurrencyLimitLayer;
-use tower::timeout::TimeoutLayer;
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 #[queues(prefix = "tower-stack")]
@@ -76,19 +75,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let policy = RetryPolicy::new(4, Backoff::fixed(Duration::from_millis(250))?)?;
-    // A complete stack of our own for the job type: the worker adds nothing
-    // around it.
+    // A stack of our own instead of the default one: the worker adds only
+    // the job timeout around the handler, inside these layers.
     let worker = Worker::<AppQueues, _>::builder(backend.clone())
-        .service(
+        .handler_without_default_stack(
+            Arc::clone(&handler),
             ServiceBuilder::new()
                 .layer(TraceLayer::new())
                 .layer(DeadLetterLayer::new())
                 .layer(RetryLayer::new(policy))
                 .layer(DeferOn429.max_deferrals(10))
-                .layer(ConcurrencyLimitLayer::new(2))
-                .layer(TimeoutLayer::new(Duration::from_secs(2)))
-                .service(Arc::clone(&handler).into_service()),
+                .layer(ConcurrencyLimitLayer::new(2)),
         )
+        .job_timeout(Duration::from_secs(2))
         .concurrency(8)
         .build()
         .await?;

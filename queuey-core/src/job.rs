@@ -40,7 +40,12 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     const QUEUE: Self::Queues;
 
     /// The job type's name, stored in the envelope as `job_type`; it picks
-    /// the handler on the worker side. Defaults to the type's name.
+    /// the handler on the worker side.
+    ///
+    /// `#[derive(Job)]` takes it from `#[job(name = "..")]`, else from the
+    /// type's name, so renaming a type without `name` renames its jobs: jobs
+    /// queued under the old name find no handler and are dead-lettered.
+    /// Set `name` (to the old type name, after a rename) to keep it stable.
     const NAME: &'static str;
 
     /// The job type's own retry policy, which wins over its queue's.

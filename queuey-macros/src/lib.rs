@@ -108,8 +108,33 @@
 //! | key | value | default |
 //! |---|---|---|
 //! | `queue` | **required**: a path to a variant of a `#[derive(Queues)]` enum, like `AppQueues::Emails` or `crate::queues::AppQueues::Emails`; `Job::Queues` is the path without its last segment | — |
-//! | `name` | a string, not blank; stored in each envelope as `job_type` | the type's name |
+//! | `name` | a string, not blank; stored in each envelope as `job_type` (see [Job names](#job-names)) | the type's name |
 //! | `retry(..)` | a [retry block](#retry-blocks): the job's own policy, which wins over its queue's | none (`retry_policy()` returns `None`) |
+//!
+//! ## Job names
+//!
+//! A job's name travels in every envelope and picks the handler that runs
+//! it: it is the job type's wire name. Without `name`, it is the Rust type's
+//! name, so **renaming the type renames the job**: jobs already queued under
+//! the old name (waiting on the queue, in a retry or deferral hold) then find
+//! no handler, and a worker dead-letters them with the reason `no handler for
+//! job type ...`. Give `name` to every job type whose jobs outlive a deploy,
+//! and keep it when the type is renamed:
+//!
+//! ```
+//! # use queuey_core::{Job, Queues};
+//! # use serde::{Deserialize, Serialize};
+//! # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+//! # enum AppQueues { Emails }
+//! // Was `struct SendReceipt`: the name its queued jobs carry stays.
+//! #[derive(Job, Serialize, Deserialize)]
+//! #[job(queue = AppQueues::Emails, name = "SendReceipt")]
+//! struct EmailReceipt {
+//!     to: String,
+//! }
+//!
+//! assert_eq!(EmailReceipt::NAME, "SendReceipt");
+//! ```
 //!
 //! A job type cannot be generic: every instantiation would share one name,
 //! and the name is what picks a job's handler. Wrap the generic type in a

@@ -68,6 +68,63 @@ fn names() {
     assert_eq!(Digest::NAME, "Digest");
 }
 
+/// The same job before and after its type was renamed from `SendReceipt`
+/// to `EmailReceipt`.
+mod before_the_rename {
+    #[derive(queuey_core::Job, serde::Serialize, serde::Deserialize)]
+    #[job(queue = crate::AppQueues::Emails)]
+    pub(crate) struct SendReceipt {
+        pub(crate) to: String,
+    }
+}
+
+mod after_the_rename {
+    #[derive(queuey_core::Job, serde::Serialize, serde::Deserialize)]
+    #[job(queue = crate::AppQueues::Emails)]
+    pub(crate) struct EmailReceipt {
+        pub(crate) to: String,
+    }
+
+    /// Renamed too, with the old name kept.
+    #[derive(queuey_core::Job, serde::Serialize, serde::Deserialize)]
+    #[job(queue = crate::AppQueues::Emails, name = "SendReceipt")]
+    pub(crate) struct EmailReceiptNamed {
+        pub(crate) to: String,
+    }
+}
+
+#[tokio::test]
+async fn renaming_a_type_without_a_name_changes_the_name_its_jobs_carry() {
+    use after_the_rename::{EmailReceipt, EmailReceiptNamed};
+    use before_the_rename::SendReceipt;
+
+    // The default name is the type's: a rename changes it, so jobs queued
+    // before it no longer match the handler of the renamed type.
+    assert_eq!(SendReceipt::NAME, "SendReceipt");
+    assert_eq!(EmailReceipt::NAME, "EmailReceipt");
+    // `name` keeps it whatever the type is called.
+    assert_eq!(EmailReceiptNamed::NAME, SendReceipt::NAME);
+
+    let backend = std::sync::Arc::new(MemoryBackend::new());
+    let producer = Producer::<AppQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    producer
+        .enqueue(&SendReceipt {
+            to: "a@example.com".into(),
+        })
+        .await
+        .unwrap();
+    let mut deliveries = backend.consume(&AppQueues::Emails.config()).await.unwrap();
+    let delivery = deliveries.next().await.unwrap().unwrap();
+    assert_eq!(delivery.envelope().job_type, "SendReceipt");
+    assert_ne!(delivery.envelope().job_type, EmailReceipt::NAME);
+    assert_eq!(delivery.envelope().job_type, EmailReceiptNamed::NAME);
+    let job: EmailReceiptNamed = delivery.envelope().payload_as().unwrap();
+    assert_eq!(job.to, "a@example.com");
+    delivery.ack().await.unwrap();
+}
+
 #[test]
 fn retry_policies_equal_the_hand_built_ones() {
     assert_eq!(SendEmail::retry_policy(), None);

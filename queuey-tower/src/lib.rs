@@ -24,9 +24,11 @@
 //! own errors, tower's timeout and load shed, and through a closure of
 //! yours, anything else.
 //!
-//! A stack is written the tower way, and a worker runs it as written:
-//! `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429).service(handler.into_service())`
-//! (see [`WorkerBuilder::service`]).
+//! `ServiceBuilder::new().layer(RetryLayer::new(policy)).layer(DeferOn429::new())`
+//! is a layer like any other: give it to a worker with a handler, around the
+//! handler inside the default stack ([`WorkerBuilder::handler_with`]) or
+//! instead of it ([`WorkerBuilder::handler_without_default_stack`]); the
+//! [`worker`] module shows each shape.
 //!
 //! # Example
 //!

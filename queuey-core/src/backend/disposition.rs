@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::hold::LONGEST_WAIT;
+use super::hold::{LONGEST_WAIT, fits_a_hold};
 use crate::Envelope;
 
 /// The outcome of running a job, which a [`Delivery`](super::Delivery)
@@ -115,7 +115,7 @@ impl Disposition {
     /// ```
     pub fn never_early(self) -> Disposition {
         match self {
-            Disposition::Retry { delay } | Disposition::Defer { delay } if delay > LONGEST_WAIT => {
+            Disposition::Retry { delay } | Disposition::Defer { delay } if !fits_a_hold(delay) => {
                 Disposition::DeadLetter {
                     reason: too_long_reason(&self, delay),
                 }

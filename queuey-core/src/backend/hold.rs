@@ -20,7 +20,28 @@ pub const MAX_DEFERRAL_MS: u64 = (1 << 31) - 1;
 /// Backoffs are refused above it when they are built, and the worker's retry
 /// and deferral layers never ask for longer, so a wait can never be refused
 /// by the hold (which would leave the job to be delivered again at once).
+/// [`fits_a_hold`] is the one test against it.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(24 * 24 * 60 * 60);
+
+/// Whether one hold keeps a job for `delay`: at most [`LONGEST_WAIT`].
+///
+/// The one place the limit is applied. A backoff longer than this is
+/// refused when it is built ([`Backoff::fixed`](crate::Backoff::fixed),
+/// [`ExponentialBackoff::new`](crate::ExponentialBackoff::new)), and a
+/// retry or deferral longer than this is dead-lettered rather than
+/// shortened ([`Disposition::never_early`](super::Disposition::never_early)).
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::LONGEST_WAIT;
+/// use queuey_core::backend::fits_a_hold;
+///
+/// assert!(fits_a_hold(LONGEST_WAIT));
+/// assert!(!fits_a_hold(LONGEST_WAIT + Duration::from_nanos(1)));
+/// ```
+pub const fn fits_a_hold(delay: Duration) -> bool {
+    delay.as_nanos() <= LONGEST_WAIT.as_nanos()
+}
 
 /// The granularity actually used: zero or sub-millisecond granularities are
 /// raised to 1 ms, others rounded up to whole milliseconds.
@@ -84,6 +105,32 @@ mod tests {
         for secs in [0, 1, 7, 60, 3_600, 20 * 3_600] {
             let g = Duration::from_secs(secs);
             assert!(hold_delay_ms("q", LONGEST_WAIT, g).is_ok(), "{g:?}");
+        }
+    }
+
+    #[test]
+    fn every_wait_check_is_fits_a_hold() {
+        use crate::{Backoff, Disposition};
+        let one = Duration::from_secs(1);
+        for delay in [
+            one,
+            LONGEST_WAIT - Duration::from_nanos(1),
+            LONGEST_WAIT,
+            LONGEST_WAIT + Duration::from_nanos(1),
+            LONGEST_WAIT + Duration::from_millis(1),
+            Duration::MAX,
+        ] {
+            let fits = fits_a_hold(delay);
+            assert_eq!(Backoff::fixed(delay).is_ok(), fits, "{delay:?}");
+            assert_eq!(
+                Backoff::exponential(one, 2.0, delay).is_ok(),
+                fits,
+                "{delay:?}"
+            );
+            for wait in [Disposition::Retry { delay }, Disposition::Defer { delay }] {
+                let kept = !matches!(wait.never_early(), Disposition::DeadLetter { .. });
+                assert_eq!(kept, fits, "{delay:?}");
+            }
         }
     }
 

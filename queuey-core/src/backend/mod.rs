@@ -25,7 +25,8 @@ use futures::stream::BoxStream;
 pub use disposition::{Disposition, HoldKind, Plan, too_long_reason};
 pub use granularity::Granularity;
 pub use hold::{
-    LONGEST_WAIT, MAX_DEFERRAL_MS, effective_granularity_ms, hold_delay_ms, round_up_ms,
+    LONGEST_WAIT, MAX_DEFERRAL_MS, effective_granularity_ms, fits_a_hold, hold_delay_ms,
+    round_up_ms,
 };
 
 use crate::{Envelope, Error, QueueConfig};

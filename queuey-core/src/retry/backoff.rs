@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::LONGEST_WAIT;
+use crate::backend::fits_a_hold;
 
 /// How the wait before a retry grows with the attempt number.
 ///
@@ -87,7 +87,7 @@ impl Backoff {
         if delay.is_zero() {
             return Err(InvalidBackoff::ZeroDelay("fixed"));
         }
-        if delay > LONGEST_WAIT {
+        if !fits_a_hold(delay) {
             return Err(InvalidBackoff::TooLong {
                 which: "fixed",
                 delay,
@@ -182,7 +182,7 @@ impl ExponentialBackoff {
         if base > max {
             return Err(InvalidBackoff::BaseAboveMax { base, max });
         }
-        if max > LONGEST_WAIT {
+        if !fits_a_hold(max) {
             return Err(InvalidBackoff::TooLong {
                 which: "max",
                 delay: max,
@@ -238,6 +238,7 @@ impl ExponentialBackoff {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::LONGEST_WAIT;
     use proptest::prelude::*;
 
     const S: Duration = Duration::from_secs(1);

@@ -21,11 +21,31 @@
 //! [`WorkerBuilder::classifier`](crate::WorkerBuilder::classifier), or for
 //! one stack with a [`ClassifyLayer`] outside the layers that read it.
 //!
-//! [`DefaultClassifier`] understands queuey's own error types and tower's
-//! timeout and load shed; anything else is transient. Any
+//! # Precedence
+//!
+//! Every layer and the worker classify through the same function, which
+//! decides in one order:
+//!
+//! 1. **queuey's own intent errors**, found walking the error's chain from
+//!    the outside in: a [`DeferralLimitReached`] (the deferral layer's decision to
+//!    stop deferring) is transient, a [`FatalError`] (`JobError::fatal`) is
+//!    fatal, a [`DeferredError`] (`JobError::deferred`) is a wait. The search
+//!    stops at a [`RetryableError`] (`JobError::retryable`, or `?`): what it
+//!    wraps is the cause, which the next steps classify;
+//! 2. **your classifier**, if the worker or a [`ClassifyLayer`] set one;
+//! 3. **the defaults**: tower's `Overloaded` (a load shed) is a wait of
+//!    [`OVERLOADED_WAIT`], everything else (a `RetryableError`, tower's
+//!    `Elapsed`, a panic, any other error) is transient.
+//!
+//! So a classifier of yours never overrides what queuey decided itself: a
+//! job deferred as often as [`DeferOn429::max_deferrals`](crate::DeferOn429::max_deferrals)
+//! allows fails transiently and spends an attempt, even when your
+//! classifier calls the 429 inside it a wait.
+//!
+//! [`DefaultClassifier`] is that order with no classifier of yours. Any
 //! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too:
-//! it is asked about the error and each of its sources, and the default
-//! decides when it answers `None` for all of them:
+//! it is asked about the error and each of its sources, and the defaults
+//! decide when it answers `None` for all of them:
 //!
 //! ```
 //! use std::time::Duration;
@@ -91,70 +111,100 @@ pub enum FailureClass {
 
 /// Decides what an error means. One instance serves a whole stack (it is
 /// shared behind an `Arc`), so it needs no `Clone`.
+///
+/// Inside a stack a classifier is asked only about errors that carry none
+/// of queuey's own intent errors (see [Precedence](self#precedence)): what
+/// it answers for the rest is final.
 pub trait Classify: Send + Sync + 'static {
     /// Classifies one error.
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass;
 }
 
-/// queuey's own classification; see the [module documentation](self).
+/// queuey's own classification: the [precedence](self#precedence) with no
+/// classifier of yours.
 ///
-/// It looks at the error and then at each of its sources, and the first one
-/// it recognises decides:
-///
-/// | error | class |
+/// | error (the outermost one recognised decides) | class |
 /// |---|---|
-/// | [`DeferredError`] (from `JobError::deferred`) | `RetryAfter(delay)` |
-/// | [`FatalError`] (from `JobError::fatal`) | `Fatal` |
-/// | [`RetryableError`] (from `JobError::retryable` or `?`) | `Transient` |
 /// | [`DeferralLimitReached`] (from [`DeferOn429`](struct@crate::DeferOn429)) | `Transient` |
-/// | `tower::timeout::error::Elapsed` | `Transient` |
+/// | [`FatalError`] (from `JobError::fatal`) | `Fatal` |
+/// | [`DeferredError`] (from `JobError::deferred`) | `RetryAfter(delay)` |
+/// | [`RetryableError`] (from `JobError::retryable` or `?`) | `Transient` |
 /// | `tower::load_shed::error::Overloaded` | `RetryAfter(`[`OVERLOADED_WAIT`]`)` |
+/// | `tower::timeout::error::Elapsed` | `Transient` |
 /// | anything else | `Transient` |
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DefaultClassifier;
 
 impl Classify for DefaultClassifier {
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
-        let mut current: Option<&(dyn StdError + 'static)> = Some(error);
-        while let Some(e) = current {
-            if let Some(d) = e.downcast_ref::<DeferredError>() {
-                return FailureClass::RetryAfter(d.delay);
-            }
-            if e.is::<tower::load_shed::error::Overloaded>() {
-                return FailureClass::RetryAfter(OVERLOADED_WAIT);
-            }
-            if e.is::<FatalError>() {
-                return FailureClass::Fatal;
-            }
-            if e.is::<RetryableError>()
-                || e.is::<DeferralLimitReached>()
-                || e.is::<tower::timeout::error::Elapsed>()
-            {
-                return FailureClass::Transient;
-            }
-            current = e.source();
-        }
-        FailureClass::Transient
+        class_of(error, |_| None)
     }
 }
 
 /// A closure asked about the error and then each of its sources in turn (so
 /// it sees a client error a handler wrapped in `JobError::retryable`); the
-/// first answer wins, and the [`DefaultClassifier`] decides when none comes.
+/// first answer wins, and the defaults decide when none comes. queuey's own
+/// intent errors are decided before it is asked.
 impl<F> Classify for F
 where
     F: Fn(&(dyn StdError + 'static)) -> Option<FailureClass> + Send + Sync + 'static,
 {
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
-        let mut current: Option<&(dyn StdError + 'static)> = Some(error);
-        while let Some(e) = current {
-            if let Some(class) = self(e) {
-                return class;
-            }
-            current = e.source();
-        }
-        DefaultClassifier.classify(error)
+        class_of(error, |error| chain(error).find_map(self))
     }
+}
+
+/// The one order every classification follows: queuey's intent errors,
+/// then `custom` (a classifier of the user's), then the defaults. Every
+/// classifier, and through [`SharedClassifier`] every layer and the worker,
+/// decides here.
+pub(crate) fn class_of(
+    error: &(dyn StdError + 'static),
+    custom: impl FnOnce(&(dyn StdError + 'static)) -> Option<FailureClass>,
+) -> FailureClass {
+    intent(error)
+        .or_else(|| custom(error))
+        .unwrap_or_else(|| defaults(error))
+}
+
+/// The error and its sources, outermost first.
+fn chain<'a>(
+    error: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(error), |&e| e.source())
+}
+
+/// What queuey's own intent errors say, if the chain carries one before a
+/// [`RetryableError`] (whose cause is for the classifiers to judge).
+fn intent(error: &(dyn StdError + 'static)) -> Option<FailureClass> {
+    for e in chain(error) {
+        if e.is::<DeferralLimitReached>() {
+            return Some(FailureClass::Transient);
+        }
+        if e.is::<FatalError>() {
+            return Some(FailureClass::Fatal);
+        }
+        if let Some(deferred) = e.downcast_ref::<DeferredError>() {
+            return Some(FailureClass::RetryAfter(deferred.delay));
+        }
+        if e.is::<RetryableError>() {
+            return None;
+        }
+    }
+    None
+}
+
+/// What an error no intent error and no classifier decided means.
+fn defaults(error: &(dyn StdError + 'static)) -> FailureClass {
+    for e in chain(error) {
+        if e.is::<tower::load_shed::error::Overloaded>() {
+            return FailureClass::RetryAfter(OVERLOADED_WAIT);
+        }
+        if e.is::<RetryableError>() || e.is::<tower::timeout::error::Elapsed>() {
+            return FailureClass::Transient;
+        }
+    }
+    FailureClass::Transient
 }
 
 /// What an error that no layer turned into a disposition becomes: a
@@ -269,6 +319,85 @@ mod tests {
         let inner = JobError::fatal("db").into_box_error();
         let outer = JobError::Retryable(inner).into_box_error();
         assert_eq!(class(outer), FailureClass::Transient);
+    }
+
+    /// A client's 429, which a handler returned with `?`.
+    #[derive(Debug)]
+    struct TooManyRequests;
+
+    impl fmt::Display for TooManyRequests {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("HTTP 429")
+        }
+    }
+
+    impl StdError for TooManyRequests {}
+
+    fn calls_429_a_wait(e: &(dyn StdError + 'static)) -> Option<FailureClass> {
+        e.is::<TooManyRequests>()
+            .then_some(FailureClass::RetryAfter(Duration::from_millis(20)))
+    }
+
+    /// Says every error is a wait, whatever it is.
+    struct EverythingWaits;
+
+    impl Classify for EverythingWaits {
+        fn classify(&self, _: &(dyn StdError + 'static)) -> FailureClass {
+            FailureClass::RetryAfter(Duration::from_secs(1))
+        }
+    }
+
+    fn limit_reached() -> BoxError {
+        let the_429 = JobError::retryable(TooManyRequests).into_box_error();
+        Box::new(DeferralLimitReached::new(3, 3, the_429))
+    }
+
+    #[test]
+    fn queuey_intent_errors_come_before_a_classifier_of_yours() {
+        let closure = SharedClassifier::new(calls_429_a_wait);
+        let custom = SharedClassifier::new(EverythingWaits);
+        for classifier in [&closure, &custom] {
+            assert_eq!(
+                classifier.classify(&*limit_reached()),
+                FailureClass::Transient,
+                "{classifier:?}"
+            );
+            let fatal = JobError::fatal(TooManyRequests).into_box_error();
+            assert_eq!(classifier.classify(&*fatal), FailureClass::Fatal);
+            let deferred = JobError::deferred(Duration::from_secs(9)).into_box_error();
+            assert_eq!(
+                classifier.classify(&*deferred),
+                FailureClass::RetryAfter(Duration::from_secs(9))
+            );
+        }
+        // A closure used on its own keeps the same order.
+        assert_eq!(
+            calls_429_a_wait.classify(&*limit_reached()),
+            FailureClass::Transient
+        );
+    }
+
+    #[test]
+    fn a_classifier_of_yours_sees_through_a_retryable_wrapper_then_the_defaults_decide() {
+        let classifier = SharedClassifier::new(calls_429_a_wait);
+        let the_429 = JobError::retryable(TooManyRequests).into_box_error();
+        assert_eq!(
+            classifier.classify(&*the_429),
+            FailureClass::RetryAfter(Duration::from_millis(20))
+        );
+        let other = JobError::retryable("reset").into_box_error();
+        assert_eq!(classifier.classify(&*other), FailureClass::Transient);
+        let shed: BoxError = Box::new(tower::load_shed::error::Overloaded::new());
+        assert_eq!(
+            classifier.classify(&*shed),
+            FailureClass::RetryAfter(OVERLOADED_WAIT)
+        );
+        // A wrapper of the user's around a fatal error: queuey's intent wins.
+        let wrapped: BoxError = Box::new(Context::new(
+            "calling the API",
+            JobError::fatal(TooManyRequests).into_box_error(),
+        ));
+        assert_eq!(classifier.classify(&*wrapped), FailureClass::Fatal);
     }
 
     #[test]

@@ -4,12 +4,16 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::sync::Arc;
 
-use super::{Classify, DefaultClassifier, FailureClass};
+use super::{Classify, FailureClass, class_of};
 
 /// The classifier a [`JobRequest`](crate::JobRequest) carries: the
-/// [`DefaultClassifier`] unless a worker or a
+/// [`DefaultClassifier`](super::DefaultClassifier) unless a worker or a
 /// [`ClassifyLayer`](super::ClassifyLayer) set one of yours. Cloning it is
 /// cheap (the default is free, yours is an `Arc`).
+///
+/// Whichever it holds, it classifies in queuey's one
+/// [precedence](super#precedence): a classifier of yours is asked only
+/// about errors queuey's own intent errors do not decide.
 #[derive(Clone, Default)]
 pub struct SharedClassifier {
     custom: Option<Arc<dyn Classify>>,
@@ -23,7 +27,7 @@ impl SharedClassifier {
         }
     }
 
-    /// Whether this is the [`DefaultClassifier`].
+    /// Whether this is the [`DefaultClassifier`](super::DefaultClassifier).
     pub fn is_default(&self) -> bool {
         self.custom.is_none()
     }
@@ -32,8 +36,8 @@ impl SharedClassifier {
 impl Classify for SharedClassifier {
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass {
         match &self.custom {
-            Some(custom) => custom.classify(error),
-            None => DefaultClassifier.classify(error),
+            Some(custom) => class_of(error, |error| Some(custom.classify(error))),
+            None => class_of(error, |_| None),
         }
     }
 }

@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use super::state::Cooldowns;
 use crate::Disposition;
+use crate::classify::{Classify, FailureClass, SharedClassifier};
 
 pin_project! {
     /// The response future of [`Cooldown`](super::Cooldown).
@@ -27,12 +28,14 @@ pin_project! {
     enum Kind<F, K> {
         /// The job has no key: the inner answer, untouched.
         Passed { #[pin] inner: F },
-        /// The job ran; a deferral starts a cool-down of its key.
+        /// The job ran; a deferral (or an error the classifier calls a
+        /// wait) starts a cool-down of its key.
         Keyed {
             #[pin]
             inner: F,
             key: Option<K>,
             cooldowns: Arc<Cooldowns<K>>,
+            classifier: SharedClassifier,
         },
         /// The key was cooling down: deferred without running the job.
         Cooling { delay: Duration },
@@ -46,12 +49,18 @@ impl<F, K> ResponseFuture<F, K> {
         }
     }
 
-    pub(super) fn keyed(inner: F, key: K, cooldowns: Arc<Cooldowns<K>>) -> Self {
+    pub(super) fn keyed(
+        inner: F,
+        key: K,
+        cooldowns: Arc<Cooldowns<K>>,
+        classifier: SharedClassifier,
+    ) -> Self {
         ResponseFuture {
             kind: Kind::Keyed {
                 inner,
                 key: Some(key),
                 cooldowns,
+                classifier,
             },
         }
     }
@@ -84,12 +93,23 @@ where
                 inner,
                 key,
                 cooldowns,
+                classifier,
             } => {
                 let answer = ready!(inner.poll(cx));
-                if let Ok(Disposition::Defer { delay }) = &answer
+                // Outside the deferral layer the wait is a `Defer`; inside
+                // it (a handler's own layers), still the error.
+                let wait = match &answer {
+                    Ok(Disposition::Defer { delay }) => Some(*delay),
+                    Ok(_) => None,
+                    Err(error) => match classifier.classify(&**error) {
+                        FailureClass::RetryAfter(delay) => Some(delay),
+                        FailureClass::Transient | FailureClass::Fatal => None,
+                    },
+                };
+                if let Some(wait) = wait
                     && let Some(key) = key.take()
                 {
-                    cooldowns.cool(key, Instant::now(), *delay);
+                    cooldowns.cool(key, Instant::now(), wait);
                 }
                 Poll::Ready(answer)
             }

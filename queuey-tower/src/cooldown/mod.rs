@@ -11,12 +11,15 @@
 //! ahead of the backlog, through the usual hold queues, so nothing is lost
 //! and nothing runs early; jobs of other keys run as usual.
 //!
-//! Place the layer **outside** [`DeferOn429`](struct@crate::DeferOn429) (and
-//! outside the retry layer), where the deferral is already a
-//! [`Disposition::Defer`]: the layer starts a cool-down from every `Defer`
-//! it sees come back for a keyed job. A worker adds it with
-//! [`WorkerBuilder::layer`](crate::WorkerBuilder::layer), which wraps it
-//! around the default stack.
+//! The layer starts a cool-down from every wait it sees come back for a
+//! keyed job: a [`Disposition::Defer`] (outside
+//! [`DeferOn429`](struct@crate::DeferOn429)), or an error the request's
+//! [classifier](crate::classify) calls a `Retry-After` (inside it, where the
+//! error passes on for the deferral layer to act on). A worker adds it for
+//! one handler with
+//! [`WorkerBuilder::handler_with`](crate::WorkerBuilder::handler_with),
+//! inside the default stack; its key function reads that handler's job
+//! type.
 //!
 //! The cool-downs live in the worker process and are shared by every clone
 //! of the layer (one worker runs many jobs at once): another process
@@ -214,6 +217,12 @@ where
             );
             return future::ResponseFuture::cooling(delay);
         }
-        future::ResponseFuture::keyed(self.inner.call(request), key, Arc::clone(&self.cooldowns))
+        let classifier = request.classifier().clone();
+        future::ResponseFuture::keyed(
+            self.inner.call(request),
+            key,
+            Arc::clone(&self.cooldowns),
+            classifier,
+        )
     }
 }

@@ -4,8 +4,9 @@ use queuey_core::BoxError;
 
 /// A job asked to be deferred once more than its layer allows.
 ///
-/// It classifies as a transient failure, so the job spends an attempt
-/// instead of waiting again, and is dead-lettered once it has none left.
+/// It classifies as a transient failure, before any classifier of yours is
+/// asked about the error inside it, so the job spends an attempt instead of
+/// waiting again, and is dead-lettered once it has none left.
 #[derive(Debug)]
 pub struct DeferralLimitReached {
     deferrals: u32,

@@ -18,7 +18,10 @@
 //! A job that keeps being rate limited could wait forever; with
 //! [`DeferOn429::max_deferrals`] a job already deferred that often fails with
 //! [`DeferralLimitReached`] instead, a transient failure that spends an
-//! attempt. Every other error passes through.
+//! attempt (and is dead-lettered once the job has none left). That is
+//! queuey's own decision, so it holds whatever a classifier of yours says
+//! about the error inside it (see [Precedence](crate::classify#precedence)).
+//! Every other error passes through.
 //!
 //! [`parse_retry_after`](crate::classify::parse_retry_after) reads an HTTP
 //! `Retry-After` value for a classifier or a handler.

@@ -12,11 +12,15 @@
 //!
 //! | name | kind | labels | meaning |
 //! |---|---|---|---|
-//! | `queuey_settle_failures_total` | counter | `queue` | dispositions it could not carry out on the broker |
-//! | `queuey_stale_settles_total` | counter | `queue` | of those, deliveries whose connection was gone (the broker delivers them again) |
+//! | `queuey_settle_failures_total` | counter | `queue` | dispositions it could not carry out on the broker, stale settles included |
 //! | `queuey_jobs_settling` | gauge | `queue` | jobs whose outcome is being carried out on the broker |
 //! | `queuey_queues_reconnecting` | gauge | – | queues whose consumer was lost and is being started again |
 //! | `queuey_consumer_restarts_total` | counter | `queue` | consumers started again after a loss |
+//!
+//! A settle that failed because the delivery's connection was gone (a
+//! stale settle) is the backend's to count, under its own name (RabbitMQ:
+//! `queuey_rabbitmq_stale_settles_total`), and shows on
+//! [`WorkerHandle::stale_settles`](crate::WorkerHandle::stale_settles).
 //!
 //! Nothing is recorded until the application installs a recorder (for
 //! example a Prometheus exporter); without one the layer costs a few
@@ -45,7 +49,11 @@ pub const JOB_DURATION_SECONDS: &str = "queuey_job_duration_seconds";
 pub const JOBS_IN_FLIGHT: &str = "queuey_jobs_in_flight";
 /// Counter of dispositions the worker failed to carry out.
 pub const SETTLE_FAILURES_TOTAL: &str = "queuey_settle_failures_total";
-/// Counter of settles that failed because the delivery's connection was gone.
+/// Counter of settles that failed because the delivery's connection was
+/// gone, which workers recorded next to the backend's own count of them.
+#[deprecated(note = "a stale settle is counted once, by the backend (RabbitMQ: \
+            `queuey_rabbitmq_stale_settles_total`); the worker counts it among \
+            `SETTLE_FAILURES_TOTAL` and in `WorkerHandle::stale_settles`")]
 pub const STALE_SETTLES_TOTAL: &str = "queuey_stale_settles_total";
 /// Gauge of jobs whose outcome is being carried out on the broker.
 pub const JOBS_SETTLING: &str = "queuey_jobs_settling";

@@ -21,10 +21,11 @@
 //! policy's backoff for the attempt that failed, with jitter.
 //!
 //! The policy is the job type's (`#[job(retry(..))]`), else its queue's
-//! (`#[queue(retry(..))]`), else the layer's own. The layer records the
-//! policy's attempt count in the request's
-//! [`JobContext`](queuey_core::JobContext), so the handler sees the right
-//! `max_attempts`.
+//! (`#[queue(retry(..))]`), else the layer's own. The layer is the one place
+//! that decides which applies, and records its attempt count in the
+//! request's [`JobContext`](queuey_core::JobContext), so the handler sees the
+//! `max_attempts` that holds (a stack without a retry layer gives a job one
+//! attempt, and its context says so).
 //!
 //! # Example
 //!

@@ -1,165 +1,36 @@
-//! Assembling a worker: handlers, layers, limits.
+//! Assembling a worker: handlers and their stacks, limits.
 
 use std::marker::PhantomData;
 use std::time::Duration;
 
 use queuey_core::{Backend, BoxError, Error, Job, JobHandler, Namespace, Queues};
-use tower::timeout::{Timeout, TimeoutLayer};
-use tower_layer::{Identity, Layer, Stack};
+use tower_layer::{Identity, Stack};
 use tower_service::Service;
 
 use super::Worker;
-use super::reconnect::{DEFAULT_RECONNECT_DEADLINE, Reconnect};
+use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
+use super::reconnect::Reconnect;
 use super::route::{Route, TypedRoute};
+use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 use crate::classify::{Classify, SharedClassifier};
-use crate::dead_letter::DeadLetter;
-use crate::deadline::Deadline;
-use crate::defer::Defer;
-use crate::metrics::Metrics;
-use crate::retry::Retry;
-use crate::trace::Trace;
-use crate::{
-    DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition, HandlerService, JobRequest,
-    MetricsLayer, RetryLayer, TraceLayer,
-};
+use crate::{Disposition, HandlerService, JobRequest};
 
-/// How long a job may run in the default stack before it counts as a
-/// transient failure.
-pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long shutdown waits for jobs in flight by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The stack a worker puts around each handler, inside the layers added
-/// with [`WorkerBuilder::layer`] (unless
-/// [`WorkerBuilder::without_default_stack`] removed it), outermost first:
-///
-/// 1. [`TraceLayer`]: one span per job, an event for its outcome;
-/// 2. [`MetricsLayer`]: counts final outcomes and times jobs;
-/// 3. [`DeadLetterLayer`]: whatever error is left becomes a dead letter;
-/// 4. [`DeadlineLayer`]: a job past its deadline (see
-///    [`EnqueueOptions::deadline`](queuey_core::EnqueueOptions::deadline)) is
-///    dead-lettered instead of run, retried or deferred; jobs without one
-///    pass untouched;
-/// 5. [`RetryLayer`](struct@RetryLayer) with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
-///    (unless the job type or queue sets a policy);
-/// 6. [`DeferOn429`](struct@DeferOn429): `JobError::deferred` becomes a deferral;
-/// 7. a timeout of [`DEFAULT_JOB_TIMEOUT`] (see
-///    [`WorkerBuilder::job_timeout`]) on each attempt, which counts as a
-///    transient failure. RabbitMQ 4.3 no longer times out classic-queue
-///    consumers, so without it a hung handler would hold its prefetch slot
-///    for ever.
-#[derive(Debug, Clone)]
-pub struct DefaultStack {
-    job_timeout: Duration,
-}
-
-impl Default for DefaultStack {
-    fn default() -> Self {
-        DefaultStack {
-            job_timeout: DEFAULT_JOB_TIMEOUT,
-        }
-    }
-}
-
-impl<S> Layer<S> for DefaultStack {
-    type Service = Trace<Metrics<DeadLetter<Deadline<Retry<Defer<Timeout<S>>>>>>>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        let service = TimeoutLayer::new(self.job_timeout).layer(inner);
-        let service = DeferOn429.layer(service);
-        let service = RetryLayer.layer(service);
-        let service = DeadlineLayer::new().layer(service);
-        let service = DeadLetterLayer::new().layer(service);
-        let service = MetricsLayer::new().layer(service);
-        TraceLayer::new().layer(service)
-    }
-}
-
-/// The default stack of a [`WorkerBuilder`], or nothing once
-/// [`without_default_stack`](WorkerBuilder::without_default_stack) removed
-/// it.
-pub trait Defaults: sealed::Sealed {
-    /// Applies [`WorkerBuilder::job_timeout`]; refused where nothing would
-    /// read it.
-    fn set_job_timeout(&mut self, timeout: Duration) -> Result<(), Error>;
-}
-
-impl Defaults for DefaultStack {
-    fn set_job_timeout(&mut self, timeout: Duration) -> Result<(), Error> {
-        self.job_timeout = timeout;
-        Ok(())
-    }
-}
-
-impl Defaults for Identity {
-    fn set_job_timeout(&mut self, _: Duration) -> Result<(), Error> {
-        Err(Error::invalid_config(
-            "job_timeout is set but the default stack was removed \
-             (without_default_stack), so nothing would apply it; add \
-             tower::timeout::TimeoutLayer to your layers instead",
-        ))
-    }
-}
-
-/// The handlers of a [`WorkerBuilder`], collected by
-/// [`handler`](WorkerBuilder::handler); each gets the builder's layers
-/// around the default stack around it when the worker is built.
-pub trait Handlers<Q, D, L>: sealed::IntoRoutes<Q, D, L> {}
-
-impl<Q, D, L, T: sealed::IntoRoutes<Q, D, L>> Handlers<Q, D, L> for T {}
-
-impl<Q, D, L> sealed::IntoRoutes<Q, D, L> for () {
-    fn into_routes(self, _: &D, _: &L, _: &mut Vec<Box<dyn Route>>) {}
-
-    fn len(&self) -> usize {
-        0
-    }
-}
-
-impl<Q, D, L, H, Rest> sealed::IntoRoutes<Q, D, L> for (HandlerService<H>, Rest)
-where
-    Q: Queues,
-    H: JobHandler,
-    H::Job: Job<Queues = Q>,
-    D: Layer<HandlerService<H>>,
-    L: Layer<D::Service>,
-    L::Service:
-        Service<JobRequest<H::Job>, Response = Disposition, Error = BoxError> + Send + 'static,
-    <L::Service as Service<JobRequest<H::Job>>>::Future: Send + 'static,
-    Rest: sealed::IntoRoutes<Q, D, L>,
-{
-    fn into_routes(self, defaults: &D, layers: &L, routes: &mut Vec<Box<dyn Route>>) {
-        let (handler, rest) = self;
-        rest.into_routes(defaults, layers, routes);
-        let stack = layers.layer(defaults.layer(handler));
-        routes.push(Box::new(TypedRoute::<H::Job, _>::new(stack)));
-    }
-
-    fn len(&self) -> usize {
-        1 + self.1.len()
-    }
-}
-
-mod sealed {
-    use super::Route;
-
-    pub trait Sealed {}
-    impl Sealed for super::DefaultStack {}
-    impl Sealed for tower_layer::Identity {}
-
-    pub trait IntoRoutes<Q, D, L> {
-        fn into_routes(self, defaults: &D, layers: &L, routes: &mut Vec<Box<dyn Route>>);
-
-        fn len(&self) -> usize;
-    }
-}
-
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
-/// A worker runs each job type through one stack, outermost first: the
-/// layers given to [`layer`](Self::layer), then the [`DefaultStack`], then
-/// the handler. [`service`](Self::service) takes a complete stack of your
-/// own instead, for one job type.
+/// Each job type gets one stack, shaped by the method that gave its
+/// handler (see [Shaping a handler's stack](super#shaping-a-handlers-stack)):
+///
+/// - [`handler`](Self::handler): the [`DefaultStack`] around the handler;
+/// - [`handler_with`](Self::handler_with): the default stack with layers of
+///   your own around the handler, for that handler only;
+/// - [`handler_without_default_stack`](Self::handler_without_default_stack):
+///   layers of your own instead of the default stack.
+///
+/// In all three, [`job_timeout`](Self::job_timeout) bounds each call of the
+/// handler, and layers given to [`layer`](Self::layer) wrap the whole stack.
 pub struct WorkerBuilder<Q, B, H = (), L = Identity, D = DefaultStack> {
     backend: B,
     handlers: H,
@@ -196,7 +67,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
                 job_timeout: None,
                 classifier: SharedClassifier::default(),
-                reconnect: Reconnect::new(DEFAULT_RECONNECT_DEADLINE),
+                reconnect: Reconnect::new(None),
                 namespace: Namespace::root(),
             },
             _queues: PhantomData,
@@ -205,17 +76,11 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
 }
 
 impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
-    /// Handles jobs of `H::Job` with `handler`, inside the builder's layers
-    /// and the [`DefaultStack`] (whether [`layer`](Self::layer) is called
-    /// before or after this). The worker consumes the job type's queue.
-    pub fn handler<Hd>(self, handler: Hd) -> WorkerBuilder<Q, B, (HandlerService<Hd>, H), L, D>
-    where
-        Hd: JobHandler,
-        Hd::Job: Job<Queues = Q>,
-    {
+    /// Adds a handler to the list, keeping every other setting.
+    fn with_handler<E>(self, entry: E) -> WorkerBuilder<Q, B, (E, H), L, D> {
         WorkerBuilder {
             backend: self.backend,
-            handlers: (HandlerService::new(handler), self.handlers),
+            handlers: (entry, self.handlers),
             layers: self.layers,
             defaults: self.defaults,
             settings: self.settings,
@@ -223,15 +88,89 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         }
     }
 
-    /// Adds a layer around every handler's stack, **outside** the
-    /// [`DefaultStack`], which stays. Layers added first are outermost, as
-    /// with `tower::ServiceBuilder` (which is itself a layer, so a whole
-    /// `ServiceBuilder` can be passed at once).
+    /// Handles jobs of `H::Job` with `handler`, inside the [`DefaultStack`]
+    /// (and the layers given to [`layer`](Self::layer), whether it is called
+    /// before or after this). The worker consumes the job type's queue.
+    pub fn handler<Hd>(self, handler: Hd) -> WorkerBuilder<Q, B, (HandlerService<Hd>, H), L, D>
+    where
+        Hd: JobHandler,
+        Hd::Job: Job<Queues = Q>,
+    {
+        self.with_handler(HandlerService::new(handler))
+    }
+
+    /// Handles jobs of `H::Job` with `handler`, inside the [`DefaultStack`]
+    /// with `layer` added around the handler, for this handler only: trace,
+    /// metrics, dead-letter, deadline, retry, deferral, then `layer`, then
+    /// the [job timeout](Self::job_timeout), then the handler.
+    ///
+    /// What `layer` answers is retried, deferred, dead-lettered, counted
+    /// and traced like the handler's own answers: a load shed's `Overloaded`
+    /// is deferred, a timeout of yours is retried. A
+    /// [`RetryLayer`](struct@crate::RetryLayer) or
+    /// [`DeferOn429`](struct@crate::DeferOn429) in `layer` decides before the
+    /// default stack's (it is closer to the handler), so
+    /// `ServiceBuilder::new().layer(RetryLayer::new(policy)).layer(DeferOn429::new().max_deferrals(3))`
+    /// sets this handler's retry policy and deferral limit.
+    ///
+    /// The layer is typed for this handler's job alone, so a layer that reads
+    /// the job (a [`CooldownLayer`](crate::CooldownLayer) keyed on
+    /// `JobRequest<CallWebhook>`) fits here, however many other job types
+    /// the worker handles.
+    pub fn handler_with<Hd, U>(
+        self,
+        handler: Hd,
+        layer: U,
+    ) -> WorkerBuilder<Q, B, (WithLayer<Hd, U>, H), L, D>
+    where
+        Hd: JobHandler,
+        Hd::Job: Job<Queues = Q>,
+    {
+        self.with_handler(WithLayer {
+            handler: HandlerService::new(handler),
+            layer,
+        })
+    }
+
+    /// Handles jobs of `H::Job` with `handler`, inside `layer` **instead of**
+    /// the [`DefaultStack`], for this handler only: `layer`, then the
+    /// [job timeout](Self::job_timeout), then the handler (and the layers
+    /// given to [`layer`](Self::layer) around it all).
+    ///
+    /// Nothing else of the default stack is added: no tracing, metrics,
+    /// deadline, retry or deferral unless `layer` has them. An error that
+    /// leaves the stack is dead-lettered by the worker (or deferred, if the
+    /// classifier calls it a wait). Compose `layer` with `ServiceBuilder`,
+    /// for example
+    /// `ServiceBuilder::new().layer(RetryLayer::new(policy)).layer(DeferOn429::new())`.
+    pub fn handler_without_default_stack<Hd, U>(
+        self,
+        handler: Hd,
+        layer: U,
+    ) -> WorkerBuilder<Q, B, (InsteadOfDefaults<Hd, U>, H), L, D>
+    where
+        Hd: JobHandler,
+        Hd::Job: Job<Queues = Q>,
+    {
+        self.with_handler(InsteadOfDefaults {
+            handler: HandlerService::new(handler),
+            layer,
+        })
+    }
+
+    /// Adds a layer around **every** handler's whole stack (the
+    /// [`DefaultStack`] included), whichever method gave the handler.
+    /// Layers added first are outermost, as with `tower::ServiceBuilder`
+    /// (which is itself a layer, so a whole `ServiceBuilder` can be passed
+    /// at once).
     ///
     /// Each job type gets its own instance of the layers (a
     /// `ConcurrencyLimitLayer` limits each job type on its own); one
     /// instance serves every job of its type, so middleware state (a rate
-    /// limit's window, a counter of yours) persists across jobs.
+    /// limit's window, a counter of yours) persists across jobs. The layer
+    /// must fit every handler's job type: a layer typed for one job (a
+    /// [`CooldownLayer`](crate::CooldownLayer) reading `JobRequest<CallWebhook>`)
+    /// goes to [`handler_with`](Self::handler_with) instead.
     pub fn layer<N>(mut self, layer: N) -> WorkerBuilder<Q, B, H, Stack<N, L>, D> {
         self.settings.layered = true;
         WorkerBuilder {
@@ -244,11 +183,16 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         }
     }
 
-    /// Removes the [`DefaultStack`]: handlers get only the layers given to
-    /// [`layer`](Self::layer). An error reaching the worker is then
-    /// dead-lettered (or deferred, if the classifier calls it a wait), and
-    /// [`job_timeout`](Self::job_timeout) is refused at build time, since
-    /// nothing would apply it.
+    /// Removes the [`DefaultStack`] for every handler: they get only the
+    /// layers given to [`layer`](Self::layer) (and to
+    /// [`handler_with`](Self::handler_with)). An error reaching the worker
+    /// is then dead-lettered (or deferred, if the classifier calls it a
+    /// wait), and [`job_timeout`](Self::job_timeout) is refused at build
+    /// time.
+    #[deprecated(note = "give the handler its own stack with \
+                `handler_without_default_stack(handler, layers)`, which also applies \
+                `job_timeout`, or keep the default stack and add layers with \
+                `handler_with(handler, layers)`")]
     pub fn without_default_stack(self) -> WorkerBuilder<Q, B, H, L, Identity> {
         WorkerBuilder {
             backend: self.backend,
@@ -262,14 +206,18 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
 
     /// Handles jobs of `J` with a complete stack of your own, such as
     /// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429).service(handler.into_service())`:
-    /// neither the builder's layers nor the default stack are added around
-    /// it. It must answer every request with a [`Disposition`] or an error
-    /// (which the worker dead-letters, or defers if the classifier calls it
-    /// a wait).
+    /// the worker adds nothing around it, neither the default stack, nor
+    /// the builder's layers, nor the [job timeout](Self::job_timeout) (which
+    /// is refused at build time while such a stack is given). It must
+    /// answer every request with a [`Disposition`] or an error (which the
+    /// worker dead-letters, or defers if the classifier calls it a wait).
     ///
     /// The worker owns the stack and polls it ready before taking each
-    /// delivery, so it need not be `Clone` or `Sync`: `RateLimit`,
-    /// `BoxService` and middleware of your own with state all fit.
+    /// delivery, so it need not be `Clone` or `Sync`.
+    #[deprecated(note = "give the handler and your layers to \
+                `handler_without_default_stack(handler, layers)`, which also applies \
+                `job_timeout` around the handler, or to `handler_with(handler, layers)` to \
+                keep the default stack's tracing, metrics, dead-letter and deadline layers")]
     pub fn service<J, S>(mut self, service: S) -> Self
     where
         J: Job<Queues = Q>,
@@ -283,8 +231,9 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     }
 
     /// The classifier every layer of every stack reads to decide what an
-    /// error means (default: [`DefaultClassifier`](crate::classify::DefaultClassifier));
-    /// see [`classify`](crate::classify).
+    /// error means (default: [`DefaultClassifier`](crate::classify::DefaultClassifier)),
+    /// after queuey's own intent errors; see
+    /// [Precedence](crate::classify#precedence).
     pub fn classifier(mut self, classifier: impl Classify) -> Self {
         self.settings.classifier = SharedClassifier::new(classifier);
         self
@@ -306,22 +255,34 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
-    /// The per-attempt timeout of the [`DefaultStack`] (default 5 minutes).
-    /// Refused at build time when nothing would apply it: after
-    /// [`without_default_stack`](Self::without_default_stack), or with no
-    /// handler (a stack given to [`service`](Self::service) is complete:
-    /// add `tower::timeout::TimeoutLayer` to it).
+    /// How long each call of a handler may run before it counts as a
+    /// transient failure (default [`DEFAULT_JOB_TIMEOUT`], 5 minutes). It
+    /// applies the same way to every handler, whichever method gave it: the
+    /// timeout sits right around the handler, inside every layer, so each
+    /// attempt gets the whole of it and a timed-out attempt is retried where
+    /// the stack retries.
+    ///
+    /// Refused at build time where it cannot apply: with a complete stack
+    /// given to the deprecated [`service`](Self::service), or after the
+    /// deprecated [`without_default_stack`](Self::without_default_stack).
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
         self.settings.job_timeout = Some(timeout);
         self
     }
 
-    /// How long a queue whose consumer was lost keeps trying to consume
-    /// again before [`Worker::run`] gives up with
+    /// Gives the worker a reconnect deadline of its own: how long a queue
+    /// whose consumer was lost keeps trying to consume again before
+    /// [`Worker::run`] gives up with
     /// [`WorkerError::ReconnectDeadline`](super::WorkerError::ReconnectDeadline)
-    /// (default 10 minutes; `None`: for ever). Errors that cannot heal
-    /// (credentials refused, a queue refused, a backend that gave up) stop
-    /// the worker at once.
+    /// (`None`, the default: for as long as the backend reconnects).
+    ///
+    /// Errors that cannot heal (credentials refused, a queue refused, a
+    /// backend that gave up) stop the worker at once either way.
+    #[deprecated(
+        note = "reconnection is the backend's: a worker consumes again for as long as its \
+                backend reconnects and stops when the backend gives up; set the backend's \
+                deadline instead (`RabbitMqOptions::reconnect_deadline`)"
+    )]
     pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.settings.reconnect = Reconnect::new(deadline);
         self
@@ -340,10 +301,10 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// Declares the queue set `Q` (in the [`namespace`](Self::namespace), if
     /// one was given) on the backend and returns the worker.
     ///
-    /// Fails if no handler or service was given, if two handle the same job
-    /// type, if the concurrency is 0, or if a setting would be ignored
-    /// ([`layer`](Self::layer) or [`job_timeout`](Self::job_timeout) with no
-    /// handler to apply them to, `job_timeout` without the default stack).
+    /// Fails if no handler was given, if two handle the same job type, if
+    /// the concurrency is 0, or if a setting would be ignored
+    /// ([`layer`](Self::layer) with no handler to wrap,
+    /// [`job_timeout`](Self::job_timeout) where it cannot apply).
     pub async fn build(mut self) -> Result<Worker<Q, B>, Error>
     where
         H: Handlers<Q, D, L>,
@@ -352,34 +313,34 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         if handlers == 0 && self.settings.layered {
             return Err(Error::invalid_config(
                 "layers were added with WorkerBuilder::layer but there is no handler for them \
-                 to wrap; a stack given to WorkerBuilder::service is complete: put the layers \
-                 in it",
+                 to wrap; a stack given to WorkerBuilder::service is complete: give its \
+                 handler and layers to WorkerBuilder::handler_without_default_stack instead",
             ));
         }
         if let Some(timeout) = self.settings.job_timeout {
-            if handlers == 0 {
-                return Err(Error::invalid_config(
-                    "job_timeout is set but there is no handler to apply it to; a stack given \
-                     to WorkerBuilder::service is complete: add tower::timeout::TimeoutLayer \
-                     to it",
-                ));
+            if let Some(complete) = self.settings.services.first() {
+                return Err(Error::invalid_config(format!(
+                    "job_timeout is set but the stack given to WorkerBuilder::service for job \
+                     type `{}` is complete, so there is no handler to apply it to; give that \
+                     handler and its layers to WorkerBuilder::handler_without_default_stack, \
+                     which applies job_timeout around the handler, or remove job_timeout and \
+                     add tower::timeout::TimeoutLayer to that stack",
+                    complete.job_type()
+                )));
             }
             self.defaults.set_job_timeout(timeout)?;
-            if !self.settings.services.is_empty() {
-                tracing::warn!(
-                    ?timeout,
-                    "job_timeout applies to the handlers' default stack only, not to the \
-                     stacks given to WorkerBuilder::service"
-                );
-            }
         }
-        let mut handlers = Vec::new();
-        self.handlers
-            .into_routes(&self.defaults, &self.layers, &mut handlers);
-        handlers.extend(self.settings.services);
+        let frame = Frame {
+            defaults: &self.defaults,
+            layers: &self.layers,
+            job_timeout: self.settings.job_timeout.unwrap_or(DEFAULT_JOB_TIMEOUT),
+        };
+        let mut routes = Vec::new();
+        self.handlers.into_routes(&frame, &mut routes);
+        routes.extend(self.settings.services);
         Worker::new(
             self.backend,
-            handlers,
+            routes,
             super::Settings {
                 concurrency: self.settings.concurrency,
                 shutdown_timeout: self.settings.shutdown_timeout,

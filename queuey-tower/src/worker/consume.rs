@@ -18,7 +18,7 @@ use tokio::task::JoinSet;
 use super::WorkerError;
 use super::handle::HandleInner;
 use super::job::{Started, run_job};
-use super::reconnect::{Lost, Reconnect, Reconnecting, note_lost, open, set_reconnecting};
+use super::reconnect::{Lost, Reconnect, Reconnecting, gave_up, note_lost, open, set_reconnecting};
 use super::route::{Delivered, Route};
 use crate::classify::SharedClassifier;
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
@@ -201,9 +201,9 @@ pub(crate) async fn consume<B: Backend>(
                         });
                     }
                     ConnectionState::Failed => {
-                        return Err(WorkerError::BackendFailed {
-                            queue: queue.queue.to_string(),
-                        });
+                        return gave_up::<_, ()>(&queue.config, &queue.queue, &*backend, &mut stop)
+                            .await
+                            .map(|_| ());
                     }
                     _ => Some("the consumer ended unexpectedly".to_owned()),
                 }
@@ -283,7 +283,9 @@ fn start(
             classifier: &shared.classifier,
         }),
         None => Err(format!(
-            "no handler for job type `{}` on queue `{}` in this worker",
+            "no handler for job type `{}` on queue `{}` in this worker (a job type's name is \
+             its `#[job(name = ..)]`, else its Rust type's name: renaming a type without \
+             `name` changes it)",
             delivery.envelope().job_type,
             queue.queue
         )),

@@ -4,9 +4,10 @@ use queuey_core::{BoxError, Error};
 
 /// Why [`Worker::run`](super::Worker::run) stopped with an error.
 ///
-/// A lost connection is not one of them: the worker consumes again once the
-/// backend is back. It stops on what cannot heal, or after its
-/// [reconnect deadline](super::WorkerBuilder::reconnect_deadline).
+/// A lost connection is not one of them: the worker consumes again while the
+/// backend reconnects. It stops on what cannot heal, above all a backend
+/// that gave up reconnecting (the backend owns that decision and its
+/// deadline: for RabbitMQ, `RabbitMqOptions::reconnect_deadline`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkerError {
@@ -34,14 +35,15 @@ pub enum WorkerError {
 
     /// The backend gave up on its connection (it reports
     /// [`ConnectionState::Failed`](queuey_core::ConnectionState::Failed):
-    /// credentials refused, a virtual host gone, its own reconnection
-    /// deadline passed).
-    #[error(
-        "the backend gave up on its connection while consuming `{queue}`; see its logs for why"
-    )]
+    /// credentials refused, a virtual host gone, its reconnection deadline
+    /// passed). `source` is the backend's reason: the error its calls fail
+    /// with now.
+    #[error("the backend gave up on its connection while consuming `{queue}`: {source}")]
     BackendFailed {
         /// The queue whose consumer noticed.
         queue: String,
+        /// Why the backend gave up, as it reports it.
+        source: Error,
     },
 
     /// The backend was closed while the worker ran.
@@ -51,8 +53,10 @@ pub enum WorkerError {
         queue: String,
     },
 
-    /// A lost consumer could not be started again within the
-    /// [reconnect deadline](super::WorkerBuilder::reconnect_deadline).
+    /// A lost consumer could not be started again within the deadline set
+    /// with the deprecated
+    /// [`WorkerBuilder::reconnect_deadline`](super::WorkerBuilder::reconnect_deadline)
+    /// (a worker has none by default: it follows the backend's).
     #[error(
         "the consumer of `{queue}` could not be started again within {waited:?} \
          (the reconnect deadline); last error: {last_error}"

@@ -10,7 +10,7 @@ use super::consume::Shared;
 use super::handle::Counting;
 use super::route::JobFuture;
 use crate::classify::{Classify, last_resort};
-use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL, STALE_SETTLES_TOTAL};
+use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL};
 
 /// A delivery whose stack was called: the job's future, or why it could not
 /// start (a dead-letter reason).
@@ -85,8 +85,10 @@ fn settle_failed(
     metrics::counter!(SETTLE_FAILURES_TOTAL, "queue" => queue.to_string()).increment(1);
     let stale = matches!(error, Error::Backend(e) if e.kind() == BackendErrorKind::NotSettled);
     if stale {
+        // Counted as a settle failure above; whether a settle was stale is
+        // the backend's to count (RabbitMQ: `queuey_rabbitmq_stale_settles_total`),
+        // so the worker keeps no metric of its own for it.
         handle.stale_settles.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!(STALE_SETTLES_TOTAL, "queue" => queue.to_string()).increment(1);
         tracing::warn!(
             %queue,
             %job_id,

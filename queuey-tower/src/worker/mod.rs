@@ -5,11 +5,9 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use std::time::Duration;
 //! use queuey_core::{Job, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues};
-//! use queuey_tower::{DeferOn429, HandlerExt, RetryLayer, ServiceBuilder, Worker};
+//! use queuey_tower::Worker;
 //! use serde::{Deserialize, Serialize};
-//! use tower::timeout::TimeoutLayer;
 //!
 //! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 //! #[queues(prefix = "app")]
@@ -18,7 +16,7 @@
 //! }
 //!
 //! #[derive(Job, Serialize, Deserialize)]
-//! #[job(queue = AppQueues::Emails)]
+//! #[job(queue = AppQueues::Emails, name = "send_email")]
 //! struct SendEmail {
 //!     to: String,
 //! }
@@ -33,15 +31,8 @@
 //! }
 //!
 //! let backend = Arc::new(MemoryBackend::new());
-//! // A complete stack of your own for one job type: no layer is added to it.
 //! let worker = Worker::<AppQueues, _>::builder(backend.clone())
-//!     .service(
-//!         ServiceBuilder::new()
-//!             .layer(RetryLayer)
-//!             .layer(DeferOn429)
-//!             .layer(TimeoutLayer::new(Duration::from_secs(30)))
-//!             .service(EmailHandler.into_service()),
-//!     )
+//!     .handler(EmailHandler)
 //!     .build()
 //!     .await?;
 //! let handle = worker.handle();
@@ -58,6 +49,137 @@
 //! # }
 //! ```
 //!
+//! # Shaping a handler's stack
+//!
+//! Each handler gets its stack from the method that gave it to the
+//! [`WorkerBuilder`], and each handler can take a different one:
+//!
+//! | method | the handler's stack, outermost first |
+//! |---|---|
+//! | [`handler(h)`](WorkerBuilder::handler) | the [`DefaultStack`]: trace, metrics, dead-letter, deadline, retry, deferral, job timeout, `h` |
+//! | [`handler_with(h, layer)`](WorkerBuilder::handler_with) | the default stack with `layer` around the job timeout: trace, …, deferral, `layer`, job timeout, `h` |
+//! | [`handler_without_default_stack(h, layer)`](WorkerBuilder::handler_without_default_stack) | `layer`, job timeout, `h` |
+//!
+//! The rules are the same for all three:
+//!
+//! - the [job timeout](WorkerBuilder::job_timeout) (5 minutes unless set)
+//!   sits right around the handler and bounds each call of it; a timed-out
+//!   call counts as a transient failure;
+//! - layers given to [`WorkerBuilder::layer`] wrap every handler's whole
+//!   stack (they must fit every job type the worker handles);
+//! - an error that leaves the stack reaches the worker, which defers it if
+//!   the classifier calls it a wait and dead-letters it otherwise.
+//!
+//! ## The default stack, with layers of your own
+//!
+//! [`handler_with`](WorkerBuilder::handler_with) keeps everything the
+//! default stack does and adds `layer` around the handler, for that handler
+//! only. What the layer answers is retried, deferred and dead-lettered like
+//! the handler's own answers, and a [`RetryLayer`](struct@crate::RetryLayer)
+//! or [`DeferOn429`](struct@crate::DeferOn429) inside it decides first, so
+//! this is where a handler gets its own retry policy, deferral limit,
+//! cool-down or rate limit:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use queuey_core::{
+//!     handler_fn, Backoff, Job, JobContext, JobError, MemoryBackend, Queues, RetryPolicy,
+//! };
+//! use queuey_tower::{CooldownLayer, DeferOn429, JobRequest, RetryLayer, ServiceBuilder, Worker};
+//! use serde::{Deserialize, Serialize};
+//! use tower::limit::ConcurrencyLimitLayer;
+//!
+//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+//! enum AppQueues {
+//!     Emails,
+//!     Webhooks,
+//! }
+//!
+//! #[derive(Job, Serialize, Deserialize)]
+//! #[job(queue = AppQueues::Emails, name = "send_email")]
+//! struct SendEmail;
+//!
+//! #[derive(Job, Serialize, Deserialize)]
+//! #[job(queue = AppQueues::Webhooks, name = "call_webhook")]
+//! struct CallWebhook {
+//!     host: String,
+//! }
+//!
+//! let emails = handler_fn(|_: SendEmail, _: JobContext| async { Ok::<(), JobError>(()) });
+//! let webhooks = handler_fn(|_: CallWebhook, _: JobContext| async { Ok::<(), JobError>(()) });
+//! let policy = RetryPolicy::new(8, Backoff::fixed(Duration::from_secs(30))?)?;
+//! let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
+//!     .handler(emails)
+//!     .handler_with(
+//!         webhooks,
+//!         ServiceBuilder::new()
+//!             // After one 429 from a host, its other jobs wait without calling it.
+//!             .layer(CooldownLayer::new(|r: &JobRequest<CallWebhook>| Some(r.job().host.clone())))
+//!             .layer(RetryLayer::new(policy))
+//!             .layer(DeferOn429::new().max_deferrals(20))
+//!             .layer(ConcurrencyLimitLayer::new(4)),
+//!     )
+//!     .job_timeout(Duration::from_secs(20))
+//!     .build()
+//!     .await?;
+//! # drop(worker);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## A stack of your own instead
+//!
+//! [`handler_without_default_stack`](WorkerBuilder::handler_without_default_stack)
+//! puts `layer` where the default stack would be: nothing of it is added,
+//! only the job timeout around the handler. Compose the layers with tower's
+//! `ServiceBuilder`, queuey's and tower's alike:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use queuey_core::{handler_fn, Backoff, Job, JobContext, JobError, MemoryBackend, Queues, RetryPolicy};
+//! use queuey_tower::{DeadLetterLayer, DeferOn429, RetryLayer, ServiceBuilder, TraceLayer, Worker};
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+//! enum AppQueues {
+//!     Reports,
+//! }
+//!
+//! #[derive(Job, Serialize, Deserialize)]
+//! #[job(queue = AppQueues::Reports, name = "build_report")]
+//! struct BuildReport;
+//!
+//! let reports = handler_fn(|_: BuildReport, _: JobContext| async { Ok::<(), JobError>(()) });
+//! let policy = RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(60))?)?;
+//! let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
+//!     .handler_without_default_stack(
+//!         reports,
+//!         ServiceBuilder::new()
+//!             .layer(TraceLayer::new())
+//!             .layer(DeadLetterLayer::new())
+//!             .layer(RetryLayer::new(policy))
+//!             .layer(DeferOn429::new()),
+//!     )
+//!     // Still bounds each call of the handler.
+//!     .job_timeout(Duration::from_secs(600))
+//!     .build()
+//!     .await?;
+//! # drop(worker);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The deprecated [`WorkerBuilder::service`] (a complete stack, the handler
+//! inside it) and [`WorkerBuilder::without_default_stack`] (no default
+//! stack for any handler) still work; `job_timeout` is refused with either,
+//! since the worker cannot place it.
+//!
 //! # Stacks
 //!
 //! Each job type has one stack, which the worker owns: its queue's loop
@@ -69,15 +191,11 @@
 //! lives as long as the worker. A stack that is not ready holds its queue's
 //! next delivery where it is (with the broker).
 //!
-//! [`WorkerBuilder::handler`] puts the layers given to
-//! [`WorkerBuilder::layer`] around the [`DefaultStack`] around the handler;
-//! [`WorkerBuilder::service`] takes a complete stack instead.
-//!
 //! # Order
 //!
 //! Layers added first are outermost. The usual order, and the one of the
-//! [`DefaultStack`], is trace, metrics, dead-letter, retry, deferral,
-//! timeout, handler:
+//! [`DefaultStack`], is trace, metrics, dead-letter, deadline, retry,
+//! deferral, timeout, handler:
 //!
 //! - a timeout **inside** the retry layer bounds each attempt, and a timed
 //!   out attempt is retried; outside it, it would bound the decision, not
@@ -103,18 +221,25 @@
 //!
 //! # Connection loss
 //!
-//! A worker outlives its connection. When a queue's consumer is lost (its
-//! stream yields a transient error, or ends while the backend is still up),
-//! the queue's loop consumes again after a jittered backoff (100 ms growing
-//! to 5 s) until it works, and the [`WorkerHandle`] shows the queue as
-//! reconnecting meanwhile. While a loop waits for a free slot or a ready
-//! stack it watches the backend's
-//! [`connection_state`](queuey_core::Backend::connection_state), so a loss
-//! is noticed at once even with every slot busy, and the delivery it was
-//! about to take (stale now) is left to the broker. [`Worker::run`] gives up
-//! only on what cannot heal (a non-transient consumer error, a backend that
-//! [failed](queuey_core::ConnectionState::Failed) or was closed) or after
-//! the [reconnect deadline](WorkerBuilder::reconnect_deadline).
+//! A worker outlives its connection, and the backend decides whether the
+//! connection can heal: the RabbitMQ backend reconnects by itself (for as
+//! long as its `reconnect_deadline` allows, for ever by default) and its
+//! consumer streams resume on the new connection. The worker follows:
+//!
+//! - when a queue's consumer is lost anyway (its stream yields a transient
+//!   error, or ends while the backend is still up), the queue's loop
+//!   consumes again after a jittered backoff (100 ms growing to 5 s) until
+//!   it works, and the [`WorkerHandle`] shows the queue as reconnecting
+//!   meanwhile;
+//! - while a loop waits for a free slot or a ready stack it watches the
+//!   backend's [`connection_state`](queuey_core::Backend::connection_state),
+//!   so a loss is noticed at once even with every slot busy, and the
+//!   delivery it was about to take (stale now) is left to the broker;
+//! - [`Worker::run`] gives up only on what cannot heal: a non-transient
+//!   consumer error, a backend that was closed, or a backend that
+//!   [gave up](queuey_core::ConnectionState::Failed), with the backend's
+//!   reason ([`WorkerError::BackendFailed`]). The worker has no reconnect
+//!   deadline of its own.
 //!
 //! On shutdown, a delivery the loop had taken but not started is handed back
 //! to the broker at once; started jobs run to completion (up to the shutdown
@@ -124,9 +249,11 @@ mod builder;
 mod consume;
 mod error;
 mod handle;
+mod handlers;
 mod job;
 mod reconnect;
 mod route;
+mod stack;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -139,12 +266,13 @@ use queuey_core::{Backend, Error, Namespace, Queues};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-pub use builder::{
-    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers, WorkerBuilder,
-};
+pub use builder::{DEFAULT_SHUTDOWN_TIMEOUT, WorkerBuilder};
 pub use error::WorkerError;
 pub use handle::WorkerHandle;
+pub use handlers::Handlers;
+#[allow(deprecated)]
 pub use reconnect::DEFAULT_RECONNECT_DEADLINE;
+pub use stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 
 use crate::classify::SharedClassifier;
 use consume::{QueueRoutes, Shared};
@@ -188,7 +316,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     ) -> Result<Self, Error> {
         if routes.is_empty() {
             return Err(Error::invalid_config(
-                "the worker has no handler: add one with WorkerBuilder::handler or ::service",
+                "the worker has no handler: add one with WorkerBuilder::handler, \
+                 ::handler_with or ::handler_without_default_stack",
             ));
         }
         let namespace = settings.namespace;
@@ -279,9 +408,10 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     /// in flight finish (up to the shutdown timeout) and returns.
     ///
     /// Returns an error when a consumer failed in a way that cannot heal,
-    /// the backend gave up or was closed, a lost consumer could not be
-    /// started again within the reconnect deadline, or a stack stopped being
-    /// able to take jobs. See [`WorkerError`].
+    /// the backend gave up (with its reason) or was closed, a stack stopped
+    /// being able to take jobs, or a lost consumer could not be started
+    /// again within a deadline set with the deprecated
+    /// [`WorkerBuilder::reconnect_deadline`]. See [`WorkerError`].
     pub async fn run(self) -> Result<(), WorkerError> {
         let Worker {
             backend,

@@ -1,11 +1,19 @@
-//! Starting a lost consumer again: when, how often, and for how long.
+//! Starting a lost consumer again: when and how often.
+//!
+//! Whether the connection can heal is the backend's call, not the
+//! worker's: the backend reconnects (or not) with its own deadline, and
+//! reports [`ConnectionState::Failed`] when it gives up. The worker only
+//! consumes again, with a jittered backoff, while the backend has not given
+//! up, and stops when it has, with the backend's reason.
 
 use std::time::Duration;
 
 use std::sync::Arc;
 
 use futures::StreamExt;
-use queuey_core::{Backend, Backoff, ConnectionState, QueueConfig};
+use queuey_core::{
+    Backend, BackendError, BackendErrorKind, Backoff, ConnectionState, Error, QueueConfig,
+};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -14,7 +22,14 @@ use super::consume::{Stream, stopped};
 use super::handle::{Counting, HandleInner};
 use crate::metrics::QUEUES_RECONNECTING;
 
-/// How long a queue keeps trying to consume again by default.
+/// The reconnect deadline workers had of their own by default (10
+/// minutes). A worker now has none: it consumes again for as long as its
+/// backend reconnects, and stops when the backend gives up.
+#[deprecated(
+    note = "a worker no longer has a reconnect deadline of its own: it stops when its backend \
+            gives up reconnecting; set the backend's deadline \
+            (`RabbitMqOptions::reconnect_deadline`)"
+)]
 pub const DEFAULT_RECONNECT_DEADLINE: Option<Duration> = Some(Duration::from_secs(600));
 
 /// A consumer that worked this long is healthy again: a later loss starts a
@@ -24,6 +39,8 @@ const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// The worker's reconnection settings.
 #[derive(Debug, Clone)]
 pub(crate) struct Reconnect {
+    /// A deadline of the worker's own, only when set with the deprecated
+    /// `WorkerBuilder::reconnect_deadline`.
     deadline: Option<Duration>,
     backoff: Backoff,
 }
@@ -81,8 +98,8 @@ impl Lost {
 }
 
 /// Consumes the queue, again after a loss: waits a jittered backoff first,
-/// retries what may heal, and gives up on what cannot or at the deadline.
-/// `None` when shutdown was requested meanwhile.
+/// retries what may heal, and gives up on what cannot (a backend that gave
+/// up included). `None` when shutdown was requested meanwhile.
 pub(crate) async fn open<B: Backend>(
     config: &QueueConfig,
     queue: &Arc<str>,
@@ -116,9 +133,7 @@ pub(crate) async fn open<B: Backend>(
             return Ok(None);
         }
         if backend.connection_state() == ConnectionState::Failed {
-            return Err(WorkerError::BackendFailed {
-                queue: queue.to_string(),
-            });
+            return gave_up(config, queue, backend, stop).await;
         }
         let consumed = tokio::select! {
             biased;
@@ -144,6 +159,37 @@ pub(crate) async fn open<B: Backend>(
             }
         }
     }
+}
+
+/// The end of a queue's loop whose backend reports
+/// [`ConnectionState::Failed`]: [`WorkerError::BackendFailed`] with the
+/// backend's reason, which is what its calls answer now (a backend that
+/// gave up fails every call with it). `Ok(None)` when shutdown was
+/// requested meanwhile.
+pub(crate) async fn gave_up<B: Backend, T>(
+    config: &QueueConfig,
+    queue: &str,
+    backend: &B,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<T>, WorkerError> {
+    let answer = tokio::select! {
+        biased;
+        () = stopped(stop) => return Ok(None),
+        answer = backend.consume(config) => answer,
+    };
+    let source = match answer {
+        Err(error) => error,
+        // A call that still works tells no reason; the state is what the
+        // backend reports, and it says it gave up.
+        Ok(_) => Error::Backend(BackendError::new(
+            BackendErrorKind::Other,
+            "the backend reports that it gave up on its connection and gave no reason",
+        )),
+    };
+    Err(WorkerError::BackendFailed {
+        queue: queue.to_owned(),
+        source,
+    })
 }
 
 /// Records a loss: a new one, unless the consumer never recovered from the

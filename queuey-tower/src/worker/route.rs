@@ -42,16 +42,15 @@ pub struct Delivered<'a> {
 
 pub(crate) struct TypedRoute<J, S> {
     service: S,
-    /// The job type's policy, else its queue's.
+    /// The job type's own policy (the job's, else its queue's), found once;
+    /// a retry layer in the stack decides whether it applies.
     retry: Option<Arc<RetryPolicy>>,
     _job: PhantomData<fn(J)>,
 }
 
 impl<J: Job, S> TypedRoute<J, S> {
     pub(crate) fn new(service: S) -> Self {
-        let retry = J::retry_policy()
-            .or_else(|| J::QUEUE.config().settings().retry().cloned())
-            .map(Arc::new);
+        let retry = RetryPolicy::for_job::<J>().map(Arc::new);
         TypedRoute {
             service,
             retry,
@@ -83,11 +82,13 @@ where
             .envelope
             .payload_as()
             .map_err(|e| format!("payload does not decode as job type `{}`: {e}", J::NAME))?;
-        let max_attempts = self.retry.as_ref().map_or(1, |p| p.max_attempts());
+        // One attempt unless a retry layer allows more: the retry layer
+        // resolves the policy that applies and records its attempts in the
+        // context (a stack without one dead-letters the first failure).
         let ctx = JobContext::from_envelope(
             delivered.envelope,
             Arc::clone(delivered.queue),
-            max_attempts,
+            1,
             delivered.redelivered,
         );
         let mut request = JobRequest::new(job, ctx);

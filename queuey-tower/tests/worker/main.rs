@@ -3,6 +3,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod classify;
 mod cooldown;
 mod deadline;
 mod faulty;
@@ -11,4 +12,5 @@ mod lifecycle;
 mod namespaces;
 mod reconnect;
 mod routing;
+mod shapes;
 mod stacks;

@@ -15,6 +15,7 @@ use crate::support::{Running, Task, TestQueues, bounded, producer, spawn, wait_u
 
 /// A worker on `backend` whose handler counts its calls and, for job 0,
 /// waits until `release` is notified.
+#[allow(deprecated)] // the deprecated form still works
 async fn worker(
     backend: &FaultyBackend,
     concurrency: usize,
@@ -192,6 +193,86 @@ async fn shutdown_hands_back_a_delivery_taken_but_not_started() {
     running.stop().await;
     assert_eq!(handle.jobs_settled(), 1, "job 0 finished and was settled");
     assert_eq!(calls.load(Ordering::SeqCst), 1, "job 1 was never started");
+}
+
+/// A worker on `backend` with the builder's defaults, whose handler
+/// succeeds.
+async fn default_worker(backend: &FaultyBackend) -> Worker<TestQueues, FaultyBackend> {
+    Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(handler_fn(|_: Task, _: JobContext| async {
+            Ok::<(), JobError>(())
+        }))
+        .build()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_consumes_again_for_as_long_as_the_backend_reconnects_then_stops_with_its_reason()
+{
+    let backend = FaultyBackend::default();
+    let running = spawn(default_worker(&backend).await);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    backend.set_state(ConnectionState::Reconnecting);
+    backend.fail_consumes.store(u32::MAX, Ordering::SeqCst);
+    backend.cut();
+    // Well past the ten minutes workers used to give up after on their own.
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert!(!running.task.is_finished(), "the worker gave up by itself");
+    assert_eq!(running.handle.queues_reconnecting(), 1);
+
+    // The backend gives up: the worker stops, and says why.
+    backend.refuse_consumes.store(1, Ordering::SeqCst);
+    backend.set_state(ConnectionState::Failed);
+    let err = bounded(running.join()).await.unwrap_err();
+    let WorkerError::BackendFailed { queue, source } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(queue, "t.work");
+    assert!(source.to_string().contains("ACCESS_REFUSED"), "{source}");
+    let shown = err.to_string();
+    assert!(
+        shown.contains("gave up") && shown.contains("ACCESS_REFUSED (injected)"),
+        "{shown}"
+    );
+    let chained = std::error::Error::source(&err).map(ToString::to_string);
+    assert_eq!(chained, Some(source.to_string()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_settle_is_counted_once_among_settle_failures_and_left_to_the_backend_by_name() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+
+    let backend = FaultyBackend::default();
+    let (calls, release) = (Arc::new(AtomicU32::new(0)), Arc::new(Notify::new()));
+    let running = spawn(worker(&backend, 1, &calls, &release).await);
+    enqueue(&backend, [0]).await;
+    wait_until(|| running.handle.jobs_running() == 1).await;
+    // Job 0's delivery goes stale while it runs.
+    backend.cut();
+    wait_until(|| running.handle.consumer_restarts() == 1).await;
+    release.notify_one();
+    wait_until(|| running.handle.stale_settles() == 1).await;
+    release.notify_one();
+    wait_until(|| running.handle.jobs_settled() == 1).await;
+    running.stop().await;
+
+    let mut settle_failures = 0;
+    for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+        let name = key.key().name().to_owned();
+        assert!(
+            !name.contains("stale"),
+            "the worker counted a stale settle as {name}"
+        );
+        if let ("queuey_settle_failures_total", DebugValue::Counter(n)) = (name.as_str(), value) {
+            settle_failures += n;
+        }
+    }
+    assert_eq!(settle_failures, 1);
 }
 
 impl Running {

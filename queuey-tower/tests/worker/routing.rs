@@ -113,12 +113,15 @@ async fn a_job_type_without_a_handler_is_dead_lettered_with_a_reason_saying_so()
     wait_until(|| backend.dead_letters("t.work").len() == 1).await;
     assert_eq!(
         backend.dead_letters("t.work")[0].reason,
-        "no handler for job type `legacy_job` on queue `t.work` in this worker"
+        "no handler for job type `legacy_job` on queue `t.work` in this worker (a job type's \
+         name is its `#[job(name = ..)]`, else its Rust type's name: renaming a type without \
+         `name` changes it)"
     );
     running.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
+#[allow(deprecated)] // the deprecated form still works
 async fn a_whole_stack_of_your_own_gets_no_layers_added() {
     let backend = Arc::new(MemoryBackend::new());
     let stack = service_fn(|request: JobRequest<Task>| async move {
@@ -155,6 +158,7 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
 }
 
 #[tokio::test(start_paused = true)]
+#[allow(deprecated)] // the deprecated form still works
 async fn without_the_default_stack_only_the_given_layers_wrap_the_handler() {
     let backend = Arc::new(MemoryBackend::new());
     let before = Worker::<TestQueues, _>::builder(backend.clone())

@@ -76,6 +76,7 @@ where
 }
 
 #[tokio::test(start_paused = true)]
+#[allow(deprecated)] // the deprecated form still works
 async fn the_card_line_goes_into_a_worker_as_written() {
     let gauge = Gauge::default();
     let handler = gauge.handler(Duration::from_millis(1));
@@ -154,6 +155,7 @@ async fn a_rate_limit_spaces_jobs_out_and_keeps_its_window_across_jobs() {
 }
 
 #[tokio::test(start_paused = true)]
+#[allow(deprecated)] // the deprecated form still works
 async fn a_buffer_and_boxed_services_work_in_a_worker() {
     let gauge = Gauge::default();
     let handler = gauge.handler(Duration::from_millis(1));
@@ -296,6 +298,7 @@ impl std::fmt::Display for Http {
 impl std::error::Error for Http {}
 
 #[tokio::test(start_paused = true)]
+#[allow(deprecated)] // the deprecated form still works
 async fn one_classifier_is_read_by_retry_deferral_and_dead_letter() {
     let calls: Arc<Mutex<Vec<(u32, u32, u32)>>> = Arc::default();
     let log = Arc::clone(&calls);
@@ -445,6 +448,7 @@ async fn a_layer_goes_around_the_default_stack_which_stays() {
 }
 
 #[tokio::test(start_paused = true)]
+#[allow(deprecated)] // the deprecated form still works
 async fn settings_a_stack_would_ignore_are_refused_at_build_time() {
     let backend = Arc::new(MemoryBackend::new());
     let handler = || handler_fn(|_: Task, _: JobContext| async { Ok::<(), JobError>(()) });
