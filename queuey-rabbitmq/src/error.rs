@@ -157,6 +157,33 @@ pub(crate) fn confirm_outcome(
     Err(Error::Backend(BackendError::new(kind, message)))
 }
 
+/// `error` with what to do about it when it is the broker returning a job
+/// published to the work queue `queue` as unroutable (`312 NO_ROUTE`): no
+/// queue of that name exists. `declared` says whether this backend declared
+/// it, in which case it was deleted since. Any other error is returned
+/// as it is.
+pub(crate) fn with_no_route_hint(error: Error, queue: &str, declared: bool) -> Error {
+    match error {
+        Error::Backend(e) if e.kind() == BackendErrorKind::Unroutable => {
+            let hint = if declared {
+                "it was declared through this backend and has been deleted since; \
+                 `Backend::declare` (or restarting the producer or worker) declares it again"
+            } else {
+                "it was never declared (`Producer::new`, `WorkerBuilder::build` and \
+                 `Backend::declare` declare it; `Producer::new_undeclared` does not)"
+            };
+            Error::Backend(BackendError::new(
+                BackendErrorKind::Unroutable,
+                format!(
+                    "{}; the queue `{queue}` does not exist: {hint}",
+                    e.message()
+                ),
+            ))
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,6 +224,48 @@ mod tests {
         assert_eq!(kind(&e), BackendErrorKind::ConfirmsNotEnabled);
 
         assert!(confirm_outcome("q", "id", Confirmed::Ack).is_ok());
+    }
+
+    #[test]
+    fn a_publish_to_a_missing_work_queue_says_it_was_never_declared() {
+        let returned = Confirmed::Returned {
+            message_id: Some("id".into()),
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+        };
+        let returned_text = "broker returned the message published to `myapp.emails` as unroutable: \
+                    312 NO_ROUTE";
+        let e = confirm_outcome("myapp.emails", "id", returned.clone()).unwrap_err();
+        let e = with_no_route_hint(e, "myapp.emails", false);
+        assert_eq!(kind(&e), BackendErrorKind::Unroutable);
+        let text = e.to_string();
+        assert!(text.starts_with(returned_text), "{text}");
+        assert!(
+            text.contains("the queue `myapp.emails` does not exist: it was never declared"),
+            "{text}"
+        );
+        for name in [
+            "`Producer::new`",
+            "`WorkerBuilder::build`",
+            "`Backend::declare`",
+            "`Producer::new_undeclared` does not",
+        ] {
+            assert!(text.contains(name), "{name} missing: {text}");
+        }
+
+        // Declared by this backend, deleted since: the hint says so.
+        let e = confirm_outcome("myapp.emails", "id", returned).unwrap_err();
+        let text = with_no_route_hint(e, "myapp.emails", true).to_string();
+        assert!(text.starts_with(returned_text), "{text}");
+        assert!(text.contains("deleted since"), "{text}");
+        assert!(!text.contains("never declared"), "{text}");
+
+        // Anything else is left as it is.
+        let nacked = confirm_outcome("q", "id", Confirmed::Nack).unwrap_err();
+        assert_eq!(
+            with_no_route_hint(nacked, "q", false).to_string(),
+            "broker nacked the message published to `q`"
+        );
     }
 
     #[test]

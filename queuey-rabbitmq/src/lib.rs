@@ -109,6 +109,13 @@
 //! or
 //! ``publisher confirms are not enabled; cannot confirm publish to `q` ``.
 //!
+//! `312 NO_ROUTE` means no queue `q` exists, so a publish to a work queue
+//! comes back with what to do appended: the queue was never declared
+//! (`Producer::new`, `WorkerBuilder::build` and
+//! [`Backend::declare`](queuey_core::Backend::declare) declare it,
+//! `Producer::new_undeclared` does not), or, when this backend declared
+//! it, it has been deleted since.
+//!
 //! # Topology and holds
 //!
 //! See [`topology`] for the queues and their arguments. A delay is rounded
@@ -249,35 +256,49 @@
 //! `default-features = false` and no TLS feature, plain `amqp://` works
 //! and `amqps://` is refused with an error naming the feature to enable.
 //!
+//! # How the crate is organised
+//!
+//! For contributors. Each module has one role, and modules depend on each
+//! other in one direction only, from the top of this list down:
+//!
+//! | module | role |
+//! |---|---|
+//! | `backend` | [`RabbitMqBackend`]: puts the parts below together and implements [`Backend`](queuey_core::Backend) |
+//! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
+//! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, dead letters, suspect copies |
+//! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
+//! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |
+//! | `options`, `topology`, `rehold`, `properties`, `error`, `bound`, `tls`, `uri`, `connection_properties` | settings, queue names and arguments, due times, message properties, error mapping, bounded calls: no broker I/O of their own |
+//!
+//! Inside a folder, the files lean on each other the same way, one
+//! direction only. A test (`tests/module_graph.rs`) reads the crate's
+//! sources and fails on any import circle between sibling modules.
+//!
 //! [queuey]: https://docs.rs/queuey
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod acks;
+mod addresses;
 mod backend;
+mod bound;
 mod connection_properties;
 mod consumer;
 mod declare;
-mod delivery;
-mod dial;
 mod error;
-mod guard;
-mod hold;
 mod link;
 mod options;
-mod pool;
+mod outbox;
 mod properties;
-mod publisher;
 pub mod rehold;
-mod settings;
 mod tls;
 pub mod topology;
 pub mod uri;
 
-pub use backend::{Addresses, RabbitMqBackend};
+pub use addresses::Addresses;
+pub use backend::RabbitMqBackend;
 pub use connection_properties::ConnectionProperties;
-pub use delivery::REQUEUE_DELAY;
-pub use settings::RabbitMqSettings;
+pub use consumer::REQUEUE_DELAY;
+pub use options::RabbitMqSettings;
 pub use tls::TlsOptions;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
@@ -298,5 +319,5 @@ pub use topology::HoldQueues;
 /// the public API: it names lapin types and may change in any release.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::dial::connect_plain_lapin;
+    pub use crate::link::dial::connect_plain_lapin;
 }

@@ -17,24 +17,16 @@
 //! [`FAR_FUTURE`] ahead is dead-lettered with a reason that says so rather
 //! than parked for years.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
-use queuey_core::{Delivery, Disposition};
 
-use crate::backend::Inner;
-use crate::delivery::RabbitMqDelivery;
 use crate::properties::DUE_AT_HEADER;
-use queuey_core::backend::HoldKind;
 
 /// How far ahead a due time may lie before it is taken for garbage: ten
 /// years.
 pub const FAR_FUTURE: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
-
-/// Counter: jobs that came back from a hold before their due time and were
-/// held again.
-pub(crate) const REHOLDS_TOTAL: &str = "queuey_rabbitmq_reholds_total";
 
 /// When a delivered job is due.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,48 +87,13 @@ pub(crate) fn due(properties: &BasicProperties, now_ms: impl FnOnce() -> u64) ->
     }
 }
 
-/// Holds a job that came back early again for what remains, then
-/// acknowledges its delivery. On failure the delivery is dropped unsettled,
-/// and the broker delivers it again later.
-pub(crate) async fn hold_again(
-    inner: &Inner,
-    delivery: Box<RabbitMqDelivery>,
-    remaining: Duration,
-    due_at_ms: u64,
-) {
-    let queue = delivery.queue().to_owned();
-    let envelope = delivery.envelope().clone().for_queue(&queue);
-    tracing::info!(
-        queue,
-        job_id = %envelope.job_id,
-        early_by = ?remaining,
-        "a job came back from its hold before its due time (a policy shortening hold \
-         queues, or a delay longer than one hold); holding it again for the rest"
-    );
-    let held = inner
-        .hold_until(&envelope, remaining, due_at_ms, HoldKind::Retry)
-        .await;
-    let result = match held {
-        Ok(()) => delivery.ack().await,
-        Err(error) => Err(error),
-    };
-    match result {
-        Ok(()) => metrics::counter!(REHOLDS_TOTAL, "queue" => queue).increment(1),
-        Err(error) => tracing::error!(
-            queue,
-            %error,
-            "could not hold an early job again; the broker keeps it and delivers it again"
-        ),
-    }
-}
-
-/// Dead-letters a job whose due time is garbage.
-pub(crate) async fn refuse(delivery: Box<RabbitMqDelivery>, reason: String) {
-    let queue = delivery.queue().to_owned();
-    tracing::warn!(queue, %reason, "dead-lettering a job with an absurd due time");
-    if let Err(error) = delivery.settle(Disposition::DeadLetter { reason }).await {
-        tracing::error!(queue, %error, "could not dead-letter a job with an absurd due time; the broker keeps it");
-    }
+/// Milliseconds since the Unix epoch, rounded down: the clock a consumer
+/// reads due times on, so that a job is never taken for due early.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

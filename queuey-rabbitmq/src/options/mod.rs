@@ -1,10 +1,12 @@
 //! Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend): the
 //! builder (here), its defaults and limits (`defaults`), the checks made
-//! when the backend connects (`validate`), and the `get_*` readers kept for
-//! one release (`deprecated`).
+//! when the backend connects (`validate`), the read-only view of what was
+//! set (`settings`), and the `get_*` readers kept for one release
+//! (`deprecated`).
 
 mod defaults;
 mod deprecated;
+mod settings;
 mod validate;
 
 #[cfg(test)]
@@ -16,11 +18,11 @@ use std::time::Duration;
 use queuey_core::MAX_MESSAGE_BYTES;
 use queuey_core::backend::Granularity;
 
-use crate::RabbitMqSettings;
 use crate::tls::TlsOptions;
 use crate::topology::HoldQueues;
 
 pub use defaults::*;
+pub use settings::RabbitMqSettings;
 
 /// Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
 ///

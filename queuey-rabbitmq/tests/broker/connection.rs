@@ -125,6 +125,35 @@ async fn several_addresses_are_tried_in_turn() {
     within("close", backend.close()).await.unwrap();
 }
 
+/// A port where nothing listens: the error names the address, password
+/// masked, and says what to check. Needs no broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_says_to_check_that_rabbitmq_runs_there() {
+    // A port that was free a moment ago: nothing listens on it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free local port")
+        .port();
+    let url = format!("amqp://guest:refused-SECRET@127.0.0.1:{port}/%2f");
+    let e = within("connect", RabbitMqBackend::connect(url.as_str()))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::ConnectionLost, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "connecting to RabbitMQ at `amqp://guest:***@127.0.0.1:{port}/%2f`: "
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("check that RabbitMQ runs at that address and port"),
+        "{text}"
+    );
+    assert!(text.contains("`AMQP_URL`"), "{text}");
+    assert!(!text.contains("refused-SECRET"), "{text}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_ends_streams_and_later_calls_fail() {
     let broker = broker!("close_ends_streams_and_later_calls_fail");

@@ -23,6 +23,8 @@
 //! | a throwaway channel per declare | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
 //! | default exchange, routing key = queue, mandatory, persistent, confirmed; only a bare ack is success | `publish::properties_on_the_wire`, `publish::a_publish_to_a_missing_queue_is_no_route` |
 //! | the three error texts (nack, 312 NO_ROUTE, confirms not enabled) | `publish::a_nack_is_an_error`, `publish::a_publish_to_a_missing_queue_is_no_route`; unit `error::tests::the_three_seed_messages` |
+//! | a `312 NO_ROUTE` on a work queue says it was never declared and what declares it, or that it was deleted since this backend declared it | `publish::a_publish_to_a_missing_queue_is_no_route`, `publish::a_publish_to_a_deleted_declared_queue_says_it_was_deleted`; unit `error::tests::a_publish_to_a_missing_work_queue_says_it_was_never_declared` |
+//! | a refused connection names the address (password masked) and says to check that RabbitMQ runs there and that `AMQP_URL` is right | `connection::a_refused_connection_says_to_check_that_rabbitmq_runs_there`; unit `link::dial::hint::tests::an_address_nothing_answers_at_says_what_to_check` |
 //! | a return carrying another message's id is an alarm | unit `error::tests::another_messages_return_is_an_alarm_not_a_success` |
 //! | `q`: durable per config, `x-message-ttl`, `x-max-priority` when `Some`, classic | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments`; unit `topology::tests::work_queue_arguments_follow_the_config` |
 //! | `q.dead`: no arguments but the classic type | `declare::declare_is_idempotent_and_queues_have_the_documented_arguments` |
@@ -31,7 +33,7 @@
 //! | `PRECONDITION_FAILED` (a `q` without `x-max-priority`) surfaces from `declare`; `max_priority(0)` declares it as before | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
 //! | delays rounded up, never early; zero or sub-millisecond granularity counts as 1 ms; holds under 50 ms wait 50 ms | `holds::holds_are_never_early_and_arrive_within_a_margin`, `holds::a_sub_millisecond_granularity_counts_as_one_millisecond` (50.5 ms at 500 µs waits in `q.deferred.51`, 1.5 ms in `q.deferred.50`); unit `topology::tests::holds_are_never_early` (proptest) |
 //! | `retry_granularity` rounds retries and delayed enqueues, `deferred_granularity` deferrals (`Backend::defer` too) | `holds::each_granularity_rounds_its_own_kind_of_hold`, `holds::backend_defer_returns_the_job_with_the_queues_top_priority` |
-//! | a hold relies on a declaration of its hold queue sent less than a quarter of a TTL ago, else declares it; a deleted hold queue comes back `NO_ROUTE` and is declared again; an idle one deletes itself | `holds::a_deleted_hold_queue_is_declared_again_by_the_next_hold`, `holds::an_idle_hold_queue_deletes_itself`, `declare::hold_queues_have_the_documented_arguments`; unit `hold::tests` |
+//! | a hold relies on a declaration of its hold queue sent less than a quarter of a TTL ago, else declares it; a deleted hold queue comes back `NO_ROUTE` and is declared again; an idle one deletes itself | `holds::a_deleted_hold_queue_is_declared_again_by_the_next_hold`, `holds::an_idle_hold_queue_deletes_itself`, `declare::hold_queues_have_the_documented_arguments`; unit `outbox::leases::tests` |
 //! | a hold confirmed a TTL or more after the declaration it relied on renews its hold queue's lease, or publishes again when the lease may have run out | `holds::holds_behind_a_burst_of_publishes_all_come_back` |
 //! | behind a burst of publishes every hold succeeds and every held job comes back (an expired hold queue is declared again) | `holds::holds_behind_a_burst_of_publishes_all_come_back` (1 500 publishes and 20 holds through one channel) |
 //! | every hold publish carries `queuey-due-at` (i64 ms since the epoch), and the job is released no earlier | `holds::holds_carry_the_time_they_become_due`; unit `properties::tests::holds_carry_their_due_time_as_a_64_bit_integer` |
@@ -52,7 +54,7 @@
 //! | properties: persistent, message id = job id, priority only when non-zero on a queue with priorities; nothing else | `publish::properties_on_the_wire`; unit `properties::tests::job_properties_are_persistence_id_and_priority_only` |
 //! | messages written by earlier versions (content type, type and timestamp too) are consumed as before | `consume::messages_with_the_earlier_properties_are_consumed` |
 //! | body size checked before publishing (16 MiB default) | `publish::an_oversize_body_is_refused_before_publishing` |
-//! | consumer tags `queuey.{queue}.{nanos:x}.{sequence}`, queue cut to 160 bytes | `consume::consumer_tags_and_the_connection_name_show_on_the_broker`; unit `consumer::tests` |
+//! | consumer tags `queuey.{queue}.{nanos:x}.{sequence}`, queue cut to 160 bytes | `consume::consumer_tags_and_the_connection_name_show_on_the_broker`; unit `consumer::tag::tests` |
 //! | the connection name (and client properties) show on the broker | `consume::consumer_tags_and_the_connection_name_show_on_the_broker` |
 //! | connection loss: stream yields `Err` (ConnectionLost) then ends; later calls fail; nothing acked | `connection::a_lost_connection_ends_streams_with_an_error_and_acks_nothing` |
 //! | a broker-side cancel ends the stream with `None` | `consume::a_broker_side_cancel_ends_the_stream` |

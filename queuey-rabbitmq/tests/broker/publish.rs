@@ -20,11 +20,55 @@ async fn a_publish_to_a_missing_queue_is_no_route() {
         .await
         .unwrap_err();
     assert_eq!(kind(&e), BackendErrorKind::Unroutable);
-    assert_eq!(
-        e.to_string(),
-        format!("broker returned the message published to `{missing}` as unroutable: 312 NO_ROUTE")
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "broker returned the message published to `{missing}` as unroutable: 312 NO_ROUTE; "
+        )),
+        "{text}"
+    );
+    // What to do about it: the queue was never declared, and what declares it.
+    assert!(
+        text.contains(&format!(
+            "the queue `{missing}` does not exist: it was never declared"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("`WorkerBuilder::build`") && text.contains("`Producer::new_undeclared`"),
+        "{text}"
     );
     assert!(!broker.exists(&missing).await);
+}
+
+/// A work queue this backend declared and an operator deleted since: the
+/// `NO_ROUTE` error says so, rather than that it was never declared.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publish_to_a_deleted_declared_queue_says_it_was_deleted() {
+    let broker = broker!("a_publish_to_a_deleted_declared_queue_says_it_was_deleted");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("deleted");
+    within(
+        "declare",
+        backend.declare(std::slice::from_ref(&QueueConfig::new(&q))),
+    )
+    .await
+    .unwrap();
+    broker.delete_raw(&q).await;
+    let e = within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Unroutable);
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "broker returned the message published to `{q}` as unroutable: 312 NO_ROUTE; "
+        )),
+        "{text}"
+    );
+    assert!(text.contains("has been deleted since"), "{text}");
+    assert!(!text.contains("never declared"), "{text}");
+    within("close", backend.close()).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -706,7 +706,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
         let target = event.metadata().target();
         if level <= tracing::Level::WARN && target.starts_with("queuey") {
             WARNINGS.lock().unwrap().push(line.0);
-        } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::guard") {
+        } else if level == tracing::Level::INFO
+            && target.starts_with("queuey_rabbitmq::consumer::guard")
+        {
             NOTICES.lock().unwrap().push(line.0);
         }
     }

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::{Open, Owner};
 use crate::error::Failure;
-use crate::publisher::confirms::{InFlight, uncertain};
+use crate::outbox::publisher::confirms::{InFlight, uncertain};
 
 impl Owner {
     /// The lane's channel and its number, opened (in confirm mode) on the
@@ -56,8 +56,8 @@ impl Owner {
         };
         let opened = match tokio::time::timeout_at(deadline, opening).await {
             Ok(opened) => opened,
-            Err(_) => Err(crate::backend::timed_out(
-                &format!("opening a publishing channel for `{queue}`"),
+            Err(_) => Err(crate::bound::timed_out(
+                format!("opening a publishing channel for `{queue}`"),
                 deadline.saturating_duration_since(Instant::now()),
             )),
         };

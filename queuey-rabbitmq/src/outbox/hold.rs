@@ -31,7 +31,7 @@
 //! on a loaded machine lost jobs that way. Half a TTL is the margin.) So one
 //! declaration serves every publish confirmed within half a TTL of sending
 //! it; a hold declares the queue again once the last declaration is older
-//! than a quarter of a TTL ([`Leases`]), keeping the rest as room for the
+//! than a quarter of a TTL (`Leases`), keeping the rest as room for the
 //! publish's own round trip.
 //!
 //! **A late confirmation.** A publish confirmed at `C >= S + ttl / 2` is not
@@ -54,19 +54,19 @@
 //! on a loaded broker, so they are rounded up to it: never early, and the
 //! lease rule can be honoured.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::Connection;
-use queuey_core::backend::HoldKind;
-use queuey_core::{BackendError, BackendErrorKind, Envelope, Error, QueueConfig};
+use queuey_core::backend::{Granularity, HoldKind};
+use queuey_core::{BackendError, BackendErrorKind, Error, QueueConfig};
 use tokio::time::Instant;
 
-use crate::backend::Inner;
-use crate::publisher::Outgoing;
-use crate::topology::HoldQueues;
-use crate::{properties, topology};
+use super::leases::Leases;
+use super::publisher::Outgoing;
+use super::send::Sender;
+use crate::RabbitMqOptions;
+use crate::declare::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
+use crate::topology::{self, HoldQueues};
 
 /// How often a hold whose lease could not be shown to cover its job is
 /// published again before the hold fails.
@@ -79,152 +79,75 @@ const LATE_HOLD_ATTEMPTS: u32 = 5;
 /// back through the broker.
 const NACKED_HOLD_ATTEMPTS: u32 = 3;
 
-/// Remembered leases past this many are pruned of those no longer usable.
-const LEASES_KEPT: usize = 1024;
-
-/// The last waited-for declaration of each hold queue: when it was sent.
-#[derive(Debug, Default)]
-pub(crate) struct Leases {
-    sent: Mutex<HashMap<String, (Instant, Duration)>>,
+/// The hold queues of a backend: the channels they are declared on, and
+/// the declarations later holds may rely on.
+#[derive(Debug)]
+pub(super) struct Holds {
+    declarer: HoldDeclarer,
+    leases: Leases,
 }
 
-impl Leases {
-    /// When the declaration a publish into `hold` may rely on was sent: for
-    /// a classic hold, if it is younger than a quarter of `ttl`; for a
-    /// quorum hold, which has no lease, any declaration still remembered.
-    fn usable(&self, hold: &str, ttl: Duration, holds: HoldQueues) -> Option<Instant> {
-        let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
-        sent.get(hold)
-            .map(|(at, _)| *at)
-            .filter(|at| holds == HoldQueues::Quorum || at.elapsed() < ttl / 4)
-    }
-
-    /// Records a declaration of `hold` sent at `at` that was answered.
-    fn renewed(&self, hold: &str, at: Instant, ttl: Duration) {
-        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
-        if sent.len() >= LEASES_KEPT && !sent.contains_key(hold) {
-            sent.retain(|_, (at, ttl)| at.elapsed() < *ttl / 4);
-        }
-        let entry = sent.entry(hold.to_owned()).or_insert((at, ttl));
-        if entry.0 < at {
-            *entry = (at, ttl);
+impl Holds {
+    pub(super) fn new() -> Self {
+        Holds {
+            declarer: HoldDeclarer::new(HOLD_DECLARATION_CHANNELS),
+            leases: Leases::default(),
         }
     }
 
-    /// Forgets the lease of a hold queue found missing.
-    fn forget(&self, hold: &str) {
-        self.sent
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(hold);
+    /// Closes the declaration channels: later holds fail with
+    /// [`Error::ShutDown`].
+    pub(super) fn close(&self) {
+        self.declarer.close();
     }
-}
 
-impl Inner {
-    /// Parks `envelope` in the hold queue for `delay` (rounded up), or
-    /// publishes it at once for a zero delay. Every refusal happens before
-    /// anything is declared or published.
-    pub(crate) async fn hold(
+    /// Publishes `out` into its hold queue, whose TTL is `ttl_ms`, for
+    /// `config`'s queue: declaring the hold queue when no usable
+    /// declaration is known, and publishing again after each transient
+    /// failure until the publish bound has passed.
+    pub(super) async fn park(
         &self,
-        envelope: &Envelope,
-        delay: Duration,
-        kind: HoldKind,
+        sender: &Sender,
+        config: &QueueConfig,
+        ttl_ms: u64,
+        out: Outgoing,
     ) -> Result<(), Error> {
-        self.hold_until(envelope, delay, due_at_ms(delay), kind)
+        let hold = out.queue.as_str();
+        let deadline = Instant::now() + sender.options.publish_timeout;
+        sender
+            .retrying(
+                deadline,
+                || format!("holding a job in `{hold}`"),
+                || self.hold_once(sender, config, ttl_ms, &out, deadline),
+            )
             .await
     }
-
-    /// Parks `envelope` for `delay`, stamping `due_at_ms` as its due time
-    /// (a job held again after coming back early keeps its first one).
-    ///
-    /// A delay longer than one hold queue keeps a job
-    /// ([`LONGEST_WAIT`](queuey_core::LONGEST_WAIT), 24 days) is held in
-    /// legs: the first leg waits 24 days, and the consumer that gets the job
-    /// back before its due time holds it again for the rest (see
-    /// [`rehold`](crate::rehold)). With
-    /// [`RabbitMqOptions::refuse_long_delays`](crate::RabbitMqOptions::refuse_long_delays)
-    /// such a delay is refused instead, as the first version did.
-    pub(crate) async fn hold_until(
-        &self,
-        envelope: &Envelope,
-        delay: Duration,
-        due_at_ms: u64,
-        kind: HoldKind,
-    ) -> Result<(), Error> {
-        let queue = envelope.queue.as_str();
-        let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
-            queue: queue.to_owned(),
-        })?;
-        let granularity = match kind {
-            HoldKind::Retry => self.options.settings().retry_granularity(),
-            HoldKind::Deferral => self.options.settings().deferred_granularity(),
-        };
-        let chained = delay > queuey_core::LONGEST_WAIT && !self.options.refuse_long_delays;
-        let ttl_ms = if chained {
-            // A whole number of seconds under the cap: a hold queue like any
-            // other, whatever the granularity.
-            u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap_or(u64::MAX)
-        } else {
-            match topology::hold_delay_ms(queue, delay, granularity) {
-                // A delay that fits one hold queue but whose bucket does
-                // not (a relative granularity rounds 23 days past the cap):
-                // the longest hold queue is still long enough.
-                Err(Error::DelayTooLong { .. }) if !self.options.refuse_long_delays => {
-                    topology::MAX_DEFERRAL_MS
-                }
-                other => other?,
-            }
-        };
-        let prepared = match kind {
-            HoldKind::Deferral if envelope.priority != config.top_priority() => {
-                self.prepare(&envelope.clone().with_priority(config.top_priority()))?
-            }
-            _ => self.prepare(envelope)?,
-        };
-        if ttl_ms == 0 {
-            return self.send(prepared.outgoing(queue)).await;
-        }
-        let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
-        let hold = self.options.hold_queues.name(
-            queue,
-            self.options.settings().deferred_suffix(),
-            ttl_ms,
-        )?;
-        let mut out = prepared.outgoing(&hold);
-        out.properties = properties::with_due_at(out.properties, due_at_ms);
-        let deadline = Instant::now() + self.options.publish_timeout;
-        self.retrying(
-            deadline,
-            || format!("holding a job in `{hold}`"),
-            || self.hold_once(&config, ttl_ms, &out, deadline),
-        )
-        .await
-    }
-
     /// Publishes `out` into its hold queue on the current connection,
     /// declaring the queue when no usable declaration is known.
     async fn hold_once(
         &self,
+        sender: &Sender,
         config: &QueueConfig,
         ttl_ms: u64,
         out: &Outgoing,
         deadline: Instant,
     ) -> Result<(), Error> {
         let hold = out.queue.as_str();
-        let current = self
-            .publishing_connection(|| format!("declaring hold queue `{hold}`"))
+        let current = sender
+            .connection(|| format!("declaring hold queue `{hold}`"))
             .await?;
         let result = self
-            .hold_on(&current.connection, config, ttl_ms, out, deadline)
+            .hold_on(sender, &current.connection, config, ttl_ms, out, deadline)
             .await;
         if let Err(error) = &result {
-            self.saw(current.generation, error);
+            sender.link.saw(current.generation, error);
         }
         result
     }
 
     async fn hold_on(
         &self,
+        sender: &Sender,
         connection: &Connection,
         config: &QueueConfig,
         ttl_ms: u64,
@@ -236,15 +159,18 @@ impl Inner {
         let mut late = 0;
         let mut nacked = 0;
         loop {
-            let holds = self.options.hold_queues;
+            let holds = sender.options.hold_queues;
             let sent = match self.leases.usable(hold, ttl, holds) {
                 Some(sent) => sent,
-                None => self.declare_hold(connection, hold, config, ttl_ms).await?,
+                None => {
+                    self.declare_hold(connection, holds, hold, config, ttl_ms)
+                        .await?
+                }
             };
-            match self.publisher.publish(out.clone(), deadline).await {
+            match sender.publisher.publish(out.clone(), deadline).await {
                 Ok(()) => {
                     if self
-                        .lease_covers(connection, hold, config, ttl_ms, sent)
+                        .lease_covers(connection, holds, hold, config, ttl_ms, sent)
                         .await?
                     {
                         return Ok(());
@@ -291,6 +217,7 @@ impl Inner {
     async fn declare_hold(
         &self,
         connection: &Connection,
+        holds: HoldQueues,
         hold: &str,
         config: &QueueConfig,
         ttl_ms: u64,
@@ -298,8 +225,8 @@ impl Inner {
         // Taken before the declaration is sent: the broker starts the lease
         // when it handles the declaration, which is no earlier.
         let sent = Instant::now();
-        self.holds
-            .declare(connection, hold, self.options.hold_queues, config, ttl_ms)
+        self.declarer
+            .declare(connection, hold, holds, config, ttl_ms)
             .await?;
         self.leases
             .renewed(hold, sent, Duration::from_millis(ttl_ms));
@@ -312,23 +239,61 @@ impl Inner {
     async fn lease_covers(
         &self,
         connection: &Connection,
+        holds: HoldQueues,
         hold: &str,
         config: &QueueConfig,
         ttl_ms: u64,
         sent: Instant,
     ) -> Result<bool, Error> {
         let ttl = Duration::from_millis(ttl_ms);
-        if self.options.hold_queues == HoldQueues::Quorum || sent.elapsed() < ttl / 2 {
+        if holds == HoldQueues::Quorum || sent.elapsed() < ttl / 2 {
             return Ok(true);
         }
-        self.declare_hold(connection, hold, config, ttl_ms).await?;
+        self.declare_hold(connection, holds, hold, config, ttl_ms)
+            .await?;
         Ok(sent.elapsed() < 2 * ttl)
+    }
+}
+
+/// The TTL of the hold queue a job waiting `delay` goes to: `delay`
+/// rounded up to `kind`'s granularity, or 0 for a job to publish at once.
+///
+/// A delay longer than one hold queue keeps a job
+/// ([`LONGEST_WAIT`](queuey_core::LONGEST_WAIT), 24 days) is held in
+/// legs: the first leg waits 24 days, and the consumer that gets the job
+/// back before its due time holds it again for the rest (see
+/// [`rehold`](crate::rehold)). With
+/// [`RabbitMqOptions::refuse_long_delays`] such a delay is refused
+/// instead, as the first version did.
+pub(super) fn ttl_ms(
+    queue: &str,
+    delay: Duration,
+    kind: HoldKind,
+    options: &RabbitMqOptions,
+) -> Result<u64, Error> {
+    let granularity: Granularity = match kind {
+        HoldKind::Retry => options.settings().retry_granularity(),
+        HoldKind::Deferral => options.settings().deferred_granularity(),
+    };
+    if delay > queuey_core::LONGEST_WAIT && !options.refuse_long_delays {
+        // A whole number of seconds under the cap: a hold queue like any
+        // other, whatever the granularity.
+        return Ok(u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap_or(u64::MAX));
+    }
+    match topology::hold_delay_ms(queue, delay, granularity) {
+        // A delay that fits one hold queue but whose bucket does not (a
+        // relative granularity rounds 23 days past the cap): the longest
+        // hold queue is still long enough.
+        Err(Error::DelayTooLong { .. }) if !options.refuse_long_delays => {
+            Ok(topology::MAX_DEFERRAL_MS)
+        }
+        other => other,
     }
 }
 
 /// When a job held for `delay` from now becomes due, in milliseconds since
 /// the Unix epoch (the `queuey-due-at` header).
-fn due_at_ms(delay: Duration) -> u64 {
+pub(super) fn due_at_ms(delay: Duration) -> u64 {
     // Rounded up, so that a due time is never earlier than asked.
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -336,72 +301,28 @@ fn due_at_ms(delay: Duration) -> u64 {
     u64::try_from((now + delay).as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
-/// Milliseconds since the Unix epoch, rounded down: the clock a consumer
-/// reads due times on, so that a job is never taken for due early.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn a_lease_is_reused_for_a_quarter_of_a_ttl() {
-        let leases = Leases::default();
-        let ttl = Duration::from_millis(1_000);
-        let classic = HoldQueues::Classic;
-        assert_eq!(leases.usable("h", ttl, classic), None);
-        let sent = Instant::now();
-        leases.renewed("h", sent, ttl);
-        tokio::time::advance(Duration::from_millis(249)).await;
-        assert_eq!(leases.usable("h", ttl, classic), Some(sent));
-        tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(leases.usable("h", ttl, classic), None);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_quorum_hold_is_declared_once_until_found_gone() {
-        let leases = Leases::default();
-        let ttl = Duration::from_millis(1_000);
-        let quorum = HoldQueues::Quorum;
-        assert_eq!(leases.usable("h", ttl, quorum), None);
-        let sent = Instant::now();
-        leases.renewed("h", sent, ttl);
-        tokio::time::advance(Duration::from_secs(3_600)).await;
-        assert_eq!(leases.usable("h", ttl, quorum), Some(sent));
-        leases.forget("h");
-        assert_eq!(leases.usable("h", ttl, quorum), None);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_older_declaration_never_replaces_a_newer_one() {
-        let leases = Leases::default();
-        let ttl = Duration::from_secs(10);
-        let old = Instant::now();
-        tokio::time::advance(Duration::from_secs(1)).await;
-        let new = Instant::now();
-        leases.renewed("h", new, ttl);
-        leases.renewed("h", old, ttl);
-        assert_eq!(leases.usable("h", ttl, HoldQueues::Classic), Some(new));
-        leases.forget("h");
-        assert_eq!(leases.usable("h", ttl, HoldQueues::Classic), None);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn stale_leases_are_pruned() {
-        let leases = Leases::default();
-        let ttl = Duration::from_millis(10);
-        for i in 0..LEASES_KEPT {
-            leases.renewed(&format!("h{i}"), Instant::now(), ttl);
-        }
-        tokio::time::advance(ttl).await;
-        leases.renewed("fresh", Instant::now(), ttl);
-        let kept = leases.sent.lock().unwrap().len();
-        assert_eq!(kept, 1);
+    #[test]
+    fn a_delay_past_one_hold_is_held_in_legs_unless_refused() {
+        let options = RabbitMqOptions::default();
+        let longest = u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap();
+        let year = Duration::from_secs(365 * 86_400);
+        assert_eq!(
+            ttl_ms("q", year, HoldKind::Retry, &options).unwrap(),
+            longest
+        );
+        assert_eq!(
+            ttl_ms("q", Duration::ZERO, HoldKind::Retry, &options).unwrap(),
+            0
+        );
+        let refusing = RabbitMqOptions::default().refuse_long_delays(true);
+        assert!(matches!(
+            ttl_ms("q", year, HoldKind::Deferral, &refusing),
+            Err(Error::DelayTooLong { .. })
+        ));
     }
 
     #[test]

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use queuey_core::backend::Granularity;
 
-use crate::{ConnectionProperties, HoldQueues, RabbitMqOptions, TlsOptions};
+use super::RabbitMqOptions;
+use crate::topology::HoldQueues;
+use crate::{ConnectionProperties, TlsOptions};
 
 /// What was set on a [`RabbitMqOptions`], read back under the builder
 /// methods' own names: [`RabbitMqOptions::heartbeat`] sets it,

@@ -13,23 +13,32 @@
 //! the broker refuses, a declared queue the broker now refuses
 //! (`PRECONDITION_FAILED`), or a reconnection deadline that passed. The link
 //! then fails for good and every caller gets that error.
+//!
+//! Here: the link and how callers get a connection from it. Opening one
+//! connection is `dial`, the supervisor's loop is `supervisor`, and the
+//! queues to replay are kept by `declared`.
 
-use std::collections::HashMap;
+mod declared;
+pub(crate) mod dial;
+mod supervisor;
+
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use futures::StreamExt;
+use lapin::Connection;
 use lapin::types::ShortString;
-use lapin::{Connection, Event};
 use queuey_core::{BackendError, BackendErrorKind, ConnectionState, Error, QueueConfig};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::dial::{self, Address, dial};
+use crate::RabbitMqOptions;
+use crate::bound;
 use crate::error::Failure;
-use crate::{RabbitMqOptions, declare};
+use declared::Declared;
+use dial::{Address, dial};
 
 /// Metric names the link reports (through the `metrics` crate).
 pub(crate) mod metric {
@@ -74,14 +83,16 @@ impl LinkState {
     }
 }
 
+/// The backend's link to RabbitMQ: the connection of the moment, replaced
+/// by the supervisor when it dies.
 pub(crate) struct Link {
     addresses: Vec<Address>,
-    options: RabbitMqOptions,
+    options: Arc<RabbitMqOptions>,
     state: watch::Sender<LinkState>,
     /// Wakes the supervisor: a call saw the connection of this generation fail.
     suspect: Arc<Notify>,
     /// Queues declared through the backend, replayed on every new connection.
-    declared: RwLock<HashMap<String, Arc<QueueConfig>>>,
+    declared: Declared,
     closed: AtomicBool,
     /// The highest generation handed out.
     generations: AtomicU64,
@@ -97,7 +108,7 @@ impl Link {
     /// password fails here, at once.
     pub(crate) async fn connect(
         uris: &[String],
-        options: RabbitMqOptions,
+        options: Arc<RabbitMqOptions>,
     ) -> Result<Arc<Link>, Error> {
         if uris.is_empty() {
             return Err(Error::invalid_config(
@@ -140,14 +151,14 @@ impl Link {
             options,
             state: watch::Sender::new(LinkState::Up(current)),
             suspect: Arc::new(Notify::new()),
-            declared: RwLock::new(HashMap::new()),
+            declared: Declared::default(),
             closed: AtomicBool::new(false),
             generations: AtomicU64::new(1),
             down_ms: AtomicU64::new(0),
             supervisor: Mutex::new(None),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let task = runtime.spawn(supervise(Arc::downgrade(&link), index));
+            let task = runtime.spawn(supervisor::supervise(Arc::downgrade(&link), index));
             *link
                 .supervisor
                 .lock()
@@ -200,6 +211,24 @@ impl Link {
             .await
     }
 
+    /// Runs `call` on the connection to use (waiting for a reconnection up
+    /// to the call bound), within the call bound; a failure that shows the
+    /// connection lost is reported to the supervisor. `what` names the
+    /// operation, for the errors.
+    pub(crate) async fn call<T, F, Fut>(&self, what: &str, call: F) -> Result<T, Error>
+    where
+        F: FnOnce(Current) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        let current = self.connection(what).await?;
+        let generation = current.generation;
+        let result = bound::within(self.options.call_timeout, what, call(current)).await;
+        if let Err(error) = &result {
+            self.saw(generation, error);
+        }
+        result
+    }
+
     /// The connection in use now, without waiting: `None` while
     /// reconnecting.
     pub(crate) fn current(&self) -> Option<Current> {
@@ -217,6 +246,14 @@ impl Link {
         }
     }
 
+    /// A call on the connection of `generation` failed with `error`: if the
+    /// error shows the connection lost, have the supervisor check it now.
+    pub(crate) fn saw(&self, generation: u64, error: &Error) {
+        if error.is_connection_lost() {
+            self.suspect(generation);
+        }
+    }
+
     /// Where the link stands, as the `Backend` trait reports it.
     pub(crate) fn state(&self) -> ConnectionState {
         self.state.borrow().public()
@@ -228,36 +265,17 @@ impl Link {
 
     /// The configuration of a queue declared through this backend.
     pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
-        self.declared
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(queue)
-            .cloned()
+        self.declared.get(queue)
     }
 
     /// How many queues were declared through this backend.
     pub(crate) fn declared_count(&self) -> usize {
-        self.declared
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.declared.count()
     }
 
     /// Remembers a declared queue, to replay on every new connection.
     pub(crate) fn remember(&self, config: &QueueConfig) {
-        self.declared
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(config.name().to_owned(), Arc::new(config.clone()));
-    }
-
-    fn declared_configs(&self) -> Vec<QueueConfig> {
-        self.declared
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(|c| QueueConfig::clone(c))
-            .collect()
+        self.declared.remember(config);
     }
 
     /// Stops reconnecting and closes the connection, within the call bound
@@ -331,235 +349,4 @@ fn failed(what: &str, reason: &str) -> Error {
         BackendErrorKind::Refused,
         format!("{what}: the backend gave up on RabbitMQ: {reason}"),
     ))
-}
-
-/// How often the supervisor looks at the connection's status even when no
-/// event woke it.
-const STATUS_POLL: Duration = Duration::from_millis(500);
-
-/// Watches the current connection and replaces it when it dies, until the
-/// link is closed or dropped.
-async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
-    loop {
-        let Some(current) = link.upgrade().and_then(|l| l.current()) else {
-            return;
-        };
-        if !watch_until_dead(&link, &current).await {
-            return;
-        }
-        let Some(strong) = link.upgrade() else {
-            return;
-        };
-        if strong.is_closed() {
-            return;
-        }
-        let since = Instant::now();
-        strong.state.send_replace(LinkState::Down { since });
-        metrics::gauge!(metric::CONNECTED).set(0.0);
-        tracing::warn!(
-            uri = %strong.addresses[address].redacted,
-            generation = current.generation,
-            "the connection to RabbitMQ is lost; reconnecting"
-        );
-        drop(current);
-        match reconnect(&strong, &mut address, since).await {
-            Some(next) => {
-                let down = since.elapsed();
-                metrics::counter!(metric::RECONNECTS).increment(1);
-                let down_ms = u64::try_from(down.as_millis()).unwrap_or(u64::MAX);
-                let before = strong.down_ms.fetch_add(down_ms, Ordering::AcqRel);
-                metrics::counter!(metric::DISCONNECTED_SECONDS)
-                    .increment(seconds_crossed(before, down_ms));
-                metrics::gauge!(metric::CONNECTED).set(1.0);
-                tracing::info!(
-                    uri = %strong.addresses[address].redacted,
-                    generation = next.generation,
-                    down_for = ?down,
-                    "reconnected to RabbitMQ; declared queues replayed"
-                );
-                if strong.is_closed() {
-                    return;
-                }
-                strong.state.send_replace(LinkState::Up(next));
-            }
-            None => return,
-        }
-    }
-}
-
-/// Waits until `current`'s connection is dead (true) or the link is gone
-/// (false).
-async fn watch_until_dead(link: &std::sync::Weak<Link>, current: &Current) -> bool {
-    let mut events = current.connection.events_listener();
-    let mut poll = tokio::time::interval(STATUS_POLL);
-    let Some(notify) = link.upgrade().map(|l| Arc::clone(&l.suspect)) else {
-        return false;
-    };
-    loop {
-        let Some(strong) = link.upgrade() else {
-            return false;
-        };
-        if strong.is_closed() {
-            return false;
-        }
-        if !current.connection.status().connected() {
-            return true;
-        }
-        drop(strong);
-        let suspect = notify.notified();
-        tokio::select! {
-            event = events.next() => match event {
-                Some(Event::Error(error)) => {
-                    tracing::debug!(%error, "RabbitMQ connection error event");
-                }
-                Some(Event::ConnectionBlocked(reason)) => {
-                    tracing::warn!(%reason, "RabbitMQ blocked publishing on the connection (a resource alarm); publishes wait up to their timeout");
-                }
-                Some(Event::ConnectionUnblocked) => {
-                    tracing::info!("RabbitMQ unblocked the connection");
-                }
-                Some(other) => tracing::debug!(event = ?other, "RabbitMQ connection event"),
-                None => {
-                    // The listener ends with the connection.
-                    if !current.connection.status().connected() {
-                        return true;
-                    }
-                    poll.tick().await;
-                }
-            },
-            () = suspect => {}
-            _ = poll.tick() => {}
-        }
-    }
-}
-
-/// Connects again, trying every address in turn from the one after the
-/// last, with backoff between rounds; replays the declared queues. `None`
-/// when the link was closed or gave up for good.
-async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Option<Current> {
-    let (min, max) = link.options.reconnect_delay;
-    let mut delay = min;
-    let generation = next_generation(link);
-    loop {
-        for _ in 0..link.addresses.len() {
-            if link.is_closed() {
-                return None;
-            }
-            *address = (*address + 1) % link.addresses.len();
-            let target = &link.addresses[*address];
-            let connection = match dial(target, &link.options).await {
-                Ok(connection) => connection,
-                Err(failure) if failure.fatal => {
-                    give_up(link, &failure.error.to_string());
-                    return None;
-                }
-                Err(failure) => {
-                    tracing::debug!(uri = %target.redacted, error = %failure.error, "reconnection attempt failed");
-                    continue;
-                }
-            };
-            match replay(link, &connection).await {
-                Ok(()) => {
-                    return Some(Current {
-                        connection: Arc::new(connection),
-                        generation,
-                    });
-                }
-                Err(error) if !error.is_transient() => {
-                    give_up(
-                        link,
-                        &format!("replaying the declared queues on a new connection: {error}"),
-                    );
-                    let _ = connection.close(200, ShortString::default()).await;
-                    return None;
-                }
-                Err(error) => {
-                    tracing::warn!(uri = %target.redacted, %error, "replaying the declared queues failed; trying again");
-                    let _ = tokio::time::timeout(
-                        link.options.call_timeout,
-                        connection.close(200, ShortString::default()),
-                    )
-                    .await;
-                }
-            }
-        }
-        if let Some(deadline) = link.options.reconnect_deadline
-            && since.elapsed() >= deadline
-        {
-            give_up(
-                link,
-                &format!(
-                    "could not reconnect within the reconnect deadline of {deadline:?} \
-                     (tried {} address(es))",
-                    link.addresses.len()
-                ),
-            );
-            return None;
-        }
-        tokio::time::sleep(jitter(delay)).await;
-        delay = (delay * 2).min(max);
-    }
-}
-
-/// Whole seconds passed when `added` milliseconds follow `before`
-/// milliseconds: what a seconds counter must grow by so that it always
-/// shows the whole seconds of the running total.
-fn seconds_crossed(before: u64, added: u64) -> u64 {
-    before.saturating_add(added) / 1_000 - before / 1_000
-}
-
-fn next_generation(link: &Link) -> u64 {
-    link.generations.fetch_add(1, Ordering::AcqRel) + 1
-}
-
-fn give_up(link: &Link, reason: &str) {
-    tracing::error!(reason, "giving up on RabbitMQ");
-    link.state
-        .send_replace(LinkState::Failed(Arc::from(reason)));
-}
-
-/// Declares every queue declared so far on the new connection, before
-/// anyone may publish or consume on it: a queue an operator deleted while
-/// the backend was away comes back.
-async fn replay(link: &Link, connection: &Connection) -> Result<(), Error> {
-    let configs = link.declared_configs();
-    if configs.is_empty() {
-        return Ok(());
-    }
-    let declaring = declare::declare_queues(connection, &link.options, &configs, |_| {});
-    match tokio::time::timeout(link.options.call_timeout, declaring).await {
-        Ok(result) => result,
-        Err(_) => Err(Error::Backend(BackendError::new(
-            BackendErrorKind::TimedOut,
-            "replaying the declared queues: no answer from RabbitMQ in time",
-        ))),
-    }
-}
-
-/// A pause of up to `delay`, drawn uniformly (full jitter), so that many
-/// processes cut off together do not reconnect in lockstep.
-fn jitter(delay: Duration) -> Duration {
-    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-    let random = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(random % nanos.max(1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_outages_add_up_in_the_disconnected_seconds() {
-        // Three outages of 400 ms: 1.2 s in all, so the counter shows 1.
-        let mut total = 0;
-        let mut reported = 0;
-        for _ in 0..3 {
-            reported += seconds_crossed(total, 400);
-            total += 400;
-        }
-        assert_eq!(reported, 1);
-        assert_eq!(seconds_crossed(0, 2_500), 2);
-        assert_eq!(seconds_crossed(2_500, 600), 1);
-        assert_eq!(seconds_crossed(u64::MAX - 1, 10), 0);
-    }
 }

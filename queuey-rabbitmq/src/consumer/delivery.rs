@@ -1,0 +1,202 @@
+//! A delivered job and how it is settled.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use queuey_core::backend::{Disposition, Plan};
+use queuey_core::{Delivery, Envelope, Error, QueueConfig};
+
+use super::settle::Settler;
+use crate::outbox::{Outbox, dead_letter};
+use crate::properties::{self, DeadLetterInfo};
+
+/// One delivery from a consumer.
+///
+/// Publishing (a retry, deferral or dead letter) always comes before the
+/// acknowledgement, and any failure leaves the delivery unacknowledged. A
+/// delivery dropped unsettled is handed back to the broker after
+/// [`REQUEUE_DELAY`](super::REQUEUE_DELAY); if its channel closes first,
+/// the broker delivers it again anyway.
+pub(crate) struct RabbitMqDelivery {
+    outbox: Arc<Outbox>,
+    /// Its tag, acker and channel. The channel stays open until this
+    /// delivery is settled, so dropping the stream first does not requeue
+    /// work in progress.
+    settler: Settler,
+    envelope: Envelope,
+    /// The body as received without the payload, which the envelope holds:
+    /// with it, the body is republished verbatim to the dead-letter queue.
+    around: Around,
+    redelivered: bool,
+    /// Whether a settle was sent or handed to the writer. The acker alone
+    /// cannot tell: an acknowledgement covered by a multiple one leaves it
+    /// unused.
+    settled: AtomicBool,
+}
+
+impl RabbitMqDelivery {
+    /// A delivery whose body decoded as `envelope`, with the bytes of the
+    /// body around its payload. The body itself is not kept.
+    pub(crate) fn new(
+        outbox: Arc<Outbox>,
+        settler: Settler,
+        envelope: Envelope,
+        around: Around,
+        redelivered: bool,
+    ) -> Self {
+        RabbitMqDelivery {
+            outbox,
+            settler,
+            envelope,
+            around,
+            redelivered,
+            settled: AtomicBool::new(false),
+        }
+    }
+
+    /// The queue the delivery was consumed from.
+    pub(crate) fn queue(&self) -> &str {
+        self.settler.queue()
+    }
+
+    /// Acknowledges through the channel's writer, which may cover this
+    /// delivery with a multiple acknowledgement.
+    async fn ack_now(&self) -> Result<(), Error> {
+        self.settled.store(true, Ordering::Relaxed);
+        self.settler.ack().await
+    }
+
+    async fn dead_letter_now(&self, reason: String) -> Result<(), Error> {
+        let queue = self.queue();
+        let Some(suffix) = self.outbox.options().dead_suffix_in_use() else {
+            tracing::warn!(
+                queue,
+                job_id = %self.envelope.job_id,
+                reason = properties::cap_reason(&reason),
+                "dead-letter queues are off: rejecting without requeue, so the broker's own \
+                 dead-letter policy for the queue applies"
+            );
+            self.settled.store(true, Ordering::Relaxed);
+            return self.settler.reject().await;
+        };
+        let info = DeadLetterInfo {
+            reason: &reason,
+            original_queue: queue,
+            attempts: self.envelope.attempt,
+        };
+        let letter = dead_letter::letter(
+            &info,
+            suffix,
+            // A dead-letter queue has no priorities.
+            properties::job_properties(&self.envelope, 0),
+            self.envelope.job_id.to_string(),
+            self.around.rebuild(&self.envelope),
+        );
+        let config = self
+            .outbox
+            .declared(queue)
+            .unwrap_or_else(|| Arc::new(QueueConfig::new(queue)));
+        self.outbox.dead_letter(letter, &config).await?;
+        self.ack_now().await
+    }
+}
+
+/// The bytes of a body before and after its payload.
+#[derive(Debug)]
+pub(crate) struct Around {
+    bytes: Vec<u8>,
+    /// Where the payload went.
+    split: usize,
+}
+
+impl Around {
+    /// `bytes`: a body without its payload, which was cut out at `split`.
+    pub(crate) fn new(bytes: Vec<u8>, split: usize) -> Self {
+        Around { bytes, split }
+    }
+
+    /// The body as received: these bytes around the envelope's payload.
+    pub(crate) fn rebuild(&self, envelope: &Envelope) -> Bytes {
+        let payload = envelope.payload.get().as_bytes();
+        let mut body = Vec::with_capacity(self.bytes.len() + payload.len());
+        body.extend_from_slice(&self.bytes[..self.split]);
+        body.extend_from_slice(payload);
+        body.extend_from_slice(&self.bytes[self.split..]);
+        Bytes::from(body)
+    }
+}
+
+impl Delivery for RabbitMqDelivery {
+    fn envelope(&self) -> &Envelope {
+        &self.envelope
+    }
+
+    fn redelivered(&self) -> bool {
+        self.redelivered
+    }
+
+    fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {
+        Box::pin(async move {
+            match disposition.plan(&self.envelope, self.queue()) {
+                Plan::Ack => self.ack_now().await,
+                Plan::Hold { next, delay, kind } => {
+                    self.outbox.hold(&next, delay, kind).await?;
+                    self.ack_now().await
+                }
+                Plan::DeadLetter { reason } => self.dead_letter_now(reason).await,
+                Plan::Requeue => {
+                    self.settled.store(true, Ordering::Relaxed);
+                    self.settler.requeue().await
+                }
+            }
+        })
+    }
+}
+
+impl Drop for RabbitMqDelivery {
+    fn drop(&mut self) {
+        if !self.settled.load(Ordering::Relaxed) {
+            self.settler.requeue_later();
+        }
+    }
+}
+
+impl fmt::Debug for RabbitMqDelivery {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RabbitMqDelivery")
+            .field("queue", self.settler.queue())
+            .field("delivery_tag", &self.settler.tag())
+            .field("redelivered", &self.redelivered)
+            .field("envelope", &self.envelope)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_is_rebuilt_byte_for_byte() {
+        let small = br#"{"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8", "payload" : [1,  2],"job_type":"t","queue":"q","attempt":1}"#.to_vec();
+        // A payload kept in the body's own memory, with odd spacing around
+        // and inside it.
+        let large = format!(
+            r#"{{ "attempt":1, "payload" :  {{ "s" : "{}", "n": [1 ,2] }} ,"job_id":"67e55044-10b1-426f-9247-bb680e5fe0c8","job_type":"t","queue":"q" }}"#,
+            "é".repeat(3_000)
+        )
+        .into_bytes();
+        for body in [small, large] {
+            let (envelope, bytes, split) = Envelope::decode_taking(body.clone()).unwrap();
+            let around = Around { bytes, split };
+            assert_eq!(
+                around.bytes.len() + envelope.payload.get().len(),
+                body.len()
+            );
+            assert_eq!(&around.rebuild(&envelope)[..], &body[..]);
+        }
+    }
+}

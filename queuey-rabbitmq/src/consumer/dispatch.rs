@@ -1,0 +1,150 @@
+//! Sending each delivery where its route says: to the worker, back to its
+//! hold, to the poison guard, or to the dead-letter queue.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::message::Delivery as LapinDelivery;
+use queuey_core::{Delivery, Disposition, Envelope};
+
+use super::acks::Acks;
+use super::delivery::{Around, RabbitMqDelivery};
+use super::guard::Guard;
+use super::route::{Route, route};
+use super::settle::Settler;
+use super::{Consumer, Source};
+use crate::rehold::{self, Due};
+
+/// Counter: jobs that came back from a hold before their due time and were
+/// held again.
+pub(crate) const REHOLDS_TOTAL: &str = "queuey_rabbitmq_reholds_total";
+
+impl Consumer {
+    /// Decodes a delivery and sends it where it belongs; returns it when it
+    /// goes to the worker.
+    pub(super) async fn dispatch(
+        &self,
+        mut delivery: LapinDelivery,
+        acks: Acks,
+    ) -> Option<Box<dyn Delivery>> {
+        // Only a delivery that came back unsettled meets the guard.
+        let guarded = delivery.redelivered && self.outbox.options().guard_in_use().is_some();
+        match route(
+            &mut delivery.data,
+            guarded,
+            &delivery.properties,
+            rehold::now_ms,
+        ) {
+            Route::Malformed(error) => self.malformed(delivery, error, acks).await,
+            Route::Guard(envelope) => self.guard(delivery, envelope, acks).await,
+            Route::Worker {
+                envelope,
+                around,
+                due,
+            } => {
+                let delivery = self.delivery(delivery, envelope, around, acks);
+                match due {
+                    Due::Now => {
+                        // No guard move is under way (see `Consumer::gate`).
+                        drop(self.gate.write().await);
+                        return Some(delivery);
+                    }
+                    Due::Later {
+                        remaining,
+                        due_at_ms,
+                    } => self.hold_again(delivery, remaining, due_at_ms).await,
+                    Due::Absurd(reason) => refuse(delivery, reason).await,
+                }
+            }
+        }
+        None
+    }
+
+    /// The delivery of a decoded job, as the worker gets it.
+    fn delivery(
+        &self,
+        delivery: LapinDelivery,
+        envelope: Envelope,
+        around: Around,
+        acks: Acks,
+    ) -> Box<RabbitMqDelivery> {
+        // A job only reaches the suspect queue by coming back unsettled: it
+        // is a redelivery to the worker.
+        let redelivered = delivery.redelivered || matches!(self.source, Source::Suspects(_));
+        let settler = Settler::new(
+            delivery.acker,
+            delivery.delivery_tag,
+            acks,
+            Arc::clone(&self.queue),
+            self.outbox.options().call_timeout,
+        );
+        Box::new(RabbitMqDelivery::new(
+            Arc::clone(&self.outbox),
+            settler,
+            envelope,
+            around,
+            redelivered,
+        ))
+    }
+
+    /// Hands a redelivery to the poison guard, on a task of its own.
+    async fn guard(&self, delivery: LapinDelivery, envelope: Envelope, acks: Acks) {
+        // Moves run side by side (a slow confirmation must not hold up the
+        // next one); each holds the gate shared until its ack is in.
+        let moving = Arc::clone(&self.gate).read_owned().await;
+        let guard = Guard {
+            outbox: Arc::clone(&self.outbox),
+            config: self.config.clone(),
+            prefetch: self.prefetch(),
+        };
+        tokio::spawn(async move {
+            guard.divert(delivery, &envelope, acks).await;
+            drop(moving);
+        });
+    }
+
+    /// Holds a job that came back early again for what remains, then
+    /// acknowledges its delivery. On failure the delivery is dropped
+    /// unsettled, and the broker delivers it again later.
+    async fn hold_again(
+        &self,
+        delivery: Box<RabbitMqDelivery>,
+        remaining: Duration,
+        due_at_ms: u64,
+    ) {
+        let queue = delivery.queue().to_owned();
+        let envelope = delivery.envelope().clone().for_queue(&queue);
+        tracing::info!(
+            queue,
+            job_id = %envelope.job_id,
+            early_by = ?remaining,
+            "a job came back from its hold before its due time (a policy shortening hold \
+             queues, or a delay longer than one hold); holding it again for the rest"
+        );
+        let held = self
+            .outbox
+            .hold_again(&envelope, remaining, due_at_ms)
+            .await;
+        let result = match held {
+            Ok(()) => delivery.ack().await,
+            Err(error) => Err(error),
+        };
+        match result {
+            Ok(()) => metrics::counter!(REHOLDS_TOTAL, "queue" => queue).increment(1),
+            Err(error) => tracing::error!(
+                queue,
+                %error,
+                "could not hold an early job again; the broker keeps it and delivers it again"
+            ),
+        }
+    }
+}
+
+/// Dead-letters a job whose due time is garbage.
+async fn refuse(delivery: Box<RabbitMqDelivery>, reason: String) {
+    let queue = delivery.queue().to_owned();
+    tracing::warn!(queue, %reason, "dead-lettering a job with an absurd due time");
+    if let Err(error) = delivery.settle(Disposition::DeadLetter { reason }).await {
+        tracing::error!(queue, %error, "could not dead-letter a job with an absurd due time; the broker keeps it");
+    }
+}

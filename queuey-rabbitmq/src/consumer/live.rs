@@ -1,0 +1,196 @@
+//! A consumer on one connection: starting it, and restoring it when its
+//! connection dies or the broker cancels it.
+
+use futures::StreamExt;
+use lapin::message::Delivery as LapinDelivery;
+use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::types::FieldTable;
+use queuey_core::Error;
+
+use super::acks::Acks;
+use super::tag::consumer_tag;
+use super::{Consumer, RESUME_PAUSE_MIN, Source};
+use crate::error::Failure;
+use crate::{declare, properties};
+
+/// A consumer on one connection.
+pub(super) struct Live {
+    consumer: lapin::Consumer,
+    /// The writer of the channel's acknowledgements, which holds the
+    /// channel, shared with every delivery taken from it.
+    acks: Acks,
+    tag: String,
+    generation: u64,
+}
+
+/// What one look at the consumer gave.
+// Returned once and moved straight on: boxing the delivery would cost an
+// allocation per delivery.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Received {
+    /// A delivery, with the writer of its channel's acknowledgements.
+    Delivery(LapinDelivery, Acks),
+    /// Nothing yet: the consumer was started again, or was lost and will
+    /// be.
+    Nothing,
+    /// The stream ends, with this error or quietly.
+    End(Option<Error>),
+}
+
+impl Consumer {
+    /// Opens a channel on the current connection (waiting for a
+    /// reconnection up to the call bound) and consumes on it; a suspect
+    /// queue is declared first, in case no `declare` of this process made
+    /// it.
+    pub(super) async fn start(&self) -> Result<Live, Error> {
+        let queue = &*self.consumed;
+        let what = format!("consuming `{queue}`");
+        let options = self.outbox.options();
+        let prefetch = self.prefetch();
+        let failing = what.as_str();
+        let live = self
+            .link
+            .call(&what, |current| async move {
+                let connection = &current.connection;
+                let fail = |e: lapin::Error| {
+                    Failure::of(&e, connection.status().connected()).into_error(failing)
+                };
+                if let Source::Suspects(name) = &self.source {
+                    declare::declare_suspect_queue(connection, name, options, &self.config).await?;
+                }
+                let channel = connection.create_channel().await.map_err(fail)?;
+                channel
+                    .basic_qos(prefetch, BasicQosOptions { global: false })
+                    .await
+                    .map_err(fail)?;
+                let tag = consumer_tag(queue);
+                let consumer = channel
+                    .basic_consume(
+                        properties::short(queue),
+                        properties::short(&tag),
+                        BasicConsumeOptions::default(),
+                        FieldTable::default(),
+                    )
+                    .await
+                    .map_err(fail)?;
+                Ok(Live {
+                    acks: Acks::start(channel),
+                    consumer,
+                    tag,
+                    generation: current.generation,
+                })
+            })
+            .await?;
+        tracing::debug!(queue, consumer_tag = %live.tag, prefetch, "consuming");
+        Ok(live)
+    }
+
+    /// Takes the next delivery, starting the consumer again first if it
+    /// was lost.
+    pub(super) async fn receive(&mut self) -> Received {
+        let Some(live) = self.live.as_mut() else {
+            return self.restart().await;
+        };
+        match live.consumer.next().await {
+            Some(Ok(delivery)) => {
+                self.pause = RESUME_PAUSE_MIN;
+                // Known to the writer before anything can settle it.
+                live.acks.delivered(delivery.delivery_tag);
+                Received::Delivery(delivery, live.acks.clone())
+            }
+            Some(Err(e)) => {
+                let live = self.live.take();
+                self.lost(live, e).await;
+                Received::Nothing
+            }
+            None => {
+                let live = self.live.take();
+                self.cancelled(live).await
+            }
+        }
+    }
+
+    /// Consumes again on the connection of the moment.
+    async fn restart(&mut self) -> Received {
+        match self.start().await {
+            Ok(live) => {
+                tracing::info!(queue = %self.consumed, consumer_tag = %live.tag, "consuming again on the new connection");
+                self.live = Some(live);
+            }
+            Err(error) if error.is_transient() => {
+                tracing::debug!(queue = %self.consumed, %error, "could not consume yet; trying again");
+                self.back_off().await;
+            }
+            Err(Error::ShutDown) => return Received::End(None),
+            Err(error) => {
+                tracing::error!(queue = %self.consumed, %error, "cannot consume; the stream ends");
+                return Received::End(Some(error));
+            }
+        }
+        Received::Nothing
+    }
+
+    /// The consumer failed: its connection is most likely gone.
+    async fn lost(&mut self, live: Option<Live>, error: lapin::Error) {
+        let Some(live) = live else { return };
+        if self.link.is_closed() {
+            return;
+        }
+        tracing::warn!(queue = %self.consumed, consumer_tag = %live.tag, %error, "the consumer was lost; consuming again once the connection is back");
+        self.link.suspect(live.generation);
+        drop(live);
+        self.back_off().await;
+    }
+
+    /// The consumer ended: the broker cancelled it (its queue was deleted),
+    /// or its channel closed.
+    async fn cancelled(&mut self, live: Option<Live>) -> Received {
+        let Some(live) = live else {
+            return Received::Nothing;
+        };
+        let connected = live.acks.channel().status().connected();
+        let Live {
+            consumer,
+            acks,
+            tag,
+            generation,
+        } = live;
+        drop((consumer, acks));
+        if self.link.is_closed() {
+            return Received::Nothing;
+        }
+        if connected {
+            // We never cancel a consumer that is still being polled, so
+            // the broker did: its queue was deleted.
+            tracing::warn!(
+                queue = %self.consumed,
+                consumer_tag = %tag,
+                "the broker cancelled the consumer (was the queue deleted?); declaring the queue again and consuming"
+            );
+            if let Err(error) = self.redeclare().await {
+                if !error.is_transient() {
+                    tracing::error!(queue = %self.queue, %error, "could not declare the queue again; the stream ends");
+                    return Received::End(Some(error));
+                }
+                tracing::warn!(queue = %self.queue, %error, "could not declare the queue again yet");
+            }
+        } else {
+            tracing::warn!(queue = %self.consumed, consumer_tag = %tag, "the consumer's channel closed; consuming again once the connection is back");
+            self.link.suspect(generation);
+        }
+        self.back_off().await;
+        Received::Nothing
+    }
+
+    /// Declares the consumed queue (and its dead-letter queue) again.
+    async fn redeclare(&self) -> Result<(), Error> {
+        let what = format!("declaring `{}` again", self.queue);
+        let options = self.outbox.options();
+        let config = std::slice::from_ref(&self.config);
+        self.link
+            .call(&what, |current| async move {
+                declare::declare_queues(&current.connection, options, config, |_| {}).await
+            })
+            .await
+    }
+}

@@ -1,0 +1,191 @@
+//! Consuming a queue: a fresh channel per consumer, its prefetch and its
+//! tag (`live`, `tag`), and what happens to each delivery: decoded and
+//! routed (`route`), then dispatched (`dispatch`) to the worker as a
+//! [`RabbitMqDelivery`](delivery::RabbitMqDelivery), to its hold again, to
+//! the poison guard (`guard`) or, for a body that is not an envelope, to
+//! the dead-letter queue (`malformed`). Settling a delivery is `settle`,
+//! over the channel's coalesced acknowledgements (`acks`).
+
+mod acks;
+mod delivery;
+mod dispatch;
+mod guard;
+mod live;
+mod malformed;
+mod route;
+mod settle;
+mod tag;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use queuey_core::{Delivery, DeliveryStream, Error, QueueConfig};
+use tokio::sync::RwLock;
+
+use crate::link::Link;
+use crate::outbox::Outbox;
+use crate::topology;
+use live::{Live, Received};
+pub use settle::REQUEUE_DELAY;
+
+/// Starts a consumer of `config`'s queue on a channel of its own, with
+/// `basic_qos(prefetch, global = false)` set before `basic_consume`; with
+/// the [poison guard](crate#poison-guard) on, a second consumer of its
+/// suspect queue on another channel, with a prefetch of 1 (declaring the
+/// suspect queue first), merged into the same stream.
+///
+/// The stream outlives the connection: when the connection dies (or the
+/// broker cancels a consumer because its queue was deleted), each consumer
+/// consumes again with the same prefetch on the backend's next connection,
+/// declaring the queues again first if they were gone. It ends with an
+/// error only for what cannot heal (the backend gave up, the broker refuses
+/// a queue), and with `None` once the backend is closed.
+pub(crate) async fn consume(
+    link: Arc<Link>,
+    outbox: Arc<Outbox>,
+    config: &QueueConfig,
+) -> Result<DeliveryStream, Error> {
+    config.validate()?;
+    if link.is_closed() {
+        return Err(Error::ShutDown);
+    }
+    let suspects = outbox
+        .options()
+        .suspect_suffix_in_use()
+        .map(|suffix| topology::suspect_queue_name(config.name(), suffix));
+    // The consumers start now, so that a refusal is the caller's error.
+    let gate = Arc::new(RwLock::new(()));
+    let work = Consumer::start_on(
+        Arc::clone(&link),
+        Arc::clone(&outbox),
+        config,
+        Source::Work,
+        Arc::clone(&gate),
+    )
+    .await?;
+    match suspects {
+        None => Ok(work.into_stream()),
+        Some(name) => {
+            let source = Source::Suspects(Arc::from(name));
+            let suspects = Consumer::start_on(link, outbox, config, source, gate).await?;
+            Ok(futures::stream::select(work.into_stream(), suspects.into_stream()).boxed())
+        }
+    }
+}
+
+/// Which queue a consumer takes from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// The work queue itself, with its prefetch.
+    Work,
+    /// Its suspect queue (the name), one delivery at a time.
+    Suspects(Arc<str>),
+}
+
+/// The first pause before consuming again after the consumer was lost; it
+/// doubles on every loss in a row, up to [`RESUME_PAUSE_MAX`].
+const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
+const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
+
+/// One consumer of a queue, across connections.
+struct Consumer {
+    link: Arc<Link>,
+    outbox: Arc<Outbox>,
+    config: QueueConfig,
+    /// The work queue: the queue of every delivery, whichever it came from.
+    queue: Arc<str>,
+    source: Source,
+    /// The queue consumed: the work queue or its suspect queue.
+    consumed: Arc<str>,
+    live: Option<Live>,
+    ended: bool,
+    pause: Duration,
+    /// Shared by the consumers of one stream: each move of the poison guard
+    /// holds it (shared) until it is done (publish, acknowledgement, and a
+    /// round trip proving the broker has the acknowledgement), and a
+    /// delivery is handed to the worker only once it is free (exclusive, at
+    /// once released), so no delivery is handed out meanwhile. A job that
+    /// kills the process the moment it runs (the suspect copy of a poison
+    /// job, most likely) thus cannot cut off the acknowledgement of the
+    /// original and leave the job twice.
+    gate: Arc<RwLock<()>>,
+}
+
+impl Consumer {
+    /// A consumer of `source`, consuming already.
+    async fn start_on(
+        link: Arc<Link>,
+        outbox: Arc<Outbox>,
+        config: &QueueConfig,
+        source: Source,
+        gate: Arc<RwLock<()>>,
+    ) -> Result<Consumer, Error> {
+        let queue: Arc<str> = Arc::from(config.name());
+        let consumed = match &source {
+            Source::Work => Arc::clone(&queue),
+            Source::Suspects(name) => Arc::clone(name),
+        };
+        let mut state = Consumer {
+            link,
+            outbox,
+            config: config.clone(),
+            queue,
+            source,
+            consumed,
+            live: None,
+            ended: false,
+            pause: RESUME_PAUSE_MIN,
+            gate,
+        };
+        state.live = Some(state.start().await?);
+        Ok(state)
+    }
+
+    fn into_stream(self) -> DeliveryStream {
+        futures::stream::unfold(self, |mut state| async move {
+            let item = state.next().await?;
+            Some((item, state))
+        })
+        .boxed()
+    }
+
+    fn prefetch(&self) -> u16 {
+        match self.source {
+            Source::Work => self.config.settings().prefetch(),
+            Source::Suspects(_) => 1,
+        }
+    }
+
+    /// The next delivery for the worker: each one received is decoded and
+    /// dispatched, and only a job due now comes out.
+    async fn next(&mut self) -> Option<Result<Box<dyn Delivery>, Error>> {
+        loop {
+            if self.ended {
+                return None;
+            }
+            if self.link.is_closed() {
+                self.ended = true;
+                return None;
+            }
+            match self.receive().await {
+                Received::Delivery(delivery, acks) => {
+                    if let Some(delivery) = self.dispatch(delivery, acks).await {
+                        return Some(Ok(delivery));
+                    }
+                }
+                Received::Nothing => {}
+                Received::End(error) => {
+                    self.ended = true;
+                    return error.map(Err);
+                }
+            }
+        }
+    }
+
+    /// Waits before consuming again, longer after each loss in a row.
+    async fn back_off(&mut self) {
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(RESUME_PAUSE_MAX);
+    }
+}

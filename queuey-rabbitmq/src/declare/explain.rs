@@ -1,0 +1,109 @@
+//! What a refused declaration tells the user to do.
+
+use queuey_core::{Error, QueueConfig};
+
+use crate::error::{Failure, code};
+
+/// The error for a refused declaration of `queue`, with what to do about it.
+pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Error {
+    let what = format!("declaring queue `{queue}`");
+    let transient_refused = !config.settings().durable()
+        && (failure.reply_code == Some(code::INTERNAL_ERROR) || failure.connection_lost);
+    let hint = if transient_refused {
+        Some(
+            "the queue is transient (durable = false), which RabbitMQ 4.3 and later refuse; \
+             declare it durable",
+        )
+    } else if failure.reply_code == Some(code::PRECONDITION_FAILED) {
+        if failure.text.contains("x-queue-type") {
+            Some(
+                "the queue exists as another queue type, and RabbitMQ cannot change a queue's \
+                 type in place; keep its type in the config, or move its jobs to a queue of \
+                 the new type (the README's upgrade notes say how)",
+            )
+        } else if failure.text.contains("x-max-priority") {
+            Some(
+                "the queue exists with other priority settings (a queue created before priorities \
+                 has no x-max-priority); drain and delete it so it can be declared again, or set \
+                 max_priority(0) to declare it as before",
+            )
+        } else if config.is_quorum() {
+            Some(
+                "a queue of this name exists with other arguments; if it is a classic queue, \
+                 RabbitMQ cannot turn it into a quorum queue in place: keep it classic, or move \
+                 its jobs to a new quorum queue (the README's upgrade notes say how)",
+            )
+        } else {
+            Some(
+                "a queue of this name exists with other arguments, and RabbitMQ never changes \
+                 an existing queue's arguments; delete it or use another name",
+            )
+        }
+    } else {
+        None
+    };
+    match hint {
+        Some(hint) => Failure {
+            text: format!("{}; {hint}", failure.text),
+            ..failure
+        }
+        .into_error(&what),
+        None => failure.into_error(&what),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queuey_core::BackendErrorKind;
+
+    #[test]
+    fn refusals_say_what_to_do() {
+        let failure = |code, lost, text: &str| Failure {
+            reply_code: code,
+            connection_lost: lost,
+            text: text.to_owned(),
+        };
+        let config = QueueConfig::new("q");
+        let e = explain(
+            failure(
+                Some(406),
+                false,
+                "PRECONDITION_FAILED - inequivalent arg 'x-max-priority'",
+            ),
+            "q",
+            &config,
+        );
+        assert!(matches!(&e, Error::Backend(b) if b.kind() == BackendErrorKind::Refused));
+        let text = e.to_string();
+        assert!(
+            text.starts_with("declaring queue `q`: PRECONDITION_FAILED"),
+            "{text}"
+        );
+        assert!(text.contains("max_priority(0)"), "{text}");
+
+        let e = explain(
+            failure(Some(406), false, "inequivalent arg 'x-message-ttl'"),
+            "q",
+            &config,
+        );
+        assert!(e.to_string().contains("other arguments"), "{e}");
+
+        let e = explain(
+            failure(
+                Some(406),
+                false,
+                "PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue 'q' in vhost '/': \
+                 received the value 'quorum' of type 'longstr' but current is none",
+            ),
+            "q",
+            &config,
+        );
+        assert!(e.to_string().contains("upgrade notes"), "{e}");
+
+        let transient = QueueConfig::new("q").durable(false);
+        let e = explain(failure(Some(541), true, "INTERNAL_ERROR"), "q", &transient);
+        assert!(e.to_string().contains("declare it durable"), "{e}");
+        assert!(e.is_connection_lost());
+    }
+}

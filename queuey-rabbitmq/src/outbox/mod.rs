@@ -1,0 +1,174 @@
+//! The publishing side: everything the backend publishes, and the retries
+//! that make a publish either confirmed or a clear error.
+//!
+//! - `publisher`: the confirm-mode lanes that carry every publish (see its
+//!   documentation for how confirmations and returns are attributed);
+//! - `send`: one publish, tried again after a lost channel or connection
+//!   until the publish bound, and a queue of the backend's own declared
+//!   again when a publish into it comes back `NO_ROUTE`;
+//! - `prepare`: an envelope encoded and checked before anything is sent;
+//! - `hold` and `leases`: parking a job in a hold queue until its delay has
+//!   passed, without the queue's lease running out under it;
+//! - `dead_letter` and `suspect`: the messages for a queue's dead-letter
+//!   and suspect queues.
+//!
+//! The consumer side decides what to publish; this module publishes it.
+
+pub(crate) mod dead_letter;
+mod hold;
+mod leases;
+mod prepare;
+mod publisher;
+mod send;
+pub(crate) mod suspect;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuey_core::backend::HoldKind;
+use queuey_core::{Envelope, Error, QueueConfig};
+
+use crate::link::Link;
+use crate::{RabbitMqOptions, declare, error, properties, topology};
+use hold::Holds;
+use prepare::Prepared;
+pub(crate) use publisher::Outgoing;
+use send::Sender;
+
+/// The publishing side of a backend: its publishing lanes and hold queues.
+pub(crate) struct Outbox {
+    sender: Sender,
+    holds: Holds,
+}
+
+impl Outbox {
+    /// Starts the publishing lanes on `link`; each opens its channel on
+    /// first use. Must be called inside a tokio runtime.
+    pub(crate) fn new(link: Arc<Link>, options: Arc<RabbitMqOptions>) -> Self {
+        Outbox {
+            sender: Sender::new(link, options),
+            holds: Holds::new(),
+        }
+    }
+
+    /// The backend's options.
+    pub(crate) fn options(&self) -> &RabbitMqOptions {
+        &self.sender.options
+    }
+
+    /// The configuration of a queue declared through this backend.
+    pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
+        self.sender.link.declared(queue)
+    }
+
+    /// Publishes `envelope` to its own queue. A queue that does not exist
+    /// (`NO_ROUTE`) fails with an error that says how queues get declared.
+    pub(crate) async fn publish(&self, envelope: &Envelope) -> Result<(), Error> {
+        let queue = envelope.queue.as_str();
+        let declared = self.declared(queue);
+        let prepared = Prepared::new(
+            envelope,
+            self.options().settings().max_message_size(),
+            declared.as_deref(),
+        )?;
+        let sent = self.sender.send(prepared.outgoing(queue)).await;
+        sent.map_err(|e| error::with_no_route_hint(e, queue, declared.is_some()))
+    }
+
+    /// Parks `envelope` in the hold queue for `delay` (rounded up), or
+    /// publishes it at once for a zero delay. Every refusal happens before
+    /// anything is declared or published.
+    pub(crate) async fn hold(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
+        self.hold_until(envelope, delay, hold::due_at_ms(delay), kind)
+            .await
+    }
+
+    /// Holds a job that came back from its hold before its due time again
+    /// for the `remaining` time, keeping its first due time.
+    pub(crate) async fn hold_again(
+        &self,
+        envelope: &Envelope,
+        remaining: Duration,
+        due_at_ms: u64,
+    ) -> Result<(), Error> {
+        self.hold_until(envelope, remaining, due_at_ms, HoldKind::Retry)
+            .await
+    }
+
+    /// Parks `envelope` for `delay`, stamping `due_at_ms` as its due time.
+    async fn hold_until(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        due_at_ms: u64,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
+        let queue = envelope.queue.as_str();
+        let config = self.declared(queue).ok_or_else(|| Error::UnknownQueue {
+            queue: queue.to_owned(),
+        })?;
+        let options = self.options();
+        let ttl_ms = hold::ttl_ms(queue, delay, kind, options)?;
+        let limit = options.settings().max_message_size();
+        let prepared = match kind {
+            HoldKind::Deferral if envelope.priority != config.top_priority() => {
+                let envelope = envelope.clone().with_priority(config.top_priority());
+                Prepared::new(&envelope, limit, Some(&config))?
+            }
+            _ => Prepared::new(envelope, limit, Some(&config))?,
+        };
+        if ttl_ms == 0 {
+            let sent = self.sender.send(prepared.outgoing(queue)).await;
+            return sent.map_err(|e| error::with_no_route_hint(e, queue, true));
+        }
+        let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
+        let hold = options
+            .hold_queues
+            .name(queue, options.settings().deferred_suffix(), ttl_ms)?;
+        let mut out = prepared.outgoing(&hold);
+        out.properties = properties::with_due_at(out.properties, due_at_ms);
+        self.holds.park(&self.sender, &config, ttl_ms, out).await
+    }
+
+    /// Publishes a dead letter (see [`dead_letter::letter`]) into the
+    /// dead-letter queue of `config`'s queue, declaring that queue again
+    /// if it is gone.
+    pub(crate) async fn dead_letter(
+        &self,
+        letter: Outgoing,
+        config: &QueueConfig,
+    ) -> Result<(), Error> {
+        let dead = letter.queue.clone();
+        let declare = |current: crate::link::Current| async move {
+            declare::declare_dead_letter_queue(&current.connection, &dead, config).await
+        };
+        self.sender
+            .send_declaring(letter, "dead-letter queue", declare)
+            .await
+    }
+
+    /// Publishes a suspect copy (see [`suspect::copy`]) into the suspect
+    /// queue of `config`'s queue, declaring that queue again if it is gone.
+    pub(crate) async fn suspect(&self, copy: Outgoing, config: &QueueConfig) -> Result<(), Error> {
+        let suspect = copy.queue.clone();
+        let options = self.options();
+        let declare = |current: crate::link::Current| async move {
+            declare::declare_suspect_queue(&current.connection, &suspect, options, config).await
+        };
+        self.sender
+            .send_declaring(copy, "suspect queue", declare)
+            .await
+    }
+
+    /// Closes the publishing side: later publishes and holds fail with
+    /// [`Error::ShutDown`].
+    pub(crate) fn close(&self) {
+        self.sender.publisher.close();
+        self.holds.close();
+    }
+}
