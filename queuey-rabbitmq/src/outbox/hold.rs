@@ -275,7 +275,7 @@ pub(super) fn ttl_ms(
         HoldKind::Retry => options.settings().retry_granularity(),
         HoldKind::Deferral => options.settings().deferred_granularity(),
     };
-    if delay > queuey_core::LONGEST_WAIT && !options.refuse_long_delays {
+    if !queuey_core::backend::fits_a_hold(delay) && !options.refuse_long_delays {
         // A whole number of seconds under the cap: a hold queue like any
         // other, whatever the granularity.
         return Ok(u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap_or(u64::MAX));
