@@ -196,7 +196,7 @@ mod tests {
     }
 
     #[test]
-    fn the_three_seed_messages() {
+    fn the_three_documented_messages() {
         let e = confirm_outcome("myapp.emails", "id", Confirmed::Nack).unwrap_err();
         assert_eq!(
             e.to_string(),

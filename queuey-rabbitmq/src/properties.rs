@@ -2,7 +2,7 @@
 //!
 //! A job carries only what something reads: persistence (delivery mode 2),
 //! its job id as the message id (publisher confirms are matched by it),
-//! its priority when it has one, and on a dead letter the seed's three
+//! its priority when it has one, and on a dead letter the three documented
 //! headers. Everything else (type, enqueue time, content type) is in the
 //! envelope, which is the only thing a consumer reads, so each property
 //! would be a second copy the broker parses and stores for every message.

@@ -19,7 +19,7 @@ pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Er
             Some(
                 "the queue exists as another queue type, and RabbitMQ cannot change a queue's \
                  type in place; keep its type in the config, or move its jobs to a queue of \
-                 the new type (the README's upgrade notes say how)",
+                 the new type (CHANGELOG.md says how)",
             )
         } else if failure.text.contains("x-max-priority") {
             Some(
@@ -31,7 +31,7 @@ pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Er
             Some(
                 "a queue of this name exists with other arguments; if it is a classic queue, \
                  RabbitMQ cannot turn it into a quorum queue in place: keep it classic, or move \
-                 its jobs to a new quorum queue (the README's upgrade notes say how)",
+                 its jobs to a new quorum queue (CHANGELOG.md says how)",
             )
         } else {
             Some(
@@ -99,7 +99,7 @@ mod tests {
             "q",
             &config,
         );
-        assert!(e.to_string().contains("upgrade notes"), "{e}");
+        assert!(e.to_string().contains("CHANGELOG.md says how"), "{e}");
 
         let transient = QueueConfig::new("q").durable(false);
         let e = explain(failure(Some(541), true, "INTERNAL_ERROR"), "q", &transient);

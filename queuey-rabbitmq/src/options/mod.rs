@@ -190,7 +190,7 @@ impl RabbitMqOptions {
     }
 
     /// Sets the connection's name, client properties and locale at once,
-    /// replacing any set before (the seeds' `connection_properties` option,
+    /// replacing any set before (the first version's `connection_properties` option,
     /// with queuey's own [`ConnectionProperties`](crate::ConnectionProperties)).
     pub fn connection_properties(mut self, properties: crate::ConnectionProperties) -> Self {
         self.connection_name = properties.connection_name;
@@ -319,7 +319,7 @@ impl RabbitMqOptions {
     /// ```
     /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
     ///
-    /// // The seeds' holds, exactly: classic queues, 1 s steps.
+    /// // The first version's holds, exactly: classic queues, 1 s steps.
     /// let options = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
     /// # let _ = options;
     /// ```

@@ -261,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn room_for_hold_queues_is_checked_with_the_seed_message() {
+    fn room_for_hold_queues_is_checked_with_the_documented_message() {
         // ".deferred.2147483647" is 20 bytes: 235 fits exactly, 236 does not.
         let classic = HoldQueues::Classic;
         assert!(

@@ -161,7 +161,7 @@ async fn hold_queues_have_the_documented_arguments() {
     assert_eq!(broker.ready(&hold).await, 1);
 }
 
-/// `HoldQueues::Classic`, the seeds' hold queue: `x-expires = 2 * ttl`.
+/// `HoldQueues::Classic`, the first version's hold queue: `x-expires = 2 * ttl`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn classic_hold_queues_have_the_documented_arguments() {
     let broker = broker!("classic_hold_queues_have_the_documented_arguments");

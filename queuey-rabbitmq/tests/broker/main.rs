@@ -9,7 +9,7 @@
 //! a second, plain lapin connection or `rabbitmqctl`. Tests run in parallel
 //! against one broker.
 //!
-//! # Checklist: each statement of the seed documents, and its proof
+//! # Checklist: each documented statement of the backend, and its proof
 //!
 //! Unit tests live beside the code (`src/*.rs`); broker tests are here.
 //!
@@ -22,7 +22,7 @@
 //! | a fresh channel per consume with `basic_qos(prefetch, global = false)` | `consume::prefetch_bounds_unacknowledged_deliveries` |
 //! | a throwaway channel per declare | `declare::a_queue_without_priorities_is_refused_and_publishing_still_works` |
 //! | default exchange, routing key = queue, mandatory, persistent, confirmed; only a bare ack is success | `publish::properties_on_the_wire`, `publish::a_publish_to_a_missing_queue_is_no_route` |
-//! | the three error texts (nack, 312 NO_ROUTE, confirms not enabled) | `publish::a_nack_is_an_error`, `publish::a_publish_to_a_missing_queue_is_no_route`; unit `error::tests::the_three_seed_messages` |
+//! | the three error texts (nack, 312 NO_ROUTE, confirms not enabled) | `publish::a_nack_is_an_error`, `publish::a_publish_to_a_missing_queue_is_no_route`; unit `error::tests::the_three_documented_messages` |
 //! | a `312 NO_ROUTE` on a work queue says it was never declared and what declares it, or that it was deleted since this backend declared it | `publish::a_publish_to_a_missing_queue_is_no_route`, `publish::a_publish_to_a_deleted_declared_queue_says_it_was_deleted`; unit `error::tests::a_publish_to_a_missing_work_queue_says_it_was_never_declared` |
 //! | a refused connection names the address (password masked) and says to check that RabbitMQ runs there and that `AMQP_URL` is right | `connection::a_refused_connection_says_to_check_that_rabbitmq_runs_there`; unit `link::dial::hint::tests::an_address_nothing_answers_at_says_what_to_check` |
 //! | a return carrying another message's id is an alarm | unit `error::tests::another_messages_return_is_an_alarm_not_a_success` |
@@ -40,7 +40,7 @@
 //! | `x-expires` past `i32::MAX` (the longest hold) goes out as a 64-bit integer and the broker takes it | `declare::the_longest_hold_has_an_x_expires_past_32_bits`; unit `declare::tests::field_tables_use_only_long_strings_and_fitting_integers` |
 //! | a hold needs the queue declared through this backend (`UnknownQueue`) | `declare::refusals_happen_before_anything_is_created` |
 //! | the delay must fit, checked after rounding (`DelayTooLong`), and a refused one creates no hold queue | `declare::refusals_happen_before_anything_is_created`, `declare::a_hold_past_the_cap_creates_no_hold_queue`; unit `topology::tests::hold_names_refuse_zero_and_too_long_delays` |
-//! | the name must leave room for its hold queues; refused before anything is created, with the seed's message | `declare::refusals_happen_before_anything_is_created`; unit `topology::tests::room_for_hold_queues_is_checked_with_the_seed_message`, proptests `hold_names_fit_or_fail`, `hold_names_are_injective` |
+//! | the name must leave room for its hold queues; refused before anything is created, with the documented message | `declare::refusals_happen_before_anything_is_created`; unit `topology::tests::room_for_hold_queues_is_checked_with_the_documented_message`, proptests `hold_names_fit_or_fail`, `hold_names_are_injective` |
 //! | failures happen before the ack: the original stays unacked and comes back | `declare::a_foreign_hold_queue_makes_retry_fail_and_the_delivery_stays_unacked` |
 //! | an unsettled delivery is handed back after `REQUEUE_DELAY`, so failures in a row never stall a consumer | `consume::failed_settles_do_not_stall_the_consumer` (prefetch 1, two failed retries, a later job still arrives) |
 //! | a deferral carries the top priority and overtakes the backlog | `holds::a_deferral_overtakes_the_backlog`, `holds::backend_defer_returns_the_job_with_the_queues_top_priority` (the producer's `Backend::defer`; attempt and deferrals as sent) |
@@ -60,7 +60,7 @@
 //! | a broker-side cancel ends the stream with `None` | `consume::a_broker_side_cancel_ends_the_stream` |
 //! | `close()` ends streams; later calls fail | `connection::close_ends_streams_and_later_calls_fail` |
 //! | the password never appears in `Debug`, errors or logs | `connection::the_password_never_shows_in_debug_errors_or_logs`; unit `uri::tests` |
-//! | `dead_suffix` and `deferred_suffix` name the dead-letter and hold queues (`dead_suffix("-dlq")` as in the seed's example) | `dead_letters::custom_suffixes_name_the_dead_letter_and_hold_queues` |
+//! | `dead_suffix` and `deferred_suffix` name the dead-letter and hold queues (`dead_suffix("-dlq")` as in the README's example) | `dead_letters::custom_suffixes_name_the_dead_letter_and_hold_queues` |
 //! | option defaults | unit `options::tests::defaults` |
 
 #[macro_use]

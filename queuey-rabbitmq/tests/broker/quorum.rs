@@ -84,7 +84,7 @@ async fn impossible_quorum_queues_are_refused_before_anything_is_created() {
 
 /// RabbitMQ cannot change a queue's type in place: declaring an existing
 /// classic queue as a quorum queue is refused, and the error points to the
-/// upgrade notes.
+/// changelog.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_classic_queue_cannot_become_a_quorum_queue_in_place() {
     let broker = broker!("a_classic_queue_cannot_become_a_quorum_queue_in_place");
@@ -99,7 +99,7 @@ async fn a_classic_queue_cannot_become_a_quorum_queue_in_place() {
     assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
     let text = e.to_string();
     assert!(text.contains("PRECONDITION_FAILED"), "{text}");
-    assert!(text.contains("upgrade notes"), "{text}");
+    assert!(text.contains("CHANGELOG.md says how"), "{text}");
     assert_eq!(
         broker.listed(&q).await.as_deref().map(|l| &l[..8]),
         Some("classic\t")

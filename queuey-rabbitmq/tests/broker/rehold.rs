@@ -146,7 +146,7 @@ async fn a_delay_past_one_hold_is_held_in_legs_or_refused_on_request() {
         "{due} vs {expected}"
     );
 
-    // The seed's refusal, for whoever asks for it.
+    // The first version's refusal, for whoever asks for it.
     let strict = broker
         .backend(RabbitMqOptions::default().refuse_long_delays(true))
         .await;

@@ -1,4 +1,4 @@
-//! Stacks in a worker: the card line, tower's middleware unchanged, state
+//! Stacks in a worker: the classic tower stack, tower's middleware unchanged, state
 //! that persists across jobs, one classifier for every layer, `.layer()`
 //! around the defaults, and the settings a stack would ignore.
 
