@@ -77,7 +77,7 @@ where
 
 #[tokio::test(start_paused = true)]
 #[allow(deprecated)] // the deprecated form still works
-async fn the_card_line_goes_into_a_worker_as_written() {
+async fn the_classic_tower_stack_goes_into_a_worker_as_written() {
     let gauge = Gauge::default();
     let handler = gauge.handler(Duration::from_millis(1));
     let (_, running) = run_jobs(3, &gauge, |backend| async move {
