@@ -110,16 +110,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let backend = Arc::new(MemoryBackend::new());
 
-    // The default stack (tracing, metrics, dead-letter, retry, deferral, a
-    // per-attempt timeout) wraps both handlers; `.layer(..)` would add
-    // layers of yours around it.
+    // The default stack (tracing, metrics, dead-letter, deadline, retry,
+    // deferral, a per-attempt timeout) wraps both handlers;
+    // `.handler_with(handler, layers)` would add layers of yours inside it.
     let worker = Worker::<AppQueues, _>::builder(backend.clone())
         .handler(EmailHandler { started })
         .handler(WebhookHandler { started })
         .build()
         .await?;
     let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
 
     let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
     producer
@@ -146,17 +145,28 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
 
-    // Four jobs. A retry or a deferral comes back as a new delivery, so the
-    // four take 1 + 3 + 2 + 1 = 7 deliveries.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while handle.jobs_finished() < 4 {
-        if Instant::now() > deadline {
-            return Err("the jobs did not finish within 10 s".into());
+    // The main loop: the worker runs until Ctrl-C or SIGTERM, and, in this
+    // example, until its four jobs are done. A retry or a deferral comes
+    // back as a new delivery, so the four take 1 + 3 + 2 + 1 = 7
+    // deliveries. On either signal, jobs already running finish and settle
+    // first; the rest stay on the queue.
+    let all_done = {
+        let handle = handle.clone();
+        async move {
+            while handle.jobs_finished() < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    handle.shutdown();
-    running.await??;
+    };
+    let stop = async {
+        tokio::select! {
+            () = queuey::shutdown_signal() => {}
+            () = all_done => {}
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), worker.run_until(stop))
+        .await
+        .map_err(|_| "the jobs did not finish within 10 s")??;
 
     println!();
     for queue in [AppQueues::Emails, AppQueues::Webhooks] {

@@ -16,8 +16,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use queuey::JobHandler;
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use serde::{Deserialize, Serialize};
 
 const DEFAULT_URL: &str = "amqp://guest:guest@localhost:5672/%2f";
@@ -89,7 +90,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()
         .await?;
     let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
 
     let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
     producer
@@ -106,15 +106,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     // Two jobs: the flaky one (three deliveries) and the invalid one.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while handle.jobs_finished() < 2 {
-        if Instant::now() > deadline {
-            return Err("the jobs did not finish within 30 s".into());
+    // The main loop: until Ctrl-C or SIGTERM, and, in this example, until
+    // the jobs are done. On either signal, jobs already running finish and
+    // settle first; the rest stay on the broker.
+    let all_done = {
+        let handle = handle.clone();
+        async move {
+            while handle.jobs_finished() < 2 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    handle.shutdown();
-    running.await??;
+    };
+    let stop = async {
+        tokio::select! {
+            () = queuey::shutdown_signal() => {}
+            () = all_done => {}
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), worker.run_until(stop))
+        .await
+        .map_err(|_| "the jobs did not finish within 30 s")??;
     backend.close().await?;
     println!(
         "done in {} ms; the invalid job waits in {}.dead",

@@ -4,7 +4,6 @@ use std::{sync::Arc, time::Duration};
 
 use queuey::prelude::*;
 use serde::{Deserialize, Serialize};
-use tokio::signal::unix::{SignalKind, signal};
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 #[queues(prefix = "app")]
@@ -36,11 +35,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let to = "ada@example.com".to_owned();
     producer.enqueue(&SendEmail { to }).await?;
 
-    let worker = Worker::<AppQueues, _>::builder(backend).handler(handler_fn(send));
-    let mut sigterm = signal(SignalKind::terminate())?;
-    let stop = async {
-        tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = sigterm.recv() => {} }
-    };
-    worker.build().await?.run_until(stop).await?; // running jobs finish and settle first
+    let worker = Worker::<AppQueues, _>::builder(backend)
+        .handler(handler_fn(send))
+        .build()
+        .await?;
+    // Until Ctrl-C or SIGTERM; jobs already running finish and settle first.
+    worker.run_until(queuey::shutdown_signal()).await?;
     Ok(())
 }

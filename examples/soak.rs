@@ -120,7 +120,7 @@ async fn soak(plan: Plan) -> scenario::Report {
         let url = node.url();
         let site = Site {
             url,
-            tls: queuey::TlsOptions::default(),
+            tls: queuey::rabbitmq::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         };
@@ -135,7 +135,7 @@ async fn soak(plan: Plan) -> scenario::Report {
         &plan,
         Site {
             url,
-            tls: queuey::TlsOptions::default(),
+            tls: queuey::rabbitmq::TlsOptions::default(),
             node: None,
             child,
         },

@@ -15,6 +15,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use queuey::Backoff;
+use queuey::JobHandler;
+use queuey::RetryPolicy;
+use queuey::layers::dead_letter::DeadLetterLayer;
+use queuey::layers::trace::TraceLayer;
 use queuey::prelude::*;
 use serde::{Deserialize, Serialize};
 use tower::limit::ConcurrencyLimitLayer;
@@ -92,7 +97,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build()
         .await?;
     let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
 
     let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
     let orders: Vec<CapturePayment> = (1..=6).map(|order| CapturePayment { order }).collect();
@@ -101,15 +105,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     // Six orders (seven deliveries: one's first attempt timed out).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while handle.jobs_finished() < 6 {
-        if Instant::now() > deadline {
-            return Err("the payments did not finish within 20 s".into());
+    // The main loop: until Ctrl-C or SIGTERM, and, in this example, until
+    // the payments are done. On either signal, jobs already running finish and
+    // settle first; the rest stay on the broker.
+    let all_done = {
+        let handle = handle.clone();
+        async move {
+            while handle.jobs_finished() < 6 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    handle.shutdown();
-    running.await??;
+    };
+    let stop = async {
+        tokio::select! {
+            () = queuey::shutdown_signal() => {}
+            () = all_done => {}
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), worker.run_until(stop))
+        .await
+        .map_err(|_| "the payments did not finish within 20 s")??;
     println!(
         "all captured; at most {} calls ran at once; {} dead letters",
         handler.peak.load(Ordering::SeqCst),

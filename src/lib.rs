@@ -77,14 +77,23 @@
 //! deferrals, dead letters, the RabbitMQ topology and options, what queuey
 //! guarantees, and metrics and tracing.
 //!
-//! # Crates
+//! # Where things are
 //!
-//! | crate | what it holds | here as |
-//! |---|---|---|
-//! | `queuey-core` | envelopes, queue sets, jobs, handlers, the `Backend`/`Delivery` traits, `Producer`, `MemoryBackend` | the root, [`backend`], [`handler`], [`memory`], [`queue`], [`retry`] |
-//! | `queuey-macros` | `#[derive(Queues)]`, `#[derive(Job)]` | [`Queues`], [`Job`] |
-//! | `queuey-tower` | the worker and its layers | [`Worker`], the layers, [`classify`], [`worker`] |
-//! | `queuey-rabbitmq` | the RabbitMQ backend on lapin | [`RabbitMqBackend`], [`RabbitMqOptions`], [`rabbitmq`] |
+//! Each name has one path:
+//!
+//! | path | what it holds |
+//! |---|---|
+//! | the root | jobs, queue sets, handlers and their errors, the [`Producer`], the [`Worker`], retry policies, errors |
+//! | [`layers`] | the tower layers of a job's stack, one module each |
+//! | [`backend`] | the [`Backend`](backend::Backend) and [`Delivery`](backend::Delivery) traits, for implementing a backend |
+//! | [`memory`] | the in-process backend, with the broker's semantics |
+//! | [`rabbitmq`] | the RabbitMQ backend, its options, topology and wire names |
+//! | [`trace_context`] | W3C trace context carried in job headers |
+//! | [`prelude`] | the names most applications need, for `use queuey::prelude::*` |
+//!
+//! The facade re-exports four crates: `queuey-core` (the model, the
+//! producer, the in-memory backend), `queuey-macros` (the derives),
+//! `queuey-tower` (the worker and its layers) and `queuey-rabbitmq`.
 //!
 //! # Feature flags
 //!
@@ -116,43 +125,50 @@ extern crate self as queuey;
 
 #[doc(inline)]
 pub use queuey_core::{
-    Backend, BackendError, BackendErrorKind, Backoff, BoxError, ConnectionState, Delivery,
-    DeliveryStream, EnqueueOptions, Envelope, Error, ExponentialBackoff, FnHandler, Job,
-    JobContext, JobError, JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MemoryBackend, Namespace,
-    Producer, ProducerBuilder, QueueConfig, QueueType, Queues, RetryPolicy, Uuid, handler_fn,
+    BackendError, BackendErrorKind, Backoff, BoxError, DecodeError, DeferredError, Disposition,
+    EnqueueOptions, Envelope, Error, ExponentialBackoff, FatalError, FnHandler,
+    IN_PLACE_PAYLOAD_BYTES, InvalidBackoff, InvalidRetryPolicy, Job, JobContext, JobError,
+    JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MAX_MESSAGE_BYTES, MAX_QUEUE_NAME_BYTES, Namespace,
+    Producer, ProducerBuilder, QueueConfig, QueueSettings, QueueType, Queues, RetryPolicy,
+    RetryableError, Uuid, handler_fn,
 };
 
-pub use queuey_core::{backend, handler, memory, queue, retry, trace_context};
+#[doc(inline)]
+pub use queuey_core::{backend, memory, trace_context};
 
 #[doc(inline)]
 pub use queuey_tower::{
-    ClassifyLayer, CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition,
-    HandlerExt, HandlerService, JobRequest, MetricsLayer, RetryLayer, ServiceBuilder, TraceLayer,
-    Worker, WorkerBuilder, WorkerError, WorkerHandle,
+    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, HandlerExt,
+    HandlerFuture, HandlerPanicked, HandlerService, Handlers, JobRequest, ServiceBuilder, Worker,
+    WorkerBuilder, WorkerError, WorkerHandle, shutdown_signal,
 };
 
-pub use queuey_tower::{classify, cooldown, deadline, worker};
+/// The tower layers of a job's stack, one module each: the layer, its
+/// service, its future and the names it reports under.
+///
+/// The [`DefaultStack`] is, from the outside in: trace, metrics,
+/// dead-letter, deadline, retry and deferral layers, then the job timeout
+/// around the handler. Add layers of your own around one handler with
+/// [`WorkerBuilder::handler_with`].
+pub mod layers {
+    #[doc(inline)]
+    pub use queuey_tower::{
+        classify, cooldown, dead_letter, deadline, defer, metrics, retry, trace,
+    };
+}
 
 /// The RabbitMQ backend.
 #[cfg(feature = "rabbitmq")]
 pub use queuey_rabbitmq as rabbitmq;
 
-#[cfg(feature = "rabbitmq")]
-#[doc(inline)]
-pub use queuey_rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions, TlsOptions};
-
-/// The names a typical application needs: `use queuey::prelude::*;`.
+/// The names an application that enqueues and works jobs needs:
+/// `use queuey::prelude::*;`.
 pub mod prelude {
-    pub use queuey_core::{
-        Backend, Backoff, EnqueueOptions, Error, Job, JobContext, JobError, JobHandler,
-        MemoryBackend, Namespace, Producer, QueueConfig, QueueType, Queues, RetryPolicy,
-        handler_fn,
-    };
-    pub use queuey_tower::{
-        ClassifyLayer, CooldownLayer, DeadLetterLayer, DeadlineLayer, DeferOn429, Disposition,
-        HandlerExt, JobRequest, MetricsLayer, RetryLayer, ServiceBuilder, TraceLayer, Worker,
-        WorkerHandle,
-    };
+    pub use queuey_core::memory::MemoryBackend;
+    pub use queuey_core::{Job, JobContext, JobError, JobHandler, Producer, Queues, handler_fn};
+    pub use queuey_tower::defer::DeferOn429;
+    pub use queuey_tower::retry::RetryLayer;
+    pub use queuey_tower::{ServiceBuilder, Worker};
 
     #[cfg(feature = "rabbitmq")]
     pub use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};

@@ -3,6 +3,7 @@
 
 mod through_prelude {
     use queuey::prelude::*;
+    use queuey::{Backoff, QueueConfig, RetryPolicy};
     use serde::{Deserialize, Serialize};
 
     #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,6 +17,7 @@ use std::time::Duration;
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{Connection, ConnectionProperties};
+use queuey::Namespace;
 use queuey::Uuid;
 use queuey::prelude::*;
 use serde::{Deserialize, Serialize};

@@ -890,7 +890,7 @@ pub(crate) async fn measure_row(
 
 async fn measure_once(
     broker: &Broker,
-    backend: &queuey::RabbitMqBackend,
+    backend: &queuey::rabbitmq::RabbitMqBackend,
     connection: &lapin::Connection,
     row: &Row,
     side: Side,

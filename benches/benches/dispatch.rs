@@ -24,10 +24,11 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
-use queuey::backend::{hold_delay_ms, round_up_ms};
+use queuey::DefaultStack;
+use queuey::backend::{Backend, hold_delay_ms, round_up_ms};
+use queuey::layers::{dead_letter::DeadLetterLayer, metrics::MetricsLayer, trace::TraceLayer};
 use queuey::prelude::*;
-use queuey::worker::DefaultStack;
-use queuey::{Envelope, HandlerService, Uuid};
+use queuey::{Disposition, Envelope, HandlerService, JobHandler, JobRequest, Uuid};
 use serde::{Deserialize, Serialize};
 use tower::timeout::TimeoutLayer;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
@@ -206,7 +207,7 @@ fn rabbitmq_topology(c: &mut Criterion) {
     });
     group.bench_function("hold_queue_name", |b| {
         b.iter(|| {
-            black_box(topology::HoldQueues::Quorum.name(
+            black_box(queuey::rabbitmq::HoldQueues::Quorum.name(
                 black_box(queue),
                 ".deferred",
                 black_box(30_000),
@@ -220,7 +221,7 @@ fn rabbitmq_topology(c: &mut Criterion) {
                 ".deferred",
                 Some(".dead"),
                 Some(".suspect"),
-                topology::HoldQueues::Quorum,
+                queuey::rabbitmq::HoldQueues::Quorum,
             ))
         })
     });
@@ -237,19 +238,21 @@ fn rabbitmq_topology(c: &mut Criterion) {
     });
     group.bench_function("hold_queue_arguments", |b| {
         b.iter(|| {
-            black_box(topology::HoldQueues::Quorum.arguments(black_box(queue), black_box(30_000)))
+            black_box(
+                queuey::rabbitmq::HoldQueues::Quorum.arguments(black_box(queue), black_box(30_000)),
+            )
         })
     });
     // Everything a retry computes before it declares and publishes its hold.
     group.bench_function("per_hold_publish", |b| {
         b.iter(|| {
-            let ttl = topology::hold_delay_ms(
+            let ttl = hold_delay_ms(
                 black_box(queue),
                 black_box(Duration::from_millis(1_234)),
                 Duration::from_secs(1),
             )
             .expect("a valid delay");
-            let holds = topology::HoldQueues::Quorum;
+            let holds = queuey::rabbitmq::HoldQueues::Quorum;
             let name = holds.name(queue, ".deferred", ttl).expect("room");
             black_box((name, holds.arguments(queue, ttl)))
         })

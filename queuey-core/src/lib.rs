@@ -1,6 +1,6 @@
 //! The model of [queuey]: typed jobs on queues, the envelopes they travel in,
-//! handlers that run them, the [`Backend`] and [`Delivery`] traits a broker
-//! implements, the [`Producer`] that enqueues jobs, and [`MemoryBackend`], an
+//! handlers that run them, the [`Backend`](backend::Backend) and [`Delivery`](backend::Delivery) traits a broker
+//! implements, the [`Producer`] that enqueues jobs, and [`MemoryBackend`](memory::MemoryBackend), an
 //! in-process backend with the broker's semantics.
 //!
 //! Most applications use the `queuey` facade crate, which re-exports all of
@@ -27,7 +27,9 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use futures::StreamExt;
-//! use queuey_core::{Backend, Job, MemoryBackend, Producer, Queues};
+//! use queuey_core::backend::Backend;
+//! use queuey_core::{Job, Producer, Queues};
+//! use queuey_core::memory::MemoryBackend;
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,24 +74,25 @@ extern crate self as queuey_core;
 pub mod backend;
 mod envelope;
 mod error;
-pub mod handler;
+mod handler;
 mod job;
 pub mod memory;
 mod producer;
-pub mod queue;
-pub mod retry;
+mod queue;
+mod retry;
 pub mod trace_context;
 
-pub use backend::{
-    Backend, ConnectionState, Delivery, DeliveryStream, Disposition, LONGEST_WAIT, MAX_DEFERRAL_MS,
-};
+pub use backend::disposition::Disposition;
+pub use backend::hold::{LONGEST_WAIT, MAX_DEFERRAL_MS};
 pub use envelope::{DecodeError, Envelope, IN_PLACE_PAYLOAD_BYTES, MAX_MESSAGE_BYTES};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};
-pub use handler::{FnHandler, JobContext, JobError, JobHandler, handler_fn};
+pub use handler::{
+    DeferredError, FatalError, FnHandler, JobContext, JobError, JobHandler, RetryableError,
+    handler_fn,
+};
 pub use job::Job;
-pub use memory::MemoryBackend;
 pub use producer::{EnqueueOptions, Producer, ProducerBuilder};
-pub use queue::{Namespace, QueueConfig, QueueSettings, QueueType, Queues};
+pub use queue::{MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;

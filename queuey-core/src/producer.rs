@@ -8,8 +8,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
+use crate::backend::Backend;
 use crate::queue::QueueNames;
-use crate::{Backend, BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Queues};
+use crate::{BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Queues};
 
 pub use builder::ProducerBuilder;
 
@@ -25,7 +26,9 @@ pub use builder::ProducerBuilder;
 ///     ..Default::default()
 /// };
 /// let later = EnqueueOptions::default().delay(Duration::from_secs(30));
-/// # let _ = (options, later);
+/// let at_nine = EnqueueOptions::default()
+///     .run_at(std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000));
+/// # let _ = (options, later, at_nine);
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnqueueOptions {
@@ -37,8 +40,12 @@ pub struct EnqueueOptions {
     pub correlation_id: Option<String>,
     /// Deliver the job only after this delay (rounded up to the backend's
     /// retry granularity). Needs the queue to be declared through the
-    /// backend.
+    /// backend. Set this or [`run_at`](Self::run_at), not both.
     pub delay: Option<Duration>,
+    /// Deliver the job at this instant of the wall clock, never earlier
+    /// (rounded up like a [`delay`](Self::delay)); an instant that has
+    /// passed enqueues the job at once. Set this or `delay`, not both.
+    pub run_at: Option<SystemTime>,
     /// Run the job only before this instant: taken later, or due back from a
     /// retry or deferral later, it is dead-lettered with the reason
     /// `deadline passed` instead. The handler sees the time left in
@@ -65,6 +72,25 @@ impl EnqueueOptions {
         self
     }
 
+    /// Sets the instant the job is due at.
+    pub fn run_at(mut self, at: SystemTime) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// The wait before the job is due, from now: its `delay`, or the time
+    /// left until `run_at` (`None` for a `run_at` that has passed).
+    fn wait(&self, queue: &str) -> Result<Option<Duration>, Error> {
+        match (self.delay, self.run_at) {
+            (Some(_), Some(_)) => Err(Error::invalid_config(format!(
+                "a job for queue `{queue}` was given both a delay and a run_at time; \
+                 keep one of them"
+            ))),
+            (delay, None) => Ok(delay),
+            (None, Some(at)) => Ok(time_until(at)),
+        }
+    }
+
     /// Sets a deadline.
     pub fn deadline(mut self, deadline: SystemTime) -> Self {
         self.deadline = Some(deadline);
@@ -88,7 +114,8 @@ impl EnqueueOptions {
 /// # async fn main() -> Result<(), queuey_core::Error> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use queuey_core::{Job, MemoryBackend, Producer, Queues};
+/// use queuey_core::{Job, Producer, Queues};
+/// use queuey_core::memory::MemoryBackend;
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,11 +208,31 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         options: EnqueueOptions,
     ) -> Result<Uuid, Error> {
         let mut envelope = self.envelope_for(job)?.with_priority(options.priority);
+        let wait = options.wait(&envelope.queue)?;
         envelope.correlation_id = options.correlation_id;
         if let Some(deadline) = options.deadline {
-            envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, options.delay)?);
+            envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, wait)?);
         }
-        match options.delay {
+        match wait {
+            Some(delay) => self.backend.publish_after(&envelope, delay).await?,
+            None => self.backend.publish(&envelope).await?,
+        }
+        Ok(envelope.job_id)
+    }
+
+    /// Enqueues a job to be delivered at `at` on the wall clock, never
+    /// earlier (the wait is held on the broker like any delay, rounded up to
+    /// the backend's retry granularity). A time that has passed enqueues
+    /// the job at once.
+    ///
+    /// The wait is measured on this machine's clock when the call is made.
+    pub async fn enqueue_at<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        at: SystemTime,
+    ) -> Result<Uuid, Error> {
+        let envelope = self.envelope_for(job)?;
+        match time_until(at) {
             Some(delay) => self.backend.publish_after(&envelope, delay).await?,
             None => self.backend.publish(&envelope).await?,
         }
@@ -262,6 +309,13 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         crate::trace_context::inject_current(&mut envelope);
         Ok(envelope)
     }
+}
+
+/// How long until `at` on the wall clock; `None` once it has passed.
+fn time_until(at: SystemTime) -> Option<Duration> {
+    at.duration_since(SystemTime::now())
+        .ok()
+        .filter(|wait| !wait.is_zero())
 }
 
 /// The deadline in ms since the epoch, refusing one that has passed already

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use queuey_core::{Backend, Backoff, Job, MemoryBackend, Producer, Queues, RetryPolicy};
+use queuey_core::backend::Backend;
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{Backoff, Job, Producer, Queues, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 mod sets {

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use queuey_core::backend::HoldKind;
-use queuey_core::{Backend, ConnectionState, DeliveryStream, Envelope, Error, QueueConfig};
+use queuey_core::backend::{Backend, ConnectionState, DeliveryStream};
+use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
 use crate::link::Link;

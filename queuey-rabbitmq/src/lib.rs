@@ -1,6 +1,6 @@
 //! The RabbitMQ backend of [queuey], on lapin 4.
 //!
-//! [`RabbitMqBackend`] implements [`queuey_core::Backend`]: it declares
+//! [`RabbitMqBackend`] implements [`queuey_core::backend::Backend`]: it declares
 //! queues, publishes jobs with publisher confirms, parks every wait in a
 //! per-delay hold queue on the broker, and consumes queues as streams of
 //! deliveries that are settled by publishing first and acknowledging last.
@@ -12,7 +12,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //! use futures::StreamExt;
-//! use queuey_core::{Backend, Disposition, Envelope, QueueConfig};
+//! use queuey_core::backend::Backend;
+//! use queuey_core::{Disposition, Envelope, QueueConfig};
 //! use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 //!
 //! let url = std::env::var("AMQP_URL")
@@ -67,11 +68,11 @@
 //! - Up to eight more channels (opened only once holds are used) declare
 //!   hold queues, each carrying one declaration at a time. A refused
 //!   declaration closes only its channel, which is reopened on next use.
-//! - Each [`consume`](queuey_core::Backend::consume) opens a fresh channel
+//! - Each [`consume`](queuey_core::backend::Backend::consume) opens a fresh channel
 //!   and sets `basic_qos(prefetch, global = false)` before consuming; with
 //!   the [poison guard](#poison-guard) on, a second fresh channel consumes
 //!   the queue's suspect queue with a prefetch of 1.
-//! - Each [`declare`](queuey_core::Backend::declare) runs on a throwaway
+//! - Each [`declare`](queuey_core::backend::Backend::declare) runs on a throwaway
 //!   channel, so a refused declaration cannot take the others down.
 //!
 //! # Reconnection
@@ -112,7 +113,7 @@
 //! `312 NO_ROUTE` means no queue `q` exists, so a publish to a work queue
 //! comes back with what to do appended: the queue was never declared
 //! (`Producer::new`, `WorkerBuilder::build` and
-//! [`Backend::declare`](queuey_core::Backend::declare) declare it,
+//! [`Backend::declare`](queuey_core::backend::Backend::declare) declare it,
 //! `Producer::new_undeclared` does not), or, when this backend declared
 //! it, it has been deleted since.
 //!
@@ -130,7 +131,7 @@
 //! Every hold carries the job's due time
 //! ([`topology::DUE_AT_HEADER`]), and a job that comes back before it is
 //! held again for the rest, never run early. So a delay longer than one hold
-//! queue keeps a job ([`topology::MAX_DEFERRAL_MS`], about 24.8 days) is
+//! queue keeps a job ([`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS), about 24.8 days) is
 //! held in legs until it is due, unless
 //! [`RabbitMqOptions::refuse_long_delays`] asks for
 //! [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) instead.
@@ -150,7 +151,7 @@
 //! would otherwise be delivered again and again for ever: the broker only
 //! sees a delivery come back unacknowledged. The guard, on by default
 //! ([`RabbitMqOptions::poison_guard`], limit
-//! [`DEFAULT_POISON_GUARD_LIMIT`] = 5), counts those returns in queuey's
+//! [`DEFAULT_POISON_GUARD_LIMIT`](options::DEFAULT_POISON_GUARD_LIMIT) = 5), counts those returns in queuey's
 //! own header, [`topology::UNSETTLED_DELIVERIES_HEADER`]:
 //!
 //! - a first delivery (`redelivered` false) goes to the worker as always,
@@ -166,7 +167,7 @@
 //!
 //! Every consumer of `q` also consumes `q.suspect`, on a channel of its own
 //! with a prefetch of 1, and hands those jobs to the worker marked
-//! [`redelivered`](queuey_core::Delivery::redelivered). A suspect thus runs
+//! [`redelivered`](queuey_core::backend::Delivery::redelivered). A suspect thus runs
 //! alone: the jobs that were prefetched beside a poison job come back with
 //! it once, are moved to the suspect queue once, and then run normally,
 //! while the poison job alone climbs to the limit. Returns for innocent
@@ -263,7 +264,7 @@
 //!
 //! | module | role |
 //! |---|---|
-//! | `backend` | [`RabbitMqBackend`]: puts the parts below together and implements [`Backend`](queuey_core::Backend) |
+//! | `backend` | [`RabbitMqBackend`]: puts the parts below together and implements [`Backend`](queuey_core::backend::Backend) |
 //! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, dead letters, suspect copies |
 //! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
@@ -286,10 +287,10 @@ mod consumer;
 mod declare;
 mod error;
 mod link;
-mod options;
+pub mod options;
 mod outbox;
 mod properties;
-pub mod rehold;
+mod rehold;
 mod tls;
 pub mod topology;
 pub mod uri;
@@ -297,8 +298,8 @@ pub mod uri;
 pub use addresses::Addresses;
 pub use backend::RabbitMqBackend;
 pub use connection_properties::ConnectionProperties;
-pub use consumer::REQUEUE_DELAY;
-pub use options::RabbitMqSettings;
+pub use options::builder::RabbitMqOptions;
+pub use options::settings::RabbitMqSettings;
 pub use tls::TlsOptions;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
@@ -307,13 +308,7 @@ pub use tls::TlsOptions;
 /// secrets](crate#logging-and-secrets).
 pub const SECRET_SAFE_LOG_DIRECTIVE: &str = "lapin=debug";
 
-pub use options::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_CLASSIC_GRANULARITY, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT,
-    DEFAULT_POISON_GUARD_LIMIT, DEFAULT_PUBLISH_CONCURRENCY, DEFAULT_PUBLISH_TIMEOUT,
-    DEFAULT_PUBLISH_WINDOW, DEFAULT_QUORUM_GRANULARITY, DEFAULT_RECONNECT_DELAY_MAX,
-    DEFAULT_RECONNECT_DELAY_MIN, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions,
-};
-pub use topology::HoldQueues;
+pub use topology::holds::HoldQueues;
 
 /// Support for the `queuey` operator tool of the same release. Not part of
 /// the public API: it names lapin types and may change in any release.

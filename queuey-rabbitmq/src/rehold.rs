@@ -26,7 +26,7 @@ use crate::properties::DUE_AT_HEADER;
 
 /// How far ahead a due time may lie before it is taken for garbage: ten
 /// years.
-pub const FAR_FUTURE: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
 
 /// When a delivered job is due.
 #[derive(Debug, Clone, PartialEq, Eq)]

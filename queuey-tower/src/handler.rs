@@ -14,7 +14,9 @@ use pin_project_lite::pin_project;
 use queuey_core::{BoxError, JobError, JobHandler};
 use tower_service::Service;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// The innermost service of a worker stack: runs a [`JobHandler`].
 ///
@@ -28,7 +30,8 @@ use crate::{Disposition, JobRequest};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// use queuey_core::{JobContext, JobError, JobHandler, Uuid};
-/// use queuey_tower::{Disposition, HandlerService, JobRequest};
+/// use queuey_core::Disposition;
+/// use queuey_tower::{HandlerService, JobRequest};
 /// use tower::ServiceExt;
 /// # use queuey_core::{Job, Queues};
 /// # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)] enum Q { Default }
@@ -139,7 +142,9 @@ impl fmt::Debug for HandlerFuture {
 ///
 /// ```
 /// use queuey_core::{handler_fn, JobContext, JobError};
-/// use queuey_tower::{DeferOn429, HandlerExt, RetryLayer};
+/// use queuey_tower::defer::DeferOn429;
+/// use queuey_tower::HandlerExt;
+/// use queuey_tower::retry::RetryLayer;
 /// use tower::ServiceBuilder;
 /// # use queuey_core::{Job, Queues};
 /// # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)] enum Q { Default }

@@ -4,20 +4,20 @@
 //! [`JobRequest`] (the typed job and its [`JobContext`](queuey_core::JobContext)),
 //! runs it through a stack of layers around the job's
 //! [`JobHandler`](queuey_core::JobHandler), and settles the
-//! [`Disposition`] the stack answers with on the broker.
+//! [`Disposition`](queuey_core::Disposition) the stack answers with on the broker.
 //!
 //! The layers make no broker calls, so each can be tested alone, and any
 //! tower middleware fits between them:
 //!
 //! | layer | turns | into |
 //! |---|---|---|
-//! | [`RetryLayer`](struct@RetryLayer) | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
-//! | [`DeferOn429`](struct@DeferOn429) | a `Retry-After` | `Defer { delay }`, spending no attempt |
-//! | [`DeadLetterLayer`] | any failure (a wait: a deferral) | `DeadLetter { reason }` |
-//! | [`DeadlineLayer`] | a job past its deadline | `DeadLetter { reason }`, instead of running, retrying or deferring it |
-//! | [`CooldownLayer`] | a deferral of one job of a key | deferrals of that key's other jobs for the time left, without calling the handler |
-//! | [`MetricsLayer`] | – | counters, a histogram and a gauge per queue and job type |
-//! | [`TraceLayer`] | – | a span per job and an event per outcome |
+//! | [`RetryLayer`](struct@retry::RetryLayer) | a transient failure | `Retry { delay }` while attempts are left, else `DeadLetter` |
+//! | [`DeferOn429`](struct@defer::DeferOn429) | a `Retry-After` | `Defer { delay }`, spending no attempt |
+//! | [`DeadLetterLayer`](dead_letter::DeadLetterLayer) | any failure (a wait: a deferral) | `DeadLetter { reason }` |
+//! | [`DeadlineLayer`](deadline::DeadlineLayer) | a job past its deadline | `DeadLetter { reason }`, instead of running, retrying or deferring it |
+//! | [`CooldownLayer`](cooldown::CooldownLayer) | a deferral of one job of a key | deferrals of that key's other jobs for the time left, without calling the handler |
+//! | [`MetricsLayer`](metrics::MetricsLayer) | – | counters, a histogram and a gauge per queue and job type |
+//! | [`TraceLayer`](trace::TraceLayer) | – | a span per job and an event per outcome |
 //!
 //! One classifier per stack ([`classify`]) decides what an error means
 //! (transient, fatal, or a `Retry-After`) for every layer at once: queuey's
@@ -27,8 +27,8 @@
 //! `ServiceBuilder::new().layer(RetryLayer::new(policy)).layer(DeferOn429::new())`
 //! is a layer like any other: give it to a worker with a handler, around the
 //! handler inside the default stack ([`WorkerBuilder::handler_with`]) or
-//! instead of it ([`WorkerBuilder::handler_without_default_stack`]); the
-//! [`worker`] module shows each shape.
+//! instead of it ([`WorkerBuilder::handler_without_default_stack`]);
+//! [`Worker`] shows each shape.
 //!
 //! # Example
 //!
@@ -37,7 +37,8 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
 //! use std::time::Duration;
-//! use queuey_core::{Job, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues};
+//! use queuey_core::{Job, JobContext, JobError, JobHandler, Producer, Queues};
+//! use queuey_core::memory::MemoryBackend;
 //! use queuey_tower::Worker;
 //! use serde::{Deserialize, Serialize};
 //!
@@ -100,31 +101,21 @@ mod handler;
 pub mod metrics;
 mod request;
 pub mod retry;
+mod signal;
 pub mod trace;
-pub mod worker;
+mod worker;
 
 pub(crate) use macros::inner_accessors;
 
-/// The longest wait a hold keeps a job (24 days); a longer backoff or
-/// `Retry-After` is dead-lettered with a reason, never shortened.
-pub use queuey_core::LONGEST_WAIT;
-
-pub use cooldown::CooldownLayer;
-/// What a job's stack answers and the worker settles on the broker.
-pub use queuey_core::Disposition;
-
 /// tower's builder of layered services, re-exported so
 /// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429)` needs no
-/// other import.
+/// other crate.
 pub use tower::ServiceBuilder;
 
-pub use classify::ClassifyLayer;
-pub use dead_letter::DeadLetterLayer;
-pub use deadline::DeadlineLayer;
-pub use defer::DeferOn429;
 pub use handler::{HandlerExt, HandlerFuture, HandlerPanicked, HandlerService};
-pub use metrics::MetricsLayer;
 pub use request::JobRequest;
-pub use retry::RetryLayer;
-pub use trace::TraceLayer;
-pub use worker::{Worker, WorkerBuilder, WorkerError, WorkerHandle};
+pub use signal::shutdown_signal;
+pub use worker::{
+    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers, Worker,
+    WorkerBuilder, WorkerError, WorkerHandle,
+};

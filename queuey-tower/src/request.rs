@@ -48,7 +48,7 @@ impl<J> JobRequest<J> {
 
     /// Sets the classifier (a worker sets its own on every request; a
     /// [`ClassifyLayer`](crate::classify::ClassifyLayer) overrides it).
-    pub fn set_classifier(&mut self, classifier: SharedClassifier) {
+    pub(crate) fn set_classifier(&mut self, classifier: SharedClassifier) {
         self.classifier = classifier;
     }
 

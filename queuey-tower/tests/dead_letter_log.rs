@@ -10,7 +10,11 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use queuey_core::{Backend, Envelope, JobContext, JobError, MemoryBackend, handler_fn};
+use queuey_core::backend::Backend;
+
+use queuey_core::{Envelope, JobContext, JobError, handler_fn};
+
+use queuey_core::memory::MemoryBackend;
 use queuey_tower::Worker;
 
 use support::{Task, TestQueues, spawn, wait_until};

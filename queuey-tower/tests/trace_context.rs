@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use opentelemetry::trace::{SpanKind, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use queuey_core::{JobContext, JobError, MemoryBackend};
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{JobContext, JobError};
 use queuey_tower::Worker;
 use tracing::Instrument;
 use tracing_subscriber::layer::SubscriberExt;

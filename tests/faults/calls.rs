@@ -4,9 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use queuey::{Backend, BackendErrorKind, QueueConfig, RabbitMqBackend, RabbitMqOptions};
+use queuey::backend::Backend;
+
+use queuey::{BackendErrorKind, QueueConfig};
+
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 // The facade does not re-export it (yet).
-use queuey_core::ConnectionState;
+use queuey_core::backend::ConnectionState;
 
 use crate::fault::proxy::Proxy;
 use crate::support::{Broker, envelope, kind, within};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::fault::child::Children;
 use crate::fault::ledger::Ledger;
@@ -35,7 +35,7 @@ async fn a_job_that_kills_its_worker_is_dead_lettered_after_the_limit_and_spares
     let dead = format!("{q}.dead");
     broker.track(&dead);
     let suspects = format!("{q}.suspect");
-    let limit = queuey::rabbitmq::DEFAULT_POISON_GUARD_LIMIT;
+    let limit = queuey::rabbitmq::options::DEFAULT_POISON_GUARD_LIMIT;
 
     let options = RabbitMqOptions::default().connection_name(broker.connection_name("producer"));
     let backend = within(

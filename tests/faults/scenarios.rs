@@ -19,7 +19,7 @@ fn shared(test: &str) -> Option<Site<'static>> {
     let url = crate::support::amqp_url(test)?;
     Some(Site {
         url,
-        tls: queuey::TlsOptions::default(),
+        tls: queuey::rabbitmq::TlsOptions::default(),
         node: None,
         child: None,
     })
@@ -80,7 +80,7 @@ async fn a_broker_stopped_or_killed_loses_nothing() {
         &Plan::ci(Fault::StopApp),
         Site {
             url: url.clone(),
-            tls: queuey::TlsOptions::default(),
+            tls: queuey::rabbitmq::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         },
@@ -91,7 +91,7 @@ async fn a_broker_stopped_or_killed_loses_nothing() {
         &Plan::ci(Fault::Kill9),
         Site {
             url,
-            tls: queuey::TlsOptions::default(),
+            tls: queuey::rabbitmq::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         },
@@ -102,7 +102,7 @@ async fn a_broker_stopped_or_killed_loses_nothing() {
         &Plan::ci(Fault::Kill9).through_holds(queuey::rabbitmq::HoldQueues::Quorum),
         Site {
             url: node.url(),
-            tls: queuey::TlsOptions::default(),
+            tls: queuey::rabbitmq::TlsOptions::default(),
             node: Some(&mut node),
             child: None,
         },

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::fault::chaos;
 use crate::fault::scenario::fault_queue;

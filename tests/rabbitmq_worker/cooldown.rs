@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuey::JobRequest;
+use queuey::layers::cooldown::CooldownLayer;
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use tower::ServiceBuilder;
 
 use crate::scenario::wait_for;

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::scenario::wait_for;
 use crate::support::{rabbitmqctl, within};

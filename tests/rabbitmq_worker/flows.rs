@@ -3,8 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuey::Backoff;
+use queuey::Envelope;
+use queuey::RetryPolicy;
 use queuey::prelude::*;
-use queuey::{Envelope, RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::scenario::wait_for;
 use crate::support::{Broker, header, within};

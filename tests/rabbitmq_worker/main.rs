@@ -16,6 +16,7 @@ mod support;
 #[macro_use]
 mod scenario;
 
+mod at_time;
 mod cooldown;
 mod crash;
 mod flows;

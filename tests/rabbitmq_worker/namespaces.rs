@@ -5,8 +5,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use queuey::Error;
+use queuey::Namespace;
+use queuey::WorkerHandle;
 use queuey::prelude::*;
-use queuey::{Envelope, RabbitMqBackend, RabbitMqOptions, WorkerError};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+use queuey::{Envelope, WorkerError};
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::wait_for;

@@ -5,8 +5,9 @@
 use std::time::Duration;
 
 use futures::StreamExt;
+use queuey::backend::Backend;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions, TlsOptions};
-use queuey::{Backend, Disposition, QueueConfig};
+use queuey::{Disposition, QueueConfig};
 
 use crate::fault::certs::{CLIENT_USER, OTHER_NAME};
 use crate::fault::node::{PrivateNode, free_port};

@@ -24,7 +24,7 @@ use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::uri::AMQPUri;
 use queuey::rabbitmq::topology::{ArgumentValue, QueueArguments};
-use queuey::{HoldQueues, RabbitMqOptions};
+use queuey::rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::broker::{self, Broker, bounded, close, rabbitmqctl};
 use crate::holds::{KINDS, kind_name};

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use queuey::rabbitmq::topology;
-use queuey::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 
 use crate::broker::Broker;
 use crate::report::{cpu, lost, median, percent, rates, thousands};

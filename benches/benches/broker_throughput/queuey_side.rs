@@ -5,9 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use queuey::backend::hold_delay_ms;
 use queuey::prelude::*;
-use queuey::rabbitmq::topology;
-use queuey::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
+use queuey::{JobHandler, QueueConfig, WorkerHandle};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Barrier;
 
@@ -145,7 +146,7 @@ pub(crate) async fn backend(
         options = options.publish_concurrency(channels).publish_window(window);
     }
     if let Some(ca) = broker.ca() {
-        options = options.tls(queuey::TlsOptions::default().ca_pem(ca));
+        options = options.tls(queuey::rabbitmq::TlsOptions::default().ca_pem(ca));
     }
     Ok(RabbitMqBackend::with_options(broker.url(), options).await?)
 }
@@ -348,9 +349,8 @@ fn track_retry_holds(
     let options = backend.options();
     // As the backend rounds it: up to the granularity, then to the
     // shortest hold.
-    let ttl_ms =
-        topology::hold_delay_ms(queue, RETRY_DELAY, options.settings().retry_granularity())?
-            .max(topology::SHORTEST_HOLD_MS);
+    let ttl_ms = hold_delay_ms(queue, RETRY_DELAY, options.settings().retry_granularity())?
+        .max(queuey::rabbitmq::topology::SHORTEST_HOLD_MS);
     let mut names = Vec::new();
     for holds in [HoldQueues::Quorum, HoldQueues::Classic] {
         let name = holds.name(queue, options.settings().deferred_suffix(), ttl_ms)?;

@@ -135,7 +135,8 @@ impl Disposition {
     /// ```
     /// use std::time::Duration;
     /// use queuey_core::Envelope;
-    /// use queuey_core::backend::{Disposition, HoldKind, Plan};
+    /// use queuey_core::Disposition;
+    /// use queuey_core::backend::{HoldKind, Plan};
     ///
     /// let payload = serde_json::value::to_raw_value(&1).unwrap();
     /// let delivered = Envelope::new("t", "q", payload);

@@ -11,9 +11,9 @@
 //! Both traits are object safe: `Arc<dyn Backend>` works, and so does any
 //! `Arc<B>`. Backends can live outside this crate.
 
-mod disposition;
+pub(crate) mod disposition;
 mod granularity;
-mod hold;
+pub(crate) mod hold;
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,14 +22,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
-pub use disposition::{Disposition, HoldKind, Plan, too_long_reason};
+pub use disposition::{HoldKind, Plan, too_long_reason};
 pub use granularity::Granularity;
-pub use hold::{
-    LONGEST_WAIT, MAX_DEFERRAL_MS, effective_granularity_ms, fits_a_hold, hold_delay_ms,
-    round_up_ms,
-};
+pub use hold::{effective_granularity_ms, fits_a_hold, hold_delay_ms, round_up_ms};
 
-use crate::{Envelope, Error, QueueConfig};
+use crate::{Disposition, Envelope, Error, QueueConfig};
 
 /// The dead-letter reason of a message whose body is not an [`Envelope`].
 pub const MALFORMED_ENVELOPE_REASON: &str = "malformed envelope";
@@ -101,7 +98,7 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     ///
     /// Fails with [`Error::UnknownQueue`] for a queue not declared through
     /// this backend and [`Error::DelayTooLong`] past
-    /// [`MAX_DEFERRAL_MS`], before anything is published.
+    /// [`MAX_DEFERRAL_MS`](crate::MAX_DEFERRAL_MS), before anything is published.
     fn publish_after<'a>(
         &'a self,
         envelope: &'a Envelope,
@@ -169,7 +166,7 @@ pub trait Delivery: fmt::Debug + Send + Sync {
     /// Carries out `disposition`: publishes first (a hold, a dead letter)
     /// and waits for the broker to hold the message, then acknowledges; or
     /// acknowledges, or hands the message back. A retry or deferral longer
-    /// than [`LONGEST_WAIT`] is dead-lettered with a reason, never shortened.
+    /// than [`LONGEST_WAIT`](crate::LONGEST_WAIT) is dead-lettered with a reason, never shortened.
     fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>>;
 
     /// Acknowledges the job: [`settle`](Delivery::settle) with

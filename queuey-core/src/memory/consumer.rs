@@ -6,13 +6,14 @@ use futures::StreamExt;
 use tokio::time::Instant;
 
 use super::delivery::MemoryDelivery;
-use super::{DeadLetter, Shared};
+use super::{Broker, DeadLetter};
 use crate::backend::MALFORMED_ENVELOPE_REASON;
-use crate::{Delivery, DeliveryStream, Envelope, Error};
+use crate::backend::{Delivery, DeliveryStream};
+use crate::{Envelope, Error};
 
 /// One consumer; unregisters itself when the stream is dropped.
 struct Consumer {
-    shared: Arc<Shared>,
+    shared: Arc<Broker>,
     queue: Arc<str>,
     id: u64,
     prefetch: usize,
@@ -24,7 +25,7 @@ impl Drop for Consumer {
     }
 }
 
-pub(super) fn stream(shared: Arc<Shared>, queue: Arc<str>, prefetch: usize) -> DeliveryStream {
+pub(super) fn stream(shared: Arc<Broker>, queue: Arc<str>, prefetch: usize) -> DeliveryStream {
     let id = {
         let mut state = shared.lock();
         let id = state.next_seq();

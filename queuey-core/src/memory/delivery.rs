@@ -5,16 +5,17 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, ready};
 
-use super::{DeadLetter, Shared};
-use crate::backend::{Disposition, Plan};
-use crate::{BackendError, BackendErrorKind, Delivery, Envelope, Error};
+use super::{Broker, DeadLetter};
+use crate::backend::Delivery;
+use crate::backend::Plan;
+use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error};
 
 /// A delivered job from a [`MemoryBackend`](super::MemoryBackend).
 ///
 /// Dropping it unsettled puts the message back in its place on the queue,
 /// marked redelivered, as a broker does when a consumer goes away.
 pub struct MemoryDelivery {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<Broker>,
     pub(super) queue: Arc<str>,
     pub(super) tag: u64,
     pub(super) envelope: Envelope,
@@ -27,7 +28,7 @@ impl MemoryDelivery {
     /// the delivery is dropped unsettled and goes back on its queue.
     fn settle_after(
         mut self,
-        publish: impl FnOnce(&Shared) -> Result<(), Error>,
+        publish: impl FnOnce(&Broker) -> Result<(), Error>,
     ) -> Result<(), Error> {
         let shared = Arc::clone(&self.shared);
         let mut state = shared.lock();

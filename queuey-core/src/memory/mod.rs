@@ -23,7 +23,8 @@
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)]
 //! # async fn main() -> Result<(), queuey_core::Error> {
 //! use std::time::Duration;
-//! use queuey_core::{Envelope, MemoryBackend, QueueConfig};
+//! use queuey_core::{Envelope, QueueConfig};
+//! use queuey_core::memory::MemoryBackend;
 //! use queuey_core::backend::Backend;
 //!
 //! let backend = MemoryBackend::new();
@@ -56,11 +57,10 @@ pub use dead_letter::DeadLetter;
 pub use delivery::MemoryDelivery;
 
 use self::state::{Held, Message, QueueState, State};
-use crate::backend::{Granularity, HoldKind, hold_delay_ms};
-use crate::{
-    Backend, BackendError, BackendErrorKind, ConnectionState, DeliveryStream, Envelope, Error,
-    MAX_MESSAGE_BYTES, QueueConfig,
+use crate::backend::{
+    Backend, ConnectionState, DeliveryStream, Granularity, HoldKind, hold_delay_ms,
 };
+use crate::{BackendError, BackendErrorKind, Envelope, Error, MAX_MESSAGE_BYTES, QueueConfig};
 
 /// Settings of a [`MemoryBackend`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,17 +101,17 @@ impl MemoryOptions {
 /// Cheap to clone: clones share the same queues.
 #[derive(Clone, Default)]
 pub struct MemoryBackend {
-    shared: Arc<Shared>,
+    shared: Arc<Broker>,
 }
 
 #[derive(Default)]
-pub(crate) struct Shared {
+pub(crate) struct Broker {
     state: Mutex<State>,
     notify: Notify,
     options: MemoryOptions,
 }
 
-impl Shared {
+impl Broker {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state half
         // updated in a way that matters more than refusing all further work.
@@ -244,9 +244,9 @@ impl MemoryBackend {
     /// An empty backend with the given options.
     pub fn with_options(options: MemoryOptions) -> Self {
         MemoryBackend {
-            shared: Arc::new(Shared {
+            shared: Arc::new(Broker {
                 options,
-                ..Shared::default()
+                ..Broker::default()
             }),
         }
     }

@@ -3,7 +3,8 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use crate::{Backend, Error, Namespace, Producer, Queues};
+use crate::backend::Backend;
+use crate::{Error, Namespace, Producer, Queues};
 
 /// Builds a [`Producer`]; start with [`Producer::builder`].
 ///
@@ -11,7 +12,8 @@ use crate::{Backend, Error, Namespace, Producer, Queues};
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), queuey_core::Error> {
 /// use std::sync::Arc;
-/// use queuey_core::{Job, MemoryBackend, Namespace, Producer, Queues};
+/// use queuey_core::{Job, Namespace, Producer, Queues};
+/// use queuey_core::memory::MemoryBackend;
 /// use serde::{Deserialize, Serialize};
 ///
 /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]

@@ -127,24 +127,6 @@ impl QueueConfig {
         QueueSettings::new(self)
     }
 
-    /// The prefetch limit.
-    #[deprecated(note = "use `.settings().prefetch()`")]
-    pub fn prefetch_count(&self) -> u16 {
-        self.settings().prefetch()
-    }
-
-    /// Whether the queue is durable.
-    #[deprecated(note = "use `.settings().durable()`")]
-    pub fn is_durable(&self) -> bool {
-        self.settings().durable()
-    }
-
-    /// The message TTL, if any.
-    #[deprecated(note = "use `.settings().message_ttl()`")]
-    pub fn ttl(&self) -> Option<Duration> {
-        self.settings().message_ttl()
-    }
-
     /// The highest priority level, or `None` for a queue without priorities
     /// (`max_priority(0)`, or a quorum queue).
     pub fn priority_levels(&self) -> Option<u8> {
@@ -164,12 +146,6 @@ impl QueueConfig {
     /// Whether this is a [quorum](QueueType::Quorum) queue.
     pub fn is_quorum(&self) -> bool {
         self.queue_type == QueueType::Quorum
-    }
-
-    /// The queue's own retry policy, if it has one.
-    #[deprecated(note = "use `.settings().retry()`")]
-    pub fn retry_policy(&self) -> Option<&RetryPolicy> {
-        self.settings().retry()
     }
 
     /// Checks every setting; backends call this before declaring anything.
@@ -227,7 +203,7 @@ impl PartialEq for QueueConfig {
 
 /// Checks a queue name against AMQP's and RabbitMQ's rules: not empty or
 /// blank, at most 255 bytes, no `amq.` prefix (reserved by the broker).
-pub fn validate_queue_name(name: &str) -> Result<(), Error> {
+pub(crate) fn validate_queue_name(name: &str) -> Result<(), Error> {
     if name.trim().is_empty() {
         return Err(Error::invalid_config(format!(
             "queue name `{name}` is empty or blank"

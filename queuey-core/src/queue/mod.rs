@@ -25,7 +25,7 @@ mod namespace;
 mod queue_type;
 mod settings;
 
-pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig, validate_queue_name};
+pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig};
 pub use namespace::Namespace;
 pub(crate) use namespace::QueueNames;
 pub use queue_type::QueueType;

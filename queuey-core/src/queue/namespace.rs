@@ -27,7 +27,7 @@ use crate::Error;
 /// [`Error::InvalidConfig`], never a panic.
 ///
 /// ```
-/// use queuey_core::{Queues, queue::Namespace};
+/// use queuey_core::{Namespace, Queues};
 ///
 /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 /// #[queues(prefix = "app")]

@@ -1,11 +1,13 @@
 //! Deliveries: prefetch, redelivery, requeue, ordering, shutdown.
 
-use queuey_core::backend::Disposition;
+use queuey_core::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use queuey_core::{Backend, EnqueueOptions, Error, MemoryBackend, Producer, QueueConfig, Queues};
+use queuey_core::backend::Backend;
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{EnqueueOptions, Error, Producer, QueueConfig, Queues};
 
 use crate::support::{PlainTask, Task, TestQueues, TightTask, assert_idle, n_of, next};
 

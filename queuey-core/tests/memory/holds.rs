@@ -1,12 +1,14 @@
 //! Holds: never early, exactly on time under the paused clock, rounding,
 //! and the limits.
 
-use queuey_core::backend::Disposition;
+use queuey_core::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuey_core::backend::Backend;
+use queuey_core::memory::MemoryBackend;
 use queuey_core::memory::MemoryOptions;
-use queuey_core::{Backend, Error, MAX_DEFERRAL_MS, MemoryBackend, Producer, Queues};
+use queuey_core::{Error, MAX_DEFERRAL_MS, Producer, Queues};
 use tokio::time::{Instant, advance};
 
 use crate::support::{Task, TestQueues, n_of, next};

@@ -3,9 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuey_core::{
-    Backend, BackendErrorKind, EnqueueOptions, Error, MemoryBackend, Producer, QueueConfig, Queues,
-};
+use queuey_core::backend::Backend;
+
+use queuey_core::{BackendErrorKind, EnqueueOptions, Error, Producer, QueueConfig, Queues};
+
+use queuey_core::memory::MemoryBackend;
 
 use crate::support::{Task, TestQueues, n_of, next};
 
@@ -245,4 +247,93 @@ async fn a_deadline_travels_in_the_envelope_and_a_passed_one_is_refused() {
         assert!(e.to_string().contains("deadline"), "{e}");
     }
     assert_eq!(backend.ready_count(WORK) + backend.held_count(WORK), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_at_holds_a_job_until_its_time_and_a_past_time_enqueues_it_at_once() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let later = std::time::SystemTime::now() + Duration::from_secs(2);
+    let id = producer.enqueue_at(&Task { n: 1 }, later).await.unwrap();
+    assert_eq!(
+        (backend.ready_count(WORK), backend.held_count(WORK)),
+        (0, 1)
+    );
+
+    let past = std::time::SystemTime::now() - Duration::from_secs(3600);
+    let now_id = producer.enqueue_at(&Task { n: 2 }, past).await.unwrap();
+    assert_eq!(
+        (backend.ready_count(WORK), backend.held_count(WORK)),
+        (1, 1)
+    );
+
+    let start = tokio::time::Instant::now();
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    let first = next(&mut stream).await;
+    assert_eq!(first.envelope().job_id, now_id);
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    first.ack().await.unwrap();
+    let second = next(&mut stream).await;
+    assert_eq!(second.envelope().job_id, id);
+    // The wait was taken from the wall clock when enqueued: just under 2 s,
+    // rounded up to whole milliseconds.
+    let waited = start.elapsed();
+    assert!(
+        waited > Duration::from_millis(1_900) && waited <= Duration::from_secs(2),
+        "{waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn run_at_in_options_is_a_delay_and_refused_beside_one() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let at = std::time::SystemTime::now() + Duration::from_secs(60);
+    producer
+        .enqueue_with(
+            &Task { n: 1 },
+            EnqueueOptions::default().priority(2).run_at(at),
+        )
+        .await
+        .unwrap();
+    assert_eq!(backend.held_count(WORK), 1);
+    let past = std::time::SystemTime::now() - Duration::from_secs(1);
+    producer
+        .enqueue_with(&Task { n: 2 }, EnqueueOptions::default().run_at(past))
+        .await
+        .unwrap();
+    assert_eq!(backend.ready_count(WORK), 1);
+
+    let both = EnqueueOptions::default()
+        .delay(Duration::from_secs(1))
+        .run_at(at);
+    let err = producer
+        .enqueue_with(&Task { n: 3 }, both)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("both a delay and a run_at"),
+        "{err}"
+    );
+    assert_eq!(
+        (backend.ready_count(WORK), backend.held_count(WORK)),
+        (1, 1)
+    );
+
+    // A deadline is checked against the time the job is due at.
+    let err = producer
+        .enqueue_with(
+            &Task { n: 4 },
+            EnqueueOptions::default()
+                .run_at(at)
+                .deadline(at - Duration::from_secs(1)),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
 }

@@ -1,11 +1,13 @@
 //! One test per row of the semantics table.
 
-use queuey_core::backend::Disposition;
+use queuey_core::Disposition;
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuey_core::backend::Backend;
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
-use queuey_core::{Backend, MemoryBackend, Producer, Queues};
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{Producer, Queues};
 
 use crate::support::{Task, TestQueues, assert_idle, n_of, next};
 

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use queuey_core::{Delivery, DeliveryStream, Job, QueueConfig, Queues};
+use queuey_core::backend::{Delivery, DeliveryStream};
+use queuey_core::{Job, QueueConfig, Queues};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -180,7 +180,9 @@ async fn an_empty_or_shared_suffix_is_refused_before_touching_a_queue() {
     // A live job on the work queue.
     let payload = serde_json::value::to_raw_value(&serde_json::json!({})).unwrap();
     let env = queuey_core::Envelope::new("live", config.name(), payload);
-    queuey_core::Backend::publish(&backend, &env).await.unwrap();
+    queuey_core::backend::Backend::publish(&backend, &env)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("live.jsonl");
     let file = file.to_str().unwrap();

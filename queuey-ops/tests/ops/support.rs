@@ -11,7 +11,8 @@ use futures::StreamExt;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use queuey_core::{Backend, Envelope, QueueConfig};
+use queuey_core::backend::Backend;
+use queuey_core::{Envelope, QueueConfig};
 use queuey_ops::Amqp;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 

@@ -6,7 +6,9 @@
 
 use std::process::{Command, Output};
 
-use queuey_core::{Backend, Disposition, Envelope, QueueConfig};
+use queuey_core::backend::Backend;
+
+use queuey_core::{Disposition, Envelope, QueueConfig};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions, TlsOptions};
 
 use crate::private::node::{self, PrivateNode};

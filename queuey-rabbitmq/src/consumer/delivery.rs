@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use queuey_core::backend::{Disposition, Plan};
-use queuey_core::{Delivery, Envelope, Error, QueueConfig};
+use queuey_core::Disposition;
+use queuey_core::backend::Delivery;
+use queuey_core::backend::Plan;
+use queuey_core::{Envelope, Error, QueueConfig};
 
 use super::settle::Settler;
 use crate::outbox::{Outbox, dead_letter};
@@ -18,7 +20,7 @@ use crate::properties::{self, DeadLetterInfo};
 /// Publishing (a retry, deferral or dead letter) always comes before the
 /// acknowledgement, and any failure leaves the delivery unacknowledged. A
 /// delivery dropped unsettled is handed back to the broker after
-/// [`REQUEUE_DELAY`](super::REQUEUE_DELAY); if its channel closes first,
+/// [`REQUEUE_DELAY`](crate::options::REQUEUE_DELAY); if its channel closes first,
 /// the broker delivers it again anyway.
 pub(crate) struct RabbitMqDelivery {
     outbox: Arc<Outbox>,

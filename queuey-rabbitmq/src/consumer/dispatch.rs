@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::message::Delivery as LapinDelivery;
-use queuey_core::{Delivery, Disposition, Envelope};
+use queuey_core::backend::Delivery;
+use queuey_core::{Disposition, Envelope};
 
 use super::acks::Acks;
 use super::delivery::{Around, RabbitMqDelivery};

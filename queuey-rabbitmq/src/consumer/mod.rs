@@ -20,14 +20,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use queuey_core::{Delivery, DeliveryStream, Error, QueueConfig};
+use queuey_core::backend::{Delivery, DeliveryStream};
+use queuey_core::{Error, QueueConfig};
 use tokio::sync::RwLock;
 
 use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::topology;
 use live::{Live, Received};
-pub use settle::REQUEUE_DELAY;
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
 /// `basic_qos(prefetch, global = false)` set before `basic_consume`; with
@@ -101,7 +101,7 @@ struct Consumer {
     live: Option<Live>,
     ended: bool,
     pause: Duration,
-    /// Shared by the consumers of one stream: each move of the poison guard
+    /// AckChannel by the consumers of one stream: each move of the poison guard
     /// holds it (shared) until it is done (publish, acknowledgement, and a
     /// round trip proving the broker has the acknowledgement), and a
     /// delivery is handed to the worker only once it is free (exclusive, at

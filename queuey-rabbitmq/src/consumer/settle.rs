@@ -14,17 +14,7 @@ use queuey_core::{BackendError, BackendErrorKind, Error};
 use super::acks::Acks;
 use crate::bound;
 use crate::error::Failure;
-
-/// How long a delivery that was dropped unsettled — its retry, deferral or
-/// dead letter failed, or its job was abandoned — stays unacknowledged before
-/// it is handed back to the broker (`basic.nack` with requeue) for delivery
-/// again.
-///
-/// Left unacknowledged for good, it would hold one of its consumer's
-/// prefetch slots until the channel closed, and a few such failures would
-/// stall the consumer. The pause keeps a failure that repeats (a hold queue
-/// someone declared with other arguments, say) from becoming a busy loop.
-pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);
+use crate::options::REQUEUE_DELAY;
 
 /// Counter: settles refused because the delivery's channel was gone (it came
 /// on a connection that has since died); the broker delivers those again.

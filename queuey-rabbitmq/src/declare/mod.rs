@@ -203,7 +203,7 @@ mod tests {
     fn field_tables_use_only_long_strings_and_fitting_integers() {
         let table = field_table(&topology::hold_queue_arguments(
             "q",
-            topology::MAX_DEFERRAL_MS,
+            queuey_core::MAX_DEFERRAL_MS,
         ));
         let get = |k: &str| table.inner().get(k).cloned();
         assert_eq!(

@@ -29,7 +29,8 @@ use std::time::Duration;
 
 use lapin::Connection;
 use lapin::types::ShortString;
-use queuey_core::{BackendError, BackendErrorKind, ConnectionState, Error, QueueConfig};
+use queuey_core::backend::ConnectionState;
+use queuey_core::{BackendError, BackendErrorKind, Error, QueueConfig};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;

@@ -50,3 +50,14 @@ pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
 /// or a graceful shutdown handing back prefetched jobs, few enough that a
 /// job that crashes its worker stops doing so within minutes.
 pub const DEFAULT_POISON_GUARD_LIMIT: u32 = 5;
+
+/// How long a delivery that was dropped unsettled — its retry, deferral or
+/// dead letter failed, or its job was abandoned — stays unacknowledged before
+/// it is handed back to the broker (`basic.nack` with requeue) for delivery
+/// again.
+///
+/// Left unacknowledged for good, it would hold one of its consumer's
+/// prefetch slots until the channel closed, and a few such failures would
+/// stall the consumer. The pause keeps a failure that repeats (a hold queue
+/// someone declared with other arguments, say) from becoming a busy loop.
+pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);

@@ -17,7 +17,8 @@ use crate::{ConnectionProperties, TlsOptions};
 ///
 /// ```
 /// use std::time::Duration;
-/// use queuey_rabbitmq::{DEFAULT_HEARTBEAT, RabbitMqOptions};
+/// use queuey_rabbitmq::RabbitMqOptions;
+/// use queuey_rabbitmq::options::DEFAULT_HEARTBEAT;
 ///
 /// let options = RabbitMqOptions::default()
 ///     .connection_name("billing-worker")
@@ -26,11 +27,19 @@ use crate::{ConnectionProperties, TlsOptions};
 /// assert_eq!(settings.connection_name(), Some("billing-worker"));
 /// assert_eq!(settings.dead_suffix(), "-dlq");
 /// assert_eq!(settings.heartbeat(), DEFAULT_HEARTBEAT);
-/// assert_eq!(settings.deferred_granularity(), queuey_rabbitmq::DEFAULT_QUORUM_GRANULARITY);
+/// assert_eq!(settings.deferred_granularity(), queuey_rabbitmq::options::DEFAULT_QUORUM_GRANULARITY);
 /// ```
 #[derive(Clone, Copy)]
 pub struct RabbitMqSettings<'a> {
     options: &'a RabbitMqOptions,
+}
+
+impl RabbitMqOptions {
+    /// What was set, read back under the builder methods' names:
+    /// `settings().heartbeat()`, `settings().dead_suffix()`, ...
+    pub fn settings(&self) -> RabbitMqSettings<'_> {
+        RabbitMqSettings::new(self)
+    }
 }
 
 impl<'a> RabbitMqSettings<'a> {
@@ -141,7 +150,7 @@ impl<'a> RabbitMqSettings<'a> {
 
     /// The rounding of retries and delayed enqueues as configured
     /// ([`RabbitMqOptions::retry_granularity`]; see
-    /// [`effective_granularity_ms`](crate::topology::effective_granularity_ms)
+    /// [`effective_granularity_ms`](queuey_core::backend::effective_granularity_ms)
     /// for the value used).
     pub fn retry_granularity(&self) -> Granularity {
         self.options
@@ -197,7 +206,7 @@ impl fmt::Debug for RabbitMqSettings<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
+    use crate::options::{
         DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT,
         DEFAULT_PUBLISH_CONCURRENCY, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_PUBLISH_WINDOW,
         DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN,
@@ -225,9 +234,18 @@ mod tests {
         assert!(s.declare_dead_letter_queues());
         assert_eq!(s.deferred_suffix(), ".deferred");
         assert_eq!(s.suspect_suffix(), ".suspect");
-        assert_eq!(s.poison_guard(), Some(crate::DEFAULT_POISON_GUARD_LIMIT));
-        assert_eq!(s.retry_granularity(), crate::DEFAULT_QUORUM_GRANULARITY);
-        assert_eq!(s.deferred_granularity(), crate::DEFAULT_QUORUM_GRANULARITY);
+        assert_eq!(
+            s.poison_guard(),
+            Some(crate::options::DEFAULT_POISON_GUARD_LIMIT)
+        );
+        assert_eq!(
+            s.retry_granularity(),
+            crate::options::DEFAULT_QUORUM_GRANULARITY
+        );
+        assert_eq!(
+            s.deferred_granularity(),
+            crate::options::DEFAULT_QUORUM_GRANULARITY
+        );
         assert_eq!(s.hold_queues(), HoldQueues::Quorum);
         assert_eq!(s.publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
         assert_eq!(s.publish_window(), DEFAULT_PUBLISH_WINDOW);

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::*;
+use crate::HoldQueues;
 use queuey_core::Error;
 
 #[test]

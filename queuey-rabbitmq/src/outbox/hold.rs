@@ -66,7 +66,7 @@ use super::publisher::Outgoing;
 use super::send::Sender;
 use crate::RabbitMqOptions;
 use crate::declare::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
-use crate::topology::{self, HoldQueues};
+use crate::topology::HoldQueues;
 
 /// How often a hold whose lease could not be shown to cover its job is
 /// published again before the hold fails.
@@ -280,12 +280,12 @@ pub(super) fn ttl_ms(
         // other, whatever the granularity.
         return Ok(u64::try_from(queuey_core::LONGEST_WAIT.as_millis()).unwrap_or(u64::MAX));
     }
-    match topology::hold_delay_ms(queue, delay, granularity) {
+    match queuey_core::backend::hold_delay_ms(queue, delay, granularity) {
         // A delay that fits one hold queue but whose bucket does not (a
         // relative granularity rounds 23 days past the cap): the longest
         // hold queue is still long enough.
         Err(Error::DelayTooLong { .. }) if !options.refuse_long_delays => {
-            Ok(topology::MAX_DEFERRAL_MS)
+            Ok(queuey_core::MAX_DEFERRAL_MS)
         }
         other => other,
     }

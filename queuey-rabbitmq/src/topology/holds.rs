@@ -7,12 +7,11 @@
 //! keeps working, each process using its own family, both releasing into
 //! the same work queue.
 
-use queuey_core::Error;
+use queuey_core::{Error, MAX_DEFERRAL_MS, MAX_QUEUE_NAME_BYTES};
 
 use super::{
-    ArgumentValue, MAX_DEFERRAL_MS, MAX_QUEUE_NAME_BYTES, QueueArguments, classic,
-    dead_letter_queue_name, insert_at_least_once_dead_lettering, no_room, quorum, saturating_i64,
-    suspect_queue_name,
+    ArgumentValue, QueueArguments, classic, dead_letter_queue_name,
+    insert_at_least_once_dead_lettering, no_room, quorum, saturating_i64, suspect_queue_name,
 };
 
 /// Which kind of hold queue a backend parks delayed jobs in.
@@ -189,8 +188,8 @@ pub fn check_room(
 mod tests {
     use super::super::tests::{int, text};
     use super::*;
-    use crate::topology::hold_delay_ms;
     use proptest::prelude::*;
+    use queuey_core::backend::hold_delay_ms;
     use std::time::Duration;
 
     const FAMILIES: [HoldQueues; 2] = [HoldQueues::Quorum, HoldQueues::Classic];

@@ -8,7 +8,7 @@
 //!
 //! | queue | created by | arguments |
 //! |---|---|---|
-//! | `q`, classic | [`declare`](queuey_core::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
+//! | `q`, classic | [`declare`](queuey_core::backend::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
 //! | `q`, [quorum](queuey_core::QueueType::Quorum) | `declare` | `x-queue-type = quorum`, `x-delivery-limit = 20`, `x-message-ttl` if set; with dead-letter queues: `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q{dead_suffix}`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish` |
 //! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type` as `q`'s, nothing else |
 //! | `q{suspect_suffix}` | `declare`, when the poison guard is on | those of `q` without `x-max-priority` (a quorum suspect queue also has `q`'s delivery limit and dead-letters into `q{dead_suffix}`) |
@@ -19,16 +19,15 @@ use std::collections::BTreeMap;
 
 use queuey_core::{Error, QueueConfig};
 
-mod holds;
+pub(crate) mod holds;
 
 pub use holds::{
-    HoldQueues, check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,
+    check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,
     quorum_hold_queue_name,
 };
 
-pub use queuey_core::MAX_DEFERRAL_MS;
-pub use queuey_core::backend::{effective_granularity_ms, hold_delay_ms, round_up_ms};
-pub use queuey_core::queue::MAX_QUEUE_NAME_BYTES;
+pub(crate) use holds::HoldQueues;
+use queuey_core::MAX_QUEUE_NAME_BYTES;
 
 /// Header of a dead letter: why the job died.
 pub const REASON_HEADER: &str = "x-death-reason";
@@ -202,6 +201,8 @@ pub(crate) fn saturating_i64(n: u128) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuey_core::MAX_DEFERRAL_MS;
+    use queuey_core::backend::{effective_granularity_ms, hold_delay_ms, round_up_ms};
     use std::time::Duration;
 
     pub(super) fn int(n: i64) -> ArgumentValue {

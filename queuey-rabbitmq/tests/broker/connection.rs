@@ -2,7 +2,8 @@
 //! secret.
 
 use futures::StreamExt;
-use queuey_core::{Backend, BackendErrorKind, Error, QueueConfig};
+use queuey_core::backend::Backend;
+use queuey_core::{BackendErrorKind, Error, QueueConfig};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::support::{self, DeleteUser, envelope, kind, within};

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable};
-use queuey_core::{Backend, BackendErrorKind, QueueConfig};
-use queuey_rabbitmq::{REQUEUE_DELAY, RabbitMqOptions};
+use queuey_core::backend::Backend;
+use queuey_core::{BackendErrorKind, QueueConfig};
+use queuey_rabbitmq::RabbitMqOptions;
+use queuey_rabbitmq::options::REQUEUE_DELAY;
 
 use crate::support::{envelope, header, kind, n_of, warnings_mentioning, within};
 

@@ -6,7 +6,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldArray, FieldTable};
-use queuey_core::{Backend, QueueConfig};
+use queuey_core::QueueConfig;
+use queuey_core::backend::Backend;
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::support::{envelope, header, header_names, n_of, table, text, within};

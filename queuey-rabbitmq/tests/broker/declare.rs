@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::types::AMQPValue;
-use queuey_core::{Backend, BackendErrorKind, Error, QueueConfig};
-use queuey_rabbitmq::topology::MAX_DEFERRAL_MS;
+use queuey_core::MAX_DEFERRAL_MS;
+use queuey_core::backend::Backend;
+use queuey_core::{BackendErrorKind, Error, QueueConfig};
 use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::support::{envelope, kind, table, text, within};
@@ -339,7 +340,7 @@ async fn refusals_happen_before_anything_is_created() {
     within("declare", backend.declare(&[QueueConfig::new(&declared)]))
         .await
         .unwrap();
-    let just_under = Duration::from_millis(queuey_rabbitmq::topology::MAX_DEFERRAL_MS - 10);
+    let just_under = Duration::from_millis(queuey_core::MAX_DEFERRAL_MS - 10);
     let e = within(
         "publish_after",
         backend.publish_after(&envelope(&declared, 1), just_under),

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::types::AMQPValue;
-use queuey_core::{Backend, QueueConfig, QueueType};
+use queuey_core::backend::Backend;
+use queuey_core::{QueueConfig, QueueType};
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::support::{envelope, guard_notices_mentioning, n_of, table, text, within};

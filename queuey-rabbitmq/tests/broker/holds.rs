@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use queuey_core::{Backend, Envelope, QueueConfig};
+use queuey_core::backend::Backend;
+use queuey_core::{Envelope, QueueConfig};
 use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::support::{death_queues, envelope, n_of, warnings_mentioning, within};

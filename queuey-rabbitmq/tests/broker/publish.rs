@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::types::AMQPValue;
-use queuey_core::{Backend, BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
+use queuey_core::backend::Backend;
+use queuey_core::{BackendErrorKind, Error, MAX_MESSAGE_BYTES, QueueConfig};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::support::{DeleteUser, Policy, envelope, kind, table, text, within};

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use lapin::options::{BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
 use lapin::types::FieldTable;
-use queuey_core::{Backend, BackendErrorKind, Disposition, Error, QueueConfig, QueueType};
+use queuey_core::backend::Backend;
+use queuey_core::{BackendErrorKind, Disposition, Error, QueueConfig, QueueType};
 use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::support::{envelope, header, kind, n_of, within};

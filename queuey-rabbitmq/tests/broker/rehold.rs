@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use queuey_core::{Backend, Error, QueueConfig};
+use queuey_core::backend::Backend;
+use queuey_core::{Error, QueueConfig};
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::support::{Policy, envelope, header, n_of, within};

@@ -21,7 +21,10 @@ use crate::JobRequest;
 /// # async fn main() {
 /// use queuey_core::{BoxError, JobContext, Uuid};
 /// use queuey_tower::classify::{ClassifyLayer, FailureClass};
-/// use queuey_tower::{DeadLetterLayer, Disposition, JobRequest, RetryLayer};
+/// use queuey_tower::dead_letter::DeadLetterLayer;
+/// use queuey_core::Disposition;
+/// use queuey_tower::JobRequest;
+/// use queuey_tower::retry::RetryLayer;
 /// use tower::{ServiceBuilder, ServiceExt, service_fn};
 ///
 /// let everything_is_fatal = |_: &(dyn std::error::Error + 'static)| Some(FailureClass::Fatal);

@@ -10,11 +10,11 @@
 //! ask it:
 //!
 //! - [`FailureClass::RetryAfter`]: not a failure; defer the job
-//!   ([`DeferOn429`](struct@crate::DeferOn429) acts on it, and so do
-//!   [`DeadLetterLayer`](crate::DeadLetterLayer) and the worker when no
+//!   ([`DeferOn429`](struct@crate::defer::DeferOn429) acts on it, and so do
+//!   [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) and the worker when no
 //!   deferral layer did);
 //! - [`FailureClass::Transient`]: retry while attempts are left
-//!   ([`RetryLayer`](struct@crate::RetryLayer) acts on it);
+//!   ([`RetryLayer`](struct@crate::retry::RetryLayer) acts on it);
 //! - [`FailureClass::Fatal`]: give up at once.
 //!
 //! Set it for a whole worker with
@@ -38,7 +38,7 @@
 //!    `Elapsed`, a panic, any other error) is transient.
 //!
 //! So a classifier of yours never overrides what queuey decided itself: a
-//! job deferred as often as [`DeferOn429::max_deferrals`](crate::DeferOn429::max_deferrals)
+//! job deferred as often as [`DeferOn429::max_deferrals`](crate::defer::DeferOn429::max_deferrals)
 //! allows fails transiently and spends an attempt, even when your
 //! classifier calls the 429 inside it a wait.
 //!
@@ -83,7 +83,7 @@ mod shared;
 use std::error::Error as StdError;
 use std::time::Duration;
 
-use queuey_core::handler::{DeferredError, FatalError, RetryableError};
+use queuey_core::{DeferredError, FatalError, RetryableError};
 
 #[cfg(doc)]
 use crate::JobRequest;
@@ -125,7 +125,7 @@ pub trait Classify: Send + Sync + 'static {
 ///
 /// | error (the outermost one recognised decides) | class |
 /// |---|---|
-/// | [`DeferralLimitReached`] (from [`DeferOn429`](struct@crate::DeferOn429)) | `Transient` |
+/// | [`DeferralLimitReached`] (from [`DeferOn429`](struct@crate::defer::DeferOn429)) | `Transient` |
 /// | [`FatalError`] (from `JobError::fatal`) | `Fatal` |
 /// | [`DeferredError`] (from `JobError::deferred`) | `RetryAfter(delay)` |
 /// | [`RetryableError`] (from `JobError::retryable` or `?`) | `Transient` |
@@ -213,10 +213,10 @@ fn defaults(error: &(dyn StdError + 'static)) -> FailureClass {
 pub(crate) fn last_resort(
     class: FailureClass,
     error: &(dyn StdError + 'static),
-) -> crate::Disposition {
+) -> queuey_core::Disposition {
     match class {
-        FailureClass::RetryAfter(delay) => crate::Disposition::Defer { delay }.never_early(),
-        FailureClass::Transient | FailureClass::Fatal => crate::Disposition::DeadLetter {
+        FailureClass::RetryAfter(delay) => queuey_core::Disposition::Defer { delay }.never_early(),
+        FailureClass::Transient | FailureClass::Fatal => queuey_core::Disposition::DeadLetter {
             reason: error_chain(error),
         },
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 /// relative to now.
 ///
 /// The result is the server's wait, however long: a wait past
-/// [`LONGEST_WAIT`](crate::LONGEST_WAIT) is dead-lettered by the deferral
+/// [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) is dead-lettered by the deferral
 /// layer rather than shortened. A date in the past gives zero. Anything else
 /// is `None`.
 ///
@@ -37,7 +37,7 @@ pub fn parse_retry_after_at(value: &str, now: SystemTime) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LONGEST_WAIT;
+    use queuey_core::LONGEST_WAIT;
     use std::time::UNIX_EPOCH;
 
     #[test]

@@ -12,8 +12,8 @@ use queuey_core::BoxError;
 use tokio::time::Instant;
 
 use super::state::Cooldowns;
-use crate::Disposition;
 use crate::classify::{Classify, FailureClass, SharedClassifier};
+use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Cooldown`](super::Cooldown).

@@ -13,7 +13,7 @@
 //!
 //! The layer starts a cool-down from every wait it sees come back for a
 //! keyed job: a [`Disposition::Defer`] (outside
-//! [`DeferOn429`](struct@crate::DeferOn429)), or an error the request's
+//! [`DeferOn429`](struct@crate::defer::DeferOn429)), or an error the request's
 //! [classifier](crate::classify) calls a `Retry-After` (inside it, where the
 //! error passes on for the deferral layer to act on). A worker adds it for
 //! one handler with
@@ -26,7 +26,7 @@
 //! learns of a cool-down only from its own first 429. Keys whose cool-down
 //! ran out are forgotten as new ones arrive, so memory follows the number
 //! of keys cooling down at once. A job deferred by a cool-down counts as a
-//! deferral, so [`DeferOn429::max_deferrals`](crate::DeferOn429::max_deferrals)
+//! deferral, so [`DeferOn429::max_deferrals`](crate::defer::DeferOn429::max_deferrals)
 //! counts it too.
 //!
 //! | metric | kind | labels | meaning |
@@ -41,7 +41,10 @@
 //! # async fn main() {
 //! use std::time::Duration;
 //! use queuey_core::{BoxError, JobContext, JobError, Uuid};
-//! use queuey_tower::{CooldownLayer, DeferOn429, Disposition, JobRequest};
+//! use queuey_tower::cooldown::CooldownLayer;
+//! use queuey_tower::defer::DeferOn429;
+//! use queuey_core::Disposition;
+//! use queuey_tower::JobRequest;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //!
 //! struct CallApi {
@@ -88,7 +91,9 @@ use tokio::time::Instant;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 use state::Cooldowns;
 
 /// Gauge of keys cooling down.

@@ -7,8 +7,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
-use crate::Disposition;
 use crate::classify::{Classify, SharedClassifier, last_resort};
+use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`DeadLetter`](super::DeadLetter).

@@ -11,7 +11,7 @@
 //! ([`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter),
 //! e.g. a load shed's `Overloaded` from a layer inside) is not a failure: it
 //! becomes a deferral, so a stack without a
-//! [`DeferOn429`](struct@crate::DeferOn429) never dead-letters a job for waiting.
+//! [`DeferOn429`](struct@crate::defer::DeferOn429) never dead-letters a job for waiting.
 //!
 //! Without it a worker still dead-letters errors that reach it; the layer
 //! makes the decision visible to the layers outside it (metrics, tracing).
@@ -20,7 +20,9 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
 //! use queuey_core::{BoxError, JobContext, JobError, Uuid};
-//! use queuey_tower::{DeadLetterLayer, Disposition, JobRequest};
+//! use queuey_tower::dead_letter::DeadLetterLayer;
+//! use queuey_core::Disposition;
+//! use queuey_tower::JobRequest;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //!
 //! let stack = ServiceBuilder::new()
@@ -44,7 +46,9 @@ use queuey_core::BoxError;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// Turns every error into a dead letter; see the [module documentation](self).
 #[derive(Debug, Clone, Copy, Default)]

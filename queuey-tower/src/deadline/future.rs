@@ -10,7 +10,7 @@ use queuey_core::BoxError;
 use tokio::time::{Instant, Sleep};
 
 use super::{DEADLINE_PASSED, past};
-use crate::Disposition;
+use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Deadline`](super::Deadline).

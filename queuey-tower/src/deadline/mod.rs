@@ -29,7 +29,9 @@
 //! # async fn main() {
 //! use std::time::{Duration, SystemTime, UNIX_EPOCH};
 //! use queuey_core::{BoxError, JobContext, Uuid};
-//! use queuey_tower::{DeadlineLayer, Disposition, JobRequest};
+//! use queuey_tower::deadline::DeadlineLayer;
+//! use queuey_core::Disposition;
+//! use queuey_tower::JobRequest;
 //! use queuey_tower::deadline::DEADLINE_PASSED;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //!
@@ -59,7 +61,9 @@ use queuey_core::BoxError;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// The dead-letter reason of a job whose deadline passed.
 pub const DEADLINE_PASSED: &str = "deadline passed";

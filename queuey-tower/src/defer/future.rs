@@ -8,8 +8,8 @@ use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
 use super::DeferralLimitReached;
-use crate::Disposition;
 use crate::classify::{Classify, FailureClass, SharedClassifier};
+use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Defer`](super::Defer).

@@ -7,7 +7,7 @@
 //! into [`Disposition::Defer`]. The worker then
 //! parks the job in a hold for that long, with its attempt unchanged, its
 //! deferral count raised and the queue's top priority, so it returns ahead of
-//! the backlog. A wait beyond [`LONGEST_WAIT`](crate::LONGEST_WAIT) (24
+//! the backlog. A wait beyond [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (24
 //! days) is dead-lettered with a reason saying so, never shortened: no hold
 //! keeps a job that long, and shortening the wait would release the job
 //! before the server asked.
@@ -33,7 +33,9 @@
 //! # async fn main() {
 //! use std::time::Duration;
 //! use queuey_core::{BoxError, JobContext, JobError, Uuid};
-//! use queuey_tower::{DeferOn429, Disposition, JobRequest};
+//! use queuey_tower::defer::DeferOn429;
+//! use queuey_core::Disposition;
+//! use queuey_tower::JobRequest;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //!
 //! let stack = ServiceBuilder::new()
@@ -62,7 +64,9 @@ use tower_service::Service;
 
 pub use error::DeferralLimitReached;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// Turns `Retry-After` errors into deferrals; see the
 /// [module documentation](self).

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
 use super::keys::Keys;
-use crate::Disposition;
+use queuey_core::Disposition;
 
 /// Keeps the in-flight gauge right even when the future is dropped early
 /// (a timeout outside the layer, a shutdown).

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use metrics::{Key, Label, Level, Metadata, Recorder};
 
 use super::{JOB_DURATION_SECONDS, JOBS_IN_FLIGHT, JOBS_TOTAL};
-use crate::Disposition;
+use queuey_core::Disposition;
 
 /// Where the layer's metrics say they come from, as the `metrics` macros
 /// would have it.

@@ -39,7 +39,9 @@ use queuey_core::{BoxError, Job};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// Counter of finished jobs.
 pub const JOBS_TOTAL: &str = "queuey_jobs_total";
@@ -49,12 +51,6 @@ pub const JOB_DURATION_SECONDS: &str = "queuey_job_duration_seconds";
 pub const JOBS_IN_FLIGHT: &str = "queuey_jobs_in_flight";
 /// Counter of dispositions the worker failed to carry out.
 pub const SETTLE_FAILURES_TOTAL: &str = "queuey_settle_failures_total";
-/// Counter of settles that failed because the delivery's connection was
-/// gone, which workers recorded next to the backend's own count of them.
-#[deprecated(note = "a stale settle is counted once, by the backend (RabbitMQ: \
-            `queuey_rabbitmq_stale_settles_total`); the worker counts it among \
-            `SETTLE_FAILURES_TOTAL` and in `WorkerHandle::stale_settles`")]
-pub const STALE_SETTLES_TOTAL: &str = "queuey_stale_settles_total";
 /// Gauge of jobs whose outcome is being carried out on the broker.
 pub const JOBS_SETTLING: &str = "queuey_jobs_settling";
 /// Gauge of queues whose consumer is being started again.

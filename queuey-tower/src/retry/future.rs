@@ -8,8 +8,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::{BoxError, RetryPolicy};
 
-use crate::Disposition;
 use crate::classify::{Classify, FailureClass, SharedClassifier, error_chain};
+use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).

@@ -12,7 +12,8 @@ use super::Retry;
 /// [`RetryLayer::new`] sets the fallback policy.
 ///
 /// ```
-/// use queuey_tower::{DeferOn429, RetryLayer};
+/// use queuey_tower::defer::DeferOn429;
+/// use queuey_tower::retry::RetryLayer;
 /// use tower::ServiceBuilder;
 ///
 /// let layers = ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429);

@@ -5,12 +5,12 @@
 //! attempts left, and into [`Disposition::DeadLetter`]
 //! with the reason `attempts exhausted (n of m): <error>` once it has none.
 //! Fatal failures and deferrals pass through as errors for the layers
-//! around it (a [`DeadLetterLayer`](crate::DeadLetterLayer) and a
-//! [`DeferOn429`](struct@crate::DeferOn429)). Which errors are transient is the
+//! around it (a [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) and a
+//! [`DeferOn429`](struct@crate::defer::DeferOn429)). Which errors are transient is the
 //! request's [classifier](crate::classify)'s call, the same one every other
 //! layer asks. Each retry is logged at WARN with the error.
 //!
-//! A backoff longer than [`LONGEST_WAIT`](crate::LONGEST_WAIT) (only a
+//! A backoff longer than [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (only a
 //! `Backoff::Fixed` built from its variant can be) is dead-lettered with a
 //! reason saying so, never shortened: shortening would release the job
 //! early.
@@ -34,7 +34,9 @@
 //! # async fn main() {
 //! use std::time::Duration;
 //! use queuey_core::{Backoff, BoxError, JobContext, JobError, RetryPolicy, Uuid};
-//! use queuey_tower::{Disposition, JobRequest, RetryLayer};
+//! use queuey_core::Disposition;
+//! use queuey_tower::JobRequest;
+//! use queuey_tower::retry::RetryLayer;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
 //!
 //! let policy = RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(10)).unwrap()).unwrap();
@@ -67,7 +69,9 @@ use tower_service::Service;
 
 pub use layer::RetryLayer;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// The service [`RetryLayer`](struct@RetryLayer) produces.
 #[derive(Debug, Clone)]

@@ -9,8 +9,8 @@ use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 use tracing::Span;
 
-use crate::Disposition;
 use crate::classify::error_chain;
+use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Trace`](super::Trace).

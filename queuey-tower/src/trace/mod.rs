@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `Ack`, `Requeue` | DEBUG |
 //! | `Defer` | INFO (a deferral is routine: the job waits, nothing failed) |
-//! | `Retry` | DEBUG: [`RetryLayer`](struct@crate::RetryLayer) logs each retry at WARN with its error |
+//! | `Retry` | DEBUG: [`RetryLayer`](struct@crate::retry::RetryLayer) logs each retry at WARN with its error |
 //! | `DeadLetter` | DEBUG: the worker logs each dead letter at WARN with its reason, whichever stack decided it |
 //! | an error reaching the layer | ERROR |
 //!
@@ -43,7 +43,9 @@ use queuey_core::{BoxError, Job};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
+
+use crate::JobRequest;
 
 /// Traces every job; see the [module documentation](self).
 #[derive(Debug, Clone, Copy, Default)]

@@ -3,17 +3,17 @@
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use queuey_core::{Backend, BoxError, Error, Job, JobHandler, Namespace, Queues};
+use queuey_core::backend::Backend;
+
+use queuey_core::{Error, Job, JobHandler, Namespace, Queues};
 use tower_layer::{Identity, Stack};
-use tower_service::Service;
 
 use super::Worker;
 use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
 use super::reconnect::Reconnect;
-use super::route::{Route, TypedRoute};
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
+use crate::HandlerService;
 use crate::classify::{Classify, SharedClassifier};
-use crate::{Disposition, HandlerService, JobRequest};
 
 /// How long shutdown waits for jobs in flight by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -21,7 +21,7 @@ pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Builds a [`Worker`]; start with [`Worker::builder`].
 ///
 /// Each job type gets one stack, shaped by the method that gave its
-/// handler (see [Shaping a handler's stack](super#shaping-a-handlers-stack)):
+/// handler (see [Shaping a handler's stack](super::Worker#shaping-a-handlers-stack)):
 ///
 /// - [`handler`](Self::handler): the [`DefaultStack`] around the handler;
 /// - [`handler_with`](Self::handler_with): the default stack with layers of
@@ -44,7 +44,6 @@ pub struct WorkerBuilder<Q, B, H = (), L = Identity, D = DefaultStack> {
 struct Settings {
     /// Whether `layer` was called.
     layered: bool,
-    services: Vec<Box<dyn Route>>,
     concurrency: Option<usize>,
     shutdown_timeout: Duration,
     job_timeout: Option<Duration>,
@@ -62,12 +61,11 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
             defaults: DefaultStack::default(),
             settings: Settings {
                 layered: false,
-                services: Vec::new(),
                 concurrency: None,
                 shutdown_timeout: DEFAULT_SHUTDOWN_TIMEOUT,
                 job_timeout: None,
                 classifier: SharedClassifier::default(),
-                reconnect: Reconnect::new(None),
+                reconnect: Reconnect::new(),
                 namespace: Namespace::root(),
             },
             _queues: PhantomData,
@@ -107,14 +105,14 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// What `layer` answers is retried, deferred, dead-lettered, counted
     /// and traced like the handler's own answers: a load shed's `Overloaded`
     /// is deferred, a timeout of yours is retried. A
-    /// [`RetryLayer`](struct@crate::RetryLayer) or
-    /// [`DeferOn429`](struct@crate::DeferOn429) in `layer` decides before the
+    /// [`RetryLayer`](struct@crate::retry::RetryLayer) or
+    /// [`DeferOn429`](struct@crate::defer::DeferOn429) in `layer` decides before the
     /// default stack's (it is closer to the handler), so
     /// `ServiceBuilder::new().layer(RetryLayer::new(policy)).layer(DeferOn429::new().max_deferrals(3))`
     /// sets this handler's retry policy and deferral limit.
     ///
     /// The layer is typed for this handler's job alone, so a layer that reads
-    /// the job (a [`CooldownLayer`](crate::CooldownLayer) keyed on
+    /// the job (a [`CooldownLayer`](crate::cooldown::CooldownLayer) keyed on
     /// `JobRequest<CallWebhook>`) fits here, however many other job types
     /// the worker handles.
     pub fn handler_with<Hd, U>(
@@ -169,7 +167,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// instance serves every job of its type, so middleware state (a rate
     /// limit's window, a counter of yours) persists across jobs. The layer
     /// must fit every handler's job type: a layer typed for one job (a
-    /// [`CooldownLayer`](crate::CooldownLayer) reading `JobRequest<CallWebhook>`)
+    /// [`CooldownLayer`](crate::cooldown::CooldownLayer) reading `JobRequest<CallWebhook>`)
     /// goes to [`handler_with`](Self::handler_with) instead.
     pub fn layer<N>(mut self, layer: N) -> WorkerBuilder<Q, B, H, Stack<N, L>, D> {
         self.settings.layered = true;
@@ -181,53 +179,6 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
             settings: self.settings,
             _queues: PhantomData,
         }
-    }
-
-    /// Removes the [`DefaultStack`] for every handler: they get only the
-    /// layers given to [`layer`](Self::layer) (and to
-    /// [`handler_with`](Self::handler_with)). An error reaching the worker
-    /// is then dead-lettered (or deferred, if the classifier calls it a
-    /// wait), and [`job_timeout`](Self::job_timeout) is refused at build
-    /// time.
-    #[deprecated(note = "give the handler its own stack with \
-                `handler_without_default_stack(handler, layers)`, which also applies \
-                `job_timeout`, or keep the default stack and add layers with \
-                `handler_with(handler, layers)`")]
-    pub fn without_default_stack(self) -> WorkerBuilder<Q, B, H, L, Identity> {
-        WorkerBuilder {
-            backend: self.backend,
-            handlers: self.handlers,
-            layers: self.layers,
-            defaults: Identity::new(),
-            settings: self.settings,
-            _queues: PhantomData,
-        }
-    }
-
-    /// Handles jobs of `J` with a complete stack of your own, such as
-    /// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429).service(handler.into_service())`:
-    /// the worker adds nothing around it, neither the default stack, nor
-    /// the builder's layers, nor the [job timeout](Self::job_timeout) (which
-    /// is refused at build time while such a stack is given). It must
-    /// answer every request with a [`Disposition`] or an error (which the
-    /// worker dead-letters, or defers if the classifier calls it a wait).
-    ///
-    /// The worker owns the stack and polls it ready before taking each
-    /// delivery, so it need not be `Clone` or `Sync`.
-    #[deprecated(note = "give the handler and your layers to \
-                `handler_without_default_stack(handler, layers)`, which also applies \
-                `job_timeout` around the handler, or to `handler_with(handler, layers)` to \
-                keep the default stack's tracing, metrics, dead-letter and deadline layers")]
-    pub fn service<J, S>(mut self, service: S) -> Self
-    where
-        J: Job<Queues = Q>,
-        S: Service<JobRequest<J>, Response = Disposition, Error = BoxError> + Send + 'static,
-        S::Future: Send + 'static,
-    {
-        self.settings
-            .services
-            .push(Box::new(TypedRoute::<J, S>::new(service)));
-        self
     }
 
     /// The classifier every layer of every stack reads to decide what an
@@ -261,30 +212,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// timeout sits right around the handler, inside every layer, so each
     /// attempt gets the whole of it and a timed-out attempt is retried where
     /// the stack retries.
-    ///
-    /// Refused at build time where it cannot apply: with a complete stack
-    /// given to the deprecated [`service`](Self::service), or after the
-    /// deprecated [`without_default_stack`](Self::without_default_stack).
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
         self.settings.job_timeout = Some(timeout);
-        self
-    }
-
-    /// Gives the worker a reconnect deadline of its own: how long a queue
-    /// whose consumer was lost keeps trying to consume again before
-    /// [`Worker::run`] gives up with
-    /// [`WorkerError::ReconnectDeadline`](super::WorkerError::ReconnectDeadline)
-    /// (`None`, the default: for as long as the backend reconnects).
-    ///
-    /// Errors that cannot heal (credentials refused, a queue refused, a
-    /// backend that gave up) stop the worker at once either way.
-    #[deprecated(
-        note = "reconnection is the backend's: a worker consumes again for as long as its \
-                backend reconnects and stops when the backend gives up; set the backend's \
-                deadline instead (`RabbitMqOptions::reconnect_deadline`)"
-    )]
-    pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
-        self.settings.reconnect = Reconnect::new(deadline);
         self
     }
 
@@ -302,9 +231,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// one was given) on the backend and returns the worker.
     ///
     /// Fails if no handler was given, if two handle the same job type, if
-    /// the concurrency is 0, or if a setting would be ignored
-    /// ([`layer`](Self::layer) with no handler to wrap,
-    /// [`job_timeout`](Self::job_timeout) where it cannot apply).
+    /// the concurrency is 0, or if [`layer`](Self::layer) was called with no
+    /// handler to wrap.
     pub async fn build(mut self) -> Result<Worker<Q, B>, Error>
     where
         H: Handlers<Q, D, L>,
@@ -313,21 +241,11 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         if handlers == 0 && self.settings.layered {
             return Err(Error::invalid_config(
                 "layers were added with WorkerBuilder::layer but there is no handler for them \
-                 to wrap; a stack given to WorkerBuilder::service is complete: give its \
-                 handler and layers to WorkerBuilder::handler_without_default_stack instead",
+                 to wrap; add a handler with WorkerBuilder::handler, handler_with or \
+                 handler_without_default_stack",
             ));
         }
         if let Some(timeout) = self.settings.job_timeout {
-            if let Some(complete) = self.settings.services.first() {
-                return Err(Error::invalid_config(format!(
-                    "job_timeout is set but the stack given to WorkerBuilder::service for job \
-                     type `{}` is complete, so there is no handler to apply it to; give that \
-                     handler and its layers to WorkerBuilder::handler_without_default_stack, \
-                     which applies job_timeout around the handler, or remove job_timeout and \
-                     add tower::timeout::TimeoutLayer to that stack",
-                    complete.job_type()
-                )));
-            }
             self.defaults.set_job_timeout(timeout)?;
         }
         let frame = Frame {
@@ -337,7 +255,6 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         };
         let mut routes = Vec::new();
         self.handlers.into_routes(&frame, &mut routes);
-        routes.extend(self.settings.services);
         Worker::new(
             self.backend,
             routes,
@@ -363,7 +280,6 @@ impl<Q, B: std::fmt::Debug, H, L: std::fmt::Debug, D: std::fmt::Debug> std::fmt:
             .field("handlers", &std::any::type_name::<H>())
             .field("layers", &self.layers)
             .field("defaults", &self.defaults)
-            .field("services", &self.settings.services.len())
             .field("concurrency", &self.settings.concurrency)
             .field("shutdown_timeout", &self.settings.shutdown_timeout)
             .field("job_timeout", &self.settings.job_timeout)

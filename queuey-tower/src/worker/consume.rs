@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use futures::stream::Peekable;
 use futures::{FutureExt, StreamExt};
-use queuey_core::{Backend, ConnectionState, Delivery, DeliveryStream, Disposition, QueueConfig};
+use queuey_core::backend::{Backend, ConnectionState, Delivery, DeliveryStream};
+use queuey_core::{Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -35,7 +36,7 @@ pub(crate) struct QueueRoutes {
 }
 
 /// What every queue loop of one worker shares.
-pub(crate) struct Shared {
+pub(crate) struct WorkerShared {
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) jobs: Mutex<JoinSet<()>>,
     pub(crate) handle: Arc<HandleInner>,
@@ -125,7 +126,7 @@ pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
 pub(crate) async fn consume<B: Backend>(
     mut queue: QueueRoutes,
     backend: Arc<B>,
-    shared: Arc<Shared>,
+    shared: Arc<WorkerShared>,
     reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.handle.stop.subscribe();
@@ -271,7 +272,7 @@ fn start(
     queue: &mut QueueRoutes,
     key: Option<&'static str>,
     delivery: Box<dyn Delivery>,
-    shared: &Arc<Shared>,
+    shared: &Arc<WorkerShared>,
     permit: OwnedSemaphorePermit,
 ) {
     shared.handle.jobs_started.fetch_add(1, Ordering::Relaxed);

@@ -1,5 +1,3 @@
-use std::time::Duration;
-
 use queuey_core::{BoxError, Error};
 
 /// Why [`Worker::run`](super::Worker::run) stopped with an error.
@@ -34,7 +32,7 @@ pub enum WorkerError {
     },
 
     /// The backend gave up on its connection (it reports
-    /// [`ConnectionState::Failed`](queuey_core::ConnectionState::Failed):
+    /// [`ConnectionState::Failed`](queuey_core::backend::ConnectionState::Failed):
     /// credentials refused, a virtual host gone, its reconnection deadline
     /// passed). `source` is the backend's reason: the error its calls fail
     /// with now.
@@ -51,23 +49,6 @@ pub enum WorkerError {
     BackendClosed {
         /// The queue whose consumer noticed.
         queue: String,
-    },
-
-    /// A lost consumer could not be started again within the deadline set
-    /// with the deprecated
-    /// [`WorkerBuilder::reconnect_deadline`](super::WorkerBuilder::reconnect_deadline)
-    /// (a worker has none by default: it follows the backend's).
-    #[error(
-        "the consumer of `{queue}` could not be started again within {waited:?} \
-         (the reconnect deadline); last error: {last_error}"
-    )]
-    ReconnectDeadline {
-        /// The queue.
-        queue: String,
-        /// How long the worker tried.
-        waited: Duration,
-        /// The last failure seen.
-        last_error: String,
     },
 
     /// A service stack reported that it can no longer take jobs (its

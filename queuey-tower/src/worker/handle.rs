@@ -2,7 +2,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use queuey_core::ConnectionState;
+use queuey_core::backend::ConnectionState;
 use tokio::sync::watch;
 
 /// Counters, state and the stop switch of a running worker; cheap to clone.
@@ -11,7 +11,9 @@ use tokio::sync::watch;
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # use std::sync::Arc;
-/// # use queuey_core::{handler_fn, ConnectionState, Job, JobContext, JobError, MemoryBackend, Queues};
+/// # use queuey_core::{handler_fn, Job, JobContext, JobError, Queues};
+/// # use queuey_core::backend::ConnectionState;
+/// # use queuey_core::memory::MemoryBackend;
 /// # use queuey_tower::Worker;
 /// # #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)] enum Q { Default }
 /// # #[derive(Job, serde::Serialize, serde::Deserialize)] #[job(queue = Q::Default)] struct Ping;

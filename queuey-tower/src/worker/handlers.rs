@@ -9,7 +9,8 @@ use tower_service::Service;
 
 use super::route::{Route, TypedRoute};
 use super::stack::WithDefaults;
-use crate::{Disposition, HandlerService, JobRequest};
+use crate::{HandlerService, JobRequest};
+use queuey_core::Disposition;
 
 /// The handlers of a [`WorkerBuilder`](super::WorkerBuilder), collected by
 /// its `handler*` methods; each gets its stack when the worker is built.

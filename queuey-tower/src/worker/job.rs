@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use queuey_core::{BackendErrorKind, Delivery, Disposition, Error};
+use queuey_core::{BackendErrorKind, Disposition, Error};
+
+use queuey_core::backend::Delivery;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::consume::Shared;
+use super::consume::WorkerShared;
 use super::handle::Counting;
 use super::route::JobFuture;
 use crate::classify::{Classify, last_resort};
@@ -24,7 +26,11 @@ pub(crate) struct Started {
 /// that reached the worker is classified by the worker's classifier: a wait
 /// is deferred, anything else dead-lettered, never dropped. Every dead
 /// letter is logged once, at WARN, with its reason.
-pub(crate) async fn run_job(started: Started, shared: Arc<Shared>, _permit: OwnedSemaphorePermit) {
+pub(crate) async fn run_job(
+    started: Started,
+    shared: Arc<WorkerShared>,
+    _permit: OwnedSemaphorePermit,
+) {
     let Started {
         delivery,
         job,
@@ -74,7 +80,7 @@ pub(crate) async fn run_job(started: Started, shared: Arc<Shared>, _permit: Owne
 }
 
 fn settle_failed(
-    shared: &Shared,
+    shared: &WorkerShared,
     queue: &Arc<str>,
     job_id: queuey_core::Uuid,
     disposition: &'static str,

@@ -1,250 +1,5 @@
 //! The worker: consumes queues, runs each job through its stack, and
 //! settles the outcome on the broker.
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
-//! use queuey_core::{Job, JobContext, JobError, JobHandler, MemoryBackend, Producer, Queues};
-//! use queuey_tower::Worker;
-//! use serde::{Deserialize, Serialize};
-//!
-//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
-//! #[queues(prefix = "app")]
-//! enum AppQueues {
-//!     Emails,
-//! }
-//!
-//! #[derive(Job, Serialize, Deserialize)]
-//! #[job(queue = AppQueues::Emails, name = "send_email")]
-//! struct SendEmail {
-//!     to: String,
-//! }
-//!
-//! struct EmailHandler;
-//! impl JobHandler for EmailHandler {
-//!     type Job = SendEmail;
-//!     async fn handle(&self, job: SendEmail, _ctx: JobContext) -> Result<(), JobError> {
-//!         println!("sending to {}", job.to);
-//!         Ok(())
-//!     }
-//! }
-//!
-//! let backend = Arc::new(MemoryBackend::new());
-//! let worker = Worker::<AppQueues, _>::builder(backend.clone())
-//!     .handler(EmailHandler)
-//!     .build()
-//!     .await?;
-//! let handle = worker.handle();
-//! let running = tokio::spawn(worker.run());
-//!
-//! let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
-//! producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
-//! while handle.jobs_finished() < 1 {
-//!     tokio::task::yield_now().await;
-//! }
-//! handle.shutdown();
-//! running.await??;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! # Shaping a handler's stack
-//!
-//! Each handler gets its stack from the method that gave it to the
-//! [`WorkerBuilder`], and each handler can take a different one:
-//!
-//! | method | the handler's stack, outermost first |
-//! |---|---|
-//! | [`handler(h)`](WorkerBuilder::handler) | the [`DefaultStack`]: trace, metrics, dead-letter, deadline, retry, deferral, job timeout, `h` |
-//! | [`handler_with(h, layer)`](WorkerBuilder::handler_with) | the default stack with `layer` around the job timeout: trace, …, deferral, `layer`, job timeout, `h` |
-//! | [`handler_without_default_stack(h, layer)`](WorkerBuilder::handler_without_default_stack) | `layer`, job timeout, `h` |
-//!
-//! The rules are the same for all three:
-//!
-//! - the [job timeout](WorkerBuilder::job_timeout) (5 minutes unless set)
-//!   sits right around the handler and bounds each call of it; a timed-out
-//!   call counts as a transient failure;
-//! - layers given to [`WorkerBuilder::layer`] wrap every handler's whole
-//!   stack (they must fit every job type the worker handles);
-//! - an error that leaves the stack reaches the worker, which defers it if
-//!   the classifier calls it a wait and dead-letters it otherwise.
-//!
-//! ## The default stack, with layers of your own
-//!
-//! [`handler_with`](WorkerBuilder::handler_with) keeps everything the
-//! default stack does and adds `layer` around the handler, for that handler
-//! only. What the layer answers is retried, deferred and dead-lettered like
-//! the handler's own answers, and a [`RetryLayer`](struct@crate::RetryLayer)
-//! or [`DeferOn429`](struct@crate::DeferOn429) inside it decides first, so
-//! this is where a handler gets its own retry policy, deferral limit,
-//! cool-down or rate limit:
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
-//! use std::time::Duration;
-//! use queuey_core::{
-//!     handler_fn, Backoff, Job, JobContext, JobError, MemoryBackend, Queues, RetryPolicy,
-//! };
-//! use queuey_tower::{CooldownLayer, DeferOn429, JobRequest, RetryLayer, ServiceBuilder, Worker};
-//! use serde::{Deserialize, Serialize};
-//! use tower::limit::ConcurrencyLimitLayer;
-//!
-//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
-//! enum AppQueues {
-//!     Emails,
-//!     Webhooks,
-//! }
-//!
-//! #[derive(Job, Serialize, Deserialize)]
-//! #[job(queue = AppQueues::Emails, name = "send_email")]
-//! struct SendEmail;
-//!
-//! #[derive(Job, Serialize, Deserialize)]
-//! #[job(queue = AppQueues::Webhooks, name = "call_webhook")]
-//! struct CallWebhook {
-//!     host: String,
-//! }
-//!
-//! let emails = handler_fn(|_: SendEmail, _: JobContext| async { Ok::<(), JobError>(()) });
-//! let webhooks = handler_fn(|_: CallWebhook, _: JobContext| async { Ok::<(), JobError>(()) });
-//! let policy = RetryPolicy::new(8, Backoff::fixed(Duration::from_secs(30))?)?;
-//! let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
-//!     .handler(emails)
-//!     .handler_with(
-//!         webhooks,
-//!         ServiceBuilder::new()
-//!             // After one 429 from a host, its other jobs wait without calling it.
-//!             .layer(CooldownLayer::new(|r: &JobRequest<CallWebhook>| Some(r.job().host.clone())))
-//!             .layer(RetryLayer::new(policy))
-//!             .layer(DeferOn429::new().max_deferrals(20))
-//!             .layer(ConcurrencyLimitLayer::new(4)),
-//!     )
-//!     .job_timeout(Duration::from_secs(20))
-//!     .build()
-//!     .await?;
-//! # drop(worker);
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! ## A stack of your own instead
-//!
-//! [`handler_without_default_stack`](WorkerBuilder::handler_without_default_stack)
-//! puts `layer` where the default stack would be: nothing of it is added,
-//! only the job timeout around the handler. Compose the layers with tower's
-//! `ServiceBuilder`, queuey's and tower's alike:
-//!
-//! ```
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use std::sync::Arc;
-//! use std::time::Duration;
-//! use queuey_core::{handler_fn, Backoff, Job, JobContext, JobError, MemoryBackend, Queues, RetryPolicy};
-//! use queuey_tower::{DeadLetterLayer, DeferOn429, RetryLayer, ServiceBuilder, TraceLayer, Worker};
-//! use serde::{Deserialize, Serialize};
-//!
-//! #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
-//! enum AppQueues {
-//!     Reports,
-//! }
-//!
-//! #[derive(Job, Serialize, Deserialize)]
-//! #[job(queue = AppQueues::Reports, name = "build_report")]
-//! struct BuildReport;
-//!
-//! let reports = handler_fn(|_: BuildReport, _: JobContext| async { Ok::<(), JobError>(()) });
-//! let policy = RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(60))?)?;
-//! let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
-//!     .handler_without_default_stack(
-//!         reports,
-//!         ServiceBuilder::new()
-//!             .layer(TraceLayer::new())
-//!             .layer(DeadLetterLayer::new())
-//!             .layer(RetryLayer::new(policy))
-//!             .layer(DeferOn429::new()),
-//!     )
-//!     // Still bounds each call of the handler.
-//!     .job_timeout(Duration::from_secs(600))
-//!     .build()
-//!     .await?;
-//! # drop(worker);
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! The deprecated [`WorkerBuilder::service`] (a complete stack, the handler
-//! inside it) and [`WorkerBuilder::without_default_stack`] (no default
-//! stack for any handler) still work; `job_timeout` is refused with either,
-//! since the worker cannot place it.
-//!
-//! # Stacks
-//!
-//! Each job type has one stack, which the worker owns: its queue's loop
-//! polls it ready before taking each delivery and then calls it with that
-//! delivery, as tower's own drivers do. Nothing is cloned per job, so a
-//! stack need not be `Clone` or `Sync`: `RateLimitLayer`,
-//! `ConcurrencyLimitLayer`, `LoadShedLayer`, `BufferLayer`, `BoxService` and
-//! middleware of your own with state all work unchanged, and their state
-//! lives as long as the worker. A stack that is not ready holds its queue's
-//! next delivery where it is (with the broker).
-//!
-//! # Order
-//!
-//! Layers added first are outermost. The usual order, and the one of the
-//! [`DefaultStack`], is trace, metrics, dead-letter, deadline, retry,
-//! deferral, timeout, handler:
-//!
-//! - a timeout **inside** the retry layer bounds each attempt, and a timed
-//!   out attempt is retried; outside it, it would bound the decision, not
-//!   the job;
-//! - [`DeferOn429`](struct@crate::DeferOn429) inside [`RetryLayer`](struct@crate::RetryLayer)
-//!   sees a `Retry-After` first, so a deferral spends no attempt; outside,
-//!   the retry layer would pass it through untouched anyway, but a deferral
-//!   past its limit would then escape retrying;
-//! - [`DeadLetterLayer`](crate::DeadLetterLayer) outside both catches what
-//!   they pass on (fatal errors), so layers further out (metrics, tracing)
-//!   see the final disposition.
-//!
-//! # Settling
-//!
-//! The worker publishes first, waits for the broker's confirmation, and
-//! acknowledges last, so a crash in between duplicates a job and never loses
-//! one. The worker hands the backend a [`Disposition`](crate::Disposition)
-//! and the backend builds the next envelope itself. When settling fails (the
-//! broker refused the hold, the connection dropped), the delivery is left
-//! unacknowledged for the broker to deliver again; the failure is logged and
-//! counted on the [`WorkerHandle`] (a delivery taken on a connection that is
-//! gone counts as a [stale settle](WorkerHandle::stale_settles)).
-//!
-//! # Connection loss
-//!
-//! A worker outlives its connection, and the backend decides whether the
-//! connection can heal: the RabbitMQ backend reconnects by itself (for as
-//! long as its `reconnect_deadline` allows, for ever by default) and its
-//! consumer streams resume on the new connection. The worker follows:
-//!
-//! - when a queue's consumer is lost anyway (its stream yields a transient
-//!   error, or ends while the backend is still up), the queue's loop
-//!   consumes again after a jittered backoff (100 ms growing to 5 s) until
-//!   it works, and the [`WorkerHandle`] shows the queue as reconnecting
-//!   meanwhile;
-//! - while a loop waits for a free slot or a ready stack it watches the
-//!   backend's [`connection_state`](queuey_core::Backend::connection_state),
-//!   so a loss is noticed at once even with every slot busy, and the
-//!   delivery it was about to take (stale now) is left to the broker;
-//! - [`Worker::run`] gives up only on what cannot heal: a non-transient
-//!   consumer error, a backend that was closed, or a backend that
-//!   [gave up](queuey_core::ConnectionState::Failed), with the backend's
-//!   reason ([`WorkerError::BackendFailed`]). The worker has no reconnect
-//!   deadline of its own.
-//!
-//! On shutdown, a delivery the loop had taken but not started is handed back
-//! to the broker at once; started jobs run to completion (up to the shutdown
-//! timeout) and are settled.
-
 mod builder;
 mod consume;
 mod error;
@@ -262,7 +17,9 @@ use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{Backend, Error, Namespace, Queues};
+use queuey_core::backend::Backend;
+
+use queuey_core::{Error, Namespace, Queues};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -270,12 +27,10 @@ pub use builder::{DEFAULT_SHUTDOWN_TIMEOUT, WorkerBuilder};
 pub use error::WorkerError;
 pub use handle::WorkerHandle;
 pub use handlers::Handlers;
-#[allow(deprecated)]
-pub use reconnect::DEFAULT_RECONNECT_DEADLINE;
 pub use stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 
 use crate::classify::SharedClassifier;
-use consume::{QueueRoutes, Shared};
+use consume::{QueueRoutes, WorkerShared};
 use handle::HandleInner;
 use reconnect::Reconnect;
 use route::Route;
@@ -289,8 +44,256 @@ pub(crate) struct Settings {
     pub(crate) namespace: Namespace,
 }
 
-/// Runs jobs of the queue set `Q` from the backend `B`; build one with
-/// [`Worker::builder`]. See the [module documentation](self).
+/// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
+/// runs each job through its stack, and settles the outcome on the broker.
+/// Build one with [`Worker::builder`].
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use queuey_core::{Job, JobContext, JobError, JobHandler, Producer, Queues};
+/// use queuey_core::memory::MemoryBackend;
+/// use queuey_tower::Worker;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+/// #[queues(prefix = "app")]
+/// enum AppQueues {
+///     Emails,
+/// }
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Emails, name = "send_email")]
+/// struct SendEmail {
+///     to: String,
+/// }
+///
+/// struct EmailHandler;
+/// impl JobHandler for EmailHandler {
+///     type Job = SendEmail;
+///     async fn handle(&self, job: SendEmail, _ctx: JobContext) -> Result<(), JobError> {
+///         println!("sending to {}", job.to);
+///         Ok(())
+///     }
+/// }
+///
+/// let backend = Arc::new(MemoryBackend::new());
+/// let worker = Worker::<AppQueues, _>::builder(backend.clone())
+///     .handler(EmailHandler)
+///     .build()
+///     .await?;
+/// let handle = worker.handle();
+/// let running = tokio::spawn(worker.run());
+///
+/// let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+/// producer.enqueue(&SendEmail { to: "a@example.com".into() }).await?;
+/// while handle.jobs_finished() < 1 {
+///     tokio::task::yield_now().await;
+/// }
+/// handle.shutdown();
+/// running.await??;
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Shaping a handler's stack
+///
+/// Each handler gets its stack from the method that gave it to the
+/// [`WorkerBuilder`], and each handler can take a different one:
+///
+/// | method | the handler's stack, outermost first |
+/// |---|---|
+/// | [`handler(h)`](WorkerBuilder::handler) | the [`DefaultStack`]: trace, metrics, dead-letter, deadline, retry, deferral, job timeout, `h` |
+/// | [`handler_with(h, layer)`](WorkerBuilder::handler_with) | the default stack with `layer` around the job timeout: trace, …, deferral, `layer`, job timeout, `h` |
+/// | [`handler_without_default_stack(h, layer)`](WorkerBuilder::handler_without_default_stack) | `layer`, job timeout, `h` |
+///
+/// The rules are the same for all three:
+///
+/// - the [job timeout](WorkerBuilder::job_timeout) (5 minutes unless set)
+///   sits right around the handler and bounds each call of it; a timed-out
+///   call counts as a transient failure;
+/// - layers given to [`WorkerBuilder::layer`] wrap every handler's whole
+///   stack (they must fit every job type the worker handles);
+/// - an error that leaves the stack reaches the worker, which defers it if
+///   the classifier calls it a wait and dead-letters it otherwise.
+///
+/// ## The default stack, with layers of your own
+///
+/// [`handler_with`](WorkerBuilder::handler_with) keeps everything the
+/// default stack does and adds `layer` around the handler, for that handler
+/// only. What the layer answers is retried, deferred and dead-lettered like
+/// the handler's own answers, and a [`RetryLayer`](struct@crate::retry::RetryLayer)
+/// or [`DeferOn429`](struct@crate::defer::DeferOn429) inside it decides first, so
+/// this is where a handler gets its own retry policy, deferral limit,
+/// cool-down or rate limit:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use queuey_core::{handler_fn, Backoff, Job, JobContext, JobError, Queues, RetryPolicy};
+/// use queuey_core::memory::MemoryBackend;
+/// use queuey_tower::cooldown::CooldownLayer;
+/// use queuey_tower::defer::DeferOn429;
+/// use queuey_tower::{JobRequest, ServiceBuilder, Worker};
+/// use queuey_tower::retry::RetryLayer;
+/// use serde::{Deserialize, Serialize};
+/// use tower::limit::ConcurrencyLimitLayer;
+///
+/// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+/// enum AppQueues {
+///     Emails,
+///     Webhooks,
+/// }
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Emails, name = "send_email")]
+/// struct SendEmail;
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Webhooks, name = "call_webhook")]
+/// struct CallWebhook {
+///     host: String,
+/// }
+///
+/// let emails = handler_fn(|_: SendEmail, _: JobContext| async { Ok::<(), JobError>(()) });
+/// let webhooks = handler_fn(|_: CallWebhook, _: JobContext| async { Ok::<(), JobError>(()) });
+/// let policy = RetryPolicy::new(8, Backoff::fixed(Duration::from_secs(30))?)?;
+/// let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
+///     .handler(emails)
+///     .handler_with(
+///         webhooks,
+///         ServiceBuilder::new()
+///             // After one 429 from a host, its other jobs wait without calling it.
+///             .layer(CooldownLayer::new(|r: &JobRequest<CallWebhook>| Some(r.job().host.clone())))
+///             .layer(RetryLayer::new(policy))
+///             .layer(DeferOn429::new().max_deferrals(20))
+///             .layer(ConcurrencyLimitLayer::new(4)),
+///     )
+///     .job_timeout(Duration::from_secs(20))
+///     .build()
+///     .await?;
+/// # drop(worker);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// ## A stack of your own instead
+///
+/// [`handler_without_default_stack`](WorkerBuilder::handler_without_default_stack)
+/// puts `layer` where the default stack would be: nothing of it is added,
+/// only the job timeout around the handler. Compose the layers with tower's
+/// `ServiceBuilder`, queuey's and tower's alike:
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use queuey_core::{handler_fn, Backoff, Job, JobContext, JobError, Queues, RetryPolicy};
+/// use queuey_core::memory::MemoryBackend;
+/// use queuey_tower::dead_letter::DeadLetterLayer;
+/// use queuey_tower::defer::DeferOn429;
+/// use queuey_tower::retry::RetryLayer;
+/// use queuey_tower::{ServiceBuilder, Worker};
+/// use queuey_tower::trace::TraceLayer;
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+/// enum AppQueues {
+///     Reports,
+/// }
+///
+/// #[derive(Job, Serialize, Deserialize)]
+/// #[job(queue = AppQueues::Reports, name = "build_report")]
+/// struct BuildReport;
+///
+/// let reports = handler_fn(|_: BuildReport, _: JobContext| async { Ok::<(), JobError>(()) });
+/// let policy = RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(60))?)?;
+/// let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
+///     .handler_without_default_stack(
+///         reports,
+///         ServiceBuilder::new()
+///             .layer(TraceLayer::new())
+///             .layer(DeadLetterLayer::new())
+///             .layer(RetryLayer::new(policy))
+///             .layer(DeferOn429::new()),
+///     )
+///     // Still bounds each call of the handler.
+///     .job_timeout(Duration::from_secs(600))
+///     .build()
+///     .await?;
+/// # drop(worker);
+/// # Ok(())
+/// # }
+/// ```
+///
+/// # Stacks
+///
+/// Each job type has one stack, which the worker owns: its queue's loop
+/// polls it ready before taking each delivery and then calls it with that
+/// delivery, as tower's own drivers do. Nothing is cloned per job, so a
+/// stack need not be `Clone` or `Sync`: `RateLimitLayer`,
+/// `ConcurrencyLimitLayer`, `LoadShedLayer`, `BufferLayer`, `BoxService` and
+/// middleware of your own with state all work unchanged, and their state
+/// lives as long as the worker. A stack that is not ready holds its queue's
+/// next delivery where it is (with the broker).
+///
+/// # Order
+///
+/// Layers added first are outermost. The usual order, and the one of the
+/// [`DefaultStack`], is trace, metrics, dead-letter, deadline, retry,
+/// deferral, timeout, handler:
+///
+/// - a timeout **inside** the retry layer bounds each attempt, and a timed
+///   out attempt is retried; outside it, it would bound the decision, not
+///   the job;
+/// - [`DeferOn429`](struct@crate::defer::DeferOn429) inside [`RetryLayer`](struct@crate::retry::RetryLayer)
+///   sees a `Retry-After` first, so a deferral spends no attempt; outside,
+///   the retry layer would pass it through untouched anyway, but a deferral
+///   past its limit would then escape retrying;
+/// - [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) outside both catches what
+///   they pass on (fatal errors), so layers further out (metrics, tracing)
+///   see the final disposition.
+///
+/// # Settling
+///
+/// The worker publishes first, waits for the broker's confirmation, and
+/// acknowledges last, so a crash in between duplicates a job and never loses
+/// one. The worker hands the backend a [`Disposition`](queuey_core::Disposition)
+/// and the backend builds the next envelope itself. When settling fails (the
+/// broker refused the hold, the connection dropped), the delivery is left
+/// unacknowledged for the broker to deliver again; the failure is logged and
+/// counted on the [`WorkerHandle`] (a delivery taken on a connection that is
+/// gone counts as a [stale settle](WorkerHandle::stale_settles)).
+///
+/// # Connection loss
+///
+/// A worker outlives its connection, and the backend decides whether the
+/// connection can heal: the RabbitMQ backend reconnects by itself (for as
+/// long as its `reconnect_deadline` allows, for ever by default) and its
+/// consumer streams resume on the new connection. The worker follows:
+///
+/// - when a queue's consumer is lost anyway (its stream yields a transient
+///   error, or ends while the backend is still up), the queue's loop
+///   consumes again after a jittered backoff (100 ms growing to 5 s) until
+///   it works, and the [`WorkerHandle`] shows the queue as reconnecting
+///   meanwhile;
+/// - while a loop waits for a free slot or a ready stack it watches the
+///   backend's [`connection_state`](queuey_core::backend::Backend::connection_state),
+///   so a loss is noticed at once even with every slot busy, and the
+///   delivery it was about to take (stale now) is left to the broker;
+/// - [`Worker::run`] gives up only on what cannot heal: a non-transient
+///   consumer error, a backend that was closed, or a backend that
+///   [gave up](queuey_core::backend::ConnectionState::Failed), with the backend's
+///   reason ([`WorkerError::BackendFailed`]). The worker has no reconnect
+///   deadline of its own.
+///
+/// On shutdown, a delivery the loop had taken but not started is handed back
+/// to the broker at once; started jobs run to completion (up to the shutdown
+/// timeout) and are settled.
 pub struct Worker<Q, B> {
     backend: Arc<B>,
     queues: Vec<QueueRoutes>,
@@ -408,10 +411,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     /// in flight finish (up to the shutdown timeout) and returns.
     ///
     /// Returns an error when a consumer failed in a way that cannot heal,
-    /// the backend gave up (with its reason) or was closed, a stack stopped
-    /// being able to take jobs, or a lost consumer could not be started
-    /// again within a deadline set with the deprecated
-    /// [`WorkerBuilder::reconnect_deadline`]. See [`WorkerError`].
+    /// the backend gave up (with its reason) or was closed, or a stack
+    /// stopped being able to take jobs. See [`WorkerError`].
     pub async fn run(self) -> Result<(), WorkerError> {
         let Worker {
             backend,
@@ -424,7 +425,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             namespace: _,
             _queues,
         } = self;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(WorkerShared {
             permits: Arc::new(Semaphore::new(concurrency)),
             jobs: Mutex::new(JoinSet::new()),
             handle: Arc::clone(&handle.inner),
@@ -460,8 +461,23 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         }
     }
 
-    /// Runs until `signal` completes (for example `tokio::signal::ctrl_c()`),
-    /// then shuts down gracefully.
+    /// Runs until `signal` completes, then shuts down gracefully, as
+    /// [`WorkerHandle::shutdown`] does: no further deliveries are taken, a
+    /// delivery taken but not started goes back to the broker, started jobs
+    /// finish and settle (up to the
+    /// [`shutdown_timeout`](WorkerBuilder::shutdown_timeout)), and every
+    /// other job stays with the broker. Returns early, with the error, if
+    /// the worker stops by itself.
+    ///
+    /// The usual signal is [`shutdown_signal`](crate::shutdown_signal()):
+    /// Ctrl-C or `SIGTERM`.
+    ///
+    /// ```no_run
+    /// # async fn run(worker: queuey_tower::Worker<impl queuey_core::Queues, impl queuey_core::backend::Backend>)
+    /// # -> Result<(), queuey_tower::WorkerError> {
+    /// worker.run_until(queuey_tower::shutdown_signal()).await
+    /// # }
+    /// ```
     pub async fn run_until<F: Future>(self, signal: F) -> Result<(), WorkerError> {
         let handle = self.handle();
         let run = self.run();
@@ -477,7 +493,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
 /// Waits for jobs in flight, up to the shutdown timeout, then abandons the
 /// rest: their deliveries are dropped unsettled and the broker delivers them
 /// again.
-async fn drain(shared: &Shared, concurrency: usize, shutdown_timeout: Duration) {
+async fn drain(shared: &WorkerShared, concurrency: usize, shutdown_timeout: Duration) {
     let all = u32::try_from(concurrency).unwrap_or(u32::MAX);
     let drained = tokio::time::timeout(shutdown_timeout, shared.permits.acquire_many(all)).await;
     let mut jobs = std::mem::take(&mut *shared.jobs.lock().unwrap_or_else(|p| p.into_inner()));

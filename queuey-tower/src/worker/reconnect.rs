@@ -11,9 +11,8 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use queuey_core::{
-    Backend, BackendError, BackendErrorKind, Backoff, ConnectionState, Error, QueueConfig,
-};
+use queuey_core::backend::{Backend, ConnectionState};
+use queuey_core::{BackendError, BackendErrorKind, Backoff, Error, QueueConfig};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -22,41 +21,23 @@ use super::consume::{Stream, stopped};
 use super::handle::{Counting, HandleInner};
 use crate::metrics::QUEUES_RECONNECTING;
 
-/// The reconnect deadline workers had of their own by default (10
-/// minutes). A worker now has none: it consumes again for as long as its
-/// backend reconnects, and stops when the backend gives up.
-#[deprecated(
-    note = "a worker no longer has a reconnect deadline of its own: it stops when its backend \
-            gives up reconnecting; set the backend's deadline \
-            (`RabbitMqOptions::reconnect_deadline`)"
-)]
-pub const DEFAULT_RECONNECT_DEADLINE: Option<Duration> = Some(Duration::from_secs(600));
-
-/// A consumer that worked this long is healthy again: a later loss starts a
-/// new deadline.
+/// A consumer that worked this long is healthy again: a later loss starts
+/// the backoff from its shortest wait.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// The worker's reconnection settings.
+/// The worker's pace of consuming again.
 #[derive(Debug, Clone)]
 pub(crate) struct Reconnect {
-    /// A deadline of the worker's own, only when set with the deprecated
-    /// `WorkerBuilder::reconnect_deadline`.
-    deadline: Option<Duration>,
     backoff: Backoff,
 }
 
 impl Reconnect {
-    pub(crate) fn new(deadline: Option<Duration>) -> Self {
+    pub(crate) fn new() -> Self {
         Reconnect {
-            deadline,
             // 100 ms doubling to 5 s; constants the constructor accepts.
             backoff: Backoff::exponential(Duration::from_millis(100), 2.0, Duration::from_secs(5))
                 .unwrap_or(Backoff::Fixed(Duration::from_secs(1))),
         }
-    }
-
-    pub(crate) fn deadline(&self) -> Option<Duration> {
-        self.deadline
     }
 
     /// The wait before try `tries` (from 0): half the backoff's base delay
@@ -68,11 +49,10 @@ impl Reconnect {
     }
 }
 
-/// A queue's consumer is lost: since when, how often it was started again,
-/// and what failed last.
+/// A queue's consumer is lost: how often it was started again, and what
+/// failed last.
 #[derive(Debug)]
 pub(crate) struct Lost {
-    pub(crate) since: Instant,
     pub(crate) tries: u32,
     pub(crate) last_error: String,
     /// When a new consumer was started, if one was.
@@ -82,7 +62,6 @@ pub(crate) struct Lost {
 impl Lost {
     pub(crate) fn new(error: String) -> Self {
         Lost {
-            since: Instant::now(),
             tries: 0,
             last_error: error,
             resumed_at: None,
@@ -110,17 +89,6 @@ pub(crate) async fn open<B: Backend>(
 ) -> Result<Option<Stream>, WorkerError> {
     loop {
         if let Some(lost) = lost.as_mut() {
-            let waited = lost.since.elapsed();
-            if reconnect
-                .deadline()
-                .is_some_and(|deadline| waited >= deadline)
-            {
-                return Err(WorkerError::ReconnectDeadline {
-                    queue: queue.to_string(),
-                    waited,
-                    last_error: lost.last_error.clone(),
-                });
-            }
             let delay = reconnect.delay(lost.tries);
             lost.tries = lost.tries.saturating_add(1);
             tokio::select! {

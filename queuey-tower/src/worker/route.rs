@@ -8,8 +8,9 @@ use futures::future::BoxFuture;
 use queuey_core::{BoxError, Envelope, Job, JobContext, Queues, RetryPolicy};
 use tower_service::Service;
 
+use crate::JobRequest;
 use crate::classify::SharedClassifier;
-use crate::{Disposition, JobRequest};
+use queuey_core::Disposition;
 
 /// The future of one job through its stack.
 pub(crate) type JobFuture = BoxFuture<'static, Result<Disposition, BoxError>>;

@@ -8,12 +8,17 @@ use tower::timeout::{Timeout, TimeoutLayer};
 use tower_layer::{Identity, Layer};
 
 use crate::dead_letter::DeadLetter;
+use crate::dead_letter::DeadLetterLayer;
 use crate::deadline::Deadline;
+use crate::deadline::DeadlineLayer;
 use crate::defer::Defer;
+use crate::defer::DeferOn429;
 use crate::metrics::Metrics;
+use crate::metrics::MetricsLayer;
 use crate::retry::Retry;
+use crate::retry::RetryLayer;
 use crate::trace::Trace;
-use crate::{DeadLetterLayer, DeadlineLayer, DeferOn429, MetricsLayer, RetryLayer, TraceLayer};
+use crate::trace::TraceLayer;
 
 /// How long one call of a handler may run by default before it counts as a
 /// transient failure (see [`WorkerBuilder::job_timeout`](super::WorkerBuilder::job_timeout)).
@@ -82,10 +87,7 @@ impl<S> Layer<S> for DefaultStack {
     }
 }
 
-/// The default stack of a [`WorkerBuilder`](super::WorkerBuilder), or
-/// nothing once the deprecated
-/// [`without_default_stack`](super::WorkerBuilder::without_default_stack)
-/// removed it.
+/// The default stack of a [`WorkerBuilder`](super::WorkerBuilder).
 pub trait Defaults: sealed::Sealed {
     /// Applies [`WorkerBuilder::job_timeout`](super::WorkerBuilder::job_timeout);
     /// refused where nothing would read it.
@@ -99,20 +101,8 @@ impl Defaults for DefaultStack {
     }
 }
 
-impl Defaults for Identity {
-    fn set_job_timeout(&mut self, _: Duration) -> Result<(), Error> {
-        Err(Error::invalid_config(
-            "job_timeout is set but the default stack was removed \
-             (without_default_stack), so nothing would apply it; give each handler its own \
-             stack with WorkerBuilder::handler_without_default_stack(handler, layers), which \
-             applies job_timeout around the handler, or remove job_timeout and add \
-             tower::timeout::TimeoutLayer to your layers",
-        ))
-    }
-}
-
 /// Puts a handler's own layers where they go in a builder's defaults: inside
-/// the [`DefaultStack`], or alone once it was removed.
+/// the [`DefaultStack`].
 #[allow(unreachable_pub)]
 pub trait WithDefaults<U, S>: Defaults {
     /// The stack around the handler.
@@ -130,16 +120,7 @@ impl<U: Layer<Timeout<S>>, S> WithDefaults<U, S> for DefaultStack {
     }
 }
 
-impl<U: Layer<S>, S> WithDefaults<U, S> for Identity {
-    type Service = U::Service;
-
-    fn with_layer(&self, layer: &U, handler: S) -> Self::Service {
-        layer.layer(handler)
-    }
-}
-
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::DefaultStack {}
-    impl Sealed for tower_layer::Identity {}
 }

@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use queuey_core::Disposition;
 use queuey_core::{Backoff, BoxError, JobContext, JobError, JobHandler, RetryPolicy};
-use queuey_tower::{
-    DeadLetterLayer, DeferOn429, Disposition, HandlerService, JobRequest, RetryLayer,
-};
+use queuey_tower::dead_letter::DeadLetterLayer;
+use queuey_tower::defer::DeferOn429;
+use queuey_tower::retry::RetryLayer;
+use queuey_tower::{HandlerService, JobRequest};
 use tower::limit::{ConcurrencyLimitLayer, RateLimitLayer};
 use tower::timeout::TimeoutLayer;
 use tower::{ServiceBuilder, ServiceExt, service_fn};

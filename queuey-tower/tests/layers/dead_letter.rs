@@ -1,5 +1,7 @@
+use queuey_core::Disposition;
 use queuey_core::{BoxError, JobError};
-use queuey_tower::{DeadLetterLayer, Disposition, JobRequest};
+use queuey_tower::JobRequest;
+use queuey_tower::dead_letter::DeadLetterLayer;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::request;

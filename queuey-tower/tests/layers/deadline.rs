@@ -4,9 +4,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use queuey_core::Disposition;
 use queuey_core::{BoxError, JobContext, Uuid};
+use queuey_tower::JobRequest;
 use queuey_tower::deadline::DEADLINE_PASSED;
-use queuey_tower::{DeadlineLayer, Disposition, JobRequest};
+use queuey_tower::deadline::DeadlineLayer;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 fn ms_from_now(offset: i64) -> u64 {

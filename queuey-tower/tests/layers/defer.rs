@@ -1,11 +1,14 @@
 use std::time::Duration;
 
+use queuey_core::Disposition;
+use queuey_core::LONGEST_WAIT;
 use queuey_core::backend::hold_delay_ms;
 use queuey_core::{BoxError, JobError};
-use queuey_tower::LONGEST_WAIT;
+use queuey_tower::JobRequest;
+use queuey_tower::classify::ClassifyLayer;
 use queuey_tower::classify::{FailureClass, parse_retry_after};
+use queuey_tower::defer::DeferOn429;
 use queuey_tower::defer::DeferralLimitReached;
-use queuey_tower::{ClassifyLayer, DeferOn429, Disposition, JobRequest};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::request;

@@ -5,10 +5,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+use queuey_core::Disposition;
 use queuey_core::{BoxError, JobContext, JobError, Uuid};
-use queuey_tower::{
-    DeadLetterLayer, DeferOn429, Disposition, JobRequest, MetricsLayer, RetryLayer, TraceLayer,
-};
+use queuey_tower::JobRequest;
+use queuey_tower::dead_letter::DeadLetterLayer;
+use queuey_tower::defer::DeferOn429;
+use queuey_tower::metrics::MetricsLayer;
+use queuey_tower::retry::RetryLayer;
+use queuey_tower::trace::TraceLayer;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::{Task, request};

@@ -1,9 +1,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuey_core::Disposition;
 use queuey_core::{Backoff, BoxError, JobError, RetryPolicy};
+use queuey_tower::JobRequest;
+use queuey_tower::classify::ClassifyLayer;
 use queuey_tower::classify::FailureClass;
-use queuey_tower::{ClassifyLayer, Disposition, JobRequest, RetryLayer};
+use queuey_tower::retry::RetryLayer;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::request;

@@ -73,7 +73,7 @@ pub(crate) async fn wait_until(mut done: impl FnMut() -> bool) {
 }
 
 /// A producer of the test queue set (which it declares) on `backend`.
-pub(crate) async fn producer<B: queuey_core::Backend>(
+pub(crate) async fn producer<B: queuey_core::backend::Backend>(
     backend: B,
 ) -> queuey_core::Producer<TestQueues, B> {
     queuey_core::Producer::new(backend)
@@ -88,7 +88,7 @@ pub(crate) struct Running {
 }
 
 /// Starts `worker` on a task.
-pub(crate) fn spawn<Q: queuey_core::Queues, B: queuey_core::Backend>(
+pub(crate) fn spawn<Q: queuey_core::Queues, B: queuey_core::backend::Backend>(
     worker: queuey_tower::Worker<Q, B>,
 ) -> Running {
     Running {

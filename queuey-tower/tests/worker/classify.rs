@@ -4,9 +4,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{Backoff, Job, JobContext, JobError, MemoryBackend, RetryPolicy, handler_fn};
+use queuey_core::{Backoff, Job, JobContext, JobError, RetryPolicy, handler_fn};
+
+use queuey_core::memory::MemoryBackend;
 use queuey_tower::classify::FailureClass;
-use queuey_tower::{DeferOn429, RetryLayer, ServiceBuilder, Worker};
+use queuey_tower::defer::DeferOn429;
+use queuey_tower::retry::RetryLayer;
+use queuey_tower::{ServiceBuilder, Worker};
 use serde::{Deserialize, Serialize};
 
 use crate::support::{Running, TestQueues, producer, spawn, wait_until};

@@ -6,8 +6,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{JobContext, JobError, JobHandler, MemoryBackend};
-use queuey_tower::{CooldownLayer, DeferOn429, JobRequest, Worker};
+use queuey_core::{JobContext, JobError, JobHandler};
+
+use queuey_core::memory::MemoryBackend;
+use queuey_tower::cooldown::CooldownLayer;
+use queuey_tower::defer::DeferOn429;
+use queuey_tower::{JobRequest, Worker};
 use tokio::time::Instant;
 use tower::ServiceBuilder;
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use queuey_core::{EnqueueOptions, JobContext, JobError, JobHandler, MemoryBackend, Queues};
+use queuey_core::{EnqueueOptions, JobContext, JobError, JobHandler, Queues};
+
+use queuey_core::memory::MemoryBackend;
 use queuey_tower::Worker;
 
 use crate::support::{Task, TestQueues, producer, spawn, wait_until};

@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use queuey_core::{
-    Backend, BackendError, BackendErrorKind, ConnectionState, Delivery, DeliveryStream,
-    Disposition, Envelope, Error, MemoryBackend, QueueConfig,
-};
+use queuey_core::backend::{Backend, ConnectionState, Delivery, DeliveryStream};
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{BackendError, BackendErrorKind, Disposition, Envelope, Error, QueueConfig};
 use tokio::sync::watch;
 
 /// The memory backend, with faults:

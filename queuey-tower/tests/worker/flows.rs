@@ -4,7 +4,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{JobContext, JobError, JobHandler, MemoryBackend};
+use queuey_core::{JobContext, JobError, JobHandler};
+
+use queuey_core::memory::MemoryBackend;
 use queuey_tower::Worker;
 use tokio::time::Instant;
 

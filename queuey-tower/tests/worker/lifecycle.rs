@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use queuey_core::{
-    Backend, Error, JobContext, JobError, JobHandler, MemoryBackend, Queues, handler_fn,
-};
+use queuey_core::backend::Backend;
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{Error, JobContext, JobError, JobHandler, Queues, handler_fn};
 use queuey_tower::{Worker, WorkerError};
 
 use crate::support::{Single, Task, TestQueues, bounded, producer, spawn, wait_until};

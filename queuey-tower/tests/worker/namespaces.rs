@@ -5,9 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
-use queuey_core::{
-    Error, JobContext, JobError, MemoryBackend, Namespace, Producer, Queues, handler_fn,
-};
+use queuey_core::memory::MemoryBackend;
+use queuey_core::{Error, JobContext, JobError, Namespace, Producer, Queues, handler_fn};
 use queuey_tower::Worker;
 use tokio::time::Instant;
 

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use queuey_core::{ConnectionState, Error, JobContext, JobError, handler_fn};
+use queuey_core::backend::ConnectionState;
+
+use queuey_core::{Error, JobContext, JobError, handler_fn};
 use queuey_tower::{Worker, WorkerError};
 use tokio::sync::Notify;
 
@@ -15,7 +17,6 @@ use crate::support::{Running, Task, TestQueues, bounded, producer, spawn, wait_u
 
 /// A worker on `backend` whose handler counts its calls and, for job 0,
 /// waits until `release` is notified.
-#[allow(deprecated)] // the deprecated form still works
 async fn worker(
     backend: &FaultyBackend,
     concurrency: usize,
@@ -35,7 +36,6 @@ async fn worker(
             }
         }))
         .concurrency(concurrency)
-        .reconnect_deadline(Some(Duration::from_secs(30)))
         .build()
         .await
         .unwrap()
@@ -117,24 +117,23 @@ async fn what_cannot_heal_stops_run_at_once_with_an_error_saying_so() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn run_gives_up_at_the_reconnect_deadline() {
+async fn a_worker_has_no_deadline_of_its_own_and_stops_when_its_backend_gives_up() {
     let backend = FaultyBackend::default();
     let (calls, release) = (Arc::default(), Arc::new(Notify::new()));
-    let running = spawn(worker(&backend, 4, &calls, &release).await);
+    let mut running = spawn(worker(&backend, 4, &calls, &release).await);
     tokio::time::sleep(Duration::from_millis(10)).await;
     backend.fail_consumes.store(u32::MAX, Ordering::SeqCst);
-    let cut_at = tokio::time::Instant::now();
     backend.cut();
-    let err = bounded(running.join()).await.unwrap_err();
-    let WorkerError::ReconnectDeadline {
-        waited, last_error, ..
-    } = &err
-    else {
-        panic!("{err:?}");
-    };
-    assert!(*waited >= Duration::from_secs(30), "{waited:?}");
-    assert!(cut_at.elapsed() < Duration::from_secs(40));
-    assert!(last_error.contains("connection reset"), "{last_error}");
+    // An hour of failing consumes while the backend still reconnects: the
+    // worker keeps trying.
+    let still_running = tokio::time::timeout(Duration::from_secs(3600), &mut running.task).await;
+    assert!(
+        still_running.is_err(),
+        "the worker stopped: {still_running:?}"
+    );
+    backend.set_state(ConnectionState::Failed);
+    let err = bounded(running.task).await.unwrap().unwrap_err();
+    assert!(matches!(&err, WorkerError::BackendFailed { .. }), "{err:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,8 +3,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{Backend, BoxError, Envelope, JobContext, JobError, MemoryBackend, handler_fn};
-use queuey_tower::{Disposition, JobRequest, Worker};
+use queuey_core::backend::Backend;
+
+use queuey_core::{BoxError, Envelope, JobContext, JobError, handler_fn};
+
+use queuey_core::Disposition;
+use queuey_core::memory::MemoryBackend;
+use queuey_tower::{JobRequest, Worker};
 use tower::service_fn;
 
 use crate::support::{MixedA, MixedB, Task, TestQueues, producer, spawn, wait_until};
@@ -121,8 +126,7 @@ async fn a_job_type_without_a_handler_is_dead_lettered_with_a_reason_saying_so()
 }
 
 #[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form still works
-async fn a_whole_stack_of_your_own_gets_no_layers_added() {
+async fn a_stack_of_your_own_gets_no_layers_added() {
     let backend = Arc::new(MemoryBackend::new());
     let stack = service_fn(|request: JobRequest<Task>| async move {
         Ok::<_, BoxError>(match request.job().n {
@@ -133,8 +137,13 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
             _ => return Err("an error reaching the worker".into()),
         })
     });
+    // A layer that puts a service of its own in the handler's place.
+    let instead = tower::layer::layer_fn(move |_handler| stack);
     let worker = Worker::<TestQueues, _>::builder(backend.clone())
-        .service::<Task, _>(stack)
+        .handler_without_default_stack(
+            handler_fn(|_: Task, _: JobContext| async { Ok::<(), JobError>(()) }),
+            instead,
+        )
         .build()
         .await
         .unwrap();
@@ -158,15 +167,13 @@ async fn a_whole_stack_of_your_own_gets_no_layers_added() {
 }
 
 #[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form still works
 async fn without_the_default_stack_only_the_given_layers_wrap_the_handler() {
     let backend = Arc::new(MemoryBackend::new());
     let before = Worker::<TestQueues, _>::builder(backend.clone())
-        .without_default_stack()
-        .layer(queuey_tower::DeadLetterLayer::new())
-        .handler(handler_fn(|_: Task, _: JobContext| async {
-            Err::<(), _>(JobError::retryable("x"))
-        }))
+        .handler_without_default_stack(
+            handler_fn(|_: Task, _: JobContext| async { Err::<(), _>(JobError::retryable("x")) }),
+            queuey_tower::dead_letter::DeadLetterLayer::new(),
+        )
         .build()
         .await
         .unwrap();

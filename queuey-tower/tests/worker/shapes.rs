@@ -7,10 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use queuey_core::{
-    Backoff, Error, JobContext, JobError, JobHandler, MemoryBackend, RetryPolicy, handler_fn,
-};
-use queuey_tower::{CooldownLayer, DeadLetterLayer, HandlerExt, JobRequest, RetryLayer, Worker};
+use queuey_core::{Backoff, JobContext, JobError, JobHandler, RetryPolicy, handler_fn};
+
+use queuey_core::memory::MemoryBackend;
+use queuey_tower::cooldown::CooldownLayer;
+use queuey_tower::dead_letter::DeadLetterLayer;
+use queuey_tower::retry::RetryLayer;
+use queuey_tower::{JobRequest, Worker};
 use tokio::time::Instant;
 use tower::layer::util::Identity;
 use tower::limit::ConcurrencyLimitLayer;
@@ -160,30 +163,6 @@ async fn the_job_timeout_bounds_each_call_of_the_handler_in_every_shape() {
         assert!(!finished_first.load(Ordering::SeqCst), "{shape}");
         assert!(backend.dead_letters("t.work").is_empty(), "{shape}");
     }
-}
-
-#[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form, next to a handler
-async fn a_job_timeout_beside_a_complete_stack_is_refused_not_ignored() {
-    let backend = Arc::new(MemoryBackend::new());
-    let result = Worker::<TestQueues, _>::builder(backend)
-        .handler(handler_fn(|_: Single, _: JobContext| async {
-            Ok::<(), JobError>(())
-        }))
-        .service(
-            handler_fn(|_: Task, _: JobContext| async { Ok::<(), JobError>(()) }).into_service(),
-        )
-        .job_timeout(Duration::from_secs(2))
-        .build()
-        .await;
-    let Err(Error::InvalidConfig(message)) = result else {
-        panic!("not refused");
-    };
-    assert!(message.contains("job type `task` is complete"), "{message}");
-    assert!(
-        message.contains("handler_without_default_stack"),
-        "{message}"
-    );
 }
 
 /// Jobs 0..10 call a rate-limited host ("slow"), the others another one.

@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use queuey_core::{Error, JobContext, JobError, MemoryBackend, handler_fn};
+use queuey_core::{Error, JobContext, JobError, handler_fn};
+
+use queuey_core::memory::MemoryBackend;
 use queuey_tower::classify::FailureClass;
-use queuey_tower::{
-    DeadLetterLayer, DeferOn429, HandlerExt, JobRequest, RetryLayer, ServiceBuilder, Worker,
-};
+use queuey_tower::dead_letter::DeadLetterLayer;
+use queuey_tower::defer::DeferOn429;
+use queuey_tower::retry::RetryLayer;
+use queuey_tower::{JobRequest, ServiceBuilder, Worker};
 use tower::buffer::BufferLayer;
 use tower::limit::{ConcurrencyLimitLayer, RateLimitLayer};
 use tower::load_shed::LoadShedLayer;
@@ -76,17 +79,14 @@ where
 }
 
 #[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form still works
 async fn the_classic_tower_stack_goes_into_a_worker_as_written() {
     let gauge = Gauge::default();
     let handler = gauge.handler(Duration::from_millis(1));
     let (_, running) = run_jobs(3, &gauge, |backend| async move {
         Worker::<TestQueues, _>::builder(backend)
-            .service(
-                ServiceBuilder::new()
-                    .layer(RetryLayer)
-                    .layer(DeferOn429)
-                    .service(handler.into_service()),
+            .handler_without_default_stack(
+                handler,
+                ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429),
             )
             .build()
             .await
@@ -155,19 +155,19 @@ async fn a_rate_limit_spaces_jobs_out_and_keeps_its_window_across_jobs() {
 }
 
 #[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form still works
 async fn a_buffer_and_boxed_services_work_in_a_worker() {
     let gauge = Gauge::default();
     let handler = gauge.handler(Duration::from_millis(1));
-    let boxed = BoxService::new(
-        ServiceBuilder::new()
-            .layer(DeadLetterLayer::new())
-            .layer(RetryLayer)
-            .service(handler.into_service()),
-    );
     let (_, running) = run_jobs(5, &gauge, |backend| async move {
         Worker::<TestQueues, _>::builder(backend)
-            .service(BufferLayer::new(8).layer(boxed))
+            .handler_without_default_stack(
+                handler,
+                ServiceBuilder::new()
+                    .layer(BufferLayer::new(8))
+                    .layer(BoxService::layer())
+                    .layer(DeadLetterLayer::new())
+                    .layer(RetryLayer),
+            )
             .build()
             .await
             .unwrap()
@@ -179,11 +179,12 @@ async fn a_buffer_and_boxed_services_work_in_a_worker() {
     let handler = gauge.handler(Duration::from_millis(1));
     let (_, running) = run_jobs(5, &gauge, |backend| async move {
         Worker::<TestQueues, _>::builder(backend)
-            .service(BoxCloneService::new(
+            .handler_without_default_stack(
+                handler,
                 ServiceBuilder::new()
-                    .layer(RetryLayer)
-                    .service(handler.into_service()),
-            ))
+                    .layer(BoxCloneService::layer())
+                    .layer(RetryLayer),
+            )
             .build()
             .await
             .unwrap()
@@ -298,7 +299,6 @@ impl std::fmt::Display for Http {
 impl std::error::Error for Http {}
 
 #[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form still works
 async fn one_classifier_is_read_by_retry_deferral_and_dead_letter() {
     let calls: Arc<Mutex<Vec<(u32, u32, u32)>>> = Arc::default();
     let log = Arc::clone(&calls);
@@ -355,14 +355,15 @@ async fn one_classifier_is_read_by_retry_deferral_and_dead_letter() {
             e.downcast_ref::<Http>()
                 .map(|_| FailureClass::RetryAfter(Duration::from_secs(7)))
         })
-        .without_default_stack()
-        .layer(DeadLetterLayer::new())
-        .handler(handler_fn(|_: Task, ctx: JobContext| async move {
-            if ctx.deferrals() == 0 {
-                return Err(JobError::retryable(Http(429)));
-            }
-            Ok(())
-        }))
+        .handler_without_default_stack(
+            handler_fn(|_: Task, ctx: JobContext| async move {
+                if ctx.deferrals() == 0 {
+                    return Err(JobError::retryable(Http(429)));
+                }
+                Ok(())
+            }),
+            DeadLetterLayer::new(),
+        )
         .build()
         .await
         .unwrap();
@@ -448,39 +449,15 @@ async fn a_layer_goes_around_the_default_stack_which_stays() {
 }
 
 #[tokio::test(start_paused = true)]
-#[allow(deprecated)] // the deprecated form still works
-async fn settings_a_stack_would_ignore_are_refused_at_build_time() {
+async fn a_layer_with_no_handler_to_wrap_is_refused_at_build_time() {
     let backend = Arc::new(MemoryBackend::new());
-    let handler = || handler_fn(|_: Task, _: JobContext| async { Ok::<(), JobError>(()) });
-    let refused = |result: Result<Worker<TestQueues, Arc<MemoryBackend>>, Error>, needle: &str| {
-        let Err(Error::InvalidConfig(message)) = result else {
-            panic!("not refused");
-        };
-        assert!(message.contains(needle), "{message}");
+    let result = Worker::<TestQueues, _>::builder(backend.clone())
+        .layer(DeadLetterLayer::new())
+        .build()
+        .await;
+    let Err(Error::InvalidConfig(message)) = result else {
+        panic!("not refused");
     };
-    refused(
-        Worker::<TestQueues, _>::builder(backend.clone())
-            .without_default_stack()
-            .job_timeout(Duration::from_secs(1))
-            .handler(handler())
-            .build()
-            .await,
-        "default stack was removed",
-    );
-    refused(
-        Worker::<TestQueues, _>::builder(backend.clone())
-            .job_timeout(Duration::from_secs(1))
-            .service(handler().into_service())
-            .build()
-            .await,
-        "no handler to apply it to",
-    );
-    refused(
-        Worker::<TestQueues, _>::builder(backend.clone())
-            .layer(DeadLetterLayer::new())
-            .service(handler().into_service())
-            .build()
-            .await,
-        "no handler for them",
-    );
+    assert!(message.contains("no handler for them"), "{message}");
+    assert!(message.contains("handler_with"), "{message}");
 }

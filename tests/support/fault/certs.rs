@@ -14,7 +14,7 @@ use rcgen::{
 pub(crate) const CLIENT_USER: &str = "queuey-tls-client";
 
 /// A name the broker's certificate holds that no DNS resolves: reached
-/// through `127.0.0.1` with [`TlsOptions::server_name`](queuey::TlsOptions::server_name).
+/// through `127.0.0.1` with [`TlsOptions::server_name`](queuey::rabbitmq::TlsOptions::server_name).
 pub(crate) const OTHER_NAME: &str = "broker.test";
 
 /// The files of one set of certificates, all PEM.

@@ -29,9 +29,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use queuey::Backoff;
+use queuey::QueueType;
+use queuey::RetryPolicy;
 use queuey::prelude::*;
 use queuey::rabbitmq::HoldQueues;
-use queuey::{QueueType, RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use super::cluster::{Cluster, Placement};
 pub(crate) use super::failover_report::FailoverReport;

@@ -16,9 +16,10 @@ use std::time::Duration;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Connection, ConnectionProperties};
+use queuey::backend::hold_delay_ms;
 use queuey::prelude::*;
-use queuey::rabbitmq::topology::{ArgumentValue, QueueArguments, hold_delay_ms};
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::topology::{ArgumentValue, QueueArguments};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use super::scenario::{self, Numbered};
 

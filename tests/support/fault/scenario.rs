@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use queuey::prelude::*;
-use queuey::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use super::chaos::{self, Chaos};
 use super::child::Children;
@@ -201,7 +201,7 @@ impl fmt::Display for Report {
 pub(crate) struct Site<'a> {
     pub(crate) url: String,
     /// TLS for an `amqps://` url.
-    pub(crate) tls: queuey::TlsOptions,
+    pub(crate) tls: queuey::rabbitmq::TlsOptions,
     pub(crate) node: Option<&'a mut PrivateNode>,
     /// How to start a worker child process (worker-crash only): the
     /// program and its arguments.
@@ -379,8 +379,8 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
 /// Asks a running worker to shut down and says how its `run` ended
 /// (`"Ok"`, the error, or that it did not return within 60 s).
 pub(crate) async fn shut_down(
-    handle: &queuey::worker::WorkerHandle,
-    running: tokio::task::JoinHandle<Result<(), queuey::worker::WorkerError>>,
+    handle: &queuey::WorkerHandle,
+    running: tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
 ) -> String {
     handle.shutdown();
     match tokio::time::timeout(Duration::from_secs(60), running).await {

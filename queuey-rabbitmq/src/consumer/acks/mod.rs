@@ -50,13 +50,13 @@ pub(crate) type Acked = lapin::Result<bool>;
 /// every delivery of the channel holds one.
 #[derive(Clone)]
 pub(crate) struct Acks {
-    shared: Arc<Shared>,
+    shared: Arc<AckChannel>,
     /// Closed when the last handle is gone: the writer then sends what is
     /// left and ends.
     _alive: mpsc::Sender<()>,
 }
 
-struct Shared {
+struct AckChannel {
     /// The consumer's channel, which every acknowledgement goes out on. The
     /// writer and every handle keep it open.
     channel: Channel,
@@ -72,7 +72,7 @@ struct State {
     busy: bool,
 }
 
-impl Shared {
+impl AckChannel {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -83,7 +83,7 @@ impl Acks {
     /// channel's consumer and every delivery from it are gone. Must be
     /// called inside a tokio runtime.
     pub(crate) fn start(channel: Channel) -> Acks {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(AckChannel {
             channel,
             state: Mutex::new(State {
                 open: Open::default(),
@@ -182,7 +182,7 @@ enum Path {
 
 /// The writer's loop: send a round of what was asked, wait for its
 /// answers, repeat; sleep while nothing is asked.
-async fn write(shared: Arc<Shared>, mut closed: mpsc::Receiver<()>) {
+async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
     let mut closing = false;
     loop {
         let round = {

@@ -1,5 +1,5 @@
 // A producer of one queue set does not accept a job of another set.
-use queuey_core::{Job, MemoryBackend, Producer, Queues};
+use queuey_core::{memory::MemoryBackend, Job, Producer, Queues};
 use serde::{Deserialize, Serialize};
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,6 @@
 // A producer of the job's own queue set accepts it.
-use queuey_core::{Job, MemoryBackend, Producer, Queues};
+use queuey_core::{Job, Producer, Queues};
+use queuey_core::memory::MemoryBackend;
 use serde::{Deserialize, Serialize};
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,376 @@
+//! The builder of a backend's settings.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use queuey_core::MAX_MESSAGE_BYTES;
+use queuey_core::backend::Granularity;
+
+use super::defaults::*;
+use crate::tls::TlsOptions;
+use crate::topology::HoldQueues;
+
+/// Settings of a [`RabbitMqBackend`](crate::RabbitMqBackend).
+///
+/// Every builder takes and returns `self`. Nothing is checked until the
+/// backend connects, which refuses inconsistent values with
+/// [`Error::InvalidConfig`](queuey_core::Error::InvalidConfig) instead of panicking.
+///
+/// The suffixes are part of the queue names the backend computes: every
+/// process sharing a queue must use the same ones.
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_rabbitmq::RabbitMqOptions;
+///
+/// let options = RabbitMqOptions::default()
+///     .connection_name("billing-worker")
+///     .dead_suffix("-dlq")
+///     .retry_granularity(Duration::from_secs(10));
+/// assert_eq!(options.settings().dead_suffix(), "-dlq");
+/// assert_eq!(options.settings().retry_granularity(), Duration::from_secs(10).into());
+/// ```
+///
+/// Set a value with its builder method, read it back with
+/// [`settings`](Self::settings) and the same name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RabbitMqOptions {
+    pub(crate) connection_name: Option<String>,
+    pub(crate) client_properties: BTreeMap<String, String>,
+    pub(crate) locale: Option<String>,
+    pub(crate) dead_suffix: String,
+    pub(crate) declare_dead_letter_queues: bool,
+    pub(crate) deferred_suffix: String,
+    pub(crate) suspect_suffix: String,
+    pub(crate) poison_guard: Option<u32>,
+    pub(crate) retry_granularity: Option<Granularity>,
+    pub(crate) deferred_granularity: Option<Granularity>,
+    pub(crate) hold_queues: HoldQueues,
+    pub(crate) publish_concurrency: usize,
+    pub(crate) publish_window: usize,
+    pub(crate) max_message_size: usize,
+    pub(crate) heartbeat: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) call_timeout: Duration,
+    pub(crate) publish_timeout: Duration,
+    pub(crate) reconnect_delay: (Duration, Duration),
+    pub(crate) reconnect_deadline: Option<Duration>,
+    pub(crate) refuse_long_delays: bool,
+    pub(crate) tls: TlsOptions,
+}
+
+impl Default for RabbitMqOptions {
+    /// No connection name, no extra client properties, the client's default
+    /// locale, `.dead`, `.deferred` and `.suspect` suffixes, dead-letter
+    /// queues declared, the poison guard on with a limit of 5, quorum hold
+    /// queues with their default granularity
+    /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
+    /// 128 publishes in flight on each, and a 16 MiB message limit.
+    fn default() -> Self {
+        RabbitMqOptions {
+            connection_name: None,
+            client_properties: BTreeMap::new(),
+            locale: None,
+            dead_suffix: ".dead".to_owned(),
+            declare_dead_letter_queues: true,
+            deferred_suffix: ".deferred".to_owned(),
+            suspect_suffix: ".suspect".to_owned(),
+            poison_guard: Some(DEFAULT_POISON_GUARD_LIMIT),
+            retry_granularity: None,
+            deferred_granularity: None,
+            hold_queues: HoldQueues::Quorum,
+            publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
+            publish_window: DEFAULT_PUBLISH_WINDOW,
+            max_message_size: MAX_MESSAGE_BYTES,
+            heartbeat: DEFAULT_HEARTBEAT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
+            reconnect_delay: (DEFAULT_RECONNECT_DELAY_MIN, DEFAULT_RECONNECT_DELAY_MAX),
+            reconnect_deadline: None,
+            refuse_long_delays: false,
+            tls: TlsOptions::default(),
+        }
+    }
+}
+
+impl RabbitMqOptions {
+    /// The heartbeat interval asked of the broker (default
+    /// [`DEFAULT_HEARTBEAT`], 10 s). A connection that hears nothing for two
+    /// intervals is declared dead and replaced, so this bounds how long a
+    /// silent network partition goes unnoticed. A `heartbeat=` in the URI's
+    /// query wins. Zero turns heartbeats off (not recommended).
+    pub fn heartbeat(mut self, interval: Duration) -> Self {
+        self.heartbeat = interval;
+        self
+    }
+
+    /// The bound on opening one connection, TCP and AMQP handshake together
+    /// (default [`DEFAULT_CONNECT_TIMEOUT`], 10 s). A `connection_timeout=`
+    /// in the URI's query wins.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The bound on every broker call other than a publish: declarations,
+    /// acks and nacks, opening channels, consuming, closing (default
+    /// [`DEFAULT_CALL_TIMEOUT`], 30 s). A call past it fails with
+    /// [`BackendErrorKind::TimedOut`](queuey_core::BackendErrorKind::TimedOut).
+    pub fn call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// The bound on one publish (enqueue, hold, dead letter), from the call
+    /// to the broker's confirmation, including any wait for a reconnection
+    /// (default [`DEFAULT_PUBLISH_TIMEOUT`], 30 s). Past it the publish fails
+    /// with [`BackendErrorKind::TimedOut`](queuey_core::BackendErrorKind::TimedOut):
+    /// the broker may still have taken the message, so publishing it again
+    /// (same job id) is the safe answer.
+    pub fn publish_timeout(mut self, timeout: Duration) -> Self {
+        self.publish_timeout = timeout;
+        self
+    }
+
+    /// The pauses between reconnection attempts: the first is `min`, each
+    /// next one doubles up to `max`, each with full jitter (defaults
+    /// 100 ms and 5 s).
+    pub fn reconnect_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.reconnect_delay = (min, max);
+        self
+    }
+
+    /// Refuse delays longer than one hold queue keeps a job (about 24
+    /// days) with [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong), as the first version did, instead
+    /// of holding them in legs of 24 days (the default: each leg carries
+    /// the job's due time in the `queuey-due-at` header, and a consumer
+    /// holds a job that comes back before it again; see [Topology and
+    /// holds](crate#topology-and-holds)). Holding in legs needs every
+    /// consumer of the queue to be a version that checks due times.
+    pub fn refuse_long_delays(mut self, refuse: bool) -> Self {
+        self.refuse_long_delays = refuse;
+        self
+    }
+
+    /// How long the backend keeps trying to reconnect before it gives up
+    /// for good (its calls then fail and workers stop). `None`, the
+    /// default, keeps trying for as long as the process runs.
+    pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
+        self.reconnect_deadline = deadline;
+        self
+    }
+
+    /// How `amqps://` addresses are secured: extra CA certificates, a
+    /// client certificate, the server name to verify (default: the
+    /// platform's roots, no client certificate, the URI's host). See
+    /// [`TlsOptions`]; plain `amqp://` addresses ignore it.
+    pub fn tls(mut self, tls: TlsOptions) -> Self {
+        self.tls = tls;
+        self
+    }
+
+    /// The name the connection shows on the broker (management UI,
+    /// `rabbitmqctl list_connections client_properties`). Unset by default.
+    pub fn connection_name(mut self, name: impl Into<String>) -> Self {
+        self.connection_name = Some(name.into());
+        self
+    }
+
+    /// Sets the connection's name, client properties and locale at once,
+    /// replacing any set before (the first version's `connection_properties` option,
+    /// with queuey's own [`ConnectionProperties`](crate::ConnectionProperties)).
+    pub fn connection_properties(mut self, properties: crate::ConnectionProperties) -> Self {
+        self.connection_name = properties.connection_name;
+        self.client_properties = properties.client_properties;
+        self.locale = properties.locale;
+        self
+    }
+
+    /// Adds a client property sent to the broker when connecting (as a
+    /// string). Keys are at most 255 bytes.
+    pub fn client_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.client_properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// The AMQP locale sent when connecting (default: the client's, `en_US`).
+    pub fn locale(mut self, locale: impl Into<String>) -> Self {
+        self.locale = Some(locale.into());
+        self
+    }
+
+    /// Suffix of the dead-letter queue's name (default `.dead`); must not be
+    /// empty.
+    pub fn dead_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.dead_suffix = suffix.into();
+        self
+    }
+
+    /// Whether `declare` creates `q{dead_suffix}` and dead letters are
+    /// published there (default `true`).
+    ///
+    /// When `false`, a dead-lettered delivery is rejected without requeue,
+    /// so whatever dead-letter policy the broker has for the queue applies
+    /// (without one, the broker drops it); each such rejection is logged.
+    pub fn declare_dead_letter_queues(mut self, declare: bool) -> Self {
+        self.declare_dead_letter_queues = declare;
+        self
+    }
+
+    /// Suffix in hold-queue names, before the `.{ttl_ms}` (default
+    /// `.deferred`; quorum hold queues add `.quorum` after it).
+    pub fn deferred_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.deferred_suffix = suffix.into();
+        self
+    }
+
+    /// The [poison guard](crate#poison-guard): `Some(limit)` dead-letters a
+    /// job once `limit` of its deliveries in a row ended without being
+    /// settled (its worker died, or lost its connection, while it had the
+    /// job), `None` turns the guard off. Default
+    /// `Some(`[`DEFAULT_POISON_GUARD_LIMIT`]`)`; `Some(0)` is refused.
+    ///
+    /// With the guard on, `declare` also creates each work queue's suspect
+    /// queue (`q{suspect_suffix}`) and every consumer of `q` takes from it
+    /// too. A job whose delivery came back unsettled waits there and is
+    /// handled on its own, so one job that crashes its worker cannot take
+    /// the jobs prefetched with it down too. Turning the guard off leaves
+    /// jobs already in a suspect queue there: drain it first (move its jobs
+    /// back to `q`) or keep one consumer with the guard on.
+    pub fn poison_guard(mut self, limit: Option<u32>) -> Self {
+        self.poison_guard = limit;
+        self
+    }
+
+    /// Suffix of the suspect queue's name (default `.suspect`); must not be
+    /// empty or the dead-letter suffix.
+    pub fn suspect_suffix(mut self, suffix: impl Into<String>) -> Self {
+        self.suspect_suffix = suffix.into();
+        self
+    }
+
+    /// Rounding for retry backoffs and delayed enqueues: a step
+    /// (`Duration`) or any [`Granularity`]. The default depends on the hold
+    /// queues: [`DEFAULT_QUORUM_GRANULARITY`] (10 % buckets) with quorum
+    /// holds, [`DEFAULT_CLASSIC_GRANULARITY`] (1 s) with classic ones.
+    ///
+    /// Delays are rounded up to a multiple of a step, so each value bounds
+    /// how many hold queues a failing queue can have: with backoff capped at
+    /// five minutes, 1 s allows up to 300, 10 s up to 30. Zero or
+    /// sub-millisecond steps count as 1 ms.
+    /// [`Granularity::relative`] rounds into buckets that grow by a
+    /// percentage instead: lateness stays under that percentage (or one
+    /// step) and the number of hold queues grows with the logarithm of the
+    /// longest delay (131 buckets from 1 s to a week at 10 %).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_core::backend::Granularity;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default()
+    ///     .retry_granularity(Granularity::relative(10, Duration::from_secs(1)));
+    /// # let _ = options;
+    /// ```
+    pub fn retry_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
+        self.retry_granularity = Some(granularity.into());
+        self
+    }
+
+    /// Rounding for deferrals: a step (`Duration`) or any [`Granularity`],
+    /// with the same default as
+    /// [`retry_granularity`](Self::retry_granularity). Zero or
+    /// sub-millisecond steps count as 1 ms.
+    pub fn deferred_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
+        self.deferred_granularity = Some(granularity.into());
+        self
+    }
+
+    /// Which hold queues park retried, deferred and delayed jobs (default
+    /// [`HoldQueues::Quorum`]).
+    ///
+    /// Quorum hold queues keep every job through a broker crash; classic
+    /// ones, the first version's, can lose the jobs that were moving back to
+    /// their work queue when the broker died (see [`HoldQueues`]), and
+    /// cannot serve a quorum work queue.
+    ///
+    /// Quorum hold queues are never deleted (no lease can keep a quorum
+    /// queue alive from the producing side), so each distinct rounded delay
+    /// is a queue that stays on the broker: about 130 KB of broker memory
+    /// each. With the default granularity a work queue needs at most about
+    /// 150 of them; a fixed granularity set explicitly bounds them by
+    /// `longest delay / step` instead. `queuey holds` lists them, and an
+    /// operator may delete an empty one at any time: the next hold declares
+    /// it again.
+    ///
+    /// ```
+    /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
+    ///
+    /// // The first version's holds, exactly: classic queues, 1 s steps.
+    /// let options = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
+    /// # let _ = options;
+    /// ```
+    pub fn hold_queues(mut self, holds: HoldQueues) -> Self {
+        self.hold_queues = holds;
+        self
+    }
+
+    /// How many publishing channels the backend keeps (default
+    /// [`DEFAULT_PUBLISH_CONCURRENCY`], at most [`MAX_PUBLISH_CONCURRENCY`]).
+    ///
+    /// Each channel is owned by one task that keeps up to
+    /// [`publish_window`](Self::publish_window) publishes in flight on it
+    /// and matches every confirmation and returned message to its own
+    /// publish. A publish goes to the channel with the fewest publishes
+    /// outstanding, so a producer publishing one job at a time keeps to
+    /// one channel. Each channel is opened on first use.
+    pub fn publish_concurrency(mut self, channels: usize) -> Self {
+        self.publish_concurrency = channels;
+        self
+    }
+
+    /// How many publishes may be in flight (sent, not yet confirmed) on one
+    /// publishing channel (default [`DEFAULT_PUBLISH_WINDOW`], at most
+    /// [`MAX_PUBLISH_WINDOW`]). A larger window lets the broker confirm
+    /// many messages with one acknowledgement; `1` waits for each
+    /// confirmation before the channel's next publish.
+    pub fn publish_window(mut self, publishes: usize) -> Self {
+        self.publish_window = publishes;
+        self
+    }
+
+    /// The largest message body the backend publishes, in bytes (default
+    /// 16 MiB, RabbitMQ 4's own limit). Larger bodies are refused with
+    /// [`Error::MessageTooLarge`](queuey_core::Error::MessageTooLarge) before anything is sent.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// The granularity of both kinds of hold when none is set: the default
+    /// of the hold queues in use.
+    pub(crate) fn default_granularity(&self) -> Granularity {
+        match self.hold_queues {
+            HoldQueues::Classic => DEFAULT_CLASSIC_GRANULARITY,
+            _ => DEFAULT_QUORUM_GRANULARITY,
+        }
+    }
+
+    /// The suspect-queue suffix and the limit when the poison guard is on.
+    pub(crate) fn guard_in_use(&self) -> Option<(&str, u32)> {
+        self.poison_guard
+            .map(|limit| (self.suspect_suffix.as_str(), limit))
+    }
+
+    /// The suspect-queue suffix when the poison guard is on.
+    pub(crate) fn suspect_suffix_in_use(&self) -> Option<&str> {
+        self.guard_in_use().map(|(suffix, _)| suffix)
+    }
+
+    /// The dead-letter suffix when dead-letter queues are on.
+    pub(crate) fn dead_suffix_in_use(&self) -> Option<&str> {
+        self.declare_dead_letter_queues
+            .then_some(self.dead_suffix.as_str())
+    }
+}

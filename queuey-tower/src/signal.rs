@@ -1,0 +1,88 @@
+//! The signals a service manager stops a process with.
+
+/// Completes when the process is asked to stop: Ctrl-C (`SIGINT`) or, on
+/// Unix, `SIGTERM`, which Kubernetes, systemd and Docker send first.
+///
+/// Give it to [`Worker::run_until`](crate::Worker::run_until): on either
+/// signal the worker takes no further deliveries, lets the jobs it started
+/// finish and settle (up to its
+/// [`shutdown_timeout`](crate::WorkerBuilder::shutdown_timeout), 30 s by
+/// default), and leaves every other job with the broker, which delivers it
+/// to another worker. Keep the service manager's grace period (Kubernetes'
+/// `terminationGracePeriodSeconds`, systemd's `TimeoutStopSec`) above the
+/// shutdown timeout, or jobs still running when it kills the process are
+/// delivered again.
+///
+/// A signal it cannot listen for is logged as a warning and ignored; the
+/// future then completes on the other one only.
+///
+/// ```no_run
+/// # async fn run(worker: queuey_tower::Worker<impl queuey_core::Queues, impl queuey_core::backend::Backend>)
+/// # -> Result<(), queuey_tower::WorkerError> {
+/// worker.run_until(queuey_tower::shutdown_signal()).await
+/// # }
+/// ```
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    () = ctrl_c() => {}
+                    _ = terminate.recv() => {
+                        tracing::info!("SIGTERM received: shutting down");
+                    }
+                }
+                return;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; stopping on Ctrl-C only");
+            }
+        }
+    }
+    ctrl_c().await;
+}
+
+/// Ctrl-C, or never if it cannot be listened for.
+async fn ctrl_c() {
+    match tokio::signal::ctrl_c().await {
+        Ok(()) => tracing::info!("Ctrl-C received: shutting down"),
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::signal::unix::{SignalKind, signal};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn sigterm_completes_it() {
+        // Installs the process's SIGTERM handler first, so a signal sent
+        // before the future below listens cannot end the test process.
+        let _installed = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+        let waiting = tokio::spawn(shutdown_signal());
+        for _ in 0..500 {
+            if waiting.is_finished() {
+                break;
+            }
+            let sent = std::process::Command::new("kill")
+                .args(["-TERM", &std::process::id().to_string()])
+                .status()
+                .expect("the kill command runs");
+            assert!(sent.success());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .expect("completed on SIGTERM")
+            .unwrap();
+    }
+}
