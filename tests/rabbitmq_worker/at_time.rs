@@ -6,22 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use queuey::EnqueueOptions;
 use queuey::prelude::*;
-use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::RabbitMqOptions;
 
-use crate::scenario::wait_for;
-use crate::support::{Broker, within};
-
-async fn backend(broker: &Broker, label: &str) -> Arc<RabbitMqBackend> {
-    let options = RabbitMqOptions::default().connection_name(broker.connection_name(label));
-    Arc::new(
-        within(
-            "connect",
-            RabbitMqBackend::with_options(&broker.url, options),
-        )
-        .await
-        .expect("connected"),
-    )
-}
+use crate::scenario::{backend, wait_for};
+use crate::support::within;
 
 scenario!(AtQueues, AtJob, "at_time", |c| c.prefetch(8));
 
@@ -33,7 +21,7 @@ async fn a_job_enqueued_at_a_time_never_runs_before_it_and_a_past_time_runs_at_o
     for name in [q, &format!("{q}.dead"), &format!("{q}.suspect")] {
         broker.track(name);
     }
-    let backend = backend(&broker, "at-time").await;
+    let backend = backend(&broker, "at-time", RabbitMqOptions::default()).await;
     let producer = Producer::<AtQueues, _>::new(backend.clone())
         .await
         .expect("declared");

@@ -3,26 +3,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queuey::Backoff;
-use queuey::Envelope;
-use queuey::RetryPolicy;
 use queuey::prelude::*;
-use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+use queuey::rabbitmq::RabbitMqOptions;
+use queuey::{Backoff, Envelope, RetryPolicy};
 
-use crate::scenario::wait_for;
-use crate::support::{Broker, header, within};
-
-async fn backend(broker: &Broker, label: &str, options: RabbitMqOptions) -> Arc<RabbitMqBackend> {
-    let options = options.connection_name(broker.connection_name(label));
-    Arc::new(
-        within(
-            "connect",
-            RabbitMqBackend::with_options(&broker.url, options),
-        )
-        .await
-        .expect("connected"),
-    )
-}
+use crate::scenario::{backend, wait_for};
+use crate::support::{header, within};
 
 scenario!(FlakyQueues, FlakyJob, "flaky", |c| c.prefetch(4).retry(
     RetryPolicy::new(

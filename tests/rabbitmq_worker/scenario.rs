@@ -1,9 +1,12 @@
 //! What the worker's broker tests add to the shared harness: queue sets
 //! whose names are unique to each test, and polling a condition.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::within;
+use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
+use crate::support::{Broker, within};
 
 /// Polls `done` every 20 ms until it holds, failing after the harness's
 /// bound.
@@ -14,6 +17,23 @@ pub(crate) async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         }
     })
     .await
+}
+
+/// A backend on the test broker, its connection named for `label`.
+pub(crate) async fn backend(
+    broker: &Broker,
+    label: &str,
+    options: RabbitMqOptions,
+) -> Arc<RabbitMqBackend> {
+    let options = options.connection_name(broker.connection_name(label));
+    Arc::new(
+        within(
+            "connect",
+            RabbitMqBackend::with_options(&broker.url, options),
+        )
+        .await
+        .expect("connected"),
+    )
 }
 
 /// A queue name no other test (or run) uses, for the life of the process.
