@@ -95,6 +95,7 @@
 //! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
 //! | `rustls-ring` | no | the former name of `rustls` |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
+//! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |
 //!
 //! `rabbitmq` alone has no TLS library. Without any TLS feature, `amqps://`
@@ -132,6 +133,15 @@ pub use queuey_tower::{
 };
 
 pub use queuey_tower::{classify, cooldown, deadline, worker};
+
+/// Periodic jobs: [`Schedule`](periodic::Schedule)s, [`Periodic`](periodic::Periodic)
+/// declarations, the [`Scheduler`](periodic::Scheduler) and how a fleet
+/// agrees on who fires each tick ([`Leadership`](periodic::Leadership)).
+/// See [`queuey_tower::periodic`] and [`queuey_core::periodic`].
+pub mod periodic {
+    pub use queuey_core::periodic::*;
+    pub use queuey_tower::periodic::*;
+}
 
 /// The RabbitMQ backend.
 #[cfg(feature = "rabbitmq")]

@@ -75,6 +75,7 @@ mod error;
 pub mod handler;
 mod job;
 pub mod memory;
+pub mod periodic;
 mod producer;
 pub mod queue;
 pub mod retry;

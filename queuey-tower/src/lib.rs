@@ -98,6 +98,7 @@ pub mod deadline;
 pub mod defer;
 mod handler;
 pub mod metrics;
+pub mod periodic;
 mod request;
 pub mod retry;
 pub mod trace;
