@@ -285,6 +285,7 @@ mod connection_properties;
 mod consumer;
 mod declare;
 mod error;
+mod leader;
 mod link;
 mod options;
 mod outbox;
