@@ -75,7 +75,7 @@
 //! The [`guide`] walks through typed jobs, the worker and its default stack,
 //! composing a stack from tower middleware, classification, retries and
 //! deferrals, dead letters, the RabbitMQ topology and options, what queuey
-//! guarantees, and metrics and tracing.
+//! guarantees, periodic jobs, and metrics and tracing.
 //!
 //! # Crates
 //!
