@@ -41,18 +41,22 @@ struct Announce;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Announce {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        struct Message(bool);
+        struct Message(String);
         impl tracing::field::Visit for Message {
             fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" && format!("{value:?}") == "leading the schedule" {
-                    self.0 = true;
-                }
+                use std::fmt::Write;
+                let _ = write!(self.0, " {}={value:?}", field.name());
             }
         }
-        let mut message = Message(false);
+        let mut message = Message(String::new());
         event.record(&mut message);
-        if message.0 {
-            println!("{LEADING} {}", std::process::id());
+        let pid = std::process::id();
+        if message.0.contains("message=leading the schedule") {
+            println!("{LEADING} {pid}");
+        }
+        // Warnings go to the test's output, to explain a failure.
+        if *event.metadata().level() <= tracing::Level::WARN {
+            eprintln!("fleet process {pid}:{}", message.0);
         }
     }
 }

@@ -47,6 +47,19 @@ pub trait Lease: fmt::Debug + Send {
     /// not have been kept.
     fn record<'a>(&'a mut self, tick: SystemTime) -> BoxFuture<'a, Result<(), Error>>;
 
+    /// Tells operators' tools what the leader expects: the next tick, and
+    /// the schedule as text (`every 1s`). A backend may keep it where a tool
+    /// can read it (the RabbitMQ backend does, for `queuey schedules`); the
+    /// default keeps nothing. `Err` means the lease was lost.
+    fn announce<'a>(
+        &'a mut self,
+        next_tick: Option<SystemTime>,
+        schedule: &'a str,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        let _ = (next_tick, schedule);
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
     /// Gives the lease up, so another process can lead at once.
     fn release(self: Box<Self>) -> BoxFuture<'static, ()>;
 }

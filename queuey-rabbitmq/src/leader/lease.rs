@@ -15,6 +15,7 @@ use queuey_core::{BackendError, BackendErrorKind, Error};
 use tokio::time::{Instant, timeout_at};
 
 use super::state::State;
+use super::status;
 use super::{RECEIVE_BOUND, REFRESH_EVERY};
 use crate::error::Failure;
 
@@ -27,6 +28,9 @@ pub(crate) struct RabbitLease {
     pub(super) held: Option<(Delivery, State)>,
     /// When the held state was last published.
     pub(super) published_at: Instant,
+    /// The next tick and the schedule last announced, copied into the
+    /// status queue with every state.
+    pub(super) announced: Option<(Option<SystemTime>, String)>,
 }
 
 impl RabbitLease {
@@ -118,6 +122,67 @@ impl RabbitLease {
         }
     }
 
+    /// Publishes `body` to `queue` on the lease's channel and waits for
+    /// the broker's bare ack.
+    async fn publish_confirmed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: BasicProperties,
+        what: &str,
+    ) -> Result<(), Error> {
+        let confirm = self
+            .channel
+            .basic_publish(
+                ShortString::default(),
+                crate::properties::short(queue),
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                body,
+                properties,
+            )
+            .await
+            .map_err(|e| self.failed(what, &e))?;
+        let confirmation = timeout_at(Instant::now() + RECEIVE_BOUND, confirm)
+            .await
+            .map_err(|_| self.lost(what, "no confirmation in time"))?
+            .map_err(|e| self.failed(what, &e))?;
+        match confirmation {
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(_)) => Err(Error::Backend(BackendError::new(
+                BackendErrorKind::Unroutable,
+                format!(
+                    "{what} of schedule queue `{}`: the queue `{queue}` is gone; it is declared \
+                     again when a leader is elected",
+                    self.queue
+                ),
+            ))),
+            Confirmation::Nack(_) | Confirmation::NotRequested => {
+                Err(self.lost(what, "the broker refused it"))
+            }
+        }
+    }
+
+    /// Copies the state held and what was announced into the status queue.
+    async fn publish_status(&self) -> Result<(), Error> {
+        let Some((next, schedule)) = &self.announced else {
+            return Ok(());
+        };
+        let body = status::encode(self.state().last_tick(), *next, schedule);
+        let properties = BasicProperties::default()
+            .with_content_type(ShortString::from("application/json"))
+            .with_delivery_mode(2);
+        self.publish_confirmed(
+            &status::status_queue(&self.queue),
+            &body,
+            properties,
+            "publishing the status",
+        )
+        .await
+    }
+
     /// Publishes `state` (confirmed), then receives it back (this process
     /// is the queue's active consumer, so it comes here) and folds it in,
     /// which acknowledges the state held before.
@@ -127,40 +192,9 @@ impl RabbitLease {
             .with_message_id(ShortString::from(id.as_str()))
             .with_content_type(ShortString::from("application/json"))
             .with_delivery_mode(2);
-        let confirm = self
-            .channel
-            .basic_publish(
-                ShortString::default(),
-                crate::properties::short(&self.queue),
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                &state.encode(),
-                properties,
-            )
-            .await
-            .map_err(|e| self.failed("publishing the state", &e))?;
-        let confirmation = timeout_at(Instant::now() + RECEIVE_BOUND, confirm)
-            .await
-            .map_err(|_| self.lost("publishing the state", "no confirmation in time"))?
-            .map_err(|e| self.failed("publishing the state", &e))?;
-        match confirmation {
-            Confirmation::Ack(None) => {}
-            Confirmation::Ack(Some(_)) => {
-                return Err(Error::Backend(BackendError::new(
-                    BackendErrorKind::Unroutable,
-                    format!(
-                        "publishing the state of schedule queue `{}`: the queue is gone; it \
-                         is declared again when a leader is elected",
-                        self.queue
-                    ),
-                )));
-            }
-            Confirmation::Nack(_) | Confirmation::NotRequested => {
-                return Err(self.lost("publishing the state", "the broker refused it"));
-            }
-        }
+        let queue = self.queue.clone();
+        self.publish_confirmed(&queue, &state.encode(), properties, "publishing the state")
+            .await?;
         self.published_at = Instant::now();
         let deadline = Instant::now() + RECEIVE_BOUND;
         loop {
@@ -177,7 +211,7 @@ impl RabbitLease {
                 .is_some_and(|m| m.as_str() == id);
             self.fold(delivery).await?;
             if ours {
-                return Ok(());
+                return self.publish_status().await;
             }
         }
     }
@@ -213,7 +247,14 @@ impl Lease for RabbitLease {
                 let until = deadline.min(refresh);
                 match self.next_until(until).await? {
                     Some(delivery) => self.fold(delivery).await?,
-                    None if until == deadline => return Ok(()),
+                    None if until == deadline => {
+                        // A channel closed under a quiet consumer is a
+                        // lost lease too: never fire on one.
+                        if !self.channel.status().connected() {
+                            return Err(self.lost("holding", "the channel is closed"));
+                        }
+                        return Ok(());
+                    }
                     None => {}
                 }
             }
@@ -227,6 +268,17 @@ impl Lease for RabbitLease {
         })
     }
 
+    fn announce<'a>(
+        &'a mut self,
+        next_tick: Option<SystemTime>,
+        schedule: &'a str,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            self.announced = Some((next_tick, schedule.to_owned()));
+            self.publish_status().await
+        })
+    }
+
     fn release(self: Box<Self>) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             // Closing the channel hands the held state back to the queue,
@@ -234,7 +286,8 @@ impl Lease for RabbitLease {
             let channel = self.channel.clone();
             drop(self);
             if channel.status().connected() {
-                let _ = channel.close(200, ShortString::default()).await;
+                let closing = channel.close(200, ShortString::default());
+                let _ = tokio::time::timeout(RECEIVE_BOUND, closing).await;
             }
         })
     }

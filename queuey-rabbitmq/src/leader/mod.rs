@@ -32,6 +32,11 @@
 //!   consumer, which receives it and so learns the last tick. A clean
 //!   release (shutdown) closes the channel for the same effect, at once.
 //!
+//! - **Tell operators.** The state message cannot be read while a leader
+//!   holds it, so the leader copies the last tick, the next one and the
+//!   schedule into `{key}.status`, a one-message classic queue that
+//!   `queuey schedules` reads (see `status`).
+//!
 //! Limits, measured on RabbitMQ 3.10: a leader that exits or is killed is
 //! replaced in milliseconds; a leader that hangs without closing its socket
 //! is noticed only through missed heartbeats (two to three intervals: 20 to
@@ -43,6 +48,7 @@
 
 mod lease;
 mod state;
+mod status;
 
 use std::time::Duration;
 
@@ -132,6 +138,17 @@ pub(crate) async fn lead(link: &Link, key: &str) -> Result<Box<dyn Lease>, Error
             }
         }
     }
+    channel
+        .queue_declare(
+            short(&status::status_queue(key)),
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            status::arguments(),
+        )
+        .await
+        .map_err(fail)?;
     let tag = format!("queuey.periodic.{}", queuey_core::Uuid::new_v4().simple());
     let consumer = channel
         .basic_consume(
@@ -148,6 +165,7 @@ pub(crate) async fn lead(link: &Link, key: &str) -> Result<Box<dyn Lease>, Error
         consumer,
         held: None,
         published_at: Instant::now(),
+        announced: None,
     };
     // Waiting in line: the first delivery makes this process the leader.
     let first = loop {

@@ -115,7 +115,12 @@ where
         if let Some(through) = due.through {
             cursor = through;
         }
-        let Some(next) = entry.schedule().next_after(cursor) else {
+        let next = entry.schedule().next_after(cursor);
+        let described = entry.schedule().to_string();
+        if let Err(error) = lease.announce(next, &described).await {
+            return Ended::Lost(error);
+        }
+        let Some(next) = next else {
             tracing::info!(schedule = %entry.name(), "the schedule has no tick left");
             let _ = stopped(stop).await;
             return Ended::Stopped;
