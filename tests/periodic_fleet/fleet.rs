@@ -149,8 +149,14 @@ async fn read_ledger(broker: &Broker, queue: &str, ledger: Ledger) {
 async fn wait_consumers(schedule_queue: &str, n: usize) {
     within(&format!("{n} consumers on {schedule_queue}"), async {
         loop {
-            let listing = rabbitmqctl(&["list_consumers", "queue_name", "-q", "--no-table-headers"]).await;
-            if listing.lines().filter(|l| l.trim() == schedule_queue).count() == n {
+            let listing =
+                rabbitmqctl(&["list_consumers", "queue_name", "-q", "--no-table-headers"]).await;
+            if listing
+                .lines()
+                .filter(|l| l.trim() == schedule_queue)
+                .count()
+                == n
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

@@ -61,11 +61,7 @@ mod tests {
 
     #[test]
     fn a_status_names_both_ticks_and_the_schedule() {
-        let body = encode(
-            Some(UNIX_EPOCH + Duration::from_secs(1)),
-            None,
-            "every 1s",
-        );
+        let body = encode(Some(UNIX_EPOCH + Duration::from_secs(1)), None, "every 1s");
         let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(value["last_tick_ms"], 1_000);
         assert!(value["next_tick_ms"].is_null());
