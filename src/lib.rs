@@ -75,7 +75,7 @@
 //! The [`guide`] walks through typed jobs, the worker and its default stack,
 //! composing a stack from tower middleware, classification, retries and
 //! deferrals, dead letters, the RabbitMQ topology and options, what queuey
-//! guarantees, and metrics and tracing.
+//! guarantees, periodic jobs, and metrics and tracing.
 //!
 //! # Where things are
 //!
@@ -104,6 +104,7 @@
 //! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
 //! | `rustls-ring` | no | the former name of `rustls` |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
+//! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |
 //!
 //! `rabbitmq` alone has no TLS library. Without any TLS feature, `amqps://`
@@ -155,6 +156,15 @@ pub mod layers {
     pub use queuey_tower::{
         classify, cooldown, dead_letter, deadline, defer, metrics, retry, trace,
     };
+}
+
+/// Periodic jobs: [`Schedule`](periodic::Schedule)s, [`Periodic`](periodic::Periodic)
+/// declarations, the [`Scheduler`](periodic::Scheduler) and how a fleet
+/// agrees on who fires each tick ([`Leadership`](periodic::Leadership)).
+/// See [`queuey_tower::periodic`] and [`queuey_core::periodic`].
+pub mod periodic {
+    pub use queuey_core::periodic::*;
+    pub use queuey_tower::periodic::*;
 }
 
 /// The RabbitMQ backend.

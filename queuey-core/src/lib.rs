@@ -77,6 +77,7 @@ mod error;
 mod handler;
 mod job;
 pub mod memory;
+pub mod periodic;
 mod producer;
 mod queue;
 mod retry;

@@ -51,6 +51,14 @@ pub struct EnqueueOptions {
     /// `deadline passed` instead. The handler sees the time left in
     /// [`JobContext::remaining`](crate::JobContext::remaining).
     pub deadline: Option<SystemTime>,
+    /// The job's id, instead of a fresh random one: an id derived from what
+    /// the job is for (a periodic job's tick, an order number) makes two
+    /// enqueues of the same work recognisable as such. The id stays the
+    /// job's through retries, deferrals, holds and dead letters. queuey
+    /// does not refuse a second job with an id already used: both are
+    /// delivered, and a uniqueness check in the handler (or a store keyed
+    /// by job id) is what suppresses the second.
+    pub job_id: Option<Uuid>,
 }
 
 impl EnqueueOptions {
@@ -94,6 +102,12 @@ impl EnqueueOptions {
     /// Sets a deadline.
     pub fn deadline(mut self, deadline: SystemTime) -> Self {
         self.deadline = Some(deadline);
+        self
+    }
+
+    /// Sets the job's id (see [`job_id`](EnqueueOptions::job_id)).
+    pub fn job_id(mut self, job_id: Uuid) -> Self {
+        self.job_id = Some(job_id);
         self
     }
 
@@ -201,7 +215,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         Ok(envelope.job_id)
     }
 
-    /// Enqueues a job with a priority, a correlation id and/or a delay.
+    /// Enqueues a job with a priority, a correlation id, a delay, a
+    /// deadline and/or a job id of your choosing.
     pub async fn enqueue_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
@@ -210,6 +225,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         let mut envelope = self.envelope_for(job)?.with_priority(options.priority);
         let wait = options.wait(&envelope.queue)?;
         envelope.correlation_id = options.correlation_id;
+        if let Some(job_id) = options.job_id {
+            envelope.job_id = job_id;
+        }
         if let Some(deadline) = options.deadline {
             envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, wait)?);
         }

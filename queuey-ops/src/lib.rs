@@ -7,6 +7,7 @@
 //! | [`dead`] | list, group, show, redrive, purge (with an export) and import dead letters |
 //! | [`holds`] | the census of a queue's hold queues |
 //! | [`topology`] | compare the broker with a queue set; declare what is missing |
+//! | [`schedules`] | the schedules of periodic jobs: leader, last and next tick |
 //! | [`mgmt`] | the RabbitMQ management API client |
 //! | [`doctor`] | connectivity, broker version, plugins, alarms |
 //! | [`web`] | the dashboard: server-rendered pages over the same operations |
@@ -41,6 +42,7 @@ pub mod escape;
 pub mod headers;
 pub mod holds;
 pub mod mgmt;
+pub mod schedules;
 pub mod time;
 pub mod tls;
 pub mod topology;

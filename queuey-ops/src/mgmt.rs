@@ -282,6 +282,26 @@ impl Management {
         }
     }
 
+    /// The consumers of the vhost, as the management API lists them (for a
+    /// single-active-consumer queue, `active` marks the one delivered to).
+    pub async fn consumers(&self) -> Result<Vec<Value>> {
+        let path = format!("consumers/{}", self.vhost_path());
+        Ok(match self.get(&path).await? {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        })
+    }
+
+    /// The connections of the vhost, as the management API lists them
+    /// (`client_properties.connection_name` is the name a client gave).
+    pub async fn connections(&self) -> Result<Vec<Value>> {
+        let path = format!("vhosts/{}/connections", self.vhost_path());
+        Ok(match self.get(&path).await? {
+            Some(Value::Array(items)) => items,
+            _ => Vec::new(),
+        })
+    }
+
     /// One queue, or `None` when it does not exist.
     pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
         let path = format!("queues/{}/{}", self.vhost_path(), encode(name));

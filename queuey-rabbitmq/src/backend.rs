@@ -92,6 +92,18 @@ impl RabbitMqBackend {
     }
 }
 
+/// Leadership of periodic schedules through a single-active-consumer
+/// quorum queue per schedule, on the backend's connection: see the guide's
+/// section on periodic jobs for why it holds and its limits.
+impl queuey_core::periodic::Leadership for RabbitMqBackend {
+    fn lead<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Box<dyn queuey_core::periodic::Lease>, Error>> {
+        Box::pin(crate::leader::lead(&self.inner.link, key))
+    }
+}
+
 impl Backend for RabbitMqBackend {
     fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move {

@@ -286,6 +286,7 @@ mod connection_properties;
 mod consumer;
 mod declare;
 mod error;
+mod leader;
 mod link;
 pub mod options;
 mod outbox;

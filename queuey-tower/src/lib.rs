@@ -99,6 +99,7 @@ pub mod deadline;
 pub mod defer;
 mod handler;
 pub mod metrics;
+pub mod periodic;
 mod request;
 pub mod retry;
 mod signal;

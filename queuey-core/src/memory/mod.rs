@@ -43,6 +43,7 @@
 mod consumer;
 mod dead_letter;
 mod delivery;
+mod leadership;
 mod state;
 
 use std::fmt;
@@ -109,6 +110,8 @@ pub(crate) struct Broker {
     state: Mutex<State>,
     notify: Notify,
     options: MemoryOptions,
+    /// Schedule leases, for periodic jobs.
+    leases: leadership::Leases,
 }
 
 impl Broker {

@@ -3,6 +3,7 @@
 
 mod delivery;
 mod holds;
+mod job_id;
 mod producer;
 mod semantics;
 mod support;

@@ -3,6 +3,7 @@
 mod dead;
 mod doctor;
 mod holds;
+mod schedules;
 mod table;
 mod topology;
 mod web;
@@ -163,6 +164,8 @@ pub(crate) enum Command {
     Dead(dead::DeadCommand),
     /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times.
     Holds(holds::HoldsArgs),
+    /// Schedules of periodic jobs: whether the fleet has a leader, who waits, last and next tick.
+    Schedules(schedules::SchedulesArgs),
     /// Compare the broker's queues with a queue set, or declare what is missing.
     #[command(subcommand)]
     Topology(topology::TopologyCommand),
@@ -177,6 +180,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
         Command::Holds(args) => holds::run(&cli.global, args).await,
+        Command::Schedules(args) => schedules::run(&cli.global, args).await,
         Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
         Command::Doctor => doctor::run(&cli.global).await,
         Command::Web(args) => web::run(&cli.global, args).await,

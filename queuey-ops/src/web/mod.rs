@@ -205,6 +205,7 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     // checks, then authentication, then the session.
     Ok(Router::new()
         .route("/", get(pages::index))
+        .route("/schedules", get(pages::schedules))
         .route("/queue/{queue}", get(pages::queue))
         .route("/queue/{queue}/dead/{id}", get(pages::show))
         .route("/queue/{queue}/redrive", post(pages::redrive))

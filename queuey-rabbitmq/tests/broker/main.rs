@@ -73,6 +73,7 @@ mod dead_letters;
 mod declare;
 mod guard;
 mod holds;
+mod leader;
 mod publish;
 mod quorum;
 mod rehold;

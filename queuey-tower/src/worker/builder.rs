@@ -10,6 +10,7 @@ use tower_layer::{Identity, Stack};
 
 use super::Worker;
 use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
+use super::periodic::PeriodicStart;
 use super::reconnect::Reconnect;
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 use crate::HandlerService;
@@ -50,6 +51,7 @@ struct Settings {
     classifier: SharedClassifier,
     reconnect: Reconnect,
     namespace: Namespace,
+    periodic: Vec<PeriodicStart>,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -67,6 +69,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 classifier: SharedClassifier::default(),
                 reconnect: Reconnect::new(),
                 namespace: Namespace::root(),
+                periodic: Vec::new(),
             },
             _queues: PhantomData,
         }
@@ -227,6 +230,27 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
+    /// Fires `periodic`'s job at each tick of its schedule while the worker
+    /// runs, once per tick across every worker (and
+    /// [`Scheduler`](crate::periodic::Scheduler)) that declares it on the
+    /// same broker: the backend's leadership picks one process per
+    /// schedule. The job goes to its queue in the worker's
+    /// [`namespace`](Self::namespace); the worker need not handle it. See
+    /// [`periodic`](crate::periodic).
+    ///
+    /// The name is checked when the worker is built, and so is that no two
+    /// periodic jobs share one.
+    pub fn periodic<J>(mut self, periodic: crate::periodic::Periodic<J>) -> Self
+    where
+        J: Job<Queues = Q>,
+        B: queuey_core::periodic::Leadership + Clone,
+    {
+        self.settings
+            .periodic
+            .push(PeriodicStart::new(self.backend.clone(), periodic));
+        self
+    }
+
     /// Declares the queue set `Q` (in the [`namespace`](Self::namespace), if
     /// one was given) on the backend and returns the worker.
     ///
@@ -264,6 +288,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                 classifier: self.settings.classifier,
                 reconnect: self.settings.reconnect,
                 namespace: self.settings.namespace,
+                periodic: self.settings.periodic,
             },
         )
         .await

@@ -6,6 +6,7 @@ mod error;
 mod handle;
 mod handlers;
 mod job;
+mod periodic;
 mod reconnect;
 mod route;
 mod stack;
@@ -42,6 +43,7 @@ pub(crate) struct Settings {
     pub(crate) classifier: SharedClassifier,
     pub(crate) reconnect: Reconnect,
     pub(crate) namespace: Namespace,
+    pub(crate) periodic: Vec<periodic::PeriodicStart>,
 }
 
 /// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
@@ -303,6 +305,7 @@ pub struct Worker<Q, B> {
     reconnect: Reconnect,
     handle: WorkerHandle,
     namespace: Namespace,
+    periodic: Vec<periodic::PeriodicStart>,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -324,6 +327,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             ));
         }
         let namespace = settings.namespace;
+        periodic::check_all(&settings.periodic)?;
         let mut by_queue: Vec<(&'static str, QueueRoutes)> = Vec::new();
         for route in routes {
             let index = match by_queue.iter().position(|(own, _)| *own == route.queue()) {
@@ -387,6 +391,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                 inner: Arc::new(HandleInner::new(Box::new(move || state.connection_state()))),
             },
             namespace,
+            periodic: settings.periodic,
             _queues: PhantomData,
         })
     }
@@ -422,7 +427,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             classifier,
             reconnect,
             handle,
-            namespace: _,
+            namespace,
+            periodic,
             _queues,
         } = self;
         let shared = Arc::new(WorkerShared {
@@ -440,6 +446,10 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                 reconnect.clone(),
             ));
         }
+        let mut schedules = JoinSet::new();
+        for p in periodic {
+            schedules.spawn((p.start)(namespace.clone(), handle.inner.stop.subscribe()));
+        }
         let mut first_error = None;
         while let Some(ended) = loops.join_next().await {
             let error = match ended {
@@ -454,6 +464,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             first_error.get_or_insert(error);
             handle.shutdown();
         }
+        // The schedules stop with the consumers, giving up their leases.
+        while schedules.join_next().await.is_some() {}
         drain(&shared, concurrency, shutdown_timeout).await;
         match first_error {
             Some(error) => Err(error),

@@ -74,6 +74,9 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
         "<p class=note>Counts come from the management API's statistics and can lag a few \
          seconds; a queue's own page reads them exactly.</p>",
     );
+    body.push_str(
+        "<p><a href=\"/schedules\" id=\"schedules-link\">Schedules of periodic jobs</a></p>",
+    );
     Ok(Html(page(
         &format!("Queues on vhost {}", app.mgmt.vhost()),
         &body,

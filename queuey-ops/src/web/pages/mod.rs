@@ -1,10 +1,12 @@
 //! The dashboard's pages and actions: the index (`index`), a queue's page
-//! and one dead letter (`queue`), redrive and purge (`actions`), and what
+//! and one dead letter (`queue`), the schedules of periodic jobs
+//! (`schedules`), redrive and purge (`actions`), and what
 //! they share here: the error page, the allow-list, the CSRF check.
 
 mod actions;
 mod index;
 mod queue;
+mod schedules;
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
@@ -18,6 +20,7 @@ use crate::topology::{QueueSpec, TopologySpec};
 pub(crate) use actions::{purge, redrive};
 pub(crate) use index::index;
 pub(crate) use queue::{queue, show};
+pub(crate) use schedules::schedules;
 
 /// Dead letters read for one page view at most.
 const READ_CAP: usize = 10_000;

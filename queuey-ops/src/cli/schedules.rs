@@ -1,0 +1,89 @@
+//! `queuey schedules`.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use queuey_ops::Result;
+use queuey_ops::schedules::{self, Member, ScheduleInfo};
+use queuey_ops::time::{format_duration_ms, format_ms, now_ms};
+
+use super::table::Table;
+use super::{EXIT_PROBLEM, Global, print_json};
+
+#[derive(Debug, Args)]
+pub(crate) struct SchedulesArgs {
+    /// Job queues whose schedules to show [default: every schedule of the vhost].
+    #[arg(value_name = "QUEUE")]
+    queues: Vec<String>,
+}
+
+pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode> {
+    let mgmt = global.management()?;
+    let amqp = global.connect("schedules").await?;
+    let listed = schedules::list(&mgmt, &amqp).await;
+    amqp.close().await;
+    let mut listed = listed?;
+    if !args.queues.is_empty() {
+        listed.retain(|s| args.queues.contains(&s.job_queue));
+    }
+    if global.json {
+        print_json(&listed);
+    } else {
+        print!("{}", render(&listed, now_ms()));
+    }
+    let leaderless: Vec<&str> = listed
+        .iter()
+        .filter(|s| s.leader.is_none())
+        .map(|s| s.queue.as_str())
+        .collect();
+    if !leaderless.is_empty() {
+        eprintln!(
+            "problem: no process leads {}, so its ticks are not fired. Start a process that \
+             declares the periodic job, or delete the schedule queue if the job is gone for good.",
+            leaderless.join(", ")
+        );
+        return Ok(ExitCode::from(EXIT_PROBLEM));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn member(m: &Member) -> String {
+    match (&m.connection, &m.peer_host) {
+        (Some(c), Some(h)) => format!("{c} ({h})"),
+        (Some(c), None) => c.clone(),
+        (None, Some(h)) => h.clone(),
+        (None, None) => m.consumer_tag.clone(),
+    }
+}
+
+pub(crate) fn render(listed: &[ScheduleInfo], now: i64) -> String {
+    if listed.is_empty() {
+        return "no schedule queue (`{queue}.periodic.{name}`) in this vhost\n".to_owned();
+    }
+    let when = |ms: Option<i64>| match ms {
+        Some(ms) if ms >= now => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
+        Some(ms) => format!("{} ({} ago)", format_ms(ms), format_duration_ms(now - ms)),
+        None => "-".to_owned(),
+    };
+    let mut table = Table::new([
+        "QUEUE",
+        "SCHEDULE",
+        "EVERY",
+        "LEADER",
+        "WAITING",
+        "LAST TICK",
+        "NEXT TICK",
+    ]);
+    for s in listed {
+        table.row(vec![
+            s.job_queue.clone(),
+            s.name.clone(),
+            s.schedule.clone().unwrap_or_else(|| "-".to_owned()),
+            s.leader.as_ref().map_or("none".to_owned(), member),
+            s.waiting.len().to_string(),
+            when(s.last_tick_ms),
+            when(s.next_tick_ms),
+        ]);
+    }
+    table.render()
+}

@@ -1,0 +1,186 @@
+//! The schedules of periodic jobs on the broker: for each, whether the
+//! fleet has a leader, who waits in line, the last tick fired and the next.
+//!
+//! A schedule is a durable single-active-consumer quorum queue
+//! `{queue}.periodic.{name}`; its consumers are the processes that declare
+//! the periodic job, the active one its leader (from the management API's
+//! consumer list). The leader holds the schedule's state message, so the
+//! ticks come from the status it copies into `{queue}.periodic.{name}.status`
+//! (read with a get and handed back, which changes nothing).
+
+use lapin::options::{BasicGetOptions, BasicNackOptions};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::amqp::Amqp;
+use crate::error::{OpsError, Result};
+use crate::mgmt::{Management, QueueInfo};
+
+/// What separates a job queue from a schedule's name in a schedule queue.
+const INFIX: &str = ".periodic.";
+/// The suffix of a schedule's status queue.
+const STATUS_SUFFIX: &str = ".status";
+
+/// A process consuming a schedule queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Member {
+    /// Its consumer tag.
+    pub consumer_tag: String,
+    /// The name of its connection, as the process gave it (else the
+    /// connection's addresses).
+    pub connection: Option<String>,
+    /// Where it connects from.
+    pub peer_host: Option<String>,
+}
+
+/// One schedule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScheduleInfo {
+    /// The schedule queue, `{queue}.periodic.{name}`.
+    pub queue: String,
+    /// The job queue its jobs go to.
+    pub job_queue: String,
+    /// The schedule's name.
+    pub name: String,
+    /// The process that fires its ticks; `None`: no process does.
+    pub leader: Option<Member>,
+    /// The processes in line to take over.
+    pub waiting: Vec<Member>,
+    /// The schedule as its leader describes it (`every 1s`,
+    /// `cron "0 0 3 * * *" in Europe/Amsterdam`).
+    pub schedule: Option<String>,
+    /// The last tick fired, in ms since the Unix epoch.
+    pub last_tick_ms: Option<i64>,
+    /// The next tick the leader waits for.
+    pub next_tick_ms: Option<i64>,
+    /// When the leader last wrote its status (at least once a minute).
+    pub status_at_ms: Option<i64>,
+}
+
+/// Whether the management API's queue is a schedule queue.
+pub fn is_schedule_queue(info: &QueueInfo) -> bool {
+    split(&info.name).is_some()
+        && !info.name.ends_with(STATUS_SUFFIX)
+        && info.arguments.get("x-single-active-consumer") == Some(&Value::Bool(true))
+}
+
+/// The job queue and the schedule's name of a schedule queue's name.
+pub fn split(queue: &str) -> Option<(&str, &str)> {
+    queue
+        .split_once(INFIX)
+        .filter(|(q, name)| !q.is_empty() && !name.is_empty())
+}
+
+/// Every schedule of the vhost.
+pub async fn list(mgmt: &Management, amqp: &Amqp) -> Result<Vec<ScheduleInfo>> {
+    let queues = mgmt.queues(Some("\\.periodic\\.")).await?;
+    let consumers = mgmt.consumers().await?;
+    // The broker names a channel's connection by its addresses; the name
+    // the process gave its connection is in the connection's properties.
+    let given: std::collections::HashMap<String, String> = mgmt
+        .connections()
+        .await?
+        .iter()
+        .filter_map(|c| {
+            Some((
+                c["name"].as_str()?.to_owned(),
+                c["client_properties"]["connection_name"]
+                    .as_str()?
+                    .to_owned(),
+            ))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for info in queues.iter().filter(|i| is_schedule_queue(i)) {
+        let Some((job_queue, name)) = split(&info.name) else {
+            continue;
+        };
+        let mut leader = None;
+        let mut waiting = Vec::new();
+        for c in consumers
+            .iter()
+            .filter(|c| c["queue"]["name"].as_str() == Some(info.name.as_str()))
+        {
+            let member = Member {
+                consumer_tag: c["consumer_tag"].as_str().unwrap_or_default().to_owned(),
+                connection: c["channel_details"]["connection_name"]
+                    .as_str()
+                    .map(|address| given.get(address).cloned().unwrap_or(address.to_owned())),
+                peer_host: c["channel_details"]["peer_host"]
+                    .as_str()
+                    .map(str::to_owned),
+            };
+            let active = c["active"].as_bool().unwrap_or(false)
+                || c["activity_status"].as_str() == Some("single_active");
+            if active && leader.is_none() {
+                leader = Some(member);
+            } else {
+                waiting.push(member);
+            }
+        }
+        let status = read_status(amqp, &format!("{}{STATUS_SUFFIX}", info.name)).await?;
+        let field = |key: &str| status.as_ref().and_then(|s| s[key].as_i64());
+        out.push(ScheduleInfo {
+            queue: info.name.clone(),
+            job_queue: job_queue.to_owned(),
+            name: name.to_owned(),
+            leader,
+            waiting,
+            schedule: status
+                .as_ref()
+                .and_then(|s| s["schedule"].as_str())
+                .map(str::to_owned),
+            last_tick_ms: field("last_tick_ms"),
+            next_tick_ms: field("next_tick_ms"),
+            status_at_ms: field("at_ms"),
+        });
+    }
+    out.sort_by(|a, b| a.queue.cmp(&b.queue));
+    Ok(out)
+}
+
+/// The status message of a schedule, read and handed back; `None` when
+/// there is none (no leader ever wrote one, or the queue is missing).
+async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<Value>> {
+    if amqp.counts(queue).await?.is_none() {
+        return Ok(None);
+    }
+    let channel = amqp.channel().await?;
+    let got = channel
+        .basic_get(queue.into(), BasicGetOptions { no_ack: false })
+        .await
+        .map_err(|e| OpsError::amqp("reading a schedule's status", e))?;
+    let status = match got {
+        Some(message) => {
+            let value = serde_json::from_slice(&message.delivery.data).ok();
+            message
+                .delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    multiple: false,
+                })
+                .await
+                .map_err(|e| OpsError::amqp("handing a schedule's status back", e))?;
+            value
+        }
+        None => None,
+    };
+    let _ = channel.close(200, "".into()).await;
+    Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_queue_names_split_into_the_job_queue_and_the_name() {
+        assert_eq!(
+            split("app.maintenance.periodic.nightly-cleanup"),
+            Some(("app.maintenance", "nightly-cleanup"))
+        );
+        assert_eq!(split("app.maintenance"), None);
+        assert_eq!(split(".periodic.x"), None);
+    }
+}

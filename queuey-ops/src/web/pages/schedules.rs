@@ -1,0 +1,71 @@
+//! `/schedules`: the schedules of periodic jobs, their leaders and ticks.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Html;
+
+use super::PageResult;
+use crate::schedules::{self, Member};
+use crate::time::{format_duration_ms, format_ms, now_ms};
+use crate::web::App;
+use crate::web::html::{esc, page};
+
+fn member(m: &Member) -> String {
+    match (&m.connection, &m.peer_host) {
+        (Some(c), Some(h)) => format!("{c} ({h})"),
+        (Some(c), None) => c.clone(),
+        (None, Some(h)) => h.clone(),
+        (None, None) => m.consumer_tag.clone(),
+    }
+}
+
+/// `/schedules`: every schedule queue with its leader, the processes in
+/// line, and the last and next tick.
+pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
+    let listed = schedules::list(&app.mgmt, &app.amqp).await?;
+    let now = now_ms();
+    let when = |ms: Option<i64>| match ms {
+        Some(ms) if ms >= now => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
+        Some(ms) => format!("{} ({} ago)", format_ms(ms), format_duration_ms(now - ms)),
+        None => "-".to_owned(),
+    };
+    let mut body = String::from(
+        "<table id=\"schedules\"><tr><th>queue</th><th>schedule</th><th>every</th>\
+         <th>leader</th><th>waiting</th><th>last tick</th><th>next tick</th></tr>",
+    );
+    for s in &listed {
+        let leader = match &s.leader {
+            Some(m) => esc(&member(m)),
+            None => "<span class=bad>none: its ticks are not fired</span>".to_owned(),
+        };
+        let _ = write!(
+            body,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{leader}</td><td class=n>{}</td>\
+             <td>{}</td><td>{}</td></tr>",
+            esc(&s.job_queue),
+            esc(&s.name),
+            esc(s.schedule.as_deref().unwrap_or("-")),
+            s.waiting.len(),
+            esc(&when(s.last_tick_ms)),
+            esc(&when(s.next_tick_ms)),
+        );
+    }
+    body.push_str("</table>");
+    if listed.is_empty() {
+        body.push_str(
+            "<p class=note>No schedule queue (<code>{queue}.periodic.{name}</code>) in this \
+             vhost.</p>",
+        );
+    }
+    body.push_str(
+        "<p class=note>Each schedule is a single-active-consumer queue: its leader is the \
+         consumer the broker delivers to, the others wait to take over. The ticks are what the \
+         leader last wrote, at least once a minute.</p>",
+    );
+    Ok(Html(page(
+        &format!("Schedules on vhost {}", app.mgmt.vhost()),
+        &body,
+    )))
+}

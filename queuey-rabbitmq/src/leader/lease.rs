@@ -1,0 +1,309 @@
+//! A schedule's lease on RabbitMQ: its state message, held unacknowledged
+//! by the queue's single active consumer.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use lapin::message::Delivery;
+use lapin::options::{BasicAckOptions, BasicPublishOptions, QueueDeclareOptions};
+use lapin::types::{FieldTable, ShortString};
+use lapin::{BasicProperties, Channel, Confirmation, Consumer};
+use queuey_core::periodic::Lease;
+use queuey_core::{BackendError, BackendErrorKind, Error};
+use tokio::time::{Instant, timeout_at};
+
+use super::state::State;
+use super::status;
+use super::{RECEIVE_BOUND, REFRESH_EVERY};
+use crate::error::Failure;
+
+/// The lease: the channel, its consumer, and the state message held.
+pub(crate) struct RabbitLease {
+    pub(super) queue: String,
+    pub(super) channel: Channel,
+    pub(super) consumer: Consumer,
+    /// The state message held unacknowledged, and what it says.
+    pub(super) held: Option<(Delivery, State)>,
+    /// When the held state was last published.
+    pub(super) published_at: Instant,
+    /// The next tick and the schedule last announced, copied into the
+    /// status queue with every state.
+    pub(super) announced: Option<(Option<SystemTime>, String)>,
+}
+
+impl RabbitLease {
+    fn state(&self) -> State {
+        self.held.as_ref().map_or(State::new(None), |(_, s)| *s)
+    }
+
+    fn lost(&self, what: &str, why: impl fmt::Display) -> Error {
+        Error::Backend(BackendError::new(
+            BackendErrorKind::ConnectionLost,
+            format!("{what} of schedule queue `{}`: {why}", self.queue),
+        ))
+    }
+
+    fn failed(&self, what: &str, e: &lapin::Error) -> Error {
+        Failure::of(e, self.channel.status().connected())
+            .into_error(&format!("{what} of schedule queue `{}`", self.queue))
+    }
+
+    /// Folds a delivered state message into the held one: the one to keep
+    /// stays unacknowledged, the other is acknowledged.
+    pub(super) async fn fold(&mut self, delivery: Delivery) -> Result<(), Error> {
+        let state = State::decode(&delivery.data);
+        let keep_new = self.held.as_ref().is_none_or(|(_, s)| s.yields_to(&state));
+        let drop = if keep_new {
+            self.held.replace((delivery, state)).map(|(d, _)| d)
+        } else {
+            Some(delivery)
+        };
+        if let Some(old) = drop {
+            old.acker
+                .ack(BasicAckOptions::default())
+                .await
+                .map_err(|e| self.failed("acknowledging a state message", &e))?;
+        }
+        Ok(())
+    }
+
+    /// The next delivery on the consumer, until `deadline`: `Ok(None)` at
+    /// the deadline; an error when the consumer is gone.
+    pub(super) async fn next_until(
+        &mut self,
+        deadline: Instant,
+    ) -> Result<Option<Delivery>, Error> {
+        match timeout_at(deadline, self.consumer.next()).await {
+            Err(_) => Ok(None),
+            Ok(Some(Ok(delivery))) => Ok(Some(delivery)),
+            Ok(Some(Err(e))) => Err(self.failed("consuming", &e)),
+            Ok(None) => Err(self.lost("consuming", "the consumer was cancelled")),
+        }
+    }
+
+    /// Takes in every state message the queue still has ready (two
+    /// processes bootstrapped it, or a leader died between publishing a new
+    /// state and acknowledging the old one), keeping the latest.
+    pub(super) async fn take_in_the_rest(&mut self) -> Result<(), Error> {
+        loop {
+            // What the broker already pushed to us.
+            while let Some(delivery) = self.next_until(Instant::now() + SETTLE_POLL).await? {
+                self.fold(delivery).await?;
+            }
+            let ready = self
+                .channel
+                .queue_declare(
+                    crate::properties::short(&self.queue),
+                    QueueDeclareOptions {
+                        passive: true,
+                        ..QueueDeclareOptions::default()
+                    },
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| self.failed("counting the state messages", &e))?
+                .message_count();
+            if ready == 0 {
+                return Ok(());
+            }
+            let deadline = Instant::now() + RECEIVE_BOUND;
+            match self.next_until(deadline).await? {
+                Some(delivery) => self.fold(delivery).await?,
+                None => {
+                    return Err(self.lost(
+                        "taking in the state messages",
+                        "the broker holds ready messages but delivers none; another consumer \
+                         may be active",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Publishes `body` to `queue` on the lease's channel and waits for
+    /// the broker's bare ack.
+    async fn publish_confirmed(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: BasicProperties,
+        what: &str,
+    ) -> Result<(), Error> {
+        let confirm = self
+            .channel
+            .basic_publish(
+                ShortString::default(),
+                crate::properties::short(queue),
+                BasicPublishOptions {
+                    mandatory: true,
+                    immediate: false,
+                },
+                body,
+                properties,
+            )
+            .await
+            .map_err(|e| self.failed(what, &e))?;
+        let confirmation = timeout_at(Instant::now() + RECEIVE_BOUND, confirm)
+            .await
+            .map_err(|_| self.lost(what, "no confirmation in time"))?
+            .map_err(|e| self.failed(what, &e))?;
+        match confirmation {
+            Confirmation::Ack(None) => Ok(()),
+            Confirmation::Ack(Some(_)) => Err(Error::Backend(BackendError::new(
+                BackendErrorKind::Unroutable,
+                format!(
+                    "{what} of schedule queue `{}`: the queue `{queue}` is gone; it is declared \
+                     again when a leader is elected",
+                    self.queue
+                ),
+            ))),
+            Confirmation::Nack(_) | Confirmation::NotRequested => {
+                Err(self.lost(what, "the broker refused it"))
+            }
+        }
+    }
+
+    /// Copies the state held and what was announced into the status queue.
+    async fn publish_status(&self) -> Result<(), Error> {
+        let Some((next, schedule)) = &self.announced else {
+            return Ok(());
+        };
+        let body = status::encode(self.state().last_tick(), *next, schedule);
+        let properties = BasicProperties::default()
+            .with_content_type(ShortString::from("application/json"))
+            .with_delivery_mode(2);
+        self.publish_confirmed(
+            &status::status_queue(&self.queue),
+            &body,
+            properties,
+            "publishing the status",
+        )
+        .await
+    }
+
+    /// Publishes `state` (confirmed), then receives it back (this process
+    /// is the queue's active consumer, so it comes here) and folds it in,
+    /// which acknowledges the state held before.
+    async fn publish(&mut self, state: State) -> Result<(), Error> {
+        let id = queuey_core::Uuid::new_v4().to_string();
+        let properties = BasicProperties::default()
+            .with_message_id(ShortString::from(id.as_str()))
+            .with_content_type(ShortString::from("application/json"))
+            .with_delivery_mode(2);
+        let queue = self.queue.clone();
+        self.publish_confirmed(&queue, &state.encode(), properties, "publishing the state")
+            .await?;
+        self.published_at = Instant::now();
+        let deadline = Instant::now() + RECEIVE_BOUND;
+        loop {
+            let Some(delivery) = self.next_until(deadline).await? else {
+                return Err(self.lost(
+                    "receiving the state back",
+                    "it did not come back in time; another consumer may be active",
+                ));
+            };
+            let ours = delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .is_some_and(|m| m.as_str() == id);
+            self.fold(delivery).await?;
+            if ours {
+                return self.publish_status().await;
+            }
+        }
+    }
+}
+
+/// How long to wait for more deliveries the broker may have pushed already.
+const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl fmt::Debug for RabbitLease {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RabbitLease")
+            .field("queue", &self.queue)
+            .field("last_tick", &self.state().last_tick())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Lease for RabbitLease {
+    fn last_tick(&self) -> Option<SystemTime> {
+        self.state().last_tick()
+    }
+
+    fn hold_until<'a>(&'a mut self, deadline: Instant) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            loop {
+                let refresh = self.published_at + REFRESH_EVERY;
+                if refresh <= Instant::now() {
+                    // Well within the broker's consumer timeout, the state
+                    // held becomes a fresh message.
+                    self.publish(self.state()).await?;
+                    continue;
+                }
+                let until = deadline.min(refresh);
+                match self.next_until(until).await? {
+                    Some(delivery) => self.fold(delivery).await?,
+                    None if until == deadline => {
+                        // A channel closed under a quiet consumer is a
+                        // lost lease too: never fire on one.
+                        if !self.channel.status().connected() {
+                            return Err(self.lost("holding", "the channel is closed"));
+                        }
+                        return Ok(());
+                    }
+                    None => {}
+                }
+            }
+        })
+    }
+
+    fn record<'a>(&'a mut self, tick: SystemTime) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            let last = self.state().last_tick().map_or(tick, |l| l.max(tick));
+            self.publish(State::new(Some(last))).await
+        })
+    }
+
+    fn announce<'a>(
+        &'a mut self,
+        next_tick: Option<SystemTime>,
+        schedule: &'a str,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move {
+            self.announced = Some((next_tick, schedule.to_owned()));
+            self.publish_status().await
+        })
+    }
+
+    fn release(self: Box<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            // Closing the channel hands the held state back to the queue,
+            // and the next consumer in line becomes active with it.
+            let channel = self.channel.clone();
+            drop(self);
+            if channel.status().connected() {
+                let closing = channel.close(200, ShortString::default());
+                let _ = tokio::time::timeout(RECEIVE_BOUND, closing).await;
+            }
+        })
+    }
+}
+
+impl Drop for RabbitLease {
+    fn drop(&mut self) {
+        // A lease dropped without `release` (its task aborted) must not
+        // keep the schedule: close the channel in the background.
+        if self.channel.status().connected()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let channel = self.channel.clone();
+            runtime.spawn(async move {
+                let _ = channel.close(200, ShortString::default()).await;
+            });
+        }
+    }
+}

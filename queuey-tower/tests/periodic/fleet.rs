@@ -1,0 +1,85 @@
+//! Several schedulers on one backend, as several processes on one broker.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuey_core::Producer;
+use queuey_core::memory::MemoryBackend;
+use queuey_core::periodic::Schedule;
+use queuey_tower::periodic::{Clock, Missed, Periodic, Scheduler, SchedulerHandle};
+use tokio::task::JoinHandle;
+
+use crate::support::{PQueues, Tick, drain, ms, start};
+
+fn spawn(
+    backend: &Arc<MemoryBackend>,
+    clock: &Clock,
+    missed: Missed,
+) -> (SchedulerHandle, JoinHandle<Result<(), queuey_core::Error>>) {
+    let producer = Producer::<PQueues, _>::new_undeclared(backend.clone());
+    let scheduler = Scheduler::new(producer).periodic(
+        Periodic::for_tick(
+            "beat",
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+            |t| Tick { at_ms: ms(t) },
+        )
+        .missed(missed)
+        .clock(clock.clone()),
+    );
+    let handle = scheduler.handle();
+    (handle, tokio::spawn(scheduler.run()))
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_processes_fire_each_tick_once() {
+    let backend = Arc::new(MemoryBackend::new());
+    Producer::<PQueues, _>::new(backend.clone()).await.unwrap();
+    let clock = Clock::tokio_from(start() + Duration::from_millis(500));
+    let fleet: Vec<_> = (0..3)
+        .map(|_| spawn(&backend, &clock, Missed::FireOnce))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    for (handle, _) in &fleet {
+        handle.shutdown();
+    }
+    for (_, running) in fleet {
+        running.await.unwrap().unwrap();
+    }
+    let ticks: Vec<u64> = drain(&backend).await.into_iter().map(|(_, t)| t).collect();
+    let first = ms(start()) + 1_000;
+    assert_eq!(
+        ticks,
+        (0..30).map(|i| first + i * 1_000).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rolling_restart_neither_doubles_nor_drops_a_tick() {
+    let backend = Arc::new(MemoryBackend::new());
+    Producer::<PQueues, _>::new(backend.clone()).await.unwrap();
+    let clock = Clock::tokio_from(start() + Duration::from_millis(500));
+    let mut fleet: Vec<_> = (0..3)
+        .map(|_| spawn(&backend, &clock, Missed::Skip))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Replace each process in turn, the leader first.
+    for _ in 0..3 {
+        let (handle, running) = fleet.remove(0);
+        handle.shutdown();
+        running.await.unwrap().unwrap();
+        fleet.push(spawn(&backend, &clock, Missed::Skip));
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for (handle, _) in &fleet {
+        handle.shutdown();
+    }
+    for (_, running) in fleet {
+        running.await.unwrap().unwrap();
+    }
+    let ticks: Vec<u64> = drain(&backend).await.into_iter().map(|(_, t)| t).collect();
+    let first = ms(start()) + 1_000;
+    let n = ticks.len() as u64;
+    assert_eq!(ticks, (0..n).map(|i| first + i * 1_000).collect::<Vec<_>>());
+    assert_eq!(n, 15, "{ticks:?}");
+}
