@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 /// The variable that makes this binary a fleet process: the namespace.
 pub(crate) const CHILD_ENV: &str = "QUEUEY_PERIODIC_CHILD";
+/// The variable that sets a fleet process's heartbeat, in ms.
+pub(crate) const HEARTBEAT_ENV: &str = "QUEUEY_PERIODIC_HEARTBEAT_MS";
 /// The line a process prints when it starts leading (then its pid).
 pub(crate) const LEADING: &str = "LEADING";
 
@@ -71,13 +73,17 @@ async fn child_process() {
     let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Announce));
     let url = std::env::var("AMQP_URL").expect("AMQP_URL");
     let pid = std::process::id();
-    let backend = RabbitMqBackend::with_options(
-        url.as_str(),
-        RabbitMqOptions::default()
-            .connection_name(format!("queuey-test-periodic-{namespace}-{pid}")),
-    )
-    .await
-    .expect("connects");
+    let mut options = RabbitMqOptions::default()
+        .connection_name(format!("queuey-test-periodic-{namespace}-{pid}"));
+    if let Some(ms) = std::env::var(HEARTBEAT_ENV)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options = options.heartbeat(Duration::from_millis(ms));
+    }
+    let backend = RabbitMqBackend::with_options(url.as_str(), options)
+        .await
+        .expect("connects");
     let producer = Producer::<FleetQueues, _>::builder(backend.clone())
         .namespace(Namespace::new(namespace).unwrap())
         .build_undeclared();

@@ -31,6 +31,9 @@ pub(crate) struct RabbitLease {
     /// The next tick and the schedule last announced, copied into the
     /// status queue with every state.
     pub(super) announced: Option<(Option<SystemTime>, String)>,
+    /// Set by `release`, which closes the channel itself: a second close of
+    /// the same channel would break the whole connection.
+    pub(super) released: bool,
 }
 
 impl RabbitLease {
@@ -80,6 +83,30 @@ impl RabbitLease {
             Ok(Some(Ok(delivery))) => Ok(Some(delivery)),
             Ok(Some(Err(e))) => Err(self.failed("consuming", &e)),
             Ok(None) => Err(self.lost("consuming", "the consumer was cancelled")),
+        }
+    }
+
+    /// Checks with the broker, by a round trip on the lease's channel, that
+    /// the lease still holds, right before its holder fires a tick. A
+    /// process that hung past its heartbeat and woke up learns here that
+    /// its connection is gone, instead of enqueueing a tick its successor
+    /// may have enqueued already.
+    async fn still_held(&mut self) -> Result<(), Error> {
+        if !self.channel.status().connected() {
+            return Err(self.lost("holding", "the channel is closed"));
+        }
+        let check = self.channel.queue_declare(
+            crate::properties::short(&self.queue),
+            QueueDeclareOptions {
+                passive: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        );
+        match timeout_at(Instant::now() + RECEIVE_BOUND, check).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.failed("checking the lease", &e)),
+            Err(_) => Err(self.lost("checking the lease", "the broker did not answer in time")),
         }
     }
 
@@ -247,14 +274,7 @@ impl Lease for RabbitLease {
                 let until = deadline.min(refresh);
                 match self.next_until(until).await? {
                     Some(delivery) => self.fold(delivery).await?,
-                    None if until == deadline => {
-                        // A channel closed under a quiet consumer is a
-                        // lost lease too: never fire on one.
-                        if !self.channel.status().connected() {
-                            return Err(self.lost("holding", "the channel is closed"));
-                        }
-                        return Ok(());
-                    }
+                    None if until == deadline => return self.still_held().await,
                     None => {}
                 }
             }
@@ -279,12 +299,13 @@ impl Lease for RabbitLease {
         })
     }
 
-    fn release(self: Box<Self>) -> BoxFuture<'static, ()> {
+    fn release(mut self: Box<Self>) -> BoxFuture<'static, ()> {
+        self.released = true;
+        let channel = self.channel.clone();
+        drop(self);
         Box::pin(async move {
             // Closing the channel hands the held state back to the queue,
             // and the next consumer in line becomes active with it.
-            let channel = self.channel.clone();
-            drop(self);
             if channel.status().connected() {
                 let closing = channel.close(200, ShortString::default());
                 let _ = tokio::time::timeout(RECEIVE_BOUND, closing).await;
@@ -297,7 +318,8 @@ impl Drop for RabbitLease {
     fn drop(&mut self) {
         // A lease dropped without `release` (its task aborted) must not
         // keep the schedule: close the channel in the background.
-        if self.channel.status().connected()
+        if !self.released
+            && self.channel.status().connected()
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             let channel = self.channel.clone();

@@ -18,7 +18,10 @@
 //!   the active consumer. It then takes in every other ready state message
 //!   (counted by a passive declare) and keeps the latest tick, acknowledging
 //!   the rest.
-//! - **Fire.** At a tick, the job is enqueued and confirmed first; then a
+//! - **Fire.** Right before a tick, a round trip on the lease's channel
+//!   checks that the lease still holds (a leader that hung past its
+//!   heartbeat learns here that it lost it). Then the job is enqueued and
+//!   confirmed first; then a
 //!   new state (this tick) is published and confirmed, received back (the
 //!   leader is the active consumer), and the old state acknowledged. A
 //!   crash between the two leaves both in the queue, and the next leader
@@ -38,11 +41,11 @@
 //!   `queuey schedules` reads (see `status`).
 //!
 //! Limits, measured on RabbitMQ 3.10: a leader that exits or is killed is
-//! replaced in milliseconds; a leader that hangs without closing its socket
-//! is noticed only through missed heartbeats (two to three intervals: 20 to
-//! 30 s at the backend's 10 s default). A leader whose connection dies
-//! between enqueueing a tick and recording it, or that stalls past its
-//! heartbeat while enqueueing, can have that tick enqueued again by its
+//! replaced in about 60 ms; a leader that hangs without closing its socket
+//! is noticed only through missed heartbeats (about 4 s at a 2 s heartbeat,
+//! 20 to 30 s at the backend's 10 s default). A leader whose connection dies
+//! between enqueueing a tick and recording it, or that stalls between the
+//! check and the enqueue, can have that tick enqueued again by its
 //! successor: the same job id both times, so a uniqueness check by job id
 //! suppresses the second.
 
@@ -166,6 +169,7 @@ pub(crate) async fn lead(link: &Link, key: &str) -> Result<Box<dyn Lease>, Error
         held: None,
         published_at: Instant::now(),
         announced: None,
+        released: false,
     };
     // Waiting in line: the first delivery makes this process the leader.
     let first = loop {
