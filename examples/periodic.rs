@@ -96,9 +96,15 @@ where
         )
         .build()
         .await?;
-    worker
-        .run_until(tokio::time::sleep(Duration::from_secs(4)))
-        .await?;
+    // The main loop: until Ctrl-C or SIGTERM, and, in this example, for
+    // four seconds.
+    let stop = async {
+        tokio::select! {
+            () = queuey::shutdown_signal() => {}
+            () = tokio::time::sleep(Duration::from_secs(4)) => {}
+        }
+    };
+    worker.run_until(stop).await?;
     Ok(())
 }
 

@@ -77,7 +77,7 @@ fn main() {
         }
     };
     let Some(fault) = fault else {
-        let report = runtime.block_on(soak_cluster(jobs));
+        let report = until_stopped(&runtime, soak_cluster(jobs));
         println!("{report}");
         println!("{}", report.row());
         if report.unaccounted() > 0 || !report.check.unexpected.is_empty() || report.timed_out {
@@ -101,12 +101,28 @@ fn main() {
         // the stragglers, then report what is missing.
         plan.deadline = std::time::Duration::from_secs(240);
     }
-    let report = runtime.block_on(soak(plan));
+    let report = until_stopped(&runtime, soak(plan));
     println!("{report}");
     println!("{}", report.row());
     if !report.check.lost.is_empty() || !report.check.unexpected.is_empty() || report.timed_out {
         std::process::exit(1);
     }
+}
+
+/// Runs `run` to its end, unless Ctrl-C or SIGTERM comes first: then the
+/// run is dropped (which stops the private nodes it started) and the
+/// process exits.
+fn until_stopped<F: std::future::Future>(runtime: &tokio::runtime::Runtime, run: F) -> F::Output {
+    let ended = runtime.block_on(async {
+        tokio::select! {
+            ended = run => Some(ended),
+            () = queuey::shutdown_signal() => None,
+        }
+    });
+    ended.unwrap_or_else(|| {
+        eprintln!("interrupted");
+        std::process::exit(130)
+    })
 }
 
 async fn soak(plan: Plan) -> scenario::Report {
