@@ -33,6 +33,19 @@ pub struct Member {
     pub peer_host: Option<String>,
 }
 
+impl Member {
+    /// How to show it: its connection's name and where it connects from,
+    /// whichever are known, else its consumer tag.
+    pub fn label(&self) -> String {
+        match (&self.connection, &self.peer_host) {
+            (Some(c), Some(h)) => format!("{c} ({h})"),
+            (Some(c), None) => c.clone(),
+            (None, Some(h)) => h.clone(),
+            (None, None) => self.consumer_tag.clone(),
+        }
+    }
+}
+
 /// One schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScheduleInfo {

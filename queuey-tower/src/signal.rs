@@ -44,6 +44,21 @@ pub async fn shutdown_signal() {
     ctrl_c().await;
 }
 
+/// Drives `run` until `signal` completes, then calls `stop` and drives `run`
+/// to its end: the graceful stop of a worker or a scheduler.
+pub(crate) async fn run_until<R: Future, S: Future>(
+    run: R,
+    signal: S,
+    stop: impl FnOnce(),
+) -> R::Output {
+    tokio::pin!(run);
+    tokio::select! {
+        ended = &mut run => return ended,
+        _ = signal => stop(),
+    }
+    run.await
+}
+
 /// Ctrl-C, or never if it cannot be listened for.
 async fn ctrl_c() {
     match tokio::signal::ctrl_c().await {

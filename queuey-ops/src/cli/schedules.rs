@@ -47,15 +47,6 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode
     Ok(ExitCode::SUCCESS)
 }
 
-fn member(m: &Member) -> String {
-    match (&m.connection, &m.peer_host) {
-        (Some(c), Some(h)) => format!("{c} ({h})"),
-        (Some(c), None) => c.clone(),
-        (None, Some(h)) => h.clone(),
-        (None, None) => m.consumer_tag.clone(),
-    }
-}
-
 pub(crate) fn render(listed: &[ScheduleInfo], now: i64) -> String {
     if listed.is_empty() {
         return "no schedule queue (`{queue}.periodic.{name}`) in this vhost\n".to_owned();
@@ -79,7 +70,7 @@ pub(crate) fn render(listed: &[ScheduleInfo], now: i64) -> String {
             s.job_queue.clone(),
             s.name.clone(),
             s.schedule.clone().unwrap_or_else(|| "-".to_owned()),
-            s.leader.as_ref().map_or("none".to_owned(), member),
+            s.leader.as_ref().map_or("none".to_owned(), Member::label),
             s.waiting.len().to_string(),
             when(s.last_tick_ms),
             when(s.next_tick_ms),

@@ -112,13 +112,7 @@ where
     /// Runs until `signal` completes, then shuts down.
     pub async fn run_until<F: Future>(self, signal: F) -> Result<(), Error> {
         let handle = self.handle();
-        let run = self.run();
-        tokio::pin!(run);
-        tokio::select! {
-            result = &mut run => return result,
-            _ = signal => handle.shutdown(),
-        }
-        run.await
+        crate::signal::run_until(self.run(), signal, move || handle.shutdown()).await
     }
 }
 

@@ -492,13 +492,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     /// ```
     pub async fn run_until<F: Future>(self, signal: F) -> Result<(), WorkerError> {
         let handle = self.handle();
-        let run = self.run();
-        tokio::pin!(run);
-        tokio::select! {
-            result = &mut run => return result,
-            _ = signal => handle.shutdown(),
-        }
-        run.await
+        crate::signal::run_until(self.run(), signal, move || handle.shutdown()).await
     }
 }
 

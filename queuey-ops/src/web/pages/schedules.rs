@@ -7,19 +7,10 @@ use axum::extract::State;
 use axum::response::Html;
 
 use super::PageResult;
-use crate::schedules::{self, Member};
+use crate::schedules;
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use crate::web::App;
 use crate::web::html::{esc, page};
-
-fn member(m: &Member) -> String {
-    match (&m.connection, &m.peer_host) {
-        (Some(c), Some(h)) => format!("{c} ({h})"),
-        (Some(c), None) => c.clone(),
-        (None, Some(h)) => h.clone(),
-        (None, None) => m.consumer_tag.clone(),
-    }
-}
 
 /// `/schedules`: every schedule queue with its leader, the processes in
 /// line, and the last and next tick.
@@ -37,7 +28,7 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
     );
     for s in &listed {
         let leader = match &s.leader {
-            Some(m) => esc(&member(m)),
+            Some(m) => esc(&m.label()),
             None => "<span class=bad>none: its ticks are not fired</span>".to_owned(),
         };
         let _ = write!(
