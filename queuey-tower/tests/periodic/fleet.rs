@@ -5,30 +5,9 @@ use std::time::Duration;
 
 use queuey_core::Producer;
 use queuey_core::memory::MemoryBackend;
-use queuey_core::periodic::Schedule;
-use queuey_tower::periodic::{Clock, Missed, Periodic, Scheduler, SchedulerHandle};
-use tokio::task::JoinHandle;
+use queuey_tower::periodic::{Clock, Missed};
 
-use crate::support::{PQueues, Tick, drain, ms, start};
-
-fn spawn(
-    backend: &Arc<MemoryBackend>,
-    clock: &Clock,
-    missed: Missed,
-) -> (SchedulerHandle, JoinHandle<Result<(), queuey_core::Error>>) {
-    let producer = Producer::<PQueues, _>::new_undeclared(backend.clone());
-    let scheduler = Scheduler::new(producer).periodic(
-        Periodic::for_tick(
-            "beat",
-            Schedule::every(Duration::from_secs(1)).unwrap(),
-            |t| Tick { at_ms: ms(t) },
-        )
-        .missed(missed)
-        .clock(clock.clone()),
-    );
-    let handle = scheduler.handle();
-    (handle, tokio::spawn(scheduler.run()))
-}
+use crate::support::{PQueues, drain, ms, spawn, start};
 
 #[tokio::test(start_paused = true)]
 async fn three_processes_fire_each_tick_once() {

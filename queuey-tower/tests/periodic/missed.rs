@@ -5,25 +5,13 @@ use std::time::Duration;
 
 use queuey_core::Producer;
 use queuey_core::memory::MemoryBackend;
-use queuey_core::periodic::Schedule;
-use queuey_tower::periodic::{Clock, Missed, Periodic, Scheduler};
+use queuey_tower::periodic::{Clock, Missed};
 
-use crate::support::{PQueues, Tick, drain, ms, start};
+use crate::support::{PQueues, drain, ms, spawn, start};
 
 /// Runs a scheduler for `secs` seconds.
 async fn run_for(backend: &Arc<MemoryBackend>, clock: &Clock, missed: Missed, secs: u64) {
-    let producer = Producer::<PQueues, _>::new_undeclared(backend.clone());
-    let scheduler = Scheduler::new(producer).periodic(
-        Periodic::for_tick(
-            "beat",
-            Schedule::every(Duration::from_secs(1)).unwrap(),
-            |t| Tick { at_ms: ms(t) },
-        )
-        .missed(missed)
-        .clock(clock.clone()),
-    );
-    let handle = scheduler.handle();
-    let running = tokio::spawn(scheduler.run());
+    let (handle, running) = spawn(backend, clock, missed);
     tokio::time::sleep(Duration::from_secs(secs)).await;
     handle.shutdown();
     running.await.unwrap().unwrap();

@@ -2,10 +2,14 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
+use queuey_core::Producer;
 use queuey_core::backend::Backend;
 use queuey_core::memory::MemoryBackend;
+use queuey_core::periodic::Schedule;
 use queuey_core::{Job, Queues, Uuid};
+use queuey_tower::periodic::{Clock, Missed, Periodic, Scheduler, SchedulerHandle};
 use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
 #[queues(prefix = "p")]
@@ -46,4 +50,24 @@ pub(crate) async fn drain(backend: &Arc<MemoryBackend>) -> Vec<(Uuid, u64)> {
         d.ack().await.unwrap();
     }
     out
+}
+
+/// Starts a scheduler with one periodic job, `beat`, every second.
+pub(crate) fn spawn(
+    backend: &Arc<MemoryBackend>,
+    clock: &Clock,
+    missed: Missed,
+) -> (SchedulerHandle, JoinHandle<Result<(), queuey_core::Error>>) {
+    let producer = Producer::<PQueues, _>::new_undeclared(backend.clone());
+    let scheduler = Scheduler::new(producer).periodic(
+        Periodic::for_tick(
+            "beat",
+            Schedule::every(Duration::from_secs(1)).unwrap(),
+            |t| Tick { at_ms: ms(t) },
+        )
+        .missed(missed)
+        .clock(clock.clone()),
+    );
+    let handle = scheduler.handle();
+    (handle, tokio::spawn(scheduler.run()))
 }
