@@ -64,8 +64,12 @@ async fn schedules_show_the_leader_the_line_and_the_ticks() {
         async move { b.lead(&key).await.map(|l| l.last_tick()) }
     });
 
+    // The management API fills a consumer's connection in from statistics
+    // it gathers every few seconds: until then the leader is listed without
+    // one.
     let (one, code) = schedules_until(&h, &queue, |s| {
-        !s["leader"].is_null() && s["waiting"].as_array().is_some_and(|w| w.len() == 1)
+        s["leader"]["connection"].is_string()
+            && s["waiting"].as_array().is_some_and(|w| w.len() == 1)
     })
     .await;
     assert_eq!(code, 0);
