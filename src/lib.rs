@@ -89,11 +89,13 @@
 //! | [`memory`] | the in-process backend, with the broker's semantics |
 //! | [`rabbitmq`] | the RabbitMQ backend, its options, topology and wire names |
 //! | [`trace_context`] | W3C trace context carried in job headers |
+//! | [`store`] | keys shared by a fleet: the store trait, an in-process store, the Redis store |
 //! | [`prelude`] | the names most applications need, for `use queuey::prelude::*` |
 //!
-//! The facade re-exports four crates: `queuey-core` (the model, the
+//! The facade re-exports five crates: `queuey-core` (the model, the
 //! producer, the in-memory backend), `queuey-macros` (the derives),
-//! `queuey-tower` (the worker and its layers) and `queuey-rabbitmq`.
+//! `queuey-tower` (the worker and its layers), `queuey-rabbitmq` and
+//! `queuey-redis`.
 //!
 //! # Feature flags
 //!
@@ -106,6 +108,7 @@
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
 //! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |
+//! | `redis` | no | the Redis store, for unique jobs and jobs handled once across a fleet |
 //!
 //! `rabbitmq` alone has no TLS library. Without any TLS feature, `amqps://`
 //! addresses are refused (never dialled in plaintext).
@@ -165,6 +168,17 @@ pub mod layers {
 pub mod periodic {
     pub use queuey_core::periodic::*;
     pub use queuey_tower::periodic::*;
+}
+
+/// Keys shared by a fleet's producers and workers: the [`Store`](store::Store)
+/// trait, the in-process [`MemoryStore`](store::MemoryStore), and with the
+/// `redis` feature the [`RedisStore`](store::RedisStore).
+pub mod store {
+    pub use queuey_core::store::*;
+
+    #[cfg(feature = "redis")]
+    #[doc(inline)]
+    pub use queuey_redis::{RedisStore, RedisStoreBuilder, RedisStoreError};
 }
 
 /// The RabbitMQ backend.

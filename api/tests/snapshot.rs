@@ -15,6 +15,7 @@ const CRATES: &[&str] = &[
     "queuey-core",
     "queuey-tower",
     "queuey-rabbitmq",
+    "queuey-redis",
     "queuey-ops",
 ];
 

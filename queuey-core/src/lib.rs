@@ -81,7 +81,9 @@ pub mod periodic;
 mod producer;
 mod queue;
 mod retry;
+pub mod store;
 pub mod trace_context;
+pub mod uri;
 
 pub use backend::disposition::Disposition;
 pub use backend::hold::{LONGEST_WAIT, MAX_DEFERRAL_MS};

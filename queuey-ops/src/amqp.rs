@@ -176,12 +176,12 @@ fn is_not_found(e: &lapin::Error) -> bool {
 /// `url` with any password replaced by `***`; text that only looks like a
 /// URL with credentials is masked whole.
 pub fn redact_url(url: &str) -> String {
-    queuey_rabbitmq::uri::redact(url)
+    queuey_core::uri::redact(url)
 }
 
 /// `text` with every form of `url`'s password removed.
 pub fn scrub(text: &str, url: &str) -> String {
-    queuey_rabbitmq::uri::scrub(text, url)
+    queuey_core::uri::scrub(text, url)
 }
 
 #[cfg(test)]

@@ -294,7 +294,6 @@ mod properties;
 mod rehold;
 mod tls;
 pub mod topology;
-pub mod uri;
 
 pub use addresses::Addresses;
 pub use backend::RabbitMqBackend;

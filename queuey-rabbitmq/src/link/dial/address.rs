@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use lapin::uri::{AMQPScheme, AMQPUri, SASLMechanism};
-use queuey_core::Error;
+use queuey_core::{Error, uri};
 
-use crate::{RabbitMqOptions, tls, uri};
+use crate::{RabbitMqOptions, tls};
 
 /// One broker address: the URI to dial and its form with the password
 /// masked, the only one ever logged.

@@ -1,14 +1,15 @@
 //! Keeping the password of a URI out of logs, `Debug` output and error
 //! messages.
 //!
-//! The backend formats a broker address only through [`redact`], and runs
-//! every error text that may quote one through [`scrub`]. Both work on any
-//! `scheme://user:password@host…` URI (`amqp`, `amqps`, `http`, `https`)
+//! The backends format a broker or store address only through [`redact`],
+//! and run every error text that may quote one through [`scrub`]. Both work
+//! on any `scheme://user:password@host…` URI (`amqp`, `amqps`, `http`,
+//! `https`, `redis`, `rediss`)
 //! and on text that only looks like one, so a tool printing a URI a user
 //! typed wrong can use them too.
 //!
 //! ```
-//! use queuey_rabbitmq::uri::{redact, scrub};
+//! use queuey_core::uri::{redact, scrub};
 //!
 //! let url = "amqps://app:s3cret@broker:5671/%2f";
 //! assert_eq!(redact(url), "amqps://app:***@broker:5671/%2f");
@@ -80,7 +81,7 @@ fn loose_secrets(uri: &str) -> Vec<&str> {
 }
 
 /// Whether the URI carries a password (`user:password@`), even an empty one.
-pub(crate) fn has_password(uri: &str) -> bool {
+pub fn has_password(uri: &str) -> bool {
     split(uri).is_some_and(|p| p.password.is_some())
 }
 

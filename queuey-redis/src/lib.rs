@@ -1,0 +1,47 @@
+//! A Redis [`Store`](queuey_core::store::Store) for queuey.
+//!
+//! RabbitMQ delivers every job at least once but cannot say whether a job
+//! like this one is already waiting, nor whether a redelivered job already
+//! ran. Unique jobs and jobs handled once ask a store shared by the whole
+//! fleet; this crate is that store on Redis, with the atomic `SET … NX PX`
+//! every key starts with and small server-side scripts for "extend or
+//! remove, only if it still holds my value".
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use queuey_core::store::{Inserted, Store};
+//! use queuey_redis::RedisStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::builder("redis://127.0.0.1:6379")
+//!     .prefix("billing:")
+//!     .connect()
+//!     .await?;
+//! let ttl = Duration::from_secs(600);
+//! if store.insert("unique:invoice:42", "job-a", ttl).await? == Inserted::New {
+//!     println!("first of its kind");
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The connection reconnects by itself. While Redis cannot be reached every
+//! operation fails fast with [`StoreError`](queuey_core::store::StoreError),
+//! and queuey carries on without the store (see the guide's "Unique jobs"
+//! and "Handled once").
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod builder;
+mod error;
+mod scripts;
+mod store;
+
+pub use builder::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder};
+pub use error::RedisStoreError;
+pub use store::RedisStore;
+
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod __testing;
