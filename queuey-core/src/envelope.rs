@@ -77,6 +77,11 @@ pub struct Envelope {
     /// The W3C `tracestate` that goes with [`traceparent`](Envelope::traceparent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// The store key this job holds as a unique job (see
+    /// [`Unique`](crate::Unique)); the worker gives it back when the job is
+    /// done for good.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique_key: Option<String>,
     /// The job itself, as the raw JSON it was encoded to.
     pub payload: Box<RawValue>,
 }
@@ -103,6 +108,8 @@ struct Wire<'a> {
     traceparent: Option<String>,
     #[serde(default)]
     tracestate: Option<String>,
+    #[serde(default)]
+    unique_key: Option<String>,
     #[serde(borrow)]
     payload: &'a RawValue,
 }
@@ -149,6 +156,7 @@ impl<'a> Wire<'a> {
             deadline_ms: self.deadline_ms,
             traceparent: self.traceparent,
             tracestate: self.tracestate,
+            unique_key: self.unique_key,
             payload,
         }
     }
@@ -183,6 +191,7 @@ impl Envelope {
             deadline_ms: None,
             traceparent: None,
             tracestate: None,
+            unique_key: None,
             payload,
         }
     }
@@ -251,6 +260,7 @@ impl Envelope {
             + self.correlation_id.as_ref().map_or(0, String::len)
             + self.traceparent.as_ref().map_or(0, String::len)
             + self.tracestate.as_ref().map_or(0, String::len)
+            + self.unique_key.as_ref().map_or(0, String::len)
             + self.payload.get().len();
         let mut body = Vec::with_capacity(capacity);
         serde_json::to_writer(&mut body, self)?;
@@ -390,6 +400,7 @@ impl PartialEq for Envelope {
             && self.deadline_ms == other.deadline_ms
             && self.traceparent == other.traceparent
             && self.tracestate == other.tracestate
+            && self.unique_key == other.unique_key
             && self.payload.get() == other.payload.get()
     }
 }
@@ -410,6 +421,8 @@ impl fmt::Debug for Envelope {
             .field("correlation_id", &self.correlation_id)
             .field("deadline_ms", &self.deadline_ms)
             .field("traceparent", &self.traceparent)
+            // A caller's key may name a person; say only that there is one.
+            .field("unique", &self.unique_key.is_some())
             .field("payload_bytes", &self.payload.get().len())
             .finish()
     }

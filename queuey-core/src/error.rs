@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::envelope::DecodeError;
+use uuid::Uuid;
 
 /// A type-erased error, as tower uses for service errors.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -89,6 +90,17 @@ pub enum Error {
     /// The backend was closed; no further operation is possible.
     #[error("the backend has been shut down")]
     ShutDown,
+
+    /// A unique job with the same key is waiting already (or running, or
+    /// held for a retry), so this one was not enqueued.
+    #[error(
+        "a job with the same uniqueness key is already enqueued (job {existing_id}); \
+         this one was not enqueued"
+    )]
+    Duplicate {
+        /// The id of the job that holds the key.
+        existing_id: Uuid,
+    },
 }
 
 impl Error {

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Queues, RetryPolicy};
+use crate::{Queues, RetryPolicy, Unique};
 
 /// A job type: serializable, named, and bound to one queue of one
 /// [`Queues`] set. Implement it with `#[derive(Job)]`.
@@ -47,6 +47,15 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// queued under the old name find no handler and are dead-lettered.
     /// Set `name` (to the old type name, after a rename) to keep it stable.
     const NAME: &'static str;
+
+    /// Which jobs of this type count as the same one while it waits (see
+    /// [`Unique`]); `None`, the default, enqueues every job.
+    /// `#[job(unique(window = "10m"))]` makes the whole job the key,
+    /// `#[job(unique(window = "10m", key = Self::tenant))]` the value a
+    /// method of the job gives.
+    fn unique(&self) -> Option<Unique> {
+        None
+    }
 
     /// The job type's own retry policy, which wins over its queue's.
     fn retry_policy() -> Option<RetryPolicy> {

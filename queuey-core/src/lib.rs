@@ -83,6 +83,7 @@ mod queue;
 mod retry;
 pub mod store;
 pub mod trace_context;
+mod unique;
 pub mod uri;
 
 pub use backend::disposition::Disposition;
@@ -97,14 +98,17 @@ pub use job::Job;
 pub use producer::{EnqueueOptions, Producer, ProducerBuilder};
 pub use queue::{MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
+pub use unique::Unique;
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;
 
 /// `#[derive(Queues)]` and `#[derive(Job)]`.
 pub use queuey_macros::{Job, Queues};
 
-/// Re-exports for code the derive macros generate; not a public API.
+/// Re-exports for code the derive macros generate and for the other queuey
+/// crates; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::unique::release as release_unique;
     pub use std::time::Duration;
 }

@@ -4,13 +4,16 @@ mod builder;
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use uuid::Uuid;
 
 use crate::backend::Backend;
 use crate::queue::QueueNames;
-use crate::{BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Queues};
+use crate::store::Store;
+use crate::unique::{self, Claim};
+use crate::{BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Queues, Unique};
 
 pub use builder::ProducerBuilder;
 
@@ -54,11 +57,18 @@ pub struct EnqueueOptions {
     /// The job's id, instead of a fresh random one: an id derived from what
     /// the job is for (a periodic job's tick, an order number) makes two
     /// enqueues of the same work recognisable as such. The id stays the
-    /// job's through retries, deferrals, holds and dead letters. queuey
-    /// does not refuse a second job with an id already used: both are
-    /// delivered, and a uniqueness check in the handler (or a store keyed
-    /// by job id) is what suppresses the second.
+    /// job's through retries, deferrals, holds and dead letters.
+    ///
+    /// It is also how to recover from an enqueue whose outcome is unknown
+    /// ([`Error::is_transient`]): enqueue the same job again with the same
+    /// id. If the first try reached the broker the job is there twice under
+    /// one id, which the idempotency layer of the worker runs once; a unique
+    /// job's claim already belongs to that id, so the second try is not
+    /// answered [`Error::Duplicate`].
     pub job_id: Option<Uuid>,
+    /// Makes this enqueue a unique job (see [`Unique`]), whatever the job
+    /// type declares; needs a [`store`](ProducerBuilder::store).
+    pub unique: Option<Unique>,
 }
 
 impl EnqueueOptions {
@@ -108,6 +118,12 @@ impl EnqueueOptions {
     /// Sets the job's id (see [`job_id`](EnqueueOptions::job_id)).
     pub fn job_id(mut self, job_id: Uuid) -> Self {
         self.job_id = Some(job_id);
+        self
+    }
+
+    /// Makes the job unique (see [`unique`](EnqueueOptions::unique)).
+    pub fn unique(mut self, unique: Unique) -> Self {
+        self.unique = Some(unique);
         self
     }
 
@@ -161,7 +177,23 @@ pub struct Producer<Q, B> {
     backend: B,
     namespace: Namespace,
     names: QueueNames,
+    store: Option<StoreHandle>,
     _queues: PhantomData<fn() -> Q>,
+}
+
+/// The store unique jobs are claimed in, and the bound on each call.
+#[derive(Clone)]
+pub(crate) struct StoreHandle {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) timeout: Duration,
+}
+
+/// How a job goes to the broker.
+#[derive(Clone, Copy)]
+enum Send {
+    Now,
+    After(Duration),
+    Defer(Duration),
 }
 
 impl<Q: Queues, B: Backend> Producer<Q, B> {
@@ -184,11 +216,12 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         ProducerBuilder::new(backend)
     }
 
-    pub(crate) fn from_parts(backend: B, namespace: Namespace) -> Self {
+    pub(crate) fn from_parts(backend: B, namespace: Namespace, store: Option<StoreHandle>) -> Self {
         Producer {
             backend,
             names: QueueNames::new::<Q>(&namespace),
             namespace,
+            store,
             _queues: PhantomData,
         }
     }
@@ -211,8 +244,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// Enqueues a job for immediate delivery at priority 0.
     pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, Error> {
         let envelope = self.envelope_for(job)?;
-        self.backend.publish(&envelope).await?;
-        Ok(envelope.job_id)
+        self.send(envelope, job.unique().as_ref(), Send::Now).await
     }
 
     /// Enqueues a job with a priority, a correlation id, a delay, a
@@ -231,11 +263,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         if let Some(deadline) = options.deadline {
             envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, wait)?);
         }
-        match wait {
-            Some(delay) => self.backend.publish_after(&envelope, delay).await?,
-            None => self.backend.publish(&envelope).await?,
-        }
-        Ok(envelope.job_id)
+        let unique = options.unique.or_else(|| job.unique());
+        let how = wait.map_or(Send::Now, Send::After);
+        self.send(envelope, unique.as_ref(), how).await
     }
 
     /// Enqueues a job to be delivered at `at` on the wall clock, never
@@ -250,11 +280,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         at: SystemTime,
     ) -> Result<Uuid, Error> {
         let envelope = self.envelope_for(job)?;
-        match time_until(at) {
-            Some(delay) => self.backend.publish_after(&envelope, delay).await?,
-            None => self.backend.publish(&envelope).await?,
-        }
-        Ok(envelope.job_id)
+        let how = time_until(at).map_or(Send::Now, Send::After);
+        self.send(envelope, job.unique().as_ref(), how).await
     }
 
     /// Enqueues a job to be delivered after `delay` (rounded up to the
@@ -265,8 +292,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         delay: Duration,
     ) -> Result<Uuid, Error> {
         let envelope = self.envelope_for(job)?;
-        self.backend.publish_after(&envelope, delay).await?;
-        Ok(envelope.job_id)
+        self.send(envelope, job.unique().as_ref(), Send::After(delay))
+            .await
     }
 
     /// Enqueues a job to be delivered after `delay` (rounded up to the
@@ -274,8 +301,68 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// whatever is waiting on the queue by then.
     pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
         let envelope = self.envelope_for(job)?;
-        self.backend.defer(&envelope, delay).await?;
-        Ok(envelope.job_id)
+        self.send(envelope, job.unique().as_ref(), Send::Defer(delay))
+            .await
+    }
+
+    /// Publishes one envelope; for a unique job, claims its key first and
+    /// gives it back if the job surely did not reach the broker. Every
+    /// single-job enqueue goes through here.
+    async fn send(
+        &self,
+        mut envelope: Envelope,
+        unique: Option<&Unique>,
+        how: Send,
+    ) -> Result<Uuid, Error> {
+        let claim = match unique {
+            Some(unique) => Some(self.claim(&mut envelope, unique).await?),
+            None => None,
+        };
+        let sent = match how {
+            Send::Now => self.backend.publish(&envelope).await,
+            Send::After(delay) => self.backend.publish_after(&envelope, delay).await,
+            Send::Defer(delay) => self.backend.defer(&envelope, delay).await,
+        };
+        match sent {
+            Ok(()) => Ok(envelope.job_id),
+            Err(error) => {
+                if claim == Some(Claim::Taken) && !error.is_transient() {
+                    self.release(&envelope).await;
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Claims `unique`'s key for the envelope's job, and marks the envelope
+    /// as its holder.
+    async fn claim(&self, envelope: &mut Envelope, unique: &Unique) -> Result<Claim, Error> {
+        let Some(handle) = &self.store else {
+            return Err(Error::invalid_config(format!(
+                "a `{}` job for queue `{}` is unique ({unique}), but the producer has no store \
+                 to check it in: build it with `Producer::builder(..).store(..)`",
+                envelope.job_type, envelope.queue
+            )));
+        };
+        let key = unique.store_key(&envelope.queue, &envelope.job_type, &envelope.payload);
+        let claim = unique::claim(
+            &*handle.store,
+            handle.timeout,
+            &key,
+            envelope.job_id,
+            unique.window(),
+        )
+        .await?;
+        if claim != Claim::Unchecked {
+            envelope.unique_key = Some(key);
+        }
+        Ok(claim)
+    }
+
+    async fn release(&self, envelope: &Envelope) {
+        if let (Some(handle), Some(key)) = (&self.store, &envelope.unique_key) {
+            unique::release(&*handle.store, handle.timeout, key, envelope.job_id).await;
+        }
     }
 
     /// Enqueues many jobs at once; the backend may publish them concurrently.
@@ -289,28 +376,46 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         I: IntoIterator<Item = &'j J>,
     {
         let mut envelopes = Vec::new();
+        let mut claims = Vec::new();
         let mut outcomes: Vec<Result<Uuid, Error>> = Vec::new();
         for job in jobs {
-            match self.envelope_for(job) {
-                Ok(envelope) => {
-                    outcomes.push(Ok(envelope.job_id));
-                    envelopes.push(envelope);
+            let mut envelope = match self.envelope_for(job) {
+                Ok(envelope) => envelope,
+                Err(e) => {
+                    outcomes.push(Err(e));
+                    continue;
                 }
-                Err(e) => outcomes.push(Err(e)),
-            }
+            };
+            let claim = match job.unique() {
+                Some(unique) => match self.claim(&mut envelope, &unique).await {
+                    Ok(claim) => Some(claim),
+                    Err(e) => {
+                        outcomes.push(Err(e));
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            outcomes.push(Ok(envelope.job_id));
+            claims.push(claim);
+            envelopes.push(envelope);
         }
         let mut published = self.backend.publish_batch(&envelopes).await.into_iter();
-        for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
-            match published.next() {
-                Some(Ok(())) => {}
-                Some(Err(e)) => *outcome = Err(e),
-                None => {
-                    *outcome = Err(Error::Backend(BackendError::new(
-                        BackendErrorKind::Other,
-                        "the backend reported fewer publish outcomes than jobs in the batch",
-                    )))
-                }
+        // One envelope and claim per accepted job, in order.
+        let accepted = outcomes.iter_mut().filter(|o| o.is_ok());
+        for (outcome, (envelope, claim)) in accepted.zip(envelopes.iter().zip(&claims)) {
+            let error = match published.next() {
+                Some(Ok(())) => continue,
+                Some(Err(e)) => e,
+                None => Error::Backend(BackendError::new(
+                    BackendErrorKind::Other,
+                    "the backend reported fewer publish outcomes than jobs in the batch",
+                )),
+            };
+            if *claim == Some(Claim::Taken) && !error.is_transient() {
+                self.release(envelope).await;
             }
+            *outcome = Err(error);
         }
         outcomes
     }
@@ -368,6 +473,7 @@ impl<Q, B: Clone> Clone for Producer<Q, B> {
             backend: self.backend.clone(),
             namespace: self.namespace.clone(),
             names: self.names.clone(),
+            store: self.store.clone(),
             _queues: PhantomData,
         }
     }
@@ -379,6 +485,7 @@ impl<Q, B: fmt::Debug> fmt::Debug for Producer<Q, B> {
             .field("queues", &std::any::type_name::<Q>())
             .field("namespace", &self.namespace)
             .field("backend", &self.backend)
+            .field("store", &self.store.as_ref().map(|h| &h.store))
             .finish()
     }
 }

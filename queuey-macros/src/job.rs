@@ -6,10 +6,13 @@ use syn::ext::IdentExt;
 use syn::punctuated::Punctuated;
 use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
 
-use crate::attr::{self, RetrySpec};
+use crate::attr::{self, Millis, RetrySpec};
 use crate::crate_path::core_path;
 
-const KEYS: &[&str] = &["queue", "name", "retry"];
+const KEYS: &[&str] = &["queue", "name", "retry", "unique"];
+
+/// The keys of `unique(..)`.
+const UNIQUE_KEYS: &[&str] = &["window", "key"];
 
 /// What `#[job(..)]` says, checked.
 struct JobSpec {
@@ -19,6 +22,15 @@ struct JobSpec {
     set: Path,
     name: String,
     retry: Option<RetrySpec>,
+    unique: Option<UniqueSpec>,
+}
+
+/// `unique(window = "10m", key = Self::tenant)`.
+struct UniqueSpec {
+    window: Millis,
+    /// A function of `&Self` whose value (anything `Display`) is the key;
+    /// the whole job when absent.
+    key: Option<Path>,
 }
 
 pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
@@ -52,6 +64,21 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     });
+    let unique = spec.unique.as_ref().map(|unique| {
+        let ms = unique.window.get();
+        let window = quote!(#core::__private::Duration::from_millis(#ms));
+        let made = match &unique.key {
+            Some(key) => quote! {
+                #core::Unique::key(::std::string::ToString::to_string(&#key(self)), #window)
+            },
+            None => quote!(#core::Unique::payload(#window)),
+        };
+        quote! {
+            fn unique(&self) -> ::core::option::Option<#core::Unique> {
+                ::core::option::Option::Some(#made)
+            }
+        }
+    });
     Ok(quote! {
         #[automatically_derived]
         impl #core::Job for #ident {
@@ -59,6 +86,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             const QUEUE: Self::Queues = #queue;
             const NAME: &'static str = #name;
             #retry
+            #unique
         }
     })
 }
@@ -80,11 +108,13 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut queue = None;
     let mut name = None;
     let mut retry = None;
+    let mut unique = None;
     for arg in &list.args {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
             "name" => name = Some(job_name(&arg.string("\"send_email\"")?)?),
             "retry" => retry = Some(RetrySpec::parse(&arg.list()?)?),
+            "unique" => unique = Some(unique_spec(arg)?),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -96,7 +126,29 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         set,
         name: name.unwrap_or_else(|| ident.unraw().to_string()),
         retry,
+        unique,
     })
+}
+
+/// `unique(window = "..", key = path)`: a window is required.
+fn unique_spec(arg: &attr::Arg) -> syn::Result<UniqueSpec> {
+    let list = arg.list()?;
+    let mut window = None;
+    let mut key = None;
+    for entry in &list.args {
+        match entry.key.to_string().as_str() {
+            "window" => window = Some(entry.duration()?),
+            "key" => key = Some(entry.path("Self::tenant")?.clone()),
+            _ => return Err(entry.unknown("unique(..)", UNIQUE_KEYS)),
+        }
+    }
+    let Some(window) = window else {
+        return Err(arg.error(
+            "`unique(..)` needs the time a job holds its key at most: \
+             write `unique(window = \"10m\")`",
+        ));
+    };
+    Ok(UniqueSpec { window, key })
 }
 
 /// `queue = Set::Variant`: the path and the set's path.

@@ -184,3 +184,40 @@ async fn enqueued_envelopes_carry_the_name_and_queue() {
     seen.sort();
     assert_eq!(seen, ["Hook", "Hook", "call_webhook"]);
 }
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(queue = AppQueues::Emails, unique(window = "10m"))]
+struct DailyDigest {
+    user: u32,
+}
+
+#[derive(Job, Serialize, Deserialize, Debug, PartialEq)]
+#[job(queue = AppQueues::Emails, unique(window = "90s", key = Self::user_key))]
+struct Reminder {
+    user: u32,
+    text: String,
+}
+
+impl Reminder {
+    fn user_key(&self) -> u32 {
+        self.user
+    }
+}
+
+#[test]
+fn unique_jobs_declare_their_key_and_window() {
+    use queuey_core::Unique;
+    assert_eq!(
+        DailyDigest { user: 1 }.unique(),
+        Some(Unique::payload(Duration::from_secs(600)))
+    );
+    assert_eq!(
+        Reminder {
+            user: 7,
+            text: "hi".into()
+        }
+        .unique(),
+        Some(Unique::key("7", Duration::from_secs(90)))
+    );
+    assert_eq!(SendEmail { to: "a".into() }.unique(), None);
+}

@@ -63,6 +63,9 @@ pub enum HoldKind {
 
 /// What a backend does to settle a delivery: a [`Disposition`] with the
 /// next envelope built. See [`Disposition::plan`].
+// A plan lives for one settle and is consumed by it; boxing the envelope of
+// a hold would cost an allocation per retry and deferral to save stack.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
     /// Acknowledge.

@@ -3,7 +3,12 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::StoreHandle;
 use crate::backend::Backend;
+use crate::store::{DEFAULT_STORE_TIMEOUT, Store};
 use crate::{Error, Namespace, Producer, Queues};
 
 /// Builds a [`Producer`]; start with [`Producer::builder`].
@@ -42,6 +47,8 @@ use crate::{Error, Namespace, Producer, Queues};
 pub struct ProducerBuilder<Q, B> {
     backend: B,
     namespace: Namespace,
+    store: Option<Arc<dyn Store>>,
+    store_timeout: Duration,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -50,6 +57,8 @@ impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
         ProducerBuilder {
             backend,
             namespace: Namespace::root(),
+            store: None,
+            store_timeout: DEFAULT_STORE_TIMEOUT,
             _queues: PhantomData,
         }
     }
@@ -59,6 +68,27 @@ impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
     /// to see these jobs.
     pub fn namespace(mut self, namespace: Namespace) -> Self {
         self.namespace = namespace;
+        self
+    }
+
+    /// Checks unique jobs (see [`Unique`](crate::Unique)) in `store`: a
+    /// [`MemoryStore`](crate::store::MemoryStore) for one process, a Redis
+    /// store for a fleet. The workers that run the jobs need the same store
+    /// to give each key back when its job is done; without it a key lasts
+    /// its whole window.
+    ///
+    /// A store that fails or does not answer within the
+    /// [`store_timeout`](Self::store_timeout) does not stop the enqueue:
+    /// the job is published without its uniqueness check, with a warning.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.store = Some(Arc::new(store));
+        self
+    }
+
+    /// How long one store call may take before the enqueue goes on without
+    /// it (default [`DEFAULT_STORE_TIMEOUT`]).
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.store_timeout = timeout;
         self
     }
 
@@ -76,7 +106,11 @@ impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
 
     /// The producer, declaring nothing (see [`Producer::new_undeclared`]).
     pub fn build_undeclared(self) -> Producer<Q, B> {
-        Producer::from_parts(self.backend, self.namespace)
+        let store = self.store.map(|store| StoreHandle {
+            store,
+            timeout: self.store_timeout,
+        });
+        Producer::from_parts(self.backend, self.namespace, store)
     }
 }
 
@@ -86,6 +120,7 @@ impl<Q, B: fmt::Debug> fmt::Debug for ProducerBuilder<Q, B> {
             .field("queues", &std::any::type_name::<Q>())
             .field("namespace", &self.namespace)
             .field("backend", &self.backend)
+            .field("store", &self.store)
             .finish()
     }
 }

@@ -1,9 +1,11 @@
 //! Assembling a worker: handlers and their stacks, limits.
 
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::backend::Backend;
+use queuey_core::store::{DEFAULT_STORE_TIMEOUT, Store};
 
 use queuey_core::{Error, Job, JobHandler, Namespace, Queues};
 use tower_layer::{Identity, Stack};
@@ -13,6 +15,7 @@ use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
 use super::periodic::PeriodicStart;
 use super::reconnect::Reconnect;
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
+use super::unique::UniqueKeys;
 use crate::HandlerService;
 use crate::classify::{Classify, SharedClassifier};
 
@@ -52,6 +55,8 @@ struct Settings {
     reconnect: Reconnect,
     namespace: Namespace,
     periodic: Vec<PeriodicStart>,
+    store: Option<Arc<dyn Store>>,
+    store_timeout: Duration,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -70,6 +75,8 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 reconnect: Reconnect::new(),
                 namespace: Namespace::root(),
                 periodic: Vec::new(),
+                store: None,
+                store_timeout: DEFAULT_STORE_TIMEOUT,
             },
             _queues: PhantomData,
         }
@@ -230,6 +237,24 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
+    /// Gives the keys of unique jobs (see [`Unique`](queuey_core::Unique))
+    /// back to `store` once each job is done for good (acknowledged or
+    /// dead-lettered), so the next job of its key may be enqueued at once.
+    /// Use the store the producers claim keys in; without it each key lasts
+    /// its whole window. A store that fails or does not answer within the
+    /// [`store_timeout`](Self::store_timeout) leaves the key to expire.
+    pub fn store(mut self, store: impl Store) -> Self {
+        self.settings.store = Some(Arc::new(store));
+        self
+    }
+
+    /// How long giving a key back may take (default
+    /// [`DEFAULT_STORE_TIMEOUT`]).
+    pub fn store_timeout(mut self, timeout: Duration) -> Self {
+        self.settings.store_timeout = timeout;
+        self
+    }
+
     /// Fires `periodic`'s job at each tick of its schedule while the worker
     /// runs, once per tick across every worker (and
     /// [`Scheduler`](crate::periodic::Scheduler)) that declares it on the
@@ -289,6 +314,10 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                 reconnect: self.settings.reconnect,
                 namespace: self.settings.namespace,
                 periodic: self.settings.periodic,
+                unique_keys: self
+                    .settings
+                    .store
+                    .map(|store| UniqueKeys::new(store, self.settings.store_timeout)),
             },
         )
         .await
@@ -310,6 +339,7 @@ impl<Q, B: std::fmt::Debug, H, L: std::fmt::Debug, D: std::fmt::Debug> std::fmt:
             .field("job_timeout", &self.settings.job_timeout)
             .field("classifier", &self.settings.classifier)
             .field("namespace", &self.settings.namespace)
+            .field("store", &self.settings.store)
             .finish()
     }
 }

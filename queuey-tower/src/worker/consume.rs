@@ -41,6 +41,7 @@ pub(crate) struct WorkerShared {
     pub(crate) jobs: Mutex<JoinSet<()>>,
     pub(crate) handle: Arc<HandleInner>,
     pub(crate) classifier: SharedClassifier,
+    pub(crate) unique_keys: Option<super::unique::UniqueKeys>,
 }
 
 pub(crate) type Stream = Peekable<DeliveryStream>;

@@ -60,6 +60,15 @@ pub(crate) async fn run_job(
         );
     }
     let what = disposition.as_str();
+    let done_for_good = matches!(
+        disposition,
+        Disposition::Ack | Disposition::DeadLetter { .. }
+    );
+    // Only a unique job carries a key; every other job skips this.
+    let unique_key = match (&shared.unique_keys, &envelope.unique_key) {
+        (Some(_), Some(key)) if done_for_good => Some(key.clone()),
+        _ => None,
+    };
     let settled = {
         let _settling = Counting::new(&shared.handle.jobs_settling);
         let gauge = metrics::gauge!(JOBS_SETTLING, "queue" => Arc::clone(&queue));
@@ -71,7 +80,10 @@ pub(crate) async fn run_job(
     match settled {
         Ok(()) => {
             shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
-            if matches!(what, "ack" | "dead_letter") {
+            if let (Some(keys), Some(key)) = (&shared.unique_keys, unique_key) {
+                keys.release(&key, job_id).await;
+            }
+            if done_for_good {
                 shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -10,6 +10,7 @@ mod periodic;
 mod reconnect;
 mod route;
 mod stack;
+mod unique;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -35,6 +36,7 @@ use consume::{QueueRoutes, WorkerShared};
 use handle::HandleInner;
 use reconnect::Reconnect;
 use route::Route;
+use unique::UniqueKeys;
 
 /// What the builder hands the worker besides its routes.
 pub(crate) struct Settings {
@@ -44,6 +46,7 @@ pub(crate) struct Settings {
     pub(crate) reconnect: Reconnect,
     pub(crate) namespace: Namespace,
     pub(crate) periodic: Vec<periodic::PeriodicStart>,
+    pub(crate) unique_keys: Option<UniqueKeys>,
 }
 
 /// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
@@ -306,6 +309,7 @@ pub struct Worker<Q, B> {
     handle: WorkerHandle,
     namespace: Namespace,
     periodic: Vec<periodic::PeriodicStart>,
+    unique_keys: Option<UniqueKeys>,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -392,6 +396,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             },
             namespace,
             periodic: settings.periodic,
+            unique_keys: settings.unique_keys,
             _queues: PhantomData,
         })
     }
@@ -429,6 +434,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             handle,
             namespace,
             periodic,
+            unique_keys,
             _queues,
         } = self;
         let shared = Arc::new(WorkerShared {
@@ -436,6 +442,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             jobs: Mutex::new(JoinSet::new()),
             handle: Arc::clone(&handle.inner),
             classifier,
+            unique_keys,
         });
         let mut loops = JoinSet::new();
         for queue in queues {

@@ -1,0 +1,410 @@
+//! Unique jobs on the memory backend and an in-process store: one job of a
+//! key at a time, the key back when the job is done for good or its window
+//! passes, and a store that fails never stopping an enqueue.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use queuey::prelude::*;
+use queuey::store::{Inserted, MemoryStore, Store, StoreError};
+use queuey::{EnqueueOptions, Error, Unique};
+use serde::{Deserialize, Serialize};
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+#[queues(prefix = "unique-test")]
+enum AppQueues {
+    #[queue(retry(max_attempts = 2, backoff = "fixed", delay = "10s"))]
+    Work,
+}
+
+/// Unique by its whole payload for a minute.
+#[derive(Job, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[job(queue = AppQueues::Work, unique(window = "1m"))]
+struct RebuildIndex {
+    tenant: u32,
+}
+
+/// Unique by tenant, whatever the reason.
+#[derive(Job, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[job(queue = AppQueues::Work, unique(window = "1m", key = Self::tenant_key))]
+struct Recount {
+    tenant: u32,
+    reason: String,
+}
+
+impl Recount {
+    fn tenant_key(&self) -> String {
+        format!("tenant-{}", self.tenant)
+    }
+}
+
+/// Not unique unless an enqueue says so.
+#[derive(Job, Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[job(queue = AppQueues::Work)]
+struct Ping {
+    n: u32,
+}
+
+const WORK: &str = "unique-test.work";
+const MINUTE: Duration = Duration::from_secs(60);
+
+async fn producer(
+    backend: &Arc<MemoryBackend>,
+    store: &MemoryStore,
+) -> Producer<AppQueues, Arc<MemoryBackend>> {
+    Producer::builder(Arc::clone(backend))
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap()
+}
+
+fn duplicate_of(result: Result<queuey::Uuid, Error>) -> queuey::Uuid {
+    match result {
+        Err(Error::Duplicate { existing_id }) => existing_id,
+        other => panic!("expected a duplicate, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_enqueues_of_one_key_at_once_publish_one_job() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = Arc::new(producer(&backend, &store).await);
+    let tries = (0..16).map(|_| {
+        let producer = Arc::clone(&producer);
+        tokio::spawn(async move { producer.enqueue(&RebuildIndex { tenant: 7 }).await })
+    });
+    let outcomes: Vec<_> = futures::future::join_all(tries)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let published: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+    assert_eq!(published.len(), 1, "{outcomes:?}");
+    for outcome in outcomes.iter().filter(|o| o.is_err()) {
+        assert!(
+            matches!(outcome, Err(Error::Duplicate { existing_id }) if existing_id == published[0]),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(backend.ready_count(WORK), 1);
+    // Another payload is another key.
+    producer.enqueue(&RebuildIndex { tenant: 8 }).await.unwrap();
+    assert_eq!(backend.ready_count(WORK), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_is_free_again_once_its_window_passes() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let first = producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    tokio::time::advance(MINUTE - Duration::from_millis(1)).await;
+    assert_eq!(
+        duplicate_of(producer.enqueue(&RebuildIndex { tenant: 7 }).await),
+        first
+    );
+    tokio::time::advance(Duration::from_millis(1)).await;
+    let second = producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    assert_ne!(first, second);
+    assert_eq!(backend.ready_count(WORK), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_function_and_per_enqueue_uniqueness() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let first = producer
+        .enqueue(&Recount {
+            tenant: 1,
+            reason: "import".into(),
+        })
+        .await
+        .unwrap();
+    let again = producer
+        .enqueue(&Recount {
+            tenant: 1,
+            reason: "manual".into(),
+        })
+        .await;
+    assert_eq!(duplicate_of(again), first);
+    producer
+        .enqueue(&Recount {
+            tenant: 2,
+            reason: "manual".into(),
+        })
+        .await
+        .unwrap();
+
+    // A job type with no uniqueness of its own, made unique per enqueue.
+    let once = EnqueueOptions::default().unique(Unique::key("nightly", MINUTE));
+    let ping = producer
+        .enqueue_with(&Ping { n: 1 }, once.clone())
+        .await
+        .unwrap();
+    let other = producer.enqueue_with(&Ping { n: 2 }, once).await;
+    assert_eq!(duplicate_of(other), ping);
+    // ...and without the option it is enqueued every time.
+    producer.enqueue(&Ping { n: 1 }).await.unwrap();
+    producer.enqueue(&Ping { n: 1 }).await.unwrap();
+    assert_eq!(backend.ready_count(WORK), 5);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_job_enqueued_again_under_its_own_id_is_not_a_duplicate() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let id = queuey::Uuid::new_v4();
+    let options = EnqueueOptions::default().job_id(id);
+    let job = RebuildIndex { tenant: 3 };
+    assert_eq!(
+        producer.enqueue_with(&job, options.clone()).await.unwrap(),
+        id
+    );
+    // What a caller does after an enqueue whose outcome it does not know.
+    assert_eq!(producer.enqueue_with(&job, options).await.unwrap(), id);
+    assert_eq!(duplicate_of(producer.enqueue(&job).await), id);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_worker_gives_the_key_back_when_the_job_is_done_or_dead() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let worker = Worker::<AppQueues, _>::builder(Arc::clone(&backend))
+        .store(store.clone())
+        .handler(handler_fn(move |job: RebuildIndex, _: JobContext| {
+            let runs = Arc::clone(&counted);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                if job.tenant == 13 {
+                    return Err(JobError::fatal("tenant 13 is gone"));
+                }
+                Ok::<(), JobError>(())
+            }
+        }))
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+
+    producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    producer
+        .enqueue(&RebuildIndex { tenant: 13 })
+        .await
+        .unwrap();
+    while handle.jobs_finished() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(backend.dead_letters(WORK).len(), 1);
+    // Both keys are free long before their window passes.
+    assert!(store.is_empty(), "{store:?}");
+    producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    producer
+        .enqueue(&RebuildIndex { tenant: 13 })
+        .await
+        .unwrap();
+    handle.shutdown();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_stays_held_through_a_retry() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let worker = Worker::<AppQueues, _>::builder(Arc::clone(&backend))
+        .store(store.clone())
+        .handler(handler_fn(move |_: RebuildIndex, ctx: JobContext| {
+            let runs = Arc::clone(&counted);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                if ctx.attempt() == 1 {
+                    return Err(JobError::retryable("not yet"));
+                }
+                Ok::<(), JobError>(())
+            }
+        }))
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    let first = producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    while runs.load(Ordering::SeqCst) < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The job is held for its retry: still the one of its key.
+    assert_eq!(
+        duplicate_of(producer.enqueue(&RebuildIndex { tenant: 7 }).await),
+        first
+    );
+    while handle.jobs_finished() < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    assert!(store.is_empty());
+    handle.shutdown();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_store_on_the_worker_the_key_lasts_its_window() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let worker = Worker::<AppQueues, _>::builder(Arc::clone(&backend))
+        .handler(handler_fn(|_: RebuildIndex, _: JobContext| async {
+            Ok::<(), JobError>(())
+        }))
+        .build()
+        .await
+        .unwrap();
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    let first = producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    while handle.jobs_finished() < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // As after a worker that died between running the job and giving the
+    // key back: the key expires with its window.
+    assert_eq!(
+        duplicate_of(producer.enqueue(&RebuildIndex { tenant: 7 }).await),
+        first
+    );
+    tokio::time::advance(MINUTE).await;
+    producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+    handle.shutdown();
+    running.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_unique_job_without_a_store_is_refused_with_a_hint() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<AppQueues, _>::new(Arc::clone(&backend))
+        .await
+        .unwrap();
+    let error = producer
+        .enqueue(&RebuildIndex { tenant: 7 })
+        .await
+        .unwrap_err();
+    assert!(matches!(error, Error::InvalidConfig(_)), "{error}");
+    assert!(error.to_string().contains(".store("), "{error}");
+    assert_eq!(backend.ready_count(WORK), 0);
+}
+
+/// A store that fails every call, or never answers.
+#[derive(Debug)]
+struct Broken {
+    hang: bool,
+}
+
+impl Broken {
+    fn answer<'a, T: Send + 'a>(&'a self) -> BoxFuture<'a, Result<T, StoreError>> {
+        let hang = self.hang;
+        Box::pin(async move {
+            if hang {
+                std::future::pending::<()>().await;
+            }
+            Err(StoreError::unavailable("connection refused"))
+        })
+    }
+}
+
+impl Store for Broken {
+    fn insert<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
+        self.answer()
+    }
+    fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        self.answer()
+    }
+    fn set<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.answer()
+    }
+    fn extend<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.answer()
+    }
+    fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.answer()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_that_fails_or_hangs_never_stops_an_enqueue() {
+    for hang in [false, true] {
+        let backend = Arc::new(MemoryBackend::new());
+        let producer = Producer::<AppQueues, _>::builder(Arc::clone(&backend))
+            .store(Broken { hang })
+            .store_timeout(Duration::from_millis(200))
+            .build()
+            .await
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+        producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+        // Unchecked, so both went out; each waited at most the bound.
+        assert_eq!(backend.ready_count(WORK), 2);
+        assert!(started.elapsed() <= Duration::from_millis(400));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_that_surely_did_not_reach_the_broker_gives_its_key_back() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    // A deferral longer than the longest wait is refused before anything
+    // is sent.
+    let refused = producer
+        .defer(
+            &RebuildIndex { tenant: 7 },
+            Duration::from_secs(400 * 86_400),
+        )
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(!matches!(refused, Err(Error::Duplicate { .. })));
+    assert!(store.is_empty(), "the refused job still holds its key");
+    producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_checks_each_unique_job() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let jobs = [
+        RebuildIndex { tenant: 1 },
+        RebuildIndex { tenant: 2 },
+        RebuildIndex { tenant: 1 },
+    ];
+    let outcomes = producer.enqueue_batch(&jobs).await;
+    let first = *outcomes[0].as_ref().unwrap();
+    assert!(outcomes[1].is_ok());
+    assert!(matches!(outcomes[2], Err(Error::Duplicate { existing_id }) if existing_id == first));
+    assert_eq!(backend.ready_count(WORK), 2);
+}
