@@ -274,3 +274,106 @@ async fn close_returns_within_its_bound_after_the_broker_cancelled_a_consumer() 
         );
     }
 }
+
+/// The recovery the docs give for an enqueue whose outcome is unknown:
+/// enqueue the same job again under the same id. A unique job's claim
+/// already belongs to that id, so the second try goes through, while any
+/// other enqueue of the key is a duplicate of it.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_uncertain_enqueue_the_same_id_enqueues_again_and_others_are_duplicates() {
+    use queuey::store::RedisStore;
+    use queuey::{EnqueueOptions, Envelope, Error, Unique, Uuid};
+    use queuey_redis::__testing::PrivateRedis;
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct OneQueue;
+    static NAME: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    impl queuey::Queues for OneQueue {
+        const ALL: &'static [Self] = &[OneQueue];
+        fn name(&self) -> &'static str {
+            NAME.get().copied().unwrap_or("unset")
+        }
+        fn config(&self) -> QueueConfig {
+            QueueConfig::new(self.name())
+        }
+    }
+    #[derive(serde::Serialize, serde::Deserialize)]
+    struct Charge {
+        order: u32,
+    }
+    impl queuey::Job for Charge {
+        type Queues = OneQueue;
+        const QUEUE: OneQueue = OneQueue;
+        const NAME: &'static str = "charge";
+    }
+
+    let broker =
+        broker!("after_an_uncertain_enqueue_the_same_id_enqueues_again_and_others_are_duplicates");
+    let options = RabbitMqOptions::default().publish_timeout(Duration::from_secs(3));
+    let (proxy, backend, q) = through_proxy(&broker, "uncertain-unique", options).await;
+    NAME.set(Box::leak(q.clone().into_boxed_str())).unwrap();
+    let redis = PrivateRedis::start();
+    let store = RedisStore::connect(&redis.url()).await.unwrap();
+    let producer = queuey::Producer::<OneQueue, _>::builder(backend.clone())
+        .store(store)
+        .build_undeclared();
+    let id = Uuid::new_v4();
+    let options = EnqueueOptions::default()
+        .job_id(id)
+        .unique(Unique::key("order-42", Duration::from_secs(600)));
+    // Warm the publishing channel up, then lose the confirmation.
+    within("warm-up", backend.publish(&envelope(&q, 0)))
+        .await
+        .expect("warm-up publish");
+    proxy.mute_replies(true);
+    let publishing = tokio::spawn({
+        let producer = producer.clone();
+        let options = options.clone();
+        async move { producer.enqueue_with(&Charge { order: 42 }, options).await }
+    });
+    within("the publish to reach the broker", async {
+        while broker.ready(&q).await < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    proxy.refuse(true);
+    proxy.cut();
+    let first = within("the publish", publishing).await.unwrap();
+    let error = first.expect_err("a publish whose confirm was lost is never a success");
+    assert!(error.is_transient(), "{error}");
+    proxy.mute_replies(false);
+    proxy.refuse(false);
+    wait_state(&backend, ConnectionState::Connected).await;
+
+    let again = within(
+        "the same job again",
+        producer.enqueue_with(&Charge { order: 42 }, options),
+    )
+    .await
+    .expect("the same id holds the claim");
+    assert_eq!(again, id);
+    let other = within(
+        "another enqueue of the key",
+        producer.enqueue_with(
+            &Charge { order: 42 },
+            EnqueueOptions::default().unique(Unique::key("order-42", Duration::from_secs(600))),
+        ),
+    )
+    .await;
+    assert!(
+        matches!(other, Err(Error::Duplicate { existing_id }) if existing_id == id),
+        "{other:?}"
+    );
+    // The broker holds the job twice at most, under one id.
+    let _warm_up = broker.get(&q).await.expect("the warm-up message");
+    let mut copies = 0;
+    while let Some(message) = broker.get(&q).await {
+        let envelope = Envelope::decode(&message.delivery.data).unwrap();
+        assert_eq!(envelope.job_id, id);
+        copies += 1;
+    }
+    assert!((1..=2).contains(&copies), "{copies} copies");
+    within("close", backend.close()).await.unwrap();
+}

@@ -21,3 +21,5 @@ mod cooldown;
 mod crash;
 mod flows;
 mod namespaces;
+#[cfg(feature = "redis")]
+mod unique;
