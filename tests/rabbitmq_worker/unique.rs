@@ -141,17 +141,19 @@ async fn one_of_sixteen_enqueues_at_once_is_published_and_its_key_comes_back_whe
     backend.close().await.unwrap();
 }
 
+scenario!(WindowQueues, WindowJob, "window", |c| c);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_nobody_gives_back_is_free_once_its_window_passes_and_not_before() {
     let broker = broker!("a_key_nobody_gives_back_is_free_once_its_window_passes_and_not_before");
-    let q = OnceQueues::Work.name();
+    let q = WindowQueues::Work.name();
     for name in [q, &format!("{q}.dead"), &format!("{q}.suspect")] {
         broker.track(name);
     }
     let redis = PrivateRedis::start();
     let store = RedisStore::connect(&redis.url()).await.unwrap();
     let backend = backend(&broker, "window", RabbitMqOptions::default()).await;
-    let producer = Producer::<OnceQueues, _>::builder(backend.clone())
+    let producer = Producer::<WindowQueues, _>::builder(backend.clone())
         .store(store)
         .build()
         .await
@@ -160,13 +162,13 @@ async fn a_key_nobody_gives_back_is_free_once_its_window_passes_and_not_before()
     let once = EnqueueOptions::default().unique(Unique::key("window", window));
     let claimed = Instant::now();
     let first = producer
-        .enqueue_with(&OnceJob { n: 1 }, once.clone())
+        .enqueue_with(&WindowJob { n: 1 }, once.clone())
         .await
         .unwrap();
     // A worker without the store runs the job: the key is never given
     // back, as when a worker dies between acknowledging and releasing.
-    let worker = Worker::<OnceQueues, _>::builder(backend.clone())
-        .handler(handler_fn(|_: OnceJob, _: JobContext| async {
+    let worker = Worker::<WindowQueues, _>::builder(backend.clone())
+        .handler(handler_fn(|_: WindowJob, _: JobContext| async {
             Ok::<(), JobError>(())
         }))
         .build()
@@ -177,7 +179,10 @@ async fn a_key_nobody_gives_back_is_free_once_its_window_passes_and_not_before()
     wait_for("the job", || handle.jobs_finished() == 1).await;
     let freed = within("the window to pass", async {
         loop {
-            match producer.enqueue_with(&OnceJob { n: 2 }, once.clone()).await {
+            match producer
+                .enqueue_with(&WindowJob { n: 2 }, once.clone())
+                .await
+            {
                 Ok(_) => return claimed.elapsed(),
                 Err(Error::Duplicate { existing_id }) => assert_eq!(existing_id, first),
                 Err(other) => panic!("{other}"),
