@@ -229,6 +229,9 @@ pub(crate) struct Row {
     /// Measured over TLS, against a private node with a TLS listener
     /// ([`tls`]).
     tls: bool,
+    /// queuey's jobs are unique jobs, each of its own key, claimed in a
+    /// private Redis: the cost of the claim, all jobs published.
+    unique: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -294,6 +297,7 @@ fn rows(settings: &Settings) -> Vec<Row> {
         pool_comparison: false,
         priorities: true,
         tls: false,
+        unique: false,
     };
     // The same on queues without priority levels, where the broker does
     // less per message and the client's share of the work shows more.
@@ -301,6 +305,14 @@ fn rows(settings: &Settings) -> Vec<Row> {
         r.id.push_str("-plain");
         r.label.push_str(", no priorities");
         r.priorities = false;
+        r
+    };
+    // Every queuey job unique (its own key, so all are published), its
+    // claim taken in a private Redis before the publish.
+    let unique = |mut r: Row| {
+        r.id.push_str("-unique");
+        r.label.push_str(", each job unique (claimed in Redis)");
+        r.unique = true;
         r
     };
     let enqueue_64 = || {
@@ -353,6 +365,7 @@ fn rows(settings: &Settings) -> Vec<Row> {
         plain(enqueue_64()),
         batch(),
         plain(batch()),
+        unique(enqueue_64()),
     ];
     for prefetch in [1, 10, 100] {
         rows.push(consume(prefetch));
@@ -838,6 +851,12 @@ pub(crate) async fn measure_row(
         .connect_named(&broker.connection_name(&format!("lapin-{}", row.id)))
         .await?;
     let mut result = RowResult::new(row.clone());
+    // A Redis of the row's own, stopped when the row is done.
+    let redis = row.unique.then(queuey_redis::__testing::PrivateRedis::start);
+    let store = match &redis {
+        Some(redis) => Some(queuey::store::RedisStore::connect(&redis.url()).await?),
+        None => None,
+    };
     let runs = async {
         for run in 0..settings.runs {
             let order = if run % 2 == 0 {
@@ -851,7 +870,7 @@ pub(crate) async fn measure_row(
                 }
                 tokio::time::sleep(PAUSE).await;
                 let measured =
-                    measure_once(broker, &backend, &connection, &row, side).await;
+                    measure_once(broker, &backend, &connection, &row, side, store.as_ref()).await;
                 // Delete the run's queues whatever happened.
                 broker.delete_created().await?;
                 let measured = measured?;
@@ -894,11 +913,12 @@ async fn measure_once(
     connection: &lapin::Connection,
     row: &Row,
     side: Side,
+    store: Option<&queuey::store::RedisStore>,
 ) -> BenchResult<Measured> {
     let jobs = row.jobs;
     match (row.kind, side) {
         (Kind::Enqueue { tasks, .. }, Side::Queuey) => {
-            queuey_side::enqueue(broker, backend, tasks, jobs, row.priorities).await
+            queuey_side::enqueue(broker, backend, tasks, jobs, row.priorities, store).await
         }
         (
             Kind::Enqueue {

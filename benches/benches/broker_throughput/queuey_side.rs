@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use queuey::backend::hold_delay_ms;
 use queuey::prelude::*;
 use queuey::rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
-use queuey::{JobHandler, QueueConfig, WorkerHandle};
+use queuey::store::RedisStore;
+use queuey::{EnqueueOptions, JobHandler, QueueConfig, Unique, WorkerHandle};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Barrier;
 
@@ -237,11 +238,21 @@ pub(crate) async fn enqueue(
     tasks: usize,
     jobs: usize,
     priorities: bool,
+    store: Option<&RedisStore>,
 ) -> BenchResult<Measured> {
     let (queue, producer) = fresh_queue(broker, backend, 1, priorities).await?;
+    let producer = match store {
+        Some(store) => Producer::builder(backend.clone())
+            .store(store.clone())
+            .build_undeclared(),
+        None => producer,
+    };
     let job = BenchJob::new();
     let warm_up = futures::future::try_join_all((0..tasks).map(|_| producer.enqueue(&job)));
     tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
+    let unique = store.is_some();
+    // Keys of this run only, so every claim is taken.
+    let run = uuid::Uuid::new_v4().simple().to_string();
 
     let clock = Stopwatch::start();
     let mut running = tokio::task::JoinSet::new();
@@ -249,9 +260,16 @@ pub(crate) async fn enqueue(
         let producer = producer.clone();
         let job = job.clone();
         let share = crate::share(jobs, tasks, task);
+        let run = run.clone();
         running.spawn(async move {
-            for _ in 0..share {
-                producer.enqueue(&job).await?;
+            for n in 0..share {
+                if unique {
+                    let key = Unique::key(format!("{run}-{task}-{n}"), Duration::from_secs(600));
+                    let options = EnqueueOptions::default().unique(key);
+                    producer.enqueue_with(&job, options).await?;
+                } else {
+                    producer.enqueue(&job).await?;
+                }
             }
             BenchResult::Ok(())
         });
