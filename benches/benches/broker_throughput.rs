@@ -852,7 +852,9 @@ pub(crate) async fn measure_row(
         .await?;
     let mut result = RowResult::new(row.clone());
     // A Redis of the row's own, stopped when the row is done.
-    let redis = row.unique.then(queuey_redis::__testing::PrivateRedis::start);
+    let redis = row
+        .unique
+        .then(queuey_redis::__testing::PrivateRedis::start);
     let store = match &redis {
         Some(redis) => Some(queuey::store::RedisStore::connect(&redis.url()).await?),
         None => None,

@@ -64,6 +64,7 @@
 //! |---|---|---|---|
 //! | `queuey_periodic_ticks_total` | counter | `schedule` | ticks whose job was enqueued |
 //! | `queuey_periodic_ticks_skipped_total` | counter | `schedule` | missed ticks not fired, by the [`Missed`] policy |
+//! | `queuey_periodic_ticks_duplicate_total` | counter | `schedule` | ticks whose job was not enqueued because a unique job of the same key was waiting |
 //! | `queuey_periodic_lag_seconds` | histogram | `schedule` | from a tick's instant to its job held by the broker |
 //! | `queuey_periodic_leader` | gauge | `schedule` | 1 while this process leads the schedule |
 
@@ -84,6 +85,9 @@ pub use scheduler::{Scheduler, SchedulerHandle};
 pub const TICKS_TOTAL: &str = "queuey_periodic_ticks_total";
 /// Counter of missed ticks not fired.
 pub const TICKS_SKIPPED_TOTAL: &str = "queuey_periodic_ticks_skipped_total";
+/// Counter of ticks whose job was a duplicate of a unique job still
+/// waiting (see [`Unique`](queuey_core::Unique)).
+pub const TICKS_DUPLICATE_TOTAL: &str = "queuey_periodic_ticks_duplicate_total";
 /// Histogram of the time from a tick to its job held by the broker, in
 /// seconds.
 pub const LAG_SECONDS: &str = "queuey_periodic_lag_seconds";

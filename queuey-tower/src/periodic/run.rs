@@ -10,7 +10,7 @@ use tokio::sync::watch;
 
 use super::missed::{Plan, plan};
 use super::periodic::Entry;
-use super::{LAG_SECONDS, LEADER, TICKS_SKIPPED_TOTAL, TICKS_TOTAL};
+use super::{LAG_SECONDS, LEADER, TICKS_DUPLICATE_TOTAL, TICKS_SKIPPED_TOTAL, TICKS_TOTAL};
 
 /// The first wait before campaigning again after a failure.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
@@ -166,7 +166,20 @@ where
             .increment(due.skipped);
     }
     for &tick in &due.fire {
-        let id = entry.enqueue(producer, tick).await?;
+        let id = match entry.enqueue(producer, tick).await {
+            Ok(id) => id,
+            // A unique job type whose last tick's job still waits (or the
+            // same tick enqueued by the leader before a failover): the
+            // tick is done, its job is on the queue already.
+            Err(Error::Duplicate { existing_id }) => {
+                tracing::info!(schedule = %name, ?tick, %existing_id, "tick not enqueued: a job of its key is waiting");
+                metrics::counter!(TICKS_DUPLICATE_TOTAL, "schedule" => name.to_owned())
+                    .increment(1);
+                lease.record(tick).await?;
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
         let lag = now().duration_since(tick).unwrap_or(Duration::ZERO);
         metrics::counter!(TICKS_TOTAL, "schedule" => name.to_owned()).increment(1);
         metrics::histogram!(LAG_SECONDS, "schedule" => name.to_owned()).record(lag.as_secs_f64());

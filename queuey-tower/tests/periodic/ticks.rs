@@ -123,3 +123,65 @@ mod daylight_saving {
         );
     }
 }
+
+/// A periodic job of a unique type: while its last tick's job waits, the
+/// next ticks are duplicates, passed over, and the scheduler goes on; once
+/// a worker with the store has run the job and given its key back, the
+/// next tick enqueues again.
+#[tokio::test(start_paused = true)]
+async fn ticks_of_a_unique_job_still_waiting_are_passed_over() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use queuey_core::store::MemoryStore;
+    use queuey_core::{JobContext, JobError, handler_fn};
+    use queuey_tower::Worker;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(queuey_core::Job, Serialize, Deserialize, Debug, Clone, PartialEq)]
+    #[job(queue = PQueues::Work, name = "sweep", unique(window = "1h"))]
+    struct Sweep;
+
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = Producer::<PQueues, _>::builder(backend.clone())
+        .store(store.clone())
+        .build()
+        .await
+        .unwrap();
+    let clock = Clock::tokio_from(start() + Duration::from_millis(300));
+    let every = Schedule::every(Duration::from_secs(1)).unwrap();
+    let scheduler = Scheduler::new(producer)
+        .periodic(Periodic::new("sweep", every, || Sweep).clock(clock.clone()));
+    let handle = scheduler.handle();
+    let running = tokio::spawn(scheduler.run());
+    tokio::time::sleep(Duration::from_millis(5_000)).await;
+    assert_eq!(backend.ready_count(crate::support::QUEUE), 1);
+    assert!(
+        !running.is_finished(),
+        "the scheduler stopped on a duplicate"
+    );
+
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let worker = Worker::<PQueues, _>::builder(backend.clone())
+        .store(store.clone())
+        .handler(handler_fn(move |_: Sweep, _: JobContext| {
+            let runs = Arc::clone(&counted);
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        }))
+        .build()
+        .await
+        .unwrap();
+    let work = worker.handle();
+    let working = tokio::spawn(worker.run());
+    tokio::time::sleep(Duration::from_millis(5_000)).await;
+    // The waiting job, then one job for each of the five ticks since.
+    assert_eq!(runs.load(Ordering::SeqCst), 6);
+    handle.shutdown();
+    running.await.unwrap().unwrap();
+    work.shutdown();
+    working.await.unwrap().unwrap();
+}
