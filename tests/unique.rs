@@ -68,6 +68,55 @@ fn duplicate_of(result: Result<queuey::Uuid, Error>) -> queuey::Uuid {
     }
 }
 
+/// A running worker of `RebuildIndex` jobs answering with `answer`,
+/// giving keys back to `store` if one is given; counts the runs.
+struct Running {
+    handle: queuey::WorkerHandle,
+    task: tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
+    runs: Arc<AtomicU32>,
+}
+
+async fn start_worker(
+    backend: &Arc<MemoryBackend>,
+    store: Option<&MemoryStore>,
+    answer: fn(&RebuildIndex, &JobContext) -> Result<(), JobError>,
+) -> Running {
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let builder = Worker::<AppQueues, _>::builder(Arc::clone(backend));
+    let builder = match store {
+        Some(store) => builder.store(store.clone()),
+        None => builder,
+    };
+    let worker = builder
+        .handler(handler_fn(move |job: RebuildIndex, ctx: JobContext| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let answer = answer(&job, &ctx);
+            async move { answer }
+        }))
+        .build()
+        .await
+        .unwrap();
+    Running {
+        handle: worker.handle(),
+        task: tokio::spawn(worker.run()),
+        runs,
+    }
+}
+
+impl Running {
+    async fn finished(&self, jobs: u64) {
+        while self.handle.jobs_finished() < jobs {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    async fn stop(self) {
+        self.handle.shutdown();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_enqueues_of_one_key_at_once_publish_one_job() {
     let backend = Arc::new(MemoryBackend::new());
@@ -176,44 +225,22 @@ async fn the_worker_gives_the_key_back_when_the_job_is_done_or_dead() {
     let backend = Arc::new(MemoryBackend::new());
     let store = MemoryStore::new();
     let producer = producer(&backend, &store).await;
-    let runs = Arc::new(AtomicU32::new(0));
-    let counted = Arc::clone(&runs);
-    let worker = Worker::<AppQueues, _>::builder(Arc::clone(&backend))
-        .store(store.clone())
-        .handler(handler_fn(move |job: RebuildIndex, _: JobContext| {
-            let runs = Arc::clone(&counted);
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                if job.tenant == 13 {
-                    return Err(JobError::fatal("tenant 13 is gone"));
-                }
-                Ok::<(), JobError>(())
-            }
-        }))
-        .build()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
-
-    producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
-    producer
-        .enqueue(&RebuildIndex { tenant: 13 })
-        .await
-        .unwrap();
-    while handle.jobs_finished() < 2 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    let worker = start_worker(&backend, Some(&store), |job, _| match job.tenant {
+        13 => Err(JobError::fatal("tenant 13 is gone")),
+        _ => Ok(()),
+    })
+    .await;
+    for tenant in [7, 13] {
+        producer.enqueue(&RebuildIndex { tenant }).await.unwrap();
     }
+    worker.finished(2).await;
     assert_eq!(backend.dead_letters(WORK).len(), 1);
     // Both keys are free long before their window passes.
     assert!(store.is_empty(), "{store:?}");
-    producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
-    producer
-        .enqueue(&RebuildIndex { tenant: 13 })
-        .await
-        .unwrap();
-    handle.shutdown();
-    running.await.unwrap().unwrap();
+    for tenant in [7, 13] {
+        producer.enqueue(&RebuildIndex { tenant }).await.unwrap();
+    }
+    worker.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -221,27 +248,13 @@ async fn a_key_stays_held_through_a_retry() {
     let backend = Arc::new(MemoryBackend::new());
     let store = MemoryStore::new();
     let producer = producer(&backend, &store).await;
-    let runs = Arc::new(AtomicU32::new(0));
-    let counted = Arc::clone(&runs);
-    let worker = Worker::<AppQueues, _>::builder(Arc::clone(&backend))
-        .store(store.clone())
-        .handler(handler_fn(move |_: RebuildIndex, ctx: JobContext| {
-            let runs = Arc::clone(&counted);
-            async move {
-                runs.fetch_add(1, Ordering::SeqCst);
-                if ctx.attempt() == 1 {
-                    return Err(JobError::retryable("not yet"));
-                }
-                Ok::<(), JobError>(())
-            }
-        }))
-        .build()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let worker = start_worker(&backend, Some(&store), |_, ctx| match ctx.attempt() {
+        1 => Err(JobError::retryable("not yet")),
+        _ => Ok(()),
+    })
+    .await;
     let first = producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
-    while runs.load(Ordering::SeqCst) < 1 {
+    while worker.runs.load(Ordering::SeqCst) < 1 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // The job is held for its retry: still the one of its key.
@@ -249,13 +262,10 @@ async fn a_key_stays_held_through_a_retry() {
         duplicate_of(producer.enqueue(&RebuildIndex { tenant: 7 }).await),
         first
     );
-    while handle.jobs_finished() < 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    worker.finished(1).await;
+    assert_eq!(worker.runs.load(Ordering::SeqCst), 2);
     assert!(store.is_empty());
-    handle.shutdown();
-    running.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -263,19 +273,9 @@ async fn without_the_store_on_the_worker_the_key_lasts_its_window() {
     let backend = Arc::new(MemoryBackend::new());
     let store = MemoryStore::new();
     let producer = producer(&backend, &store).await;
-    let worker = Worker::<AppQueues, _>::builder(Arc::clone(&backend))
-        .handler(handler_fn(|_: RebuildIndex, _: JobContext| async {
-            Ok::<(), JobError>(())
-        }))
-        .build()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let worker = start_worker(&backend, None, |_, _| Ok(())).await;
     let first = producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
-    while handle.jobs_finished() < 1 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    worker.finished(1).await;
     // As after a worker that died between running the job and giving the
     // key back: the key expires with its window.
     assert_eq!(
@@ -284,8 +284,7 @@ async fn without_the_store_on_the_worker_the_key_lasts_its_window() {
     );
     tokio::time::advance(MINUTE).await;
     producer.enqueue(&RebuildIndex { tenant: 7 }).await.unwrap();
-    handle.shutdown();
-    running.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 #[tokio::test]

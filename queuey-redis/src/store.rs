@@ -7,6 +7,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use queuey_core::store::{Inserted, Store, StoreError, ttl_ms};
 use redis::aio::ConnectionManager;
+use redis::{FromRedisValue, Script};
 
 use crate::scripts::{EXTEND, INSERT, REMOVE};
 use crate::{RedisStoreBuilder, RedisStoreError};
@@ -60,8 +61,35 @@ impl RedisStore {
     }
 }
 
-fn unavailable(error: redis::RedisError) -> StoreError {
-    StoreError::unavailable(error)
+impl RedisStore {
+    /// Runs one command on the shared connection.
+    async fn call<T: FromRedisValue>(&self, command: redis::Cmd) -> Result<T, StoreError> {
+        let mut connection = self.connection.clone();
+        command
+            .query_async(&mut connection)
+            .await
+            .map_err(StoreError::unavailable)
+    }
+
+    /// Runs one of the scripts on `key` with `value` (and a time-to-live).
+    async fn script<T: FromRedisValue>(
+        &self,
+        script: &Script,
+        key: &str,
+        value: &str,
+        ttl: Option<Duration>,
+    ) -> Result<T, StoreError> {
+        let mut invocation = script.key(self.key(key));
+        invocation.arg(value);
+        if let Some(ttl) = ttl {
+            invocation.arg(ttl_ms(ttl));
+        }
+        let mut connection = self.connection.clone();
+        invocation
+            .invoke_async(&mut connection)
+            .await
+            .map_err(StoreError::unavailable)
+    }
 }
 
 impl Store for RedisStore {
@@ -72,29 +100,16 @@ impl Store for RedisStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
         async move {
-            let mut connection = self.connection.clone();
-            let held: Option<String> = INSERT
-                .key(self.key(key))
-                .arg(value)
-                .arg(ttl_ms(ttl))
-                .invoke_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
+            let held: Option<String> = self.script(&INSERT, key, value, Some(ttl)).await?;
             Ok(held.map_or(Inserted::New, Inserted::Exists))
         }
         .boxed()
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        async move {
-            let mut connection = self.connection.clone();
-            redis::cmd("GET")
-                .arg(self.key(key))
-                .query_async(&mut connection)
-                .await
-                .map_err(unavailable)
-        }
-        .boxed()
+        let mut command = redis::cmd("GET");
+        command.arg(self.key(key));
+        async move { self.call(command).await }.boxed()
     }
 
     fn set<'a>(
@@ -103,18 +118,13 @@ impl Store for RedisStore {
         value: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        async move {
-            let mut connection = self.connection.clone();
-            redis::cmd("SET")
-                .arg(self.key(key))
-                .arg(value)
-                .arg("PX")
-                .arg(ttl_ms(ttl))
-                .query_async::<()>(&mut connection)
-                .await
-                .map_err(unavailable)
-        }
-        .boxed()
+        let mut command = redis::cmd("SET");
+        command
+            .arg(self.key(key))
+            .arg(value)
+            .arg("PX")
+            .arg(ttl_ms(ttl));
+        async move { self.call(command).await }.boxed()
     }
 
     fn extend<'a>(
@@ -123,18 +133,7 @@ impl Store for RedisStore {
         value: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        async move {
-            let mut connection = self.connection.clone();
-            let done: i64 = EXTEND
-                .key(self.key(key))
-                .arg(value)
-                .arg(ttl_ms(ttl))
-                .invoke_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
-            Ok(done == 1)
-        }
-        .boxed()
+        async move { Ok(self.script::<i64>(&EXTEND, key, value, Some(ttl)).await? == 1) }.boxed()
     }
 
     fn remove<'a>(
@@ -142,16 +141,6 @@ impl Store for RedisStore {
         key: &'a str,
         value: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        async move {
-            let mut connection = self.connection.clone();
-            let done: i64 = REMOVE
-                .key(self.key(key))
-                .arg(value)
-                .invoke_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
-            Ok(done == 1)
-        }
-        .boxed()
+        async move { Ok(self.script::<i64>(&REMOVE, key, value, None).await? == 1) }.boxed()
     }
 }

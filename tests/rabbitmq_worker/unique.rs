@@ -74,6 +74,30 @@ async fn a_caller_chosen_id_stays_through_a_deferral_retries_and_the_dead_letter
 
 scenario!(OnceQueues, OnceJob, "unique", |c| c.prefetch(4));
 
+/// A running worker whose handler does nothing, giving keys back to
+/// `store` if one is given.
+async fn noop_worker<Q: queuey::Queues, J: queuey::Job<Queues = Q>>(
+    backend: &Arc<queuey::rabbitmq::RabbitMqBackend>,
+    store: Option<RedisStore>,
+) -> (
+    queuey::WorkerHandle,
+    tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
+) {
+    let builder = Worker::<Q, _>::builder(backend.clone());
+    let builder = match store {
+        Some(store) => builder.store(store),
+        None => builder,
+    };
+    let worker = builder
+        .handler(handler_fn(|_: J, _: JobContext| async {
+            Ok::<(), JobError>(())
+        }))
+        .build()
+        .await
+        .unwrap();
+    (worker.handle(), tokio::spawn(worker.run()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_of_sixteen_enqueues_at_once_is_published_and_its_key_comes_back_when_done() {
     let broker =
@@ -119,16 +143,7 @@ async fn one_of_sixteen_enqueues_at_once_is_published_and_its_key_comes_back_whe
     assert_eq!(broker.ready(q).await, 1);
 
     // The worker runs it and gives the key back.
-    let worker = Worker::<OnceQueues, _>::builder(backend.clone())
-        .store(store.clone())
-        .handler(handler_fn(|_: OnceJob, _: JobContext| async {
-            Ok::<(), JobError>(())
-        }))
-        .build()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let (handle, running) = noop_worker::<OnceQueues, OnceJob>(&backend, Some(store)).await;
     wait_for("the job", || handle.jobs_finished() == 1).await;
     let next = producer
         .enqueue_with(&OnceJob { n: 99 }, once)
@@ -167,15 +182,7 @@ async fn a_key_nobody_gives_back_is_free_once_its_window_passes_and_not_before()
         .unwrap();
     // A worker without the store runs the job: the key is never given
     // back, as when a worker dies between acknowledging and releasing.
-    let worker = Worker::<WindowQueues, _>::builder(backend.clone())
-        .handler(handler_fn(|_: WindowJob, _: JobContext| async {
-            Ok::<(), JobError>(())
-        }))
-        .build()
-        .await
-        .unwrap();
-    let handle = worker.handle();
-    let running = tokio::spawn(worker.run());
+    let (handle, running) = noop_worker::<WindowQueues, WindowJob>(&backend, None).await;
     wait_for("the job", || handle.jobs_finished() == 1).await;
     let freed = within("the window to pass", async {
         loop {
