@@ -313,6 +313,8 @@ fn rows(settings: &Settings) -> Vec<Row> {
         r.id.push_str("-unique");
         r.label.push_str(", each job unique (claimed in Redis)");
         r.unique = true;
+        // What it costs is read against the plain row, not against lapin.
+        r.target = None;
         r
     };
     let enqueue_64 = || {
