@@ -172,7 +172,7 @@ pub mod periodic {
 
 /// Keys shared by a fleet's producers and workers: the [`Store`](store::Store)
 /// trait, the in-process [`MemoryStore`](store::MemoryStore), and with the
-/// `redis` feature the [`RedisStore`](store::RedisStore).
+/// `redis` feature the `RedisStore`.
 pub mod store {
     pub use queuey_core::store::*;
 
