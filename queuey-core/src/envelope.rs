@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::backend::ReplyTo;
+
 /// The largest message body queuey encodes or decodes: 16 MiB, RabbitMQ 4's
 /// default `max_message_size`.
 ///
@@ -77,6 +79,15 @@ pub struct Envelope {
     /// The W3C `tracestate` that goes with [`traceparent`](Envelope::traceparent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracestate: Option<String>,
+    /// Where the job's final outcome goes, when a caller waits for it
+    /// (see [`Backend::request`](crate::backend::Backend::request)).
+    ///
+    /// Not part of the JSON: the backend carries it beside the body (on
+    /// RabbitMQ, in the `reply_to` and `correlation_id` properties), and
+    /// every publish of the envelope (a retry, a deferral, a hold again, a
+    /// dead letter) carries it on unchanged.
+    #[serde(skip)]
+    pub reply_to: Option<ReplyTo>,
     /// The job itself, as the raw JSON it was encoded to.
     pub payload: Box<RawValue>,
 }
@@ -149,6 +160,7 @@ impl<'a> Wire<'a> {
             deadline_ms: self.deadline_ms,
             traceparent: self.traceparent,
             tracestate: self.tracestate,
+            reply_to: None,
             payload,
         }
     }
@@ -183,6 +195,7 @@ impl Envelope {
             deadline_ms: None,
             traceparent: None,
             tracestate: None,
+            reply_to: None,
             payload,
         }
     }
@@ -390,6 +403,7 @@ impl PartialEq for Envelope {
             && self.deadline_ms == other.deadline_ms
             && self.traceparent == other.traceparent
             && self.tracestate == other.tracestate
+            && self.reply_to == other.reply_to
             && self.payload.get() == other.payload.get()
     }
 }
@@ -410,6 +424,7 @@ impl fmt::Debug for Envelope {
             .field("correlation_id", &self.correlation_id)
             .field("deadline_ms", &self.deadline_ms)
             .field("traceparent", &self.traceparent)
+            .field("reply_to", &self.reply_to)
             .field("payload_bytes", &self.payload.get().len())
             .finish()
     }

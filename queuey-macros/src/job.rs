@@ -9,7 +9,7 @@ use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
 use crate::attr::{self, RetrySpec};
 use crate::crate_path::core_path;
 
-const KEYS: &[&str] = &["queue", "name", "retry"];
+const KEYS: &[&str] = &["queue", "name", "retry", "output"];
 
 /// What `#[job(..)]` says, checked.
 struct JobSpec {
@@ -19,6 +19,8 @@ struct JobSpec {
     set: Path,
     name: String,
     retry: Option<RetrySpec>,
+    /// The handler's output type, as written; `()` when left out.
+    output: Option<syn::Type>,
 }
 
 pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
@@ -42,8 +44,16 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     let core = core_path();
     let ident = &input.ident;
     let JobSpec {
-        queue, set, name, ..
+        queue,
+        set,
+        name,
+        output,
+        ..
     } = &spec;
+    let output = match output {
+        Some(ty) => quote!(#ty),
+        None => quote!(()),
+    };
     let retry = spec.retry.as_ref().map(|retry| {
         let policy = retry.to_tokens(&core);
         quote! {
@@ -56,6 +66,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         #[automatically_derived]
         impl #core::Job for #ident {
             type Queues = #set;
+            type Output = #output;
             const QUEUE: Self::Queues = #queue;
             const NAME: &'static str = #name;
             #retry
@@ -80,11 +91,13 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut queue = None;
     let mut name = None;
     let mut retry = None;
+    let mut output = None;
     for arg in &list.args {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
             "name" => name = Some(job_name(&arg.string("\"send_email\"")?)?),
             "retry" => retry = Some(RetrySpec::parse(&arg.list()?)?),
+            "output" => output = Some(arg.ty()?.clone()),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -96,6 +109,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         set,
         name: name.unwrap_or_else(|| ident.unraw().to_string()),
         retry,
+        output,
     })
 }
 

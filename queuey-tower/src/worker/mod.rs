@@ -8,6 +8,7 @@ mod handlers;
 mod job;
 mod periodic;
 mod reconnect;
+mod reply;
 mod route;
 mod stack;
 
@@ -436,6 +437,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             jobs: Mutex::new(JoinSet::new()),
             handle: Arc::clone(&handle.inner),
             classifier,
+            backend: Arc::clone(&backend) as Arc<dyn Backend>,
         });
         let mut loops = JoinSet::new();
         for queue in queues {
