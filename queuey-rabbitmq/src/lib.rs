@@ -292,6 +292,7 @@ pub mod options;
 mod outbox;
 mod properties;
 mod rehold;
+mod reply;
 mod tls;
 pub mod topology;
 pub mod uri;

@@ -21,3 +21,4 @@ mod cooldown;
 mod crash;
 mod flows;
 mod namespaces;
+mod results;
