@@ -399,3 +399,24 @@ async fn a_dropped_connection_ends_the_wait_at_once_and_the_next_wait_works() {
     stop(handle, running).await;
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+priced!(MissingQueues, MissingJob, "results-missing");
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_a_queue_that_does_not_exist_fails_as_unroutable() {
+    let broker = broker!("a_wait_on_a_queue_that_does_not_exist_fails_as_unroutable");
+    let backend = backend(&broker, "results-missing", RabbitMqOptions::default()).await;
+    // Nothing declares the queue.
+    let producer = Producer::<MissingQueues, _>::new_undeclared(backend.clone());
+    let job = MissingJob::from(Order::default());
+    let error = producer.enqueue_and_wait(&job, LONG).await.unwrap_err();
+    assert!(
+        matches!(&error, WaitError::Enqueue(queuey::Error::Backend(e)) if e.kind() == queuey::BackendErrorKind::Unroutable),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("does not exist"), "{error}");
+    // The request channel still works for the next wait.
+    let error = producer.enqueue_and_wait(&job, LONG).await.unwrap_err();
+    assert!(matches!(error, WaitError::Enqueue(_)), "{error:?}");
+    assert!(!broker.exists(MissingQueues::Work.name()).await);
+}
