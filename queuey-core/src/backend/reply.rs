@@ -14,6 +14,7 @@
 //! delivered again may reply twice (the caller takes the first).
 
 use std::fmt;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -24,30 +25,25 @@ use serde_json::value::RawValue;
 ///
 /// Set only on jobs enqueued by a waiting caller; a backend carries it next
 /// to the envelope (RabbitMQ: in the `reply_to` and `correlation_id`
-/// properties), never in the job's own JSON.
+/// properties), never in the job's own JSON. Cheap to clone (shared), and
+/// one pointer wide, so an envelope nobody waits for is no larger for it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ReplyTo {
-    address: String,
-    correlation_id: String,
-}
+pub struct ReplyTo(Arc<(String, String)>);
 
 impl ReplyTo {
     /// A reply address and the correlation id of one waiting caller.
     pub fn new(address: impl Into<String>, correlation_id: impl Into<String>) -> Self {
-        ReplyTo {
-            address: address.into(),
-            correlation_id: correlation_id.into(),
-        }
+        ReplyTo(Arc::new((address.into(), correlation_id.into())))
     }
 
     /// The address the reply is sent to (the backend's own form).
     pub fn address(&self) -> &str {
-        &self.address
+        &self.0.0
     }
 
     /// The id that matches the reply to the waiting caller.
     pub fn correlation_id(&self) -> &str {
-        &self.correlation_id
+        &self.0.1
     }
 }
 
@@ -133,6 +129,14 @@ pub type PendingReply = BoxFuture<'static, Result<Reply, ReplyLost>>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reply_address_costs_an_envelope_one_pointer() {
+        assert_eq!(
+            std::mem::size_of::<Option<ReplyTo>>(),
+            std::mem::size_of::<usize>()
+        );
+    }
 
     #[test]
     fn replies_are_small_json_and_decode_back() {
