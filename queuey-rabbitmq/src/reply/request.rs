@@ -89,7 +89,7 @@ impl Requests {
             let (id, channel, generation) = self.channel(&mut slot, deadline, &what).await?;
             let Some(receiver) = self.waiting.register(id, &correlation_id) else {
                 // Its reader saw it close just now: open another.
-                *slot = None;
+                self.retire(&mut slot);
                 continue;
             };
             let forget = Forget {
@@ -114,14 +114,19 @@ impl Requests {
             })
             .await;
             let outcome = match confirmed {
-                Err(_) => Err(crate::bound::timed_out(&what, self.options.publish_timeout)),
+                Err(_) => {
+                    // Its confirm (or return) may still come, and must not
+                    // be taken for the next request's.
+                    self.retire(&mut slot);
+                    Err(crate::bound::timed_out(&what, self.options.publish_timeout))
+                }
                 Ok(Ok(confirmation)) => {
                     error::confirm_outcome(&queue, &out.message_id, confirmed_as(confirmation))
                         .map_err(|e| error::with_no_route_hint(e, &queue, declared.is_some()))
                 }
                 Ok(Err((e, sent))) => {
                     let alive = channel.status().connected();
-                    *slot = None;
+                    self.retire(&mut slot);
                     if !sent && error::never_sent(&e) && Instant::now() < deadline {
                         // Nothing left: try again on a fresh channel.
                         continue;
@@ -156,8 +161,7 @@ impl Requests {
             if open.channel.status().connected() && current == Some(open.generation) {
                 return Ok((open.id, open.channel.clone(), open.generation));
             }
-            self.waiting.lost(open.id, CHANNEL_LOST);
-            *slot = None;
+            self.retire(slot);
         }
         let current = match self.link.current() {
             Some(current) => current,
@@ -218,8 +222,23 @@ impl Requests {
         Ok((id, channel, current.generation))
     }
 
+    /// Stops using the request channel in `slot`: every caller waiting on
+    /// it is told its reply cannot come, and the channel is closed.
+    fn retire(&self, slot: &mut Option<Open>) {
+        let Some(open) = slot.take() else { return };
+        self.waiting.lost(open.id, CHANNEL_LOST);
+        if open.channel.status().connected() {
+            let channel = open.channel.clone();
+            tokio::spawn(async move {
+                let _ = channel.close(200, ShortString::default()).await;
+            });
+        }
+    }
+
     /// Closes the request channel: every caller still waiting is told its
     /// reply cannot come.
+    /// The channel itself goes with the connection, which the backend
+    /// closes next.
     pub(crate) async fn close(&self) {
         if let Some(open) = self.channel.lock().await.take() {
             self.waiting.lost(open.id, CHANNEL_LOST);
