@@ -134,7 +134,7 @@ pub use queuey_core::{
     IN_PLACE_PAYLOAD_BYTES, InvalidBackoff, InvalidRetryPolicy, Job, JobContext, JobError,
     JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MAX_MESSAGE_BYTES, MAX_QUEUE_NAME_BYTES, Namespace,
     Producer, ProducerBuilder, QueueConfig, QueueSettings, QueueType, Queues, RetryPolicy,
-    RetryableError, Unique, Uuid, handler_fn,
+    RetryableError, Unique, Uuid, WaitError, handler_fn,
 };
 
 #[doc(inline)]

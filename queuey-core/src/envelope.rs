@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
+use crate::backend::ReplyTo;
+
 /// The largest message body queuey encodes or decodes: 16 MiB, RabbitMQ 4's
 /// default `max_message_size`.
 ///
@@ -82,6 +84,15 @@ pub struct Envelope {
     /// done for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
+    /// Where the job's final outcome goes, when a caller waits for it
+    /// (see [`Backend::request`](crate::backend::Backend::request)).
+    ///
+    /// Not part of the JSON: the backend carries it beside the body (on
+    /// RabbitMQ, in the `reply_to` and `correlation_id` properties), and
+    /// every publish of the envelope (a retry, a deferral, a hold again, a
+    /// dead letter) carries it on unchanged.
+    #[serde(skip)]
+    pub reply_to: Option<ReplyTo>,
     /// The job itself, as the raw JSON it was encoded to.
     pub payload: Box<RawValue>,
 }
@@ -157,6 +168,7 @@ impl<'a> Wire<'a> {
             traceparent: self.traceparent,
             tracestate: self.tracestate,
             unique_key: self.unique_key,
+            reply_to: None,
             payload,
         }
     }
@@ -192,6 +204,7 @@ impl Envelope {
             traceparent: None,
             tracestate: None,
             unique_key: None,
+            reply_to: None,
             payload,
         }
     }
@@ -401,6 +414,7 @@ impl PartialEq for Envelope {
             && self.traceparent == other.traceparent
             && self.tracestate == other.tracestate
             && self.unique_key == other.unique_key
+            && self.reply_to == other.reply_to
             && self.payload.get() == other.payload.get()
     }
 }
@@ -423,6 +437,7 @@ impl fmt::Debug for Envelope {
             .field("traceparent", &self.traceparent)
             // A caller's key may name a person; say only that there is one.
             .field("unique", &self.unique_key.is_some())
+            .field("reply_to", &self.reply_to)
             .field("payload_bytes", &self.payload.get().len())
             .finish()
     }

@@ -36,6 +36,14 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The queue set the job's queue belongs to.
     type Queues: Queues;
 
+    /// What the job's handler returns on success, sent back to a caller
+    /// that waits for it ([`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait)).
+    /// `()` for a job nobody waits for.
+    ///
+    /// `#[derive(Job)]` sets it to `()` unless `#[job(output = SomeType)]`
+    /// names one; a hand-written `impl Job` writes `type Output = ();`.
+    type Output: Serialize + DeserializeOwned + Send + 'static;
+
     /// The queue jobs of this type are enqueued on.
     const QUEUE: Self::Queues;
 

@@ -95,7 +95,7 @@ pub use handler::{
     handler_fn,
 };
 pub use job::Job;
-pub use producer::{EnqueueOptions, Producer, ProducerBuilder};
+pub use producer::{EnqueueOptions, Producer, ProducerBuilder, WaitError};
 pub use queue::{MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
 pub use unique::Unique;

@@ -95,7 +95,7 @@ impl Unique {
 }
 
 /// What a claim found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Claim {
     /// The key is this job's now: release it if the job is not published.
     Taken,

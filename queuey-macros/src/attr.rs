@@ -18,6 +18,10 @@ use syn::{Attribute, Expr, ExprLit, ExprUnary, Ident, Lit, LitStr, Path, Token, 
 pub(crate) use duration::Millis;
 pub(crate) use retry::RetrySpec;
 
+/// The keys whose value is a type (`output = Vec<String>`), which does not
+/// parse as an expression.
+const TYPE_KEYS: &[&str] = &["output"];
+
 /// One `key = value` or `key(..)` entry.
 pub(crate) struct Arg {
     /// The key, which error messages name and point at.
@@ -28,6 +32,8 @@ pub(crate) struct Arg {
 enum Value {
     /// `key = value`
     Expr(Expr),
+    /// `key = Type`, for the keys in [`TYPE_KEYS`].
+    Type(Box<syn::Type>),
     /// `key(..)`, parsed only when the key turns out to take a block, so
     /// `prefetch(3)` is reported as "takes a value", not as a bad entry.
     List(Group),
@@ -47,7 +53,21 @@ impl Parse for Arg {
         let key: Ident = input.parse()?;
         let value = if input.peek(Token![=]) {
             input.parse::<Token![=]>()?;
-            Value::Expr(input.parse()?)
+            if TYPE_KEYS.iter().any(|k| key == k) {
+                if input.peek(LitStr) {
+                    let lit: LitStr = input.parse()?;
+                    return Err(syn::Error::new(
+                        lit.span(),
+                        format!(
+                            "`{key}` expects a type, not a string: write `{key} = {}` without quotes",
+                            lit.value()
+                        ),
+                    ));
+                }
+                Value::Type(input.parse()?)
+            } else {
+                Value::Expr(input.parse()?)
+            }
         } else if input.peek(token::Paren) {
             Value::List(input.parse()?)
         } else {
@@ -139,6 +159,7 @@ impl Arg {
     pub(crate) fn error(&self, message: impl std::fmt::Display) -> syn::Error {
         match &self.value {
             Value::Expr(expr) => syn::Error::new_spanned(expr, message),
+            Value::Type(ty) => syn::Error::new_spanned(ty, message),
             Value::List(_) => syn::Error::new(self.key.span(), message),
         }
     }
@@ -153,6 +174,10 @@ impl Arg {
                 }
                 Ok(expr)
             }
+            Value::Type(ty) => Err(syn::Error::new_spanned(
+                ty,
+                format!("`{}` takes a type here, not a value", self.key),
+            )),
             Value::List(_) => Err(syn::Error::new(
                 self.key.span(),
                 format!(
@@ -185,6 +210,13 @@ impl Arg {
             }
             Value::Expr(expr) => Err(syn::Error::new_spanned(
                 expr,
+                format!(
+                    "`{0}` takes a block of settings: write `{0}(...)`",
+                    self.key
+                ),
+            )),
+            Value::Type(ty) => Err(syn::Error::new_spanned(
+                ty,
                 format!(
                     "`{0}` takes a block of settings: write `{0}(...)`",
                     self.key
@@ -307,6 +339,17 @@ impl Arg {
             )));
         }
         Ok(millis)
+    }
+
+    /// A type such as `Vec<String>`, for a key in [`TYPE_KEYS`].
+    pub(crate) fn ty(&self) -> syn::Result<&syn::Type> {
+        match &self.value {
+            Value::Type(ty) => Ok(ty),
+            Value::Expr(_) | Value::List(_) => Err(syn::Error::new(
+                self.key.span(),
+                format!("`{0}` takes a type: write `{0} = SomeType`", self.key),
+            )),
+        }
     }
 
     /// A path such as `AppQueues::Emails`.

@@ -9,7 +9,7 @@ use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
 use crate::attr::{self, Millis, RetrySpec};
 use crate::crate_path::core_path;
 
-const KEYS: &[&str] = &["queue", "name", "retry", "unique"];
+const KEYS: &[&str] = &["queue", "name", "retry", "output", "unique"];
 
 /// The keys of `unique(..)`.
 const UNIQUE_KEYS: &[&str] = &["window", "key"];
@@ -22,6 +22,8 @@ struct JobSpec {
     set: Path,
     name: String,
     retry: Option<RetrySpec>,
+    /// The handler's output type, as written; `()` when left out.
+    output: Option<syn::Type>,
     unique: Option<UniqueSpec>,
 }
 
@@ -54,8 +56,16 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     let core = core_path();
     let ident = &input.ident;
     let JobSpec {
-        queue, set, name, ..
+        queue,
+        set,
+        name,
+        output,
+        ..
     } = &spec;
+    let output = match output {
+        Some(ty) => quote!(#ty),
+        None => quote!(()),
+    };
     let retry = spec.retry.as_ref().map(|retry| {
         let policy = retry.to_tokens(&core);
         quote! {
@@ -83,6 +93,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         #[automatically_derived]
         impl #core::Job for #ident {
             type Queues = #set;
+            type Output = #output;
             const QUEUE: Self::Queues = #queue;
             const NAME: &'static str = #name;
             #retry
@@ -109,12 +120,14 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut name = None;
     let mut retry = None;
     let mut unique = None;
+    let mut output = None;
     for arg in &list.args {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
             "name" => name = Some(job_name(&arg.string("\"send_email\"")?)?),
             "retry" => retry = Some(RetrySpec::parse(&arg.list()?)?),
             "unique" => unique = Some(unique_spec(arg)?),
+            "output" => output = Some(arg.ty()?.clone()),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -127,6 +140,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         name: name.unwrap_or_else(|| ident.unraw().to_string()),
         retry,
         unique,
+        output,
     })
 }
 

@@ -110,6 +110,7 @@
 //! | `queue` | **required**: a path to a variant of a `#[derive(Queues)]` enum, like `AppQueues::Emails` or `crate::queues::AppQueues::Emails`; `Job::Queues` is the path without its last segment | — |
 //! | `name` | a string, not blank; stored in each envelope as `job_type` (see [Job names](#job-names)) | the type's name |
 //! | `retry(..)` | a [retry block](#retry-blocks): the job's own policy, which wins over its queue's | none (`retry_policy()` returns `None`) |
+//! | `output` | a type (`Serialize + Deserialize`): what the handler returns on success, sent back to a caller that waits for the job (`enqueue_and_wait`) | `()` |
 //!
 //! ## Job names
 //!

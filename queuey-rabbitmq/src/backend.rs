@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use queuey_core::backend::HoldKind;
-use queuey_core::backend::{Backend, ConnectionState, DeliveryStream};
+use queuey_core::backend::{
+    Backend, ConnectionState, DeliveryStream, PendingReply, Reply, ReplyTo,
+};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
 use crate::link::Link;
 use crate::outbox::Outbox;
+use crate::reply::{Requests, Responder};
 use crate::{RabbitMqOptions, consumer, declare};
 
 /// The RabbitMQ backend: one AMQP connection shared by every producer and
@@ -32,6 +35,10 @@ struct Inner {
     link: Arc<Link>,
     /// Every publish: enqueues, holds, dead letters and suspect copies.
     outbox: Arc<Outbox>,
+    /// Jobs a caller waits for, on a channel of their own.
+    requests: Requests,
+    /// Job results, sent to the callers that wait for them.
+    responder: Responder,
 }
 
 impl RabbitMqBackend {
@@ -63,11 +70,15 @@ impl RabbitMqBackend {
         let addresses = addresses.into_addresses();
         let link = Link::connect(&addresses, Arc::clone(&options)).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
+        let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
+        let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
                 link,
                 outbox,
+                requests,
+                responder,
             }),
         })
     }
@@ -88,6 +99,7 @@ impl RabbitMqBackend {
     /// [`Error::ShutDown`]. Closing twice is a no-op.
     pub async fn close(&self) -> Result<(), Error> {
         self.inner.outbox.close();
+        self.inner.requests.close().await;
         self.inner.link.close().await
     }
 }
@@ -155,6 +167,19 @@ impl Backend for RabbitMqBackend {
 
     fn connection_state(&self) -> ConnectionState {
         self.inner.link.state()
+    }
+
+    /// Publishes on the backend's request channel (opened on the first
+    /// wait, in confirm mode, consuming `amq.rabbitmq.reply-to`), one
+    /// request at a time; see the guide's section on job results.
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
+        Box::pin(self.inner.requests.request(envelope))
+    }
+
+    /// Publishes the reply to the request's address through the default
+    /// exchange, on the backend's reply channel.
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(async move { self.inner.responder.reply(to, &reply).await })
     }
 }
 

@@ -74,6 +74,14 @@
 //!   the queue's suspect queue with a prefetch of 1.
 //! - Each [`declare`](queuey_core::backend::Backend::declare) runs on a throwaway
 //!   channel, so a refused declaration cannot take the others down.
+//! - On the first [`enqueue_and_wait`](queuey_core::Producer::enqueue_and_wait),
+//!   one more channel carries the jobs callers wait for: in confirm mode,
+//!   consuming `amq.rabbitmq.reply-to` without acknowledgements (RabbitMQ
+//!   requires the reply consumer on the channel that publishes the
+//!   requests), one request at a time. A worker answers on a plain channel
+//!   of its own, opened on its first answer. When the connection drops,
+//!   every caller still waiting is told at once that its answer cannot
+//!   come, and the next wait opens a fresh channel.
 //!
 //! # Reconnection
 //!
@@ -292,6 +300,7 @@ pub mod options;
 mod outbox;
 mod properties;
 mod rehold;
+mod reply;
 mod tls;
 pub mod topology;
 

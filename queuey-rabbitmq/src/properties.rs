@@ -18,6 +18,7 @@
 use lapin::BasicProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use queuey_core::Envelope;
+use queuey_core::backend::ReplyTo;
 
 /// Delivery mode of a persistent message.
 pub(crate) const PERSISTENT: u8 = 2;
@@ -31,19 +32,37 @@ pub(crate) use crate::topology::{
 };
 
 /// The properties of an envelope: persistent, its job id as message id,
-/// and `priority` unless that is 0 (the broker treats a message without one
-/// as priority 0). Callers pass 0 for a queue without priorities, which
-/// would ignore it.
+/// `priority` unless that is 0 (the broker treats a message without one
+/// as priority 0), and for a job a caller waits for its reply address and
+/// correlation id (`reply_to`, `correlation_id`: the envelope's own
+/// correlation id is in the body). Callers pass 0 for a queue without
+/// priorities, which would ignore it.
+///
+/// Every publish of a job goes through here, so the reply address travels
+/// on through holds, retries, deferrals, suspect copies and dead letters.
 pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> BasicProperties {
     let mut id = uuid::Uuid::encode_buffer();
-    let properties = BasicProperties::default()
+    let mut properties = BasicProperties::default()
         .with_delivery_mode(PERSISTENT)
         .with_message_id(short(envelope.job_id.hyphenated().encode_lower(&mut id)));
+    if let Some(to) = &envelope.reply_to {
+        properties = properties
+            .with_reply_to(short(to.address()))
+            .with_correlation_id(short(to.correlation_id()));
+    }
     if priority == 0 {
         properties
     } else {
         properties.with_priority(priority)
     }
+}
+
+/// The reply address a delivery carries (see [`job_properties`]), if a
+/// caller waits for it.
+pub(crate) fn reply_to(properties: &BasicProperties) -> Option<ReplyTo> {
+    let address = properties.reply_to().as_ref()?;
+    let correlation_id = properties.correlation_id().as_ref()?;
+    Some(ReplyTo::new(address.as_str(), correlation_id.as_str()))
 }
 
 /// What a dead letter records about why and where it died.
@@ -201,6 +220,21 @@ mod tests {
                 timestamp: None,
                 headers: vec![],
             }
+        );
+    }
+
+    #[test]
+    fn a_waited_for_job_carries_its_reply_address_and_correlation_id() {
+        let mut env = envelope();
+        assert_eq!(reply_to(&job_properties(&env, 0)), None);
+        let to = ReplyTo::new("amq.rabbitmq.reply-to.g1h2AA", "c-1");
+        env.reply_to = Some(to.clone());
+        let p = job_properties(&env, 3);
+        assert_eq!(reply_to(&p), Some(to));
+        let held = with_due_at(p, 5);
+        assert_eq!(
+            held.reply_to().as_ref().map(|s| s.as_str()),
+            Some("amq.rabbitmq.reply-to.g1h2AA")
         );
     }
 

@@ -20,7 +20,9 @@ use crate::JobRequest;
 
 /// The innermost service of a worker stack: runs a [`JobHandler`].
 ///
-/// `Ok(())` becomes [`Disposition::Ack`]; a [`JobError`] becomes the boxed
+/// `Ok(output)` becomes [`Disposition::Ack`] (the output goes back to a
+/// caller that waits for the job, and is dropped unserialized when nobody
+/// does); a [`JobError`] becomes the boxed
 /// error that keeps its intent ([`JobError::into_box_error`]) for the layers
 /// around it to classify. A panic in the handler is caught and becomes a
 /// [`HandlerPanicked`] error, which classifies as transient: the job is
@@ -100,11 +102,18 @@ impl<H: JobHandler> Service<JobRequest<H::Job>> for HandlerService<H> {
 
     fn call(&mut self, request: JobRequest<H::Job>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
-        let (job, ctx) = request.into_parts();
+        let (job, ctx, reply) = request.into_parts_with_reply();
         // A handler's future is an unnameable `impl Future`, so it is boxed
-        // once here; the layers around it add no further allocation.
-        let future: BoxFuture<'static, Result<(), JobError>> =
-            Box::pin(async move { handler.handle(job, ctx).await });
+        // once here; the layers around it add no further allocation. The
+        // output is serialized only for a job a caller waits for (it has a
+        // reply slot); otherwise it is dropped as it is.
+        let future: BoxFuture<'static, Result<(), JobError>> = Box::pin(async move {
+            let output = handler.handle(job, ctx).await?;
+            if let Some(slot) = reply {
+                slot.fill(&output);
+            }
+            Ok(())
+        });
         HandlerFuture {
             inner: AssertUnwindSafe(future).catch_unwind(),
         }

@@ -100,6 +100,7 @@ pub mod defer;
 mod handler;
 pub mod metrics;
 pub mod periodic;
+mod reply_slot;
 mod request;
 pub mod retry;
 mod signal;

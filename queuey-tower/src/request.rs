@@ -5,6 +5,7 @@ use std::sync::Arc;
 use queuey_core::{JobContext, RetryPolicy};
 
 use crate::classify::SharedClassifier;
+use crate::reply_slot::ReplySlot;
 
 /// One delivery of a job, decoded: the job, its [`JobContext`], the retry
 /// policy that applies to it when the job type or its queue sets one, and
@@ -27,6 +28,8 @@ pub struct JobRequest<J> {
     ctx: JobContext,
     retry: Option<Arc<RetryPolicy>>,
     classifier: SharedClassifier,
+    /// Where the handler's output goes, for a job a caller waits for.
+    reply: Option<ReplySlot>,
 }
 
 impl<J> JobRequest<J> {
@@ -38,7 +41,19 @@ impl<J> JobRequest<J> {
             ctx,
             retry: None,
             classifier: SharedClassifier::default(),
+            reply: None,
         }
+    }
+
+    /// Gives the request the slot its handler's output goes into (the
+    /// worker does this for a job a caller waits for).
+    pub(crate) fn set_reply(&mut self, slot: ReplySlot) {
+        self.reply = Some(slot);
+    }
+
+    /// Splits the request into the job, its context and its reply slot.
+    pub(crate) fn into_parts_with_reply(self) -> (J, JobContext, Option<ReplySlot>) {
+        (self.job, self.ctx, self.reply)
     }
 
     /// The classifier the layers use to decide what an error means.

@@ -304,6 +304,7 @@ async fn after_an_uncertain_enqueue_the_same_id_enqueues_again_and_others_are_du
     }
     impl queuey::Job for Charge {
         type Queues = OneQueue;
+        type Output = ();
         const QUEUE: OneQueue = OneQueue;
         const NAME: &'static str = "charge";
     }

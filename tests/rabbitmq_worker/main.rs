@@ -21,5 +21,6 @@ mod cooldown;
 mod crash;
 mod flows;
 mod namespaces;
+mod results;
 #[cfg(feature = "redis")]
 mod unique;

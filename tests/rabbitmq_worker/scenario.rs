@@ -72,6 +72,7 @@ macro_rules! scenario {
 
         impl queuey::Job for $job {
             type Queues = $queues;
+            type Output = ();
             const QUEUE: $queues = $queues::Work;
             const NAME: &'static str = "e2e_job";
         }

@@ -76,7 +76,7 @@ scenario!(OnceQueues, OnceJob, "unique", |c| c.prefetch(4));
 
 /// A running worker whose handler does nothing, giving keys back to
 /// `store` if one is given.
-async fn noop_worker<Q: queuey::Queues, J: queuey::Job<Queues = Q>>(
+async fn noop_worker<Q: queuey::Queues, J: queuey::Job<Queues = Q, Output = ()>>(
     backend: &Arc<queuey::rabbitmq::RabbitMqBackend>,
     store: Option<RedisStore>,
 ) -> (

@@ -14,6 +14,7 @@
 pub(crate) mod disposition;
 mod granularity;
 pub(crate) mod hold;
+mod reply;
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,8 +26,9 @@ use futures::stream::BoxStream;
 pub use disposition::{HoldKind, Plan, too_long_reason};
 pub use granularity::Granularity;
 pub use hold::{effective_granularity_ms, fits_a_hold, hold_delay_ms, round_up_ms};
+pub use reply::{PendingReply, Reply, ReplyLost, ReplyTo};
 
-use crate::{Disposition, Envelope, Error, QueueConfig};
+use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error, QueueConfig};
 
 /// The dead-letter reason of a message whose body is not an [`Envelope`].
 pub const MALFORMED_ENVELOPE_REASON: &str = "malformed envelope";
@@ -144,6 +146,46 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     fn connection_state(&self) -> ConnectionState {
         ConnectionState::Connected
     }
+
+    /// Publishes the envelope like [`publish`](Backend::publish), for a
+    /// caller that waits for the job's final outcome: the backend sets the
+    /// envelope's [`reply_to`](Envelope::reply_to) to an address of its
+    /// own, and the [`PendingReply`] resolves with the [`Reply`] a worker
+    /// sends there (see [`reply`](Backend::reply)).
+    ///
+    /// `Ok` means the broker holds the job. A backend without replies keeps
+    /// the default, which publishes nothing and fails with a
+    /// [`Refused`](BackendErrorKind::Refused) error that says so.
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
+        Box::pin(futures::future::ready(Err(Error::Backend(
+            BackendError::new(
+                BackendErrorKind::Refused,
+                format!(
+                    "cannot wait for the `{}` job on `{}`: this backend does not carry job                      results; enqueue it without waiting",
+                    envelope.job_type, envelope.queue
+                ),
+            ),
+        ))))
+    }
+
+    /// Sends a job's final outcome to the caller waiting at `to` (an
+    /// address some backend's [`request`](Backend::request) chose). A
+    /// caller that went away is not an error: the reply is dropped.
+    ///
+    /// The default fails with a [`Refused`](BackendErrorKind::Refused)
+    /// error: a backend that never hands out reply addresses is never asked.
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
+        let _ = reply;
+        Box::pin(futures::future::ready(Err(Error::Backend(
+            BackendError::new(
+                BackendErrorKind::Refused,
+                format!(
+                    "cannot reply to `{}`: this backend does not carry job results",
+                    to.address()
+                ),
+            ),
+        ))))
+    }
 }
 
 /// One delivered job, to be settled exactly once.
@@ -217,6 +259,14 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
     fn connection_state(&self) -> ConnectionState {
         (**self).connection_state()
+    }
+
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
+        (**self).request(envelope)
+    }
+
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).reply(to, reply)
     }
 }
 

@@ -51,13 +51,14 @@ pub trait JobHandler: Send + Sync + 'static {
     /// The job type this handler runs.
     type Job: Job;
 
-    /// Runs one job. `Ok(())` acknowledges it; see [`JobError`] for what
-    /// each error does.
+    /// Runs one job. `Ok` acknowledges it, and its value (the job's
+    /// [`Output`](Job::Output), `()` for most jobs) goes back to a caller
+    /// that waits for the job; see [`JobError`] for what each error does.
     fn handle(
         &self,
         job: Self::Job,
         ctx: JobContext,
-    ) -> impl Future<Output = Result<(), JobError>> + Send;
+    ) -> impl Future<Output = Result<<Self::Job as Job>::Output, JobError>> + Send;
 }
 
 /// A shared handler is a handler, so one instance can be handed to a worker
@@ -69,7 +70,7 @@ impl<H: JobHandler> JobHandler for std::sync::Arc<H> {
         &self,
         job: H::Job,
         ctx: JobContext,
-    ) -> impl Future<Output = Result<(), JobError>> + Send {
+    ) -> impl Future<Output = Result<<H::Job as Job>::Output, JobError>> + Send {
         (**self).handle(job, ctx)
     }
 }
@@ -80,7 +81,8 @@ pub struct FnHandler<J, F> {
     _job: PhantomData<fn(J)>,
 }
 
-/// Makes a handler from an async closure taking the job and its context.
+/// Makes a handler from an async closure taking the job and its context,
+/// answering with the job's [`Output`](Job::Output) (`()` for most jobs).
 ///
 /// ```
 /// use queuey_core::{handler_fn, Job, JobContext, JobError, JobHandler, Queues};
@@ -102,7 +104,7 @@ pub fn handler_fn<J, F, Fut>(f: F) -> FnHandler<J, F>
 where
     J: Job,
     F: Fn(J, JobContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    Fut: Future<Output = Result<J::Output, JobError>> + Send + 'static,
 {
     FnHandler {
         f,
@@ -114,11 +116,15 @@ impl<J, F, Fut> JobHandler for FnHandler<J, F>
 where
     J: Job,
     F: Fn(J, JobContext) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+    Fut: Future<Output = Result<J::Output, JobError>> + Send + 'static,
 {
     type Job = J;
 
-    fn handle(&self, job: J, ctx: JobContext) -> impl Future<Output = Result<(), JobError>> + Send {
+    fn handle(
+        &self,
+        job: J,
+        ctx: JobContext,
+    ) -> impl Future<Output = Result<J::Output, JobError>> + Send {
         (self.f)(job, ctx)
     }
 }

@@ -64,7 +64,8 @@ async fn next(consumer: &Consumer) -> Option<Result<Box<dyn Delivery>, Error>> {
                 Some(taken) => {
                     drop(state);
                     match Envelope::decode(&taken.message.body) {
-                        Ok(envelope) => {
+                        Ok(mut envelope) => {
+                            envelope.reply_to = taken.message.reply_to.clone();
                             return Some(Ok(Box::new(MemoryDelivery {
                                 shared: Arc::clone(shared),
                                 queue: Arc::clone(&consumer.queue),

@@ -15,6 +15,7 @@
 //! | prefetch | at most `prefetch` unsettled deliveries per consumer |
 //! | a delivery nacked, or dropped unsettled | back in its place, `redelivered = true` |
 //! | `message_ttl` | messages older than the TTL are dropped when they reach the head |
+//! | job results ([`Backend::request`], [`Backend::reply`]) | a oneshot per waiting caller; the reply address travels with the job through holds, retries and deferrals; a reply to a caller that stopped waiting is dropped; closing the backend ends every wait |
 //!
 //! Time is tokio's, so under `tokio::time::pause` tests of delays are exact
 //! and instant. Nothing is persisted: a process exit loses everything.
@@ -44,6 +45,7 @@ mod consumer;
 mod dead_letter;
 mod delivery;
 mod leadership;
+mod replies;
 mod state;
 
 use std::fmt;
@@ -59,7 +61,8 @@ pub use delivery::MemoryDelivery;
 
 use self::state::{Held, Message, QueueState, State};
 use crate::backend::{
-    Backend, ConnectionState, DeliveryStream, Granularity, HoldKind, hold_delay_ms,
+    Backend, ConnectionState, DeliveryStream, Granularity, HoldKind, PendingReply, Reply, ReplyTo,
+    hold_delay_ms,
 };
 use crate::{BackendError, BackendErrorKind, Envelope, Error, MAX_MESSAGE_BYTES, QueueConfig};
 
@@ -112,6 +115,8 @@ pub(crate) struct Broker {
     options: MemoryOptions,
     /// Schedule leases, for periodic jobs.
     leases: leadership::Leases,
+    /// Callers waiting for a job's result.
+    replies: replies::Replies,
 }
 
 impl Broker {
@@ -138,6 +143,7 @@ impl Broker {
             priority: envelope.priority,
             redelivered: false,
             arrived: Instant::now(),
+            reply_to: envelope.reply_to.clone(),
         };
         state.push_ready(&envelope.queue, message, seq);
         drop(state);
@@ -194,6 +200,7 @@ impl Broker {
                     priority,
                     redelivered: false,
                     arrived: due,
+                    reply_to: envelope.reply_to.clone(),
                 },
             },
         );
@@ -282,6 +289,7 @@ impl MemoryBackend {
             priority: 0,
             redelivered: false,
             arrived: Instant::now(),
+            reply_to: None,
         };
         state.push_ready(queue, message, seq);
         drop(state);
@@ -334,6 +342,7 @@ impl MemoryBackend {
     /// with [`Error::ShutDown`]. Unsettled deliveries are kept as they are.
     pub fn close(&self) {
         self.shared.lock().closed = true;
+        self.shared.replies.close();
         self.shared.notify.notify_waiters();
     }
 }
@@ -402,6 +411,19 @@ impl Backend for MemoryBackend {
         } else {
             ConnectionState::Connected
         }
+    }
+
+    /// Publishes at once, with a reply address in this process: the
+    /// caller's oneshot.
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
+        Box::pin(ready(replies::request(&self.shared, envelope)))
+    }
+
+    /// Hands the reply to its caller in this process; a caller that
+    /// stopped waiting is not an error.
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
+        replies::reply(&self.shared, to, reply);
+        Box::pin(ready(Ok(())))
     }
 
     fn consume<'a>(

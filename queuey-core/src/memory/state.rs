@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::DeadLetter;
 use crate::QueueConfig;
+use crate::backend::ReplyTo;
 
 /// A message as the memory "broker" stores it: encoded bytes, like a real
 /// broker, so malformed bodies behave as they would there.
@@ -18,6 +19,9 @@ pub(super) struct Message {
     pub(super) redelivered: bool,
     /// When the message reached the queue, for `message_ttl`.
     pub(super) arrived: Instant,
+    /// Where the job's result goes, as a broker keeps a message's
+    /// properties beside its body.
+    pub(super) reply_to: Option<ReplyTo>,
 }
 
 #[derive(Debug)]

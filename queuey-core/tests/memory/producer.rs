@@ -122,6 +122,7 @@ async fn enqueue_batch_keeps_going_past_a_failure() {
     }
     impl queuey_core::Job for Picky {
         type Queues = TestQueues;
+        type Output = ();
         const QUEUE: TestQueues = TestQueues::Work;
         const NAME: &'static str = "picky";
     }
@@ -183,6 +184,7 @@ async fn an_oversize_job_is_refused_before_publishing() {
     struct Big(String);
     impl queuey_core::Job for Big {
         type Queues = TestQueues;
+        type Output = ();
         const QUEUE: TestQueues = TestQueues::Work;
         const NAME: &'static str = "big";
     }

@@ -44,6 +44,7 @@ pub(crate) struct Task {
 
 impl Job for Task {
     type Queues = TestQueues;
+    type Output = ();
     const QUEUE: TestQueues = TestQueues::Work;
     const NAME: &'static str = "task";
 }
@@ -55,6 +56,7 @@ pub(crate) struct PlainTask {
 
 impl Job for PlainTask {
     type Queues = TestQueues;
+    type Output = ();
     const QUEUE: TestQueues = TestQueues::Plain;
     const NAME: &'static str = "plain_task";
 }
@@ -66,6 +68,7 @@ pub(crate) struct TightTask {
 
 impl Job for TightTask {
     type Queues = TestQueues;
+    type Output = ();
     const QUEUE: TestQueues = TestQueues::Tight;
     const NAME: &'static str = "tight_task";
 }

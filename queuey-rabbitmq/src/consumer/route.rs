@@ -46,16 +46,23 @@ pub(super) fn route(
     if guarded {
         // The guard copies the body as it came.
         return match Envelope::decode_located(data) {
-            Ok((envelope, _)) => Route::Guard(envelope),
+            Ok((mut envelope, _)) => {
+                envelope.reply_to = crate::properties::reply_to(properties);
+                Route::Guard(envelope)
+            }
             Err(error) => Route::Malformed(error),
         };
     }
     match Envelope::decode_taking(std::mem::take(data)) {
-        Ok((envelope, around, split)) => Route::Worker {
-            envelope,
-            around: Around::new(around, split),
-            due: rehold::due(properties, now_ms),
-        },
+        Ok((mut envelope, around, split)) => {
+            // A caller's reply address rides in the properties, not the body.
+            envelope.reply_to = crate::properties::reply_to(properties);
+            Route::Worker {
+                envelope,
+                around: Around::new(around, split),
+                due: rehold::due(properties, now_ms),
+            }
+        }
         Err((error, body)) => {
             *data = body;
             Route::Malformed(error)

@@ -239,6 +239,18 @@ impl Link {
         }
     }
 
+    /// Resolves once the connection of `generation` is no longer the one in
+    /// use: it died, or the link closed or was dropped. Holds no reference
+    /// to the link.
+    pub(crate) fn gone(&self, generation: u64) -> impl Future<Output = ()> + Send + 'static {
+        let mut state = self.state.subscribe();
+        async move {
+            let _ = state
+                .wait_for(|s| !matches!(s, LinkState::Up(c) if c.generation == generation))
+                .await;
+        }
+    }
+
     /// A call saw the connection of `generation` fail: have the supervisor
     /// check it now rather than at its next look.
     pub(crate) fn suspect(&self, generation: u64) {

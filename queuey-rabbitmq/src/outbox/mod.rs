@@ -6,7 +6,9 @@
 //! - `send`: one publish, tried again after a lost channel or connection
 //!   until the publish bound, and a queue of the backend's own declared
 //!   again when a publish into it comes back `NO_ROUTE`;
-//! - `prepare`: an envelope encoded and checked before anything is sent;
+//! - `prepare`: an envelope encoded and checked before anything is sent
+//!   (also for the requests of callers that wait, which go on a channel of
+//!   their own: see `reply`);
 //! - `hold` and `leases`: parking a job in a hold queue until its delay has
 //!   passed, without the queue's lease running out under it;
 //! - `dead_letter` and `suspect`: the messages for a queue's dead-letter
@@ -17,7 +19,7 @@
 pub(crate) mod dead_letter;
 mod hold;
 mod leases;
-mod prepare;
+pub(crate) mod prepare;
 mod publisher;
 mod send;
 pub(crate) mod suspect;

@@ -8,7 +8,7 @@ use super::publisher::Outgoing;
 use crate::properties;
 
 /// An encoded envelope, checked and ready to publish.
-pub(super) struct Prepared {
+pub(crate) struct Prepared {
     body: Bytes,
     message_id: String,
     properties: lapin::BasicProperties,
@@ -18,7 +18,7 @@ impl Prepared {
     /// Encodes `envelope` and checks its size against `limit`. `declared`
     /// is the configuration of its queue, if this backend declared it: a
     /// queue declared without priorities would ignore one, so none is sent.
-    pub(super) fn new(
+    pub(crate) fn new(
         envelope: &Envelope,
         limit: usize,
         declared: Option<&QueueConfig>,
@@ -53,7 +53,7 @@ impl Prepared {
     }
 
     /// The message, published to `queue`.
-    pub(super) fn outgoing(self, queue: &str) -> Outgoing {
+    pub(crate) fn outgoing(self, queue: &str) -> Outgoing {
         Outgoing {
             queue: queue.to_owned(),
             body: self.body,

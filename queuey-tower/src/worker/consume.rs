@@ -23,6 +23,7 @@ use super::reconnect::{Lost, Reconnect, Reconnecting, gave_up, note_lost, open, 
 use super::route::{Delivered, Route};
 use crate::classify::SharedClassifier;
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
+use crate::reply_slot::ReplySlot;
 
 /// How often a loop waiting for a job slot or a ready stack looks at the
 /// backend's connection state.
@@ -42,6 +43,8 @@ pub(crate) struct WorkerShared {
     pub(crate) handle: Arc<HandleInner>,
     pub(crate) classifier: SharedClassifier,
     pub(crate) unique_keys: Option<super::unique::UniqueKeys>,
+    /// The backend, for the replies to jobs a caller waits for.
+    pub(crate) backend: Arc<dyn Backend>,
 }
 
 pub(crate) type Stream = Peekable<DeliveryStream>;
@@ -277,12 +280,19 @@ fn start(
     permit: OwnedSemaphorePermit,
 ) {
     shared.handle.jobs_started.fetch_add(1, Ordering::Relaxed);
+    // Only a job a caller waits for gets a slot for its output.
+    let reply = delivery
+        .envelope()
+        .reply_to
+        .is_some()
+        .then(ReplySlot::default);
     let started = match key.and_then(|key| queue.routes.get_mut(key)) {
         Some(route) => route.call(Delivered {
             envelope: delivery.envelope(),
             queue: &queue.queue,
             redelivered: delivery.redelivered(),
             classifier: &shared.classifier,
+            reply: reply.as_ref(),
         }),
         None => Err(format!(
             "no handler for job type `{}` on queue `{}` in this worker (a job type's name is \
@@ -297,6 +307,7 @@ fn start(
             delivery,
             job: started,
             queue: Arc::clone(&queue.queue),
+            reply,
         },
         Arc::clone(shared),
         permit,

@@ -10,9 +10,11 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::consume::WorkerShared;
 use super::handle::Counting;
+use super::reply;
 use super::route::JobFuture;
 use crate::classify::{Classify, last_resort};
 use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL};
+use crate::reply_slot::ReplySlot;
 
 /// A delivery whose stack was called: the job's future, or why it could not
 /// start (a dead-letter reason).
@@ -20,12 +22,15 @@ pub(crate) struct Started {
     pub(crate) delivery: Box<dyn Delivery>,
     pub(crate) job: Result<JobFuture, String>,
     pub(crate) queue: Arc<str>,
+    /// The handler's output, for a job a caller waits for.
+    pub(crate) reply: Option<ReplySlot>,
 }
 
 /// Runs the job, decides its final disposition, and settles it. An error
 /// that reached the worker is classified by the worker's classifier: a wait
 /// is deferred, anything else dead-lettered, never dropped. Every dead
-/// letter is logged once, at WARN, with its reason.
+/// letter is logged once, at WARN, with its reason. Once a final
+/// disposition is settled, a caller waiting for the job gets its outcome.
 pub(crate) async fn run_job(
     started: Started,
     shared: Arc<WorkerShared>,
@@ -35,6 +40,7 @@ pub(crate) async fn run_job(
         delivery,
         job,
         queue,
+        reply,
     } = started;
     let outcome = match job {
         Ok(future) => {
@@ -69,6 +75,7 @@ pub(crate) async fn run_job(
         (Some(_), Some(key)) if done_for_good => Some(key.clone()),
         _ => None,
     };
+    let reply = reply::due(envelope.reply_to.as_ref(), &disposition, reply.as_ref());
     let settled = {
         let _settling = Counting::new(&shared.handle.jobs_settling);
         let gauge = metrics::gauge!(JOBS_SETTLING, "queue" => Arc::clone(&queue));
@@ -85,6 +92,9 @@ pub(crate) async fn run_job(
             }
             if done_for_good {
                 shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some((to, reply)) = reply {
+                reply::send(&*shared.backend, &queue, job_id, &to, reply).await;
             }
         }
         Err(error) => settle_failed(&shared, &queue, job_id, what, &error),

@@ -8,6 +8,7 @@ mod handlers;
 mod job;
 mod periodic;
 mod reconnect;
+mod reply;
 mod route;
 mod stack;
 mod unique;
@@ -443,6 +444,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             handle: Arc::clone(&handle.inner),
             classifier,
             unique_keys,
+            backend: Arc::clone(&backend) as Arc<dyn Backend>,
         });
         let mut loops = JoinSet::new();
         for queue in queues {

@@ -10,6 +10,7 @@ use tower_service::Service;
 
 use crate::JobRequest;
 use crate::classify::SharedClassifier;
+use crate::reply_slot::ReplySlot;
 use queuey_core::Disposition;
 
 /// The future of one job through its stack.
@@ -39,6 +40,8 @@ pub struct Delivered<'a> {
     pub(crate) queue: &'a Arc<str>,
     pub(crate) redelivered: bool,
     pub(crate) classifier: &'a SharedClassifier,
+    /// Where the handler's output goes, for a job a caller waits for.
+    pub(crate) reply: Option<&'a ReplySlot>,
 }
 
 pub(crate) struct TypedRoute<J, S> {
@@ -97,6 +100,9 @@ where
             request = request.with_retry_policy(Arc::clone(policy));
         }
         request.set_classifier(delivered.classifier.clone());
+        if let Some(slot) = delivered.reply {
+            request.set_reply(slot.clone());
+        }
         Ok(Box::pin(self.service.call(request)))
     }
 }

@@ -11,6 +11,7 @@ mod flows;
 mod lifecycle;
 mod namespaces;
 mod reconnect;
+mod results;
 mod routing;
 mod shapes;
 mod stacks;

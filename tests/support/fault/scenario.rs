@@ -28,7 +28,7 @@ pub(crate) use super::plan::{Fault, Plan};
 use super::proxy::Proxy;
 
 /// A job carrying its number, the unit of the ledger.
-pub(crate) trait Numbered: Job + Clone {
+pub(crate) trait Numbered: Job<Output = ()> + Clone {
     fn numbered(n: u32) -> Self;
     fn number(&self) -> u32;
 }
@@ -73,6 +73,7 @@ macro_rules! fault_queue {
 
         impl queuey::Job for $job {
             type Queues = $queues;
+            type Output = ();
             const QUEUE: $queues = $queues::Work;
             const NAME: &'static str = "fault_job";
         }

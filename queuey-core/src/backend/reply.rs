@@ -1,0 +1,157 @@
+//! Job results: where a waiting caller's answer goes, what it says, and the
+//! caller's side of the wait.
+//!
+//! A caller that waits for a job ([`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait))
+//! asks its backend to [`request`](super::Backend::request): the backend
+//! gives the envelope a [`ReplyTo`] (an address of its own and a
+//! correlation id) and hands back a [`PendingReply`]. The address travels
+//! with the job through every hold, retry and deferral; once the job's
+//! final outcome is settled, the worker sends one [`Reply`] to it through
+//! its own backend's [`reply`](super::Backend::reply).
+//!
+//! Nothing guarantees the reply arrives: the caller's timeout is the only
+//! bound. A reply to a caller that went away is dropped, and a job that is
+//! delivered again may reply twice (the caller takes the first).
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Where the final outcome of a job goes: an address the requesting backend
+/// chose, and the id that matches the reply to its waiting caller.
+///
+/// Set only on jobs enqueued by a waiting caller; a backend carries it next
+/// to the envelope (RabbitMQ: in the `reply_to` and `correlation_id`
+/// properties), never in the job's own JSON. Cheap to clone (shared), and
+/// one pointer wide, so an envelope nobody waits for is no larger for it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ReplyTo(Arc<(String, String)>);
+
+impl ReplyTo {
+    /// A reply address and the correlation id of one waiting caller.
+    pub fn new(address: impl Into<String>, correlation_id: impl Into<String>) -> Self {
+        ReplyTo(Arc::new((address.into(), correlation_id.into())))
+    }
+
+    /// The address the reply is sent to (the backend's own form).
+    pub fn address(&self) -> &str {
+        &self.0.0
+    }
+
+    /// The id that matches the reply to the waiting caller.
+    pub fn correlation_id(&self) -> &str {
+        &self.0.1
+    }
+}
+
+/// The final outcome of a job, as its waiting caller receives it.
+///
+/// It is JSON on the wire (`{"value": ..}`, `{"dead_lettered": ".."}`, ...),
+/// so a backend can carry it as a message body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Reply {
+    /// The job succeeded: its handler's output, as JSON.
+    Value(Box<RawValue>),
+    /// The job was dead-lettered, for this reason.
+    DeadLettered(String),
+    /// The job was dead-lettered because its deadline passed.
+    DeadlinePassed,
+    /// The job succeeded but has no output to send: the output did not
+    /// encode as JSON, or the stack acknowledged the job without running
+    /// the handler. Says which.
+    NoValue(String),
+}
+
+impl Reply {
+    /// The reply as the JSON a backend sends.
+    pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
+        serde_json::to_vec(self)
+    }
+
+    /// A reply from the JSON [`encode`](Reply::encode) made.
+    pub fn decode(body: &[u8]) -> Result<Reply, serde_json::Error> {
+        serde_json::from_slice(body)
+    }
+}
+
+impl PartialEq for Reply {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Reply::Value(a), Reply::Value(b)) => a.get() == b.get(),
+            (Reply::DeadLettered(a), Reply::DeadLettered(b)) => a == b,
+            (Reply::NoValue(a), Reply::NoValue(b)) => a == b,
+            (Reply::DeadlinePassed, Reply::DeadlinePassed) => true,
+            _ => false,
+        }
+    }
+}
+
+/// Why a reply can no longer come: what the backend knows, in words for the
+/// caller (for example that the connection carrying the reply address
+/// dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplyLost {
+    reason: String,
+}
+
+impl ReplyLost {
+    /// A lost reply, for this reason.
+    pub fn new(reason: impl Into<String>) -> Self {
+        ReplyLost {
+            reason: reason.into(),
+        }
+    }
+
+    /// Why the reply cannot come.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+}
+
+impl fmt::Display for ReplyLost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+impl std::error::Error for ReplyLost {}
+
+/// The caller's side of a request: resolves with the job's [`Reply`], or
+/// with why it can no longer come. Dropping it gives up the wait: a reply
+/// that arrives later is dropped.
+pub type PendingReply = BoxFuture<'static, Result<Reply, ReplyLost>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_address_costs_an_envelope_one_pointer() {
+        assert_eq!(
+            std::mem::size_of::<Option<ReplyTo>>(),
+            std::mem::size_of::<usize>()
+        );
+    }
+
+    #[test]
+    fn replies_are_small_json_and_decode_back() {
+        let value = Reply::Value(serde_json::value::to_raw_value(&[1, 2]).unwrap());
+        let dead = Reply::DeadLettered("boom".into());
+        let none = Reply::NoValue("no output".into());
+        assert_eq!(value.encode().unwrap(), br#"{"value":[1,2]}"#);
+        assert_eq!(dead.encode().unwrap(), br#"{"dead_lettered":"boom"}"#);
+        assert_eq!(
+            Reply::DeadlinePassed.encode().unwrap(),
+            br#""deadline_passed""#
+        );
+        for reply in [value, dead, none, Reply::DeadlinePassed] {
+            assert_eq!(Reply::decode(&reply.encode().unwrap()).unwrap(), reply);
+        }
+        assert!(Reply::decode(b"garbage").is_err());
+    }
+}

@@ -1,0 +1,13 @@
+use queuey_core::{Job, Queues};
+use serde::{Deserialize, Serialize};
+
+#[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+enum AppQueues {
+    Default,
+}
+
+#[derive(Job, Serialize, Deserialize)]
+#[job(queue = AppQueues::Default, output = "Quote")]
+struct PriceOrder;
+
+fn main() {}
