@@ -20,6 +20,8 @@ pub(crate) struct Chaos<'a> {
     pub(crate) proxy: Option<&'a Proxy>,
     pub(crate) node: Option<&'a mut PrivateNode>,
     pub(crate) children: Option<&'a mut Children>,
+    /// The store of a run whose worker handles each job once.
+    pub(crate) store: Option<&'a mut queuey_redis::__testing::PrivateRedis>,
     /// The names of the run's connections: the only ones ever closed.
     pub(crate) connections: [String; 2],
 }
@@ -77,6 +79,12 @@ impl Chaos<'_> {
                 let children = self.children.as_deref_mut().expect("worker processes");
                 children.kill();
                 children.spawn();
+            }
+            Fault::StoreKill => {
+                let store = self.store.as_deref_mut().expect("a private store");
+                store.kill();
+                tokio::time::sleep(self.plan.outage).await;
+                store.restart();
             }
         }
     }
