@@ -10,7 +10,8 @@
 //! in one process, a Redis store across processes), for job `X` of queue `Q`:
 //!
 //! - `queuey:done:{Q}:{X}`, written when a delivery of the job finished
-//!   with [`Disposition::Ack`], kept for the [`window`](IdempotencyLayer::window);
+//!   with [`Disposition::Ack`](queuey_core::Disposition::Ack), kept for
+//!   the [`window`](IdempotencyLayer::window);
 //! - `queuey:running:{Q}:{X}`, the claim of the delivery running it now,
 //!   holding a token unique to that delivery, for a
 //!   [`lease`](IdempotencyLayer::lease) renewed every third of itself while
@@ -22,9 +23,9 @@
 //!    `Ack` without calling the inner service, and counted.
 //! 2. **claimed by another delivery**, not recorded: a copy runs right now
 //!    (say on another worker, after a closed connection handed it over).
-//!    This delivery is deferred for one second ([`Disposition::Defer`],
-//!    which spends no attempt) and comes back to find the record and be
-//!    acknowledged; if the other runner died, its claim runs out within
+//!    This delivery is deferred for one second
+//!    ([`Disposition::Defer`](queuey_core::Disposition::Defer), which spends
+//!    no attempt) and comes back to find the record and be acknowledged; if the other runner died, its claim runs out within
 //!    the lease and the copy runs.
 //! 3. **free**: the inner service runs. When it answers `Ok(Ack)`, the
 //!    record is written, then the claim released; any other answer or an
