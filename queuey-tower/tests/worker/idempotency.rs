@@ -162,3 +162,46 @@ async fn around_the_whole_stack_it_records_final_acknowledgements() {
     assert_eq!(calls.load(Ordering::SeqCst), 2, "the copy did not run");
     assert_eq!(store.len(), 1);
 }
+
+/// Answers a `Retry-After` on the first call and a fatal error on the
+/// second, counting calls.
+struct DeferThenFail {
+    calls: Arc<AtomicU32>,
+}
+
+impl JobHandler for DeferThenFail {
+    type Job = Task;
+
+    async fn handle(&self, _: Task, _: JobContext) -> Result<(), JobError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Err(JobError::deferred(Duration::from_secs(2)));
+        }
+        Err(JobError::fatal("the order was cancelled"))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deferred_then_dead_lettered_job_runs_each_time_and_leaves_no_key() {
+    let backend = Arc::new(MemoryBackend::new());
+    let calls = Arc::new(AtomicU32::new(0));
+    let store = MemoryStore::new();
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler_with(
+            DeferThenFail {
+                calls: Arc::clone(&calls),
+            },
+            IdempotencyLayer::new(store.clone()),
+        )
+        .build()
+        .await
+        .unwrap();
+    let running = spawn(worker);
+    enqueue_copies(&backend, Uuid::new_v4(), 1).await;
+    wait_until(|| running.handle.jobs_finished() >= 1).await;
+    running.stop().await;
+    // The deferral released the claim, so the job ran again when it came
+    // back; the dead letter recorded nothing (a replay would run it).
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    assert_eq!(backend.dead_letters(TestQueues::Work.name()).len(), 1);
+    assert!(store.is_empty());
+}
