@@ -3,11 +3,11 @@
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo run --release --example soak -- SCENARIO [JOBS] [HOLDS]
+//!     cargo run --release --example soak -- SCENARIO [JOBS] [HOLDS | once]
 //! ```
 //!
 //! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
-//! `stop-app`, `kill-9`, `worker-crash`, `cluster`; `JOBS` defaults to
+//! `stop-app`, `kill-9`, `worker-crash`, `store-kill`, `cluster`; `JOBS` defaults to
 //! 200000 (`cluster`: 20000). Each
 //! run has one producer backend and one worker (`worker-crash`: worker
 //! processes, this binary started again, killed with SIGKILL every 1.5 s),
@@ -20,6 +20,11 @@
 //! that kind once: its first attempt fails and it comes back after 1 s, so
 //! the faults land while jobs wait in holds and move back to the work queue
 //! (`kill-9 5000 classic` shows what classic holds lose in a broker crash).
+//!
+//! `once` gives the worker the idempotency layer on a private
+//! `redis-server` (the `redis-server` program needed), and the report
+//! counts the handler runs it let through; `store-kill` (always `once`)
+//! kills that Redis with SIGKILL every 4 s instead of breaking the broker.
 //!
 //! `close` closes the run's own connections on the broker of `AMQP_URL`
 //! with `rabbitmqctl`; `reset` and `black-hole` go through an in-process
@@ -58,8 +63,9 @@ fn main() {
         return;
     }
     let mut args = std::env::args().skip(1);
-    let usage = "usage: soak SCENARIO [JOBS] [HOLDS]; SCENARIO: none, close, reset, black-hole, \
-                 stop-app, kill-9, worker-crash, cluster; HOLDS: quorum, classic";
+    let usage = "usage: soak SCENARIO [JOBS] [HOLDS | once]; SCENARIO: none, close, reset, \
+                 black-hole, stop-app, kill-9, worker-crash, store-kill, cluster; \
+                 HOLDS: quorum, classic";
     let scenario = args.next();
     let cluster = scenario.as_deref() == Some("cluster");
     let fault = scenario.as_deref().and_then(Fault::parse);
@@ -85,16 +91,24 @@ fn main() {
         }
         return;
     };
+    let mut once = false;
     let holds = match args.next().as_deref() {
         None => None,
         Some("quorum") => Some(queuey::rabbitmq::HoldQueues::Quorum),
         Some("classic") => Some(queuey::rabbitmq::HoldQueues::Classic),
+        Some("once") => {
+            once = true;
+            None
+        }
         Some(_) => {
             eprintln!("{usage}");
             std::process::exit(2);
         }
     };
     let mut plan = Plan::soak(fault, jobs);
+    if once {
+        plan = plan.once(jobs);
+    }
     if let Some(holds) = holds {
         plan = plan.through_holds(holds);
         // A job lost in a hold never comes back: wait a bounded time for

@@ -157,7 +157,7 @@ pub use queuey_tower::{
 pub mod layers {
     #[doc(inline)]
     pub use queuey_tower::{
-        classify, cooldown, dead_letter, deadline, defer, metrics, retry, trace,
+        classify, cooldown, dead_letter, deadline, defer, idempotency, metrics, retry, trace,
     };
 }
 

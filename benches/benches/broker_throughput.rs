@@ -45,6 +45,10 @@
 //!   and the time to declare and delete 50 fresh hold queues of each kind
 //!   and the broker memory they take (`holds-create`, memory read with
 //!   `rabbitmqctl` on this machine);
+//! - **once**: the consume runs at prefetch 10 and 100 plain, with the
+//!   idempotency layer on a `MemoryStore` and on a `RedisStore` (a private
+//!   `redis-server`), queuey on every side (module `once`: `once-10`,
+//!   `once-100`);
 //! - **pool**: enqueue from 64 tasks with several `publish_concurrency` ×
 //!   `publish_window` settings against the pipelined lapin publisher: how
 //!   the defaults were chosen;
@@ -91,6 +95,8 @@ mod holds;
 mod lapin_pipelined;
 #[path = "broker_throughput/lapin_side.rs"]
 mod lapin_side;
+#[path = "broker_throughput/once.rs"]
+mod once;
 #[path = "broker_throughput/queuey_side.rs"]
 mod queuey_side;
 #[path = "broker_throughput/report.rs"]
@@ -763,6 +769,9 @@ async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<Ro
     if holds::wanted(settings) {
         println!("\n{}", holds::measure(broker, settings).await?);
     }
+    if once::wanted(settings) {
+        println!("\n{}", once::measure(broker, settings).await?);
+    }
     Ok(results)
 }
 
@@ -946,7 +955,7 @@ async fn measure_once(
             lapin_pipelined::enqueue(broker, connection, POOL_TASKS, jobs, row.priorities).await
         }
         (Kind::Consume { prefetch, .. }, Side::Queuey) => {
-            queuey_side::consume(broker, backend, prefetch, jobs, row.priorities).await
+            queuey_side::consume(broker, backend, prefetch, jobs, row.priorities, None).await
         }
         (
             Kind::Consume {

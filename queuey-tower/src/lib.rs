@@ -16,6 +16,7 @@
 //! | [`DeadLetterLayer`](dead_letter::DeadLetterLayer) | any failure (a wait: a deferral) | `DeadLetter { reason }` |
 //! | [`DeadlineLayer`](deadline::DeadlineLayer) | a job past its deadline | `DeadLetter { reason }`, instead of running, retrying or deferring it |
 //! | [`CooldownLayer`](cooldown::CooldownLayer) | a deferral of one job of a key | deferrals of that key's other jobs for the time left, without calling the handler |
+//! | [`IdempotencyLayer`](idempotency::IdempotencyLayer) | a delivery of a job that already ran | `Ack`, without calling the handler again |
 //! | [`MetricsLayer`](metrics::MetricsLayer) | – | counters, a histogram and a gauge per queue and job type |
 //! | [`TraceLayer`](trace::TraceLayer) | – | a span per job and an event per outcome |
 //!
@@ -98,6 +99,7 @@ pub mod dead_letter;
 pub mod deadline;
 pub mod defer;
 mod handler;
+pub mod idempotency;
 pub mod metrics;
 pub mod periodic;
 mod reply_slot;

@@ -6,6 +6,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use queuey::backend::hold_delay_ms;
+use queuey::layers::idempotency::IdempotencyLayer;
 use queuey::prelude::*;
 use queuey::rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 use queuey::store::RedisStore;
@@ -217,7 +218,7 @@ pub(crate) async fn hold_all(
     broker.expect_ready(&queue, jobs).await?;
     let base = crate::system::reset_peak_rss()?;
     let gate = Some(Arc::new(Barrier::new(jobs)));
-    let worked = work(backend, prefetch, jobs, false, gate).await?;
+    let worked = work(backend, prefetch, jobs, false, gate, None).await?;
     let peak = crate::system::peak_rss()?;
     if worked.measured.jobs != jobs {
         return Err(format!(
@@ -282,19 +283,21 @@ pub(crate) async fn enqueue(
 }
 
 /// A worker with the default stack drains `jobs` jobs from a filled queue
-/// with prefetch and concurrency `prefetch`. The clock runs from `run()`
-/// (which opens the consumer's channel) until every job is settled.
+/// with prefetch and concurrency `prefetch`, its handler inside `once` if
+/// given. The clock runs from `run()` (which opens the consumer's channel)
+/// until every job is settled.
 pub(crate) async fn consume(
     broker: &Broker,
     backend: &RabbitMqBackend,
     prefetch: u16,
     jobs: usize,
     priorities: bool,
+    once: Option<&IdempotencyLayer>,
 ) -> BenchResult<Measured> {
     let (queue, _producer) = fresh_queue(broker, backend, prefetch, priorities).await?;
     broker.fill(&queue, jobs).await?;
     broker.expect_ready(&queue, jobs).await?;
-    let worked = work(backend, prefetch, jobs, false, None).await?;
+    let worked = work(backend, prefetch, jobs, false, None, once).await?;
     if worked.measured.jobs != jobs || worked.settle_failures > 0 {
         return Err(format!(
             "the worker completed {} of {jobs} jobs ({} settles failed)",
@@ -335,7 +338,7 @@ pub(crate) async fn retry(
     tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
     broker.fill(&queue, jobs - channels).await?;
     broker.expect_ready(&queue, jobs).await?;
-    let worked = work(backend, prefetch, jobs, true, None).await?;
+    let worked = work(backend, prefetch, jobs, true, None, None).await?;
     let mut measured = worked.measured;
     // Deliveries whose settle failed stay unacked until the worker's
     // channel closes, then go back to the queue: they are not lost.
@@ -390,24 +393,28 @@ struct Worked {
 
 /// Runs a worker until its handler has completed `jobs` jobs, or until
 /// nothing was settled for [`STALL`], then stops it. In the second case the
-/// clock stops at the last settle.
+/// clock stops at the last settle. With `once`, the handler is given with
+/// that idempotency layer.
 async fn work(
     backend: &RabbitMqBackend,
     prefetch: u16,
     jobs: usize,
     fail_first: bool,
     gate: Option<Arc<Barrier>>,
+    once: Option<&IdempotencyLayer>,
 ) -> BenchResult<Worked> {
     let completed = Arc::new(AtomicUsize::new(0));
-    let worker = Worker::<BenchQueues, _>::builder(backend.clone())
-        .handler(NoopHandler {
-            fail_first,
-            completed: Arc::clone(&completed),
-            gate: gate.clone(),
-        })
-        .concurrency(usize::from(prefetch))
-        .build()
-        .await?;
+    let handler = NoopHandler {
+        fail_first,
+        completed: Arc::clone(&completed),
+        gate: gate.clone(),
+    };
+    let builder =
+        Worker::<BenchQueues, _>::builder(backend.clone()).concurrency(usize::from(prefetch));
+    let worker = match once {
+        Some(layer) => builder.handler_with(handler, layer.clone()).build().await?,
+        None => builder.handler(handler).build().await?,
+    };
     let handle = worker.handle();
     // Every job is settled once, and once more if it is retried.
     let settles = if fail_first { 2 * jobs } else { jobs } as u64;

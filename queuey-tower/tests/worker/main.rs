@@ -8,6 +8,7 @@ mod cooldown;
 mod deadline;
 mod faulty;
 mod flows;
+mod idempotency;
 mod lifecycle;
 mod namespaces;
 mod reconnect;

@@ -20,6 +20,8 @@ pub(crate) struct Chaos<'a> {
     pub(crate) proxy: Option<&'a Proxy>,
     pub(crate) node: Option<&'a mut PrivateNode>,
     pub(crate) children: Option<&'a mut Children>,
+    /// The store of a run whose worker handles each job once.
+    pub(crate) store: Option<&'a mut queuey_redis::__testing::PrivateRedis>,
     /// The names of the run's connections: the only ones ever closed.
     pub(crate) connections: [String; 2],
 }
@@ -77,6 +79,12 @@ impl Chaos<'_> {
                 let children = self.children.as_deref_mut().expect("worker processes");
                 children.kill();
                 children.spawn();
+            }
+            Fault::StoreKill => {
+                let store = self.store.as_deref_mut().expect("a private store");
+                store.kill();
+                tokio::time::sleep(self.plan.outage).await;
+                store.restart();
             }
         }
     }
@@ -191,19 +199,32 @@ pub(crate) async fn queue_depth(node: Option<&str>, queue: &str) -> Option<(u32,
     })
 }
 
-/// Deletes the run's queue and its dead-letter queue.
-pub(crate) async fn delete_queues(_node: Option<&str>, url: &str, queue: &str) {
+/// Deletes the run's queues (the work queue, its companions and holds).
+pub(crate) async fn delete_queues(node: Option<&str>, url: &str, queue: &str) {
     let props = ConnectionProperties::default().with_connection_name("queuey-fault-cleanup".into());
     let Ok(Ok(connection)) =
         tokio::time::timeout(Duration::from_secs(10), Connection::connect(url, props)).await
     else {
         return;
     };
-    for name in [
+    // The work queue, its dead-letter and suspect queues, and the hold
+    // queues its deferrals and retries went through (`{queue}.deferred.…`).
+    let mut names = vec![
         queue.to_owned(),
         format!("{queue}.dead"),
         format!("{queue}.suspect"),
-    ] {
+    ];
+    if let Ok(listing) = ctl(node, &["list_queues", "name", "-q", "--no-table-headers"]).await {
+        let holds = format!("{queue}.deferred.");
+        names.extend(
+            listing
+                .lines()
+                .map(str::trim)
+                .filter(|name| name.starts_with(&holds))
+                .map(str::to_owned),
+        );
+    }
+    for name in names {
         if let Ok(channel) = connection.create_channel().await {
             let _ = tokio::time::timeout(
                 Duration::from_secs(5),

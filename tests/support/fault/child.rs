@@ -16,7 +16,11 @@ use std::time::Duration;
 use queuey::prelude::*;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
+use super::once;
 use super::scenario::Numbered;
+
+/// Jobs a worker process runs at once.
+pub(crate) const CONCURRENCY: usize = 8;
 
 /// The worker processes of one run; at most one lives at a time.
 pub(crate) struct Children {
@@ -132,7 +136,8 @@ pub(crate) fn is_child() -> bool {
 /// The body of a worker child: consumes the parent's queue until killed.
 /// Each job takes about 2 ms, so that kills land mid-job. The job numbered
 /// `QUEUEY_FAULT_POISON`, if set, kills the process instead (and the others
-/// then take 50 ms).
+/// then take 50 ms). With a store's URL in [`once::STORE_URL`], the worker
+/// handles each job once.
 pub(crate) async fn child_worker<J: Numbered>() {
     let url = std::env::var("QUEUEY_FAULT_CHILD_URL").expect("QUEUEY_FAULT_CHILD_URL");
     let path = std::env::var("QUEUEY_FAULT_LEDGER").expect("QUEUEY_FAULT_LEDGER");
@@ -156,36 +161,43 @@ pub(crate) async fn child_worker<J: Numbered>() {
             .await
             .expect("the worker process connects"),
     );
-    let worker = Worker::<J::Queues, _>::builder(backend)
-        .handler(handler_fn(move |job: J, _ctx: JobContext| {
-            let file = Arc::clone(&file);
-            async move {
-                let line = format!("{}\n", job.number());
-                if poison == Some(job.number()) {
-                    file.lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .write_all(line.as_bytes())
-                        .expect("the ledger takes a line");
-                    eprintln!("job {} is poison: the worker kills itself", job.number());
-                    // SIGKILL, as an out-of-memory kill would: no unwinding,
-                    // no core file, the connection dies with the process.
-                    let _ = std::process::Command::new("kill")
-                        .args(["-KILL", &std::process::id().to_string()])
-                        .status();
-                    std::process::abort();
-                }
-                tokio::time::sleep(pause).await;
+    let handler = handler_fn(move |job: J, _ctx: JobContext| {
+        let file = Arc::clone(&file);
+        async move {
+            let line = format!("{}\n", job.number());
+            if poison == Some(job.number()) {
                 file.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .write_all(line.as_bytes())
                     .expect("the ledger takes a line");
-                Ok::<(), JobError>(())
+                eprintln!("job {} is poison: the worker kills itself", job.number());
+                // SIGKILL, as an out-of-memory kill would: no unwinding,
+                // no core file, the connection dies with the process.
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &std::process::id().to_string()])
+                    .status();
+                std::process::abort();
             }
-        }))
-        .concurrency(8)
-        .build()
-        .await
-        .expect("the worker builds");
+            tokio::time::sleep(pause).await;
+            file.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .write_all(line.as_bytes())
+                .expect("the ledger takes a line");
+            Ok::<(), JobError>(())
+        }
+    });
+    let store = match std::env::var(once::STORE_URL) {
+        Ok(url) => Some(once::store(&url).await),
+        Err(_) => None,
+    };
+    let worker = once::worker(
+        backend,
+        handler,
+        store,
+        CONCURRENCY,
+        queuey::DEFAULT_SHUTDOWN_TIMEOUT,
+    )
+    .await;
     let result = worker.run().await;
     eprintln!("the worker process's run ended: {result:?}");
 }

@@ -4,7 +4,9 @@
 //! - lost = confirmed − handled (must be empty);
 //! - unexpected = handled − attempted (must be empty);
 //! - duplicates = handlings past the first (reported: at-least-once
-//!   allows them);
+//!   allows them; a worker that handles each job once must have none,
+//!   except for jobs cut short by a kill of their worker process, which
+//!   are never repeated within one process);
 //! - recovered = handled although their enqueue never returned `Ok`.
 
 use std::collections::{BTreeSet, HashMap};
@@ -24,6 +26,8 @@ struct Books {
     attempted: u32,
     confirmed: BTreeSet<u32>,
     handled: HashMap<u32, u32>,
+    /// Handlings past a job's first within one worker process's file.
+    repeated_in_a_process: u64,
 }
 
 impl Ledger {
@@ -47,9 +51,13 @@ impl Ledger {
     pub(crate) fn record_file(&self, text: &str) {
         let mut books = self.books();
         let complete = text.rfind('\n').map_or("", |end| &text[..end]);
+        let mut seen = BTreeSet::new();
         for line in complete.lines() {
             if let Ok(n) = line.trim().parse::<u32>() {
                 *books.handled.entry(n).or_default() += 1;
+                if !seen.insert(n) {
+                    books.repeated_in_a_process += 1;
+                }
             }
         }
     }
@@ -57,7 +65,9 @@ impl Ledger {
     /// Forgets every handling (before reading the worker processes' files
     /// again from the start).
     pub(crate) fn reset_handled(&self) {
-        self.books().handled.clear();
+        let mut books = self.books();
+        books.handled.clear();
+        books.repeated_in_a_process = 0;
     }
 
     /// How many confirmed jobs have been handled at least once.
@@ -99,6 +109,7 @@ impl Ledger {
         unexpected.sort_unstable();
         let duplicated = books.handled.values().filter(|&&c| c > 1).count();
         let extra_runs = books.handled.values().map(|&c| u64::from(c - 1)).sum();
+        let runs = books.handled.values().map(|&c| u64::from(c)).sum();
         let recovered = books
             .handled
             .keys()
@@ -112,6 +123,8 @@ impl Ledger {
             unexpected,
             duplicated,
             extra_runs,
+            runs,
+            repeated_in_a_process: books.repeated_in_a_process,
             recovered,
         }
     }
@@ -134,6 +147,11 @@ pub(crate) struct Check {
     pub(crate) duplicated: usize,
     /// Handlings past each job's first.
     pub(crate) extra_runs: u64,
+    /// Handler runs in all, duplicates included.
+    pub(crate) runs: u64,
+    /// Handlings past a job's first within one worker process (worker
+    /// processes only).
+    pub(crate) repeated_in_a_process: u64,
     /// Jobs handled although their enqueue was never confirmed.
     pub(crate) recovered: usize,
 }
@@ -143,15 +161,17 @@ impl fmt::Display for Check {
         let shown: Vec<u32> = self.lost.iter().copied().take(20).collect();
         write!(
             f,
-            "attempted {}, confirmed {}, handled {}, lost {} {shown:?}, unexpected {}, \
-             duplicated {} ({} extra runs), recovered {}",
+            "attempted {}, confirmed {}, handled {} in {} handler runs, lost {} {shown:?}, \
+             unexpected {}, duplicated {} ({} extra runs, {} within one process), recovered {}",
             self.attempted,
             self.confirmed,
             self.handled,
+            self.runs,
             self.lost.len(),
             self.unexpected.len(),
             self.duplicated,
             self.extra_runs,
+            self.repeated_in_a_process,
             self.recovered
         )
     }
@@ -171,12 +191,16 @@ mod tests {
         ledger.handled(0);
         ledger.handled(0);
         ledger.record_file("2\n3\n9\n1");
+        ledger.record_file("3\n2\n3\n");
         let check = ledger.check();
         // 1 is cut short (no newline): not counted.
         assert_eq!(check.lost, vec![1]);
         assert_eq!(check.unexpected, vec![9]);
-        assert_eq!(check.duplicated, 1);
-        assert_eq!(check.extra_runs, 1);
+        // 0 and 2 twice, 3 three times (twice in the second file).
+        assert_eq!(check.duplicated, 3);
+        assert_eq!(check.extra_runs, 4);
+        assert_eq!(check.runs, 8);
+        assert_eq!(check.repeated_in_a_process, 1);
         // 3 was handled though never confirmed; 9 too.
         assert_eq!(check.recovered, 2);
         assert_eq!(ledger.confirmed_handled(), (2, 3));

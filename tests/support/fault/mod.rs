@@ -2,9 +2,10 @@
 //! example share. A TCP proxy that breaks connections ([`proxy`]), a
 //! private RabbitMQ node a test may stop and kill, with a TLS listener and
 //! certificates made for it when asked ([`node`], [`certs`]), a cluster of
-//! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), the faults
-//! and their pace ([`plan`], [`chaos`], [`child`]), the scenario runner
-//! ([`scenario`]) and the cluster failover scenario ([`failover`], [`leaders`]).
+//! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), workers
+//! that handle each job once ([`once`]), the faults and their pace
+//! ([`plan`], [`chaos`], [`child`]), the scenario runner ([`scenario`]) and
+//! the cluster failover scenario ([`failover`], [`leaders`]).
 //!
 //! Included with `#[path]` by each user, so every item is `pub(crate)` and
 //! not every user uses every item.
@@ -19,6 +20,7 @@ pub(crate) mod failover_report;
 pub(crate) mod leaders;
 pub(crate) mod ledger;
 pub(crate) mod node;
+pub(crate) mod once;
 pub(crate) mod plan;
 pub(crate) mod proxy;
 pub(crate) mod scenario;

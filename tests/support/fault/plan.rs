@@ -20,10 +20,13 @@ pub(crate) enum Fault {
     Kill9,
     /// The worker process is killed with SIGKILL mid-job and started again.
     WorkerCrash,
+    /// The store of the idempotency layer (a private `redis-server`) is
+    /// killed with SIGKILL and started again, empty.
+    StoreKill,
 }
 
 impl Fault {
-    pub(crate) const ALL: [Fault; 7] = [
+    pub(crate) const ALL: [Fault; 8] = [
         Fault::None,
         Fault::Close,
         Fault::Reset,
@@ -31,6 +34,7 @@ impl Fault {
         Fault::StopApp,
         Fault::Kill9,
         Fault::WorkerCrash,
+        Fault::StoreKill,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Fault {
             Fault::StopApp => "stop-app",
             Fault::Kill9 => "kill-9",
             Fault::WorkerCrash => "worker-crash",
+            Fault::StoreKill => "store-kill",
         }
     }
 
@@ -59,6 +64,7 @@ impl Fault {
             Fault::StopApp => "stop_app, 2 s, start_app (private node)",
             Fault::Kill9 => "broker kill -9, restart (private node)",
             Fault::WorkerCrash => "worker process kill -9 mid-job, started again",
+            Fault::StoreKill => "Redis kill -9, restarted empty 1 s later (private server)",
         }
     }
 
@@ -96,6 +102,9 @@ pub(crate) struct Plan {
     pub(crate) through_holds: bool,
     /// The hold queues the backends use.
     pub(crate) holds: queuey::rabbitmq::HoldQueues,
+    /// The worker handles each job once: the idempotency layer on a
+    /// private Redis.
+    pub(crate) once: bool,
 }
 
 impl Plan {
@@ -106,7 +115,7 @@ impl Plan {
         plan.max_faults = match fault {
             Fault::BlackHole => 1,
             // Two outages, however long a loaded machine takes to publish.
-            Fault::StopApp | Fault::Kill9 => 2,
+            Fault::StopApp | Fault::Kill9 | Fault::StoreKill => 2,
             _ => u32::MAX,
         };
         plan.spread = match fault {
@@ -135,6 +144,11 @@ impl Plan {
                 Duration::from_secs(12),
                 Duration::from_secs(2),
             ),
+            Fault::StoreKill => (
+                Duration::from_secs(2),
+                Duration::from_secs(4),
+                Duration::from_secs(1),
+            ),
             _ => (
                 Duration::from_millis(1_500),
                 Duration::from_millis(1_500),
@@ -158,7 +172,16 @@ impl Plan {
             deadline: Duration::from_secs(1_800),
             through_holds: false,
             holds: queuey::rabbitmq::HoldQueues::default(),
+            once: fault == Fault::StoreKill,
         }
+    }
+
+    /// The same plan with a worker that handles each job once, on
+    /// `jobs` jobs.
+    pub(crate) fn once(mut self, jobs: u32) -> Plan {
+        self.once = true;
+        self.jobs = jobs;
+        self
     }
 
     /// The same plan with every job going through a hold queue once, in

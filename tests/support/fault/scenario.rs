@@ -8,7 +8,9 @@
 //! workers as child processes, killed with SIGKILL and started again (that
 //! is its fault). Every job takes the plain path (the handler succeeds at
 //! once), unless the plan sends every job through a hold queue: then the
-//! first attempt fails and the job comes back after a 1 s hold.
+//! first attempt fails and the job comes back after a 1 s hold. A plan
+//! that handles each job once gives the worker the idempotency layer, on a
+//! private `redis-server` started for the run.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,6 +26,7 @@ use super::chaos::{self, Chaos};
 use super::child::Children;
 use super::ledger::{Check, Ledger};
 use super::node::PrivateNode;
+use super::once;
 pub(crate) use super::plan::{Fault, Plan};
 use super::proxy::Proxy;
 
@@ -97,6 +100,10 @@ pub(crate) struct Report {
     pub(crate) fault: Fault,
     /// The hold queues every job went through once, if it did.
     pub(crate) holds: Option<queuey::rabbitmq::HoldQueues>,
+    /// Whether the worker handled each job once (the idempotency layer).
+    pub(crate) once: bool,
+    /// The work queue's name.
+    pub(crate) queue: String,
     pub(crate) jobs: u32,
     pub(crate) faults: u32,
     pub(crate) check: Check,
@@ -150,13 +157,44 @@ impl Report {
         }
     }
 
-    /// ", through quorum holds" when every job went through a hold once.
-    fn through(&self) -> String {
-        match self.holds {
-            Some(queuey::rabbitmq::HoldQueues::Classic) => ", through classic holds".to_owned(),
-            Some(_) => ", through quorum holds".to_owned(),
-            None => String::new(),
+    /// The promise of a worker that handles each job once, on top of
+    /// [`assert_nothing_lost`](Self::assert_nothing_lost): no job's
+    /// handler ran twice. Worker processes killed with SIGKILL are the
+    /// exception the layer documents: a job whose handler was cut short
+    /// (or killed after its side effect and before the record) runs again
+    /// in the next process, so there at most every job in flight at each
+    /// kill runs twice, and none twice within one process.
+    pub(crate) fn assert_handled_once(&self) {
+        self.assert_nothing_lost();
+        assert!(self.once, "the run had no idempotency layer: {self}");
+        if self.fault == Fault::WorkerCrash {
+            assert_eq!(
+                self.check.repeated_in_a_process, 0,
+                "a job ran twice within one worker process: {self}"
+            );
+            let in_flight = u64::from(self.faults) * super::child::CONCURRENCY as u64;
+            assert!(
+                self.check.extra_runs <= in_flight,
+                "more jobs ran again than were in flight at the kills: {self}"
+            );
+        } else {
+            assert_eq!(
+                self.check.extra_runs, 0,
+                "a job's handler ran more than once: {self}"
+            );
         }
+    }
+
+    /// ", through quorum holds" when every job went through a hold once,
+    /// ", handled once" with the idempotency layer.
+    fn through(&self) -> String {
+        let holds = match self.holds {
+            Some(queuey::rabbitmq::HoldQueues::Classic) => ", through classic holds",
+            Some(_) => ", through quorum holds",
+            None => "",
+        };
+        let once = if self.once { ", handled once" } else { "" };
+        format!("{holds}{once}")
     }
 
     /// A row of the RELIABILITY.md table.
@@ -242,6 +280,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
         .await
         .expect("the producer declares its queue");
     let queue = <J as Job>::QUEUE.name().to_owned();
+    let mut store_server = plan.once.then(queuey_redis::__testing::PrivateRedis::start);
 
     // The worker: in process, or a child process for the crash scenario.
     let mut in_process = None;
@@ -252,6 +291,9 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
             .clone()
             .expect("the crash scenario needs a child command");
         let mut kids = Children::new(program, args, &url, &queue);
+        if let Some(server) = &store_server {
+            kids.env(once::STORE_URL, &server.url());
+        }
         kids.spawn();
         children = Some(kids);
     } else {
@@ -262,22 +304,28 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
         );
         let log = Arc::clone(&ledger);
         let through_holds = plan.through_holds;
-        let worker = Worker::<J::Queues, _>::builder(Arc::clone(&worker_backend))
-            .handler(handler_fn(move |job: J, ctx: JobContext| {
-                let log = Arc::clone(&log);
-                async move {
-                    if through_holds && ctx.attempt() == 1 {
-                        return Err(JobError::retryable("first attempts fail: off to a hold"));
-                    }
-                    log.handled(job.number());
-                    Ok::<(), JobError>(())
+        let handler = handler_fn(move |job: J, ctx: JobContext| {
+            let log = Arc::clone(&log);
+            async move {
+                if through_holds && ctx.attempt() == 1 {
+                    return Err(JobError::retryable("first attempts fail: off to a hold"));
                 }
-            }))
-            .concurrency(plan.concurrency)
-            .shutdown_timeout(Duration::from_secs(20))
-            .build()
-            .await
-            .expect("the worker builds");
+                log.handled(job.number());
+                Ok::<(), JobError>(())
+            }
+        });
+        let store = match &store_server {
+            Some(server) => Some(once::store(&server.url()).await),
+            None => None,
+        };
+        let worker = once::worker(
+            Arc::clone(&worker_backend),
+            handler,
+            store,
+            plan.concurrency,
+            Duration::from_secs(20),
+        )
+        .await;
         let handle = worker.handle();
         let running = tokio::spawn(worker.run());
         in_process = Some((worker_backend, handle, running));
@@ -292,6 +340,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
         proxy: proxy.as_ref().map(|(p, _)| p),
         node: site.node,
         children: children.as_mut(),
+        store: store_server.as_mut(),
         connections: [
             format!("queuey-fault-producer-{run_id}"),
             format!("queuey-fault-worker-{run_id}"),
@@ -360,10 +409,13 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     }
     close(&producer_backend).await;
     drop(proxy);
+    drop(store_server);
     chaos::delete_queues(node_name, &direct, &queue).await;
     Report {
         fault,
         holds: plan.through_holds.then_some(plan.holds),
+        once: plan.once,
+        queue,
         jobs: plan.jobs,
         faults,
         check: ledger.check(),
@@ -429,9 +481,10 @@ pub(crate) struct Pace {
 }
 
 /// Enqueues jobs `0..jobs`, `concurrency` at a time, spread over
-/// `spread`; a failed enqueue is tried again (the job gets a new id,
-/// the ledger keeps its number) until it is confirmed or the run's
-/// deadline passes. Returns the failures by kind.
+/// `spread`; a failed enqueue is tried again with the same job id (so a
+/// worker that handles each job once handles it once even if both
+/// reached the broker) until it is confirmed or the run's deadline
+/// passes. Returns the failures by kind.
 pub(crate) async fn produce_paced<J: Numbered>(
     producer: &Producer<J::Queues, Arc<RabbitMqBackend>>,
     pace: &Pace,
@@ -447,8 +500,10 @@ pub(crate) async fn produce_paced<J: Numbered>(
                 let at = pace.spread.mul_f64(f64::from(n) / f64::from(jobs));
                 tokio::time::sleep_until(started + at).await;
                 let job = J::numbered(n);
+                let id = uuid::Uuid::new_v4();
                 loop {
-                    match producer.enqueue(&job).await {
+                    let options = queuey::EnqueueOptions::default().job_id(id);
+                    match producer.enqueue_with(&job, options).await {
                         Ok(_) => {
                             ledger.confirmed(n);
                             return;

@@ -1,0 +1,281 @@
+//! The layer's conversation with the store: claiming a delivery, renewing
+//! and releasing its claim, recording a finished job. Every call goes
+//! through [`bounded`], and every failure through [`Shared::failed`]: the
+//! one place where a store error turns into "this job runs at-least-once".
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use queuey_core::store::{Inserted, Store, StoreError, bounded};
+use queuey_core::{JobContext, Uuid};
+use tokio::time::Instant;
+
+use super::throttle::Throttle;
+use super::{BUSY_DELAY, DUPLICATES_SKIPPED_TOTAL, STORE_ERRORS_TOTAL};
+
+/// The value of a `done` record.
+const DONE: &str = "done";
+
+/// What every service of one layer shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) window: Duration,
+    pub(crate) lease: Duration,
+    pub(crate) store_timeout: Duration,
+    pub(crate) warnings: Arc<Throttle>,
+}
+
+/// One delivery of a job: its keys and the token of this attempt.
+#[derive(Debug, Clone)]
+pub(crate) struct Delivery {
+    queue: Arc<str>,
+    job_id: Uuid,
+    done: String,
+    running: String,
+    token: String,
+}
+
+impl Delivery {
+    pub(crate) fn new(ctx: &JobContext) -> Self {
+        let queue = Arc::clone(ctx.queue_arc());
+        let job_id = ctx.job_id();
+        Delivery {
+            done: done_key(&queue, job_id),
+            running: running_key(&queue, job_id),
+            token: Uuid::new_v4().simple().to_string(),
+            queue,
+            job_id,
+        }
+    }
+}
+
+/// The key recording that job `job_id` of `queue` was handled.
+pub(crate) fn done_key(queue: &str, job_id: Uuid) -> String {
+    format!("queuey:done:{queue}:{job_id}")
+}
+
+/// The key of the claim of the delivery running job `job_id` of `queue`.
+pub(crate) fn running_key(queue: &str, job_id: Uuid) -> String {
+    format!("queuey:running:{queue}:{job_id}")
+}
+
+/// What to do with a delivery.
+#[derive(Debug)]
+pub(crate) enum Verdict {
+    /// A delivery of the job already finished: acknowledge this one
+    /// without running it.
+    Done,
+    /// Another delivery runs the job now: defer this one for that long.
+    Busy(Duration),
+    /// Run the job, holding its claim.
+    Run(Claim),
+    /// The store failed: run the job as if there were no layer.
+    Unguarded,
+}
+
+impl Shared {
+    /// Claims the delivery, then reads the job's record.
+    ///
+    /// Claiming first closes the race with a delivery finishing meanwhile:
+    /// that one records the job before it releases its claim, so a claim
+    /// that is free when this one takes it comes with a record that can
+    /// already be read.
+    pub(crate) async fn check(self: Arc<Self>, delivery: Delivery) -> Verdict {
+        let claim = match self
+            .ask(
+                &delivery,
+                "claiming the job",
+                self.store
+                    .insert(&delivery.running, &delivery.token, self.lease),
+            )
+            .await
+        {
+            None => return Verdict::Unguarded,
+            Some(Inserted::New) => Some(Claim::new(Arc::clone(&self), delivery.clone())),
+            Some(Inserted::Exists(_)) => None,
+        };
+        let record = self
+            .ask(
+                &delivery,
+                "reading the job's record",
+                self.store.get(&delivery.done),
+            )
+            .await;
+        match (record, claim) {
+            (Some(Some(_)), claim) => {
+                if let Some(claim) = claim {
+                    claim.release().await;
+                }
+                self.skipped(&delivery);
+                Verdict::Done
+            }
+            (Some(None), None) => {
+                tracing::debug!(
+                    queue = %delivery.queue,
+                    job_id = %delivery.job_id,
+                    delay = ?BUSY_DELAY,
+                    "another delivery of the job is running it; deferring this one"
+                );
+                Verdict::Busy(BUSY_DELAY)
+            }
+            // The record could not be read: the job may run twice, but it runs.
+            (_, Some(claim)) => Verdict::Run(claim),
+            (None, None) => Verdict::Unguarded,
+        }
+    }
+
+    /// Runs one store call, bounded; a failure is reported and answers
+    /// `None`.
+    async fn ask<T>(
+        &self,
+        delivery: &Delivery,
+        doing: &'static str,
+        call: impl Future<Output = Result<T, StoreError>>,
+    ) -> Option<T> {
+        match bounded(self.store_timeout, call).await {
+            Ok(answer) => Some(answer),
+            Err(error) => {
+                self.failed(delivery, doing, &error);
+                None
+            }
+        }
+    }
+
+    /// Reports a store failure: counted always, a warning at most once per
+    /// throttle period, debug lines otherwise.
+    fn failed(&self, delivery: &Delivery, doing: &'static str, error: &StoreError) {
+        metrics::counter!(STORE_ERRORS_TOTAL, "queue" => Arc::clone(&delivery.queue)).increment(1);
+        if self.warnings.allow(Instant::now()) {
+            tracing::warn!(
+                queue = %delivery.queue,
+                job_id = %delivery.job_id,
+                %error,
+                "the idempotency store failed while {doing}; jobs run at-least-once until it \
+                 answers again (more store errors in the next {:?} are logged at debug level)",
+                self.warnings.every()
+            );
+        } else {
+            tracing::debug!(
+                queue = %delivery.queue,
+                job_id = %delivery.job_id,
+                %error,
+                "the idempotency store failed while {doing}; the job runs at-least-once"
+            );
+        }
+    }
+
+    fn skipped(&self, delivery: &Delivery) {
+        metrics::counter!(DUPLICATES_SKIPPED_TOTAL, "queue" => Arc::clone(&delivery.queue))
+            .increment(1);
+        tracing::debug!(
+            queue = %delivery.queue,
+            job_id = %delivery.job_id,
+            "the job was handled already; acknowledging this delivery without running it"
+        );
+    }
+
+    /// Removes the claim of `delivery`, if it still holds it.
+    async fn remove(&self, delivery: &Delivery) {
+        self.ask(
+            delivery,
+            "releasing the job's claim",
+            self.store.remove(&delivery.running, &delivery.token),
+        )
+        .await;
+    }
+}
+
+/// The claim of a running delivery. Dropped while held (the job's future
+/// was dropped: a shutdown, a timeout outside the layer), it is released in
+/// the background, so another delivery need not wait for the lease.
+#[derive(Debug)]
+pub(crate) struct Claim {
+    shared: Arc<Shared>,
+    delivery: Delivery,
+    held: bool,
+}
+
+impl Claim {
+    fn new(shared: Arc<Shared>, delivery: Delivery) -> Self {
+        Claim {
+            shared,
+            delivery,
+            held: true,
+        }
+    }
+
+    /// How often the claim is renewed while the job runs: a third of the
+    /// lease, so that two renewals may fail before it runs out.
+    pub(crate) fn renew_every(&self) -> Duration {
+        self.shared.lease / 3
+    }
+
+    /// Renews the claim for another lease.
+    pub(crate) fn renew(&self) -> BoxFuture<'static, ()> {
+        let shared = Arc::clone(&self.shared);
+        let delivery = self.delivery.clone();
+        async move {
+            let renewed = shared
+                .ask(
+                    &delivery,
+                    "renewing the job's claim",
+                    shared
+                        .store
+                        .extend(&delivery.running, &delivery.token, shared.lease),
+                )
+                .await;
+            if renewed == Some(false) && shared.warnings.allow(Instant::now()) {
+                tracing::warn!(
+                    queue = %delivery.queue,
+                    job_id = %delivery.job_id,
+                    lease = ?shared.lease,
+                    "the job's claim ran out before it could be renewed (the store was \
+                     unreachable for longer than the lease?); another delivery of the job may \
+                     run it at the same time"
+                );
+            }
+        }
+        .boxed()
+    }
+
+    /// Records the job as handled if `acked`, then releases the claim.
+    pub(crate) fn finish(mut self, acked: bool) -> BoxFuture<'static, ()> {
+        self.held = false;
+        let shared = Arc::clone(&self.shared);
+        let delivery = self.delivery.clone();
+        async move {
+            if acked {
+                shared
+                    .ask(
+                        &delivery,
+                        "recording the finished job",
+                        shared.store.set(&delivery.done, DONE, shared.window),
+                    )
+                    .await;
+            }
+            shared.remove(&delivery).await;
+        }
+        .boxed()
+    }
+
+    async fn release(mut self) {
+        self.held = false;
+        self.shared.remove(&self.delivery).await;
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let shared = Arc::clone(&self.shared);
+            let delivery = self.delivery.clone();
+            runtime.spawn(async move { shared.remove(&delivery).await });
+        }
+    }
+}

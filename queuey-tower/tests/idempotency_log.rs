@@ -1,0 +1,132 @@
+//! A store that is down: every job still runs (at-least-once), and one
+//! `WARN` line says so, not one per job.
+//!
+//! In a test binary of its own, for the reason `dead_letter_log.rs` gives.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use queuey_core::memory::MemoryBackend;
+use queuey_core::store::{Inserted, Store, StoreError};
+use queuey_core::{JobContext, JobError, handler_fn};
+use queuey_tower::Worker;
+use queuey_tower::idempotency::IdempotencyLayer;
+
+use support::{Task, TestQueues, producer, spawn, wait_until};
+
+/// Collects what a `tracing` subscriber writes.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Refuses every call, as a store whose server is gone does.
+#[derive(Debug)]
+struct Down;
+
+fn refused<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
+    futures::future::ready(Err(StoreError::unavailable("connection refused"))).boxed()
+}
+
+impl Store for Down {
+    fn insert<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
+        refused()
+    }
+
+    fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        refused()
+    }
+
+    fn set<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        refused()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        refused()
+    }
+
+    fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        refused()
+    }
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_store_that_is_down_lets_every_job_run_with_one_warning() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    let backend = Arc::new(MemoryBackend::new());
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = Arc::clone(&runs);
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler_with(
+            handler_fn(move |_: Task, _: JobContext| {
+                let counted = Arc::clone(&counted);
+                async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Ok::<(), JobError>(())
+                }
+            }),
+            IdempotencyLayer::new(Down),
+        )
+        .build()
+        .await
+        .unwrap();
+    let running = spawn(worker);
+    let producer = producer(backend.clone()).await;
+    for n in 0..20 {
+        producer.enqueue(&Task { n }).await.unwrap();
+    }
+    wait_until(|| running.handle.jobs_finished() >= 20).await;
+    running.stop().await;
+    assert_eq!(runs.load(Ordering::SeqCst), 20);
+
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains("idempotency store"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].contains("at-least-once"), "{}", warnings[0]);
+    assert!(
+        warnings[0].contains("connection refused"),
+        "{}",
+        warnings[0]
+    );
+}
