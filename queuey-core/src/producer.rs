@@ -254,9 +254,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     pub async fn enqueue_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
-        options: EnqueueOptions,
+        mut options: EnqueueOptions,
     ) -> Result<Uuid, Error> {
-        let unique = options.unique.clone().or_else(|| job.unique());
+        let unique = options.unique.take().or_else(|| job.unique());
         let (envelope, wait) = self.envelope_with(job, options)?;
         let how = wait.map_or(Send::Now, Send::After);
         self.send(envelope, unique.as_ref(), how).await
@@ -344,10 +344,10 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     pub async fn enqueue_and_wait_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
-        options: EnqueueOptions,
+        mut options: EnqueueOptions,
         timeout: Duration,
     ) -> Result<J::Output, WaitError> {
-        let unique = options.unique.clone().or_else(|| job.unique());
+        let unique = options.unique.take().or_else(|| job.unique());
         let (mut envelope, wait) = self.envelope_with(job, options)?;
         if wait.is_some() {
             return Err(Error::invalid_config(format!(

@@ -8,7 +8,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use queuey_core::backend::Backend;
 
@@ -17,22 +17,7 @@ use queuey_core::{Envelope, JobContext, JobError, handler_fn};
 use queuey_core::memory::MemoryBackend;
 use queuey_tower::Worker;
 
-use support::{Task, TestQueues, spawn, wait_until};
-
-/// Collects what a `tracing` subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use support::{Captured, Task, TestQueues, spawn, wait_until};
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn every_dead_letter_is_one_warn_line_naming_its_reason() {

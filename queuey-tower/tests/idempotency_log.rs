@@ -6,78 +6,15 @@
 #[path = "support/mod.rs"]
 mod support;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use futures::future::{BoxFuture, FutureExt};
 use queuey_core::memory::MemoryBackend;
-use queuey_core::store::{Inserted, Store, StoreError};
 use queuey_core::{JobContext, JobError, handler_fn};
 use queuey_tower::Worker;
 use queuey_tower::idempotency::IdempotencyLayer;
 
-use support::{Task, TestQueues, producer, spawn, wait_until};
-
-/// Collects what a `tracing` subscriber writes.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Refuses every call, as a store whose server is gone does.
-#[derive(Debug)]
-struct Down;
-
-fn refused<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
-    futures::future::ready(Err(StoreError::unavailable("connection refused"))).boxed()
-}
-
-impl Store for Down {
-    fn insert<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
-        refused()
-    }
-
-    fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        refused()
-    }
-
-    fn set<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        refused()
-    }
-
-    fn extend<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        refused()
-    }
-
-    fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        refused()
-    }
-}
+use support::{Captured, Down, Task, TestQueues, producer, spawn, wait_until};
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_store_that_is_down_lets_every_job_run_with_one_warning() {

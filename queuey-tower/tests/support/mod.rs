@@ -3,7 +3,11 @@
 #![allow(dead_code)]
 
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use queuey_core::store::{Inserted, Store, StoreError};
 
 use queuey_core::{Job, JobContext, Queues, Uuid};
 use queuey_tower::JobRequest;
@@ -110,4 +114,64 @@ pub(crate) async fn bounded<F: Future>(future: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(3600), future)
         .await
         .expect("did not finish within an hour")
+}
+
+/// Collects what a `tracing` subscriber writes.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Refuses every call, as a store whose server is gone does.
+#[derive(Debug)]
+pub(crate) struct Down;
+
+fn refused<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
+    futures::future::ready(Err(StoreError::unavailable("connection refused"))).boxed()
+}
+
+impl Store for Down {
+    fn insert<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
+        refused()
+    }
+
+    fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        refused()
+    }
+
+    fn set<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        refused()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        refused()
+    }
+
+    fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        refused()
+    }
 }
