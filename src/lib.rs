@@ -138,7 +138,7 @@ pub use queuey_core::{
 };
 
 #[doc(inline)]
-pub use queuey_core::{backend, memory, trace_context};
+pub use queuey_core::{backend, control, memory, trace_context};
 
 #[doc(inline)]
 pub use queuey_tower::{

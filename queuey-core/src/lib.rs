@@ -72,6 +72,7 @@
 extern crate self as queuey_core;
 
 pub mod backend;
+pub mod control;
 mod envelope;
 mod error;
 mod handler;

@@ -1,6 +1,7 @@
 //! Enqueueing typed jobs.
 
 mod builder;
+mod control;
 mod wait;
 
 use std::fmt;

@@ -28,6 +28,7 @@ pub use granularity::Granularity;
 pub use hold::{effective_granularity_ms, fits_a_hold, hold_delay_ms, round_up_ms};
 pub use reply::{PendingReply, Reply, ReplyLost, ReplyTo};
 
+use crate::control::{ControlRecord, ControlView};
 use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error, QueueConfig};
 
 /// The dead-letter reason of a message whose body is not an [`Envelope`].
@@ -186,6 +187,36 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
             ),
         ))))
     }
+
+    /// Sends a control command (cancel a job, pause or resume a queue) to
+    /// every process of the fleet that follows this backend's commands, and
+    /// keeps it for processes that start following later. `Ok` means the
+    /// broker holds it durably. See [`control`](crate::control).
+    ///
+    /// The default fails with a [`Refused`](BackendErrorKind::Refused) error:
+    /// the backend carries no commands.
+    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(futures::future::ready(Err(Error::Backend(
+            BackendError::new(
+                BackendErrorKind::Refused,
+                format!(
+                    "cannot send the `{}` command: this backend carries no control commands",
+                    record.command.as_str()
+                ),
+            ),
+        ))))
+    }
+
+    /// The fleet's control state as this backend follows it, caught up with
+    /// every command sent before the call: a worker reads it before it
+    /// consumes anything. The backend keeps the view up to date while it
+    /// lives; every call returns the same view.
+    ///
+    /// The default is `Ok(None)`: the backend carries no commands, and its
+    /// workers run without them.
+    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
+        Box::pin(futures::future::ready(Ok(None)))
+    }
 }
 
 /// One delivered job, to be settled exactly once.
@@ -267,6 +298,14 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
     fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
         (**self).reply(to, reply)
+    }
+
+    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).send_control(record)
+    }
+
+    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
+        (**self).follow_control()
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::Envelope;
+use crate::control::CancelSignal;
 
 /// The bookkeeping of one delivery of a job, handed to the handler next to
 /// the job itself.
@@ -35,6 +36,7 @@ pub struct JobContext {
     deadline_ms: Option<u64>,
     traceparent: Option<String>,
     tracestate: Option<String>,
+    cancel: CancelSignal,
 }
 
 impl JobContext {
@@ -54,6 +56,7 @@ impl JobContext {
             deadline_ms: None,
             traceparent: None,
             tracestate: None,
+            cancel: CancelSignal::never(),
         }
     }
 
@@ -78,7 +81,52 @@ impl JobContext {
             deadline_ms: envelope.deadline_ms,
             traceparent: envelope.traceparent.clone(),
             tracestate: envelope.tracestate.clone(),
+            cancel: CancelSignal::never(),
         }
+    }
+
+    /// Sets the signal that tells the handler its job was cancelled (the
+    /// worker sets one on every job it runs).
+    pub fn with_cancel_signal(mut self, signal: CancelSignal) -> Self {
+        self.cancel = signal;
+        self
+    }
+
+    /// The signal that trips when an operator cancels this job while it
+    /// runs. Await [`CancelSignal::cancelled`] beside the work to stop at a
+    /// safe point, or look at [`is_cancelled`](JobContext::is_cancelled)
+    /// between steps; a handler that ignores it runs to its end.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use queuey_core::{JobContext, JobError, Uuid};
+    /// use queuey_core::control::CancelSignal;
+    ///
+    /// async fn export(ctx: JobContext) -> Result<(), JobError> {
+    ///     for _chunk in 0..1_000 {
+    ///         if ctx.is_cancelled() {
+    ///             // Stop between chunks; the job is dead-lettered as cancelled.
+    ///             return Err(JobError::fatal("cancelled by an operator"));
+    ///         }
+    ///         // ... write one chunk ...
+    ///     }
+    ///     Ok(())
+    /// }
+    ///
+    /// let (signal, cancel) = CancelSignal::new();
+    /// cancel.cancel();
+    /// let ctx = JobContext::new(Uuid::new_v4(), "app.exports").with_cancel_signal(signal);
+    /// assert!(export(ctx).await.is_err());
+    /// # }
+    /// ```
+    pub fn cancel_signal(&self) -> &CancelSignal {
+        &self.cancel
+    }
+
+    /// Whether an operator cancelled this job while it runs.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
     }
 
     /// Sets the attempt (1-based).

@@ -15,6 +15,7 @@
 //! | prefetch | at most `prefetch` unsettled deliveries per consumer |
 //! | a delivery nacked, or dropped unsettled | back in its place, `redelivered = true` |
 //! | `message_ttl` | messages older than the TTL are dropped when they reach the head |
+//! | control commands ([`Backend::send_control`], [`Backend::follow_control`]) | applied at once to one view shared by every worker of the backend |
 //! | job results ([`Backend::request`], [`Backend::reply`]) | a oneshot per waiting caller; the reply address travels with the job through holds, retries and deferrals; a reply to a caller that stopped waiting is dropped; closing the backend ends every wait |
 //!
 //! Time is tokio's, so under `tokio::time::pause` tests of delays are exact
@@ -64,6 +65,7 @@ use crate::backend::{
     Backend, ConnectionState, DeliveryStream, Granularity, HoldKind, PendingReply, Reply, ReplyTo,
     hold_delay_ms,
 };
+use crate::control::{ControlRecord, ControlView};
 use crate::{BackendError, BackendErrorKind, Envelope, Error, MAX_MESSAGE_BYTES, QueueConfig};
 
 /// Settings of a [`MemoryBackend`].
@@ -117,6 +119,8 @@ pub(crate) struct Broker {
     leases: leadership::Leases,
     /// Callers waiting for a job's result.
     replies: replies::Replies,
+    /// The control commands sent through this backend.
+    control: ControlView,
 }
 
 impl Broker {
@@ -424,6 +428,22 @@ impl Backend for MemoryBackend {
     fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
         replies::reply(&self.shared, to, reply);
         Box::pin(ready(Ok(())))
+    }
+
+    /// Applies the command to the one view every worker of this backend
+    /// follows.
+    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
+        let result = if self.shared.lock().closed {
+            Err(Error::ShutDown)
+        } else {
+            self.shared.control.apply(record);
+            Ok(())
+        };
+        Box::pin(ready(result))
+    }
+
+    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
+        Box::pin(ready(Ok(Some(self.shared.control.clone()))))
     }
 
     fn consume<'a>(

@@ -1,0 +1,334 @@
+//! The commands an operator sends a running fleet, and their wire form.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::Envelope;
+use crate::envelope::now_ms;
+
+/// What an operator asks of every worker of a fleet.
+///
+/// Commands are facts about the fleet, not requests to one worker: a worker
+/// started after a command was sent learns it too (see
+/// [`Backend::send_control`](crate::backend::Backend::send_control)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Command {
+    /// Cancel one job, wherever it is: it is never run again, and the next
+    /// worker to take it dead-letters it with the reason
+    /// [`CANCELLED_REASON`](super::CANCELLED_REASON). A worker running it
+    /// right now tells its handler through the job's
+    /// [`CancelSignal`](super::CancelSignal).
+    Cancel {
+        /// The job's id.
+        job_id: Uuid,
+    },
+    /// Cancel every job that matches, enqueued before the command was sent:
+    /// jobs enqueued later are not touched.
+    CancelMatching {
+        /// Which jobs.
+        filter: CancelFilter,
+    },
+    /// Stop taking deliveries of a queue, on every worker: jobs running
+    /// finish, jobs taken but not started go back to the broker, and the
+    /// queue's jobs wait there until it is resumed.
+    Pause {
+        /// The queue's name on the broker (its namespace included).
+        queue: String,
+    },
+    /// Take deliveries of a paused queue again.
+    Resume {
+        /// The queue's name on the broker (its namespace included).
+        queue: String,
+    },
+}
+
+impl Command {
+    /// A short lowercase name (`cancel`, `cancel_matching`, `pause`,
+    /// `resume`), for logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Command::Cancel { .. } => "cancel",
+            Command::CancelMatching { .. } => "cancel_matching",
+            Command::Pause { .. } => "pause",
+            Command::Resume { .. } => "resume",
+        }
+    }
+}
+
+/// Which jobs a [`Command::CancelMatching`] cancels: every condition given
+/// must hold, and at least one must be given.
+///
+/// ```
+/// use queuey_core::control::CancelFilter;
+///
+/// let filter = CancelFilter::new()
+///     .queue("app.emails")
+///     .job_type("send_newsletter")
+///     .payload_equals("campaign", 42);
+/// assert!(filter.validate().is_ok());
+/// assert!(CancelFilter::new().validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CancelFilter {
+    /// The job's queue is exactly this (its name on the broker).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The job's type is exactly this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
+    /// Each of these payload fields has the given value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub payload: Vec<PayloadMatch>,
+    /// Only jobs enqueued at or before this time (milliseconds since the Unix
+    /// epoch, by the enqueuing host's clock). [`Command::CancelMatching`]
+    /// built through [`CancelFilter::into_command`] sets it to now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueued_before_ms: Option<u64>,
+}
+
+/// One payload condition of a [`CancelFilter`]: the field at `path` (object
+/// keys, outermost first; a number picks an array element) equals `value`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PayloadMatch {
+    /// The field's path in the payload.
+    pub path: Vec<String>,
+    /// The value it must have.
+    pub value: Value,
+}
+
+impl PayloadMatch {
+    /// Parses `path=value`: the path in dots (`user.id`), the value as JSON
+    /// when it is JSON (`42`, `true`, `"x"`, `null`), else as a string.
+    ///
+    /// ```
+    /// use queuey_core::control::PayloadMatch;
+    /// use serde_json::json;
+    ///
+    /// let m = PayloadMatch::parse("user.id=42")?;
+    /// assert_eq!(m.path, ["user", "id"]);
+    /// assert_eq!(m.value, json!(42));
+    /// assert_eq!(PayloadMatch::parse("kind=newsletter")?.value, json!("newsletter"));
+    /// assert!(PayloadMatch::parse("no-equals-sign").is_err());
+    /// # Ok::<(), queuey_core::Error>(())
+    /// ```
+    pub fn parse(text: &str) -> Result<PayloadMatch, crate::Error> {
+        let Some((path, value)) = text.split_once('=') else {
+            return Err(crate::Error::invalid_config(format!(
+                "payload condition `{text}` has no `=`: write it as PATH=VALUE, \
+                 for example `user.id=42`"
+            )));
+        };
+        let path: Vec<String> = path.trim().split('.').map(str::to_owned).collect();
+        if path.iter().any(String::is_empty) {
+            return Err(crate::Error::invalid_config(format!(
+                "payload condition `{text}` has an empty field name in its path"
+            )));
+        }
+        let value = value.trim();
+        let value = serde_json::from_str(value).unwrap_or_else(|_| Value::from(value));
+        Ok(PayloadMatch { path, value })
+    }
+
+    fn holds(&self, payload: &Value) -> bool {
+        let mut at = payload;
+        for key in &self.path {
+            let next = match at {
+                Value::Object(map) => map.get(key),
+                Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+                _ => None,
+            };
+            match next {
+                Some(value) => at = value,
+                None => return false,
+            }
+        }
+        *at == self.value
+    }
+}
+
+impl CancelFilter {
+    /// A filter with no condition yet.
+    pub fn new() -> Self {
+        CancelFilter::default()
+    }
+
+    /// Only jobs of this queue (its name on the broker).
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Only jobs of this type.
+    pub fn job_type(mut self, job_type: impl Into<String>) -> Self {
+        self.job_type = Some(job_type.into());
+        self
+    }
+
+    /// Only jobs whose payload field at `path` (dotted: `user.id`) equals
+    /// `value`.
+    pub fn payload_equals(mut self, path: &str, value: impl Into<Value>) -> Self {
+        self.payload.push(PayloadMatch {
+            path: path.split('.').map(str::to_owned).collect(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Refuses a filter with no condition, which would cancel everything.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        if self.queue.is_none() && self.job_type.is_none() && self.payload.is_empty() {
+            return Err(crate::Error::invalid_config(
+                "a cancel filter needs at least one condition (a queue, a job type or a \
+                 payload field); to stop a whole queue, pause it instead",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The command that cancels the matching jobs enqueued until now.
+    pub fn into_command(mut self) -> Result<Command, crate::Error> {
+        self.validate()?;
+        self.enqueued_before_ms.get_or_insert_with(now_ms);
+        Ok(Command::CancelMatching { filter: self })
+    }
+
+    /// Whether `envelope`'s job matches. The payload is parsed only when a
+    /// payload condition is given and the other conditions hold.
+    pub fn matches(&self, envelope: &Envelope) -> bool {
+        let queue_ok = self.queue.as_deref().is_none_or(|q| q == envelope.queue);
+        let type_ok = self
+            .job_type
+            .as_deref()
+            .is_none_or(|t| t == envelope.job_type);
+        let time_ok = self
+            .enqueued_before_ms
+            .is_none_or(|before| envelope.enqueued_at_ms <= before);
+        if !(queue_ok && type_ok && time_ok) {
+            return false;
+        }
+        if self.payload.is_empty() {
+            return true;
+        }
+        match serde_json::from_str::<Value>(envelope.payload.get()) {
+            Ok(payload) => self.payload.iter().all(|m| m.holds(&payload)),
+            Err(_) => false,
+        }
+    }
+}
+
+/// A [`Command`] as it travels: with an id of its own, the time it was
+/// sent and who sent it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControlRecord {
+    /// This record's id.
+    pub id: Uuid,
+    /// When it was sent, in milliseconds since the Unix epoch (the sender's
+    /// clock).
+    pub at_ms: u64,
+    /// Who sent it, as the sender described itself (`queuey` and the user,
+    /// a host name), for the operator reading a log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The command.
+    #[serde(flatten)]
+    pub command: Command,
+}
+
+impl ControlRecord {
+    /// A record of `command`, sent now.
+    pub fn new(command: Command) -> Self {
+        ControlRecord {
+            id: Uuid::new_v4(),
+            at_ms: now_ms(),
+            by: None,
+            command,
+        }
+    }
+
+    /// Says who sent it.
+    pub fn by(mut self, by: impl Into<String>) -> Self {
+        self.by = Some(by.into());
+        self
+    }
+
+    /// The record as JSON bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        // A record holds strings, numbers and JSON values only.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Reads a record; `None` for bytes that are not one (a newer command
+    /// this version does not know, say), which a follower skips.
+    pub fn decode(bytes: &[u8]) -> Option<ControlRecord> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn envelope(job_type: &str, payload: Value) -> Envelope {
+        Envelope::new(
+            job_type,
+            "app.emails",
+            serde_json::value::to_raw_value(&payload).unwrap(),
+        )
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let commands = [
+            Command::Cancel {
+                job_id: Uuid::new_v4(),
+            },
+            Command::Pause { queue: "q".into() },
+            Command::Resume { queue: "q".into() },
+            CancelFilter::new()
+                .job_type("t")
+                .payload_equals("a.b", 1)
+                .into_command()
+                .unwrap(),
+        ];
+        for command in commands {
+            let record = ControlRecord::new(command).by("ops@host");
+            assert_eq!(ControlRecord::decode(&record.encode()), Some(record));
+        }
+        assert_eq!(ControlRecord::decode(b"{\"command\":\"reboot\"}"), None);
+    }
+
+    #[test]
+    fn filters_match_type_queue_payload_and_time() {
+        let job = envelope("send", json!({"campaign": 42, "to": ["a", "b"]}));
+        assert!(CancelFilter::new().job_type("send").matches(&job));
+        assert!(!CancelFilter::new().job_type("other").matches(&job));
+        assert!(!CancelFilter::new().queue("app.other").matches(&job));
+        assert!(
+            CancelFilter::new()
+                .payload_equals("campaign", 42)
+                .matches(&job)
+        );
+        assert!(!CancelFilter::new().payload_equals("campaign", 7).matches(&job));
+        assert!(CancelFilter::new().payload_equals("to.1", "b").matches(&job));
+        assert!(!CancelFilter::new().payload_equals("to.9", "b").matches(&job));
+        let Command::CancelMatching { filter } =
+            CancelFilter::new().job_type("send").into_command().unwrap()
+        else {
+            unreachable!()
+        };
+        assert!(filter.matches(&job));
+        let mut later = job.clone();
+        later.enqueued_at_ms = filter.enqueued_before_ms.unwrap() + 1;
+        assert!(!filter.matches(&later));
+    }
+
+    #[test]
+    fn a_filter_without_conditions_is_refused() {
+        assert!(CancelFilter::new().into_command().is_err());
+        assert!(PayloadMatch::parse("a..b=1").is_err());
+    }
+}

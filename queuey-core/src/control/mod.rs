@@ -1,0 +1,58 @@
+//! Acting on a running fleet: cancelling jobs, pausing and resuming queues.
+//!
+//! An operator (a program through
+//! [`Producer::cancel`](crate::Producer::cancel) and its siblings, the
+//! `queuey` tool, the dashboard) sends a [`Command`]; the backend carries it
+//! to every worker of the fleet and keeps it for workers started later
+//! ([`Backend::send_control`](crate::backend::Backend::send_control)). Each
+//! worker follows the commands in a [`ControlView`]
+//! ([`Backend::follow_control`](crate::backend::Backend::follow_control))
+//! and obeys them:
+//!
+//! - a **cancelled** job is not run again: whichever worker takes it next,
+//!   from the queue, a hold or anywhere else, dead-letters it with the
+//!   reason [`CANCELLED_REASON`] and acknowledges it, so it can still be
+//!   read and redriven. A job running at that moment is told through the
+//!   [`CancelSignal`] of its [`JobContext`](crate::JobContext), and is never
+//!   killed;
+//! - a **paused** queue is not consumed: running jobs finish, deliveries
+//!   taken but not started go back to the broker, and a worker started
+//!   while the queue is paused stays off it until it is resumed.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), queuey_core::Error> {
+//! use queuey_core::backend::Backend;
+//! use queuey_core::control::{Command, ControlRecord};
+//! use queuey_core::memory::MemoryBackend;
+//!
+//! let backend = MemoryBackend::new();
+//! let view = backend.follow_control().await?.expect("the memory backend follows commands");
+//! backend
+//!     .send_control(&ControlRecord::new(Command::Pause { queue: "app.emails".into() }))
+//!     .await?;
+//! assert!(view.is_paused("app.emails"));
+//! # Ok(())
+//! # }
+//! ```
+
+mod command;
+mod signal;
+mod state;
+mod view;
+
+use std::time::Duration;
+
+pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
+pub use signal::{CancelSignal, Canceller};
+pub use state::ControlState;
+pub use view::ControlView;
+
+/// The dead-letter reason of a cancelled job.
+pub const CANCELLED_REASON: &str = "cancelled";
+
+/// How long a cancellation is remembered: longer than the longest wait in a
+/// hold ([`LONGEST_WAIT`](crate::LONGEST_WAIT)), so a job cancelled while
+/// it waits is still cancelled when it comes back. Pauses are remembered
+/// until resumed.
+pub const CANCELLATION_MEMORY: Duration = Duration::from_secs(30 * 24 * 3600);

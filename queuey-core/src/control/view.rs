@@ -1,0 +1,112 @@
+//! One process's view of its fleet's control state, shared by the backend
+//! that follows the commands and the worker that obeys them.
+
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+use tokio::sync::watch;
+
+use super::command::ControlRecord;
+use super::state::ControlState;
+use crate::Envelope;
+
+/// The fleet's control state as one process follows it: a backend applies
+/// each command it receives, and a worker reads the state and waits for its
+/// changes. Clones share one state.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use queuey_core::control::{Command, ControlRecord, ControlView};
+///
+/// let view = ControlView::new();
+/// let mut changes = view.changes();
+/// view.apply(&ControlRecord::new(Command::Pause { queue: "q".into() }));
+/// changes.changed().await.unwrap();
+/// assert!(view.is_paused("q"));
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ControlView {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: RwLock<ControlState>,
+    /// Bumped on every change.
+    version: watch::Sender<u64>,
+}
+
+impl Default for ControlView {
+    fn default() -> Self {
+        ControlView::new()
+    }
+}
+
+impl ControlView {
+    /// An empty view: nothing paused, nothing cancelled.
+    pub fn new() -> Self {
+        ControlView {
+            inner: Arc::new(Inner {
+                state: RwLock::new(ControlState::default()),
+                version: watch::Sender::new(0),
+            }),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, ControlState> {
+        self.inner
+            .state
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Applies a record, and tells the watchers if anything changed.
+    pub fn apply(&self, record: &ControlRecord) {
+        let changed = self
+            .inner
+            .state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .apply(record);
+        if changed {
+            self.inner.version.send_modify(|v| *v += 1);
+            tracing::info!(
+                command = record.command.as_str(),
+                record = %record.id,
+                by = record.by.as_deref().unwrap_or("-"),
+                "control command applied"
+            );
+        }
+    }
+
+    /// Forgets cancellations sent before `cutoff_ms` (milliseconds since
+    /// the Unix epoch).
+    pub fn forget_before(&self, cutoff_ms: u64) {
+        self.inner
+            .state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .forget_before(cutoff_ms);
+    }
+
+    /// Whether `queue` (its name on the broker) is paused.
+    pub fn is_paused(&self, queue: &str) -> bool {
+        self.read().is_paused(queue)
+    }
+
+    /// Whether `envelope`'s job was cancelled.
+    pub fn is_cancelled(&self, envelope: &Envelope) -> bool {
+        self.read().is_cancelled(envelope)
+    }
+
+    /// A copy of the whole state.
+    pub fn snapshot(&self) -> ControlState {
+        self.read().clone()
+    }
+
+    /// A receiver that sees every change (its value is a change counter).
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.version.subscribe()
+    }
+}
