@@ -57,6 +57,11 @@ pub const JOBS_SETTLING: &str = "queuey_jobs_settling";
 pub const QUEUES_RECONNECTING: &str = "queuey_queues_reconnecting";
 /// Counter of consumers started again after a loss.
 pub const CONSUMER_RESTARTS_TOTAL: &str = "queuey_consumer_restarts_total";
+/// Counter of cancelled jobs the worker dead-lettered instead of running or
+/// retrying them.
+pub const JOBS_CANCELLED_TOTAL: &str = "queuey_jobs_cancelled_total";
+/// Gauge: 1 while the worker stays off a queue because it is paused.
+pub const QUEUE_PAUSED: &str = "queuey_queue_paused";
 
 /// Records job metrics; see the [module documentation](self).
 #[derive(Debug, Clone, Copy, Default)]

@@ -57,6 +57,7 @@ struct Settings {
     periodic: Vec<PeriodicStart>,
     store: Option<Arc<dyn Store>>,
     store_timeout: Duration,
+    follow_control: bool,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -77,6 +78,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 periodic: Vec::new(),
                 store: None,
                 store_timeout: DEFAULT_STORE_TIMEOUT,
+                follow_control: true,
             },
             _queues: PhantomData,
         }
@@ -255,6 +257,17 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
+    /// Runs without the fleet's control commands: the worker neither
+    /// follows nor obeys pauses and cancellations (see
+    /// [`queuey_core::control`]). By default a worker follows them when its
+    /// backend carries them, and reads every command sent so far before it
+    /// consumes anything; use this only for a backend whose user may not
+    /// read its commands.
+    pub fn without_control(mut self) -> Self {
+        self.settings.follow_control = false;
+        self
+    }
+
     /// Fires `periodic`'s job at each tick of its schedule while the worker
     /// runs, once per tick across every worker (and
     /// [`Scheduler`](crate::periodic::Scheduler)) that declares it on the
@@ -318,6 +331,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                     .settings
                     .store
                     .map(|store| UniqueKeys::new(store, self.settings.store_timeout)),
+                follow_control: self.settings.follow_control,
             },
         )
         .await

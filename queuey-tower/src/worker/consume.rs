@@ -12,11 +12,13 @@ use std::time::Duration;
 use futures::stream::Peekable;
 use futures::{FutureExt, StreamExt};
 use queuey_core::backend::{Backend, ConnectionState, Delivery, DeliveryStream};
+use queuey_core::control::{CANCELLED_REASON, ControlView};
 use queuey_core::{Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 
 use super::WorkerError;
+use super::control::{self, QueueControl};
 use super::handle::HandleInner;
 use super::job::{Started, run_job};
 use super::reconnect::{Lost, Reconnect, Reconnecting, gave_up, note_lost, open, set_reconnecting};
@@ -45,6 +47,8 @@ pub(crate) struct WorkerShared {
     pub(crate) unique_keys: Option<super::unique::UniqueKeys>,
     /// The backend, for the replies to jobs a caller waits for.
     pub(crate) backend: Arc<dyn Backend>,
+    /// The fleet's control commands, when the backend carries them.
+    pub(crate) control: Option<ControlView>,
 }
 
 pub(crate) type Stream = Peekable<DeliveryStream>;
@@ -78,11 +82,13 @@ async fn first_poll<F: Future>(future: F) -> Poll<F::Output> {
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
 
-/// How a wait that watches for shutdown and a lost connection ended.
+/// How a wait that watches for shutdown, a lost connection and a pause
+/// ended.
 enum Watched<T> {
     Done(T),
     Stopped,
     Lost,
+    Paused,
 }
 
 /// What the loop does after a wait for the peeked delivery.
@@ -94,6 +100,8 @@ enum Step<T> {
     /// The connection was lost: the (stale) delivery was dropped; look at
     /// the stream again.
     Retake,
+    /// The queue was paused: the delivery was handed back.
+    Pause,
 }
 
 /// Hands back or drops the peeked delivery when a wait ended without it.
@@ -107,6 +115,10 @@ async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) ->
         Watched::Lost => {
             drop_stale(stream, queue).await;
             Step::Retake
+        }
+        Watched::Paused => {
+            hand_back(stream, queue).await;
+            Step::Pause
         }
     }
 }
@@ -134,10 +146,22 @@ pub(crate) async fn consume<B: Backend>(
     reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.handle.stop.subscribe();
+    let mut control = shared
+        .control
+        .as_ref()
+        .map(|view| QueueControl::new(view, &queue.queue));
     let mut lost: Option<Lost> = None;
     let mut reconnecting: Option<Reconnecting<'_>> = None;
     let mut current: Option<Stream> = None;
     loop {
+        if let Some(control) = control.as_mut().filter(|c| c.is_paused()) {
+            // Dropping the stream gives back what it had taken from the
+            // broker; nothing of this queue is held while it is paused.
+            current = None;
+            if !control.wait_resumed(&mut stop, &shared.handle).await {
+                return Ok(());
+            }
+        }
         let stream = match &mut current {
             Some(stream) => stream,
             None => {
@@ -180,6 +204,7 @@ pub(crate) async fn consume<B: Backend>(
             None => tokio::select! {
                 biased;
                 () = stopped(&mut stop) => return Ok(()),
+                () = paused(control.as_mut()) => continue,
                 next = Pin::new(&mut *stream).peek() => Next::of(next),
             },
         };
@@ -231,6 +256,7 @@ pub(crate) async fn consume<B: Backend>(
         let slot = watch(
             &mut stop,
             &*backend,
+            control.as_mut(),
             Arc::clone(&shared.permits).acquire_owned(),
         )
         .await;
@@ -238,10 +264,16 @@ pub(crate) async fn consume<B: Backend>(
             Step::Go(Ok(permit)) => permit,
             // The semaphore is never closed while the loops run.
             Step::Go(Err(_)) | Step::Stop => return Ok(()),
-            Step::Retake => continue,
+            Step::Retake | Step::Pause => continue,
         };
         if let Some(route) = key.and_then(|key| queue.routes.get_mut(key)) {
-            let ready = watch(&mut stop, &*backend, poll_fn(|cx| route.poll_ready(cx))).await;
+            let ready = watch(
+                &mut stop,
+                &*backend,
+                control.as_mut(),
+                poll_fn(|cx| route.poll_ready(cx)),
+            )
+            .await;
             match after_wait(ready, stream, &queue.queue).await {
                 Step::Go(Ok(())) => {}
                 Step::Go(Err(source)) => {
@@ -252,7 +284,7 @@ pub(crate) async fn consume<B: Backend>(
                     });
                 }
                 Step::Stop => return Ok(()),
-                Step::Retake => continue,
+                Step::Retake | Step::Pause => continue,
             }
         }
         // Peeked above, so this returns at once.
@@ -286,13 +318,20 @@ fn start(
         .reply_to
         .is_some()
         .then(ReplySlot::default);
-    let started = match key.and_then(|key| queue.routes.get_mut(key)) {
+    let view = shared.control.as_ref();
+    let (signal, cancel) = control::signal_for(view);
+    let cancelled =
+        control::cancelled_before_start(view, delivery.envelope(), &queue.queue, &shared.handle);
+    let route = key.and_then(|key| queue.routes.get_mut(key));
+    let started = match route {
+        _ if cancelled => Err(CANCELLED_REASON.to_owned()),
         Some(route) => route.call(Delivered {
             envelope: delivery.envelope(),
             queue: &queue.queue,
             redelivered: delivery.redelivered(),
             classifier: &shared.classifier,
             reply: reply.as_ref(),
+            cancel: signal,
         }),
         None => Err(format!(
             "no handler for job type `{}` on queue `{}` in this worker (a job type's name is \
@@ -308,6 +347,7 @@ fn start(
             job: started,
             queue: Arc::clone(&queue.queue),
             reply,
+            cancel,
         },
         Arc::clone(shared),
         permit,
@@ -323,11 +363,15 @@ fn start(
 async fn watch<B: Backend + ?Sized, F: Future>(
     stop: &mut watch::Receiver<bool>,
     backend: &B,
+    mut control: Option<&mut QueueControl>,
     future: F,
 ) -> Watched<F::Output> {
     tokio::pin!(future);
     if *stop.borrow() {
         return Watched::Stopped;
+    }
+    if control.as_ref().is_some_and(|c| c.is_paused()) {
+        return Watched::Paused;
     }
     if let Poll::Ready(output) = first_poll(future.as_mut()).await {
         return Watched::Done(output);
@@ -336,6 +380,7 @@ async fn watch<B: Backend + ?Sized, F: Future>(
         tokio::select! {
             biased;
             () = stopped(stop) => return Watched::Stopped,
+            () = paused(control.as_deref_mut()) => return Watched::Paused,
             output = &mut future => return Watched::Done(output),
             () = tokio::time::sleep(STATE_CHECK) => {
                 if backend.connection_state() != ConnectionState::Connected {
@@ -346,8 +391,17 @@ async fn watch<B: Backend + ?Sized, F: Future>(
     }
 }
 
+/// Resolves when the queue gets paused; never, for a worker without
+/// control commands.
+async fn paused(control: Option<&mut QueueControl>) {
+    match control {
+        Some(control) => control.paused().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Hands the delivery the stream has peeked back to the broker, at once,
-/// on shutdown: it was taken but not started.
+/// on shutdown or pause: it was taken but not started.
 async fn hand_back(stream: &mut Stream, queue: &str) {
     if let Some(Some(Ok(delivery))) = stream.next().now_or_never() {
         let job_id = delivery.envelope().job_id;

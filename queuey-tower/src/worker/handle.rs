@@ -1,6 +1,7 @@
+use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use queuey_core::backend::ConnectionState;
 use tokio::sync::watch;
@@ -47,6 +48,9 @@ pub(crate) struct HandleInner {
     pub(crate) jobs_settling: AtomicU64,
     pub(crate) queues_reconnecting: AtomicU64,
     pub(crate) consumer_restarts: AtomicU64,
+    pub(crate) jobs_cancelled: AtomicU64,
+    /// The queues this worker stays off because they are paused.
+    paused: Mutex<BTreeSet<Arc<str>>>,
 }
 
 impl HandleInner {
@@ -63,6 +67,17 @@ impl HandleInner {
             jobs_settling: AtomicU64::new(0),
             queues_reconnecting: AtomicU64::new(0),
             consumer_restarts: AtomicU64::new(0),
+            jobs_cancelled: AtomicU64::new(0),
+            paused: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    pub(crate) fn set_paused(&self, queue: &Arc<str>, paused: bool) {
+        let mut set = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        if paused {
+            set.insert(Arc::clone(queue));
+        } else {
+            set.remove(queue);
         }
     }
 
@@ -123,6 +138,19 @@ impl WorkerHandle {
     /// Queues whose consumer was lost and is being started again.
     pub fn queues_reconnecting(&self) -> u64 {
         self.inner.queues_reconnecting.load(Ordering::Relaxed)
+    }
+
+    /// The queues (their names on the broker) this worker stays off right
+    /// now because an operator paused them.
+    pub fn paused_queues(&self) -> Vec<String> {
+        let set = self.inner.paused.lock().unwrap_or_else(|p| p.into_inner());
+        set.iter().map(|q| q.to_string()).collect()
+    }
+
+    /// Cancelled jobs this worker dead-lettered instead of running or
+    /// retrying them.
+    pub fn jobs_cancelled(&self) -> u64 {
+        self.inner.jobs_cancelled.load(Ordering::Relaxed)
     }
 
     /// Consumers started again after a loss, over the worker's life.

@@ -9,6 +9,7 @@ use queuey_core::backend::Delivery;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::consume::WorkerShared;
+use super::control;
 use super::handle::Counting;
 use super::reply;
 use super::route::JobFuture;
@@ -24,6 +25,8 @@ pub(crate) struct Started {
     pub(crate) queue: Arc<str>,
     /// The handler's output, for a job a caller waits for.
     pub(crate) reply: Option<ReplySlot>,
+    /// What tells the running job it was cancelled.
+    pub(crate) cancel: Option<control::Watch>,
 }
 
 /// Runs the job, decides its final disposition, and settles it. An error
@@ -41,11 +44,12 @@ pub(crate) async fn run_job(
         job,
         queue,
         reply,
+        cancel,
     } = started;
     let outcome = match job {
         Ok(future) => {
             let _running = Counting::new(&shared.handle.jobs_running);
-            future.await
+            control::run_watching(future, cancel.as_ref(), delivery.envelope()).await
         }
         Err(reason) => Ok(Disposition::DeadLetter { reason }),
     };
@@ -53,6 +57,7 @@ pub(crate) async fn run_job(
         Ok(disposition) => disposition.never_early(),
         Err(error) => last_resort(shared.classifier.classify(&*error), &*error),
     };
+    let disposition = control::after_run(disposition, cancel.as_ref(), &queue, &shared.handle);
     let envelope = delivery.envelope();
     let job_id = envelope.job_id;
     if let Disposition::DeadLetter { reason } = &disposition {

@@ -2,6 +2,7 @@
 //! settles the outcome on the broker.
 mod builder;
 mod consume;
+mod control;
 mod error;
 mod handle;
 mod handlers;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use queuey_core::backend::Backend;
 
+use queuey_core::control::ControlView;
 use queuey_core::{Error, Namespace, Queues};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -48,6 +50,7 @@ pub(crate) struct Settings {
     pub(crate) namespace: Namespace,
     pub(crate) periodic: Vec<periodic::PeriodicStart>,
     pub(crate) unique_keys: Option<UniqueKeys>,
+    pub(crate) follow_control: bool,
 }
 
 /// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
@@ -300,6 +303,24 @@ pub(crate) struct Settings {
 /// On shutdown, a delivery the loop had taken but not started is handed back
 /// to the broker at once; started jobs run to completion (up to the shutdown
 /// timeout) and are settled.
+///
+/// # Pauses and cancellations
+///
+/// A worker follows its fleet's [control commands](queuey_core::control)
+/// when its backend carries them (both built-in backends do), and reads
+/// every command sent so far before it consumes anything:
+///
+/// - while one of its queues is paused it takes no delivery of it: running
+///   jobs finish, the delivery it had taken but not started goes back to the
+///   broker, its other queues keep flowing, and
+///   [`WorkerHandle::paused_queues`] names the queue;
+/// - a cancelled job is dead-lettered with the reason `cancelled` instead of
+///   being run; a job cancelled while it runs is told through its
+///   [`JobContext::cancel_signal`](queuey_core::JobContext::cancel_signal),
+///   and unless its handler completes it, it is dead-lettered as cancelled
+///   rather than retried.
+///
+/// [`WorkerBuilder::without_control`] turns this off.
 pub struct Worker<Q, B> {
     backend: Arc<B>,
     queues: Vec<QueueRoutes>,
@@ -311,6 +332,7 @@ pub struct Worker<Q, B> {
     namespace: Namespace,
     periodic: Vec<periodic::PeriodicStart>,
     unique_keys: Option<UniqueKeys>,
+    control: Option<ControlView>,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -383,6 +405,12 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             .declare(&namespace.configs::<Q>())
             .await
             .map_err(|e| namespace.explain(e))?;
+        // Caught up with every command sent so far, before consuming
+        // anything: a queue paused now stays untouched.
+        let control = match settings.follow_control {
+            true => backend.follow_control().await?,
+            false => None,
+        };
         let backend = Arc::new(backend);
         let state = Arc::clone(&backend);
         Ok(Worker {
@@ -398,6 +426,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             namespace,
             periodic: settings.periodic,
             unique_keys: settings.unique_keys,
+            control,
             _queues: PhantomData,
         })
     }
@@ -436,6 +465,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             namespace,
             periodic,
             unique_keys,
+            control,
             _queues,
         } = self;
         let shared = Arc::new(WorkerShared {
@@ -445,6 +475,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             classifier,
             unique_keys,
             backend: Arc::clone(&backend) as Arc<dyn Backend>,
+            control,
         });
         let mut loops = JoinSet::new();
         for queue in queues {

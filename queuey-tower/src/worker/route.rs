@@ -12,6 +12,7 @@ use crate::JobRequest;
 use crate::classify::SharedClassifier;
 use crate::reply_slot::ReplySlot;
 use queuey_core::Disposition;
+use queuey_core::control::CancelSignal;
 
 /// The future of one job through its stack.
 pub(crate) type JobFuture = BoxFuture<'static, Result<Disposition, BoxError>>;
@@ -42,6 +43,8 @@ pub struct Delivered<'a> {
     pub(crate) classifier: &'a SharedClassifier,
     /// Where the handler's output goes, for a job a caller waits for.
     pub(crate) reply: Option<&'a ReplySlot>,
+    /// Trips when an operator cancels the job while it runs.
+    pub(crate) cancel: CancelSignal,
 }
 
 pub(crate) struct TypedRoute<J, S> {
@@ -94,7 +97,8 @@ where
             Arc::clone(delivered.queue),
             1,
             delivered.redelivered,
-        );
+        )
+        .with_cancel_signal(delivered.cancel);
         let mut request = JobRequest::new(job, ctx);
         if let Some(policy) = &self.retry {
             request = request.with_retry_policy(Arc::clone(policy));

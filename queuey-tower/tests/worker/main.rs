@@ -4,6 +4,7 @@
 mod support;
 
 mod classify;
+mod control;
 mod cooldown;
 mod deadline;
 mod faulty;
