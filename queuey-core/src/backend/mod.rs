@@ -28,7 +28,7 @@ pub use granularity::Granularity;
 pub use hold::{effective_granularity_ms, fits_a_hold, hold_delay_ms, round_up_ms};
 pub use reply::{PendingReply, Reply, ReplyLost, ReplyTo};
 
-use crate::control::{ControlRecord, ControlView};
+use crate::control::{ControlRecord, ControlView, Heartbeat};
 use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error, QueueConfig};
 
 /// The dead-letter reason of a message whose body is not an [`Envelope`].
@@ -217,6 +217,32 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
         Box::pin(futures::future::ready(Ok(None)))
     }
+
+    /// Publishes a worker's [`Heartbeat`] for [`workers`](Backend::workers)
+    /// to list. A heartbeat with [`stopping`](Heartbeat::stopping) set is
+    /// the worker's last. Best effort: a lost heartbeat is made up for by
+    /// the next one.
+    ///
+    /// The default publishes nothing and succeeds.
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
+        let _ = beat;
+        Box::pin(futures::future::ready(Ok(())))
+    }
+
+    /// The workers whose latest heartbeat is recent (within
+    /// [`Heartbeat::lifetime`]) and not their last, each with that
+    /// heartbeat, oldest worker first.
+    ///
+    /// The default fails with a [`Refused`](BackendErrorKind::Refused)
+    /// error: the backend keeps no heartbeats.
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
+        Box::pin(futures::future::ready(Err(Error::Backend(
+            BackendError::new(
+                BackendErrorKind::Refused,
+                "cannot list workers: this backend keeps no heartbeats",
+            ),
+        ))))
+    }
 }
 
 /// One delivered job, to be settled exactly once.
@@ -306,6 +332,14 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
         (**self).follow_control()
+    }
+
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).heartbeat(beat)
+    }
+
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
+        (**self).workers()
     }
 }
 

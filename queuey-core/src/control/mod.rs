@@ -1,4 +1,5 @@
-//! Acting on a running fleet: cancelling jobs, pausing and resuming queues.
+//! Acting on a running fleet (cancelling jobs, pausing and resuming
+//! queues) and seeing it (each worker's [`Heartbeat`]).
 //!
 //! An operator (a program through
 //! [`Producer::cancel`](crate::Producer::cancel) and its siblings, the
@@ -19,6 +20,13 @@
 //!   taken but not started go back to the broker, and a worker started
 //!   while the queue is paused stays off it until it is resumed.
 //!
+//! Every worker also sends a [`Heartbeat`] every few seconds
+//! ([`Backend::heartbeat`](crate::backend::Backend::heartbeat)): its host,
+//! process, queues, connection, the jobs it runs right now and its totals
+//! per queue. [`Backend::workers`](crate::backend::Backend::workers) lists
+//! the workers whose last heartbeat is recent; a worker that stops sending
+//! them drops off the list after [`MISSED_HEARTBEATS`] intervals.
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), queuey_core::Error> {
@@ -37,6 +45,7 @@
 //! ```
 
 mod command;
+mod heartbeat;
 mod signal;
 mod state;
 mod view;
@@ -44,6 +53,9 @@ mod view;
 use std::time::Duration;
 
 pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
+pub use heartbeat::{
+    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MISSED_HEARTBEATS, QueueTotals, RunningJob,
+};
 pub use signal::{CancelSignal, Canceller};
 pub use state::ControlState;
 pub use view::ControlView;

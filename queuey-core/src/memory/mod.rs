@@ -16,6 +16,7 @@
 //! | a delivery nacked, or dropped unsettled | back in its place, `redelivered = true` |
 //! | `message_ttl` | messages older than the TTL are dropped when they reach the head |
 //! | control commands ([`Backend::send_control`], [`Backend::follow_control`]) | applied at once to one view shared by every worker of the backend |
+//! | heartbeats ([`Backend::heartbeat`], [`Backend::workers`]) | the latest of each worker, listed for three of its intervals |
 //! | job results ([`Backend::request`], [`Backend::reply`]) | a oneshot per waiting caller; the reply address travels with the job through holds, retries and deferrals; a reply to a caller that stopped waiting is dropped; closing the backend ends every wait |
 //!
 //! Time is tokio's, so under `tokio::time::pause` tests of delays are exact
@@ -49,6 +50,7 @@ mod leadership;
 mod replies;
 mod state;
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -56,6 +58,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, ready};
 use tokio::sync::Notify;
 use tokio::time::Instant;
+use uuid::Uuid;
 
 pub use dead_letter::DeadLetter;
 pub use delivery::MemoryDelivery;
@@ -65,7 +68,7 @@ use crate::backend::{
     Backend, ConnectionState, DeliveryStream, Granularity, HoldKind, PendingReply, Reply, ReplyTo,
     hold_delay_ms,
 };
-use crate::control::{ControlRecord, ControlView};
+use crate::control::{ControlRecord, ControlView, Heartbeat};
 use crate::{BackendError, BackendErrorKind, Envelope, Error, MAX_MESSAGE_BYTES, QueueConfig};
 
 /// Settings of a [`MemoryBackend`].
@@ -121,6 +124,8 @@ pub(crate) struct Broker {
     replies: replies::Replies,
     /// The control commands sent through this backend.
     control: ControlView,
+    /// The latest heartbeat of each worker, with when it came.
+    heartbeats: Mutex<HashMap<Uuid, (Instant, Heartbeat)>>,
 }
 
 impl Broker {
@@ -444,6 +449,36 @@ impl Backend for MemoryBackend {
 
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
         Box::pin(ready(Ok(Some(self.shared.control.clone()))))
+    }
+
+    /// Keeps the worker's latest heartbeat; its last one removes it.
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
+        let mut beats = self
+            .shared
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if beat.stopping {
+            beats.remove(&beat.worker_id);
+        } else {
+            beats.insert(beat.worker_id, (Instant::now(), beat.clone()));
+        }
+        Box::pin(ready(Ok(())))
+    }
+
+    /// The workers heard from within their heartbeats' lifetime (by tokio
+    /// time), oldest first.
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
+        let now = Instant::now();
+        let mut beats = self
+            .shared
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        beats.retain(|_, (at, beat)| now.saturating_duration_since(*at) <= beat.lifetime());
+        let mut workers: Vec<Heartbeat> = beats.values().map(|(_, beat)| beat.clone()).collect();
+        workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));
+        Box::pin(ready(Ok(workers)))
     }
 
     fn consume<'a>(

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::backend::Backend;
+use queuey_core::control::DEFAULT_HEARTBEAT_INTERVAL;
 use queuey_core::store::{DEFAULT_STORE_TIMEOUT, Store};
 
 use queuey_core::{Error, Job, JobHandler, Namespace, Queues};
@@ -58,6 +59,7 @@ struct Settings {
     store: Option<Arc<dyn Store>>,
     store_timeout: Duration,
     follow_control: bool,
+    heartbeat_interval: Duration,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -79,6 +81,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 store: None,
                 store_timeout: DEFAULT_STORE_TIMEOUT,
                 follow_control: true,
+                heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             },
             _queues: PhantomData,
         }
@@ -268,6 +271,16 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
+    /// How often the worker sends its [heartbeat](queuey_core::control::Heartbeat)
+    /// (default [`DEFAULT_HEARTBEAT_INTERVAL`], 5 seconds): who it is,
+    /// what it consumes, the jobs it runs right now and its totals. A
+    /// worker drops off the list of workers three intervals after its last
+    /// heartbeat. Refused at build when zero.
+    pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
+        self.settings.heartbeat_interval = interval;
+        self
+    }
+
     /// Fires `periodic`'s job at each tick of its schedule while the worker
     /// runs, once per tick across every worker (and
     /// [`Scheduler`](crate::periodic::Scheduler)) that declares it on the
@@ -307,6 +320,11 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                  handler_without_default_stack",
             ));
         }
+        if self.settings.heartbeat_interval.is_zero() {
+            return Err(Error::invalid_config(
+                "the worker's heartbeat interval must be more than zero (the default is 5 seconds)",
+            ));
+        }
         if let Some(timeout) = self.settings.job_timeout {
             self.defaults.set_job_timeout(timeout)?;
         }
@@ -332,6 +350,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                     .store
                     .map(|store| UniqueKeys::new(store, self.settings.store_timeout)),
                 follow_control: self.settings.follow_control,
+                heartbeat_interval: self.settings.heartbeat_interval,
             },
         )
         .await

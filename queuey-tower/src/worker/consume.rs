@@ -49,6 +49,8 @@ pub(crate) struct WorkerShared {
     pub(crate) backend: Arc<dyn Backend>,
     /// The fleet's control commands, when the backend carries them.
     pub(crate) control: Option<ControlView>,
+    /// What the heartbeats report.
+    pub(crate) ledger: Arc<super::heartbeat::Ledger>,
 }
 
 pub(crate) type Stream = Peekable<DeliveryStream>;
@@ -341,6 +343,9 @@ fn start(
             queue.queue
         )),
     };
+    let running = started
+        .is_ok()
+        .then(|| shared.ledger.started(delivery.envelope(), &queue.queue));
     let job = run_job(
         Started {
             delivery,
@@ -348,6 +353,7 @@ fn start(
             queue: Arc::clone(&queue.queue),
             reply,
             cancel,
+            running,
         },
         Arc::clone(shared),
         permit,

@@ -72,6 +72,11 @@ impl HandleInner {
         }
     }
 
+    pub(crate) fn paused(&self) -> Vec<String> {
+        let set = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        set.iter().map(|q| q.to_string()).collect()
+    }
+
     pub(crate) fn set_paused(&self, queue: &Arc<str>, paused: bool) {
         let mut set = self.paused.lock().unwrap_or_else(|p| p.into_inner());
         if paused {
@@ -143,8 +148,7 @@ impl WorkerHandle {
     /// The queues (their names on the broker) this worker stays off right
     /// now because an operator paused them.
     pub fn paused_queues(&self) -> Vec<String> {
-        let set = self.inner.paused.lock().unwrap_or_else(|p| p.into_inner());
-        set.iter().map(|q| q.to_string()).collect()
+        self.inner.paused()
     }
 
     /// Cancelled jobs this worker dead-lettered instead of running or

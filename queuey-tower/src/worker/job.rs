@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use queuey_core::{BackendErrorKind, Disposition, Error};
+use queuey_core::{BackendErrorKind, Disposition, Error, Uuid};
 
 use queuey_core::backend::Delivery;
 use tokio::sync::OwnedSemaphorePermit;
@@ -27,6 +27,8 @@ pub(crate) struct Started {
     pub(crate) reply: Option<ReplySlot>,
     /// What tells the running job it was cancelled.
     pub(crate) cancel: Option<control::Watch>,
+    /// The job's entry among the running jobs the heartbeats report.
+    pub(crate) running: Option<Uuid>,
 }
 
 /// Runs the job, decides its final disposition, and settles it. An error
@@ -45,11 +47,16 @@ pub(crate) async fn run_job(
         queue,
         reply,
         cancel,
+        running,
     } = started;
     let outcome = match job {
         Ok(future) => {
             let _running = Counting::new(&shared.handle.jobs_running);
-            control::run_watching(future, cancel.as_ref(), delivery.envelope()).await
+            let output = control::run_watching(future, cancel.as_ref(), delivery.envelope()).await;
+            if let Some(key) = running {
+                shared.ledger.finished(key);
+            }
+            output
         }
         Err(reason) => Ok(Disposition::DeadLetter { reason }),
     };
@@ -92,6 +99,7 @@ pub(crate) async fn run_job(
     match settled {
         Ok(()) => {
             shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
+            shared.ledger.settled(&queue, what);
             if let (Some(keys), Some(key)) = (&shared.unique_keys, unique_key) {
                 keys.release(&key, job_id).await;
             }

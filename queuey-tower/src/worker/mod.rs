@@ -6,6 +6,7 @@ mod control;
 mod error;
 mod handle;
 mod handlers;
+mod heartbeat;
 mod job;
 mod periodic;
 mod reconnect;
@@ -51,6 +52,7 @@ pub(crate) struct Settings {
     pub(crate) periodic: Vec<periodic::PeriodicStart>,
     pub(crate) unique_keys: Option<UniqueKeys>,
     pub(crate) follow_control: bool,
+    pub(crate) heartbeat_interval: Duration,
 }
 
 /// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
@@ -333,6 +335,7 @@ pub struct Worker<Q, B> {
     periodic: Vec<periodic::PeriodicStart>,
     unique_keys: Option<UniqueKeys>,
     control: Option<ControlView>,
+    heartbeat_interval: Duration,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -427,6 +430,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             periodic: settings.periodic,
             unique_keys: settings.unique_keys,
             control,
+            heartbeat_interval: settings.heartbeat_interval,
             _queues: PhantomData,
         })
     }
@@ -466,8 +470,15 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             periodic,
             unique_keys,
             control,
+            heartbeat_interval,
             _queues,
         } = self;
+        let ledger = Arc::new(heartbeat::Ledger::default());
+        let identity = heartbeat::Identity::new(
+            queues.iter().map(|q| q.queue.to_string()).collect(),
+            concurrency,
+            heartbeat_interval,
+        );
         let shared = Arc::new(WorkerShared {
             permits: Arc::new(Semaphore::new(concurrency)),
             jobs: Mutex::new(JoinSet::new()),
@@ -476,7 +487,16 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             unique_keys,
             backend: Arc::clone(&backend) as Arc<dyn Backend>,
             control,
+            ledger: Arc::clone(&ledger),
         });
+        // A set, so that dropping `run` stops the heartbeats too.
+        let mut beats = JoinSet::new();
+        beats.spawn(heartbeat::beat(
+            Arc::clone(&backend) as Arc<dyn Backend>,
+            identity.clone(),
+            Arc::clone(&handle.inner),
+            Arc::clone(&ledger),
+        ));
         let mut loops = JoinSet::new();
         for queue in queues {
             loops.spawn(consume::consume(
@@ -507,6 +527,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         // The schedules stop with the consumers, giving up their leases.
         while schedules.join_next().await.is_some() {}
         drain(&shared, concurrency, shutdown_timeout).await;
+        beats.abort_all();
+        heartbeat::last(&*backend, &identity, &handle.inner, &ledger).await;
         match first_error {
             Some(error) => Err(error),
             None => Ok(()),

@@ -9,6 +9,7 @@ mod cooldown;
 mod deadline;
 mod faulty;
 mod flows;
+mod heartbeats;
 mod idempotency;
 mod lifecycle;
 mod namespaces;
