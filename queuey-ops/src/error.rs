@@ -75,6 +75,15 @@ pub enum OpsError {
         /// What is wrong with it.
         detail: String,
     },
+    /// A control command or a heartbeat could not be sent or read.
+    #[error("{what}: {source}")]
+    Fleet {
+        /// What was being done.
+        what: String,
+        /// What the backend reported (without a password).
+        #[source]
+        source: queuey_core::Error,
+    },
     /// The broker refused or returned a message; the operation stopped.
     #[error("{0}")]
     Refused(String),

@@ -8,6 +8,7 @@
 //! | [`holds`] | the census of a queue's hold queues |
 //! | [`topology`] | compare the broker with a queue set; declare what is missing |
 //! | [`schedules`] | the schedules of periodic jobs: leader, last and next tick |
+//! | [`fleet`] | the running workers, and the commands that pause queues and cancel jobs |
 //! | [`mgmt`] | the RabbitMQ management API client |
 //! | [`doctor`] | connectivity, broker version, plugins, alarms |
 //! | [`web`] | the dashboard: server-rendered pages over the same operations |
@@ -39,6 +40,7 @@ pub mod dead;
 pub mod doctor;
 mod error;
 pub mod escape;
+pub mod fleet;
 pub mod headers;
 pub mod holds;
 pub mod mgmt;

@@ -3,10 +3,13 @@
 mod dead;
 mod doctor;
 mod holds;
+mod job;
+mod queue;
 mod schedules;
 mod table;
 mod topology;
 mod web;
+mod workers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +28,7 @@ pub(crate) const EXIT_PROBLEM: u8 = 3;
 #[command(
     name = "queuey",
     version,
-    about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, topology and health",
+    about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, workers, pauses, cancellations, topology and health",
     long_about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, topology and \
                   health.\n\nQUEUE is always the work queue's name (`emails`); its dead-letter \
                   queue (`emails.dead`) and hold queues (`emails.deferred.<ms>`) follow from the \
@@ -92,6 +95,12 @@ impl Global {
     pub(crate) async fn connect(&self, what: &str) -> Result<Amqp> {
         let name = format!("queuey-cli-{what}-{}", std::process::id());
         Amqp::connect_tls(&self.url, &name, &self.tls()).await
+    }
+
+    /// The fleet's control plane, on a connection of its own.
+    pub(crate) async fn fleet(&self, what: &str) -> Result<queuey_ops::fleet::Fleet> {
+        let name = format!("queuey-cli-{what}-control-{}", std::process::id());
+        queuey_ops::fleet::Fleet::connect(&self.url, &self.tls(), &name).await
     }
 
     pub(crate) fn management(&self) -> Result<Management> {
@@ -173,6 +182,14 @@ pub(crate) enum Command {
     Doctor,
     /// Serve the web dashboard (localhost by default).
     Web(web::WebArgs),
+    /// The running workers: host, queues, connection, and the jobs each runs right now.
+    Workers(workers::WorkersArgs),
+    /// Pause or resume a queue on every worker, or list the paused ones.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
+    /// Cancel jobs wherever they wait.
+    #[command(subcommand)]
+    Job(job::JobCommand),
 }
 
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
@@ -184,6 +201,9 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
         Command::Doctor => doctor::run(&cli.global).await,
         Command::Web(args) => web::run(&cli.global, args).await,
+        Command::Workers(args) => workers::run(&cli.global, args).await,
+        Command::Queue(cmd) => queue::run(&cli.global, cmd).await,
+        Command::Job(cmd) => job::run(&cli.global, cmd).await,
     }
 }
 

@@ -1,0 +1,96 @@
+//! `queuey workers`.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use queuey_ops::Result;
+use queuey_ops::fleet;
+use queuey_ops::time::format_duration_ms;
+
+use super::table::Table;
+use super::{Global, print_json};
+
+#[derive(Debug, Args)]
+pub(crate) struct WorkersArgs {
+    /// Mark jobs running longer than this (`90s`, `5m`, `1h`).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
+    long: Duration,
+    /// Only workers that consume this queue.
+    #[arg(long, value_name = "QUEUE")]
+    queue: Option<String>,
+}
+
+pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> {
+    let fleet = global.fleet("workers").await?;
+    let workers = fleet.workers().await;
+    fleet.close().await;
+    let mut workers = workers?;
+    if let Some(queue) = &args.queue {
+        workers.retain(|w| w.queues.iter().any(|q| q == queue));
+    }
+    if global.json {
+        print_json(&workers);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if workers.is_empty() {
+        println!("no worker has sent a heartbeat in the last few intervals");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    let mut table = Table::new([
+        "WORKER",
+        "VERSION",
+        "QUEUES",
+        "PAUSED",
+        "CONNECTION",
+        "BUSY",
+        "UP",
+    ]);
+    for w in &workers {
+        table.row(vec![
+            fleet::label(w),
+            w.version.clone(),
+            w.queues.join(","),
+            if w.paused.is_empty() {
+                "-".to_owned()
+            } else {
+                w.paused.join(",")
+            },
+            w.connection.clone(),
+            format!("{}/{}", w.running.len(), w.concurrency),
+            format_duration_ms(
+                i64::try_from(w.at_ms.saturating_sub(w.started_at_ms)).unwrap_or(i64::MAX),
+            ),
+        ]);
+    }
+    print!("{}", table.render());
+    let mut jobs = Table::new([
+        "",
+        "JOB",
+        "TYPE",
+        "QUEUE",
+        "ATTEMPT",
+        "WORKER",
+        "RUNNING FOR",
+    ]);
+    let mut any = false;
+    for (worker, job) in fleet::running_where(&workers, |_| true) {
+        any = true;
+        let running = fleet::running_for(worker, job);
+        jobs.row(vec![
+            if running > args.long { "LONG" } else { "" }.to_owned(),
+            job.job_id.to_string(),
+            job.job_type.clone(),
+            job.queue.clone(),
+            job.attempt.to_string(),
+            fleet::label(worker),
+            format_duration_ms(ms(running)),
+        ]);
+    }
+    if any {
+        println!();
+        print!("{}", jobs.render());
+    }
+    Ok(ExitCode::SUCCESS)
+}
