@@ -56,6 +56,7 @@
 //!   that is how it learns that a TLS-terminating proxy serves it.
 
 mod auth;
+mod chart;
 mod exposure;
 mod headers;
 mod html;
@@ -76,6 +77,7 @@ pub use public_host::PublicHost;
 
 use crate::amqp::{Amqp, redact_url};
 use crate::error::{OpsError, Result};
+use crate::fleet::{Fleet, History};
 use crate::mgmt::Management;
 use crate::tls::TlsFiles;
 use crate::topology::TopologySpec;
@@ -156,6 +158,10 @@ pub(crate) struct App {
     pub(crate) exposure: Exposure,
     pub(crate) amqp: Amqp,
     pub(crate) mgmt: Management,
+    /// The control plane and the workers' heartbeats.
+    pub(crate) fleet: Fleet,
+    /// What the fleet did, sampled from the heartbeats.
+    pub(crate) history: Arc<History>,
 }
 
 impl fmt::Debug for App {
@@ -192,6 +198,8 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     let exposure = Exposure::new(listen, config.public_hosts.clone());
     let name = format!("queuey-web-{}", std::process::id());
     let amqp = Amqp::connect_tls(&config.amqp_url, &name, &config.tls).await?;
+    let fleet = Fleet::connect(&config.amqp_url, &config.tls, &format!("{name}-control")).await?;
+    let history = Arc::new(History::new());
     let app = Arc::new(App {
         auth: config.auth.clone(),
         config,
@@ -199,13 +207,21 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
         exposure,
         amqp,
         mgmt,
+        fleet,
+        history,
     });
+    tokio::spawn(sample(Arc::downgrade(&app)));
     let state = || app.clone();
     // Outermost last: headers on every answer, then the Host and Origin
     // checks, then authentication, then the session.
     Ok(Router::new()
         .route("/", get(pages::index))
         .route("/schedules", get(pages::schedules))
+        .route("/workers", get(pages::workers))
+        .route("/metrics", get(pages::metrics))
+        .route("/job/cancel", post(pages::cancel))
+        .route("/queue/{queue}/pause", post(pages::pause))
+        .route("/queue/{queue}/resume", post(pages::resume))
         .route("/queue/{queue}", get(pages::queue))
         .route("/queue/{queue}/dead/{id}", get(pages::show))
         .route("/queue/{queue}/redrive", post(pages::redrive))
@@ -221,6 +237,28 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
         ))
         .layer(axum::middleware::from_fn(headers::add))
         .with_state(app))
+}
+
+/// How often the dashboard samples the workers' heartbeats for its charts
+/// and `/metrics`.
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Samples the heartbeats into the history while the dashboard lives.
+async fn sample(app: std::sync::Weak<App>) {
+    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+    loop {
+        ticks.tick().await;
+        let Some(app) = app.upgrade() else { return };
+        match app.fleet.workers().await {
+            Ok(workers) => app.history.record(&workers, crate::time::now_ms()),
+            Err(error) => warn_sample_failed(&error),
+        }
+    }
+}
+
+/// The dashboard logs nothing else; a failed sample shows as a gap.
+fn warn_sample_failed(error: &OpsError) {
+    eprintln!("warning: could not read the workers' heartbeats: {error}");
 }
 
 /// Serves the dashboard on `listener` until the process ends.

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::response::Html;
 
-use super::{PageResult, on_dashboard};
+use super::PageResult;
 use crate::holds;
+use crate::time::now_ms;
 use crate::web::App;
+use crate::web::chart;
 use crate::web::html::{esc, page, seg};
 
 fn rate(r: Option<f64>) -> String {
@@ -21,22 +23,11 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
     let infos = app.mgmt.queues(None).await?;
     let by_name: BTreeMap<&str, &crate::mgmt::QueueInfo> =
         infos.iter().map(|i| (i.name.as_str(), i)).collect();
-    let suffix = &app.config.dead_suffix;
-    let queues: Vec<String> = if app.config.queues.is_empty() {
-        infos
-            .iter()
-            .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
-            .filter(|q| {
-                app.dead_queue(q)
-                    .is_ok_and(|dq| on_dashboard(&[], q, &dq, |n| by_name.contains_key(n)))
-            })
-            .map(str::to_owned)
-            .collect()
-    } else {
-        app.config.queues.clone()
-    };
+    let queues = app.queues_of(&infos);
+    let paused = app.fleet.state().await?;
+    let now = now_ms();
     let mut body = String::from(
-        "<table id=\"queues\"><tr><th>queue</th><th>ready</th><th>unacked</th><th>consumers</th>\
+        "<table id=\"queues\"><tr><th>queue</th><th>state</th><th>ready</th><th>unacked</th><th>consumers</th>\
          <th>dead</th><th>held</th><th>publish</th><th>deliver</th><th>ack</th></tr>",
     );
     for q in &queues {
@@ -52,11 +43,16 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
         let n = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
         let _ = write!(
             body,
-            "<tr><td><a href=\"/queue/{}\">{}</a></td><td class=n>{}</td><td class=n>{}</td>\
+            "<tr><td><a href=\"/queue/{}\">{}</a></td><td>{}</td><td class=n>{}</td><td class=n>{}</td>\
              <td class=n>{}</td><td class=n>{}</td><td class=n>{held}</td><td class=n>{}</td>\
              <td class=n>{}</td><td class=n>{}</td></tr>",
             seg(q),
             esc(q),
+            if paused.is_paused(q) {
+                "<span class=bad>paused</span>"
+            } else {
+                "running"
+            },
             n(info.and_then(|i| i.messages_ready)),
             n(info.and_then(|i| i.messages_unacknowledged)),
             n(info.and_then(|i| i.consumers)),
@@ -75,7 +71,20 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
          seconds; a queue's own page reads them exactly.</p>",
     );
     body.push_str(
-        "<p><a href=\"/schedules\" id=\"schedules-link\">Schedules of periodic jobs</a></p>",
+        "<p><a href=\"/workers\" id=\"workers-link\">Workers and the jobs they run</a> · \
+         <a href=\"/schedules\" id=\"schedules-link\">Schedules of periodic jobs</a></p>",
+    );
+    body.push_str("<h2>Jobs settled per minute</h2>");
+    for q in &queues {
+        let _ = write!(body, "<h3>{}</h3>", esc(q));
+        body.push_str(&chart::minutes(
+            &format!("chart-{q}"),
+            &app.history.per_minute(q, now),
+        ));
+    }
+    body.push_str(
+        "<p class=note>From the workers' heartbeats since this dashboard started: finished, \
+         retried, deferred and dead-lettered jobs, minute by minute.</p>",
     );
     Ok(Html(page(
         &format!("Queues on vhost {}", app.mgmt.vhost()),

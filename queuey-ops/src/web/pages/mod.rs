@@ -4,9 +4,12 @@
 //! they share here: the error page, the allow-list, the CSRF check.
 
 mod actions;
+mod control;
 mod index;
+mod metrics;
 mod queue;
 mod schedules;
+mod workers;
 
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
@@ -18,9 +21,12 @@ use crate::error::OpsError;
 use crate::topology::{QueueSpec, TopologySpec};
 
 pub(crate) use actions::{purge, redrive};
+pub(crate) use control::{cancel, pause, resume};
 pub(crate) use index::index;
+pub(crate) use metrics::metrics;
 pub(crate) use queue::{queue, show};
 pub(crate) use schedules::schedules;
+pub(crate) use workers::workers;
 
 /// Dead letters read for one page view at most.
 const READ_CAP: usize = 10_000;
@@ -28,7 +34,7 @@ const READ_CAP: usize = 10_000;
 const LISTED: usize = 100;
 
 /// An error shown as a page.
-pub(crate) struct PageError(StatusCode, String);
+pub(crate) struct PageError(pub(crate) StatusCode, pub(crate) String);
 
 impl From<OpsError> for PageError {
     fn from(e: OpsError) -> Self {
@@ -56,6 +62,32 @@ type PageResult = Result<Html<String>, PageError>;
 impl App {
     fn dead_queue(&self, queue: &str) -> Result<String, OpsError> {
         crate::dead_queue_of(queue, &self.config.dead_suffix)
+    }
+
+    /// The queues the dashboard shows, among `infos` (the broker's
+    /// queues): those of `--queue` when given, else every work queue that
+    /// has its dead-letter queue.
+    fn queues_of(&self, infos: &[crate::mgmt::QueueInfo]) -> Vec<String> {
+        if !self.config.queues.is_empty() {
+            return self.config.queues.clone();
+        }
+        let suffix = &self.config.dead_suffix;
+        let exists = |n: &str| infos.iter().any(|i| i.name == n);
+        infos
+            .iter()
+            .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
+            .filter(|q| {
+                self.dead_queue(q)
+                    .is_ok_and(|dq| on_dashboard(&[], q, &dq, exists))
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The queues the dashboard shows, read from the management API.
+    async fn shown_queues(&self) -> Result<Vec<String>, OpsError> {
+        let infos = self.mgmt.queues(None).await?;
+        Ok(self.queues_of(&infos))
     }
 
     fn spec_for(&self, queue: &str) -> (TopologySpec, bool) {

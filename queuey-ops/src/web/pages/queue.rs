@@ -46,6 +46,26 @@ pub(crate) async fn queue(
         pass.read,
         esc(&dq)
     );
+    let paused = app.fleet.state().await?.is_paused(&queue);
+    let _ = write!(
+        body,
+        "<div class=box id=\"control\"><p>{} {}</p>\
+         <form method=\"post\" action=\"/job/cancel\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
+         <label>Cancel a job by id <input name=\"job_id\" id=\"cancel-id\" size=\"38\" \
+         placeholder=\"67e55044-10b1-426f-9247-bb680e5fe0c8\"></label> \
+         <button type=\"submit\" class=\"danger\" id=\"cancel-job\">Cancel…</button></form></div>",
+        if paused {
+            "<span class=bad id=\"paused\">Paused: no worker takes its jobs.</span>"
+        } else {
+            "<span class=ok id=\"running\">Running.</span>"
+        },
+        if paused {
+            post_form(&action("resume"), csrf, &[], "Resume…", "go", "resume")
+        } else {
+            post_form(&action("pause"), csrf, &[], "Pause…", "danger", "pause")
+        },
+        esc(csrf),
+    );
     body.push_str("<h2>Dead letters by reason</h2>");
     if !pass.complete {
         let _ = write!(

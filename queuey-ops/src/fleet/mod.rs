@@ -21,6 +21,8 @@
 //! # Ok(()) }
 //! ```
 
+mod history;
+
 use std::time::Duration;
 
 use queuey_core::backend::Backend;
@@ -30,6 +32,8 @@ use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use crate::amqp::redact_url;
 use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
+
+pub use history::{Counts, History, MINUTES};
 
 /// A connection to the fleet's control plane.
 #[derive(Debug, Clone)]

@@ -1,0 +1,155 @@
+//! `/metrics`: the fleet and its queues for Prometheus, in its text
+//! exposition format.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use super::PageError;
+use crate::holds;
+use crate::web::App;
+
+fn label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+}
+
+/// GET `/metrics`: queue, dead-letter and hold counts from the broker; the
+/// fleet's workers, running jobs, paused queues and settled jobs from the
+/// workers' heartbeats.
+pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, PageError> {
+    let queues = app.shown_queues().await?;
+    let infos = app.mgmt.queues(None).await?;
+    let workers = app.fleet.workers().await?;
+    let state = app.fleet.state().await?;
+    let mut out = String::new();
+
+    family(
+        &mut out,
+        "queuey_queue_ready",
+        "gauge",
+        "Jobs ready in a work queue, by the management API's statistics.",
+    );
+    for q in &queues {
+        if let Some(v) = infos
+            .iter()
+            .find(|i| &i.name == q)
+            .and_then(|i| i.messages_ready)
+        {
+            let _ = writeln!(out, "queuey_queue_ready{{queue=\"{}\"}} {v}", label(q));
+        }
+    }
+    family(
+        &mut out,
+        "queuey_queue_unacked",
+        "gauge",
+        "Jobs of a work queue delivered to a worker and not yet settled.",
+    );
+    for q in &queues {
+        if let Some(v) = infos
+            .iter()
+            .find(|i| &i.name == q)
+            .and_then(|i| i.messages_unacknowledged)
+        {
+            let _ = writeln!(out, "queuey_queue_unacked{{queue=\"{}\"}} {v}", label(q));
+        }
+    }
+    family(
+        &mut out,
+        "queuey_dead_letters",
+        "gauge",
+        "Jobs in a work queue's dead-letter queue.",
+    );
+    for q in &queues {
+        let dq = app.dead_queue(q)?;
+        if let Some(v) = infos.iter().find(|i| i.name == dq).and_then(|i| i.messages) {
+            let _ = writeln!(out, "queuey_dead_letters{{queue=\"{}\"}} {v}", label(q));
+        }
+    }
+    family(
+        &mut out,
+        "queuey_queue_paused",
+        "gauge",
+        "1 while a work queue is paused for the whole fleet.",
+    );
+    for q in &queues {
+        let _ = writeln!(
+            out,
+            "queuey_queue_paused{{queue=\"{}\"}} {}",
+            label(q),
+            u8::from(state.is_paused(q))
+        );
+    }
+    family(
+        &mut out,
+        "queuey_workers",
+        "gauge",
+        "Workers heard from recently that consume a queue.",
+    );
+    family(
+        &mut out,
+        "queuey_jobs_running",
+        "gauge",
+        "Jobs the fleet runs right now, by queue.",
+    );
+    for q in &queues {
+        let consuming = workers.iter().filter(|w| w.queues.contains(q)).count();
+        let running: usize = workers
+            .iter()
+            .map(|w| w.running.iter().filter(|j| &j.queue == q).count())
+            .sum();
+        let _ = writeln!(out, "queuey_workers{{queue=\"{}\"}} {consuming}", label(q));
+        let _ = writeln!(
+            out,
+            "queuey_jobs_running{{queue=\"{}\"}} {running}",
+            label(q)
+        );
+    }
+    family(
+        &mut out,
+        "queuey_fleet_jobs_total",
+        "counter",
+        "Jobs the fleet settled since this dashboard started, by queue and outcome \
+         (from the workers' heartbeats).",
+    );
+    for (q, counts) in app.history.totals() {
+        if !queues.contains(&q) {
+            continue;
+        }
+        for (outcome, n) in [
+            ("finished", counts.finished),
+            ("retried", counts.retried),
+            ("deferred", counts.deferred),
+            ("dead_lettered", counts.dead_lettered),
+        ] {
+            let _ = writeln!(
+                out,
+                "queuey_fleet_jobs_total{{queue=\"{}\",outcome=\"{outcome}\"}} {n}",
+                label(&q)
+            );
+        }
+    }
+    let mut censuses = Vec::new();
+    for q in &queues {
+        censuses
+            .push(holds::census(&app.mgmt, &app.amqp, q, &app.config.deferred_suffix, 0).await?);
+    }
+    out.push_str(&holds::prometheus(&censuses));
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response())
+}
