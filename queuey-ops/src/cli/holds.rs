@@ -39,6 +39,10 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
         }
     }
     amqp.close().await;
+    let fleet = global.fleet("holds").await?;
+    let state = fleet.state().await;
+    fleet.close().await;
+    let state = state?;
     let consumers: u64 = censuses
         .iter()
         .flat_map(|c| &c.holds)
@@ -51,6 +55,16 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
     } else {
         for census in &censuses {
             print_census(census);
+            if let Some((_, at)) = state.paused().find(|(q, _)| *q == census.queue) {
+                let at = i64::try_from(at).unwrap_or(i64::MAX);
+                println!(
+                    "paused since {} ({} ago): no worker takes its jobs, and jobs released from \
+                     its holds wait in the queue until `queuey queue resume {}`",
+                    format_ms(at),
+                    format_duration_ms(now_ms() - at),
+                    queuey_ops::escape::line(&census.queue)
+                );
+            }
         }
     }
     if consumers > 0 {
