@@ -343,9 +343,14 @@ fn start(
             queue.queue
         )),
     };
-    let running = started
-        .is_ok()
-        .then(|| shared.ledger.started(delivery.envelope(), &queue.queue));
+    let running = match (&started, key) {
+        (Ok(_), Some(job_type)) => Some(shared.ledger.started(
+            delivery.envelope(),
+            job_type,
+            &queue.queue,
+        )),
+        _ => None,
+    };
     let job = run_job(
         Started {
             delivery,

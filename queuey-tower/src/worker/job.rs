@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use queuey_core::{BackendErrorKind, Disposition, Error, Uuid};
+use queuey_core::{BackendErrorKind, Disposition, Error};
 
 use queuey_core::backend::Delivery;
 use tokio::sync::OwnedSemaphorePermit;
@@ -28,7 +28,7 @@ pub(crate) struct Started {
     /// What tells the running job it was cancelled.
     pub(crate) cancel: Option<control::Watch>,
     /// The job's entry among the running jobs the heartbeats report.
-    pub(crate) running: Option<Uuid>,
+    pub(crate) running: Option<u64>,
 }
 
 /// Runs the job, decides its final disposition, and settles it. An error
