@@ -312,9 +312,21 @@ mod tests {
                 .payload_equals("campaign", 42)
                 .matches(&job)
         );
-        assert!(!CancelFilter::new().payload_equals("campaign", 7).matches(&job));
-        assert!(CancelFilter::new().payload_equals("to.1", "b").matches(&job));
-        assert!(!CancelFilter::new().payload_equals("to.9", "b").matches(&job));
+        assert!(
+            !CancelFilter::new()
+                .payload_equals("campaign", 7)
+                .matches(&job)
+        );
+        assert!(
+            CancelFilter::new()
+                .payload_equals("to.1", "b")
+                .matches(&job)
+        );
+        assert!(
+            !CancelFilter::new()
+                .payload_equals("to.9", "b")
+                .matches(&job)
+        );
         let Command::CancelMatching { filter } =
             CancelFilter::new().job_type("send").into_command().unwrap()
         else {
