@@ -10,9 +10,11 @@ use queuey_core::backend::HoldKind;
 use queuey_core::backend::{
     Backend, ConnectionState, DeliveryStream, PendingReply, Reply, ReplyTo,
 };
+use queuey_core::control::{ControlRecord, ControlView};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
+use crate::control::Control;
 use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::reply::{Requests, Responder};
@@ -39,6 +41,8 @@ struct Inner {
     requests: Requests,
     /// Job results, sent to the callers that wait for them.
     responder: Responder,
+    /// Control commands: sent to the control stream, and followed there.
+    control: Control,
 }
 
 impl RabbitMqBackend {
@@ -72,6 +76,7 @@ impl RabbitMqBackend {
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
         let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
         let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
+        let control = Control::new(Arc::clone(&link), Arc::clone(&outbox), Arc::clone(&options));
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
@@ -79,6 +84,7 @@ impl RabbitMqBackend {
                 outbox,
                 requests,
                 responder,
+                control,
             }),
         })
     }
@@ -180,6 +186,22 @@ impl Backend for RabbitMqBackend {
     /// exchange, on the backend's reply channel.
     fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move { self.inner.responder.reply(to, &reply).await })
+    }
+
+    /// Publishes the command to the control stream (declared first, once
+    /// per backend) and waits for the broker's confirm. A record without a
+    /// sender (`by`) is sent as this backend's: its connection name and
+    /// its host name. See [Control commands](crate#control-commands).
+    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.inner.control.send(record))
+    }
+
+    /// Starts the backend's follower of the control stream on the first
+    /// call, and returns once it has read every command sent before the
+    /// call (within the call timeout). See [Control
+    /// commands](crate#control-commands).
+    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
+        Box::pin(async move { self.inner.control.follow().await.map(Some) })
     }
 }
 

@@ -57,6 +57,33 @@ pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> BasicProperti
     }
 }
 
+/// The properties a delivered job carries when it is published again as
+/// it came (a suspect copy, a job handed back): those of every job
+/// ([`job_properties`] with `priority`) plus queuey's own headers of the
+/// delivery (`queuey-*`: its due time, its count of unsettled deliveries),
+/// and no other header, so the broker's `x-death` and sender-selected
+/// routing never travel on.
+pub(crate) fn carried(
+    envelope: &Envelope,
+    original: &BasicProperties,
+    priority: u8,
+) -> BasicProperties {
+    let properties = job_properties(envelope, priority);
+    let Some(headers) = original.headers() else {
+        return properties;
+    };
+    let mut kept = FieldTable::default();
+    for (key, value) in headers.inner() {
+        if key.as_str().starts_with("queuey-") {
+            kept.insert(key.clone(), value.clone());
+        }
+    }
+    if kept.inner().is_empty() {
+        return properties;
+    }
+    properties.with_headers(kept)
+}
+
 /// The reply address a delivery carries (see [`job_properties`]), if a
 /// caller waits for it.
 pub(crate) fn reply_to(properties: &BasicProperties) -> Option<ReplyTo> {

@@ -26,6 +26,7 @@ mod private;
 mod calls;
 mod cluster;
 mod cluster_kit;
+mod control;
 mod kit;
 mod poison;
 mod scenarios;

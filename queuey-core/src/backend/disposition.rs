@@ -21,7 +21,7 @@ use crate::Envelope;
 /// | `Retry { delay }` | publish the next attempt (attempt + 1, priority 0) to a hold of `delay`, wait for the confirm, acknowledge |
 /// | `Defer { delay }` | publish the job unchanged but for deferrals + 1 at the queue's top priority to a hold of `delay`, wait for the confirm, acknowledge |
 /// | `DeadLetter { reason }` | publish to the dead-letter queue with `reason`, wait for the confirm, acknowledge |
-/// | `Requeue` | hand the message back for immediate delivery, spending nothing |
+/// | `Requeue` | hand the message back for delivery again at once, spending nothing: no attempt, and it does not count as a delivery that came back unsettled |
 ///
 /// A `Retry` or `Defer` longer than [`LONGEST_WAIT`] is dead-lettered with a
 /// reason saying so: a hold could not keep it that long, and releasing it

@@ -6,22 +6,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use lapin::BasicProperties;
 use queuey_core::Disposition;
 use queuey_core::backend::Delivery;
 use queuey_core::backend::Plan;
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use super::settle::Settler;
-use crate::outbox::{Outbox, dead_letter};
+use crate::outbox::{Outbox, dead_letter, hand_back};
 use crate::properties::{self, DeadLetterInfo};
 
 /// One delivery from a consumer.
 ///
-/// Publishing (a retry, deferral or dead letter) always comes before the
-/// acknowledgement, and any failure leaves the delivery unacknowledged. A
-/// delivery dropped unsettled is handed back to the broker after
-/// [`REQUEUE_DELAY`](crate::options::REQUEUE_DELAY); if its channel closes first,
-/// the broker delivers it again anyway.
+/// Publishing (a retry, deferral, dead letter or hand-back) always comes
+/// before the acknowledgement, and any failure leaves the delivery
+/// unacknowledged. A delivery dropped unsettled is handed back to the
+/// broker after [`REQUEUE_DELAY`](crate::options::REQUEUE_DELAY); if its
+/// channel closes first, the broker delivers it again anyway.
 pub(crate) struct RabbitMqDelivery {
     outbox: Arc<Outbox>,
     /// Its tag, acker and channel. The channel stays open until this
@@ -33,6 +34,8 @@ pub(crate) struct RabbitMqDelivery {
     /// with it, the body is republished verbatim to the dead-letter queue.
     around: Around,
     redelivered: bool,
+    /// Where it came from, to hand it back there.
+    origin: Origin,
     /// Whether a settle was sent or handed to the writer. The acker alone
     /// cannot tell: an acknowledgement covered by a multiple one leaves it
     /// unused.
@@ -48,6 +51,7 @@ impl RabbitMqDelivery {
         envelope: Envelope,
         around: Around,
         redelivered: bool,
+        origin: Origin,
     ) -> Self {
         RabbitMqDelivery {
             outbox,
@@ -55,6 +59,7 @@ impl RabbitMqDelivery {
             envelope,
             around,
             redelivered,
+            origin,
             settled: AtomicBool::new(false),
         }
     }
@@ -69,6 +74,46 @@ impl RabbitMqDelivery {
     async fn ack_now(&self) -> Result<(), Error> {
         self.settled.store(true, Ordering::Relaxed);
         self.settler.ack().await
+    }
+
+    /// The configuration of the work queue, as declared through this
+    /// backend (or the defaults, for a queue consumed without a declare).
+    fn config(&self) -> Arc<QueueConfig> {
+        let queue = self.queue();
+        self.outbox
+            .declared(queue)
+            .unwrap_or_else(|| Arc::new(QueueConfig::new(queue)))
+    }
+
+    /// Hands the job back without the broker counting a redelivery: a copy
+    /// (the body as received, queuey's own headers, the hand-back priority)
+    /// is published to the queue the delivery came from and confirmed, then
+    /// the delivery is acknowledged. If the copy cannot be published, the
+    /// delivery goes back with `basic.nack` (requeue) instead: the broker
+    /// keeps the job either way.
+    pub(crate) async fn hand_back_now(&self) -> Result<(), Error> {
+        self.settled.store(true, Ordering::Relaxed);
+        let origin = &self.origin;
+        let copy = hand_back::copy(
+            &origin.queue,
+            &self.envelope,
+            &origin.properties,
+            origin.priority,
+            self.around.rebuild(&self.envelope),
+        );
+        let config = self.config();
+        match self.outbox.hand_back(copy, &config, origin.suspect).await {
+            Ok(()) => self.settler.ack().await,
+            Err(error) => {
+                tracing::warn!(
+                    queue = %origin.queue,
+                    job_id = %self.envelope.job_id,
+                    %error,
+                    "could not hand a job back as a new message; handing the delivery back to the                      broker instead, which marks it redelivered"
+                );
+                self.settler.requeue().await
+            }
+        }
     }
 
     async fn dead_letter_now(&self, reason: String) -> Result<(), Error> {
@@ -97,13 +142,25 @@ impl RabbitMqDelivery {
             self.envelope.job_id.to_string(),
             self.around.rebuild(&self.envelope),
         );
-        let config = self
-            .outbox
-            .declared(queue)
-            .unwrap_or_else(|| Arc::new(QueueConfig::new(queue)));
-        self.outbox.dead_letter(letter, &config).await?;
+        self.outbox.dead_letter(letter, &self.config()).await?;
         self.ack_now().await
     }
+}
+
+/// Where a delivery came from, and how it goes back there.
+#[derive(Debug)]
+pub(crate) struct Origin {
+    /// The queue it was consumed from: the work queue, or its suspect
+    /// queue.
+    pub(crate) queue: Arc<str>,
+    /// Whether that is the suspect queue.
+    pub(crate) suspect: bool,
+    /// The priority of a copy handed back: the work queue's top one, so the
+    /// job is served ahead of the backlog as it was before (0 for a suspect
+    /// queue or a queue without priorities).
+    pub(crate) priority: u8,
+    /// The properties it was delivered with: queuey's own headers travel on.
+    pub(crate) properties: BasicProperties,
 }
 
 /// The bytes of a body before and after its payload.
@@ -149,10 +206,7 @@ impl Delivery for RabbitMqDelivery {
                     self.ack_now().await
                 }
                 Plan::DeadLetter { reason } => self.dead_letter_now(reason).await,
-                Plan::Requeue => {
-                    self.settled.store(true, Ordering::Relaxed);
-                    self.settler.requeue().await
-                }
+                Plan::Requeue => self.hand_back_now().await,
             }
         })
     }

@@ -9,7 +9,7 @@ use queuey_core::backend::Delivery;
 use queuey_core::{Disposition, Envelope};
 
 use super::acks::Acks;
-use super::delivery::{Around, RabbitMqDelivery};
+use super::delivery::{Around, Origin, RabbitMqDelivery};
 use super::guard::Guard;
 use super::route::{Route, route};
 use super::settle::Settler;
@@ -24,7 +24,7 @@ impl Consumer {
     /// Decodes a delivery and sends it where it belongs; returns it when it
     /// goes to the worker.
     pub(super) async fn dispatch(
-        &self,
+        &mut self,
         mut delivery: LapinDelivery,
         acks: Acks,
     ) -> Option<Box<dyn Delivery>> {
@@ -46,9 +46,13 @@ impl Consumer {
                 let delivery = self.delivery(delivery, envelope, around, acks);
                 match due {
                     Due::Now => {
-                        // No guard move is under way (see `Consumer::gate`).
-                        drop(self.gate.write().await);
-                        return Some(delivery);
+                        // Parked while no guard move may be under way (see
+                        // `Consumer::gate`), so that a stream dropped
+                        // meanwhile hands the delivery back.
+                        self.parked = Some(delivery);
+                        let gate = Arc::clone(&self.gate);
+                        drop(gate.write().await);
+                        return self.parked.take().map(|d| d as Box<dyn Delivery>);
                     }
                     Due::Later {
                         remaining,
@@ -71,7 +75,18 @@ impl Consumer {
     ) -> Box<RabbitMqDelivery> {
         // A job only reaches the suspect queue by coming back unsettled: it
         // is a redelivery to the worker.
-        let redelivered = delivery.redelivered || matches!(self.source, Source::Suspects(_));
+        let suspect = matches!(self.source, Source::Suspects(_));
+        let redelivered = delivery.redelivered || suspect;
+        let origin = Origin {
+            queue: Arc::clone(&self.consumed),
+            suspect,
+            priority: if suspect {
+                0
+            } else {
+                self.config.top_priority()
+            },
+            properties: delivery.properties,
+        };
         let settler = Settler::new(
             delivery.acker,
             delivery.delivery_tag,
@@ -85,6 +100,7 @@ impl Consumer {
             envelope,
             around,
             redelivered,
+            origin,
         ))
     }
 

@@ -1,9 +1,11 @@
 //! A consumer on one connection: starting it, and restoring it when its
 //! connection dies or the broker cancels it.
 
+use std::time::Duration;
+
 use futures::StreamExt;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use queuey_core::Error;
 
@@ -35,6 +37,35 @@ pub(super) enum Received {
     Nothing,
     /// The stream ends, with this error or quietly.
     End(Option<Error>),
+}
+
+impl Live {
+    /// Cancels the consumer and waits, up to `bound`, for the broker's
+    /// `cancel-ok`; after it, nothing more arrives, and the consumer yields
+    /// what it had buffered, then ends.
+    pub(super) async fn cancel(&self, bound: Duration) -> Result<(), String> {
+        let cancel = self
+            .acks
+            .channel()
+            .basic_cancel(properties::short(&self.tag), BasicCancelOptions::default());
+        match tokio::time::timeout(bound, cancel).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(_) => Err(format!("no answer from RabbitMQ within {bound:?}")),
+        }
+    }
+
+    /// The next delivery the consumer had buffered before it was
+    /// cancelled, known to the channel's writer; `None` once there is none.
+    pub(super) async fn buffered(&mut self, bound: Duration) -> Option<(LapinDelivery, Acks)> {
+        match tokio::time::timeout(bound, self.consumer.next()).await {
+            Ok(Some(Ok(delivery))) => {
+                self.acks.delivered(delivery.delivery_tag);
+                Some((delivery, self.acks.clone()))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl Consumer {

@@ -4,7 +4,8 @@
 //! [`RabbitMqDelivery`](delivery::RabbitMqDelivery), to its hold again, to
 //! the poison guard (`guard`) or, for a body that is not an envelope, to
 //! the dead-letter queue (`malformed`). Settling a delivery is `settle`,
-//! over the channel's coalesced acknowledgements (`acks`).
+//! over the channel's coalesced acknowledgements (`acks`). A stream
+//! dropped retires its consumers gracefully (`retire`).
 
 mod acks;
 mod delivery;
@@ -12,6 +13,7 @@ mod dispatch;
 mod guard;
 mod live;
 mod malformed;
+mod retire;
 mod route;
 mod settle;
 mod tag;
@@ -27,6 +29,7 @@ use tokio::sync::RwLock;
 use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::topology;
+use delivery::RabbitMqDelivery;
 use live::{Live, Received};
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
@@ -41,6 +44,10 @@ use live::{Live, Received};
 /// declaring the queues again first if they were gone. It ends with an
 /// error only for what cannot heal (the backend gave up, the broker refuses
 /// a queue), and with `None` once the backend is closed.
+///
+/// Dropping the stream retires each consumer on a task of its own: it is
+/// cancelled, and every delivery it had received but not handed out is
+/// handed back as a new message, so none comes back marked redelivered.
 pub(crate) async fn consume(
     link: Arc<Link>,
     outbox: Arc<Outbox>,
@@ -110,6 +117,8 @@ struct Consumer {
     /// job, most likely) thus cannot cut off the acknowledgement of the
     /// original and leave the job twice.
     gate: Arc<RwLock<()>>,
+    /// A delivery on its way to the worker, waiting for the gate.
+    parked: Option<Box<RabbitMqDelivery>>,
 }
 
 impl Consumer {
@@ -137,6 +146,7 @@ impl Consumer {
             ended: false,
             pause: RESUME_PAUSE_MIN,
             gate,
+            parked: None,
         };
         state.live = Some(state.start().await?);
         Ok(state)

@@ -1,8 +1,8 @@
 //! Queue declarations: the work, dead-letter and suspect queues on a
 //! throwaway channel per `declare` (here), hold queues on channels of their
-//! own (`holds`, over the slots of `pool`), the checks made before anything
-//! is declared (`check`), and what a refusal tells the user to do
-//! (`explain`).
+//! own (`holds`, over the slots of `pool`), the control stream (`stream`),
+//! the checks made before anything is declared (`check`), and what a
+//! refusal tells the user to do (`explain`).
 //!
 //! A refused declaration (`PRECONDITION_FAILED`) closes the channel it ran
 //! on, so declarations never share a channel with publishes or consumers.
@@ -13,6 +13,7 @@ mod check;
 mod explain;
 mod holds;
 mod pool;
+mod stream;
 
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
@@ -25,6 +26,7 @@ use crate::topology::{self, ArgumentValue, QueueArguments};
 pub(crate) use check::check;
 use explain::explain;
 pub(crate) use holds::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
+pub(crate) use stream::declare_control_stream;
 
 /// Declares each work queue and, when enabled, its dead-letter queue and
 /// its suspect queue, on one fresh channel that is closed afterwards. Stops

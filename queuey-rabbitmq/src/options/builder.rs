@@ -57,6 +57,7 @@ pub struct RabbitMqOptions {
     pub(crate) reconnect_deadline: Option<Duration>,
     pub(crate) refuse_long_delays: bool,
     pub(crate) tls: TlsOptions,
+    pub(crate) control_stream: String,
 }
 
 impl Default for RabbitMqOptions {
@@ -65,7 +66,8 @@ impl Default for RabbitMqOptions {
     /// queues declared, the poison guard on with a limit of 5, quorum hold
     /// queues with their default granularity
     /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
-    /// 128 publishes in flight on each, and a 16 MiB message limit.
+    /// 128 publishes in flight on each, a 16 MiB message limit, and control
+    /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM).
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -90,6 +92,7 @@ impl Default for RabbitMqOptions {
             reconnect_deadline: None,
             refuse_long_delays: false,
             tls: TlsOptions::default(),
+            control_stream: crate::topology::CONTROL_STREAM.to_owned(),
         }
     }
 }
@@ -337,6 +340,25 @@ impl RabbitMqOptions {
     /// confirmation before the channel's next publish.
     pub fn publish_window(mut self, publishes: usize) -> Self {
         self.publish_window = publishes;
+        self
+    }
+
+    /// The stream that carries the fleet's control commands (cancel a job,
+    /// pause or resume a queue): default
+    /// [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM), `queuey.control`.
+    /// Every process that should obey the same commands must use the same
+    /// stream; fleets sharing a virtual host can keep their commands apart
+    /// with a stream each. See [Control commands](crate#control-commands).
+    /// At most 255 bytes, not empty.
+    ///
+    /// ```
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default().control_stream("billing.control");
+    /// assert_eq!(options.settings().control_stream(), "billing.control");
+    /// ```
+    pub fn control_stream(mut self, stream: impl Into<String>) -> Self {
+        self.control_stream = stream.into();
         self
     }
 

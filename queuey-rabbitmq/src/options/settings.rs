@@ -193,6 +193,12 @@ impl<'a> RabbitMqSettings<'a> {
     pub fn max_message_size(&self) -> usize {
         self.options.max_message_size
     }
+
+    /// The stream of control commands
+    /// ([`RabbitMqOptions::control_stream`]).
+    pub fn control_stream(&self) -> &'a str {
+        &self.options.control_stream
+    }
 }
 
 impl fmt::Debug for RabbitMqSettings<'_> {
@@ -250,6 +256,7 @@ mod tests {
         assert_eq!(s.publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
         assert_eq!(s.publish_window(), DEFAULT_PUBLISH_WINDOW);
         assert_eq!(s.max_message_size(), 16 * 1024 * 1024);
+        assert_eq!(s.control_stream(), crate::topology::CONTROL_STREAM);
     }
 
     #[test]
@@ -276,7 +283,8 @@ mod tests {
             .hold_queues(HoldQueues::Classic)
             .publish_concurrency(1)
             .publish_window(2)
-            .max_message_size(1024);
+            .max_message_size(1024)
+            .control_stream("c");
         let s = o.settings();
         assert_eq!(s.heartbeat(), second * 3);
         assert_eq!(s.connect_timeout(), second * 4);
@@ -308,5 +316,6 @@ mod tests {
         assert_eq!(s.publish_concurrency(), 1);
         assert_eq!(s.publish_window(), 2);
         assert_eq!(s.max_message_size(), 1024);
+        assert_eq!(s.control_stream(), "c");
     }
 }

@@ -40,6 +40,12 @@ impl RabbitMqOptions {
                 self.publish_window
             )));
         }
+        if self.control_stream.is_empty() || self.control_stream.len() > 255 {
+            return Err(Error::invalid_config(format!(
+                "control_stream must be a queue name of 1 to 255 bytes, got {} bytes",
+                self.control_stream.len()
+            )));
+        }
         if self.max_message_size == 0 {
             return Err(Error::invalid_config(
                 "max_message_size must be at least 1 byte",
@@ -107,6 +113,8 @@ mod tests {
             RabbitMqOptions::default().poison_guard(Some(0)),
             RabbitMqOptions::default().suspect_suffix(""),
             RabbitMqOptions::default().suspect_suffix(".dead"),
+            RabbitMqOptions::default().control_stream(""),
+            RabbitMqOptions::default().control_stream("c".repeat(256)),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();

@@ -12,11 +12,13 @@
 //! - `hold` and `leases`: parking a job in a hold queue until its delay has
 //!   passed, without the queue's lease running out under it;
 //! - `dead_letter` and `suspect`: the messages for a queue's dead-letter
-//!   and suspect queues.
+//!   and suspect queues; `hand_back`: a delivered job returned to its
+//!   queue as a new message.
 //!
 //! The consumer side decides what to publish; this module publishes it.
 
 pub(crate) mod dead_letter;
+pub(crate) mod hand_back;
 mod hold;
 mod leases;
 pub(crate) mod prepare;
@@ -164,6 +166,36 @@ impl Outbox {
         };
         self.sender
             .send_declaring(copy, "suspect queue", declare)
+            .await
+    }
+
+    /// Publishes a job handed back (see [`hand_back::copy`]) into the
+    /// queue it was consumed from: the work queue, or its suspect queue
+    /// (`suspect`, declared again if it is gone).
+    pub(crate) async fn hand_back(
+        &self,
+        copy: Outgoing,
+        config: &QueueConfig,
+        suspect: bool,
+    ) -> Result<(), Error> {
+        if suspect {
+            return self.suspect(copy, config).await;
+        }
+        let queue = copy.queue.clone();
+        let sent = self.sender.send(copy).await;
+        sent.map_err(|e| error::with_no_route_hint(e, &queue, true))
+    }
+
+    /// Publishes a message of the control stream (a command or a sync
+    /// marker, built by `control`), declaring the stream again if it is
+    /// gone.
+    pub(crate) async fn control(&self, out: Outgoing) -> Result<(), Error> {
+        let stream = out.queue.clone();
+        let declare = |current: crate::link::Current| async move {
+            declare::declare_control_stream(&current.connection, &stream).await
+        };
+        self.sender
+            .send_declaring(out, "control stream", declare)
             .await
     }
 

@@ -11,8 +11,8 @@ use crate::{properties, topology};
 /// The copy of `envelope`'s job, delivered from the work queue `queue` (or
 /// its suspect queue) with `original` properties and `body`, for the
 /// suspect queue `{queue}{suffix}`: the body as it came, the properties
-/// every job carries, queuey's own headers of the original, and the count
-/// of unsettled deliveries.
+/// every job carries and queuey's own headers of the original
+/// ([`properties::carried`]), and the count of unsettled deliveries.
 pub(crate) fn copy(
     queue: &str,
     envelope: &Envelope,
@@ -25,25 +25,12 @@ pub(crate) fn copy(
         queue: topology::suspect_queue_name(queue, suffix),
         body,
         message_id: envelope.job_id.to_string(),
-        properties: properties::with_unsettled_deliveries(carried(envelope, original), count),
+        // No priority: a suspect queue has none.
+        properties: properties::with_unsettled_deliveries(
+            properties::carried(envelope, original, 0),
+            count,
+        ),
     }
-}
-
-/// The properties a suspect copy carries: persistence and the job id, as
-/// for any job, plus queuey's own headers (its due time). No priority: a
-/// suspect queue has none.
-fn carried(envelope: &Envelope, original: &BasicProperties) -> BasicProperties {
-    let properties = properties::job_properties(envelope, 0);
-    let Some(headers) = original.headers() else {
-        return properties;
-    };
-    let mut kept = lapin::types::FieldTable::default();
-    for (key, value) in headers.inner() {
-        if key.as_str().starts_with("queuey-") {
-            kept.insert(key.clone(), value.clone());
-        }
-    }
-    properties.with_headers(kept)
 }
 
 #[cfg(test)]

@@ -14,13 +14,19 @@
 //! | `q{suspect_suffix}` | `declare`, when the poison guard is on | those of `q` without `x-max-priority` (a quorum suspect queue also has `q`'s delivery limit and dead-letters into `q{dead_suffix}`) |
 //! | `q{deferred_suffix}.quorum.{ttl_ms}` | a hold publish with [`HoldQueues::Quorum`] (the default), once per process unless found gone | `x-queue-type = quorum`, `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish`; durable; **no** `x-expires` |
 //! | `q{deferred_suffix}.{ttl_ms}` | a hold publish with [`HoldQueues::Classic`], unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
+//! | [`CONTROL_STREAM`] (`queuey.control`, one per virtual host) | the first control command a backend sends or follows | `x-queue-type = stream`, `x-max-age = 30D`, `x-stream-max-segment-size-bytes = 1000000`; durable |
 
 use std::collections::BTreeMap;
 
 use queuey_core::{Error, QueueConfig};
 
+mod control;
 pub(crate) mod holds;
 
+pub use control::{
+    CONTROL_SEGMENT_BYTES, CONTROL_STREAM, RENEWS_AFTER_HEADER, SYNC_MARKER_TYPE,
+    control_stream_arguments, control_stream_max_age,
+};
 pub use holds::{
     check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,
     quorum_hold_queue_name,

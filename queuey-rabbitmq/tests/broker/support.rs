@@ -112,6 +112,17 @@ impl Broker {
         }
     }
 
+    /// A fresh stream name (for a control stream of the test's own),
+    /// tracked for cleanup.
+    pub(crate) fn stream(&self, label: &str) -> String {
+        let name = format!(
+            "queuey-test.{label}.{}.stream",
+            uuid::Uuid::new_v4().simple()
+        );
+        self.queues.lock().unwrap().push(name.clone());
+        name
+    }
+
     /// The hold queue of `queue` for `ms` with the default (quorum) hold
     /// queues, tracked for cleanup.
     pub(crate) fn hold(&self, queue: &str, ms: u64) -> String {
@@ -136,6 +147,22 @@ impl Broker {
     /// A backend with its own uniquely named connection.
     pub(crate) async fn backend(&self, options: RabbitMqOptions) -> RabbitMqBackend {
         let options = options.connection_name(self.connection_name("backend"));
+        within(
+            "backend connect",
+            RabbitMqBackend::with_options(&self.url, options),
+        )
+        .await
+        .expect("backend connects")
+    }
+
+    /// A backend whose connection is named after `label` (unique to this
+    /// test), for tests with several backends.
+    pub(crate) async fn backend_named(
+        &self,
+        label: &str,
+        options: RabbitMqOptions,
+    ) -> RabbitMqBackend {
+        let options = options.connection_name(self.connection_name(label));
         within(
             "backend connect",
             RabbitMqBackend::with_options(&self.url, options),

@@ -1,0 +1,166 @@
+//! The messages of the control stream, as pure functions: a command, a
+//! renewed pause and a sync marker as they are published, and what a
+//! delivery from the stream is.
+
+use bytes::Bytes;
+use lapin::BasicProperties;
+use lapin::types::AMQPValue;
+use queuey_core::control::ControlRecord;
+use uuid::Uuid;
+
+use crate::outbox::Outgoing;
+use crate::properties::{self, PERSISTENT};
+use crate::topology::{RENEWS_AFTER_HEADER, SYNC_MARKER_TYPE};
+
+/// The header every delivery from a stream carries: its offset.
+const STREAM_OFFSET_HEADER: &str = "x-stream-offset";
+
+/// A command for `stream`: its JSON as the body, its id as the message id.
+pub(super) fn command(stream: &str, record: &ControlRecord) -> Outgoing {
+    let message_id = record.id.to_string();
+    Outgoing {
+        queue: stream.to_owned(),
+        body: Bytes::from(record.encode()),
+        properties: BasicProperties::default()
+            .with_delivery_mode(PERSISTENT)
+            .with_message_id(properties::short(&message_id)),
+        message_id,
+    }
+}
+
+/// A pause published again by a follower that had read the stream up to
+/// offset `after` (see [`RENEWS_AFTER_HEADER`]).
+pub(super) fn renewal(stream: &str, record: &ControlRecord, after: u64) -> Outgoing {
+    let mut out = command(stream, record);
+    let mut headers = lapin::types::FieldTable::default();
+    headers.insert(
+        properties::short(RENEWS_AFTER_HEADER),
+        AMQPValue::LongLongInt(i64::try_from(after).unwrap_or(i64::MAX)),
+    );
+    out.properties = out.properties.with_headers(headers);
+    out
+}
+
+/// A sync marker: type [`SYNC_MARKER_TYPE`], the nonce as body and
+/// message id.
+pub(super) fn sync_marker(stream: &str, nonce: Uuid) -> Outgoing {
+    let message_id = nonce.to_string();
+    Outgoing {
+        queue: stream.to_owned(),
+        body: Bytes::from(message_id.clone().into_bytes()),
+        properties: BasicProperties::default()
+            .with_delivery_mode(PERSISTENT)
+            .with_message_id(properties::short(&message_id))
+            .with_type(properties::short(SYNC_MARKER_TYPE)),
+        message_id,
+    }
+}
+
+/// What a delivery from the control stream is.
+#[derive(Debug, PartialEq)]
+pub(super) enum Read {
+    /// A follower's sync marker, with its nonce.
+    Sync(Uuid),
+    /// A command; `renews_after` is set on a pause a follower published
+    /// again.
+    Record {
+        record: ControlRecord,
+        renews_after: Option<u64>,
+    },
+    /// Not a command this version knows (a newer one, or garbage).
+    Skip,
+}
+
+/// Reads a delivery's properties and body.
+pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
+    if properties.kind().as_ref().map(|k| k.as_str()) == Some(SYNC_MARKER_TYPE) {
+        return std::str::from_utf8(body)
+            .ok()
+            .and_then(|text| Uuid::parse_str(text).ok())
+            .map_or(Read::Skip, Read::Sync);
+    }
+    match ControlRecord::decode(body) {
+        Some(record) => Read::Record {
+            record,
+            renews_after: integer_header(properties, RENEWS_AFTER_HEADER),
+        },
+        None => Read::Skip,
+    }
+}
+
+/// The stream offset of a delivery.
+pub(super) fn offset(properties: &BasicProperties) -> Option<u64> {
+    integer_header(properties, STREAM_OFFSET_HEADER)
+}
+
+fn integer_header(properties: &BasicProperties, name: &str) -> Option<u64> {
+    let value = properties.headers().as_ref()?.inner().get(name)?;
+    let n = match value {
+        AMQPValue::LongLongInt(n) => *n,
+        AMQPValue::LongInt(n) => i64::from(*n),
+        AMQPValue::LongUInt(n) => i64::from(*n),
+        AMQPValue::ShortInt(n) => i64::from(*n),
+        AMQPValue::ShortUInt(n) => i64::from(*n),
+        _ => return None,
+    };
+    u64::try_from(n).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lapin::types::FieldTable;
+    use queuey_core::control::Command;
+
+    fn delivered(out: &Outgoing, offset: i64) -> BasicProperties {
+        let mut headers = out.properties.headers().clone().unwrap_or_default();
+        headers.insert(STREAM_OFFSET_HEADER.into(), AMQPValue::LongLongInt(offset));
+        out.properties.clone().with_headers(headers)
+    }
+
+    #[test]
+    fn commands_renewals_and_markers_read_back_as_sent() {
+        let record = ControlRecord::new(Command::Pause { queue: "q".into() }).by("ops");
+        let out = command("s", &record);
+        assert_eq!(out.queue, "s");
+        assert_eq!(out.message_id, record.id.to_string());
+        assert_eq!(*out.properties.delivery_mode(), Some(PERSISTENT));
+        let props = delivered(&out, 7);
+        assert_eq!(offset(&props), Some(7));
+        assert_eq!(
+            read(&props, &out.body),
+            Read::Record {
+                record: record.clone(),
+                renews_after: None
+            }
+        );
+
+        let renewed = renewal("s", &record, 41);
+        assert_eq!(
+            read(&delivered(&renewed, 42), &renewed.body),
+            Read::Record {
+                record,
+                renews_after: Some(41)
+            }
+        );
+
+        let nonce = Uuid::new_v4();
+        let marker = sync_marker("s", nonce);
+        assert_eq!(read(&marker.properties, &marker.body), Read::Sync(nonce));
+        // A marker's body is never a command.
+        assert_eq!(ControlRecord::decode(&marker.body), None);
+    }
+
+    #[test]
+    fn anything_else_is_skipped() {
+        let plain = BasicProperties::default();
+        assert_eq!(read(&plain, b"{\"command\":\"reboot\"}"), Read::Skip);
+        assert_eq!(read(&plain, b"\xff"), Read::Skip);
+        let marker = plain.clone().with_type(SYNC_MARKER_TYPE.into());
+        assert_eq!(read(&marker, b"not a nonce"), Read::Skip);
+        let mut headers = FieldTable::default();
+        headers.insert(STREAM_OFFSET_HEADER.into(), AMQPValue::LongLongInt(-1));
+        assert_eq!(offset(&plain.with_headers(headers)), None);
+        assert_eq!(offset(&BasicProperties::default()), None);
+    }
+}

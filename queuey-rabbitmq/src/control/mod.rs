@@ -1,0 +1,296 @@
+//! Control commands over RabbitMQ: one stream per virtual host is both the
+//! log of every command and the channel that carries it to every process.
+//!
+//! - **Sending** ([`Control::send`]): the stream is declared once per
+//!   backend (durable, `x-queue-type = stream`, the arguments of
+//!   [`control_stream_arguments`](crate::topology::control_stream_arguments)),
+//!   then the command's JSON is published through the publishing lanes like
+//!   any job (default exchange, the stream as routing key, persistent,
+//!   `mandatory`) and `Ok` comes only with a bare ack.
+//! - **Following** ([`Control::follow`]): the first call starts the
+//!   backend's one follower (`follower`), a task consuming the stream from
+//!   its first record on a channel of its own (`live`), which applies every
+//!   command to the backend's [`ControlView`] in stream order. Each call
+//!   returns once the follower has read everything sent before it: it
+//!   publishes a sync marker (`message`) and waits, within the call bound,
+//!   until the follower reads it back (`syncs`).
+//! - **Across connections**: every delivery carries its offset
+//!   (`x-stream-offset`); after a lost connection the follower consumes
+//!   again from the offset after the last record it read, so no command is
+//!   applied twice or missed.
+//! - **Retention**: the stream drops whole segments once everything in
+//!   them is older than 30 days, the time cancellations are remembered
+//!   ([`CANCELLATION_MEMORY`](queuey_core::control::CANCELLATION_MEMORY)),
+//!   and the follower forgets older cancellations itself every hour. A
+//!   pause lasts until it is resumed, so a follower publishes a pause again
+//!   once it is a week old (`renew`).
+//!
+//! Why the follower shares the backend's connection: RabbitMQ closes the
+//! whole connection (540 `NOT_IMPLEMENTED`) when a stream's consumer gets a
+//! `basic.get`, a nack, a reject or an automatic acknowledgement. The
+//! follower's channel only ever acknowledges, and lapin itself sends none
+//! of those on its own: deliveries arriving for a consumer it no longer
+//! knows are dropped without a frame, deliveries buffered when a consumer
+//! is reset are invalidated without one, and dropping a delivery sends
+//! nothing.
+
+mod follower;
+mod live;
+mod message;
+mod renew;
+mod syncs;
+
+use std::sync::Arc;
+
+use queuey_core::control::{ControlRecord, ControlView};
+use queuey_core::{BackendError, BackendErrorKind, Error};
+use tokio::sync::{Mutex, OnceCell};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use crate::RabbitMqOptions;
+use crate::declare;
+use crate::link::Link;
+use crate::outbox::Outbox;
+use follower::Follower;
+use syncs::Syncs;
+
+/// The pause between tries of a first follow while the stream's node is
+/// still starting.
+const NOT_READY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Metric names the control plane reports (through the `metrics` crate).
+pub(crate) mod metric {
+    /// Counter: commands read from the control stream and applied.
+    pub(crate) const RECORDS: &str = "queuey_rabbitmq_control_records_total";
+    /// Counter: times the follower consumed the stream again after losing
+    /// its consumer.
+    pub(crate) const FOLLOWER_RESTARTS: &str = "queuey_rabbitmq_control_follower_restarts_total";
+    /// Gauge: cancellations remembered (by job id and by filter).
+    pub(crate) const CANCELLATIONS: &str = "queuey_rabbitmq_control_cancellations";
+    /// Gauge: queues paused.
+    pub(crate) const PAUSED_QUEUES: &str = "queuey_rabbitmq_control_paused_queues";
+    /// Counter: pauses published again to keep them in the stream.
+    pub(crate) const PAUSE_RENEWALS: &str = "queuey_rabbitmq_control_pause_renewals_total";
+}
+
+/// A backend's side of the control plane: sending commands to its stream
+/// and following them.
+pub(crate) struct Control {
+    link: Arc<Link>,
+    outbox: Arc<Outbox>,
+    options: Arc<RabbitMqOptions>,
+    stream: Arc<str>,
+    /// Who this process says it is, for records sent without a sender.
+    by: Option<Arc<str>>,
+    /// The stream was declared through this backend.
+    declared: OnceCell<()>,
+    following: Mutex<Option<Following>>,
+}
+
+/// The follower, once started.
+struct Following {
+    view: ControlView,
+    syncs: Arc<Syncs>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Control {
+    /// The control plane of a backend; nothing is declared or consumed
+    /// until the first command or the first follow.
+    pub(crate) fn new(link: Arc<Link>, outbox: Arc<Outbox>, options: Arc<RabbitMqOptions>) -> Self {
+        let stream = Arc::from(options.settings().control_stream());
+        let by = sender(options.settings().connection_name(), host_name().as_deref());
+        Control {
+            link,
+            outbox,
+            options,
+            stream,
+            by: by.map(Arc::from),
+            declared: OnceCell::new(),
+            following: Mutex::new(None),
+        }
+    }
+
+    /// Publishes `record` to the stream (declared first, once per backend)
+    /// and waits for the broker's confirm. A record without a sender is
+    /// sent as this backend's: its connection name and host name.
+    pub(crate) async fn send(&self, record: &ControlRecord) -> Result<(), Error> {
+        if self.link.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        let out = match (&record.by, &self.by) {
+            (None, Some(by)) => message::command(&self.stream, &record.clone().by(by.as_ref())),
+            _ => message::command(&self.stream, record),
+        };
+        let limit = self.options.settings().max_message_size();
+        if out.body.len() > limit {
+            return Err(Error::MessageTooLarge {
+                queue: self.stream.to_string(),
+                size: out.body.len(),
+                limit,
+            });
+        }
+        self.declare().await?;
+        self.outbox.control(out).await
+    }
+
+    /// The backend's view of the control state, caught up with every
+    /// command sent before the call. The first call starts the follower;
+    /// every call returns the same view.
+    pub(crate) async fn follow(&self) -> Result<ControlView, Error> {
+        if self.link.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        let (view, syncs) = {
+            let mut following = self.following.lock().await;
+            if following.is_none() {
+                *following = Some(self.start().await?);
+            }
+            let started = following.as_ref().expect("started just now");
+            (started.view.clone(), Arc::clone(&started.syncs))
+        };
+        self.sync(&syncs).await?;
+        Ok(view)
+    }
+
+    /// Declares the stream and starts the follower, consuming from the
+    /// stream's first record; a refusal is the caller's error.
+    async fn start(&self) -> Result<Following, Error> {
+        let deadline = Instant::now() + self.options.call_timeout;
+        let first = loop {
+            let started = match self.declare().await {
+                Ok(()) => live::start(&self.link, &self.stream, None).await,
+                Err(error) => Err(error),
+            };
+            match started {
+                // A broker that just restarted: the stream comes up soon.
+                Err(error) if live::not_ready(&error) && Instant::now() < deadline => {
+                    tracing::debug!(stream = %self.stream, %error, "the control stream is not up yet");
+                    tokio::time::sleep(NOT_READY_PAUSE).await;
+                }
+                started => break started?,
+            }
+        };
+        let view = ControlView::new();
+        let syncs = Arc::new(Syncs::default());
+        let follower = Follower::new(
+            Arc::clone(&self.link),
+            Arc::clone(&self.outbox),
+            Arc::clone(&self.stream),
+            self.by.clone(),
+            view.clone(),
+            Arc::clone(&syncs),
+        );
+        let task = tokio::spawn(follower.run(first));
+        Ok(Following { view, syncs, task })
+    }
+
+    /// Publishes a sync marker and waits until the follower reads it back,
+    /// within the call bound.
+    async fn sync(&self, syncs: &Syncs) -> Result<(), Error> {
+        let bound = self.options.call_timeout;
+        let deadline = Instant::now() + bound;
+        let what = format!("following control commands on `{}`", self.stream);
+        let nonce = Uuid::new_v4();
+        let reached = syncs.wait(nonce).map_err(|reason| ended(&what, &reason))?;
+        let marker = message::sync_marker(&self.stream, nonce);
+        let waited = tokio::time::timeout_at(deadline, async {
+            self.outbox.control(marker).await?;
+            reached.await.map_err(|_| {
+                let reason = syncs.ended().unwrap_or_else(|| Arc::from("it stopped"));
+                ended(&what, &reason)
+            })
+        })
+        .await;
+        match waited {
+            Ok(result) => {
+                if result.is_err() {
+                    syncs.forget(nonce);
+                }
+                result
+            }
+            Err(_) => {
+                syncs.forget(nonce);
+                Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::TimedOut,
+                    format!(
+                        "{what}: the follower did not read back its sync marker within {bound:?}, \
+                         so it has not caught up with the commands sent so far (RabbitMQ is slow \
+                         or unreachable, or the stream holds a great many commands); try again"
+                    ),
+                )))
+            }
+        }
+    }
+
+    /// Declares the stream once per backend.
+    async fn declare(&self) -> Result<(), Error> {
+        self.declared
+            .get_or_try_init(|| async {
+                let stream = &*self.stream;
+                let what = format!("declaring the control stream `{stream}`");
+                self.link
+                    .call(&what, |current| async move {
+                        declare::declare_control_stream(&current.connection, stream).await
+                    })
+                    .await
+            })
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The error of a wait whose follower ended.
+fn ended(what: &str, reason: &str) -> Error {
+    Error::Backend(BackendError::new(
+        BackendErrorKind::Refused,
+        format!("{what}: the backend no longer follows its control commands: {reason}"),
+    ))
+}
+
+/// How a backend names itself in the commands it sends: its connection
+/// name and its host, as far as each is known.
+fn sender(connection_name: Option<&str>, host: Option<&str>) -> Option<String> {
+    match (connection_name, host) {
+        (Some(name), Some(host)) => Some(format!("{name} on {host}")),
+        (Some(name), None) => Some(name.to_owned()),
+        (None, Some(host)) => Some(host.to_owned()),
+        (None, None) => None,
+    }
+}
+
+/// This machine's host name, where the system tells it without a call
+/// into the C library.
+fn host_name() -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|path| std::fs::read_to_string(path).ok())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sender_is_its_connection_name_and_host() {
+        assert_eq!(
+            sender(Some("emails-worker"), Some("box-1")).as_deref(),
+            Some("emails-worker on box-1")
+        );
+        assert_eq!(sender(None, Some("box-1")).as_deref(), Some("box-1"));
+        assert_eq!(sender(Some("w"), None).as_deref(), Some("w"));
+        assert_eq!(sender(None, None), None);
+    }
+}

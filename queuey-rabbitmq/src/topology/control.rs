@@ -1,0 +1,73 @@
+//! The control stream: where a fleet's control commands are kept, its
+//! arguments, and what its messages carry.
+
+use queuey_core::control::CANCELLATION_MEMORY;
+
+use super::{ArgumentValue, QueueArguments};
+
+/// The default name of the control stream, one per virtual host: every
+/// process of a fleet sends its commands there and follows them from
+/// there (see [`RabbitMqOptions::control_stream`](crate::RabbitMqOptions::control_stream)
+/// to use another).
+pub const CONTROL_STREAM: &str = "queuey.control";
+
+/// How large one segment file of the control stream grows, in bytes. The
+/// broker drops only whole segments once everything in them is older than
+/// the stream's maximum age, so small segments let old commands go soon
+/// after they are forgotten.
+pub const CONTROL_SEGMENT_BYTES: i64 = 1_000_000;
+
+/// The AMQP `type` property of a sync marker: a message a follower
+/// publishes to the control stream and waits to read back, to know it has
+/// read everything sent before it. Its body is not a command; followers
+/// skip markers that are not their own.
+pub const SYNC_MARKER_TYPE: &str = "queuey.sync";
+
+/// Header of a pause that a follower published again to keep it in the
+/// stream past the stream's maximum age: the stream offset the follower had
+/// read up to when it decided. A follower that read a resume of the same
+/// queue after that offset ignores the renewal, so a resume sent meanwhile
+/// is never undone. A 64-bit integer.
+pub const RENEWS_AFTER_HEADER: &str = "queuey-renews-after";
+
+/// The control stream's maximum age as RabbitMQ reads it (`"30D"`):
+/// [`CANCELLATION_MEMORY`] in whole days, rounded up.
+pub fn control_stream_max_age() -> String {
+    let days = CANCELLATION_MEMORY.as_secs().div_ceil(86_400);
+    format!("{days}D")
+}
+
+/// The arguments of the control stream, the same for every name and every
+/// process: RabbitMQ refuses (406 `PRECONDITION_FAILED`) to declare an
+/// existing queue with other arguments.
+pub fn control_stream_arguments() -> QueueArguments {
+    QueueArguments::from([
+        ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
+        ("x-max-age", ArgumentValue::Text(control_stream_max_age())),
+        (
+            "x-stream-max-segment-size-bytes",
+            ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),
+        ),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stream_keeps_commands_as_long_as_cancellations_are_remembered() {
+        assert_eq!(control_stream_max_age(), "30D");
+        assert_eq!(
+            control_stream_arguments(),
+            QueueArguments::from([
+                ("x-queue-type", ArgumentValue::Text("stream".into())),
+                ("x-max-age", ArgumentValue::Text("30D".into())),
+                (
+                    "x-stream-max-segment-size-bytes",
+                    ArgumentValue::Integer(1_000_000)
+                ),
+            ])
+        );
+    }
+}

@@ -1,0 +1,338 @@
+//! Control commands over the control stream: sent by one backend, followed
+//! by another; a backend started later catches up before `follow_control`
+//! returns; the follower survives its connection being closed and applies
+//! nothing twice; old pauses are renewed; a stream declared otherwise is
+//! refused with what to do. Each test uses a control stream of its own,
+//! deleted at the end: the shared broker's `queuey.control` is never
+//! touched.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use queuey_core::backend::Backend;
+use queuey_core::control::{CancelFilter, Command, ControlRecord, ControlView};
+use queuey_core::{BackendErrorKind, Uuid};
+use queuey_rabbitmq::RabbitMqOptions;
+
+use crate::support::{WAIT, kind, table, text, within};
+
+fn on(stream: &str) -> RabbitMqOptions {
+    RabbitMqOptions::default().control_stream(stream)
+}
+
+fn pause(queue: &str) -> ControlRecord {
+    ControlRecord::new(Command::Pause {
+        queue: queue.to_owned(),
+    })
+}
+
+fn resume(queue: &str) -> ControlRecord {
+    ControlRecord::new(Command::Resume {
+        queue: queue.to_owned(),
+    })
+}
+
+async fn follow(backend: &impl Backend) -> ControlView {
+    within("follow_control", backend.follow_control())
+        .await
+        .expect("follows")
+        .expect("the RabbitMQ backend follows commands")
+}
+
+/// Waits until `done` holds for `view`, bounded by `bound`; the time it took.
+async fn until(
+    view: &ControlView,
+    bound: Duration,
+    done: impl Fn(&ControlView) -> bool,
+) -> Duration {
+    let started = Instant::now();
+    let mut changes = view.changes();
+    tokio::time::timeout(bound, async {
+        while !done(view) {
+            changes.changed().await.expect("the view lives");
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the view did not change as expected within {bound:?}"));
+    started.elapsed()
+}
+
+/// The process's resident memory, in KiB (Linux).
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[at]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_sent_by_one_backend_reaches_another_within_two_seconds() {
+    let broker = broker!("a_command_sent_by_one_backend_reaches_another_within_two_seconds");
+    let stream = broker.stream("control-latency");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    let follower = broker.backend_named("follower", on(&stream)).await;
+    let view = follow(&follower).await;
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+
+    const ROUNDS: usize = 60;
+    let mut seen = Vec::with_capacity(ROUNDS);
+    let mut confirmed = Vec::with_capacity(ROUNDS);
+    for round in 0..ROUNDS {
+        let paused = round % 2 == 0;
+        let record = if paused { pause(&q) } else { resume(&q) };
+        let started = Instant::now();
+        let sending = async {
+            sender.send_control(&record).await.expect("sent");
+            started.elapsed()
+        };
+        let arriving = until(&view, Duration::from_secs(2), |v| v.is_paused(&q) == paused);
+        let (confirm, arrival) = tokio::join!(sending, arriving);
+        confirmed.push(confirm);
+        seen.push(arrival);
+    }
+    seen.sort();
+    confirmed.sort();
+    eprintln!(
+        "control command latency over {ROUNDS} commands, send to seen by the other backend: \
+         p50 {:?}, p99 {:?}, max {:?}; send to confirm: p50 {:?}, p99 {:?}",
+        percentile(&seen, 0.5),
+        percentile(&seen, 0.99),
+        seen[ROUNDS - 1],
+        percentile(&confirmed, 0.5),
+        percentile(&confirmed, 0.99),
+    );
+    sender.close().await.unwrap();
+    follower.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_started_after_the_commands_has_them_all_when_follow_control_returns() {
+    let broker =
+        broker!("a_backend_started_after_the_commands_has_them_all_when_follow_control_returns");
+    let stream = broker.stream("control-catch-up");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    let other = format!("other-{}", Uuid::new_v4().simple());
+    let job = Uuid::new_v4();
+    for record in [
+        pause(&q),
+        resume(&q),
+        pause(&q),
+        pause(&other),
+        resume(&other),
+        ControlRecord::new(Command::Cancel { job_id: job }),
+        ControlRecord::new(
+            CancelFilter::new()
+                .job_type("newsletter")
+                .into_command()
+                .unwrap(),
+        ),
+    ] {
+        within("send", sender.send_control(&record)).await.unwrap();
+    }
+
+    let later = broker.backend_named("later", on(&stream)).await;
+    let view = follow(&later).await;
+    assert!(view.is_paused(&q));
+    assert!(!view.is_paused(&other));
+    let state = view.snapshot();
+    assert!(state.is_cancelled_id(job));
+    assert_eq!(state.cancellations(), (1, 1));
+    assert_eq!(state.paused().count(), 1);
+
+    // Every call returns the same view, caught up again.
+    within("send", sender.send_control(&resume(&q)))
+        .await
+        .unwrap();
+    let again = follow(&later).await;
+    assert!(!again.is_paused(&q));
+    assert!(!view.is_paused(&q), "one view, shared");
+    sender.close().await.unwrap();
+    later.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follower_resumes_after_its_connection_is_closed_and_applies_nothing_twice() {
+    let broker =
+        broker!("the_follower_resumes_after_its_connection_is_closed_and_applies_nothing_twice");
+    let stream = broker.stream("control-resume");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    let follower = broker.backend_named("follower", on(&stream)).await;
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    let r = format!("queue-{}", Uuid::new_v4().simple());
+    for record in [pause(&q), resume(&q), pause(&q)] {
+        within("send", sender.send_control(&record)).await.unwrap();
+    }
+    let view = follow(&follower).await;
+    assert!(view.is_paused(&q));
+    let changes = view.changes();
+    let before = *changes.borrow();
+
+    broker
+        .close_connection(&broker.connection_name("follower"))
+        .await;
+    // Sent while the follower's connection is down.
+    within("send", sender.send_control(&resume(&q)))
+        .await
+        .unwrap();
+    within("send", sender.send_control(&pause(&r)))
+        .await
+        .unwrap();
+    until(&view, WAIT, |v| !v.is_paused(&q) && v.is_paused(&r)).await;
+    // Two changes, no more: nothing read before the loss was applied
+    // again (the three earlier records would have made three more).
+    assert_eq!(*changes.borrow(), before + 2);
+    // And it keeps following on the new connection.
+    within("send", sender.send_control(&resume(&r)))
+        .await
+        .unwrap();
+    until(&view, WAIT, |v| !v.is_paused(&r)).await;
+    assert_eq!(*changes.borrow(), before + 3);
+    assert!(follower.is_connected());
+    sender.close().await.unwrap();
+    follower.close().await.unwrap();
+}
+
+/// 10,000 cancellations sent, then a new backend catches up: how long its
+/// `follow_control` takes and the memory it costs (printed, not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_cancellations_are_caught_up_with() {
+    const CANCELLATIONS: usize = 10_000;
+    let broker = broker!("ten_thousand_cancellations_are_caught_up_with");
+    let stream = broker.stream("control-many");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    within("declare the stream", sender.send_control(&resume("none")))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let records: Vec<ControlRecord> = (0..CANCELLATIONS)
+        .map(|_| {
+            ControlRecord::new(Command::Cancel {
+                job_id: Uuid::new_v4(),
+            })
+        })
+        .collect();
+    let sent: Vec<_> = futures::stream::iter(records.iter().map(|r| sender.send_control(r)))
+        .buffer_unordered(256)
+        .collect()
+        .await;
+    assert!(sent.iter().all(Result::is_ok));
+    let sending = started.elapsed();
+
+    // What a backend following an empty stream costs, to tell the
+    // commands' share from the connection's.
+    let empty = broker.stream("control-empty");
+    let rss_before = rss_kib().unwrap_or(0);
+    let baseline = broker.backend_named("baseline", on(&empty)).await;
+    let started = Instant::now();
+    follow(&baseline).await;
+    let empty_caught_up = started.elapsed();
+    let rss_baseline = rss_kib().unwrap_or(0);
+
+    let started = Instant::now();
+    let later = broker.backend_named("later", on(&stream)).await;
+    let view = follow(&later).await;
+    let caught_up = started.elapsed();
+    let rss_after = rss_kib().unwrap_or(0);
+    let state = view.snapshot();
+    assert_eq!(state.cancellations(), (CANCELLATIONS, 0));
+    assert!(records.iter().all(|r| match r.command {
+        Command::Cancel { job_id } => state.is_cancelled_id(job_id),
+        _ => false,
+    }));
+    // A hash map entry: the id, the time, and a control byte.
+    let state_bytes =
+        CANCELLATIONS * (std::mem::size_of::<Uuid>() + std::mem::size_of::<u64>() + 1);
+    eprintln!(
+        "{CANCELLATIONS} cancellations: sent (256 in flight) in {sending:?}; a new backend \
+         connected and caught up in {caught_up:?} (one following an empty stream: \
+         {empty_caught_up:?}); process RSS +{} KiB for it (+{} KiB for the one following the \
+         empty stream; the state's own entries are about {} KiB)",
+        rss_after.saturating_sub(rss_baseline),
+        rss_baseline.saturating_sub(rss_before),
+        state_bytes / 1024,
+    );
+    baseline.close().await.unwrap();
+    sender.close().await.unwrap();
+    later.close().await.unwrap();
+}
+
+/// A pause older than a week is published again by a follower once it
+/// has caught up, so the stream keeps it past its maximum age; a resume
+/// sent afterwards still wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_a_week_old_is_renewed_and_a_resume_still_wins() {
+    let broker = broker!("a_pause_a_week_old_is_renewed_and_a_resume_still_wins");
+    let stream = broker.stream("control-renew");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    let eight_days_ms = 8 * 24 * 3_600_000;
+    let mut old = pause(&q).by("ops");
+    old.at_ms -= eight_days_ms;
+    within("send", sender.send_control(&old)).await.unwrap();
+
+    let follower = broker.backend_named("follower", on(&stream)).await;
+    let view = follow(&follower).await;
+    assert!(view.is_paused(&q));
+    let recent = |v: &ControlView| {
+        v.snapshot()
+            .paused()
+            .any(|(queue, at)| queue == q && at > old.at_ms + eight_days_ms / 2)
+    };
+    // A renewal changes the pause's time only, which the view does not
+    // announce: look again and again.
+    within("the renewal", async {
+        while !recent(&view) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    // A backend started now reads the renewal too.
+    let later = broker.backend_named("later", on(&stream)).await;
+    assert!(recent(&follow(&later).await));
+
+    within("send", sender.send_control(&resume(&q)))
+        .await
+        .unwrap();
+    until(&view, WAIT, |v| !v.is_paused(&q)).await;
+    assert!(!follow(&later).await.is_paused(&q));
+    for backend in [sender, follower, later] {
+        backend.close().await.unwrap();
+    }
+}
+
+/// A queue of the stream's name that is not the stream queuey declares is
+/// refused before anything is sent or followed, saying what to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_stream_declared_otherwise_is_refused_with_what_to_do() {
+    let broker = broker!("a_control_stream_declared_otherwise_is_refused_with_what_to_do");
+    let stream = broker.stream("control-foreign");
+    broker
+        .declare_raw(&stream, true, table(&[("x-queue-type", text("classic"))]))
+        .await
+        .unwrap();
+    let backend = broker.backend(on(&stream)).await;
+    let e = within("follow_control", backend.follow_control())
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains(&format!("declaring the control stream `{stream}`")),
+        "{text}"
+    );
+    assert!(text.contains("PRECONDITION_FAILED"), "{text}");
+    assert!(text.contains("control_stream"), "{text}");
+    let e = within("send_control", backend.send_control(&pause("q")))
+        .await
+        .unwrap_err();
+    assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+    assert_eq!(broker.ready(&stream).await, 0, "nothing was published");
+    backend.close().await.unwrap();
+}
