@@ -58,7 +58,7 @@ async fn cancelled_jobs_are_dead_lettered_wherever_they_wait() {
     broker.track(&format!("{a}.suspect"));
     broker.hold(&a, 10_000);
     fleet.spawn().await;
-    let p = &fleet.producer;
+    let p = fleet.producer.clone();
 
     // In a 10 s hold, cancelled at 2 s.
     let enqueued = Instant::now();

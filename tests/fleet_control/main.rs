@@ -7,7 +7,7 @@
 //! otherwise). Needs `AMQP_URL`; every queue the test creates is deleted
 //! when it ends, and every process it started is killed.
 
-#[allow(dead_code)]
+#[allow(dead_code, unused_macros)]
 #[macro_use]
 #[path = "../../queuey-rabbitmq/tests/broker/support.rs"]
 mod support;
