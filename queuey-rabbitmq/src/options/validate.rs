@@ -63,6 +63,12 @@ impl RabbitMqOptions {
                 u16::MAX
             )));
         }
+        if self.consumer_timeout == Some(std::time::Duration::ZERO) {
+            return Err(Error::invalid_config(
+                "consumer_timeout(Some(0)) would refuse every worker: give the broker's \
+                 consumer_timeout, or None when it does not apply",
+            ));
+        }
         let (min, max) = self.reconnect_delay;
         if min.is_zero() || min > max {
             return Err(Error::invalid_config(format!(
@@ -107,6 +113,7 @@ mod tests {
             RabbitMqOptions::default().poison_guard(Some(0)),
             RabbitMqOptions::default().suspect_suffix(""),
             RabbitMqOptions::default().suspect_suffix(".dead"),
+            RabbitMqOptions::default().consumer_timeout(Some(std::time::Duration::ZERO)),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();

@@ -4,6 +4,7 @@
 mod support;
 
 mod classify;
+mod consumer_timeout;
 mod cooldown;
 mod deadline;
 mod faulty;
