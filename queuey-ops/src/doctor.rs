@@ -173,6 +173,7 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>, tls: &TlsFiles) -> Vec<C
         ));
     }
     out.push(version_check(&version));
+    out.push(consumer_timeout_check(&version));
     out.push(quorum_holds_check(&version));
     if let Ok(nodes) = mgmt.nodes().await {
         out.push(plugins_check(&nodes));
@@ -219,7 +220,7 @@ pub fn version_check(version: &str) -> Check {
             Status::Warn,
             format!(
                 "RabbitMQ {version}: out of support; an upgrade to 4.x goes through 3.13 with every \
-                 feature flag enabled. Classic consumer timeout 30 min; max message 128 MiB"
+                 feature flag enabled. Max message 128 MiB"
             ),
         ),
         (3, _) => check(
@@ -242,11 +243,41 @@ pub fn version_check(version: &str) -> Check {
             Status::Ok,
             format!(
                 "RabbitMQ {version}: transient non-exclusive queues are refused (queuey's are \
-                 durable); classic queues have no consumer timeout, so keep the worker's timeout \
-                 layer on; max message 16 MiB"
+                 durable); max message 16 MiB"
             ),
         ),
     }
+}
+
+/// What the broker's consumer timeout (a delivery unacknowledged for that
+/// long is taken back and delivered again) means at this version, and how
+/// `RabbitMqOptions::consumer_timeout`, which workers check their job
+/// timeout against, should follow it.
+pub fn consumer_timeout_check(version: &str) -> Check {
+    let (major, minor, _) = version_numbers(version);
+    let name = "consumer timeout";
+    let option = "workers refuse a job timeout that does not fit under \
+                  `RabbitMqOptions::consumer_timeout` (30 min by default): set it to the broker's \
+                  `consumer_timeout` (rabbitmq.conf) if that was changed";
+    let detail = match (major, minor) {
+        (0..=2, _) | (3, 0..=11) => format!(
+            "RabbitMQ {version}: every queue's deliveries are taken back after `consumer_timeout` \
+             unacknowledged (30 min unless set; the channel closes and all its deliveries come \
+             again); {option}"
+        ),
+        (3, _) | (4, 0..=2) => format!(
+            "RabbitMQ {version}: every queue's deliveries are taken back after `consumer_timeout` \
+             unacknowledged (30 min unless set), or a queue's own (`consumer-timeout` policy, \
+             `x-consumer-timeout`); {option}, or to the lowest per-queue value"
+        ),
+        _ => format!(
+            "RabbitMQ {version}: only quorum queues have a consumer timeout; classic queues \
+             (queuey's default) never take a delivery back, so the worker's job timeout is what \
+             ends a hung job (keep it on). A backend whose workers consume only classic queues \
+             can set `RabbitMqOptions::consumer_timeout(None)`; otherwise {option}"
+        ),
+    };
+    check(name, Status::Ok, detail)
 }
 
 /// Whether the broker releases jobs from quorum hold queues (the default
@@ -379,11 +410,28 @@ mod tests {
         assert_eq!(version_check("3.10.8").status, Status::Warn);
         assert!(version_check("3.10.8").detail.contains("3.13"));
         assert_eq!(version_check("4.1.0").status, Status::Ok);
-        assert!(
-            version_check("4.3.5")
-                .detail
-                .contains("no consumer timeout")
-        );
+    }
+
+    #[test]
+    fn the_consumer_timeout_check_agrees_with_the_backend_option() {
+        for (version, says) in [
+            ("3.10.8", "every queue's deliveries"),
+            ("3.13.7", "`x-consumer-timeout`"),
+            ("4.2.1", "`consumer-timeout` policy"),
+            ("4.3.5", "only quorum queues"),
+        ] {
+            let c = consumer_timeout_check(version);
+            assert_eq!(c.name, "consumer timeout");
+            assert_eq!(c.status, Status::Ok);
+            assert!(c.detail.contains(says), "{version}: {}", c.detail);
+            assert!(
+                c.detail.contains("`RabbitMqOptions::consumer_timeout"),
+                "{version}: {}",
+                c.detail
+            );
+        }
+        assert!(consumer_timeout_check("4.3.5").detail.contains("(None)"));
+        assert!(consumer_timeout_check("3.10.8").detail.contains("30 min"));
     }
 
     #[test]

@@ -60,11 +60,16 @@ impl RabbitMqBackend {
 
     /// Connects with the given options, which are checked first.
     ///
-    /// The first connection is not retried: an address that does not
-    /// answer, or credentials the broker refuses, fail here. An address
-    /// where nothing accepts the connection fails with an error that names
-    /// it and says to check that RabbitMQ runs there and that the address
-    /// (`AMQP_URL`, say) is right. Errors never contain a password.
+    /// A broker that cannot be reached yet (down, restarting, still
+    /// booting) is waited for, up to
+    /// [`connect_wait`](RabbitMqOptions::connect_wait) (2 minutes by
+    /// default): the call returns once connected, or with the last
+    /// attempt's error once the bound has passed. Credentials or a virtual
+    /// host the broker refuses, a TLS handshake that fails and an invalid
+    /// address fail at once, waiting or not. An address where nothing
+    /// accepts the connection fails with an error that names it and says to
+    /// check that RabbitMQ runs there and that the address (`AMQP_URL`, say)
+    /// is right. Errors never contain a password.
     pub async fn with_options(
         addresses: impl Addresses,
         options: RabbitMqOptions,
@@ -173,6 +178,13 @@ impl Backend for RabbitMqBackend {
 
     fn connection_state(&self) -> ConnectionState {
         self.inner.link.state()
+    }
+
+    /// The broker's consumer timeout as
+    /// [`RabbitMqOptions::consumer_timeout`] gives it (30 minutes unless
+    /// set), for every queue.
+    fn consumer_timeout(&self, _queue: &QueueConfig) -> Option<Duration> {
+        self.inner.options.consumer_timeout
     }
 
     /// Publishes on the backend's request channel (opened on the first

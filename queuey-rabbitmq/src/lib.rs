@@ -110,6 +110,13 @@
 //! [`reconnect_deadline`](RabbitMqOptions::reconnect_deadline) that passed —
 //! after which every call fails with that reason.
 //!
+//! The first connection waits the same way for a broker it cannot reach
+//! yet (down, restarting, still booting), up to
+//! [`connect_wait`](RabbitMqOptions::connect_wait), 2 minutes by default;
+//! [`connect`](RabbitMqBackend::connect) returns once connected. Refused
+//! credentials or virtual host, a TLS handshake that fails and an invalid
+//! address fail at once.
+//!
 //! # Confirms
 //!
 //! Every publish goes to the default exchange, routing key = queue name,

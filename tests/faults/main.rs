@@ -1,7 +1,9 @@
 //! Fault scenarios against real brokers: the RabbitMQ backend and the
 //! worker survive closed, reset and black-holed connections, a broker
 //! restarted or killed, and a worker process killed mid-job, without losing
-//! a confirmed job; plus the bounded broker calls those rely on.
+//! a confirmed job; plus the bounded broker calls those rely on, processes
+//! started before their broker, and long jobs against the broker's consumer
+//! timeout.
 //!
 //! Shared-broker tests need `AMQP_URL` (they skip without it, and fail
 //! under `QUEUEY_REQUIRE_BROKER=1`); they only ever close their own,
@@ -26,8 +28,10 @@ mod private;
 mod calls;
 mod cluster;
 mod cluster_kit;
+mod consumer_timeout;
 mod control;
 mod kit;
 mod poison;
 mod scenarios;
+mod startup;
 mod worker;

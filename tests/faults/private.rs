@@ -12,6 +12,22 @@ pub(crate) async fn node(test: &str) -> Option<PrivateNode> {
     Some(PrivateNode::start(test).await)
 }
 
+/// A private node made ready but not started ([`PrivateNode::planned`]),
+/// or `None` as [`node`] says.
+pub(crate) async fn planned_node(test: &str) -> Option<PrivateNode> {
+    crate::support::amqp_url(test)?;
+    node::may_start(test, "a private RabbitMQ node").then_some(())?;
+    Some(PrivateNode::planned(test).await)
+}
+
+/// A private node whose `rabbit` application gets `env`
+/// ([`PrivateNode::start_with_rabbit_env`]), or `None` as [`node`] says.
+pub(crate) async fn node_with_rabbit_env(test: &str, env: &[(&str, &str)]) -> Option<PrivateNode> {
+    crate::support::amqp_url(test)?;
+    node::may_start(test, "a private RabbitMQ node").then_some(())?;
+    Some(PrivateNode::start_with_rabbit_env(test, env).await)
+}
+
 /// Gets a private node or returns from the test (skip).
 macro_rules! private_node {
     ($name:expr) => {

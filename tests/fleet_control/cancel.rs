@@ -27,7 +27,10 @@ async fn dead_letters(broker: &Broker, queue: &str) -> Vec<(String, String)> {
     let channel = broker.channel().await;
     let mut found = Vec::new();
     while let Some(message) = channel
-        .basic_get(format!("{queue}.dead").as_str().into(), BasicGetOptions { no_ack: true })
+        .basic_get(
+            format!("{queue}.dead").as_str().into(),
+            BasicGetOptions { no_ack: true },
+        )
         .await
         .unwrap()
     {
@@ -62,7 +65,10 @@ async fn cancelled_jobs_are_dead_lettered_wherever_they_wait() {
 
     // In a 10 s hold, cancelled at 2 s.
     let enqueued = Instant::now();
-    let held = p.enqueue_after(&job(1, 0), Duration::from_secs(10)).await.unwrap();
+    let held = p
+        .enqueue_after(&job(1, 0), Duration::from_secs(10))
+        .await
+        .unwrap();
     // Behind a backlog.
     let backlog: Vec<JobA> = (100..140).map(|n| job(n, 50)).collect();
     assert!(p.enqueue_batch(&backlog).await.iter().all(Result::is_ok));
@@ -146,11 +152,7 @@ async fn cancelled_jobs_are_dead_lettered_wherever_they_wait() {
         );
     }
     within("the backlog is handled", async {
-        while fleet
-            .matching(|l| l.words[0] == "HANDLED")
-            .len()
-            < backlog.len()
-        {
+        while fleet.matching(|l| l.words[0] == "HANDLED").len() < backlog.len() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })

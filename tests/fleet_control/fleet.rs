@@ -152,7 +152,9 @@ impl Fleet {
         within(&format!("every process says {word} {queue}"), async {
             loop {
                 let said = self.matching(|l| {
-                    l.at >= since && l.words[0] == word && l.words.get(1).map(String::as_str) == Some(queue)
+                    l.at >= since
+                        && l.words[0] == word
+                        && l.words.get(1).map(String::as_str) == Some(queue)
                 });
                 if pids.iter().all(|p| said.iter().any(|l| l.pid == *p)) {
                     return said.iter().map(|l| l.at).max().unwrap();

@@ -24,11 +24,7 @@ fn started_while_paused(fleet: &Fleet, queue: &str, grace: Duration, until: Inst
     fleet
         .matching(|l| l.words[0] == "STARTED" && l.words[1] == queue && l.at < until)
         .iter()
-        .filter(|s| {
-            paused
-                .iter()
-                .any(|p| p.pid == s.pid && s.at > p.at + grace)
-        })
+        .filter(|s| paused.iter().any(|p| p.pid == s.pid && s.at > p.at + grace))
         .count()
 }
 
@@ -41,8 +37,22 @@ async fn enqueue(fleet: &Fleet, n: u32, work_ms: u64) {
         })
         .collect();
     let b: Vec<JobB> = (0..n).map(|n| JobB { n, work_ms }).collect();
-    assert!(fleet.producer.enqueue_batch(&a).await.iter().all(Result::is_ok));
-    assert!(fleet.producer.enqueue_batch(&b).await.iter().all(Result::is_ok));
+    assert!(
+        fleet
+            .producer
+            .enqueue_batch(&a)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
+    assert!(
+        fleet
+            .producer
+            .enqueue_batch(&b)
+            .await
+            .iter()
+            .all(Result::is_ok)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,8 +76,15 @@ async fn a_pause_reaches_every_process_and_new_ones_and_a_resume_too() {
     let asked = Instant::now();
     fleet.producer.pause(&FleetQueues::A).await.unwrap();
     let paused = fleet.all_say("PAUSED", &a, asked).await;
-    eprintln!("every process paused `{a}` {:?} after the command", paused - asked);
-    assert!(paused - asked < Duration::from_secs(5), "the pause took {:?}", paused - asked);
+    eprintln!(
+        "every process paused `{a}` {:?} after the command",
+        paused - asked
+    );
+    assert!(
+        paused - asked < Duration::from_secs(5),
+        "the pause took {:?}",
+        paused - asked
+    );
     let b_at_pause = handled(&fleet, "b").len();
     let a_at_pause = handled(&fleet, "a").len();
 
@@ -97,7 +114,10 @@ async fn a_pause_reaches_every_process_and_new_ones_and_a_resume_too() {
 
     fleet.producer.resume(&FleetQueues::A).await.unwrap();
     let resumed = fleet.all_say("RESUMED", &a, resume_asked).await;
-    eprintln!("every process resumed `{a}` {:?} after the command", resumed - resume_asked);
+    eprintln!(
+        "every process resumed `{a}` {:?} after the command",
+        resumed - resume_asked
+    );
     within("every job is handled", async {
         while handled(&fleet, "a").len() < 150 || handled(&fleet, "b").len() < 150 {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -139,7 +159,10 @@ async fn five_pause_resume_cycles_under_a_backlog_dead_letter_nothing() {
         fleet.producer.resume(&FleetQueues::A).await.unwrap();
         fleet.all_say("RESUMED", &a, asked).await;
         tokio::time::sleep(Duration::from_millis(400)).await;
-        eprintln!("cycle {cycle}: {} of 300 handled", handled(&fleet, "a").len());
+        eprintln!(
+            "cycle {cycle}: {} of 300 handled",
+            handled(&fleet, "a").len()
+        );
     }
     within("every job is handled", async {
         while handled(&fleet, "a").len() < 300 || handled(&fleet, "b").len() < 300 {
@@ -148,6 +171,14 @@ async fn five_pause_resume_cycles_under_a_backlog_dead_letter_nothing() {
     })
     .await;
     fleet.stop().await;
-    assert_eq!(broker.ready(&format!("{a}.dead")).await, 0, "nothing dead-lettered");
-    assert_eq!(broker.ready(&format!("{a}.suspect")).await, 0, "nothing suspected");
+    assert_eq!(
+        broker.ready(&format!("{a}.dead")).await,
+        0,
+        "nothing dead-lettered"
+    );
+    assert_eq!(
+        broker.ready(&format!("{a}.suspect")).await,
+        0,
+        "nothing suspected"
+    );
 }

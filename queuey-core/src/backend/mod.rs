@@ -148,6 +148,19 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         ConnectionState::Connected
     }
 
+    /// How long the broker lets a delivery of `queue` go unacknowledged
+    /// before it takes it back and delivers it again, or `None` when it
+    /// never does (the default, and the in-memory backend's answer).
+    ///
+    /// A worker refuses to build when its job timeout, plus a margin to
+    /// settle the job, reaches this bound: past it the broker would deliver
+    /// a job again while its first run still runs. A backend that cannot
+    /// know the broker's setting answers from its own configuration.
+    fn consumer_timeout(&self, queue: &QueueConfig) -> Option<Duration> {
+        let _ = queue;
+        None
+    }
+
     /// Publishes the envelope like [`publish`](Backend::publish), for a
     /// caller that waits for the job's final outcome: the backend sets the
     /// envelope's [`reply_to`](Envelope::reply_to) to an address of its
@@ -316,6 +329,10 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
     fn connection_state(&self) -> ConnectionState {
         (**self).connection_state()
+    }
+
+    fn consumer_timeout(&self, queue: &QueueConfig) -> Option<Duration> {
+        (**self).consumer_timeout(queue)
     }
 
     fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {

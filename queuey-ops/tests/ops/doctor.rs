@@ -24,6 +24,13 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
             .unwrap()
             .contains("RabbitMQ")
     );
+    // The consumer-timeout check says what the workers check against.
+    let timeout = by_name("consumer timeout");
+    let detail = timeout["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("RabbitMQ") && detail.contains("`RabbitMqOptions::consumer_timeout"),
+        "{detail}"
+    );
     // Whatever the broker, the quorum-hold check names its version and
     // says whether held jobs are released reliably.
     let holds = by_name("quorum holds");

@@ -9,17 +9,23 @@
 //! use the new connection. Callers ask for [`Link::connection`], which waits
 //! for a reconnection up to their own bound.
 //!
+//! The first connection waits too, for a broker that cannot be reached yet
+//! (up to the connect wait, with the same backoff): see `first`.
+//!
 //! Some failures cannot heal by trying again: credentials or a virtual host
 //! the broker refuses, a declared queue the broker now refuses
 //! (`PRECONDITION_FAILED`), or a reconnection deadline that passed. The link
 //! then fails for good and every caller gets that error.
 //!
 //! Here: the link and how callers get a connection from it. Opening one
-//! connection is `dial`, the supervisor's loop is `supervisor`, and the
-//! queues to replay are kept by `declared`.
+//! connection is `dial`, the first connection's wait is `first`, the
+//! supervisor's loop is `supervisor`, the pauses between attempts are
+//! `backoff`, and the queues to replay are kept by `declared`.
 
+mod backoff;
 mod declared;
 pub(crate) mod dial;
+mod first;
 mod supervisor;
 
 use std::future::Future;
@@ -39,7 +45,7 @@ use crate::RabbitMqOptions;
 use crate::bound;
 use crate::error::Failure;
 use declared::Declared;
-use dial::{Address, dial};
+use dial::Address;
 
 /// Metric names the link reports (through the `metrics` crate).
 pub(crate) mod metric {
@@ -97,16 +103,18 @@ pub(crate) struct Link {
     closed: AtomicBool,
     /// The highest generation handed out.
     generations: AtomicU64,
-    /// Milliseconds spent reconnecting so far; the seconds counter is fed
-    /// from it, so short outages add up instead of each rounding to 0 s.
+    /// Milliseconds spent without a connection so far (reconnecting, and
+    /// waiting for the first connection); the seconds counter is fed from
+    /// it, so short outages add up instead of each rounding to 0 s.
     down_ms: AtomicU64,
     supervisor: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Link {
     /// Connects to the first address that answers, then starts the
-    /// supervisor. The first connection is not retried: a wrong address or
-    /// password fails here, at once.
+    /// supervisor. A broker that cannot be reached yet is waited for, up to
+    /// the connect wait (see `first`); refused credentials, a refused
+    /// virtual host, a TLS handshake refused or a bad address fail at once.
     pub(crate) async fn connect(
         uris: &[String],
         options: Arc<RabbitMqOptions>,
@@ -121,28 +129,18 @@ impl Link {
             .map(|raw| dial::parse(raw, &options))
             .collect::<Result<Vec<_>, _>>()?;
         dial::check_tls(&addresses, &options.tls)?;
-        let mut last_error = None;
-        let mut first = None;
-        for (index, address) in addresses.iter().enumerate() {
-            match dial(address, &options).await {
-                Ok(connection) => {
-                    first = Some((index, connection));
-                    break;
-                }
-                Err(failure) => {
-                    let fatal = failure.fatal;
-                    last_error = Some(failure.error);
-                    if fatal {
-                        break;
-                    }
-                }
-            }
-        }
-        let Some((index, connection)) = first else {
-            return Err(last_error.unwrap_or(Error::ShutDown));
-        };
+        let first::First {
+            address: index,
+            connection,
+            waited,
+        } = first::connect(&addresses, &options).await?;
         tracing::debug!(uri = %addresses[index].redacted, "connected to RabbitMQ");
         metrics::gauge!(metric::CONNECTED).set(1.0);
+        // The wait counts as time without a connection, as a reconnection's
+        // does (it is no reconnection, so the reconnect counter stays).
+        let down_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+        metrics::counter!(metric::DISCONNECTED_SECONDS)
+            .increment(supervisor::seconds_crossed(0, down_ms));
         let current = Current {
             connection: Arc::new(connection),
             generation: 1,
@@ -155,7 +153,7 @@ impl Link {
             declared: Declared::default(),
             closed: AtomicBool::new(false),
             generations: AtomicU64::new(1),
-            down_ms: AtomicU64::new(0),
+            down_ms: AtomicU64::new(down_ms),
             supervisor: Mutex::new(None),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

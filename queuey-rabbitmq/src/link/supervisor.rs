@@ -12,7 +12,8 @@ use lapin::{Connection, Event};
 use queuey_core::Error;
 use tokio::time::Instant;
 
-use super::dial::dial;
+use super::backoff::Backoff;
+use super::dial::{Outlook, dial};
 use super::{Current, Link, LinkState, metric};
 use crate::{bound, declare};
 
@@ -120,8 +121,7 @@ async fn watch_until_dead(link: &std::sync::Weak<Link>, current: &Current) -> bo
 /// last, with backoff between rounds; replays the declared queues. `None`
 /// when the link was closed or gave up for good.
 async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Option<Current> {
-    let (min, max) = link.options.reconnect_delay;
-    let mut delay = min;
+    let mut backoff = Backoff::new(link.options.reconnect_delay);
     let generation = next_generation(link);
     loop {
         for _ in 0..link.addresses.len() {
@@ -132,7 +132,7 @@ async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Opt
             let target = &link.addresses[*address];
             let connection = match dial(target, &link.options).await {
                 Ok(connection) => connection,
-                Err(failure) if failure.fatal => {
+                Err(failure) if failure.outlook == Outlook::Refused => {
                     give_up(link, &failure.error.to_string());
                     return None;
                 }
@@ -179,15 +179,14 @@ async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Opt
             );
             return None;
         }
-        tokio::time::sleep(jitter(delay)).await;
-        delay = (delay * 2).min(max);
+        tokio::time::sleep(backoff.pause()).await;
     }
 }
 
 /// Whole seconds passed when `added` milliseconds follow `before`
 /// milliseconds: what a seconds counter must grow by so that it always
 /// shows the whole seconds of the running total.
-fn seconds_crossed(before: u64, added: u64) -> u64 {
+pub(super) fn seconds_crossed(before: u64, added: u64) -> u64 {
     before.saturating_add(added) / 1_000 - before / 1_000
 }
 
@@ -216,14 +215,6 @@ async fn replay(link: &Link, connection: &Connection) -> Result<(), Error> {
         declaring,
     )
     .await
-}
-
-/// A pause of up to `delay`, drawn uniformly (full jitter), so that many
-/// processes cut off together do not reconnect in lockstep.
-fn jitter(delay: Duration) -> Duration {
-    let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-    let random = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(random % nanos.max(1))
 }
 
 #[cfg(test)]

@@ -51,10 +51,12 @@ pub struct RabbitMqOptions {
     pub(crate) max_message_size: usize,
     pub(crate) heartbeat: Duration,
     pub(crate) connect_timeout: Duration,
+    pub(crate) connect_wait: Duration,
     pub(crate) call_timeout: Duration,
     pub(crate) publish_timeout: Duration,
     pub(crate) reconnect_delay: (Duration, Duration),
     pub(crate) reconnect_deadline: Option<Duration>,
+    pub(crate) consumer_timeout: Option<Duration>,
     pub(crate) refuse_long_delays: bool,
     pub(crate) tls: TlsOptions,
     pub(crate) control_stream: String,
@@ -86,10 +88,12 @@ impl Default for RabbitMqOptions {
             max_message_size: MAX_MESSAGE_BYTES,
             heartbeat: DEFAULT_HEARTBEAT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            connect_wait: DEFAULT_CONNECT_WAIT,
             call_timeout: DEFAULT_CALL_TIMEOUT,
             publish_timeout: DEFAULT_PUBLISH_TIMEOUT,
             reconnect_delay: (DEFAULT_RECONNECT_DELAY_MIN, DEFAULT_RECONNECT_DELAY_MAX),
             reconnect_deadline: None,
+            consumer_timeout: Some(DEFAULT_CONSUMER_TIMEOUT),
             refuse_long_delays: false,
             tls: TlsOptions::default(),
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
@@ -113,6 +117,46 @@ impl RabbitMqOptions {
     /// in the URI's query wins.
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long [`RabbitMqBackend::with_options`](crate::RabbitMqBackend::with_options)
+    /// waits for a broker it cannot reach yet (default
+    /// [`DEFAULT_CONNECT_WAIT`], 2 minutes). A process started while its
+    /// broker is down, restarting or still booting then connects once the
+    /// broker is up, instead of failing at once.
+    ///
+    /// While it waits, the backend tries every address in turn, pausing
+    /// between rounds as a reconnection does
+    /// ([`reconnect_delay`](Self::reconnect_delay), with jitter), and logs
+    /// a WARN line with the address (password masked) and the error at the
+    /// first failure, then at most one every 10 s. Only a broker that
+    /// cannot be reached is waited for: a refused or reset connection, a
+    /// timeout, an unreachable network, a host name that does not resolve
+    /// (yet), the broker closing the handshake while it starts or stops.
+    /// Refused credentials, a virtual host that does not exist, a TLS
+    /// handshake that fails (a certificate that does not verify, a port
+    /// that does not speak TLS) and an address that is not a valid AMQP URI
+    /// fail at once, as they would after any wait.
+    ///
+    /// Once the bound has passed, the last attempt's error is returned,
+    /// naming the bound. [`Duration::ZERO`] fails at once: each address is
+    /// tried once, as the first version did. The wait is
+    /// counted in `queuey_rabbitmq_disconnected_seconds_total`, and
+    /// `queuey_rabbitmq_connected` is 0 meanwhile.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// // A command-line tool: report an unreachable broker at once.
+    /// let tool = RabbitMqOptions::default().connect_wait(Duration::ZERO);
+    /// // A worker that may start long before its broker (a cluster booting).
+    /// let worker = RabbitMqOptions::default().connect_wait(Duration::from_secs(600));
+    /// # let _ = (tool, worker);
+    /// ```
+    pub fn connect_wait(mut self, wait: Duration) -> Self {
+        self.connect_wait = wait;
         self
     }
 
@@ -161,6 +205,41 @@ impl RabbitMqOptions {
     /// default, keeps trying for as long as the process runs.
     pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
         self.reconnect_deadline = deadline;
+        self
+    }
+
+    /// The broker's delivery acknowledgement timeout, `consumer_timeout` in
+    /// `rabbitmq.conf` (default [`DEFAULT_CONSUMER_TIMEOUT`], RabbitMQ's own
+    /// 30 minutes); `None` when it does not apply.
+    ///
+    /// RabbitMQ closes a consumer's channel once a delivery on it has gone
+    /// unacknowledged for that long (checked about once a minute, so it
+    /// fires up to a minute late): the job is delivered again while its
+    /// first run still runs, and so is every other delivery the channel
+    /// held. The backend cannot read the broker's configuration, so it
+    /// answers [`Backend::consumer_timeout`](queuey_core::backend::Backend::consumer_timeout)
+    /// from this value, and a worker whose job timeout
+    /// (`WorkerBuilder::job_timeout`) does not fit under it refuses to
+    /// build. Set the value the broker
+    /// uses when it was raised (or lowered); `None` turns the check off.
+    ///
+    /// From RabbitMQ 4.3 on, classic queues (queuey's default) and streams
+    /// have no consumer timeout; quorum queues keep theirs. A backend whose
+    /// workers consume only classic queues on 4.3 or later can say `None`.
+    /// A per-queue timeout (the `consumer-timeout` policy key or the
+    /// `x-consumer-timeout` argument, RabbitMQ 3.12 and later) is not
+    /// seen: give the lowest that applies to the backend's queues.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// // rabbitmq.conf: consumer_timeout = 7200000
+    /// let options = RabbitMqOptions::default().consumer_timeout(Some(Duration::from_secs(2 * 3600)));
+    /// # let _ = options;
+    /// ```
+    pub fn consumer_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.consumer_timeout = timeout;
         self
     }
 

@@ -40,10 +40,18 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default bound on one publish, from the call to the broker's
 /// confirmation, including any wait for a reconnection.
 pub const DEFAULT_PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default bound on waiting for the first connection: two minutes,
+/// about what a RabbitMQ node takes to boot or a rolling restart to reach
+/// the next node, so that a worker started during one connects when the
+/// broker is back instead of failing.
+pub const DEFAULT_CONNECT_WAIT: Duration = Duration::from_secs(120);
 /// The default first pause between reconnection attempts.
 pub const DEFAULT_RECONNECT_DELAY_MIN: Duration = Duration::from_millis(100);
 /// The default longest pause between reconnection attempts.
 pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
+/// RabbitMQ's own default `consumer_timeout`, 30 minutes (3.8.15 to 4.x):
+/// the default of [`RabbitMqOptions::consumer_timeout`](crate::RabbitMqOptions::consumer_timeout).
+pub const DEFAULT_CONSUMER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// The default limit of the [poison guard](crate#poison-guard): a job is
 /// dead-lettered once 5 of its deliveries in a row ended without being
 /// settled. Enough to absorb the innocent redeliveries of a lost connection

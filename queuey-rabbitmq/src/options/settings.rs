@@ -59,6 +59,12 @@ impl<'a> RabbitMqSettings<'a> {
         self.options.connect_timeout
     }
 
+    /// How long the first connection waits for a broker it cannot reach
+    /// yet ([`RabbitMqOptions::connect_wait`]).
+    pub fn connect_wait(&self) -> Duration {
+        self.options.connect_wait
+    }
+
     /// The bound on a broker call other than a publish
     /// ([`RabbitMqOptions::call_timeout`]).
     pub fn call_timeout(&self) -> Duration {
@@ -86,6 +92,12 @@ impl<'a> RabbitMqSettings<'a> {
     /// for ever ([`RabbitMqOptions::reconnect_deadline`]).
     pub fn reconnect_deadline(&self) -> Option<Duration> {
         self.options.reconnect_deadline
+    }
+
+    /// The broker's consumer timeout as given, `None` when it does not
+    /// apply ([`RabbitMqOptions::consumer_timeout`]).
+    pub fn consumer_timeout(&self) -> Option<Duration> {
+        self.options.consumer_timeout
     }
 
     /// The connection's name, if set ([`RabbitMqOptions::connection_name`]).
@@ -213,7 +225,7 @@ impl fmt::Debug for RabbitMqSettings<'_> {
 mod tests {
     use super::*;
     use crate::options::{
-        DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEARTBEAT,
+        DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_CONNECT_WAIT, DEFAULT_HEARTBEAT,
         DEFAULT_PUBLISH_CONCURRENCY, DEFAULT_PUBLISH_TIMEOUT, DEFAULT_PUBLISH_WINDOW,
         DEFAULT_RECONNECT_DELAY_MAX, DEFAULT_RECONNECT_DELAY_MIN,
     };
@@ -224,6 +236,7 @@ mod tests {
         let s = o.settings();
         assert_eq!(s.heartbeat(), DEFAULT_HEARTBEAT);
         assert_eq!(s.connect_timeout(), DEFAULT_CONNECT_TIMEOUT);
+        assert_eq!(s.connect_wait(), DEFAULT_CONNECT_WAIT);
         assert_eq!(s.call_timeout(), DEFAULT_CALL_TIMEOUT);
         assert_eq!(s.publish_timeout(), DEFAULT_PUBLISH_TIMEOUT);
         assert_eq!(
@@ -232,6 +245,10 @@ mod tests {
         );
         assert!(!s.refuse_long_delays());
         assert_eq!(s.reconnect_deadline(), None);
+        assert_eq!(
+            s.consumer_timeout(),
+            Some(crate::options::DEFAULT_CONSUMER_TIMEOUT)
+        );
         assert_eq!(s.connection_name(), None);
         assert_eq!(s.connection_properties(), ConnectionProperties::default());
         assert!(s.client_properties().is_empty());
@@ -265,11 +282,13 @@ mod tests {
         let o = RabbitMqOptions::default()
             .heartbeat(second * 3)
             .connect_timeout(second * 4)
+            .connect_wait(second * 9)
             .call_timeout(second * 5)
             .publish_timeout(second * 6)
             .reconnect_delay(second, second * 7)
             .refuse_long_delays(true)
             .reconnect_deadline(Some(second * 8))
+            .consumer_timeout(None)
             .connection_name("n")
             .client_property("k", "v")
             .locale("de_DE")
@@ -288,11 +307,13 @@ mod tests {
         let s = o.settings();
         assert_eq!(s.heartbeat(), second * 3);
         assert_eq!(s.connect_timeout(), second * 4);
+        assert_eq!(s.connect_wait(), second * 9);
         assert_eq!(s.call_timeout(), second * 5);
         assert_eq!(s.publish_timeout(), second * 6);
         assert_eq!(s.reconnect_delay(), (second, second * 7));
         assert!(s.refuse_long_delays());
         assert_eq!(s.reconnect_deadline(), Some(second * 8));
+        assert_eq!(s.consumer_timeout(), None);
         assert_eq!(s.connection_name(), Some("n"));
         assert_eq!(s.client_property("k"), Some("v"));
         assert_eq!(s.client_property("other"), None);

@@ -69,6 +69,12 @@ impl RabbitMqOptions {
                 u16::MAX
             )));
         }
+        if self.consumer_timeout == Some(std::time::Duration::ZERO) {
+            return Err(Error::invalid_config(
+                "consumer_timeout(Some(0)) would refuse every worker: give the broker's \
+                 consumer_timeout, or None when it does not apply",
+            ));
+        }
         let (min, max) = self.reconnect_delay;
         if min.is_zero() || min > max {
             return Err(Error::invalid_config(format!(
@@ -115,6 +121,7 @@ mod tests {
             RabbitMqOptions::default().suspect_suffix(".dead"),
             RabbitMqOptions::default().control_stream(""),
             RabbitMqOptions::default().control_stream("c".repeat(256)),
+            RabbitMqOptions::default().consumer_timeout(Some(std::time::Duration::ZERO)),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();

@@ -1,6 +1,8 @@
 //! Losing the connection, closing the backend, and keeping the password
 //! secret.
 
+use std::time::{Duration, Instant};
+
 use futures::StreamExt;
 use queuey_core::backend::Backend;
 use queuey_core::{BackendErrorKind, Error, QueueConfig};
@@ -126,19 +128,34 @@ async fn several_addresses_are_tried_in_turn() {
     within("close", backend.close()).await.unwrap();
 }
 
-/// A port where nothing listens: the error names the address, password
-/// masked, and says what to check. Needs no broker.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refused_connection_says_to_check_that_rabbitmq_runs_there() {
-    // A port that was free a moment ago: nothing listens on it.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+/// A port that was free a moment ago: nothing listens on it.
+fn unused_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .expect("a free local port")
-        .port();
+        .port()
+}
+
+/// A port where nothing listens, with the wait turned off: the error comes
+/// at once, names the address, password masked, and says what to check.
+/// Needs no broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_says_to_check_that_rabbitmq_runs_there() {
+    let port = unused_port();
     let url = format!("amqp://guest:refused-SECRET@127.0.0.1:{port}/%2f");
-    let e = within("connect", RabbitMqBackend::connect(url.as_str()))
-        .await
-        .unwrap_err();
+    let fail_fast = RabbitMqOptions::default().connect_wait(Duration::ZERO);
+    let started = Instant::now();
+    let e = within(
+        "connect",
+        RabbitMqBackend::with_options(url.as_str(), fail_fast),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "no wait: {:?}",
+        started.elapsed()
+    );
     assert_eq!(kind(&e), BackendErrorKind::ConnectionLost, "{e}");
     let text = e.to_string();
     assert!(
@@ -153,6 +170,138 @@ async fn a_refused_connection_says_to_check_that_rabbitmq_runs_there() {
     );
     assert!(text.contains("`AMQP_URL`"), "{text}");
     assert!(!text.contains("refused-SECRET"), "{text}");
+}
+
+/// Nothing listens, and the backend waits for it: never less than the
+/// connect wait, then the last error, naming the bound; one WARN line for
+/// the first failure, not one per attempt, and never the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_broker_is_waited_for_up_to_the_connect_wait() {
+    // The harness installs the log capture.
+    let _broker = broker!("an_unreachable_broker_is_waited_for_up_to_the_connect_wait");
+    let port = unused_port();
+    let url = format!("amqp://guest:waiting-SECRET@127.0.0.1:{port}/%2f");
+    let wait = Duration::from_millis(1_500);
+    let options = RabbitMqOptions::default()
+        .connect_wait(wait)
+        .reconnect_delay(Duration::from_millis(50), Duration::from_millis(200));
+    let started = Instant::now();
+    let e = within(
+        "connect",
+        RabbitMqBackend::with_options(url.as_str(), options),
+    )
+    .await
+    .unwrap_err();
+    let waited = started.elapsed();
+    assert!(waited >= wait, "gave up early, after {waited:?}");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    assert_eq!(kind(&e), BackendErrorKind::ConnectionLost, "{e}");
+    let text = e.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "connecting to RabbitMQ at `amqp://guest:***@127.0.0.1:{port}/%2f`: "
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("check that RabbitMQ runs at that address and port"),
+        "{text}"
+    );
+    assert!(text.contains("connect wait of 1.5s"), "{text}");
+    assert!(text.contains("`RabbitMqOptions::connect_wait`"), "{text}");
+    assert!(!text.contains("waiting-SECRET"), "{text}");
+    let attempts: u32 = text
+        .split(" attempts)")
+        .next()
+        .and_then(|head| head.rsplit('(').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no attempt count in: {text}"));
+    assert!(attempts > 3, "{attempts} attempts in 1.5 s: {text}");
+    let warnings = support::warnings_mentioning(&format!("127.0.0.1:{port}"));
+    assert_eq!(warnings.len(), 1, "throttled to one line: {warnings:?}");
+    assert!(
+        warnings[0].contains("cannot be reached yet") && warnings[0].contains("guest:***@"),
+        "{warnings:?}"
+    );
+    assert!(!warnings[0].contains("waiting-SECRET"), "{warnings:?}");
+}
+
+/// A broker that starts listening while the backend waits is connected to,
+/// and works: a port that refuses for 1.5 s, then forwards to the broker.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_comes_up_during_the_wait_is_connected_to() {
+    let broker = broker!("a_broker_that_comes_up_during_the_wait_is_connected_to");
+    // The broker's `host:port`, as its URL names it.
+    let (scheme, rest) = broker.url.split_once("://").expect("scheme://");
+    let (credentials, rest) = rest.rsplit_once('@').unwrap_or(("", rest));
+    let (authority, vhost) = rest.split_once('/').unwrap_or((rest, ""));
+    let target = if authority.contains(':') {
+        authority.to_owned()
+    } else {
+        format!("{authority}:5672")
+    };
+    let port = unused_port();
+    let url = format!("{scheme}://{credentials}@127.0.0.1:{port}/{vhost}");
+    let opens = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("the port is still free");
+        while let Ok((mut client, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    let options = RabbitMqOptions::default()
+        .connection_name(broker.connection_name("late"))
+        .reconnect_delay(Duration::from_millis(50), Duration::from_millis(200));
+    let started = Instant::now();
+    let backend = within(
+        "connect",
+        RabbitMqBackend::with_options(url.as_str(), options),
+    )
+    .await
+    .expect("connects once the port answers");
+    assert!(started.elapsed() >= Duration::from_millis(1_500));
+    assert!(backend.is_connected());
+    let q = broker.queue("late");
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within("publish", backend.publish(&envelope(&q, 1)))
+        .await
+        .unwrap();
+    broker.wait_ready(&q, 1).await;
+    within("close", backend.close()).await.unwrap();
+    opens.abort();
+}
+
+/// Refused credentials and a virtual host that does not exist fail at
+/// once, although the backend would wait minutes for a broker that is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_and_a_missing_virtual_host_fail_without_waiting() {
+    let broker = broker!("refused_credentials_and_a_missing_virtual_host_fail_without_waiting");
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let wrong_password = broker.url_as("guest", &format!("wrong-{id}"));
+    let (base, _vhost) = broker.url.rsplit_once('/').expect("a vhost in the URL");
+    let missing_vhost = format!("{base}/queuey-missing-{id}");
+    for url in [wrong_password, missing_vhost] {
+        let started = Instant::now();
+        let e = within("connect", RabbitMqBackend::connect(url.as_str()))
+            .await
+            .unwrap_err();
+        assert_eq!(kind(&e), BackendErrorKind::Refused, "{e}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "waited {:?} for an answer that cannot change: {e}",
+            started.elapsed()
+        );
+        assert!(!e.to_string().contains("connect wait"), "{e}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

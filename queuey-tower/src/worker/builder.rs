@@ -227,6 +227,14 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// timeout sits right around the handler, inside every layer, so each
     /// attempt gets the whole of it and a timed-out attempt is retried where
     /// the stack retries.
+    ///
+    /// It must fit under the broker's consumer timeout, which the backend
+    /// reports ([`Backend::consumer_timeout`]; RabbitMQ's is 30 minutes by
+    /// default): [`build`](Self::build) refuses a job timeout that, with a
+    /// margin to settle the job (a tenth of the consumer timeout, at most a
+    /// minute), reaches it, since the broker would deliver the job again
+    /// while it still runs. See the guide's "Long jobs and the consumer
+    /// timeout".
     pub fn job_timeout(mut self, timeout: Duration) -> Self {
         self.settings.job_timeout = Some(timeout);
         self
@@ -306,8 +314,12 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// one was given) on the backend and returns the worker.
     ///
     /// Fails if no handler was given, if two handle the same job type, if
-    /// the concurrency is 0, or if [`layer`](Self::layer) was called with no
-    /// handler to wrap.
+    /// the concurrency is 0, if [`layer`](Self::layer) was called with no
+    /// handler to wrap, or if the [job timeout](Self::job_timeout) does not
+    /// fit under the consumer timeout the backend reports for one of the
+    /// queues. When more deliveries can be prefetched than there are job
+    /// slots, and one could wait for a slot long enough to pass that
+    /// consumer timeout, it logs a warning and builds.
     pub async fn build(mut self) -> Result<Worker<Q, B>, Error>
     where
         H: Handlers<Q, D, L>,
@@ -328,10 +340,11 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         if let Some(timeout) = self.settings.job_timeout {
             self.defaults.set_job_timeout(timeout)?;
         }
+        let job_timeout = self.settings.job_timeout.unwrap_or(DEFAULT_JOB_TIMEOUT);
         let frame = Frame {
             defaults: &self.defaults,
             layers: &self.layers,
-            job_timeout: self.settings.job_timeout.unwrap_or(DEFAULT_JOB_TIMEOUT),
+            job_timeout,
         };
         let mut routes = Vec::new();
         self.handlers.into_routes(&frame, &mut routes);
@@ -340,6 +353,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
             routes,
             super::Settings {
                 concurrency: self.settings.concurrency,
+                job_timeout,
                 shutdown_timeout: self.settings.shutdown_timeout,
                 classifier: self.settings.classifier,
                 reconnect: self.settings.reconnect,

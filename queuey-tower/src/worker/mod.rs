@@ -2,6 +2,7 @@
 //! settles the outcome on the broker.
 mod builder;
 mod consume;
+mod consumer_timeout;
 mod control;
 mod error;
 mod handle;
@@ -45,6 +46,8 @@ use unique::UniqueKeys;
 /// What the builder hands the worker besides its routes.
 pub(crate) struct Settings {
     pub(crate) concurrency: Option<usize>,
+    /// The job timeout every handler runs under.
+    pub(crate) job_timeout: Duration,
     pub(crate) shutdown_timeout: Duration,
     pub(crate) classifier: SharedClassifier,
     pub(crate) reconnect: Reconnect,
@@ -404,6 +407,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                 "the worker's concurrency must be at least 1",
             ));
         }
+        consumer_timeout::check(&backend, &by_queue, settings.job_timeout, concurrency)?;
         backend
             .declare(&namespace.configs::<Q>())
             .await

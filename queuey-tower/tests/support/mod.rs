@@ -7,9 +7,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
+use queuey_core::backend::{Backend, DeliveryStream};
+use queuey_core::memory::MemoryBackend;
 use queuey_core::store::{Inserted, Store, StoreError};
 
-use queuey_core::{Job, JobContext, Queues, Uuid};
+use queuey_core::{Envelope, Error, Job, JobContext, QueueConfig, Queues, Uuid};
 use queuey_tower::JobRequest;
 use serde::{Deserialize, Serialize};
 
@@ -173,5 +175,60 @@ impl Store for Down {
 
     fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
         refused()
+    }
+}
+
+/// The memory backend, with a broker's consumer timeout: it reports
+/// `consumer_timeout` for every queue, as the RabbitMQ backend does (and
+/// never enforces it).
+#[derive(Debug, Clone)]
+pub(crate) struct WithConsumerTimeout {
+    pub(crate) inner: Arc<MemoryBackend>,
+    pub(crate) consumer_timeout: Duration,
+}
+
+impl WithConsumerTimeout {
+    pub(crate) fn new(consumer_timeout: Duration) -> Self {
+        WithConsumerTimeout {
+            inner: Arc::new(MemoryBackend::new()),
+            consumer_timeout,
+        }
+    }
+}
+
+impl Backend for WithConsumerTimeout {
+    fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.declare(queues)
+    }
+
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.publish(envelope)
+    }
+
+    fn publish_after<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.publish_after(envelope, delay)
+    }
+
+    fn defer<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+        delay: Duration,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.inner.defer(envelope, delay)
+    }
+
+    fn consume<'a>(
+        &'a self,
+        queue: &'a QueueConfig,
+    ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
+        self.inner.consume(queue)
+    }
+
+    fn consumer_timeout(&self, _queue: &QueueConfig) -> Option<Duration> {
+        Some(self.consumer_timeout)
     }
 }

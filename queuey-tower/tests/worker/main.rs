@@ -4,6 +4,7 @@
 mod support;
 
 mod classify;
+mod consumer_timeout;
 mod control;
 mod cooldown;
 mod deadline;

@@ -27,6 +27,9 @@ pub(crate) struct PrivateNode {
     dir: PathBuf,
     server: Option<Child>,
     tls: Option<NodeTls>,
+    /// Settings of the `rabbit` application given on the server's command
+    /// line (`-rabbit KEY VALUE`), e.g. ones `rabbitmq.conf` has no key for.
+    rabbit_env: Vec<(String, String)>,
 }
 
 /// What the node offers over TLS: an AMQPS listener (peer certificates
@@ -101,7 +104,31 @@ impl PrivateNode {
     /// connections.
     pub(crate) async fn start(label: &str) -> PrivateNode {
         let label = label.to_owned();
-        blocking(move || PrivateNode::start_blocking(&label, None)).await
+        blocking(move || PrivateNode::start_blocking(&label, None, Vec::new())).await
+    }
+
+    /// Starts a node whose `rabbit` application gets `env` on the command
+    /// line (`consumer_timeout`, `channel_tick_interval`, ...), and waits
+    /// until it accepts AMQP connections.
+    pub(crate) async fn start_with_rabbit_env(label: &str, env: &[(&str, &str)]) -> PrivateNode {
+        let label = label.to_owned();
+        let env = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        blocking(move || PrivateNode::start_blocking(&label, None, env)).await
+    }
+
+    /// A node made ready (name, ports, directory) but not started, so that
+    /// its URL is known before it runs; [`Self::restart`] starts it.
+    pub(crate) async fn planned(label: &str) -> PrivateNode {
+        let label = label.to_owned();
+        blocking(move || {
+            let node = PrivateNode::new_blocking(&label, None, Vec::new());
+            node.prepare_dir();
+            node
+        })
+        .await
     }
 
     /// Starts a node with a TLS listener beside its plain one, certificates
@@ -111,7 +138,7 @@ impl PrivateNode {
     pub(crate) async fn start_tls(label: &str, management: bool) -> PrivateNode {
         let label = label.to_owned();
         blocking(move || {
-            let node = PrivateNode::start_blocking(&label, Some(management));
+            let node = PrivateNode::start_blocking(&label, Some(management), Vec::new());
             let user = certs::CLIENT_USER;
             for args in [
                 vec!["add_user", user, "unused-password"],
@@ -125,11 +152,29 @@ impl PrivateNode {
         .await
     }
 
-    fn start_blocking(label: &str, tls_management: Option<bool>) -> PrivateNode {
+    fn start_blocking(
+        label: &str,
+        tls_management: Option<bool>,
+        rabbit_env: Vec<(String, String)>,
+    ) -> PrivateNode {
+        let mut node = PrivateNode::new_blocking(label, tls_management, rabbit_env);
+        node.prepare_dir();
+        node.spawn_server();
+        node.await_startup();
+        node
+    }
+
+    /// The node's name, ports and certificates; nothing on disk yet but
+    /// the certificates.
+    fn new_blocking(
+        label: &str,
+        tls_management: Option<bool>,
+        rabbit_env: Vec<(String, String)>,
+    ) -> PrivateNode {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let short = &id[..8];
         let dir = std::env::temp_dir().join(format!("queuey-node-{label}-{short}"));
-        let mut node = PrivateNode {
+        PrivateNode {
             name: format!("queuey-{label}-{short}@localhost"),
             port: free_port(),
             dist_port: free_port(),
@@ -140,11 +185,8 @@ impl PrivateNode {
             }),
             dir,
             server: None,
-        };
-        node.prepare_dir();
-        node.spawn_server();
-        node.await_startup();
-        node
+            rabbit_env,
+        }
     }
 
     fn prepare_dir(&self) {
@@ -210,6 +252,11 @@ impl PrivateNode {
             .expect("server.out");
         let err = out.try_clone().expect("server.out");
         let dir = &self.dir;
+        let erl_args: Vec<String> = self
+            .rabbit_env
+            .iter()
+            .map(|(key, value)| format!("-rabbit {key} {value}"))
+            .collect();
         let child = Command::new("setsid")
             .arg("rabbitmq-server")
             .env("PATH", path())
@@ -221,6 +268,7 @@ impl PrivateNode {
             .env("RABBITMQ_PID_FILE", dir.join("pid"))
             .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
             .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
+            .env("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", erl_args.join(" "))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -421,8 +469,9 @@ impl PrivateNode {
         let _ = std::fs::remove_file(self.dir.join("pid"));
     }
 
-    /// Starts the server again on the same directories (after
-    /// [`Self::kill9`]), and waits for it.
+    /// Starts the server on the node's directories (again, after
+    /// [`Self::kill9`]; or for the first time, for a [planned](Self::planned)
+    /// node), and waits for it.
     pub(crate) async fn restart(&mut self) {
         let mut node = std::mem::replace(
             self,
@@ -433,6 +482,7 @@ impl PrivateNode {
                 dir: PathBuf::new(),
                 server: None,
                 tls: None,
+                rabbit_env: Vec::new(),
             },
         );
         node = blocking(move || {

@@ -2,10 +2,12 @@
 //! for `amqps://`, and the AMQP handshake, within the connect bound. Every
 //! connection the crate opens goes through [`dial`], the first one and
 //! every reconnection alike. Parsing the address is `address`; what a
-//! failure tells the user to check is `hint`.
+//! failure tells the user to check is `hint`; whether trying again can
+//! help is `outlook`.
 
 mod address;
 mod hint;
+mod outlook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,16 +18,16 @@ use lapin::uri::{AMQPScheme, AMQPUri};
 use lapin::{Connection, ConnectionProperties, ErrorKind};
 use queuey_core::{BackendError, BackendErrorKind, Error};
 
-use crate::error::code;
 use crate::tls::{self, TlsOptions};
 use crate::{RabbitMqOptions, properties};
 pub(crate) use address::{Address, parse};
 use hint::{CHECK_ADDRESS, tls_hint, unreachable_hint};
+pub(crate) use outlook::Outlook;
 
-/// A failed connection attempt, and whether trying again cannot help.
+/// A failed connection attempt, and whether trying again can help.
 pub(crate) struct DialFailure {
     pub(crate) error: Error,
-    pub(crate) fatal: bool,
+    pub(crate) outlook: Outlook,
 }
 
 /// Opens one connection, within the connect bound.
@@ -43,7 +45,7 @@ pub(crate) async fn dial(
             Err(error) => {
                 return Err(DialFailure {
                     error,
-                    fatal: false,
+                    outlook: Outlook::Misconfigured,
                 });
             }
         }
@@ -54,16 +56,12 @@ pub(crate) async fn dial(
     match tokio::time::timeout(options.connect_timeout, connecting).await {
         Ok(Ok(connection)) => Ok(connection),
         Ok(Err(e)) => {
-            // Refused credentials (403) or virtual host (530) will be refused
-            // again: say so rather than retrying for ever.
-            let (kind, fatal) = match e.kind() {
-                ErrorKind::ProtocolError(amqp)
-                    if matches!(amqp.get_id(), 403 | 530 | code::NOT_FOUND) =>
-                {
-                    (BackendErrorKind::Refused, true)
+            let outlook = outlook::outlook(&e);
+            let kind = match (e.kind(), outlook) {
+                (ErrorKind::ProtocolError(_), _) | (_, Outlook::Refused) => {
+                    BackendErrorKind::Refused
                 }
-                ErrorKind::ProtocolError(_) => (BackendErrorKind::Refused, false),
-                _ => (BackendErrorKind::ConnectionLost, false),
+                _ => BackendErrorKind::ConnectionLost,
             };
             let text = address_scrub(&e.to_string(), address);
             let hint = match unreachable_hint(&e) {
@@ -75,7 +73,7 @@ pub(crate) async fn dial(
                     kind,
                     format!("connecting to RabbitMQ at `{redacted}`: {text}{hint}"),
                 )),
-                fatal,
+                outlook,
             })
         }
         Err(_) => Err(DialFailure {
@@ -86,7 +84,7 @@ pub(crate) async fn dial(
                     options.connect_timeout
                 ),
             )),
-            fatal: false,
+            outlook: Outlook::Transient,
         }),
     }
 }
@@ -114,7 +112,10 @@ async fn open(
                 (AMQPScheme::AMQP, _) => Ok(stream),
                 (AMQPScheme::AMQPS, Some(tls)) => {
                     let name = tls.server_name.as_deref().unwrap_or(host);
-                    Ok(stream.into_tls(name, tls.config.as_ref()).await?)
+                    Ok(stream
+                        .into_tls(name, tls.config.as_ref())
+                        .await
+                        .map_err(outlook::tls_handshake_failed)?)
                 }
                 // `dial` loads the TLS material for every `amqps://` address.
                 (AMQPScheme::AMQPS, None) => Err(lapin::Error::from(std::io::Error::other(
