@@ -10,11 +10,12 @@ use queuey_core::backend::HoldKind;
 use queuey_core::backend::{
     Backend, ConnectionState, DeliveryStream, PendingReply, Reply, ReplyTo,
 };
-use queuey_core::control::{ControlRecord, ControlView};
+use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
 use crate::control::Control;
+use crate::heartbeats::Heartbeats;
 use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::reply::{Requests, Responder};
@@ -43,6 +44,8 @@ struct Inner {
     responder: Responder,
     /// Control commands: sent to the control stream, and followed there.
     control: Control,
+    /// The workers' heartbeats.
+    heartbeats: Heartbeats,
 }
 
 impl RabbitMqBackend {
@@ -82,6 +85,7 @@ impl RabbitMqBackend {
         let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
         let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
         let control = Control::new(Arc::clone(&link), Arc::clone(&outbox), Arc::clone(&options));
+        let heartbeats = Heartbeats::new(Arc::clone(&link), Arc::clone(&outbox), &options);
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
@@ -90,6 +94,7 @@ impl RabbitMqBackend {
                 requests,
                 responder,
                 control,
+                heartbeats,
             }),
         })
     }
@@ -214,6 +219,20 @@ impl Backend for RabbitMqBackend {
     /// commands](crate#control-commands).
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
         Box::pin(async move { self.inner.control.follow().await.map(Some) })
+    }
+
+    /// Publishes the heartbeat to the heartbeat stream (the control
+    /// stream's name with `.workers`), declared first, once per backend.
+    /// See [Control commands](crate#control-commands).
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.inner.heartbeats.send(beat))
+    }
+
+    /// Reads the heartbeat stream's last minute and lists the workers whose
+    /// latest heartbeat is within its lifetime (by this host's clock, with
+    /// two seconds of slack) and not their last.
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
+        Box::pin(self.inner.heartbeats.workers())
     }
 }
 

@@ -356,6 +356,7 @@
 //! | `backend` | [`RabbitMqBackend`]: puts the parts below together and implements [`Backend`](queuey_core::backend::Backend) |
 //! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
 //! | `control` | control commands: sent to the control stream, and followed there by one task per backend |
+//! | `heartbeats` | the workers' heartbeats: published to the heartbeat stream, and the list of workers read back from it |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, dead letters, suspect copies |
 //! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
 //! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |
@@ -375,6 +376,7 @@ mod bound;
 mod connection_properties;
 mod consumer;
 mod control;
+mod heartbeats;
 mod declare;
 mod error;
 mod leader;

@@ -48,6 +48,7 @@ impl Fleet {
     pub async fn connect(url: &str, tls: &TlsFiles, name: &str) -> Result<Fleet> {
         let options = RabbitMqOptions::default()
             .connection_name(name)
+            .connect_wait(Duration::ZERO)
             .tls(tls.amqp()?);
         let backend = RabbitMqBackend::with_options(url, options)
             .await

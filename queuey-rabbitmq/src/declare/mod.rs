@@ -26,7 +26,7 @@ use crate::topology::{self, ArgumentValue, QueueArguments};
 pub(crate) use check::check;
 use explain::explain;
 pub(crate) use holds::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
-pub(crate) use stream::declare_control_stream;
+pub(crate) use stream::{Stream, declare_control_stream, declare_stream};
 
 /// Declares each work queue and, when enabled, its dead-letter queue and
 /// its suspect queue, on one fresh channel that is closed afterwards. Stops

@@ -1,4 +1,5 @@
-//! Declaring the control stream, and what a refusal tells the user to do.
+//! Declaring the control stream and its heartbeat stream, and what a
+//! refusal tells the user to do.
 
 use lapin::Connection;
 use lapin::types::ShortString;
@@ -8,6 +9,16 @@ use super::{declare, new_channel};
 use crate::error::{Failure, code};
 use crate::topology;
 
+/// Which of the two streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stream {
+    /// The control stream: [`topology::control_stream_arguments`].
+    Control,
+    /// A control stream's heartbeat stream:
+    /// [`topology::heartbeat_stream_arguments`].
+    Heartbeats,
+}
+
 /// Declares the control stream `stream` (durable, the arguments of
 /// [`topology::control_stream_arguments`]) on a fresh channel that is
 /// closed afterwards.
@@ -15,34 +26,53 @@ pub(crate) async fn declare_control_stream(
     connection: &Connection,
     stream: &str,
 ) -> Result<(), Error> {
-    let channel = new_channel(
-        connection,
-        "opening a channel to declare the control stream",
-    )
-    .await?;
-    let args = topology::control_stream_arguments();
+    declare_stream(connection, stream, Stream::Control).await
+}
+
+/// Declares `stream` as a stream of `kind` on a fresh channel that is
+/// closed afterwards.
+pub(crate) async fn declare_stream(
+    connection: &Connection,
+    stream: &str,
+    kind: Stream,
+) -> Result<(), Error> {
+    let channel = new_channel(connection, "opening a channel to declare a stream").await?;
+    let args = match kind {
+        Stream::Control => topology::control_stream_arguments(),
+        Stream::Heartbeats => topology::heartbeat_stream_arguments(),
+    };
     let result = declare(connection, &channel, stream, true, &args)
         .await
-        .map_err(|failure| explain(failure, stream));
+        .map_err(|failure| explain(failure, stream, kind));
     if channel.status().connected() {
         let _ = channel.close(200, ShortString::default()).await;
     }
     result
 }
 
-/// The error for a refused declaration of the control stream.
-fn explain(failure: Failure, stream: &str) -> Error {
-    let what = format!("declaring the control stream `{stream}`");
+/// The error for a refused declaration of a stream.
+fn explain(failure: Failure, stream: &str, kind: Stream) -> Error {
+    let (name, max_age, lost) = match kind {
+        Stream::Control => (
+            "control stream",
+            topology::control_stream_max_age(),
+            "the commands in it are lost",
+        ),
+        Stream::Heartbeats => (
+            "heartbeat stream",
+            topology::HEARTBEAT_MAX_AGE.to_owned(),
+            "it holds only recent heartbeats",
+        ),
+    };
+    let what = format!("declaring the {name} `{stream}`");
     if failure.reply_code != Some(code::PRECONDITION_FAILED) {
         return failure.into_error(&what);
     }
     let hint = format!(
         "a queue of this name exists with other arguments, and RabbitMQ never changes them; \
-         every process declares the control stream alike (x-queue-type stream, x-max-age {}, \
-         x-stream-max-segment-size-bytes {}): delete that queue (the commands in it are lost) \
-         or give the backend another `RabbitMqOptions::control_stream`. Streams need \
-         RabbitMQ 3.9 or later",
-        topology::control_stream_max_age(),
+         every process declares the {name} alike (x-queue-type stream, x-max-age {max_age}, \
+         x-stream-max-segment-size-bytes {}): delete that queue ({lost}) or give the backend \
+         another `RabbitMqOptions::control_stream`. Streams need RabbitMQ 3.9 or later",
         topology::CONTROL_SEGMENT_BYTES
     );
     Failure {
@@ -64,7 +94,7 @@ mod tests {
             connection_lost: false,
             text: "PRECONDITION_FAILED - inequivalent arg 'x-queue-type'".to_owned(),
         };
-        let e = explain(failure, "queuey.control");
+        let e = explain(failure, "queuey.control", Stream::Control);
         assert!(matches!(&e, Error::Backend(b) if b.kind() == BackendErrorKind::Refused));
         let text = e.to_string();
         assert!(

@@ -427,8 +427,10 @@ impl RabbitMqOptions {
     /// [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM), `queuey.control`.
     /// Every process that should obey the same commands must use the same
     /// stream; fleets sharing a virtual host can keep their commands apart
-    /// with a stream each. See [Control commands](crate#control-commands).
-    /// At most 255 bytes, not empty.
+    /// with a stream each. The workers' heartbeats go to the stream of the
+    /// same name with `.workers` added. See
+    /// [Control commands](crate#control-commands). At most 247 bytes, not
+    /// empty.
     ///
     /// ```
     /// use queuey_rabbitmq::RabbitMqOptions;

@@ -40,9 +40,14 @@ impl RabbitMqOptions {
                 self.publish_window
             )));
         }
-        if self.control_stream.is_empty() || self.control_stream.len() > 255 {
+        if self.control_stream.is_empty()
+            || self.control_stream.len() > crate::topology::MAX_CONTROL_STREAM_BYTES
+        {
             return Err(Error::invalid_config(format!(
-                "control_stream must be a queue name of 1 to 255 bytes, got {} bytes",
+                "control_stream must be a queue name of 1 to {} bytes (its heartbeat stream \
+                 adds `{}`), got {} bytes",
+                crate::topology::MAX_CONTROL_STREAM_BYTES,
+                crate::topology::HEARTBEAT_STREAM_SUFFIX,
                 self.control_stream.len()
             )));
         }
@@ -120,7 +125,7 @@ mod tests {
             RabbitMqOptions::default().suspect_suffix(""),
             RabbitMqOptions::default().suspect_suffix(".dead"),
             RabbitMqOptions::default().control_stream(""),
-            RabbitMqOptions::default().control_stream("c".repeat(256)),
+            RabbitMqOptions::default().control_stream("c".repeat(248)),
             RabbitMqOptions::default().consumer_timeout(Some(std::time::Duration::ZERO)),
         ];
         for options in bad {

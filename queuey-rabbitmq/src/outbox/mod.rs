@@ -190,13 +190,21 @@ impl Outbox {
     /// marker, built by `control`), declaring the stream again if it is
     /// gone.
     pub(crate) async fn control(&self, out: Outgoing) -> Result<(), Error> {
+        self.stream(out, declare::Stream::Control).await
+    }
+
+    /// Publishes a message of a stream of `kind`, declaring the stream
+    /// again if it is gone.
+    pub(crate) async fn stream(&self, out: Outgoing, kind: declare::Stream) -> Result<(), Error> {
         let stream = out.queue.clone();
         let declare = |current: crate::link::Current| async move {
-            declare::declare_control_stream(&current.connection, &stream).await
+            declare::declare_stream(&current.connection, &stream, kind).await
         };
-        self.sender
-            .send_declaring(out, "control stream", declare)
-            .await
+        let what = match kind {
+            declare::Stream::Control => "control stream",
+            declare::Stream::Heartbeats => "heartbeat stream",
+        };
+        self.sender.send_declaring(out, what, declare).await
     }
 
     /// Closes the publishing side: later publishes and holds fail with

@@ -1,5 +1,6 @@
 //! The control stream: where a fleet's control commands are kept, its
-//! arguments, and what its messages carry.
+//! arguments, and what its messages carry; and the heartbeat stream beside
+//! it, where the fleet's workers say what they do.
 
 use queuey_core::control::CANCELLATION_MEMORY;
 
@@ -44,6 +45,39 @@ pub fn control_stream_arguments() -> QueueArguments {
     QueueArguments::from([
         ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
         ("x-max-age", ArgumentValue::Text(control_stream_max_age())),
+        (
+            "x-stream-max-segment-size-bytes",
+            ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),
+        ),
+    ])
+}
+
+/// The suffix of the heartbeat stream: the control stream `queuey.control`
+/// has its workers' heartbeats in `queuey.control.workers`.
+pub const HEARTBEAT_STREAM_SUFFIX: &str = ".workers";
+
+/// The longest control stream name, leaving room for the heartbeat
+/// stream's suffix within AMQP's 255 bytes.
+pub const MAX_CONTROL_STREAM_BYTES: usize = 255 - HEARTBEAT_STREAM_SUFFIX.len();
+
+/// How long the heartbeat stream keeps heartbeats (`"1h"`): the list of
+/// workers reads only the last minute, and an hour leaves room for a
+/// dashboard to read back more.
+pub const HEARTBEAT_MAX_AGE: &str = "1h";
+
+/// The AMQP `type` property of a heartbeat.
+pub const HEARTBEAT_TYPE: &str = "queuey.heartbeat";
+
+/// The heartbeat stream of the control stream `control_stream`.
+pub fn heartbeat_stream_name(control_stream: &str) -> String {
+    format!("{control_stream}{HEARTBEAT_STREAM_SUFFIX}")
+}
+
+/// The arguments of the heartbeat stream, the same for every process.
+pub fn heartbeat_stream_arguments() -> QueueArguments {
+    QueueArguments::from([
+        ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
+        ("x-max-age", ArgumentValue::Text(HEARTBEAT_MAX_AGE.to_owned())),
         (
             "x-stream-max-segment-size-bytes",
             ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),

@@ -15,6 +15,7 @@
 //! | `q{deferred_suffix}.quorum.{ttl_ms}` | a hold publish with [`HoldQueues::Quorum`] (the default), once per process unless found gone | `x-queue-type = quorum`, `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish`; durable; **no** `x-expires` |
 //! | `q{deferred_suffix}.{ttl_ms}` | a hold publish with [`HoldQueues::Classic`], unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
 //! | [`CONTROL_STREAM`] (`queuey.control`, one per virtual host) | the first control command a backend sends or follows | `x-queue-type = stream`, `x-max-age = 30D`, `x-stream-max-segment-size-bytes = 1000000`; durable |
+//! | its heartbeat stream (`queuey.control.workers`, [`heartbeat_stream_name`]) | the first heartbeat a backend sends, or the first list of workers | `x-queue-type = stream`, `x-max-age = 1h`, `x-stream-max-segment-size-bytes = 1000000`; durable |
 
 use std::collections::BTreeMap;
 
@@ -24,8 +25,10 @@ mod control;
 pub(crate) mod holds;
 
 pub use control::{
-    CONTROL_SEGMENT_BYTES, CONTROL_STREAM, RENEWS_AFTER_HEADER, SYNC_MARKER_TYPE,
-    control_stream_arguments, control_stream_max_age,
+    CONTROL_SEGMENT_BYTES, CONTROL_STREAM, HEARTBEAT_MAX_AGE, HEARTBEAT_STREAM_SUFFIX,
+    HEARTBEAT_TYPE, MAX_CONTROL_STREAM_BYTES, RENEWS_AFTER_HEADER, SYNC_MARKER_TYPE,
+    control_stream_arguments, control_stream_max_age, heartbeat_stream_arguments,
+    heartbeat_stream_name,
 };
 pub use holds::{
     check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,

@@ -1,0 +1,298 @@
+//! The workers' heartbeats over RabbitMQ: each is published to the
+//! heartbeat stream beside the control stream, and the list of workers is
+//! read back from its last minute.
+//!
+//! A list is one short read: a consumer on a channel of its own starts at
+//! the stream's records of the last [`LOOK_BACK`] (an interval the broker
+//! resolves on its own clock), a sync marker is published, and the read
+//! ends when the marker comes back, so the list holds every heartbeat sent
+//! before it was asked for. The channel only ever acknowledges, as a
+//! stream requires.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use lapin::BasicProperties;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use queuey_core::control::Heartbeat;
+use queuey_core::{BackendError, BackendErrorKind, Error, Uuid};
+use tokio::sync::OnceCell;
+
+use crate::RabbitMqOptions;
+use crate::declare::{self, Stream};
+use crate::error::Failure;
+use crate::link::Link;
+use crate::outbox::{Outbox, Outgoing};
+use crate::properties::{self, PERSISTENT};
+use crate::topology::{self, HEARTBEAT_TYPE, SYNC_MARKER_TYPE};
+
+/// How far back a list of workers reads: longer than three intervals of
+/// any worker whose heartbeat interval is at most 20 seconds.
+pub(crate) const LOOK_BACK: &str = "60s";
+
+/// How many heartbeats the broker sends ahead of the reader's
+/// acknowledgements.
+const PREFETCH: u16 = 1_000;
+
+/// How much later than its lifetime a heartbeat still counts, for clocks
+/// of two hosts that disagree a little.
+const CLOCK_SLACK: Duration = Duration::from_secs(2);
+
+/// A backend's side of the heartbeats.
+pub(crate) struct Heartbeats {
+    link: Arc<Link>,
+    outbox: Arc<Outbox>,
+    stream: Arc<str>,
+    declared: OnceCell<()>,
+}
+
+impl Heartbeats {
+    pub(crate) fn new(link: Arc<Link>, outbox: Arc<Outbox>, options: &RabbitMqOptions) -> Self {
+        Heartbeats {
+            link,
+            outbox,
+            stream: Arc::from(topology::heartbeat_stream_name(
+                options.settings().control_stream(),
+            )),
+            declared: OnceCell::new(),
+        }
+    }
+
+    /// Publishes `beat` (declaring the stream first, once per backend) and
+    /// waits for the broker's confirm.
+    pub(crate) async fn send(&self, beat: &Heartbeat) -> Result<(), Error> {
+        if self.link.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        self.declare().await?;
+        let message_id = format!("{}.{}", beat.worker_id.simple(), beat.at_ms);
+        let out = Outgoing {
+            queue: self.stream.to_string(),
+            body: Bytes::from(beat.encode()),
+            properties: BasicProperties::default()
+                .with_delivery_mode(PERSISTENT)
+                .with_message_id(properties::short(&message_id))
+                .with_type(properties::short(HEARTBEAT_TYPE)),
+            message_id,
+        };
+        self.outbox.stream(out, Stream::Heartbeats).await
+    }
+
+    /// The workers whose latest heartbeat is recent and not their last,
+    /// oldest worker first.
+    pub(crate) async fn workers(&self) -> Result<Vec<Heartbeat>, Error> {
+        if self.link.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        self.declare().await?;
+        let stream = &*self.stream;
+        let what = format!("reading the workers' heartbeats from `{stream}`");
+        let failing = what.as_str();
+        let latest = self
+            .link
+            .call(&what, |current| async move {
+                let connection = &current.connection;
+                let fail = |e: lapin::Error| {
+                    Failure::of(&e, connection.status().connected()).into_error(failing)
+                };
+                let channel = connection.create_channel().await.map_err(fail)?;
+                let read = async {
+                    channel
+                        .basic_qos(PREFETCH, BasicQosOptions { global: false })
+                        .await
+                        .map_err(fail)?;
+                    let tag = format!("queuey.workers.{}", Uuid::new_v4().simple());
+                    let mut consumer = channel
+                        .basic_consume(
+                            properties::short(stream),
+                            properties::short(&tag),
+                            BasicConsumeOptions::default(),
+                            look_back(),
+                        )
+                        .await
+                        .map_err(fail)?;
+                    let nonce = Uuid::new_v4();
+                    self.outbox
+                        .stream(marker(stream, nonce), Stream::Heartbeats)
+                        .await?;
+                    let mut latest: HashMap<Uuid, Heartbeat> = HashMap::new();
+                    while let Some(delivery) = consumer.next().await {
+                        let delivery = delivery.map_err(fail)?;
+                        // Acknowledgements are flow control on a stream.
+                        delivery
+                            .acker
+                            .ack(BasicAckOptions { multiple: true })
+                            .await
+                            .map_err(fail)?;
+                        match read(&delivery.properties, &delivery.data) {
+                            Some(Read::Marker(seen)) if seen == nonce => return Ok(latest),
+                            Some(Read::Beat(beat)) => keep_latest(&mut latest, beat),
+                            _ => {}
+                        }
+                    }
+                    Err(Error::Backend(BackendError::new(
+                        BackendErrorKind::ConnectionLost,
+                        format!("{failing}: the consumer ended before the read did"),
+                    )))
+                };
+                let result = read.await;
+                if channel.status().connected() {
+                    let _ = channel.close(200, ShortString::default()).await;
+                }
+                result
+            })
+            .await?;
+        Ok(alive(latest.into_values(), now_ms()))
+    }
+
+    async fn declare(&self) -> Result<(), Error> {
+        self.declared
+            .get_or_try_init(|| async {
+                let stream = &*self.stream;
+                let what = format!("declaring the heartbeat stream `{stream}`");
+                self.link
+                    .call(&what, |current| async move {
+                        declare::declare_stream(&current.connection, stream, Stream::Heartbeats)
+                            .await
+                    })
+                    .await
+            })
+            .await
+            .map(|_| ())
+    }
+}
+
+/// The consumer's `x-stream-offset`: the last [`LOOK_BACK`].
+fn look_back() -> FieldTable {
+    let mut args = FieldTable::default();
+    args.insert(
+        properties::short("x-stream-offset"),
+        AMQPValue::LongString(LongString::from(LOOK_BACK)),
+    );
+    args
+}
+
+/// A sync marker for the heartbeat stream.
+fn marker(stream: &str, nonce: Uuid) -> Outgoing {
+    let message_id = nonce.to_string();
+    Outgoing {
+        queue: stream.to_owned(),
+        body: Bytes::from(message_id.clone().into_bytes()),
+        properties: BasicProperties::default()
+            .with_delivery_mode(PERSISTENT)
+            .with_message_id(properties::short(&message_id))
+            .with_type(properties::short(SYNC_MARKER_TYPE)),
+        message_id,
+    }
+}
+
+/// What a delivery of the heartbeat stream is.
+#[derive(Debug, PartialEq)]
+enum Read {
+    Marker(Uuid),
+    Beat(Heartbeat),
+}
+
+fn read(properties: &BasicProperties, body: &[u8]) -> Option<Read> {
+    match properties.kind().as_ref().map(|k| k.as_str()) {
+        Some(SYNC_MARKER_TYPE) => std::str::from_utf8(body)
+            .ok()
+            .and_then(|text| Uuid::parse_str(text).ok())
+            .map(Read::Marker),
+        _ => Heartbeat::decode(body).map(Read::Beat),
+    }
+}
+
+/// Keeps the later of two heartbeats of one worker.
+fn keep_latest(latest: &mut HashMap<Uuid, Heartbeat>, beat: Heartbeat) {
+    match latest.get(&beat.worker_id) {
+        Some(kept) if kept.at_ms > beat.at_ms => {}
+        _ => {
+            latest.insert(beat.worker_id, beat);
+        }
+    }
+}
+
+/// The workers whose latest heartbeat is not their last and came within
+/// its lifetime of `now_ms`, oldest worker first.
+fn alive(latest: impl Iterator<Item = Heartbeat>, now_ms: u64) -> Vec<Heartbeat> {
+    let slack = u64::try_from(CLOCK_SLACK.as_millis()).unwrap_or(u64::MAX);
+    let mut workers: Vec<Heartbeat> = latest
+        .filter(|beat| !beat.stopping)
+        .filter(|beat| {
+            let lifetime = u64::try_from(beat.lifetime().as_millis()).unwrap_or(u64::MAX);
+            now_ms.saturating_sub(beat.at_ms) <= lifetime.saturating_add(slack)
+        })
+        .collect();
+    workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));
+    workers
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn beat(id: Uuid, at_ms: u64, stopping: bool) -> Heartbeat {
+        Heartbeat {
+            worker_id: id,
+            host: "h".into(),
+            pid: 1,
+            version: "0".into(),
+            queues: vec![],
+            paused: vec![],
+            concurrency: 1,
+            connection: "connected".into(),
+            started_at_ms: 0,
+            at_ms,
+            interval_ms: 5_000,
+            stopping,
+            running: vec![],
+            totals: vec![],
+        }
+    }
+
+    #[test]
+    fn the_latest_heartbeat_of_each_worker_decides() {
+        let (a, b, c) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+        let mut latest = HashMap::new();
+        for beat in [
+            beat(a, 100_000, false),
+            beat(a, 90_000, false),
+            beat(b, 95_000, false),
+            beat(b, 99_000, true),
+            beat(c, 70_000, false),
+        ] {
+            keep_latest(&mut latest, beat);
+        }
+        let alive: Vec<Uuid> = alive(latest.into_values(), 101_000)
+            .iter()
+            .map(|w| w.worker_id)
+            .collect();
+        // b said it stops; c is older than three intervals and the slack.
+        assert_eq!(alive, [a]);
+    }
+
+    #[test]
+    fn markers_and_heartbeats_read_back_as_sent() {
+        let nonce = Uuid::new_v4();
+        let m = marker("s", nonce);
+        assert_eq!(read(&m.properties, &m.body), Some(Read::Marker(nonce)));
+        let b = beat(Uuid::new_v4(), 1, false);
+        assert_eq!(
+            read(&BasicProperties::default(), &b.encode()),
+            Some(Read::Beat(b))
+        );
+        assert_eq!(read(&BasicProperties::default(), b"garbage"), None);
+    }
+}
