@@ -46,6 +46,8 @@ struct Inner {
     control: Control,
     /// The workers' heartbeats.
     heartbeats: Heartbeats,
+    /// Consumers of dropped streams handing their deliveries back.
+    retirements: Arc<consumer::Retirements>,
 }
 
 impl RabbitMqBackend {
@@ -95,6 +97,7 @@ impl RabbitMqBackend {
                 responder,
                 control,
                 heartbeats,
+                retirements: Arc::default(),
             }),
         })
     }
@@ -110,10 +113,14 @@ impl RabbitMqBackend {
     }
 
     /// Closes the connection, within the call timeout whatever state its
-    /// channels are in. Consumer streams end, unsettled deliveries go back
-    /// to their queues, and every later call fails with
-    /// [`Error::ShutDown`]. Closing twice is a no-op.
+    /// channels are in. Consumer streams dropped just before finish handing
+    /// back what they had buffered first (within the call timeout); streams
+    /// still open end, their unsettled deliveries go back to their queues,
+    /// and every later call fails with [`Error::ShutDown`]. Closing twice
+    /// is a no-op.
     pub async fn close(&self) -> Result<(), Error> {
+        let retiring = self.inner.retirements.finished();
+        let _ = tokio::time::timeout(self.inner.options.call_timeout, retiring).await;
         self.inner.outbox.close();
         self.inner.requests.close().await;
         self.inner.link.close().await
@@ -178,7 +185,8 @@ impl Backend for RabbitMqBackend {
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         let link = Arc::clone(&self.inner.link);
         let outbox = Arc::clone(&self.inner.outbox);
-        Box::pin(consumer::consume(link, outbox, queue))
+        let retirements = Arc::clone(&self.inner.retirements);
+        Box::pin(consumer::consume(link, outbox, retirements, queue))
     }
 
     fn connection_state(&self) -> ConnectionState {

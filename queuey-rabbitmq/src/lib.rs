@@ -207,9 +207,10 @@
 //! handed back with `basic.nack` instead, which counts. Dropping a consumer
 //! stream does the same for every delivery the stream had received but not
 //! handed out: the consumer is cancelled, each delivery is handed back,
-//! then the channel closes (once the deliveries handed out are settled).
-//! Only where no runtime is left to do it (the process is exiting) does
-//! the broker requeue them, marked redelivered.
+//! then the channel closes (once the deliveries handed out are settled);
+//! [`close`](RabbitMqBackend::close) waits for that (within the call
+//! timeout). Only where no runtime is left to do it (the process is
+//! exiting) does the broker requeue them, marked redelivered.
 //!
 //! The suspect queue has the work queue's type: for a quorum `q` it is a
 //! quorum queue with the same delivery limit, dead-lettering into `q.dead`

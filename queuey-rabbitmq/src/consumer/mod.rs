@@ -31,6 +31,7 @@ use crate::outbox::Outbox;
 use crate::topology;
 use delivery::RabbitMqDelivery;
 use live::{Live, Received};
+pub(crate) use retire::Retirements;
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
 /// `basic_qos(prefetch, global = false)` set before `basic_consume`; with
@@ -51,6 +52,7 @@ use live::{Live, Received};
 pub(crate) async fn consume(
     link: Arc<Link>,
     outbox: Arc<Outbox>,
+    retirements: Arc<Retirements>,
     config: &QueueConfig,
 ) -> Result<DeliveryStream, Error> {
     config.validate()?;
@@ -66,6 +68,7 @@ pub(crate) async fn consume(
     let work = Consumer::start_on(
         Arc::clone(&link),
         Arc::clone(&outbox),
+        Arc::clone(&retirements),
         config,
         Source::Work,
         Arc::clone(&gate),
@@ -75,7 +78,8 @@ pub(crate) async fn consume(
         None => Ok(work.into_stream()),
         Some(name) => {
             let source = Source::Suspects(Arc::from(name));
-            let suspects = Consumer::start_on(link, outbox, config, source, gate).await?;
+            let suspects =
+                Consumer::start_on(link, outbox, retirements, config, source, gate).await?;
             Ok(futures::stream::select(work.into_stream(), suspects.into_stream()).boxed())
         }
     }
@@ -99,6 +103,8 @@ const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 struct Consumer {
     link: Arc<Link>,
     outbox: Arc<Outbox>,
+    /// The backend's retirements under way, which closing it waits for.
+    retirements: Arc<Retirements>,
     config: QueueConfig,
     /// The work queue: the queue of every delivery, whichever it came from.
     queue: Arc<str>,
@@ -126,6 +132,7 @@ impl Consumer {
     async fn start_on(
         link: Arc<Link>,
         outbox: Arc<Outbox>,
+        retirements: Arc<Retirements>,
         config: &QueueConfig,
         source: Source,
         gate: Arc<RwLock<()>>,
@@ -138,6 +145,7 @@ impl Consumer {
         let mut state = Consumer {
             link,
             outbox,
+            retirements,
             config: config.clone(),
             queue,
             source,

@@ -7,18 +7,29 @@
 //! settled (or dropped) on their own, and keep the channel open until
 //! then. Without a runtime to run on (the process is exiting), nothing is
 //! done and the broker requeues the consumer's deliveries when its channel
-//! closes, marked redelivered.
+//! closes, marked redelivered. Closing the backend waits (within the call
+//! bound) for the retirements under way ([`Retirements`]), so a worker
+//! that stops and then closes its backend hands everything back first.
+
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use queuey_core::{Disposition, Error};
+use tokio::sync::watch;
 
 use super::Consumer;
 use super::delivery::RabbitMqDelivery;
 
 impl Drop for Consumer {
     fn drop(&mut self) {
+        // A stream that ended has nothing to hand back, and the consumer
+        // being retired is marked ended: should its task be dropped unrun
+        // (the runtime shutting down), it is not retired again.
+        if self.ended {
+            return;
+        }
         let parked = self.parked.take();
         let live = self.live.take();
         if live.is_none() && parked.is_none() {
@@ -30,9 +41,11 @@ impl Drop for Consumer {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
+        let under_way = self.retirements.begin();
         let retiring = Consumer {
             link: self.link.clone(),
             outbox: self.outbox.clone(),
+            retirements: self.retirements.clone(),
             config: self.config.clone(),
             queue: self.queue.clone(),
             source: self.source.clone(),
@@ -43,7 +56,38 @@ impl Drop for Consumer {
             gate: self.gate.clone(),
             parked: None,
         };
-        runtime.spawn(retiring.retire(parked));
+        runtime.spawn(async move {
+            retiring.retire(parked).await;
+            drop(under_way);
+        });
+    }
+}
+
+/// How many consumers of a backend are being retired.
+#[derive(Debug, Default)]
+pub(crate) struct Retirements {
+    under_way: watch::Sender<usize>,
+}
+
+/// One retirement under way; it ends when dropped.
+struct UnderWay(Arc<Retirements>);
+
+impl Retirements {
+    fn begin(self: &Arc<Self>) -> UnderWay {
+        self.under_way.send_modify(|n| *n += 1);
+        UnderWay(Arc::clone(self))
+    }
+
+    /// Resolves once no retirement is under way.
+    pub(crate) async fn finished(&self) {
+        let mut under_way = self.under_way.subscribe();
+        let _ = under_way.wait_for(|n| *n == 0).await;
+    }
+}
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        self.0.under_way.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

@@ -146,6 +146,52 @@ async fn a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliver
     backend.close().await.unwrap();
 }
 
+/// A worker that stops and closes its backend at once: `close` waits for
+/// the dropped stream to hand back what it had buffered, so nothing comes
+/// back redelivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_backend_right_after_dropping_a_stream_still_hands_everything_back() {
+    let broker =
+        broker!("closing_the_backend_right_after_dropping_a_stream_still_hands_everything_back");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("hand-back-close");
+    let config = QueueConfig::new(&q).prefetch(10);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    for n in 0..20 {
+        within("publish", backend.publish(&envelope(&q, n)))
+            .await
+            .unwrap();
+    }
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    let taken = within("a delivery", stream.next()).await.unwrap().unwrap();
+    within("nine buffered", async {
+        while broker.ready_and_unacked(&q).await != Some((10, 10)) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    within("hand back", taken.settle(Disposition::Requeue))
+        .await
+        .unwrap();
+    drop(stream);
+    within("close", backend.close()).await.unwrap();
+
+    broker.wait_ready(&q, 20).await;
+    let mut seen = HashMap::new();
+    while let Some(message) = broker.get(&q).await {
+        assert!(!message.delivery.redelivered, "a job came back redelivered");
+        let job = Envelope::decode(&message.delivery.data).unwrap();
+        assert!(
+            seen.insert(job.job_id, ()).is_none(),
+            "job {} twice",
+            job.job_id
+        );
+    }
+    assert_eq!(seen.len(), 20);
+}
+
 /// Five rounds under a backlog of 200, as a worker pausing and resuming
 /// does: consume (prefetch 10), take four, acknowledge two, hand one back,
 /// drop the stream while one is still at work and acknowledge it after.

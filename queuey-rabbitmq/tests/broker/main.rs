@@ -70,6 +70,7 @@
 //! | the control stream's arguments are constant; a queue of its name declared otherwise is refused with what to do | `control::a_control_stream_declared_otherwise_is_refused_with_what_to_do`; unit `topology::control::tests`, `declare::stream::tests` |
 //! | the control state survives a broker restart | the workspace's `tests/faults/control.rs` (a private node) |
 //! | `Disposition::Requeue` and a dropped stream's buffered deliveries go back as new messages: not redelivered, count unchanged, nothing moved by the guard | `hand_back::a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliveries`, `hand_back::five_pause_and_resume_rounds_under_a_backlog_dead_letter_nothing`; unit `outbox::hand_back::tests` |
+//! | `close()` waits for dropped streams to finish handing back | `hand_back::closing_the_backend_right_after_dropping_a_stream_still_hands_everything_back` |
 
 #[macro_use]
 mod support;
