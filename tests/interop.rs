@@ -70,7 +70,13 @@ async fn jobs_published_by_pika_run_and_their_dead_letter_reads_back_as_document
     let dead = format!("{queue}.dead");
     let _cleanup = Cleanup {
         url: url.clone(),
-        queues: vec![queue.clone(), dead.clone(), format!("{queue}.suspect")],
+        queues: vec![
+            queue.clone(),
+            dead.clone(),
+            format!("{queue}.suspect"),
+            format!("queuey-test.interop.{id}.control"),
+            format!("queuey-test.interop.{id}.control.workers"),
+        ],
     };
 
     let backend = Arc::new(
@@ -78,7 +84,9 @@ async fn jobs_published_by_pika_run_and_their_dead_letter_reads_back_as_document
             "connecting",
             RabbitMqBackend::with_options(
                 url.as_str(),
-                RabbitMqOptions::default().connection_name(format!("queuey-test-interop-{id}")),
+                RabbitMqOptions::default()
+                    .connection_name(format!("queuey-test-interop-{id}"))
+                    .control_stream(format!("queuey-test.interop.{id}.control")),
             ),
         )
         .await

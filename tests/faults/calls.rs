@@ -26,6 +26,7 @@ async fn through_proxy(
         .connection_name(broker.connection_name(label))
         .connect_timeout(Duration::from_secs(2))
         .reconnect_delay(Duration::from_millis(50), Duration::from_millis(500));
+    let options = broker.isolate(options);
     let backend = within("connect", RabbitMqBackend::with_options(&url, options))
         .await
         .expect("connects through the proxy");
@@ -247,7 +248,7 @@ async fn close_returns_within_its_bound_after_the_broker_cancelled_a_consumer() 
             .connection_name(broker.connection_name(&format!("cancel-{round}")));
         let backend = within(
             "connect",
-            RabbitMqBackend::with_options(&broker.url, options),
+            RabbitMqBackend::with_options(&broker.url, broker.isolate(options)),
         )
         .await
         .expect("connects");

@@ -37,7 +37,8 @@ async fn a_job_that_kills_its_worker_is_dead_lettered_after_the_limit_and_spares
     let suspects = format!("{q}.suspect");
     let limit = queuey::rabbitmq::options::DEFAULT_POISON_GUARD_LIMIT;
 
-    let options = RabbitMqOptions::default().connection_name(broker.connection_name("producer"));
+    let options = broker
+        .isolate(RabbitMqOptions::default().connection_name(broker.connection_name("producer")));
     let backend = within(
         "connect",
         RabbitMqBackend::with_options(&broker.url, options),

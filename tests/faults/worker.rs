@@ -28,7 +28,8 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 async fn backend(broker: &Broker, label: &str) -> Arc<RabbitMqBackend> {
-    let options = RabbitMqOptions::default().connection_name(broker.connection_name(label));
+    let options =
+        broker.isolate(RabbitMqOptions::default().connection_name(broker.connection_name(label)));
     let backend = within(
         "connect",
         RabbitMqBackend::with_options(&broker.url, options),

@@ -43,6 +43,7 @@ impl Fleet {
         }
         let stream = format!("queuey-test-control-{id}");
         broker.track(&stream);
+        broker.track(&format!("{stream}.workers"));
         let backend = within(
             "the producer's backend connects",
             RabbitMqBackend::with_options(

@@ -16,3 +16,4 @@ mod cancel;
 mod child;
 mod fleet;
 mod pause;
+mod workers;

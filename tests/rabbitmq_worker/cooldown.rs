@@ -31,7 +31,8 @@ async fn one_429_holds_back_its_key_and_no_other() {
     ] {
         broker.track(&name);
     }
-    let options = RabbitMqOptions::default().connection_name(broker.connection_name("cool"));
+    let options =
+        broker.isolate(RabbitMqOptions::default().connection_name(broker.connection_name("cool")));
     let backend = Arc::new(
         within(
             "connect",

@@ -29,8 +29,11 @@ async fn a_worker_killed_mid_job_loses_nothing() {
         .build()
         .expect("a runtime");
     let (url, name, seen) = (broker.url.clone(), doomed.clone(), Arc::clone(&started));
+    let stream = broker.control_stream();
     runtime.spawn(async move {
-        let options = RabbitMqOptions::default().connection_name(name);
+        let options = RabbitMqOptions::default()
+            .connection_name(name)
+            .control_stream(stream);
         let backend = Arc::new(
             RabbitMqBackend::with_options(&url, options)
                 .await
@@ -57,7 +60,9 @@ async fn a_worker_killed_mid_job_loses_nothing() {
             "connect",
             RabbitMqBackend::with_options(
                 &broker.url,
-                RabbitMqOptions::default().connection_name(broker.connection_name("producer")),
+                broker.isolate(
+                    RabbitMqOptions::default().connection_name(broker.connection_name("producer")),
+                ),
             ),
         )
         .await

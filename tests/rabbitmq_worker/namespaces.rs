@@ -89,7 +89,7 @@ async fn two_tenants_on_one_queue_set_are_isolated_down_to_their_dead_letters() 
     let backend = Arc::new(
         within(
             "connect",
-            RabbitMqBackend::with_options(&broker.url, options),
+            RabbitMqBackend::with_options(&broker.url, broker.isolate(options)),
         )
         .await
         .expect("connected"),

@@ -25,7 +25,7 @@ pub(crate) async fn backend(
     label: &str,
     options: RabbitMqOptions,
 ) -> Arc<RabbitMqBackend> {
-    let options = options.connection_name(broker.connection_name(label));
+    let options = broker.isolate(options.connection_name(broker.connection_name(label)));
     Arc::new(
         within(
             "connect",

@@ -86,6 +86,10 @@ pub(crate) struct Global {
         global = true
     )]
     pub(crate) tls_server_name: Option<String>,
+    /// The control stream the fleet's processes use (`RabbitMqOptions::control_stream`);
+    /// their heartbeats are in the stream of that name with `.workers` added.
+    #[arg(long, env = "QUEUEY_CONTROL_STREAM", default_value = queuey_rabbitmq::topology::CONTROL_STREAM, global = true)]
+    pub(crate) control_stream: String,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -100,7 +104,8 @@ impl Global {
     /// The fleet's control plane, on a connection of its own.
     pub(crate) async fn fleet(&self, what: &str) -> Result<queuey_ops::fleet::Fleet> {
         let name = format!("queuey-cli-{what}-control-{}", std::process::id());
-        queuey_ops::fleet::Fleet::connect(&self.url, &self.tls(), &name).await
+        queuey_ops::fleet::Fleet::connect_to(&self.url, &self.tls(), &name, &self.control_stream)
+            .await
     }
 
     pub(crate) fn management(&self) -> Result<Management> {

@@ -46,9 +46,21 @@ impl Fleet {
     /// connection `name`. The first connection is not retried: an operator
     /// tool should say at once that the broker is unreachable.
     pub async fn connect(url: &str, tls: &TlsFiles, name: &str) -> Result<Fleet> {
+        Fleet::connect_to(url, tls, name, queuey_rabbitmq::topology::CONTROL_STREAM).await
+    }
+
+    /// Like [`connect`](Fleet::connect), for a fleet whose processes use
+    /// another control stream (`RabbitMqOptions::control_stream`).
+    pub async fn connect_to(
+        url: &str,
+        tls: &TlsFiles,
+        name: &str,
+        control_stream: &str,
+    ) -> Result<Fleet> {
         let options = RabbitMqOptions::default()
             .connection_name(name)
             .connect_wait(Duration::ZERO)
+            .control_stream(control_stream)
             .tls(tls.amqp()?);
         let backend = RabbitMqBackend::with_options(url, options)
             .await

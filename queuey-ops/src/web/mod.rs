@@ -113,6 +113,9 @@ pub struct WebConfig {
     pub public_hosts: Vec<PublicHost>,
     /// Where purges write their exports.
     pub export_dir: PathBuf,
+    /// The control stream of the fleet the dashboard acts on (default
+    /// `queuey.control`).
+    pub control_stream: String,
 }
 
 impl fmt::Debug for WebConfig {
@@ -128,6 +131,7 @@ impl fmt::Debug for WebConfig {
             .field("auth", &self.auth)
             .field("public_hosts", &self.public_hosts)
             .field("export_dir", &self.export_dir)
+            .field("control_stream", &self.control_stream)
             .finish()
     }
 }
@@ -146,6 +150,7 @@ impl WebConfig {
             auth: Auth::None,
             public_hosts: Vec::new(),
             export_dir: PathBuf::from("."),
+            control_stream: queuey_rabbitmq::topology::CONTROL_STREAM.to_owned(),
         }
     }
 }
@@ -198,7 +203,13 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     let exposure = Exposure::new(listen, config.public_hosts.clone());
     let name = format!("queuey-web-{}", std::process::id());
     let amqp = Amqp::connect_tls(&config.amqp_url, &name, &config.tls).await?;
-    let fleet = Fleet::connect(&config.amqp_url, &config.tls, &format!("{name}-control")).await?;
+    let fleet = Fleet::connect_to(
+        &config.amqp_url,
+        &config.tls,
+        &format!("{name}-control"),
+        &config.control_stream,
+    )
+    .await?;
     let history = Arc::new(History::new());
     let app = Arc::new(App {
         auth: config.auth.clone(),

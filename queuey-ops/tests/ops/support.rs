@@ -58,6 +58,7 @@ pub(crate) use harness;
 pub(crate) struct Harness {
     pub(crate) url: String,
     pub(crate) amqp: Amqp,
+    id: String,
     queues: Mutex<Vec<String>>,
 }
 
@@ -68,11 +69,22 @@ impl Harness {
         let amqp = within("connect", Amqp::connect(&url, &name))
             .await
             .expect("the test broker answers");
-        Some(Harness {
+        let harness = Harness {
             url,
             amqp,
+            id: uuid::Uuid::new_v4().simple().to_string(),
             queues: Mutex::new(Vec::new()),
-        })
+        };
+        let control = harness.control_stream();
+        harness.track(&format!("{control}.workers"));
+        harness.track(&control);
+        Some(harness)
+    }
+
+    /// The control stream of this test's commands, deleted at the end (with
+    /// its heartbeat stream).
+    pub(crate) fn control_stream(&self) -> String {
+        format!("queuey-ops-test.control.{}", self.id)
     }
 
     /// A fresh work queue name, tracked with its dead-letter queue.
@@ -114,8 +126,15 @@ impl Harness {
     }
 
     /// Runs the `queuey` binary with `args` against the test broker.
+    /// Runs the `queuey` binary with `args`, on this test's control stream.
     pub(crate) fn cli(&self, args: &[&str]) -> Output {
-        cli_with(&self.url, args)
+        Command::new(env!("CARGO_BIN_EXE_queuey"))
+            .args(args)
+            .env("AMQP_URL", &self.url)
+            .env("QUEUEY_CONTROL_STREAM", self.control_stream())
+            .env_remove("QUEUEY_MGMT_URL")
+            .output()
+            .expect("the queuey binary runs")
     }
 
     /// Publishes raw bytes to `queue`, confirmed.
@@ -144,8 +163,15 @@ impl Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         let queues = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|p| p.into_inner()));
-        let url = self.url.clone();
-        // A runtime of its own, so cleanup also runs after a panic.
+        delete_queues(&self.url, queues);
+    }
+}
+
+/// Deletes `queues` on the broker at `url`, on a runtime of its own, so
+/// that cleanup also runs after a panic.
+pub(crate) fn delete_queues(url: &str, queues: Vec<String>) {
+    {
+        let url = url.to_owned();
         let cleanup = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -77,7 +77,10 @@ pub fn heartbeat_stream_name(control_stream: &str) -> String {
 pub fn heartbeat_stream_arguments() -> QueueArguments {
     QueueArguments::from([
         ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
-        ("x-max-age", ArgumentValue::Text(HEARTBEAT_MAX_AGE.to_owned())),
+        (
+            "x-max-age",
+            ArgumentValue::Text(HEARTBEAT_MAX_AGE.to_owned()),
+        ),
         (
             "x-stream-max-segment-size-bytes",
             ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),

@@ -85,12 +85,32 @@ impl Broker {
         let raw = within("raw connect", Connection::connect(&url, props))
             .await
             .expect("raw connection to the test broker");
-        Some(Broker {
+        let broker = Broker {
             url,
             raw,
             id,
             queues: Mutex::new(Vec::new()),
-        })
+        };
+        let control = broker.control_stream();
+        broker.track(&control);
+        broker.track(&format!("{control}.workers"));
+        Some(broker)
+    }
+
+    /// The control stream of this test's backends (and, with `.workers`,
+    /// their heartbeat stream), tracked for cleanup: the shared broker's
+    /// `queuey.control` is never touched.
+    pub(crate) fn control_stream(&self) -> String {
+        format!("queuey-test.control.{}", self.id)
+    }
+
+    /// `options` on this test's control stream, unless they name one.
+    pub(crate) fn isolate(&self, options: RabbitMqOptions) -> RabbitMqOptions {
+        if options.settings().control_stream() == queuey_rabbitmq::topology::CONTROL_STREAM {
+            options.control_stream(self.control_stream())
+        } else {
+            options
+        }
     }
 
     /// A fresh queue name, tracked (with its `.dead` and `.suspect`
@@ -119,7 +139,9 @@ impl Broker {
             "queuey-test.{label}.{}.stream",
             uuid::Uuid::new_v4().simple()
         );
-        self.queues.lock().unwrap().push(name.clone());
+        let mut queues = self.queues.lock().unwrap();
+        queues.push(name.clone());
+        queues.push(format!("{name}.workers"));
         name
     }
 
@@ -146,7 +168,7 @@ impl Broker {
 
     /// A backend with its own uniquely named connection.
     pub(crate) async fn backend(&self, options: RabbitMqOptions) -> RabbitMqBackend {
-        let options = options.connection_name(self.connection_name("backend"));
+        let options = self.isolate(options.connection_name(self.connection_name("backend")));
         within(
             "backend connect",
             RabbitMqBackend::with_options(&self.url, options),
@@ -162,7 +184,7 @@ impl Broker {
         label: &str,
         options: RabbitMqOptions,
     ) -> RabbitMqBackend {
-        let options = options.connection_name(self.connection_name(label));
+        let options = self.isolate(options.connection_name(self.connection_name(label)));
         within(
             "backend connect",
             RabbitMqBackend::with_options(&self.url, options),
