@@ -276,6 +276,20 @@
 //! `queuey_rabbitmq_control_cancellations` and
 //! `queuey_rabbitmq_control_paused_queues`.
 //!
+//! ## Heartbeats
+//!
+//! [`heartbeat`](queuey_core::backend::Backend::heartbeat) publishes a
+//! worker's heartbeat (confirmed) to the heartbeat stream beside the
+//! control stream, its name with `.workers` added
+//! ([`topology::heartbeat_stream_name`]; `x-max-age = 1h`, 1 MB segments).
+//! [`workers`](queuey_core::backend::Backend::workers) reads the stream's
+//! last minute (an interval the broker resolves on its own clock) on a
+//! channel of its own, up to a marker it publishes, keeps each worker's
+//! latest heartbeat and lists the workers whose latest one is not their
+//! last and is within three of their intervals of this host's clock, with
+//! two seconds of slack for clocks that disagree. A worker whose interval
+//! is longer than 20 seconds does not appear.
+//!
 //! # Logging and secrets
 //!
 //! The backend logs through `tracing` and never logs a password: addresses
