@@ -25,6 +25,9 @@ mod dead_safety;
 #[path = "ops/holds.rs"]
 mod holds;
 
+#[path = "ops/fleet.rs"]
+mod fleet;
+
 #[path = "ops/schedules.rs"]
 mod schedules;
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
 
-use super::command::ControlRecord;
+use super::command::{Command, ControlRecord};
 use super::state::ControlState;
 use crate::Envelope;
 
@@ -71,12 +71,23 @@ impl ControlView {
             .apply(record);
         if changed {
             self.inner.version.send_modify(|v| *v += 1);
-            tracing::info!(
-                command = record.command.as_str(),
-                record = %record.id,
-                by = record.by.as_deref().unwrap_or("-"),
-                "control command applied"
-            );
+            // Pauses are few and matter to an operator reading the log; a
+            // worker catching up with thousands of cancellations would
+            // drown it, so those are at DEBUG.
+            match &record.command {
+                Command::Pause { .. } | Command::Resume { .. } => tracing::info!(
+                    command = record.command.as_str(),
+                    record = %record.id,
+                    by = record.by.as_deref().unwrap_or("-"),
+                    "control command applied"
+                ),
+                _ => tracing::debug!(
+                    command = record.command.as_str(),
+                    record = %record.id,
+                    by = record.by.as_deref().unwrap_or("-"),
+                    "control command applied"
+                ),
+            }
         }
     }
 

@@ -377,3 +377,65 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
     let refused = web::serve(open, WebConfig::new(h.url.clone())).await;
     assert!(refused.unwrap_err().to_string().contains("--token"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
+    let h = harness!("dashboard-workers");
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let q = h.queue("busy");
+    let (backend, _) = h.backend(&q).await;
+    let worker = crate::fleet::control_backend(&h, "worker").await;
+    let long = queuey_core::Uuid::new_v4();
+    let mut beat = crate::fleet::beat(&q, long, Duration::from_secs(1_200));
+    let mut short = beat.running[0].clone();
+    short.job_id = queuey_core::Uuid::new_v4();
+    short.job_type = "send_email".into();
+    short.started_at_ms = beat.at_ms - 4_000;
+    beat.running.push(short);
+    queuey_core::backend::Backend::heartbeat(&worker, &beat)
+        .await
+        .unwrap();
+
+    let mut config = WebConfig::new(h.url.clone());
+    config.queues = vec![q.clone()];
+    config.control_stream = h.control_stream();
+    let dash = Dashboard::start(config).await;
+    let base = dash.base.clone();
+    let client = driver.client().await;
+    within("index", client.goto(&format!("{base}/")))
+        .await
+        .unwrap();
+    assert!(text(&client, "#queues").await.contains("running"));
+    click(&client, "#workers-link").await;
+    let workers = text(&client, "#workers").await;
+    assert!(workers.contains("ops-test-host:4242"), "{workers}");
+    assert!(workers.contains("2/8"), "{workers}");
+    let busy = text(&client, "#busy").await;
+    assert!(busy.contains(&long.to_string()), "{busy}");
+    assert!(busy.contains("long"), "{busy}");
+    screenshot(&client, "queuey-dashboard-workers.png").await;
+
+    click(&client, &format!("#cancel-{long}")).await;
+    assert!(
+        text(&client, "#preview")
+            .await
+            .contains("runs now on ops-test-host:4242")
+    );
+    click(&client, "#confirm").await;
+    assert!(text(&client, "#result").await.contains(&long.to_string()));
+    let fleet = queuey_ops::fleet::Fleet::connect_to(
+        &h.url,
+        &queuey_ops::TlsFiles::default(),
+        "queuey-ops-test-dashboard-state",
+        &h.control_stream(),
+    )
+    .await
+    .unwrap();
+    assert!(fleet.state().await.unwrap().is_cancelled_id(long));
+    fleet.close().await;
+    let _ = client.close().await;
+    worker.close().await.unwrap();
+    backend.close().await.unwrap();
+}

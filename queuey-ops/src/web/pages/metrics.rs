@@ -33,26 +33,36 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Pag
     let state = app.fleet.state().await?;
     let mut out = String::new();
 
+    // Ready and dead-letter counts exactly (a passive declare), as a
+    // queue's page reads them; the management API's statistics lag.
+    let mut ready = Vec::new();
+    let mut dead = Vec::new();
+    for q in &queues {
+        ready.push(app.amqp.counts(q).await?.map(|c| c.messages));
+        dead.push(
+            app.amqp
+                .counts(&app.dead_queue(q)?)
+                .await?
+                .map(|c| c.messages),
+        );
+    }
     family(
         &mut out,
         "queuey_queue_ready",
         "gauge",
-        "Jobs ready in a work queue, by the management API's statistics.",
+        "Jobs ready in a work queue.",
     );
-    for q in &queues {
-        if let Some(v) = infos
-            .iter()
-            .find(|i| &i.name == q)
-            .and_then(|i| i.messages_ready)
-        {
-            let _ = writeln!(out, "queuey_queue_ready{{queue=\"{}\"}} {v}", label(q));
+    for (q, n) in queues.iter().zip(&ready) {
+        if let Some(n) = n {
+            let _ = writeln!(out, "queuey_queue_ready{{queue=\"{}\"}} {n}", label(q));
         }
     }
     family(
         &mut out,
         "queuey_queue_unacked",
         "gauge",
-        "Jobs of a work queue delivered to a worker and not yet settled.",
+        "Jobs of a work queue delivered to a worker and not yet settled, by the management \
+         API's statistics (a few seconds behind).",
     );
     for q in &queues {
         if let Some(v) = infos
@@ -69,10 +79,9 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Pag
         "gauge",
         "Jobs in a work queue's dead-letter queue.",
     );
-    for q in &queues {
-        let dq = app.dead_queue(q)?;
-        if let Some(v) = infos.iter().find(|i| i.name == dq).and_then(|i| i.messages) {
-            let _ = writeln!(out, "queuey_dead_letters{{queue=\"{}\"}} {v}", label(q));
+    for (q, n) in queues.iter().zip(&dead) {
+        if let Some(n) = n {
+            let _ = writeln!(out, "queuey_dead_letters{{queue=\"{}\"}} {n}", label(q));
         }
     }
     family(

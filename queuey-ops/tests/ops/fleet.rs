@@ -1,0 +1,194 @@
+//! Workers, pauses and cancellations from the `queuey` tool and the
+//! dashboard's `/metrics`, against a real RabbitMQ. Workers are stood in
+//! for by heartbeats sent through the library's own backend.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use queuey_core::Uuid;
+use queuey_core::backend::Backend;
+use queuey_core::control::{ControlState, Heartbeat, QueueTotals, RunningJob};
+use queuey_ops::TlsFiles;
+use queuey_ops::fleet::Fleet;
+use queuey_ops::web::WebConfig;
+use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
+use crate::support::{Harness, harness, json, ok, within};
+use crate::web_exposure::{Dashboard, http};
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// A backend on the test's control stream.
+pub(crate) async fn control_backend(h: &Harness, label: &str) -> RabbitMqBackend {
+    let options = RabbitMqOptions::default()
+        .connection_name(format!(
+            "queuey-ops-test-{label}-{}",
+            Uuid::new_v4().simple()
+        ))
+        .control_stream(h.control_stream());
+    within("backend", RabbitMqBackend::with_options(&h.url, options))
+        .await
+        .expect("backend connects")
+}
+
+/// A worker's heartbeat on `queue`, running one job started `ran` ago.
+pub(crate) fn beat(queue: &str, job: Uuid, ran: Duration) -> Heartbeat {
+    let now = now_ms();
+    Heartbeat {
+        worker_id: Uuid::new_v4(),
+        host: "ops-test-host".into(),
+        pid: 4242,
+        version: "0.1.0".into(),
+        queues: vec![queue.to_owned()],
+        paused: vec![],
+        concurrency: 8,
+        connection: "connected".into(),
+        started_at_ms: now - 3_600_000,
+        at_ms: now,
+        interval_ms: 60_000 / 3,
+        stopping: false,
+        running: vec![RunningJob {
+            job_id: job,
+            job_type: "export".into(),
+            queue: queue.to_owned(),
+            attempt: 2,
+            started_at_ms: now - ran.as_millis() as u64,
+        }],
+        totals: vec![QueueTotals {
+            queue: queue.to_owned(),
+            finished: 12,
+            ..QueueTotals::default()
+        }],
+    }
+}
+
+async fn state(h: &Harness) -> ControlState {
+    let fleet = Fleet::connect_to(
+        &h.url,
+        &TlsFiles::default(),
+        "queuey-ops-test-state",
+        &h.control_stream(),
+    )
+    .await
+    .unwrap();
+    let state = fleet.state().await.unwrap();
+    fleet.close().await;
+    state
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_pauses_resumes_and_cancels_only_with_yes() {
+    let h = harness!("fleet-cli");
+    let q = h.queue("fleet");
+    let (backend, _) = h.backend(&q).await;
+
+    let preview = ok(&h.cli(&["queue", "pause", &q]));
+    assert!(preview.contains(&format!("would pause `{q}`")), "{preview}");
+    assert!(!state(&h).await.is_paused(&q), "a preview changes nothing");
+    let done = ok(&h.cli(&["queue", "pause", &q, "--yes"]));
+    assert!(done.contains(&format!("paused `{q}`")), "{done}");
+    assert!(state(&h).await.is_paused(&q));
+    let listed = json(&h.cli(&["--json", "queue", "paused"]));
+    assert_eq!(listed[0]["queue"], q);
+    let holds = ok(&h.cli(&["holds", &q]));
+    assert!(holds.contains("paused since"), "{holds}");
+    ok(&h.cli(&["queue", "resume", &q, "--yes"]));
+    assert!(!state(&h).await.is_paused(&q));
+
+    let id = Uuid::new_v4();
+    let preview = ok(&h.cli(&["job", "cancel", &id.to_string()]));
+    assert!(
+        preview.contains(&format!("would cancel job {id}")),
+        "{preview}"
+    );
+    assert!(!state(&h).await.is_cancelled_id(id));
+    ok(&h.cli(&["job", "cancel", &id.to_string(), "--yes"]));
+    assert!(state(&h).await.is_cancelled_id(id));
+    ok(&h.cli(&[
+        "job",
+        "cancel",
+        "--type",
+        "export",
+        "--filter",
+        "campaign=42",
+        "--yes",
+    ]));
+    assert_eq!(state(&h).await.cancellations(), (1, 1));
+
+    let refused = h.cli(&["job", "cancel"]);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("say what to cancel"));
+    let refused = h.cli(&["job", "cancel", "not-a-uuid", "--yes"]);
+    assert!(!refused.status.success());
+    backend.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
+    let h = harness!("fleet-workers");
+    let q = h.queue("busy");
+    let (backend, _) = h.backend(&q).await;
+    let worker = control_backend(&h, "worker").await;
+    let job = Uuid::new_v4();
+    worker
+        .heartbeat(&beat(&q, job, Duration::from_secs(900)))
+        .await
+        .unwrap();
+
+    let listed = ok(&h.cli(&["workers", "--long", "10m"]));
+    assert!(listed.contains("ops-test-host:4242"), "{listed}");
+    assert!(listed.contains(&job.to_string()), "{listed}");
+    assert!(listed.contains("LONG"), "{listed}");
+    let quiet = ok(&h.cli(&["workers", "--long", "1h"]));
+    assert!(!quiet.contains("LONG"), "{quiet}");
+    let as_json = json(&h.cli(&["--json", "workers"]));
+    assert_eq!(as_json[0]["running"][0]["job_id"], job.to_string());
+
+    let mut config = WebConfig::new(h.url.clone());
+    config.queues = vec![q.clone()];
+    config.control_stream = h.control_stream();
+    let dash = Dashboard::start(config).await;
+    let metrics = within(
+        "metrics",
+        http().get(format!("{}/metrics", dash.base)).send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(metrics.status(), 200);
+    let text = metrics.text().await.unwrap();
+    for line in [
+        format!("queuey_workers{{queue=\"{q}\"}} 1"),
+        format!("queuey_jobs_running{{queue=\"{q}\"}} 1"),
+        format!("queuey_queue_paused{{queue=\"{q}\"}} 0"),
+        format!("queuey_dead_letters{{queue=\"{q}\"}} 0"),
+        "# TYPE queuey_fleet_jobs_total counter".to_owned(),
+        "# TYPE queuey_hold_jobs gauge".to_owned(),
+    ] {
+        assert!(text.contains(&line), "missing {line} in:\n{text}");
+    }
+    let page = within(
+        "workers page",
+        http().get(format!("{}/workers", dash.base)).send(),
+    )
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    assert!(page.contains("ops-test-host:4242"), "{page}");
+    assert!(page.contains("class=long"), "{page}");
+
+    // Its last heartbeat takes it off the list at once.
+    let mut last = beat(&q, job, Duration::from_secs(901));
+    last.worker_id = as_json[0]["worker_id"].as_str().unwrap().parse().unwrap();
+    last.stopping = true;
+    worker.heartbeat(&last).await.unwrap();
+    let gone = ok(&h.cli(&["workers"]));
+    assert!(gone.contains("no worker"), "{gone}");
+    worker.close().await.unwrap();
+    backend.close().await.unwrap();
+}
