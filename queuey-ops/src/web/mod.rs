@@ -167,6 +167,14 @@ pub(crate) struct App {
     pub(crate) fleet: Fleet,
     /// What the fleet did, sampled from the heartbeats.
     pub(crate) history: Arc<History>,
+    /// The task sampling the heartbeats, stopped with the dashboard.
+    sampler: tokio::task::AbortHandle,
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.sampler.abort();
+    }
 }
 
 impl fmt::Debug for App {
@@ -211,6 +219,7 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     )
     .await?;
     let history = Arc::new(History::new());
+    let sampler = tokio::spawn(sample(fleet.clone(), Arc::clone(&history))).abort_handle();
     let app = Arc::new(App {
         auth: config.auth.clone(),
         config,
@@ -220,8 +229,8 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
         mgmt,
         fleet,
         history,
+        sampler,
     });
-    tokio::spawn(sample(Arc::downgrade(&app)));
     let state = || app.clone();
     // Outermost last: headers on every answer, then the Host and Origin
     // checks, then authentication, then the session.
@@ -254,14 +263,13 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
 /// and `/metrics`.
 const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Samples the heartbeats into the history while the dashboard lives.
-async fn sample(app: std::sync::Weak<App>) {
+/// Samples the heartbeats into the history until the dashboard stops it.
+async fn sample(fleet: Fleet, history: Arc<History>) {
     let mut ticks = tokio::time::interval(SAMPLE_EVERY);
     loop {
         ticks.tick().await;
-        let Some(app) = app.upgrade() else { return };
-        match app.fleet.workers().await {
-            Ok(workers) => app.history.record(&workers, crate::time::now_ms()),
+        match fleet.workers().await {
+            Ok(workers) => history.record(&workers, crate::time::now_ms()),
             Err(error) => warn_sample_failed(&error),
         }
     }

@@ -9,7 +9,6 @@ use queuey_core::backend::Backend;
 use queuey_core::control::{ControlState, Heartbeat, QueueTotals, RunningJob};
 use queuey_ops::TlsFiles;
 use queuey_ops::fleet::Fleet;
-use queuey_ops::web::WebConfig;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::support::{Harness, harness, json, ok, within};
@@ -148,7 +147,7 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     let as_json = json(&h.cli(&["--json", "workers"]));
     assert_eq!(as_json[0]["running"][0]["job_id"], job.to_string());
 
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.queues = vec![q.clone()];
     config.control_stream = h.control_stream();
     let dash = Dashboard::start(config).await;

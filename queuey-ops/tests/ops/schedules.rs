@@ -7,8 +7,6 @@ use queuey_core::periodic::Leadership;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use serde_json::Value;
 
-use queuey_ops::web::WebConfig;
-
 use crate::support::{Harness, harness, within};
 use crate::web_exposure::{Dashboard, http};
 
@@ -89,7 +87,7 @@ async fn schedules_show_the_leader_the_line_and_the_ticks() {
     assert!(text.contains("every 1s") && text.contains("beat"), "{text}");
 
     // The dashboard's page shows the same.
-    let dashboard = Dashboard::start(WebConfig::new(h.url.clone())).await;
+    let dashboard = Dashboard::start(h.web_config()).await;
     let page = within(
         "the schedules page",
         http().get(format!("{}/schedules", dashboard.base)).send(),

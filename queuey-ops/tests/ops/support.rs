@@ -81,6 +81,14 @@ impl Harness {
         Some(harness)
     }
 
+    /// A dashboard's configuration for this test's broker, on this test's
+    /// control stream.
+    pub(crate) fn web_config(&self) -> queuey_ops::web::WebConfig {
+        let mut config = queuey_ops::web::WebConfig::new(self.url.clone());
+        config.control_stream = self.control_stream();
+        config
+    }
+
     /// The control stream of this test's commands, deleted at the end (with
     /// its heartbeat stream).
     pub(crate) fn control_stream(&self) -> String {

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use queuey_ops::web::{self, WebConfig};
+use queuey_ops::web;
 use serde_json::json;
 
 use crate::support::{dead_letter_jobs, harness, within};
@@ -158,7 +158,7 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
     let made = dead_letter_jobs(&backend, &config, &jobs).await;
 
     let exports = tempfile::tempdir().unwrap();
-    let mut web_config = WebConfig::new(h.url.clone());
+    let mut web_config = h.web_config();
     web_config.queues = vec![q.clone()];
     web_config.export_dir = exports.path().to_owned();
     let dash = Dashboard::start(web_config).await;
@@ -303,7 +303,7 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
     let h = harness!("dashboard_auth");
     let http = http();
     let start = |auth: web::Auth| {
-        let mut config = WebConfig::new(h.url.clone());
+        let mut config = h.web_config();
         config.auth = auth;
         Dashboard::start(config)
     };
@@ -374,7 +374,7 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
 
     // Beyond localhost without authentication: refused before serving.
     let open = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
-    let refused = web::serve(open, WebConfig::new(h.url.clone())).await;
+    let refused = web::serve(open, h.web_config()).await;
     assert!(refused.unwrap_err().to_string().contains("--token"));
 }
 
@@ -398,7 +398,7 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
         .await
         .unwrap();
 
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.queues = vec![q.clone()];
     config.control_stream = h.control_stream();
     let dash = Dashboard::start(config).await;

@@ -28,6 +28,8 @@ impl Drop for Dashboard {
     fn drop(&mut self) {
         self.task.abort();
         if let Some((url, stream)) = self.control.take() {
+            // Let the aborted dashboard stop sampling heartbeats first.
+            std::thread::sleep(std::time::Duration::from_millis(200));
             crate::support::delete_queues(&url, vec![format!("{stream}.workers"), stream]);
         }
     }
@@ -158,7 +160,7 @@ async fn a_foreign_host_is_refused_and_its_posts_change_nothing() {
     let (q, _) = with_dead_letters(&h, "web-host", 2).await;
     let dq = format!("{q}.dead");
     let exports = tempfile::tempdir().unwrap();
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.export_dir = exports.path().to_owned();
     let dash = Dashboard::start(config).await;
     let page = format!("{}/queue/{q}", dash.base);
@@ -193,7 +195,7 @@ async fn a_foreign_host_is_refused_and_its_posts_change_nothing() {
 #[tokio::test]
 async fn a_public_host_is_answered_and_https_makes_its_cookies_secure() {
     let h = harness!("web_public_host");
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.auth = Auth::Token("0123456789abcdef-public".into());
     config.public_hosts = vec![
         "https://dash.example.com".parse().unwrap(),
@@ -241,7 +243,7 @@ async fn a_public_host_is_answered_and_https_makes_its_cookies_secure() {
 async fn on_every_interface_the_address_a_connection_arrived_on_is_answered() {
     let h = harness!("web_wildcard");
     const TOKEN: &str = "0123456789abcdef-wildcard";
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.auth = Auth::Token(TOKEN.into());
     let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -275,7 +277,7 @@ async fn a_cross_site_post_changes_nothing() {
     let (q, _) = with_dead_letters(&h, "web-origin", 2).await;
     let dq = format!("{q}.dead");
     let exports = tempfile::tempdir().unwrap();
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.export_dir = exports.path().to_owned();
     let dash = Dashboard::start(config).await;
     let session = page_session(&http(), &format!("{}/queue/{q}", dash.base)).await;
@@ -324,7 +326,7 @@ async fn a_csrf_token_only_works_with_its_own_session() {
     let h = harness!("web_csrf");
     let (q, _) = with_dead_letters(&h, "web-csrf", 1).await;
     let dq = format!("{q}.dead");
-    let dash = Dashboard::start(WebConfig::new(h.url.clone())).await;
+    let dash = Dashboard::start(h.web_config()).await;
     let page = format!("{}/queue/{q}", dash.base);
     let mine = page_session(&http(), &page).await;
     let theirs = page_session(&http(), &page).await;
@@ -348,7 +350,7 @@ async fn a_csrf_token_only_works_with_its_own_session() {
 async fn every_answer_forbids_framing_and_caching() {
     let h = harness!("web_headers");
     let (q, _) = with_dead_letters(&h, "web-headers", 1).await;
-    let dash = Dashboard::start(WebConfig::new(h.url.clone())).await;
+    let dash = Dashboard::start(h.web_config()).await;
     let client = http();
     for (what, request, status) in [
         ("index", client.get(format!("{}/", dash.base)), 200),
@@ -382,7 +384,7 @@ async fn every_answer_forbids_framing_and_caching() {
         assert_locked_down(response.headers(), what);
     }
 
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.auth = Auth::Token("0123456789abcdef-headers".into());
     let locked = Dashboard::start(config).await;
     let denied = within("401", client.get(format!("{}/", locked.base)).send())
@@ -399,7 +401,7 @@ async fn queues_outside_the_allow_list_are_refused() {
     let (b, id) = with_dead_letters(&h, "web-not-allowed", 2).await;
     let b_dead = format!("{b}.dead");
     let exports = tempfile::tempdir().unwrap();
-    let mut config = WebConfig::new(h.url.clone());
+    let mut config = h.web_config();
     config.queues = vec![a.clone()];
     config.export_dir = exports.path().to_owned();
     let dash = Dashboard::start(config).await;
@@ -431,7 +433,7 @@ async fn queues_outside_the_allow_list_are_refused() {
     assert_eq!(std::fs::read_dir(exports.path()).unwrap().count(), 0);
 
     // Without --queue: every queue with a dead-letter queue, and only those.
-    let open = Dashboard::start(WebConfig::new(h.url.clone())).await;
+    let open = Dashboard::start(h.web_config()).await;
     let shown = |path: String| {
         let client = client.clone();
         let url = format!("{}{path}", open.base);
@@ -457,6 +459,7 @@ fn refused_at_start(h: &Harness, args: &[&str], env: &[(&str, &str)]) -> String 
         .arg("web")
         .args(args)
         .env("AMQP_URL", &h.url)
+        .env("QUEUEY_CONTROL_STREAM", h.control_stream())
         .env_remove("QUEUEY_WEB_TOKEN")
         .env_remove("QUEUEY_WEB_BASIC_AUTH")
         .stdout(Stdio::null())
@@ -514,7 +517,7 @@ async fn empty_and_short_credentials_are_refused_at_start() {
             password: String::new(),
         },
     ] {
-        let mut config = WebConfig::new(h.url.clone());
+        let mut config = h.web_config();
         config.auth = auth.clone();
         for unchecked in [false, true] {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
