@@ -154,8 +154,12 @@ pub(crate) async fn child_worker<J: Numbered>() {
     // work when it kills the process (spawning `kill` takes a few
     // milliseconds), so that some come back with it.
     let pause = Duration::from_millis(if poison.is_some() { 50 } else { 2 });
+    // A control stream of the test's own (see `control_stream`), never the
+    // shared broker's `queuey.control`.
+    let queue = std::env::var("QUEUEY_FAULT_QUEUE").expect("QUEUEY_FAULT_QUEUE");
     let options = RabbitMqOptions::default()
-        .connection_name(format!("queuey-fault-child-{}", std::process::id()));
+        .connection_name(format!("queuey-fault-child-{}", std::process::id()))
+        .control_stream(control_stream(&queue));
     let backend = Arc::new(
         RabbitMqBackend::with_options(&url, options)
             .await
@@ -200,4 +204,10 @@ pub(crate) async fn child_worker<J: Numbered>() {
     .await;
     let result = worker.run().await;
     eprintln!("the worker process's run ended: {result:?}");
+}
+
+/// The control stream of the worker processes of `queue`; a test on a
+/// shared broker tracks it (and its `.workers` stream) for deletion.
+pub(crate) fn control_stream(queue: &str) -> String {
+    format!("{queue}.control")
 }
