@@ -56,7 +56,7 @@ async fn a_job_that_kills_its_worker_is_dead_lettered_after_the_limit_and_spares
 
     let program = std::env::current_exe().expect("the test binary's path");
     let args = ["--ignored", "--exact", WORKER_PROCESS, "--nocapture"];
-    let control = crate::fault::child::control_stream(&q);
+    let control = crate::fault::child::control_stream(q);
     broker.track(&control);
     broker.track(&format!("{control}.workers"));
     let mut kids = Children::new(

@@ -213,6 +213,9 @@ pub(crate) async fn delete_queues(node: Option<&str>, url: &str, queue: &str) {
         queue.to_owned(),
         format!("{queue}.dead"),
         format!("{queue}.suspect"),
+        // The control and heartbeat streams of its worker processes.
+        super::child::control_stream(queue),
+        format!("{}.workers", super::child::control_stream(queue)),
     ];
     if let Ok(listing) = ctl(node, &["list_queues", "name", "-q", "--no-table-headers"]).await {
         let holds = format!("{queue}.deferred.");
