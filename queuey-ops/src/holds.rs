@@ -246,7 +246,9 @@ pub fn prometheus(censuses: &[Census]) -> String {
     out
 }
 
-fn label(value: &str) -> String {
+/// `value` as a Prometheus label value: backslash, quote and newline
+/// escaped.
+pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")

@@ -23,12 +23,13 @@ use queuey_core::{BackendError, BackendErrorKind, Error, Uuid};
 use tokio::sync::OnceCell;
 
 use crate::RabbitMqOptions;
+use crate::control::message;
 use crate::declare::{self, Stream};
 use crate::error::Failure;
 use crate::link::Link;
 use crate::outbox::{Outbox, Outgoing};
 use crate::properties::{self, PERSISTENT};
-use crate::topology::{self, HEARTBEAT_TYPE, SYNC_MARKER_TYPE};
+use crate::topology::{self, HEARTBEAT_TYPE};
 
 /// How far back a list of workers reads: longer than three intervals of
 /// any worker whose heartbeat interval is at most 20 seconds.
@@ -117,7 +118,7 @@ impl Heartbeats {
                         .map_err(fail)?;
                     let nonce = Uuid::new_v4();
                     self.outbox
-                        .stream(marker(stream, nonce), Stream::Heartbeats)
+                        .stream(message::sync_marker(stream, nonce), Stream::Heartbeats)
                         .await?;
                     let mut latest: HashMap<Uuid, Heartbeat> = HashMap::new();
                     while let Some(delivery) = consumer.next().await {
@@ -176,20 +177,6 @@ fn look_back() -> FieldTable {
     args
 }
 
-/// A sync marker for the heartbeat stream.
-fn marker(stream: &str, nonce: Uuid) -> Outgoing {
-    let message_id = nonce.to_string();
-    Outgoing {
-        queue: stream.to_owned(),
-        body: Bytes::from(message_id.clone().into_bytes()),
-        properties: BasicProperties::default()
-            .with_delivery_mode(PERSISTENT)
-            .with_message_id(properties::short(&message_id))
-            .with_type(properties::short(SYNC_MARKER_TYPE)),
-        message_id,
-    }
-}
-
 /// What a delivery of the heartbeat stream is.
 // Read once per delivery and moved straight on: boxing the heartbeat would
 // cost an allocation for nothing.
@@ -201,13 +188,10 @@ enum Read {
 }
 
 fn read(properties: &BasicProperties, body: &[u8]) -> Option<Read> {
-    match properties.kind().as_ref().map(|k| k.as_str()) {
-        Some(SYNC_MARKER_TYPE) => std::str::from_utf8(body)
-            .ok()
-            .and_then(|text| Uuid::parse_str(text).ok())
-            .map(Read::Marker),
-        _ => Heartbeat::decode(body).map(Read::Beat),
+    if message::is_sync_marker(properties) {
+        return message::sync_nonce(body).map(Read::Marker);
     }
+    Heartbeat::decode(body).map(Read::Beat)
 }
 
 /// Keeps the later of two heartbeats of one worker.
@@ -289,7 +273,7 @@ mod tests {
     #[test]
     fn markers_and_heartbeats_read_back_as_sent() {
         let nonce = Uuid::new_v4();
-        let m = marker("s", nonce);
+        let m = message::sync_marker("s", nonce);
         assert_eq!(read(&m.properties, &m.body), Some(Read::Marker(nonce)));
         let b = beat(Uuid::new_v4(), 1, false);
         assert_eq!(

@@ -195,18 +195,21 @@ impl CancelFilter {
         Ok(Command::CancelMatching { filter: self })
     }
 
+    /// Whether a job of `job_type` on `queue` may match: its queue and
+    /// type conditions hold (its payload and enqueue time are not looked
+    /// at). What a tool can tell of a job it knows only from a heartbeat.
+    pub fn may_match(&self, queue: &str, job_type: &str) -> bool {
+        self.queue.as_deref().is_none_or(|q| q == queue)
+            && self.job_type.as_deref().is_none_or(|t| t == job_type)
+    }
+
     /// Whether `envelope`'s job matches. The payload is parsed only when a
     /// payload condition is given and the other conditions hold.
     pub fn matches(&self, envelope: &Envelope) -> bool {
-        let queue_ok = self.queue.as_deref().is_none_or(|q| q == envelope.queue);
-        let type_ok = self
-            .job_type
-            .as_deref()
-            .is_none_or(|t| t == envelope.job_type);
         let time_ok = self
             .enqueued_before_ms
             .is_none_or(|before| envelope.enqueued_at_ms <= before);
-        if !(queue_ok && type_ok && time_ok) {
+        if !(time_ok && self.may_match(&envelope.queue, &envelope.job_type)) {
             return false;
         }
         if self.payload.is_empty() {

@@ -93,10 +93,7 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
         println!("{}", describe(command));
         let running: Vec<String> = fleet::running_where(&workers, |job| match command {
             Command::Cancel { job_id } => job.job_id == *job_id,
-            Command::CancelMatching { filter } => {
-                filter.queue.as_deref().is_none_or(|q| q == job.queue)
-                    && filter.job_type.as_deref().is_none_or(|t| t == job.job_type)
-            }
+            Command::CancelMatching { filter } => filter.may_match(&job.queue, &job.job_type),
             _ => false,
         })
         .map(|(worker, job)| {

@@ -149,7 +149,6 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
 
     let mut config = h.web_config();
     config.queues = vec![q.clone()];
-    config.control_stream = h.control_stream();
     let dash = Dashboard::start(config).await;
     let metrics = within(
         "metrics",

@@ -177,7 +177,7 @@ impl Drop for Harness {
 
 /// Deletes `queues` on the broker at `url`, on a runtime of its own, so
 /// that cleanup also runs after a panic.
-pub(crate) fn delete_queues(url: &str, queues: Vec<String>) {
+fn delete_queues(url: &str, queues: Vec<String>) {
     {
         let url = url.to_owned();
         let cleanup = std::thread::spawn(move || {

@@ -400,7 +400,6 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
 
     let mut config = h.web_config();
     config.queues = vec![q.clone()];
-    config.control_stream = h.control_stream();
     let dash = Dashboard::start(config).await;
     let base = dash.base.clone();
     let client = driver.client().await;

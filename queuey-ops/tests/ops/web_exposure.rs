@@ -19,42 +19,25 @@ pub(crate) struct Dashboard {
     /// The listening port.
     pub(crate) port: u16,
     task: tokio::task::JoinHandle<queuey_ops::Result<()>>,
-    /// The broker and the control stream of its own the dashboard used,
-    /// deleted (with its heartbeat stream) on drop.
-    control: Option<(String, String)>,
 }
 
 impl Drop for Dashboard {
     fn drop(&mut self) {
         self.task.abort();
-        if let Some((url, stream)) = self.control.take() {
-            // Let the aborted dashboard stop sampling heartbeats first.
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            crate::support::delete_queues(&url, vec![format!("{stream}.workers"), stream]);
-        }
     }
 }
 
 impl Dashboard {
     /// Serves `config` with [`web::serve`]. Requests made before it is
-    /// connected to the broker wait in the listen backlog.
-    ///
-    /// A dashboard on the default control stream gets one of its own, so
-    /// that no test touches the shared broker's `queuey.control`.
-    pub(crate) async fn start(mut config: WebConfig) -> Dashboard {
+    /// connected to the broker wait in the listen backlog. Build `config`
+    /// with `Harness::web_config`, on the test's own control stream.
+    pub(crate) async fn start(config: WebConfig) -> Dashboard {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let mut control = None;
-        if config.control_stream == queuey_rabbitmq::topology::CONTROL_STREAM {
-            config.control_stream =
-                format!("queuey-ops-test.control.{}", uuid::Uuid::new_v4().simple());
-            control = Some((config.amqp_url.clone(), config.control_stream.clone()));
-        }
         Dashboard {
             base: format!("http://127.0.0.1:{port}"),
             port,
             task: tokio::spawn(web::serve(listener, config)),
-            control,
         }
     }
 }

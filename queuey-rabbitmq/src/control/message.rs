@@ -42,8 +42,8 @@ pub(super) fn renewal(stream: &str, record: &ControlRecord, after: u64) -> Outgo
 }
 
 /// A sync marker: type [`SYNC_MARKER_TYPE`], the nonce as body and
-/// message id.
-pub(super) fn sync_marker(stream: &str, nonce: Uuid) -> Outgoing {
+/// message id. The heartbeat stream's reads use the same markers.
+pub(crate) fn sync_marker(stream: &str, nonce: Uuid) -> Outgoing {
     let message_id = nonce.to_string();
     Outgoing {
         queue: stream.to_owned(),
@@ -73,11 +73,8 @@ pub(super) enum Read {
 
 /// Reads a delivery's properties and body.
 pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
-    if properties.kind().as_ref().map(|k| k.as_str()) == Some(SYNC_MARKER_TYPE) {
-        return std::str::from_utf8(body)
-            .ok()
-            .and_then(|text| Uuid::parse_str(text).ok())
-            .map_or(Read::Skip, Read::Sync);
+    if is_sync_marker(properties) {
+        return sync_nonce(body).map_or(Read::Skip, Read::Sync);
     }
     match ControlRecord::decode(body) {
         Some(record) => Read::Record {
@@ -86,6 +83,18 @@ pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
         },
         None => Read::Skip,
     }
+}
+
+/// Whether a delivery is a sync marker (by its `type`).
+pub(crate) fn is_sync_marker(properties: &BasicProperties) -> bool {
+    properties.kind().as_ref().map(|k| k.as_str()) == Some(SYNC_MARKER_TYPE)
+}
+
+/// The nonce of a sync marker's body, if it is one.
+pub(crate) fn sync_nonce(body: &[u8]) -> Option<Uuid> {
+    std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| Uuid::parse_str(text).ok())
 }
 
 /// The stream offset of a delivery.

@@ -36,7 +36,7 @@
 
 mod follower;
 mod live;
-mod message;
+pub(crate) mod message;
 mod renew;
 mod syncs;
 
@@ -267,16 +267,13 @@ fn sender(connection_name: Option<&str>, host: Option<&str>) -> Option<String> {
     }
 }
 
-/// This machine's host name, where the system tells it without a call
-/// into the C library.
+/// This machine's host name, as the workers' heartbeats give it.
 fn host_name() -> Option<String> {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .find_map(|path| std::fs::read_to_string(path).ok())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .or_else(|| std::env::var("COMPUTERNAME").ok())
-        .map(|name| name.trim().to_owned())
-        .filter(|name| !name.is_empty())
+    let name = gethostname::gethostname()
+        .to_string_lossy()
+        .trim()
+        .to_owned();
+    (!name.is_empty()).then_some(name)
 }
 
 #[cfg(test)]

@@ -9,15 +9,8 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::PageError;
-use crate::holds;
+use crate::holds::{self, label};
 use crate::web::App;
-
-fn label(value: &str) -> String {
-    value
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
