@@ -19,6 +19,7 @@ use crate::heartbeats::Heartbeats;
 use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::reply::{Requests, Responder};
+use crate::watch::{HoldWatch, StalledHold};
 use crate::{RabbitMqOptions, consumer, declare};
 
 /// The RabbitMQ backend: one AMQP connection shared by every producer and
@@ -48,6 +49,8 @@ struct Inner {
     heartbeats: Heartbeats,
     /// Consumers of dropped streams handing their deliveries back.
     retirements: Arc<consumer::Retirements>,
+    /// The hold watchdog.
+    watch: HoldWatch,
 }
 
 impl RabbitMqBackend {
@@ -88,6 +91,16 @@ impl RabbitMqBackend {
         let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
         let control = Control::new(Arc::clone(&link), Arc::clone(&outbox), Arc::clone(&options));
         let heartbeats = Heartbeats::new(Arc::clone(&link), Arc::clone(&outbox), &options);
+        let declared_through = Arc::downgrade(&link);
+        let watch = HoldWatch::start(
+            addresses.first().map(String::as_str),
+            &options,
+            Arc::new(move |queue: &str| {
+                declared_through
+                    .upgrade()
+                    .is_some_and(|link| link.declared(queue).is_some())
+            }),
+        );
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
@@ -98,6 +111,7 @@ impl RabbitMqBackend {
                 control,
                 heartbeats,
                 retirements: Arc::default(),
+                watch,
             }),
         })
     }
@@ -112,6 +126,15 @@ impl RabbitMqBackend {
         self.inner.link.state() == ConnectionState::Connected
     }
 
+    /// The quorum holds of this backend's queues that the [hold
+    /// watchdog](crate#hold-watchdog) found stalled: holding jobs past
+    /// their delay without releasing any. Empty while the watchdog is off
+    /// or cannot read the management API. A worker or a health endpoint
+    /// may ask as often as it likes: it reads what the watchdog last saw.
+    pub fn stalled_holds(&self) -> Vec<StalledHold> {
+        self.inner.watch.stalled()
+    }
+
     /// Closes the connection, within the call timeout whatever state its
     /// channels are in. Consumer streams dropped just before finish handing
     /// back what they had buffered first (within the call timeout); streams
@@ -121,6 +144,7 @@ impl RabbitMqBackend {
     pub async fn close(&self) -> Result<(), Error> {
         let retiring = self.inner.retirements.finished();
         let _ = tokio::time::timeout(self.inner.options.call_timeout, retiring).await;
+        self.inner.watch.stop();
         self.inner.outbox.close();
         self.inner.requests.close().await;
         self.inner.link.close().await

@@ -403,6 +403,7 @@ mod rehold;
 mod reply;
 mod tls;
 pub mod topology;
+mod watch;
 
 pub use addresses::Addresses;
 pub use backend::RabbitMqBackend;
@@ -410,6 +411,7 @@ pub use connection_properties::ConnectionProperties;
 pub use options::builder::RabbitMqOptions;
 pub use options::settings::RabbitMqSettings;
 pub use tls::TlsOptions;
+pub use watch::StalledHold;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
 /// password, out of a subscriber: `lapin=debug`. Append it to any filter

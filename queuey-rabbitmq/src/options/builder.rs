@@ -60,6 +60,7 @@ pub struct RabbitMqOptions {
     pub(crate) refuse_long_delays: bool,
     pub(crate) tls: TlsOptions,
     pub(crate) control_stream: String,
+    pub(crate) hold_watch: super::watch_settings::HoldWatchSettings,
 }
 
 impl Default for RabbitMqOptions {
@@ -68,8 +69,9 @@ impl Default for RabbitMqOptions {
     /// queues declared, the poison guard on with a limit of 5, quorum hold
     /// queues with their default granularity
     /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
-    /// 128 publishes in flight on each, a 16 MiB message limit, and control
-    /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM).
+    /// 128 publishes in flight on each, a 16 MiB message limit, control
+    /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM),
+    /// and the [hold watchdog](crate#hold-watchdog) on.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -97,6 +99,7 @@ impl Default for RabbitMqOptions {
             refuse_long_delays: false,
             tls: TlsOptions::default(),
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
+            hold_watch: super::watch_settings::HoldWatchSettings::default(),
         }
     }
 }

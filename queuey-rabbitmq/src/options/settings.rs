@@ -31,7 +31,7 @@ use crate::{ConnectionProperties, TlsOptions};
 /// ```
 #[derive(Clone, Copy)]
 pub struct RabbitMqSettings<'a> {
-    options: &'a RabbitMqOptions,
+    pub(super) options: &'a RabbitMqOptions,
 }
 
 impl RabbitMqOptions {

@@ -102,7 +102,7 @@ impl RabbitMqOptions {
                 locale.len()
             )));
         }
-        Ok(())
+        self.validate_hold_watch()
     }
 }
 

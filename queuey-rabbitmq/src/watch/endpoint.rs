@@ -1,0 +1,256 @@
+//! Where the management API is and who reads it, and which work queue a
+//! hold queue's name belongs to. Pure: no I/O.
+//!
+//! The base URL is the one given ([`RabbitMqOptions::management_url`]),
+//! else the first AMQP address's host on RabbitMQ's default management
+//! port for its scheme: `http://HOST:15672` for `amqp://`,
+//! `https://HOST:15671` for `amqps://`. The user and password are those of
+//! the given URL when it carries any (they are then taken out of it, so
+//! the base can be logged), else the AMQP address's; the virtual host is
+//! the AMQP address's.
+//!
+//! [`RabbitMqOptions::management_url`]: crate::RabbitMqOptions::management_url
+
+use std::fmt;
+
+use queuey_core::uri::redact;
+
+use crate::topology::HoldQueues;
+
+/// RabbitMQ's default management port over http.
+const HTTP_PORT: u16 = 15672;
+/// RabbitMQ's default management port over https.
+const HTTPS_PORT: u16 = 15671;
+
+/// The management API of one virtual host, and the credentials to read it.
+/// Its `Debug` output masks the password.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Endpoint {
+    /// `scheme://host:port[/prefix]`, without credentials or a final `/`.
+    pub(crate) base: String,
+    pub(crate) user: String,
+    pub(crate) password: String,
+    pub(crate) vhost: String,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("base", &self.base)
+            .field("user", &self.user)
+            .field("password", &"***")
+            .field("vhost", &self.vhost)
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// The endpoint for the AMQP address `amqp`, at `given` when set. The
+    /// error quotes no password.
+    pub(crate) fn new(amqp: &str, given: Option<&str>) -> Result<Endpoint, String> {
+        // Parsed as a URL: the AMQP client's own parser turns IP addresses
+        // into `localhost`.
+        let uri = reqwest::Url::parse(amqp)
+            .map_err(|e| format!("`{}` is not an AMQP URI: {e}", redact(amqp)))?;
+        let secure = match uri.scheme() {
+            "amqp" => false,
+            "amqps" => true,
+            other => {
+                return Err(format!(
+                    "`{}` is not an AMQP URI: scheme `{other}`",
+                    redact(amqp)
+                ));
+            }
+        };
+        let host = uri
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .unwrap_or("localhost")
+            .to_owned();
+        let vhost = match decode(uri.path().strip_prefix('/').unwrap_or_default()) {
+            vhost if vhost.is_empty() => "/".to_owned(),
+            vhost => vhost,
+        };
+        let (mut user, mut password) = match uri.username() {
+            "" => ("guest".to_owned(), "guest".to_owned()),
+            user => (decode(user), decode(uri.password().unwrap_or_default())),
+        };
+        let base = match given {
+            Some(given) => {
+                let mut url = reqwest::Url::parse(given)
+                    .map_err(|e| format!("management_url `{}` is not a URL: {e}", redact(given)))?;
+                if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+                    return Err(format!(
+                        "management_url `{}` must be an http:// or https:// URL with a host",
+                        redact(given)
+                    ));
+                }
+                if !url.username().is_empty() {
+                    user = decode(url.username());
+                    password = decode(url.password().unwrap_or_default());
+                }
+                // Never fails on an http(s) URL with a host.
+                let _ = url.set_username("");
+                let _ = url.set_password(None);
+                url.set_query(None);
+                url.set_fragment(None);
+                url.as_str().trim_end_matches('/').to_owned()
+            }
+            None if secure => format!("https://{}:{HTTPS_PORT}", bracketed(&host)),
+            None => format!("http://{}:{HTTP_PORT}", bracketed(&host)),
+        };
+        Ok(Endpoint {
+            base,
+            user,
+            password,
+            vhost,
+        })
+    }
+
+    /// The URL listing the virtual host's queues with the columns the
+    /// watchdog reads, and nothing else.
+    pub(crate) fn queues_url(&self) -> String {
+        format!(
+            "{}/api/queues/{}?columns=name,messages,messages_ready,\
+             messages_unacknowledged,message_stats.publish",
+            self.base,
+            encode(&self.vhost)
+        )
+    }
+}
+
+/// The work queue and delay of a quorum hold queue's name, when it is one:
+/// `{queue}{deferred_suffix}.quorum.{ttl_ms}`.
+pub(crate) fn work_queue_of<'a>(hold: &'a str, deferred_suffix: &str) -> Option<(&'a str, u64)> {
+    let marker = format!("{deferred_suffix}.quorum.");
+    let at = hold.rfind(&marker)?;
+    let queue = &hold[..at];
+    let ttl = HoldQueues::Quorum.parse(queue, deferred_suffix, hold)?;
+    Some((queue, ttl))
+}
+
+/// An IPv6 literal in brackets, as a URL needs it.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]")
+    } else {
+        host.to_owned()
+    }
+}
+
+/// Percent-decodes a URL component (user or password).
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = s.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
+        if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            out.push(b);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Percent-encodes everything but unreserved characters, for a path segment.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_follows_the_first_amqp_address() {
+        let e = Endpoint::new("amqp://app:p%40ss@rabbit.local:5672/prod", None).unwrap();
+        assert_eq!(e.base, "http://rabbit.local:15672");
+        assert_eq!((e.user.as_str(), e.password.as_str()), ("app", "p@ss"));
+        assert_eq!(e.vhost, "prod");
+        assert_eq!(
+            e.queues_url(),
+            "http://rabbit.local:15672/api/queues/prod?columns=name,messages,messages_ready,\
+             messages_unacknowledged,message_stats.publish"
+        );
+
+        let e = Endpoint::new("amqps://app:pw@rabbit.local/%2f", None).unwrap();
+        assert_eq!(e.base, "https://rabbit.local:15671");
+        assert_eq!(e.vhost, "/");
+        assert!(e.queues_url().contains("/api/queues/%2F?"));
+
+        let e = Endpoint::new("amqp://[::1]:5672/%2f", None).unwrap();
+        assert_eq!(e.base, "http://[::1]:15672");
+        assert_eq!((e.user.as_str(), e.password.as_str()), ("guest", "guest"));
+        let e = Endpoint::new("amqp://u:p@10.1.2.3", None).unwrap();
+        assert_eq!(
+            (e.base.as_str(), e.vhost.as_str()),
+            ("http://10.1.2.3:15672", "/")
+        );
+    }
+
+    #[test]
+    fn a_given_url_wins_and_its_credentials_replace_the_amqp_ones() {
+        let e = Endpoint::new(
+            "amqp://app:pw@rabbit/%2f",
+            Some("https://ops:s%3Acret@mgmt.internal/rabbitmq/?x=1"),
+        )
+        .unwrap();
+        assert_eq!(e.base, "https://mgmt.internal/rabbitmq");
+        assert_eq!((e.user.as_str(), e.password.as_str()), ("ops", "s:cret"));
+        assert_eq!(e.vhost, "/");
+
+        let e = Endpoint::new("amqp://app:pw@rabbit/v", Some("http://127.0.0.1:15680")).unwrap();
+        assert_eq!(e.base, "http://127.0.0.1:15680");
+        assert_eq!((e.user.as_str(), e.password.as_str()), ("app", "pw"));
+    }
+
+    #[test]
+    fn errors_and_debug_output_hide_passwords() {
+        let bad = Endpoint::new("amqp://app:SECRETPW@rabbit/%2f", Some("ftp://u:SECRETPW@h"))
+            .unwrap_err();
+        assert!(!bad.contains("SECRETPW"), "{bad}");
+        let bad = Endpoint::new("nonsense://app:SECRETPW@h", None).unwrap_err();
+        assert!(!bad.contains("SECRETPW"), "{bad}");
+        let e = Endpoint::new("amqp://app:SECRETPW@rabbit/%2f", None).unwrap();
+        assert!(!format!("{e:?}").contains("SECRETPW"));
+    }
+
+    #[test]
+    fn hold_names_lead_back_to_their_work_queue() {
+        assert_eq!(
+            work_queue_of("app.emails.deferred.quorum.5000", ".deferred"),
+            Some(("app.emails", 5000))
+        );
+        // A work queue whose own name looks like a hold's.
+        assert_eq!(
+            work_queue_of("a.deferred.quorum.5.deferred.quorum.1000", ".deferred"),
+            Some(("a.deferred.quorum.5", 1000))
+        );
+        for not_a_quorum_hold in [
+            "app.emails",
+            "app.emails.deferred.5000",
+            "app.emails.deferred.quorum.",
+            "app.emails.deferred.quorum.05",
+            "app.emails.deferred.quorum.5s",
+            "app.emails.wait.quorum.5000",
+        ] {
+            assert_eq!(work_queue_of(not_a_quorum_hold, ".deferred"), None);
+        }
+        assert_eq!(
+            work_queue_of("jobs-wait.quorum.10", "-wait"),
+            Some(("jobs", 10))
+        );
+    }
+}
