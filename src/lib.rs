@@ -107,6 +107,7 @@
 //! | `rustls-ring` | no | the former name of `rustls` |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
 //! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
+//! | `hold-watch` | yes | the RabbitMQ backend's hold watchdog, which reads the management API and reports quorum hold queues that stopped releasing their jobs |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |
 //! | `redis` | no | the Redis store, for unique jobs and jobs handled once across a fleet |
 //!

@@ -290,6 +290,75 @@
 //! two seconds of slack for clocks that disagree. A worker whose interval
 //! is longer than 20 seconds does not appear.
 //!
+//! # Hold watchdog
+//!
+//! On RabbitMQ before 3.10.20 and 3.11.12, the broker's dead-letter worker
+//! that moves a quorum hold's jobs back to their work queue can stop for
+//! good: after the hold's leader changes, and rarely with no failure at
+//! all. Nothing is lost (the jobs stay in the hold, past their delay), but
+//! nothing comes back either, and AMQP cannot see it: a passive declare of
+//! the hold counts only the jobs still waiting for their delay, so a
+//! stalled hold reads as empty.
+//!
+//! So the backend runs a watchdog, on by default: a task that reads the
+//! management HTTP API every
+//! [`hold_watch_interval`](RabbitMqOptions::hold_watch_interval) (30 s),
+//! one request listing the virtual host's queues with four statistics
+//! each. It follows the quorum holds (`q{deferred_suffix}.quorum.{ttl}`)
+//! of the queues declared through this backend, and for each the jobs past
+//! their delay that the broker still holds (`messages − messages_ready −
+//! messages_unacknowledged`). A hold is **stalled** when that figure stays
+//! above 0 for [`hold_stall_after`](RabbitMqOptions::hold_stall_after)
+//! (60 s) without the hold releasing any job: the figure never falls and,
+//! where the API counts the jobs published into the hold, fewer jobs left
+//! it than were due. With the defaults a stall is reported within about
+//! two minutes of its first job being due. A stalled hold gets:
+//!
+//! - one WARN line naming the hold, its work queue, the jobs stuck and the
+//!   remedy;
+//! - the gauge `queuey_hold_stalled` (labels `queue` and `hold`) at 1;
+//! - a [`StalledHold`] in [`RabbitMqBackend::stalled_holds`] (hold, work
+//!   queue, jobs stuck, since when), for a health check to read.
+//!
+//! When it releases again (or holds nothing past its delay), an INFO line
+//! and the gauge at 0.
+//!
+//! **The remedy** is to restart the hold's Raft member on the node that
+//! leads it, whose next term as leader starts a new dead-letter worker
+//! (`rabbitmq-queues quorum_status HOLD` names the leader):
+//!
+//! ```text
+//! rabbitmqctl -n LEADER eval '{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"HOLD">>)),
+//!   {Name, _} = amqqueue:get_pid(Q), ok = ra:stop_server(quorum_queues, {Name, node()}),
+//!   ra:restart_server(quorum_queues, {Name, node()}).'
+//! ```
+//!
+//! or to move its leader to another node. The cure is RabbitMQ 3.10.20,
+//! 3.11.12 or later. `queuey holds` shows the stuck jobs under RELEASING,
+//! and `queuey doctor` checks the broker's version.
+//!
+//! **What it needs**: the `rabbitmq_management` plugin, reachable from the
+//! process. By default the API is read at the first AMQP address's host,
+//! `http://HOST:15672` (`https://HOST:15671` for `amqps://`, trusting the
+//! platform's roots; this needs the `rustls` feature), as the AMQP user, in
+//! the AMQP virtual host; [`management_url`](RabbitMqOptions::management_url)
+//! gives another address or user. The user needs a management tag
+//! (`management` or `monitoring`). An API that cannot be read (plugin off,
+//! nothing listening, credentials refused) never fails or slows the
+//! backend: one INFO line says that holds are not watched and why (never
+//! with a password), the watchdog tries again every interval without
+//! logging more than DEBUG, and says at INFO when it can read again. Each
+//! request is bounded by the interval, at most 10 s.
+//!
+//! Every backend watches the holds of its own queues, so a fleet of many
+//! processes makes as many requests per interval, each listing every queue
+//! of the virtual host: in a large fleet, lengthen the interval or keep the
+//! watchdog on in a few processes only. Turn it off with
+//! [`hold_watch(false)`](RabbitMqOptions::hold_watch), or build without the
+//! `hold-watch` feature, which also drops the HTTP client. Classic holds
+//! ([`HoldQueues::Classic`]) have no dead-letter worker and are not
+//! watched.
+//!
 //! # Logging and secrets
 //!
 //! The backend logs through `tracing` and never logs a password: addresses
@@ -356,6 +425,7 @@
 //! | `rustls` (default) | `amqps://` through rustls with the ring provider, trusting the platform's roots |
 //! | `rustls-aws-lc` | the same with the aws-lc-rs provider |
 //! | `native-tls` | `amqps://` through the platform's TLS library (OpenSSL on Linux) |
+//! | `hold-watch` (default) | the [hold watchdog](#hold-watchdog), through an HTTP client (reqwest) |
 //!
 //! `rustls-ring` is the former name of `rustls`. With
 //! `default-features = false` and no TLS feature, plain `amqp://` works
@@ -372,6 +442,7 @@
 //! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
 //! | `control` | control commands: sent to the control stream, and followed there by one task per backend |
 //! | `heartbeats` | the workers' heartbeats: published to the heartbeat stream, and the list of workers read back from it |
+//! | `watch` | the hold watchdog: reads the management API, decides which quorum holds stalled, reports them |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, dead letters, suspect copies |
 //! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
 //! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |

@@ -30,6 +30,7 @@ mod cluster;
 mod cluster_kit;
 mod consumer_timeout;
 mod control;
+mod hold_watch;
 mod kit;
 mod poison;
 mod scenarios;

@@ -28,6 +28,14 @@ pub(crate) async fn node_with_rabbit_env(test: &str, env: &[(&str, &str)]) -> Op
     Some(PrivateNode::start_with_rabbit_env(test, env).await)
 }
 
+/// A private node with the management API over plain http
+/// ([`PrivateNode::start_with_management`]), or `None` as [`node`] says.
+pub(crate) async fn management_node(test: &str) -> Option<PrivateNode> {
+    crate::support::amqp_url(test)?;
+    node::may_start(test, "a private RabbitMQ node").then_some(())?;
+    Some(PrivateNode::start_with_management(test).await)
+}
+
 /// Gets a private node or returns from the test (skip).
 macro_rules! private_node {
     ($name:expr) => {

@@ -42,6 +42,7 @@ impl Stalled {
     }
 
     /// Records a stalled hold (or its new count) and raises its gauge.
+    #[cfg_attr(not(feature = "hold-watch"), allow(dead_code))]
     pub(crate) fn set(&self, hold: StalledHold) {
         metrics::gauge!(metric::HOLD_STALLED, "queue" => hold.queue.clone(), "hold" => hold.hold.clone())
             .set(1.0);
@@ -49,6 +50,7 @@ impl Stalled {
     }
 
     /// Updates the count of a hold already recorded.
+    #[cfg_attr(not(feature = "hold-watch"), allow(dead_code))]
     pub(crate) fn update_jobs(&self, hold: &str, jobs: u64) {
         if let Some(entry) = self.lock().get_mut(hold) {
             entry.jobs = jobs;

@@ -325,15 +325,7 @@ impl Cluster {
             .get(queue)
             .and_then(|p| p.leader)
             .ok_or_else(|| format!("`{queue}` has no leader: {placements:?}"))?;
-        if queue.contains(['"', '\\']) {
-            return Err(format!("`{queue}` cannot be quoted for eval"));
-        }
-        let expression = format!(
-            "{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"{queue}\">>)), \
-             {{Name, _}} = amqqueue:get_pid(Q), \
-             ok = ra:stop_server(quorum_queues, {{Name, node()}}), \
-             ra:restart_server(quorum_queues, {{Name, node()}})."
-        );
+        let expression = restart_member_expression(queue)?;
         bounded(self.nodes[leader].ctl(&["eval", &expression])).await?;
         Ok(leader)
     }
@@ -391,6 +383,23 @@ impl Drop for Cluster {
             let _ = thread.join();
         }
     }
+}
+
+/// The `rabbitmqctl eval` expression that stops and restarts the Raft
+/// member of quorum queue `queue` (in the default virtual host) on the node
+/// it runs on: the remedy for a quorum queue whose at-least-once
+/// dead-lettering stalled, since the member's next term as leader starts a
+/// fresh dead-letter worker.
+pub(crate) fn restart_member_expression(queue: &str) -> Result<String, String> {
+    if queue.contains(['"', '\\']) {
+        return Err(format!("`{queue}` cannot be quoted for eval"));
+    }
+    Ok(format!(
+        "{{ok, Q}} = rabbit_amqqueue:lookup(rabbit_misc:r(<<\"/\">>, queue, <<\"{queue}\">>)), \
+         {{Name, _}} = amqqueue:get_pid(Q), \
+         ok = ra:stop_server(quorum_queues, {{Name, node()}}), \
+         ra:restart_server(quorum_queues, {{Name, node()}})."
+    ))
 }
 
 /// The strings of a JSON array (anything else: none).

@@ -30,6 +30,8 @@ pub(crate) struct PrivateNode {
     /// Settings of the `rabbit` application given on the server's command
     /// line (`-rabbit KEY VALUE`), e.g. ones `rabbitmq.conf` has no key for.
     rabbit_env: Vec<(String, String)>,
+    /// The management API's plain http port, when the plugin is on that way.
+    mgmt_port: Option<u16>,
 }
 
 /// What the node offers over TLS: an AMQPS listener (peer certificates
@@ -131,6 +133,22 @@ impl PrivateNode {
         .await
     }
 
+    /// Starts a node with the management API over plain http on a port of
+    /// its own ([`Self::mgmt_http_url`]), and waits until both AMQP and the
+    /// API answer.
+    pub(crate) async fn start_with_management(label: &str) -> PrivateNode {
+        let label = label.to_owned();
+        blocking(move || {
+            let mut node = PrivateNode::new_blocking(&label, None, Vec::new());
+            node.mgmt_port = Some(free_port());
+            node.prepare_dir();
+            node.spawn_server();
+            node.await_startup();
+            node
+        })
+        .await
+    }
+
     /// Starts a node with a TLS listener beside its plain one, certificates
     /// made for it, a user for the client certificate ([`certs::CLIENT_USER`],
     /// no password), and with `management` the management API over https
@@ -186,6 +204,7 @@ impl PrivateNode {
             dir,
             server: None,
             rabbit_env,
+            mgmt_port: None,
         }
     }
 
@@ -226,6 +245,12 @@ impl PrivateNode {
                     c.server_key.display()
                 ));
             }
+        }
+        if let Some(port) = self.mgmt_port {
+            plugins.push("rabbitmq_management");
+            config.push_str(&format!(
+                "management.tcp.port = {port}\nmanagement.tcp.ip = 127.0.0.1\n"
+            ));
         }
         std::fs::write(
             dir.join("enabled_plugins"),
@@ -312,11 +337,13 @@ impl PrivateNode {
         }
     }
 
-    /// The TLS ports the node listens on, if any.
+    /// The TLS ports the node listens on, if any, and its plain
+    /// management port.
     fn tls_ports(&self) -> Vec<u16> {
         self.tls
             .iter()
             .flat_map(|t| std::iter::once(t.port).chain(t.mgmt_port))
+            .chain(self.mgmt_port)
             .collect()
     }
 
@@ -350,6 +377,15 @@ impl PrivateNode {
     /// its certificate names, or `127.0.0.1`, which it does not).
     pub(crate) fn amqps_url(&self, host: &str) -> String {
         format!("amqps://guest:guest@{host}:{}/%2f", self.tls().port)
+    }
+
+    /// The management API over plain http (nodes from
+    /// [`Self::start_with_management`]).
+    pub(crate) fn mgmt_http_url(&self) -> String {
+        let port = self
+            .mgmt_port
+            .expect("a node started with start_with_management");
+        format!("http://127.0.0.1:{port}")
     }
 
     /// The management API over https, through `localhost`.
@@ -483,6 +519,7 @@ impl PrivateNode {
                 server: None,
                 tls: None,
                 rabbit_env: Vec::new(),
+                mgmt_port: None,
             },
         );
         node = blocking(move || {
