@@ -84,7 +84,7 @@ impl RabbitMqOptions {
             let host = rest
                 .map(|r| r.split(['/', '?', '#']).next().unwrap_or_default())
                 .map(|authority| authority.rsplit('@').next().unwrap_or_default());
-            if !host.is_some_and(|h| !h.is_empty()) {
+            if host.is_none_or(str::is_empty) {
                 return Err(Error::invalid_config(format!(
                     "management_url `{}` must be an http:// or https:// URL with a host",
                     redact(url)

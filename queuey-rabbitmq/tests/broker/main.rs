@@ -71,6 +71,7 @@
 //! | the control state survives a broker restart | the workspace's `tests/faults/control.rs` (a private node) |
 //! | `Disposition::Requeue` and a dropped stream's buffered deliveries go back as new messages: not redelivered, count unchanged, nothing moved by the guard | `hand_back::a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliveries`, `hand_back::five_pause_and_resume_rounds_under_a_backlog_dead_letter_nothing`; unit `outbox::hand_back::tests` |
 //! | `close()` waits for dropped streams to finish handing back | `hand_back::closing_the_backend_right_after_dropping_a_stream_still_hands_everything_back` |
+//! | the hold watchdog: an API it cannot read (hung up, 401) is logged once at INFO without the password, then again when it reads, while the backend works on; a quorum hold of a declared queue held stuck is reported (WARN with the remedy, `stalled_holds`) and cleared when it releases | `watch::an_api_that_hangs_up_is_logged_once_and_the_backend_works_on`, `watch::an_api_that_refuses_the_credentials_says_so_once_and_when_it_reads_again`, `watch::a_hold_the_api_shows_stuck_is_reported_and_cleared_when_it_releases`; the stall on a real broker: the workspace's `tests/faults/hold_watch.rs` (a private node); unit `watch::stall::tests` |
 
 #[macro_use]
 mod support;
@@ -88,3 +89,4 @@ mod leader;
 mod publish;
 mod quorum;
 mod rehold;
+mod watch;

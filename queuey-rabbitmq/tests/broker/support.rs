@@ -618,6 +618,7 @@ static FILTERED_LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static EVENTS: AtomicUsize = AtomicUsize::new(0);
 static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static WATCH_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Every event and span field of every test, at every level down to
 /// trace, is checked against the registered secrets (twice: as every
@@ -708,6 +709,18 @@ pub(crate) fn guard_notices_mentioning(needle: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every info line of the hold watchdog so far, in any test, that
+/// mentions `needle`.
+pub(crate) fn watch_notices_mentioning(needle: &str) -> Vec<String> {
+    WATCH_NOTICES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains(needle))
+        .cloned()
+        .collect()
+}
+
 /// Scans what it sees for secrets: everything (`filtered: false`), or
 /// what passed the documented filter directive.
 struct SecretScanner {
@@ -759,6 +772,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
             && target.starts_with("queuey_rabbitmq::consumer::guard")
         {
             NOTICES.lock().unwrap().push(line.0);
+        } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::watch") {
+            WATCH_NOTICES.lock().unwrap().push(line.0);
         }
     }
 
