@@ -137,13 +137,6 @@ fn spawn(
     }
     let interval = settings.hold_watch_interval();
     let timeout = interval.clamp(Duration::from_secs(1), Duration::from_secs(10));
-    let api = match api::Api::new(endpoint, timeout) {
-        Ok(api) => api,
-        Err(why) => {
-            not_watched(&why);
-            return None;
-        }
-    };
     let holds = poll::Holds {
         rule: stall::Rule {
             stall_after: settings.hold_stall_after(),
@@ -155,7 +148,14 @@ fn spawn(
         stalled,
         tracks: HashMap::new(),
     };
-    Some(tokio::spawn(poll::run(api, holds, interval)))
+    // The HTTP client is built in the task: loading the platform's roots
+    // takes a moment that the backend's start need not wait for.
+    Some(tokio::spawn(async move {
+        match api::Api::new(endpoint, timeout) {
+            Ok(api) => poll::run(api, holds, interval).await,
+            Err(why) => tracing::info!("quorum holds are not watched for stalls: {why}"),
+        }
+    }))
 }
 
 /// Without the `hold-watch` feature: nothing to run.
