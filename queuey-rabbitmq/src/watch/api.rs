@@ -158,7 +158,8 @@ mod tests {
         let body = br#"[
             {"name":"q.deferred.quorum.1000","messages":12,"messages_ready":2,
              "messages_unacknowledged":0,"message_stats":{"publish":40}},
-            {"name":"q","messages":3,"messages_ready":3,"messages_unacknowledged":0},
+            {"name":"q","messages":3,"messages_ready":3,"messages_unacknowledged":0,
+             "message_stats":[]},
             {"name":"fresh.deferred.quorum.5000"},
             {"name":"odd","messages":1,"messages_ready":4,"messages_unacknowledged":0}
         ]"#;

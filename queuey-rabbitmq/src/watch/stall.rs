@@ -19,7 +19,8 @@
 //! A stalled hold clears as soon as it makes progress or its figure is 0
 //! again. Two reads further apart than the gap bound (the API was away)
 //! restart the window of a hold that is not stalled yet: what happened
-//! between them is unknown, and a false alarm costs an operator's night.
+//! between them is unknown, and a false alarm would send an operator to
+//! restart a healthy hold.
 //! A hold already stalled stays so until it makes progress.
 
 use std::time::Duration;
