@@ -17,7 +17,7 @@ use crate::addresses::Addresses;
 use crate::control::Control;
 use crate::heartbeats::Heartbeats;
 use crate::link::Link;
-use crate::outbox::Outbox;
+use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
 use crate::{RabbitMqOptions, consumer, declare};
 
@@ -84,6 +84,12 @@ impl RabbitMqBackend {
         let addresses = addresses.into_addresses();
         let link = Link::connect(&addresses, Arc::clone(&options)).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
+        if let Some(after) = options.prune_holds_after {
+            tokio::spawn(crate::outbox::prune_idle_holds(
+                Arc::downgrade(&outbox),
+                after,
+            ));
+        }
         let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
         let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
         let control = Control::new(Arc::clone(&link), Arc::clone(&outbox), Arc::clone(&options));
@@ -110,6 +116,43 @@ impl RabbitMqBackend {
     /// Whether the connection is up and the backend not closed.
     pub fn is_connected(&self) -> bool {
         self.inner.link.state() == ConnectionState::Connected
+    }
+
+    /// Deletes `hold`, a quorum hold queue of the work queue `queue`, if it
+    /// is empty and nobody uses it, without ever deleting a job with it.
+    ///
+    /// The backend does this by itself for the holds it used (see
+    /// [`RabbitMqOptions::prune_holds_after`]); this is for the others,
+    /// such as the holds of a delay no longer in use, found with the
+    /// `queuey holds` tool (whose `holds prune` calls this).
+    ///
+    /// It takes at least ten seconds for a hold that is empty: the hold is
+    /// consumed and watched that long first, and a job that reaches it
+    /// meanwhile keeps it ([`HoldPruned::InUse`]). Every queuey process
+    /// publishing into the hold must be of this version or later: they
+    /// wait while a hold is being pruned and publish a job again when its
+    /// confirmation came too late to be sure it was stored before a prune.
+    /// See [Pruning hold queues](crate#pruning-hold-queues).
+    ///
+    /// Fails with [`Error::InvalidConfig`] when `hold` is not a quorum
+    /// hold of `queue` with this backend's deferred suffix (classic holds
+    /// expire by themselves).
+    ///
+    /// ```no_run
+    /// # async fn run(backend: queuey_rabbitmq::RabbitMqBackend) -> Result<(), queuey_core::Error> {
+    /// use queuey_rabbitmq::HoldPruned;
+    ///
+    /// match backend.prune_hold("app.emails", "app.emails.deferred.quorum.1000").await? {
+    ///     HoldPruned::Deleted { rescued } => println!("deleted ({rescued} jobs moved back)"),
+    ///     kept => println!("kept: {kept:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn prune_hold(&self, queue: &str, hold: &str) -> Result<HoldPruned, Error> {
+        if self.inner.link.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        self.inner.outbox.retire_hold(queue, hold).await
     }
 
     /// Closes the connection, within the call timeout whatever state its

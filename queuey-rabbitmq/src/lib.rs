@@ -409,6 +409,7 @@ pub use backend::RabbitMqBackend;
 pub use connection_properties::ConnectionProperties;
 pub use options::builder::RabbitMqOptions;
 pub use options::settings::RabbitMqSettings;
+pub use outbox::HoldPruned;
 pub use tls::TlsOptions;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the

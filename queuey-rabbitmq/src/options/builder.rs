@@ -46,6 +46,7 @@ pub struct RabbitMqOptions {
     pub(crate) retry_granularity: Option<Granularity>,
     pub(crate) deferred_granularity: Option<Granularity>,
     pub(crate) hold_queues: HoldQueues,
+    pub(crate) prune_holds_after: Option<Duration>,
     pub(crate) publish_concurrency: usize,
     pub(crate) publish_window: usize,
     pub(crate) max_message_size: usize,
@@ -67,7 +68,7 @@ impl Default for RabbitMqOptions {
     /// locale, `.dead`, `.deferred` and `.suspect` suffixes, dead-letter
     /// queues declared, the poison guard on with a limit of 5, quorum hold
     /// queues with their default granularity
-    /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
+    /// ([`DEFAULT_QUORUM_GRANULARITY`]) pruned after an hour unused, 4 publishing channels with up to
     /// 128 publishes in flight on each, a 16 MiB message limit, and control
     /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM).
     fn default() -> Self {
@@ -83,6 +84,7 @@ impl Default for RabbitMqOptions {
             retry_granularity: None,
             deferred_granularity: None,
             hold_queues: HoldQueues::Quorum,
+            prune_holds_after: Some(DEFAULT_PRUNE_HOLDS_AFTER),
             publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
             publish_window: DEFAULT_PUBLISH_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES,
@@ -377,14 +379,18 @@ impl RabbitMqOptions {
     /// their work queue when the broker died (see [`HoldQueues`]), and
     /// cannot serve a quorum work queue.
     ///
-    /// Quorum hold queues are never deleted (no lease can keep a quorum
-    /// queue alive from the producing side), so each distinct rounded delay
-    /// is a queue that stays on the broker: about 130 KB of broker memory
-    /// each. With the default granularity a work queue needs at most about
-    /// 150 of them; a fixed granularity set explicitly bounds them by
-    /// `longest delay / step` instead. `queuey holds` lists them, and an
-    /// operator may delete an empty one at any time: the next hold declares
-    /// it again.
+    /// The broker never deletes a quorum hold queue by itself (no lease can
+    /// keep a quorum queue alive from the producing side), so each distinct
+    /// rounded delay is a queue that stays on the broker, about 130 KB of
+    /// broker memory each, until it is pruned: the backend deletes the
+    /// empty ones it has not used for an hour
+    /// ([`prune_holds_after`](Self::prune_holds_after)), and
+    /// `queuey holds prune` deletes any empty, idle one. With the default
+    /// granularity a work queue needs at most about 150 of them; a fixed
+    /// granularity set explicitly bounds them by `longest delay / step`
+    /// instead. `queuey holds` lists them. Never delete a quorum hold by
+    /// hand while jobs may be held in it: RabbitMQ deletes its jobs with it,
+    /// and may confirm a job published into it as it is deleted.
     ///
     /// ```
     /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
@@ -395,6 +401,33 @@ impl RabbitMqOptions {
     /// ```
     pub fn hold_queues(mut self, holds: HoldQueues) -> Self {
         self.hold_queues = holds;
+        self
+    }
+
+    /// How long a quorum hold queue this backend parked jobs in may go
+    /// unused by it before the backend deletes it (default
+    /// [`DEFAULT_PRUNE_HOLDS_AFTER`], an hour; `None` keeps every hold).
+    ///
+    /// Every quarter of that time (at most every 15 minutes) the backend
+    /// looks at the holds it has not used for that long and deletes those
+    /// that are empty and unused, after watching each for ten seconds, so
+    /// that no job is ever deleted with a hold and no publish races its
+    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues). A
+    /// hold still in use by another process is kept and looked at again
+    /// later; one deleted and then needed again is declared again on its
+    /// next use. Holds the process never used (those of an earlier
+    /// version's delays, say) are left to `queuey holds prune`. Classic
+    /// holds expire by themselves and are never pruned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default().prune_holds_after(Some(Duration::from_secs(6 * 3600)));
+    /// assert_eq!(options.settings().prune_holds_after(), Some(Duration::from_secs(6 * 3600)));
+    /// ```
+    pub fn prune_holds_after(mut self, idle: Option<Duration>) -> Self {
+        self.prune_holds_after = idle;
         self
     }
 
