@@ -14,6 +14,7 @@ use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
+use crate::census::HoldCensus;
 use crate::control::Control;
 use crate::heartbeats::Heartbeats;
 use crate::link::Link;
@@ -84,10 +85,11 @@ impl RabbitMqBackend {
         let addresses = addresses.into_addresses();
         let link = Link::connect(&addresses, Arc::clone(&options)).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
-        if let Some(after) = options.prune_holds_after {
+        if let (Some(after), Some(census)) = (options.prune_holds_after, options.census()) {
             tokio::spawn(crate::outbox::prune_idle_holds(
                 Arc::downgrade(&outbox),
                 after,
+                census,
             ));
         }
         let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
@@ -120,10 +122,12 @@ impl RabbitMqBackend {
 
     /// Deletes `hold`, a quorum hold queue of the work queue `queue`, if it
     /// is empty and nobody uses it, without ever deleting a job with it.
+    /// `census` counts the jobs AMQP cannot see (see [`HoldCensus`]): the
+    /// hold is kept unless it counts 0 before and after the watch.
     ///
-    /// The backend does this by itself for the holds it used (see
-    /// [`RabbitMqOptions::prune_holds_after`]); this is for the others,
-    /// such as the holds of a delay no longer in use, found with the
+    /// The backend does this by itself for the holds it used, given a
+    /// census (see [`RabbitMqOptions::prune_holds_after`]); this is for the
+    /// others, such as the holds of a delay no longer in use, found with the
     /// `queuey holds` tool (whose `holds prune` calls this).
     ///
     /// It takes at least ten seconds for a hold that is empty: the hold is
@@ -139,20 +143,29 @@ impl RabbitMqBackend {
     /// expire by themselves).
     ///
     /// ```no_run
-    /// # async fn run(backend: queuey_rabbitmq::RabbitMqBackend) -> Result<(), queuey_core::Error> {
+    /// # async fn run(
+    /// #     backend: queuey_rabbitmq::RabbitMqBackend,
+    /// #     census: &dyn queuey_rabbitmq::HoldCensus,
+    /// # ) -> Result<(), queuey_core::Error> {
     /// use queuey_rabbitmq::HoldPruned;
     ///
-    /// match backend.prune_hold("app.emails", "app.emails.deferred.quorum.1000").await? {
+    /// let hold = "app.emails.deferred.quorum.1000";
+    /// match backend.prune_hold("app.emails", hold, census).await? {
     ///     HoldPruned::Deleted { rescued } => println!("deleted ({rescued} jobs moved back)"),
     ///     kept => println!("kept: {kept:?}"),
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn prune_hold(&self, queue: &str, hold: &str) -> Result<HoldPruned, Error> {
+    pub async fn prune_hold(
+        &self,
+        queue: &str,
+        hold: &str,
+        census: &dyn HoldCensus,
+    ) -> Result<HoldPruned, Error> {
         if self.inner.link.is_closed() {
             return Err(Error::ShutDown);
         }
-        self.inner.outbox.retire_hold(queue, hold).await
+        self.inner.outbox.retire_hold(queue, hold, census).await
     }
 
     /// Closes the connection, within the call timeout whatever state its

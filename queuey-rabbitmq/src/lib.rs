@@ -388,6 +388,7 @@
 mod addresses;
 mod backend;
 mod bound;
+mod census;
 mod connection_properties;
 mod consumer;
 mod control;
@@ -406,6 +407,7 @@ pub mod topology;
 
 pub use addresses::Addresses;
 pub use backend::RabbitMqBackend;
+pub use census::HoldCensus;
 pub use connection_properties::ConnectionProperties;
 pub use options::builder::RabbitMqOptions;
 pub use options::settings::RabbitMqSettings;

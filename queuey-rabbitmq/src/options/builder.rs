@@ -7,6 +7,7 @@ use queuey_core::MAX_MESSAGE_BYTES;
 use queuey_core::backend::Granularity;
 
 use super::defaults::*;
+use crate::census::{HoldCensus, SharedCensus};
 use crate::tls::TlsOptions;
 use crate::topology::HoldQueues;
 
@@ -61,6 +62,7 @@ pub struct RabbitMqOptions {
     pub(crate) refuse_long_delays: bool,
     pub(crate) tls: TlsOptions,
     pub(crate) control_stream: String,
+    pub(crate) census: SharedCensus,
 }
 
 impl Default for RabbitMqOptions {
@@ -99,6 +101,7 @@ impl Default for RabbitMqOptions {
             refuse_long_delays: false,
             tls: TlsOptions::default(),
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
+            census: SharedCensus::default(),
         }
     }
 }
@@ -412,7 +415,9 @@ impl RabbitMqOptions {
     /// looks at the holds it has not used for that long and deletes those
     /// that are empty and unused, after watching each for ten seconds, so
     /// that no job is ever deleted with a hold and no publish races its
-    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues). A
+    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues). It
+    /// needs a [`hold_census`](Self::hold_census) to count the jobs AMQP
+    /// does not show; without one, nothing is pruned. A
     /// hold still in use by another process is kept and looked at again
     /// later; one deleted and then needed again is declared again on its
     /// next use. Holds the process never used (those of an earlier
@@ -429,6 +434,19 @@ impl RabbitMqOptions {
     pub fn prune_holds_after(mut self, idle: Option<Duration>) -> Self {
         self.prune_holds_after = idle;
         self
+    }
+
+    /// What the backend's pruner asks for the jobs of a hold that AMQP
+    /// cannot count (see [`HoldCensus`]). Without one the backend prunes
+    /// nothing by itself.
+    pub fn hold_census(mut self, census: impl HoldCensus + 'static) -> Self {
+        self.census = SharedCensus(Some(std::sync::Arc::new(census)));
+        self
+    }
+
+    /// The census the pruner asks, if any.
+    pub(crate) fn census(&self) -> Option<std::sync::Arc<dyn HoldCensus>> {
+        self.census.0.clone()
     }
 
     /// How many publishing channels the backend keeps (default

@@ -100,9 +100,9 @@ use queuey_core::{BackendError, BackendErrorKind, Error, QueueConfig};
 use tokio::time::Instant;
 
 use super::leases::Leases;
-use super::prune::Used;
 use super::publisher::Outgoing;
 use super::send::Sender;
+use super::used::Used;
 use crate::RabbitMqOptions;
 use crate::declare::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
 use crate::topology::HoldQueues;

@@ -31,6 +31,7 @@ mod publisher;
 mod retire;
 mod send;
 pub(crate) mod suspect;
+mod used;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,14 +4,22 @@
 //! The pruner's half of the handshake documented in `hold`:
 //!
 //! 1. a passive declare: a hold with jobs waiting, or with a consumer (a
-//!    prune under way elsewhere), is kept;
+//!    prune under way elsewhere), is kept; so is one whose [`HoldCensus`]
+//!    does not count 0 jobs. AMQP counts only the jobs whose delay is not
+//!    over: jobs past their delay that wait to be dead-lettered back to
+//!    the work queue (a hold whose dead-letter worker stopped, or whose
+//!    work queue refuses them) show in neither a declaration nor a
+//!    deletion's count (measured on 3.10.8), only in the management API's
+//!    statistics, and a deletion would take them;
 //! 2. the hold is consumed (manual acknowledgements) and watched for
 //!    [`RETIRE_GRACE`]: a job that reaches the consumer means the hold is in
 //!    use, so the consumer is cancelled and its channel closed, which gives
 //!    the job back to the hold unacknowledged, and the hold is kept;
-//! 3. the queue is deleted on another channel, unless the grace ran late
-//!    by more than half of itself (then a publisher could have trusted a
-//!    declaration older than the consumer's view: the hold is kept);
+//! 3. the census is asked again (its figures are now younger than the
+//!    watch), and the queue is deleted on another channel unless it counts
+//!    a job, or the grace ran late by more than half of itself (then a
+//!    publisher could have trusted a declaration older than the consumer's
+//!    view: the hold is kept);
 //! 4. every job the consumer still receives before the broker cancels it
 //!    (they raced the deletion; their publishers did not trust their
 //!    confirmation and publish them again) is published to the work queue,
@@ -33,6 +41,7 @@ use tokio::time::Instant;
 use super::Outbox;
 use super::hold::RETIRE_GRACE;
 use super::publisher::Outgoing;
+use crate::census::HoldCensus;
 use crate::error::Failure;
 use crate::properties;
 use crate::topology::HoldQueues;
@@ -71,13 +80,33 @@ pub enum HoldPruned {
     },
     /// No queue of that name exists: nothing to do.
     Missing,
+    /// Kept: the census could not tell how many jobs it holds (the
+    /// management API's statistics are not there yet, or it failed).
+    Unverified,
+}
+
+impl HoldPruned {
+    /// What the census says of `hold`, unless it counts nothing: the
+    /// outcome that keeps the hold.
+    async fn census(census: &dyn HoldCensus, hold: &str) -> Result<Option<HoldPruned>, Error> {
+        Ok(match census.jobs(hold).await? {
+            Some(0) => None,
+            Some(jobs) => Some(HoldPruned::InUse { jobs }),
+            None => Some(HoldPruned::Unverified),
+        })
+    }
 }
 
 impl Outbox {
     /// Retires `hold`, a quorum hold queue of `queue` (see the module
     /// documentation). Takes at least [`RETIRE_GRACE`] for a hold that is
     /// empty.
-    pub(crate) async fn retire_hold(&self, queue: &str, hold: &str) -> Result<HoldPruned, Error> {
+    pub(crate) async fn retire_hold(
+        &self,
+        queue: &str,
+        hold: &str,
+        census: &dyn HoldCensus,
+    ) -> Result<HoldPruned, Error> {
         let suffix = self.options().settings().deferred_suffix();
         let Some(ttl_ms) = HoldQueues::Quorum.parse(queue, suffix, hold) else {
             return Err(Error::invalid_config(format!(
@@ -109,11 +138,14 @@ impl Outbox {
         if consumers > 0 {
             return Ok(HoldPruned::Consumed { consumers });
         }
+        if let Some(kept) = HoldPruned::census(census, hold).await? {
+            return Ok(kept);
+        }
 
         // 2. Consume it and watch it for the grace.
         let watch = connection.create_channel().await.map_err(fail)?;
         let result = self
-            .watch_and_delete(connection, &watch, queue, hold, ttl_ms)
+            .watch_and_delete(connection, &watch, queue, hold, ttl_ms, census)
             .await;
         if watch.status().connected() {
             // Gives back whatever the consumer holds unacknowledged (kept
@@ -133,6 +165,7 @@ impl Outbox {
         queue: &str,
         hold: &str,
         ttl_ms: u64,
+        census: &dyn HoldCensus,
     ) -> Result<HoldPruned, Step> {
         watch
             .basic_qos(RETIRE_PREFETCH, BasicQosOptions { global: false })
@@ -157,6 +190,12 @@ impl Outbox {
             // Cancelled by the broker: someone else deleted it.
             Ok(None) => return Ok(HoldPruned::Missing),
             Ok(Some(Err(e))) => return Err(Step::Lapin(e)),
+        }
+        if let Some(kept) = HoldPruned::census(census, hold)
+            .await
+            .map_err(Step::Queuey)?
+        {
+            return Ok(kept);
         }
         if watched.elapsed() > RETIRE_GRACE + RETIRE_GRACE / 2 {
             tracing::debug!(hold = %hold, "the watch of the hold ran late; keeping it");

@@ -15,9 +15,9 @@ use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
 use queuey_core::backend::Backend;
 use queuey_core::{Error, QueueConfig};
-use queuey_rabbitmq::{HoldPruned, RabbitMqOptions};
+use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqOptions};
 
-use crate::support::{envelope, n_of, within};
+use crate::support::{BrokerCensus, envelope, n_of, within};
 
 /// A prune of an empty hold watches it for ten seconds first; this bounds
 /// one prune with room for a loaded machine.
@@ -49,13 +49,15 @@ async fn an_empty_unused_hold_is_deleted_and_one_in_use_is_kept() {
         .unwrap();
 
     // Not a quorum hold of this queue: refused, nothing touched.
-    let refused = backend.prune_hold(&q, &format!("{q}.dead")).await;
+    let refused = backend
+        .prune_hold(&q, &format!("{q}.dead"), &BrokerCensus)
+        .await;
     assert!(
         matches!(refused, Err(Error::InvalidConfig(_))),
         "{refused:?}"
     );
     assert_eq!(
-        within("missing", backend.prune_hold(&q, &hold))
+        within("missing", backend.prune_hold(&q, &hold, &BrokerCensus))
             .await
             .unwrap(),
         HoldPruned::Missing
@@ -69,7 +71,7 @@ async fn an_empty_unused_hold_is_deleted_and_one_in_use_is_kept() {
     .await
     .unwrap();
     let started = Instant::now();
-    let kept = within("in use", backend.prune_hold(&q, &hold))
+    let kept = within("in use", backend.prune_hold(&q, &hold, &BrokerCensus))
         .await
         .unwrap();
     assert_eq!(kept, HoldPruned::InUse { jobs: 1 });
@@ -77,9 +79,13 @@ async fn an_empty_unused_hold_is_deleted_and_one_in_use_is_kept() {
 
     // Once the job is back, the hold is empty and unused: deleted.
     broker.wait_ready(&q, 1).await;
-    let pruned = bounded("prune", PRUNE_BOUND, backend.prune_hold(&q, &hold))
-        .await
-        .unwrap();
+    let pruned = bounded(
+        "prune",
+        PRUNE_BOUND,
+        backend.prune_hold(&q, &hold, &BrokerCensus),
+    )
+    .await
+    .unwrap();
     assert_eq!(pruned, HoldPruned::Deleted { rescued: 0 });
     assert!(!broker.exists(&hold).await, "the hold is gone");
     assert_eq!(broker.ready(&q).await, 1, "the job that came back is kept");
@@ -121,7 +127,7 @@ async fn a_consumed_hold_is_kept() {
         .await
         .unwrap();
     assert_eq!(
-        within("consumed", backend.prune_hold(&q, &hold))
+        within("consumed", backend.prune_hold(&q, &hold, &BrokerCensus))
             .await
             .unwrap(),
         HoldPruned::Consumed { consumers: 1 }
@@ -152,7 +158,7 @@ async fn a_job_arriving_while_the_hold_is_watched_keeps_it() {
     let pruner = {
         let backend = backend.clone();
         let (q, hold) = (q.clone(), hold.clone());
-        tokio::spawn(async move { backend.prune_hold(&q, &hold).await })
+        tokio::spawn(async move { backend.prune_hold(&q, &hold, &BrokerCensus).await })
     };
     // Wait for the pruner's consumer, then publish as a foreign client.
     within("the pruner consumes", async {
@@ -220,7 +226,7 @@ async fn a_hold_publish_waits_for_a_prune_and_loses_nothing() {
 
     let pruner = {
         let (q, hold) = (q.clone(), hold.clone());
-        tokio::spawn(async move { pruning.prune_hold(&q, &hold).await })
+        tokio::spawn(async move { pruning.prune_hold(&q, &hold, &BrokerCensus).await })
     };
     within("the pruner consumes", async {
         while !consumed(&broker, &hold).await {
@@ -255,10 +261,10 @@ async fn a_hold_publish_waits_for_a_prune_and_loses_nothing() {
     broker.wait_ready(&q, 2).await;
 }
 
-/// Jobs held in bursts with quiet spells longer than the prune's watch,
-/// while another backend prunes the hold over and over: every hold prunes
-/// at least once, publishes meet holds being pruned and deleted ones, and
-/// every confirmed job comes back exactly as published.
+/// Jobs held in bursts with quiet spells shorter and longer than a prune's
+/// watch, while another backend prunes the hold over and over: the hold is
+/// deleted several times, publishes meet holds being watched and deleted
+/// ones, and every confirmed job comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pruning_while_holding_loses_no_job() {
     let broker = broker!("pruning_while_holding_loses_no_job");
@@ -278,7 +284,7 @@ async fn pruning_while_holding_loses_no_job() {
         tokio::spawn(async move {
             let mut outcomes = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                match pruning.prune_hold(&q, &hold).await {
+                match pruning.prune_hold(&q, &hold, &BrokerCensus).await {
                     Ok(outcome) => outcomes.push(outcome),
                     Err(e) => panic!("prune failed: {e}"),
                 }
@@ -288,12 +294,14 @@ async fn pruning_while_holding_loses_no_job() {
         })
     };
 
-    // Three bursts of 30 jobs over 3 s, each followed by a quiet spell
-    // longer than a prune's watch; the last burst is followed by one too.
+    // Bursts of 10 jobs over a second, each followed by a quiet spell:
+    // those longer than a prune's watch let the hold be deleted (and the
+    // next burst meet a deleted hold), the shorter ones end while a prune
+    // watches it (the next burst keeps it, or waits for the deletion).
     let mut published = BTreeSet::new();
     let mut n = 0;
-    for _ in 0..3 {
-        let burst: Vec<_> = (0..30)
+    for quiet in [13, 4, 13, 7, 2, 13] {
+        let burst: Vec<_> = (0..10)
             .map(|i| {
                 n += 1;
                 let job = n;
@@ -311,7 +319,7 @@ async fn pruning_while_holding_loses_no_job() {
         for result in bounded("a burst", PRUNE_BOUND, futures::future::join_all(burst)).await {
             published.insert(result.expect("every hold is confirmed"));
         }
-        tokio::time::sleep(Duration::from_secs(13)).await;
+        tokio::time::sleep(Duration::from_secs(quiet)).await;
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let outcomes = bounded("the pruner stops", PRUNE_BOUND, pruner)
@@ -371,7 +379,11 @@ async fn pruning_while_holding_loses_no_job() {
 async fn the_backend_prunes_the_holds_it_stopped_using() {
     let broker = broker!("the_backend_prunes_the_holds_it_stopped_using");
     let backend = broker
-        .backend(exact().prune_holds_after(Some(Duration::from_secs(2))))
+        .backend(
+            exact()
+                .prune_holds_after(Some(Duration::from_secs(2)))
+                .hold_census(BrokerCensus),
+        )
         .await;
     let q = broker.queue("idle");
     let hold = broker.hold(&q, 500);
@@ -399,4 +411,43 @@ async fn the_backend_prunes_the_holds_it_stopped_using() {
     .await
     .unwrap();
     broker.wait_ready(&q, 2).await;
+}
+
+/// Jobs past their delay that wait to be dead-lettered (their work queue
+/// is gone) show in no AMQP count: the census keeps the hold, jobs and
+/// all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_jobs_wait_to_be_dead_lettered_is_kept() {
+    let broker = broker!("a_hold_whose_jobs_wait_to_be_dead_lettered_is_kept");
+    let backend = broker.backend(exact()).await;
+    let q = broker.queue("stuck");
+    let hold = broker.hold(&q, 300);
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    broker.delete_raw(&q).await;
+    // Past its delay, the job cannot be moved to the missing queue.
+    within("the job is stuck", async {
+        while BrokerCensus.jobs(&hold).await.unwrap() != Some(1) || broker.ready(&hold).await != 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let kept = bounded(
+        "prune",
+        PRUNE_BOUND,
+        backend.prune_hold(&q, &hold, &BrokerCensus),
+    )
+    .await
+    .unwrap();
+    assert_eq!(kept, HoldPruned::InUse { jobs: 1 });
+    assert!(broker.exists(&hold).await);
+    assert_eq!(BrokerCensus.jobs(&hold).await.unwrap(), Some(1));
 }
