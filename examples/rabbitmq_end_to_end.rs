@@ -9,9 +9,12 @@
 //! `aq-example.emails.dead` appear at startup and stay. The flaky job fails
 //! twice; its retries wait 500 ms and then 1 s, in the hold queues
 //! `aq-example.emails.deferred.quorum.500` and `…quorum.1000`, durable quorum
-//! queues that stay for the next retry of that length (`queuey holds` lists
-//! them). A job with an invalid address goes to
-//! `aq-example.emails.dead`, where it stays for an operator to read.
+//! queues (`queuey holds` lists them). A running backend deletes the holds it
+//! has not used for an hour; this example, done with its jobs, prunes its
+//! two at once before it exits, which takes ten seconds (each hold is
+//! watched that long first, so that no job is ever deleted with it). A job
+//! with an invalid address goes to `aq-example.emails.dead`, where it stays
+//! for an operator to read.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,6 +129,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::timeout(Duration::from_secs(30), worker.run_until(stop))
         .await
         .map_err(|_| "the jobs did not finish within 30 s")??;
+
+    // The holds of the two retries, pruned together: each is deleted only
+    // if no job waits in it (the management API is asked too) and none
+    // reaches it while it is watched.
+    let queue = AppQueues::Emails.name();
+    let holds = [500, 1000].map(|ms| format!("{queue}.deferred.quorum.{ms}"));
+    let pruned =
+        futures::future::join_all(holds.iter().map(|hold| backend.prune_hold(queue, hold))).await;
+    for (hold, outcome) in holds.iter().zip(pruned) {
+        println!("{hold}: {:?}", outcome?);
+    }
     backend.close().await?;
     println!(
         "done in {} ms; the invalid job waits in {}.dead",

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`dead`] | list, group, show, redrive, purge (with an export) and import dead letters |
 //! | [`holds`] | the census of a queue's hold queues |
+//! | [`prune`] | which empty hold queues to delete, and deleting them without losing a job |
 //! | [`topology`] | compare the broker with a queue set; declare what is missing |
 //! | [`schedules`] | the schedules of periodic jobs: leader, last and next tick |
 //! | [`fleet`] | the running workers, and the commands that pause queues and cancel jobs |
@@ -44,6 +45,7 @@ pub mod fleet;
 pub mod headers;
 pub mod holds;
 pub mod mgmt;
+pub mod prune;
 pub mod schedules;
 pub mod time;
 pub mod tls;

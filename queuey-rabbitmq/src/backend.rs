@@ -14,10 +14,11 @@ use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
+use crate::census::HoldCensus;
 use crate::control::Control;
 use crate::heartbeats::Heartbeats;
 use crate::link::Link;
-use crate::outbox::Outbox;
+use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
 use crate::watch::{HoldWatch, StalledHold};
 use crate::{RabbitMqOptions, consumer, declare};
@@ -51,6 +52,8 @@ struct Inner {
     retirements: Arc<consumer::Retirements>,
     /// The hold watchdog.
     watch: HoldWatch,
+    /// What counts a hold's jobs before a prune, when anything can.
+    census: Option<Arc<dyn HoldCensus>>,
 }
 
 impl RabbitMqBackend {
@@ -87,6 +90,16 @@ impl RabbitMqBackend {
         let addresses = addresses.into_addresses();
         let link = Link::connect(&addresses, Arc::clone(&options)).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
+        let census = options
+            .census()
+            .or_else(|| crate::watch::census(addresses.first().map(String::as_str), &options));
+        if let (Some(after), Some(census)) = (options.prune_holds_after, &census) {
+            tokio::spawn(crate::outbox::prune_idle_holds(
+                Arc::downgrade(&outbox),
+                after,
+                Arc::clone(census),
+            ));
+        }
         let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
         let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
         let control = Control::new(Arc::clone(&link), Arc::clone(&outbox), Arc::clone(&options));
@@ -112,6 +125,7 @@ impl RabbitMqBackend {
                 heartbeats,
                 retirements: Arc::default(),
                 watch,
+                census,
             }),
         })
     }
@@ -133,6 +147,52 @@ impl RabbitMqBackend {
     /// may ask as often as it likes: it reads what the watchdog last saw.
     pub fn stalled_holds(&self) -> Vec<StalledHold> {
         self.inner.watch.stalled()
+    }
+
+    /// Deletes `hold`, a quorum hold queue of the work queue `queue`, if it
+    /// is empty and nobody uses it, without ever deleting a job with it.
+    /// The jobs AMQP cannot see are counted by the backend's census (the
+    /// one given with [`RabbitMqOptions::hold_census`], else the management
+    /// API the [hold watchdog](crate#hold-watchdog) reads): the hold is
+    /// kept unless it counts no job after the watch, and a backend
+    /// with no census keeps every hold ([`HoldPruned::Unverified`]).
+    ///
+    /// The backend does this by itself for the holds it used (see
+    /// [`RabbitMqOptions::prune_holds_after`]); this is for the others, such
+    /// as the holds of a delay no longer in use, or a program's own holds
+    /// once its work is done. `queuey holds prune` calls it.
+    ///
+    /// It takes at least ten seconds for a hold that is empty: the hold is
+    /// consumed and watched that long first, and a job that reaches it
+    /// meanwhile keeps it ([`HoldPruned::InUse`]). Every queuey process
+    /// publishing into the hold must be of this version or later: they
+    /// wait while a hold is being pruned and publish a job again when its
+    /// confirmation came too late to be sure it was stored before a prune.
+    /// See [Pruning hold queues](crate#pruning-hold-queues).
+    ///
+    /// Fails with [`Error::InvalidConfig`] when `hold` is not a quorum
+    /// hold of `queue` with this backend's deferred suffix (classic holds
+    /// expire by themselves).
+    ///
+    /// ```no_run
+    /// # async fn run(backend: queuey_rabbitmq::RabbitMqBackend) -> Result<(), queuey_core::Error> {
+    /// use queuey_rabbitmq::HoldPruned;
+    ///
+    /// let hold = "app.emails.deferred.quorum.1000";
+    /// match backend.prune_hold("app.emails", hold).await? {
+    ///     HoldPruned::Deleted { rescued } => println!("deleted ({rescued} jobs moved back)"),
+    ///     kept => println!("kept: {kept:?}"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn prune_hold(&self, queue: &str, hold: &str) -> Result<HoldPruned, Error> {
+        if self.inner.link.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        match &self.inner.census {
+            Some(census) => self.inner.outbox.retire_hold(queue, hold, &**census).await,
+            None => Ok(HoldPruned::Unverified),
+        }
     }
 
     /// Closes the connection, within the call timeout whatever state its

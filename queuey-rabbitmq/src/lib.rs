@@ -154,6 +154,44 @@
 //! [`RabbitMqOptions::refuse_long_delays`] asks for
 //! [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) instead.
 //!
+//! # Pruning hold queues
+//!
+//! The broker never deletes a quorum hold queue by itself, so every delay
+//! bucket ever used stays (about 130 KB of broker memory each) until it is
+//! pruned: by the backend itself for the holds it stopped using (an hour
+//! by default: [`RabbitMqOptions::prune_holds_after`]), by
+//! [`RabbitMqBackend::prune_hold`], or by the `queuey holds prune` tool.
+//! Deleting a quorum queue deletes its jobs, RabbitMQ refuses a deletion
+//! conditional on the queue being empty, and it even confirms a publish
+//! that was on its way into a queue being deleted. So a prune never
+//! deletes a hold on a count alone; publishers and pruners keep a
+//! handshake:
+//!
+//! - the pruner keeps a hold that has jobs waiting, a consumer, or jobs
+//!   past their delay waiting to be moved back (AMQP does not count those:
+//!   the backend asks the management API, the one the [hold
+//!   watchdog](#hold-watchdog) reads, or the [`HoldCensus`] given; a hold
+//!   that cannot be counted is kept);
+//! - it consumes an empty hold and watches it for ten seconds: any job
+//!   that reaches it keeps the hold (the job goes back, untouched);
+//! - a publisher relies only on a declaration of the hold that counted no
+//!   consumer (while a prune watches, it waits and declares again) and
+//!   trusts a job as held only when its confirmation came within five
+//!   seconds of that declaration, else it publishes the job again;
+//! - after the watch the pruner asks the census again and deletes the hold,
+//!   then moves anything that still reached it to the work queue, where the
+//!   consumer holds it again until its due time.
+//!
+//! A trusted job reaches the pruner's consumer at least five seconds
+//! before the watch ends, so it can never be deleted; a job whose
+//! confirmation came later is published again by its publisher. A publish
+//! that meets a hold already deleted comes back `NO_ROUTE` and declares it
+//! again. Every process publishing into a hold must be of this version or
+//! later before any prune runs. Measured on one RabbitMQ 3.10.8 node: 60
+//! jobs held in bursts while another backend pruned the hold over and over
+//! (five deletions, publishes waiting for a watch and meeting deleted
+//! holds), none lost.
+//!
 //! # Messages
 //!
 //! A job's body is its JSON envelope; its properties are persistence
@@ -444,9 +482,10 @@
 //! | `heartbeats` | the workers' heartbeats: published to the heartbeat stream, and the list of workers read back from it |
 //! | `watch` | the hold watchdog: reads the management API, decides which quorum holds stalled, reports them |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, dead letters, suspect copies |
+//! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, pruning holds, dead letters, suspect copies |
 //! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
 //! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |
-//! | `options`, `topology`, `rehold`, `properties`, `error`, `bound`, `tls`, `uri`, `connection_properties` | settings, queue names and arguments, due times, message properties, error mapping, bounded calls: no broker I/O of their own |
+//! | `options`, `topology`, `rehold`, `properties`, `error`, `bound`, `tls`, `uri`, `connection_properties`, `census` | settings, queue names and arguments, due times, message properties, error mapping, bounded calls, what a pruner must be told: no broker I/O of their own |
 //!
 //! Inside a folder, the files lean on each other the same way, one
 //! direction only. A test (`tests/module_graph.rs`) reads the crate's
@@ -459,6 +498,7 @@
 mod addresses;
 mod backend;
 mod bound;
+mod census;
 mod connection_properties;
 mod consumer;
 mod control;
@@ -478,9 +518,11 @@ mod watch;
 
 pub use addresses::Addresses;
 pub use backend::RabbitMqBackend;
+pub use census::HoldCensus;
 pub use connection_properties::ConnectionProperties;
 pub use options::builder::RabbitMqOptions;
 pub use options::settings::RabbitMqSettings;
+pub use outbox::HoldPruned;
 pub use tls::TlsOptions;
 pub use watch::StalledHold;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP

@@ -1,17 +1,21 @@
-//! `queuey holds`.
+//! `queuey holds` and `queuey holds prune`.
 
 use std::process::ExitCode;
 
-use clap::Args;
+use clap::{Args, Subcommand};
 use queuey_ops::Result;
 use queuey_ops::holds::{self, Census};
+use queuey_ops::prune;
 use queuey_ops::time::{format_duration_ms, format_ms, now_ms};
+use queuey_rabbitmq::HoldPruned;
 
 use super::table::Table;
 use super::{EXIT_PROBLEM, Global, print_json};
 
 #[derive(Debug, Args)]
 pub(crate) struct HoldsArgs {
+    #[command(subcommand)]
+    action: Option<HoldsAction>,
     /// Work queues whose hold queues to count.
     #[arg(required = true, value_name = "QUEUE")]
     queues: Vec<String>,
@@ -25,7 +29,29 @@ pub(crate) struct HoldsArgs {
     peek: usize,
 }
 
+#[derive(Debug, Subcommand)]
+enum HoldsAction {
+    /// Delete the empty quorum hold queues of work queues (a preview
+    /// without --yes). Each is watched for ten seconds first and kept if a
+    /// job reaches it; those with jobs, jobs not yet moved back, or
+    /// consumers are kept.
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+struct PruneArgs {
+    /// Work queues whose hold queues to prune.
+    #[arg(required = true, value_name = "QUEUE")]
+    queues: Vec<String>,
+    /// Act; without it the command only prints what it would do.
+    #[arg(long)]
+    yes: bool,
+}
+
 pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
+    if let Some(HoldsAction::Prune(prune)) = args.action {
+        return run_prune(global, prune).await;
+    }
     let mgmt = global.management()?;
     let amqp = global.connect("holds").await?;
     let mut censuses = Vec::new();
@@ -72,6 +98,87 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
             "problem: {consumers} consumer(s) on hold queues; a consumer takes delayed jobs before \
              they are due. Find and stop it (the management UI lists a queue's consumers)."
         );
+        return Ok(ExitCode::from(EXIT_PROBLEM));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
+    let mgmt = global.management()?;
+    let amqp = global.connect("holds-prune").await?;
+    let mut items = Vec::new();
+    for queue in &args.queues {
+        match holds::census(&mgmt, &amqp, queue, &global.deferred_suffix, 0).await {
+            Ok(census) => items.extend(prune::plan(&census)),
+            Err(e) => {
+                amqp.close().await;
+                return Err(e);
+            }
+        }
+    }
+    amqp.close().await;
+    let candidates = items.iter().filter(|i| i.prune).count();
+    if !args.yes {
+        if global.json {
+            print_json(&items);
+        } else {
+            let mut table = Table::new(["HOLD QUEUE", "DELAY", "PRUNE", "WHY"]);
+            for item in &items {
+                table.row(vec![
+                    queuey_ops::escape::line(&item.hold).into_owned(),
+                    format_duration_ms(i64::try_from(item.delay_ms).unwrap_or(i64::MAX)),
+                    if item.prune { "yes" } else { "no" }.to_owned(),
+                    item.reason.clone(),
+                ]);
+            }
+            print!("{}", table.render());
+            println!(
+                "would prune {candidates} hold queue(s), each after watching it for ten seconds \
+                 (a job that reaches it keeps it); run again with --yes to prune"
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let name = format!("queuey-cli-holds-prune-{}", std::process::id());
+    let outcomes = prune::prune(
+        &global.url,
+        &global.tls(),
+        &name,
+        &global.deferred_suffix,
+        mgmt,
+        &items,
+    )
+    .await?;
+    let failed = outcomes.iter().filter(|(_, o)| o.is_err()).count();
+    if global.json {
+        let rows: Vec<_> = outcomes
+            .iter()
+            .map(|(item, outcome)| {
+                serde_json::json!({
+                    "queue": item.queue,
+                    "hold": item.hold,
+                    "outcome": prune::describe(outcome),
+                    "deleted": matches!(outcome, Ok(HoldPruned::Deleted { .. })),
+                })
+            })
+            .collect();
+        print_json(&rows);
+    } else {
+        let mut table = Table::new(["HOLD QUEUE", "OUTCOME"]);
+        for (item, outcome) in &outcomes {
+            table.row(vec![
+                queuey_ops::escape::line(&item.hold).into_owned(),
+                global.scrub(&prune::describe(outcome)),
+            ]);
+        }
+        print!("{}", table.render());
+        let deleted = outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, Ok(HoldPruned::Deleted { .. })))
+            .count();
+        println!("deleted {deleted} of {candidates} hold queue(s)");
+    }
+    if failed > 0 {
         return Ok(ExitCode::from(EXIT_PROBLEM));
     }
     Ok(ExitCode::SUCCESS)

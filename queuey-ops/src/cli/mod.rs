@@ -176,7 +176,9 @@ pub(crate) enum Command {
     /// Dead letters: list, group, show, redrive, purge with an export, import.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
-    /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times.
+    /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times;
+    /// `holds prune` deletes the empty ones.
+    #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Holds(holds::HoldsArgs),
     /// Schedules of periodic jobs: whether the fleet has a leader, who waits, last and next tick.
     Schedules(schedules::SchedulesArgs),

@@ -353,3 +353,79 @@ async fn topology_verify_catches_arguments_orphans_policies_and_hold_consumers()
     assert!(text.contains("sets message-ttl = 1000"), "{text}");
     let _ = ch.close(200, "".into()).await;
 }
+
+/// `holds prune` previews, then deletes only the empty quorum holds: one
+/// whose job came back is deleted, one with a job waiting is kept, and the
+/// job is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_prune_previews_then_deletes_only_the_empty_holds() {
+    let h = harness!("holds_prune");
+    let q = h.queue("prune");
+    let (backend, config) = h.backend(&q).await;
+    let empty = format!("{q}.deferred.quorum.1000");
+    let busy = format!("{q}.deferred.quorum.120000");
+    h.track(&empty);
+    h.track(&busy);
+    for (n, delay) in [(1, 1), (2, 120)] {
+        let raw = serde_json::value::to_raw_value(&serde_json::json!({ "n": n })).unwrap();
+        let env = Envelope::new("later", config.name(), raw);
+        within(
+            "publish_after",
+            backend.publish_after(&env, Duration::from_secs(delay)),
+        )
+        .await
+        .expect("held");
+    }
+    // The first job comes back; the management API's statistics catch up
+    // within a few seconds.
+    let plan = within("the empty hold is a candidate", async {
+        loop {
+            let plan = json(&h.cli(&["holds", "prune", &q, "--json"]));
+            let verdict = |hold: &str| {
+                plan.as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|i| i["hold"] == hold)
+                    .map(|i| (i["prune"].as_bool().unwrap(), i["reason"].clone()))
+            };
+            if verdict(&empty).is_some_and(|(prune, _)| prune) {
+                assert_eq!(
+                    verdict(&busy),
+                    Some((false, Value::from("1 job(s) waiting")))
+                );
+                break plan;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert_eq!(plan.as_array().unwrap().len(), 2, "{plan}");
+    // A preview deletes nothing.
+    assert!(list_queues().contains_key(&empty));
+
+    let args = ["holds", "prune", q.as_str(), "--yes"].map(str::to_owned);
+    let run = {
+        let url = h.url.clone();
+        let control = h.control_stream();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_queuey"))
+                .args(&args)
+                .env("AMQP_URL", url)
+                .env("QUEUEY_CONTROL_STREAM", control)
+                .env_remove("QUEUEY_MGMT_URL")
+                .output()
+                .expect("the queuey binary runs")
+        })
+    };
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("holds prune --yes returns")
+        .unwrap();
+    let text = ok(&out);
+    assert!(text.contains("deleted 1 of 1 hold queue(s)"), "{text}");
+    let queues = list_queues();
+    assert!(!queues.contains_key(&empty), "{text}");
+    assert_eq!(queues.get(&busy), Some(&(1, 0)), "the waiting job is kept");
+    assert_eq!(h.ready(&q).await, 1, "the job that came back is kept");
+    backend.close().await.unwrap();
+}

@@ -4,7 +4,7 @@ use lapin::Connection;
 use queuey_core::{Error, QueueConfig};
 
 use super::pool::ChannelPool;
-use super::{declare, explain, new_channel};
+use super::{declare_counting, explain, new_channel};
 use crate::topology::HoldQueues;
 
 /// How many channels hold queues are declared on.
@@ -32,7 +32,9 @@ impl HoldDeclarer {
 
     /// Declares the hold queue `hold` of the family `holds` for `config`'s
     /// queue, waiting for the broker's answer (for a classic hold, only a
-    /// waited-for declaration renews the queue's `x-expires` lease).
+    /// waited-for declaration renews the queue's `x-expires` lease), and
+    /// returns how many consumers it has (a quorum hold being pruned has
+    /// one).
     pub(crate) async fn declare(
         &self,
         connection: &Connection,
@@ -40,7 +42,7 @@ impl HoldDeclarer {
         holds: HoldQueues,
         config: &QueueConfig,
         ttl_ms: u64,
-    ) -> Result<(), Error> {
+    ) -> Result<u32, Error> {
         let args = holds.arguments(config.name(), ttl_ms);
         // A quorum queue is always durable; a classic hold lives as long as
         // its work queue would.
@@ -54,7 +56,7 @@ impl HoldDeclarer {
                     .clone()
             }
         };
-        let result = declare(connection, &channel, hold, durable, &args).await;
+        let result = declare_counting(connection, &channel, hold, durable, &args).await;
         if !channel.status().connected() {
             *slot = None;
         }

@@ -160,6 +160,20 @@ async fn declare(
     durable: bool,
     args: &QueueArguments,
 ) -> Result<(), Failure> {
+    declare_counting(connection, channel, queue, durable, args)
+        .await
+        .map(drop)
+}
+
+/// Declares one queue on `channel`, waiting for the broker's answer, and
+/// returns how many consumers the broker counts on it.
+async fn declare_counting(
+    connection: &Connection,
+    channel: &Channel,
+    queue: &str,
+    durable: bool,
+    args: &QueueArguments,
+) -> Result<u32, Failure> {
     let name = ShortString::try_new(queue).map_err(|_| Failure {
         reply_code: None,
         connection_lost: false,
@@ -175,7 +189,7 @@ async fn declare(
     channel
         .queue_declare(name, options, field_table(args))
         .await
-        .map(drop)
+        .map(|queue| queue.consumer_count())
         .map_err(|e| Failure::of(&e, connection.status().connected()))
 }
 

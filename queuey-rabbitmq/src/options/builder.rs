@@ -7,6 +7,7 @@ use queuey_core::MAX_MESSAGE_BYTES;
 use queuey_core::backend::Granularity;
 
 use super::defaults::*;
+use crate::census::{HoldCensus, SharedCensus};
 use crate::tls::TlsOptions;
 use crate::topology::HoldQueues;
 
@@ -46,6 +47,7 @@ pub struct RabbitMqOptions {
     pub(crate) retry_granularity: Option<Granularity>,
     pub(crate) deferred_granularity: Option<Granularity>,
     pub(crate) hold_queues: HoldQueues,
+    pub(crate) prune_holds_after: Option<Duration>,
     pub(crate) publish_concurrency: usize,
     pub(crate) publish_window: usize,
     pub(crate) max_message_size: usize,
@@ -61,6 +63,7 @@ pub struct RabbitMqOptions {
     pub(crate) tls: TlsOptions,
     pub(crate) control_stream: String,
     pub(crate) hold_watch: super::watch_settings::HoldWatchSettings,
+    pub(crate) census: SharedCensus,
 }
 
 impl Default for RabbitMqOptions {
@@ -71,7 +74,8 @@ impl Default for RabbitMqOptions {
     /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
     /// 128 publishes in flight on each, a 16 MiB message limit, control
     /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM),
-    /// and the [hold watchdog](crate#hold-watchdog) on.
+    /// the [hold watchdog](crate#hold-watchdog) on, and quorum holds the
+    /// backend has not used for an hour [pruned](crate#pruning-hold-queues).
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -85,6 +89,7 @@ impl Default for RabbitMqOptions {
             retry_granularity: None,
             deferred_granularity: None,
             hold_queues: HoldQueues::Quorum,
+            prune_holds_after: Some(DEFAULT_PRUNE_HOLDS_AFTER),
             publish_concurrency: DEFAULT_PUBLISH_CONCURRENCY,
             publish_window: DEFAULT_PUBLISH_WINDOW,
             max_message_size: MAX_MESSAGE_BYTES,
@@ -100,6 +105,7 @@ impl Default for RabbitMqOptions {
             tls: TlsOptions::default(),
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
             hold_watch: super::watch_settings::HoldWatchSettings::default(),
+            census: SharedCensus::default(),
         }
     }
 }
@@ -380,14 +386,18 @@ impl RabbitMqOptions {
     /// their work queue when the broker died (see [`HoldQueues`]), and
     /// cannot serve a quorum work queue.
     ///
-    /// Quorum hold queues are never deleted (no lease can keep a quorum
-    /// queue alive from the producing side), so each distinct rounded delay
-    /// is a queue that stays on the broker: about 130 KB of broker memory
-    /// each. With the default granularity a work queue needs at most about
-    /// 150 of them; a fixed granularity set explicitly bounds them by
-    /// `longest delay / step` instead. `queuey holds` lists them, and an
-    /// operator may delete an empty one at any time: the next hold declares
-    /// it again.
+    /// The broker never deletes a quorum hold queue by itself (no lease can
+    /// keep a quorum queue alive from the producing side), so each distinct
+    /// rounded delay is a queue that stays on the broker, about 130 KB of
+    /// broker memory each, until it is pruned: the backend deletes the
+    /// empty ones it has not used for an hour
+    /// ([`prune_holds_after`](Self::prune_holds_after)), and
+    /// `queuey holds prune` deletes any empty, idle one. With the default
+    /// granularity a work queue needs at most about 150 of them; a fixed
+    /// granularity set explicitly bounds them by `longest delay / step`
+    /// instead. `queuey holds` lists them. Never delete a quorum hold by
+    /// hand while jobs may be held in it: RabbitMQ deletes its jobs with it,
+    /// and may confirm a job published into it as it is deleted.
     ///
     /// ```
     /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
@@ -399,6 +409,51 @@ impl RabbitMqOptions {
     pub fn hold_queues(mut self, holds: HoldQueues) -> Self {
         self.hold_queues = holds;
         self
+    }
+
+    /// How long a quorum hold queue this backend parked jobs in may go
+    /// unused by it before the backend deletes it (default
+    /// [`DEFAULT_PRUNE_HOLDS_AFTER`], an hour; `None` keeps every hold).
+    ///
+    /// Every quarter of that time (at most every 15 minutes) the backend
+    /// looks at the holds it has not used for that long and deletes those
+    /// that are empty and unused, after watching each for ten seconds, so
+    /// that no job is ever deleted with a hold and no publish races its
+    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues). It
+    /// asks the management API (the [hold watchdog](crate#hold-watchdog)'s,
+    /// or a [`hold_census`](Self::hold_census) given) for the jobs AMQP does
+    /// not count, and keeps a hold the API cannot count. A hold still in use by another process is kept and looked at again
+    /// later; one deleted and then needed again is declared again on its
+    /// next use. Holds the process never used (those of an earlier
+    /// version's delays, say) are left to `queuey holds prune`. Classic
+    /// holds expire by themselves and are never pruned.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default().prune_holds_after(Some(Duration::from_secs(6 * 3600)));
+    /// assert_eq!(options.settings().prune_holds_after(), Some(Duration::from_secs(6 * 3600)));
+    /// ```
+    pub fn prune_holds_after(mut self, idle: Option<Duration>) -> Self {
+        self.prune_holds_after = idle;
+        self
+    }
+
+    /// What the backend's pruner asks for the jobs of a hold that AMQP
+    /// cannot count (see [`HoldCensus`]). By default (with the `hold-watch`
+    /// feature) it asks the management API the [hold
+    /// watchdog](crate#hold-watchdog) reads; a hold it cannot count is
+    /// kept. Without the feature and without a census, the backend prunes
+    /// nothing by itself.
+    pub fn hold_census(mut self, census: impl HoldCensus + 'static) -> Self {
+        self.census = SharedCensus(Some(std::sync::Arc::new(census)));
+        self
+    }
+
+    /// The census the pruner asks, if any.
+    pub(crate) fn census(&self) -> Option<std::sync::Arc<dyn HoldCensus>> {
+        self.census.0.clone()
     }
 
     /// How many publishing channels the backend keeps (default

@@ -52,6 +52,10 @@ pub const DEFAULT_RECONNECT_DELAY_MAX: Duration = Duration::from_secs(5);
 /// RabbitMQ's own default `consumer_timeout`, 30 minutes (3.8.15 to 4.x):
 /// the default of [`RabbitMqOptions::consumer_timeout`](crate::RabbitMqOptions::consumer_timeout).
 pub const DEFAULT_CONSUMER_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How long a quorum hold queue the backend used may go unused before the
+/// backend deletes it, when it is empty: one hour, the default of
+/// [`RabbitMqOptions::prune_holds_after`](crate::RabbitMqOptions::prune_holds_after).
+pub const DEFAULT_PRUNE_HOLDS_AFTER: Duration = Duration::from_secs(60 * 60);
 /// The default limit of the [poison guard](crate#poison-guard): a job is
 /// dead-lettered once 5 of its deliveries in a row ended without being
 /// settled. Enough to absorb the innocent redeliveries of a lost connection

@@ -94,6 +94,13 @@ impl<'a> RabbitMqSettings<'a> {
         self.options.reconnect_deadline
     }
 
+    /// How long a quorum hold this backend used may go unused before the
+    /// backend deletes it, `None` for never
+    /// ([`RabbitMqOptions::prune_holds_after`]).
+    pub fn prune_holds_after(&self) -> Option<Duration> {
+        self.options.prune_holds_after
+    }
+
     /// The broker's consumer timeout as given, `None` when it does not
     /// apply ([`RabbitMqOptions::consumer_timeout`]).
     pub fn consumer_timeout(&self) -> Option<Duration> {

@@ -80,6 +80,12 @@ impl RabbitMqOptions {
                  consumer_timeout, or None when it does not apply",
             ));
         }
+        if self.prune_holds_after == Some(std::time::Duration::ZERO) {
+            return Err(Error::invalid_config(
+                "prune_holds_after(Some(0)) would prune every hold as soon as it is used: give \
+                 how long a hold may go unused first, or None to keep every hold",
+            ));
+        }
         let (min, max) = self.reconnect_delay;
         if min.is_zero() || min > max {
             return Err(Error::invalid_config(format!(

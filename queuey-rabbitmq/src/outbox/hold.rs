@@ -1,15 +1,53 @@
 //! Holds: parking a job in a hold queue until its delay has passed, without
-//! the hold queue's lease running out under it.
+//! the hold queue's lease running out under it, and without a prune
+//! deleting it under it.
 //!
 //! # Quorum hold queues (the default)
 //!
 //! A quorum hold queue `q.deferred.quorum.{ttl}` has no lease: the broker
-//! never deletes it, so it is declared once per process (and again only if a
-//! publish into it comes back unroutable because an operator deleted it),
-//! and a confirmed publish is all a job needs. The broker moves the job to
-//! `q` when its TTL runs out, keeping it in the hold until `q` has
-//! confirmed it (at-least-once dead-lettering), so a broker crash during
-//! the move cannot lose it. Everything below is about classic holds.
+//! never deletes it by itself. The broker moves a job to `q` when its TTL
+//! runs out, keeping it in the hold until `q` has confirmed it
+//! (at-least-once dead-lettering), so a broker crash during the move cannot
+//! lose it. What can delete a quorum hold is a prune (see `retire`): the
+//! backend's own, another process's, or the operator tool's. Deleting a
+//! quorum queue takes its jobs with it, and RabbitMQ even confirms a
+//! publish that was on its way into the queue when it was deleted (measured
+//! on 3.10.8: one or two confirmed publishes in every deletion under load
+//! were in no queue). Quorum queues refuse a delete that is conditional on
+//! being empty. So publishers and pruners keep a handshake, on the broker,
+//! with two durations, [`TRUSTED_CONFIRM`] and the pruner's longer
+//! [`RETIRE_GRACE`]:
+//!
+//! - a **pruner** first consumes the hold, then watches it for
+//!   [`RETIRE_GRACE`]; any job that reaches it meanwhile means the hold is
+//!   in use, and the pruner gives it back and keeps the queue. Only then
+//!   does it delete the queue, and it republishes what still reaches its
+//!   consumer before the broker cancels it.
+//! - a **publisher** declares the hold (waiting for the answer) before it
+//!   relies on it, and relies only on a declaration that counted **no
+//!   consumer**: one that counts a consumer means a prune is under way, so
+//!   it waits and declares again. A job it publishes counts as held only
+//!   when its confirmation came within [`TRUSTED_CONFIRM`] of sending that
+//!   declaration; otherwise it publishes the job again (a duplicate at
+//!   worst).
+//!
+//! Why no trusted job can be deleted: the declaration was handled at `h`,
+//! after it was sent at `t0`, and counted no consumer, so a pruner's
+//! consumer came at `c > h`. The job was stored at `L`, before its
+//! confirmation: `L < t0 + TRUSTED_CONFIRM < c + TRUSTED_CONFIRM`. Stored
+//! before `c`, it is delivered to the pruner as soon as it consumes;
+//! stored after, as soon as it is stored. Either way the pruner receives it
+//! before `c + TRUSTED_CONFIRM` plus the network's delay, well inside its
+//! [`RETIRE_GRACE`] (five seconds later), and keeps the hold. A job whose
+//! confirmation came later may have been in flight at the deletion; its
+//! publisher holds it again. A declaration is reused for
+//! [`QUORUM_REUSE`], so that a publish relying on it has the rest of
+//! [`TRUSTED_CONFIRM`] for its round trip; a backend busy retrying into one
+//! hold declares it about every [`QUORUM_REUSE`].
+//!
+//! A hold whose consumers do not go away within the publish bound is not
+//! being pruned: something else consumes it (and would take held jobs
+//! before they are due), and the hold fails with an error that says so.
 //!
 //! # The lease rule (classic hold queues)
 //!
@@ -64,9 +102,26 @@ use tokio::time::Instant;
 use super::leases::Leases;
 use super::publisher::Outgoing;
 use super::send::Sender;
+use super::used::Used;
 use crate::RabbitMqOptions;
 use crate::declare::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
 use crate::topology::HoldQueues;
+
+/// How long a pruner watches a quorum hold, consuming it, before it may
+/// delete it (see the module documentation).
+pub(super) const RETIRE_GRACE: Duration = Duration::from_secs(10);
+
+/// A job published into a quorum hold counts as held when its confirmation
+/// came within this long of sending the declaration it relied on.
+pub(super) const TRUSTED_CONFIRM: Duration = Duration::from_secs(5);
+
+/// How long a declaration of a quorum hold that counted no consumer serves
+/// later publishes.
+pub(super) const QUORUM_REUSE: Duration = Duration::from_millis(2_500);
+
+/// How long a publisher waits between two declarations of a quorum hold
+/// that a pruner consumes.
+const PRUNED_PAUSE: Duration = Duration::from_millis(500);
 
 /// How often a hold whose lease could not be shown to cover its job is
 /// published again before the hold fails.
@@ -85,6 +140,8 @@ const NACKED_HOLD_ATTEMPTS: u32 = 3;
 pub(super) struct Holds {
     declarer: HoldDeclarer,
     leases: Leases,
+    /// When each quorum hold was last used, for the backend's pruner.
+    pub(super) used: Used,
 }
 
 impl Holds {
@@ -92,6 +149,7 @@ impl Holds {
         Holds {
             declarer: HoldDeclarer::new(HOLD_DECLARATION_CHANNELS),
             leases: Leases::default(),
+            used: Used::default(),
         }
     }
 
@@ -101,44 +159,51 @@ impl Holds {
         self.declarer.close();
     }
 
-    /// Publishes `out` into its hold queue, whose TTL is `ttl_ms`, for
-    /// `config`'s queue: declaring the hold queue when no usable
-    /// declaration is known, and publishing again after each transient
-    /// failure until the publish bound has passed.
+    /// Publishes `out` into its hold queue, whose TTL is `ttl_ms`, of the
+    /// family `holds`, for `config`'s queue: declaring the hold queue when
+    /// no usable declaration is known, and publishing again after each
+    /// transient failure until the publish bound has passed.
     pub(super) async fn park(
         &self,
         sender: &Sender,
         config: &QueueConfig,
         ttl_ms: u64,
         out: Outgoing,
+        holds: HoldQueues,
     ) -> Result<(), Error> {
-        let hold = out.queue.as_str();
-        let deadline = Instant::now() + sender.options.publish_timeout;
+        let spot = Spot {
+            hold: out.queue.as_str(),
+            config,
+            ttl_ms,
+            holds,
+            deadline: Instant::now() + sender.options.publish_timeout,
+        };
         sender
             .retrying(
-                deadline,
-                || format!("holding a job in `{hold}`"),
-                || self.hold_once(sender, config, ttl_ms, &out, deadline),
+                spot.deadline,
+                || format!("holding a job in `{}`", spot.hold),
+                || self.hold_once(sender, &spot, &out),
             )
-            .await
+            .await?;
+        if holds == HoldQueues::Quorum {
+            self.used.touch(spot.hold, config.name());
+        }
+        Ok(())
     }
+
     /// Publishes `out` into its hold queue on the current connection,
     /// declaring the queue when no usable declaration is known.
     async fn hold_once(
         &self,
         sender: &Sender,
-        config: &QueueConfig,
-        ttl_ms: u64,
+        spot: &Spot<'_>,
         out: &Outgoing,
-        deadline: Instant,
     ) -> Result<(), Error> {
-        let hold = out.queue.as_str();
+        let hold = spot.hold;
         let current = sender
             .connection(|| format!("declaring hold queue `{hold}`"))
             .await?;
-        let result = self
-            .hold_on(sender, &current.connection, config, ttl_ms, out, deadline)
-            .await;
+        let result = self.hold_on(sender, &current.connection, spot, out).await;
         if let Err(error) = &result {
             sender.link.saw(current.generation, error);
         }
@@ -149,43 +214,26 @@ impl Holds {
         &self,
         sender: &Sender,
         connection: &Connection,
-        config: &QueueConfig,
-        ttl_ms: u64,
+        spot: &Spot<'_>,
         out: &Outgoing,
-        deadline: Instant,
     ) -> Result<(), Error> {
-        let hold = out.queue.as_str();
-        let ttl = Duration::from_millis(ttl_ms);
+        let hold = spot.hold;
+        let deadline = spot.deadline;
         let mut late = 0;
         let mut nacked = 0;
         loop {
-            let holds = sender.options.hold_queues;
-            let sent = match self.leases.usable(hold, ttl, holds) {
+            let sent = match self.leases.usable(hold) {
                 Some(sent) => sent,
-                None => {
-                    self.declare_hold(connection, holds, hold, config, ttl_ms)
-                        .await?
-                }
+                None => self.declare_hold(connection, spot).await?,
             };
             match sender.publisher.publish(out.clone(), deadline).await {
                 Ok(()) => {
-                    if self
-                        .lease_covers(connection, holds, hold, config, ttl_ms, sent)
-                        .await?
-                    {
+                    if self.lease_covers(connection, spot, sent).await? {
                         return Ok(());
                     }
                     late += 1;
                     if late >= LATE_HOLD_ATTEMPTS {
-                        return Err(Error::Backend(BackendError::new(
-                            BackendErrorKind::Other,
-                            format!(
-                                "could not make sure a job held in `{hold}` outlives the queue's \
-                                 {} ms lease ({late} tries): the broker took longer than the \
-                                 {ttl_ms} ms hold to confirm it; raise the granularity",
-                                2 * ttl_ms
-                            ),
-                        )));
+                        return Err(late_error(spot, late));
                     }
                     tracing::warn!(hold = %hold, "a hold's confirmation came too late to prove its queue outlives it; publishing it again");
                 }
@@ -193,8 +241,8 @@ impl Holds {
                     if e.kind() == BackendErrorKind::Unroutable && Instant::now() < deadline =>
                 {
                     // The hold queue expired before the publish landed (it
-                    // waited behind other publishes), or an operator deleted
-                    // it: nothing was stored. Declare it and publish again.
+                    // waited behind other publishes), or it was deleted:
+                    // nothing was stored. Declare it and publish again.
                     tracing::info!(hold = %hold, "the hold queue was gone at publish time; declaring it again");
                     self.leases.forget(hold);
                 }
@@ -212,47 +260,106 @@ impl Holds {
         }
     }
 
-    /// Declares `hold`, waiting for the reply, and records the lease.
-    /// Returns when the declaration was sent.
+    /// Declares the hold, waiting for the reply, and records the
+    /// declaration for later publishes. Returns when the declaration was
+    /// sent. A quorum hold is declared until the broker counts no consumer
+    /// on it (a prune is under way meanwhile), within the spot's deadline.
     async fn declare_hold(
         &self,
         connection: &Connection,
-        holds: HoldQueues,
-        hold: &str,
-        config: &QueueConfig,
-        ttl_ms: u64,
+        spot: &Spot<'_>,
     ) -> Result<Instant, Error> {
-        // Taken before the declaration is sent: the broker starts the lease
-        // when it handles the declaration, which is no earlier.
-        let sent = Instant::now();
-        self.declarer
-            .declare(connection, hold, holds, config, ttl_ms)
-            .await?;
-        self.leases
-            .renewed(hold, sent, Duration::from_millis(ttl_ms));
-        Ok(sent)
+        let Spot {
+            hold,
+            config,
+            ttl_ms,
+            holds,
+            deadline,
+        } = *spot;
+        loop {
+            // Taken before the declaration is sent: the broker starts the
+            // lease (and counts consumers) when it handles the
+            // declaration, which is no earlier.
+            let sent = Instant::now();
+            let consumers = self
+                .declarer
+                .declare(connection, hold, holds, config, ttl_ms)
+                .await?;
+            if holds == HoldQueues::Classic {
+                let reuse = Duration::from_millis(ttl_ms) / 4;
+                self.leases.renewed(hold, sent, reuse);
+                return Ok(sent);
+            }
+            if consumers == 0 {
+                self.leases.renewed(hold, sent, QUORUM_REUSE);
+                return Ok(sent);
+            }
+            if Instant::now() + PRUNED_PAUSE >= deadline {
+                return Err(Error::Backend(BackendError::new(
+                    BackendErrorKind::Other,
+                    format!(
+                        "hold queue `{hold}` has {consumers} consumer(s) and kept them for the \
+                         whole publish bound: it is not being pruned, so something else consumes \
+                         it and takes held jobs before they are due; remove that consumer"
+                    ),
+                )));
+            }
+            tracing::debug!(hold = %hold, consumers, "the hold queue is being pruned; waiting before publishing into it");
+            tokio::time::sleep(PRUNED_PAUSE).await;
+        }
     }
 
-    /// Whether a job just confirmed into `hold`, relying on the declaration
-    /// sent at `sent`, is sure to be released rather than deleted with its
-    /// queue (see the module documentation).
+    /// Whether a job just confirmed into the hold, relying on the
+    /// declaration sent at `sent`, is sure to be released rather than
+    /// deleted with its queue (see the module documentation).
     async fn lease_covers(
         &self,
         connection: &Connection,
-        holds: HoldQueues,
-        hold: &str,
-        config: &QueueConfig,
-        ttl_ms: u64,
+        spot: &Spot<'_>,
         sent: Instant,
     ) -> Result<bool, Error> {
-        let ttl = Duration::from_millis(ttl_ms);
-        if holds == HoldQueues::Quorum || sent.elapsed() < ttl / 2 {
+        if spot.holds == HoldQueues::Quorum {
+            // Not trusted: the next round declares the hold again, since
+            // the declaration is older than its reuse window.
+            return Ok(sent.elapsed() < TRUSTED_CONFIRM);
+        }
+        let ttl = Duration::from_millis(spot.ttl_ms);
+        if sent.elapsed() < ttl / 2 {
             return Ok(true);
         }
-        self.declare_hold(connection, holds, hold, config, ttl_ms)
-            .await?;
+        self.declare_hold(connection, spot).await?;
         Ok(sent.elapsed() < 2 * ttl)
     }
+}
+
+/// One hold publish: the hold queue, whose queue it holds for, its TTL and
+/// family, and the publish bound.
+#[derive(Debug, Clone, Copy)]
+struct Spot<'a> {
+    hold: &'a str,
+    config: &'a QueueConfig,
+    ttl_ms: u64,
+    holds: HoldQueues,
+    deadline: Instant,
+}
+
+/// The error of a hold whose confirmations kept coming too late to rely on.
+fn late_error(spot: &Spot<'_>, late: u32) -> Error {
+    let Spot { hold, ttl_ms, .. } = *spot;
+    let text = match spot.holds {
+        HoldQueues::Quorum => format!(
+            "could not make sure a job held in `{hold}` was stored before any prune of the \
+             queue ({late} tries): the broker took longer than {} s to confirm it each time",
+            TRUSTED_CONFIRM.as_secs()
+        ),
+        _ => format!(
+            "could not make sure a job held in `{hold}` outlives the queue's {} ms lease \
+             ({late} tries): the broker took longer than the {ttl_ms} ms hold to confirm it; \
+             raise the granularity",
+            2 * ttl_ms
+        ),
+    };
+    Error::Backend(BackendError::new(BackendErrorKind::Other, text))
 }
 
 /// The TTL of the hold queue a job waiting `delay` goes to: `delay`

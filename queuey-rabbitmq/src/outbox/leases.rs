@@ -1,5 +1,5 @@
 //! The hold-queue declarations later holds may rely on (see the lease rule
-//! in `hold`).
+//! and the prune handshake in `hold`).
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
@@ -7,41 +7,41 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::topology::HoldQueues;
-
-/// Remembered leases past this many are pruned of those no longer usable.
+/// Remembered declarations past this many are pruned of those no longer
+/// usable.
 const LEASES_KEPT: usize = 1024;
 
-/// The last waited-for declaration of each hold queue: when it was sent.
+/// The last waited-for declaration of each hold queue: when it was sent,
+/// and for how long after that later publishes may rely on it.
 #[derive(Debug, Default)]
 pub(super) struct Leases {
     sent: Mutex<HashMap<String, (Instant, Duration)>>,
 }
 
 impl Leases {
-    /// When the declaration a publish into `hold` may rely on was sent: for
-    /// a classic hold, if it is younger than a quarter of `ttl`; for a
-    /// quorum hold, which has no lease, any declaration still remembered.
-    pub(super) fn usable(&self, hold: &str, ttl: Duration, holds: HoldQueues) -> Option<Instant> {
+    /// When the declaration a publish into `hold` may rely on was sent, if
+    /// it is younger than the reuse window it was recorded with.
+    pub(super) fn usable(&self, hold: &str) -> Option<Instant> {
         let sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
         sent.get(hold)
+            .filter(|(at, reuse)| at.elapsed() < *reuse)
             .map(|(at, _)| *at)
-            .filter(|at| holds == HoldQueues::Quorum || at.elapsed() < ttl / 4)
     }
 
-    /// Records a declaration of `hold` sent at `at` that was answered.
-    pub(super) fn renewed(&self, hold: &str, at: Instant, ttl: Duration) {
+    /// Records a declaration of `hold` sent at `at` that was answered, which
+    /// later publishes may rely on for `reuse`.
+    pub(super) fn renewed(&self, hold: &str, at: Instant, reuse: Duration) {
         let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
         if sent.len() >= LEASES_KEPT && !sent.contains_key(hold) {
-            sent.retain(|_, (at, ttl)| at.elapsed() < *ttl / 4);
+            sent.retain(|_, (at, reuse)| at.elapsed() < *reuse);
         }
-        let entry = sent.entry(hold.to_owned()).or_insert((at, ttl));
+        let entry = sent.entry(hold.to_owned()).or_insert((at, reuse));
         if entry.0 < at {
-            *entry = (at, ttl);
+            *entry = (at, reuse);
         }
     }
 
-    /// Forgets the lease of a hold queue found missing.
+    /// Forgets the declaration of a hold queue found missing.
     pub(super) fn forget(&self, hold: &str) {
         self.sent
             .lock()
@@ -55,56 +55,48 @@ mod tests {
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn a_lease_is_reused_for_a_quarter_of_a_ttl() {
+    async fn a_declaration_is_reused_within_its_window_only() {
         let leases = Leases::default();
-        let ttl = Duration::from_millis(1_000);
-        let classic = HoldQueues::Classic;
-        assert_eq!(leases.usable("h", ttl, classic), None);
+        let reuse = Duration::from_millis(250);
+        assert_eq!(leases.usable("h"), None);
         let sent = Instant::now();
-        leases.renewed("h", sent, ttl);
+        leases.renewed("h", sent, reuse);
         tokio::time::advance(Duration::from_millis(249)).await;
-        assert_eq!(leases.usable("h", ttl, classic), Some(sent));
+        assert_eq!(leases.usable("h"), Some(sent));
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert_eq!(leases.usable("h", ttl, classic), None);
+        assert_eq!(leases.usable("h"), None);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_quorum_hold_is_declared_once_until_found_gone() {
+    async fn a_forgotten_declaration_is_not_reused() {
         let leases = Leases::default();
-        let ttl = Duration::from_millis(1_000);
-        let quorum = HoldQueues::Quorum;
-        assert_eq!(leases.usable("h", ttl, quorum), None);
-        let sent = Instant::now();
-        leases.renewed("h", sent, ttl);
-        tokio::time::advance(Duration::from_secs(3_600)).await;
-        assert_eq!(leases.usable("h", ttl, quorum), Some(sent));
+        leases.renewed("h", Instant::now(), Duration::from_secs(3_600));
+        assert!(leases.usable("h").is_some());
         leases.forget("h");
-        assert_eq!(leases.usable("h", ttl, quorum), None);
+        assert_eq!(leases.usable("h"), None);
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_older_declaration_never_replaces_a_newer_one() {
         let leases = Leases::default();
-        let ttl = Duration::from_secs(10);
+        let reuse = Duration::from_secs(10);
         let old = Instant::now();
         tokio::time::advance(Duration::from_secs(1)).await;
         let new = Instant::now();
-        leases.renewed("h", new, ttl);
-        leases.renewed("h", old, ttl);
-        assert_eq!(leases.usable("h", ttl, HoldQueues::Classic), Some(new));
-        leases.forget("h");
-        assert_eq!(leases.usable("h", ttl, HoldQueues::Classic), None);
+        leases.renewed("h", new, reuse);
+        leases.renewed("h", old, reuse);
+        assert_eq!(leases.usable("h"), Some(new));
     }
 
     #[tokio::test(start_paused = true)]
-    async fn stale_leases_are_pruned() {
+    async fn stale_declarations_are_pruned() {
         let leases = Leases::default();
-        let ttl = Duration::from_millis(10);
+        let reuse = Duration::from_millis(10);
         for i in 0..LEASES_KEPT {
-            leases.renewed(&format!("h{i}"), Instant::now(), ttl);
+            leases.renewed(&format!("h{i}"), Instant::now(), reuse);
         }
-        tokio::time::advance(ttl).await;
-        leases.renewed("fresh", Instant::now(), ttl);
+        tokio::time::advance(reuse).await;
+        leases.renewed("fresh", Instant::now(), reuse);
         let kept = leases.sent.lock().unwrap().len();
         assert_eq!(kept, 1);
     }

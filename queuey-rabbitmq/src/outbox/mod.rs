@@ -10,7 +10,11 @@
 //!   (also for the requests of callers that wait, which go on a channel of
 //!   their own: see `reply`);
 //! - `hold` and `leases`: parking a job in a hold queue until its delay has
-//!   passed, without the queue's lease running out under it;
+//!   passed, without the queue's lease running out under it, nor a prune
+//!   deleting it under it;
+//! - `retire` and `prune`: deleting a quorum hold queue nobody uses without
+//!   deleting a job with it, and the backend's own pruner of the holds it
+//!   used;
 //! - `dead_letter` and `suspect`: the messages for a queue's dead-letter
 //!   and suspect queues; `hand_back`: a delivered job returned to its
 //!   queue as a new message.
@@ -22,9 +26,12 @@ pub(crate) mod hand_back;
 mod hold;
 mod leases;
 pub(crate) mod prepare;
+mod prune;
 mod publisher;
+mod retire;
 mod send;
 pub(crate) mod suspect;
+mod used;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +43,9 @@ use crate::link::Link;
 use crate::{RabbitMqOptions, declare, error, properties, topology};
 use hold::Holds;
 use prepare::Prepared;
+pub(crate) use prune::prune_idle_holds;
 pub(crate) use publisher::Outgoing;
+pub use retire::HoldPruned;
 use send::Sender;
 
 /// The publishing side of a backend: its publishing lanes and hold queues.
@@ -136,7 +145,9 @@ impl Outbox {
             .name(queue, options.settings().deferred_suffix(), ttl_ms)?;
         let mut out = prepared.outgoing(&hold);
         out.properties = properties::with_due_at(out.properties, due_at_ms);
-        self.holds.park(&self.sender, &config, ttl_ms, out).await
+        self.holds
+            .park(&self.sender, &config, ttl_ms, out, options.hold_queues)
+            .await
     }
 
     /// Publishes a dead letter (see [`dead_letter::letter`]) into the

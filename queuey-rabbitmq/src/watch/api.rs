@@ -108,6 +108,53 @@ impl Api {
     }
 }
 
+impl Api {
+    /// Every job `queue` holds by its statistics (`messages`: those a
+    /// quorum hold keeps past their delay included); `None` when the queue
+    /// does not exist or has no statistics yet.
+    pub(crate) async fn messages(&self, queue: &str) -> Result<Option<u64>, ReadError> {
+        let base = self.endpoint.base.clone();
+        let response = self
+            .http
+            .get(self.endpoint.queue_url(queue))
+            .basic_auth(&self.endpoint.user, Some(&self.endpoint.password))
+            .send()
+            .await
+            .map_err(|e| ReadError::Unreachable {
+                base: base.clone(),
+                detail: self.scrub(root_cause(&e)),
+            })?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(ReadError::Refused {
+                base,
+                status: status.as_u16(),
+            });
+        }
+        let body = response.bytes().await.map_err(|e| ReadError::Unreachable {
+            base: base.clone(),
+            detail: self.scrub(root_cause(&e)),
+        })?;
+        let value: Value = serde_json::from_slice(&body).map_err(|e| ReadError::Unexpected {
+            base,
+            detail: format!("the answer is not JSON ({e})"),
+        })?;
+        Ok(value.get("messages").and_then(Value::as_u64))
+    }
+
+    /// `text` without the password.
+    fn scrub(&self, text: String) -> String {
+        if self.endpoint.password.is_empty() {
+            text
+        } else {
+            text.replace(&self.endpoint.password, "***")
+        }
+    }
+}
+
 /// The queues of a listing that carry statistics (a queue has none until
 /// the broker's first statistics emission after it was declared).
 pub(crate) fn listing(body: &[u8]) -> Result<Vec<(String, Sample)>, String> {

@@ -107,6 +107,16 @@ impl Endpoint {
         })
     }
 
+    /// The URL of one queue's statistics, with its job count only.
+    pub(crate) fn queue_url(&self, queue: &str) -> String {
+        format!(
+            "{}/api/queues/{}/{}?columns=name,messages",
+            self.base,
+            encode(&self.vhost),
+            encode(queue)
+        )
+    }
+
     /// The URL listing the virtual host's queues with the columns the
     /// watchdog reads, and nothing else.
     pub(crate) fn queues_url(&self) -> String {

@@ -16,10 +16,15 @@
 //! and a place in [`RabbitMqBackend::stalled_holds`](crate::RabbitMqBackend::stalled_holds)
 //! (`stalled`); when it releases again, an INFO line and the gauge at 0.
 //!
+//! The same API counts a hold's jobs for the backend's pruner (`census`):
+//! see [Pruning hold queues](crate#pruning-hold-queues).
+//!
 //! Without the `hold-watch` feature only the empty set remains.
 
 #[cfg(feature = "hold-watch")]
 mod api;
+#[cfg(feature = "hold-watch")]
+mod census;
 #[cfg(feature = "hold-watch")]
 mod endpoint;
 #[cfg(feature = "hold-watch")]
@@ -103,6 +108,32 @@ impl Drop for HoldWatch {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The management API of `amqp` (the first broker address) as a hold
+/// census for the backend's pruner, when the build has an HTTP client and
+/// the address leads to an API.
+#[cfg(feature = "hold-watch")]
+pub(crate) fn census(
+    amqp: Option<&str>,
+    options: &RabbitMqOptions,
+) -> Option<Arc<dyn crate::census::HoldCensus>> {
+    let endpoint = endpoint::Endpoint::new(amqp?, options.settings().management_url())
+        .inspect_err(|why| tracing::debug!("holds are not counted for pruning: {why}"))
+        .ok()?;
+    if endpoint.base.starts_with("https:") && !cfg!(feature = "rustls") {
+        return None;
+    }
+    Some(Arc::new(census::ApiCensus::new(endpoint)))
+}
+
+/// Without the `hold-watch` feature: no census.
+#[cfg(not(feature = "hold-watch"))]
+pub(crate) fn census(
+    _amqp: Option<&str>,
+    _options: &RabbitMqOptions,
+) -> Option<Arc<dyn crate::census::HoldCensus>> {
+    None
 }
 
 /// The watchdog's task, or `None` (logged once) when it cannot run.

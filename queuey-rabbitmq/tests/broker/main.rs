@@ -86,6 +86,7 @@ mod guard;
 mod hand_back;
 mod holds;
 mod leader;
+mod prune;
 mod publish;
 mod quorum;
 mod rehold;

@@ -504,6 +504,35 @@ impl Drop for Broker {
     }
 }
 
+/// A hold census for the tests: every job of a queue as `rabbitmqctl
+/// list_queues messages` counts it (asked of the queue itself, so never
+/// stale), those waiting to be dead-lettered included.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BrokerCensus;
+
+impl queuey_rabbitmq::HoldCensus for BrokerCensus {
+    fn jobs<'a>(
+        &'a self,
+        hold: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<u64>, Error>> {
+        Box::pin(async move {
+            let listing = rabbitmqctl(&[
+                "list_queues",
+                "name",
+                "messages",
+                "-q",
+                "--no-table-headers",
+            ])
+            .await;
+            Ok(listing
+                .lines()
+                .filter_map(|line| line.split_once('\t'))
+                .find(|(name, _)| *name == hold)
+                .and_then(|(_, n)| n.trim().parse().ok()))
+        })
+    }
+}
+
 /// Whether `name` looks like a work queue (not a dead-letter, suspect or
 /// hold queue), which has a suspect queue.
 pub(crate) fn is_work_queue(name: &str) -> bool {

@@ -1,0 +1,225 @@
+//! Pruning hold queues: which hold queues of a work queue `queuey holds
+//! prune` deletes, and the deletion itself.
+//!
+//! Only quorum holds are pruned (classic ones expire by themselves), and
+//! only those the census finds empty: no job waiting for its delay, none
+//! past it waiting to be moved back, no consumer. The deletion goes
+//! through the library's
+//! [`RabbitMqBackend::prune_hold`](queuey_rabbitmq::RabbitMqBackend::prune_hold),
+//! which watches each hold for ten seconds first and keeps it if a job
+//! reaches it meanwhile, and asks the management API for the jobs that
+//! AMQP does not count before the watch and again before the deletion.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use queuey_core::{BackendError, BackendErrorKind};
+use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqBackend, RabbitMqOptions};
+use serde::Serialize;
+
+use crate::amqp::redact_url;
+use crate::error::OpsError;
+use crate::holds::{Census, HoldQueue};
+use crate::mgmt::Management;
+use crate::tls::TlsFiles;
+
+/// How many holds are pruned at once (each takes ten seconds or more).
+const PRUNED_AT_ONCE: usize = 8;
+
+/// Every job of a hold queue by the management API: its `messages`, which
+/// counts the jobs past their delay that a quorum hold has not moved back
+/// yet (AMQP does not).
+#[derive(Debug, Clone)]
+pub struct ManagementCensus {
+    mgmt: Management,
+}
+
+impl ManagementCensus {
+    /// A census over `mgmt`.
+    pub fn new(mgmt: Management) -> Self {
+        ManagementCensus { mgmt }
+    }
+}
+
+impl HoldCensus for ManagementCensus {
+    fn jobs<'a>(&'a self, hold: &'a str) -> BoxFuture<'a, Result<Option<u64>, queuey_core::Error>> {
+        Box::pin(async move {
+            match self.mgmt.queue(hold).await {
+                Ok(info) => Ok(info.and_then(|info| info.messages)),
+                Err(e) => Err(queuey_core::Error::Backend(BackendError::new(
+                    BackendErrorKind::Other,
+                    format!("counting the jobs of `{hold}` through the management API: {e}"),
+                ))),
+            }
+        })
+    }
+}
+
+/// One hold queue, and whether `queuey holds prune` deletes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PruneItem {
+    /// The work queue.
+    pub queue: String,
+    /// The hold queue.
+    pub hold: String,
+    /// Its delay.
+    pub delay_ms: u64,
+    /// Whether it is a candidate (empty, unconsumed quorum hold).
+    pub prune: bool,
+    /// Why it is kept, or `empty` for a candidate.
+    pub reason: String,
+}
+
+/// The hold queues of `census` with, for each, whether it is pruned.
+/// Classic holds are left out: they expire by themselves.
+pub fn plan(census: &Census) -> Vec<PruneItem> {
+    census
+        .holds
+        .iter()
+        .filter(|h| h.kind == "quorum")
+        .map(|h| {
+            let reason = keep_reason(h);
+            PruneItem {
+                queue: census.queue.clone(),
+                hold: h.name.clone(),
+                delay_ms: h.delay_ms,
+                prune: reason.is_none(),
+                reason: reason.unwrap_or_else(|| "empty".to_owned()),
+            }
+        })
+        .collect()
+}
+
+/// Why the census keeps a quorum hold, if it does.
+fn keep_reason(h: &HoldQueue) -> Option<String> {
+    if h.consumers > 0 {
+        return Some(format!("{} consumer(s)", h.consumers));
+    }
+    if h.jobs > 0 {
+        return Some(format!("{} job(s) waiting", h.jobs));
+    }
+    match h.releasing {
+        None => Some("no statistics yet".to_owned()),
+        Some(0) => None,
+        Some(n) => Some(format!("{n} job(s) past their delay, not moved back yet")),
+    }
+}
+
+/// Prunes the candidates of `items` through a backend of its own on `url`
+/// (connection `name`), asking `mgmt` for the jobs AMQP does not count.
+/// Returns each candidate with its outcome, in the order given.
+pub async fn prune(
+    url: &str,
+    tls: &TlsFiles,
+    name: &str,
+    deferred_suffix: &str,
+    mgmt: Management,
+    items: &[PruneItem],
+) -> crate::Result<Vec<(PruneItem, Result<HoldPruned, String>)>> {
+    let options = RabbitMqOptions::default()
+        .connection_name(name)
+        .connect_wait(Duration::ZERO)
+        .deferred_suffix(deferred_suffix)
+        .prune_holds_after(None)
+        .hold_watch(false)
+        .hold_census(ManagementCensus::new(mgmt))
+        .tls(tls.amqp()?);
+    let backend = RabbitMqBackend::with_options(url, options)
+        .await
+        .map_err(|source| OpsError::Connect {
+            url: redact_url(url),
+            source,
+        })?;
+    let backend_ref = &backend;
+    let outcomes = futures::stream::iter(items.iter().filter(|i| i.prune))
+        .map(|item| async move {
+            let outcome = backend_ref
+                .prune_hold(&item.queue, &item.hold)
+                .await
+                .map_err(|e| e.to_string());
+            (item.clone(), outcome)
+        })
+        .buffered(PRUNED_AT_ONCE)
+        .collect()
+        .await;
+    let _ = backend.close().await;
+    Ok(outcomes)
+}
+
+/// What an outcome says, for a table.
+pub fn describe(outcome: &Result<HoldPruned, String>) -> String {
+    match outcome {
+        Ok(HoldPruned::Deleted { rescued: 0 }) => "deleted".to_owned(),
+        Ok(HoldPruned::Deleted { rescued }) => {
+            format!("deleted; {rescued} job(s) that reached it meanwhile moved to the work queue")
+        }
+        Ok(HoldPruned::InUse { jobs }) => format!("kept: in use ({jobs} job(s) seen)"),
+        Ok(HoldPruned::Consumed { consumers }) => format!("kept: {consumers} consumer(s)"),
+        Ok(HoldPruned::Missing) => "already gone".to_owned(),
+        Ok(HoldPruned::Unverified) => {
+            "kept: the management API could not count its jobs".to_owned()
+        }
+        Ok(other) => format!("kept: {other:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(name: &str, kind: &'static str, jobs: u64, releasing: Option<u64>) -> HoldQueue {
+        HoldQueue {
+            name: name.to_owned(),
+            kind,
+            delay_ms: 1_000,
+            jobs,
+            releasing,
+            consumers: 0,
+            expires_ms: None,
+            message_ttl_ms: None,
+            lease_left_ms: None,
+            earliest_release_ms: None,
+            latest_release_ms: None,
+            jobs_read: 0,
+            policies: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_empty_quorum_holds_with_statistics_are_pruned() {
+        let mut consumed = hold("q.deferred.quorum.5", "quorum", 0, Some(0));
+        consumed.consumers = 1;
+        let census = Census {
+            queue: "q".to_owned(),
+            holds: vec![
+                hold("q.deferred.quorum.1", "quorum", 0, Some(0)),
+                hold("q.deferred.quorum.2", "quorum", 3, Some(0)),
+                hold("q.deferred.quorum.3", "quorum", 0, Some(2)),
+                hold("q.deferred.quorum.4", "quorum", 0, None),
+                consumed,
+                hold("q.deferred.6", "classic", 0, None),
+            ],
+        };
+        let plan = plan(&census);
+        let verdicts: Vec<(&str, bool, &str)> = plan
+            .iter()
+            .map(|i| (i.hold.as_str(), i.prune, i.reason.as_str()))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("q.deferred.quorum.1", true, "empty"),
+                ("q.deferred.quorum.2", false, "3 job(s) waiting"),
+                (
+                    "q.deferred.quorum.3",
+                    false,
+                    "2 job(s) past their delay, not moved back yet"
+                ),
+                ("q.deferred.quorum.4", false, "no statistics yet"),
+                ("q.deferred.quorum.5", false, "1 consumer(s)"),
+            ]
+        );
+    }
+}

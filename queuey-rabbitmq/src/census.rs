@@ -1,0 +1,51 @@
+//! What a pruner must know of a hold queue that AMQP does not tell.
+
+use std::fmt;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use queuey_core::Error;
+
+/// Counts every job a hold queue holds, as AMQP cannot: those whose delay
+/// is over and that wait to be dead-lettered back to the work queue
+/// included.
+///
+/// RabbitMQ shows those jobs only in the management API's statistics (a
+/// queue's `messages`), so a pruner asks this before it watches a hold
+/// (jobs counted keep it at once) and again before it deletes it, and keeps
+/// the hold unless that second answer is `Some(0)`. The statistics must be emitted more often than every ten
+/// seconds (RabbitMQ's `collect_statistics_interval`, 5 s by default), so
+/// that the second answer is younger than the watch.
+///
+/// `queuey-ops` implements it over the management API.
+pub trait HoldCensus: Send + Sync {
+    /// Every job `hold` holds, or `None` when it cannot be told.
+    fn jobs<'a>(&'a self, hold: &'a str) -> BoxFuture<'a, Result<Option<u64>, Error>>;
+}
+
+/// A [`HoldCensus`] kept in the options: compared by identity, shown as
+/// its presence only.
+#[derive(Clone, Default)]
+pub(crate) struct SharedCensus(pub(crate) Option<Arc<dyn HoldCensus>>);
+
+impl PartialEq for SharedCensus {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.0, &other.0) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for SharedCensus {}
+
+impl fmt::Debug for SharedCensus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Some(HoldCensus)"
+        } else {
+            "None"
+        })
+    }
+}

@@ -1,0 +1,508 @@
+//! Pruning quorum hold queues: an empty, unused hold is deleted; one with
+//! jobs, a consumer or a job arriving while it is watched is kept; a
+//! publish that meets a hold being pruned waits and loses nothing; pruning
+//! and publishing at the same time lose nothing; the backend prunes the
+//! holds it stopped using by itself.
+
+use std::collections::BTreeSet;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use lapin::BasicProperties;
+use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::types::FieldTable;
+use queuey_core::backend::Backend;
+use queuey_core::{Error, QueueConfig};
+use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqOptions};
+
+use crate::support::{BrokerCensus, envelope, n_of, within};
+
+/// A prune of an empty hold watches it for ten seconds first; this bounds
+/// one prune with room for a loaded machine.
+const PRUNE_BOUND: Duration = Duration::from_secs(60);
+
+async fn bounded<T>(what: &str, bound: Duration, f: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(bound, f).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {bound:?}: {what}"),
+    }
+}
+
+/// Options whose holds are exactly as long as asked (1 ms steps).
+fn exact() -> RabbitMqOptions {
+    RabbitMqOptions::default()
+        .retry_granularity(Duration::from_millis(1))
+        .prune_holds_after(None)
+        .hold_census(BrokerCensus)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_unused_hold_is_deleted_and_one_in_use_is_kept() {
+    let broker = broker!("an_empty_unused_hold_is_deleted_and_one_in_use_is_kept");
+    let backend = broker.backend(exact()).await;
+    let q = broker.queue("prune");
+    let hold = broker.hold(&q, 1_500);
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+
+    // Not a quorum hold of this queue: refused, nothing touched.
+    let refused = backend.prune_hold(&q, &format!("{q}.dead")).await;
+    assert!(
+        matches!(refused, Err(Error::InvalidConfig(_))),
+        "{refused:?}"
+    );
+    assert_eq!(
+        within("missing", backend.prune_hold(&q, &hold))
+            .await
+            .unwrap(),
+        HoldPruned::Missing
+    );
+
+    // A job waits in it: kept, without waiting for the grace.
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(1_500)),
+    )
+    .await
+    .unwrap();
+    let started = Instant::now();
+    let kept = within("in use", backend.prune_hold(&q, &hold))
+        .await
+        .unwrap();
+    assert_eq!(kept, HoldPruned::InUse { jobs: 1 });
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    // Once the job is back, the hold is empty and unused: deleted.
+    broker.wait_ready(&q, 1).await;
+    let pruned = bounded("prune", PRUNE_BOUND, backend.prune_hold(&q, &hold))
+        .await
+        .unwrap();
+    assert_eq!(pruned, HoldPruned::Deleted { rescued: 0 });
+    assert!(!broker.exists(&hold).await, "the hold is gone");
+    assert_eq!(broker.ready(&q).await, 1, "the job that came back is kept");
+
+    // The next hold declares it again.
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 2), Duration::from_millis(1_500)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumed_hold_is_kept() {
+    let broker = broker!("a_consumed_hold_is_kept");
+    let backend = broker.backend(exact()).await;
+    let q = broker.queue("consumed");
+    let hold = broker.hold(&q, 800);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(800)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+    let ch = broker.channel().await;
+    let _consumer = ch
+        .basic_consume(
+            hold.as_str().into(),
+            "stray".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        within("consumed", backend.prune_hold(&q, &hold))
+            .await
+            .unwrap(),
+        HoldPruned::Consumed { consumers: 1 }
+    );
+    assert!(broker.exists(&hold).await);
+}
+
+/// A job published into the hold while the pruner watches it (by a client
+/// that knows nothing of pruning) reaches the pruner, which gives it back
+/// and keeps the hold; the job comes back to its queue at its time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_arriving_while_the_hold_is_watched_keeps_it() {
+    let broker = broker!("a_job_arriving_while_the_hold_is_watched_keeps_it");
+    let backend = broker.backend(exact()).await;
+    let q = broker.queue("watched");
+    let hold = broker.hold(&q, 1_000);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(1_000)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+
+    let pruner = {
+        let backend = backend.clone();
+        let (q, hold) = (q.clone(), hold.clone());
+        tokio::spawn(async move { backend.prune_hold(&q, &hold).await })
+    };
+    // Wait for the pruner's consumer, then publish as a foreign client.
+    within("the pruner consumes", async {
+        while !consumed(&broker, &hold).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    let body = envelope(&q, 2).encode().unwrap();
+    broker
+        .publish_raw(
+            &hold,
+            &body,
+            BasicProperties::default().with_delivery_mode(2),
+        )
+        .await;
+    let outcome = bounded("prune", PRUNE_BOUND, pruner)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(outcome, HoldPruned::InUse { jobs: 1 });
+    assert!(broker.exists(&hold).await, "the hold is kept");
+    broker.wait_ready(&q, 2).await;
+}
+
+/// Whether `queue` has a consumer, by the broker's listing (which, unlike
+/// a declare, does not count as using it).
+async fn consumed(broker: &crate::support::Broker, queue: &str) -> bool {
+    crate::support::rabbitmqctl(&[
+        "list_queues",
+        "name",
+        "consumers",
+        "-q",
+        "--no-table-headers",
+    ])
+    .await
+    .lines()
+    .filter_map(|line| line.split_once('\t'))
+    .any(|(name, consumers)| name == queue && consumers.trim() != "0")
+        && broker.exists(queue).await
+}
+
+/// A hold publish that meets a hold being pruned waits until the prune is
+/// over, then declares the hold again and publishes: the job is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_publish_waits_for_a_prune_and_loses_nothing() {
+    let broker = broker!("a_hold_publish_waits_for_a_prune_and_loses_nothing");
+    let pruning = broker.backend_named("pruning", exact()).await;
+    let holding = broker.backend_named("holding", exact()).await;
+    let q = broker.queue("waits");
+    let hold = broker.hold(&q, 700);
+    let config = QueueConfig::new(&q);
+    for backend in [&pruning, &holding] {
+        within("declare", backend.declare(std::slice::from_ref(&config)))
+            .await
+            .unwrap();
+    }
+    within(
+        "publish_after",
+        holding.publish_after(&envelope(&q, 1), Duration::from_millis(700)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+
+    let pruner = {
+        let (q, hold) = (q.clone(), hold.clone());
+        tokio::spawn(async move { pruning.prune_hold(&q, &hold).await })
+    };
+    within("the pruner consumes", async {
+        while !consumed(&broker, &hold).await {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    // The holding backend's declaration reuse window has passed: it
+    // declares the hold, sees the pruner's consumer, and waits.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let started = Instant::now();
+    bounded(
+        "publish_after during a prune",
+        PRUNE_BOUND,
+        holding.publish_after(&envelope(&q, 2), Duration::from_millis(700)),
+    )
+    .await
+    .unwrap();
+    let waited = started.elapsed();
+    let outcome = bounded("prune", PRUNE_BOUND, pruner)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        matches!(outcome, HoldPruned::Deleted { .. }),
+        "the waiting publish must not have reached the watched hold: {outcome:?}"
+    );
+    assert!(
+        waited >= Duration::from_secs(2),
+        "the publish did not wait for the prune: {waited:?}"
+    );
+    broker.wait_ready(&q, 2).await;
+}
+
+/// Jobs held in bursts with quiet spells shorter and longer than a prune's
+/// watch, while another backend prunes the hold over and over: the hold is
+/// deleted several times, publishes meet holds being watched and deleted
+/// ones, and every confirmed job comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruning_while_holding_loses_no_job() {
+    let broker = broker!("pruning_while_holding_loses_no_job");
+    let pruning = broker.backend_named("pruning", exact()).await;
+    let holding = Arc::new(broker.backend_named("holding", exact()).await);
+    let q = broker.queue("race");
+    let hold = broker.hold(&q, 300);
+    let config = QueueConfig::new(&q).prefetch(100);
+    for backend in [&pruning, &*holding] {
+        within("declare", backend.declare(std::slice::from_ref(&config)))
+            .await
+            .unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pruner = {
+        let (q, hold, stop) = (q.clone(), hold.clone(), Arc::clone(&stop));
+        tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match pruning.prune_hold(&q, &hold).await {
+                    Ok(outcome) => outcomes.push(outcome),
+                    Err(e) => panic!("prune failed: {e}"),
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            outcomes
+        })
+    };
+
+    // Bursts of 10 jobs over a second, each followed by a quiet spell:
+    // those longer than a prune's watch let the hold be deleted (and the
+    // next burst meet a deleted hold), the shorter ones end while a prune
+    // watches it (the next burst keeps it, or waits for the deletion).
+    let mut published = BTreeSet::new();
+    let mut n = 0;
+    for quiet in [13, 4, 13, 7, 2, 13] {
+        let burst: Vec<_> = (0..10)
+            .map(|i| {
+                n += 1;
+                let job = n;
+                let holding = Arc::clone(&holding);
+                let q = q.clone();
+                async move {
+                    tokio::time::sleep(Duration::from_millis(100 * i)).await;
+                    holding
+                        .publish_after(&envelope(&q, job), Duration::from_millis(300))
+                        .await
+                        .map(|()| job)
+                }
+            })
+            .collect();
+        for result in bounded("a burst", PRUNE_BOUND, futures::future::join_all(burst)).await {
+            published.insert(result.expect("every hold is confirmed"));
+        }
+        tokio::time::sleep(Duration::from_secs(quiet)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let outcomes = bounded("the pruner stops", PRUNE_BOUND, pruner)
+        .await
+        .unwrap();
+
+    // Every job is back on the queue.
+    let ch = broker.channel().await;
+    ch.basic_qos(500, BasicQosOptions { global: false })
+        .await
+        .unwrap();
+    let mut consumer = ch
+        .basic_consume(
+            q.as_str().into(),
+            "count".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..BasicConsumeOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let mut back = BTreeSet::new();
+    let mut copies = 0;
+    while back.len() < published.len() {
+        let Ok(Some(Ok(delivery))) =
+            tokio::time::timeout(Duration::from_secs(20), consumer.next()).await
+        else {
+            break;
+        };
+        copies += 1;
+        back.insert(n_of(
+            &queuey_core::Envelope::decode(&delivery.data).unwrap(),
+        ));
+    }
+    let lost: Vec<_> = published.difference(&back).collect();
+    eprintln!(
+        "{} jobs held, {} came back ({copies} copies); prunes: {outcomes:?}",
+        published.len(),
+        back.len()
+    );
+    assert!(lost.is_empty(), "lost jobs: {lost:?}");
+    let deleted = outcomes
+        .iter()
+        .filter(|o| matches!(o, HoldPruned::Deleted { .. }))
+        .count();
+    assert!(
+        deleted >= 2,
+        "the hold was pruned {deleted} times: {outcomes:?}"
+    );
+}
+
+/// The backend prunes a hold it stopped using, and declares it again when
+/// it needs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backend_prunes_the_holds_it_stopped_using() {
+    let broker = broker!("the_backend_prunes_the_holds_it_stopped_using");
+    let backend = broker
+        .backend(exact().prune_holds_after(Some(Duration::from_secs(2))))
+        .await;
+    let q = broker.queue("idle");
+    let hold = broker.hold(&q, 500);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+    assert!(broker.exists(&hold).await);
+    bounded("the hold is pruned", PRUNE_BOUND, async {
+        while !broker.queues_starting_with(&hold).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 2), Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 2).await;
+}
+
+/// Jobs past their delay that wait to be dead-lettered (their work queue
+/// is gone) show in no AMQP count: the census keeps the hold, jobs and
+/// all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_whose_jobs_wait_to_be_dead_lettered_is_kept() {
+    let broker = broker!("a_hold_whose_jobs_wait_to_be_dead_lettered_is_kept");
+    let backend = broker.backend(exact()).await;
+    let q = broker.queue("stuck");
+    let hold = broker.hold(&q, 300);
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    broker.delete_raw(&q).await;
+    // Past its delay, the job cannot be moved to the missing queue.
+    within("the job is stuck", async {
+        while BrokerCensus.jobs(&hold).await.unwrap() != Some(1) || broker.ready(&hold).await != 0 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let kept = bounded("prune", PRUNE_BOUND, backend.prune_hold(&q, &hold))
+        .await
+        .unwrap();
+    assert_eq!(kept, HoldPruned::InUse { jobs: 1 });
+    assert!(broker.exists(&hold).await);
+    assert_eq!(BrokerCensus.jobs(&hold).await.unwrap(), Some(1));
+}
+
+/// By default the backend counts a hold's jobs through the management API
+/// (the hold watchdog's), and prunes the holds it stopped using with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_the_management_api_counts_the_jobs_of_a_pruned_hold() {
+    let broker = broker!("by_default_the_management_api_counts_the_jobs_of_a_pruned_hold");
+    let backend = broker
+        .backend(
+            RabbitMqOptions::default()
+                .retry_granularity(Duration::from_millis(1))
+                .prune_holds_after(Some(Duration::from_secs(2))),
+        )
+        .await;
+    let q = broker.queue("default-census");
+    let hold = broker.hold(&q, 400);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(400)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+    bounded("the hold is pruned", PRUNE_BOUND, async {
+        while !broker.queues_starting_with(&hold).await.is_empty() {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+    assert_eq!(broker.ready(&q).await, 1);
+}
+
+/// A backend whose census cannot count (nothing answers where the
+/// management API should be) keeps every hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_census_that_answers_every_hold_is_kept() {
+    let broker = broker!("without_a_census_that_answers_every_hold_is_kept");
+    let backend = broker
+        .backend(
+            RabbitMqOptions::default()
+                .retry_granularity(Duration::from_millis(1))
+                .prune_holds_after(None)
+                .hold_watch(false)
+                .management_url("http://127.0.0.1:9"),
+        )
+        .await;
+    let q = broker.queue("no-census");
+    let hold = broker.hold(&q, 300);
+    within("declare", backend.declare(&[QueueConfig::new(&q)]))
+        .await
+        .unwrap();
+    within(
+        "publish_after",
+        backend.publish_after(&envelope(&q, 1), Duration::from_millis(300)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(&q, 1).await;
+    assert_eq!(
+        within("prune", backend.prune_hold(&q, &hold))
+            .await
+            .unwrap(),
+        HoldPruned::Unverified
+    );
+    assert!(broker.exists(&hold).await);
+}
