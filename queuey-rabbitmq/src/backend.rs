@@ -166,7 +166,7 @@ impl RabbitMqBackend {
     /// consumed and watched that long first, and a job that reaches it
     /// meanwhile keeps it ([`HoldPruned::InUse`]). Every queuey process
     /// publishing into the hold must be of this version or later: they
-    /// wait while a hold is being pruned and publish a job again when its
+    /// step over a hold being pruned and publish a job again when its
     /// confirmation came too late to be sure it was stored before a prune.
     /// See [Pruning hold queues](crate#pruning-hold-queues).
     ///

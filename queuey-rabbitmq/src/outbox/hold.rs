@@ -26,10 +26,11 @@
 //! - a **publisher** declares the hold (waiting for the answer) before it
 //!   relies on it, and relies only on a declaration that counted **no
 //!   consumer**: one that counts a consumer means a prune is under way, so
-//!   it waits and declares again. A job it publishes counts as held only
-//!   when its confirmation came within [`TRUSTED_CONFIRM`] of sending that
-//!   declaration; otherwise it publishes the job again (a duplicate at
-//!   worst).
+//!   it steps over that hold to the hold one millisecond longer (never
+//!   early, and never waiting on a pruner). A job it publishes counts as
+//!   held only when its confirmation came within [`TRUSTED_CONFIRM`] of
+//!   sending that declaration; otherwise it publishes the job again (a
+//!   duplicate at worst).
 //!
 //! Why no trusted job can be deleted: the declaration was handled at `h`,
 //! after it was sent at `t0`, and counted no consumer, so a pruner's
@@ -45,9 +46,9 @@
 //! [`TRUSTED_CONFIRM`] for its round trip; a backend busy retrying into one
 //! hold declares it about every [`QUORUM_REUSE`].
 //!
-//! A hold whose consumers do not go away within the publish bound is not
-//! being pruned: something else consumes it (and would take held jobs
-//! before they are due), and the hold fails with an error that says so.
+//! A hold that something else consumes (which would take held jobs before
+//! they are due) is stepped over the same way; after [`STEPS`] consumed
+//! holds in a row the hold fails with an error that says so.
 //!
 //! # The lease rule (classic hold queues)
 //!
@@ -119,9 +120,17 @@ pub(super) const TRUSTED_CONFIRM: Duration = Duration::from_secs(5);
 /// later publishes.
 pub(super) const QUORUM_REUSE: Duration = Duration::from_millis(2_500);
 
-/// How long a publisher waits between two declarations of a quorum hold
-/// that a pruner consumes.
-const PRUNED_PAUSE: Duration = Duration::from_millis(500);
+/// How many quorum holds in a row, each a millisecond longer than the one
+/// before, a job steps over because they are consumed (being pruned).
+const STEPS: u64 = 16;
+
+/// What became of one try to park a job.
+enum Parked {
+    /// The job is held.
+    Held,
+    /// The hold is consumed (being pruned): try the next one.
+    Consumed(u32),
+}
 
 /// How often a hold whose lease could not be shown to cover its job is
 /// published again before the hold fails.
@@ -171,24 +180,52 @@ impl Holds {
         out: Outgoing,
         holds: HoldQueues,
     ) -> Result<(), Error> {
-        let spot = Spot {
-            hold: out.queue.as_str(),
-            config,
-            ttl_ms,
-            holds,
-            deadline: Instant::now() + sender.options.publish_timeout,
-        };
-        sender
-            .retrying(
-                spot.deadline,
-                || format!("holding a job in `{}`", spot.hold),
-                || self.hold_once(sender, &spot, &out),
-            )
-            .await?;
-        if holds == HoldQueues::Quorum {
-            self.used.touch(spot.hold, config.name());
+        let deadline = Instant::now() + sender.options.publish_timeout;
+        let mut out = out;
+        let mut ttl_ms = ttl_ms;
+        let mut consumers = 0;
+        for _ in 0..=STEPS {
+            let spot = Spot {
+                hold: out.queue.as_str(),
+                config,
+                ttl_ms,
+                holds,
+                deadline,
+            };
+            let parked = sender
+                .retrying(
+                    deadline,
+                    || format!("holding a job in `{}`", spot.hold),
+                    || self.hold_once(sender, &spot, &out),
+                )
+                .await?;
+            match parked {
+                Parked::Held => {
+                    if holds == HoldQueues::Quorum {
+                        self.used.touch(&out.queue, config.name());
+                    }
+                    return Ok(());
+                }
+                Parked::Consumed(n) => {
+                    consumers = n;
+                    let suffix = sender.options.settings().deferred_suffix();
+                    let next = holds.name(config.name(), suffix, ttl_ms + 1)?;
+                    tracing::debug!(hold = %out.queue, next = %next, consumers, "the hold queue is consumed (being pruned); holding the job one millisecond longer in the next");
+                    ttl_ms += 1;
+                    out.queue = next;
+                }
+            }
         }
-        Ok(())
+        Err(Error::Backend(BackendError::new(
+            BackendErrorKind::Other,
+            format!(
+                "the {} hold queues up to `{}` are all consumed ({consumers} consumer(s) on the \
+                 last): a prune does not consume that many holds at once, so something else \
+                 consumes them and takes held jobs before they are due; remove those consumers",
+                STEPS + 1,
+                out.queue
+            ),
+        )))
     }
 
     /// Publishes `out` into its hold queue on the current connection,
@@ -198,7 +235,7 @@ impl Holds {
         sender: &Sender,
         spot: &Spot<'_>,
         out: &Outgoing,
-    ) -> Result<(), Error> {
+    ) -> Result<Parked, Error> {
         let hold = spot.hold;
         let current = sender
             .connection(|| format!("declaring hold queue `{hold}`"))
@@ -216,7 +253,7 @@ impl Holds {
         connection: &Connection,
         spot: &Spot<'_>,
         out: &Outgoing,
-    ) -> Result<(), Error> {
+    ) -> Result<Parked, Error> {
         let hold = spot.hold;
         let deadline = spot.deadline;
         let mut late = 0;
@@ -224,12 +261,15 @@ impl Holds {
         loop {
             let sent = match self.leases.usable(hold) {
                 Some(sent) => sent,
-                None => self.declare_hold(connection, spot).await?,
+                None => match self.declare_hold(connection, spot).await? {
+                    Ok(sent) => sent,
+                    Err(consumers) => return Ok(Parked::Consumed(consumers)),
+                },
             };
             match sender.publisher.publish(out.clone(), deadline).await {
                 Ok(()) => {
                     if self.lease_covers(connection, spot, sent).await? {
-                        return Ok(());
+                        return Ok(Parked::Held);
                     }
                     late += 1;
                     if late >= LATE_HOLD_ATTEMPTS {
@@ -262,51 +302,38 @@ impl Holds {
 
     /// Declares the hold, waiting for the reply, and records the
     /// declaration for later publishes. Returns when the declaration was
-    /// sent. A quorum hold is declared until the broker counts no consumer
-    /// on it (a prune is under way meanwhile), within the spot's deadline.
+    /// sent, or, for a quorum hold the broker counts consumers on (a prune
+    /// is under way), how many, without recording anything.
     async fn declare_hold(
         &self,
         connection: &Connection,
         spot: &Spot<'_>,
-    ) -> Result<Instant, Error> {
+    ) -> Result<Result<Instant, u32>, Error> {
         let Spot {
             hold,
             config,
             ttl_ms,
             holds,
-            deadline,
+            ..
         } = *spot;
-        loop {
-            // Taken before the declaration is sent: the broker starts the
-            // lease (and counts consumers) when it handles the
-            // declaration, which is no earlier.
-            let sent = Instant::now();
-            let consumers = self
-                .declarer
-                .declare(connection, hold, holds, config, ttl_ms)
-                .await?;
-            if holds == HoldQueues::Classic {
-                let reuse = Duration::from_millis(ttl_ms) / 4;
-                self.leases.renewed(hold, sent, reuse);
-                return Ok(sent);
-            }
-            if consumers == 0 {
-                self.leases.renewed(hold, sent, QUORUM_REUSE);
-                return Ok(sent);
-            }
-            if Instant::now() + PRUNED_PAUSE >= deadline {
-                return Err(Error::Backend(BackendError::new(
-                    BackendErrorKind::Other,
-                    format!(
-                        "hold queue `{hold}` has {consumers} consumer(s) and kept them for the \
-                         whole publish bound: it is not being pruned, so something else consumes \
-                         it and takes held jobs before they are due; remove that consumer"
-                    ),
-                )));
-            }
-            tracing::debug!(hold = %hold, consumers, "the hold queue is being pruned; waiting before publishing into it");
-            tokio::time::sleep(PRUNED_PAUSE).await;
+        // Taken before the declaration is sent: the broker starts the lease
+        // (and counts consumers) when it handles the declaration, which is
+        // no earlier.
+        let sent = Instant::now();
+        let consumers = self
+            .declarer
+            .declare(connection, hold, holds, config, ttl_ms)
+            .await?;
+        if holds == HoldQueues::Classic {
+            let reuse = Duration::from_millis(ttl_ms) / 4;
+            self.leases.renewed(hold, sent, reuse);
+            return Ok(Ok(sent));
         }
+        if consumers > 0 {
+            return Ok(Err(consumers));
+        }
+        self.leases.renewed(hold, sent, QUORUM_REUSE);
+        Ok(Ok(sent))
     }
 
     /// Whether a job just confirmed into the hold, relying on the
@@ -327,7 +354,8 @@ impl Holds {
         if sent.elapsed() < ttl / 2 {
             return Ok(true);
         }
-        self.declare_hold(connection, spot).await?;
+        // A classic hold is never counted as consumed here.
+        let _ = self.declare_hold(connection, spot).await?;
         Ok(sent.elapsed() < 2 * ttl)
     }
 }

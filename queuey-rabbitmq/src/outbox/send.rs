@@ -102,15 +102,15 @@ impl Sender {
     /// connection, a publish whose outcome is unknown, a wait that timed
     /// out) until it succeeds, fails for good, or `deadline` passes; then
     /// the last error is returned. `what` is formatted only for an error.
-    pub(super) async fn retrying<F, Fut>(
+    pub(super) async fn retrying<T, F, Fut>(
         &self,
         deadline: Instant,
         what: impl Fn() -> String,
         mut attempt: F,
-    ) -> Result<(), Error>
+    ) -> Result<T, Error>
     where
         F: FnMut() -> Fut,
-        Fut: Future<Output = Result<(), Error>>,
+        Fut: Future<Output = Result<T, Error>>,
     {
         let mut pause = Duration::ZERO;
         // Whether an earlier try was sent and never confirmed: then the
