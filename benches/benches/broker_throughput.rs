@@ -59,7 +59,9 @@
 //!   ≥ 1.0×;
 //! - **memory**: the peak resident set's growth while 1000 jobs of 20 KB
 //!   are held at once, by a worker's handlers and by a lapin consumer that
-//!   decoded each job and keeps its delivery to ack it (target ≤ 1.3×).
+//!   decoded each job and keeps its delivery, body included, to ack it or
+//!   republish it (target ≤ 1.3×); beside them a lapin consumer that keeps
+//!   only the deliveries, never decoding a job (the floor).
 //!
 //! Messages are persistent; the job payload is 200 bytes of JSON and the
 //! lapin bodies are exactly as long as queuey's envelopes, with the same
@@ -551,8 +553,12 @@ pub(crate) fn share(jobs: usize, tasks: usize, task: usize) -> usize {
     jobs / tasks + usize::from(task < jobs % tasks)
 }
 
-/// Set (to `queuey` or `lapin`) in the child process of one memory run.
+/// Set (to `queuey`, `lapin` or [`MEMORY_LAPIN_RAW`]) in the child
+/// process of one memory run.
 const MEMORY_CHILD: &str = "QUEUEY_BENCH_MEMORY_CHILD";
+/// The memory run of a lapin consumer that keeps only each delivery, never
+/// decoding its job.
+const MEMORY_LAPIN_RAW: &str = "lapin-raw";
 
 /// One memory run in this fresh process: prints the peak RSS growth in
 /// bytes.
@@ -569,11 +575,22 @@ async fn memory_child(side: &str, url: &str) -> BenchResult<u64> {
             grown
         }
         _ => {
+            let keep = if side == MEMORY_LAPIN_RAW {
+                lapin_side::Keep::BodyOnly
+            } else {
+                lapin_side::Keep::DecodedAndBody
+            };
             let connection = broker
                 .connect_named(&broker.connection_name("lapin-memory"))
                 .await?;
-            let grown =
-                lapin_side::hold_all(&broker, &connection, MEMORY_JOBS, MEMORY_PAYLOAD_BYTES).await;
+            let grown = lapin_side::hold_all(
+                &broker,
+                &connection,
+                MEMORY_JOBS,
+                MEMORY_PAYLOAD_BYTES,
+                keep,
+            )
+            .await;
             let _ = connection.close(200, "memory run done".into()).await;
             grown
         }
@@ -775,27 +792,27 @@ async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<Ro
     Ok(results)
 }
 
-/// The memory row: [`MEMORY_JOBS`] jobs of [`MEMORY_PAYLOAD_BYTES`] held
-/// at once by a queuey worker and by a lapin consumer, sides alternating.
-/// Each run is a fresh process (this benchmark again, with
-/// [`MEMORY_CHILD`] set), so that no run inherits another's freed heap.
+/// The memory rows: [`MEMORY_JOBS`] jobs of [`MEMORY_PAYLOAD_BYTES`] held
+/// at once by a queuey worker, by a lapin consumer that decodes each job
+/// and keeps it with its delivery (the baseline), and by one that keeps
+/// only the delivery, the order rotating from run to run. Each run is a
+/// fresh process (this benchmark again, with [`MEMORY_CHILD`] set), so that
+/// no run inherits another's freed heap.
 async fn measure_memory(settings: &Settings) -> BenchResult<String> {
-    let (mut queuey, mut lapin) = (Vec::new(), Vec::new());
+    const RUNS: [(&str, Side); 3] = [
+        ("queuey", Side::Queuey),
+        ("lapin", Side::Lapin),
+        (MEMORY_LAPIN_RAW, Side::Lapin),
+    ];
+    let mut grown: [Vec<f64>; 3] = Default::default();
     for run in 0..settings.runs {
-        let order = if run % 2 == 0 {
-            [Side::Queuey, Side::Lapin]
-        } else {
-            [Side::Lapin, Side::Queuey]
-        };
-        for side in order {
+        for turn in 0..RUNS.len() {
+            let which = (run + turn) % RUNS.len();
+            let (name, side) = RUNS[which];
             if !settings.sides.contains(&side) {
                 continue;
             }
             tokio::time::sleep(PAUSE).await;
-            let name = match side {
-                Side::Queuey => "queuey",
-                Side::Lapin => "lapin",
-            };
             let url = settings.url.clone();
             let output = tokio::task::spawn_blocking(move || {
                 std::process::Command::new(std::env::current_exe()?)
@@ -805,7 +822,7 @@ async fn measure_memory(settings: &Settings) -> BenchResult<String> {
             })
             .await??;
             let stdout = String::from_utf8_lossy(&output.stdout);
-            let grown: u64 = match stdout.trim().lines().last().map(str::parse) {
+            let bytes: u64 = match stdout.trim().lines().last().map(str::parse) {
                 Some(Ok(bytes)) if output.status.success() => bytes,
                 _ => {
                     return Err(format!(
@@ -816,20 +833,17 @@ async fn measure_memory(settings: &Settings) -> BenchResult<String> {
                     .into());
                 }
             };
-            let mib = grown as f64 / (1024.0 * 1024.0);
+            let mib = bytes as f64 / (1024.0 * 1024.0);
             println!(
-                "peak RSS growth, {MEMORY_JOBS} × {} KB in flight   run {}/{}  {name:<6} +{mib:.1} MiB",
+                "peak RSS growth, {MEMORY_JOBS} × {} KB in flight   run {}/{}  {name:<9} +{mib:.1} MiB",
                 MEMORY_PAYLOAD_BYTES / 1024,
                 run + 1,
                 settings.runs,
             );
-            match side {
-                Side::Queuey => queuey.push(mib),
-                Side::Lapin => lapin.push(mib),
-            }
+            grown[which].push(mib);
         }
     }
-    let (q, l) = (report::median(queuey), report::median(lapin));
+    let [q, l, raw] = grown.map(report::median);
     let ratio = q / l;
     let verdict = if !ratio.is_finite() {
         "–".to_owned()
@@ -838,9 +852,10 @@ async fn measure_memory(settings: &Settings) -> BenchResult<String> {
     } else {
         format!("≤ {MEMORY_TARGET}×: **missed**")
     };
+    let kb = MEMORY_PAYLOAD_BYTES / 1024;
     Ok(format!(
-        "### Memory\n\n| operation | queuey peak RSS growth, median | lapin peak RSS growth, median | queuey/lapin | target |\n|---|--:|--:|--:|---|\n| {MEMORY_JOBS} jobs × {} KB held at once, prefetch {MEMORY_JOBS} | +{q:.1} MiB | +{l:.1} MiB | {ratio:.2}× | {verdict} |\n",
-        MEMORY_PAYLOAD_BYTES / 1024
+        "### Memory\n\n{MEMORY_JOBS} jobs × {kb} KB held at once, prefetch {MEMORY_JOBS}, peak RSS growth, medians:\n\n| the lapin consumer keeps | queuey | lapin | queuey/lapin | target |\n|---|--:|--:|--:|---|\n| each decoded job and its delivery (the baseline) | +{q:.1} MiB | +{l:.1} MiB | {ratio:.2}× | {verdict} |\n| each delivery only, never decoded | +{q:.1} MiB | +{raw:.1} MiB | {:.2}× | – |\n",
+        q / raw
     ))
 }
 

@@ -305,15 +305,26 @@ impl Pool {
     }
 }
 
+/// What a lapin consumer in the memory rows keeps of each delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// The delivery (its body, to republish a retry or a dead letter
+    /// unchanged, and its acker) and the job decoded from it: the baseline.
+    DecodedAndBody,
+    /// The delivery alone, never decoded: the floor under any job library.
+    BodyOnly,
+}
+
 /// The memory row's baseline: one consumer with prefetch `jobs` takes
-/// `jobs` jobs of `payload_bytes`, decodes each into its job and keeps the
-/// delivery (to ack it) and the job until all are held, then acks them.
-/// Returns the growth of the peak resident set, in bytes.
+/// `jobs` jobs of `payload_bytes` and keeps what `keep` says of each until
+/// all are held, then acks them. Returns the growth of the peak resident
+/// set, in bytes.
 pub(crate) async fn hold_all(
     broker: &Broker,
     connection: &Connection,
     jobs: usize,
     payload_bytes: usize,
+    keep: Keep,
 ) -> BenchResult<u64> {
     let queue = broker.fresh_queue();
     broker.declare_work_queue(&queue, false).await?;
@@ -326,7 +337,10 @@ pub(crate) async fn hold_all(
         let mut held = Vec::with_capacity(jobs);
         while held.len() < jobs {
             let delivery = consumer.next().await.ok_or("the consumer ended")??;
-            let job: BenchJob = Envelope::decode(&delivery.data)?.payload_as()?;
+            let job: Option<BenchJob> = match keep {
+                Keep::DecodedAndBody => Some(Envelope::decode(&delivery.data)?.payload_as()?),
+                Keep::BodyOnly => None,
+            };
             held.push((delivery, job));
         }
         BenchResult::Ok(held)
