@@ -1,5 +1,6 @@
 //! Keeping the password of a URI out of logs, `Debug` output and error
-//! messages.
+//! messages, and the percent-encoding of URI components
+//! ([`percent_decode`], [`percent_encode`]) that reading one needs.
 //!
 //! The backends format a broker or store address only through [`redact`],
 //! and run every error text that may quote one through [`scrub`]. Both work
@@ -114,26 +115,47 @@ fn split(uri: &str) -> Option<Parts<'_>> {
     })
 }
 
-fn percent_decode(s: &str) -> String {
+/// Percent-decodes a URI component (a user name, a password, a virtual
+/// host). A `%` not followed by two hex digits is kept as it is; bytes that
+/// are not UTF-8 become U+FFFD.
+///
+/// ```
+/// assert_eq!(queuey_core::uri::percent_decode("a%2Fb%20c"), "a/b c");
+/// ```
+pub fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                i += 1;
-            }
+        let hex = s.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
+        if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+            out.push(b);
+            i += 3;
+            continue;
         }
+        out.push(bytes[i]);
+        i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Percent-encodes everything but the unreserved characters (letters,
+/// digits, `-`, `_`, `.`, `~`), for one path segment of a URL.
+///
+/// ```
+/// assert_eq!(queuey_core::uri::percent_encode("/"), "%2F");
+/// assert_eq!(queuey_core::uri::percent_encode("q.deferred"), "q.deferred");
+/// ```
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -8,6 +8,28 @@ use queuey_rabbitmq::RabbitMqOptions;
 use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
 
+/// A RabbitMQ backend of an operator tool on `url` (an `amqps://` URL with
+/// `tls`), its connection named `name`, with `options` besides. The first
+/// connection is not retried: a tool should say at once that the broker is
+/// unreachable.
+pub(crate) async fn backend(
+    url: &str,
+    tls: &TlsFiles,
+    name: &str,
+    options: RabbitMqOptions,
+) -> Result<queuey_rabbitmq::RabbitMqBackend> {
+    let options = options
+        .connection_name(name)
+        .connect_wait(std::time::Duration::ZERO)
+        .tls(tls.amqp()?);
+    queuey_rabbitmq::RabbitMqBackend::with_options(url, options)
+        .await
+        .map_err(|source| OpsError::Connect {
+            url: redact_url(url),
+            source,
+        })
+}
+
 /// A queue's counts as a passive declare reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueCounts {

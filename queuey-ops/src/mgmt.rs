@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use queuey_core::uri::{percent_decode, percent_encode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -147,14 +148,14 @@ impl Management {
             .map_err(|e| OpsError::Invalid(format!("the AMQP URL is not a URL: {e}")))?;
         let secure = parsed.scheme() == "amqps";
         let host = parsed.host_str().unwrap_or("127.0.0.1").to_owned();
-        let mut user = decode(parsed.username());
-        let mut password = decode(parsed.password().unwrap_or("guest"));
+        let mut user = percent_decode(parsed.username());
+        let mut password = percent_decode(parsed.password().unwrap_or("guest"));
         if user.is_empty() {
             user = "guest".to_owned();
         }
         let vhost = match parsed.path().trim_start_matches('/') {
             "" => "/".to_owned(),
-            v => decode(v),
+            v => percent_decode(v),
         };
         let base = match base {
             Some(given) => {
@@ -165,8 +166,8 @@ impl Management {
                     ))
                 })?;
                 if !url.username().is_empty() {
-                    user = decode(url.username());
-                    password = decode(url.password().unwrap_or_default());
+                    user = percent_decode(url.username());
+                    password = percent_decode(url.password().unwrap_or_default());
                     let _ = url.set_username("");
                     let _ = url.set_password(None);
                 }
@@ -220,7 +221,7 @@ impl Management {
     }
 
     fn vhost_path(&self) -> String {
-        encode(&self.vhost)
+        percent_encode(&self.vhost)
     }
 
     /// `GET {base}/api/{path}` as JSON; `Ok(None)` on 404.
@@ -266,7 +267,7 @@ impl Management {
             let mut path = format!("queues/{}?page={page}&page_size=500", self.vhost_path());
             if let Some(re) = regex {
                 path.push_str("&use_regex=true&name=");
-                path.push_str(&encode(re));
+                path.push_str(&percent_encode(re));
             }
             let value = self.get(&path).await?.unwrap_or(Value::Null);
             let parsed: Page = serde_json::from_value(value).map_err(|e| OpsError::Management {
@@ -304,7 +305,7 @@ impl Management {
 
     /// One queue, or `None` when it does not exist.
     pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
-        let path = format!("queues/{}/{}", self.vhost_path(), encode(name));
+        let path = format!("queues/{}/{}", self.vhost_path(), percent_encode(name));
         match self.get(&path).await? {
             Some(value) => {
                 serde_json::from_value(value)
@@ -368,37 +369,6 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-/// Percent-decodes a URL component.
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = s.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
-        if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Percent-encodes everything but unreserved characters.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -458,10 +428,10 @@ mod tests {
 
     #[test]
     fn names_are_percent_encoded_for_paths() {
-        assert_eq!(encode("/"), "%2F");
-        assert_eq!(encode("a.b-c_d"), "a.b-c_d");
-        assert_eq!(encode("^q\\.x$"), "%5Eq%5C.x%24");
-        assert_eq!(decode("%2f"), "/");
-        assert_eq!(decode("50%"), "50%");
+        assert_eq!(percent_encode("/"), "%2F");
+        assert_eq!(percent_encode("a.b-c_d"), "a.b-c_d");
+        assert_eq!(percent_encode("^q\\.x$"), "%5Eq%5C.x%24");
+        assert_eq!(percent_decode("%2f"), "/");
+        assert_eq!(percent_decode("50%"), "50%");
     }
 }

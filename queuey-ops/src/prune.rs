@@ -10,16 +10,12 @@
 //! reaches it meanwhile, and asks the management API for the jobs that
 //! AMQP does not count before the watch and again before the deletion.
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use queuey_core::{BackendError, BackendErrorKind};
-use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqBackend, RabbitMqOptions};
+use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqOptions};
 use serde::Serialize;
 
-use crate::amqp::redact_url;
-use crate::error::OpsError;
 use crate::holds::{Census, HoldQueue};
 use crate::mgmt::Management;
 use crate::tls::TlsFiles;
@@ -118,19 +114,11 @@ pub async fn prune(
     items: &[PruneItem],
 ) -> crate::Result<Vec<(PruneItem, Result<HoldPruned, String>)>> {
     let options = RabbitMqOptions::default()
-        .connection_name(name)
-        .connect_wait(Duration::ZERO)
         .deferred_suffix(deferred_suffix)
         .prune_holds_after(None)
         .hold_watch(false)
-        .hold_census(ManagementCensus::new(mgmt))
-        .tls(tls.amqp()?);
-    let backend = RabbitMqBackend::with_options(url, options)
-        .await
-        .map_err(|source| OpsError::Connect {
-            url: redact_url(url),
-            source,
-        })?;
+        .hold_census(ManagementCensus::new(mgmt));
+    let backend = crate::amqp::backend(url, tls, name, options).await?;
     let backend_ref = &backend;
     let outcomes = futures::stream::iter(items.iter().filter(|i| i.prune))
         .map(|item| async move {

@@ -29,7 +29,6 @@ use queuey_core::backend::Backend;
 use queuey_core::control::{Command, ControlRecord, ControlState, Heartbeat, RunningJob};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::amqp::redact_url;
 use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
 
@@ -57,17 +56,8 @@ impl Fleet {
         name: &str,
         control_stream: &str,
     ) -> Result<Fleet> {
-        let options = RabbitMqOptions::default()
-            .connection_name(name)
-            .connect_wait(Duration::ZERO)
-            .control_stream(control_stream)
-            .tls(tls.amqp()?);
-        let backend = RabbitMqBackend::with_options(url, options)
-            .await
-            .map_err(|source| OpsError::Connect {
-                url: redact_url(url),
-                source,
-            })?;
+        let options = RabbitMqOptions::default().control_stream(control_stream);
+        let backend = crate::amqp::backend(url, tls, name, options).await?;
         Ok(Fleet { backend })
     }
 

@@ -75,74 +75,58 @@ impl Api {
 
     /// Every queue of the virtual host that has statistics, by name.
     pub(crate) async fn read(&self) -> Result<Vec<(String, Sample)>, ReadError> {
-        let base = self.endpoint.base.clone();
-        let scrub = |text: String| {
-            if self.endpoint.password.is_empty() {
-                text
-            } else {
-                text.replace(&self.endpoint.password, "***")
-            }
-        };
-        let response = self
-            .http
-            .get(self.endpoint.queues_url())
-            .basic_auth(&self.endpoint.user, Some(&self.endpoint.password))
-            .send()
-            .await
-            .map_err(|e| ReadError::Unreachable {
-                base: base.clone(),
-                detail: scrub(root_cause(&e)),
+        let body = self
+            .get(&self.endpoint.queues_url())
+            .await?
+            .ok_or_else(|| ReadError::Refused {
+                base: self.endpoint.base.clone(),
+                status: 404,
             })?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(ReadError::Refused {
-                base,
-                status: status.as_u16(),
-            });
-        }
-        let body = response.bytes().await.map_err(|e| ReadError::Unreachable {
-            base: base.clone(),
-            detail: scrub(root_cause(&e)),
-        })?;
-        listing(&body).map_err(|detail| ReadError::Unexpected { base, detail })
+        listing(&body).map_err(|detail| ReadError::Unexpected {
+            base: self.endpoint.base.clone(),
+            detail,
+        })
     }
-}
 
-impl Api {
     /// Every job `queue` holds by its statistics (`messages`: those a
     /// quorum hold keeps past their delay included); `None` when the queue
     /// does not exist or has no statistics yet.
     pub(crate) async fn messages(&self, queue: &str) -> Result<Option<u64>, ReadError> {
-        let base = self.endpoint.base.clone();
+        let Some(body) = self.get(&self.endpoint.queue_url(queue)).await? else {
+            return Ok(None);
+        };
+        let value: Value = serde_json::from_slice(&body).map_err(|e| ReadError::Unexpected {
+            base: self.endpoint.base.clone(),
+            detail: format!("the answer is not JSON ({e})"),
+        })?;
+        Ok(value.get("messages").and_then(Value::as_u64))
+    }
+
+    /// The body at `url`, `None` for a 404.
+    async fn get(&self, url: &str) -> Result<Option<bytes::Bytes>, ReadError> {
+        let base = &self.endpoint.base;
+        let unreachable = |e: reqwest::Error| ReadError::Unreachable {
+            base: base.clone(),
+            detail: self.scrub(root_cause(&e)),
+        };
         let response = self
             .http
-            .get(self.endpoint.queue_url(queue))
+            .get(url)
             .basic_auth(&self.endpoint.user, Some(&self.endpoint.password))
             .send()
             .await
-            .map_err(|e| ReadError::Unreachable {
-                base: base.clone(),
-                detail: self.scrub(root_cause(&e)),
-            })?;
+            .map_err(unreachable)?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
         if !status.is_success() {
             return Err(ReadError::Refused {
-                base,
+                base: base.clone(),
                 status: status.as_u16(),
             });
         }
-        let body = response.bytes().await.map_err(|e| ReadError::Unreachable {
-            base: base.clone(),
-            detail: self.scrub(root_cause(&e)),
-        })?;
-        let value: Value = serde_json::from_slice(&body).map_err(|e| ReadError::Unexpected {
-            base,
-            detail: format!("the answer is not JSON ({e})"),
-        })?;
-        Ok(value.get("messages").and_then(Value::as_u64))
+        response.bytes().await.map(Some).map_err(unreachable)
     }
 
     /// `text` without the password.

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use queuey_core::uri::redact;
+use queuey_core::uri::{percent_decode, percent_encode, redact};
 
 use crate::topology::HoldQueues;
 
@@ -67,13 +67,16 @@ impl Endpoint {
             .filter(|h| !h.is_empty())
             .unwrap_or("localhost")
             .to_owned();
-        let vhost = match decode(uri.path().strip_prefix('/').unwrap_or_default()) {
+        let vhost = match percent_decode(uri.path().strip_prefix('/').unwrap_or_default()) {
             vhost if vhost.is_empty() => "/".to_owned(),
             vhost => vhost,
         };
         let (mut user, mut password) = match uri.username() {
             "" => ("guest".to_owned(), "guest".to_owned()),
-            user => (decode(user), decode(uri.password().unwrap_or_default())),
+            user => (
+                percent_decode(user),
+                percent_decode(uri.password().unwrap_or_default()),
+            ),
         };
         let base = match given {
             Some(given) => {
@@ -86,8 +89,8 @@ impl Endpoint {
                     ));
                 }
                 if !url.username().is_empty() {
-                    user = decode(url.username());
-                    password = decode(url.password().unwrap_or_default());
+                    user = percent_decode(url.username());
+                    password = percent_decode(url.password().unwrap_or_default());
                 }
                 // Never fails on an http(s) URL with a host.
                 let _ = url.set_username("");
@@ -112,8 +115,8 @@ impl Endpoint {
         format!(
             "{}/api/queues/{}/{}?columns=name,messages",
             self.base,
-            encode(&self.vhost),
-            encode(queue)
+            percent_encode(&self.vhost),
+            percent_encode(queue)
         )
     }
 
@@ -124,7 +127,7 @@ impl Endpoint {
             "{}/api/queues/{}?columns=name,messages,messages_ready,\
              messages_unacknowledged,message_stats.publish",
             self.base,
-            encode(&self.vhost)
+            percent_encode(&self.vhost)
         )
     }
 }
@@ -146,37 +149,6 @@ fn bracketed(host: &str) -> String {
     } else {
         host.to_owned()
     }
-}
-
-/// Percent-decodes a URL component (user or password).
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = s.get(i + 1..i + 3).filter(|_| bytes[i] == b'%');
-        if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-            out.push(b);
-            i += 3;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Percent-encodes everything but unreserved characters, for a path segment.
-fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
