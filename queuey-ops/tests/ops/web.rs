@@ -322,13 +322,17 @@ async fn the_dashboard_asks_for_its_token_or_password_and_stays_local_without() 
         .unwrap();
     assert_eq!(empty_cookie.status(), 401);
     let with_query = get(format!("{base}/?token={TOKEN}")).await.unwrap();
-    assert_eq!(with_query.status(), 200);
-    assert!(
-        with_query.headers()["set-cookie"]
-            .to_str()
-            .unwrap()
-            .contains("HttpOnly")
+    let (status, cookie) = (
+        with_query.status(),
+        with_query.headers().get("set-cookie").cloned(),
     );
+    assert_eq!(
+        status,
+        200,
+        "{}",
+        with_query.text().await.unwrap_or_default()
+    );
+    assert!(cookie.unwrap().to_str().unwrap().contains("HttpOnly"));
     let bearer = http
         .get(format!("{base}/"))
         .bearer_auth(TOKEN)
