@@ -262,9 +262,14 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     let url = proxy
         .as_ref()
         .map_or(direct.clone(), |(_, url)| url.clone());
+    let queue = <J as Job>::QUEUE.name().to_owned();
+    // The control stream its worker processes use too, deleted with the
+    // queue: never the shared broker's `queuey.control`.
+    let control = super::child::control_stream(&queue);
     let options = |role: &str| {
         RabbitMqOptions::default()
             .connection_name(format!("queuey-fault-{role}-{run_id}"))
+            .control_stream(&control)
             .heartbeat(plan.heartbeat)
             .connect_timeout(Duration::from_secs(3))
             .call_timeout(Duration::from_secs(10))
@@ -279,7 +284,6 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     let producer = Producer::<J::Queues, _>::new(Arc::clone(&producer_backend))
         .await
         .expect("the producer declares its queue");
-    let queue = <J as Job>::QUEUE.name().to_owned();
     let mut store_server = plan.once.then(queuey_redis::__testing::PrivateRedis::start);
 
     // The worker: in process, or a child process for the crash scenario.
