@@ -19,6 +19,30 @@ use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqOptions};
 
 use crate::support::{BrokerCensus, envelope, n_of, within};
 
+/// Declares `config` through each backend, holds job 1 for `ms` through
+/// the last, and waits until it is back on its queue: the hold is then
+/// empty and unused.
+async fn held_once(
+    broker: &crate::support::Broker,
+    backends: &[&queuey_rabbitmq::RabbitMqBackend],
+    config: &QueueConfig,
+    ms: u64,
+) {
+    for backend in backends {
+        within("declare", backend.declare(std::slice::from_ref(config)))
+            .await
+            .unwrap();
+    }
+    let last = backends.last().expect("a backend");
+    within(
+        "publish_after",
+        last.publish_after(&envelope(config.name(), 1), Duration::from_millis(ms)),
+    )
+    .await
+    .unwrap();
+    broker.wait_ready(config.name(), 1).await;
+}
+
 /// A prune of an empty hold watches it for ten seconds first; this bounds
 /// one prune with room for a loaded machine.
 const PRUNE_BOUND: Duration = Duration::from_secs(60);
@@ -101,16 +125,7 @@ async fn a_consumed_hold_is_kept() {
     let backend = broker.backend(exact()).await;
     let q = broker.queue("consumed");
     let hold = broker.hold(&q, 800);
-    within("declare", backend.declare(&[QueueConfig::new(&q)]))
-        .await
-        .unwrap();
-    within(
-        "publish_after",
-        backend.publish_after(&envelope(&q, 1), Duration::from_millis(800)),
-    )
-    .await
-    .unwrap();
-    broker.wait_ready(&q, 1).await;
+    held_once(&broker, &[&backend], &QueueConfig::new(&q), 800).await;
     let ch = broker.channel().await;
     let _consumer = ch
         .basic_consume(
@@ -139,16 +154,7 @@ async fn a_job_arriving_while_the_hold_is_watched_keeps_it() {
     let backend = broker.backend(exact()).await;
     let q = broker.queue("watched");
     let hold = broker.hold(&q, 1_000);
-    within("declare", backend.declare(&[QueueConfig::new(&q)]))
-        .await
-        .unwrap();
-    within(
-        "publish_after",
-        backend.publish_after(&envelope(&q, 1), Duration::from_millis(1_000)),
-    )
-    .await
-    .unwrap();
-    broker.wait_ready(&q, 1).await;
+    held_once(&broker, &[&backend], &QueueConfig::new(&q), 1_000).await;
 
     let pruner = {
         let backend = backend.clone();
@@ -157,7 +163,7 @@ async fn a_job_arriving_while_the_hold_is_watched_keeps_it() {
     };
     // Wait for the pruner's consumer, then publish as a foreign client.
     within("the pruner consumes", async {
-        while !consumed(&broker, &hold).await {
+        while !consumed(&hold).await {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
@@ -181,19 +187,10 @@ async fn a_job_arriving_while_the_hold_is_watched_keeps_it() {
 
 /// Whether `queue` has a consumer, by the broker's listing (which, unlike
 /// a declare, does not count as using it).
-async fn consumed(broker: &crate::support::Broker, queue: &str) -> bool {
-    crate::support::rabbitmqctl(&[
-        "list_queues",
-        "name",
-        "consumers",
-        "-q",
-        "--no-table-headers",
-    ])
-    .await
-    .lines()
-    .filter_map(|line| line.split_once('\t'))
-    .any(|(name, consumers)| name == queue && consumers.trim() != "0")
-        && broker.exists(queue).await
+async fn consumed(queue: &str) -> bool {
+    crate::support::listed(queue, &["consumers"])
+        .await
+        .is_some_and(|row| row[0] != "0")
 }
 
 /// A hold publish that meets a hold being pruned steps over it to the hold
@@ -207,26 +204,14 @@ async fn a_hold_publish_steps_over_a_hold_being_pruned() {
     let q = broker.queue("steps");
     let hold = broker.hold(&q, 700);
     let next = broker.hold(&q, 701);
-    let config = QueueConfig::new(&q);
-    for backend in [&pruning, &holding] {
-        within("declare", backend.declare(std::slice::from_ref(&config)))
-            .await
-            .unwrap();
-    }
-    within(
-        "publish_after",
-        holding.publish_after(&envelope(&q, 1), Duration::from_millis(700)),
-    )
-    .await
-    .unwrap();
-    broker.wait_ready(&q, 1).await;
+    held_once(&broker, &[&pruning, &holding], &QueueConfig::new(&q), 700).await;
 
     let pruner = {
         let (q, hold) = (q.clone(), hold.clone());
         tokio::spawn(async move { pruning.prune_hold(&q, &hold).await })
     };
     within("the pruner consumes", async {
-        while !consumed(&broker, &hold).await {
+        while !consumed(&hold).await {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
@@ -377,16 +362,7 @@ async fn the_backend_prunes_the_holds_it_stopped_using() {
         .await;
     let q = broker.queue("idle");
     let hold = broker.hold(&q, 500);
-    within("declare", backend.declare(&[QueueConfig::new(&q)]))
-        .await
-        .unwrap();
-    within(
-        "publish_after",
-        backend.publish_after(&envelope(&q, 1), Duration::from_millis(500)),
-    )
-    .await
-    .unwrap();
-    broker.wait_ready(&q, 1).await;
+    held_once(&broker, &[&backend], &QueueConfig::new(&q), 500).await;
     assert!(broker.exists(&hold).await);
     bounded("the hold is pruned", PRUNE_BOUND, async {
         while !broker.queues_starting_with(&hold).await.is_empty() {
@@ -452,16 +428,7 @@ async fn by_default_the_management_api_counts_the_jobs_of_a_pruned_hold() {
         .await;
     let q = broker.queue("default-census");
     let hold = broker.hold(&q, 400);
-    within("declare", backend.declare(&[QueueConfig::new(&q)]))
-        .await
-        .unwrap();
-    within(
-        "publish_after",
-        backend.publish_after(&envelope(&q, 1), Duration::from_millis(400)),
-    )
-    .await
-    .unwrap();
-    broker.wait_ready(&q, 1).await;
+    held_once(&broker, &[&backend], &QueueConfig::new(&q), 400).await;
     bounded("the hold is pruned", PRUNE_BOUND, async {
         while !broker.queues_starting_with(&hold).await.is_empty() {
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -487,16 +454,7 @@ async fn without_a_census_that_answers_every_hold_is_kept() {
         .await;
     let q = broker.queue("no-census");
     let hold = broker.hold(&q, 300);
-    within("declare", backend.declare(&[QueueConfig::new(&q)]))
-        .await
-        .unwrap();
-    within(
-        "publish_after",
-        backend.publish_after(&envelope(&q, 1), Duration::from_millis(300)),
-    )
-    .await
-    .unwrap();
-    broker.wait_ready(&q, 1).await;
+    held_once(&broker, &[&backend], &QueueConfig::new(&q), 300).await;
     assert_eq!(
         within("prune", backend.prune_hold(&q, &hold))
             .await

@@ -321,24 +321,8 @@ impl Broker {
     /// Ready and unacknowledged messages on `queue`, from the broker's
     /// listing (`None` if it is not listed).
     pub(crate) async fn ready_and_unacked(&self, queue: &str) -> Option<(u32, u32)> {
-        let listing = rabbitmqctl(&[
-            "list_queues",
-            "name",
-            "messages_ready",
-            "messages_unacknowledged",
-            "-q",
-            "--no-table-headers",
-        ])
-        .await;
-        listing.lines().find_map(|line| {
-            let mut fields = line.split('\t');
-            if fields.next() != Some(queue) {
-                return None;
-            }
-            let ready = fields.next()?.parse().ok()?;
-            let unacked = fields.next()?.parse().ok()?;
-            Some((ready, unacked))
-        })
+        let row = listed(queue, &["messages_ready", "messages_unacknowledged"]).await?;
+        Some((row[0].parse().ok()?, row[1].parse().ok()?))
     }
 
     /// The broker's record of `queue`: `type\tdurable\targuments`, from its
@@ -504,6 +488,19 @@ impl Drop for Broker {
     }
 }
 
+/// The `columns` of `queue` in the broker's listing (`rabbitmqctl
+/// list_queues`, asked of the queues themselves, so never stale), or
+/// `None` when it is not listed.
+pub(crate) async fn listed(queue: &str, columns: &[&str]) -> Option<Vec<String>> {
+    let mut args = vec!["list_queues", "name"];
+    args.extend_from_slice(columns);
+    args.extend(["-q", "--no-table-headers"]);
+    rabbitmqctl(&args).await.lines().find_map(|line| {
+        let mut fields = line.split('\t');
+        (fields.next() == Some(queue)).then(|| fields.map(|f| f.trim().to_owned()).collect())
+    })
+}
+
 /// A hold census for the tests: every job of a queue as `rabbitmqctl
 /// list_queues messages` counts it (asked of the queue itself, so never
 /// stale), those waiting to be dead-lettered included.
@@ -516,19 +513,9 @@ impl queuey_rabbitmq::HoldCensus for BrokerCensus {
         hold: &'a str,
     ) -> futures::future::BoxFuture<'a, Result<Option<u64>, Error>> {
         Box::pin(async move {
-            let listing = rabbitmqctl(&[
-                "list_queues",
-                "name",
-                "messages",
-                "-q",
-                "--no-table-headers",
-            ])
-            .await;
-            Ok(listing
-                .lines()
-                .filter_map(|line| line.split_once('\t'))
-                .find(|(name, _)| *name == hold)
-                .and_then(|(_, n)| n.trim().parse().ok()))
+            Ok(listed(hold, &["messages"])
+                .await
+                .and_then(|row| row[0].parse().ok()))
         })
     }
 }
@@ -714,40 +701,30 @@ pub(crate) fn filtered_log_leaks() -> Vec<String> {
     FILTERED_LEAKS.lock().unwrap().clone()
 }
 
-/// Every warning and error queuey logged so far, in any test, that mentions
-/// `needle` (a queue name with its UUID picks out one test's lines).
+/// The lines of `log` so far, from any test, that mention `needle` (a
+/// queue name with its UUID picks out one test's lines).
+fn mentioning(log: &Mutex<Vec<String>>, needle: &str) -> Vec<String> {
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|line| line.contains(needle))
+        .cloned()
+        .collect()
+}
+
+/// Every warning and error queuey logged so far that mentions `needle`.
 pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
-    WARNINGS
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|line| line.contains(needle))
-        .cloned()
-        .collect()
+    mentioning(&WARNINGS, needle)
 }
 
-/// Every info line of the poison guard so far, in any test, that mentions
-/// `needle`.
+/// Every info line of the poison guard so far that mentions `needle`.
 pub(crate) fn guard_notices_mentioning(needle: &str) -> Vec<String> {
-    NOTICES
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|line| line.contains(needle))
-        .cloned()
-        .collect()
+    mentioning(&NOTICES, needle)
 }
 
-/// Every info line of the hold watchdog so far, in any test, that
-/// mentions `needle`.
+/// Every info line of the hold watchdog so far that mentions `needle`.
 pub(crate) fn watch_notices_mentioning(needle: &str) -> Vec<String> {
-    WATCH_NOTICES
-        .lock()
-        .unwrap()
-        .iter()
-        .filter(|line| line.contains(needle))
-        .cloned()
-        .collect()
+    mentioning(&WATCH_NOTICES, needle)
 }
 
 /// Scans what it sees for secrets: everything (`filtered: false`), or
