@@ -65,6 +65,19 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
         None
     }
 
+    /// The job's key on a [sharded](crate::QueueConfig::shards) queue:
+    /// jobs with the same key go to the same shard, so they keep their
+    /// order relative to each other; jobs without one (`None`, the
+    /// default) are spread round-robin. An unsharded queue ignores it.
+    ///
+    /// `#[job(key = customer)]` makes a field the key (anything
+    /// `Display`), `#[job(key = Self::customer_key)]` the value a method of
+    /// the job gives. [`EnqueueOptions::key`](crate::EnqueueOptions::key)
+    /// wins over it.
+    fn key(&self) -> Option<String> {
+        None
+    }
+
     /// The job type's own retry policy, which wins over its queue's.
     fn retry_policy() -> Option<RetryPolicy> {
         None

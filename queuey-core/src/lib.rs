@@ -97,6 +97,7 @@ pub use handler::{
 };
 pub use job::Job;
 pub use producer::{EnqueueOptions, Producer, ProducerBuilder, WaitError};
+pub use queue::shard;
 pub use queue::{MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};
 pub use unique::Unique;

@@ -72,6 +72,10 @@ pub struct EnqueueOptions {
     /// Makes this enqueue a unique job (see [`Unique`]), whatever the job
     /// type declares; needs a [`store`](ProducerBuilder::store).
     pub unique: Option<Unique>,
+    /// The job's key on a [sharded](crate::QueueConfig::shards) queue,
+    /// whatever the job type declares ([`Job::key`]): jobs with one key go
+    /// to one shard and keep their order.
+    pub key: Option<String>,
 }
 
 impl EnqueueOptions {
@@ -127,6 +131,12 @@ impl EnqueueOptions {
     /// Makes the job unique (see [`unique`](EnqueueOptions::unique)).
     pub fn unique(mut self, unique: Unique) -> Self {
         self.unique = Some(unique);
+        self
+    }
+
+    /// Sets the job's key on a sharded queue (see [`key`](EnqueueOptions::key)).
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
         self
     }
 
@@ -470,7 +480,9 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
                 envelope.job_type, envelope.queue
             )));
         };
-        let key = unique.store_key(&envelope.queue, &envelope.job_type, &envelope.payload);
+        // One key for the whole queue, whichever shard the job goes to.
+        let queue = self.names.logical(&envelope.queue);
+        let key = unique.store_key(queue, &envelope.job_type, &envelope.payload);
         let claim = unique::claim(
             &*handle.store,
             handle.timeout,
@@ -564,9 +576,12 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     fn envelope_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
-        options: EnqueueOptions,
+        mut options: EnqueueOptions,
     ) -> Result<(Envelope, Option<Duration>), Error> {
-        let mut envelope = self.envelope_for(job)?.with_priority(options.priority);
+        let key = options.key.take().or_else(|| job.key());
+        let mut envelope = self
+            .envelope_to(job, key.as_deref())?
+            .with_priority(options.priority);
         let wait = options.wait(&envelope.queue)?;
         envelope.correlation_id = options.correlation_id;
         if let Some(job_id) = options.job_id {
@@ -578,8 +593,20 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         Ok((envelope, wait))
     }
 
+    /// The envelope of a job, addressed to its queue (to the shard of its
+    /// [key](Job::key) on a sharded queue).
     fn envelope_for<J: Job<Queues = Q>>(&self, job: &J) -> Result<Envelope, Error> {
-        let queue = self.names.get(J::QUEUE.name());
+        self.envelope_to(job, job.key().as_deref())
+    }
+
+    /// The envelope of a job, addressed to its queue (to the shard of `key`
+    /// on a sharded queue).
+    fn envelope_to<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        key: Option<&str>,
+    ) -> Result<Envelope, Error> {
+        let queue = self.names.target(J::QUEUE.name(), key);
         let payload = serde_json::value::to_raw_value(job).map_err(|source| Error::Encode {
             queue: queue.to_owned(),
             source,

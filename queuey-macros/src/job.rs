@@ -9,7 +9,7 @@ use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
 use crate::attr::{self, Millis, RetrySpec};
 use crate::crate_path::core_path;
 
-const KEYS: &[&str] = &["queue", "name", "retry", "output", "unique"];
+const KEYS: &[&str] = &["queue", "name", "retry", "output", "unique", "key"];
 
 /// The keys of `unique(..)`.
 const UNIQUE_KEYS: &[&str] = &["window", "key"];
@@ -25,6 +25,8 @@ struct JobSpec {
     /// The handler's output type, as written; `()` when left out.
     output: Option<syn::Type>,
     unique: Option<UniqueSpec>,
+    /// `key = field` or `key = Self::method`.
+    key: Option<Path>,
 }
 
 /// `unique(window = "10m", key = Self::tenant)`.
@@ -89,6 +91,18 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     });
+    let key = spec.key.as_ref().map(|key| {
+        // A lone name is a field; a path is a function of `&Self`.
+        let value = match key.get_ident() {
+            Some(field) => quote!(&self.#field),
+            None => quote!(&#key(self)),
+        };
+        quote! {
+            fn key(&self) -> ::core::option::Option<::std::string::String> {
+                ::core::option::Option::Some(::std::string::ToString::to_string(#value))
+            }
+        }
+    });
     Ok(quote! {
         #[automatically_derived]
         impl #core::Job for #ident {
@@ -98,6 +112,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             const NAME: &'static str = #name;
             #retry
             #unique
+            #key
         }
     })
 }
@@ -121,6 +136,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut retry = None;
     let mut unique = None;
     let mut output = None;
+    let mut key = None;
     for arg in &list.args {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
@@ -128,6 +144,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
             "retry" => retry = Some(RetrySpec::parse(&arg.list()?)?),
             "unique" => unique = Some(unique_spec(arg)?),
             "output" => output = Some(arg.ty()?.clone()),
+            "key" => key = Some(arg.path("customer_id")?.clone()),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -141,6 +158,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         retry,
         unique,
         output,
+        key,
     })
 }
 

@@ -19,7 +19,11 @@ const QUEUE_KEYS: &[&str] = &[
     "max_priority",
     "retry",
     "queue_type",
+    "shards",
 ];
+
+/// The most shards one queue may have, as `QueueConfig` checks it.
+const MAX_SHARDS: u64 = 256;
 
 /// The longest message TTL RabbitMQ accepts: ten years, as `QueueConfig`
 /// checks it.
@@ -37,6 +41,7 @@ struct Queue {
     max_priority: Option<u8>,
     retry: Option<RetrySpec>,
     quorum: bool,
+    shards: Option<u16>,
 }
 
 pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
@@ -150,6 +155,7 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
         max_priority: None,
         retry: None,
         quorum: false,
+        shards: None,
     };
     let mut refusals = Vec::new();
     let mut name = names::snake_case(&variant.ident.unraw().to_string());
@@ -210,6 +216,10 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                 };
             }
             "retry" => queue.retry = Some(RetrySpec::parse(&arg.list()?)?),
+            "shards" => {
+                let n = arg.int(1, MAX_SHARDS, 4)?;
+                queue.shards = u16::try_from(n).ok();
+            }
             _ => return Err(arg.unknown("#[queue(..)]", QUEUE_KEYS)),
         }
     }
@@ -284,6 +294,10 @@ fn config(core: &TokenStream, queue: &Queue) -> TokenStream {
     }
     if queue.quorum {
         calls.extend(quote!(.queue_type(#core::QueueType::Quorum)));
+    }
+    if let Some(shards) = queue.shards {
+        let shards = Literal::u16_suffixed(shards);
+        calls.extend(quote!(.shards(#shards)));
     }
     quote!(#core::QueueConfig::new(#name) #calls)
 }

@@ -228,11 +228,17 @@ impl Backend for RabbitMqBackend {
         Box::pin(async move {
             let Inner { options, link, .. } = &*self.inner;
             for config in queues {
+                config.validate()?;
+            }
+            // A sharded queue is its lane and its shards.
+            let queues: Vec<QueueConfig> = queues.iter().flat_map(QueueConfig::physical).collect();
+            for config in &queues {
                 declare::check(config, options)?;
             }
             if link.is_closed() {
                 return Err(Error::ShutDown);
             }
+            let queues = &queues;
             link.call("declaring queues", |current| async move {
                 declare::declare_queues(&current.connection, options, queues, |config| {
                     link.remember(config)

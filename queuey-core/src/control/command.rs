@@ -155,7 +155,8 @@ impl CancelFilter {
         CancelFilter::default()
     }
 
-    /// Only jobs of this queue (its name on the broker).
+    /// Only jobs of this queue (its name on the broker). A sharded
+    /// queue's name covers its shards too.
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
         self
@@ -199,7 +200,10 @@ impl CancelFilter {
     /// type conditions hold (its payload and enqueue time are not looked
     /// at). What a tool can tell of a job it knows only from a heartbeat.
     pub fn may_match(&self, queue: &str, job_type: &str) -> bool {
-        self.queue.as_deref().is_none_or(|q| q == queue)
+        let of_queue = |q: &str| {
+            q == queue || crate::shard::parse_shard_name(queue).is_some_and(|(base, _)| base == q)
+        };
+        self.queue.as_deref().is_none_or(of_queue)
             && self.job_type.as_deref().is_none_or(|t| t == job_type)
     }
 

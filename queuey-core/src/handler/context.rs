@@ -37,6 +37,7 @@ pub struct JobContext {
     traceparent: Option<String>,
     tracestate: Option<String>,
     cancel: CancelSignal,
+    shard: Option<u16>,
 }
 
 impl JobContext {
@@ -57,18 +58,29 @@ impl JobContext {
             traceparent: None,
             tracestate: None,
             cancel: CancelSignal::never(),
+            shard: None,
         }
     }
 
     /// The context of a delivered envelope. `queue` is shared between all
     /// jobs of one consumer, so building a context copies no queue name.
+    ///
+    /// `queue` is the logical queue: for a job taken from one of its
+    /// shards (the envelope names `{queue}.s{n}`), [`shard`](JobContext::shard)
+    /// is `n`.
     pub fn from_envelope(
         envelope: &Envelope,
         queue: Arc<str>,
         max_attempts: u32,
         redelivered: bool,
     ) -> Self {
+        let shard = (envelope.queue.len() != queue.len())
+            .then(|| crate::shard::parse_shard_name(&envelope.queue))
+            .flatten()
+            .filter(|(base, _)| *base == &*queue)
+            .map(|(_, index)| index);
         JobContext {
+            shard,
             job_id: envelope.job_id,
             queue,
             attempt: envelope.attempt,
@@ -238,6 +250,12 @@ impl JobContext {
     /// The shared queue name.
     pub fn queue_arc(&self) -> &Arc<str> {
         &self.queue
+    }
+
+    /// The shard of a [sharded](crate::QueueConfig::shards) queue the job
+    /// was taken from; `None` for an unsharded queue and for its lane.
+    pub fn shard(&self) -> Option<u16> {
+        self.shard
     }
 
     /// This attempt, starting at 1.

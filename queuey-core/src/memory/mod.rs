@@ -366,7 +366,8 @@ impl Backend for MemoryBackend {
             if state.closed {
                 return Err(Error::ShutDown);
             }
-            for config in queues {
+            for config in queues.iter().flat_map(QueueConfig::physical) {
+                let config = &config;
                 let queue = state
                     .queues
                     .entry(config.name().to_owned())

@@ -6,6 +6,7 @@ use super::QueueSettings;
 use crate::{Error, RetryPolicy};
 
 use super::QueueType;
+use super::shard::{MAX_SHARDS, Shard, shard_name};
 
 /// The longest queue name AMQP allows, in bytes.
 pub const MAX_QUEUE_NAME_BYTES: usize = 255;
@@ -46,6 +47,10 @@ pub struct QueueConfig {
     pub(crate) max_priority: Option<u8>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) queue_type: QueueType,
+    /// Broker queues the logical queue is spread over (1: not sharded).
+    pub(crate) shards: u16,
+    /// Set on the settings of one shard's broker queue.
+    pub(crate) shard: Option<Shard>,
 }
 
 impl QueueConfig {
@@ -65,6 +70,8 @@ impl QueueConfig {
             max_priority: None,
             retry: None,
             queue_type: QueueType::Classic,
+            shards: 1,
+            shard: None,
         }
     }
 
@@ -110,6 +117,18 @@ impl QueueConfig {
         self
     }
 
+    /// Spreads the queue over `shards` broker queues (default 1: one
+    /// queue), to go past what one broker queue can carry; see
+    /// [`shard`](crate::shard) for how jobs are spread and
+    /// [`physical`](QueueConfig::physical) for the broker queues declared.
+    ///
+    /// Between 1 and [`MAX_SHARDS`]; checked by
+    /// [`validate`](QueueConfig::validate).
+    pub fn shards(mut self, shards: u16) -> Self {
+        self.shards = shards;
+        self
+    }
+
     /// The retry policy for jobs on this queue whose job type sets none.
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = Some(policy);
@@ -148,9 +167,74 @@ impl QueueConfig {
         self.queue_type == QueueType::Quorum
     }
 
+    /// Which shard of a sharded queue these settings declare, for one of
+    /// the broker queues [`physical`](QueueConfig::physical) gives; `None`
+    /// for an unsharded queue and for the lane.
+    pub fn shard(&self) -> Option<Shard> {
+        self.shard
+    }
+
+    /// The broker queues behind this logical queue, each with its own
+    /// settings: the queue itself, unchanged, when it is not sharded;
+    /// otherwise the lane (named like the queue) and then each shard
+    /// (`NAME.s0`, `NAME.s1`, …), in that order.
+    ///
+    /// The prefetch is split: each of them takes the queue's prefetch over
+    /// the number of shards, rounded up, so that the shards together hold
+    /// about what one queue would (the lane, which is normally empty,
+    /// takes a shard's part as well).
+    ///
+    /// Backends declare every one of them when asked to declare a sharded
+    /// queue; a worker consumes every one of them.
+    ///
+    /// ```
+    /// use queuey_core::QueueConfig;
+    ///
+    /// let queue = QueueConfig::new("app.emails").prefetch(32).shards(4);
+    /// let physical = queue.physical();
+    /// let names: Vec<&str> = physical.iter().map(|q| q.name()).collect();
+    /// assert_eq!(names, ["app.emails", "app.emails.s0", "app.emails.s1", "app.emails.s2", "app.emails.s3"]);
+    /// assert!(physical.iter().all(|q| q.settings().prefetch() == 8));
+    /// assert_eq!(physical[2].shard().map(|s| s.index()), Some(1));
+    /// ```
+    pub fn physical(&self) -> Vec<QueueConfig> {
+        if self.shards <= 1 || self.shard.is_some() {
+            return vec![self.clone()];
+        }
+        let share = self.prefetch.div_ceil(self.shards).max(1);
+        let one = |name: String, shard: Option<Shard>| QueueConfig {
+            name,
+            prefetch: share,
+            shards: 1,
+            shard,
+            ..self.clone()
+        };
+        let mut all = Vec::with_capacity(usize::from(self.shards) + 1);
+        all.push(one(self.name.clone(), None));
+        for index in 0..self.shards {
+            all.push(one(
+                shard_name(&self.name, index),
+                Some(Shard::new(index, self.shards)),
+            ));
+        }
+        all
+    }
+
     /// Checks every setting; backends call this before declaring anything.
     pub fn validate(&self) -> Result<(), Error> {
         validate_queue_name(&self.name)?;
+        if !(1..=MAX_SHARDS).contains(&self.shards) {
+            return Err(Error::invalid_config(format!(
+                "queue `{}`: shards must be between 1 and {MAX_SHARDS}, got {}",
+                self.name, self.shards
+            )));
+        }
+        if self.shards > 1 {
+            // The longest shard name must fit too.
+            validate_queue_name(&shard_name(&self.name, self.shards - 1)).map_err(|e| {
+                Error::invalid_config(format!("a shard of queue `{}`: {e}", self.name))
+            })?;
+        }
         if self.prefetch == 0 {
             return Err(Error::invalid_config(format!(
                 "queue `{}`: prefetch must be at least 1 (AMQP reads 0 as unlimited)",
@@ -198,6 +282,8 @@ impl PartialEq for QueueConfig {
             && self.priority_levels() == other.priority_levels()
             && self.retry == other.retry
             && self.queue_type == other.queue_type
+            && self.shards == other.shards
+            && self.shard == other.shard
     }
 }
 

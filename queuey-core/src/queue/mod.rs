@@ -24,6 +24,7 @@ mod config;
 mod namespace;
 mod queue_type;
 mod settings;
+pub mod shard;
 
 pub use config::{MAX_QUEUE_NAME_BYTES, QueueConfig};
 pub use namespace::Namespace;

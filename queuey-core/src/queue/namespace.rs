@@ -2,7 +2,9 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::shard::shard_for_key;
 use super::{MAX_QUEUE_NAME_BYTES, QueueConfig, Queues};
 use crate::Error;
 
@@ -169,35 +171,87 @@ impl fmt::Display for Namespace {
     }
 }
 
-/// The names of a queue set's queues in one namespace, computed once.
+/// The names of a queue set's queues in one namespace, computed once,
+/// and for a sharded queue the names of its shards.
 #[derive(Debug, Clone)]
 pub(crate) struct QueueNames {
-    /// Each queue's own name and its name in the namespace; empty for the
-    /// root namespace, where the two are the same.
-    names: Arc<[(&'static str, Arc<str>)]>,
+    /// The queues whose name changes in the namespace or which are sharded;
+    /// empty for the root namespace without sharded queues, where every
+    /// job goes to the queue the set names.
+    names: Arc<[Named]>,
+}
+
+#[derive(Debug)]
+struct Named {
+    /// The set's own name of the queue.
+    own: &'static str,
+    /// Its name in the namespace.
+    full: Arc<str>,
+    /// Its shards' names, empty when it is not sharded.
+    shards: Box<[Arc<str>]>,
+    /// The round-robin turn among the shards.
+    turn: AtomicUsize,
 }
 
 impl QueueNames {
     pub(crate) fn new<Q: Queues>(namespace: &Namespace) -> Self {
-        let names = if namespace.is_root() {
-            Vec::new()
-        } else {
-            Q::ALL
-                .iter()
-                .map(|q| (q.name(), Arc::from(namespace.queue_name(q))))
-                .collect()
-        };
+        let names: Vec<Named> = Q::ALL
+            .iter()
+            .map(|q| (q, namespace.config(q)))
+            .filter(|(_, config)| !namespace.is_root() || config.settings().shards() > 1)
+            .map(|(q, config)| Named {
+                own: q.name(),
+                shards: config
+                    .physical()
+                    .iter()
+                    .filter(|c| c.shard().is_some())
+                    .map(|c| Arc::from(c.name()))
+                    .collect(),
+                full: Arc::from(config.name()),
+                turn: AtomicUsize::new(0),
+            })
+            .collect();
         QueueNames {
             names: names.into(),
         }
     }
 
-    /// The name of the queue the set calls `name`.
-    pub(crate) fn get<'a>(&'a self, name: &'static str) -> &'a str {
+    fn find(&self, name: &'static str) -> Option<&Named> {
         self.names
             .iter()
-            .find(|(own, _)| std::ptr::eq(*own, name) || *own == name)
-            .map_or(name, |(_, full)| full)
+            .find(|named| std::ptr::eq(named.own, name) || named.own == name)
+    }
+
+    /// The name of the queue the set calls `name`.
+    pub(crate) fn get<'a>(&'a self, name: &'static str) -> &'a str {
+        self.find(name).map_or(name, |named| &named.full)
+    }
+
+    /// The logical queue a broker queue this set enqueues onto belongs to:
+    /// a shard's queue, `queue` itself otherwise.
+    pub(crate) fn logical<'a>(&'a self, queue: &'a str) -> &'a str {
+        self.names
+            .iter()
+            .find(|named| named.shards.iter().any(|shard| **shard == *queue))
+            .map_or(queue, |named| &named.full)
+    }
+
+    /// The broker queue a job for the queue the set calls `name` goes to:
+    /// the queue itself unless it is sharded; then the shard of `key`, or
+    /// the next shard in turn for a job without one.
+    pub(crate) fn target<'a>(&'a self, name: &'static str, key: Option<&str>) -> &'a str {
+        let Some(named) = self.find(name) else {
+            return name;
+        };
+        let count = named.shards.len();
+        if count == 0 {
+            return &named.full;
+        }
+        let index = match key {
+            Some(key) => usize::from(shard_for_key(key, u16::try_from(count).unwrap_or(u16::MAX))),
+            None => named.turn.fetch_add(1, Ordering::Relaxed) % count,
+        };
+        &named.shards[index]
     }
 }
 

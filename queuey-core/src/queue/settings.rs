@@ -64,6 +64,12 @@ impl<'a> QueueSettings<'a> {
     pub fn queue_type(&self) -> QueueType {
         self.config.queue_type
     }
+
+    /// How many broker queues the logical queue is spread over, 1 when it
+    /// is not sharded ([`QueueConfig::shards`]).
+    pub fn shards(&self) -> u16 {
+        self.config.shards
+    }
 }
 
 impl fmt::Debug for QueueSettings<'_> {
@@ -74,6 +80,7 @@ impl fmt::Debug for QueueSettings<'_> {
             .field("message_ttl", &self.message_ttl())
             .field("max_priority", &self.max_priority())
             .field("queue_type", &self.queue_type())
+            .field("shards", &self.shards())
             .field("retry", &self.retry())
             .finish()
     }

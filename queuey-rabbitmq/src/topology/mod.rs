@@ -132,6 +132,14 @@ pub fn work_queue_arguments(
         if let Some(dead) = dead_letter_queue {
             insert_at_least_once_dead_lettering(&mut args, dead);
         }
+        if config.shard().is_some() {
+            // Each shard's leader on the node with the fewest leaders, so
+            // the shards of one queue spread over the cluster.
+            args.insert(
+                "x-queue-leader-locator",
+                ArgumentValue::Text("balanced".into()),
+            );
+        }
     }
     if let Some(ttl) = config.settings().message_ttl() {
         // Rounded up, so the broker never discards a message before its TTL.

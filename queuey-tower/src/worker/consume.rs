@@ -34,6 +34,9 @@ const STATE_CHECK: Duration = Duration::from_millis(100);
 /// The job types handled on one queue, each with its own stack.
 pub(crate) struct QueueRoutes {
     pub(crate) config: QueueConfig,
+    /// The broker queues consumed for it: the queue itself, or a sharded
+    /// queue's lane and shards.
+    pub(crate) physical: Vec<QueueConfig>,
     pub(crate) queue: Arc<str>,
     pub(crate) routes: HashMap<&'static str, Box<dyn Route>>,
 }
@@ -168,7 +171,7 @@ pub(crate) async fn consume<B: Backend>(
             Some(stream) => stream,
             None => {
                 let opened = open(
-                    &queue.config,
+                    &queue.physical,
                     &queue.queue,
                     &*backend,
                     &mut stop,

@@ -49,7 +49,8 @@ pub(crate) fn check<B: Backend>(
 ) -> Result<(), Error> {
     let prefetched: usize = queues
         .iter()
-        .map(|q| usize::from(q.config.settings().prefetch()))
+        .flat_map(|q| &q.physical)
+        .map(|physical| usize::from(physical.settings().prefetch()))
         .sum();
     let rounds = prefetched.div_ceil(concurrency.max(1)).max(1);
     for queue in queues {

@@ -381,6 +381,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                         route.queue(),
                         QueueRoutes {
                             queue: Arc::from(config.name()),
+                            physical: config.physical(),
                             config,
                             routes: HashMap::new(),
                         },

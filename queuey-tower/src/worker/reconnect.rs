@@ -11,7 +11,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use queuey_core::backend::{Backend, ConnectionState};
+use queuey_core::backend::{Backend, ConnectionState, DeliveryStream};
 use queuey_core::{BackendError, BackendErrorKind, Backoff, Error, QueueConfig};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -76,11 +76,12 @@ impl Lost {
     }
 }
 
-/// Consumes the queue, again after a loss: waits a jittered backoff first,
-/// retries what may heal, and gives up on what cannot (a backend that gave
-/// up included). `None` when shutdown was requested meanwhile.
+/// Consumes the queue (every broker queue of `physical`, as one stream),
+/// again after a loss: waits a jittered backoff first, retries what may
+/// heal, and gives up on what cannot (a backend that gave up included).
+/// `None` when shutdown was requested meanwhile.
 pub(crate) async fn open<B: Backend>(
-    config: &QueueConfig,
+    physical: &[QueueConfig],
     queue: &Arc<str>,
     backend: &B,
     stop: &mut watch::Receiver<bool>,
@@ -101,12 +102,12 @@ pub(crate) async fn open<B: Backend>(
             return Ok(None);
         }
         if backend.connection_state() == ConnectionState::Failed {
-            return gave_up(config, queue, backend, stop).await;
+            return gave_up(&physical[0], queue, backend, stop).await;
         }
         let consumed = tokio::select! {
             biased;
             () = stopped(stop) => return Ok(None),
-            consumed = backend.consume(config) => consumed,
+            consumed = consume_all(physical, backend) => consumed,
         };
         match consumed {
             Ok(stream) => {
@@ -127,6 +128,36 @@ pub(crate) async fn open<B: Backend>(
             }
         }
     }
+}
+
+/// Consumes every broker queue of `physical`, as one stream that ends (or
+/// fails) as soon as one of its consumers does, so that the loop consumes
+/// them all again. Nothing is consumed when one of them cannot be.
+async fn consume_all<B: Backend>(
+    physical: &[QueueConfig],
+    backend: &B,
+) -> Result<DeliveryStream, Error> {
+    if let [one] = physical {
+        return backend.consume(one).await;
+    }
+    let mut streams = Vec::with_capacity(physical.len());
+    for config in physical {
+        // On an error, dropping the streams opened so far cancels them.
+        streams.push(backend.consume(config).await?);
+    }
+    Ok(merge(streams))
+}
+
+/// One stream of the deliveries of all `streams`, taken as they come, that
+/// ends when the first of them ends.
+fn merge(streams: Vec<DeliveryStream>) -> DeliveryStream {
+    let ends_marked = streams
+        .into_iter()
+        .map(|stream| stream.map(Some).chain(futures::stream::iter([None])));
+    futures::stream::select_all(ends_marked)
+        .take_while(|next| futures::future::ready(next.is_some()))
+        .filter_map(futures::future::ready)
+        .boxed()
 }
 
 /// The end of a queue's loop whose backend reports

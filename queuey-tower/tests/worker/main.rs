@@ -18,4 +18,5 @@ mod reconnect;
 mod results;
 mod routing;
 mod shapes;
+mod shards;
 mod stacks;
