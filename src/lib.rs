@@ -139,7 +139,7 @@ pub use queuey_core::{
 };
 
 #[doc(inline)]
-pub use queuey_core::{backend, control, memory, trace_context};
+pub use queuey_core::{backend, control, memory, shard, trace_context};
 
 #[doc(inline)]
 pub use queuey_tower::{

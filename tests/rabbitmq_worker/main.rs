@@ -22,5 +22,6 @@ mod crash;
 mod flows;
 mod namespaces;
 mod results;
+mod shards;
 #[cfg(feature = "redis")]
 mod unique;
