@@ -186,7 +186,7 @@ type Handled = Arc<Mutex<BTreeMap<(String, u32), u32>>>;
 /// Records each job; a job whose seq is a multiple of 5 fails its first
 /// attempt, so some jobs wait in hold queues while the queue is resharded.
 fn record(handled: &Handled, key: String, seq: u32, ctx: &JobContext) -> Result<(), JobError> {
-    if seq % 5 == 0 && ctx.attempt() == 1 {
+    if seq.is_multiple_of(5) && ctx.attempt() == 1 {
         return Err(JobError::retryable("fails once"));
     }
     *handled.lock().unwrap().entry((key, seq)).or_default() += 1;
