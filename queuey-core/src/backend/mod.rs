@@ -83,6 +83,9 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// configuration. Idempotent. Validates every configuration first and
     /// creates nothing if one is invalid.
     ///
+    /// A [sharded](QueueConfig::shards) queue is declared as every broker
+    /// queue of [`QueueConfig::physical`]: its lane and its shards.
+    ///
     /// Delayed publishes and deferrals are only accepted for queues declared
     /// through this backend.
     fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>>;
@@ -132,6 +135,9 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
     /// Starts consuming a queue. At most `queue.settings().prefetch()` deliveries
     /// of this consumer are unsettled at any time.
+    ///
+    /// One broker queue: the one `queue` names. For a sharded queue that is
+    /// its lane; the worker consumes each of [`QueueConfig::physical`].
     ///
     /// Bodies that are not envelopes never reach the stream: the backend
     /// copies them to the dead-letter store with the reason
