@@ -2,7 +2,7 @@
 //!
 //! A broker queue is served by one process on one node, so one queue tops
 //! out near what one broker core does. A queue declared with
-//! [`QueueConfig::shards`] is N broker queues instead, `NAME.s0` …
+//! [`QueueConfig::shards`](crate::QueueConfig::shards) is N broker queues instead, `NAME.s0` …
 //! `NAME.s{N-1}`, each with its own holds, suspect queue and dead-letter
 //! queue, plus the queue `NAME` itself: the *lane* that producers which do
 //! not shard (an older version, another language, a queue being resharded)
