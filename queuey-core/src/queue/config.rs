@@ -201,7 +201,58 @@ impl QueueConfig {
         if self.shards <= 1 || self.shard.is_some() {
             return vec![self.clone()];
         }
-        let share = self.prefetch.div_ceil(self.shards).max(1);
+        self.physical_of(&(0..self.shards).collect::<Vec<_>>())
+    }
+
+    /// The lane and only the shards listed (each once, in order), for a
+    /// worker of a large fleet that takes part of a sharded queue; the
+    /// prefetch is split over the shards listed. Every shard needs some
+    /// worker, and every worker takes the lane.
+    ///
+    /// Refused with [`Error::InvalidConfig`]: an empty list, a shard the
+    /// queue does not have, and a queue that is not sharded.
+    ///
+    /// ```
+    /// use queuey_core::QueueConfig;
+    ///
+    /// let queue = QueueConfig::new("app.emails").prefetch(32).shards(8);
+    /// let some = queue.physical_only(&[6, 7])?;
+    /// let names: Vec<&str> = some.iter().map(|q| q.name()).collect();
+    /// assert_eq!(names, ["app.emails", "app.emails.s6", "app.emails.s7"]);
+    /// assert!(some.iter().all(|q| q.settings().prefetch() == 16));
+    /// assert!(queue.physical_only(&[8]).is_err());
+    /// # Ok::<(), queuey_core::Error>(())
+    /// ```
+    pub fn physical_only(&self, shards: &[u16]) -> Result<Vec<QueueConfig>, Error> {
+        if self.shards <= 1 || self.shard.is_some() {
+            return Err(Error::invalid_config(format!(
+                "queue `{}` is not sharded: a worker takes all of it; remove the shards given                  for it",
+                self.name
+            )));
+        }
+        let mut listed: Vec<u16> = shards.to_vec();
+        listed.sort_unstable();
+        listed.dedup();
+        match listed.last() {
+            None => Err(Error::invalid_config(format!(
+                "no shard of queue `{}` given: list at least one of 0 to {}",
+                self.name,
+                self.shards - 1
+            ))),
+            Some(&last) if last >= self.shards => Err(Error::invalid_config(format!(
+                "queue `{}` has shards 0 to {}, not shard {last}",
+                self.name,
+                self.shards - 1
+            ))),
+            Some(_) => Ok(self.physical_of(&listed)),
+        }
+    }
+
+    /// The lane and the shards `indices` (each below `shards`), the
+    /// prefetch split over them.
+    fn physical_of(&self, indices: &[u16]) -> Vec<QueueConfig> {
+        let count = u16::try_from(indices.len()).unwrap_or(u16::MAX).max(1);
+        let share = self.prefetch.div_ceil(count).max(1);
         let one = |name: String, shard: Option<Shard>| QueueConfig {
             name,
             prefetch: share,
@@ -209,9 +260,9 @@ impl QueueConfig {
             shard,
             ..self.clone()
         };
-        let mut all = Vec::with_capacity(usize::from(self.shards) + 1);
+        let mut all = Vec::with_capacity(indices.len() + 1);
         all.push(one(self.name.clone(), None));
-        for index in 0..self.shards {
+        for &index in indices {
             all.push(one(
                 shard_name(&self.name, index),
                 Some(Shard::new(index, self.shards)),

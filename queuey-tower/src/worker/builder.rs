@@ -60,6 +60,8 @@ struct Settings {
     store_timeout: Duration,
     follow_control: bool,
     heartbeat_interval: Duration,
+    /// The shards to take, for the sharded queues given to `only_shards`.
+    only_shards: Vec<(&'static str, Vec<u16>)>,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -82,6 +84,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 store_timeout: DEFAULT_STORE_TIMEOUT,
                 follow_control: true,
                 heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
+                only_shards: Vec::new(),
             },
             _queues: PhantomData,
         }
@@ -210,6 +213,50 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// takes a delivery only when a slot is free.
     pub fn concurrency(mut self, n: usize) -> Self {
         self.settings.concurrency = Some(n);
+        self
+    }
+
+    /// Takes only the listed shards of the sharded queue `queue` (and its
+    /// lane), instead of all of them: for a fleet large enough that each
+    /// worker serves part of a queue. The queue's prefetch is split over
+    /// the shards listed. Make sure every shard has workers.
+    ///
+    /// Building fails with [`Error::InvalidConfig`] when the queue is not
+    /// sharded, has no shard of a number listed, or has no handler in this
+    /// worker. Calling it again for the same queue replaces the list.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use std::sync::Arc;
+    /// # use queuey_core::{Job, JobContext, JobError, Queues, handler_fn};
+    /// # use queuey_core::memory::MemoryBackend;
+    /// # use queuey_tower::Worker;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    /// enum AppQueues {
+    ///     #[queue(shards = 8)]
+    ///     Orders,
+    /// }
+    /// # #[derive(Job, Serialize, Deserialize)]
+    /// # #[job(queue = AppQueues::Orders)]
+    /// # struct ShipOrder { id: u64 }
+    ///
+    /// // This worker takes shards 0 to 3; another one takes 4 to 7.
+    /// let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
+    ///     .only_shards(AppQueues::Orders, 0..4)
+    ///     .handler(handler_fn(|_: ShipOrder, _: JobContext| async { Ok::<(), JobError>(()) }))
+    ///     .build()
+    ///     .await?;
+    /// # drop(worker);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn only_shards(mut self, queue: Q, shards: impl IntoIterator<Item = u16>) -> Self {
+        let name = queue.name();
+        let shards: Vec<u16> = shards.into_iter().collect();
+        self.settings.only_shards.retain(|(own, _)| *own != name);
+        self.settings.only_shards.push((name, shards));
         self
     }
 
@@ -365,6 +412,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                     .map(|store| UniqueKeys::new(store, self.settings.store_timeout)),
                 follow_control: self.settings.follow_control,
                 heartbeat_interval: self.settings.heartbeat_interval,
+                only_shards: self.settings.only_shards,
             },
         )
         .await

@@ -56,6 +56,8 @@ pub(crate) struct Settings {
     pub(crate) unique_keys: Option<UniqueKeys>,
     pub(crate) follow_control: bool,
     pub(crate) heartbeat_interval: Duration,
+    /// The shards to take of some sharded queues (all, for the others).
+    pub(crate) only_shards: Vec<(&'static str, Vec<u16>)>,
 }
 
 /// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
@@ -381,7 +383,10 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                         route.queue(),
                         QueueRoutes {
                             queue: Arc::from(config.name()),
-                            physical: config.physical(),
+                            physical: match only_shards(&settings.only_shards, route.queue()) {
+                                Some(shards) => config.physical_only(shards)?,
+                                None => config.physical(),
+                            },
                             config,
                             routes: HashMap::new(),
                         },
@@ -395,6 +400,15 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                     "job type `{job_type}` has two handlers; give each job type one"
                 )));
             }
+        }
+        if let Some((queue, _)) = settings
+            .only_shards
+            .iter()
+            .find(|(queue, _)| !by_queue.iter().any(|(own, _)| own == queue))
+        {
+            return Err(Error::invalid_config(format!(
+                "shards of queue `{queue}` were given to take, but no handler of this worker                  takes jobs of that queue"
+            )));
         }
         let by_queue: Vec<QueueRoutes> = by_queue.into_iter().map(|(_, q)| q).collect();
         let concurrency = settings.concurrency.unwrap_or_else(|| {
@@ -561,6 +575,14 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         let handle = self.handle();
         crate::signal::run_until(self.run(), signal, move || handle.shutdown()).await
     }
+}
+
+/// The shards given to take of `queue`, if any were.
+fn only_shards<'a>(given: &'a [(&'static str, Vec<u16>)], queue: &str) -> Option<&'a [u16]> {
+    given
+        .iter()
+        .find(|(own, _)| *own == queue)
+        .map(|(_, shards)| shards.as_slice())
 }
 
 /// Waits for jobs in flight, up to the shutdown timeout, then abandons the

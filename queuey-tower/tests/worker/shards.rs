@@ -278,3 +278,82 @@ async fn the_lane_is_served_and_a_pause_covers_every_shard() {
     wait_until(|| running.handle.jobs_settled() == 9).await;
     running.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn workers_taking_part_of_the_shards_share_the_queue() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<ShardedQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    for n in 0..40 {
+        producer.enqueue(&Ping { n }).await.unwrap();
+    }
+    let mut runs = Vec::new();
+    for part in [[0u16, 1], [2, 3]] {
+        let seen: Arc<Mutex<Vec<Option<u16>>>> = Arc::default();
+        let log = Arc::clone(&seen);
+        let worker = Worker::<ShardedQueues, _>::builder(backend.clone())
+            .only_shards(ShardedQueues::Orders, part)
+            .handler(handler_fn(move |_: Ping, ctx: JobContext| {
+                log.lock().unwrap().push(ctx.shard());
+                async { Ok::<_, JobError>(()) }
+            }))
+            .build()
+            .await
+            .unwrap();
+        runs.push((part, seen, spawn(worker)));
+    }
+    wait_until(|| runs.iter().map(|r| r.2.handle.jobs_settled()).sum::<u64>() == 40).await;
+    for (part, seen, running) in runs {
+        running.stop().await;
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 20, "{part:?}");
+        assert!(
+            seen.iter()
+                .all(|shard| shard.is_some_and(|s| part.contains(&s))),
+            "{part:?} took only its shards: {seen:?}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shards_to_take_are_checked_when_the_worker_is_built() {
+    let backend = Arc::new(MemoryBackend::new());
+    let build = |shards: Vec<u16>| {
+        Worker::<ShardedQueues, _>::builder(backend.clone())
+            .only_shards(ShardedQueues::Orders, shards)
+            .handler(handler_fn(|_: Ping, _: JobContext| async {
+                Ok::<_, JobError>(())
+            }))
+            .build()
+    };
+    let error = build(vec![4]).await.unwrap_err().to_string();
+    assert!(error.contains("has shards 0 to 3, not shard 4"), "{error}");
+    let error = build(vec![]).await.unwrap_err().to_string();
+    assert!(
+        error.contains("no shard of queue `sh.orders` given"),
+        "{error}"
+    );
+
+    let error = Worker::<crate::support::TestQueues, _>::builder(backend.clone())
+        .only_shards(crate::support::TestQueues::Work, [0])
+        .handler(handler_fn(|_: crate::support::Task, _: JobContext| async {
+            Ok::<_, JobError>(())
+        }))
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("queue `t.work` is not sharded"), "{error}");
+
+    let error = Worker::<crate::support::TestQueues, _>::builder(backend.clone())
+        .only_shards(crate::support::TestQueues::Single, [0])
+        .handler(handler_fn(|_: crate::support::Task, _: JobContext| async {
+            Ok::<_, JobError>(())
+        }))
+        .build()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("no handler of this worker"), "{error}");
+}
