@@ -17,6 +17,13 @@
 //!
 //! A retried or deferred job comes back to the queue it was taken from: its
 //! envelope names that shard.
+//!
+//! Each shard keeps its own dead-letter queue (`NAME.s2.dead`) rather than
+//! sharing one: a shard's dead letters, holds and suspects then live beside
+//! it and fail over with it, a dead letter names the shard it came from
+//! (and goes back there when redriven), and no queue of one shard becomes
+//! the bottleneck of all of them. The `queuey` tool reads a queue's
+//! dead-letter queues together.
 
 use std::fmt;
 
