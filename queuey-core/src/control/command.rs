@@ -73,7 +73,8 @@ impl Command {
 /// ```
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CancelFilter {
-    /// The job's queue is exactly this (its name on the broker).
+    /// The job's queue is exactly this (its name on the broker), or one of
+    /// its shards when it is sharded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
     /// The job's type is exactly this.
@@ -314,6 +315,21 @@ mod tests {
         assert!(CancelFilter::new().job_type("send").matches(&job));
         assert!(!CancelFilter::new().job_type("other").matches(&job));
         assert!(!CancelFilter::new().queue("app.other").matches(&job));
+        // A queue's name covers its shards; a shard's name only that shard.
+        let mut on_shard = job.clone();
+        on_shard.queue = "app.emails.s3".into();
+        assert!(CancelFilter::new().queue("app.emails").matches(&on_shard));
+        assert!(
+            CancelFilter::new()
+                .queue("app.emails.s3")
+                .matches(&on_shard)
+        );
+        assert!(
+            !CancelFilter::new()
+                .queue("app.emails.s2")
+                .matches(&on_shard)
+        );
+        assert!(!CancelFilter::new().queue("app").matches(&on_shard));
         assert!(
             CancelFilter::new()
                 .payload_equals("campaign", 42)

@@ -299,6 +299,39 @@ mod tests {
         );
     }
 
+    #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    enum Sharded {
+        #[queue(shards = 3)]
+        Orders,
+        Plain,
+    }
+
+    #[test]
+    fn a_sharded_queue_targets_its_shards_in_any_namespace() {
+        for (namespace, prefix) in [
+            (Namespace::root(), ""),
+            (Namespace::new("t").unwrap(), "t."),
+        ] {
+            let names = QueueNames::new::<Sharded>(&namespace);
+            let orders = Sharded::Orders.name();
+            assert_eq!(names.get(orders), format!("{prefix}orders"));
+            let turns: Vec<&str> = (0..4).map(|_| names.target(orders, None)).collect();
+            let shard = |i: u16| format!("{prefix}orders.s{i}");
+            assert_eq!(turns, [shard(0), shard(1), shard(2), shard(0)]);
+            let keyed = crate::shard::shard_for_key("k", 3);
+            assert_eq!(names.target(orders, Some("k")), shard(keyed));
+            assert_eq!(names.logical(&shard(2)), format!("{prefix}orders"));
+            assert_eq!(
+                names.target(Sharded::Plain.name(), Some("k")),
+                format!("{prefix}plain")
+            );
+            assert_eq!(
+                names.logical(&format!("{prefix}plain")),
+                format!("{prefix}plain")
+            );
+        }
+    }
+
     #[test]
     fn names_are_computed_once_per_set() {
         let names = QueueNames::new::<Set>(&Namespace::new("t").unwrap());

@@ -357,3 +357,29 @@ async fn shards_to_take_are_checked_when_the_worker_is_built() {
         .to_string();
     assert!(error.contains("no handler of this worker"), "{error}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_unique_job_is_unique_across_the_shards() {
+    #[derive(Job, Debug, Clone, Serialize, Deserialize)]
+    #[job(queue = ShardedQueues::Orders, name = "rebuild", unique(window = "10m"))]
+    struct Rebuild {
+        tenant: u32,
+    }
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<ShardedQueues, _>::builder(backend.clone())
+        .store(queuey_core::store::MemoryStore::new())
+        .build()
+        .await
+        .unwrap();
+    // Round-robin would put the two on different shards; the key is the
+    // queue's, not a shard's.
+    producer.enqueue(&Rebuild { tenant: 1 }).await.unwrap();
+    let again = producer.enqueue(&Rebuild { tenant: 1 }).await.unwrap_err();
+    assert!(
+        matches!(again, queuey_core::Error::Duplicate { .. }),
+        "{again}"
+    );
+    producer.enqueue(&Rebuild { tenant: 2 }).await.unwrap();
+    let queued: usize = shard_queues().iter().map(|q| backend.ready_count(q)).sum();
+    assert_eq!(queued, 2);
+}
