@@ -28,9 +28,10 @@ pub enum OpsError {
     #[error("queue `{0}` does not exist on the broker (check the name and the vhost)")]
     UnknownQueue(String),
     /// No dead letter with this id.
-    #[error("no dead letter `{id}` in `{queue}` (ids are job ids, message ids or #position)")]
+    #[error("no dead letter `{id}` in {queue} (ids are job ids, message ids or #position)")]
     NotFound {
-        /// The dead-letter queue searched.
+        /// The dead-letter queue searched (a sharded queue's: the lane's,
+        /// and how many shards' were searched besides).
         queue: String,
         /// The id asked for.
         id: String,

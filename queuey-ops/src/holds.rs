@@ -10,6 +10,10 @@
 //! the head of each hold queue and handed back in order (see
 //! [`browse`](crate::browse)).
 //!
+//! A sharded queue's census covers the holds of its lane and of every
+//! shard (`emails.s2.deferred.quorum.500`), each naming the shard it
+//! belongs to; the shards are found once, by [`shards::discover`].
+//!
 //! Reading a classic hold queue is "use" to the broker: the declare and the
 //! reads renew its lease (never shorten it), and the few milliseconds a
 //! message is held can only make it later, never earlier. Quorum hold
@@ -25,6 +29,7 @@ use crate::browse::browse_counted;
 use crate::error::Result;
 use crate::headers;
 use crate::mgmt::{Management, QueueInfo};
+use crate::shards::{self, Member, Shards};
 use crate::time::{now_ms, parse_ms};
 
 /// One hold queue in the census.
@@ -32,6 +37,12 @@ use crate::time::{now_ms, parse_ms};
 pub struct HoldQueue {
     /// The hold queue's name.
     pub name: String,
+    /// The work queue its jobs go back to: the queue's, or for a sharded
+    /// queue's shard, that shard's.
+    pub work_queue: String,
+    /// The shard whose hold it is; `None` for the lane and for an
+    /// unsharded queue.
+    pub shard: Option<u16>,
     /// `quorum` (durable, never expires) or `classic` (with a lease).
     pub kind: &'static str,
     /// Its delay (the TTL in its name).
@@ -73,9 +84,13 @@ pub struct HoldQueue {
 /// Every hold queue of one work queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Census {
-    /// The work queue.
+    /// The work queue (the lane of a sharded queue).
     pub queue: String,
-    /// Its hold queues, shortest delay first.
+    /// How many shards it has (0: not sharded); their holds are in
+    /// `holds` too.
+    pub shards: u16,
+    /// Its hold queues, the lane's (or the queue's own) first and then each
+    /// shard's, shortest delay first within each.
     pub holds: Vec<HoldQueue>,
 }
 
@@ -101,6 +116,17 @@ pub fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
     format!(
         "^{}(\\.quorum)?\\.[0-9]+$",
         regex_escape(&format!("{queue}{deferred_suffix}"))
+    )
+}
+
+/// A regex (for the management API) matching the hold queues of a sharded
+/// queue's lane and shards: [`hold_pattern`] with an optional `.s{digits}`
+/// after the queue's name.
+pub fn sharded_hold_pattern(queue: &str, deferred_suffix: &str) -> String {
+    format!(
+        "^{}(\\.s[0-9]+)?{}(\\.quorum)?\\.[0-9]+$",
+        regex_escape(queue),
+        regex_escape(deferred_suffix)
     )
 }
 
@@ -136,8 +162,9 @@ pub fn releasing(info: &QueueInfo) -> Option<u64> {
     Some(counted.saturating_sub(ready + unacked))
 }
 
-/// The census of `queue`'s hold queues. Reads at most `peek` jobs of each
-/// hold queue for the release times (0 reads none).
+/// The census of `queue`'s hold queues, and for a sharded queue those of
+/// its lane and every shard (found by [`shards::discover`]). Reads at most
+/// `peek` jobs of each hold queue for the release times (0 reads none).
 pub async fn census(
     mgmt: &Management,
     amqp: &Amqp,
@@ -145,62 +172,102 @@ pub async fn census(
     deferred_suffix: &str,
     peek: usize,
 ) -> Result<Census> {
-    let infos = mgmt
-        .queues(Some(&hold_pattern(queue, deferred_suffix)))
-        .await?;
+    let shards = shards::discover(amqp, queue).await?;
+    census_of(mgmt, amqp, &shards, deferred_suffix, peek).await
+}
+
+/// The census of the hold queues of `shards`' queues (the lane's and each
+/// shard's). Reads at most `peek` jobs of each hold queue for the release
+/// times (0 reads none).
+pub async fn census_of(
+    mgmt: &Management,
+    amqp: &Amqp,
+    shards: &Shards,
+    deferred_suffix: &str,
+    peek: usize,
+) -> Result<Census> {
+    let queue = shards.queue.as_str();
+    let pattern = if shards.is_sharded() {
+        sharded_hold_pattern(queue, deferred_suffix)
+    } else {
+        hold_pattern(queue, deferred_suffix)
+    };
+    let members = shards.members();
+    let infos = mgmt.queues(Some(&pattern)).await?;
     let mut holds = Vec::new();
     for info in infos {
-        let Some((family, delay_ms)) = hold_kind(&info.name, queue, deferred_suffix) else {
+        let Some((member, family, delay_ms)) = members
+            .iter()
+            .find_map(|m| hold_kind(&info.name, &m.queue, deferred_suffix).map(|(f, d)| (m, f, d)))
+        else {
             continue;
         };
-        let quorum = family == HoldQueues::Quorum;
-        let expires_ms = effective(&info, "x-expires", "expires");
-        let lease_left_ms = match (expires_ms, info.idle_since.as_deref().and_then(parse_ms)) {
-            (Some(expires), Some(idle)) => Some(expires - (now_ms() - idle)),
-            _ => None,
-        };
-        let peek = if quorum { 0 } else { peek };
-        let (held, counts) = match browse_counted(amqp, &info.name, Some(peek)).await {
-            Ok(read) => read,
-            // Expired between the listing and the read: it holds nothing.
-            Err(crate::OpsError::UnknownQueue(_)) => continue,
-            Err(e) => return Err(e),
-        };
-        let dues: Vec<Option<i64>> = held
-            .iter()
-            .map(|h| headers::integer(h.properties.headers().as_ref(), headers::DUE_AT))
-            .collect();
-        let all_read = held.len() as u64 == u64::from(counts.messages);
-        holds.push(HoldQueue {
-            name: info.name.clone(),
-            kind: if quorum { "quorum" } else { "classic" },
-            delay_ms,
-            jobs: u64::from(counts.messages),
-            releasing: if quorum { releasing(&info) } else { None },
-            consumers: u64::from(counts.consumers),
-            expires_ms,
-            message_ttl_ms: effective(&info, "x-message-ttl", "message-ttl"),
-            lease_left_ms,
-            earliest_release_ms: dues.first().copied().flatten(),
-            latest_release_ms: if all_read {
-                dues.last().copied().flatten()
-            } else {
-                None
-            },
-            jobs_read: held.len() as u64,
-            policies: info
-                .policy
-                .iter()
-                .chain(&info.operator_policy)
-                .cloned()
-                .collect(),
-        });
+        if let Some(hold) = read_hold(amqp, &info, member, family, delay_ms, peek).await? {
+            holds.push(hold);
+        }
     }
-    holds.sort_by_key(|h| (h.delay_ms, h.kind));
+    holds.sort_by_key(|h| (h.shard, h.delay_ms, h.kind));
     Ok(Census {
         queue: queue.to_owned(),
+        shards: shards.count,
         holds,
     })
+}
+
+/// One hold queue of `member` as the census shows it, or `None` when it
+/// expired since the listing.
+async fn read_hold(
+    amqp: &Amqp,
+    info: &QueueInfo,
+    member: &Member,
+    family: HoldQueues,
+    delay_ms: u64,
+    peek: usize,
+) -> Result<Option<HoldQueue>> {
+    let quorum = family == HoldQueues::Quorum;
+    let expires_ms = effective(info, "x-expires", "expires");
+    let lease_left_ms = match (expires_ms, info.idle_since.as_deref().and_then(parse_ms)) {
+        (Some(expires), Some(idle)) => Some(expires - (now_ms() - idle)),
+        _ => None,
+    };
+    let peek = if quorum { 0 } else { peek };
+    let (held, counts) = match browse_counted(amqp, &info.name, Some(peek)).await {
+        Ok(read) => read,
+        // Expired between the listing and the read: it holds nothing.
+        Err(crate::OpsError::UnknownQueue(_)) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let dues: Vec<Option<i64>> = held
+        .iter()
+        .map(|h| headers::integer(h.properties.headers().as_ref(), headers::DUE_AT))
+        .collect();
+    let all_read = held.len() as u64 == u64::from(counts.messages);
+    Ok(Some(HoldQueue {
+        name: info.name.clone(),
+        work_queue: member.queue.clone(),
+        shard: member.shard,
+        kind: if quorum { "quorum" } else { "classic" },
+        delay_ms,
+        jobs: u64::from(counts.messages),
+        releasing: if quorum { releasing(info) } else { None },
+        consumers: u64::from(counts.consumers),
+        expires_ms,
+        message_ttl_ms: effective(info, "x-message-ttl", "message-ttl"),
+        lease_left_ms,
+        earliest_release_ms: dues.first().copied().flatten(),
+        latest_release_ms: if all_read {
+            dues.last().copied().flatten()
+        } else {
+            None
+        },
+        jobs_read: held.len() as u64,
+        policies: info
+            .policy
+            .iter()
+            .chain(&info.operator_policy)
+            .cloned()
+            .collect(),
+    }))
 }
 
 /// A gauge: name, help text, value of one hold queue (if it has one).
@@ -208,7 +275,9 @@ type Gauge = (&'static str, &'static str, fn(&HoldQueue) -> Option<u64>);
 
 /// Prometheus text exposition of several censuses: `queuey_hold_jobs`,
 /// `queuey_hold_consumers` and, for quorum holds,
-/// `queuey_hold_releasing` gauges labelled by work queue and delay.
+/// `queuey_hold_releasing` gauges labelled by work queue, kind and delay,
+/// and for a shard's hold by its `shard` number too (the lane's holds have
+/// no `shard` label, which Prometheus reads as an empty one).
 pub fn prometheus(censuses: &[Census]) -> String {
     let mut out = String::new();
     let metrics: [Gauge; 3] = [
@@ -234,8 +303,11 @@ pub fn prometheus(censuses: &[Census]) -> String {
         for census in censuses {
             for h in &census.holds {
                 let Some(value) = value(h) else { continue };
+                let shard = h
+                    .shard
+                    .map_or(String::new(), |index| format!(",shard=\"{index}\""));
                 out.push_str(&format!(
-                    "{name}{{queue=\"{}\",kind=\"{}\",delay_ms=\"{}\"}} {value}\n",
+                    "{name}{{queue=\"{}\"{shard},kind=\"{}\",delay_ms=\"{}\"}} {value}\n",
                     label(&census.queue),
                     h.kind,
                     h.delay_ms,
@@ -290,12 +362,18 @@ mod tests {
             hold_pattern("a.b", ".deferred"),
             "^a\\.b\\.deferred(\\.quorum)?\\.[0-9]+$"
         );
+        assert_eq!(
+            sharded_hold_pattern("a.b", ".deferred"),
+            "^a\\.b(\\.s[0-9]+)?\\.deferred(\\.quorum)?\\.[0-9]+$"
+        );
     }
 
     #[test]
     fn the_prometheus_output_is_one_gauge_per_delay() {
         let hold = |delay_ms, jobs| HoldQueue {
             name: format!("q.deferred.{delay_ms}"),
+            work_queue: "q".into(),
+            shard: None,
             kind: "classic",
             delay_ms,
             jobs,
@@ -309,8 +387,9 @@ mod tests {
             jobs_read: 0,
             policies: vec![],
         };
-        let census = Census {
+        let mut census = Census {
             queue: "q\"x".into(),
+            shards: 0,
             holds: vec![hold(1000, 3), hold(60000, 0)],
         };
         let text = census.prometheus();
@@ -326,6 +405,21 @@ mod tests {
         assert_eq!(census.total_jobs(), 3);
         // Classic holds have no releasing figure.
         assert!(!text.contains("queuey_hold_releasing{"));
+        // A shard's hold is told apart from the lane's of the same delay.
+        census.shards = 2;
+        census.holds.push(HoldQueue {
+            shard: Some(1),
+            ..hold(1000, 4)
+        });
+        let text = census.prometheus();
+        assert!(
+            text.contains(
+                "queuey_hold_jobs{queue=\"q\\\"x\",kind=\"classic\",delay_ms=\"1000\"} 3\n"
+            )
+        );
+        assert!(text.contains(
+            "queuey_hold_jobs{queue=\"q\\\"x\",shard=\"1\",kind=\"classic\",delay_ms=\"1000\"} 4\n"
+        ));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`dead`] | list, group, show, redrive, purge (with an export) and import dead letters |
 //! | [`holds`] | the census of a queue's hold queues |
+//! | [`shards`] | the broker queues of a sharded queue, found once for every command |
 //! | [`prune`] | which empty hold queues to delete, and deleting them without losing a job |
 //! | [`topology`] | compare the broker with a queue set; declare what is missing |
 //! | [`schedules`] | the schedules of periodic jobs: leader, last and next tick |
@@ -15,6 +16,11 @@
 //! | [`web`] | the dashboard: server-rendered pages over the same operations |
 //! | [`browse`] | reading a queue without losing a message or its order |
 //! | [`escape`] | broker text made safe to print on a terminal |
+//!
+//! A sharded queue (`QueueConfig::shards`) is one queue to the tools: its
+//! lane and every shard, each with its own dead-letter and hold queues, are
+//! read, counted and acted on together, and what they list says which
+//! shard each item is on; see [`shards`].
 //!
 //! Mutating operations come in two halves, a plan that changes nothing and
 //! the action, so that every front end can preview first.
@@ -47,6 +53,7 @@ pub mod holds;
 pub mod mgmt;
 pub mod prune;
 pub mod schedules;
+pub mod shards;
 pub mod time;
 pub mod tls;
 pub mod topology;

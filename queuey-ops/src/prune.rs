@@ -55,7 +55,8 @@ impl HoldCensus for ManagementCensus {
 /// One hold queue, and whether `queuey holds prune` deletes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PruneItem {
-    /// The work queue.
+    /// The work queue the hold releases into (for a shard's hold, that
+    /// shard).
     pub queue: String,
     /// The hold queue.
     pub hold: String,
@@ -67,8 +68,9 @@ pub struct PruneItem {
     pub reason: String,
 }
 
-/// The hold queues of `census` with, for each, whether it is pruned.
-/// Classic holds are left out: they expire by themselves.
+/// The hold queues of `census` (of a sharded queue: the lane's and every
+/// shard's) with, for each, whether it is pruned. Classic holds are left
+/// out: they expire by themselves.
 pub fn plan(census: &Census) -> Vec<PruneItem> {
     census
         .holds
@@ -77,7 +79,7 @@ pub fn plan(census: &Census) -> Vec<PruneItem> {
         .map(|h| {
             let reason = keep_reason(h);
             PruneItem {
-                queue: census.queue.clone(),
+                queue: h.work_queue.clone(),
                 hold: h.name.clone(),
                 delay_ms: h.delay_ms,
                 prune: reason.is_none(),
@@ -160,6 +162,8 @@ mod tests {
     fn hold(name: &str, kind: &'static str, jobs: u64, releasing: Option<u64>) -> HoldQueue {
         HoldQueue {
             name: name.to_owned(),
+            work_queue: "q".to_owned(),
+            shard: None,
             kind,
             delay_ms: 1_000,
             jobs,
@@ -176,11 +180,28 @@ mod tests {
     }
 
     #[test]
+    fn a_shards_hold_is_pruned_for_that_shard() {
+        let census = Census {
+            queue: "q".to_owned(),
+            shards: 2,
+            holds: vec![HoldQueue {
+                work_queue: "q.s1".to_owned(),
+                shard: Some(1),
+                ..hold("q.s1.deferred.quorum.1", "quorum", 0, Some(0))
+            }],
+        };
+        let plan = plan(&census);
+        assert_eq!(plan[0].queue, "q.s1");
+        assert!(plan[0].prune);
+    }
+
+    #[test]
     fn only_empty_quorum_holds_with_statistics_are_pruned() {
         let mut consumed = hold("q.deferred.quorum.5", "quorum", 0, Some(0));
         consumed.consumers = 1;
         let census = Census {
             queue: "q".to_owned(),
+            shards: 0,
             holds: vec![
                 hold("q.deferred.quorum.1", "quorum", 0, Some(0)),
                 hold("q.deferred.quorum.2", "quorum", 3, Some(0)),

@@ -25,6 +25,9 @@ mod dead_safety;
 #[path = "ops/holds.rs"]
 mod holds;
 
+#[path = "ops/shards.rs"]
+mod shards;
+
 #[path = "ops/fleet.rs"]
 mod fleet;
 

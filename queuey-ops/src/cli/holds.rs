@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use queuey_ops::Result;
 use queuey_ops::holds::{self, Census};
 use queuey_ops::prune;
+use queuey_ops::shards::{self, Shards};
 use queuey_ops::time::{format_duration_ms, format_ms, now_ms};
 use queuey_rabbitmq::HoldPruned;
 
@@ -16,7 +17,8 @@ use super::{EXIT_PROBLEM, Global, print_json};
 pub(crate) struct HoldsArgs {
     #[command(subcommand)]
     action: Option<HoldsAction>,
-    /// Work queues whose hold queues to count.
+    /// Work queues whose hold queues to count (a sharded queue's name
+    /// covers the holds of its lane and every shard).
     #[arg(required = true, value_name = "QUEUE")]
     queues: Vec<String>,
     /// Print Prometheus text exposition (gauges `queuey_hold_jobs`,
@@ -40,7 +42,8 @@ enum HoldsAction {
 
 #[derive(Debug, Args)]
 struct PruneArgs {
-    /// Work queues whose hold queues to prune.
+    /// Work queues whose hold queues to prune (a sharded queue's name
+    /// covers the holds of its lane and every shard).
     #[arg(required = true, value_name = "QUEUE")]
     queues: Vec<String>,
     /// Act; without it the command only prints what it would do.
@@ -185,9 +188,13 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
 }
 
 fn print_census(census: &Census) {
+    let shards = Shards {
+        queue: census.queue.clone(),
+        count: census.shards,
+    };
     println!(
         "{}: {} hold queues, {} jobs waiting",
-        queuey_ops::escape::line(&census.queue),
+        queuey_ops::escape::line(&shards.describe()),
         census.holds.len(),
         census.total_jobs()
     );
@@ -199,40 +206,50 @@ fn print_census(census: &Census) {
         Some(ms) => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
         None => "-".to_owned(),
     };
-    let mut table = Table::new([
-        "DELAY",
-        "JOBS",
-        "RELEASING",
-        "CONSUMERS",
-        "LEASE LEFT",
-        "EARLIEST RELEASE",
-        "LATEST RELEASE",
-        "POLICY",
-    ]);
+    let sharded = shards.is_sharded();
+    let mut table = Table::with_first(
+        sharded.then_some("SHARD"),
+        [
+            "DELAY",
+            "JOBS",
+            "RELEASING",
+            "CONSUMERS",
+            "LEASE LEFT",
+            "EARLIEST RELEASE",
+            "LATEST RELEASE",
+            "POLICY",
+        ],
+    );
     for h in &census.holds {
-        table.row(vec![
-            format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
-            h.jobs.to_string(),
-            match (h.kind, h.releasing) {
-                ("quorum", Some(n)) => n.to_string(),
-                ("quorum", None) => "?".to_owned(),
-                _ => "-".to_owned(),
-            },
-            h.consumers.to_string(),
-            h.lease_left_ms
-                .map_or("in use".to_owned(), format_duration_ms),
-            when(h.earliest_release_ms),
-            if h.jobs_read < h.jobs {
-                format!("(read {} of {})", h.jobs_read, h.jobs)
-            } else {
-                when(h.latest_release_ms)
-            },
-            if h.policies.is_empty() {
-                "-".to_owned()
-            } else {
-                h.policies.join(",")
-            },
-        ]);
+        let shard = sharded.then(|| shards::label(true, h.shard));
+        table.row(
+            shard
+                .into_iter()
+                .chain([
+                    format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
+                    h.jobs.to_string(),
+                    match (h.kind, h.releasing) {
+                        ("quorum", Some(n)) => n.to_string(),
+                        ("quorum", None) => "?".to_owned(),
+                        _ => "-".to_owned(),
+                    },
+                    h.consumers.to_string(),
+                    h.lease_left_ms
+                        .map_or("in use".to_owned(), format_duration_ms),
+                    when(h.earliest_release_ms),
+                    if h.jobs_read < h.jobs {
+                        format!("(read {} of {})", h.jobs_read, h.jobs)
+                    } else {
+                        when(h.latest_release_ms)
+                    },
+                    if h.policies.is_empty() {
+                        "-".to_owned()
+                    } else {
+                        h.policies.join(",")
+                    },
+                ])
+                .collect(),
+        );
     }
     print!("{}", table.render());
     let releasing: u64 = census.holds.iter().filter_map(|h| h.releasing).sum();

@@ -32,7 +32,10 @@ pub(crate) const EXIT_PROBLEM: u8 = 3;
     long_about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, topology and \
                   health.\n\nQUEUE is always the work queue's name (`emails`); its dead-letter \
                   queue (`emails.dead`) and hold queues (`emails.deferred.<ms>`) follow from the \
-                  suffixes. Every command that changes something previews by default and acts \
+                  suffixes. A sharded queue's name covers its lane and every shard (`emails.s0`, \
+                  `emails.s1`, …, found by passive declares up to the first missing one), each \
+                  with its own dead-letter and hold queues; a shard's own name (`emails.s2`) \
+                  covers that shard alone. Every command that changes something previews by default and acts \
                   only with --yes.",
     after_help = "Exit codes: 0 ok, 1 error, 2 bad usage, 3 a check found problems or a run stopped early."
 )]
@@ -136,8 +139,14 @@ impl Global {
         )
     }
 
-    pub(crate) fn dead_queue(&self, queue: &str) -> Result<String> {
-        queuey_ops::dead_queue_of(queue, &self.dead_suffix)
+    /// The dead-letter queues QUEUE stands for: its own, and each of its
+    /// shards' when it is sharded.
+    pub(crate) async fn dead_queues(
+        &self,
+        amqp: &Amqp,
+        queue: &str,
+    ) -> Result<queuey_ops::dead::DeadQueues> {
+        queuey_ops::dead::DeadQueues::discover(amqp, queue, &self.dead_suffix).await
     }
 
     /// Refuses an empty suffix, or one suffix for two roles: either would

@@ -14,6 +14,14 @@ impl Table {
         }
     }
 
+    /// A table whose header is `header`, after a `first` column when one
+    /// is given (a shard column, for a sharded queue).
+    pub(crate) fn with_first<const N: usize>(first: Option<&str>, header: [&str; N]) -> Self {
+        Table {
+            rows: vec![first.into_iter().chain(header).map(str::to_owned).collect()],
+        }
+    }
+
     /// Adds a row; each cell is [escaped](queuey_ops::escape::line).
     pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(

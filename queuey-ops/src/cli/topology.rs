@@ -17,7 +17,9 @@ pub(crate) enum TopologyCommand {
     /// Checks that each queue exists, has the declared type and durability, and has the
     /// arguments queuey declares; finds orphan hold queues, consumers on
     /// hold queues, policies or operator policies overriding TTL, expiry,
-    /// length or dead-lettering, and leftover `.retry` queues.
+    /// length or dead-lettering, and leftover `.retry` queues. A sharded
+    /// queue (--shards, `shards =` in the file) is checked shard by shard,
+    /// and a shard past its count is reported.
     Verify(QueueSet),
     /// Declare the queues of a queue set that are missing (preview unless --yes).
     /// Existing queues are never changed.
@@ -58,6 +60,11 @@ pub(crate) struct QueueSet {
     /// poison guard off).
     #[arg(long)]
     no_suspect_queue: bool,
+    /// The --queue queues are sharded over N broker queues (`QueueConfig::shards`):
+    /// their lane and NAME.s0 … NAME.s{N-1}, each with its own dead-letter
+    /// and suspect queues, are checked or declared [default: 1, not sharded]
+    #[arg(long, value_name = "N", default_value_t = 1, hide_default_value = true)]
+    shards: u16,
 }
 
 impl QueueSet {
@@ -94,6 +101,7 @@ impl QueueSet {
                 durable: !self.not_durable,
                 dead_letters: !self.no_dead_letters,
                 suspect_queue: !self.no_suspect_queue,
+                shards: self.shards,
             });
         }
         spec.validate()
@@ -104,6 +112,21 @@ impl QueueSet {
             ));
         }
         Ok(spec)
+    }
+}
+
+/// ` (emails over 4 shards)` when queues of the set are sharded.
+fn sharded_note(spec: &TopologySpec) -> String {
+    let sharded: Vec<String> = spec
+        .queues
+        .iter()
+        .filter(|q| q.shards > 1)
+        .map(|q| format!("{} over {} shards", escape::line(&q.name), q.shards))
+        .collect();
+    if sharded.is_empty() {
+        String::new()
+    } else {
+        format!(" ({}, lane and shards checked)", sharded.join(", "))
     }
 }
 
@@ -119,7 +142,11 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
             if global.json {
                 print_json(&problems);
             } else if problems.is_empty() {
-                println!("topology ok: {} queue(s) match", spec.queues.len());
+                println!(
+                    "topology ok: {} queue(s) match{}",
+                    spec.queues.len(),
+                    sharded_note(&spec)
+                );
             } else {
                 let mut table = Table::new(["QUEUE", "PROBLEM", "DETAIL"]);
                 for p in &problems {

@@ -15,7 +15,8 @@ pub const MALFORMED_REASON: &str = "malformed envelope";
 /// and envelope say about it.
 #[derive(Debug, Clone)]
 pub struct DeadLetter {
-    /// 1-based position in the queue when it was read (1 = oldest).
+    /// 1-based position in its dead-letter queue when it was read (1 =
+    /// oldest).
     pub position: usize,
     /// The body, byte for byte.
     pub body: Vec<u8>,
@@ -23,6 +24,11 @@ pub struct DeadLetter {
     pub properties: BasicProperties,
     /// The envelope, when the body decodes as one.
     pub envelope: Option<Envelope>,
+    /// The shard of a sharded queue whose dead-letter queue it was read
+    /// from (set by the operations on
+    /// [`DeadQueues`](crate::dead::DeadQueues)); `None` for the lane, an
+    /// unsharded queue, or a letter read from one queue by name.
+    pub shard: Option<u16>,
 }
 
 impl DeadLetter {
@@ -34,6 +40,7 @@ impl DeadLetter {
             body,
             properties,
             envelope,
+            shard: None,
         }
     }
 
@@ -127,6 +134,7 @@ impl DeadLetter {
     pub fn summary(&self) -> Summary {
         Summary {
             position: self.position,
+            shard: self.shard,
             id: self.id(),
             job_type: self.job_type(),
             reason: self.reason(),
@@ -144,8 +152,11 @@ impl DeadLetter {
 /// What `dead ls` shows of one dead letter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Summary {
-    /// 1-based position in the queue (1 = oldest).
+    /// 1-based position in its dead-letter queue (1 = oldest).
     pub position: usize,
+    /// The shard whose dead-letter queue holds it (see
+    /// [`DeadLetter::shard`]).
+    pub shard: Option<u16>,
     /// Job id, message id or `#position`.
     pub id: String,
     /// Job type, when known.

@@ -12,7 +12,7 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
-use crate::dead::{DeadLetter, Filter, Summary, scan};
+use crate::dead::{DeadLetter, DeadQueues, Filter, QueueCount, Summary};
 use crate::error::Result;
 
 /// Which end of the queue a listing starts from.
@@ -28,7 +28,8 @@ pub enum Order {
 /// One page of dead letters.
 #[derive(Debug, Clone, Serialize)]
 pub struct Listing {
-    /// Dead letters in the queue when the read began.
+    /// Dead letters in the queue (all of its dead-letter queues) when the
+    /// read began.
     pub total: usize,
     /// Dead letters that pass the filter: exact when `matching_exact`, else
     /// the ones met before the read stopped (a lower bound).
@@ -39,6 +40,9 @@ pub struct Listing {
     pub offset: usize,
     /// Dead letters read (over both passes for a filtered newest-first page).
     pub read: usize,
+    /// The dead letters in each dead-letter queue read (one, or a sharded
+    /// queue's lane and shards) when the read began.
+    pub queues: Vec<QueueCount>,
     /// The page, in the order asked for.
     pub items: Vec<Summary>,
 }
@@ -101,52 +105,79 @@ pub async fn list(
     offset: usize,
     limit: usize,
 ) -> Result<Listing> {
-    let total = amqp.require(dead_queue).await?.messages as usize;
-    let mut read = 0;
-    // The page's place among the matching letters, oldest first, and their
-    // number when it is known before collecting.
-    let (start, end, known) = match order {
-        Order::OldestFirst => (
-            offset,
-            offset.saturating_add(limit),
-            filter.is_all().then_some(total),
-        ),
-        Order::NewestFirst => {
-            let matching = if filter.is_all() {
-                total
-            } else {
-                let mut n = 0;
-                let pass = scan(amqp, dead_queue, None, |l| {
-                    n += usize::from(filter.matches(&l));
-                    ControlFlow::Continue(())
-                })
-                .await?;
-                read += pass.read;
-                n
-            };
-            let end = matching.saturating_sub(offset);
-            (end.saturating_sub(limit), end, Some(matching))
+    DeadQueues::single(dead_queue, dead_queue)
+        .list(amqp, filter, order, offset, limit)
+        .await
+}
+
+impl DeadQueues {
+    /// One page of the dead letters of every dead-letter queue that
+    /// passes `filter`, in `order`: `limit` of them after skipping
+    /// `offset`, each with its [`shard`](Summary::shard).
+    ///
+    /// The queues are listed one after the other, the lane's first and
+    /// then each shard's, each oldest first; newest first is that order
+    /// reversed. A position (`#N`) among the filter's ids is refused when
+    /// there are several queues.
+    pub async fn list(
+        &self,
+        amqp: &Amqp,
+        filter: &Filter,
+        order: Order,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Listing> {
+        self.check_ids(&filter.ids)?;
+        let queues = self.counts(amqp).await?;
+        let total = queues.iter().map(|q| q.count).sum();
+        let mut read = 0;
+        // The page's place among the matching letters, oldest first, and
+        // their number when it is known before collecting.
+        let (start, end, known) = match order {
+            Order::OldestFirst => (
+                offset,
+                offset.saturating_add(limit),
+                filter.is_all().then_some(total),
+            ),
+            Order::NewestFirst => {
+                let matching = if filter.is_all() {
+                    total
+                } else {
+                    let mut n = 0;
+                    let pass = self
+                        .scan(amqp, None, |l| {
+                            n += usize::from(filter.matches(&l));
+                            ControlFlow::Continue(())
+                        })
+                        .await?;
+                    read += pass.read;
+                    n
+                };
+                let end = matching.saturating_sub(offset);
+                (end.saturating_sub(limit), end, Some(matching))
+            }
+        };
+        let mut window = Window::new(filter, start, end);
+        let mut complete = false;
+        if start < end {
+            let pass = self.scan(amqp, None, |l| window.offer(&l)).await?;
+            read += pass.read;
+            complete = pass.complete;
         }
-    };
-    let mut window = Window::new(filter, start, end);
-    let mut complete = false;
-    if start < end {
-        let pass = scan(amqp, dead_queue, None, |l| window.offer(&l)).await?;
-        read += pass.read;
-        complete = pass.complete;
+        let mut items = window.items;
+        if order == Order::NewestFirst {
+            items.reverse();
+        }
+        Ok(Listing {
+            total,
+            matching: known.unwrap_or(window.seen),
+            matching_exact: known.is_some() || complete,
+            offset,
+            read,
+            queues,
+            items,
+        })
     }
-    let mut items = window.items;
-    if order == Order::NewestFirst {
-        items.reverse();
-    }
-    Ok(Listing {
-        total,
-        matching: known.unwrap_or(window.seen),
-        matching_exact: known.is_some() || complete,
-        offset,
-        read,
-        items,
-    })
 }
 
 #[cfg(test)]

@@ -13,12 +13,20 @@
 //! | [`redrive`], [`purge_with_export`] | the whole queue | counts (a purge: the delivery tags it removes) |
 //! | [`scan`] | until the visitor stops | what the visitor keeps |
 //! | [`read`] | up to `max` | everything read |
+//!
+//! Each operation reads one dead-letter queue by name, or, as a method of
+//! [`DeadQueues`], every dead-letter queue of a queue name: a sharded
+//! queue's lane's and each shard's (see [`shards`](crate::shards)), one
+//! after the other, the lane's first. Letters read so carry their
+//! [`shard`](DeadLetter::shard), and a redrive sends each back to the
+//! shard it died on.
 
 mod fingerprint;
 mod letter;
 mod list;
 mod plan;
 mod purge;
+mod queues;
 mod redrive;
 mod scan;
 mod show;
@@ -30,6 +38,7 @@ pub use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
 pub use list::{Listing, Order, list};
 pub use plan::{PREVIEW_SAMPLES, PlannedMove, RedrivePlan, TargetPlan, plan_redrive};
 pub use purge::{PurgePlan, PurgeReport, plan_purge, purge_with_export};
+pub use queues::{DeadQueue, DeadQueues, QueueCount};
 pub use redrive::{
     DEFAULT_BATCH, Destination, MAX_SAMPLES, MAX_TARGETS, Moved, RedriveOptions, RedriveReport,
     redrive,

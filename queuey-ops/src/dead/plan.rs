@@ -14,8 +14,8 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
-use crate::dead::redrive::{Decision, MAX_SAMPLES, MAX_TARGETS, count_target, decide};
-use crate::dead::{RedriveOptions, scan};
+use crate::dead::redrive::{Decision, MAX_SAMPLES, MAX_TARGETS, count_target, decide, options_for};
+use crate::dead::{DeadQueues, RedriveOptions, scan};
 use crate::error::Result;
 
 /// Moves a preview lists one by one; the rest are counted.
@@ -28,7 +28,8 @@ const SAMPLE_REASON_CHARS: usize = 200;
 pub struct RedrivePlan {
     /// The work queue the redrive runs for.
     pub queue: String,
-    /// Dead letters in the queue when the preview began.
+    /// Dead letters in the queue (all of its dead-letter queues) when the
+    /// preview began.
     pub total: usize,
     /// Dead letters read.
     pub read: usize,
@@ -72,7 +73,9 @@ pub struct TargetPlan {
     pub letters: usize,
     /// Whether they would move there (false: foreign, they stay).
     pub moves: bool,
-    /// Whether it is another queue than the one the redrive runs for.
+    /// Whether it is another queue than the one the redrive runs for (over
+    /// a sharded queue: than the work queue of the dead-letter queue its
+    /// letters are in).
     pub foreign: bool,
     /// Whether it exists now.
     pub exists: bool,
@@ -168,4 +171,64 @@ pub async fn plan_redrive(
         });
     }
     Ok(plan)
+}
+
+impl DeadQueues {
+    /// What [`redrive`](DeadQueues::redrive) with `options` would move now,
+    /// over every dead-letter queue: each one previewed as
+    /// [`plan_redrive`] does with its own work queue as
+    /// [`RedriveOptions::queue`], and the previews added up (targets named
+    /// once with their letters summed; samples and limits over all).
+    /// Changes nothing.
+    pub async fn plan_redrive(&self, amqp: &Amqp, options: &RedriveOptions) -> Result<RedrivePlan> {
+        self.check_ids(&options.filter.ids)?;
+        let mut all = RedrivePlan {
+            queue: options.queue.clone(),
+            complete: true,
+            ..RedrivePlan::default()
+        };
+        for (queue, counts) in self.present(amqp).await? {
+            let left = options.limit.map(|n| n.saturating_sub(all.would_move));
+            if left == Some(0) {
+                all.total += counts.messages as usize;
+                all.complete &= counts.messages == 0;
+                continue;
+            }
+            let plan =
+                plan_redrive(amqp, &queue.dead_queue, &options_for(options, queue, left)).await?;
+            all.add(plan);
+        }
+        Ok(all)
+    }
+}
+
+impl RedrivePlan {
+    /// Adds the preview of one more dead-letter queue.
+    fn add(&mut self, plan: RedrivePlan) {
+        self.total += plan.total;
+        self.read += plan.read;
+        self.complete &= plan.complete;
+        self.would_move += plan.would_move;
+        self.other_targets += plan.other_targets;
+        for target in plan.targets {
+            let named = self.targets.len();
+            let same = self
+                .targets
+                .iter_mut()
+                .find(|t| t.queue == target.queue && t.moves == target.moves);
+            match same {
+                Some(same) => same.letters += target.letters,
+                None if named < MAX_TARGETS => self.targets.push(target),
+                None => self.other_targets += target.letters,
+            }
+        }
+        let room = PREVIEW_SAMPLES.saturating_sub(self.samples.len());
+        self.samples.extend(plan.samples.into_iter().take(room));
+        self.foreign += plan.foreign;
+        self.unmovable += plan.unmovable;
+        let room = MAX_SAMPLES.saturating_sub(self.unmovable_samples.len());
+        self.unmovable_samples
+            .extend(plan.unmovable_samples.into_iter().take(room));
+        self.not_matching += plan.not_matching;
+    }
 }

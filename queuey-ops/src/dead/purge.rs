@@ -19,7 +19,9 @@ use serde::Serialize;
 use crate::amqp::Amqp;
 use crate::browse::Cursor;
 use crate::dead::transfer::TRAILER_KEY;
-use crate::dead::{DeadLetter, ExportRecord, Filter, PREVIEW_SAMPLES, scan};
+use crate::dead::{
+    DeadLetter, DeadQueue, DeadQueues, ExportRecord, Filter, PREVIEW_SAMPLES, QueueCount,
+};
 use crate::error::{OpsError, Result};
 
 /// Characters of a reason a preview sample keeps.
@@ -28,7 +30,8 @@ const SAMPLE_REASON_CHARS: usize = 200;
 /// What a purge would remove, computed without changing anything.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct PurgePlan {
-    /// Dead letters in the queue when the preview began.
+    /// Dead letters in the queue (all of its dead-letter queues) when the
+    /// preview began.
     pub total: usize,
     /// Dead letters read.
     pub read: usize,
@@ -41,21 +44,35 @@ pub struct PurgePlan {
 /// What [`purge_with_export`] with `filter` would remove now. Reads the
 /// whole queue once, keeping counts and a few samples.
 pub async fn plan_purge(amqp: &Amqp, dead_queue: &str, filter: &Filter) -> Result<PurgePlan> {
-    let mut plan = PurgePlan::default();
-    let pass = scan(amqp, dead_queue, None, |letter| {
-        if filter.matches(&letter) {
-            plan.matching += 1;
-            if plan.samples.len() < PREVIEW_SAMPLES {
-                let reason = letter.reason().chars().take(SAMPLE_REASON_CHARS).collect();
-                plan.samples.push((letter.id(), reason));
-            }
-        }
-        ControlFlow::Continue(())
-    })
-    .await?;
-    plan.total = pass.total;
-    plan.read = pass.read;
-    Ok(plan)
+    DeadQueues::single(dead_queue, dead_queue)
+        .plan_purge(amqp, filter)
+        .await
+}
+
+impl DeadQueues {
+    /// What [`purge_with_export`](DeadQueues::purge_with_export) with
+    /// `filter` would remove now, over every dead-letter queue. Reads each
+    /// once, keeping counts and a few samples. A position (`#N`) among the
+    /// filter's ids is refused when there are several queues.
+    pub async fn plan_purge(&self, amqp: &Amqp, filter: &Filter) -> Result<PurgePlan> {
+        self.check_ids(&filter.ids)?;
+        let mut plan = PurgePlan::default();
+        let pass = self
+            .scan(amqp, None, |letter| {
+                if filter.matches(&letter) {
+                    plan.matching += 1;
+                    if plan.samples.len() < PREVIEW_SAMPLES {
+                        let reason = letter.reason().chars().take(SAMPLE_REASON_CHARS).collect();
+                        plan.samples.push((letter.id(), reason));
+                    }
+                }
+                ControlFlow::Continue(())
+            })
+            .await?;
+        plan.total = pass.total;
+        plan.read = pass.read;
+        Ok(plan)
+    }
 }
 
 /// What a purge did.
@@ -67,6 +84,8 @@ pub struct PurgeReport {
     pub purged: usize,
     /// Dead letters read that did not match and stayed.
     pub kept: usize,
+    /// Dead letters written and removed, per dead-letter queue.
+    pub queues: Vec<QueueCount>,
 }
 
 /// Removes the dead letters of `dead_queue` that pass `filter`, after
@@ -83,13 +102,47 @@ pub async fn purge_with_export(
     filter: &Filter,
     path: &Path,
 ) -> Result<PurgeReport> {
-    let mut cursor = Cursor::open(amqp, dead_queue, None).await?;
-    let outcome = match create_export(path) {
-        Ok(file) => export_then_ack(&mut cursor, dead_queue, filter, file, path).await,
-        Err(e) => Err(e),
-    };
-    cursor.release().await;
-    outcome
+    DeadQueues::single(dead_queue, dead_queue)
+        .purge_with_export(amqp, filter, path)
+        .await
+}
+
+impl DeadQueues {
+    /// [`purge_with_export`] over every dead-letter queue, into one file:
+    /// every queue is read and held at once, the matching letters of all
+    /// of them are written (each record names its own dead-letter queue,
+    /// so that `dead import` puts it back there) and flushed, and only then
+    /// are they removed. If anything fails before that, the file is
+    /// removed and nothing is purged from any queue. A position (`#N`)
+    /// among the filter's ids is refused when there are several queues.
+    pub async fn purge_with_export(
+        &self,
+        amqp: &Amqp,
+        filter: &Filter,
+        path: &Path,
+    ) -> Result<PurgeReport> {
+        self.check_ids(&filter.ids)?;
+        let present = self.present(amqp).await?;
+        let mut cursors = Vec::with_capacity(present.len());
+        let mut opened = Ok(());
+        for (queue, _) in present {
+            match Cursor::open(amqp, &queue.dead_queue, None).await {
+                Ok(cursor) => cursors.push((queue, cursor)),
+                Err(e) => {
+                    opened = Err(e);
+                    break;
+                }
+            }
+        }
+        let outcome = match opened.and_then(|()| create_export(path)) {
+            Ok(file) => export_then_ack(&mut cursors, filter, file, path).await,
+            Err(e) => Err(e),
+        };
+        for (_, cursor) in cursors {
+            cursor.release().await;
+        }
+        outcome
+    }
 }
 
 /// A new export file: never an existing one, readable by its owner only.
@@ -105,13 +158,12 @@ fn create_export(path: &Path) -> Result<File> {
 }
 
 async fn export_then_ack(
-    cursor: &mut Cursor,
-    dead_queue: &str,
+    cursors: &mut [(&DeadQueue, Cursor)],
     filter: &Filter,
     file: File,
     path: &Path,
 ) -> Result<PurgeReport> {
-    let (tags, kept) = match export(cursor, dead_queue, filter, file, path).await {
+    let (tags, kept) = match export(cursors, filter, file, path).await {
         Ok(exported) => exported,
         Err(e) => {
             // Incomplete: nothing was removed, and the file must not stand
@@ -120,41 +172,55 @@ async fn export_then_ack(
             return Err(e);
         }
     };
-    for tag in &tags {
-        cursor.ack(*tag).await?;
+    let mut queues = Vec::with_capacity(cursors.len());
+    for ((queue, cursor), tags) in cursors.iter_mut().zip(&tags) {
+        for tag in tags {
+            cursor.ack(*tag).await?;
+        }
+        queues.push(QueueCount {
+            dead_queue: queue.dead_queue.clone(),
+            shard: queue.shard,
+            count: tags.len(),
+        });
     }
     Ok(PurgeReport {
         file: path.to_owned(),
-        purged: tags.len(),
+        purged: tags.iter().map(Vec::len).sum(),
         kept,
+        queues,
     })
 }
 
-/// Writes the matching dead letters and the trailer, syncs the file; the
-/// delivery tags of the letters written, and how many did not match.
+/// Writes the matching dead letters of every queue and the trailer, syncs
+/// the file; the delivery tags of the letters written, per cursor, and how
+/// many did not match.
 async fn export(
-    cursor: &mut Cursor,
-    dead_queue: &str,
+    cursors: &mut [(&DeadQueue, Cursor)],
     filter: &Filter,
     file: File,
     path: &Path,
-) -> Result<(Vec<u64>, usize)> {
+) -> Result<(Vec<Vec<u64>>, usize)> {
     let mut out = BufWriter::new(file);
-    let mut tags = Vec::new();
+    let mut tags = Vec::with_capacity(cursors.len());
     let mut kept = 0;
     let io = |e: std::io::Error| OpsError::io(path, e);
-    while let Some(held) = cursor.next().await? {
-        let letter = DeadLetter::new(held.position, held.body, held.properties);
-        if !filter.matches(&letter) {
-            kept += 1;
-            continue;
+    for (queue, cursor) in cursors.iter_mut() {
+        let mut written = Vec::new();
+        while let Some(held) = cursor.next().await? {
+            let letter = DeadLetter::new(held.position, held.body, held.properties);
+            if !filter.matches(&letter) {
+                kept += 1;
+                continue;
+            }
+            serde_json::to_writer(&mut out, &ExportRecord::of(&queue.dead_queue, &letter))
+                .map_err(|e| io(e.into()))?;
+            out.write_all(b"\n").map_err(io)?;
+            written.push(held.tag);
         }
-        serde_json::to_writer(&mut out, &ExportRecord::of(dead_queue, &letter))
-            .map_err(|e| io(e.into()))?;
-        out.write_all(b"\n").map_err(io)?;
-        tags.push(held.tag);
+        tags.push(written);
     }
-    let trailer = serde_json::json!({ TRAILER_KEY: { "records": tags.len() } });
+    let records: usize = tags.iter().map(Vec::len).sum();
+    let trailer = serde_json::json!({ TRAILER_KEY: { "records": records } });
     writeln!(out, "{trailer}").map_err(io)?;
     let file = out.into_inner().map_err(|e| io(e.into_error()))?;
     file.sync_all().map_err(io)?;

@@ -47,7 +47,7 @@ use tokio::time::Instant;
 
 use crate::amqp::{Amqp, short};
 use crate::browse::Cursor;
-use crate::dead::{DeadLetter, Filter};
+use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter};
 use crate::error::{OpsError, Result};
 use crate::headers;
 
@@ -77,6 +77,10 @@ pub enum Destination {
 pub struct RedriveOptions {
     /// The work queue the redrive runs for (the one whose dead letters these
     /// are); with [`Destination::Home`], the only queue anything moves to.
+    ///
+    /// Over [`DeadQueues`] (a sharded queue's lane and shards), the work
+    /// queue of each dead-letter queue takes its place for that queue's
+    /// letters: each goes home to the shard it died on, never to another.
     pub queue: String,
     /// Where the dead letters go.
     pub destination: Destination,
@@ -342,6 +346,85 @@ async fn run(
     }
     commit(&channel, &mut uncommitted, &mut report, on_move).await?;
     Ok(report)
+}
+
+impl DeadQueues {
+    /// [`redrive`] over every dead-letter queue in turn (the lane's first),
+    /// each with its own work queue as [`RedriveOptions::queue`]: with
+    /// [`Destination::Home`], a shard's dead letters go back to that shard
+    /// and to no other. One redrive id, one limit and one stop flag for
+    /// all; the reports are added up, and the run ends at the first queue
+    /// whose redrive stopped early. A position (`#N`) among the filter's
+    /// ids is refused when there are several queues.
+    pub async fn redrive(
+        &self,
+        amqp: &Amqp,
+        options: &RedriveOptions,
+        on_move: &mut (dyn FnMut(&Moved) + Send),
+    ) -> Result<RedriveReport> {
+        self.check_ids(&options.filter.ids)?;
+        let mut all = RedriveReport {
+            redrive_id: options.redrive_id.clone(),
+            ..RedriveReport::default()
+        };
+        for (queue, counts) in self.present(amqp).await? {
+            let left = options.limit.map(|n| n.saturating_sub(all.moved));
+            if counts.messages == 0 || left == Some(0) {
+                continue;
+            }
+            let report = redrive(
+                amqp,
+                &queue.dead_queue,
+                &options_for(options, queue, left),
+                on_move,
+            )
+            .await?;
+            let stopped = report.stopped.is_some();
+            all.add(report);
+            if stopped {
+                break;
+            }
+        }
+        Ok(all)
+    }
+}
+
+/// `options` for the letters of one dead-letter queue of several: its own
+/// work queue as the home, at most `limit` moves.
+pub(crate) fn options_for(
+    options: &RedriveOptions,
+    queue: &DeadQueue,
+    limit: Option<usize>,
+) -> RedriveOptions {
+    RedriveOptions {
+        queue: queue.work_queue.clone(),
+        limit,
+        ..options.clone()
+    }
+}
+
+impl RedriveReport {
+    /// Adds the report of one more dead-letter queue.
+    fn add(&mut self, report: RedriveReport) {
+        self.moved += report.moved;
+        for (target, n) in report.moved_to {
+            *self.moved_to.entry(target).or_default() += n;
+        }
+        self.foreign += report.foreign;
+        for (original, n) in report.foreign_targets {
+            if let Some(m) = self.foreign_targets.get_mut(&original) {
+                *m += n;
+            } else if self.foreign_targets.len() < MAX_TARGETS {
+                self.foreign_targets.insert(original, n);
+            }
+        }
+        self.unmovable += report.unmovable;
+        let room = MAX_SAMPLES.saturating_sub(self.unmovable_samples.len());
+        self.unmovable_samples
+            .extend(report.unmovable_samples.into_iter().take(room));
+        self.not_matching += report.not_matching;
+        self.stopped = self.stopped.take().or(report.stopped);
+    }
 }
 
 /// Commits the moves made since the last commit, then reports them.

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::amqp::Amqp;
 use crate::browse::Cursor;
-use crate::dead::DeadLetter;
+use crate::dead::{DeadLetter, DeadQueues};
 use crate::error::Result;
 
 /// How a pass over a dead-letter queue went.
@@ -52,6 +52,47 @@ pub async fn scan(
         read,
         complete,
     })
+}
+
+impl DeadQueues {
+    /// [`scan`] over every dead-letter queue that exists, one after the
+    /// other in order, at most `max` letters in all; each letter handed to
+    /// `visit` carries its [`shard`](DeadLetter::shard). The pass stops at
+    /// the first [`ControlFlow::Break`].
+    ///
+    /// The [`Pass`] counts over all of them; [`Pass::complete`] when every
+    /// one was read to its end.
+    pub async fn scan(
+        &self,
+        amqp: &Amqp,
+        max: Option<usize>,
+        mut visit: impl FnMut(DeadLetter) -> ControlFlow<()>,
+    ) -> Result<Pass> {
+        let present = self.present(amqp).await?;
+        let mut all = Pass {
+            total: present.iter().map(|(_, c)| c.messages as usize).sum(),
+            read: 0,
+            complete: true,
+        };
+        let mut stopped = false;
+        for (queue, counts) in present {
+            let left = max.map(|m| m.saturating_sub(all.read));
+            if stopped || left == Some(0) {
+                all.complete &= counts.messages == 0;
+                continue;
+            }
+            let pass = scan(amqp, &queue.dead_queue, left, |mut letter| {
+                letter.shard = queue.shard;
+                let flow = visit(letter);
+                stopped |= flow.is_break();
+                flow
+            })
+            .await?;
+            all.read += pass.read;
+            all.complete &= pass.complete;
+        }
+        Ok(all)
+    }
 }
 
 /// Whether `visit` stopped the pass.

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::amqp::Amqp;
-use crate::dead::{DeadLetter, scan};
+use crate::dead::{DeadLetter, DeadQueues};
 use crate::error::{OpsError, Result};
 
 /// The oldest dead letter of `dead_queue` that answers to `id` (a job id,
@@ -22,28 +22,46 @@ pub async fn find(
     id: &str,
     max: Option<usize>,
 ) -> Result<DeadLetter> {
-    let position = id
-        .trim()
-        .strip_prefix('#')
-        .and_then(|n| n.parse::<usize>().ok());
-    let max = match (max, position) {
-        (Some(m), Some(p)) => Some(m.min(p)),
-        (m, p) => m.or(p),
-    };
-    let mut found = None;
-    scan(amqp, dead_queue, max, |letter| {
-        if letter.answers_to(id) {
-            found = Some(letter);
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
-    })
-    .await?;
-    found.ok_or_else(|| OpsError::NotFound {
-        queue: dead_queue.to_owned(),
-        id: id.to_owned(),
-    })
+    DeadQueues::single(dead_queue, dead_queue)
+        .find(amqp, id, max)
+        .await
+}
+
+impl DeadQueues {
+    /// The first dead letter that answers to `id` (a job id, a message id,
+    /// or with a single dead-letter queue `#position`), searching the
+    /// dead-letter queues in order (the lane's first), or
+    /// [`OpsError::NotFound`]. The letter carries its
+    /// [`shard`](DeadLetter::shard).
+    ///
+    /// The read stops at the letter found (for `#N`, after N letters at
+    /// most) and at `max` letters in all when given; only that letter is
+    /// kept.
+    pub async fn find(&self, amqp: &Amqp, id: &str, max: Option<usize>) -> Result<DeadLetter> {
+        self.check_ids([&id.to_owned()])?;
+        let position = id
+            .trim()
+            .strip_prefix('#')
+            .and_then(|n| n.parse::<usize>().ok());
+        let max = match (max, position) {
+            (Some(m), Some(p)) => Some(m.min(p)),
+            (m, p) => m.or(p),
+        };
+        let mut found = None;
+        self.scan(amqp, max, |letter| {
+            if letter.answers_to(id) {
+                found = Some(letter);
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+        .await?;
+        found.ok_or_else(|| OpsError::NotFound {
+            queue: self.describe(),
+            id: id.to_owned(),
+        })
+    }
 }
 
 /// One dead letter in full.

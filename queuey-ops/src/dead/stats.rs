@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
-use crate::dead::{DeadLetter, Filter, scan};
+use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, QueueCount};
 use crate::error::Result;
 
 /// Fingerprint groups kept; letters of further fingerprints are counted in
@@ -48,9 +48,10 @@ pub struct Group {
     /// Letters of the group whose job type is not in `job_types` (past
     /// [`MAX_GROUP_JOB_TYPES`]).
     pub other_job_types: usize,
-    /// Position of the oldest one (1 = head of the queue).
+    /// Position of the oldest one (1 = head of the queue; of a sharded
+    /// queue, in its own dead-letter queue).
     pub first_position: usize,
-    /// Position of the newest one.
+    /// Position of the newest one (as `first_position`).
     pub last_position: usize,
 }
 
@@ -80,6 +81,10 @@ pub struct Stats {
     /// Letters whose job type is not in `by_job_type` (past
     /// [`MAX_JOB_TYPES`]).
     pub other_job_types: usize,
+    /// The letters counted, per dead-letter queue read (one, or a sharded
+    /// queue's lane and shards); filled by [`read_stats`] and
+    /// [`DeadQueues::read_stats`], empty from [`StatsBuilder`].
+    pub queues: Vec<QueueCount>,
 }
 
 const UNKNOWN_TYPE: &str = "(unknown)";
@@ -182,6 +187,7 @@ impl StatsBuilder {
             other_fingerprints: self.other_fingerprints,
             by_job_type,
             other_job_types: self.other_job_types,
+            queues: Vec::new(),
         }
     }
 }
@@ -196,15 +202,46 @@ pub fn stats(letters: &[DeadLetter]) -> Stats {
 /// Reads `dead_queue` once and groups the dead letters that pass `filter`,
 /// keeping only the aggregates, bounded as [`StatsBuilder`] says.
 pub async fn read_stats(amqp: &Amqp, dead_queue: &str, filter: &Filter) -> Result<Stats> {
-    let mut builder = StatsBuilder::new();
-    scan(amqp, dead_queue, None, |letter| {
-        if filter.matches(&letter) {
-            builder.add(&letter);
-        }
-        ControlFlow::Continue(())
-    })
-    .await?;
-    Ok(builder.finish())
+    DeadQueues::single(dead_queue, dead_queue)
+        .read_stats(amqp, filter)
+        .await
+}
+
+impl DeadQueues {
+    /// Reads every dead-letter queue once and groups the dead letters
+    /// that pass `filter` over all of them, keeping only the aggregates,
+    /// bounded as [`StatsBuilder`] says; [`Stats::queues`] counts them per
+    /// dead-letter queue. A position (`#N`) among the filter's ids is
+    /// refused when there are several queues.
+    pub async fn read_stats(&self, amqp: &Amqp, filter: &Filter) -> Result<Stats> {
+        self.check_ids(&filter.ids)?;
+        let mut builder = StatsBuilder::new();
+        let mut per_shard: BTreeMap<Option<u16>, usize> = BTreeMap::new();
+        let present: Vec<DeadQueue> = self
+            .present(amqp)
+            .await?
+            .into_iter()
+            .map(|(queue, _)| queue.clone())
+            .collect();
+        self.scan(amqp, None, |letter| {
+            if filter.matches(&letter) {
+                *per_shard.entry(letter.shard).or_default() += 1;
+                builder.add(&letter);
+            }
+            ControlFlow::Continue(())
+        })
+        .await?;
+        let mut stats = builder.finish();
+        stats.queues = present
+            .into_iter()
+            .map(|queue| QueueCount {
+                count: per_shard.get(&queue.shard).copied().unwrap_or(0),
+                dead_queue: queue.dead_queue,
+                shard: queue.shard,
+            })
+            .collect();
+        Ok(stats)
+    }
 }
 
 #[cfg(test)]

@@ -13,34 +13,41 @@ pub(super) struct Expected {
     pub(super) arguments: QueueArguments,
 }
 
-/// The queues `spec` declares (work, dead-letter and suspect queues; hold
-/// queues are created on demand and checked by [`verify`] as they are
-/// found).
+/// The queues `spec` declares (work, dead-letter and suspect queues, of a
+/// sharded queue's lane and of each shard; hold queues are created on
+/// demand and checked by [`verify`] as they are found).
+///
+/// Each broker queue's arguments come from its own settings
+/// ([`QueueConfig::physical`](queuey_core::QueueConfig::physical)), so a
+/// shard's are those the backend declares it with: the broker refuses a
+/// declare whose arguments differ from the queue's.
 pub(super) fn expected(spec: &TopologySpec) -> Vec<Expected> {
     let mut out = Vec::new();
     for q in &spec.queues {
-        let config = q.config();
-        let dead = q
-            .dead_letters
-            .then(|| names::dead_letter_queue_name(&q.name, &spec.dead_suffix));
-        out.push(Expected {
-            name: q.name.clone(),
-            durable: q.durable,
-            arguments: names::work_queue_arguments(&config, dead.as_deref()),
-        });
-        if q.suspect_queue {
+        for config in q.config().physical() {
+            let name = config.name();
+            let dead = q
+                .dead_letters
+                .then(|| names::dead_letter_queue_name(name, &spec.dead_suffix));
             out.push(Expected {
-                name: names::suspect_queue_name(&q.name, &spec.suspect_suffix),
+                name: name.to_owned(),
                 durable: q.durable,
-                arguments: names::suspect_queue_arguments(&config, dead.as_deref()),
+                arguments: names::work_queue_arguments(&config, dead.as_deref()),
             });
-        }
-        if let Some(dead) = dead {
-            out.push(Expected {
-                name: dead,
-                durable: q.durable,
-                arguments: names::dead_letter_queue_arguments(&config),
-            });
+            if q.suspect_queue {
+                out.push(Expected {
+                    name: names::suspect_queue_name(name, &spec.suspect_suffix),
+                    durable: q.durable,
+                    arguments: names::suspect_queue_arguments(&config, dead.as_deref()),
+                });
+            }
+            if let Some(dead) = dead {
+                out.push(Expected {
+                    name: dead,
+                    durable: q.durable,
+                    arguments: names::dead_letter_queue_arguments(&config),
+                });
+            }
         }
     }
     out
@@ -72,6 +79,11 @@ mod tests {
             [[queue]]
             name = "payments"
             queue_type = "quorum"
+            [[queue]]
+            name = "orders"
+            queue_type = "quorum"
+            shards = 2
+            suspect_queue = false
             "#,
         )
         .expect("a queue set");
@@ -88,7 +100,36 @@ mod tests {
                 "payments",
                 "payments.suspect",
                 "payments.dead",
+                "orders",
+                "orders.dead",
+                "orders.s0",
+                "orders.s0.dead",
+                "orders.s1",
+                "orders.s1.dead",
             ]
+        );
+        // A quorum shard spreads its leader; the lane is an ordinary queue.
+        let leader = |name: &str| {
+            expected(&spec)
+                .into_iter()
+                .find(|e| e.name == name)
+                .expect(name)
+                .arguments
+                .get("x-queue-leader-locator")
+                .cloned()
+        };
+        assert_eq!(leader("orders"), None);
+        assert_eq!(
+            leader("orders.s1"),
+            Some(ArgumentValue::Text("balanced".into()))
+        );
+        let shard = expected(&spec)
+            .into_iter()
+            .find(|e| e.name == "orders.s1")
+            .expect("a shard");
+        assert_eq!(
+            shard.arguments.get("x-dead-letter-routing-key"),
+            Some(&ArgumentValue::Text("orders.s1.dead".into()))
         );
         let suspect = expected(&spec)
             .into_iter()

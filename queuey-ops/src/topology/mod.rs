@@ -2,7 +2,7 @@
 //!
 //! A queue set is what the application declares: queue names with the
 //! settings that shape their arguments (priorities, TTL, durability, dead
-//! letters) and the suffixes. [`TopologySpec`] reads it from a small TOML
+//! letters, shards) and the suffixes. [`TopologySpec`] reads it from a small TOML
 //! file or is built on the command line; the expected arguments come from
 //! `queuey_rabbitmq::topology`, the same functions the backend declares with.
 
@@ -10,6 +10,12 @@
 //! The module reads the set ([`TopologySpec`], here), works out the queues
 //! it declares (`expected`), compares them with the broker ([`verify`]) and
 //! declares what is missing ([`plan_apply`], [`apply`]).
+//!
+//! A sharded queue of the set is checked and declared as what it is on the
+//! broker: its lane and each shard, with their dead-letter, suspect and
+//! hold queues, each with the arguments the backend gives it (a quorum
+//! shard's `x-queue-leader-locator` included). A shard past the set's count
+//! (`NAME.s{N}`, left from a queue that had more shards) is reported.
 
 mod apply;
 mod expected;
@@ -38,6 +44,9 @@ fn default_suspect_suffix() -> String {
 fn yes() -> bool {
     true
 }
+fn one() -> u16 {
+    1
+}
 
 /// The queue set an application declares.
 ///
@@ -53,6 +62,7 @@ fn yes() -> bool {
 ///     [[queue]]
 ///     name = "payments"
 ///     queue_type = "quorum"          # replicated, no priorities
+///     shards = 4                     # the lane `payments` and payments.s0 … payments.s3
 /// "#)?;
 /// assert_eq!(spec.queues.len(), 3);
 /// # Ok::<(), toml::de::Error>(())
@@ -101,6 +111,12 @@ pub struct QueueSpec {
     /// levels.
     #[serde(default)]
     pub queue_type: QueueType,
+    /// How many shards the queue is spread over (`QueueConfig::shards`;
+    /// default 1, not sharded). A sharded queue is its lane (the queue
+    /// itself) and `NAME.s0` … `NAME.s{N-1}`, each with its dead-letter and
+    /// suspect queues: all of them are checked and declared.
+    #[serde(default = "one")]
+    pub shards: u16,
 }
 
 impl QueueSpec {
@@ -114,6 +130,7 @@ impl QueueSpec {
             dead_letters: true,
             suspect_queue: true,
             queue_type: QueueType::Classic,
+            shards: 1,
         }
     }
 
@@ -121,7 +138,8 @@ impl QueueSpec {
     pub fn config(&self) -> QueueConfig {
         let mut config = QueueConfig::new(&self.name)
             .durable(self.durable)
-            .queue_type(self.queue_type);
+            .queue_type(self.queue_type)
+            .shards(self.shards);
         if let Some(levels) = self.max_priority {
             config = config.max_priority(levels);
         }

@@ -6,12 +6,13 @@ use queuey_rabbitmq::topology::ArgumentValue;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::TopologySpec;
 use super::expected::{Expected, expected, show};
+use super::{QueueSpec, TopologySpec};
 use crate::amqp::Amqp;
 use crate::error::Result;
 use crate::holds::{hold_kind, hold_pattern};
 use crate::mgmt::{Management, QueueInfo};
+use crate::shards::shard_name;
 
 /// What kind of problem verify found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,6 +34,10 @@ pub enum ProblemKind {
     PolicyOverride,
     /// A `q.retry` queue left from an older version.
     LeftoverRetryQueue,
+    /// A shard past the queue's shard count (`q.s{N}` of a queue the set
+    /// gives N shards, `q.s0` of one it does not shard): no worker of the
+    /// set consumes it.
+    ExtraShard,
 }
 
 /// One difference between the broker and the queue set.
@@ -169,6 +174,85 @@ fn check_policies(info: &QueueInfo, out: &mut Vec<Problem>) {
     }
 }
 
+/// Checks the hold queues and the leftover `.retry` queue of `work`, one
+/// broker queue of the set's queue `q` (the queue itself, or one of its
+/// shards).
+async fn check_holds(
+    mgmt: &Management,
+    amqp: Option<&Amqp>,
+    spec: &TopologySpec,
+    q: &QueueSpec,
+    work: &str,
+    out: &mut Vec<Problem>,
+) -> Result<()> {
+    let work_exists = mgmt.queue(work).await?.is_some();
+    for info in mgmt
+        .queues(Some(&hold_pattern(work, &spec.deferred_suffix)))
+        .await?
+    {
+        let Some((family, ttl)) = hold_kind(&info.name, work, &spec.deferred_suffix) else {
+            continue;
+        };
+        if !work_exists {
+            let fate = match family {
+                HoldQueues::Classic => "expire into nothing",
+                _ => "wait in the hold until it is declared again",
+            };
+            out.push(problem(
+                &info.name,
+                ProblemKind::OrphanHold,
+                format!(
+                    "hold queue of `{work}`, which does not exist: its {} job(s) {fate}",
+                    info.messages.unwrap_or(0)
+                ),
+            ));
+        }
+        if family == HoldQueues::Classic && q.queue_type == QueueType::Quorum {
+            out.push(problem(
+                &info.name,
+                ProblemKind::WrongType,
+                format!(
+                    "classic hold queue of the quorum queue `{work}`: a classic hold loses the \
+                     jobs it releases into a quorum queue whenever the broker restarts; \
+                     run every process with quorum hold queues"
+                ),
+            ));
+        }
+        let want = Expected {
+            name: info.name.clone(),
+            durable: true,
+            arguments: family.arguments(work, ttl),
+        };
+        check_queue(&info, &want, out);
+        let consumers = match amqp {
+            Some(amqp) => amqp
+                .counts(&info.name)
+                .await?
+                .map(|c| u64::from(c.consumers)),
+            None => info.consumers,
+        };
+        if let Some(n) = consumers.filter(|n| *n > 0) {
+            out.push(problem(
+                &info.name,
+                ProblemKind::HoldConsumer,
+                format!("{n} consumer(s): they take delayed jobs before they are due"),
+            ));
+        }
+    }
+    let retry = format!("{work}.retry");
+    if let Some(info) = mgmt.queue(&retry).await? {
+        out.push(problem(
+            &retry,
+            ProblemKind::LeftoverRetryQueue,
+            format!(
+                "left from an older queuey ({} messages); delete it once it is empty",
+                info.messages.unwrap_or(0)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Compares the broker with `spec`. With `amqp`, consumer counts on hold
 /// queues are exact (a passive declare) instead of the API's statistics.
 pub async fn verify(
@@ -188,69 +272,25 @@ pub async fn verify(
         }
     }
     for q in &spec.queues {
-        let work_exists = mgmt.queue(&q.name).await?.is_some();
-        for info in mgmt
-            .queues(Some(&hold_pattern(&q.name, &spec.deferred_suffix)))
-            .await?
-        {
-            let Some((family, ttl)) = hold_kind(&info.name, &q.name, &spec.deferred_suffix) else {
-                continue;
-            };
-            if !work_exists {
-                let fate = match family {
-                    HoldQueues::Classic => "expire into nothing",
-                    _ => "wait in the hold until it is declared again",
-                };
-                out.push(problem(
-                    &info.name,
-                    ProblemKind::OrphanHold,
-                    format!(
-                        "hold queue of `{}`, which does not exist: its {} job(s) {fate}",
-                        q.name,
-                        info.messages.unwrap_or(0)
-                    ),
-                ));
-            }
-            if family == HoldQueues::Classic && q.queue_type == QueueType::Quorum {
-                out.push(problem(
-                    &info.name,
-                    ProblemKind::WrongType,
-                    format!(
-                        "classic hold queue of the quorum queue `{}`: a classic hold loses the \
-                         jobs it releases into a quorum queue whenever the broker restarts; \
-                         run every process with quorum hold queues",
-                        q.name
-                    ),
-                ));
-            }
-            let want = Expected {
-                name: info.name.clone(),
-                durable: true,
-                arguments: family.arguments(&q.name, ttl),
-            };
-            check_queue(&info, &want, &mut out);
-            let consumers = match amqp {
-                Some(amqp) => amqp
-                    .counts(&info.name)
-                    .await?
-                    .map(|c| u64::from(c.consumers)),
-                None => info.consumers,
-            };
-            if let Some(n) = consumers.filter(|n| *n > 0) {
-                out.push(problem(
-                    &info.name,
-                    ProblemKind::HoldConsumer,
-                    format!("{n} consumer(s): they take delayed jobs before they are due"),
-                ));
-            }
+        for config in q.config().physical() {
+            check_holds(mgmt, amqp, spec, q, config.name(), &mut out).await?;
         }
-        let retry = format!("{}.retry", q.name);
-        if let Some(info) = mgmt.queue(&retry).await? {
+        // The first shard past the count: shards are numbered from 0
+        // without gaps, and an unsharded queue has none.
+        let extra = shard_name(&q.name, if q.shards > 1 { q.shards } else { 0 });
+        if let Some(info) = mgmt.queue(&extra).await? {
+            let set = if q.shards > 1 {
+                format!("gives `{}` {} shards", q.name, q.shards)
+            } else {
+                format!("does not shard `{}`", q.name)
+            };
             out.push(problem(
-                &retry,
-                ProblemKind::LeftoverRetryQueue,
+                &extra,
+                ProblemKind::ExtraShard,
                 format!(
-                    "left from an older queuey ({} messages); delete it once it is empty",
+                    "a shard the queue set does not declare (it {set}): no worker of this set \
+                     consumes its {} job(s); give the queue its shard count, or move the jobs \
+                     and delete the shard once it is empty",
                     info.messages.unwrap_or(0)
                 ),
             ));

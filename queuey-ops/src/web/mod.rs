@@ -8,6 +8,14 @@
 //!   the hold census and the topology problems of that queue;
 //! - `/queue/{q}/dead/{id}`: one dead letter in full.
 //!
+//! A sharded queue is one row of the index, its counts those of its lane
+//! and every shard together (the shards are not listed on their own), and
+//! one page, with a row per shard, the shard of each dead letter and hold,
+//! and redrives that send each dead letter back to its own shard. The
+//! index and `/metrics` find the shards in the management API's queue list
+//! they read anyway, the other pages over AMQP, by the same rule (see
+//! [`shards`](crate::shards)).
+//!
 //! Every change is a POST carrying the page's CSRF token, and shows what it
 //! would do before it does it.
 //!
@@ -42,9 +50,9 @@
 //!   under a key drawn at start-up, compared in constant time. A client
 //!   that posts keeps the `queuey_session` cookie of the page it read the
 //!   token from.
-//! - **Queues.** Only the queues of [`WebConfig::queues`] can be read or
-//!   changed (`404` for others); with none given, every queue that has a
-//!   dead-letter queue.
+//! - **Queues.** Only the queues of [`WebConfig::queues`] and their shards
+//!   can be read or changed (`404` for others); with none given, every
+//!   queue that has a dead-letter queue.
 //! - **Headers.** Every answer carries `Content-Security-Policy` (nothing but
 //!   the pages' own style sheet and forms posting to the dashboard,
 //!   `frame-ancestors 'none'`), `X-Frame-Options: DENY`,
@@ -96,8 +104,8 @@ pub struct WebConfig {
     pub mgmt_base: Option<String>,
     /// Certificate files for `amqps://` and an https management API.
     pub tls: TlsFiles,
-    /// The work queues the dashboard may show and change; empty: every
-    /// queue that has a dead-letter queue.
+    /// The work queues the dashboard may show and change (with their
+    /// shards); empty: every queue that has a dead-letter queue.
     pub queues: Vec<String>,
     /// The queue set the topology section checks against (default: queuey's
     /// defaults for each queue shown).

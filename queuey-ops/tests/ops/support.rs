@@ -104,6 +104,40 @@ impl Harness {
         name
     }
 
+    /// A fresh sharded queue's name, tracked with its lane's and each of
+    /// its `shards` shards' dead-letter and suspect queues (hold queues are
+    /// tracked by the tests that make them).
+    pub(crate) fn sharded_queue(&self, label: &str, shards: u16) -> String {
+        let name = self.queue(label);
+        for index in 0..shards {
+            let shard = format!("{name}.s{index}");
+            self.track(&shard);
+            self.track(&format!("{shard}.dead"));
+            self.track(&format!("{shard}.suspect"));
+        }
+        name
+    }
+
+    /// A backend on its own named connection, with `queue` declared
+    /// sharded over `shards` broker queues besides its lane.
+    pub(crate) async fn sharded_backend(
+        &self,
+        queue: &str,
+        shards: u16,
+    ) -> (RabbitMqBackend, QueueConfig) {
+        let options = RabbitMqOptions::default()
+            .connection_name(format!("queuey-ops-test-backend-{queue}"))
+            .retry_granularity(Duration::from_secs(1));
+        let backend = within("backend", RabbitMqBackend::with_options(&self.url, options))
+            .await
+            .expect("backend connects");
+        let config = QueueConfig::new(queue).shards(shards);
+        within("declare", backend.declare(std::slice::from_ref(&config)))
+            .await
+            .expect("declare");
+        (backend, config)
+    }
+
     /// Tracks another queue for deletion.
     pub(crate) fn track(&self, name: &str) {
         self.queues.lock().unwrap().push(name.to_owned());

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use queuey_ops::dead::{self, Destination, Filter, Order, RedriveOptions};
+use queuey_ops::dead::{self, DeadQueues, Destination, Filter, Order, QueueCount, RedriveOptions};
 use queuey_ops::escape::{json as esc_json, line as esc};
 use queuey_ops::{OpsError, Result};
 
@@ -23,8 +23,13 @@ pub(crate) enum DeadCommand {
     ///
     /// Reads the queue only up to the page's last dead letter (newest first
     /// with a filter: the queue twice, to count the matching ones first).
+    ///
+    /// A sharded queue's dead letters are listed queue by queue, the lane's
+    /// first and then each shard's, with a SHARD column; # is the position
+    /// in that shard's dead-letter queue.
     Ls {
-        /// The work queue (its dead-letter queue is read).
+        /// The work queue (its dead-letter queue is read; a sharded queue's
+        /// lane's and every shard's, a shard's name just that shard's).
         queue: String,
         #[command(flatten)]
         filter: FilterArgs,
@@ -42,9 +47,10 @@ pub(crate) enum DeadCommand {
     ///
     /// Reads the whole queue once, keeping counts only: the first 1000
     /// fingerprints and job types are listed, the letters of any further
-    /// ones are counted apart.
+    /// ones are counted apart. A sharded queue's lane and shards are counted
+    /// together, with the count of each.
     Stats {
-        /// The work queue.
+        /// The work queue (a sharded queue's name covers every shard).
         queue: String,
         #[command(flatten)]
         filter: FilterArgs,
@@ -53,9 +59,10 @@ pub(crate) enum DeadCommand {
     ///
     /// Reads the queue up to the dead letter asked for (for #N: N letters).
     Show {
-        /// The work queue.
+        /// The work queue (a sharded queue's name searches every shard).
         queue: String,
-        /// Job id, message id, or #POSITION (1 = oldest).
+        /// Job id, message id, or #POSITION (1 = oldest; of a sharded
+        /// queue, give the shard as QUEUE, e.g. `emails.s2`).
         id: String,
     },
     /// Move dead letters back to QUEUE (preview unless --yes).
@@ -66,13 +73,16 @@ pub(crate) enum DeadCommand {
     /// it may go. The preview lists every target with its count and flags
     /// missing and foreign ones; it names the first 20 moves.
     ///
+    /// For a sharded queue, each shard's dead letters go back to that
+    /// shard (the lane's to the lane), never to another shard.
+    ///
     /// Moves publish the jobs and remove the dead letters in broker
     /// transactions, so an interrupted redrive (Ctrl-C, kill, lost connection)
     /// is resumed by running it again: no job is lost or moved twice. A
     /// target queue that does not exist stops the redrive at its first dead
     /// letter, with nothing lost.
     Redrive {
-        /// The work queue.
+        /// The work queue (a sharded queue's name covers every shard).
         queue: String,
         #[command(flatten)]
         filter: FilterArgs,
@@ -108,7 +118,8 @@ pub(crate) enum DeadCommand {
     /// Remove dead letters after exporting them to a JSON Lines file
     /// (preview unless --yes).
     Purge {
-        /// The work queue.
+        /// The work queue (a sharded queue's name covers every shard, into
+        /// one export file).
         queue: String,
         #[command(flatten)]
         filter: FilterArgs,
@@ -146,7 +157,8 @@ pub(crate) struct FilterArgs {
     /// Reason fingerprint is exactly FP (as `dead stats` prints it).
     #[arg(long, value_name = "FP")]
     fingerprint: Option<String>,
-    /// Only this id (repeatable).
+    /// Only this id (repeatable); a #POSITION only with one dead-letter
+    /// queue (name the shard of a sharded queue).
     #[arg(long = "id", value_name = "ID")]
     ids: Vec<String>,
 }
@@ -171,19 +183,27 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             limit,
             offset,
         } => {
-            let dq = global.dead_queue(&queue)?;
             let order = if newest {
                 Order::NewestFirst
             } else {
                 Order::OldestFirst
             };
             let amqp = global.connect("dead-ls").await?;
-            let listing = dead::list(&amqp, &dq, &filter.filter(), order, offset, limit).await;
+            let listing = match global.dead_queues(&amqp, &queue).await {
+                Ok(queues) => queues
+                    .list(&amqp, &filter.filter(), order, offset, limit)
+                    .await
+                    .map(|listing| (queues, listing)),
+                Err(e) => Err(e),
+            };
             amqp.close().await;
-            let listing = listing?;
+            let (queues, listing) = listing?;
+            let dq = queues.first();
             if global.json {
                 print_json(&serde_json::json!({
                     "queue": dq,
+                    "sharded": queues.sharded,
+                    "queues": listing.queues,
                     "total": listing.total,
                     "matching": listing.matching,
                     "matching_exact": listing.matching_exact,
@@ -193,24 +213,33 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 }));
                 return Ok(ExitCode::SUCCESS);
             }
-            let mut table = Table::new(["#", "ID", "TYPE", "ATT", "REASON"]);
+            let mut table = Table::with_first(
+                queues.sharded.then_some("SHARD"),
+                ["#", "ID", "TYPE", "ATT", "REASON"],
+            );
             for s in &listing.items {
-                table.row(vec![
+                let mut row = Vec::with_capacity(6);
+                if queues.sharded {
+                    row.push(queues.label(s.shard));
+                }
+                row.extend([
                     s.position.to_string(),
                     s.id.clone(),
                     s.job_type.clone().unwrap_or_else(|| "-".into()),
                     s.attempts.map_or("-".into(), |n| n.to_string()),
                     clip(&s.reason, 80),
                 ]);
+                table.row(row);
             }
             print!("{}", table.render());
             let at_least = if listing.matching_exact { "" } else { "≥ " };
             println!(
-                "{}: showing {} of {at_least}{} matching ({} dead letters)",
-                esc(&dq),
+                "{}: showing {} of {at_least}{} matching ({} dead letters{})",
+                esc(&queues.describe()),
                 listing.items.len(),
                 listing.matching,
-                listing.total
+                listing.total,
+                per_queue(&queues, &listing.queues)
             );
             if listing.more() {
                 println!("next page: --offset {}", offset + listing.items.len());
@@ -218,20 +247,26 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Stats { queue, filter } => {
-            let dq = global.dead_queue(&queue)?;
             let amqp = global.connect("dead-stats").await?;
-            let stats = dead::read_stats(&amqp, &dq, &filter.filter()).await;
+            let stats = match global.dead_queues(&amqp, &queue).await {
+                Ok(queues) => queues
+                    .read_stats(&amqp, &filter.filter())
+                    .await
+                    .map(|stats| (queues, stats)),
+                Err(e) => Err(e),
+            };
             amqp.close().await;
-            let stats = stats?;
+            let (queues, stats) = stats?;
             if global.json {
                 print_json(&stats);
                 return Ok(ExitCode::SUCCESS);
             }
             println!(
-                "{}: {} dead letters ({} malformed)\n",
-                esc(&dq),
+                "{}: {} dead letters ({} malformed){}\n",
+                esc(&queues.describe()),
                 stats.total,
-                stats.malformed
+                stats.malformed,
+                per_queue(&queues, &stats.queues)
             );
             let mut table = Table::new(["COUNT", "FINGERPRINT", "JOB TYPES", "EXAMPLE"]);
             for g in &stats.by_fingerprint {
@@ -274,21 +309,37 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Show { queue, id } => {
-            let dq = global.dead_queue(&queue)?;
             let amqp = global.connect("dead-show").await?;
-            let letter = dead::find(&amqp, &dq, &id, None).await;
+            let letter = match global.dead_queues(&amqp, &queue).await {
+                Ok(queues) => queues
+                    .find(&amqp, &id, None)
+                    .await
+                    .map(|letter| (queues, letter)),
+                Err(e) => Err(e),
+            };
             amqp.close().await;
-            let detail = dead::show(&letter?);
+            let (queues, letter) = letter?;
+            let detail = dead::show(&letter);
             if global.json {
                 print_json(&detail);
                 return Ok(ExitCode::SUCCESS);
             }
             let s = &detail.summary;
+            let on = queues
+                .queues
+                .iter()
+                .find(|q| q.shard == s.shard)
+                .map_or(queues.first(), |q| q.dead_queue.as_str());
+            let shard = if queues.sharded {
+                format!(", shard {}", queues.label(s.shard))
+            } else {
+                String::new()
+            };
             println!(
-                "dead letter {} (#{} in {})",
+                "dead letter {} (#{} in {}{shard})",
                 esc(&s.id),
                 s.position,
-                esc(&dq)
+                esc(on)
             );
             println!("reason:      {}", esc(&s.reason));
             println!("fingerprint: {}", esc(&s.fingerprint));
@@ -329,7 +380,6 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             yes,
             no_progress,
         } => {
-            let dq = global.dead_queue(&queue)?;
             let home = queuey_ops::work_queue_of(&queue, &global.dead_suffix)?;
             if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
                 return Err(OpsError::Invalid(
@@ -354,8 +404,12 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 ..RedriveOptions::new(home)
             };
             let amqp = global.connect("dead-redrive").await?;
-            let outcome =
-                redrive::run(global, &amqp, &dq, &options, yes, canary, no_progress).await;
+            let outcome = match global.dead_queues(&amqp, &queue).await {
+                Ok(queues) => {
+                    redrive::run(global, &amqp, &queues, &options, yes, canary, no_progress).await
+                }
+                Err(e) => Err(e),
+            };
             amqp.close().await;
             outcome
         }
@@ -365,28 +419,29 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             export,
             yes,
         } => {
-            let dq = global.dead_queue(&queue)?;
             let filter = filter.filter();
             let amqp = global.connect("dead-purge").await?;
-            let outcome = if yes {
-                dead::purge_with_export(&amqp, &dq, &filter, &export)
+            let outcome = match global.dead_queues(&amqp, &queue).await {
+                Ok(queues) if yes => queues
+                    .purge_with_export(&amqp, &filter, &export)
                     .await
                     .map(|report| {
                         if global.json {
                             print_json(&report);
                         } else {
                             println!(
-                                "exported {} dead letters to {} (flushed to disk), then removed them from {}; {} left in place",
+                                "exported {} dead letters to {} (flushed to disk), then removed them from {}{}; {} left in place",
                                 report.purged,
                                 esc(&report.file.display().to_string()),
-                                esc(&dq),
+                                esc(&queues.describe()),
+                                per_queue(&queues, &report.queues),
                                 report.kept
                             );
                         }
                         ExitCode::SUCCESS
-                    })
-            } else {
-                preview_purge(global, &amqp, &dq, &filter, &export).await
+                    }),
+                Ok(queues) => preview_purge(global, &amqp, &queues, &filter, &export).await,
+                Err(e) => Err(e),
             };
             amqp.close().await;
             outcome
@@ -427,23 +482,41 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
 
 const MALFORMED: &str = dead::MALFORMED_REASON;
 
+/// `: lane 3, s0 4, s1 0` after a count over a sharded queue's dead-letter
+/// queues; nothing for one queue.
+fn per_queue(queues: &DeadQueues, counts: &[QueueCount]) -> String {
+    if !queues.sharded {
+        return String::new();
+    }
+    let parts: Vec<String> = counts
+        .iter()
+        .map(|c| format!("{} {}", queues.label(c.shard), c.count))
+        .collect();
+    format!(": {}", parts.join(", "))
+}
+
 async fn preview_purge(
     global: &Global,
     amqp: &queuey_ops::Amqp,
-    dq: &str,
+    queues: &DeadQueues,
     filter: &Filter,
     export: &std::path::Path,
 ) -> Result<ExitCode> {
-    let plan = dead::plan_purge(amqp, dq, filter).await?;
+    let plan = queues.plan_purge(amqp, filter).await?;
     if global.json {
-        print_json(&serde_json::json!({ "preview": true, "queue": dq, "plan": plan }));
+        print_json(&serde_json::json!({
+            "preview": true,
+            "queue": queues.first(),
+            "sharded": queues.sharded,
+            "plan": plan,
+        }));
         return Ok(ExitCode::SUCCESS);
     }
     println!(
         "preview: would export {} of {} dead letters of {} to {} and then remove them",
         plan.matching,
         plan.read,
-        esc(dq),
+        esc(&queues.describe()),
         esc(&export.display().to_string())
     );
     for (id, reason) in &plan.samples {

@@ -4,13 +4,13 @@ use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use queuey_ops::Result;
-use queuey_ops::dead::{self, RedriveOptions};
+use queuey_ops::dead::{self, DeadQueues, RedriveOptions};
 use queuey_ops::escape::line as esc;
 
 use crate::cli::table::clip;
 use crate::cli::{EXIT_PROBLEM, Global, print_json};
 
-fn print_plan(dq: &str, plan: &dead::RedrivePlan) {
+fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
     if plan.complete {
         println!(
             "preview: would move {} of {} dead letters of {}:",
@@ -63,9 +63,14 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan) {
         );
     }
     if plan.foreign > 0 {
+        let own = if sharded {
+            " or the shard whose dead-letter queue holds them"
+        } else {
+            ""
+        };
         println!(
-            "{} dead letters stay: they died on another queue than {} (their x-original-queue); \
-             add --any-target to send each to its own queue, or --to QUEUE",
+            "{} dead letters stay: they died on another queue than {}{own} (their \
+             x-original-queue); add --any-target to send each to its own queue, or --to QUEUE",
             plan.foreign,
             esc(&plan.queue)
         );
@@ -85,18 +90,24 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan) {
 pub(super) async fn run(
     global: &Global,
     amqp: &queuey_ops::Amqp,
-    dq: &str,
+    queues: &DeadQueues,
     options: &RedriveOptions,
     yes: bool,
     canary: Option<usize>,
     no_progress: bool,
 ) -> Result<ExitCode> {
-    let plan = dead::plan_redrive(amqp, dq, options).await?;
+    let dq = &queues.describe();
+    let plan = queues.plan_redrive(amqp, options).await?;
     if !yes {
         if global.json {
-            print_json(&serde_json::json!({ "preview": true, "queue": dq, "plan": plan }));
+            print_json(&serde_json::json!({
+                "preview": true,
+                "queue": queues.first(),
+                "sharded": queues.sharded,
+                "plan": plan,
+            }));
         } else {
-            print_plan(dq, &plan);
+            print_plan(dq, &plan, queues.sharded);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -122,7 +133,7 @@ pub(super) async fn run(
         bar.inc(1);
         bar.set_message(esc(&m.id).into_owned());
     };
-    let report = dead::redrive(amqp, dq, options, &mut on_move).await;
+    let report = queues.redrive(amqp, options, &mut on_move).await;
     watcher.abort();
     bar.finish_and_clear();
     let report = report?;

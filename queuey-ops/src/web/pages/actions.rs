@@ -1,4 +1,6 @@
 //! Redrive and purge: a preview first, then the change on confirmation.
+//! Over a sharded queue both cover the lane and every shard, and a redrive
+//! sends each dead letter back to its own shard.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use axum::{Extension, Form};
 use serde::Deserialize;
 
 use super::PageResult;
-use crate::dead::{self, Filter, RedriveOptions};
+use crate::dead::{Filter, RedriveOptions};
 use crate::time::now_ms;
 use crate::web::App;
 use crate::web::html::{esc, page, post_form, seg};
@@ -82,13 +84,13 @@ pub(crate) async fn redrive(
     app.check_csrf(&session, &form.csrf)?;
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue)?;
+    let (_, queues) = app.dead_queues(&queue).await?;
     let options = RedriveOptions {
         filter: form.filter(),
         ..RedriveOptions::new(&queue)
     };
     if form.confirm != "yes" {
-        let plan = dead::plan_redrive(&app.amqp, &dq, &options).await?;
+        let plan = queues.plan_redrive(&app.amqp, &options).await?;
         let mut body = format!(
             "<div class=box id=\"preview\"><p>Redrive {}: <b id=\"would-move\">would move {} of {}</b> dead letters back.</p><ul>",
             form.scope(),
@@ -131,7 +133,7 @@ pub(crate) async fn redrive(
         );
         return Ok(Html(page(&format!("Redrive {queue}: preview"), &body)));
     }
-    let report = dead::redrive(&app.amqp, &dq, &options, &mut |_| {}).await?;
+    let report = queues.redrive(&app.amqp, &options, &mut |_| {}).await?;
     let mut body = format!(
         "<div class=box><p class=ok id=\"result\">Moved {} dead letters back (redrive id <code>{}</code>).</p>",
         report.moved,
@@ -164,10 +166,11 @@ pub(crate) async fn purge(
     app.check_csrf(&session, &form.csrf)?;
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue)?;
+    let (_, queues) = app.dead_queues(&queue).await?;
+    let dq = queues.first().to_owned();
     let filter = form.filter();
     if form.confirm != "yes" {
-        let plan = dead::plan_purge(&app.amqp, &dq, &filter).await?;
+        let plan = queues.plan_purge(&app.amqp, &filter).await?;
         let n = plan.matching;
         let body = format!(
             "<div class=box id=\"preview\"><p>Purge {}: <b>would export {n} of {} dead letters</b> to a file in <code>{}</code>, flush it, then remove them.</p><p>Nothing has changed yet.</p><p>{} {}</p></div>",
@@ -197,7 +200,7 @@ pub(crate) async fn purge(
         })
         .collect();
     let path = app.config.export_dir.join(file_name);
-    let report = dead::purge_with_export(&app.amqp, &dq, &filter, &path).await?;
+    let report = queues.purge_with_export(&app.amqp, &filter, &path).await?;
     let body = format!(
         "<div class=box><p class=ok id=\"result\">Exported {} dead letters to <code>{}</code>, then removed them.</p><p>Restore them with <code>queuey dead import {}</code>.</p><p>{}</p></div>",
         report.purged,

@@ -1,4 +1,5 @@
-//! `/`: every queue of the dashboard with its counts.
+//! `/`: every queue of the dashboard with its counts (a sharded queue's:
+//! its lane's and every shard's together).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -9,6 +10,8 @@ use axum::response::Html;
 
 use super::PageResult;
 use crate::holds;
+use crate::mgmt::QueueInfo;
+use crate::shards;
 use crate::time::now_ms;
 use crate::web::App;
 use crate::web::chart;
@@ -21,8 +24,7 @@ fn rate(r: Option<f64>) -> String {
 /// `/`: every queue with its counts.
 pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
     let infos = app.mgmt.queues(None).await?;
-    let by_name: BTreeMap<&str, &crate::mgmt::QueueInfo> =
-        infos.iter().map(|i| (i.name.as_str(), i)).collect();
+    let by_name: BTreeMap<&str, &QueueInfo> = infos.iter().map(|i| (i.name.as_str(), i)).collect();
     let queues = app.queues_of(&infos);
     let paused = app.fleet.state().await?;
     let now = now_ms();
@@ -31,19 +33,43 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
          <th>dead</th><th>held</th><th>publish</th><th>deliver</th><th>ack</th></tr>",
     );
     for q in &queues {
-        let info = by_name.get(q.as_str());
-        let dead = by_name
-            .get(app.dead_queue(q)?.as_str())
-            .and_then(|i| i.messages);
+        let shards = shards::in_listing(q, |name| by_name.contains_key(name));
+        let members = shards.members();
+        let work: Vec<&QueueInfo> = members
+            .iter()
+            .filter_map(|m| by_name.get(m.queue.as_str()).copied())
+            .collect();
+        let dead: Vec<&QueueInfo> = members
+            .iter()
+            .filter_map(|m| app.dead_queue(&m.queue).ok())
+            .filter_map(|dq| by_name.get(dq.as_str()).copied())
+            .collect();
         let held: u64 = infos
             .iter()
-            .filter(|i| holds::hold_delay(&i.name, q, &app.config.deferred_suffix).is_some())
+            .filter(|i| {
+                members.iter().any(|m| {
+                    holds::hold_delay(&i.name, &m.queue, &app.config.deferred_suffix).is_some()
+                })
+            })
             .filter_map(|i| i.messages)
             .sum();
         let n = |v: Option<u64>| v.map_or("-".into(), |v| v.to_string());
+        let sum = |infos: &[&QueueInfo], f: fn(&QueueInfo) -> Option<u64>| {
+            infos.iter().filter_map(|i| f(i)).reduce(|a, b| a + b)
+        };
+        let rate_of = |stat: &str| {
+            work.iter()
+                .filter_map(|i| i.rate(stat))
+                .reduce(|a, b| a + b)
+        };
+        let sharded = if shards.is_sharded() {
+            format!(" <span class=note>lane and {} shards</span>", shards.count)
+        } else {
+            String::new()
+        };
         let _ = write!(
             body,
-            "<tr><td><a href=\"/queue/{}\">{}</a></td><td>{}</td><td class=n>{}</td><td class=n>{}</td>\
+            "<tr><td><a href=\"/queue/{}\">{}</a>{sharded}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td>\
              <td class=n>{}</td><td class=n>{}</td><td class=n>{held}</td><td class=n>{}</td>\
              <td class=n>{}</td><td class=n>{}</td></tr>",
             seg(q),
@@ -53,13 +79,13 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
             } else {
                 "running"
             },
-            n(info.and_then(|i| i.messages_ready)),
-            n(info.and_then(|i| i.messages_unacknowledged)),
-            n(info.and_then(|i| i.consumers)),
-            n(dead),
-            rate(info.and_then(|i| i.rate("publish"))),
-            rate(info.and_then(|i| i.rate("deliver_get"))),
-            rate(info.and_then(|i| i.rate("ack"))),
+            n(sum(&work, |i| i.messages_ready)),
+            n(sum(&work, |i| i.messages_unacknowledged)),
+            n(sum(&work, |i| i.consumers)),
+            n(sum(&dead, |i| i.messages)),
+            rate(rate_of("publish")),
+            rate(rate_of("deliver_get")),
+            rate(rate_of("ack")),
         );
     }
     body.push_str("</table>");
@@ -68,7 +94,8 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
     }
     body.push_str(
         "<p class=note>Counts come from the management API's statistics and can lag a few \
-         seconds; a queue's own page reads them exactly.</p>",
+         seconds; a queue's own page reads them exactly. A sharded queue's counts are those \
+         of its lane and every shard together; its page shows each shard.</p>",
     );
     body.push_str(
         "<p><a href=\"/workers\" id=\"workers-link\">Workers and the jobs they run</a> · \

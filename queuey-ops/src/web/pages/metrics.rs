@@ -1,6 +1,7 @@
 //! `/metrics`: the fleet and its queues for Prometheus, in its text
 //! exposition format.
 
+use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -10,15 +11,17 @@ use axum::response::{IntoResponse, Response};
 
 use super::PageError;
 use crate::holds::{self, label};
+use crate::shards::{self, Shards};
 use crate::web::App;
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
 }
 
-/// GET `/metrics`: queue, dead-letter and hold counts from the broker; the
-/// fleet's workers, running jobs, paused queues and settled jobs from the
-/// workers' heartbeats.
+/// GET `/metrics`: queue, dead-letter and hold counts from the broker (a
+/// sharded queue's summed over its lane and shards, its holds labelled by
+/// shard); the fleet's workers, running jobs, paused queues and settled
+/// jobs from the workers' heartbeats.
 pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, PageError> {
     let queues = app.shown_queues().await?;
     let infos = app.mgmt.queues(None).await?;
@@ -26,18 +29,34 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Pag
     let state = app.fleet.state().await?;
     let mut out = String::new();
 
+    // A sharded queue counts as one: its lane's and every shard's counts
+    // together, its shards found in the listing.
+    let names: HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+    let sharded: Vec<Shards> = queues
+        .iter()
+        .map(|q| shards::in_listing(q, |n| names.contains(n)))
+        .collect();
     // Ready and dead-letter counts exactly (a passive declare), as a
     // queue's page reads them; the management API's statistics lag.
     let mut ready = Vec::new();
     let mut dead = Vec::new();
-    for q in &queues {
-        ready.push(app.amqp.counts(q).await?.map(|c| c.messages));
-        dead.push(
-            app.amqp
-                .counts(&app.dead_queue(q)?)
-                .await?
-                .map(|c| c.messages),
-        );
+    for shards in &sharded {
+        let (mut r, mut d) = (None, None);
+        for member in shards.members() {
+            let add = |sum: &mut Option<u32>, n: Option<u32>| {
+                if let Some(n) = n {
+                    *sum = Some(sum.unwrap_or(0) + n);
+                }
+            };
+            add(
+                &mut r,
+                app.amqp.counts(&member.queue).await?.map(|c| c.messages),
+            );
+            let dq = app.dead_queue(&member.queue)?;
+            add(&mut d, app.amqp.counts(&dq).await?.map(|c| c.messages));
+        }
+        ready.push(r);
+        dead.push(d);
     }
     family(
         &mut out,
@@ -57,11 +76,13 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Pag
         "Jobs of a work queue delivered to a worker and not yet settled, by the management \
          API's statistics (a few seconds behind).",
     );
-    for q in &queues {
-        if let Some(v) = infos
+    for (q, shards) in queues.iter().zip(&sharded) {
+        if let Some(v) = shards
+            .members()
             .iter()
-            .find(|i| &i.name == q)
-            .and_then(|i| i.messages_unacknowledged)
+            .filter_map(|m| infos.iter().find(|i| i.name == m.queue))
+            .filter_map(|i| i.messages_unacknowledged)
+            .reduce(|a, b| a + b)
         {
             let _ = writeln!(out, "queuey_queue_unacked{{queue=\"{}\"}} {v}", label(q));
         }
@@ -141,9 +162,10 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Pag
         }
     }
     let mut censuses = Vec::new();
-    for q in &queues {
-        censuses
-            .push(holds::census(&app.mgmt, &app.amqp, q, &app.config.deferred_suffix, 0).await?);
+    for shards in &sharded {
+        censuses.push(
+            holds::census_of(&app.mgmt, &app.amqp, shards, &app.config.deferred_suffix, 0).await?,
+        );
     }
     out.push_str(&holds::prometheus(&censuses));
     Ok((

@@ -11,13 +11,17 @@ mod queue;
 mod schedules;
 mod workers;
 
+use std::collections::HashSet;
+
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 
 use super::App;
 use super::html::{esc, page};
 use super::session::Session;
+use crate::dead::DeadQueues;
 use crate::error::OpsError;
+use crate::shards::{self, Shards};
 use crate::topology::{QueueSpec, TopologySpec};
 
 pub(crate) use actions::{purge, redrive};
@@ -64,21 +68,32 @@ impl App {
         crate::dead_queue_of(queue, &self.config.dead_suffix)
     }
 
+    /// The dead-letter queues of `queue` and of its shards, found over
+    /// AMQP ([`shards::discover`]).
+    async fn dead_queues(&self, queue: &str) -> Result<(Shards, DeadQueues), OpsError> {
+        let shards = shards::discover(&self.amqp, queue).await?;
+        let queues = DeadQueues::of(&shards, &self.config.dead_suffix)?;
+        Ok((shards, queues))
+    }
+
     /// The queues the dashboard shows, among `infos` (the broker's
     /// queues): those of `--queue` when given, else every work queue that
-    /// has its dead-letter queue.
+    /// has its dead-letter queue and is not a shard of another one shown
+    /// (a sharded queue's shards are shown under it).
     fn queues_of(&self, infos: &[crate::mgmt::QueueInfo]) -> Vec<String> {
         if !self.config.queues.is_empty() {
             return self.config.queues.clone();
         }
         let suffix = &self.config.dead_suffix;
-        let exists = |n: &str| infos.iter().any(|i| i.name == n);
+        let names: HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+        let exists = |n: &str| names.contains(n);
         infos
             .iter()
             .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
             .filter(|q| {
                 self.dead_queue(q)
                     .is_ok_and(|dq| on_dashboard(&[], q, &dq, exists))
+                    && !shards::is_listed_shard(q, exists)
             })
             .map(str::to_owned)
             .collect()
@@ -90,7 +105,9 @@ impl App {
         Ok(self.queues_of(&infos))
     }
 
-    fn spec_for(&self, queue: &str) -> (TopologySpec, bool) {
+    /// The queue set the topology section checks `queue` against: the
+    /// configured one, else queuey's defaults with the `shards` found.
+    fn spec_for(&self, queue: &str, shards: u16) -> (TopologySpec, bool) {
         let configured = self
             .config
             .topology
@@ -111,16 +128,20 @@ impl App {
                     dead_suffix: self.config.dead_suffix.clone(),
                     deferred_suffix: self.config.deferred_suffix.clone(),
                     suspect_suffix: crate::DEFAULT_SUSPECT_SUFFIX.to_owned(),
-                    queues: vec![QueueSpec::new(queue)],
+                    queues: vec![QueueSpec {
+                        shards: shards.max(1),
+                        ..QueueSpec::new(queue)
+                    }],
                 },
                 false,
             ),
         }
     }
 
-    /// Whether `queue` is one of the dashboard's: one of `--queue` when
-    /// given, else a work queue that exists with its dead-letter queue (what
-    /// the index lists). Others are answered as if they did not exist.
+    /// Whether `queue` is one of the dashboard's: one of `--queue` or a
+    /// shard of one when given, else a work queue that exists with its
+    /// dead-letter queue (what the index lists, and the shards it lists
+    /// under their queue). Others are answered as if they did not exist.
     async fn admit(&self, queue: &str) -> Result<(), PageError> {
         let refused = || {
             PageError(
@@ -165,8 +186,8 @@ impl App {
 }
 
 /// Whether `queue` (whose dead-letter queue is `dead_queue`) is one of the
-/// dashboard's: one of `listed`, or with none listed, a work queue that
-/// `exists` with its dead-letter queue.
+/// dashboard's: one of `listed` or a shard of one (`NAME.s{i}`), or with
+/// none listed, a work queue that `exists` with its dead-letter queue.
 fn on_dashboard(
     listed: &[String],
     queue: &str,
@@ -176,7 +197,10 @@ fn on_dashboard(
     if listed.is_empty() {
         dead_queue != queue && exists(queue) && exists(dead_queue)
     } else {
-        listed.iter().any(|q| q == queue)
+        let lane = shards::parse_shard_name(queue).map(|(lane, _)| lane);
+        listed
+            .iter()
+            .any(|q| q == queue || lane == Some(q.as_str()))
     }
 }
 
@@ -189,12 +213,14 @@ mod tests {
         let listed = vec!["a".to_owned()];
         let everything = |_: &str| true;
         assert!(on_dashboard(&listed, "a", "a.dead", everything));
-        for other in ["b", "a.dead", "A", "a "] {
+        for other in ["b", "a.dead", "A", "a ", "b.s0", "a.s01", "a.dead.s0"] {
             assert!(
                 !on_dashboard(&listed, other, "x.dead", everything),
                 "{other}"
             );
         }
+        // A listed queue's shards are on the dashboard with it.
+        assert!(on_dashboard(&listed, "a.s3", "a.s3.dead", everything));
     }
 
     #[test]

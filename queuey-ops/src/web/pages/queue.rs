@@ -1,5 +1,6 @@
-//! `/queue/{q}`: a queue's dead letters, holds and topology; and one dead
-//! letter in full.
+//! `/queue/{q}`: a queue's dead letters, holds and topology (a sharded
+//! queue's: of its lane and every shard, with a row per shard); and one
+//! dead letter in full.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use axum::response::Html;
 use super::{LISTED, PageResult, READ_CAP};
 use crate::dead;
 use crate::holds;
+use crate::shards::{self, Shards};
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use crate::topology;
 use crate::web::App;
@@ -25,27 +27,37 @@ pub(crate) async fn queue(
 ) -> PageResult {
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue)?;
     let work = app.amqp.require(&queue).await?;
+    let (shards, queues) = app.dead_queues(&queue).await?;
+    let members = member_counts(&app, &shards, &queues).await?;
     let mut grouped = dead::StatsBuilder::new();
     let mut oldest = Vec::new();
-    let pass = dead::scan(&app.amqp, &dq, Some(READ_CAP), |l| {
-        grouped.add(&l);
-        if oldest.len() < LISTED {
-            oldest.push(l.summary());
-        }
-        std::ops::ControlFlow::Continue(())
-    })
-    .await?;
+    let pass = queues
+        .scan(&app.amqp, Some(READ_CAP), |l| {
+            grouped.add(&l);
+            if oldest.len() < LISTED {
+                oldest.push(l.summary());
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .await?;
     let stats = grouped.finish();
     let action = |verb: &str| format!("/queue/{}/{verb}", seg(&queue));
+    let (ready, consumers) = if shards.is_sharded() {
+        members
+            .iter()
+            .fold((0, 0), |(r, c), m| (r + m.ready, c + m.consumers))
+    } else {
+        (work.messages, work.consumers)
+    };
     let mut body = format!(
-        "<p>{} ready · {} consumer(s) · <b id=\"dead-count\">{}</b> dead letter(s) in <code>{}</code></p>",
-        work.messages,
-        work.consumers,
+        "<p>{ready} ready · {consumers} consumer(s) · <b id=\"dead-count\">{}</b> dead letter(s) in <code>{}</code></p>",
         pass.read,
-        esc(&dq)
+        esc(&queues.describe())
     );
+    if shards.is_sharded() {
+        body.push_str(&shards_table(&shards, &members));
+    }
     let paused = app.fleet.state().await?.is_paused(&queue);
     let _ = write!(
         body,
@@ -134,13 +146,28 @@ pub(crate) async fn queue(
         }
         body.push_str("</table>");
         let _ = write!(body, "<h2>Oldest {} dead letters</h2>", oldest.len());
-        body.push_str("<table id=\"dead\"><tr><th>#</th><th>id</th><th>type</th><th>attempts</th><th>reason</th></tr>");
+        let shard_header = if queues.sharded { "<th>shard</th>" } else { "" };
+        let _ = write!(
+            body,
+            "<table id=\"dead\"><tr>{shard_header}<th>#</th><th>id</th><th>type</th><th>attempts</th><th>reason</th></tr>"
+        );
         for s in &oldest {
+            let shard_cell = if queues.sharded {
+                format!("<td>{}</td>", esc(&queues.label(s.shard)))
+            } else {
+                String::new()
+            };
+            // A position names a letter in one dead-letter queue: the
+            // shard's page finds it.
+            let page_queue = match queues.queues.iter().find(|q| q.shard == s.shard) {
+                Some(q) if s.id.starts_with('#') => q.work_queue.as_str(),
+                _ => queue.as_str(),
+            };
             let _ = write!(
                 body,
-                "<tr><td class=n>{}</td><td><a href=\"/queue/{}/dead/{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td><td>{}</td></tr>",
+                "<tr>{shard_cell}<td class=n>{}</td><td><a href=\"/queue/{}/dead/{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td><td>{}</td></tr>",
                 s.position,
-                seg(&queue),
+                seg(page_queue),
                 seg(&s.id),
                 esc(&s.id),
                 esc(s.job_type.as_deref().unwrap_or("-")),
@@ -150,17 +177,81 @@ pub(crate) async fn queue(
         }
         body.push_str("</table>");
     }
-    body.push_str(&holds_section(&app, &queue).await);
-    body.push_str(&topology_section(&app, &queue).await);
+    body.push_str(&holds_section(&app, &shards).await);
+    body.push_str(&topology_section(&app, &queue, shards.count).await);
     Ok(Html(page(&format!("Queue {queue}"), &body)))
 }
 
-async fn holds_section(app: &App, queue: &str) -> String {
+/// One broker queue of a sharded queue, counted exactly.
+struct MemberCount {
+    shard: Option<u16>,
+    ready: u32,
+    consumers: u32,
+    dead: Option<u32>,
+}
+
+/// The counts of the lane and of each shard (a passive declare each); a
+/// member missing on the broker is left out.
+async fn member_counts(
+    app: &App,
+    shards: &Shards,
+    queues: &dead::DeadQueues,
+) -> Result<Vec<MemberCount>, crate::OpsError> {
+    if !shards.is_sharded() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for (member, dead) in shards.members().iter().zip(&queues.queues) {
+        let Some(work) = app.amqp.counts(&member.queue).await? else {
+            continue;
+        };
+        out.push(MemberCount {
+            shard: member.shard,
+            ready: work.messages,
+            consumers: work.consumers,
+            dead: app.amqp.counts(&dead.dead_queue).await?.map(|c| c.messages),
+        });
+    }
+    Ok(out)
+}
+
+/// The table of a sharded queue's lane and shards.
+fn shards_table(shards: &Shards, members: &[MemberCount]) -> String {
+    let mut out = format!(
+        "<h2>Shards</h2><p class=note>{} is spread over {} shards besides itself (the lane, \
+         where producers that do not shard publish).</p><table id=\"shards\"><tr><th>shard</th>\
+         <th>queue</th><th>ready</th><th>consumers</th><th>dead letters</th></tr>",
+        esc(&shards.queue),
+        shards.count
+    );
+    let names = shards.members();
+    for m in members {
+        let name = names
+            .iter()
+            .find(|n| n.shard == m.shard)
+            .map_or("", |n| n.queue.as_str());
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td><a href=\"/queue/{}\"><code>{}</code></a></td><td class=n>{}</td>\
+             <td class=n>{}</td><td class=n>{}</td></tr>",
+            esc(&shards::label(true, m.shard)),
+            seg(name),
+            esc(name),
+            m.ready,
+            m.consumers,
+            m.dead.map_or("-".into(), |n| n.to_string()),
+        );
+    }
+    out.push_str("</table>");
+    out
+}
+
+async fn holds_section(app: &App, shards: &Shards) -> String {
     let mut out = String::from("<h2>Hold queues</h2>");
-    match holds::census(
+    match holds::census_of(
         &app.mgmt,
         &app.amqp,
-        queue,
+        shards,
         &app.config.deferred_suffix,
         100,
     )
@@ -179,8 +270,18 @@ async fn holds_section(app: &App, queue: &str) -> String {
                     format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now))
                 })
             };
-            out.push_str("<table id=\"holds\"><tr><th>delay</th><th>jobs</th><th>consumers</th><th>lease left</th><th>earliest release</th><th>latest release</th></tr>");
+            let sharded = c.shards > 0;
+            let _ = write!(
+                out,
+                "<table id=\"holds\"><tr>{}<th>delay</th><th>jobs</th><th>consumers</th><th>lease left</th><th>earliest release</th><th>latest release</th></tr>",
+                if sharded { "<th>shard</th>" } else { "" }
+            );
             for h in &c.holds {
+                let shard = if sharded {
+                    format!("<td>{}</td>", esc(&shards::label(true, h.shard)))
+                } else {
+                    String::new()
+                };
                 let consumers = if h.consumers > 0 {
                     format!(
                         "<span class=bad>{} (steals delayed jobs)</span>",
@@ -191,7 +292,7 @@ async fn holds_section(app: &App, queue: &str) -> String {
                 };
                 let _ = write!(
                     out,
-                    "<tr><td>{}</td><td class=n>{}</td><td class=n>{consumers}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    "<tr>{shard}<td>{}</td><td class=n>{}</td><td class=n>{consumers}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                     format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
                     h.jobs,
                     h.lease_left_ms.map_or("in use".into(), format_duration_ms),
@@ -205,8 +306,8 @@ async fn holds_section(app: &App, queue: &str) -> String {
     out
 }
 
-async fn topology_section(app: &App, queue: &str) -> String {
-    let (spec, configured) = app.spec_for(queue);
+async fn topology_section(app: &App, queue: &str, shards: u16) -> String {
+    let (spec, configured) = app.spec_for(queue, shards);
     let mut out = String::from("<h2>Topology</h2>");
     if !configured {
         out.push_str("<p class=note>Checked against queuey's defaults (priorities 0–10, durable, dead letters on); start the dashboard with --config to check against your queue set.</p>");
@@ -242,18 +343,26 @@ pub(crate) async fn show(
 ) -> PageResult {
     app.admit(&queue).await?;
     let csrf = session.csrf.as_str();
-    let dq = app.dead_queue(&queue)?;
-    let detail = dead::show(&dead::find(&app.amqp, &dq, &id, Some(READ_CAP)).await?);
+    let (_, queues) = app.dead_queues(&queue).await?;
+    let detail = dead::show(&queues.find(&app.amqp, &id, Some(READ_CAP)).await?);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let fields = [("id", detail.summary.id.as_str())];
     let action = format!("/queue/{}/redrive", seg(&queue));
     let body = format!(
-        "<p>reason: <b>{}</b><br>fingerprint: <code>{}</code><br>back to: <code>{}</code></p>\
+        "<p>reason: <b>{}</b><br>fingerprint: <code>{}</code><br>back to: <code>{}</code>{}</p>\
          <p>{}</p><h2>Headers</h2><pre>{}</pre><h2>Properties</h2><pre>{}</pre>\
          <h2>Envelope</h2><pre>{}</pre><h2>Payload</h2><pre id=\"payload\">{}</pre>",
         esc(&detail.summary.reason),
         esc(&detail.summary.fingerprint),
         esc(detail.summary.original_queue.as_deref().unwrap_or("-")),
+        if queues.sharded {
+            format!(
+                "<br>shard: <span id=\"shard\">{}</span>",
+                esc(&queues.label(detail.summary.shard))
+            )
+        } else {
+            String::new()
+        },
         post_form(
             &action,
             csrf,

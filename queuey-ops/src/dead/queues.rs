@@ -1,0 +1,225 @@
+//! The dead-letter queues one queue name stands for: the queue's own and,
+//! for a sharded queue, each shard's.
+
+use serde::Serialize;
+
+use crate::amqp::{Amqp, QueueCounts};
+use crate::error::{OpsError, Result};
+use crate::shards::{self, Shards};
+
+/// One dead-letter queue, and the work queue its letters died on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadQueue {
+    /// The dead-letter queue.
+    pub dead_queue: String,
+    /// The work queue it belongs to (a shard's, for a shard's dead-letter
+    /// queue): where a redrive sends its letters back.
+    pub work_queue: String,
+    /// The shard of a sharded queue it belongs to; `None` for the lane and
+    /// for an unsharded queue.
+    pub shard: Option<u16>,
+}
+
+/// Dead letters of one dead-letter queue, in a listing or a count that
+/// covers several.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueCount {
+    /// The dead-letter queue.
+    pub dead_queue: String,
+    /// The shard it belongs to (`None`: the lane, or an unsharded queue).
+    pub shard: Option<u16>,
+    /// How many dead letters (what exactly is counted is said where the
+    /// count appears).
+    pub count: usize,
+}
+
+/// The dead-letter queues of one queue name, which the operations on
+/// [`DeadQueues`] read and act on as one.
+///
+/// For a sharded queue these are the lane's dead-letter queue and then
+/// each shard's, in shard order; for an unsharded queue, a shard named on
+/// its own or a dead-letter queue named directly, the one queue. Letters
+/// read through it carry their [`shard`](crate::dead::DeadLetter::shard),
+/// and a redrive sends each back to the work queue of the dead-letter queue
+/// it is in: a shard's letters to that shard, never to another.
+///
+/// Positions (`#N`) count within one dead-letter queue, so an operation
+/// over several refuses them as ids: name the shard instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadQueues {
+    /// The queue named (the lane of a sharded queue).
+    pub queue: String,
+    /// Whether it is sharded.
+    pub sharded: bool,
+    /// Its dead-letter queues: the lane's (or the queue's own) first.
+    pub queues: Vec<DeadQueue>,
+}
+
+impl DeadQueues {
+    /// The dead-letter queues `queue` stands for: with its shards found by
+    /// [`shards::discover`] when `queue` is a work queue; just `queue`
+    /// when it is a dead-letter queue itself (it ends in `dead_suffix`).
+    /// An empty `dead_suffix` is refused as by
+    /// [`dead_queue_of`](crate::dead_queue_of).
+    pub async fn discover(amqp: &Amqp, queue: &str, dead_suffix: &str) -> Result<Self> {
+        let dead_queue = crate::dead_queue_of(queue, dead_suffix)?;
+        if dead_queue == queue {
+            return Ok(DeadQueues::single(
+                dead_queue,
+                crate::work_queue_of(queue, dead_suffix)?,
+            ));
+        }
+        let shards = shards::discover(amqp, queue).await?;
+        DeadQueues::of(&shards, dead_suffix)
+    }
+
+    /// The dead-letter queues of `shards`' queues.
+    pub fn of(shards: &Shards, dead_suffix: &str) -> Result<Self> {
+        let queues = shards
+            .members()
+            .into_iter()
+            .map(|member| {
+                Ok(DeadQueue {
+                    dead_queue: crate::dead_queue_of(&member.queue, dead_suffix)?,
+                    work_queue: member.queue,
+                    shard: member.shard,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DeadQueues {
+            queue: shards.queue.clone(),
+            sharded: shards.is_sharded(),
+            queues,
+        })
+    }
+
+    /// One dead-letter queue of `work_queue`.
+    pub fn single(dead_queue: impl Into<String>, work_queue: impl Into<String>) -> Self {
+        let work_queue = work_queue.into();
+        DeadQueues {
+            queue: work_queue.clone(),
+            sharded: false,
+            queues: vec![DeadQueue {
+                dead_queue: dead_queue.into(),
+                work_queue,
+                shard: None,
+            }],
+        }
+    }
+
+    /// The first dead-letter queue: the lane's, or the only one.
+    pub fn first(&self) -> &str {
+        self.queues.first().map_or("", |q| q.dead_queue.as_str())
+    }
+
+    /// The queues for a heading: `emails.dead`, or `emails.dead and the
+    /// dead-letter queues of 4 shards`.
+    pub fn describe(&self) -> String {
+        match self.queues.len() {
+            0 | 1 => self.first().to_owned(),
+            2 => format!("{} and the dead-letter queue of 1 shard", self.first()),
+            n => format!(
+                "{} and the dead-letter queues of {} shards",
+                self.first(),
+                n - 1
+            ),
+        }
+    }
+
+    /// A shard column's text for `shard` (see [`shards::label`]).
+    pub fn label(&self, shard: Option<u16>) -> String {
+        shards::label(self.sharded, shard)
+    }
+
+    /// The exact counts of each dead-letter queue that exists (a passive
+    /// declare each), in order. When none exists, the first one is
+    /// [`OpsError::UnknownQueue`].
+    pub async fn present(&self, amqp: &Amqp) -> Result<Vec<(&DeadQueue, QueueCounts)>> {
+        let mut present = Vec::with_capacity(self.queues.len());
+        for queue in &self.queues {
+            if let Some(counts) = amqp.counts(&queue.dead_queue).await? {
+                present.push((queue, counts));
+            }
+        }
+        if present.is_empty() {
+            return Err(OpsError::UnknownQueue(self.first().to_owned()));
+        }
+        Ok(present)
+    }
+
+    /// The dead letters in each dead-letter queue that exists, exactly.
+    pub async fn counts(&self, amqp: &Amqp) -> Result<Vec<QueueCount>> {
+        Ok(self
+            .present(amqp)
+            .await?
+            .into_iter()
+            .map(|(queue, counts)| QueueCount {
+                dead_queue: queue.dead_queue.clone(),
+                shard: queue.shard,
+                count: counts.messages as usize,
+            })
+            .collect())
+    }
+
+    /// Refuses a position (`#N`) among `ids` when there are several
+    /// dead-letter queues: it would name one letter in each.
+    pub(crate) fn check_ids<'a>(&self, ids: impl IntoIterator<Item = &'a String>) -> Result<()> {
+        if self.queues.len() < 2 {
+            return Ok(());
+        }
+        match ids.into_iter().find(|id| id.trim().starts_with('#')) {
+            Some(id) => Err(OpsError::Invalid(format!(
+                "`{}` is a position, and positions count within one dead-letter queue, while \
+                 `{}` is sharded ({}): name the queue the letter is on instead (`{}` for \
+                 shard s0, `{}` for the lane, as the listing's SHARD column says), or give its \
+                 job id",
+                crate::escape::line(id),
+                crate::escape::line(&self.queue),
+                crate::escape::line(&self.describe()),
+                crate::escape::line(&shards::shard_name(&self.queue, 0)),
+                crate::escape::line(self.first()),
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sharded_queue_has_a_dead_letter_queue_per_shard_and_positions_are_refused() {
+        let shards = Shards {
+            queue: "q".into(),
+            count: 2,
+        };
+        let queues = DeadQueues::of(&shards, ".dead").unwrap();
+        let names: Vec<(&str, &str, Option<u16>)> = queues
+            .queues
+            .iter()
+            .map(|q| (q.dead_queue.as_str(), q.work_queue.as_str(), q.shard))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("q.dead", "q", None),
+                ("q.s0.dead", "q.s0", Some(0)),
+                ("q.s1.dead", "q.s1", Some(1)),
+            ]
+        );
+        assert_eq!(
+            queues.describe(),
+            "q.dead and the dead-letter queues of 2 shards"
+        );
+        let err = queues
+            .check_ids(&["#3".to_owned()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("position") && err.contains("q.s0"), "{err}");
+        assert!(queues.check_ids(&["some-job".to_owned()]).is_ok());
+        let one = DeadQueues::of(&Shards::unsharded("q.s1"), ".dead").unwrap();
+        assert_eq!(one.describe(), "q.s1.dead");
+        assert!(one.check_ids(&["#3".to_owned()]).is_ok());
+    }
+}
