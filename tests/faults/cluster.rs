@@ -43,6 +43,7 @@ async fn run(plan: &FailoverPlan, mut cluster: Cluster) -> FailoverReport {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_node_killed_under_load_loses_no_job() {
+    let _one = crate::private::one_cluster_at_a_time().await;
     let cluster = private_cluster!("failover", 3);
     run(&FailoverPlan::ci(), cluster)
         .await
@@ -53,6 +54,7 @@ async fn a_cluster_node_killed_under_load_loses_no_job() {
 #[ignore = "RabbitMQ 3.10.8 can strand held jobs in a quorum hold whose leader was killed \
             (RELIABILITY.md); run alone to measure it"]
 async fn the_node_leading_every_queue_killed_under_load_leaves_nothing_unaccounted() {
+    let _one = crate::private::one_cluster_at_a_time().await;
     let cluster = private_cluster!("leaderkill", 3);
     let plan = FailoverPlan::ci().led_by(failover::CLIENT_NODE);
     run(&plan, cluster).await.assert_nothing_unaccounted();

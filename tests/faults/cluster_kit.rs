@@ -35,6 +35,7 @@ async fn channel(url: &str, name: &str) -> (Connection, lapin::Channel) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the failover test covers the kit in the suite; run alone to check the kit"]
 async fn a_cluster_forms_loses_a_node_and_takes_it_back() {
+    let _one = crate::private::one_cluster_at_a_time().await;
     let mut cluster = private_cluster!("kit", 3);
     let (started, joined) = cluster.formed_in();
     eprintln!("nodes started in {started:?}, joined in {joined:?}");

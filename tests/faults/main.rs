@@ -3,7 +3,8 @@
 //! restarted or killed, and a worker process killed mid-job, without losing
 //! a confirmed job; plus the bounded broker calls those rely on, processes
 //! started before their broker, and long jobs against the broker's consumer
-//! timeout.
+//! timeout. A sharded quorum queue loses no job when the node leading one
+//! of its shards dies.
 //!
 //! Shared-broker tests need `AMQP_URL` (they skip without it, and fail
 //! under `QUEUEY_REQUIRE_BROKER=1`); they only ever close their own,
@@ -34,5 +35,6 @@ mod hold_watch;
 mod kit;
 mod poison;
 mod scenarios;
+mod shards;
 mod startup;
 mod worker;

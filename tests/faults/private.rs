@@ -55,6 +55,14 @@ pub(crate) async fn cluster(test: &str, size: usize) -> Option<Cluster> {
     Some(Cluster::start(test, size).await)
 }
 
+/// Waits until no other test of this process holds a cluster: three nodes
+/// take most of a small machine's cores for a minute, so cluster tests run
+/// one at a time. Hold the guard until the cluster is stopped.
+pub(crate) async fn one_cluster_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static ONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    ONE.lock().await
+}
+
 /// Gets a cluster of private nodes or returns from the test (skip).
 macro_rules! private_cluster {
     ($name:expr, $size:expr) => {

@@ -1,5 +1,6 @@
 //! The worker against the real broker: jobs through hold queues, into
-//! `q.dead`, deferred, and surviving a worker that dies mid-job.
+//! `q.dead`, deferred, back to their own shard of a sharded queue, and
+//! surviving a worker that dies mid-job.
 //!
 //! Needs `AMQP_URL`; without it every test skips with a notice (and fails
 //! under `QUEUEY_REQUIRE_BROKER=1`). Each test uses queue names of its own
@@ -22,6 +23,7 @@ mod crash;
 mod flows;
 mod namespaces;
 mod results;
+mod shard_retries;
 mod shards;
 #[cfg(feature = "redis")]
 mod unique;

@@ -10,7 +10,7 @@ use lapin::uri::{AMQPScheme, AMQPUri};
 
 /// Linux reports process and system CPU time in units of 1/100 s
 /// (`USER_HZ`, fixed at 100 for user space).
-const TICKS_PER_SECOND: f64 = 100.0;
+pub(crate) const TICKS_PER_SECOND: f64 = 100.0;
 
 /// The machine the benchmark runs on.
 #[derive(Debug)]
@@ -137,7 +137,7 @@ impl CpuSample {
 }
 
 /// User plus system time of a process, from `/proc/{pid}/stat`.
-fn process_ticks(pid: &str) -> Option<u64> {
+pub(crate) fn process_ticks(pid: &str) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces: count the
     // fields after the last `)`. utime and stime are fields 14 and 15.
@@ -149,7 +149,7 @@ fn process_ticks(pid: &str) -> Option<u64> {
 }
 
 /// Busy time of all cores together, from the first line of `/proc/stat`.
-fn machine_busy_ticks() -> Option<u64> {
+pub(crate) fn machine_busy_ticks() -> Option<u64> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
     let values: Vec<u64> = line

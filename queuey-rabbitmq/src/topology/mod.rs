@@ -156,13 +156,18 @@ pub fn work_queue_arguments(
 /// dead-letter queue when one is declared: those of the work queue (its
 /// type and TTL; for a quorum queue its delivery limit and at-least-once
 /// dead-lettering) without priorities, since suspects are taken one at a
-/// time in the order they came.
+/// time in the order they came, and without a shard's leader locator: the
+/// suspect queue is led where it is declared, like the dead-letter queue.
 pub fn suspect_queue_arguments(
     config: &QueueConfig,
     dead_letter_queue: Option<&str>,
 ) -> QueueArguments {
     let mut args = work_queue_arguments(config, dead_letter_queue);
     args.remove("x-max-priority");
+    // The broker's `balanced` locator counts every quorum leader a node
+    // has: suspects declared with it between the shards took every other
+    // turn, and on three nodes all the shards landed on the same one.
+    args.remove("x-queue-leader-locator");
     args
 }
 
@@ -341,6 +346,25 @@ mod tests {
                 ("x-queue-type", text("quorum")),
                 ("x-delivery-limit", int(20)),
             ])
+        );
+    }
+
+    #[test]
+    fn only_a_shard_places_its_leader_by_balance_its_suspect_queue_does_not() {
+        let config = QueueConfig::new("q")
+            .queue_type(queuey_core::QueueType::Quorum)
+            .shards(2);
+        let physical = config.physical();
+        let (lane, shard) = (&physical[0], &physical[1]);
+        let locator = |args: QueueArguments| args.get("x-queue-leader-locator").cloned();
+        assert_eq!(locator(work_queue_arguments(lane, Some("q.dead"))), None);
+        assert_eq!(
+            locator(work_queue_arguments(shard, Some("q.s0.dead"))),
+            Some(text("balanced"))
+        );
+        assert_eq!(
+            locator(suspect_queue_arguments(shard, Some("q.s0.dead"))),
+            None
         );
     }
 
