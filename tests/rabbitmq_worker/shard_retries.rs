@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use lapin::BasicProperties;
 use queuey::prelude::*;
-use queuey::{Backoff, Envelope, QueueType, RetryPolicy};
 use queuey::shard::{shard_for_key, shard_name};
+use queuey::{Backoff, Envelope, QueueType, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{backend, unique_name, wait_for};

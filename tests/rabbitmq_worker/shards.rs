@@ -193,36 +193,24 @@ fn record(handled: &Handled, key: String, seq: u32, ctx: &JobContext) -> Result<
     Ok(())
 }
 
-async fn worker_before(backend: &Arc<RabbitMqBackend>, handled: &Handled) -> WorkerHandle {
-    let handled = Arc::clone(handled);
-    let worker = Worker::<BeforeQueues, _>::builder(backend.clone())
-        .handler(handler_fn(move |job: Before, ctx: JobContext| {
-            let outcome = record(&handled, job.key, job.seq, &ctx);
-            async move { outcome }
-        }))
-        .build()
-        .await
-        .expect("built");
-    let handle = worker.handle();
-    tokio::spawn(worker.run());
-    handle
-}
-
-/// A worker of the sharded queue; `from_lane` counts the jobs it took
-/// from the lane (the queue as it was before).
-async fn worker_after(
+/// A worker of `Q` that records each job (see [`record`]) and counts in
+/// `from_lane` the jobs it took from outside the shards: the lane of a
+/// sharded queue, or the whole of an unsharded one.
+async fn start_worker<Q: Queues, J: Job<Queues = Q, Output = ()>>(
     backend: &Arc<RabbitMqBackend>,
     handled: &Handled,
     from_lane: &Arc<AtomicU32>,
+    parts: fn(J) -> (String, u32),
 ) -> WorkerHandle {
     let handled = Arc::clone(handled);
     let from_lane = Arc::clone(from_lane);
-    let worker = Worker::<AfterQueues, _>::builder(backend.clone())
-        .handler(handler_fn(move |job: After, ctx: JobContext| {
+    let worker = Worker::<Q, _>::builder(backend.clone())
+        .handler(handler_fn(move |job: J, ctx: JobContext| {
             if ctx.shard().is_none() {
                 from_lane.fetch_add(1, Ordering::Relaxed);
             }
-            let outcome = record(&handled, job.key, job.seq, &ctx);
+            let (key, seq) = parts(job);
+            let outcome = record(&handled, key, seq, &ctx);
             async move { outcome }
         }))
         .build()
@@ -270,7 +258,10 @@ async fn a_queue_resharded_from_one_to_four_under_load_loses_nothing() {
     let before = Producer::<BeforeQueues, _>::new(backend.clone())
         .await
         .expect("declared");
-    let old_worker = worker_before(&backend, &handled).await;
+    let old_worker = start_worker(&backend, &handled, &Arc::default(), |job: Before| {
+        (job.key, job.seq)
+    })
+    .await;
     let stop_old = Arc::new(AtomicBool::new(false));
     let mut old_producers = tokio::task::JoinSet::new();
     for task in 0..4 {
@@ -290,7 +281,10 @@ async fn a_queue_resharded_from_one_to_four_under_load_loses_nothing() {
     // consume the queue itself as the lane, and its holds keep returning
     // there), then producers of the sharded queue, then the old ones go.
     let from_lane = Arc::new(AtomicU32::new(0));
-    let new_worker = worker_after(&backend, &handled, &from_lane).await;
+    let new_worker = start_worker(&backend, &handled, &from_lane, |job: After| {
+        (job.key, job.seq)
+    })
+    .await;
     let after = Producer::<AfterQueues, _>::new(backend.clone())
         .await
         .expect("the shards are declared beside the queue");

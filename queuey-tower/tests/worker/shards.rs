@@ -335,23 +335,20 @@ async fn shards_to_take_are_checked_when_the_worker_is_built() {
         "{error}"
     );
 
-    let error = Worker::<crate::support::TestQueues, _>::builder(backend.clone())
-        .only_shards(crate::support::TestQueues::Work, [0])
-        .handler(handler_fn(|_: crate::support::Task, _: JobContext| async {
-            Ok::<_, JobError>(())
-        }))
-        .build()
+    let unsharded = |queue: crate::support::TestQueues| {
+        Worker::<crate::support::TestQueues, _>::builder(backend.clone())
+            .only_shards(queue, [0])
+            .handler(handler_fn(|_: crate::support::Task, _: JobContext| async {
+                Ok::<_, JobError>(())
+            }))
+            .build()
+    };
+    let error = unsharded(crate::support::TestQueues::Work)
         .await
         .unwrap_err()
         .to_string();
     assert!(error.contains("queue `t.work` is not sharded"), "{error}");
-
-    let error = Worker::<crate::support::TestQueues, _>::builder(backend.clone())
-        .only_shards(crate::support::TestQueues::Single, [0])
-        .handler(handler_fn(|_: crate::support::Task, _: JobContext| async {
-            Ok::<_, JobError>(())
-        }))
-        .build()
+    let error = unsharded(crate::support::TestQueues::Single)
         .await
         .unwrap_err()
         .to_string();
