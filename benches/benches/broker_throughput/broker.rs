@@ -186,6 +186,18 @@ impl Broker {
         jobs: usize,
         payload_bytes: usize,
     ) -> BenchResult<()> {
+        self.fill_with(queue, jobs, || job_message_sized(queue, payload_bytes))
+            .await
+    }
+
+    /// Like [`fill`](Self::fill), with the messages (body and properties)
+    /// `message` makes.
+    pub(crate) async fn fill_with(
+        &self,
+        queue: &str,
+        jobs: usize,
+        message: impl Fn() -> BenchResult<(Vec<u8>, BasicProperties)>,
+    ) -> BenchResult<()> {
         let channel = self.admin.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -193,7 +205,7 @@ impl Broker {
         let routing_key = ShortString::from(queue);
         let mut in_flight = VecDeque::with_capacity(FILL_WINDOW);
         for _ in 0..jobs {
-            let (body, properties) = job_message_sized(queue, payload_bytes)?;
+            let (body, properties) = message()?;
             let confirm = channel
                 .basic_publish(
                     ShortString::default(),
