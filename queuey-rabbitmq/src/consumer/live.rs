@@ -105,7 +105,7 @@ impl Consumer {
                     .await
                     .map_err(fail)?;
                 Ok(Live {
-                    acks: Acks::start(channel),
+                    acks: Acks::start(channel, options.call_timeout),
                     consumer,
                     tag,
                     generation: current.generation,
