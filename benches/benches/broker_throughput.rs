@@ -89,6 +89,7 @@
 //! | `QUEUEY_BENCH_SEQUENTIAL_JOBS` | 3000 jobs per run for the rows limited to one confirm at a time (a few thousand jobs/s) |
 //! | `QUEUEY_BENCH_RUNS` | 3 runs per side and row |
 //! | `QUEUEY_BENCH_SIDES` | `both`; `queuey` or `lapin` runs one side alone (for profiling; no ratios then); `lapin` is the row's baseline, apalis-amqp in the `consume-apalis` rows |
+//! | `QUEUEY_BENCH_FILL_CHILD` | unset: queues are filled by this process; set (to anything), by a child process, so that a profile of this one (`valgrind --tool=callgrind`, which does not follow children) counts the consumer alone; plain connections only |
 //! | `RUST_LOG` | unset: no tracing subscriber, as in the measurements; set it (`RUST_LOG=warn`) to see why a run failed |
 //!
 //! Nothing here asserts a target: the table says which were met.
@@ -635,7 +636,30 @@ async fn memory_child(side: &str, url: &str) -> BenchResult<u64> {
     grown
 }
 
+/// Fills a queue as [`broker::FILL_ORDER`] says, in this child process.
+async fn fill_child(order: &str, url: &str) -> BenchResult<()> {
+    let broker = Broker::connect(url).await?;
+    let filled = broker.fill_ordered(order).await;
+    broker.close().await;
+    filled
+}
+
 fn main() -> ExitCode {
+    if let Ok(order) = std::env::var(broker::FILL_ORDER) {
+        let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+        let outcome = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.into())
+            .and_then(|runtime| runtime.block_on(fill_child(&order, &url)));
+        return match outcome {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("broker_throughput fill: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Ok(side) = std::env::var(MEMORY_CHILD) {
         let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
         let outcome = tokio::runtime::Builder::new_multi_thread()

@@ -13,10 +13,10 @@ use apalis_core::worker::builder::WorkerBuilder;
 use apalis_core::worker::event::Event;
 use apalis_core::worker::ext::event_listener::EventListenerExt;
 use futures::Sink;
+use lapin::ConnectionProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString};
-use lapin::{BasicProperties, ConnectionProperties};
 
-use crate::broker::{Broker, bounded, message_properties};
+use crate::broker::{Bodies, Broker, bounded};
 use crate::queuey_side::BenchJob;
 use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
 
@@ -68,7 +68,7 @@ pub(crate) async fn consume(
     let queue = broker.fresh_queue();
     let arguments = work_queue_arguments(priorities);
     broker.declare_work_queue(&queue, priorities).await?;
-    broker.fill_with(&queue, jobs, job_message).await?;
+    broker.fill_with(&queue, jobs, Bodies::Json).await?;
     broker.expect_ready(&queue, jobs).await?;
 
     let completed = Arc::new(AtomicUsize::new(0));
@@ -164,14 +164,4 @@ fn work_queue_arguments(priorities: bool) -> FieldTable {
         args.insert("x-max-priority".into(), AMQPValue::LongInt(10));
     }
     args
-}
-
-/// A job as apalis-amqp sends it (the job's JSON as the body), with the
-/// properties of queuey's messages (persistent, a fresh message id).
-fn job_message() -> BenchResult<(Vec<u8>, BasicProperties)> {
-    let body = serde_json::to_vec(&BenchJob::new())?;
-    Ok((
-        body,
-        message_properties(&queuey::Uuid::new_v4().to_string()),
-    ))
 }
