@@ -115,14 +115,16 @@ pub(crate) async fn run_job(
         Ok(()) => {
             shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
             shared.ledger.settled(&queue, what);
+            // The rare ways are boxed: inline, their room would make every
+            // job's future larger.
             if let (Some(keys), Some(key)) = (&shared.unique_keys, unique_key) {
-                keys.release(&key, job_id).await;
+                Box::pin(keys.release(&key, job_id)).await;
             }
             if done_for_good {
                 shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
             }
             if let Some((to, reply)) = reply {
-                reply::send(&*shared.backend, &queue, job_id, &to, reply).await;
+                Box::pin(reply::send(&*shared.backend, &queue, job_id, &to, reply)).await;
             }
         }
         Err(error) => settle_failed(&shared, &queue, job_id, what, &error),
