@@ -42,12 +42,12 @@ impl ApalisConnection {
         Ok(ApalisConnection { pool })
     }
 
-    /// Closes the pool's connections.
+    /// Closes the pool's connection, then the pool.
     pub(crate) async fn close(self) {
-        self.pool.close();
         if let Ok(connection) = self.pool.get().await {
             let _ = connection.close(200, "benchmark row done".into()).await;
         }
+        self.pool.close();
     }
 }
 
