@@ -25,7 +25,13 @@
 //!   of one consumer with the same prefetch as it arrives, awaiting the
 //!   acks concurrently (target ≥ 1.0× at 10 and 100); the **decoding** rows
 //!   compare with a lapin consumer that decodes each job first, as a job
-//!   library on lapin (apalis-amqp) does;
+//!   library on lapin does;
+//! - **apalis**: the consume rows at prefetch 10 and 100 (queues without
+//!   priorities) against the other job library on RabbitMQ, an
+//!   apalis-amqp 1.x worker (module `apalis_side`): its default middleware,
+//!   its own message format (the job's JSON as the body), a handler that
+//!   does what queuey's does, each job acked by apalis after its handler
+//!   (target ≥ 1.0×);
 //! - **no priorities**: the enqueue, batch and consume rows again on queues
 //!   without priority levels (`max_priority(0)`);
 //! - **retry**: every job fails once and comes back through a hold queue
@@ -82,11 +88,14 @@
 //! | `QUEUEY_BENCH_JOBS` | 20000 jobs per run |
 //! | `QUEUEY_BENCH_SEQUENTIAL_JOBS` | 3000 jobs per run for the rows limited to one confirm at a time (a few thousand jobs/s) |
 //! | `QUEUEY_BENCH_RUNS` | 3 runs per side and row |
-//! | `QUEUEY_BENCH_SIDES` | `both`; `queuey` or `lapin` runs one side alone (for profiling; no ratios then) |
+//! | `QUEUEY_BENCH_SIDES` | `both`; `queuey` or `lapin` runs one side alone (for profiling; no ratios then); `lapin` is the row's baseline, apalis-amqp in the `consume-apalis` rows |
+//! | `QUEUEY_BENCH_FILL_CHILD` | unset: queues are filled by this process; set (to anything), by a child process, so that a profile of this one (`valgrind --tool=callgrind`, which does not follow children) counts the consumer alone; plain connections only |
 //! | `RUST_LOG` | unset: no tracing subscriber, as in the measurements; set it (`RUST_LOG=warn`) to see why a run failed |
 //!
 //! Nothing here asserts a target: the table says which were met.
 
+#[path = "broker_throughput/apalis_side.rs"]
+mod apalis_side;
 #[path = "broker_throughput/broker.rs"]
 mod broker;
 #[path = "broker_throughput/hold_costs.rs"]
@@ -254,9 +263,11 @@ enum Kind {
     /// `Producer::enqueue_batch` of `size` jobs from one task, default
     /// options; lapin: the pipelined publisher from [`POOL_TASKS`] tasks.
     Batch { size: usize },
-    /// A worker against one lapin consumer; with `decoding`, the lapin side
-    /// decodes every job before acking it, as a job library does.
-    Consume { prefetch: u16, decoding: bool },
+    /// A worker against `baseline`.
+    Consume {
+        prefetch: u16,
+        baseline: ConsumeBaseline,
+    },
     /// Every job fails once and waits `hold_ms` (queuey's
     /// `retry_granularity`, and the lapin hold queue's TTL); lapin
     /// publishes on `channels` channels, one publish in flight each.
@@ -277,6 +288,18 @@ enum Baseline {
     /// attributed by message id ([`lapin_pipelined`]): the best correct
     /// lapin publisher.
     Pipelined,
+}
+
+/// The other side of a consume row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConsumeBaseline {
+    /// One lapin consumer that acks each delivery as it arrives.
+    Lapin,
+    /// The same, decoding every job before acking it, as a job library
+    /// does.
+    DecodingLapin,
+    /// An apalis-amqp worker ([`apalis_side`]).
+    Apalis,
 }
 
 /// Which implementation a run measures.
@@ -353,7 +376,7 @@ fn rows(settings: &Settings) -> Vec<Row> {
             format!("consume → no-op → ack, prefetch {prefetch}"),
             Kind::Consume {
                 prefetch,
-                decoding: false,
+                baseline: ConsumeBaseline::Lapin,
             },
             settings.jobs,
             (prefetch > 1).then_some(CONSUME_TARGET),
@@ -389,7 +412,19 @@ fn rows(settings: &Settings) -> Vec<Row> {
             format!("consume → no-op → ack, prefetch {prefetch}, vs a decoding lapin consumer"),
             Kind::Consume {
                 prefetch,
-                decoding: true,
+                baseline: ConsumeBaseline::DecodingLapin,
+            },
+            settings.jobs,
+            Some(CONSUME_TARGET),
+        )));
+    }
+    for prefetch in [10, 100] {
+        rows.push(plain(row(
+            format!("consume-apalis-{prefetch}"),
+            format!("consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp"),
+            Kind::Consume {
+                prefetch,
+                baseline: ConsumeBaseline::Apalis,
             },
             settings.jobs,
             Some(CONSUME_TARGET),
@@ -601,7 +636,30 @@ async fn memory_child(side: &str, url: &str) -> BenchResult<u64> {
     grown
 }
 
+/// Fills a queue as [`broker::FILL_ORDER`] says, in this child process.
+async fn fill_child(order: &str, url: &str) -> BenchResult<()> {
+    let broker = Broker::connect(url).await?;
+    let filled = broker.fill_ordered(order).await;
+    broker.close().await;
+    filled
+}
+
 fn main() -> ExitCode {
+    if let Ok(order) = std::env::var(broker::FILL_ORDER) {
+        let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+        let outcome = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.into())
+            .and_then(|runtime| runtime.block_on(fill_child(&order, &url)));
+        return match outcome {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("broker_throughput fill: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Ok(side) = std::env::var(MEMORY_CHILD) {
         let url = std::env::var("AMQP_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
         let outcome = tokio::runtime::Builder::new_multi_thread()
@@ -720,7 +778,10 @@ async fn run(settings: &Settings) -> BenchResult<()> {
         system::load().map_or("n/a".to_owned(), |l| format!("{l:.2}"))
     );
     if !main.is_empty() {
-        println!("{}", report::table("queuey against lapin", &main));
+        println!(
+            "{}",
+            report::table("queuey against lapin and apalis-amqp", &main)
+        );
     }
     if !pools.is_empty() {
         println!(
@@ -876,6 +937,15 @@ pub(crate) async fn measure_row(
     let connection = broker
         .connect_named(&broker.connection_name(&format!("lapin-{}", row.id)))
         .await?;
+    let apalis = match row.kind {
+        Kind::Consume {
+            baseline: ConsumeBaseline::Apalis,
+            ..
+        } => {
+            Some(apalis_side::ApalisConnection::open(broker, &format!("apalis-{}", row.id)).await?)
+        }
+        _ => None,
+    };
     let mut result = RowResult::new(row.clone());
     // A Redis of the row's own, stopped when the row is done.
     let redis = row
@@ -897,8 +967,16 @@ pub(crate) async fn measure_row(
                     continue;
                 }
                 tokio::time::sleep(PAUSE).await;
-                let measured =
-                    measure_once(broker, &backend, &connection, &row, side, store.as_ref()).await;
+                let measured = measure_once(
+                    broker,
+                    &backend,
+                    &connection,
+                    apalis.as_ref(),
+                    &row,
+                    side,
+                    store.as_ref(),
+                )
+                .await;
                 // Delete the run's queues whatever happened.
                 broker.delete_created().await?;
                 let measured = measured?;
@@ -930,6 +1008,9 @@ pub(crate) async fn measure_row(
     .await;
     let closed = backend.close().await;
     let _ = connection.close(200, "benchmark row done".into()).await;
+    if let Some(apalis) = apalis {
+        apalis.close().await;
+    }
     runs?;
     closed?;
     Ok(result)
@@ -939,6 +1020,7 @@ async fn measure_once(
     broker: &Broker,
     backend: &queuey::rabbitmq::RabbitMqBackend,
     connection: &lapin::Connection,
+    apalis: Option<&apalis_side::ApalisConnection>,
     row: &Row,
     side: Side,
     store: Option<&queuey::store::RedisStore>,
@@ -972,20 +1054,17 @@ async fn measure_once(
         (Kind::Consume { prefetch, .. }, Side::Queuey) => {
             queuey_side::consume(broker, backend, prefetch, jobs, row.priorities, None).await
         }
-        (
-            Kind::Consume {
-                prefetch,
-                decoding: false,
-            },
-            Side::Lapin,
-        ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, false).await,
-        (
-            Kind::Consume {
-                prefetch,
-                decoding: true,
-            },
-            Side::Lapin,
-        ) => lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, true).await,
+        (Kind::Consume { prefetch, baseline }, Side::Lapin) => match (baseline, apalis) {
+            (ConsumeBaseline::Apalis, Some(apalis)) => {
+                apalis_side::consume(broker, apalis, prefetch, jobs, row.priorities).await
+            }
+            (ConsumeBaseline::Apalis, None) => Err("no apalis connection for the row".into()),
+            (ConsumeBaseline::Lapin | ConsumeBaseline::DecodingLapin, _) => {
+                let decode = baseline == ConsumeBaseline::DecodingLapin;
+                lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, decode)
+                    .await
+            }
+        },
         (Kind::Retry { prefetch, .. }, Side::Queuey) => {
             queuey_side::retry(broker, backend, prefetch, jobs).await
         }

@@ -186,6 +186,59 @@ impl Broker {
         jobs: usize,
         payload_bytes: usize,
     ) -> BenchResult<()> {
+        self.fill_with(queue, jobs, Bodies::Envelope { payload_bytes })
+            .await
+    }
+
+    /// Like [`fill`](Self::fill), with `bodies`. With
+    /// [`FILL_CHILD`] set, a child process (this benchmark again) fills the
+    /// queue, so that a profile of this process counts the consumer alone.
+    pub(crate) async fn fill_with(
+        &self,
+        queue: &str,
+        jobs: usize,
+        bodies: Bodies,
+    ) -> BenchResult<()> {
+        if std::env::var_os(FILL_CHILD).is_none() {
+            return self.fill_here(queue, jobs, bodies).await;
+        }
+        if self.ca.is_some() {
+            return Err(format!("{FILL_CHILD} is for plain connections only").into());
+        }
+        let order = format!("{queue} {jobs} {}", bodies.encode());
+        let url = self.url.clone();
+        let output = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(std::env::current_exe()?)
+                .env_remove(FILL_CHILD)
+                .env(FILL_ORDER, order)
+                .env("AMQP_URL", url)
+                .output()
+        })
+        .await??;
+        if !output.status.success() {
+            return Err(format!(
+                "the filling process failed: {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Fills a queue as the child process of [`fill_with`](Self::fill_with)
+    /// was told to in `order`.
+    pub(crate) async fn fill_ordered(&self, order: &str) -> BenchResult<()> {
+        let mut words = order.split(' ');
+        let (Some(queue), Some(jobs), Some(bodies)) = (words.next(), words.next(), words.next())
+        else {
+            return Err(format!("not a fill order: `{order}`").into());
+        };
+        let bodies =
+            Bodies::decode(bodies).ok_or_else(|| format!("not a fill order: `{order}`"))?;
+        self.fill_here(queue, jobs.parse()?, bodies).await
+    }
+
+    async fn fill_here(&self, queue: &str, jobs: usize, bodies: Bodies) -> BenchResult<()> {
         let channel = self.admin.create_channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -193,7 +246,7 @@ impl Broker {
         let routing_key = ShortString::from(queue);
         let mut in_flight = VecDeque::with_capacity(FILL_WINDOW);
         for _ in 0..jobs {
-            let (body, properties) = job_message_sized(queue, payload_bytes)?;
+            let (body, properties) = bodies.message(queue)?;
             let confirm = channel
                 .basic_publish(
                     ShortString::default(),
@@ -252,6 +305,52 @@ impl Broker {
     /// Closes the admin connection.
     pub(crate) async fn close(&self) {
         let _ = self.admin.close(200, "benchmark done".into()).await;
+    }
+}
+
+/// Set (to anything) to fill queues from a child process: see
+/// [`Broker::fill_with`].
+pub(crate) const FILL_CHILD: &str = "QUEUEY_BENCH_FILL_CHILD";
+/// What the child process of [`Broker::fill_with`] fills.
+pub(crate) const FILL_ORDER: &str = "QUEUEY_BENCH_FILL_ORDER";
+
+/// The messages a queue is filled with.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Bodies {
+    /// queuey's job envelopes, with a payload of `payload_bytes`.
+    Envelope { payload_bytes: usize },
+    /// The job's JSON alone, as apalis-amqp sends it.
+    Json,
+}
+
+impl Bodies {
+    /// A message for `queue`: its body and the properties of queuey's
+    /// messages (persistent, a fresh message id).
+    fn message(self, queue: &str) -> BenchResult<(Vec<u8>, BasicProperties)> {
+        match self {
+            Bodies::Envelope { payload_bytes } => job_message_sized(queue, payload_bytes),
+            Bodies::Json => {
+                let body = serde_json::to_vec(&BenchJob::new())?;
+                Ok((body, message_properties(&Uuid::new_v4().to_string())))
+            }
+        }
+    }
+
+    fn encode(self) -> String {
+        match self {
+            Bodies::Envelope { payload_bytes } => payload_bytes.to_string(),
+            Bodies::Json => "json".to_owned(),
+        }
+    }
+
+    fn decode(word: &str) -> Option<Bodies> {
+        match word {
+            "json" => Some(Bodies::Json),
+            bytes => bytes
+                .parse()
+                .ok()
+                .map(|payload_bytes| Bodies::Envelope { payload_bytes }),
+        }
     }
 }
 

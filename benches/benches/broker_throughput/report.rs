@@ -5,7 +5,8 @@ use std::fmt::Write as _;
 use crate::system::CpuUse;
 use crate::{Measured, Row, Side};
 
-/// Every run of one row, both sides.
+/// Every run of one row, both sides (the `lapin` side is the row's
+/// baseline).
 #[derive(Debug)]
 pub(crate) struct RowResult {
     pub(crate) row: Row,
@@ -95,13 +96,14 @@ impl RowResult {
     }
 }
 
-/// One table: throughput, ratio and target, then CPU use, for each row.
+/// One table: throughput, ratio and target, then CPU use, for each row. A
+/// row's baseline is lapin unless its label names another (apalis-amqp).
 pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### {title}\n");
     let _ = writeln!(
         out,
-        "| operation | jobs/run | queuey jobs/s, median (min–max) | lapin jobs/s, median (min–max) | queuey/lapin | target | jobs lost, queuey / lapin |"
+        "| operation | jobs/run | queuey jobs/s, median (min–max) | baseline jobs/s, median (min–max) | queuey/baseline | target | jobs lost, queuey / baseline |"
     );
     let _ = writeln!(out, "|---|--:|--:|--:|--:|---|--:|");
     for r in results {
@@ -125,7 +127,7 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
     );
     let _ = writeln!(
         out,
-        "| operation | queuey: client / broker / other | lapin: client / broker / other | load |"
+        "| operation | queuey: client / broker / other | baseline: client / broker / other | load |"
     );
     let _ = writeln!(out, "|---|--:|--:|--:|");
     for r in results {

@@ -198,17 +198,20 @@ impl Delivery for RabbitMqDelivery {
     }
 
     fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {
-        Box::pin(async move {
-            match disposition.plan(&self.envelope, self.queue()) {
-                Plan::Ack => self.ack_now().await,
-                Plan::Hold { next, delay, kind } => {
-                    self.outbox.hold(&next, delay, kind).await?;
-                    self.ack_now().await
-                }
-                Plan::DeadLetter { reason } => self.dead_letter_now(reason).await,
-                Plan::Requeue => self.hand_back_now().await,
+        // A future of its own for each plan: the acknowledgement, by far the
+        // most common, does not carry (nor copy) the room the publishing
+        // plans need.
+        match disposition.plan(&self.envelope, self.queue()) {
+            Plan::Ack => Box::pin(async move { self.ack_now().await }),
+            Plan::Hold { next, delay, kind } => Box::pin(async move {
+                self.outbox.hold(&next, delay, kind).await?;
+                self.ack_now().await
+            }),
+            Plan::DeadLetter { reason } => {
+                Box::pin(async move { self.dead_letter_now(reason).await })
             }
-        })
+            Plan::Requeue => Box::pin(async move { self.hand_back_now().await }),
+        }
     }
 }
 

@@ -36,8 +36,10 @@ impl Consumer {
             &delivery.properties,
             rehold::now_ms,
         ) {
-            Route::Malformed(error) => self.malformed(delivery, error, acks).await,
-            Route::Guard(envelope) => self.guard(delivery, envelope, acks).await,
+            // The rare ways are boxed: inline, their room would make every
+            // delivery's future (moved once per delivery) larger.
+            Route::Malformed(error) => Box::pin(self.malformed(delivery, error, acks)).await,
+            Route::Guard(envelope) => Box::pin(self.guard(delivery, envelope, acks)).await,
             Route::Worker {
                 envelope,
                 around,
@@ -57,8 +59,8 @@ impl Consumer {
                     Due::Later {
                         remaining,
                         due_at_ms,
-                    } => self.hold_again(delivery, remaining, due_at_ms).await,
-                    Due::Absurd(reason) => refuse(delivery, reason).await,
+                    } => Box::pin(self.hold_again(delivery, remaining, due_at_ms)).await,
+                    Due::Absurd(reason) => Box::pin(refuse(delivery, reason)).await,
                 }
             }
         }

@@ -105,7 +105,7 @@ impl Consumer {
                     .await
                     .map_err(fail)?;
                 Ok(Live {
-                    acks: Acks::start(channel),
+                    acks: Acks::start(channel, options.call_timeout),
                     consumer,
                     tag,
                     generation: current.generation,
@@ -119,8 +119,9 @@ impl Consumer {
     /// Takes the next delivery, starting the consumer again first if it
     /// was lost.
     pub(super) async fn receive(&mut self) -> Received {
+        // The rare ways are boxed, as in `dispatch`.
         let Some(live) = self.live.as_mut() else {
-            return self.restart().await;
+            return Box::pin(self.restart()).await;
         };
         match live.consumer.next().await {
             Some(Ok(delivery)) => {
@@ -131,12 +132,12 @@ impl Consumer {
             }
             Some(Err(e)) => {
                 let live = self.live.take();
-                self.lost(live, e).await;
+                Box::pin(self.lost(live, e)).await;
                 Received::Nothing
             }
             None => {
                 let live = self.live.take();
-                self.cancelled(live).await
+                Box::pin(self.cancelled(live)).await
             }
         }
     }

@@ -161,7 +161,9 @@ impl Consumer {
     }
 
     fn into_stream(self) -> DeliveryStream {
-        futures::stream::unfold(self, |mut state| async move {
+        // Boxed, so that each delivery moves a pointer in and out of the
+        // stream's future rather than the whole consumer.
+        futures::stream::unfold(Box::new(self), |mut state| async move {
             let item = state.next().await?;
             Some((item, state))
         })

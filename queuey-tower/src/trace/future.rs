@@ -19,7 +19,8 @@ pin_project! {
         #[pin]
         inner: F,
         span: Span,
-        started: Instant,
+        // When the job started, read only if some event could be recorded.
+        started: Option<Instant>,
     }
 }
 
@@ -28,7 +29,9 @@ impl<F> ResponseFuture<F> {
         ResponseFuture {
             inner,
             span,
-            started: Instant::now(),
+            // Every outcome event is at ERROR or below: with nothing
+            // listening even at ERROR, no clock is read.
+            started: tracing::level_enabled!(tracing::Level::ERROR).then(Instant::now),
         }
     }
 }
@@ -43,7 +46,9 @@ where
         let this = self.project();
         let _entered = this.span.enter();
         let result = ready!(this.inner.poll(cx));
-        let elapsed_ms = this.started.elapsed().as_secs_f64() * 1000.0;
+        let elapsed_ms = this
+            .started
+            .map_or(0.0, |started| started.elapsed().as_secs_f64() * 1000.0);
         match &result {
             Ok(Disposition::Ack) => tracing::debug!(elapsed_ms, "job done"),
             Ok(Disposition::Defer { delay }) => {

@@ -1,11 +1,10 @@
 //! The loop that takes deliveries from one queue, and consumes again when
 //! its consumer is lost.
 
-use std::collections::HashMap;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -15,14 +14,15 @@ use queuey_core::backend::{Backend, ConnectionState, Delivery, DeliveryStream};
 use queuey_core::control::{CANCELLED_REASON, ControlView};
 use queuey_core::{Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio::task::JoinSet;
 
 use super::WorkerError;
 use super::control::{self, QueueControl};
 use super::handle::HandleInner;
 use super::job::{Started, run_job};
 use super::reconnect::{Lost, Reconnect, Reconnecting, gave_up, note_lost, open, set_reconnecting};
-use super::route::{Delivered, Route};
+use super::route::Delivered;
+use super::routes::Routes;
+use super::tasks::JobTasks;
 use crate::classify::SharedClassifier;
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
 use crate::reply_slot::ReplySlot;
@@ -38,13 +38,15 @@ pub(crate) struct QueueRoutes {
     /// queue's lane and shards.
     pub(crate) physical: Vec<QueueConfig>,
     pub(crate) queue: Arc<str>,
-    pub(crate) routes: HashMap<&'static str, Box<dyn Route>>,
+    pub(crate) routes: Routes,
+    /// The key of the queue's settling gauge.
+    pub(crate) settling: Arc<metrics::Key>,
 }
 
 /// What every queue loop of one worker shares.
 pub(crate) struct WorkerShared {
     pub(crate) permits: Arc<Semaphore>,
-    pub(crate) jobs: Mutex<JoinSet<()>>,
+    pub(crate) jobs: JobTasks,
     pub(crate) handle: Arc<HandleInner>,
     pub(crate) classifier: SharedClassifier,
     pub(crate) unique_keys: Option<super::unique::UniqueKeys>,
@@ -255,7 +257,7 @@ pub(crate) async fn consume<B: Backend>(
         lost = None;
         set_reconnecting(&mut reconnecting, None);
         let key = match stream_peek_job_type(stream) {
-            Some(job_type) => queue.routes.get_key_value(job_type).map(|(key, _)| *key),
+            Some(job_type) => queue.routes.find(job_type),
             None => continue,
         };
         let slot = watch(
@@ -311,7 +313,7 @@ fn stream_peek_job_type(stream: &mut Stream) -> Option<&str> {
 /// Calls the job type's stack (ready) with the delivery and spawns the job.
 fn start(
     queue: &mut QueueRoutes,
-    key: Option<&'static str>,
+    key: Option<usize>,
     delivery: Box<dyn Delivery>,
     shared: &Arc<WorkerShared>,
     permit: OwnedSemaphorePermit,
@@ -328,6 +330,7 @@ fn start(
     let cancelled =
         control::cancelled_before_start(view, delivery.envelope(), &queue.queue, &shared.handle);
     let route = key.and_then(|key| queue.routes.get_mut(key));
+    let job_type = route.as_ref().map(|route| route.job_type());
     let started = match route {
         _ if cancelled => Err(CANCELLED_REASON.to_owned()),
         Some(route) => route.call(Delivered {
@@ -346,7 +349,7 @@ fn start(
             queue.queue
         )),
     };
-    let running = match (&started, key) {
+    let running = match (&started, job_type) {
         (Ok(_), Some(job_type)) => Some(shared.ledger.started(
             delivery.envelope(),
             job_type,
@@ -362,14 +365,12 @@ fn start(
             reply,
             cancel,
             running,
+            settling: Arc::clone(&queue.settling),
         },
         Arc::clone(shared),
         permit,
     );
-    let mut jobs = shared.jobs.lock().unwrap_or_else(|p| p.into_inner());
-    // Reap what finished, so the set only holds running jobs.
-    while jobs.try_join_next().is_some() {}
-    jobs.spawn(job);
+    shared.jobs.spawn(job);
 }
 
 /// Waits for `future`, unless shutdown is requested or the backend reports

@@ -2,6 +2,7 @@
 //! every few seconds for the fleet's operators.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -12,6 +13,7 @@ use queuey_core::{Envelope, Uuid};
 use tokio::sync::watch;
 
 use super::consume::stopped;
+use super::fnv::Fnv1a;
 use super::handle::HandleInner;
 
 /// What the worker's heartbeats report: its running jobs and its totals.
@@ -20,7 +22,7 @@ pub(crate) struct Ledger {
     /// Each start gets the next key: cheaper than an id drawn at random,
     /// and two deliveries of one job running at once stay apart.
     next: AtomicU64,
-    running: Mutex<HashMap<u64, Running>>,
+    running: Mutex<HashMap<u64, Running, BuildHasherDefault<Fnv1a>>>,
     totals: Mutex<BTreeMap<Arc<str>, QueueTotals>>,
 }
 

@@ -14,6 +14,8 @@ use super::handle::Counting;
 use super::reply;
 use super::route::JobFuture;
 use crate::classify::{Classify, last_resort};
+use metrics::{Key, Label, Level, Metadata};
+
 use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL};
 use crate::reply_slot::ReplySlot;
 
@@ -29,6 +31,18 @@ pub(crate) struct Started {
     pub(crate) cancel: Option<control::Watch>,
     /// The job's entry among the running jobs the heartbeats report.
     pub(crate) running: Option<u64>,
+    /// Its queue's [`JOBS_SETTLING`] gauge ([`settling_key`]).
+    pub(crate) settling: Arc<Key>,
+}
+
+/// What `metrics::gauge!` would give the settling gauge here.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
+
+/// The key of `queue`'s [`JOBS_SETTLING`] gauge, built once per queue
+/// rather than once per job.
+pub(crate) fn settling_key(queue: &Arc<str>) -> Key {
+    Key::from_parts(JOBS_SETTLING, vec![Label::new("queue", Arc::clone(queue))])
 }
 
 /// Runs the job, decides its final disposition, and settles it. An error
@@ -48,6 +62,7 @@ pub(crate) async fn run_job(
         reply,
         cancel,
         running,
+        settling,
     } = started;
     let outcome = match job {
         Ok(future) => {
@@ -90,7 +105,7 @@ pub(crate) async fn run_job(
     let reply = reply::due(envelope.reply_to.as_ref(), &disposition, reply.as_ref());
     let settled = {
         let _settling = Counting::new(&shared.handle.jobs_settling);
-        let gauge = metrics::gauge!(JOBS_SETTLING, "queue" => Arc::clone(&queue));
+        let gauge = metrics::with_recorder(|r| r.register_gauge(&settling, &METADATA));
         gauge.increment(1.0);
         let settled = delivery.settle(disposition).await;
         gauge.decrement(1.0);
@@ -100,14 +115,16 @@ pub(crate) async fn run_job(
         Ok(()) => {
             shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
             shared.ledger.settled(&queue, what);
+            // The rare ways are boxed: inline, their room would make every
+            // job's future larger.
             if let (Some(keys), Some(key)) = (&shared.unique_keys, unique_key) {
-                keys.release(&key, job_id).await;
+                Box::pin(keys.release(&key, job_id)).await;
             }
             if done_for_good {
                 shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
             }
             if let Some((to, reply)) = reply {
-                reply::send(&*shared.backend, &queue, job_id, &to, reply).await;
+                Box::pin(reply::send(&*shared.backend, &queue, job_id, &to, reply)).await;
             }
         }
         Err(error) => settle_failed(&shared, &queue, job_id, what, &error),

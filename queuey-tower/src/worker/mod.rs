@@ -5,6 +5,7 @@ mod consume;
 mod consumer_timeout;
 mod control;
 mod error;
+mod fnv;
 mod handle;
 mod handlers;
 mod heartbeat;
@@ -13,14 +14,15 @@ mod periodic;
 mod reconnect;
 mod reply;
 mod route;
+mod routes;
 mod stack;
+mod tasks;
 mod unique;
 
-use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::backend::Backend;
@@ -379,23 +381,25 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                                 route.queue()
                             ))
                         })?;
+                    let queue: Arc<str> = Arc::from(config.name());
                     by_queue.push((
                         route.queue(),
                         QueueRoutes {
-                            queue: Arc::from(config.name()),
+                            settling: Arc::new(job::settling_key(&queue)),
+                            queue,
                             physical: match only_shards(&settings.only_shards, route.queue()) {
                                 Some(shards) => config.physical_only(shards)?,
                                 None => config.physical(),
                             },
                             config,
-                            routes: HashMap::new(),
+                            routes: routes::Routes::new(),
                         },
                     ));
                     by_queue.len() - 1
                 }
             };
             let job_type = route.job_type();
-            if by_queue[index].1.routes.insert(job_type, route).is_some() {
+            if !by_queue[index].1.routes.insert(route) {
                 return Err(Error::invalid_config(format!(
                     "job type `{job_type}` has two handlers; give each job type one"
                 )));
@@ -500,7 +504,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         );
         let shared = Arc::new(WorkerShared {
             permits: Arc::new(Semaphore::new(concurrency)),
-            jobs: Mutex::new(JoinSet::new()),
+            jobs: tasks::JobTasks::new(),
             handle: Arc::clone(&handle.inner),
             classifier,
             unique_keys,
@@ -590,17 +594,18 @@ fn only_shards<'a>(given: &'a [(&'static str, Vec<u16>)], queue: &str) -> Option
 /// again.
 async fn drain(shared: &WorkerShared, concurrency: usize, shutdown_timeout: Duration) {
     let all = u32::try_from(concurrency).unwrap_or(u32::MAX);
+    // Each running job holds a permit until it ends.
     let drained = tokio::time::timeout(shutdown_timeout, shared.permits.acquire_many(all)).await;
-    let mut jobs = std::mem::take(&mut *shared.jobs.lock().unwrap_or_else(|p| p.into_inner()));
     if drained.is_err() {
         tracing::warn!(
-            in_flight = jobs.len(),
+            in_flight = concurrency.saturating_sub(shared.permits.available_permits()),
             timeout = ?shutdown_timeout,
             "jobs still running at the shutdown timeout are abandoned to the broker"
         );
-        jobs.abort_all();
+        shared.jobs.abandon_all();
+        // An abandoned job is dropped at its next wake-up, its permit with it.
+        let _ = shared.permits.acquire_many(all).await;
     }
-    while jobs.join_next().await.is_some() {}
 }
 
 impl<Q, B: fmt::Debug> fmt::Debug for Worker<Q, B> {

@@ -26,6 +26,12 @@
 //! job is acknowledged on its own. A delivery that is the channel's only
 //! open one (always, at a prefetch of 1) is acknowledged by its job's own
 //! task while the writer is idle, without the hop through the writer.
+//!
+//! No job waits for its answer longer than the call bound: a round whose
+//! sends outlive it answers its jobs, and every job waiting for the next
+//! round, `TimedOut` (their acknowledgements still go out, with the next
+//! round). One timer a round bounds them all, where a timer a job would
+//! cost each acknowledgement its own.
 
 mod open;
 
@@ -34,6 +40,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use lapin::Channel;
 use lapin::options::BasicAckOptions;
@@ -45,6 +52,16 @@ use open::{Asked, Frame, Open};
 /// The outcome of an acknowledgement, as lapin gives it: `Ok(false)` when
 /// the channel closed before it could be sent.
 pub(crate) type Acked = lapin::Result<bool>;
+
+/// What a job asking for its acknowledgement hears.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// The acknowledgement's outcome.
+    Acked(Acked),
+    /// No outcome within the call bound; the acknowledgement may still go
+    /// out.
+    TimedOut,
+}
 
 /// The writer of one consumer channel's acknowledgements. Cheap to clone:
 /// every delivery of the channel holds one.
@@ -64,6 +81,8 @@ struct AckChannel {
     /// Wakes the writer when an acknowledgement is asked for while it is
     /// idle.
     wake: Notify,
+    /// The longest a job waits for its answer.
+    bound: Duration,
 }
 
 struct State {
@@ -79,10 +98,11 @@ impl AckChannel {
 }
 
 impl Acks {
-    /// Starts the writer of a fresh consumer channel. It ends when the
-    /// channel's consumer and every delivery from it are gone. Must be
-    /// called inside a tokio runtime.
-    pub(crate) fn start(channel: Channel) -> Acks {
+    /// Starts the writer of a fresh consumer channel, whose jobs wait at
+    /// most `bound` for their answers. It ends when the channel's consumer
+    /// and every delivery from it are gone. Must be called inside a tokio
+    /// runtime.
+    pub(crate) fn start(channel: Channel, bound: Duration) -> Acks {
         let shared = Arc::new(AckChannel {
             channel,
             state: Mutex::new(State {
@@ -90,6 +110,7 @@ impl Acks {
                 busy: false,
             }),
             wake: Notify::new(),
+            bound,
         });
         let (alive, closed) = mpsc::channel(1);
         tokio::spawn(write(Arc::clone(&shared), closed));
@@ -120,14 +141,15 @@ impl Acks {
 
     /// Acknowledges a delivery. The acknowledgement is under way (handed to
     /// the writer, or queued on the connection) as soon as this returns, so
-    /// dropping the answer does not cancel it.
+    /// dropping the answer does not cancel it. The answer comes within the
+    /// writer's bound.
     ///
     /// A delivery that is the channel's only open one, while the writer is
     /// idle, has nothing to share an acknowledgement with: it is
     /// acknowledged here, sparing a prefetch-1 consumer the writer's hop.
     /// Its frame is queued before the state is released, so no later
     /// multiple acknowledgement can overtake it.
-    pub(crate) fn ack(&self, tag: u64) -> impl Future<Output = Acked> + use<> {
+    pub(crate) fn ack(&self, tag: u64) -> impl Future<Output = Answer> + use<> {
         let mut state = self.shared.state();
         let path = if !state.busy && state.open.is_only(tag) {
             state.open.settled(tag);
@@ -146,7 +168,10 @@ impl Acks {
             }
         } else {
             let (reply, answer) = oneshot::channel();
-            state.open.ask(Asked { tag, reply });
+            state.open.ask(Asked {
+                tag,
+                reply: Some(reply),
+            });
             let idle = !state.busy;
             drop(state);
             if idle {
@@ -154,14 +179,18 @@ impl Acks {
             }
             Path::Queued(answer)
         };
+        let bound = self.shared.bound;
         async move {
             match path {
-                Path::Done(acked) => acked,
-                Path::Direct(sending) => sending.await,
+                Path::Done(acked) => Answer::Acked(acked),
+                Path::Direct(sending) => match tokio::time::timeout(bound, sending).await {
+                    Ok(acked) => Answer::Acked(acked),
+                    Err(_) => Answer::TimedOut,
+                },
                 // The writer dropped the request: it ended without sending
                 // it (the runtime is shutting down); the broker delivers
                 // the job again once the channel closes.
-                Path::Queued(answer) => answer.await.unwrap_or(Ok(false)),
+                Path::Queued(answer) => answer.await.unwrap_or(Answer::Acked(Ok(false))),
             }
         }
     }
@@ -177,11 +206,11 @@ impl fmt::Debug for Acks {
 enum Path {
     Done(Acked),
     Direct(Pin<Box<dyn Future<Output = Acked> + Send>>),
-    Queued(oneshot::Receiver<Acked>),
+    Queued(oneshot::Receiver<Answer>),
 }
 
 /// The writer's loop: send a round of what was asked, wait for its
-/// answers, repeat; sleep while nothing is asked.
+/// answers (up to the bound), repeat; sleep while nothing is asked.
 async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
     let mut closing = false;
     loop {
@@ -204,18 +233,34 @@ async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
             }
             continue;
         }
-        let sends = round.into_iter().map(|frame| frame.run(&shared.channel));
-        futures::future::join_all(sends).await;
+        // Every frame is queued on the connection at the first poll, in
+        // order; past the bound, the sends go on without anyone waiting.
+        let sends = round
+            .iter()
+            .map(|frame| ack(&shared.channel, frame.tag, frame.multiple));
+        let sent = tokio::time::timeout(shared.bound, futures::future::join_all(sends)).await;
+        match sent {
+            Ok(outcomes) => {
+                for (frame, acked) in round.into_iter().zip(outcomes) {
+                    frame.answer(|| Answer::Acked(acked.clone()));
+                }
+            }
+            Err(_) => {
+                for frame in round {
+                    frame.answer(|| Answer::TimedOut);
+                }
+                shared.state().open.time_out_waiting();
+            }
+        }
     }
 }
 
 impl Frame {
-    /// Sends the acknowledgement and answers every job it covers.
-    async fn run(self, channel: &Channel) {
-        let acked = ack(channel, self.tag, self.multiple).await;
+    /// Answers every job the acknowledgement covers.
+    fn answer(self, answer: impl Fn() -> Answer) {
         for reply in self.replies {
-            // The job may have stopped waiting (its bound passed).
-            let _ = reply.send(acked.clone());
+            // The job may have gone.
+            let _ = reply.send(answer());
         }
     }
 }

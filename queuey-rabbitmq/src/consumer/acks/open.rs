@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 
 use tokio::sync::oneshot;
 
-use super::Acked;
+use super::Answer;
 
 /// A job's request for its acknowledgement.
 pub(super) struct Asked {
     pub(super) tag: u64,
-    pub(super) reply: oneshot::Sender<Acked>,
+    /// Where the answer goes; taken once the job stopped waiting (see
+    /// [`Open::time_out_waiting`]), while its acknowledgement still goes out.
+    pub(super) reply: Option<oneshot::Sender<Answer>>,
 }
 
 /// The deliveries a channel received and did not settle yet.
@@ -70,9 +72,9 @@ impl Open {
         }
         self.asked -= run.len();
         if let Some(last) = run.pop() {
-            let mut replies: Vec<_> = run.into_iter().map(|asked| asked.reply).collect();
-            let multiple = !replies.is_empty();
-            replies.push(last.reply);
+            let multiple = !run.is_empty();
+            let mut replies: Vec<_> = run.into_iter().filter_map(|asked| asked.reply).collect();
+            replies.extend(last.reply);
             round.push(Frame {
                 tag: last.tag,
                 multiple,
@@ -93,13 +95,27 @@ impl Open {
         round.extend(self.strays.drain(..).map(Frame::one));
         round
     }
+
+    /// Answers every job still waiting for a round with `TimedOut`: the
+    /// round under way outlived the bound, and theirs would only start
+    /// after it. Their acknowledgements stay asked for, and go out with
+    /// the next round.
+    pub(super) fn time_out_waiting(&mut self) {
+        let waiting = self.deliveries.values_mut().filter_map(Option::as_mut);
+        for asked in waiting.chain(self.strays.iter_mut()) {
+            if let Some(reply) = asked.reply.take() {
+                // The job may have gone.
+                let _ = reply.send(Answer::TimedOut);
+            }
+        }
+    }
 }
 
 /// One `basic.ack`, and the jobs it answers.
 pub(super) struct Frame {
     pub(super) tag: u64,
     pub(super) multiple: bool,
-    pub(super) replies: Vec<oneshot::Sender<Acked>>,
+    pub(super) replies: Vec<oneshot::Sender<Answer>>,
 }
 
 impl Frame {
@@ -107,7 +123,7 @@ impl Frame {
         Frame {
             tag: asked.tag,
             multiple: false,
-            replies: vec![asked.reply],
+            replies: asked.reply.into_iter().collect(),
         }
     }
 }
@@ -125,9 +141,12 @@ mod tests {
         open
     }
 
-    fn ask(open: &mut Open, tag: u64) -> oneshot::Receiver<Acked> {
+    fn ask(open: &mut Open, tag: u64) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
-        open.ask(Asked { tag, reply });
+        open.ask(Asked {
+            tag,
+            reply: Some(reply),
+        });
         answer
     }
 
@@ -212,11 +231,29 @@ mod tests {
         let answers: Vec<_> = (1..=3).map(|tag| ask(&mut open, tag)).collect();
         for send in open.round() {
             for reply in send.replies {
-                reply.send(Ok(true)).unwrap();
+                reply.send(Answer::Acked(Ok(true))).unwrap();
             }
         }
         for answer in answers {
-            assert!(answer.await.unwrap().unwrap());
+            assert!(matches!(answer.await.unwrap(), Answer::Acked(Ok(true))));
         }
+    }
+
+    #[tokio::test]
+    async fn jobs_waiting_for_a_round_are_timed_out_and_their_acks_still_go() {
+        let mut open = open(1..=3);
+        let first = ask(&mut open, 1);
+        // The round under way takes 1; 2 and 3 ask while it is stuck.
+        let under_way = open.round();
+        let waiting: Vec<_> = [2, 3].map(|tag| ask(&mut open, tag)).into();
+        open.time_out_waiting();
+        for answer in waiting {
+            assert!(matches!(answer.await.unwrap(), Answer::TimedOut));
+        }
+        // Still asked for: the next round acknowledges them, answering
+        // nobody.
+        assert_eq!(round(&mut open), [(3, true, 0)]);
+        drop(under_way);
+        assert!(first.await.is_err(), "dropped unanswered with its round");
     }
 }
