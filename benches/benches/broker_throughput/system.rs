@@ -148,14 +148,21 @@ pub(crate) fn process_ticks(pid: &str) -> Option<u64> {
     Some(user + system)
 }
 
-/// Busy time of all cores together, from the first line of `/proc/stat`.
-pub(crate) fn machine_busy_ticks() -> Option<u64> {
+/// The time counters of all cores together, from the first line of
+/// `/proc/stat`: user nice system idle iowait irq softirq steal ...
+pub(crate) fn all_cores_ticks() -> Option<Vec<u64>> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let line = stat.lines().next()?.strip_prefix("cpu ")?;
-    let values: Vec<u64> = line
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
+    Some(
+        line.split_whitespace()
+            .map(|v| v.parse().unwrap_or(0))
+            .collect(),
+    )
+}
+
+/// Busy time of all cores together, from the first line of `/proc/stat`.
+pub(crate) fn machine_busy_ticks() -> Option<u64> {
+    let values = all_cores_ticks()?;
     // user nice system idle iowait irq softirq steal (guest time is already
     // counted in user): everything but idle and iowait is busy.
     let busy = [0, 1, 2, 5, 6, 7]

@@ -81,11 +81,6 @@ impl Sample {
 /// Hard and soft interrupt time of all cores together, from the first line
 /// of `/proc/stat` (fields irq and softirq).
 fn interrupt_ticks() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().next()?.strip_prefix("cpu ")?;
-    let values: Vec<u64> = line
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0))
-        .collect();
+    let values = system::all_cores_ticks()?;
     Some(values.get(5)? + values.get(6)?)
 }
