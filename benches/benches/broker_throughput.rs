@@ -98,6 +98,8 @@
 mod apalis_side;
 #[path = "broker_throughput/broker.rs"]
 mod broker;
+#[path = "broker_throughput/entry.rs"]
+mod entry;
 #[path = "broker_throughput/hold_costs.rs"]
 mod hold_costs;
 #[path = "broker_throughput/holds.rs"]
@@ -678,30 +680,11 @@ fn main() -> ExitCode {
             }
         };
     }
-    let settings = match Settings::read() {
-        Ok(settings) => settings,
-        Err(e) => {
-            eprintln!("broker_throughput: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("broker_throughput: cannot start a tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(&settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("broker_throughput: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    entry::main_with(
+        "broker_throughput",
+        Settings::read(),
+        |settings| async move { run(&settings).await },
+    )
 }
 
 async fn run(settings: &Settings) -> BenchResult<()> {

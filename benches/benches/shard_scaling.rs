@@ -43,6 +43,8 @@
 
 #[path = "shard_scaling/cpu.rs"]
 mod cpu;
+#[path = "broker_throughput/entry.rs"]
+mod entry;
 #[path = "shard_scaling/measure.rs"]
 mod measure;
 #[path = "shard_scaling/private.rs"]
@@ -133,30 +135,9 @@ impl Settings {
 }
 
 fn main() -> ExitCode {
-    let settings = match Settings::read() {
-        Ok(settings) => settings,
-        Err(e) => {
-            eprintln!("shard_scaling: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("shard_scaling: cannot start a tokio runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(run(&settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("shard_scaling: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    entry::main_with("shard_scaling", Settings::read(), |settings| async move {
+        run(&settings).await
+    })
 }
 
 async fn run(settings: &Settings) -> BenchResult<()> {
