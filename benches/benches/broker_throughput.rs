@@ -100,6 +100,8 @@ mod apalis_side;
 mod broker;
 #[path = "broker_throughput/entry.rs"]
 mod entry;
+#[path = "broker_throughput/figures.rs"]
+mod figures;
 #[path = "broker_throughput/hold_costs.rs"]
 mod hold_costs;
 #[path = "broker_throughput/holds.rs"]

@@ -45,6 +45,8 @@
 mod cpu;
 #[path = "broker_throughput/entry.rs"]
 mod entry;
+#[path = "broker_throughput/figures.rs"]
+mod figures;
 #[path = "shard_scaling/measure.rs"]
 mod measure;
 #[path = "shard_scaling/private.rs"]
