@@ -1,7 +1,7 @@
 //! The deliveries a channel received and did not settle yet, and the
 //! acknowledgements a round of the writer sends for them.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 use tokio::sync::oneshot;
 
@@ -15,12 +15,30 @@ pub(super) struct Asked {
     pub(super) reply: Option<oneshot::Sender<Answer>>,
 }
 
+/// Where one delivery tag stands.
+enum Slot {
+    /// Received, its job not done yet: no acknowledgement may cover it.
+    Working,
+    /// Its job asked for its acknowledgement.
+    Asked(Asked),
+    /// Settled (or never received on this channel): a multiple
+    /// acknowledgement may pass over it.
+    Closed,
+}
+
 /// The deliveries a channel received and did not settle yet.
+///
+/// A channel's delivery tags count up from 1, so the deliveries are kept in
+/// tag order, as a run of slots from the lowest open tag: recording one,
+/// finding one and taking a run from the front cost no search.
 #[derive(Default)]
 pub(super) struct Open {
-    /// By tag: `Some` once the job asked for its acknowledgement.
-    deliveries: BTreeMap<u64, Option<Asked>>,
-    /// How many of `deliveries` asked.
+    /// The tag of `slots[0]`.
+    first: u64,
+    slots: VecDeque<Slot>,
+    /// How many slots are not [`Slot::Closed`].
+    open: usize,
+    /// How many slots are [`Slot::Asked`].
     asked: usize,
     /// Acknowledgements of deliveries the writer did not know (none, unless
     /// a delivery was recorded on another writer): sent on their own.
@@ -29,48 +47,79 @@ pub(super) struct Open {
 
 impl Open {
     pub(super) fn delivered(&mut self, tag: u64) {
-        self.deliveries.insert(tag, None);
+        if self.open == 0 {
+            // Nothing open: the slots left, all closed, keep no place.
+            self.slots.clear();
+            self.first = tag;
+        }
+        // Tags come in order; a gap or an earlier tag (which the broker
+        // never sends) is filled with closed slots, so that every tag
+        // keeps its place.
+        while tag < self.first {
+            self.slots.push_front(Slot::Closed);
+            self.first -= 1;
+        }
+        let index = self.index(tag);
+        while self.slots.len() <= index {
+            self.slots.push_back(Slot::Closed);
+        }
+        if matches!(self.slots[index], Slot::Closed) {
+            self.open += 1;
+        }
+        self.slots[index] = Slot::Working;
     }
 
     /// Whether `tag` is the one open delivery, and nothing was asked.
     pub(super) fn is_only(&self, tag: u64) -> bool {
-        self.asked == 0 && self.deliveries.len() == 1 && self.deliveries.contains_key(&tag)
+        self.asked == 0 && self.open == 1 && matches!(self.slot(tag), Some(Slot::Working))
     }
 
     pub(super) fn settled(&mut self, tag: u64) {
-        if let Some(Some(_)) = self.deliveries.remove(&tag) {
-            // Cannot happen (a delivery is settled once); keep the count
-            // right if it does.
-            self.asked -= 1;
+        if let Some(slot) = self.slot_mut(tag) {
+            match std::mem::replace(slot, Slot::Closed) {
+                Slot::Working => self.open -= 1,
+                // Cannot happen (a delivery is settled once); keep the
+                // counts right if it does.
+                Slot::Asked(_) => {
+                    self.open -= 1;
+                    self.asked -= 1;
+                }
+                Slot::Closed => {}
+            }
+            self.trim();
         }
     }
 
     pub(super) fn ask(&mut self, asked: Asked) {
-        let tag = asked.tag;
-        match self.deliveries.get_mut(&tag) {
-            Some(slot) => {
-                if slot.replace(asked).is_none() {
-                    self.asked += 1;
-                }
+        match self.slot_mut(asked.tag) {
+            Some(slot @ Slot::Working) => {
+                *slot = Slot::Asked(asked);
+                self.asked += 1;
             }
-            None => self.strays.push(asked),
+            Some(Slot::Asked(already)) => *already = asked,
+            Some(Slot::Closed) | None => self.strays.push(asked),
         }
     }
 
     /// Takes what can be acknowledged now, as the sends of one round.
     pub(super) fn round(&mut self) -> Vec<Frame> {
         let mut round = Vec::new();
-        // The run from the lowest open delivery.
+        // The run from the lowest open delivery, over the settled ones.
         let mut run = Vec::new();
-        while let Some(entry) = self.deliveries.first_entry() {
-            if entry.get().is_none() {
-                break;
+        while let Some(slot) = self.slots.front_mut() {
+            match std::mem::replace(slot, Slot::Closed) {
+                Slot::Asked(asked) => run.push(asked),
+                Slot::Closed => {}
+                Slot::Working => {
+                    *slot = Slot::Working;
+                    break;
+                }
             }
-            if let Some(asked) = entry.remove() {
-                run.push(asked);
-            }
+            self.slots.pop_front();
+            self.first += 1;
         }
         self.asked -= run.len();
+        self.open -= run.len();
         if let Some(last) = run.pop() {
             let multiple = !run.is_empty();
             let mut replies: Vec<_> = run.into_iter().filter_map(|asked| asked.reply).collect();
@@ -83,13 +132,14 @@ impl Open {
         }
         // Everything else that asked, behind a delivery still at work.
         if self.asked > 0 {
-            self.deliveries.retain(|_, slot| match slot.take() {
-                Some(asked) => {
+            for slot in &mut self.slots {
+                if let Slot::Asked(_) = slot
+                    && let Slot::Asked(asked) = std::mem::replace(slot, Slot::Closed)
+                {
                     round.push(Frame::one(asked));
-                    false
                 }
-                None => true,
-            });
+            }
+            self.open -= self.asked;
             self.asked = 0;
         }
         round.extend(self.strays.drain(..).map(Frame::one));
@@ -101,12 +151,43 @@ impl Open {
     /// after it. Their acknowledgements stay asked for, and go out with
     /// the next round.
     pub(super) fn time_out_waiting(&mut self) {
-        let waiting = self.deliveries.values_mut().filter_map(Option::as_mut);
+        let waiting = self.slots.iter_mut().filter_map(|slot| match slot {
+            Slot::Asked(asked) => Some(asked),
+            _ => None,
+        });
         for asked in waiting.chain(self.strays.iter_mut()) {
             if let Some(reply) = asked.reply.take() {
                 // The job may have gone.
                 let _ = reply.send(Answer::TimedOut);
             }
+        }
+    }
+
+    /// Where `tag` is in `slots`, if at or after the first.
+    fn index(&self, tag: u64) -> usize {
+        usize::try_from(tag - self.first).unwrap_or(usize::MAX)
+    }
+
+    fn slot(&self, tag: u64) -> Option<&Slot> {
+        if tag < self.first {
+            return None;
+        }
+        self.slots.get(self.index(tag))
+    }
+
+    fn slot_mut(&mut self, tag: u64) -> Option<&mut Slot> {
+        if tag < self.first {
+            return None;
+        }
+        let index = self.index(tag);
+        self.slots.get_mut(index)
+    }
+
+    /// Drops the closed slots at the front.
+    fn trim(&mut self) {
+        while let Some(Slot::Closed) = self.slots.front() {
+            self.slots.pop_front();
+            self.first += 1;
         }
     }
 }
@@ -131,6 +212,17 @@ impl Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Open {
+        /// The tags not settled yet.
+        fn open_tags(&self) -> Vec<u64> {
+            (self.first..)
+                .zip(&self.slots)
+                .filter(|(_, slot)| !matches!(slot, Slot::Closed))
+                .map(|(tag, _)| tag)
+                .collect()
+        }
+    }
 
     /// Open deliveries.
     fn open(tags: impl IntoIterator<Item = u64>) -> Open {
@@ -182,7 +274,7 @@ mod tests {
             round(&mut open),
             [(1, false, 1), (3, false, 1), (4, false, 1), (6, false, 1)]
         );
-        assert_eq!(open.deliveries.keys().copied().collect::<Vec<_>>(), [2, 5]);
+        assert_eq!(open.open_tags(), [2, 5]);
     }
 
     #[test]
@@ -222,7 +314,7 @@ mod tests {
         let mut open = open([1]);
         ask(&mut open, 9);
         assert_eq!(round(&mut open), [(9, false, 1)]);
-        assert_eq!(open.deliveries.len(), 1);
+        assert_eq!(open.open_tags(), [1]);
     }
 
     #[tokio::test]
@@ -255,5 +347,88 @@ mod tests {
         assert_eq!(round(&mut open), [(3, true, 0)]);
         drop(under_way);
         assert!(first.await.is_err(), "dropped unanswered with its round");
+    }
+
+    /// What a channel does to its deliveries, in any order.
+    #[derive(Debug, Clone)]
+    enum Step {
+        /// The next delivery arrives.
+        Deliver,
+        /// The job of the n-th open delivery (modulo) asks for its ack.
+        Ask(usize),
+        /// The n-th open delivery is settled another way (nack, reject).
+        SettleElsewhere(usize),
+        /// The writer takes a round.
+        Round,
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            3 => Just(Step::Deliver),
+            3 => any::<usize>().prop_map(Step::Ask),
+            1 => any::<usize>().prop_map(Step::SettleElsewhere),
+            2 => Just(Step::Round),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever happens, a multiple acknowledgement never covers a
+        /// delivery still at work or settled another way, and every
+        /// delivery whose job asked is acknowledged once.
+        #[test]
+        fn no_ack_covers_a_delivery_it_must_not(steps in proptest::collection::vec(step(), 0..200)) {
+            use std::collections::BTreeMap;
+            #[derive(Clone, Copy, PartialEq, Debug)]
+            enum State { Working, Asked, Elsewhere, Acked }
+            let mut open = Open::default();
+            let mut model: BTreeMap<u64, State> = BTreeMap::new();
+            let mut next = 1;
+            let mut check = |open: &mut Open, model: &mut BTreeMap<u64, State>| {
+                for frame in open.round() {
+                    let covered: Vec<u64> = if frame.multiple {
+                        model.range(..=frame.tag).filter(|(_, s)| **s != State::Acked && **s != State::Elsewhere).map(|(t, _)| *t).collect()
+                    } else {
+                        vec![frame.tag]
+                    };
+                    for tag in covered {
+                        let state = model.get_mut(&tag).unwrap();
+                        proptest::prop_assert_eq!(*state, State::Asked, "tag {} covered by {:?}", tag, (frame.tag, frame.multiple));
+                        *state = State::Acked;
+                    }
+                    if frame.multiple {
+                        let crossed = model.range(..=frame.tag).any(|(_, s)| *s == State::Working);
+                        proptest::prop_assert!(!crossed, "a multiple ack of {} crossed a delivery at work", frame.tag);
+                    }
+                }
+                Ok(())
+            };
+            for step in steps {
+                let live: Vec<u64> = model.iter().filter(|(_, s)| **s == State::Working).map(|(t, _)| *t).collect();
+                match step {
+                    Step::Deliver => {
+                        open.delivered(next);
+                        model.insert(next, State::Working);
+                        next += 1;
+                    }
+                    Step::Ask(n) if !live.is_empty() => {
+                        let tag = live[n % live.len()];
+                        open.ask(Asked { tag, reply: None });
+                        model.insert(tag, State::Asked);
+                    }
+                    Step::SettleElsewhere(n) if !live.is_empty() => {
+                        let tag = live[n % live.len()];
+                        open.settled(tag);
+                        model.insert(tag, State::Elsewhere);
+                    }
+                    Step::Round => check(&mut open, &mut model)?,
+                    _ => {}
+                }
+                proptest::prop_assert_eq!(open.open, model.values().filter(|s| matches!(s, State::Working | State::Asked)).count());
+            }
+            check(&mut open, &mut model)?;
+            let left: Vec<_> = model.iter().filter(|(_, s)| **s == State::Asked).collect();
+            proptest::prop_assert!(left.is_empty(), "asked but never acknowledged: {:?}", left);
+        }
     }
 }

@@ -1,5 +1,7 @@
 //! The JSON envelope every job travels in.
 
+mod canonical;
+
 use std::fmt;
 use std::ops::Range;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -136,9 +138,14 @@ impl<'a> Wire<'a> {
         }
         // One UTF-8 check of the whole body, instead of one per string the
         // parser borrows; a body that is not UTF-8 goes to the byte parser,
-        // which says where and why it fails.
+        // which says where and why it fails. A body laid out as queuey's
+        // own encoder writes it is read in place; any other goes to serde's
+        // general decoder.
         let wire: Result<Wire<'_>, _> = match std::str::from_utf8(body) {
-            Ok(text) => serde_json::from_str(text),
+            Ok(text) => match canonical::read(text) {
+                Some(wire) => Ok(wire),
+                None => serde_json::from_str(text),
+            },
             Err(_) => serde_json::from_slice(body),
         };
         let wire = wire.map_err(DecodeError::Json)?;
