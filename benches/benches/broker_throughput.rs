@@ -966,7 +966,7 @@ pub(crate) async fn measure_row(
                 broker.delete_created().await?;
                 let measured = measured?;
                 println!(
-                    "{:<48} run {}/{}  {:<6} {:>8} jobs/s  in {:>6.2} s  cpu client {:>3.0}% broker {:>4} other {:>3.0}%  load {}{}",
+                    "{:<48} run {}/{}  {:<6} {:>8} jobs/s  in {:>6.2} s  cpu client {:>3.0}% ({}/job) broker {:>4} other {:>3.0}%  load {}{}",
                     row.label,
                     run + 1,
                     settings.runs,
@@ -977,6 +977,7 @@ pub(crate) async fn measure_row(
                     report::thousands(measured.rate()),
                     measured.elapsed.as_secs_f64(),
                     measured.cpu.client,
+                    report::cpu_per_job(std::slice::from_ref(&measured)),
                     measured
                         .cpu
                         .broker

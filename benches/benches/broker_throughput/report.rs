@@ -123,20 +123,23 @@ pub(crate) fn table(title: &str, results: &[RowResult]) -> String {
     let _ = writeln!(
         out,
         "\nCPU during the runs, median, in % of one core (client = this process, other = \
-         everything else on the machine), and the 1-minute load at the start of the runs:\n"
+         everything else on the machine); the client's CPU time per job, median; and the \
+         1-minute load at the start of the runs:\n"
     );
     let _ = writeln!(
         out,
-        "| operation | queuey: client / broker / other | baseline: client / broker / other | load |"
+        "| operation | queuey: client / broker / other | baseline: client / broker / other | client CPU per job, queuey / baseline | load |"
     );
-    let _ = writeln!(out, "|---|--:|--:|--:|");
+    let _ = writeln!(out, "|---|--:|--:|--:|--:|");
     for r in results {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} / {} | {} |",
             r.row.label,
             r.cpu(Side::Queuey),
             r.cpu(Side::Lapin),
+            cpu_per_job(r.runs(Side::Queuey)),
+            cpu_per_job(r.runs(Side::Lapin)),
             r.loads()
         );
     }
@@ -182,6 +185,20 @@ pub(crate) fn cpu(runs: &[Measured]) -> String {
         of(|c| c.broker),
         of(|c| Some(c.other))
     )
+}
+
+/// The median CPU time this process spent per job over `runs`: "23.4 µs".
+pub(crate) fn cpu_per_job(runs: &[Measured]) -> String {
+    let per_job: Vec<f64> = runs
+        .iter()
+        .filter(|m| m.jobs > 0)
+        .map(|m| m.cpu.client / 100.0 * m.elapsed.as_secs_f64() / m.jobs as f64 * 1e6)
+        .collect();
+    if per_job.is_empty() {
+        "n/a".to_owned()
+    } else {
+        format!("{:.1} µs", median(per_job))
+    }
 }
 
 pub(crate) fn percent(ratio: f64) -> String {

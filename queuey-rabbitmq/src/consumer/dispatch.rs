@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lapin::message::Delivery as LapinDelivery;
 use queuey_core::backend::Delivery;
-use queuey_core::{Disposition, Envelope};
+use queuey_core::{DecodeError, Disposition, Envelope};
 
 use super::acks::Acks;
 use super::delivery::{Around, Origin, RabbitMqDelivery};
@@ -20,14 +20,34 @@ use crate::rehold::{self, Due};
 /// held again.
 pub(crate) const REHOLDS_TOTAL: &str = "queuey_rabbitmq_reholds_total";
 
+/// What a delivery needs beyond its decoding: the ways that wait.
+pub(super) enum Errand {
+    /// Not an envelope: to the dead-letter queue.
+    Malformed(LapinDelivery, DecodeError, Acks),
+    /// A redelivery for the poison guard.
+    Guard(LapinDelivery, Envelope, Acks),
+    /// A job for the worker, while a move of the poison guard is under way.
+    Gate(Box<RabbitMqDelivery>),
+    /// A job that came back from its hold early: to its hold again.
+    HoldAgain {
+        delivery: Box<RabbitMqDelivery>,
+        remaining: Duration,
+        due_at_ms: u64,
+    },
+    /// A job whose due time is garbage: to the dead-letter queue.
+    Refuse(Box<RabbitMqDelivery>, String),
+}
+
 impl Consumer {
-    /// Decodes a delivery and sends it where it belongs; returns it when it
-    /// goes to the worker.
-    pub(super) async fn dispatch(
+    /// Decodes a delivery and sends it where it belongs: a job due now
+    /// straight to the worker, without waiting; anything else as the
+    /// errand that takes it where it goes (boxed: a delivery's own way
+    /// stays small).
+    pub(super) fn dispatch_now(
         &mut self,
         mut delivery: LapinDelivery,
         acks: Acks,
-    ) -> Option<Box<dyn Delivery>> {
+    ) -> Result<Box<RabbitMqDelivery>, Box<Errand>> {
         // Only a delivery that came back unsettled meets the guard.
         let guarded = delivery.redelivered && self.outbox.options().guard_in_use().is_some();
         match route(
@@ -36,10 +56,8 @@ impl Consumer {
             &delivery.properties,
             rehold::now_ms,
         ) {
-            // The rare ways are boxed: inline, their room would make every
-            // delivery's future (moved once per delivery) larger.
-            Route::Malformed(error) => Box::pin(self.malformed(delivery, error, acks)).await,
-            Route::Guard(envelope) => Box::pin(self.guard(delivery, envelope, acks)).await,
+            Route::Malformed(error) => Err(Box::new(Errand::Malformed(delivery, error, acks))),
+            Route::Guard(envelope) => Err(Box::new(Errand::Guard(delivery, envelope, acks))),
             Route::Worker {
                 envelope,
                 around,
@@ -47,24 +65,61 @@ impl Consumer {
             } => {
                 let delivery = self.delivery(delivery, envelope, around, acks);
                 match due {
-                    Due::Now => {
-                        // Parked while no guard move may be under way (see
-                        // `Consumer::gate`), so that a stream dropped
-                        // meanwhile hands the delivery back.
-                        self.parked = Some(delivery);
-                        let gate = Arc::clone(&self.gate);
-                        drop(gate.write().await);
-                        return self.parked.take().map(|d| d as Box<dyn Delivery>);
-                    }
+                    // Handed out only while no guard move is under way
+                    // (see `Consumer::gate`).
+                    Due::Now => match self.gate.try_write() {
+                        Ok(_free) => Ok(delivery),
+                        Err(_) => Err(Box::new(Errand::Gate(delivery))),
+                    },
                     Due::Later {
                         remaining,
                         due_at_ms,
-                    } => Box::pin(self.hold_again(delivery, remaining, due_at_ms)).await,
-                    Due::Absurd(reason) => Box::pin(refuse(delivery, reason)).await,
+                    } => Err(Box::new(Errand::HoldAgain {
+                        delivery,
+                        remaining,
+                        due_at_ms,
+                    })),
+                    Due::Absurd(reason) => Err(Box::new(Errand::Refuse(delivery, reason))),
                 }
             }
         }
+    }
+
+    /// Runs a delivery's errand; returns the delivery when it goes to the
+    /// worker after all.
+    pub(super) async fn errand(&mut self, errand: Errand) -> Option<Box<RabbitMqDelivery>> {
+        match errand {
+            Errand::Malformed(delivery, error, acks) => self.malformed(delivery, error, acks).await,
+            Errand::Guard(delivery, envelope, acks) => self.guard(delivery, envelope, acks).await,
+            Errand::Gate(delivery) => {
+                // Parked while it waits, so that a stream dropped meanwhile
+                // hands the delivery back.
+                self.parked = Some(delivery);
+                let gate = Arc::clone(&self.gate);
+                drop(gate.write().await);
+                return self.parked.take();
+            }
+            Errand::HoldAgain {
+                delivery,
+                remaining,
+                due_at_ms,
+            } => self.hold_again(delivery, remaining, due_at_ms).await,
+            Errand::Refuse(delivery, reason) => refuse(delivery, reason).await,
+        }
         None
+    }
+
+    /// Decodes a delivery and sends it where it belongs, waiting for its
+    /// errand if it has one; returns it when it goes to the worker.
+    pub(super) async fn dispatch(
+        &mut self,
+        delivery: LapinDelivery,
+        acks: Acks,
+    ) -> Option<Box<RabbitMqDelivery>> {
+        match self.dispatch_now(delivery, acks) {
+            Ok(delivery) => Some(delivery),
+            Err(errand) => Box::pin(self.errand(*errand)).await,
+        }
     }
 
     /// The delivery of a decoded job, as the worker gets it.

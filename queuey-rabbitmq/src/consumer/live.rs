@@ -1,6 +1,7 @@
 //! A consumer on one connection: starting it, and restoring it when its
 //! connection dies or the broker cancels it.
 
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -30,11 +31,20 @@ pub(super) struct Live {
 // allocation per delivery.
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Received {
-    /// A delivery, with the writer of its channel's acknowledgements.
+    /// A delivery, known to the writer of its channel's acknowledgements.
     Delivery(LapinDelivery, Acks),
-    /// Nothing yet: the consumer was started again, or was lost and will
-    /// be.
-    Nothing,
+    /// No consumer: it was lost and must be started again.
+    Restart,
+    /// The consumer failed (its connection is most likely gone).
+    Lost(Option<Live>, lapin::Error),
+    /// The consumer ended: the broker cancelled it, or its channel closed.
+    Cancelled(Option<Live>),
+}
+
+/// How a wait for the consumer (started again, lost, cancelled) ended.
+pub(super) enum Resumed {
+    /// Look at the consumer again.
+    Again,
     /// The stream ends, with this error or quietly.
     End(Option<Error>),
 }
@@ -116,34 +126,27 @@ impl Consumer {
         Ok(live)
     }
 
-    /// Takes the next delivery, starting the consumer again first if it
-    /// was lost.
-    pub(super) async fn receive(&mut self) -> Received {
-        // The rare ways are boxed, as in `dispatch`.
+    /// Looks at the consumer without waiting: a delivery, or what must
+    /// happen before the next one can come (starting the consumer again,
+    /// after a loss or a cancel).
+    pub(super) fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<Received> {
         let Some(live) = self.live.as_mut() else {
-            return Box::pin(self.restart()).await;
+            return Poll::Ready(Received::Restart);
         };
-        match live.consumer.next().await {
+        Poll::Ready(match ready!(live.consumer.poll_next_unpin(cx)) {
             Some(Ok(delivery)) => {
                 self.pause = RESUME_PAUSE_MIN;
                 // Known to the writer before anything can settle it.
                 live.acks.delivered(delivery.delivery_tag);
                 Received::Delivery(delivery, live.acks.clone())
             }
-            Some(Err(e)) => {
-                let live = self.live.take();
-                Box::pin(self.lost(live, e)).await;
-                Received::Nothing
-            }
-            None => {
-                let live = self.live.take();
-                Box::pin(self.cancelled(live)).await
-            }
-        }
+            Some(Err(e)) => Received::Lost(self.live.take(), e),
+            None => Received::Cancelled(self.live.take()),
+        })
     }
 
     /// Consumes again on the connection of the moment.
-    async fn restart(&mut self) -> Received {
+    pub(super) async fn restart(&mut self) -> Resumed {
         match self.start().await {
             Ok(live) => {
                 tracing::info!(queue = %self.consumed, consumer_tag = %live.tag, "consuming again on the new connection");
@@ -153,17 +156,17 @@ impl Consumer {
                 tracing::debug!(queue = %self.consumed, %error, "could not consume yet; trying again");
                 self.back_off().await;
             }
-            Err(Error::ShutDown) => return Received::End(None),
+            Err(Error::ShutDown) => return Resumed::End(None),
             Err(error) => {
                 tracing::error!(queue = %self.consumed, %error, "cannot consume; the stream ends");
-                return Received::End(Some(error));
+                return Resumed::End(Some(error));
             }
         }
-        Received::Nothing
+        Resumed::Again
     }
 
     /// The consumer failed: its connection is most likely gone.
-    async fn lost(&mut self, live: Option<Live>, error: lapin::Error) {
+    pub(super) async fn lost(&mut self, live: Option<Live>, error: lapin::Error) {
         let Some(live) = live else { return };
         if self.link.is_closed() {
             return;
@@ -176,9 +179,9 @@ impl Consumer {
 
     /// The consumer ended: the broker cancelled it (its queue was deleted),
     /// or its channel closed.
-    async fn cancelled(&mut self, live: Option<Live>) -> Received {
+    pub(super) async fn cancelled(&mut self, live: Option<Live>) -> Resumed {
         let Some(live) = live else {
-            return Received::Nothing;
+            return Resumed::Again;
         };
         let connected = live.acks.channel().status().connected();
         let Live {
@@ -189,7 +192,7 @@ impl Consumer {
         } = live;
         drop((consumer, acks));
         if self.link.is_closed() {
-            return Received::Nothing;
+            return Resumed::Again;
         }
         if connected {
             // We never cancel a consumer that is still being polled, so
@@ -202,7 +205,7 @@ impl Consumer {
             if let Err(error) = self.redeclare().await {
                 if !error.is_transient() {
                     tracing::error!(queue = %self.queue, %error, "could not declare the queue again; the stream ends");
-                    return Received::End(Some(error));
+                    return Resumed::End(Some(error));
                 }
                 tracing::warn!(queue = %self.queue, %error, "could not declare the queue again yet");
             }
@@ -211,7 +214,7 @@ impl Consumer {
             self.link.suspect(generation);
         }
         self.back_off().await;
-        Received::Nothing
+        Resumed::Again
     }
 
     /// Declares the consumed queue (and its dead-letter queue) again.

@@ -18,10 +18,13 @@ mod route;
 mod settle;
 mod tag;
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
 use queuey_core::backend::{Delivery, DeliveryStream};
 use queuey_core::{Error, QueueConfig};
 use tokio::sync::RwLock;
@@ -30,7 +33,8 @@ use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::topology;
 use delivery::RabbitMqDelivery;
-use live::{Live, Received};
+use dispatch::Errand;
+use live::{Live, Received, Resumed};
 pub(crate) use retire::Retirements;
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
@@ -161,13 +165,10 @@ impl Consumer {
     }
 
     fn into_stream(self) -> DeliveryStream {
-        // Boxed, so that each delivery moves a pointer in and out of the
-        // stream's future rather than the whole consumer.
-        futures::stream::unfold(Box::new(self), |mut state| async move {
-            let item = state.next().await?;
-            Some((item, state))
+        Box::pin(Deliveries {
+            consumer: Some(Box::new(self)),
+            waiting: None,
         })
-        .boxed()
     }
 
     fn prefetch(&self) -> u16 {
@@ -177,28 +178,51 @@ impl Consumer {
         }
     }
 
-    /// The next delivery for the worker: each one received is decoded and
-    /// dispatched, and only a job due now comes out.
-    async fn next(&mut self) -> Option<Result<Box<dyn Delivery>, Error>> {
-        loop {
-            if self.ended {
-                return None;
+    /// The next delivery for the worker, looked for without waiting: each
+    /// one received is decoded and dispatched, and a job due now comes out
+    /// at once. What must be waited for first (starting the consumer
+    /// again, a delivery's errand) comes out as the wait.
+    fn poll_next_delivery(&mut self, cx: &mut Context<'_>) -> Poll<Result<Item, Wait>> {
+        if self.ended {
+            return Poll::Ready(Ok(None));
+        }
+        if self.link.is_closed() {
+            self.ended = true;
+            return Poll::Ready(Ok(None));
+        }
+        Poll::Ready(match ready!(self.poll_receive(cx)) {
+            Received::Delivery(delivery, acks) => match self.dispatch_now(delivery, acks) {
+                Ok(delivery) => Ok(Some(Ok(delivery))),
+                Err(errand) => Err(Wait::Errand(errand)),
+            },
+            Received::Restart => Err(Wait::Restart),
+            Received::Lost(live, error) => Err(Wait::Lost(live, error)),
+            Received::Cancelled(live) => Err(Wait::Cancelled(live)),
+        })
+    }
+
+    /// Waits for what [`poll_next_delivery`](Self::poll_next_delivery)
+    /// could not do at once; `None`: look at the consumer again.
+    async fn wait(&mut self, wait: Wait) -> Option<Item> {
+        let resumed = match wait {
+            Wait::Errand(errand) => {
+                return self
+                    .errand(*errand)
+                    .await
+                    .map(|delivery| Some(Ok(delivery as Box<dyn Delivery>)));
             }
-            if self.link.is_closed() {
+            Wait::Restart => self.restart().await,
+            Wait::Lost(live, error) => {
+                self.lost(live, error).await;
+                Resumed::Again
+            }
+            Wait::Cancelled(live) => self.cancelled(live).await,
+        };
+        match resumed {
+            Resumed::Again => None,
+            Resumed::End(error) => {
                 self.ended = true;
-                return None;
-            }
-            match self.receive().await {
-                Received::Delivery(delivery, acks) => {
-                    if let Some(delivery) = self.dispatch(delivery, acks).await {
-                        return Some(Ok(delivery));
-                    }
-                }
-                Received::Nothing => {}
-                Received::End(error) => {
-                    self.ended = true;
-                    return error.map(Err);
-                }
+                Some(error.map(Err))
             }
         }
     }
@@ -207,5 +231,61 @@ impl Consumer {
     async fn back_off(&mut self) {
         tokio::time::sleep(self.pause).await;
         self.pause = (self.pause * 2).min(RESUME_PAUSE_MAX);
+    }
+}
+
+/// What the stream gives next: a delivery, an error, or its end.
+type Item = Option<Result<Box<dyn Delivery>, Error>>;
+
+/// What the consumer must wait for before its next delivery.
+enum Wait {
+    /// A delivery's errand.
+    Errand(Box<Errand>),
+    /// Starting the consumer again.
+    Restart,
+    /// Its loss: the consumer failed.
+    Lost(Option<Live>, lapin::Error),
+    /// Its end: the broker cancelled it, or its channel closed.
+    Cancelled(Option<Live>),
+}
+
+/// A consumer's deliveries as a stream. A job due now comes out of the
+/// poll that received it; a wait (a restart, an errand) runs as a future of
+/// its own that has the consumer until it ends.
+struct Deliveries {
+    consumer: Option<Box<Consumer>>,
+    waiting: Option<BoxFuture<'static, (Box<Consumer>, Option<Item>)>>,
+}
+
+impl Stream for Deliveries {
+    type Item = Result<Box<dyn Delivery>, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(waiting) = this.waiting.as_mut() {
+                let (consumer, item) = ready!(waiting.as_mut().poll(cx));
+                this.waiting = None;
+                this.consumer = Some(consumer);
+                if let Some(item) = item {
+                    return Poll::Ready(item);
+                }
+            }
+            let Some(consumer) = this.consumer.as_mut() else {
+                return Poll::Ready(None);
+            };
+            match ready!(consumer.poll_next_delivery(cx)) {
+                Ok(item) => return Poll::Ready(item),
+                Err(wait) => {
+                    let Some(mut consumer) = this.consumer.take() else {
+                        return Poll::Ready(None);
+                    };
+                    this.waiting = Some(Box::pin(async move {
+                        let item = consumer.wait(wait).await;
+                        (consumer, item)
+                    }));
+                }
+            }
+        }
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
-use queuey_core::{Disposition, Error};
+use queuey_core::Error;
 use tokio::sync::watch;
 
 use super::Consumer;
@@ -105,9 +105,7 @@ impl Consumer {
                 Ok(()) => {
                     while let Some((delivery, acks)) = live.buffered(bound).await {
                         if let Some(delivery) = self.dispatch(delivery, acks).await {
-                            handing_back.push(Box::pin(async move {
-                                delivery.settle(Disposition::Requeue).await
-                            }));
+                            handing_back.push(hand_back(delivery));
                         }
                     }
                 }

@@ -384,7 +384,7 @@ mod tests {
             let mut open = Open::default();
             let mut model: BTreeMap<u64, State> = BTreeMap::new();
             let mut next = 1;
-            let mut check = |open: &mut Open, model: &mut BTreeMap<u64, State>| {
+            let check = |open: &mut Open, model: &mut BTreeMap<u64, State>| {
                 for frame in open.round() {
                     let covered: Vec<u64> = if frame.multiple {
                         model.range(..=frame.tag).filter(|(_, s)| **s != State::Acked && **s != State::Elsewhere).map(|(t, _)| *t).collect()
