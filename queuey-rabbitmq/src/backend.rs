@@ -202,12 +202,21 @@ impl RabbitMqBackend {
     /// and every later call fails with [`Error::ShutDown`]. Closing twice
     /// is a no-op.
     pub async fn close(&self) -> Result<(), Error> {
-        let retiring = self.inner.retirements.finished();
-        let _ = tokio::time::timeout(self.inner.options.call_timeout, retiring).await;
+        self.finish_settles().await;
         self.inner.watch.stop();
         self.inner.outbox.close();
         self.inner.requests.close().await;
         self.inner.link.close().await
+    }
+}
+
+impl RabbitMqBackend {
+    /// Waits, up to the call bound, for the settles under way on the
+    /// backend's own tasks: acknowledgements its writers have yet to send,
+    /// deliveries of dropped streams being handed back.
+    async fn finish_settles(&self) {
+        let retiring = self.inner.retirements.finished();
+        let _ = tokio::time::timeout(self.inner.options.call_timeout, retiring).await;
     }
 }
 
@@ -331,6 +340,10 @@ impl Backend for RabbitMqBackend {
     /// two seconds of slack) and not their last.
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
         Box::pin(self.inner.heartbeats.workers())
+    }
+
+    fn flush(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.finish_settles())
     }
 }
 

@@ -239,3 +239,74 @@ async fn the_worker_keeps_running_when_the_connection_drops() {
     handle.shutdown();
     within("run", running).await.unwrap().expect("a clean stop");
 }
+
+scenario!(BusyQueues, BusyJob, "busy", |c| c.prefetch(200));
+
+/// A job's acknowledgement is handed to its channel's writer and the job
+/// ends before it is sent; `run` returns only once every one is out, so a
+/// process that stops right after it (its runtime gone, its backend never
+/// closed) leaves none of its jobs to be delivered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_returns_with_every_acknowledgement_sent() {
+    let broker = broker!("run_returns_with_every_acknowledgement_sent");
+    let q = BusyQueues::Work.name();
+    for name in [q, &format!("{q}.dead")] {
+        broker.track(name);
+    }
+    const JOBS: u64 = 2_000;
+    // The worker's process: a runtime of its own, shut down the moment
+    // `run` returns, which ends every task it had and drops the connection.
+    let process = async {
+        let backend = backend(&broker, "busy", RabbitMqOptions::default()).await;
+        let producer = Producer::<BusyQueues, _>::new(backend.clone())
+            .await
+            .unwrap();
+        let jobs: Vec<BusyJob> = (0..JOBS as u32).map(|n| BusyJob { n }).collect();
+        for enqueued in producer.enqueue_batch(&jobs).await {
+            enqueued.unwrap();
+        }
+        let worker = Worker::<BusyQueues, _>::builder(backend.clone())
+            .concurrency(200)
+            .handler(handler_fn(|_: BusyJob, _: JobContext| async {
+                Ok::<(), JobError>(())
+            }))
+            .build()
+            .await
+            .expect("built");
+        let handle = worker.handle();
+        let running = tokio::spawn(worker.run());
+        wait_for("every job settled", || handle.jobs_settled() == JOBS).await;
+        handle.shutdown();
+        within("run", running).await.unwrap().unwrap();
+        handle.settle_failures()
+    };
+    let settle_failures = tokio::task::block_in_place(|| {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let runtime = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    let failures = runtime.block_on(process);
+                    runtime.shutdown_background();
+                    failures
+                })
+                .join()
+                .unwrap()
+        })
+    });
+    assert_eq!(settle_failures, 0);
+    within("the connection to go", async {
+        loop {
+            let (ready, unacked) = broker.ready_and_unacked(q).await.unwrap_or_default();
+            assert_eq!(ready, 0, "jobs came back to the queue");
+            if unacked == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}

@@ -262,6 +262,19 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
             ),
         ))))
     }
+
+    /// Resolves once the settles this backend took on and finishes on its
+    /// own are out: acknowledgements a [`Delivery::settle`] handed to a
+    /// writer and returned before they were sent, deliveries of a dropped
+    /// stream being handed back. A worker waits for it once its jobs have
+    /// ended, so that `run` returns with every job it settled sent to the
+    /// broker. Bounded by the backend's own call bound; never an error.
+    ///
+    /// The default resolves at once: the backend finishes every settle
+    /// before `settle` returns.
+    fn flush(&self) -> BoxFuture<'_, ()> {
+        Box::pin(futures::future::ready(()))
+    }
 }
 
 /// One delivered job, to be settled exactly once.
@@ -363,6 +376,10 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
         (**self).workers()
+    }
+
+    fn flush(&self) -> BoxFuture<'_, ()> {
+        (**self).flush()
     }
 }
 

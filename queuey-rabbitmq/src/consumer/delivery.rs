@@ -71,9 +71,9 @@ impl RabbitMqDelivery {
 
     /// Acknowledges through the channel's writer, which may cover this
     /// delivery with a multiple acknowledgement.
-    async fn ack_now(&self) -> Result<(), Error> {
+    fn ack_now(&self) -> Result<(), Error> {
         self.settled.store(true, Ordering::Relaxed);
-        self.settler.ack().await
+        self.settler.ack()
     }
 
     /// The configuration of the work queue, as declared through this
@@ -103,7 +103,7 @@ impl RabbitMqDelivery {
         );
         let config = self.config();
         match self.outbox.hand_back(copy, &config, origin.suspect).await {
-            Ok(()) => self.settler.ack().await,
+            Ok(()) => self.settler.ack(),
             Err(error) => {
                 tracing::warn!(
                     queue = %origin.queue,
@@ -143,7 +143,7 @@ impl RabbitMqDelivery {
             self.around.rebuild(&self.envelope),
         );
         self.outbox.dead_letter(letter, &self.config()).await?;
-        self.ack_now().await
+        self.ack_now()
     }
 }
 
@@ -202,10 +202,10 @@ impl Delivery for RabbitMqDelivery {
         // most common, does not carry (nor copy) the room the publishing
         // plans need.
         match disposition.plan(&self.envelope, self.queue()) {
-            Plan::Ack => Box::pin(async move { self.ack_now().await }),
+            Plan::Ack => Box::pin(std::future::ready(self.ack_now())),
             Plan::Hold { next, delay, kind } => Box::pin(async move {
                 self.outbox.hold(&next, delay, kind).await?;
-                self.ack_now().await
+                self.ack_now()
             }),
             Plan::DeadLetter { reason } => {
                 Box::pin(async move { self.dead_letter_now(reason).await })

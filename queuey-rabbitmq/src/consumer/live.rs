@@ -1,6 +1,7 @@
 //! A consumer on one connection: starting it, and restoring it when its
 //! connection dies or the broker cancels it.
 
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -115,7 +116,12 @@ impl Consumer {
                     .await
                     .map_err(fail)?;
                 Ok(Live {
-                    acks: Acks::start(channel, options.call_timeout),
+                    acks: Acks::start(
+                        channel,
+                        Arc::clone(&self.consumed),
+                        options.call_timeout,
+                        Arc::clone(&self.retirements),
+                    ),
                     consumer,
                     tag,
                     generation: current.generation,

@@ -65,7 +65,7 @@ impl Consumer {
         );
         let dead = letter.queue.clone();
         match self.outbox.dead_letter(letter, &self.config).await {
-            Ok(()) => match settler.ack().await {
+            Ok(()) => match settler.ack() {
                 Ok(()) => {
                     tracing::info!(queue, dead_letter_queue = %dead, "malformed message moved to the dead-letter queue")
                 }

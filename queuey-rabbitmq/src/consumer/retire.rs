@@ -70,10 +70,10 @@ pub(crate) struct Retirements {
 }
 
 /// One retirement under way; it ends when dropped.
-struct UnderWay(Arc<Retirements>);
+pub(crate) struct UnderWay(Arc<Retirements>);
 
 impl Retirements {
-    fn begin(self: &Arc<Self>) -> UnderWay {
+    pub(crate) fn begin(self: &Arc<Self>) -> UnderWay {
         self.under_way.send_modify(|n| *n += 1);
         UnderWay(Arc::clone(self))
     }

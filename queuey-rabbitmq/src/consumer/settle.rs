@@ -11,7 +11,7 @@ use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
 use queuey_core::{BackendError, BackendErrorKind, Error};
 
-use super::acks::{Acks, Answer};
+use super::acks::Acks;
 use crate::bound;
 use crate::error::Failure;
 use crate::options::REQUEUE_DELAY;
@@ -66,18 +66,15 @@ impl Settler {
     }
 
     /// Acknowledges through the channel's writer, which may cover the
-    /// delivery with a multiple acknowledgement (see [`Acks`]) and answers
-    /// within the call bound.
-    pub(crate) async fn ack(&self) -> Result<(), Error> {
+    /// delivery with a multiple acknowledgement (see [`Acks`]): handed to
+    /// it, the acknowledgement is under way, and this returns at once.
+    pub(crate) fn ack(&self) -> Result<(), Error> {
         let what = Settling {
             verb: "acknowledging",
             tag: self.tag,
             queue: &self.queue,
         };
-        match self.acks.ack(self.tag).await {
-            Answer::Acked(result) => self.outcome(&what, result),
-            Answer::TimedOut => Err(bound::timed_out(&what, self.bound)),
-        }
+        self.outcome(&what, self.acks.ack(self.tag))
     }
 
     /// Acknowledges with the delivery's own acker, past the writer.

@@ -550,6 +550,9 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         // The schedules stop with the consumers, giving up their leases.
         while schedules.join_next().await.is_some() {}
         drain(&shared, concurrency, shutdown_timeout).await;
+        // The jobs have ended; what the backend still sends for them goes
+        // out before `run` returns.
+        backend.flush().await;
         beats.abort_all();
         heartbeat::last(&*backend, &identity, &handle.inner, &ledger).await;
         match first_error {

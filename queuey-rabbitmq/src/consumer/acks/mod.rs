@@ -27,41 +27,39 @@
 //! open one (always, at a prefetch of 1) is acknowledged by its job's own
 //! task while the writer is idle, without the hop through the writer.
 //!
-//! No job waits for its answer longer than the call bound: a round whose
-//! sends outlive it answers its jobs, and every job waiting for the next
-//! round, `TimedOut` (their acknowledgements still go out, with the next
-//! round). One timer a round bounds them all, where a timer a job would
-//! cost each acknowledgement its own.
+//! A job does not wait for its round: once its acknowledgement is handed
+//! to the writer (or queued on the connection) it is done, and its task
+//! ends without being woken again. What a job hears is what is known when
+//! it asks: a channel already closed is a failure (nothing is sent, and the
+//! broker delivers the job again); a channel that closes before the round
+//! goes out loses that round's acknowledgements, which the writer logs and
+//! counts, and the broker delivers those jobs again too. Until every
+//! acknowledgement handed to it is sent, a writer counts as a retirement
+//! under way, so closing the backend waits for them.
 
 mod open;
 
 use std::fmt;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use lapin::Channel;
 use lapin::options::BasicAckOptions;
-use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::sync::{Notify, mpsc};
 
+use super::retire::{Retirements, UnderWay};
 use crate::error::never_sent;
-use open::{Asked, Frame, Open};
+use open::Open;
 
 /// The outcome of an acknowledgement, as lapin gives it: `Ok(false)` when
 /// the channel closed before it could be sent.
 pub(crate) type Acked = lapin::Result<bool>;
 
-/// What a job asking for its acknowledgement hears.
-#[derive(Debug)]
-pub(crate) enum Answer {
-    /// The acknowledgement's outcome.
-    Acked(Acked),
-    /// No outcome within the call bound; the acknowledgement may still go
-    /// out.
-    TimedOut,
-}
+/// Counter: acknowledgements handed to a channel's writer that could not be
+/// sent (the channel closed first); the broker delivers those jobs again.
+pub(crate) const ACKS_LOST_TOTAL: &str = "queuey_rabbitmq_acks_lost_total";
 
 /// The writer of one consumer channel's acknowledgements. Cheap to clone:
 /// every delivery of the channel holds one.
@@ -77,18 +75,26 @@ struct AckChannel {
     /// The consumer's channel, which every acknowledgement goes out on. The
     /// writer and every handle keep it open.
     channel: Channel,
+    /// The queue consumed, for the writer's logs and counters.
+    queue: Arc<str>,
     state: Mutex<State>,
     /// Wakes the writer when an acknowledgement is asked for while it is
     /// idle.
     wake: Notify,
-    /// The longest a job waits for its answer.
+    /// The longest the writer waits for a round's sends.
     bound: Duration,
+    /// Where the writer counts as a retirement while it has
+    /// acknowledgements to send.
+    retirements: Arc<Retirements>,
 }
 
 struct State {
     open: Open,
     /// The writer took a round and has not had all its answers yet.
     busy: bool,
+    /// Held from the first acknowledgement handed over until the writer
+    /// has sent every one: closing the backend waits for it.
+    sending: Option<UnderWay>,
 }
 
 impl AckChannel {
@@ -98,19 +104,27 @@ impl AckChannel {
 }
 
 impl Acks {
-    /// Starts the writer of a fresh consumer channel, whose jobs wait at
-    /// most `bound` for their answers. It ends when the channel's consumer
-    /// and every delivery from it are gone. Must be called inside a tokio
-    /// runtime.
-    pub(crate) fn start(channel: Channel, bound: Duration) -> Acks {
+    /// Starts the writer of a fresh consumer channel of `queue`, whose
+    /// rounds wait at most `bound` for their sends. It ends when the
+    /// channel's consumer and every delivery from it are gone. Must be
+    /// called inside a tokio runtime.
+    pub(crate) fn start(
+        channel: Channel,
+        queue: Arc<str>,
+        bound: Duration,
+        retirements: Arc<Retirements>,
+    ) -> Acks {
         let shared = Arc::new(AckChannel {
             channel,
+            queue,
             state: Mutex::new(State {
                 open: Open::default(),
                 busy: false,
+                sending: None,
             }),
             wake: Notify::new(),
             bound,
+            retirements,
         });
         let (alive, closed) = mpsc::channel(1);
         tokio::spawn(write(Arc::clone(&shared), closed));
@@ -139,60 +153,43 @@ impl Acks {
         self.shared.state().open.settled(tag);
     }
 
-    /// Acknowledges a delivery. The acknowledgement is under way (handed to
-    /// the writer, or queued on the connection) as soon as this returns, so
-    /// dropping the answer does not cancel it. The answer comes within the
-    /// writer's bound.
+    /// Acknowledges a delivery: hands the acknowledgement to the writer,
+    /// which sends it with its next round, and returns at once. `Ok(false)`
+    /// when the channel is closed already: nothing was sent.
     ///
     /// A delivery that is the channel's only open one, while the writer is
-    /// idle, has nothing to share an acknowledgement with: it is
-    /// acknowledged here, sparing a prefetch-1 consumer the writer's hop.
-    /// Its frame is queued before the state is released, so no later
-    /// multiple acknowledgement can overtake it.
-    pub(crate) fn ack(&self, tag: u64) -> impl Future<Output = Answer> + use<> {
-        let mut state = self.shared.state();
-        let path = if !state.busy && state.open.is_only(tag) {
-            state.open.settled(tag);
-            let shared = Arc::clone(&self.shared);
-            let mut sending: Pin<Box<dyn Future<Output = Acked> + Send>> =
-                Box::pin(async move { ack(&shared.channel, tag, false).await });
-            // The first poll queues the frame; a no-op waker will do, the
-            // answer is awaited (and the waker registered) below.
-            let first = sending
-                .as_mut()
-                .poll(&mut Context::from_waker(Waker::noop()));
-            drop(state);
-            match first {
-                Poll::Ready(acked) => Path::Done(acked),
-                Poll::Pending => Path::Direct(sending),
-            }
-        } else {
-            let (reply, answer) = oneshot::channel();
-            state.open.ask(Asked {
-                tag,
-                reply: Some(reply),
-            });
-            let idle = !state.busy;
-            drop(state);
-            if idle {
-                self.shared.wake.notify_one();
-            }
-            Path::Queued(answer)
-        };
-        let bound = self.shared.bound;
-        async move {
-            match path {
-                Path::Done(acked) => Answer::Acked(acked),
-                Path::Direct(sending) => match tokio::time::timeout(bound, sending).await {
-                    Ok(acked) => Answer::Acked(acked),
-                    Err(_) => Answer::TimedOut,
-                },
-                // The writer dropped the request: it ended without sending
-                // it (the runtime is shutting down); the broker delivers
-                // the job again once the channel closes.
-                Path::Queued(answer) => answer.await.unwrap_or(Answer::Acked(Ok(false))),
-            }
+    /// idle, has nothing to share an acknowledgement with: its frame is
+    /// queued on the connection here, sparing a prefetch-1 consumer the
+    /// writer's hop, before the state is released, so no later multiple
+    /// acknowledgement can overtake it.
+    pub(crate) fn ack(&self, tag: u64) -> Acked {
+        if !self.shared.channel.status().connected() {
+            return Ok(false);
         }
+        let mut state = self.shared.state();
+        if !state.busy && state.open.is_only(tag) {
+            state.open.settled(tag);
+            let mut sending = std::pin::pin!(ack(&self.shared.channel, tag, false));
+            // The first poll queues the frame; its being written is not
+            // waited for.
+            return match sending
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                Poll::Ready(acked) => acked,
+                Poll::Pending => Ok(true),
+            };
+        }
+        state.open.ask(tag);
+        if state.sending.is_none() {
+            state.sending = Some(self.shared.retirements.begin());
+        }
+        let idle = !state.busy;
+        drop(state);
+        if idle {
+            self.shared.wake.notify_one();
+        }
+        Ok(true)
     }
 }
 
@@ -202,24 +199,25 @@ impl fmt::Debug for Acks {
     }
 }
 
-/// Where an acknowledgement went.
-enum Path {
-    Done(Acked),
-    Direct(Pin<Box<dyn Future<Output = Acked> + Send>>),
-    Queued(oneshot::Receiver<Answer>),
-}
-
-/// The writer's loop: send a round of what was asked, wait for its
-/// answers (up to the bound), repeat; sleep while nothing is asked.
+/// The writer's loop: send a round of what was asked, wait for its sends
+/// (up to the bound), repeat; sleep while nothing is asked.
 async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
     let mut closing = false;
     loop {
-        let round = {
+        let (round, done) = {
             let mut state = shared.state();
             let round = state.open.round();
             state.busy = !round.is_empty();
-            round
+            // Nothing left to send: the writer stops counting as under way
+            // (the token is dropped outside the lock).
+            let done = if round.is_empty() {
+                state.sending.take()
+            } else {
+                None
+            };
+            (round, done)
         };
+        drop(done);
         if round.is_empty() {
             if closing {
                 return;
@@ -239,29 +237,37 @@ async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
             .iter()
             .map(|frame| ack(&shared.channel, frame.tag, frame.multiple));
         let sent = tokio::time::timeout(shared.bound, futures::future::join_all(sends)).await;
-        match sent {
-            Ok(outcomes) => {
-                for (frame, acked) in round.into_iter().zip(outcomes) {
-                    frame.answer(|| Answer::Acked(acked.clone()));
-                }
-            }
-            Err(_) => {
-                for frame in round {
-                    frame.answer(|| Answer::TimedOut);
-                }
-                shared.state().open.time_out_waiting();
+        if let Ok(outcomes) = sent {
+            let lost: usize = round
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, acked)| !matches!(acked, Ok(true)))
+                .map(|(frame, _)| frame.jobs)
+                .sum();
+            if lost > 0 {
+                let error = outcomes.iter().find_map(|acked| acked.as_ref().err());
+                lost_acks(&shared.queue, lost, error);
             }
         }
     }
 }
 
-impl Frame {
-    /// Answers every job the acknowledgement covers.
-    fn answer(self, answer: impl Fn() -> Answer) {
-        for reply in self.replies {
-            // The job may have gone.
-            let _ = reply.send(answer());
-        }
+/// Says that acknowledgements handed to the writer could not be sent.
+fn lost_acks(queue: &str, lost: usize, error: Option<&lapin::Error>) {
+    metrics::counter!(ACKS_LOST_TOTAL, "queue" => queue.to_owned()).increment(lost as u64);
+    match error {
+        Some(error) => tracing::warn!(
+            queue,
+            jobs = lost,
+            %error,
+            "could not acknowledge finished jobs; the broker delivers them again"
+        ),
+        None => tracing::warn!(
+            queue,
+            jobs = lost,
+            "could not acknowledge finished jobs: their channel closed first (the connection \
+             they came on is gone); the broker delivers them again"
+        ),
     }
 }
 

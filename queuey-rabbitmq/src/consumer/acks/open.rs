@@ -3,24 +3,13 @@
 
 use std::collections::VecDeque;
 
-use tokio::sync::oneshot;
-
-use super::Answer;
-
-/// A job's request for its acknowledgement.
-pub(super) struct Asked {
-    pub(super) tag: u64,
-    /// Where the answer goes; taken once the job stopped waiting (see
-    /// [`Open::time_out_waiting`]), while its acknowledgement still goes out.
-    pub(super) reply: Option<oneshot::Sender<Answer>>,
-}
-
 /// Where one delivery tag stands.
+#[derive(Clone, Copy, PartialEq)]
 enum Slot {
     /// Received, its job not done yet: no acknowledgement may cover it.
     Working,
     /// Its job asked for its acknowledgement.
-    Asked(Asked),
+    Asked,
     /// Settled (or never received on this channel): a multiple
     /// acknowledgement may pass over it.
     Closed,
@@ -42,7 +31,7 @@ pub(super) struct Open {
     asked: usize,
     /// Acknowledgements of deliveries the writer did not know (none, unless
     /// a delivery was recorded on another writer): sent on their own.
-    strays: Vec<Asked>,
+    strays: Vec<u64>,
 }
 
 impl Open {
@@ -63,15 +52,18 @@ impl Open {
         while self.slots.len() <= index {
             self.slots.push_back(Slot::Closed);
         }
-        if matches!(self.slots[index], Slot::Closed) {
+        if self.slots[index] == Slot::Closed {
             self.open += 1;
+        }
+        if self.slots[index] == Slot::Asked {
+            self.asked -= 1;
         }
         self.slots[index] = Slot::Working;
     }
 
     /// Whether `tag` is the one open delivery, and nothing was asked.
     pub(super) fn is_only(&self, tag: u64) -> bool {
-        self.asked == 0 && self.open == 1 && matches!(self.slot(tag), Some(Slot::Working))
+        self.asked == 0 && self.open == 1 && self.slot(tag) == Some(Slot::Working)
     }
 
     pub(super) fn settled(&mut self, tag: u64) {
@@ -80,7 +72,7 @@ impl Open {
                 Slot::Working => self.open -= 1,
                 // Cannot happen (a delivery is settled once); keep the
                 // counts right if it does.
-                Slot::Asked(_) => {
+                Slot::Asked => {
                     self.open -= 1;
                     self.asked -= 1;
                 }
@@ -90,14 +82,14 @@ impl Open {
         }
     }
 
-    pub(super) fn ask(&mut self, asked: Asked) {
-        match self.slot_mut(asked.tag) {
+    pub(super) fn ask(&mut self, tag: u64) {
+        match self.slot_mut(tag) {
             Some(slot @ Slot::Working) => {
-                *slot = Slot::Asked(asked);
+                *slot = Slot::Asked;
                 self.asked += 1;
             }
-            Some(Slot::Asked(already)) => *already = asked,
-            Some(Slot::Closed) | None => self.strays.push(asked),
+            Some(Slot::Asked) => {}
+            Some(Slot::Closed) | None => self.strays.push(tag),
         }
     }
 
@@ -105,38 +97,35 @@ impl Open {
     pub(super) fn round(&mut self) -> Vec<Frame> {
         let mut round = Vec::new();
         // The run from the lowest open delivery, over the settled ones.
-        let mut run = Vec::new();
-        while let Some(slot) = self.slots.front_mut() {
-            match std::mem::replace(slot, Slot::Closed) {
-                Slot::Asked(asked) => run.push(asked),
-                Slot::Closed => {}
-                Slot::Working => {
-                    *slot = Slot::Working;
-                    break;
+        let mut run = 0;
+        let mut last = 0;
+        while let Some(&slot) = self.slots.front() {
+            match slot {
+                Slot::Asked => {
+                    run += 1;
+                    last = self.first;
                 }
+                Slot::Closed => {}
+                Slot::Working => break,
             }
             self.slots.pop_front();
             self.first += 1;
         }
-        self.asked -= run.len();
-        self.open -= run.len();
-        if let Some(last) = run.pop() {
-            let multiple = !run.is_empty();
-            let mut replies: Vec<_> = run.into_iter().filter_map(|asked| asked.reply).collect();
-            replies.extend(last.reply);
+        self.asked -= run;
+        self.open -= run;
+        if run > 0 {
             round.push(Frame {
-                tag: last.tag,
-                multiple,
-                replies,
+                tag: last,
+                multiple: run > 1,
+                jobs: run,
             });
         }
         // Everything else that asked, behind a delivery still at work.
         if self.asked > 0 {
-            for slot in &mut self.slots {
-                if let Slot::Asked(_) = slot
-                    && let Slot::Asked(asked) = std::mem::replace(slot, Slot::Closed)
-                {
-                    round.push(Frame::one(asked));
+            for (tag, slot) in (self.first..).zip(self.slots.iter_mut()) {
+                if *slot == Slot::Asked {
+                    *slot = Slot::Closed;
+                    round.push(Frame::one(tag));
                 }
             }
             self.open -= self.asked;
@@ -146,33 +135,16 @@ impl Open {
         round
     }
 
-    /// Answers every job still waiting for a round with `TimedOut`: the
-    /// round under way outlived the bound, and theirs would only start
-    /// after it. Their acknowledgements stay asked for, and go out with
-    /// the next round.
-    pub(super) fn time_out_waiting(&mut self) {
-        let waiting = self.slots.iter_mut().filter_map(|slot| match slot {
-            Slot::Asked(asked) => Some(asked),
-            _ => None,
-        });
-        for asked in waiting.chain(self.strays.iter_mut()) {
-            if let Some(reply) = asked.reply.take() {
-                // The job may have gone.
-                let _ = reply.send(Answer::TimedOut);
-            }
-        }
-    }
-
     /// Where `tag` is in `slots`, if at or after the first.
     fn index(&self, tag: u64) -> usize {
         usize::try_from(tag - self.first).unwrap_or(usize::MAX)
     }
 
-    fn slot(&self, tag: u64) -> Option<&Slot> {
+    fn slot(&self, tag: u64) -> Option<Slot> {
         if tag < self.first {
             return None;
         }
-        self.slots.get(self.index(tag))
+        self.slots.get(self.index(tag)).copied()
     }
 
     fn slot_mut(&mut self, tag: u64) -> Option<&mut Slot> {
@@ -192,19 +164,19 @@ impl Open {
     }
 }
 
-/// One `basic.ack`, and the jobs it answers.
+/// One `basic.ack`, and how many jobs it acknowledges.
 pub(super) struct Frame {
     pub(super) tag: u64,
     pub(super) multiple: bool,
-    pub(super) replies: Vec<oneshot::Sender<Answer>>,
+    pub(super) jobs: usize,
 }
 
 impl Frame {
-    fn one(asked: Asked) -> Self {
+    fn one(tag: u64) -> Self {
         Frame {
-            tag: asked.tag,
+            tag,
             multiple: false,
-            replies: asked.reply.into_iter().collect(),
+            jobs: 1,
         }
     }
 }
@@ -233,20 +205,15 @@ mod tests {
         open
     }
 
-    fn ask(open: &mut Open, tag: u64) -> oneshot::Receiver<Answer> {
-        let (reply, answer) = oneshot::channel();
-        open.ask(Asked {
-            tag,
-            reply: Some(reply),
-        });
-        answer
+    fn ask(open: &mut Open, tag: u64) {
+        open.ask(tag);
     }
 
     /// A round as (tag acknowledged, multiple, jobs answered).
     fn round(open: &mut Open) -> Vec<(u64, bool, usize)> {
         open.round()
             .into_iter()
-            .map(|send| (send.tag, send.multiple, send.replies.len()))
+            .map(|send| (send.tag, send.multiple, send.jobs))
             .collect()
     }
 
@@ -317,38 +284,6 @@ mod tests {
         assert_eq!(open.open_tags(), [1]);
     }
 
-    #[tokio::test]
-    async fn every_job_of_a_run_gets_the_answer_of_its_ack() {
-        let mut open = open(1..=3);
-        let answers: Vec<_> = (1..=3).map(|tag| ask(&mut open, tag)).collect();
-        for send in open.round() {
-            for reply in send.replies {
-                reply.send(Answer::Acked(Ok(true))).unwrap();
-            }
-        }
-        for answer in answers {
-            assert!(matches!(answer.await.unwrap(), Answer::Acked(Ok(true))));
-        }
-    }
-
-    #[tokio::test]
-    async fn jobs_waiting_for_a_round_are_timed_out_and_their_acks_still_go() {
-        let mut open = open(1..=3);
-        let first = ask(&mut open, 1);
-        // The round under way takes 1; 2 and 3 ask while it is stuck.
-        let under_way = open.round();
-        let waiting: Vec<_> = [2, 3].map(|tag| ask(&mut open, tag)).into();
-        open.time_out_waiting();
-        for answer in waiting {
-            assert!(matches!(answer.await.unwrap(), Answer::TimedOut));
-        }
-        // Still asked for: the next round acknowledges them, answering
-        // nobody.
-        assert_eq!(round(&mut open), [(3, true, 0)]);
-        drop(under_way);
-        assert!(first.await.is_err(), "dropped unanswered with its round");
-    }
-
     /// What a channel does to its deliveries, in any order.
     #[derive(Debug, Clone)]
     enum Step {
@@ -413,7 +348,7 @@ mod tests {
                     }
                     Step::Ask(n) if !live.is_empty() => {
                         let tag = live[n % live.len()];
-                        open.ask(Asked { tag, reply: None });
+                        open.ask(tag);
                         model.insert(tag, State::Asked);
                     }
                     Step::SettleElsewhere(n) if !live.is_empty() => {
