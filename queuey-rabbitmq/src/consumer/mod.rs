@@ -14,6 +14,7 @@ mod guard;
 mod live;
 mod malformed;
 mod retire;
+mod retirements;
 mod route;
 mod settle;
 mod tag;
@@ -35,7 +36,7 @@ use crate::topology;
 use delivery::RabbitMqDelivery;
 use dispatch::Errand;
 use live::{Live, Received, Resumed};
-pub(crate) use retire::Retirements;
+pub(crate) use retirements::Retirements;
 
 /// Starts a consumer of `config`'s queue on a channel of its own, with
 /// `basic_qos(prefetch, global = false)` set before `basic_consume`; with

@@ -8,16 +8,13 @@
 //! then. Without a runtime to run on (the process is exiting), nothing is
 //! done and the broker requeues the consumer's deliveries when its channel
 //! closes, marked redelivered. Closing the backend waits (within the call
-//! bound) for the retirements under way ([`Retirements`]), so a worker
+//! bound) for the retirements under way ([`Retirements`](super::retirements::Retirements)), so a worker
 //! that stops and then closes its backend hands everything back first.
-
-use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use futures::stream::FuturesUnordered;
 use queuey_core::Error;
-use tokio::sync::watch;
 
 use super::Consumer;
 use super::delivery::RabbitMqDelivery;
@@ -60,34 +57,6 @@ impl Drop for Consumer {
             retiring.retire(parked).await;
             drop(under_way);
         });
-    }
-}
-
-/// How many consumers of a backend are being retired.
-#[derive(Debug, Default)]
-pub(crate) struct Retirements {
-    under_way: watch::Sender<usize>,
-}
-
-/// One retirement under way; it ends when dropped.
-pub(crate) struct UnderWay(Arc<Retirements>);
-
-impl Retirements {
-    pub(crate) fn begin(self: &Arc<Self>) -> UnderWay {
-        self.under_way.send_modify(|n| *n += 1);
-        UnderWay(Arc::clone(self))
-    }
-
-    /// Resolves once no retirement is under way.
-    pub(crate) async fn finished(&self) {
-        let mut under_way = self.under_way.subscribe();
-        let _ = under_way.wait_for(|n| *n == 0).await;
-    }
-}
-
-impl Drop for UnderWay {
-    fn drop(&mut self) {
-        self.0.under_way.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
 

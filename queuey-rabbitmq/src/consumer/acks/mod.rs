@@ -49,7 +49,7 @@ use lapin::Channel;
 use lapin::options::BasicAckOptions;
 use tokio::sync::{Notify, mpsc};
 
-use super::retire::{Retirements, UnderWay};
+use super::retirements::{Retirements, UnderWay};
 use crate::error::never_sent;
 use open::Open;
 
