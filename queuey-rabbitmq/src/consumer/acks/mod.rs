@@ -23,7 +23,9 @@
 //! The writer waits for the sends of one round before the next, so the
 //! acknowledgements that arrive meanwhile make the next run longer: under
 //! load, the broker sees a few acknowledgements a round; at a trickle, each
-//! job is acknowledged on its own. A delivery that is the channel's only
+//! job is acknowledged on its own. Woken from idle by the first job of a
+//! burst, it lets the jobs already ready to run go first, so that the
+//! burst shares one round instead of waiting behind the first one's. A delivery that is the channel's only
 //! open one (always, at a prefetch of 1) is acknowledged by its job's own
 //! task while the writer is idle, without the hop through the writer.
 //!
@@ -224,7 +226,11 @@ async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
             }
             tokio::select! {
                 biased;
-                () = shared.wake.notified() => {}
+                () = shared.wake.notified() => {
+                    // Woken by the first job of a burst: the others that
+                    // are ready to run ask first, and share its round.
+                    tokio::task::yield_now().await;
+                }
                 // No message is ever sent: this answers when every handle
                 // is gone. One more round sends what they left.
                 _ = closed.recv() => closing = true,
