@@ -26,8 +26,8 @@
 //! job is acknowledged on its own. Woken from idle by the first job of a
 //! burst, it lets the jobs already ready to run go first, so that the
 //! burst shares one round instead of waiting behind the first one's. A
-//! delivery that is the channel's only open one (always, at a prefetch of
-//! 1) is acknowledged by its job's own task while the writer is idle,
+//! delivery that is the channel's only open one (always, at a prefetch
+//! of 1) is acknowledged by its job's own task while the writer is idle,
 //! without the hop through the writer.
 //!
 //! A job does not wait for its round: once its acknowledgement is handed
