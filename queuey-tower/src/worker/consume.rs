@@ -46,7 +46,7 @@ pub(crate) struct QueueRoutes {
 /// What every queue loop of one worker shares.
 pub(crate) struct WorkerShared {
     pub(crate) permits: Arc<Semaphore>,
-    pub(crate) jobs: JobTasks,
+    pub(crate) jobs: JobTasks<Started>,
     pub(crate) handle: Arc<HandleInner>,
     pub(crate) classifier: SharedClassifier,
     pub(crate) unique_keys: Option<super::unique::UniqueKeys>,
@@ -357,20 +357,30 @@ fn start(
         )),
         _ => None,
     };
-    let job = run_job(
-        Started {
-            delivery,
-            job: started,
-            queue: Arc::clone(&queue.queue),
-            reply,
-            cancel,
-            running,
-            settling: Arc::clone(&queue.settling),
-        },
-        Arc::clone(shared),
+    let job = Started {
+        delivery,
+        job: started,
+        queue: Arc::clone(&queue.queue),
+        reply,
+        cancel,
+        running,
+        settling: Arc::clone(&queue.settling),
         permit,
-    );
-    shared.jobs.spawn(job);
+    };
+    shared.jobs.start(job, || {
+        // A runner does not keep the worker alive: it holds the worker's
+        // shared state only while it runs a job. (A job handed over after
+        // the worker is gone is dropped unsettled: the broker keeps it.)
+        let shared = Arc::downgrade(shared);
+        move |job| {
+            let shared = shared.upgrade();
+            async move {
+                if let Some(shared) = shared {
+                    run_job(job, shared).await;
+                }
+            }
+        }
+    });
 }
 
 /// Waits for `future`, unless shutdown is requested or the backend reports

@@ -33,6 +33,8 @@ pub(crate) struct Started {
     pub(crate) running: Option<u64>,
     /// Its queue's [`JOBS_SETTLING`] gauge ([`settling_key`]).
     pub(crate) settling: Arc<Key>,
+    /// The job's concurrency slot, held until it is settled.
+    pub(crate) permit: OwnedSemaphorePermit,
 }
 
 /// What `metrics::gauge!` would give the settling gauge here.
@@ -50,11 +52,7 @@ pub(crate) fn settling_key(queue: &Arc<str>) -> Key {
 /// is deferred, anything else dead-lettered, never dropped. Every dead
 /// letter is logged once, at WARN, with its reason. Once a final
 /// disposition is settled, a caller waiting for the job gets its outcome.
-pub(crate) async fn run_job(
-    started: Started,
-    shared: Arc<WorkerShared>,
-    _permit: OwnedSemaphorePermit,
-) {
+pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     let Started {
         delivery,
         job,
@@ -63,6 +61,7 @@ pub(crate) async fn run_job(
         cancel,
         running,
         settling,
+        permit: _permit,
     } = started;
     let outcome = match job {
         Ok(future) => {

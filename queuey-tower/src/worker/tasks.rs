@@ -1,62 +1,215 @@
-//! The worker's running jobs: a task each, abandoned all at once when the
-//! shutdown timeout passes.
+//! The worker's running jobs: each on a runner task of its own, runners
+//! kept and reused from job to job, and every job abandoned at once when
+//! the shutdown timeout passes.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
 
 use tokio::sync::watch;
 
-/// Spawns the jobs of one worker and abandons them on request.
+/// Runs the jobs of one worker, each on a task of its own, and abandons
+/// them on request.
 ///
-/// Each job runs on a task of its own, so jobs spread over the runtime's
-/// threads. The tasks are not collected in a set: a job holds its
-/// concurrency permit until it ends, so the worker's permits count the jobs
-/// still running and tell when all have ended. A job that went pending
-/// listens for [`abandon_all`](JobTasks::abandon_all), which drops it at
-/// its next wake-up as aborting its task would; a job that finishes without
-/// ever waiting costs nothing more.
-pub(crate) struct JobTasks {
+/// A job is handed to an idle runner when one waits, and a new runner is
+/// spawned for it otherwise, so no job ever waits behind another: there are
+/// as many runners as jobs ever ran at once (at most the worker's
+/// concurrency), and they spread over the runtime's threads as any task
+/// does. Each job is handed to one runner picked for it, the one idle
+/// last: a general channel would let a runner that is still busy take it.
+/// Handing a job over is a lock and a wake-up; spawning a task for each
+/// job (an allocation of its own, registering and retiring the task) cost
+/// more than the rest of the worker's part in a short job.
+///
+/// Idle runners end when the pool is dropped; a busy one ends once its job
+/// does. The jobs are not collected in a set: a job holds its concurrency
+/// permit until it ends, so the worker's permits count the jobs still
+/// running and tell when all have ended. A job that went pending listens
+/// for [`abandon_all`](JobTasks::abandon_all), which drops it at its next
+/// wake-up as aborting its task would (and ends its runner); a job that
+/// finishes without ever waiting costs nothing more.
+pub(crate) struct JobTasks<T> {
     abandon: watch::Sender<bool>,
+    idle: Arc<Idle<T>>,
 }
 
-impl JobTasks {
+/// The runners waiting for a job, the last one idle on top.
+struct Idle<T> {
+    runners: Mutex<IdleRunners<T>>,
+}
+
+struct IdleRunners<T> {
+    waiting: Vec<Arc<Slot<T>>>,
+    /// The pool is gone: runners end instead of waiting.
+    closed: bool,
+}
+
+/// Where one runner waits for its next job.
+struct Slot<T> {
+    state: Mutex<SlotState<T>>,
+}
+
+struct SlotState<T> {
+    handed: Handed<T>,
+    /// The runner's, while it waits.
+    waker: Option<Waker>,
+}
+
+enum Handed<T> {
+    Nothing,
+    Job(T),
+    Closed,
+}
+
+/// Locks `mutex`; a panic elsewhere while it was held leaves nothing half
+/// done here, so a poisoned lock is used as it is.
+fn lock<U>(mutex: &Mutex<U>) -> MutexGuard<'_, U> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<T: Send + 'static> JobTasks<T> {
     pub(crate) fn new() -> Self {
         JobTasks {
             abandon: watch::Sender::new(false),
+            idle: Arc::new(Idle {
+                runners: Mutex::new(IdleRunners {
+                    waiting: Vec::new(),
+                    closed: false,
+                }),
+            }),
         }
     }
 
-    /// Runs `job` on a task of its own until it ends or is abandoned.
-    pub(crate) fn spawn<F>(&self, job: F)
+    /// Runs `job` on an idle runner, or on a new one built by `runner`: a
+    /// runner calls what `runner` returns with each job it takes, and
+    /// awaits its future until it ends or is abandoned.
+    pub(crate) fn start<R, F>(&self, job: T, runner: impl FnOnce() -> R)
     where
+        R: FnMut(T) -> F + Send + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
-        let mut abandoned = self.abandon.subscribe();
-        // A job's future is large (nearly 1 KB: every await of its settle
-        // inline): boxed once here, it is not copied again into the task,
-        // nor over when the task ends.
-        let job = Box::pin(job);
-        tokio::spawn(async move {
-            tokio::select! {
-                biased;
-                () = job => {}
-                _ = abandoned.wait_for(|abandon| *abandon) => {}
+        let idle = lock(&self.idle.runners).waiting.pop();
+        match idle {
+            Some(slot) => slot.hand(Handed::Job(job)),
+            None => {
+                tokio::spawn(run(
+                    job,
+                    runner(),
+                    Arc::clone(&self.idle),
+                    self.abandon.subscribe(),
+                ));
             }
-        });
+        }
     }
+}
 
+impl<T> JobTasks<T> {
     /// Drops every running job at its next wake-up.
     pub(crate) fn abandon_all(&self) {
         self.abandon.send_replace(true);
+    }
+
+    #[cfg(test)]
+    fn idle_runners(&self) -> usize {
+        lock(&self.idle.runners).waiting.len()
+    }
+}
+
+impl<T> Drop for JobTasks<T> {
+    fn drop(&mut self) {
+        let waiting = {
+            let mut runners = lock(&self.idle.runners);
+            runners.closed = true;
+            std::mem::take(&mut runners.waiting)
+        };
+        for slot in waiting {
+            slot.hand(Handed::Closed);
+        }
+    }
+}
+
+impl<T> Slot<T> {
+    /// Gives the waiting runner `handed`, and wakes it.
+    fn hand(&self, handed: Handed<T>) {
+        let waker = {
+            let mut state = lock(&self.state);
+            state.handed = handed;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The next job handed to this runner; `None` once the pool is gone.
+    async fn next(&self) -> Option<T> {
+        poll_fn(|cx| {
+            let mut state = lock(&self.state);
+            match std::mem::replace(&mut state.handed, Handed::Nothing) {
+                Handed::Job(job) => Poll::Ready(Some(job)),
+                Handed::Closed => Poll::Ready(None),
+                Handed::Nothing => {
+                    // Registered under the lock that `hand` takes, so a
+                    // job handed after this look wakes this waker.
+                    match &mut state.waker {
+                        Some(waker) => waker.clone_from(cx.waker()),
+                        None => state.waker = Some(cx.waker().clone()),
+                    }
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// A runner: runs `job`, then every job handed to it after, until the pool
+/// is gone or its job is abandoned.
+async fn run<T, R, F>(
+    mut job: T,
+    mut runner: R,
+    idle: Arc<Idle<T>>,
+    mut abandoned: watch::Receiver<bool>,
+) where
+    R: FnMut(T) -> F,
+    F: Future<Output = ()>,
+{
+    let slot = Arc::new(Slot {
+        state: Mutex::new(SlotState {
+            handed: Handed::Nothing,
+            waker: None,
+        }),
+    });
+    loop {
+        tokio::select! {
+            biased;
+            () = runner(job) => {}
+            _ = abandoned.wait_for(|abandon| *abandon) => return,
+        }
+        {
+            let mut runners = lock(&idle.runners);
+            if runners.closed {
+                return;
+            }
+            runners.waiting.push(Arc::clone(&slot));
+        }
+        job = match slot.next().await {
+            Some(next) => next,
+            None => return,
+        };
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::future::pending;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use tokio::sync::Semaphore;
+    use tokio::sync::{Semaphore, oneshot};
 
     use super::*;
 
@@ -69,26 +222,82 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    /// A job of these tests: runs `work`, holding `held` until it ends.
+    struct TestJob {
+        held: Held,
+        work: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
+    }
+
+    impl TestJob {
+        fn new(held: &Arc<AtomicUsize>, work: impl Future<Output = ()> + Send + 'static) -> Self {
+            TestJob {
+                held: Held(Arc::clone(held)),
+                work: Box::pin(work),
+            }
+        }
+    }
+
+    /// Starts `job`, counting in `runners` the runners built.
+    fn start(tasks: &JobTasks<TestJob>, runners: &Arc<AtomicUsize>, job: TestJob) {
+        tasks.start(job, || {
+            runners.fetch_add(1, Ordering::SeqCst);
+            |job: TestJob| async move {
+                let _held = job.held;
+                job.work.await;
+            }
+        });
+    }
+
+    /// Waits until `count` reaches `at_least`, or fails the test.
+    async fn reaches(count: &AtomicUsize, at_least: usize) {
+        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+            while count.load(Ordering::SeqCst) < at_least {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "{} of {at_least} within 5 s",
+            count.load(Ordering::SeqCst)
+        );
+    }
+
+    /// Waits until `at_least` runners are idle, or fails the test.
+    async fn reaches_idle(tasks: &JobTasks<TestJob>, at_least: usize) {
+        let waited = tokio::time::timeout(Duration::from_secs(5), async {
+            while tasks.idle_runners() < at_least {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await;
+        assert!(
+            waited.is_ok(),
+            "{} of {at_least} runners idle within 5 s",
+            tasks.idle_runners()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn finished_jobs_end_and_waiting_ones_are_dropped_when_abandoned() {
         let tasks = JobTasks::new();
+        let runners = Arc::new(AtomicUsize::new(0));
         let permits = Arc::new(Semaphore::new(3));
         let dropped = Arc::new(AtomicUsize::new(0));
         let finished = Arc::new(AtomicUsize::new(0));
         for i in 0..3 {
             let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
-            let held = Held(Arc::clone(&dropped));
             let finished = Arc::clone(&finished);
-            tasks.spawn(async move {
+            let job = TestJob::new(&dropped, async move {
                 let _permit = permit;
-                let _held = held;
                 if i > 0 {
-                    std::future::pending::<()>().await;
+                    pending::<()>().await;
                 }
                 finished.fetch_add(1, Ordering::SeqCst);
             });
+            start(&tasks, &runners, job);
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        reaches(&dropped, 1).await;
         assert_eq!(finished.load(Ordering::SeqCst), 1);
         assert_eq!(permits.available_permits(), 1);
         tasks.abandon_all();
@@ -96,5 +305,84 @@ mod tests {
         assert!(all.is_ok(), "the abandoned jobs gave their permits back");
         assert_eq!(dropped.load(Ordering::SeqCst), 3);
         assert_eq!(finished.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_idle_runner_takes_the_next_job_and_a_busy_one_never_does() {
+        let tasks = JobTasks::new();
+        let runners = Arc::new(AtomicUsize::new(0));
+        let ended = Arc::new(AtomicUsize::new(0));
+        // One job after another: each finds the first runner idle.
+        for done in 1..=20 {
+            start(&tasks, &runners, TestJob::new(&ended, async {}));
+            reaches(&ended, done).await;
+            // The runner counts itself idle right after its job.
+            reaches_idle(&tasks, 1).await;
+        }
+        assert_eq!(runners.load(Ordering::SeqCst), 1, "one runner ran them all");
+
+        // That runner is now busy with a job that waits: the next job gets
+        // a runner of its own and ends while the first still waits.
+        let (release, released) = oneshot::channel::<()>();
+        start(
+            &tasks,
+            &runners,
+            TestJob::new(&ended, async move {
+                let _ = released.await;
+            }),
+        );
+        start(&tasks, &runners, TestJob::new(&ended, async {}));
+        reaches(&ended, 21).await;
+        assert_eq!(runners.load(Ordering::SeqCst), 2);
+        release.send(()).unwrap();
+        reaches(&ended, 22).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn as_many_jobs_at_once_as_started_none_behind_another() {
+        let tasks = JobTasks::new();
+        let runners = Arc::new(AtomicUsize::new(0));
+        let ended = Arc::new(AtomicUsize::new(0));
+        let waiting = Arc::new(AtomicUsize::new(0));
+        let all_in = Arc::new(tokio::sync::Barrier::new(8));
+        // Twice: the second round runs on the runners of the first.
+        for round in 1..=2 {
+            for _ in 0..8 {
+                let (all_in, waiting) = (Arc::clone(&all_in), Arc::clone(&waiting));
+                let job = TestJob::new(&ended, async move {
+                    waiting.fetch_add(1, Ordering::SeqCst);
+                    // Ends only once all eight run at the same time.
+                    all_in.wait().await;
+                });
+                start(&tasks, &runners, job);
+            }
+            reaches(&ended, 8 * round).await;
+            reaches_idle(&tasks, 8).await;
+        }
+        assert_eq!(runners.load(Ordering::SeqCst), 8);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_the_pool_ends_its_idle_runners() {
+        let tasks = JobTasks::new();
+        let runners = Arc::new(AtomicUsize::new(0));
+        let ended = Arc::new(AtomicUsize::new(0));
+        // The runner's state is dropped with the runner: it holds `gone`.
+        let gone = Arc::new(AtomicUsize::new(0));
+        let held = Held(Arc::clone(&gone));
+        tasks.start(TestJob::new(&ended, async {}), || {
+            runners.fetch_add(1, Ordering::SeqCst);
+            move |job: TestJob| {
+                let _runner_holds = &held;
+                async move {
+                    let _held = job.held;
+                    job.work.await;
+                }
+            }
+        });
+        reaches_idle(&tasks, 1).await;
+        assert_eq!(gone.load(Ordering::SeqCst), 0, "the idle runner waits");
+        drop(tasks);
+        reaches(&gone, 1).await;
     }
 }
