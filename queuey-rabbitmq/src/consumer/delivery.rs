@@ -1,8 +1,11 @@
 //! A delivered job and how it is settled.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
@@ -147,6 +150,18 @@ impl RabbitMqDelivery {
     }
 }
 
+/// The settle of a delivery whose acknowledgement was handed to the
+/// channel's writer: done already.
+struct Acked;
+
+impl Future for Acked {
+    type Output = Result<(), Error>;
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(Ok(()))
+    }
+}
+
 /// Where a delivery came from, and how it goes back there.
 #[derive(Debug)]
 pub(crate) struct Origin {
@@ -202,7 +217,11 @@ impl Delivery for RabbitMqDelivery {
         // most common, does not carry (nor copy) the room the publishing
         // plans need.
         match disposition.plan(&self.envelope, self.queue()) {
-            Plan::Ack => Box::pin(std::future::ready(self.ack_now())),
+            Plan::Ack => match self.ack_now() {
+                // Boxing a future without a size allocates nothing.
+                Ok(()) => Box::pin(Acked),
+                Err(error) => Box::pin(std::future::ready(Err(error))),
+            },
             Plan::Hold { next, delay, kind } => Box::pin(async move {
                 self.outbox.hold(&next, delay, kind).await?;
                 self.ack_now()

@@ -18,6 +18,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use super::WorkerError;
 use super::control::{self, QueueControl};
 use super::handle::HandleInner;
+use super::heartbeat::Tally;
 use super::job::{Started, run_job};
 use super::reconnect::{Lost, Reconnect, Reconnecting, gave_up, note_lost, open, set_reconnecting};
 use super::route::Delivered;
@@ -153,6 +154,7 @@ pub(crate) async fn consume<B: Backend>(
     reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.handle.stop.subscribe();
+    let tally = shared.ledger.tally(&queue.queue);
     let mut control = shared
         .control
         .as_ref()
@@ -298,7 +300,7 @@ pub(crate) async fn consume<B: Backend>(
         let Some(Some(Ok(delivery))) = stream.next().now_or_never() else {
             continue;
         };
-        start(&mut queue, key, delivery, &shared, permit);
+        start(&mut queue, key, delivery, &shared, &tally, permit);
     }
 }
 
@@ -316,6 +318,7 @@ fn start(
     key: Option<usize>,
     delivery: Box<dyn Delivery>,
     shared: &Arc<WorkerShared>,
+    tally: &Arc<Tally>,
     permit: OwnedSemaphorePermit,
 ) {
     shared.handle.jobs_started.fetch_add(1, Ordering::Relaxed);
@@ -365,6 +368,7 @@ fn start(
         cancel,
         running,
         settling: Arc::clone(&queue.settling),
+        tally: Arc::clone(tally),
         permit,
     };
     shared.jobs.start(job, || {

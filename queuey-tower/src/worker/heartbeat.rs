@@ -1,7 +1,7 @@
 //! The worker's heartbeat: what it runs and has done, sent to the backend
 //! every few seconds for the fleet's operators.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,47 @@ pub(crate) struct Ledger {
     /// and two deliveries of one job running at once stay apart.
     next: AtomicU64,
     running: Mutex<HashMap<u64, Running, BuildHasherDefault<Fnv1a>>>,
-    totals: Mutex<BTreeMap<Arc<str>, QueueTotals>>,
+    /// One tally per queue, each counted by its queue's jobs without a
+    /// lock.
+    tallies: Mutex<Vec<Arc<Tally>>>,
+}
+
+/// What one queue's jobs were settled as.
+#[derive(Debug)]
+pub(crate) struct Tally {
+    queue: Arc<str>,
+    finished: AtomicU64,
+    retried: AtomicU64,
+    deferred: AtomicU64,
+    dead_lettered: AtomicU64,
+}
+
+impl Tally {
+    /// A job was settled with the disposition named `what`
+    /// (`Disposition::as_str`).
+    pub(crate) fn settled(&self, what: &str) {
+        let count = match what {
+            "ack" => &self.finished,
+            "retry" => &self.retried,
+            "defer" => &self.deferred,
+            "dead_letter" => &self.dead_lettered,
+            _ => return,
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The totals, unless nothing was settled yet.
+    fn totals(&self) -> Option<QueueTotals> {
+        let totals = QueueTotals {
+            queue: self.queue.to_string(),
+            finished: self.finished.load(Ordering::Relaxed),
+            retried: self.retried.load(Ordering::Relaxed),
+            deferred: self.deferred.load(Ordering::Relaxed),
+            dead_lettered: self.dead_lettered.load(Ordering::Relaxed),
+        };
+        let any = totals.finished + totals.retried + totals.deferred + totals.dead_lettered > 0;
+        any.then_some(totals)
+    }
 }
 
 /// A running job as the ledger keeps it: nothing copied but the id.
@@ -62,23 +102,21 @@ impl Ledger {
         lock(&self.running).remove(&key);
     }
 
-    /// A job of `queue` was settled with the disposition named `what`
-    /// (`Disposition::as_str`).
-    pub(crate) fn settled(&self, queue: &Arc<str>, what: &str) {
-        let mut totals = lock(&self.totals);
-        let entry = totals
-            .entry(Arc::clone(queue))
-            .or_insert_with(|| QueueTotals {
-                queue: queue.to_string(),
-                ..QueueTotals::default()
-            });
-        match what {
-            "ack" => entry.finished += 1,
-            "retry" => entry.retried += 1,
-            "defer" => entry.deferred += 1,
-            "dead_letter" => entry.dead_lettered += 1,
-            _ => {}
+    /// The tally of `queue`'s settles, the same for every caller.
+    pub(crate) fn tally(&self, queue: &Arc<str>) -> Arc<Tally> {
+        let mut tallies = lock(&self.tallies);
+        if let Some(tally) = tallies.iter().find(|tally| tally.queue == *queue) {
+            return Arc::clone(tally);
         }
+        let tally = Arc::new(Tally {
+            queue: Arc::clone(queue),
+            finished: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            deferred: AtomicU64::new(0),
+            dead_lettered: AtomicU64::new(0),
+        });
+        tallies.push(Arc::clone(&tally));
+        tally
     }
 
     fn running(&self) -> Vec<RunningJob> {
@@ -96,8 +134,15 @@ impl Ledger {
         running
     }
 
+    /// The queues' totals, by name, leaving out a queue nothing was
+    /// settled of yet.
     fn totals(&self) -> Vec<QueueTotals> {
-        lock(&self.totals).values().cloned().collect()
+        let mut totals: Vec<QueueTotals> = lock(&self.tallies)
+            .iter()
+            .filter_map(|tally| tally.totals())
+            .collect();
+        totals.sort_by(|a, b| a.queue.cmp(&b.queue));
+        totals
     }
 }
 

@@ -11,6 +11,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::consume::WorkerShared;
 use super::control;
 use super::handle::Counting;
+use super::heartbeat::Tally;
 use super::reply;
 use super::route::JobFuture;
 use crate::classify::{Classify, last_resort};
@@ -33,6 +34,8 @@ pub(crate) struct Started {
     pub(crate) running: Option<u64>,
     /// Its queue's [`JOBS_SETTLING`] gauge ([`settling_key`]).
     pub(crate) settling: Arc<Key>,
+    /// Its queue's tally of settles, for the heartbeats.
+    pub(crate) tally: Arc<Tally>,
     /// The job's concurrency slot, held until it is settled.
     pub(crate) permit: OwnedSemaphorePermit,
 }
@@ -61,6 +64,7 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
         cancel,
         running,
         settling,
+        tally,
         permit: _permit,
     } = started;
     let outcome = match job {
@@ -113,7 +117,7 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     match settled {
         Ok(()) => {
             shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
-            shared.ledger.settled(&queue, what);
+            tally.settled(what);
             // The rare ways are boxed: inline, their room would make every
             // job's future larger.
             if let (Some(keys), Some(key)) = (&shared.unique_keys, unique_key) {
