@@ -27,18 +27,18 @@
 //! burst, it lets the jobs already ready to run go first, so that the
 //! burst shares one round instead of waiting behind the first one's. A
 //! delivery that is the channel's only open one (always, at a prefetch
-//! of 1) is acknowledged by its job's own task while the writer is idle,
-//! without the hop through the writer.
+//! of 1) is acknowledged by the task running its job while the writer is
+//! idle, without the hop through the writer.
 //!
 //! A job does not wait for its round: once its acknowledgement is handed
-//! to the writer (or queued on the connection) it is done, and its task
-//! ends without being woken again. What a job hears is what is known when
-//! it asks: a channel already closed is a failure (nothing is sent, and the
-//! broker delivers the job again); a channel that closes before the round
-//! goes out loses that round's acknowledgements, which the writer logs and
-//! counts, and the broker delivers those jobs again too. Until every
-//! acknowledgement handed to it is sent, a writer counts as a retirement
-//! under way, so closing the backend waits for them.
+//! to the writer (or queued on the connection) it is done, and the task
+//! that ran it is not woken again for it. What a job hears is what is
+//! known when it asks: a channel already closed is a failure (nothing is
+//! sent, and the broker delivers the job again); a channel that closes
+//! before the round goes out loses that round's acknowledgements, which
+//! the writer logs and counts, and the broker delivers those jobs again
+//! too. Until every acknowledgement handed to it is sent, a writer counts
+//! as a retirement under way, so closing the backend waits for them.
 
 mod open;
 
