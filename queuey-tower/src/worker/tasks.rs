@@ -209,7 +209,7 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
 
-    use tokio::sync::{Semaphore, oneshot};
+    use tokio::sync::{Barrier, Semaphore, oneshot};
 
     use super::*;
 
@@ -228,150 +228,143 @@ mod tests {
         work: std::pin::Pin<Box<dyn Future<Output = ()> + Send>>,
     }
 
-    impl TestJob {
-        fn new(held: &Arc<AtomicUsize>, work: impl Future<Output = ()> + Send + 'static) -> Self {
-            TestJob {
-                held: Held(Arc::clone(held)),
-                work: Box::pin(work),
+    /// A pool, the runners it built and the jobs that ended.
+    struct Pool {
+        tasks: JobTasks<TestJob>,
+        runners: Arc<AtomicUsize>,
+        ended: Arc<AtomicUsize>,
+    }
+
+    impl Pool {
+        fn new() -> Self {
+            Pool {
+                tasks: JobTasks::new(),
+                runners: Arc::new(AtomicUsize::new(0)),
+                ended: Arc::new(AtomicUsize::new(0)),
             }
+        }
+
+        /// Starts a job that runs `work`; it counts as ended once dropped.
+        fn start(&self, work: impl Future<Output = ()> + Send + 'static) {
+            let job = TestJob {
+                held: Held(Arc::clone(&self.ended)),
+                work: Box::pin(work),
+            };
+            self.tasks.start(job, || {
+                self.runners.fetch_add(1, Ordering::SeqCst);
+                |job: TestJob| async move {
+                    let _held = job.held;
+                    job.work.await;
+                }
+            });
+        }
+
+        fn runners(&self) -> usize {
+            self.runners.load(Ordering::SeqCst)
+        }
+
+        async fn ended(&self, at_least: usize) {
+            until(|| self.ended.load(Ordering::SeqCst) >= at_least).await;
+        }
+
+        async fn idle(&self, at_least: usize) {
+            until(|| self.tasks.idle_runners() >= at_least).await;
         }
     }
 
-    /// Starts `job`, counting in `runners` the runners built.
-    fn start(tasks: &JobTasks<TestJob>, runners: &Arc<AtomicUsize>, job: TestJob) {
-        tasks.start(job, || {
-            runners.fetch_add(1, Ordering::SeqCst);
-            |job: TestJob| async move {
-                let _held = job.held;
-                job.work.await;
-            }
-        });
-    }
-
-    /// Waits until `count` reaches `at_least`, or fails the test.
-    async fn reaches(count: &AtomicUsize, at_least: usize) {
+    /// Waits until `done` holds, or fails the test after 5 s.
+    async fn until(done: impl Fn() -> bool) {
         let waited = tokio::time::timeout(Duration::from_secs(5), async {
-            while count.load(Ordering::SeqCst) < at_least {
+            while !done() {
                 tokio::task::yield_now().await;
             }
         })
         .await;
-        assert!(
-            waited.is_ok(),
-            "{} of {at_least} within 5 s",
-            count.load(Ordering::SeqCst)
-        );
-    }
-
-    /// Waits until `at_least` runners are idle, or fails the test.
-    async fn reaches_idle(tasks: &JobTasks<TestJob>, at_least: usize) {
-        let waited = tokio::time::timeout(Duration::from_secs(5), async {
-            while tasks.idle_runners() < at_least {
-                tokio::task::yield_now().await;
-            }
-        })
-        .await;
-        assert!(
-            waited.is_ok(),
-            "{} of {at_least} runners idle within 5 s",
-            tasks.idle_runners()
-        );
+        assert!(waited.is_ok(), "not within 5 s");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn finished_jobs_end_and_waiting_ones_are_dropped_when_abandoned() {
-        let tasks = JobTasks::new();
-        let runners = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new();
         let permits = Arc::new(Semaphore::new(3));
-        let dropped = Arc::new(AtomicUsize::new(0));
         let finished = Arc::new(AtomicUsize::new(0));
         for i in 0..3 {
             let permit = Arc::clone(&permits).acquire_owned().await.unwrap();
             let finished = Arc::clone(&finished);
-            let job = TestJob::new(&dropped, async move {
+            pool.start(async move {
                 let _permit = permit;
                 if i > 0 {
                     pending::<()>().await;
                 }
                 finished.fetch_add(1, Ordering::SeqCst);
             });
-            start(&tasks, &runners, job);
         }
-        reaches(&dropped, 1).await;
+        pool.ended(1).await;
         assert_eq!(finished.load(Ordering::SeqCst), 1);
         assert_eq!(permits.available_permits(), 1);
-        tasks.abandon_all();
+        pool.tasks.abandon_all();
         let all = tokio::time::timeout(Duration::from_secs(5), permits.acquire_many(3)).await;
         assert!(all.is_ok(), "the abandoned jobs gave their permits back");
-        assert_eq!(dropped.load(Ordering::SeqCst), 3);
+        assert_eq!(pool.ended.load(Ordering::SeqCst), 3);
         assert_eq!(finished.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_idle_runner_takes_the_next_job_and_a_busy_one_never_does() {
-        let tasks = JobTasks::new();
-        let runners = Arc::new(AtomicUsize::new(0));
-        let ended = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::new();
         // One job after another: each finds the first runner idle.
         for done in 1..=20 {
-            start(&tasks, &runners, TestJob::new(&ended, async {}));
-            reaches(&ended, done).await;
+            pool.start(async {});
+            pool.ended(done).await;
             // The runner counts itself idle right after its job.
-            reaches_idle(&tasks, 1).await;
+            pool.idle(1).await;
         }
-        assert_eq!(runners.load(Ordering::SeqCst), 1, "one runner ran them all");
+        assert_eq!(pool.runners(), 1, "one runner ran them all");
 
         // That runner is now busy with a job that waits: the next job gets
         // a runner of its own and ends while the first still waits.
         let (release, released) = oneshot::channel::<()>();
-        start(
-            &tasks,
-            &runners,
-            TestJob::new(&ended, async move {
-                let _ = released.await;
-            }),
-        );
-        start(&tasks, &runners, TestJob::new(&ended, async {}));
-        reaches(&ended, 21).await;
-        assert_eq!(runners.load(Ordering::SeqCst), 2);
+        pool.start(async move {
+            let _ = released.await;
+        });
+        pool.start(async {});
+        pool.ended(21).await;
+        assert_eq!(pool.runners(), 2);
         release.send(()).unwrap();
-        reaches(&ended, 22).await;
+        pool.ended(22).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn as_many_jobs_at_once_as_started_none_behind_another() {
-        let tasks = JobTasks::new();
-        let runners = Arc::new(AtomicUsize::new(0));
-        let ended = Arc::new(AtomicUsize::new(0));
-        let waiting = Arc::new(AtomicUsize::new(0));
-        let all_in = Arc::new(tokio::sync::Barrier::new(8));
+        let pool = Pool::new();
+        let all_in = Arc::new(Barrier::new(8));
         // Twice: the second round runs on the runners of the first.
         for round in 1..=2 {
             for _ in 0..8 {
-                let (all_in, waiting) = (Arc::clone(&all_in), Arc::clone(&waiting));
-                let job = TestJob::new(&ended, async move {
-                    waiting.fetch_add(1, Ordering::SeqCst);
-                    // Ends only once all eight run at the same time.
+                let all_in = Arc::clone(&all_in);
+                // Ends only once all eight run at the same time.
+                pool.start(async move {
                     all_in.wait().await;
                 });
-                start(&tasks, &runners, job);
             }
-            reaches(&ended, 8 * round).await;
-            reaches_idle(&tasks, 8).await;
+            pool.ended(8 * round).await;
+            pool.idle(8).await;
         }
-        assert_eq!(runners.load(Ordering::SeqCst), 8);
+        assert_eq!(pool.runners(), 8);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_the_pool_ends_its_idle_runners() {
-        let tasks = JobTasks::new();
-        let runners = Arc::new(AtomicUsize::new(0));
+        let Pool { tasks, .. } = Pool::new();
         let ended = Arc::new(AtomicUsize::new(0));
         // The runner's state is dropped with the runner: it holds `gone`.
         let gone = Arc::new(AtomicUsize::new(0));
         let held = Held(Arc::clone(&gone));
-        tasks.start(TestJob::new(&ended, async {}), || {
-            runners.fetch_add(1, Ordering::SeqCst);
+        let job = TestJob {
+            held: Held(Arc::clone(&ended)),
+            work: Box::pin(async {}),
+        };
+        tasks.start(job, move || {
             move |job: TestJob| {
                 let _runner_holds = &held;
                 async move {
@@ -380,9 +373,10 @@ mod tests {
                 }
             }
         });
-        reaches_idle(&tasks, 1).await;
+        until(|| tasks.idle_runners() == 1).await;
+        assert_eq!(ended.load(Ordering::SeqCst), 1);
         assert_eq!(gone.load(Ordering::SeqCst), 0, "the idle runner waits");
         drop(tasks);
-        reaches(&gone, 1).await;
+        until(|| gone.load(Ordering::SeqCst) == 1).await;
     }
 }
