@@ -64,6 +64,7 @@ async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
         .build()
         .await
         .unwrap();
+    let tasks_before = alive_tasks();
     let running = spawn(worker);
     let handle = running.handle.clone();
     let producer = producer(backend.clone()).await;
@@ -91,6 +92,15 @@ async fn the_concurrency_bound_holds_over_a_thousand_jobs() {
         ),
         (0, 0)
     );
+    // The tasks the jobs ran on end with the worker.
+    wait_until(|| alive_tasks() <= tasks_before).await;
+}
+
+/// How many tasks the test's runtime has.
+fn alive_tasks() -> usize {
+    tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks()
 }
 
 #[tokio::test(start_paused = true)]
@@ -165,6 +175,7 @@ async fn jobs_still_running_at_the_shutdown_timeout_go_back_to_the_broker() {
         .build()
         .await
         .unwrap();
+    let tasks_before = alive_tasks();
     let running = spawn(worker);
     let handle = running.handle.clone();
     let producer = producer(backend.clone()).await;
@@ -174,6 +185,8 @@ async fn jobs_still_running_at_the_shutdown_timeout_go_back_to_the_broker() {
     running.stop().await;
     assert_eq!(started.elapsed(), Duration::from_secs(2));
     assert_eq!(handle.jobs_settled(), 0);
+    // The abandoned job's task ended with it.
+    wait_until(|| alive_tasks() <= tasks_before).await;
 
     let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
     let again = stream.next().await.unwrap().unwrap();
