@@ -233,6 +233,16 @@ impl std::error::Error for BackendError {
     }
 }
 
+/// The innermost error's text: an HTTP client wraps "connection refused"
+/// several sources deep, under messages that say less.
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

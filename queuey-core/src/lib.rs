@@ -72,6 +72,7 @@
 extern crate self as queuey_core;
 
 pub mod backend;
+mod clock;
 pub mod control;
 mod envelope;
 mod error;
@@ -111,6 +112,8 @@ pub use queuey_macros::{Job, Queues};
 /// crates; not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::clock::now_ms;
+    pub use crate::error::root_cause;
     pub use crate::unique::release as release_unique;
     pub use std::time::Duration;
 }

@@ -642,7 +642,7 @@ fn deadline_ms(
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0);
-    let due = crate::envelope::now_ms()
+    let due = crate::clock::now_ms()
         .saturating_add(delay.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
     if ms <= due {
         return Err(Error::invalid_config(format!(

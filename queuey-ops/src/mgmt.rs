@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use queuey_core::__private::root_cause;
 use queuey_core::uri::{percent_decode, percent_encode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -358,15 +359,6 @@ fn bracketed(host: &str) -> String {
     } else {
         host.to_owned()
     }
-}
-
-/// The innermost error's text (reqwest wraps "connection refused" deep).
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }
 
 #[cfg(test)]

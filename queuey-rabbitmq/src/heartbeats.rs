@@ -11,7 +11,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use queuey_core::__private::now_ms;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -217,13 +219,6 @@ fn alive(latest: impl Iterator<Item = Heartbeat>, now_ms: u64) -> Vec<Heartbeat>
         .collect();
     workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));
     workers
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

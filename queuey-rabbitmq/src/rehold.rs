@@ -17,7 +17,7 @@
 //! [`FAR_FUTURE`] ahead is dead-lettered with a reason that says so rather
 //! than parked for years.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
@@ -85,15 +85,6 @@ pub(crate) fn due(properties: &BasicProperties, now_ms: impl FnOnce() -> u64) ->
         remaining,
         due_at_ms: due_at,
     }
-}
-
-/// Milliseconds since the Unix epoch, rounded down: the clock a consumer
-/// reads due times on, so that a job is never taken for due early.
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::Envelope;
-use crate::envelope::now_ms;
+use crate::clock::now_ms;
 
 /// What an operator asks of every worker of a fleet.
 ///

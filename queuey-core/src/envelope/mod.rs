@@ -4,7 +4,6 @@ mod canonical;
 
 use std::fmt;
 use std::ops::Range;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -12,6 +11,7 @@ use serde_json::value::RawValue;
 use uuid::Uuid;
 
 use crate::backend::ReplyTo;
+use crate::clock::now_ms;
 
 /// The largest message body queuey encodes or decodes: 16 MiB, RabbitMQ 4's
 /// default `max_message_size`.
@@ -468,13 +468,6 @@ pub enum DecodeError {
     /// The body parsed but a value is out of range.
     #[error("{0}")]
     Invalid(&'static str),
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -227,7 +227,7 @@ impl JobContext {
     pub fn remaining(&self) -> Option<std::time::Duration> {
         let deadline = self.deadline_ms?;
         Some(std::time::Duration::from_millis(
-            deadline.saturating_sub(crate::envelope::now_ms()),
+            deadline.saturating_sub(crate::clock::now_ms()),
         ))
     }
 

@@ -14,7 +14,7 @@ use super::guard::Guard;
 use super::route::{Route, route};
 use super::settle::Settler;
 use super::{Consumer, Source};
-use crate::rehold::{self, Due};
+use crate::rehold::Due;
 
 /// Counter: jobs that came back from a hold before their due time and were
 /// held again.
@@ -54,7 +54,7 @@ impl Consumer {
             &mut delivery.data,
             guarded,
             &delivery.properties,
-            rehold::now_ms,
+            queuey_core::__private::now_ms,
         ) {
             Route::Malformed(error) => Err(Box::new(Errand::Malformed(delivery, error, acks))),
             Route::Guard(envelope) => Err(Box::new(Errand::Guard(delivery, envelope, acks))),

@@ -222,7 +222,7 @@ impl Follower {
     /// Forgets cancellations past their memory, renews pauses a week old,
     /// and updates the gauges.
     fn housekeep(&mut self) {
-        let now = crate::rehold::now_ms();
+        let now = queuey_core::__private::now_ms();
         let memory = u64::try_from(CANCELLATION_MEMORY.as_millis()).unwrap_or(u64::MAX);
         self.view.forget_before(now.saturating_sub(memory));
         self.dirty = true;

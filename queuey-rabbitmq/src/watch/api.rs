@@ -8,6 +8,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use queuey_core::__private::root_cause;
 use serde_json::Value;
 
 use super::endpoint::Endpoint;
@@ -168,16 +169,6 @@ pub(crate) fn listing(body: &[u8]) -> Result<Vec<(String, Sample)>, String> {
             ))
         })
         .collect())
-}
-
-/// The innermost error's text (an HTTP client wraps "connection refused"
-/// several layers deep).
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    cause.to_string()
 }
 
 #[cfg(test)]
