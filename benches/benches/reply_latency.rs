@@ -14,8 +14,10 @@
 //! work queue (prefetch 10), acknowledges each request, then publishes the
 //! reply to the default exchange. Requests go one at a time on both sides
 //! (`QUEUEY_BENCH_ROUND_TRIPS`, 1000 a run, after 50 to warm up;
-//! `QUEUEY_BENCH_RUNS`, 3 runs a side). Queues are `queuey-bench.{uuid}`,
-//! deleted after the run; connections `queuey-bench-{uuid}-{role}`.
+//! `QUEUEY_BENCH_RUNS`, 3 runs a side). Queues are `queuey-bench.{uuid}`
+//! and the control streams `queuey-bench-{uuid}.control` and
+//! `.control.workers`, deleted after the run; connections
+//! `queuey-bench-{uuid}-{role}`.
 
 use std::error::Error;
 use std::sync::{Arc, OnceLock};
@@ -103,6 +105,12 @@ async fn connect(url: &str, name: &str) -> BenchResult<Connection> {
 
 // ===== the queuey side =====
 
+/// The control stream of this run's backends (its workers' heartbeats go
+/// to the same name with `.workers`), deleted after the run.
+fn control_stream(id: &str) -> String {
+    format!("queuey-bench-{id}.control")
+}
+
 struct QueueySide {
     producer: Producer<BenchQueues, Arc<RabbitMqBackend>>,
     handle: queuey::WorkerHandle,
@@ -112,7 +120,9 @@ struct QueueySide {
 
 async fn queuey_side(url: &str, id: &str) -> BenchResult<QueueySide> {
     let named = |role: &str| {
-        RabbitMqOptions::default().connection_name(format!("queuey-bench-{id}-{role}"))
+        RabbitMqOptions::default()
+            .connection_name(format!("queuey-bench-{id}-{role}"))
+            .control_stream(control_stream(id))
     };
     let requester = Arc::new(RabbitMqBackend::with_options(url, named("queuey-requester")).await?);
     let responder = Arc::new(RabbitMqBackend::with_options(url, named("queuey-responder")).await?);
@@ -384,6 +394,8 @@ async fn measure(url: &str) -> BenchResult<()> {
         BenchQueues::Work.name().to_owned(),
         format!("{}.dead", BenchQueues::Work.name()),
         format!("{}.suspect", BenchQueues::Work.name()),
+        control_stream(&id),
+        format!("{}.workers", control_stream(&id)),
     ];
     if let Ok(lapin_queue) = &result {
         queues.push(lapin_queue.clone());

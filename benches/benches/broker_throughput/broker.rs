@@ -92,6 +92,14 @@ impl Broker {
             .push(name.to_owned());
     }
 
+    /// The control stream of this process's backends,
+    /// `queuey-bench-{id}.control`. It and the stream of its workers'
+    /// heartbeats live as long as the process's backends do, so
+    /// [`close`](Broker::close) deletes them, not the end of a run.
+    pub(crate) fn control_stream(&self) -> String {
+        format!("queuey-bench-{}.control", self.id)
+    }
+
     /// Declares a durable classic queue with the arguments queuey gives a
     /// work queue, written independently of queuey's code: ten priority
     /// levels (queuey's default) or, with `priorities` false, none.
@@ -274,6 +282,11 @@ impl Broker {
     /// already gone (a hold queue that expired) counts as deleted.
     pub(crate) async fn delete_created(&self) -> BenchResult<()> {
         let queues = std::mem::take(&mut *self.created.lock().unwrap_or_else(|p| p.into_inner()));
+        self.delete(queues).await
+    }
+
+    /// Deletes `queues`, counting one already gone as deleted.
+    async fn delete(&self, queues: Vec<String>) -> BenchResult<()> {
         let mut failed = Vec::new();
         for queue in queues {
             // A fresh channel each: a refusal closes the channel it ran on.
@@ -302,8 +315,14 @@ impl Broker {
         }
     }
 
-    /// Closes the admin connection.
+    /// Deletes the control streams of this process's backends (which
+    /// must be closed by now), then closes the admin connection.
     pub(crate) async fn close(&self) {
+        let stream = self.control_stream();
+        let streams = vec![format!("{stream}.workers"), stream];
+        if let Err(e) = self.delete(streams).await {
+            eprintln!("broker_throughput: {e}");
+        }
         let _ = self.admin.close(200, "benchmark done".into()).await;
     }
 }

@@ -83,6 +83,7 @@ async fn retry_row(broker: &Broker, settings: &Settings, hold_ms: u16) -> BenchR
         let label = format!("queuey-{}-{}", retry_id(hold_ms), kind_name(kind));
         let options = RabbitMqOptions::default()
             .connection_name(broker.connection_name(&label))
+            .control_stream(broker.control_stream())
             .retry_granularity(granularity)
             .hold_queues(kind);
         backends.push(RabbitMqBackend::with_options(broker.url(), options).await?);

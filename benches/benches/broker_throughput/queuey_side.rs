@@ -143,6 +143,7 @@ pub(crate) async fn backend(
 ) -> BenchResult<RabbitMqBackend> {
     let mut options = RabbitMqOptions::default()
         .connection_name(broker.connection_name(label))
+        .control_stream(broker.control_stream())
         .retry_granularity(retry_granularity);
     if let Some((channels, window)) = publish {
         options = options.publish_concurrency(channels).publish_window(window);
