@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuey_core::__private::now_ms;
-
 use queuey_core::backend::Backend;
 use queuey_core::control::{Heartbeat, QueueTotals, RunningJob};
 use queuey_core::{Envelope, Uuid};

@@ -30,15 +30,11 @@ use tokio::sync::watch;
 /// finishes without ever waiting costs nothing more.
 pub(crate) struct JobTasks<T> {
     abandon: watch::Sender<bool>,
-    idle: Arc<Idle<T>>,
+    idle: Arc<Mutex<Idle<T>>>,
 }
 
 /// The runners waiting for a job, the last one idle on top.
 struct Idle<T> {
-    runners: Mutex<IdleRunners<T>>,
-}
-
-struct IdleRunners<T> {
     waiting: Vec<Arc<Slot<T>>>,
     /// The pool is gone: runners end instead of waiting.
     closed: bool,
@@ -73,12 +69,10 @@ impl<T: Send + 'static> JobTasks<T> {
     pub(crate) fn new() -> Self {
         JobTasks {
             abandon: watch::Sender::new(false),
-            idle: Arc::new(Idle {
-                runners: Mutex::new(IdleRunners {
-                    waiting: Vec::new(),
-                    closed: false,
-                }),
-            }),
+            idle: Arc::new(Mutex::new(Idle {
+                waiting: Vec::new(),
+                closed: false,
+            })),
         }
     }
 
@@ -90,7 +84,7 @@ impl<T: Send + 'static> JobTasks<T> {
         R: FnMut(T) -> F + Send + 'static,
         F: Future<Output = ()> + Send + 'static,
     {
-        let idle = lock(&self.idle.runners).waiting.pop();
+        let idle = lock(&self.idle).waiting.pop();
         match idle {
             Some(slot) => slot.hand(Handed::Job(job)),
             None => {
@@ -113,14 +107,14 @@ impl<T> JobTasks<T> {
 
     #[cfg(test)]
     fn idle_runners(&self) -> usize {
-        lock(&self.idle.runners).waiting.len()
+        lock(&self.idle).waiting.len()
     }
 }
 
 impl<T> Drop for JobTasks<T> {
     fn drop(&mut self) {
         let waiting = {
-            let mut runners = lock(&self.idle.runners);
+            let mut runners = lock(&self.idle);
             runners.closed = true;
             std::mem::take(&mut runners.waiting)
         };
@@ -170,7 +164,7 @@ impl<T> Slot<T> {
 async fn run<T, R, F>(
     mut job: T,
     mut runner: R,
-    idle: Arc<Idle<T>>,
+    idle: Arc<Mutex<Idle<T>>>,
     mut abandoned: watch::Receiver<bool>,
 ) where
     R: FnMut(T) -> F,
@@ -189,7 +183,7 @@ async fn run<T, R, F>(
             _ = abandoned.wait_for(|abandon| *abandon) => return,
         }
         {
-            let mut runners = lock(&idle.runners);
+            let mut runners = lock(&idle);
             if runners.closed {
                 return;
             }
