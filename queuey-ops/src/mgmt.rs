@@ -22,6 +22,32 @@ pub const DEFAULT_PORT: u16 = 15672;
 /// The management port RabbitMQ uses by default over https.
 pub const DEFAULT_TLS_PORT: u16 = 15671;
 
+/// How many times a `GET` answered in the 5xx range is asked again.
+const SERVER_ERROR_RETRIES: usize = SERVER_ERROR_PAUSES.len();
+
+/// The pauses before each new ask of a `GET` answered in the 5xx range.
+const SERVER_ERROR_PAUSES: [std::time::Duration; 3] = [
+    std::time::Duration::from_millis(100),
+    std::time::Duration::from_millis(300),
+    std::time::Duration::from_millis(900),
+];
+
+/// The error of a `GET` still answered in the 5xx range after every new
+/// ask, saying so.
+fn asked_again(error: OpsError) -> OpsError {
+    match error {
+        OpsError::Management { status, path, body } => OpsError::Management {
+            status,
+            path,
+            body: match body.trim() {
+                "" => format!("no explanation given, {} times", SERVER_ERROR_RETRIES + 1),
+                said => format!("{said} ({} times)", SERVER_ERROR_RETRIES + 1),
+            },
+        },
+        other => other,
+    }
+}
+
 /// A client of one broker's management API, scoped to one vhost.
 ///
 /// Its `Debug` output masks the password.
@@ -226,7 +252,27 @@ impl Management {
     }
 
     /// `GET {base}/api/{path}` as JSON; `Ok(None)` on 404.
+    ///
+    /// A `GET` answered in the 5xx range is asked again, up to three times,
+    /// after a pause of 0.1, 0.3, then 0.9 s: the
+    /// broker answers 500 to a listing that meets a queue being declared
+    /// or deleted at that moment, and the next listing succeeds.
     pub async fn get(&self, path: &str) -> Result<Option<Value>> {
+        let mut pauses = SERVER_ERROR_PAUSES.iter();
+        loop {
+            let answer = self.get_once(path).await;
+            match answer {
+                Err(OpsError::Management { status, .. }) if status >= 500 => match pauses.next() {
+                    Some(pause) => tokio::time::sleep(*pause).await,
+                    None => return answer.map_err(asked_again),
+                },
+                answer => return answer,
+            }
+        }
+    }
+
+    /// One `GET {base}/api/{path}`.
+    async fn get_once(&self, path: &str) -> Result<Option<Value>> {
         let url = format!("{}/api/{path}", self.base);
         let response = self
             .http
@@ -425,5 +471,71 @@ mod tests {
         assert_eq!(percent_encode("^q\\.x$"), "%5Eq%5C.x%24");
         assert_eq!(percent_decode("%2f"), "/");
         assert_eq!(percent_decode("50%"), "50%");
+    }
+
+    /// A management API on this machine that answers each request with the
+    /// next status of `statuses` (the last one from then on); returns its
+    /// base URL and the count of requests it answered.
+    async fn answering(
+        statuses: &'static [u16],
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::Ordering;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&asked);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let status = statuses[n.min(statuses.len() - 1)];
+                let mut request = [0u8; 4096];
+                let _ = socket.read(&mut request).await;
+                let body = if status == 200 { "{\"ok\":true}" } else { "" };
+                let answer = format!(
+                    "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            }
+        });
+        (base, asked)
+    }
+
+    #[tokio::test]
+    async fn a_get_answered_500_is_asked_again_until_it_succeeds() {
+        let (base, asked) = answering(&[500, 503, 200]).await;
+        let m = Management::for_amqp_url("amqp://h/%2f", Some(&base)).unwrap();
+        let got = m.get("overview").await.unwrap();
+        assert_eq!(got, Some(serde_json::json!({"ok": true})));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_get_still_answered_500_fails_saying_how_often_it_was_asked() {
+        let (base, asked) = answering(&[500]).await;
+        let m = Management::for_amqp_url("amqp://h/%2f", Some(&base)).unwrap();
+        let failed = m.get("overview").await.unwrap_err().to_string();
+        assert_eq!(
+            asked.load(std::sync::atomic::Ordering::SeqCst),
+            SERVER_ERROR_RETRIES + 1
+        );
+        assert!(failed.contains("500"), "{failed}");
+        assert!(failed.contains("/api/overview"), "{failed}");
+        assert!(failed.contains("4 times"), "{failed}");
+    }
+
+    #[tokio::test]
+    async fn a_get_answered_401_or_404_is_not_asked_again() {
+        let (base, asked) = answering(&[401]).await;
+        let m = Management::for_amqp_url("amqp://h/%2f", Some(&base)).unwrap();
+        let failed = m.get("overview").await.unwrap_err().to_string();
+        assert!(failed.contains("401"), "{failed}");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+        let (base, asked) = answering(&[404]).await;
+        let m = Management::for_amqp_url("amqp://h/%2f", Some(&base)).unwrap();
+        assert_eq!(m.get("queues/%2F/gone").await.unwrap(), None);
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 }
