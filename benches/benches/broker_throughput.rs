@@ -31,7 +31,11 @@
 //!   apalis-amqp 1.x worker (module `apalis_side`): its default middleware,
 //!   its own message format (the job's JSON as the body), a handler that
 //!   does what queuey's does, each job acked by apalis after its handler
-//!   (target ≥ 1.0×);
+//!   (target ≥ 1.0×); the `consume-apalis-sized` rows pad apalis' job so
+//!   that its JSON body is exactly as long as queuey's envelope, so that
+//!   both sides hand the broker the same bytes (the length of what a
+//!   classic queue holds sways how its process collects garbage, and with
+//!   it the queue's delivery rate);
 //! - **no priorities**: the enqueue, batch and consume rows again on queues
 //!   without priority levels (`max_priority(0)`);
 //! - **retry**: every job fails once and comes back through a hold queue
@@ -302,8 +306,9 @@ enum ConsumeBaseline {
     /// The same, decoding every job before acking it, as a job library
     /// does.
     DecodingLapin,
-    /// An apalis-amqp worker ([`apalis_side`]).
-    Apalis,
+    /// An apalis-amqp worker ([`apalis_side`]); with `as_envelope`, its
+    /// jobs' JSON is as long as queuey's envelopes.
+    Apalis { as_envelope: bool },
 }
 
 /// Which implementation a run measures.
@@ -422,17 +427,32 @@ fn rows(settings: &Settings) -> Vec<Row> {
             Some(CONSUME_TARGET),
         )));
     }
-    for prefetch in [10, 100] {
-        rows.push(plain(row(
-            format!("consume-apalis-{prefetch}"),
-            format!("consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp"),
-            Kind::Consume {
-                prefetch,
-                baseline: ConsumeBaseline::Apalis,
-            },
-            settings.jobs,
-            Some(CONSUME_TARGET),
-        )));
+    for as_envelope in [false, true] {
+        for prefetch in [10, 100] {
+            let (id, label) = if as_envelope {
+                (
+                    format!("consume-apalis-sized-{prefetch}"),
+                    format!(
+                        "consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp, jobs as long as queuey's envelopes"
+                    ),
+                )
+            } else {
+                (
+                    format!("consume-apalis-{prefetch}"),
+                    format!("consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp"),
+                )
+            };
+            rows.push(plain(row(
+                id,
+                label,
+                Kind::Consume {
+                    prefetch,
+                    baseline: ConsumeBaseline::Apalis { as_envelope },
+                },
+                settings.jobs,
+                Some(CONSUME_TARGET),
+            )));
+        }
     }
     for hold_ms in RETRY_HOLDS_MS {
         rows.push(row(
@@ -924,7 +944,7 @@ pub(crate) async fn measure_row(
         .await?;
     let apalis = match row.kind {
         Kind::Consume {
-            baseline: ConsumeBaseline::Apalis,
+            baseline: ConsumeBaseline::Apalis { .. },
             ..
         } => {
             Some(apalis_side::ApalisConnection::open(broker, &format!("apalis-{}", row.id)).await?)
@@ -1041,10 +1061,13 @@ async fn measure_once(
             queuey_side::consume(broker, backend, prefetch, jobs, row.priorities, None).await
         }
         (Kind::Consume { prefetch, baseline }, Side::Lapin) => match (baseline, apalis) {
-            (ConsumeBaseline::Apalis, Some(apalis)) => {
-                apalis_side::consume(broker, apalis, prefetch, jobs, row.priorities).await
+            (ConsumeBaseline::Apalis { as_envelope }, Some(apalis)) => {
+                apalis_side::consume(broker, apalis, prefetch, jobs, row.priorities, as_envelope)
+                    .await
             }
-            (ConsumeBaseline::Apalis, None) => Err("no apalis connection for the row".into()),
+            (ConsumeBaseline::Apalis { .. }, None) => {
+                Err("no apalis connection for the row".into())
+            }
             (ConsumeBaseline::Lapin | ConsumeBaseline::DecodingLapin, _) => {
                 let decode = baseline == ConsumeBaseline::DecodingLapin;
                 lapin_side::consume(broker, connection, prefetch, jobs, row.priorities, decode)

@@ -54,7 +54,8 @@ impl ApalisConnection {
 /// A worker with prefetch `prefetch` (apalis-amqp's `prefetch_count`; it
 /// runs every delivered job at once) drains `jobs` jobs from a filled
 /// queue: each decoded by apalis from the message body (a job's JSON, its
-/// own format), handed to a handler that does what queuey's does (keeps
+/// own format; with `as_envelope`, a job whose text makes the JSON exactly
+/// as long as queuey's envelope), handed to a handler that does what queuey's does (keeps
 /// the job from being optimised away, counts it), then acked by apalis.
 /// The clock runs from starting the worker (which opens its channel, sets
 /// its QoS and consumes) until the last job is acked.
@@ -64,11 +65,14 @@ pub(crate) async fn consume(
     prefetch: u16,
     jobs: usize,
     priorities: bool,
+    as_envelope: bool,
 ) -> BenchResult<Measured> {
     let queue = broker.fresh_queue();
     let arguments = work_queue_arguments(priorities);
     broker.declare_work_queue(&queue, priorities).await?;
-    broker.fill_with(&queue, jobs, Bodies::Json).await?;
+    broker
+        .fill_with(&queue, jobs, Bodies::Json { as_envelope })
+        .await?;
     broker.expect_ready(&queue, jobs).await?;
 
     let completed = Arc::new(AtomicUsize::new(0));
