@@ -78,6 +78,7 @@ mod envelope;
 mod error;
 mod handler;
 mod job;
+mod local_port;
 pub mod memory;
 pub mod periodic;
 mod producer;
@@ -114,6 +115,7 @@ pub use queuey_macros::{Job, Queues};
 pub mod __private {
     pub use crate::clock::now_ms;
     pub use crate::error::root_cause;
+    pub use crate::local_port::free_local_port;
     pub use crate::unique::release as release_unique;
     pub use std::time::Duration;
 }

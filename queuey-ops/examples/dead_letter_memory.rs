@@ -276,9 +276,7 @@ impl Drop for Server {
 
 /// The queue page (for the CSRF token), then the redrive preview.
 async fn dashboard(bin: &Path, url: &str, queue: &str) -> Result<Vec<Row>, Error> {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
+    let port = queuey_core::__private::free_local_port()?;
     let base = format!("http://127.0.0.1:{port}");
     let listen = format!("127.0.0.1:{port}");
     let mut server = Server(

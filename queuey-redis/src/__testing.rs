@@ -3,7 +3,7 @@
 //! one of these and never touch a shared server.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,10 +23,7 @@ impl PrivateRedis {
     /// When `redis-server` is not installed or does not come up; this is
     /// for tests only.
     pub fn start() -> PrivateRedis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("a free port");
+        let port = queuey_core::__private::free_local_port().expect("a free port");
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut redis = PrivateRedis {
             port,

@@ -1,7 +1,6 @@
 //! The dashboard in a real headless Chromium, driven over WebDriver, and
 //! its authentication.
 
-use std::net::TcpListener as StdListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -23,11 +22,7 @@ impl Driver {
     /// Starts chromedriver, or returns `None` (after a notice) when it is
     /// not installed and the broker tests are not required.
     async fn start() -> Option<Driver> {
-        let port = StdListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
+        let port = queuey_core::__private::free_local_port().ok()?;
         let mut command = Command::new("chromedriver");
         command
             .arg(format!("--port={port}"))

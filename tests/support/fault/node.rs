@@ -93,12 +93,10 @@ fn path() -> String {
     format!("{inherited}:/usr/sbin:/usr/bin:/sbin:/bin")
 }
 
-/// A free loopback port (bound, read, released).
+/// A free loopback port, outside the range outgoing connections take
+/// theirs from (so that none takes it before the node binds it).
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    queuey_core::__private::free_local_port().expect("a free loopback port")
 }
 
 impl PrivateNode {

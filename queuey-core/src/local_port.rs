@@ -1,0 +1,145 @@
+//! A port on this machine for a private server that tests and benchmarks
+//! start (a RabbitMQ node, a `redis-server`).
+//!
+//! A port the system picks for a listener of its own (`bind` to port 0)
+//! comes from the range it also gives outgoing connections, so between
+//! choosing it and the server binding it, a connection can take it and the
+//! server fails with "address in use". The ports given here lie below that
+//! range, are bindable when handed out, and are never handed out twice by
+//! one process.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::net::TcpListener;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The lowest port handed out.
+const FLOOR: u16 = 10_000;
+
+/// How many random ports are tried before giving up.
+const TRIES: usize = 500;
+
+/// Ports this process handed out.
+static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A port on 127.0.0.1 that nothing listens on now, below the system's
+/// range for outgoing connections, and not handed out before by this
+/// process.
+///
+/// Where that range starts too low to leave room below it, the system
+/// picks the port instead, as `bind` to port 0 does.
+pub fn free_local_port() -> io::Result<u16> {
+    let ceiling = outgoing_range_start().unwrap_or(32_768);
+    if ceiling < FLOOR + 1_000 {
+        return TcpListener::bind("127.0.0.1:0")?
+            .local_addr()
+            .map(|address| address.port());
+    }
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    pick(FLOOR, ceiling, &mut handed_out, random).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::AddrInUse,
+            format!("no free port on 127.0.0.1 between {FLOOR} and {ceiling} after {TRIES} tries"),
+        )
+    })
+}
+
+/// A random port of `floor..ceiling` that is bindable and not in
+/// `handed_out`, added to it; `None` after [`TRIES`] tries.
+fn pick(
+    floor: u16,
+    ceiling: u16,
+    handed_out: &mut BTreeSet<u16>,
+    mut random: impl FnMut() -> u64,
+) -> Option<u16> {
+    let span = u64::from(ceiling.checked_sub(floor).filter(|s| *s > 0)?);
+    for _ in 0..TRIES {
+        let port = floor + u16::try_from(random() % span).ok()?;
+        if handed_out.contains(&port) {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed_out.insert(port);
+            return Some(port);
+        }
+    }
+    None
+}
+
+/// The first port of the range the system gives outgoing connections, on
+/// Linux.
+fn outgoing_range_start() -> Option<u16> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// A number that differs from call to call and from process to process
+/// (a SplitMix64 step over the clock, the process id and a counter): not
+/// for secrets.
+fn random() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut z = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ COUNTER
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_are_bindable_below_the_outgoing_range_and_never_repeated() {
+        let ceiling = outgoing_range_start().unwrap_or(32_768);
+        let mut seen = BTreeSet::new();
+        for _ in 0..50 {
+            let port = free_local_port().unwrap();
+            if ceiling >= FLOOR + 1_000 {
+                assert!((FLOOR..ceiling).contains(&port), "{port}");
+            }
+            assert!(seen.insert(port), "{port} handed out twice");
+            TcpListener::bind(("127.0.0.1", port)).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_port_in_use_or_handed_out_is_skipped_and_none_left_is_none() {
+        // Three ports that are free now, held so that nothing else takes them.
+        let floor = free_local_port().unwrap();
+        let mut held = TcpListener::bind(("127.0.0.1", floor)).ok();
+        let free = (floor..floor.saturating_add(3))
+            .all(|p| p == floor || TcpListener::bind(("127.0.0.1", p)).is_ok());
+        if !free {
+            return; // a neighbour is taken on this machine: nothing to show
+        }
+        let mut handed_out = BTreeSet::from([floor + 1]);
+        let mut n = 0u64;
+        let counter = || {
+            n += 1;
+            n
+        };
+        // floor is in use, floor + 1 handed out: only floor + 2 is given.
+        assert_eq!(
+            pick(floor, floor + 3, &mut handed_out, counter),
+            Some(floor + 2)
+        );
+        assert_eq!(pick(floor, floor + 3, &mut handed_out, || 7), None);
+        held.take();
+        assert_eq!(pick(floor, floor + 3, &mut handed_out, || 0), Some(floor));
+        assert_eq!(pick(floor, floor, &mut handed_out, || 0), None);
+    }
+}
