@@ -430,21 +430,13 @@ fn rows(settings: &Settings) -> Vec<Row> {
     for as_envelope in [false, true] {
         for prefetch in [10, 100] {
             let (id, label) = if as_envelope {
-                (
-                    format!("consume-apalis-sized-{prefetch}"),
-                    format!(
-                        "consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp, jobs as long as queuey's envelopes"
-                    ),
-                )
+                ("-sized", ", jobs as long as queuey's envelopes")
             } else {
-                (
-                    format!("consume-apalis-{prefetch}"),
-                    format!("consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp"),
-                )
+                ("", "")
             };
             rows.push(plain(row(
-                id,
-                label,
+                format!("consume-apalis{id}-{prefetch}"),
+                format!("consume → no-op → ack, prefetch {prefetch}, vs apalis-amqp{label}"),
                 Kind::Consume {
                     prefetch,
                     baseline: ConsumeBaseline::Apalis { as_envelope },

@@ -12,8 +12,6 @@ use std::collections::BTreeSet;
 use std::io;
 use std::net::TcpListener;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The lowest port handed out.
 const FLOOR: u16 = 10_000;
@@ -38,7 +36,7 @@ pub fn free_local_port() -> io::Result<u16> {
             .map(|address| address.port());
     }
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
-    pick(FLOOR, ceiling, &mut handed_out, random).ok_or_else(|| {
+    pick(FLOOR, ceiling, &mut handed_out, rand::random::<u64>).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::AddrInUse,
             format!("no free port on 127.0.0.1 between {FLOOR} and {ceiling} after {TRIES} tries"),
@@ -77,25 +75,6 @@ fn outgoing_range_start() -> Option<u16> {
         .next()?
         .parse()
         .ok()
-}
-
-/// A number that differs from call to call and from process to process
-/// (a SplitMix64 step over the clock, the process id and a counter): not
-/// for secrets.
-fn random() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let mut z = nanos
-        ^ (u64::from(std::process::id()) << 32)
-        ^ COUNTER
-            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-            .wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use futures::Sink;
 use lapin::ConnectionProperties;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 
-use crate::broker::{Bodies, Broker, bounded};
+use crate::broker::{Bodies, Broker, PAYLOAD_BYTES, bounded, job_message};
 use crate::queuey_side::BenchJob;
 use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
 
@@ -70,8 +70,14 @@ pub(crate) async fn consume(
     let queue = broker.fresh_queue();
     let arguments = work_queue_arguments(priorities);
     broker.declare_work_queue(&queue, priorities).await?;
+    // Padded to queuey's envelope, measured once for the queue.
+    let bytes = if as_envelope {
+        job_message(&queue)?.0.len()
+    } else {
+        PAYLOAD_BYTES
+    };
     broker
-        .fill_with(&queue, jobs, Bodies::Json { as_envelope })
+        .fill_with(&queue, jobs, Bodies::Json { bytes })
         .await?;
     broker.expect_ready(&queue, jobs).await?;
 

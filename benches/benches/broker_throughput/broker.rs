@@ -338,10 +338,10 @@ pub(crate) const FILL_ORDER: &str = "QUEUEY_BENCH_FILL_ORDER";
 pub(crate) enum Bodies {
     /// queuey's job envelopes, with a payload of `payload_bytes`.
     Envelope { payload_bytes: usize },
-    /// The job's JSON alone, as apalis-amqp sends it; with `as_envelope`,
-    /// the job's text is padded so that the JSON is exactly as long as
-    /// queuey's envelope of the job for the same queue.
-    Json { as_envelope: bool },
+    /// The job's JSON alone, as apalis-amqp sends it, `bytes` long
+    /// ([`PAYLOAD_BYTES`] for the job itself; longer with its text
+    /// padded).
+    Json { bytes: usize },
 }
 
 impl Bodies {
@@ -350,13 +350,8 @@ impl Bodies {
     fn message(self, queue: &str) -> BenchResult<(Vec<u8>, BasicProperties)> {
         match self {
             Bodies::Envelope { payload_bytes } => job_message_sized(queue, payload_bytes),
-            Bodies::Json { as_envelope } => {
-                let job = if as_envelope {
-                    BenchJob::sized(job_message(queue)?.0.len())
-                } else {
-                    BenchJob::new()
-                };
-                let body = serde_json::to_vec(&job)?;
+            Bodies::Json { bytes } => {
+                let body = serde_json::to_vec(&BenchJob::sized(bytes))?;
                 Ok((body, message_properties(&Uuid::new_v4().to_string())))
             }
         }
@@ -365,15 +360,16 @@ impl Bodies {
     fn encode(self) -> String {
         match self {
             Bodies::Envelope { payload_bytes } => payload_bytes.to_string(),
-            Bodies::Json { as_envelope: false } => "json".to_owned(),
-            Bodies::Json { as_envelope: true } => "json-as-envelope".to_owned(),
+            Bodies::Json { bytes } => format!("json:{bytes}"),
         }
     }
 
     fn decode(word: &str) -> Option<Bodies> {
         match word {
-            "json" => Some(Bodies::Json { as_envelope: false }),
-            "json-as-envelope" => Some(Bodies::Json { as_envelope: true }),
+            json if json.starts_with("json:") => json["json:".len()..]
+                .parse()
+                .ok()
+                .map(|bytes| Bodies::Json { bytes }),
             bytes => bytes
                 .parse()
                 .ok()
