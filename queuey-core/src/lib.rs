@@ -76,6 +76,7 @@ mod clock;
 pub mod control;
 mod envelope;
 mod error;
+pub mod escape;
 mod handler;
 mod job;
 mod local_port;

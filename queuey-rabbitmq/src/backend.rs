@@ -20,6 +20,7 @@ use crate::heartbeats::Heartbeats;
 use crate::link::Link;
 use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
+use crate::trust::Senders;
 use crate::watch::{HoldWatch, StalledHold};
 use crate::{RabbitMqOptions, consumer, declare};
 
@@ -54,6 +55,8 @@ struct Inner {
     watch: HoldWatch,
     /// What counts a hold's jobs before a prune, when anything can.
     census: Option<Arc<dyn HoldCensus>>,
+    /// Who this backend signs as, and whom it trusts on the fleet plane.
+    senders: Arc<Senders>,
 }
 
 impl RabbitMqBackend {
@@ -88,6 +91,7 @@ impl RabbitMqBackend {
         options.validate()?;
         let options = Arc::new(options);
         let addresses = addresses.into_addresses();
+        let senders = Arc::new(Senders::of(&addresses, &options)?);
         let link = Link::connect(&addresses, Arc::clone(&options)).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
         let census = options
@@ -100,10 +104,28 @@ impl RabbitMqBackend {
                 Arc::clone(census),
             ));
         }
-        let requests = Requests::new(Arc::clone(&link), Arc::clone(&options));
-        let responder = Responder::new(Arc::clone(&link), Arc::clone(&options));
-        let control = Control::new(Arc::clone(&link), Arc::clone(&outbox), Arc::clone(&options));
-        let heartbeats = Heartbeats::new(Arc::clone(&link), Arc::clone(&outbox), &options);
+        let requests = Requests::new(
+            Arc::clone(&link),
+            Arc::clone(&options),
+            Arc::clone(&senders),
+        );
+        let responder = Responder::new(
+            Arc::clone(&link),
+            Arc::clone(&options),
+            Arc::clone(&senders),
+        );
+        let control = Control::new(
+            Arc::clone(&link),
+            Arc::clone(&outbox),
+            Arc::clone(&options),
+            Arc::clone(&senders),
+        );
+        let heartbeats = Heartbeats::new(
+            Arc::clone(&link),
+            Arc::clone(&outbox),
+            &options,
+            Arc::clone(&senders),
+        );
         let declared_through = Arc::downgrade(&link);
         let watch = HoldWatch::start(
             addresses.first().map(String::as_str),
@@ -126,6 +148,7 @@ impl RabbitMqBackend {
                 retirements: Arc::default(),
                 watch,
                 census,
+                senders,
             }),
         })
     }
@@ -228,7 +251,11 @@ impl queuey_core::periodic::Leadership for RabbitMqBackend {
         &'a self,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Box<dyn queuey_core::periodic::Lease>, Error>> {
-        Box::pin(crate::leader::lead(&self.inner.link, key))
+        Box::pin(crate::leader::lead(
+            &self.inner.link,
+            Arc::clone(&self.inner.senders),
+            key,
+        ))
     }
 }
 

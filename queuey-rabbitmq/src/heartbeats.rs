@@ -20,7 +20,7 @@ use futures::StreamExt;
 use lapin::BasicProperties;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use queuey_core::control::Heartbeat;
+use queuey_core::control::{Heartbeat, MAX_HEARTBEAT_BYTES, MAX_WORKERS_LISTED};
 use queuey_core::{BackendError, BackendErrorKind, Error, Uuid};
 use tokio::sync::OnceCell;
 
@@ -32,6 +32,7 @@ use crate::link::Link;
 use crate::outbox::{Outbox, Outgoing};
 use crate::properties::{self, PERSISTENT};
 use crate::topology::{self, HEARTBEAT_TYPE};
+use crate::trust::{self, Kind, Refusal, Role, Senders};
 
 /// How far back a list of workers reads: longer than three intervals of
 /// any worker whose heartbeat interval is at most 20 seconds.
@@ -51,10 +52,17 @@ pub(crate) struct Heartbeats {
     outbox: Arc<Outbox>,
     stream: Arc<str>,
     declared: OnceCell<()>,
+    /// Who signs the heartbeats sent, and whose are listed.
+    senders: Arc<Senders>,
 }
 
 impl Heartbeats {
-    pub(crate) fn new(link: Arc<Link>, outbox: Arc<Outbox>, options: &RabbitMqOptions) -> Self {
+    pub(crate) fn new(
+        link: Arc<Link>,
+        outbox: Arc<Outbox>,
+        options: &RabbitMqOptions,
+        senders: Arc<Senders>,
+    ) -> Self {
         Heartbeats {
             link,
             outbox,
@@ -62,31 +70,46 @@ impl Heartbeats {
                 options.settings().control_stream(),
             )),
             declared: OnceCell::new(),
+            senders,
         }
     }
 
-    /// Publishes `beat` (declaring the stream first, once per backend) and
-    /// waits for the broker's confirm.
+    /// Publishes `beat`, signed with this backend's user (declaring the
+    /// stream first, once per backend), and waits for the broker's
+    /// confirm.
     pub(crate) async fn send(&self, beat: &Heartbeat) -> Result<(), Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
         }
+        let body = beat.encode();
+        if body.len() > MAX_HEARTBEAT_BYTES {
+            return Err(Error::MessageTooLarge {
+                queue: self.stream.to_string(),
+                size: body.len(),
+                limit: MAX_HEARTBEAT_BYTES,
+            });
+        }
+        let properties = self.senders.sign(
+            BasicProperties::default()
+                .with_delivery_mode(PERSISTENT)
+                .with_type(properties::short(HEARTBEAT_TYPE)),
+            "sending a heartbeat",
+        )?;
         self.declare().await?;
         let message_id = format!("{}.{}", beat.worker_id.simple(), beat.at_ms);
         let out = Outgoing {
             queue: self.stream.to_string(),
-            body: Bytes::from(beat.encode()),
-            properties: BasicProperties::default()
-                .with_delivery_mode(PERSISTENT)
-                .with_message_id(properties::short(&message_id))
-                .with_type(properties::short(HEARTBEAT_TYPE)),
+            body: Bytes::from(body),
+            properties: properties.with_message_id(properties::short(&message_id)),
             message_id,
         };
         self.outbox.stream(out, Stream::Heartbeats).await
     }
 
     /// The workers whose latest heartbeat is recent and not their last,
-    /// oldest worker first.
+    /// oldest worker first. Only heartbeats signed by a trusted worker
+    /// user are read, at most [`MAX_WORKERS_LISTED`] workers are kept, and
+    /// a heartbeat over [`MAX_HEARTBEAT_BYTES`] is skipped unread.
     pub(crate) async fn workers(&self) -> Result<Vec<Heartbeat>, Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
@@ -119,9 +142,9 @@ impl Heartbeats {
                         .await
                         .map_err(fail)?;
                     let nonce = Uuid::new_v4();
-                    self.outbox
-                        .stream(message::sync_marker(stream, nonce), Stream::Heartbeats)
-                        .await?;
+                    let mut marker = message::sync_marker(stream, nonce);
+                    marker.properties = self.senders.sign_if_known(marker.properties);
+                    self.outbox.stream(marker, Stream::Heartbeats).await?;
                     let mut latest: HashMap<Uuid, Heartbeat> = HashMap::new();
                     while let Some(delivery) = consumer.next().await {
                         let delivery = delivery.map_err(fail)?;
@@ -131,10 +154,15 @@ impl Heartbeats {
                             .ack(BasicAckOptions { multiple: true })
                             .await
                             .map_err(fail)?;
-                        match read(&delivery.properties, &delivery.data) {
-                            Some(Read::Marker(seen)) if seen == nonce => return Ok(latest),
-                            Some(Read::Beat(beat)) => keep_latest(&mut latest, beat),
-                            _ => {}
+                        match read(&self.senders, &delivery.properties, &delivery.data) {
+                            Ok(Read::Marker(seen)) if seen == nonce => return Ok(latest),
+                            Ok(Read::Beat(beat)) => {
+                                if let Err(refusal) = keep_latest(&mut latest, beat) {
+                                    trust::refused(Kind::Heartbeat, &refusal);
+                                }
+                            }
+                            Ok(Read::Marker(_)) => {}
+                            Err(refusal) => trust::refused(Kind::Heartbeat, &refusal),
                         }
                     }
                     Err(Error::Backend(BackendError::new(
@@ -189,21 +217,39 @@ enum Read {
     Beat(Heartbeat),
 }
 
-fn read(properties: &BasicProperties, body: &[u8]) -> Option<Read> {
+/// Reads a delivery: a sync marker (anyone's: only its nonce matters), or
+/// a heartbeat from a trusted worker user, checked for size before it is
+/// decoded.
+fn read(senders: &Senders, properties: &BasicProperties, body: &[u8]) -> Result<Read, Refusal> {
     if message::is_sync_marker(properties) {
-        return message::sync_nonce(body).map(Read::Marker);
+        return message::sync_nonce(body)
+            .map(Read::Marker)
+            .ok_or(Refusal::Malformed);
     }
-    Heartbeat::decode(body).map(Read::Beat)
+    senders.admit(Role::Worker, properties)?;
+    if body.len() > MAX_HEARTBEAT_BYTES {
+        return Err(Refusal::TooLarge(body.len()));
+    }
+    Heartbeat::decode(body)
+        .map(Read::Beat)
+        .ok_or(Refusal::Malformed)
 }
 
-/// Keeps the later of two heartbeats of one worker.
-fn keep_latest(latest: &mut HashMap<Uuid, Heartbeat>, beat: Heartbeat) {
+/// Keeps the later of two heartbeats of one worker; refuses a worker past
+/// [`MAX_WORKERS_LISTED`].
+fn keep_latest(latest: &mut HashMap<Uuid, Heartbeat>, beat: Heartbeat) -> Result<(), Refusal> {
     match latest.get(&beat.worker_id) {
         Some(kept) if kept.at_ms > beat.at_ms => {}
+        None if latest.len() >= MAX_WORKERS_LISTED => {
+            return Err(Refusal::Invalid(format!(
+                "more than {MAX_WORKERS_LISTED} workers sent heartbeats in the last {LOOK_BACK}"
+            )));
+        }
         _ => {
             latest.insert(beat.worker_id, beat);
         }
     }
+    Ok(())
 }
 
 /// The workers whose latest heartbeat is not their last and came within
@@ -255,7 +301,7 @@ mod tests {
             beat(b, 99_000, true),
             beat(c, 70_000, false),
         ] {
-            keep_latest(&mut latest, beat);
+            keep_latest(&mut latest, beat).unwrap();
         }
         let alive: Vec<Uuid> = alive(latest.into_values(), 101_000)
             .iter()
@@ -265,16 +311,58 @@ mod tests {
         assert_eq!(alive, [a]);
     }
 
+    fn senders() -> Senders {
+        Senders::of(
+            &["amqp://worker:pw@localhost/%2f".to_owned()],
+            &RabbitMqOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn from(user: &str) -> BasicProperties {
+        BasicProperties::default().with_user_id(user.into())
+    }
+
     #[test]
     fn markers_and_heartbeats_read_back_as_sent() {
+        let s = senders();
         let nonce = Uuid::new_v4();
         let m = message::sync_marker("s", nonce);
-        assert_eq!(read(&m.properties, &m.body), Some(Read::Marker(nonce)));
+        assert_eq!(read(&s, &m.properties, &m.body), Ok(Read::Marker(nonce)));
         let b = beat(Uuid::new_v4(), 1, false);
         assert_eq!(
-            read(&BasicProperties::default(), &b.encode()),
-            Some(Read::Beat(b))
+            read(&s, &from("worker"), &b.encode()),
+            Ok(Read::Beat(b.clone()))
         );
-        assert_eq!(read(&BasicProperties::default(), b"garbage"), None);
+        assert_eq!(
+            read(&s, &from("worker"), b"garbage"),
+            Err(Refusal::Malformed)
+        );
+        assert_eq!(
+            read(&s, &BasicProperties::default(), &b.encode()),
+            Err(Refusal::Unsigned)
+        );
+        assert_eq!(
+            read(&s, &from("producer"), &b.encode()),
+            Err(Refusal::Stranger("producer".into()))
+        );
+        let huge = vec![b' '; MAX_HEARTBEAT_BYTES + 1];
+        assert_eq!(
+            read(&s, &from("worker"), &huge),
+            Err(Refusal::TooLarge(huge.len()))
+        );
+    }
+
+    #[test]
+    fn a_listing_keeps_at_most_its_cap_of_workers() {
+        let mut latest = HashMap::new();
+        for _ in 0..MAX_WORKERS_LISTED {
+            keep_latest(&mut latest, beat(Uuid::new_v4(), 1, false)).unwrap();
+        }
+        let known = *latest.keys().next().unwrap();
+        assert!(keep_latest(&mut latest, beat(Uuid::new_v4(), 1, false)).is_err());
+        // A worker already listed still gets its later heartbeat kept.
+        keep_latest(&mut latest, beat(known, 2, false)).unwrap();
+        assert_eq!(latest[&known].at_ms, 2);
     }
 }

@@ -515,6 +515,7 @@ mod rehold;
 mod reply;
 mod tls;
 pub mod topology;
+mod trust;
 mod watch;
 
 pub use addresses::Addresses;

@@ -43,17 +43,28 @@ pub enum Command {
         /// The queue's name on the broker (its namespace included).
         queue: String,
     },
+    /// Withdraw the cancellation sent in another record (a
+    /// [`Cancel`](Command::Cancel) or a
+    /// [`CancelMatching`](Command::CancelMatching)), named by that record's
+    /// id: the jobs it covered run again when they are next taken. Jobs
+    /// already dead-lettered as cancelled stay there until redriven. A
+    /// pause is withdrawn by [`Resume`](Command::Resume).
+    Revoke {
+        /// The id of the record whose cancellation is withdrawn.
+        record: Uuid,
+    },
 }
 
 impl Command {
     /// A short lowercase name (`cancel`, `cancel_matching`, `pause`,
-    /// `resume`), for logs.
+    /// `resume`, `revoke`), for logs.
     pub fn as_str(&self) -> &'static str {
         match self {
             Command::Cancel { .. } => "cancel",
             Command::CancelMatching { .. } => "cancel_matching",
             Command::Pause { .. } => "pause",
             Command::Resume { .. } => "resume",
+            Command::Revoke { .. } => "revoke",
         }
     }
 }
@@ -179,13 +190,27 @@ impl CancelFilter {
         self
     }
 
-    /// Refuses a filter with no condition, which would cancel everything.
+    /// Only jobs enqueued at or before `ms` (milliseconds since the Unix
+    /// epoch). [`into_command`](Self::into_command) sets it to now when it
+    /// is not set; a later bound than the command's own time is refused.
+    pub fn enqueued_before(mut self, ms: u64) -> Self {
+        self.enqueued_before_ms = Some(ms);
+        self
+    }
+
+    /// Whether the filter has a condition besides its time bound.
+    pub fn has_condition(&self) -> bool {
+        self.queue.is_some() || self.job_type.is_some() || !self.payload.is_empty()
+    }
+
+    /// Refuses a filter with no condition, which would cancel everything,
+    /// or with more payload conditions than a reader accepts.
     pub fn validate(&self) -> Result<(), crate::Error> {
-        if self.queue.is_none() && self.job_type.is_none() && self.payload.is_empty() {
-            return Err(crate::Error::invalid_config(
-                "a cancel filter needs at least one condition (a queue, a job type or a \
-                 payload field); to stop a whole queue, pause it instead",
-            ));
+        if !self.has_condition() {
+            return Err(super::RecordRefusal::NoCondition.into());
+        }
+        if self.payload.len() > super::MAX_PAYLOAD_CONDITIONS {
+            return Err(super::RecordRefusal::TooManyConditions.into());
         }
         Ok(())
     }
@@ -211,6 +236,12 @@ impl CancelFilter {
     /// Whether `envelope`'s job matches. The payload is parsed only when a
     /// payload condition is given and the other conditions hold.
     pub fn matches(&self, envelope: &Envelope) -> bool {
+        self.matches_with(envelope, &mut Payload::new(envelope))
+    }
+
+    /// [`matches`](Self::matches), with the payload parsed at most once
+    /// however many filters ask.
+    pub(crate) fn matches_with(&self, envelope: &Envelope, payload: &mut Payload<'_>) -> bool {
         let time_ok = self
             .enqueued_before_ms
             .is_none_or(|before| envelope.enqueued_at_ms <= before);
@@ -220,10 +251,33 @@ impl CancelFilter {
         if self.payload.is_empty() {
             return true;
         }
-        match serde_json::from_str::<Value>(envelope.payload.get()) {
-            Ok(payload) => self.payload.iter().all(|m| m.holds(&payload)),
-            Err(_) => false,
+        match payload.parsed() {
+            Some(parsed) => self.payload.iter().all(|m| m.holds(parsed)),
+            None => false,
         }
+    }
+}
+
+/// A job's payload, parsed on the first look and kept for the next.
+pub(crate) struct Payload<'a> {
+    envelope: &'a Envelope,
+    parsed: Option<Option<Value>>,
+}
+
+impl<'a> Payload<'a> {
+    pub(crate) fn new(envelope: &'a Envelope) -> Self {
+        Payload {
+            envelope,
+            parsed: None,
+        }
+    }
+
+    /// The payload as JSON; `None` when it is not JSON.
+    fn parsed(&mut self) -> Option<&Value> {
+        let envelope = self.envelope;
+        self.parsed
+            .get_or_insert_with(|| serde_json::from_str(envelope.payload.get()).ok())
+            .as_ref()
     }
 }
 

@@ -11,6 +11,20 @@ pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 /// How many intervals without a heartbeat make a worker count as gone.
 pub const MISSED_HEARTBEATS: u32 = 3;
 
+/// The most running jobs one heartbeat lists: a worker running more lists
+/// those that started first.
+pub const MAX_RUNNING_LISTED: usize = 500;
+
+/// The largest heartbeat a reader decodes, in bytes; a larger one is
+/// skipped unread. A heartbeat listing [`MAX_RUNNING_LISTED`] jobs stays
+/// well below it.
+pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
+
+/// The most workers one listing holds: heartbeats of further workers are
+/// skipped (and counted), so a flood of made-up workers cannot grow a
+/// reader without bound.
+pub const MAX_WORKERS_LISTED: usize = 10_000;
+
 /// One worker's account of itself: who it is, what it consumes, what it
 /// runs right now, and what it has done since it started.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,7 +56,8 @@ pub struct Heartbeat {
     /// Whether it is shutting down (its last heartbeat says so).
     #[serde(default)]
     pub stopping: bool,
-    /// The jobs it runs right now.
+    /// The jobs it runs right now: at most [`MAX_RUNNING_LISTED`], those
+    /// that started first.
     #[serde(default)]
     pub running: Vec<RunningJob>,
     /// What it has done since it started, per queue.
@@ -87,8 +102,12 @@ impl Heartbeat {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Reads a heartbeat; `None` for bytes that are not one.
+    /// Reads a heartbeat; `None` for bytes that are not one, or that are
+    /// more than [`MAX_HEARTBEAT_BYTES`] (skipped unread).
     pub fn decode(bytes: &[u8]) -> Option<Heartbeat> {
+        if bytes.len() > MAX_HEARTBEAT_BYTES {
+            return None;
+        }
         serde_json::from_slice(bytes).ok()
     }
 
@@ -159,5 +178,29 @@ mod tests {
             .collect();
         assert_eq!(long, ["export"]);
         assert_eq!(beat.lifetime(), Duration::from_secs(15));
+    }
+
+    #[test]
+    fn a_heartbeat_over_the_size_limit_is_not_decoded() {
+        let mut beat = Heartbeat {
+            worker_id: Uuid::new_v4(),
+            host: "h".into(),
+            pid: 1,
+            version: "0".into(),
+            queues: vec![],
+            paused: vec![],
+            concurrency: 1,
+            connection: "connected".into(),
+            started_at_ms: 0,
+            at_ms: 0,
+            interval_ms: 5_000,
+            stopping: false,
+            running: vec![],
+            totals: vec![],
+        };
+        beat.host = "x".repeat(MAX_HEARTBEAT_BYTES);
+        assert_eq!(Heartbeat::decode(&beat.encode()), None);
+        beat.host = "h".into();
+        assert_eq!(Heartbeat::decode(&beat.encode()), Some(beat));
     }
 }

@@ -44,6 +44,7 @@
 //! # }
 //! ```
 
+mod check;
 mod command;
 mod heartbeat;
 mod signal;
@@ -52,12 +53,14 @@ mod view;
 
 use std::time::Duration;
 
+pub use check::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal, check_size};
 pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
 pub use heartbeat::{
-    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MISSED_HEARTBEATS, QueueTotals, RunningJob,
+    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,
+    MAX_WORKERS_LISTED, MISSED_HEARTBEATS, QueueTotals, RunningJob,
 };
 pub use signal::{CancelSignal, Canceller};
-pub use state::ControlState;
+pub use state::{CancelTarget, Cancellation, ControlState, MAX_CANCEL_FILTERS};
 pub use view::ControlView;
 
 /// The dead-letter reason of a cancelled job.

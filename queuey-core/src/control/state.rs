@@ -5,8 +5,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
-use super::command::{CancelFilter, Command, ControlRecord};
+use super::command::{CancelFilter, Command, ControlRecord, Payload};
 use crate::Envelope;
+
+/// The most cancel filters a state holds at once. A filter past it is not
+/// applied (and a warning says so): each job is checked against the
+/// filters of its queue and type, and an unbounded list would slow every
+/// job.
+pub const MAX_CANCEL_FILTERS: usize = 1_000;
 
 /// The state the commands sent so far add up to, applied in the order they
 /// were sent.
@@ -24,26 +30,61 @@ use crate::Envelope;
 pub struct ControlState {
     /// Paused queue -> when it was paused.
     paused: BTreeMap<String, u64>,
-    /// Cancelled job -> when it was cancelled.
-    cancelled: HashMap<Uuid, u64>,
-    /// Cancellations by filter, with when they were sent.
-    filters: Vec<(CancelFilter, u64)>,
+    /// Cancelled job -> when it was cancelled, and by which record.
+    cancelled: HashMap<Uuid, Sent>,
+    /// Cancellations by filter.
+    filters: Filters,
+}
+
+/// When a command was sent, and in which record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sent {
+    at_ms: u64,
+    record: Uuid,
+}
+
+/// One live cancellation, as [`ControlState::cancellations_sent`] lists
+/// it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Cancellation<'a> {
+    /// The id of the record that sent it: what
+    /// [`Command::Revoke`] names to withdraw it.
+    pub record: Uuid,
+    /// When it was sent, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// What it cancels.
+    pub target: CancelTarget<'a>,
+}
+
+/// What a [`Cancellation`] cancels.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum CancelTarget<'a> {
+    /// One job, by its id.
+    Job(Uuid),
+    /// The jobs a filter matches.
+    Filter(&'a CancelFilter),
 }
 
 impl ControlState {
     /// Applies one record. Returns whether anything changed.
     pub fn apply(&mut self, record: &ControlRecord) -> bool {
+        let sent = Sent {
+            at_ms: record.at_ms,
+            record: record.id,
+        };
         match &record.command {
-            Command::Cancel { job_id } => self.cancelled.insert(*job_id, record.at_ms).is_none(),
-            Command::CancelMatching { filter } => {
-                if self.filters.iter().any(|(f, _)| f == filter) {
-                    return false;
-                }
-                self.filters.push((filter.clone(), record.at_ms));
-                true
-            }
+            Command::Cancel { job_id } => self.cancelled.insert(*job_id, sent).is_none(),
+            Command::CancelMatching { filter } => self.filters.insert(filter, sent),
             Command::Pause { queue } => self.paused.insert(queue.clone(), record.at_ms).is_none(),
             Command::Resume { queue } => self.paused.remove(queue).is_some(),
+            Command::Revoke { record } => {
+                let before = self.cancelled.len();
+                self.cancelled.retain(|_, sent| sent.record != *record);
+                let by_filter = self.filters.remove(*record);
+                by_filter || self.cancelled.len() != before
+            }
         }
     }
 
@@ -59,10 +100,10 @@ impl ControlState {
     }
 
     /// Whether the job of `envelope` was cancelled, by its id or by a
-    /// filter.
+    /// filter. Only the filters of the job's queue and type (and those
+    /// naming neither) are asked, and the payload is parsed at most once.
     pub fn is_cancelled(&self, envelope: &Envelope) -> bool {
-        self.cancelled.contains_key(&envelope.job_id)
-            || self.filters.iter().any(|(f, _)| f.matches(envelope))
+        self.cancelled.contains_key(&envelope.job_id) || self.filters.match_any(envelope)
     }
 
     /// Whether the job with this id was cancelled by its id.
@@ -72,27 +113,185 @@ impl ControlState {
 
     /// How many jobs were cancelled by id, and how many filters cancel.
     pub fn cancellations(&self) -> (usize, usize) {
-        (self.cancelled.len(), self.filters.len())
+        (self.cancelled.len(), self.filters.len)
+    }
+
+    /// Every live cancellation, oldest first.
+    pub fn cancellations_sent(&self) -> Vec<Cancellation<'_>> {
+        let mut all: Vec<Cancellation<'_>> = self
+            .cancelled
+            .iter()
+            .map(|(job, sent)| Cancellation {
+                record: sent.record,
+                at_ms: sent.at_ms,
+                target: CancelTarget::Job(*job),
+            })
+            .chain(self.filters.iter().map(|(filter, sent)| Cancellation {
+                record: sent.record,
+                at_ms: sent.at_ms,
+                target: CancelTarget::Filter(filter),
+            }))
+            .collect();
+        all.sort_by_key(|c| (c.at_ms, c.record));
+        all
     }
 
     /// Forgets cancellations sent before `cutoff_ms`; pauses are kept until
     /// resumed.
     pub fn forget_before(&mut self, cutoff_ms: u64) {
-        self.cancelled.retain(|_, at| *at >= cutoff_ms);
-        self.filters.retain(|(_, at)| *at >= cutoff_ms);
+        self.cancelled.retain(|_, sent| sent.at_ms >= cutoff_ms);
+        self.filters.retain(|sent| sent.at_ms >= cutoff_ms);
+    }
+}
+
+/// The cancel filters, indexed by the queue and the job type they name,
+/// so a job is checked only against those that can match it.
+#[derive(Debug, Clone, Default)]
+struct Filters {
+    /// Filters naming a queue, by that queue.
+    by_queue: HashMap<String, ByType>,
+    /// Filters naming no queue.
+    any_queue: ByType,
+    len: usize,
+    /// Whether the cap was met since the last filter was removed (so the
+    /// warning is given once).
+    capped: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ByType {
+    by_type: HashMap<String, Vec<(CancelFilter, Sent)>>,
+    any_type: Vec<(CancelFilter, Sent)>,
+}
+
+impl ByType {
+    fn slot(&mut self, job_type: Option<&str>) -> &mut Vec<(CancelFilter, Sent)> {
+        match job_type {
+            Some(t) => self.by_type.entry(t.to_owned()).or_default(),
+            None => &mut self.any_type,
+        }
+    }
+
+    fn candidates<'a>(
+        &'a self,
+        job_type: &str,
+    ) -> impl Iterator<Item = &'a (CancelFilter, Sent)> + 'a {
+        self.by_type
+            .get(job_type)
+            .into_iter()
+            .flatten()
+            .chain(self.any_type.iter())
+    }
+
+    fn all(&self) -> impl Iterator<Item = &(CancelFilter, Sent)> {
+        self.by_type.values().flatten().chain(self.any_type.iter())
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&(CancelFilter, Sent)) -> bool) -> usize {
+        let mut removed = 0;
+        for list in self.by_type.values_mut().chain([&mut self.any_type]) {
+            let before = list.len();
+            list.retain(&mut keep);
+            removed += before - list.len();
+        }
+        self.by_type.retain(|_, list| !list.is_empty());
+        removed
+    }
+}
+
+impl Filters {
+    fn insert(&mut self, filter: &CancelFilter, sent: Sent) -> bool {
+        let by_type = match &filter.queue {
+            Some(q) => self.by_queue.entry(q.clone()).or_default(),
+            None => &mut self.any_queue,
+        };
+        let slot = by_type.slot(filter.job_type.as_deref());
+        if slot.iter().any(|(f, _)| f == filter) {
+            return false;
+        }
+        if self.len >= MAX_CANCEL_FILTERS {
+            if !std::mem::replace(&mut self.capped, true) {
+                tracing::warn!(
+                    limit = MAX_CANCEL_FILTERS,
+                    record = %sent.record,
+                    "too many cancel filters at once; this one and later ones are not applied \
+                     until older ones are revoked or forgotten"
+                );
+            }
+            return false;
+        }
+        slot.push((filter.clone(), sent));
+        self.len += 1;
+        true
+    }
+
+    fn match_any(&self, envelope: &Envelope) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        let mut payload = Payload::new(envelope);
+        let base = crate::shard::parse_shard_name(&envelope.queue).map(|(base, _)| base);
+        let by_queue = [Some(envelope.queue.as_str()), base]
+            .into_iter()
+            .flatten()
+            .filter_map(|q| self.by_queue.get(q));
+        by_queue
+            .chain([&self.any_queue])
+            .flat_map(|by_type| by_type.candidates(&envelope.job_type))
+            .any(|(filter, _)| filter.matches_with(envelope, &mut payload))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&CancelFilter, &Sent)> {
+        self.by_queue
+            .values()
+            .chain([&self.any_queue])
+            .flat_map(ByType::all)
+            .map(|(f, s)| (f, s))
+    }
+
+    fn remove(&mut self, record: Uuid) -> bool {
+        self.retain(|sent| sent.record != record)
+    }
+
+    fn retain(&mut self, keep: impl Fn(&Sent) -> bool) -> bool {
+        let mut removed = self.any_queue.retain(|(_, sent)| keep(sent));
+        for by_type in self.by_queue.values_mut() {
+            removed += by_type.retain(|(_, sent)| keep(sent));
+        }
+        self.by_queue
+            .retain(|_, t| !(t.by_type.is_empty() && t.any_type.is_empty()));
+        self.len -= removed;
+        if removed > 0 {
+            self.capped = false;
+        }
+        removed > 0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn job(job_type: &str, queue: &str, payload: serde_json::Value) -> Envelope {
+        Envelope::new(
+            job_type,
+            queue,
+            serde_json::value::to_raw_value(&payload).unwrap(),
+        )
+    }
+
+    fn sent(command: Command, at_ms: u64) -> ControlRecord {
+        let mut record = ControlRecord::new(command);
+        record.at_ms = at_ms;
+        record
+    }
 
     #[test]
     fn cancellations_are_kept_until_forgotten() {
         let mut state = ControlState::default();
-        let job = Envelope::new("t", "q", serde_json::value::to_raw_value(&1).unwrap());
-        let mut record = ControlRecord::new(Command::Cancel { job_id: job.job_id });
-        record.at_ms = 1_000;
+        let job = job("t", "q", json!(1));
+        let record = sent(Command::Cancel { job_id: job.job_id }, 1_000);
         assert!(state.apply(&record));
         assert!(!state.apply(&record), "the same cancellation twice is one");
         assert!(state.is_cancelled(&job));
@@ -111,5 +310,79 @@ mod tests {
         assert_eq!(state.paused().count(), 1);
         state.forget_before(u64::MAX);
         assert!(state.is_paused("q"), "pauses last until resumed");
+    }
+
+    #[test]
+    fn a_revoke_withdraws_the_cancellation_of_its_record_only() {
+        let mut state = ControlState::default();
+        let a = job("send", "app.emails", json!({"campaign": 1}));
+        let b = job("send", "app.emails", json!({"campaign": 2}));
+        let by_id = sent(Command::Cancel { job_id: a.job_id }, 10);
+        let filter = CancelFilter::new()
+            .payload_equals("campaign", 2)
+            .enqueued_before(u64::MAX);
+        let by_filter = sent(Command::CancelMatching { filter }, 10);
+        state.apply(&by_id);
+        state.apply(&by_filter);
+        assert!(state.is_cancelled(&a) && state.is_cancelled(&b));
+        assert_eq!(state.cancellations_sent().len(), 2);
+
+        assert!(state.apply(&sent(
+            Command::Revoke {
+                record: by_filter.id
+            },
+            11
+        )));
+        assert!(state.is_cancelled(&a) && !state.is_cancelled(&b));
+        assert!(state.apply(&sent(Command::Revoke { record: by_id.id }, 12)));
+        assert!(!state.is_cancelled(&a));
+        assert_eq!(state.cancellations(), (0, 0));
+        assert!(
+            !state.apply(&sent(Command::Revoke { record: by_id.id }, 13)),
+            "revoking twice changes nothing"
+        );
+    }
+
+    #[test]
+    fn filters_are_found_by_queue_type_and_shard() {
+        let mut state = ControlState::default();
+        let on = |queue: Option<&str>, job_type: Option<&str>| {
+            let mut f = CancelFilter::new().enqueued_before(u64::MAX);
+            f.queue = queue.map(str::to_owned);
+            f.job_type = job_type.map(str::to_owned);
+            sent(Command::CancelMatching { filter: f }, 1)
+        };
+        state.apply(&on(Some("app.emails"), None));
+        assert!(state.is_cancelled(&job("x", "app.emails", json!(0))));
+        assert!(state.is_cancelled(&job("x", "app.emails.s2", json!(0))));
+        assert!(!state.is_cancelled(&job("x", "app.other", json!(0))));
+        state.apply(&on(None, Some("export")));
+        assert!(state.is_cancelled(&job("export", "app.other", json!(0))));
+        assert!(!state.is_cancelled(&job("import", "app.other", json!(0))));
+        state.apply(&on(Some("app.other"), Some("import")));
+        assert!(state.is_cancelled(&job("import", "app.other", json!(0))));
+        assert!(!state.is_cancelled(&job("import", "app.third", json!(0))));
+        assert_eq!(state.cancellations(), (0, 3));
+    }
+
+    #[test]
+    fn filters_past_the_cap_are_not_applied() {
+        let mut state = ControlState::default();
+        for i in 0..MAX_CANCEL_FILTERS {
+            let f = CancelFilter::new()
+                .job_type(format!("t{i}"))
+                .enqueued_before(u64::MAX);
+            assert!(state.apply(&sent(Command::CancelMatching { filter: f }, 5)));
+        }
+        let extra = CancelFilter::new()
+            .job_type("extra")
+            .enqueued_before(u64::MAX);
+        let extra = sent(Command::CancelMatching { filter: extra }, 6);
+        assert!(!state.apply(&extra));
+        assert!(!state.is_cancelled(&job("extra", "q", json!(0))));
+        // Forgetting old ones makes room again.
+        state.forget_before(6);
+        assert!(state.apply(&extra));
+        assert!(state.is_cancelled(&job("extra", "q", json!(0))));
     }
 }

@@ -442,8 +442,13 @@ impl Backend for MemoryBackend {
         let result = if self.shared.lock().closed {
             Err(Error::ShutDown)
         } else {
-            self.shared.control.apply(record);
-            Ok(())
+            match record.check(crate::clock::now_ms()) {
+                Ok(()) => {
+                    self.shared.control.apply(record);
+                    Ok(())
+                }
+                Err(refusal) => Err(refusal.into()),
+            }
         };
         Box::pin(ready(result))
     }

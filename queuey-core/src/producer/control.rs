@@ -19,6 +19,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// Cancelling a job that already finished, or an unknown id, changes
     /// nothing. Cancellations are remembered for
     /// [`CANCELLATION_MEMORY`](crate::control::CANCELLATION_MEMORY).
+    /// Returns the id of the command sent, which [`revoke`](Self::revoke)
+    /// takes to withdraw it.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -41,17 +43,49 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn cancel(&self, job_id: Uuid) -> Result<(), Error> {
+    pub async fn cancel(&self, job_id: Uuid) -> Result<Uuid, Error> {
         self.send_control(Command::Cancel { job_id }).await
     }
 
     /// Cancels every job that matches `filter` and was enqueued before now,
     /// wherever it waits; jobs enqueued later are not touched. A filter
-    /// without a queue applies to every queue of the fleet.
+    /// without a queue applies to every queue of the fleet. Returns the id
+    /// of the command sent, which [`revoke`](Self::revoke) takes.
     ///
     /// Fails with [`Error::InvalidConfig`] for a filter with no condition.
-    pub async fn cancel_matching(&self, filter: CancelFilter) -> Result<(), Error> {
+    pub async fn cancel_matching(&self, filter: CancelFilter) -> Result<Uuid, Error> {
         self.send_control(filter.into_command()?).await
+    }
+
+    /// Withdraws a cancellation sent earlier, named by the id
+    /// [`cancel`](Self::cancel) or [`cancel_matching`](Self::cancel_matching)
+    /// returned: the jobs it covered run again when next taken (jobs it
+    /// already sent to the dead-letter queue stay there until redriven).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), queuey_core::Error> {
+    /// use queuey_core::backend::Backend;
+    /// use queuey_core::memory::MemoryBackend;
+    /// use queuey_core::{Producer, Queues, Uuid};
+    ///
+    /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    /// enum AppQueues { Emails }
+    ///
+    /// let backend = MemoryBackend::new();
+    /// let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+    /// let job = Uuid::new_v4();
+    /// let sent = producer.cancel(job).await?;
+    /// producer.revoke(sent).await?;
+    /// let view = backend.follow_control().await?.unwrap();
+    /// assert_eq!(view.snapshot().cancellations(), (0, 0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn revoke(&self, record: Uuid) -> Result<(), Error> {
+        self.send_control(Command::Revoke { record })
+            .await
+            .map(|_| ())
     }
 
     /// Pauses `queue` on every worker: each stops taking its deliveries
@@ -60,19 +94,28 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// worker started while the queue is paused stays off it.
     pub async fn pause(&self, queue: &Q) -> Result<(), Error> {
         let queue = self.queue_name(queue).to_owned();
-        self.send_control(Command::Pause { queue }).await
+        self.send_control(Command::Pause { queue })
+            .await
+            .map(|_| ())
     }
 
     /// Resumes a paused `queue` on every worker.
     pub async fn resume(&self, queue: &Q) -> Result<(), Error> {
         let queue = self.queue_name(queue).to_owned();
-        self.send_control(Command::Resume { queue }).await
+        self.send_control(Command::Resume { queue })
+            .await
+            .map(|_| ())
     }
 
-    /// Sends any control command, as the `queuey` tool does.
-    pub async fn send_control(&self, command: Command) -> Result<(), Error> {
-        self.backend
-            .send_control(&ControlRecord::new(command))
-            .await
+    /// Sends any control command, as the `queuey` tool does, and returns
+    /// the id of the record sent. The command is checked first, as every
+    /// worker checks it on receipt ([`ControlRecord::check`]): a cancel
+    /// filter with no condition or no time bound is refused with
+    /// [`Error::InvalidConfig`] and nothing is sent.
+    pub async fn send_control(&self, command: Command) -> Result<Uuid, Error> {
+        let record = ControlRecord::new(command);
+        record.check(record.at_ms)?;
+        self.backend.send_control(&record).await?;
+        Ok(record.id)
     }
 }

@@ -19,6 +19,7 @@ use super::renew::{self, Resumes};
 use super::syncs::Syncs;
 use crate::link::Link;
 use crate::outbox::Outbox;
+use crate::trust::{self, Kind, Refusal, Role, Senders};
 
 /// Acknowledge at least every this many records (a stream's
 /// acknowledgements are only credit for the broker to send more).
@@ -40,6 +41,8 @@ pub(super) struct Follower {
     pub(super) stream: Arc<str>,
     /// Who this process says it is, in the pauses it renews.
     pub(super) by: Option<Arc<str>>,
+    /// Whose commands are obeyed, and who signs renewals.
+    pub(super) senders: Arc<Senders>,
     pub(super) view: ControlView,
     pub(super) syncs: Arc<Syncs>,
     /// The offset of the next record: every one before it was read.
@@ -67,6 +70,7 @@ impl Follower {
         outbox: Arc<Outbox>,
         stream: Arc<str>,
         by: Option<Arc<str>>,
+        senders: Arc<Senders>,
         view: ControlView,
         syncs: Arc<Syncs>,
     ) -> Self {
@@ -75,6 +79,7 @@ impl Follower {
             outbox,
             stream,
             by,
+            senders,
             view,
             syncs,
             next: None,
@@ -182,7 +187,10 @@ impl Follower {
         }
     }
 
-    /// Applies one delivery, in stream order; skips what was read before.
+    /// Applies one delivery, in stream order; skips what was read before,
+    /// and refuses (counting it) a command from a sender it does not
+    /// trust or that breaks a rule of
+    /// [`ControlRecord::check`].
     fn read(&mut self, delivery: Delivery) {
         let offset = message::offset(&delivery.properties);
         if let (Some(offset), Some(next)) = (offset, self.next)
@@ -201,15 +209,33 @@ impl Follower {
                 record,
                 renews_after,
             } => {
-                if self.resumes.accepts(&record, renews_after) {
+                let role = if renews_after.is_some() {
+                    Role::Renewal
+                } else {
+                    Role::Control
+                };
+                let admitted = self
+                    .senders
+                    .admit(role, &delivery.properties)
+                    .and_then(|()| {
+                        record
+                            .check(queuey_core::__private::now_ms())
+                            .map_err(Refusal::from)
+                    });
+                if let Err(refusal) = &admitted {
+                    trust::refused(Kind::Command, refusal);
+                } else if self.resumes.accepts(&record, renews_after) {
                     self.view.apply(&record);
                     self.dirty = true;
                     metrics::counter!(metric::RECORDS).increment(1);
                 } else {
                     tracing::debug!(record = %record.id, "a renewed pause came after a resume of its queue; ignored");
                 }
-                self.resumes.read(&record, offset);
+                if admitted.is_ok() {
+                    self.resumes.read(&record, offset);
+                }
             }
+            Read::TooLarge(bytes) => trust::refused(Kind::Command, &Refusal::TooLarge(bytes)),
             Read::Skip => {
                 tracing::debug!(stream = %self.stream, ?offset, "skipped a message of the control stream that is not a command this version knows");
             }
@@ -237,7 +263,14 @@ impl Follower {
                 queue: queue.clone(),
             })
             .by(by);
-            let out = message::renewal(&self.stream, &record, after);
+            let mut out = message::renewal(&self.stream, &record, after);
+            match self.senders.sign(out.properties, "renewing a pause") {
+                Ok(signed) => out.properties = signed,
+                Err(error) => {
+                    tracing::warn!(queue, %error, "cannot renew a pause a week old");
+                    continue;
+                }
+            }
             let outbox = Arc::clone(&self.outbox);
             tokio::spawn(async move {
                 match outbox.control(out).await {

@@ -67,14 +67,21 @@ pub(super) enum Read {
         record: ControlRecord,
         renews_after: Option<u64>,
     },
+    /// A body over the size a command may have, left undecoded.
+    TooLarge(usize),
     /// Not a command this version knows (a newer one, or garbage).
     Skip,
 }
 
-/// Reads a delivery's properties and body.
+/// Reads a delivery's properties and body; a body over
+/// [`MAX_RECORD_BYTES`](queuey_core::control::MAX_RECORD_BYTES) is not
+/// decoded.
 pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
     if is_sync_marker(properties) {
         return sync_nonce(body).map_or(Read::Skip, Read::Sync);
+    }
+    if queuey_core::control::check_size(body.len()).is_err() {
+        return Read::TooLarge(body.len());
     }
     match ControlRecord::decode(body) {
         Some(record) => Read::Record {
@@ -165,6 +172,8 @@ mod tests {
         let plain = BasicProperties::default();
         assert_eq!(read(&plain, b"{\"command\":\"reboot\"}"), Read::Skip);
         assert_eq!(read(&plain, b"\xff"), Read::Skip);
+        let huge = vec![b' '; queuey_core::control::MAX_RECORD_BYTES + 1];
+        assert_eq!(read(&plain, &huge), Read::TooLarge(huge.len()));
         let marker = plain.clone().with_type(SYNC_MARKER_TYPE.into());
         assert_eq!(read(&marker, b"not a nonce"), Read::Skip);
         let mut headers = FieldTable::default();

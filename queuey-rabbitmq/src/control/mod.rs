@@ -52,7 +52,8 @@ use uuid::Uuid;
 use crate::RabbitMqOptions;
 use crate::declare;
 use crate::link::Link;
-use crate::outbox::Outbox;
+use crate::outbox::{Outbox, Outgoing};
+use crate::trust::Senders;
 use follower::Follower;
 use syncs::Syncs;
 
@@ -84,6 +85,8 @@ pub(crate) struct Control {
     stream: Arc<str>,
     /// Who this process says it is, for records sent without a sender.
     by: Option<Arc<str>>,
+    /// Who signs what this backend sends, and whose commands it obeys.
+    senders: Arc<Senders>,
     /// The stream was declared through this backend.
     declared: OnceCell<()>,
     following: Mutex<Option<Following>>,
@@ -105,31 +108,45 @@ impl Drop for Following {
 impl Control {
     /// The control plane of a backend; nothing is declared or consumed
     /// until the first command or the first follow.
-    pub(crate) fn new(link: Arc<Link>, outbox: Arc<Outbox>, options: Arc<RabbitMqOptions>) -> Self {
+    pub(crate) fn new(
+        link: Arc<Link>,
+        outbox: Arc<Outbox>,
+        options: Arc<RabbitMqOptions>,
+        senders: Arc<Senders>,
+    ) -> Self {
         let stream = Arc::from(options.settings().control_stream());
-        let by = sender(options.settings().connection_name(), host_name().as_deref());
+        let by = sender(
+            senders.own(),
+            options.settings().connection_name(),
+            host_name().as_deref(),
+        );
         Control {
             link,
             outbox,
             options,
             stream,
             by: by.map(Arc::from),
+            senders,
             declared: OnceCell::new(),
             following: Mutex::new(None),
         }
     }
 
-    /// Publishes `record` to the stream (declared first, once per backend)
+    /// Checks `record` as every follower will, publishes it to the stream
+    /// (declared first, once per backend) signed with this backend's user,
     /// and waits for the broker's confirm. A record without a sender is
-    /// sent as this backend's: its connection name and host name.
+    /// sent as this backend's: its user, connection name and host name.
     pub(crate) async fn send(&self, record: &ControlRecord) -> Result<(), Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
         }
-        let out = match (&record.by, &self.by) {
+        record.check(queuey_core::__private::now_ms())?;
+        let mut out = match (&record.by, &self.by) {
             (None, Some(by)) => message::command(&self.stream, &record.clone().by(by.as_ref())),
             _ => message::command(&self.stream, record),
         };
+        let what = format!("sending the `{}` command", record.command.as_str());
+        out.properties = self.senders.sign(out.properties, &what)?;
         let limit = self.options.settings().max_message_size();
         if out.body.len() > limit {
             return Err(Error::MessageTooLarge {
@@ -186,6 +203,7 @@ impl Control {
             Arc::clone(&self.outbox),
             Arc::clone(&self.stream),
             self.by.clone(),
+            Arc::clone(&self.senders),
             view.clone(),
             Arc::clone(&syncs),
         );
@@ -201,7 +219,7 @@ impl Control {
         let what = format!("following control commands on `{}`", self.stream);
         let nonce = Uuid::new_v4();
         let reached = syncs.wait(nonce).map_err(|reason| ended(&what, &reason))?;
-        let marker = message::sync_marker(&self.stream, nonce);
+        let marker = self.signed(message::sync_marker(&self.stream, nonce));
         let waited = tokio::time::timeout_at(deadline, async {
             self.outbox.control(marker).await?;
             reached.await.map_err(|_| {
@@ -231,6 +249,12 @@ impl Control {
         }
     }
 
+    /// `out` signed with this backend's user, when it knows it.
+    fn signed(&self, mut out: Outgoing) -> Outgoing {
+        out.properties = self.senders.sign_if_known(out.properties);
+        out
+    }
+
     /// Declares the stream once per backend.
     async fn declare(&self) -> Result<(), Error> {
         self.declared
@@ -256,14 +280,19 @@ fn ended(what: &str, reason: &str) -> Error {
     ))
 }
 
-/// How a backend names itself in the commands it sends: its connection
-/// name and its host, as far as each is known.
-fn sender(connection_name: Option<&str>, host: Option<&str>) -> Option<String> {
-    match (connection_name, host) {
+/// How a backend names itself in the commands it sends: its RabbitMQ
+/// user, its connection name and its host, as far as each is known.
+fn sender(user: Option<&str>, connection_name: Option<&str>, host: Option<&str>) -> Option<String> {
+    let place = match (connection_name, host) {
         (Some(name), Some(host)) => Some(format!("{name} on {host}")),
         (Some(name), None) => Some(name.to_owned()),
         (None, Some(host)) => Some(host.to_owned()),
         (None, None) => None,
+    };
+    match (user, place) {
+        (Some(user), Some(place)) => Some(format!("{user} ({place})")),
+        (Some(user), None) => Some(user.to_owned()),
+        (None, place) => place,
     }
 }
 
@@ -281,13 +310,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_sender_is_its_connection_name_and_host() {
+    fn a_sender_is_its_user_connection_name_and_host() {
         assert_eq!(
-            sender(Some("emails-worker"), Some("box-1")).as_deref(),
+            sender(Some("ops"), Some("emails-worker"), Some("box-1")).as_deref(),
+            Some("ops (emails-worker on box-1)")
+        );
+        assert_eq!(
+            sender(None, Some("emails-worker"), Some("box-1")).as_deref(),
             Some("emails-worker on box-1")
         );
-        assert_eq!(sender(None, Some("box-1")).as_deref(), Some("box-1"));
-        assert_eq!(sender(Some("w"), None).as_deref(), Some("w"));
-        assert_eq!(sender(None, None), None);
+        assert_eq!(sender(None, None, Some("box-1")).as_deref(), Some("box-1"));
+        assert_eq!(sender(Some("ops"), None, None).as_deref(), Some("ops"));
+        assert_eq!(sender(None, Some("w"), None).as_deref(), Some("w"));
+        assert_eq!(sender(None, None, None), None);
     }
 }

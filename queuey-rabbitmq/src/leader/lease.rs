@@ -2,6 +2,7 @@
 //! by the queue's single active consumer.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::StreamExt;
@@ -18,6 +19,7 @@ use super::state::State;
 use super::status;
 use super::{RECEIVE_BOUND, REFRESH_EVERY};
 use crate::error::Failure;
+use crate::trust::{self, Kind, Refusal, Role, Senders};
 
 /// The lease: the channel, its consumer, and the state message held.
 pub(crate) struct RabbitLease {
@@ -34,6 +36,8 @@ pub(crate) struct RabbitLease {
     /// Set by `release`, which closes the channel itself: a second close of
     /// the same channel would break the whole connection.
     pub(super) released: bool,
+    /// Who signs the states published, and whose are believed.
+    pub(super) senders: Arc<Senders>,
 }
 
 impl RabbitLease {
@@ -56,7 +60,13 @@ impl RabbitLease {
     /// Folds a delivered state message into the held one: the one to keep
     /// stays unacknowledged, the other is acknowledged.
     pub(super) async fn fold(&mut self, delivery: Delivery) -> Result<(), Error> {
-        let state = State::decode(&delivery.data);
+        let state = match self.believe(&delivery) {
+            Ok(state) => state,
+            Err(refusal) => {
+                trust::refused(Kind::ScheduleState, &refusal);
+                State::new(None)
+            }
+        };
         let keep_new = self.held.as_ref().is_none_or(|(_, s)| s.yields_to(&state));
         let drop = if keep_new {
             self.held.replace((delivery, state)).map(|(d, _)| d)
@@ -70,6 +80,25 @@ impl RabbitLease {
                 .map_err(|e| self.failed("acknowledging a state message", &e))?;
         }
         Ok(())
+    }
+
+    /// What a delivered state message says, if it is believed: it comes
+    /// from a trusted worker user, and its last tick is not in the future
+    /// (beyond the clock skew hosts may have). A state that is not
+    /// believed counts as "never fired", so folding drops it.
+    fn believe(&self, delivery: &Delivery) -> Result<State, Refusal> {
+        self.senders.admit(Role::Worker, &delivery.properties)?;
+        let state = State::decode(&delivery.data);
+        let now = queuey_core::__private::now_ms();
+        let skew = u64::try_from(queuey_core::control::CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX);
+        match state.last_tick_ms {
+            Some(tick) if tick > now.saturating_add(skew) => Err(Refusal::Invalid(format!(
+                "the schedule state of `{}` says its last tick was at {tick} ms since the epoch, \
+                 after this host's clock ({now})",
+                self.queue
+            ))),
+            _ => Ok(state),
+        }
     }
 
     /// The next delivery on the consumer, until `deadline`: `Ok(None)` at
@@ -198,9 +227,11 @@ impl RabbitLease {
             return Ok(());
         };
         let body = status::encode(self.state().last_tick(), *next, schedule);
-        let properties = BasicProperties::default()
-            .with_content_type(ShortString::from("application/json"))
-            .with_delivery_mode(2);
+        let properties = self.senders.sign_if_known(
+            BasicProperties::default()
+                .with_content_type(ShortString::from("application/json"))
+                .with_delivery_mode(2),
+        );
         self.publish_confirmed(
             &status::status_queue(&self.queue),
             &body,
@@ -215,10 +246,12 @@ impl RabbitLease {
     /// which acknowledges the state held before.
     async fn publish(&mut self, state: State) -> Result<(), Error> {
         let id = queuey_core::Uuid::new_v4().to_string();
-        let properties = BasicProperties::default()
-            .with_message_id(ShortString::from(id.as_str()))
-            .with_content_type(ShortString::from("application/json"))
-            .with_delivery_mode(2);
+        let properties = self.senders.sign_if_known(
+            BasicProperties::default()
+                .with_message_id(ShortString::from(id.as_str()))
+                .with_content_type(ShortString::from("application/json"))
+                .with_delivery_mode(2),
+        );
         let queue = self.queue.clone();
         self.publish_confirmed(&queue, &state.encode(), properties, "publishing the state")
             .await?;

@@ -53,6 +53,7 @@ mod lease;
 mod state;
 mod status;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{
@@ -68,6 +69,7 @@ use tokio::time::Instant;
 use crate::error::Failure;
 use crate::link::Link;
 use crate::properties::short;
+use crate::trust::Senders;
 use lease::RabbitLease;
 use state::State;
 
@@ -91,9 +93,16 @@ fn arguments() -> FieldTable {
     table
 }
 
-/// Campaigns for `key`: returns once this process leads it.
-pub(crate) async fn lead(link: &Link, key: &str) -> Result<Box<dyn Lease>, Error> {
+/// Campaigns for `key`: returns once this process leads it. What it
+/// publishes is signed by `senders`; a state from a sender it does not
+/// trust as a worker counts as no state at all.
+pub(crate) async fn lead(
+    link: &Link,
+    senders: Arc<Senders>,
+    key: &str,
+) -> Result<Box<dyn Lease>, Error> {
     let what = format!("campaigning for schedule queue `{key}`");
+    let signed = senders.sign(BasicProperties::default().with_delivery_mode(2), &what)?;
     let current = link.connection(&what).await?;
     let connection = &current.connection;
     let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
@@ -127,7 +136,7 @@ pub(crate) async fn lead(link: &Link, key: &str) -> Result<Box<dyn Lease>, Error
                     immediate: false,
                 },
                 &State::new(None).encode(),
-                BasicProperties::default().with_delivery_mode(2),
+                signed,
             )
             .await
             .map_err(fail)?;
@@ -170,6 +179,7 @@ pub(crate) async fn lead(link: &Link, key: &str) -> Result<Box<dyn Lease>, Error
         published_at: Instant::now(),
         announced: None,
         released: false,
+        senders,
     };
     // Waiting in line: the first delivery makes this process the leader.
     let first = loop {

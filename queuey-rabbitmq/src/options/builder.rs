@@ -62,6 +62,9 @@ pub struct RabbitMqOptions {
     pub(crate) refuse_long_delays: bool,
     pub(crate) tls: TlsOptions,
     pub(crate) control_stream: String,
+    pub(crate) control_senders: Vec<String>,
+    pub(crate) worker_senders: Vec<String>,
+    pub(crate) authenticated_user: Option<String>,
     pub(crate) hold_watch: super::watch_settings::HoldWatchSettings,
     pub(crate) census: SharedCensus,
 }
@@ -104,6 +107,9 @@ impl Default for RabbitMqOptions {
             refuse_long_delays: false,
             tls: TlsOptions::default(),
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
+            control_senders: Vec::new(),
+            worker_senders: Vec::new(),
+            authenticated_user: None,
             hold_watch: super::watch_settings::HoldWatchSettings::default(),
             census: SharedCensus::default(),
         }
@@ -498,6 +504,61 @@ impl RabbitMqOptions {
     /// ```
     pub fn control_stream(mut self, stream: impl Into<String>) -> Self {
         self.control_stream = stream.into();
+        self
+    }
+
+    /// RabbitMQ users, besides the one this backend logs in as, whose
+    /// control commands (cancel, revoke, pause, resume) this backend
+    /// obeys. By default none: only commands sent with this backend's own
+    /// credentials count, and commands from any other user are ignored
+    /// (and counted in `queuey_rabbitmq_fleet_refused_total`).
+    ///
+    /// RabbitMQ vouches for the sender: it refuses a message whose
+    /// `user_id` is not the user of its connection. Give workers the users
+    /// of your operators (the `queuey` tool, the dashboard, programs that
+    /// cancel) when those log in with credentials of their own, as they
+    /// should; see [Who may send what](crate#who-may-send-what).
+    ///
+    /// ```
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default().control_senders(["ops"]);
+    /// assert_eq!(options.settings().control_senders(), ["ops"]);
+    /// ```
+    pub fn control_senders<I, S>(mut self, users: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.control_senders = users.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// RabbitMQ users, besides the one this backend logs in as, whose
+    /// heartbeats, schedule states and job results this backend accepts:
+    /// the users your workers log in as. By default none. An operator tool
+    /// or a program that waits for results with credentials of its own
+    /// names the workers' user here; see
+    /// [Who may send what](crate#who-may-send-what).
+    pub fn worker_senders<I, S>(mut self, users: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.worker_senders = users.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The RabbitMQ user this backend is, when it logs in with a client
+    /// certificate (`EXTERNAL`) and so has no user name in its URI: the
+    /// name RabbitMQ maps the certificate to (by default its subject's
+    /// distinguished name, or its common name with
+    /// `ssl_cert_login_from = common_name`). What the backend sends to
+    /// the fleet (commands, heartbeats, results) is signed with it, and
+    /// RabbitMQ refuses it when it is not the connection's user. Without
+    /// it, such a backend cannot send to the fleet.
+    pub fn authenticated_user(mut self, user: impl Into<String>) -> Self {
+        self.authenticated_user = Some(user.into());
         self
     }
 

@@ -218,6 +218,24 @@ impl<'a> RabbitMqSettings<'a> {
     pub fn control_stream(&self) -> &'a str {
         &self.options.control_stream
     }
+
+    /// The users besides this backend's own whose commands it obeys
+    /// ([`RabbitMqOptions::control_senders`]).
+    pub fn control_senders(&self) -> &'a [String] {
+        &self.options.control_senders
+    }
+
+    /// The users besides this backend's own whose heartbeats, schedule
+    /// states and results it accepts ([`RabbitMqOptions::worker_senders`]).
+    pub fn worker_senders(&self) -> &'a [String] {
+        &self.options.worker_senders
+    }
+
+    /// The user a certificate login is
+    /// ([`RabbitMqOptions::authenticated_user`]).
+    pub fn authenticated_user(&self) -> Option<&'a str> {
+        self.options.authenticated_user.as_deref()
+    }
 }
 
 impl fmt::Debug for RabbitMqSettings<'_> {

@@ -51,6 +51,19 @@ impl RabbitMqOptions {
                 self.control_stream.len()
             )));
         }
+        let users = self
+            .control_senders
+            .iter()
+            .chain(&self.worker_senders)
+            .chain(&self.authenticated_user);
+        for user in users {
+            if user.is_empty() || user.len() > 255 {
+                return Err(Error::invalid_config(format!(
+                    "a RabbitMQ user name of a sender must be 1 to 255 bytes, got {} bytes",
+                    user.len()
+                )));
+            }
+        }
         if self.max_message_size == 0 {
             return Err(Error::invalid_config(
                 "max_message_size must be at least 1 byte",

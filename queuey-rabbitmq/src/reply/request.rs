@@ -21,6 +21,7 @@ use crate::error::{self, Confirmed, Failure};
 use crate::link::Link;
 use crate::outbox::prepare::Prepared;
 use crate::properties;
+use crate::trust::{self, Kind, Refusal, Role, Senders};
 
 /// Why every caller waiting on a request channel is told its reply cannot
 /// come.
@@ -37,6 +38,8 @@ pub(crate) struct Requests {
     /// a returned message is always the one just published.
     channel: Mutex<Option<Open>>,
     opened: AtomicU64,
+    /// Whose replies are believed.
+    senders: Arc<Senders>,
 }
 
 /// An open request channel and the task reading its replies.
@@ -55,13 +58,18 @@ impl Drop for Open {
 
 impl Requests {
     /// Requests on `link`; nothing is opened until the first one.
-    pub(crate) fn new(link: Arc<Link>, options: Arc<RabbitMqOptions>) -> Self {
+    pub(crate) fn new(
+        link: Arc<Link>,
+        options: Arc<RabbitMqOptions>,
+        senders: Arc<Senders>,
+    ) -> Self {
         Requests {
             link,
             options,
             waiting: Arc::new(Waiting::default()),
             channel: Mutex::new(None),
             opened: AtomicU64::new(0),
+            senders,
         }
     }
 
@@ -211,6 +219,10 @@ impl Requests {
             consumer,
             id,
             Arc::clone(&self.waiting),
+            Admit {
+                senders: Arc::clone(&self.senders),
+                max_bytes: self.options.settings().max_message_size(),
+            },
             self.link.gone(current.generation),
         ));
         *slot = Some(Open {
@@ -246,12 +258,32 @@ impl Requests {
     }
 }
 
+/// What a reply must be to be believed: from a trusted worker user, and
+/// no larger than the backend's message limit.
+struct Admit {
+    senders: Arc<Senders>,
+    max_bytes: usize,
+}
+
+impl Admit {
+    fn check(&self, delivery: &lapin::message::Delivery) -> Result<(), Refusal> {
+        self.senders.admit(Role::Worker, &delivery.properties)?;
+        if delivery.data.len() > self.max_bytes {
+            return Err(Refusal::TooLarge(delivery.data.len()));
+        }
+        Ok(())
+    }
+}
+
 /// Reads the replies of request channel `id` until it closes or its
-/// connection is `gone`, then tells every caller still waiting on it.
+/// connection is `gone`, then tells every caller still waiting on it. A
+/// reply that is not believed is dropped (and counted): the caller keeps
+/// waiting for the real one.
 async fn read(
     mut consumer: lapin::Consumer,
     id: u64,
     waiting: Arc<Waiting>,
+    admit: Admit,
     gone: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(gone);
@@ -272,6 +304,10 @@ async fn read(
             tracing::debug!("a reply without a correlation id; dropped");
             continue;
         };
+        if let Err(refusal) = admit.check(&delivery) {
+            trust::refused(Kind::Reply, &refusal);
+            continue;
+        }
         let reply = Reply::decode(&delivery.data).unwrap_or_else(|e| {
             Reply::NoValue(format!("the reply did not decode as a job result: {e}"))
         });

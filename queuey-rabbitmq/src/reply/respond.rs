@@ -10,10 +10,12 @@ use queuey_core::backend::{Reply, ReplyTo};
 use queuey_core::{Error, Uuid};
 use tokio::sync::Mutex;
 
+use super::DIRECT_REPLY_TO;
 use crate::RabbitMqOptions;
 use crate::error::Failure;
 use crate::link::Link;
 use crate::properties;
+use crate::trust::Senders;
 
 /// The reply channel of a backend, opened on the first reply.
 pub(crate) struct Responder {
@@ -22,35 +24,66 @@ pub(crate) struct Responder {
     /// The channel and the generation of its connection. Held across each
     /// publish, so the frames of two replies never interleave.
     channel: Mutex<Option<(Channel, u64)>>,
+    /// Who signs the replies.
+    senders: Arc<Senders>,
 }
 
 impl Responder {
     /// Replies on `link`; nothing is opened until the first one.
-    pub(crate) fn new(link: Arc<Link>, options: Arc<RabbitMqOptions>) -> Self {
+    pub(crate) fn new(
+        link: Arc<Link>,
+        options: Arc<RabbitMqOptions>,
+        senders: Arc<Senders>,
+    ) -> Self {
         Responder {
             link,
             options,
             channel: Mutex::new(None),
+            senders,
         }
     }
 
-    /// Publishes `reply` to the default exchange with `to`'s address as
-    /// routing key and its correlation id, within the call bound. `Ok`
-    /// means it was written: whether a caller still waits is unknown, and
-    /// RabbitMQ drops a reply nobody waits for.
+    /// Publishes `reply`, signed, to the default exchange with `to`'s
+    /// address as routing key and its correlation id, within the call
+    /// bound. `Ok` means it was written: whether a caller still waits is
+    /// unknown, and RabbitMQ drops a reply nobody waits for.
+    ///
+    /// Only a direct reply-to address (`amq.rabbitmq.reply-to.…`, which
+    /// RabbitMQ gives a waiting caller) is answered: a job naming any other
+    /// queue as its reply address gets no reply, so nobody can make workers
+    /// publish into a queue of their choosing.
     pub(crate) async fn reply(&self, to: &ReplyTo, reply: &Reply) -> Result<(), Error> {
         let what = "sending a job's result to the caller waiting for it";
+        if !is_reply_address(to.address()) {
+            return Err(Error::invalid_config(format!(
+                "{what}: the job's reply address `{}` is not a direct reply-to address \
+                 (`{DIRECT_REPLY_TO}.…`), so no reply is sent; only a caller waiting through \
+                 `enqueue_and_wait` can be answered",
+                queuey_core::escape::Untrusted(to.address())
+            )));
+        }
         let body = reply.encode().map_err(|source| Error::Encode {
             queue: to.address().to_owned(),
             source,
         })?;
+        let limit = self.options.settings().max_message_size();
+        if body.len() > limit {
+            return Err(Error::MessageTooLarge {
+                queue: to.address().to_owned(),
+                size: body.len(),
+                limit,
+            });
+        }
         let mut id = Uuid::encode_buffer();
         let message_id = Uuid::new_v4();
-        let properties = BasicProperties::default()
-            .with_correlation_id(properties::short(to.correlation_id()))
-            .with_message_id(properties::short(
-                message_id.hyphenated().encode_lower(&mut id),
-            ));
+        let properties = self.senders.sign(
+            BasicProperties::default()
+                .with_correlation_id(properties::short(to.correlation_id()))
+                .with_message_id(properties::short(
+                    message_id.hyphenated().encode_lower(&mut id),
+                )),
+            what,
+        )?;
         crate::bound::within(self.options.call_timeout, what, async {
             let mut slot = self.channel.lock().await;
             let (channel, generation) = self.channel(&mut slot, what).await?;
@@ -99,5 +132,31 @@ impl Responder {
         })?;
         *slot = Some((channel.clone(), current.generation));
         Ok((channel, current.generation))
+    }
+}
+
+/// Whether `address` is one RabbitMQ's direct reply-to gave a waiting
+/// caller: the pseudo-queue's name, a dot, and the channel's own part.
+fn is_reply_address(address: &str) -> bool {
+    address
+        .strip_prefix(DIRECT_REPLY_TO)
+        .and_then(|rest| rest.strip_prefix('.'))
+        .is_some_and(|rest| !rest.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_reply_address;
+
+    #[test]
+    fn only_direct_reply_to_addresses_are_answered() {
+        assert!(is_reply_address(
+            "amq.rabbitmq.reply-to.g1h2AA5yZXBseUAxMjM0NTY3OAAAAAAA"
+        ));
+        assert!(!is_reply_address("amq.rabbitmq.reply-to"));
+        assert!(!is_reply_address("amq.rabbitmq.reply-to."));
+        assert!(!is_reply_address("app.emails"));
+        assert!(!is_reply_address("queuey.control"));
+        assert!(!is_reply_address("amq.rabbitmq.reply-tox.abc"));
     }
 }

@@ -43,7 +43,7 @@ async fn one_leader_at_a_time_and_the_next_learns_the_last_tick() {
     let key_b = key.clone();
     let waiting = tokio::spawn(async move { other.lead(&key_b).await });
     // b waits in line while a holds the lease and records ticks.
-    let tick = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let tick = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     for n in 0..3 {
         within("record", first.record(tick + Duration::from_secs(n)))
             .await
@@ -75,13 +75,18 @@ async fn extra_state_messages_fold_to_the_latest_tick() {
     let broker = broker!("extra_state_messages_fold_to_the_latest_tick");
     let key = format!("{}.periodic.beat", broker.queue("fold"));
     let backend = broker.backend(RabbitMqOptions::default()).await;
-    // The queue as a crash between publishing and acknowledging leaves it.
+    // The queue as a crash between publishing and acknowledging leaves it
+    // (the states signed by the backend's own user, as a leader signs them).
     let first = within("lead", backend.lead(&key)).await.expect("leads");
     first.release().await;
     for ms in [5_000u64, 9_000, 7_000] {
         let body = format!(r#"{{"v":1,"last_tick_ms":{ms}}}"#);
         broker
-            .publish_raw(&key, body.as_bytes(), BasicProperties::default())
+            .publish_raw(
+                &key,
+                body.as_bytes(),
+                BasicProperties::default().with_user_id("guest".into()),
+            )
             .await;
     }
     let lease = within("lead again", backend.lead(&key))

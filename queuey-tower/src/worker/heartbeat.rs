@@ -132,6 +132,7 @@ impl Ledger {
             })
             .collect();
         running.sort_by_key(|job| (job.started_at_ms, job.job_id));
+        running.truncate(queuey_core::control::MAX_RUNNING_LISTED);
         running
     }
 

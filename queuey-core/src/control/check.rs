@@ -1,0 +1,294 @@
+//! What makes a control record acceptable, whoever sent it.
+//!
+//! A record is checked twice: by the sender before it is published, so a
+//! mistake is an error at the call, and by every reader before it is
+//! applied, so a record that reached the fleet some other way changes
+//! nothing. The rules:
+//!
+//! 1. its encoded form is at most [`MAX_RECORD_BYTES`];
+//! 2. it was not sent from the future: `at_ms` is at most
+//!    [`CLOCK_SKEW`] past the reader's clock (a record stamped far ahead
+//!    would otherwise outlive every retention rule);
+//! 3. a queue it names is a name RabbitMQ could have (1 to 255 bytes);
+//! 4. a [`CancelMatching`](Command::CancelMatching) filter has at least
+//!    one condition (a queue, a job type or a payload field), at most
+//!    [`MAX_PAYLOAD_CONDITIONS`] payload conditions, and an
+//!    `enqueued_before_ms` bound no later than the record itself (plus the
+//!    skew): a filter reaches only jobs that existed when it was sent.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::command::{CancelFilter, Command, ControlRecord};
+
+/// The largest control record accepted, encoded: far above any honest
+/// command, far below what would slow a reader.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+/// How far ahead of a reader's clock a record may be stamped: hosts'
+/// clocks disagree a little, never by this much.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// The most payload conditions one cancel filter may hold.
+pub const MAX_PAYLOAD_CONDITIONS: usize = 16;
+
+/// The longest queue name RabbitMQ accepts, in bytes.
+const MAX_QUEUE_NAME: usize = 255;
+
+/// Why a control record is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordRefusal {
+    /// The encoded record is larger than [`MAX_RECORD_BYTES`].
+    TooLarge {
+        /// Its size in bytes.
+        bytes: usize,
+    },
+    /// It says it was sent after the reader's clock plus [`CLOCK_SKEW`].
+    FromTheFuture {
+        /// Its `at_ms`.
+        at_ms: u64,
+        /// The reader's clock.
+        now_ms: u64,
+    },
+    /// A queue name that is empty or over 255 bytes.
+    BadQueueName,
+    /// A cancel filter with no condition: it would cancel every job.
+    NoCondition,
+    /// A cancel filter with more than [`MAX_PAYLOAD_CONDITIONS`] payload
+    /// conditions.
+    TooManyConditions,
+    /// A cancel filter without `enqueued_before_ms`, or with one later
+    /// than the record: it would cancel jobs not yet enqueued.
+    Unbounded,
+}
+
+impl RecordRefusal {
+    /// A short name for metrics and logs (`too_large`, `from_the_future`,
+    /// `bad_queue_name`, `no_condition`, `too_many_conditions`,
+    /// `unbounded`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RecordRefusal::TooLarge { .. } => "too_large",
+            RecordRefusal::FromTheFuture { .. } => "from_the_future",
+            RecordRefusal::BadQueueName => "bad_queue_name",
+            RecordRefusal::NoCondition => "no_condition",
+            RecordRefusal::TooManyConditions => "too_many_conditions",
+            RecordRefusal::Unbounded => "unbounded",
+        }
+    }
+}
+
+impl fmt::Display for RecordRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecordRefusal::TooLarge { bytes } => write!(
+                f,
+                "the command is {bytes} bytes encoded, over the {MAX_RECORD_BYTES}-byte limit"
+            ),
+            RecordRefusal::FromTheFuture { at_ms, now_ms } => write!(
+                f,
+                "the command is stamped {at_ms} ms since the epoch, more than {} s after \
+                 this host's clock ({now_ms}); check the sending host's clock",
+                CLOCK_SKEW.as_secs()
+            ),
+            RecordRefusal::BadQueueName => {
+                f.write_str("the command names a queue that is empty or over 255 bytes")
+            }
+            RecordRefusal::NoCondition => f.write_str(
+                "a cancel filter needs at least one condition (a queue, a job type or a \
+                 payload field); to stop a whole queue, pause it instead",
+            ),
+            RecordRefusal::TooManyConditions => write!(
+                f,
+                "a cancel filter may hold at most {MAX_PAYLOAD_CONDITIONS} payload conditions"
+            ),
+            RecordRefusal::Unbounded => f.write_str(
+                "a cancel filter must say which jobs existed when it was sent \
+                 (`enqueued_before_ms` no later than the command): build it with \
+                 `CancelFilter::into_command`",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RecordRefusal {}
+
+impl From<RecordRefusal> for crate::Error {
+    fn from(refusal: RecordRefusal) -> Self {
+        crate::Error::invalid_config(refusal.to_string())
+    }
+}
+
+impl ControlRecord {
+    /// Checks the record against the rules above, by a reader whose clock
+    /// reads `now_ms`. The size rule is checked on the bytes by
+    /// [`check_size`] before decoding; here it is checked on the encoded
+    /// record.
+    ///
+    /// ```
+    /// use queuey_core::control::{CancelFilter, Command, ControlRecord, RecordRefusal};
+    ///
+    /// let record = ControlRecord::new(CancelFilter::new().job_type("send").into_command()?);
+    /// assert_eq!(record.check(record.at_ms), Ok(()));
+    ///
+    /// let everything = ControlRecord::new(Command::CancelMatching { filter: CancelFilter::new() });
+    /// assert_eq!(everything.check(everything.at_ms), Err(RecordRefusal::NoCondition));
+    /// # Ok::<(), queuey_core::Error>(())
+    /// ```
+    pub fn check(&self, now_ms: u64) -> Result<(), RecordRefusal> {
+        let skew = u64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX);
+        if self.at_ms > now_ms.saturating_add(skew) {
+            return Err(RecordRefusal::FromTheFuture {
+                at_ms: self.at_ms,
+                now_ms,
+            });
+        }
+        match &self.command {
+            Command::Cancel { .. } | Command::Revoke { .. } => {}
+            Command::Pause { queue } | Command::Resume { queue } => check_queue(queue)?,
+            Command::CancelMatching { filter } => check_filter(filter, self.at_ms, skew)?,
+        }
+        check_size(self.encode().len())
+    }
+}
+
+/// Checks the size of an encoded record, before anything decodes it.
+pub fn check_size(bytes: usize) -> Result<(), RecordRefusal> {
+    if bytes > MAX_RECORD_BYTES {
+        return Err(RecordRefusal::TooLarge { bytes });
+    }
+    Ok(())
+}
+
+fn check_queue(queue: &str) -> Result<(), RecordRefusal> {
+    if queue.is_empty() || queue.len() > MAX_QUEUE_NAME {
+        return Err(RecordRefusal::BadQueueName);
+    }
+    Ok(())
+}
+
+fn check_filter(filter: &CancelFilter, at_ms: u64, skew: u64) -> Result<(), RecordRefusal> {
+    if !filter.has_condition() {
+        return Err(RecordRefusal::NoCondition);
+    }
+    if filter.payload.len() > MAX_PAYLOAD_CONDITIONS {
+        return Err(RecordRefusal::TooManyConditions);
+    }
+    if let Some(queue) = &filter.queue {
+        check_queue(queue)?;
+    }
+    match filter.enqueued_before_ms {
+        Some(before) if before <= at_ms.saturating_add(skew) => Ok(()),
+        _ => Err(RecordRefusal::Unbounded),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    const NOW: u64 = 1_800_000_000_000;
+
+    fn at(command: Command, at_ms: u64) -> ControlRecord {
+        let mut record = ControlRecord::new(command);
+        record.at_ms = at_ms;
+        record
+    }
+
+    fn matching(filter: CancelFilter) -> Command {
+        Command::CancelMatching { filter }
+    }
+
+    #[test]
+    fn honest_records_pass() {
+        let filter = CancelFilter::new().queue("app.emails").job_type("send");
+        let bounded = filter.clone().enqueued_before(NOW);
+        for command in [
+            Command::Cancel {
+                job_id: Uuid::new_v4(),
+            },
+            Command::Pause { queue: "q".into() },
+            Command::Resume { queue: "q".into() },
+            Command::Revoke {
+                record: Uuid::new_v4(),
+            },
+            matching(bounded),
+        ] {
+            assert_eq!(at(command, NOW).check(NOW), Ok(()));
+        }
+        // A sender's clock a little ahead is fine.
+        assert_eq!(
+            at(Command::Pause { queue: "q".into() }, NOW + 60_000).check(NOW),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_filter_that_would_cancel_everything_or_the_future_is_refused() {
+        assert_eq!(
+            at(matching(CancelFilter::new().enqueued_before(NOW)), NOW).check(NOW),
+            Err(RecordRefusal::NoCondition)
+        );
+        assert_eq!(
+            at(matching(CancelFilter::new().job_type("t")), NOW).check(NOW),
+            Err(RecordRefusal::Unbounded)
+        );
+        assert_eq!(
+            at(
+                matching(CancelFilter::new().job_type("t").enqueued_before(u64::MAX)),
+                NOW
+            )
+            .check(NOW),
+            Err(RecordRefusal::Unbounded)
+        );
+        let mut many = CancelFilter::new().enqueued_before(NOW);
+        for i in 0..=MAX_PAYLOAD_CONDITIONS {
+            many = many.payload_equals(&format!("f{i}"), i);
+        }
+        assert_eq!(
+            at(matching(many), NOW).check(NOW),
+            Err(RecordRefusal::TooManyConditions)
+        );
+    }
+
+    #[test]
+    fn records_from_the_future_and_odd_names_are_refused() {
+        let far = at(Command::Pause { queue: "q".into() }, u64::MAX);
+        assert!(matches!(
+            far.check(NOW),
+            Err(RecordRefusal::FromTheFuture { .. })
+        ));
+        assert_eq!(
+            at(
+                Command::Pause {
+                    queue: String::new()
+                },
+                NOW
+            )
+            .check(NOW),
+            Err(RecordRefusal::BadQueueName)
+        );
+        assert_eq!(
+            at(
+                Command::Resume {
+                    queue: "q".repeat(256)
+                },
+                NOW
+            )
+            .check(NOW),
+            Err(RecordRefusal::BadQueueName)
+        );
+        let big = matching(
+            CancelFilter::new()
+                .payload_equals("blob", "x".repeat(MAX_RECORD_BYTES))
+                .enqueued_before(NOW),
+        );
+        assert!(matches!(
+            at(big, NOW).check(NOW),
+            Err(RecordRefusal::TooLarge { .. })
+        ));
+        assert_eq!(check_size(MAX_RECORD_BYTES), Ok(()));
+    }
+}
