@@ -407,3 +407,140 @@ async fn a_batch_checks_each_unique_job() {
     assert!(matches!(outcomes[2], Err(Error::Duplicate { existing_id }) if existing_id == first));
     assert_eq!(backend.ready_count(WORK), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_window_of_zero_or_over_a_year_is_refused_at_enqueue() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    for window in [Duration::ZERO, Duration::MAX] {
+        let options = EnqueueOptions::default().unique(Unique::payload(window));
+        let error = producer
+            .enqueue_with(&Ping { n: 1 }, options)
+            .await
+            .unwrap_err();
+        assert!(matches!(error, Error::InvalidConfig(_)), "{error}");
+        assert!(error.to_string().contains("365 days"), "{error}");
+    }
+    assert_eq!(backend.ready_count(WORK), 0);
+    assert!(store.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_caller_key_never_collides_with_a_payload_key() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    let job = RebuildIndex { tenant: 7 };
+    producer.enqueue(&job).await.unwrap();
+    // The digest the payload key ends with, given as a caller's key.
+    let payload = serde_json::to_string(&job).unwrap();
+    let digest = queuey::Uuid::new_v5(&queuey::Uuid::NAMESPACE_OID, payload.as_bytes());
+    let forged = Unique::key(format!("payload:{}", digest.simple()), MINUTE);
+    let options = EnqueueOptions::default().unique(forged);
+    producer.enqueue_with(&job, options).await.unwrap();
+    assert_eq!(backend.ready_count(WORK), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_message_naming_another_jobs_key_does_not_give_it_back() {
+    let backend = Arc::new(MemoryBackend::new());
+    let store = MemoryStore::new();
+    let producer = producer(&backend, &store).await;
+    // A `Recount` of tenant 1 holds its key, as its producer claimed it.
+    let holder = queuey::Uuid::new_v4();
+    let other_key = "queuey:unique:unique-test.work:Recount:caller:tenant-1";
+    store
+        .insert(other_key, &holder.to_string(), MINUTE)
+        .await
+        .unwrap();
+    // A message of another job type, under the holder's id, naming that key.
+    let payload = serde_json::value::to_raw_value(&RebuildIndex { tenant: 2 }).unwrap();
+    let mut forged = queuey::Envelope::new("RebuildIndex", WORK, payload);
+    forged.job_id = holder;
+    forged.unique_key = Some(other_key.to_owned());
+    use queuey::backend::Backend;
+    backend.publish(&forged).await.unwrap();
+    let worker = start_worker(&backend, Some(&store), |_, _| Ok(())).await;
+    worker.finished(1).await;
+    worker.stop().await;
+    assert_eq!(
+        store.get(other_key).await.unwrap(),
+        Some(holder.to_string()),
+        "the other job's key stays claimed"
+    );
+    let again = producer
+        .enqueue(&Recount {
+            tenant: 1,
+            reason: "manual".into(),
+        })
+        .await;
+    assert_eq!(duplicate_of(again), holder);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn logs_name_a_key_by_its_digest_only() {
+    let captured = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let writer = Arc::clone(&captured);
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || Captured(Arc::clone(&writer)))
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
+
+    // A store that fails: the enqueue goes unchecked, with a warning.
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<AppQueues, _>::builder(Arc::clone(&backend))
+        .store(Broken { hang: false })
+        .build()
+        .await
+        .unwrap();
+    let job = Recount {
+        tenant: 424_242,
+        reason: "import".into(),
+    };
+    producer.enqueue(&job).await.unwrap();
+    // A worker asked to give back a key the job does not compute to.
+    let store = MemoryStore::new();
+    let payload = serde_json::value::to_raw_value(&RebuildIndex { tenant: 3 }).unwrap();
+    let mut forged = queuey::Envelope::new("RebuildIndex", WORK, payload);
+    forged.unique_key = Some("queuey:unique:unique-test.work:Recount:caller:tenant-515151".into());
+    use queuey::backend::Backend;
+    backend.publish(&forged).await.unwrap();
+    let worker = start_worker(&backend, Some(&store), |_, _| Ok(())).await;
+    worker.finished(2).await;
+    worker.stop().await;
+
+    let text = String::from_utf8(captured.lock().unwrap().clone()).unwrap();
+    let warnings: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("queuey_core::unique"))
+        .collect();
+    assert!(
+        warnings.iter().any(|l| l.contains("uniqueness check")),
+        "{text}"
+    );
+    assert!(
+        warnings.iter().any(|l| l.contains("does not compute to")),
+        "{text}"
+    );
+    assert!(warnings.iter().all(|l| l.contains("key_digest=")), "{text}");
+    assert!(!text.contains("424242"), "a key in clear: {text}");
+    assert!(!text.contains("515151"), "a key in clear: {text}");
+}
+
+/// A log writer into shared bytes.
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

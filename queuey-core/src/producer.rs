@@ -70,7 +70,13 @@ pub struct EnqueueOptions {
     /// answered [`Error::Duplicate`].
     pub job_id: Option<Uuid>,
     /// Makes this enqueue a unique job (see [`Unique`]), whatever the job
-    /// type declares; needs a [`store`](ProducerBuilder::store).
+    /// type declares; needs a [`store`](ProducerBuilder::store). Its window
+    /// is checked by [`check_window`](crate::store::check_window) (an
+    /// enqueue with a window of zero or over 365 days is refused with
+    /// [`Error::InvalidConfig`]). The worker gives back a
+    /// [`Unique::payload`] key once the job is done; a [`Unique::key`] the
+    /// job type does not declare cannot be computed again from the job, so
+    /// it lasts its whole window.
     pub unique: Option<Unique>,
     /// The job's key on a [sharded](crate::QueueConfig::shards) queue,
     /// whatever the job type declares ([`Job::key`]): jobs with one key go
@@ -482,15 +488,14 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         };
         // One key for the whole queue, whichever shard the job goes to.
         let queue = self.names.logical(&envelope.queue);
+        let window = unique.checked_window(queue, &envelope.job_type)?;
         let key = unique.store_key(queue, &envelope.job_type, &envelope.payload);
-        let claim = unique::claim(
-            &*handle.store,
-            handle.timeout,
-            &key,
-            envelope.job_id,
-            unique.window(),
-        )
-        .await?;
+        let job = unique::ClaimFor {
+            queue,
+            job_type: &envelope.job_type,
+            job_id: envelope.job_id,
+        };
+        let claim = unique::claim(&*handle.store, handle.timeout, &key, job, window).await?;
         if claim != Claim::Unchecked {
             envelope.unique_key = Some(key);
         }
@@ -512,7 +517,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
             return;
         }
         if let (Some(handle), Some(key)) = (&self.store, key) {
-            unique::release(&*handle.store, handle.timeout, key, job_id).await;
+            unique::give_back(&*handle.store, handle.timeout, key, job_id).await;
         }
     }
 

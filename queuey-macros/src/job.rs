@@ -1,7 +1,7 @@
 //! `#[derive(Job)]`: binds a job type to one queue of one queue set.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{quote, quote_spanned};
 use syn::ext::IdentExt;
 use syn::punctuated::Punctuated;
 use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
@@ -32,6 +32,8 @@ struct JobSpec {
 /// `unique(window = "10m", key = Self::tenant)`.
 struct UniqueSpec {
     window: Millis,
+    /// Where `window` was written, for the compile-time check's error.
+    window_span: proc_macro2::Span,
     /// A function of `&Self` whose value (anything `Display`) is the key;
     /// the whole job when absent.
     key: Option<Path>,
@@ -79,6 +81,14 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     let unique = spec.unique.as_ref().map(|unique| {
         let ms = unique.window.get();
         let window = quote!(#core::__private::Duration::from_millis(#ms));
+        // The window goes through the one check every window takes
+        // (`queuey_core::store::check_window`), run by the compiler.
+        let checked = quote_spanned! {unique.window_span=>
+            const _: () = match #core::store::check_window(#window) {
+                ::core::result::Result::Ok(_) => (),
+                ::core::result::Result::Err(error) => ::core::panic!("{}", error.as_static_str()),
+            };
+        };
         let made = match &unique.key {
             Some(key) => quote! {
                 #core::Unique::key(::std::string::ToString::to_string(&#key(self)), #window)
@@ -87,6 +97,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
         };
         quote! {
             fn unique(&self) -> ::core::option::Option<#core::Unique> {
+                #checked
                 ::core::option::Option::Some(#made)
             }
         }
@@ -169,18 +180,22 @@ fn unique_spec(arg: &attr::Arg) -> syn::Result<UniqueSpec> {
     let mut key = None;
     for entry in &list.args {
         match entry.key.to_string().as_str() {
-            "window" => window = Some(entry.duration()?),
+            "window" => window = Some((entry.duration()?, entry.key.span())),
             "key" => key = Some(entry.path("Self::tenant")?.clone()),
             _ => return Err(entry.unknown("unique(..)", UNIQUE_KEYS)),
         }
     }
-    let Some(window) = window else {
+    let Some((window, window_span)) = window else {
         return Err(arg.error(
             "`unique(..)` needs the time a job holds its key at most: \
              write `unique(window = \"10m\")`",
         ));
     };
-    Ok(UniqueSpec { window, key })
+    Ok(UniqueSpec {
+        window,
+        window_span,
+        key,
+    })
 }
 
 /// `queue = Set::Variant`: the path and the set's path.

@@ -8,13 +8,11 @@
 //! and the bidirectional overrides (U+202A–U+202E, U+2066–U+2069) reorder
 //! what is displayed.
 //!
-//! [`line()`] shows every such character escaped, in the notation of a Rust
-//! or C string: `\e` for ESC, `\t`, `\n`, `\r`, `\xHH` for the other C0
-//! controls and DEL, `\u{HHHH}` for the C1 controls (U+0080–U+009F, which
-//! some terminals obey like their ESC-prefixed forms), the bidirectional
-//! overrides, isolates and marks (U+061C, U+200E, U+200F). Everything else,
-//! backslashes included, is printed as it is: the output stays readable for
-//! the ordinary case, and what it cannot show is visible as an escape.
+//! [`line()`] shows every such character escaped, by the rule of
+//! [`queuey_core::escape`] (the one the library's logs follow too): `\e`
+//! for ESC, `\t`, `\n`, `\r`, `\xHH` for the other C0 controls and DEL,
+//! `\u{HHHH}` for the C1 controls and the bidirectional formatting
+//! characters. Everything else, backslashes included, is printed as it is.
 //!
 //! [`json()`] does the same for JSON text: JSON encoding escapes the C0
 //! controls but leaves DEL, the C1 controls and the bidirectional
@@ -33,42 +31,18 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-/// Whether `c` changes what a terminal does or displays instead of being
-/// shown: the C0 controls, DEL, the C1 controls and the bidirectional
-/// formatting characters.
-pub fn is_unsafe(c: char) -> bool {
-    matches!(c,
-        '\u{0}'..='\u{1f}'
-        | '\u{7f}'..='\u{9f}'
-        | '\u{61c}'
-        | '\u{200e}'
-        | '\u{200f}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}')
-}
+use queuey_core::escape::Untrusted;
+pub use queuey_core::escape::is_unsafe;
 
 /// `text` on one line, every [unsafe](is_unsafe) character (tabs and line
 /// breaks included) shown escaped.
 pub fn line(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_unsafe) {
-        return Cow::Borrowed(text);
+    let shown = Untrusted(text);
+    if shown.needs_escaping() {
+        Cow::Owned(shown.to_string())
+    } else {
+        Cow::Borrowed(text)
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if !is_unsafe(c) {
-            out.push(c);
-            continue;
-        }
-        let _ = match c {
-            '\u{1b}' => out.write_str("\\e"),
-            '\t' => out.write_str("\\t"),
-            '\n' => out.write_str("\\n"),
-            '\r' => out.write_str("\\r"),
-            '\u{0}'..='\u{7f}' => write!(out, "\\x{:02x}", u32::from(c)),
-            _ => write!(out, "\\u{{{:x}}}", u32::from(c)),
-        };
-    }
-    Cow::Owned(out)
 }
 
 /// Serialized JSON with the [unsafe](is_unsafe) characters that JSON

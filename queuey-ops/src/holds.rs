@@ -22,6 +22,7 @@
 //! RabbitMQ 4), which a hold must not see.
 
 use queuey_rabbitmq::HoldQueues;
+use queuey_rabbitmq::topology::ArgumentValue;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
@@ -31,6 +32,7 @@ use crate::headers;
 use crate::mgmt::{Management, QueueInfo};
 use crate::shards::{self, Member, Shards};
 use crate::time::{now_ms, parse_ms};
+use crate::topology::{argument_matches, show_argument};
 
 /// One hold queue in the census.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -79,6 +81,11 @@ pub struct HoldQueue {
     pub jobs_read: u64,
     /// The policy and operator policy applied, if any.
     pub policies: Vec<String>,
+    /// Set when the queue only looks like a hold: it has a hold's name but
+    /// not the type or arguments queuey declares a hold with (see
+    /// [`hold_mismatch`]). Says what differs. `queuey holds prune` never
+    /// deletes such a queue.
+    pub mismatch: Option<String>,
 }
 
 /// Every hold queue of one work queue.
@@ -100,8 +107,8 @@ impl Census {
     pub fn total_jobs(&self) -> u64 {
         self.holds
             .iter()
-            .map(|h| h.jobs + h.releasing.unwrap_or(0))
-            .sum()
+            .map(|h| h.jobs.saturating_add(h.releasing.unwrap_or(0)))
+            .fold(0, u64::saturating_add)
     }
 
     /// The census as Prometheus text exposition.
@@ -142,6 +149,48 @@ pub fn hold_delay(name: &str, queue: &str, deferred_suffix: &str) -> Option<u64>
     hold_kind(name, queue, deferred_suffix).map(|(_, delay)| delay)
 }
 
+/// The arguments that make a queue named like a hold one of queuey's: its
+/// delay, and its dead-letter arguments pointing back at its work queue.
+const HOLD_ARGUMENTS: [&str; 4] = [
+    "x-message-ttl",
+    "x-dead-letter-exchange",
+    "x-dead-letter-routing-key",
+    "x-dead-letter-strategy",
+];
+
+/// What makes `info`, named like `work_queue`'s hold of `family` for
+/// `delay_ms`, other than the hold queuey declares there: its type (from
+/// the management API's listing), or one of its delay and dead-letter
+/// arguments. `None` when it is such a hold.
+pub fn hold_mismatch(
+    info: &QueueInfo,
+    work_queue: &str,
+    family: HoldQueues,
+    delay_ms: u64,
+) -> Option<String> {
+    let expected = family.arguments(work_queue, delay_ms);
+    let mut diffs = Vec::new();
+    let wanted_type = match expected.get("x-queue-type") {
+        Some(ArgumentValue::Text(t)) => t.as_str(),
+        _ => "classic",
+    };
+    let queue_type = info.queue_type.as_deref().unwrap_or("classic");
+    if queue_type != wanted_type {
+        diffs.push(format!("a {queue_type} queue, not {wanted_type}"));
+    }
+    for key in HOLD_ARGUMENTS {
+        let Some(value) = expected.get(key) else {
+            continue;
+        };
+        let found = info.arguments.get(key);
+        if !argument_matches(key, value, found) {
+            let shown = found.map_or("absent".to_owned(), serde_json::Value::to_string);
+            diffs.push(format!("{key} is {shown}, not {}", show_argument(value)));
+        }
+    }
+    (!diffs.is_empty()).then(|| diffs.join("; "))
+}
+
 /// The effective value of a limit set both as an argument and by policy:
 /// the broker applies the smaller.
 pub fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i64> {
@@ -159,7 +208,7 @@ pub fn releasing(info: &QueueInfo) -> Option<u64> {
     let counted = info.messages?;
     let ready = info.messages_ready?;
     let unacked = info.messages_unacknowledged.unwrap_or(0);
-    Some(counted.saturating_sub(ready + unacked))
+    Some(counted.saturating_sub(ready.saturating_add(unacked)))
 }
 
 /// The census of `queue`'s hold queues, and for a sharded queue those of
@@ -225,6 +274,7 @@ async fn read_hold(
     peek: usize,
 ) -> Result<Option<HoldQueue>> {
     let quorum = family == HoldQueues::Quorum;
+    let mismatch = hold_mismatch(info, &member.queue, family, delay_ms);
     let expires_ms = effective(info, "x-expires", "expires");
     let lease_left_ms = match (expires_ms, info.idle_since.as_deref().and_then(parse_ms)) {
         (Some(expires), Some(idle)) => Some(expires - (now_ms() - idle)),
@@ -267,6 +317,7 @@ async fn read_hold(
             .chain(&info.operator_policy)
             .cloned()
             .collect(),
+        mismatch,
     }))
 }
 
@@ -386,6 +437,7 @@ mod tests {
             latest_release_ms: None,
             jobs_read: 0,
             policies: vec![],
+            mismatch: None,
         };
         let mut census = Census {
             queue: "q\"x".into(),
@@ -420,6 +472,83 @@ mod tests {
         assert!(text.contains(
             "queuey_hold_jobs{queue=\"q\\\"x\",shard=\"1\",kind=\"classic\",delay_ms=\"1000\"} 4\n"
         ));
+    }
+
+    /// A queue as the management API lists it.
+    fn listed(name: &str, queue_type: &str, arguments: serde_json::Value) -> QueueInfo {
+        serde_json::from_value(serde_json::json!({
+            "name": name, "type": queue_type, "durable": true, "arguments": arguments
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_a_queue_declared_as_a_hold_is_one() {
+        let hold = "q.deferred.quorum.5000";
+        let quorum_args = serde_json::json!({
+            "x-queue-type": "quorum",
+            "x-message-ttl": 5000,
+            "x-dead-letter-exchange": "",
+            "x-dead-letter-routing-key": "q",
+            "x-dead-letter-strategy": "at-least-once",
+            "x-overflow": "reject-publish",
+        });
+        let real = listed(hold, "quorum", quorum_args.clone());
+        assert_eq!(hold_mismatch(&real, "q", HoldQueues::Quorum, 5000), None);
+
+        // The name alone: an empty classic queue.
+        let classic = listed(hold, "classic", serde_json::json!({}));
+        let why = hold_mismatch(&classic, "q", HoldQueues::Quorum, 5000).unwrap();
+        assert!(why.starts_with("a classic queue, not quorum"), "{why}");
+        assert!(
+            why.contains("x-dead-letter-routing-key is absent, not \"q\""),
+            "{why}"
+        );
+
+        // A quorum queue that releases somewhere else.
+        let mut elsewhere = quorum_args.clone();
+        elsewhere["x-dead-letter-routing-key"] = "other".into();
+        let why = hold_mismatch(
+            &listed(hold, "quorum", elsewhere),
+            "q",
+            HoldQueues::Quorum,
+            5000,
+        )
+        .unwrap();
+        assert_eq!(why, "x-dead-letter-routing-key is \"other\", not \"q\"");
+
+        // At-most-once release, or another delay than its name's.
+        let mut at_most_once = quorum_args.clone();
+        at_most_once
+            .as_object_mut()
+            .unwrap()
+            .remove("x-dead-letter-strategy");
+        assert!(
+            hold_mismatch(
+                &listed(hold, "quorum", at_most_once),
+                "q",
+                HoldQueues::Quorum,
+                5000
+            )
+            .is_some()
+        );
+        assert!(hold_mismatch(&real, "q", HoldQueues::Quorum, 6000).is_some());
+
+        // A classic hold as the first version declared it.
+        let classic_hold = listed(
+            "q.deferred.5000",
+            "classic",
+            serde_json::json!({
+                "x-message-ttl": 5000,
+                "x-dead-letter-exchange": "",
+                "x-dead-letter-routing-key": "q",
+                "x-expires": 10000,
+            }),
+        );
+        assert_eq!(
+            hold_mismatch(&classic_hold, "q", HoldQueues::Classic, 5000),
+            None
+        );
     }
 
     #[test]

@@ -202,7 +202,9 @@ impl Management {
                     "https" => {}
                     "http" if secure && !is_local(&url) => {
                         return Err(OpsError::Invalid(format!(
-                            "the management URL `{}` is plain http to another host while the                              AMQP URL is amqps://: the credentials would cross the network in                              clear; use https://",
+                            "the management URL `{}` is plain http to another host while the \
+                             AMQP URL is amqps://: the credentials would cross the network in \
+                             clear; use https://",
                             url.as_str().trim_end_matches('/')
                         )));
                     }
@@ -457,6 +459,7 @@ mod tests {
                 .unwrap_err()
                 .to_string();
         assert!(refused.contains("https://"), "{refused}");
+        assert!(!refused.contains("  "), "{refused}");
         // This machine, or plaintext AMQP anyway: allowed.
         Management::for_amqp_url("amqps://u:p@rabbit/%2f", Some("http://127.0.0.1:15672")).unwrap();
         Management::for_amqp_url("amqp://u:p@rabbit/%2f", Some("http://rabbit:15672")).unwrap();

@@ -1,8 +1,11 @@
 //! Pruning hold queues: which hold queues of a work queue `queuey holds
 //! prune` deletes, and the deletion itself.
 //!
-//! Only quorum holds are pruned (classic ones expire by themselves), and
-//! only those the census finds empty: no job waiting for its delay, none
+//! Only quorum holds are pruned (classic ones expire by themselves), only
+//! queues that are holds as queuey declares them (a quorum queue whose
+//! delay and dead-letter arguments lead back to its work queue: a queue
+//! that merely has a hold's name is kept, whatever it holds), and only
+//! those the census finds empty: no job waiting for its delay, none
 //! past it waiting to be moved back, no consumer. The deletion goes
 //! through the library's
 //! [`RabbitMqBackend::prune_hold`](queuey_rabbitmq::RabbitMqBackend::prune_hold),
@@ -13,12 +16,16 @@
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use queuey_core::{BackendError, BackendErrorKind};
-use queuey_rabbitmq::{HoldCensus, HoldPruned, RabbitMqOptions};
+use queuey_rabbitmq::{HoldCensus, HoldPruned, HoldQueues, RabbitMqOptions};
 use serde::Serialize;
 
-use crate::holds::{Census, HoldQueue};
-use crate::mgmt::Management;
+use crate::holds::{Census, HoldQueue, hold_mismatch};
+use crate::mgmt::{Management, QueueInfo};
 use crate::tls::TlsFiles;
+
+/// How a queue named like a hold but unlike one is described: the start
+/// of its [`PruneItem::reason`].
+pub const LOOKALIKE: &str = "not a hold queuey declared";
 
 /// How many holds are pruned at once (each takes ten seconds or more).
 const PRUNED_AT_ONCE: usize = 8;
@@ -26,29 +33,63 @@ const PRUNED_AT_ONCE: usize = 8;
 /// Every job of a hold queue by the management API: its `messages`, which
 /// counts the jobs past their delay that a quorum hold has not moved back
 /// yet (AMQP does not).
+///
+/// Each count also checks, from the same answer, that the queue is still a
+/// quorum hold as queuey declares it (see [`hold_mismatch`]): a queue
+/// deleted and declared again as something else since the census fails the
+/// count, and the pruner keeps it.
 #[derive(Debug, Clone)]
 pub struct ManagementCensus {
     mgmt: Management,
+    deferred_suffix: String,
 }
 
 impl ManagementCensus {
-    /// A census over `mgmt`.
-    pub fn new(mgmt: Management) -> Self {
-        ManagementCensus { mgmt }
+    /// A census over `mgmt`, of hold queues named with `deferred_suffix`.
+    pub fn new(mgmt: Management, deferred_suffix: impl Into<String>) -> Self {
+        ManagementCensus {
+            mgmt,
+            deferred_suffix: deferred_suffix.into(),
+        }
     }
 }
 
 impl HoldCensus for ManagementCensus {
     fn jobs<'a>(&'a self, hold: &'a str) -> BoxFuture<'a, Result<Option<u64>, queuey_core::Error>> {
         Box::pin(async move {
-            match self.mgmt.queue(hold).await {
-                Ok(info) => Ok(info.and_then(|info| info.messages)),
-                Err(e) => Err(queuey_core::Error::Backend(BackendError::new(
-                    BackendErrorKind::Other,
-                    format!("counting the jobs of `{hold}` through the management API: {e}"),
-                ))),
+            let fail = |why: String| {
+                queuey_core::Error::Backend(BackendError::new(BackendErrorKind::Other, why))
+            };
+            let info = self.mgmt.queue(hold).await.map_err(|e| {
+                fail(format!(
+                    "counting the jobs of `{hold}` through the management API: {e}"
+                ))
+            })?;
+            let Some(info) = info else {
+                return Ok(None);
+            };
+            if let Some(why) = not_a_quorum_hold(&info, &self.deferred_suffix) {
+                return Err(fail(format!(
+                    "`{hold}` is named like a quorum hold but is not one queuey declared ({why}); \
+                     it is kept"
+                )));
             }
+            Ok(info.messages)
         })
+    }
+}
+
+/// Why the queue `info` is not a quorum hold of the work queue its
+/// dead-letter routing key names, if it is not.
+fn not_a_quorum_hold(info: &QueueInfo, deferred_suffix: &str) -> Option<String> {
+    let work_queue = info
+        .arguments
+        .get("x-dead-letter-routing-key")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    match HoldQueues::Quorum.parse(work_queue, deferred_suffix, &info.name) {
+        Some(delay_ms) => hold_mismatch(info, work_queue, HoldQueues::Quorum, delay_ms),
+        None => Some("its dead-letter routing key does not name the work queue of its name".into()),
     }
 }
 
@@ -64,7 +105,9 @@ pub struct PruneItem {
     pub delay_ms: u64,
     /// Whether it is a candidate (empty, unconsumed quorum hold).
     pub prune: bool,
-    /// Why it is kept, or `empty` for a candidate.
+    /// Why it is kept, or `empty` for a candidate. A queue that only looks
+    /// like a hold (its type or arguments are not those of queuey's holds)
+    /// is kept with a reason starting with [`LOOKALIKE`].
     pub reason: String,
 }
 
@@ -91,6 +134,9 @@ pub fn plan(census: &Census) -> Vec<PruneItem> {
 
 /// Why the census keeps a quorum hold, if it does.
 fn keep_reason(h: &HoldQueue) -> Option<String> {
+    if let Some(why) = &h.mismatch {
+        return Some(format!("{LOOKALIKE}: {why}"));
+    }
     if h.consumers > 0 {
         return Some(format!("{} consumer(s)", h.consumers));
     }
@@ -119,7 +165,7 @@ pub async fn prune(
         .deferred_suffix(deferred_suffix)
         .prune_holds_after(None)
         .hold_watch(false)
-        .hold_census(ManagementCensus::new(mgmt));
+        .hold_census(ManagementCensus::new(mgmt, deferred_suffix));
     let backend = crate::amqp::backend(url, tls, name, options).await?;
     let backend_ref = &backend;
     let outcomes = futures::stream::iter(items.iter().filter(|i| i.prune))
@@ -176,7 +222,49 @@ mod tests {
             latest_release_ms: None,
             jobs_read: 0,
             policies: Vec::new(),
+            mismatch: None,
         }
+    }
+
+    #[test]
+    fn a_queue_that_only_looks_like_a_hold_is_kept_whatever_it_holds() {
+        let census = Census {
+            queue: "q".to_owned(),
+            shards: 0,
+            holds: vec![HoldQueue {
+                mismatch: Some("a classic queue, not quorum".to_owned()),
+                ..hold("q.deferred.quorum.5000", "quorum", 0, Some(0))
+            }],
+        };
+        let plan = plan(&census);
+        assert!(!plan[0].prune);
+        assert_eq!(
+            plan[0].reason,
+            "not a hold queuey declared: a classic queue, not quorum"
+        );
+        assert!(plan[0].reason.starts_with(LOOKALIKE));
+    }
+
+    #[test]
+    fn the_pruners_census_refuses_a_queue_that_is_no_longer_a_hold() {
+        let info = |queue_type: &str, routing_key: &str| -> QueueInfo {
+            serde_json::from_value(serde_json::json!({
+                "name": "q.deferred.quorum.5000",
+                "type": queue_type,
+                "arguments": {
+                    "x-queue-type": queue_type,
+                    "x-message-ttl": 5000,
+                    "x-dead-letter-exchange": "",
+                    "x-dead-letter-routing-key": routing_key,
+                    "x-dead-letter-strategy": "at-least-once",
+                },
+            }))
+            .unwrap()
+        };
+        assert_eq!(not_a_quorum_hold(&info("quorum", "q"), ".deferred"), None);
+        assert!(not_a_quorum_hold(&info("classic", "q"), ".deferred").is_some());
+        assert!(not_a_quorum_hold(&info("quorum", "elsewhere"), ".deferred").is_some());
+        assert!(not_a_quorum_hold(&info("quorum", "q"), ".held").is_some());
     }
 
     #[test]

@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::amqp::Amqp;
 use crate::error::{OpsError, Result};
 use crate::mgmt::{Management, QueueInfo};
+use crate::time::now_ms;
 
 /// What separates a job queue from a schedule's name in a schedule queue.
 const INFIX: &str = ".periodic.";
@@ -68,6 +69,38 @@ pub struct ScheduleInfo {
     pub next_tick_ms: Option<i64>,
     /// When the leader last wrote its status (at least once a minute).
     pub status_at_ms: Option<i64>,
+    /// Whether the last tick is more than [`FUTURE_TOLERANCE_MS`] past the
+    /// time it was read: the leader's clock runs ahead, or something else
+    /// wrote the status. A leader resumes after its last tick, so the
+    /// ticks until then may not fire.
+    pub last_tick_in_future: bool,
+}
+
+/// How far past now a last tick may be before it counts as in the future:
+/// room for clocks a little apart.
+pub const FUTURE_TOLERANCE_MS: i64 = 60_000;
+
+/// Whether `last_tick_ms` is more than [`FUTURE_TOLERANCE_MS`] past `now_ms`.
+pub fn tick_in_future(last_tick_ms: Option<i64>, now_ms: i64) -> bool {
+    last_tick_ms.is_some_and(|tick| tick.saturating_sub(now_ms) > FUTURE_TOLERANCE_MS)
+}
+
+/// A warning line for each schedule of `listed` whose last tick is in the
+/// future (see [`ScheduleInfo::last_tick_in_future`]), names escaped for a
+/// terminal.
+pub fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|s| s.last_tick_in_future)
+        .map(|s| {
+            format!(
+                "warning: the last tick of {} is in the future: its leader's clock runs ahead, \
+                 or something else wrote its status queue; a leader resumes after its last \
+                 tick, so the ticks until then may not fire",
+                crate::escape::line(&s.queue)
+            )
+        })
+        .collect()
 }
 
 /// Whether the management API's queue is a schedule queue.
@@ -133,6 +166,7 @@ pub async fn list(mgmt: &Management, amqp: &Amqp) -> Result<Vec<ScheduleInfo>> {
         }
         let status = read_status(amqp, &format!("{}{STATUS_SUFFIX}", info.name)).await?;
         let field = |key: &str| status.as_ref().and_then(|s| s[key].as_i64());
+        let last_tick_ms = field("last_tick_ms");
         out.push(ScheduleInfo {
             queue: info.name.clone(),
             job_queue: job_queue.to_owned(),
@@ -143,7 +177,8 @@ pub async fn list(mgmt: &Management, amqp: &Amqp) -> Result<Vec<ScheduleInfo>> {
                 .as_ref()
                 .and_then(|s| s["schedule"].as_str())
                 .map(str::to_owned),
-            last_tick_ms: field("last_tick_ms"),
+            last_tick_ms,
+            last_tick_in_future: tick_in_future(last_tick_ms, now_ms()),
             next_tick_ms: field("next_tick_ms"),
             status_at_ms: field("at_ms"),
         });
@@ -186,6 +221,43 @@ async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<Value>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_schedule_ticking_in_the_future_gets_a_warning() {
+        let schedule = |queue: &str, ahead: bool| ScheduleInfo {
+            queue: queue.to_owned(),
+            job_queue: "q".to_owned(),
+            name: "beat".to_owned(),
+            leader: None,
+            waiting: vec![],
+            schedule: None,
+            last_tick_ms: None,
+            next_tick_ms: None,
+            status_at_ms: None,
+            last_tick_in_future: ahead,
+        };
+        let warnings = future_tick_warnings(&[
+            schedule("q.periodic.beat", false),
+            schedule("q.periodic.\u{1b}[2Kx", true),
+        ]);
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0]
+                .starts_with(r"warning: the last tick of q.periodic.\e[2Kx is in the future"),
+            "{}",
+            warnings[0]
+        );
+    }
+
+    #[test]
+    fn a_last_tick_more_than_a_minute_ahead_is_in_the_future() {
+        let now = 1_800_000_000_000;
+        assert!(!tick_in_future(None, now));
+        assert!(!tick_in_future(Some(now - 3_600_000), now));
+        assert!(!tick_in_future(Some(now + FUTURE_TOLERANCE_MS), now));
+        assert!(tick_in_future(Some(now + FUTURE_TOLERANCE_MS + 1), now));
+        assert!(tick_in_future(Some(i64::MAX), i64::MIN));
+    }
 
     #[test]
     fn schedule_queue_names_split_into_the_job_queue_and_the_name() {

@@ -43,6 +43,9 @@ mod web;
 #[path = "ops/web_exposure.rs"]
 mod web_exposure;
 
+#[path = "ops/web_scope.rs"]
+mod web_scope;
+
 #[path = "ops/help.rs"]
 mod help;
 

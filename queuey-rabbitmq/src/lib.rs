@@ -278,8 +278,10 @@
 //!   Every process declares it with exactly these arguments; a queue of
 //!   that name with others is refused with an error saying what to do.
 //! - A command is published like a job (confirmed, `mandatory`,
-//!   persistent); a record that names no sender goes out under the
-//!   backend's connection name and host name.
+//!   persistent), signed with the backend's RabbitMQ user (see
+//!   [Who may send what](#who-may-send-what)); a record that names no
+//!   sender goes out under the backend's user, connection name and host
+//!   name.
 //! - The first `follow_control` starts the backend's follower: a task that
 //!   reads the stream from its first record, applies each command in
 //!   stream order to the backend's
@@ -328,6 +330,47 @@
 //! last and is within three of their intervals of this host's clock, with
 //! two seconds of slack for clocks that disagree. A worker whose interval
 //! is longer than 20 seconds does not appear.
+//!
+//! ## Who may send what
+//!
+//! Everything above travels through the default exchange, where any user
+//! allowed to publish one job may publish anything: RabbitMQ checks the
+//! right to write on the exchange, not on the queue. So a follower obeys a
+//! command, a listing counts a heartbeat, a leader believes a schedule's
+//! state and a waiting caller takes a result only when it was **sent by a
+//! user it trusts**, and RabbitMQ says who sent it: it refuses a message
+//! whose `user_id` property is not the user of its connection (unless that
+//! user has the `impersonator` tag), so `user_id` cannot be forged.
+//!
+//! - Everything this backend sends to the fleet carries its user as
+//!   `user_id`: the URI's user, or
+//!   [`authenticated_user`](RabbitMqOptions::authenticated_user) for a
+//!   client certificate. Every address of one backend must log in as the
+//!   same user.
+//! - Commands are obeyed from the backend's own user and from the users of
+//!   [`control_senders`](RabbitMqOptions::control_senders); heartbeats,
+//!   schedule states and results are accepted from the backend's own user
+//!   and from the users of
+//!   [`worker_senders`](RabbitMqOptions::worker_senders). A message with no
+//!   `user_id` counts as a stranger's.
+//! - Whoever sent it, a command is checked before it is applied
+//!   ([`ControlRecord::check`](queuey_core::control::ControlRecord::check)):
+//!   at most 64 KiB, not stamped more than five minutes ahead of the
+//!   reader's clock, and a cancel filter needs a condition and a time
+//!   bound. A heartbeat over 256 KiB, a schedule state whose last tick is
+//!   in the future and a result over
+//!   [`max_message_size`](RabbitMqOptions::max_message_size) are skipped
+//!   unread; a listing keeps at most 10,000 workers.
+//! - A worker answers a job only at a direct reply-to address
+//!   (`amq.rabbitmq.reply-to.…`), never at a queue a job names.
+//! - Every refusal is counted in `queuey_rabbitmq_fleet_refused_total`
+//!   (labels `kind` and `reason`) and logged at WARN, once a minute per
+//!   kind at most.
+//!
+//! With no senders named, a backend trusts its own user only, so a fleet
+//! whose programs all log in as one user works as it is (and is not
+//! protected from its own producers). SECURITY.md gives the permissions of
+//! each role when they log in as users of their own.
 //!
 //! # Hold watchdog
 //!

@@ -1,6 +1,6 @@
 //! A private `redis-server` for tests: its own port and directory, nothing
-//! kept on disk, killed when dropped. Tests that stop or kill Redis use
-//! one of these and never touch a shared server.
+//! kept on disk, plaintext or TLS only, killed when dropped. Tests that
+//! stop or kill Redis use one of these and never touch a shared server.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -13,6 +13,8 @@ pub struct PrivateRedis {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// Serves TLS only, with the files written into `dir`.
+    tls: bool,
 }
 
 impl PrivateRedis {
@@ -29,14 +31,49 @@ impl PrivateRedis {
             port,
             dir,
             child: None,
+            tls: false,
         };
         redis.restart();
         redis
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// Starts one that serves TLS only (`--port 0 --tls-port P`), with this
+    /// certificate and key (PEM) and trusting `ca` (PEM); clients need no
+    /// certificate.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), and when `redis-server` is built without
+    /// TLS.
+    pub fn start_tls(certificate: &str, key: &str, ca: &str) -> PrivateRedis {
+        let port = queuey_core::__private::free_local_port().expect("a free port");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (name, pem) in [
+            ("server.crt", certificate),
+            ("server.key", key),
+            ("ca.crt", ca),
+        ] {
+            std::fs::write(dir.path().join(name), pem).expect("the TLS files are written");
+        }
+        let mut redis = PrivateRedis {
+            port,
+            dir,
+            child: None,
+            tls: true,
+        };
+        redis.restart();
+        redis
+    }
+
+    /// `redis://127.0.0.1:PORT` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        let scheme = if self.tls { "rediss" } else { "redis" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Kills the server (`SIGKILL`) and waits for it to be gone.
@@ -50,8 +87,23 @@ impl PrivateRedis {
     /// Starts the server again on the same port (empty: it keeps nothing).
     pub fn restart(&mut self) {
         self.kill();
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+        let mut command = Command::new("redis-server");
+        let port = self.port.to_string();
+        if self.tls {
+            let file = |name: &str| self.dir.path().join(name);
+            command
+                .args(["--port", "0", "--tls-port", &port])
+                .arg("--tls-cert-file")
+                .arg(file("server.crt"))
+                .arg("--tls-key-file")
+                .arg(file("server.key"))
+                .arg("--tls-ca-cert-file")
+                .arg(file("ca.crt"))
+                .args(["--tls-auth-clients", "no"]);
+        } else {
+            command.args(["--port", &port]);
+        }
+        let child = command
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
@@ -71,10 +123,15 @@ impl PrivateRedis {
         }
     }
 
+    /// Whether it answers `PING` (a TLS server: whether it takes a TCP
+    /// connection; the TLS tests then speak TLS to it).
     fn answers(&self) -> bool {
         let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.tls {
+            return true;
+        }
         let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
         let mut reply = [0u8; 7];
         stream.write_all(b"PING\r\n").is_ok()

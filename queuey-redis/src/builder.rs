@@ -22,6 +22,8 @@ pub struct RedisStoreBuilder {
     prefix: String,
     connect_timeout: Duration,
     response_timeout: Duration,
+    #[cfg(feature = "rustls")]
+    tls: crate::tls::TlsOptions,
 }
 
 impl std::fmt::Debug for RedisStoreBuilder {
@@ -31,6 +33,7 @@ impl std::fmt::Debug for RedisStoreBuilder {
             .field("prefix", &self.prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
+            .field("tls", &self.tls_debug())
             .finish()
     }
 }
@@ -42,6 +45,8 @@ impl RedisStoreBuilder {
             prefix: String::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             response_timeout: DEFAULT_RESPONSE_TIMEOUT,
+            #[cfg(feature = "rustls")]
+            tls: crate::tls::TlsOptions::default(),
         }
     }
 
@@ -66,6 +71,39 @@ impl RedisStoreBuilder {
     pub fn response_timeout(mut self, timeout: Duration) -> Self {
         self.response_timeout = timeout;
         self
+    }
+
+    /// Trusts the certificate authorities in `pem` (one or more PEM
+    /// certificates) for a `rediss://` URL, instead of the platform's
+    /// roots: for a Redis whose certificate a private authority signed.
+    #[cfg(feature = "rustls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+    pub fn tls_root_certificates(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.root_certificates = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate and its private key (both PEM) to
+    /// a Redis that asks for one (`tls-auth-clients yes`).
+    #[cfg(feature = "rustls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "rustls")))]
+    pub fn tls_client_certificate(
+        mut self,
+        certificate_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client = Some((certificate_pem.into(), key_pem.into()));
+        self
+    }
+
+    #[cfg(feature = "rustls")]
+    fn tls_debug(&self) -> &crate::tls::TlsOptions {
+        &self.tls
+    }
+
+    #[cfg(not(feature = "rustls"))]
+    fn tls_debug(&self) -> &'static str {
+        "not built (the `rustls` feature is off)"
     }
 
     /// Connects, failing if Redis does not answer now.
@@ -98,16 +136,44 @@ impl RedisStoreBuilder {
         &self,
     ) -> Result<(redis::Client, ConnectionManagerConfig, Arc<str>, Arc<str>), RedisStoreError> {
         let address: Arc<str> = redact(&self.url).into();
-        let client = redis::Client::open(self.url.as_str()).map_err(|error| {
-            RedisStoreError::InvalidUrl {
-                url: address.to_string(),
-                reason: scrub(&error.to_string(), &self.url),
-            }
-        })?;
+        let invalid = |reason: String| RedisStoreError::InvalidUrl {
+            url: address.to_string(),
+            reason,
+        };
+        let client = self
+            .client()
+            .map_err(|error| invalid(scrub(&error.to_string(), &self.url)))?
+            .map_err(invalid)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_max_delay(Duration::from_secs(2));
         Ok((client, config, self.prefix.as_str().into(), address))
     }
+
+    /// The client for the URL: TLS for `rediss://` (with the `rustls`
+    /// feature), plain otherwise. The outer error is Redis's; the inner one
+    /// says what to change when the URL and the TLS settings disagree.
+    #[cfg(feature = "rustls")]
+    fn client(&self) -> redis::RedisResult<Result<redis::Client, String>> {
+        crate::tls::client(&self.url, &self.tls)
+    }
+
+    #[cfg(not(feature = "rustls"))]
+    fn client(&self) -> redis::RedisResult<Result<redis::Client, String>> {
+        if is_tls(&self.url) {
+            return Ok(Err(
+                "`rediss://` (Redis over TLS) needs the `rustls` feature of queuey-redis: \
+                 enable it in Cargo.toml (`queuey-redis = { features = [\"rustls\"] }`)"
+                    .to_owned(),
+            ));
+        }
+        redis::Client::open(self.url.as_str()).map(Ok)
+    }
+}
+
+/// Whether `url` asks for TLS.
+pub(crate) fn is_tls(url: &str) -> bool {
+    url.get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
 }

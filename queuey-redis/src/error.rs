@@ -6,7 +6,9 @@
 #[non_exhaustive]
 pub enum RedisStoreError {
     /// The URL is not one Redis takes (`redis://`, `rediss://`,
-    /// `redis+unix://`).
+    /// `redis+unix://`), or asks for what this build cannot do (`rediss://`
+    /// without the `rustls` feature; TLS certificates with a plaintext
+    /// URL).
     #[error("{url} is not a Redis URL: {reason}")]
     InvalidUrl {
         /// The URL, its password masked.

@@ -26,6 +26,22 @@
 //! # }
 //! ```
 //!
+//! # TLS
+//!
+//! With the `rustls` feature, a `rediss://` URL connects over TLS (rustls,
+//! the ring provider), checking the server's certificate against the
+//! platform's roots, or against the authorities given to
+//! `RedisStoreBuilder::tls_root_certificates`; a client certificate goes
+//! with `RedisStoreBuilder::tls_client_certificate`. A `rediss://` URL
+//! never falls back to plaintext, and without the feature it is refused
+//! with an error naming the feature. Without TLS the Redis password (and
+//! every key) crosses the network in clear: use `rediss://` whenever Redis
+//! is not on the same host.
+//!
+//! ```toml
+//! queuey-redis = { version = "0.1", features = ["rustls"] }
+//! ```
+//!
 //! The connection reconnects by itself. While Redis cannot be reached every
 //! operation fails fast with [`StoreError`](queuey_core::store::StoreError),
 //! and queuey carries on without the store (see the guide's "Unique jobs"
@@ -37,6 +53,8 @@ mod builder;
 mod error;
 mod scripts;
 mod store;
+#[cfg(feature = "rustls")]
+mod tls;
 
 pub use builder::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisStoreBuilder};
 pub use error::RedisStoreError;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use queuey_core::store::{Inserted, Store, StoreError, ttl_ms};
 use redis::aio::ConnectionManager;
-use redis::{FromRedisValue, Script};
+use redis::{ErrorKind, FromRedisValue, RedisError, Script, ServerErrorKind};
 
 use crate::scripts::{EXTEND, INSERT, REMOVE};
 use crate::{RedisStoreBuilder, RedisStoreError};
@@ -33,7 +33,7 @@ impl fmt::Debug for RedisStore {
 
 impl RedisStore {
     /// Connects to the Redis at `url` (`redis://[:password@]host[:port][/db]`,
-    /// `rediss://` for TLS when the `redis` crate is built with it) with the
+    /// or `rediss://` for TLS with this crate's `rustls` feature) with the
     /// default options.
     pub async fn connect(url: &str) -> Result<RedisStore, RedisStoreError> {
         RedisStore::builder(url).connect().await
@@ -68,7 +68,7 @@ impl RedisStore {
         command
             .query_async(&mut connection)
             .await
-            .map_err(StoreError::unavailable)
+            .map_err(store_error)
     }
 
     /// Runs one of the scripts on `key` with `value` (and a time-to-live).
@@ -88,7 +88,39 @@ impl RedisStore {
         invocation
             .invoke_async(&mut connection)
             .await
-            .map_err(StoreError::unavailable)
+            .map_err(store_error)
+    }
+}
+
+/// A Redis error as a [`StoreError`]: a Redis that could not be reached (or
+/// is loading, or has no master) is unavailable; a Redis that answered "no"
+/// (an argument out of range, a read-only replica, out of memory, no
+/// permission, a wrong password) refused the operation.
+fn store_error(error: RedisError) -> StoreError {
+    if error.is_io_error()
+        || error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || error.is_timeout()
+    {
+        return StoreError::unavailable(error);
+    }
+    match error.kind() {
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask,
+        ) => StoreError::unavailable(error),
+        ErrorKind::Server(_)
+        | ErrorKind::Extension
+        | ErrorKind::AuthenticationFailed
+        | ErrorKind::UnexpectedReturnType
+        | ErrorKind::Parse
+        | ErrorKind::Client
+        | ErrorKind::InvalidClientConfig => StoreError::refused(error),
+        _ => StoreError::unavailable(error),
     }
 }
 

@@ -177,3 +177,30 @@ async fn no_password_shows_in_errors_or_debug() {
     let store = builder.open().unwrap();
     assert!(!format!("{store:?}").contains("hunter2"), "{store:?}");
 }
+
+#[tokio::test]
+async fn a_ttl_redis_refuses_is_a_refusal_not_an_unavailable_store() {
+    let redis = PrivateRedis::start();
+    let store = RedisStore::connect(&redis.url()).await.unwrap();
+    let k = key();
+    let insert = store.insert(&k, "a", Duration::MAX).await;
+    assert!(matches!(insert, Err(StoreError::Refused(_))), "{insert:?}");
+    let set = store.set(&k, "a", Duration::MAX).await;
+    assert!(matches!(set, Err(StoreError::Refused(_))), "{set:?}");
+    assert!(!set.unwrap_err().to_string().contains("unavailable"));
+    // The store itself is fine.
+    assert_eq!(store.insert(&k, "a", MINUTE).await.unwrap(), Inserted::New);
+}
+
+#[cfg(not(feature = "rustls"))]
+#[tokio::test]
+async fn rediss_without_the_rustls_feature_names_the_feature() {
+    let error = RedisStore::builder("rediss://:hunter2@127.0.0.1:1/0")
+        .open()
+        .unwrap_err();
+    assert!(
+        matches!(&error, RedisStoreError::InvalidUrl { reason, .. } if reason.contains("`rustls` feature")),
+        "{error}"
+    );
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}

@@ -1,6 +1,7 @@
 //! One process's view of its fleet's control state, shared by the backend
 //! that follows the commands and the worker that obeys them.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use tokio::sync::watch;
@@ -35,6 +36,8 @@ struct Inner {
     state: RwLock<ControlState>,
     /// Bumped on every change.
     version: watch::Sender<u64>,
+    /// Whether the follower has read every command sent before it started.
+    caught_up: AtomicBool,
 }
 
 impl Default for ControlView {
@@ -50,6 +53,7 @@ impl ControlView {
             inner: Arc::new(Inner {
                 state: RwLock::new(ControlState::default()),
                 version: watch::Sender::new(0),
+                caught_up: AtomicBool::new(true),
             }),
         }
     }
@@ -89,6 +93,34 @@ impl ControlView {
                 ),
             }
         }
+    }
+
+    /// Whether the view holds every command sent before its follower
+    /// started. A backend whose follower could not read that far in time
+    /// hands out a view that is not caught up yet (see
+    /// [`Backend::follow_control`](crate::backend::Backend::follow_control)):
+    /// it keeps following, and says so here once it has.
+    pub fn is_caught_up(&self) -> bool {
+        self.inner.caught_up.load(Ordering::Acquire)
+    }
+
+    /// Sets whether the view is caught up, and tells the watchers when that
+    /// changes.
+    pub fn set_caught_up(&self, caught_up: bool) {
+        if self.inner.caught_up.swap(caught_up, Ordering::AcqRel) != caught_up {
+            self.inner.version.send_modify(|v| *v += 1);
+        }
+    }
+
+    /// Forgets everything: the commands it followed came from a stream
+    /// that was deleted or replaced, and are read again from the new one.
+    pub fn reset(&self) {
+        *self
+            .inner
+            .state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = ControlState::default();
+        self.inner.version.send_modify(|v| *v += 1);
     }
 
     /// Forgets cancellations sent before `cutoff_ms` (milliseconds since

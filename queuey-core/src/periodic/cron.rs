@@ -32,12 +32,21 @@ impl CronSchedule {
         let tz = TimeZone::get(zone).map_err(|_| InvalidSchedule::Zone {
             zone: zone.to_owned(),
         })?;
-        Ok(CronSchedule {
+        let schedule = CronSchedule {
             expression: expression.to_owned(),
             zone_name: zone.to_owned(),
             cron,
             zone: tz,
-        })
+        };
+        // Every real calendar pattern recurs within a few years (leap days
+        // every four, a weekday on a date every 28): none after now means
+        // none ever.
+        if schedule.next_after(SystemTime::now()).is_none() {
+            return Err(InvalidSchedule::NeverFires {
+                expression: expression.to_owned(),
+            });
+        }
+        Ok(schedule)
     }
 
     /// Ticks fall on whole seconds, so searching from the whole second of
@@ -114,6 +123,20 @@ mod tests {
     // 2026: spring forward on Sunday 29 March at 02:00 CET (01:00 UTC) to
     // 03:00 CEST; fall back on Sunday 25 October at 03:00 CEST (01:00 UTC)
     // to 02:00 CET.
+
+    #[test]
+    fn an_expression_that_never_fires_is_refused() {
+        assert_eq!(
+            Schedule::cron("0 0 0 31 2 *", "UTC"),
+            Err(InvalidSchedule::NeverFires {
+                expression: "0 0 0 31 2 *".into()
+            })
+        );
+        assert!(
+            Schedule::cron("0 0 0 29 2 *", "UTC").is_ok(),
+            "leap days come"
+        );
+    }
 
     #[test]
     fn a_fixed_time_in_the_spring_gap_fires_once_right_after_it() {

@@ -15,6 +15,16 @@ pub enum InvalidSchedule {
         /// What the parser said.
         reason: String,
     },
+    /// A cron expression that parses but never fires (the 31st of
+    /// February, say): a leader would hold the schedule doing nothing.
+    #[error(
+        "the cron expression `{expression}` never fires (no date matches all its fields): \
+         check the day of month against the month"
+    )]
+    NeverFires {
+        /// The expression given.
+        expression: String,
+    },
     /// A time zone name the time zone database does not know.
     #[error(
         "the time zone `{zone}` is unknown: give an IANA name such as `Europe/Amsterdam` or \

@@ -79,7 +79,9 @@ impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
     ///
     /// A store that fails or does not answer within the
     /// [`store_timeout`](Self::store_timeout) does not stop the enqueue:
-    /// the job is published without its uniqueness check, with a warning.
+    /// the job is published without its uniqueness check, with a warning
+    /// and a count in
+    /// [`UNIQUE_UNCHECKED_TOTAL`](crate::store::UNIQUE_UNCHECKED_TOTAL).
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
         self

@@ -34,6 +34,7 @@
 mod bounded;
 mod error;
 mod memory;
+mod window;
 
 use std::fmt;
 use std::sync::Arc;
@@ -44,6 +45,14 @@ use futures::future::BoxFuture;
 pub use bounded::{DEFAULT_STORE_TIMEOUT, bounded};
 pub use error::StoreError;
 pub use memory::MemoryStore;
+pub use window::{MAX_WINDOW, WindowError, check_window};
+
+/// Counter of unique jobs enqueued without their uniqueness check because
+/// the store failed (labels `queue`, `job_type`, and `reason`:
+/// `unavailable`, `timed_out` or `refused`, as [`StoreError::kind`]).
+/// Such a job is published (uniqueness fails open); a rising count means
+/// duplicates may be waiting.
+pub const UNIQUE_UNCHECKED_TOTAL: &str = "queuey_unique_unchecked_total";
 
 /// What [`Store::insert`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +69,12 @@ pub enum Inserted {
 /// Every operation is atomic on its key. Values are short strings (a job
 /// id, a marker); keys are chosen by queuey and carry their own prefix.
 /// A time-to-live is rounded up to a whole millisecond, and a zero one is
-/// taken as one millisecond.
+/// taken as one millisecond. queuey passes only windows that
+/// [`check_window`] accepts (at most [`MAX_WINDOW`]) and leases of seconds.
+///
+/// An implementation answers [`StoreError::Refused`] when the store
+/// answered "no" to an operation, and [`StoreError::Unavailable`] only when
+/// it could not be asked, so that logs and metrics point at the right cause.
 pub trait Store: fmt::Debug + Send + Sync + 'static {
     /// Sets `key` to `value` for `ttl` if it holds nothing; otherwise
     /// leaves it and answers what it holds.

@@ -153,20 +153,39 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
     )
     .await?;
     let failed = outcomes.iter().filter(|(_, o)| o.is_err()).count();
+    let lookalikes: Vec<&prune::PruneItem> = items
+        .iter()
+        .filter(|i| i.reason.starts_with(prune::LOOKALIKE))
+        .collect();
     if global.json {
-        let rows: Vec<_> = outcomes
+        let rows: Vec<_> = lookalikes
             .iter()
-            .map(|(item, outcome)| {
+            .map(|item| {
+                serde_json::json!({
+                    "queue": item.queue,
+                    "hold": item.hold,
+                    "outcome": format!("skipped: {}", item.reason),
+                    "deleted": false,
+                })
+            })
+            .chain(outcomes.iter().map(|(item, outcome)| {
                 serde_json::json!({
                     "queue": item.queue,
                     "hold": item.hold,
                     "outcome": prune::describe(outcome),
                     "deleted": matches!(outcome, Ok(HoldPruned::Deleted { .. })),
                 })
-            })
+            }))
             .collect();
         print_json(&rows);
     } else {
+        for item in &lookalikes {
+            println!(
+                "skipped {}: named like a quorum hold, but {}",
+                queuey_ops::escape::line(&item.hold),
+                queuey_ops::escape::line(&item.reason)
+            );
+        }
         let mut table = Table::new(["HOLD QUEUE", "OUTCOME"]);
         for (item, outcome) in &outcomes {
             table.row(vec![
@@ -252,7 +271,21 @@ fn print_census(census: &Census) {
         );
     }
     print!("{}", table.render());
-    let releasing: u64 = census.holds.iter().filter_map(|h| h.releasing).sum();
+    for h in &census.holds {
+        if let Some(why) = &h.mismatch {
+            println!(
+                "note: {} is named like a hold but is not one queuey declared ({}); \
+                 `queuey holds prune` leaves it alone",
+                queuey_ops::escape::line(&h.name),
+                queuey_ops::escape::line(why)
+            );
+        }
+    }
+    let releasing: u64 = census
+        .holds
+        .iter()
+        .filter_map(|h| h.releasing)
+        .fold(0, u64::saturating_add);
     if releasing > 0 {
         println!(
             "note: {releasing} job(s) in quorum holds are past their delay and wait for the broker \

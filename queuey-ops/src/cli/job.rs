@@ -1,12 +1,12 @@
-//! `queuey job cancel`.
+//! `queuey job cancel`, `queuey job cancellations` and `queuey job revoke`.
 
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use queuey_core::Uuid;
-use queuey_core::control::{CancelFilter, Command, PayloadMatch};
+use queuey_core::control::{CancelFilter, CancelTarget, Command, PayloadMatch};
+use queuey_ops::escape;
 use queuey_ops::fleet::{self, Fleet};
-use queuey_ops::time::format_duration_ms;
 use queuey_ops::{OpsError, Result};
 
 use super::Global;
@@ -16,6 +16,19 @@ pub(crate) enum JobCommand {
     /// Cancel jobs wherever they wait (queue, hold, suspect queue, a retry on its way): they are
     /// dead-lettered with the reason `cancelled` instead of run; running ones are told.
     Cancel(CancelArgs),
+    /// List the cancellations in force, with the id of the command that sent each (what
+    /// `revoke` takes).
+    Cancellations,
+    /// Withdraw a cancellation: the jobs it covered run again when next taken (jobs it already
+    /// dead-lettered stay there until redriven).
+    Revoke {
+        /// The id of the cancel command, as `cancel` printed it or `cancellations` lists it.
+        #[arg(value_name = "COMMAND_ID")]
+        record: String,
+        /// Act; without it the command only prints what it would withdraw.
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -39,12 +52,109 @@ pub(crate) struct CancelArgs {
 }
 
 pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<ExitCode> {
-    let JobCommand::Cancel(args) = cmd;
-    let commands = commands(&args)?;
-    let fleet = global.fleet("job").await?;
-    let result = cancel(&fleet, &args, commands).await;
-    fleet.close().await;
-    result
+    match cmd {
+        JobCommand::Cancel(args) => {
+            let commands = commands(&args)?;
+            let fleet = global.fleet("job").await?;
+            let result = cancel(&fleet, &args, commands).await;
+            fleet.close().await;
+            result
+        }
+        JobCommand::Cancellations => {
+            let fleet = global.fleet("job").await?;
+            let result = cancellations(global, &fleet).await;
+            fleet.close().await;
+            result
+        }
+        JobCommand::Revoke { record, yes } => {
+            let record = Uuid::parse_str(&record).map_err(|_| {
+                OpsError::Invalid(format!(
+                    "`{}` is not a command id (a UUID, as `queuey job cancellations` lists them)",
+                    escape::line(&record)
+                ))
+            })?;
+            let fleet = global.fleet("job").await?;
+            let result = revoke(&fleet, record, yes).await;
+            fleet.close().await;
+            result
+        }
+    }
+}
+
+/// What a cancellation covers, for a line of text.
+fn target(target: &CancelTarget<'_>) -> String {
+    match target {
+        CancelTarget::Job(job_id) => format!("job {job_id}"),
+        CancelTarget::Filter(filter) => describe(&Command::CancelMatching {
+            filter: (*filter).clone(),
+        })
+        .trim_start_matches("would cancel ")
+        .replace(" enqueued until now", " enqueued before it"),
+        _ => "a cancellation this version cannot show".to_owned(),
+    }
+}
+
+async fn cancellations(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
+    let state = fleet.state().await?;
+    let all = state.cancellations_sent();
+    if global.json {
+        let listed: Vec<serde_json::Value> = all
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "command_id": c.record,
+                    "sent_at_ms": c.at_ms,
+                    "cancels": target(&c.target),
+                })
+            })
+            .collect();
+        super::print_json(&listed);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if all.is_empty() {
+        println!("no cancellation is in force");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut table = super::table::Table::new(["COMMAND ID", "SENT", "CANCELS"]);
+    for c in &all {
+        table.row(vec![
+            c.record.to_string(),
+            queuey_ops::time::format_ms(i64::try_from(c.at_ms).unwrap_or(i64::MAX)),
+            target(&c.target),
+        ]);
+    }
+    print!("{}", table.render());
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<ExitCode> {
+    let state = fleet.state().await?;
+    let Some(found) = state
+        .cancellations_sent()
+        .into_iter()
+        .find(|c| c.record == record)
+    else {
+        println!(
+            "no cancellation in force was sent by command {record}; nothing to withdraw              (`queuey job cancellations` lists them)"
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!(
+        "would withdraw the cancellation of {}",
+        target(&found.target)
+    );
+    if !yes {
+        println!("run again with --yes to withdraw it");
+        return Ok(ExitCode::SUCCESS);
+    }
+    fleet
+        .send(Command::Revoke { record }, &fleet::signature("queuey"))
+        .await?;
+    println!(
+        "withdrawn: the jobs it covered run again when next taken; those it already sent to the \
+         dead-letter queue stay there until redriven"
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The commands the arguments ask for, checked before anything connects.
@@ -96,18 +206,7 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
             Command::CancelMatching { filter } => filter.may_match(&job.queue, &job.job_type),
             _ => false,
         })
-        .map(|(worker, job)| {
-            format!(
-                "  running now: {} ({}, attempt {}) on {} for {}",
-                job.job_id,
-                job.job_type,
-                job.attempt,
-                fleet::label(worker),
-                format_duration_ms(
-                    i64::try_from(fleet::running_for(worker, job).as_millis()).unwrap_or(i64::MAX)
-                )
-            )
-        })
+        .map(|(worker, job)| fleet::running_line(worker, job))
         .collect();
         if running.is_empty() {
             println!("  running now: none that matches");
@@ -122,7 +221,11 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
     }
     let by = fleet::signature("queuey");
     for command in commands {
-        fleet.send(command, &by).await?;
+        let sent = fleet.send(command, &by).await?;
+        println!(
+            "sent command {} (withdraw it with `queuey job revoke {} --yes`)",
+            sent.id, sent.id
+        );
     }
     println!(
         "cancelled: the next worker to take each job dead-letters it with the reason \
@@ -138,13 +241,17 @@ fn describe(command: &Command) -> String {
         Command::CancelMatching { filter } => {
             let mut parts = Vec::new();
             if let Some(t) = &filter.job_type {
-                parts.push(format!("of type `{t}`"));
+                parts.push(format!("of type `{}`", escape::line(t)));
             }
             if let Some(q) = &filter.queue {
-                parts.push(format!("on `{q}`"));
+                parts.push(format!("on `{}`", escape::line(q)));
             }
             for m in &filter.payload {
-                parts.push(format!("with `{}` = {}", m.path.join("."), m.value));
+                parts.push(format!(
+                    "with `{}` = {}",
+                    escape::line(&m.path.join(".")),
+                    escape::line(&m.value.to_string())
+                ));
             }
             format!(
                 "would cancel every job {} enqueued until now, wherever it waits (jobs enqueued \

@@ -93,6 +93,36 @@ pub(crate) struct Global {
     /// their heartbeats are in the stream of that name with `.workers` added.
     #[arg(long, env = "QUEUEY_CONTROL_STREAM", default_value = queuey_rabbitmq::topology::CONTROL_STREAM, global = true)]
     pub(crate) control_stream: String,
+    /// A RabbitMQ user the fleet's workers log in as, whose heartbeats and
+    /// schedule states count (repeatable; the tool's own user always counts).
+    #[arg(
+        long = "worker-user",
+        value_name = "USER",
+        env = "QUEUEY_WORKER_USERS",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub(crate) worker_users: Vec<String>,
+    /// A RabbitMQ user of another operator, whose commands count when the
+    /// tool reads the fleet's state (repeatable; the tool's own user always
+    /// counts).
+    #[arg(
+        long = "operator-user",
+        value_name = "USER",
+        env = "QUEUEY_OPERATOR_USERS",
+        value_delimiter = ',',
+        global = true
+    )]
+    pub(crate) operator_users: Vec<String>,
+    /// The RabbitMQ user a client certificate logs in as, when --url names
+    /// none: what the tool signs its commands with.
+    #[arg(
+        long,
+        value_name = "USER",
+        env = "QUEUEY_AUTHENTICATED_USER",
+        global = true
+    )]
+    pub(crate) authenticated_user: Option<String>,
     /// Print JSON instead of tables.
     #[arg(long, global = true)]
     pub(crate) json: bool,
@@ -107,8 +137,23 @@ impl Global {
     /// The fleet's control plane, on a connection of its own.
     pub(crate) async fn fleet(&self, what: &str) -> Result<queuey_ops::fleet::Fleet> {
         let name = format!("queuey-cli-{what}-control-{}", std::process::id());
-        queuey_ops::fleet::Fleet::connect_to(&self.url, &self.tls(), &name, &self.control_stream)
-            .await
+        queuey_ops::fleet::Fleet::connect_with(
+            &self.url,
+            &self.tls(),
+            &name,
+            &self.control_stream,
+            &self.trust(),
+        )
+        .await
+    }
+
+    /// Whom the tool trusts on the fleet plane besides itself.
+    pub(crate) fn trust(&self) -> queuey_ops::fleet::Trust {
+        queuey_ops::fleet::Trust {
+            control_senders: self.operator_users.clone(),
+            worker_senders: self.worker_users.clone(),
+            authenticated_user: self.authenticated_user.clone(),
+        }
     }
 
     pub(crate) fn management(&self) -> Result<Management> {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use queuey_core::control::Command;
 use queuey_ops::Result;
+use queuey_ops::escape;
 use queuey_ops::fleet::{self, Fleet};
 use queuey_ops::time::{format_ms, now_ms};
 
@@ -20,6 +21,10 @@ pub(crate) enum QueueCommand {
         /// Act; without it the command only prints what it would do.
         #[arg(long)]
         yes: bool,
+        /// Send it even when the queue is paused already by the control stream's account, or
+        /// when the broker shows consumers of the queue but no worker heartbeat does.
+        #[arg(long)]
+        force: bool,
     },
     /// Resume a paused queue on every worker.
     Resume {
@@ -28,6 +33,10 @@ pub(crate) enum QueueCommand {
         /// Act; without it the command only prints what it would do.
         #[arg(long)]
         yes: bool,
+        /// Send it even when the queue is not paused by the control stream's account, or when
+        /// the broker shows consumers of the queue but no worker heartbeat does.
+        #[arg(long)]
+        force: bool,
     },
     /// List the paused queues.
     Paused,
@@ -36,12 +45,24 @@ pub(crate) enum QueueCommand {
 pub(crate) async fn run(global: &Global, cmd: QueueCommand) -> Result<ExitCode> {
     let fleet = global.fleet("queue").await?;
     let result = match cmd {
-        QueueCommand::Pause { queue, yes } => switch(global, &fleet, &queue, true, yes).await,
-        QueueCommand::Resume { queue, yes } => switch(global, &fleet, &queue, false, yes).await,
+        QueueCommand::Pause { queue, yes, force } => {
+            switch(global, &fleet, &queue, true, Act { yes, force }).await
+        }
+        QueueCommand::Resume { queue, yes, force } => {
+            switch(global, &fleet, &queue, false, Act { yes, force }).await
+        }
         QueueCommand::Paused => paused(global, &fleet).await,
     };
     fleet.close().await;
     result
+}
+
+/// What the operator allowed: acting at all, and acting against the
+/// state's or the heartbeats' account.
+#[derive(Debug, Clone, Copy)]
+struct Act {
+    yes: bool,
+    force: bool,
 }
 
 async fn switch(
@@ -49,8 +70,9 @@ async fn switch(
     fleet: &Fleet,
     queue: &str,
     pause: bool,
-    yes: bool,
+    act: Act,
 ) -> Result<ExitCode> {
+    let Act { yes, force } = act;
     let amqp = global.connect("queue").await?;
     let counts = amqp.counts(queue).await;
     amqp.close().await;
@@ -59,18 +81,32 @@ async fn switch(
     };
     let state = fleet.state().await?;
     let workers = fleet.workers().await?;
-    let consuming: Vec<String> = workers
-        .iter()
-        .filter(|w| w.queues.iter().any(|q| q == queue))
-        .map(fleet::label)
-        .collect();
+    let consuming = fleet::consumers_of(&workers, queue);
+    let queue_shown = escape::line(queue);
     let verb = if pause { "pause" } else { "resume" };
-    if state.is_paused(queue) == pause {
+    if state.is_paused(queue) == pause && !force {
         println!(
-            "`{queue}` is {} already; nothing to do",
+            "`{queue_shown}` is {} already; nothing to do (--force sends it all the same)",
             if pause { "paused" } else { "not paused" }
         );
         return Ok(ExitCode::SUCCESS);
+    }
+    let unheard = consuming.is_empty() && counts.consumers > 0;
+    if unheard {
+        let others = other_control_streams(global).await;
+        eprintln!(
+            "warning: {}",
+            unheard_consumers(queue, counts.consumers, &global.control_stream, &others)
+        );
+        if yes && !force {
+            return Err(queuey_ops::OpsError::Refused(format!(
+                "not sending the {verb} of `{queue_shown}`: no worker that would read it consumes \
+                 the queue (see the warning above); give the fleet's --control-stream, trust its \
+                 workers' user with --worker-user, or add --force to send it to \
+                 `{}` all the same",
+                escape::line(&global.control_stream)
+            )));
+        }
     }
     let who = match consuming.len() {
         0 => "no worker consumes it right now".to_owned(),
@@ -78,7 +114,7 @@ async fn switch(
     };
     if !yes {
         println!(
-            "would {verb} `{queue}` ({} jobs ready); {who}",
+            "would {verb} `{queue_shown}` ({} jobs ready); {who}",
             counts.messages
         );
         println!("run again with --yes to {verb} it");
@@ -96,13 +132,58 @@ async fn switch(
     fleet.send(command, &fleet::signature("queuey")).await?;
     if pause {
         println!(
-            "paused `{queue}`: every worker stops taking its jobs within a second or two, lets \
+            "paused `{queue_shown}`: every worker stops taking its jobs within a second or two, lets \
              the running ones finish and hands back the ones it had not started; {who}"
         );
     } else {
-        println!("resumed `{queue}`: every worker takes its jobs again; {who}");
+        println!("resumed `{queue_shown}`: every worker takes its jobs again; {who}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why the broker's consumers of `queue` and the heartbeats disagree, and
+/// what to do.
+fn unheard_consumers(queue: &str, consumers: u32, stream: &str, others: &[String]) -> String {
+    let elsewhere = if others.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (this broker has other control streams: {})",
+            others
+                .iter()
+                .map(|s| format!("`{}`", escape::line(s)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    format!(
+        "RabbitMQ shows {consumers} consumer(s) of `{}`, but no worker whose heartbeats this tool \
+         reads on `{}` consumes it: its workers may follow another control stream{elsewhere} \
+         (give it with --control-stream), or log in as a RabbitMQ user this tool does not \
+         trust (give it with --worker-user), or run without the control plane",
+        escape::line(queue),
+        escape::line(&queuey_rabbitmq::topology::heartbeat_stream_name(stream)),
+    )
+}
+
+/// The control streams on the broker besides the tool's, found by their
+/// heartbeat streams in the management listing; none when it cannot be
+/// read.
+async fn other_control_streams(global: &Global) -> Vec<String> {
+    let Ok(mgmt) = global.management() else {
+        return Vec::new();
+    };
+    let suffix = queuey_rabbitmq::topology::HEARTBEAT_STREAM_SUFFIX;
+    let Ok(queues) = mgmt.queues(None).await else {
+        return Vec::new();
+    };
+    queues
+        .iter()
+        .filter(|q| q.queue_type.as_deref() == Some("stream"))
+        .filter_map(|q| q.name.strip_suffix(suffix))
+        .filter(|stream| *stream != global.control_stream)
+        .map(str::to_owned)
+        .collect()
 }
 
 async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
@@ -134,4 +215,28 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
     }
     print!("{}", table.render());
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_queue_consumed_out_of_sight_names_the_likely_causes() {
+        let text = unheard_consumers(
+            "app.emails",
+            2,
+            "queuey.control",
+            &["billing.control".into()],
+        );
+        assert!(text.contains("2 consumer(s) of `app.emails`"), "{text}");
+        assert!(text.contains("`queuey.control.workers`"), "{text}");
+        assert!(text.contains("`billing.control`"), "{text}");
+        assert!(
+            text.contains("--control-stream") && text.contains("--worker-user"),
+            "{text}"
+        );
+        let alone = unheard_consumers("q", 1, "queuey.control", &[]);
+        assert!(!alone.contains("other control streams"), "{alone}");
+    }
 }

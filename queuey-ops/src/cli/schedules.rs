@@ -31,10 +31,13 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode
     } else {
         print!("{}", render(&listed, now_ms()));
     }
-    let leaderless: Vec<&str> = listed
+    for warning in schedules::future_tick_warnings(&listed) {
+        eprintln!("{warning}");
+    }
+    let leaderless: Vec<_> = listed
         .iter()
         .filter(|s| s.leader.is_none())
-        .map(|s| s.queue.as_str())
+        .map(|s| queuey_ops::escape::line(&s.queue))
         .collect();
     if !leaderless.is_empty() {
         eprintln!(
@@ -72,7 +75,11 @@ pub(crate) fn render(listed: &[ScheduleInfo], now: i64) -> String {
             s.schedule.clone().unwrap_or_else(|| "-".to_owned()),
             s.leader.as_ref().map_or("none".to_owned(), Member::label),
             s.waiting.len().to_string(),
-            when(s.last_tick_ms),
+            if s.last_tick_in_future {
+                format!("{} FUTURE", when(s.last_tick_ms))
+            } else {
+                when(s.last_tick_ms)
+            },
             when(s.next_tick_ms),
         ]);
     }

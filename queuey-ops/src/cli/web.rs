@@ -115,6 +115,7 @@ pub(crate) async fn run(global: &Global, args: WebArgs) -> Result<ExitCode> {
         public_hosts: args.public_hosts,
         export_dir: args.export_dir,
         control_stream: global.control_stream.clone(),
+        trust: global.trust(),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

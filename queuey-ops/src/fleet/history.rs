@@ -51,18 +51,23 @@ impl Counts {
         }
     }
 
-    /// Every outcome added up.
+    /// Every outcome added up, at most `u64::MAX`.
     pub fn sum(&self) -> u64 {
-        self.finished + self.retried + self.deferred + self.dead_lettered
+        self.finished
+            .saturating_add(self.retried)
+            .saturating_add(self.deferred)
+            .saturating_add(self.dead_lettered)
     }
 }
 
+/// Adds each outcome's count, stopping at `u64::MAX`: the counts come from
+/// heartbeats, which any client of the broker can write.
 impl AddAssign for Counts {
     fn add_assign(&mut self, o: Counts) {
-        self.finished += o.finished;
-        self.retried += o.retried;
-        self.deferred += o.deferred;
-        self.dead_lettered += o.dead_lettered;
+        self.finished = self.finished.saturating_add(o.finished);
+        self.retried = self.retried.saturating_add(o.retried);
+        self.deferred = self.deferred.saturating_add(o.deferred);
+        self.dead_lettered = self.dead_lettered.saturating_add(o.dead_lettered);
     }
 }
 
@@ -117,7 +122,7 @@ impl History {
                     None if started_ms >= first => *counts,
                     None => Counts::default(),
                 };
-                if delta.sum() > 0 {
+                if delta != Counts::default() {
                     *added.entry(queue.clone()).or_default() += delta;
                 }
             }
@@ -221,6 +226,28 @@ mod tests {
         // The old worker stops: the totals stay.
         history.record(&[beat(young, 650_000, 5, 0)], 680_000);
         assert_eq!(history.totals()["q"].finished, 20);
+    }
+
+    #[test]
+    fn the_largest_totals_add_up_without_overflowing() {
+        let history = History::new();
+        let max = |id| {
+            let mut beat = beat(id, 1_000, u64::MAX, u64::MAX);
+            beat.totals[0].retried = u64::MAX;
+            beat.totals[0].deferred = u64::MAX;
+            beat
+        };
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        history.record(&[beat(a, 0, 0, 0)], 0);
+        // Two workers started since the first sample, each at the top.
+        history.record(&[max(a), max(b)], 1_000);
+        history.record(&[max(a), max(b), max(Uuid::new_v4())], 2_000);
+        let totals = history.totals()["q"];
+        assert_eq!(totals.finished, u64::MAX);
+        assert_eq!(totals.dead_lettered, u64::MAX);
+        assert_eq!(totals.sum(), u64::MAX);
+        let minutes = history.per_minute("q", 2_000);
+        assert_eq!(minutes[MINUTES - 1].1.sum(), u64::MAX);
     }
 
     #[test]

@@ -14,7 +14,8 @@
 //! # async fn run() -> queuey_ops::Result<()> {
 //! let fleet = Fleet::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &TlsFiles::default(), "ops-example").await?;
 //! for worker in fleet.workers().await? {
-//!     println!("{}:{} runs {} jobs", worker.host, worker.pid, worker.running.len());
+//!     // A heartbeat's strings are the sender's: shown escaped.
+//!     println!("{} runs {} jobs", queuey_ops::fleet::shown_label(&worker), worker.running.len());
 //! }
 //! fleet.send(Command::Pause { queue: "app.emails".into() }, "ops-example").await?;
 //! fleet.close().await;
@@ -22,22 +23,63 @@
 //! ```
 
 mod history;
+mod shown;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use queuey_core::backend::Backend;
-use queuey_core::control::{Command, ControlRecord, ControlState, Heartbeat, RunningJob};
+use queuey_core::control::{
+    Command, ControlRecord, ControlState, ControlView, Heartbeat, RunningJob,
+};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+use tokio::sync::Mutex;
 
 use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
 
 pub use history::{Counts, History, MINUTES};
+pub use shown::{consumers_of, running_line, shown_label};
 
 /// A connection to the fleet's control plane.
+///
+/// The control state is followed from the first [`state`](Fleet::state)
+/// on: that call waits until every command sent before it is read, and
+/// later calls read the followed state at once, except right after this
+/// fleet sent a command, when the next call waits for it again. So a
+/// dashboard asked for a page every few seconds adds nothing to the
+/// control stream.
 #[derive(Debug, Clone)]
 pub struct Fleet {
     backend: RabbitMqBackend,
+    view: Arc<Mutex<Option<ControlView>>>,
+    /// Set when a command was sent since the state was last caught up.
+    sent: Arc<AtomicBool>,
+}
+
+/// Whom the tool trusts on the fleet plane besides the user it logs in as
+/// (see `RabbitMqOptions::control_senders` and `worker_senders`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trust {
+    /// Users whose commands count (other operators).
+    pub control_senders: Vec<String>,
+    /// Users whose heartbeats and schedule states count: the workers'.
+    pub worker_senders: Vec<String>,
+    /// The user a certificate login is, when the URL names none.
+    pub authenticated_user: Option<String>,
+}
+
+impl Trust {
+    fn apply(&self, mut options: RabbitMqOptions) -> RabbitMqOptions {
+        options = options
+            .control_senders(self.control_senders.iter().cloned())
+            .worker_senders(self.worker_senders.iter().cloned());
+        if let Some(user) = &self.authenticated_user {
+            options = options.authenticated_user(user.clone());
+        }
+        options
+    }
 }
 
 impl Fleet {
@@ -56,14 +98,30 @@ impl Fleet {
         name: &str,
         control_stream: &str,
     ) -> Result<Fleet> {
-        let options = RabbitMqOptions::default().control_stream(control_stream);
+        Fleet::connect_with(url, tls, name, control_stream, &Trust::default()).await
+    }
+
+    /// Like [`connect_to`](Fleet::connect_to), trusting `trust`'s users as
+    /// well as its own.
+    pub async fn connect_with(
+        url: &str,
+        tls: &TlsFiles,
+        name: &str,
+        control_stream: &str,
+        trust: &Trust,
+    ) -> Result<Fleet> {
+        let options = trust.apply(RabbitMqOptions::default().control_stream(control_stream));
         let backend = crate::amqp::backend(url, tls, name, options).await?;
-        Ok(Fleet { backend })
+        Ok(Fleet::from_backend(backend))
     }
 
     /// A fleet over a backend already connected.
     pub fn from_backend(backend: RabbitMqBackend) -> Fleet {
-        Fleet { backend }
+        Fleet {
+            backend,
+            view: Arc::default(),
+            sent: Arc::default(),
+        }
     }
 
     /// Sends `command`, signed `by`; returns the record sent.
@@ -76,20 +134,39 @@ impl Fleet {
                 what: format!("sending the `{}` command", record.command.as_str()),
                 source,
             })?;
+        self.sent.store(true, Ordering::Release);
         Ok(record)
     }
 
-    /// The control state: every command sent so far, applied.
+    /// The control state: every command sent so far, applied. Fails when
+    /// the commands sent so far could not be read in time: a tool must not
+    /// act on a state it has not caught up with.
     pub async fn state(&self) -> Result<ControlState> {
-        let view = self
-            .backend
-            .follow_control()
-            .await
-            .map_err(|source| OpsError::Fleet {
-                what: "reading the control commands".to_owned(),
-                source,
-            })?;
-        Ok(view.map(|v| v.snapshot()).unwrap_or_default())
+        let mut followed = self.view.lock().await;
+        let sync = followed.is_none() || self.sent.swap(false, Ordering::AcqRel);
+        if sync {
+            let view = self
+                .backend
+                .follow_control()
+                .await
+                .map_err(|source| OpsError::Fleet {
+                    what: "reading the control commands".to_owned(),
+                    source,
+                })?;
+            *followed = view;
+        }
+        let Some(view) = followed.as_ref() else {
+            return Ok(ControlState::default());
+        };
+        if !view.is_caught_up() {
+            return Err(OpsError::Refused(
+                "the control stream could not be read to its end in time, so the fleet's state \
+                 is not known yet (RabbitMQ is slow, or the stream holds a great many records); \
+                 try again in a moment"
+                    .to_owned(),
+            ));
+        }
+        Ok(view.snapshot())
     }
 
     /// The workers heard from recently, oldest first.

@@ -54,7 +54,7 @@ pub(super) fn expected(spec: &TopologySpec) -> Vec<Expected> {
 }
 
 /// An argument's value as the tools print it.
-pub(super) fn show(value: &ArgumentValue) -> String {
+pub(crate) fn show(value: &ArgumentValue) -> String {
     match value {
         ArgumentValue::Integer(n) => n.to_string(),
         ArgumentValue::Text(t) => format!("{t:?}"),

@@ -30,6 +30,8 @@ use queuey_core::{QueueConfig, QueueType};
 use crate::error::{OpsError, Result};
 
 pub use apply::{Declaration, apply, field_table, plan_apply};
+pub(crate) use expected::show as show_argument;
+pub(crate) use verify::argument_matches;
 pub use verify::{Problem, ProblemKind, verify};
 
 fn default_dead_suffix() -> String {

@@ -119,14 +119,7 @@ fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
     let mut diffs = Vec::new();
     for (key, value) in &want.arguments {
         let found = info.arguments.get(*key);
-        let same = match (value, found) {
-            (ArgumentValue::Integer(n), Some(v)) => v.as_i64() == Some(*n),
-            (ArgumentValue::Text(t), Some(Value::String(s))) => t == s,
-            // Absent and `classic` are the same to the broker.
-            (ArgumentValue::Text(t), None) => *key == "x-queue-type" && t == "classic",
-            _ => false,
-        };
-        if !same {
+        if !argument_matches(key, value, found) {
             let shown = found.map_or("absent".to_owned(), Value::to_string);
             diffs.push(format!("{key}: expected {}, found {shown}", show(value)));
         }
@@ -144,6 +137,18 @@ fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
         ));
     }
     check_policies(info, out);
+}
+
+/// Whether the argument `key` the management API `found` is the `expected`
+/// one.
+pub(crate) fn argument_matches(key: &str, expected: &ArgumentValue, found: Option<&Value>) -> bool {
+    match (expected, found) {
+        (ArgumentValue::Integer(n), Some(v)) => v.as_i64() == Some(*n),
+        (ArgumentValue::Text(t), Some(Value::String(s))) => t == s,
+        // Absent and `classic` are the same to the broker.
+        (ArgumentValue::Text(t), None) => key == "x-queue-type" && t == "classic",
+        _ => false,
+    }
 }
 
 fn check_policies(info: &QueueInfo, out: &mut Vec<Problem>) {

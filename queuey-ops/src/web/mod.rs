@@ -52,7 +52,11 @@
 //!   token from.
 //! - **Queues.** Only the queues of [`WebConfig::queues`] and their shards
 //!   can be read or changed (`404` for others); with none given, every
-//!   queue that has a dead-letter queue.
+//!   queue that has a dead-letter queue. With queues given, `/schedules`
+//!   lists only the schedules whose jobs go to them, `/workers` only their
+//!   workers and running jobs, and `/job/cancel` cancels only a job the
+//!   heartbeats show running on one of them (a cancel reaches a job
+//!   wherever it waits, so one the dashboard cannot place is refused).
 //! - **Headers.** Every answer carries `Content-Security-Policy` (nothing but
 //!   the pages' own style sheet and forms posting to the dashboard,
 //!   `frame-ancestors 'none'`), `X-Frame-Options: DENY`,
@@ -70,6 +74,7 @@ mod headers;
 mod html;
 mod pages;
 mod public_host;
+mod sampler;
 mod session;
 
 use std::fmt;
@@ -124,6 +129,9 @@ pub struct WebConfig {
     /// The control stream of the fleet the dashboard acts on (default
     /// `queuey.control`).
     pub control_stream: String,
+    /// Whom the dashboard trusts on the fleet plane besides its own user
+    /// (the workers' user, for their heartbeats).
+    pub trust: crate::fleet::Trust,
 }
 
 impl fmt::Debug for WebConfig {
@@ -140,6 +148,7 @@ impl fmt::Debug for WebConfig {
             .field("public_hosts", &self.public_hosts)
             .field("export_dir", &self.export_dir)
             .field("control_stream", &self.control_stream)
+            .field("trust", &self.trust)
             .finish()
     }
 }
@@ -159,6 +168,7 @@ impl WebConfig {
             public_hosts: Vec::new(),
             export_dir: PathBuf::from("."),
             control_stream: queuey_rabbitmq::topology::CONTROL_STREAM.to_owned(),
+            trust: crate::fleet::Trust::default(),
         }
     }
 }
@@ -219,15 +229,16 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     let exposure = Exposure::new(listen, config.public_hosts.clone());
     let name = format!("queuey-web-{}", std::process::id());
     let amqp = Amqp::connect_tls(&config.amqp_url, &name, &config.tls).await?;
-    let fleet = Fleet::connect_to(
+    let fleet = Fleet::connect_with(
         &config.amqp_url,
         &config.tls,
         &format!("{name}-control"),
         &config.control_stream,
+        &config.trust,
     )
     .await?;
     let history = Arc::new(History::new());
-    let sampler = tokio::spawn(sample(fleet.clone(), Arc::clone(&history))).abort_handle();
+    let sampler = tokio::spawn(sampler::run(fleet.clone(), Arc::clone(&history))).abort_handle();
     let app = Arc::new(App {
         auth: config.auth.clone(),
         config,
@@ -265,27 +276,6 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
         ))
         .layer(axum::middleware::from_fn(headers::add))
         .with_state(app))
-}
-
-/// How often the dashboard samples the workers' heartbeats for its charts
-/// and `/metrics`.
-const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Samples the heartbeats into the history until the dashboard stops it.
-async fn sample(fleet: Fleet, history: Arc<History>) {
-    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
-    loop {
-        ticks.tick().await;
-        match fleet.workers().await {
-            Ok(workers) => history.record(&workers, crate::time::now_ms()),
-            Err(error) => warn_sample_failed(&error),
-        }
-    }
-}
-
-/// The dashboard logs nothing else; a failed sample shows as a gap.
-fn warn_sample_failed(error: &OpsError) {
-    eprintln!("warning: could not read the workers' heartbeats: {error}");
 }
 
 /// Serves the dashboard on `listener` until the process ends.

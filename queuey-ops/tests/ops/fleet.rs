@@ -118,6 +118,31 @@ async fn the_tool_pauses_resumes_and_cancels_only_with_yes() {
     ]));
     assert_eq!(state(&h).await.cancellations(), (1, 1));
 
+    // Each cancellation can be listed and withdrawn by the id of the
+    // command that sent it.
+    let listed = json(&h.cli(&["--json", "job", "cancellations"]));
+    let listed = listed.as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    let by_id = listed
+        .iter()
+        .find(|c| c["cancels"] == format!("job {id}"))
+        .expect("the cancellation by id is listed");
+    let command = by_id["command_id"].as_str().unwrap().to_owned();
+    let preview = ok(&h.cli(&["job", "revoke", &command]));
+    assert!(
+        preview.contains(&format!("would withdraw the cancellation of job {id}")),
+        "{preview}"
+    );
+    assert!(
+        state(&h).await.is_cancelled_id(id),
+        "a preview changes nothing"
+    );
+    ok(&h.cli(&["job", "revoke", &command, "--yes"]));
+    assert!(!state(&h).await.is_cancelled_id(id));
+    assert_eq!(state(&h).await.cancellations(), (0, 1));
+    let unknown = ok(&h.cli(&["job", "revoke", &command, "--yes"]));
+    assert!(unknown.contains("nothing to withdraw"), "{unknown}");
+
     let refused = h.cli(&["job", "cancel"]);
     assert!(!refused.status.success());
     assert!(String::from_utf8_lossy(&refused.stderr).contains("say what to cancel"));
@@ -188,5 +213,47 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     let gone = ok(&h.cli(&["workers"]));
     assert!(gone.contains("no worker"), "{gone}");
     worker.close().await.unwrap();
+    backend.close().await.unwrap();
+}
+
+/// Workers the tool cannot hear (another control stream, a user it does
+/// not trust) consume the queue: a pause would reach nobody who consumes
+/// it, so it is refused unless forced, with the causes named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_no_heard_worker_would_read_is_refused_unless_forced() {
+    let h = harness!("fleet-unheard");
+    let q = h.queue("unheard");
+    let (backend, _) = h.backend(&q).await;
+    // A consumer of the queue that sends no heartbeat on the tool's stream.
+    let channel = h.amqp.channel().await.expect("channel");
+    let _consumer = channel
+        .basic_consume(
+            q.as_str().into(),
+            "queuey-ops-test-unheard".into(),
+            lapin::options::BasicConsumeOptions::default(),
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .expect("consume");
+
+    let refused = h.cli(&["queue", "pause", &q, "--yes"]);
+    assert!(
+        !refused.status.success(),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("1 consumer(s)"), "{stderr}");
+    assert!(stderr.contains("--worker-user"), "{stderr}");
+    assert!(!state(&h).await.is_paused(&q), "nothing was sent");
+
+    ok(&h.cli(&["queue", "pause", &q, "--yes", "--force"]));
+    assert!(state(&h).await.is_paused(&q));
+    // Paused already: sent again only when forced.
+    let again = ok(&h.cli(&["queue", "pause", &q, "--yes", "--force"]));
+    assert!(again.contains(&format!("paused `{q}`")), "{again}");
+    ok(&h.cli(&["queue", "resume", &q, "--yes", "--force"]));
+    assert!(!state(&h).await.is_paused(&q));
+    let _ = channel.close(200, "done".into()).await;
     backend.close().await.unwrap();
 }

@@ -429,3 +429,81 @@ async fn holds_prune_previews_then_deletes_only_the_empty_holds() {
     assert_eq!(h.ready(&q).await, 1, "the job that came back is kept");
     backend.close().await.unwrap();
 }
+
+/// A classic queue that only has a quorum hold's name is not a hold:
+/// `holds prune --yes` says so and leaves it, empty as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn holds_prune_leaves_a_queue_that_only_looks_like_a_hold() {
+    let h = harness!("holds_prune_lookalike");
+    let q = h.queue("lookalike");
+    let (backend, _) = h.backend(&q).await;
+    let lookalike = format!("{q}.deferred.quorum.5000");
+    h.track(&lookalike);
+    let ch = h.amqp.channel().await.unwrap();
+    ch.queue_declare(
+        lookalike.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..QueueDeclareOptions::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .expect("classic queue declared");
+    let _ = ch.close(200, "".into()).await;
+    // Once the management API has statistics for it, an empty queue with
+    // a hold's name is all a name-based check could ask for.
+    let mgmt = queuey_ops::mgmt::Management::for_amqp_url(&h.url, None).unwrap();
+    within("statistics for the queue", async {
+        while mgmt
+            .queue(&lookalike)
+            .await
+            .unwrap()
+            .and_then(|info| info.messages)
+            .is_none()
+        {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await;
+
+    let plan = json(&h.cli(&["holds", "prune", &q, "--json"]));
+    let item = &plan.as_array().unwrap()[0];
+    assert_eq!(item["hold"], lookalike.as_str(), "{plan}");
+    assert_eq!(item["prune"], false, "{plan}");
+    let reason = item["reason"].as_str().unwrap();
+    assert!(reason.starts_with(queuey_ops::prune::LOOKALIKE), "{reason}");
+    assert!(reason.contains("a classic queue, not quorum"), "{reason}");
+
+    let args = ["holds", "prune", q.as_str(), "--yes"].map(str::to_owned);
+    let run = {
+        let url = h.url.clone();
+        let control = h.control_stream();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_queuey"))
+                .args(&args)
+                .env("AMQP_URL", url)
+                .env("QUEUEY_CONTROL_STREAM", control)
+                .env_remove("QUEUEY_MGMT_URL")
+                .output()
+                .expect("the queuey binary runs")
+        })
+    };
+    let out = tokio::time::timeout(Duration::from_secs(90), run)
+        .await
+        .expect("holds prune --yes returns")
+        .unwrap();
+    let text = ok(&out);
+    assert!(
+        text.contains(&format!(
+            "skipped {lookalike}: named like a quorum hold, but not a hold"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("deleted 0 of 0 hold queue(s)"), "{text}");
+    assert!(
+        h.amqp.counts(&lookalike).await.unwrap().is_some(),
+        "the queue is still there: {text}"
+    );
+    backend.close().await.unwrap();
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use lapin::message::Delivery as LapinDelivery;
 use queuey_core::backend::Delivery;
+use queuey_core::escape::Untrusted;
 use queuey_core::{DecodeError, Disposition, Envelope};
 
 use super::acks::Acks;
@@ -217,7 +218,7 @@ impl Consumer {
 /// Dead-letters a job whose due time is garbage.
 async fn refuse(delivery: Box<RabbitMqDelivery>, reason: String) {
     let queue = delivery.queue().to_owned();
-    tracing::warn!(queue, %reason, "dead-lettering a job with an absurd due time");
+    tracing::warn!(queue, reason = %Untrusted(&reason), "dead-lettering a job with an absurd due time");
     if let Err(error) = delivery.settle(Disposition::DeadLetter { reason }).await {
         tracing::error!(queue, %error, "could not dead-letter a job with an absurd due time; the broker keeps it");
     }

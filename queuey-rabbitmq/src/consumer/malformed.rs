@@ -9,6 +9,7 @@ use lapin::message::Delivery as LapinDelivery;
 use lapin::types::ShortString;
 use queuey_core::DecodeError;
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
+use queuey_core::escape::Untrusted;
 
 use super::Consumer;
 use super::acks::Acks;
@@ -22,7 +23,7 @@ impl Consumer {
     pub(super) async fn malformed(&self, delivery: LapinDelivery, error: DecodeError, acks: Acks) {
         let queue = &*self.queue;
         let tag = delivery.delivery_tag;
-        tracing::warn!(queue, delivery_tag = tag, %error, "a message body is not a job envelope");
+        tracing::warn!(queue, delivery_tag = tag, error = %Untrusted(&error.to_string()), "a message body is not a job envelope");
         let options = self.outbox.options();
         let settler = Settler::new(
             delivery.acker,

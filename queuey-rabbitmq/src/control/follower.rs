@@ -174,9 +174,8 @@ impl Follower {
                     {
                         // We never cancel the consumer: the broker did, so
                         // the stream was deleted. A new one counts from 0.
-                        tracing::warn!(stream = %self.stream, "the broker cancelled the control stream's consumer (was the stream deleted?); declaring it again and following it from its start");
-                        self.next = None;
-                        self.resumes.clear();
+                        tracing::warn!(stream = %self.stream, "the broker cancelled the control stream's consumer (was the stream deleted?); forgetting what was read from it, declaring it again and following it from its start");
+                        self.rebuild();
                     } else {
                         tracing::warn!(stream = %self.stream, "the control stream's channel closed; following again once the connection is back");
                         self.link.suspect(live.generation);
@@ -185,6 +184,15 @@ impl Follower {
                 }
             }
         }
+    }
+
+    /// Forgets everything read from a stream that was deleted or replaced:
+    /// the view starts empty and fills again from the new stream's start.
+    fn rebuild(&mut self) {
+        self.view.reset();
+        self.next = None;
+        self.resumes.clear();
+        self.dirty = true;
     }
 
     /// Applies one delivery, in stream order; skips what was read before,
@@ -323,6 +331,19 @@ impl Follower {
                 RESUME_PAUSE_MAX
             };
             self.pause = (self.pause * 2).min(longest);
+            if let Some(next) = self.next {
+                match self.tail().await {
+                    Ok(Some(tail)) if tail < next => {
+                        tracing::warn!(stream = %self.stream, read_up_to = next, tail, "the control stream was deleted and declared again since it was last read; forgetting what was read from the old one and following the new one from its start");
+                        self.rebuild();
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        tracing::debug!(stream = %self.stream, %error, "cannot look at the control stream's end yet; trying again");
+                        continue;
+                    }
+                }
+            }
             match live::start(&self.link, &self.stream, self.next).await {
                 Ok(live) => {
                     tracing::info!(stream = %self.stream, from = ?self.next, "following control commands again");
@@ -341,6 +362,20 @@ impl Follower {
                 }
             }
         }
+    }
+}
+
+impl Follower {
+    /// The offset at the stream's end now: a marker is published, and read
+    /// back by a consumer of the stream's last chunk. A stream deleted and
+    /// declared again counts from 0, so an end before the offsets already
+    /// read means the stream is not the one read before.
+    async fn tail(&self) -> Result<Option<u64>, Error> {
+        let nonce = uuid::Uuid::new_v4();
+        let mut marker = message::sync_marker(&self.stream, nonce);
+        marker.properties = self.senders.sign_if_known(marker.properties);
+        self.outbox.control(marker).await?;
+        live::offset_of(&self.link, &self.stream, nonce).await
     }
 }
 

@@ -1,10 +1,12 @@
 //! The follower's consumer of the stream on one connection.
 
-use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Consumer};
 use queuey_core::Error;
 
+use super::message;
 use crate::error::Failure;
 use crate::link::Link;
 use crate::{declare, properties};
@@ -57,12 +59,78 @@ pub(super) async fn start(link: &Link, stream: &str, from: Option<u64>) -> Resul
     .await
 }
 
+/// The offset of the sync marker `nonce`, published just before, read by a
+/// short-lived consumer of the stream's last chunk on a channel of its own
+/// (acknowledging only, as a stream requires); `None` if it is not there.
+/// Bounded by the call bound.
+pub(super) async fn offset_of(
+    link: &Link,
+    stream: &str,
+    nonce: uuid::Uuid,
+) -> Result<Option<u64>, Error> {
+    let what = format!("looking at the end of the control stream `{stream}`");
+    let failing = what.as_str();
+    link.call(&what, |current| async move {
+        let connection = &current.connection;
+        let fail =
+            |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(failing);
+        let channel = connection.create_channel().await.map_err(fail)?;
+        let read = async {
+            channel
+                .basic_qos(PREFETCH, BasicQosOptions { global: false })
+                .await
+                .map_err(fail)?;
+            let tag = format!("queuey.control.tail.{}", uuid::Uuid::new_v4().simple());
+            let mut args = FieldTable::default();
+            args.insert(
+                properties::short("x-stream-offset"),
+                AMQPValue::LongString(LongString::from("last")),
+            );
+            let mut consumer = channel
+                .basic_consume(
+                    properties::short(stream),
+                    properties::short(&tag),
+                    BasicConsumeOptions::default(),
+                    args,
+                )
+                .await
+                .map_err(fail)?;
+            while let Some(delivery) = consumer.next().await {
+                let delivery = delivery.map_err(fail)?;
+                delivery
+                    .acker
+                    .ack(BasicAckOptions { multiple: true })
+                    .await
+                    .map_err(fail)?;
+                if message::is_sync_marker(&delivery.properties)
+                    && message::sync_nonce(&delivery.data) == Some(nonce)
+                {
+                    return Ok(message::offset(&delivery.properties));
+                }
+            }
+            Ok(None)
+        };
+        let found = read.await;
+        if channel.status().connected() {
+            let _ = channel
+                .close(200, lapin::types::ShortString::default())
+                .await;
+        }
+        found
+    })
+    .await
+}
+
 /// Whether `error` says the stream exists but cannot be reached yet: a
 /// broker that just restarted starts its streams a moment after it
 /// accepts connections, and answers `NOT_FOUND - home node ... of durable
-/// queue ... is down or inaccessible` until then.
+/// queue ... is down or inaccessible` until then; a stream declared a moment
+/// ago answers `PRECONDITION_FAILED - queue ... does not have a replica on
+/// the local node` until its member on this node has started.
 pub(super) fn not_ready(error: &Error) -> bool {
-    matches!(error, Error::Backend(e) if e.message().contains("is down or inaccessible"))
+    matches!(error, Error::Backend(e)
+        if e.message().contains("is down or inaccessible")
+            || e.message().contains("does not have a replica on the local node"))
 }
 
 /// The consumer's `x-stream-offset`: `"first"`, or the offset to start at.
@@ -91,6 +159,10 @@ mod tests {
         assert!(not_ready(&refused(
             "declaring the control stream `queuey.control`: NOT_FOUND - home node 'n@h' of \
              durable queue 'queuey.control' in vhost '/' is down or inaccessible"
+        )));
+        assert!(not_ready(&refused(
+            "following control commands on `s`: PRECONDITION_FAILED - queue 'queue 's' in \
+             vhost '/'' does not have a replica on the local node"
         )));
         assert!(!not_ready(&refused(
             "PRECONDITION_FAILED - inequivalent arg"

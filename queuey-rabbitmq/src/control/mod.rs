@@ -74,6 +74,9 @@ pub(crate) mod metric {
     pub(crate) const PAUSED_QUEUES: &str = "queuey_rabbitmq_control_paused_queues";
     /// Counter: pauses published again to keep them in the stream.
     pub(crate) const PAUSE_RENEWALS: &str = "queuey_rabbitmq_control_pause_renewals_total";
+    /// Gauge: 1 once the follower has read every command sent before it
+    /// started, 0 while a process runs without them.
+    pub(crate) const CAUGHT_UP: &str = "queuey_rabbitmq_control_caught_up";
 }
 
 /// A backend's side of the control plane: sending commands to its stream
@@ -162,19 +165,55 @@ impl Control {
     /// The backend's view of the control state, caught up with every
     /// command sent before the call. The first call starts the follower;
     /// every call returns the same view.
+    ///
+    /// When the first call's follower cannot read that far within the call
+    /// bound (a stream holding a great many records, a slow broker), the
+    /// view is returned all the same, marked as not caught up
+    /// ([`ControlView::is_caught_up`]), with a warning and the gauge
+    /// `queuey_rabbitmq_control_caught_up` at 0: the follower keeps
+    /// reading, and marks the view once it has caught up. A worker starts
+    /// rather than not at all; a tool that must know the state checks the
+    /// mark. Later calls that cannot catch up in time fail.
     pub(crate) async fn follow(&self) -> Result<ControlView, Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
         }
-        let (view, syncs) = {
+        let (view, syncs, first) = {
             let mut following = self.following.lock().await;
-            if following.is_none() {
+            let first = following.is_none();
+            if first {
                 *following = Some(self.start().await?);
             }
             let started = following.as_ref().expect("started just now");
-            (started.view.clone(), Arc::clone(&started.syncs))
+            (started.view.clone(), Arc::clone(&started.syncs), first)
         };
-        self.sync(&syncs).await?;
+        match self.sync(&syncs, first).await? {
+            Synced::Yes => {
+                if first {
+                    metrics::gauge!(metric::CAUGHT_UP).set(1.0);
+                }
+            }
+            Synced::Later(reached) => {
+                view.set_caught_up(false);
+                metrics::gauge!(metric::CAUGHT_UP).set(0.0);
+                tracing::warn!(
+                    stream = %self.stream,
+                    bound = ?self.options.call_timeout,
+                    "the control stream's follower has not read every command sent so far \
+                     within the bound; going on without them for now (a paused queue may be \
+                     consumed and a cancelled job run until it has) and following on"
+                );
+                let caught_up = view.clone();
+                let stream = Arc::clone(&self.stream);
+                tokio::spawn(async move {
+                    if reached.await.is_ok() {
+                        caught_up.set_caught_up(true);
+                        metrics::gauge!(metric::CAUGHT_UP).set(1.0);
+                        tracing::info!(%stream, "the control stream's follower has caught up");
+                    }
+                });
+            }
+        }
         Ok(view)
     }
 
@@ -212,29 +251,32 @@ impl Control {
     }
 
     /// Publishes a sync marker and waits until the follower reads it back,
-    /// within the call bound.
-    async fn sync(&self, syncs: &Syncs) -> Result<(), Error> {
+    /// within the call bound. Past the bound, `first` (the follower just
+    /// started) gets the wait to finish later; any other call fails.
+    async fn sync(&self, syncs: &Syncs, first: bool) -> Result<Synced, Error> {
         let bound = self.options.call_timeout;
         let deadline = Instant::now() + bound;
         let what = format!("following control commands on `{}`", self.stream);
         let nonce = Uuid::new_v4();
-        let reached = syncs.wait(nonce).map_err(|reason| ended(&what, &reason))?;
+        let mut reached = syncs.wait(nonce).map_err(|reason| ended(&what, &reason))?;
         let marker = self.signed(message::sync_marker(&self.stream, nonce));
-        let waited = tokio::time::timeout_at(deadline, async {
-            self.outbox.control(marker).await?;
-            reached.await.map_err(|_| {
-                let reason = syncs.ended().unwrap_or_else(|| Arc::from("it stopped"));
-                ended(&what, &reason)
-            })
-        })
-        .await;
-        match waited {
-            Ok(result) => {
-                if result.is_err() {
-                    syncs.forget(nonce);
-                }
-                result
+        let ended_error = || {
+            let reason = syncs.ended().unwrap_or_else(|| Arc::from("it stopped"));
+            ended(&what, &reason)
+        };
+        let published = tokio::time::timeout_at(deadline, self.outbox.control(marker)).await;
+        let waited = match published {
+            Ok(Ok(())) => tokio::time::timeout_at(deadline, &mut reached).await,
+            Ok(Err(error)) => {
+                syncs.forget(nonce);
+                return Err(error);
             }
+            Err(elapsed) => Err(elapsed),
+        };
+        match waited {
+            Ok(Ok(())) => Ok(Synced::Yes),
+            Ok(Err(_)) => Err(ended_error()),
+            Err(_) if first => Ok(Synced::Later(reached)),
             Err(_) => {
                 syncs.forget(nonce);
                 Err(Error::Backend(BackendError::new(
@@ -270,6 +312,14 @@ impl Control {
             .await
             .map(|_| ())
     }
+}
+
+/// How a sync ended within its bound.
+enum Synced {
+    /// The follower read the marker back.
+    Yes,
+    /// Not yet: the receiver answers once it has.
+    Later(tokio::sync::oneshot::Receiver<()>),
 }
 
 /// The error of a wait whose follower ended.

@@ -9,6 +9,12 @@
 //! the base can be logged), else the AMQP address's; the virtual host is
 //! the AMQP address's.
 //!
+//! A given plain `http://` URL on another host than this machine is
+//! refused when the AMQP address is `amqps://` ([`EndpointError::PlainHttp`]):
+//! the password would cross the network in clear beside a connection the
+//! application chose to encrypt. It is the rule of the `queuey` operator
+//! tool for its own management URL.
+//!
 //! [`RabbitMqOptions::management_url`]: crate::RabbitMqOptions::management_url
 
 use std::fmt;
@@ -21,6 +27,52 @@ use crate::topology::HoldQueues;
 const HTTP_PORT: u16 = 15672;
 /// RabbitMQ's default management port over https.
 const HTTPS_PORT: u16 = 15671;
+
+/// Why no management API endpoint follows from the options. Its messages
+/// quote no password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EndpointError {
+    /// The AMQP address is not an `amqp://` or `amqps://` URI.
+    NotAmqp {
+        /// The address, its password masked.
+        amqp: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The given management URL is not an `http://` or `https://` URL with
+    /// a host.
+    NotHttp {
+        /// The URL, its password masked.
+        given: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The given management URL is plain `http://` to another host than
+    /// this machine while the AMQP address is `amqps://`.
+    PlainHttp {
+        /// The URL, without its credentials.
+        base: String,
+    },
+}
+
+impl fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EndpointError::NotAmqp { amqp, why } => {
+                write!(f, "`{amqp}` is not an AMQP URI: {why}")
+            }
+            EndpointError::NotHttp { given, why } => write!(f, "management_url `{given}` {why}"),
+            EndpointError::PlainHttp { base } => write!(
+                f,
+                "management_url `{base}` is plain http to another host while the AMQP address \
+                 is amqps://: the management password would cross the network in clear, so the \
+                 management API is not read; give an https:// management_url"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EndpointError {}
 
 /// The management API of one virtual host, and the credentials to read it.
 /// Its `Debug` output masks the password.
@@ -47,20 +99,18 @@ impl fmt::Debug for Endpoint {
 impl Endpoint {
     /// The endpoint for the AMQP address `amqp`, at `given` when set. The
     /// error quotes no password.
-    pub(crate) fn new(amqp: &str, given: Option<&str>) -> Result<Endpoint, String> {
+    pub(crate) fn new(amqp: &str, given: Option<&str>) -> Result<Endpoint, EndpointError> {
+        let not_amqp = |why: String| EndpointError::NotAmqp {
+            amqp: redact(amqp),
+            why,
+        };
         // Parsed as a URL: the AMQP client's own parser turns IP addresses
         // into `localhost`.
-        let uri = reqwest::Url::parse(amqp)
-            .map_err(|e| format!("`{}` is not an AMQP URI: {e}", redact(amqp)))?;
+        let uri = reqwest::Url::parse(amqp).map_err(|e| not_amqp(e.to_string()))?;
         let secure = match uri.scheme() {
             "amqp" => false,
             "amqps" => true,
-            other => {
-                return Err(format!(
-                    "`{}` is not an AMQP URI: scheme `{other}`",
-                    redact(amqp)
-                ));
-            }
+            other => return Err(not_amqp(format!("scheme `{other}`"))),
         };
         let host = uri
             .host_str()
@@ -80,12 +130,15 @@ impl Endpoint {
         };
         let base = match given {
             Some(given) => {
+                let not_http = |why: String| EndpointError::NotHttp {
+                    given: redact(given),
+                    why,
+                };
                 let mut url = reqwest::Url::parse(given)
-                    .map_err(|e| format!("management_url `{}` is not a URL: {e}", redact(given)))?;
+                    .map_err(|e| not_http(format!("is not a URL: {e}")))?;
                 if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-                    return Err(format!(
-                        "management_url `{}` must be an http:// or https:// URL with a host",
-                        redact(given)
+                    return Err(not_http(
+                        "must be an http:// or https:// URL with a host".to_owned(),
                     ));
                 }
                 if !url.username().is_empty() {
@@ -97,7 +150,11 @@ impl Endpoint {
                 let _ = url.set_password(None);
                 url.set_query(None);
                 url.set_fragment(None);
-                url.as_str().trim_end_matches('/').to_owned()
+                let base = url.as_str().trim_end_matches('/').to_owned();
+                if secure && url.scheme() == "http" && !is_local(&url) {
+                    return Err(EndpointError::PlainHttp { base });
+                }
+                base
             }
             None if secure => format!("https://{}:{HTTPS_PORT}", bracketed(&host)),
             None => format!("http://{}:{HTTP_PORT}", bracketed(&host)),
@@ -140,6 +197,18 @@ pub(crate) fn work_queue_of<'a>(hold: &'a str, deferred_suffix: &str) -> Option<
     let queue = &hold[..at];
     let ttl = HoldQueues::Quorum.parse(queue, deferred_suffix, hold)?;
     Some((queue, ttl))
+}
+
+/// Whether the URL names this machine: `localhost` or a loopback address.
+fn is_local(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// An IPv6 literal in brackets, as a URL needs it.
@@ -199,11 +268,57 @@ mod tests {
     }
 
     #[test]
+    fn plain_http_to_another_host_is_refused_beside_amqps() {
+        let refused = Endpoint::new(
+            "amqps://app:SECRETPW@rabbit/%2f",
+            Some("http://rabbit:15672"),
+        )
+        .unwrap_err();
+        assert_eq!(
+            refused,
+            EndpointError::PlainHttp {
+                base: "http://rabbit:15672".into()
+            }
+        );
+        let said = refused.to_string();
+        assert!(
+            said.contains("https://") && !said.contains("SECRETPW"),
+            "{said}"
+        );
+        // Credentials of the URL itself are not quoted either.
+        let refused = Endpoint::new(
+            "amqps://app:pw@rabbit/%2f",
+            Some("http://ops:SECRETPW@mgmt.internal/"),
+        )
+        .unwrap_err();
+        assert!(matches!(refused, EndpointError::PlainHttp { .. }));
+        assert!(!refused.to_string().contains("SECRETPW"), "{refused}");
+
+        // This machine, https, or plaintext AMQP anyway: allowed.
+        for local in [
+            "http://127.0.0.1:15672",
+            "http://localhost:15672",
+            "http://[::1]:15672",
+        ] {
+            let e = Endpoint::new("amqps://app:pw@rabbit/%2f", Some(local)).unwrap();
+            assert_eq!(e.password, "pw", "{local}");
+        }
+        Endpoint::new("amqps://app:pw@rabbit/%2f", Some("https://rabbit:15671")).unwrap();
+        Endpoint::new("amqp://app:pw@rabbit/%2f", Some("http://rabbit:15672")).unwrap();
+        // Without a given URL, amqps:// leads to https.
+        let e = Endpoint::new("amqps://app:pw@rabbit/%2f", None).unwrap();
+        assert!(e.base.starts_with("https://"), "{}", e.base);
+    }
+
+    #[test]
     fn errors_and_debug_output_hide_passwords() {
         let bad = Endpoint::new("amqp://app:SECRETPW@rabbit/%2f", Some("ftp://u:SECRETPW@h"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(!bad.contains("SECRETPW"), "{bad}");
-        let bad = Endpoint::new("nonsense://app:SECRETPW@h", None).unwrap_err();
+        let bad = Endpoint::new("nonsense://app:SECRETPW@h", None)
+            .unwrap_err()
+            .to_string();
         assert!(!bad.contains("SECRETPW"), "{bad}");
         let e = Endpoint::new("amqp://app:SECRETPW@rabbit/%2f", None).unwrap();
         assert!(!format!("{e:?}").contains("SECRETPW"));

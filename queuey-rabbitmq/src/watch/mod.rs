@@ -153,8 +153,14 @@ fn spawn(
     };
     let endpoint = match endpoint::Endpoint::new(amqp?, settings.management_url()) {
         Ok(endpoint) => endpoint,
+        // A refused plain-http URL is a setting to fix, not a build or
+        // broker that has no API.
+        Err(why @ endpoint::EndpointError::PlainHttp { .. }) => {
+            tracing::warn!("quorum holds are not watched for stalls: {why}");
+            return None;
+        }
         Err(why) => {
-            not_watched(&why);
+            not_watched(&why.to_string());
             return None;
         }
     };

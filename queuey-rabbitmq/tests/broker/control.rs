@@ -336,3 +336,102 @@ async fn a_control_stream_declared_otherwise_is_refused_with_what_to_do() {
     assert_eq!(broker.ready(&stream).await, 0, "nothing was published");
     backend.close().await.unwrap();
 }
+
+/// A stream deleted while a backend follows it, and one deleted and
+/// declared again while the backend was away: either way the backend
+/// forgets what it read from the old stream and follows the new one from
+/// its start, so it agrees with a process started now.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_or_replaced_stream_is_followed_anew() {
+    let broker = broker!("a_deleted_or_replaced_stream_is_followed_anew");
+    let stream = broker.stream("control-replaced");
+    let old = format!("old-{}", Uuid::new_v4().simple());
+    let new = format!("new-{}", Uuid::new_v4().simple());
+    // The follower stays away for seconds when its connection drops, so
+    // the stream can be replaced meanwhile.
+    let follower = broker
+        .backend_named(
+            "follower",
+            on(&stream).reconnect_delay(Duration::from_secs(3), Duration::from_secs(3)),
+        )
+        .await;
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    for record in [pause(&old), pause("a"), pause("b"), pause("c")] {
+        within("send", sender.send_control(&record)).await.unwrap();
+    }
+    let view = follow(&follower).await;
+    assert!(view.is_paused(&old));
+
+    // Deleted while followed: the broker cancels the consumer.
+    broker.delete_raw(&stream).await;
+    until(&view, WAIT, |v| !v.is_paused(&old)).await;
+
+    // Replaced while the follower is away: it comes back to a stream whose
+    // offsets start again from 0.
+    let second = broker.backend_named("second", on(&stream)).await;
+    for record in [pause(&old), pause("a"), pause("b"), pause("c"), pause("d")] {
+        within("send", second.send_control(&record)).await.unwrap();
+    }
+    until(&view, WAIT, |v| v.is_paused(&old) && v.is_paused("d")).await;
+    broker
+        .close_connection(&broker.connection_name("follower"))
+        .await;
+    broker.delete_raw(&stream).await;
+    let third = broker.backend_named("third", on(&stream)).await;
+    within("send", third.send_control(&pause(&new)))
+        .await
+        .unwrap();
+    until(&view, Duration::from_secs(30), |v| {
+        v.is_paused(&new) && !v.is_paused(&old)
+    })
+    .await;
+    assert_eq!(
+        view.snapshot().paused().count(),
+        1,
+        "only the new stream's pause"
+    );
+    for backend in [follower, sender, second, third] {
+        backend.close().await.unwrap();
+    }
+}
+
+/// A backend whose follower cannot read the whole stream within the call
+/// bound still gets its view, marked as not caught up; the mark is lifted
+/// once the follower has read everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_cannot_catch_up_in_time_starts_degraded_and_catches_up() {
+    const CANCELLATIONS: usize = 20_000;
+    let broker = broker!("a_follower_that_cannot_catch_up_in_time_starts_degraded_and_catches_up");
+    let stream = broker.stream("control-degraded");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    within("declare the stream", sender.send_control(&resume("none")))
+        .await
+        .unwrap();
+    let sender = &sender;
+    let sent: Vec<_> = futures::stream::iter((0..CANCELLATIONS).map(|_| {
+        let record = ControlRecord::new(Command::Cancel {
+            job_id: Uuid::new_v4(),
+        });
+        async move { sender.send_control(&record).await }
+    }))
+    .buffer_unordered(256)
+    .collect()
+    .await;
+    assert!(sent.iter().all(Result::is_ok));
+
+    let hurried = broker
+        .backend_named(
+            "hurried",
+            on(&stream).call_timeout(Duration::from_millis(150)),
+        )
+        .await;
+    let view = follow(&hurried).await;
+    if view.is_caught_up() {
+        eprintln!("the follower read {CANCELLATIONS} records within 150 ms; nothing to check");
+    } else {
+        until(&view, Duration::from_secs(60), ControlView::is_caught_up).await;
+    }
+    assert_eq!(view.snapshot().cancellations(), (CANCELLATIONS, 0));
+    hurried.close().await.unwrap();
+    sender.close().await.unwrap();
+}

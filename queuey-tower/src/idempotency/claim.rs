@@ -13,7 +13,7 @@ use queuey_core::{JobContext, Uuid};
 use tokio::time::Instant;
 
 use super::throttle::Throttle;
-use super::{BUSY_DELAY, DUPLICATES_SKIPPED_TOTAL, STORE_ERRORS_TOTAL};
+use super::{BUSY_DELAY, DUPLICATES_SKIPPED_TOTAL, STORE_ERRORS_TOTAL, UNGUARDED_TOTAL};
 
 /// The value of a `done` record.
 const DONE: &str = "done";
@@ -93,9 +93,9 @@ impl Shared {
             )
             .await
         {
-            None => return Verdict::Unguarded,
-            Some(Inserted::New) => Some(Claim::new(Arc::clone(&self), delivery.clone())),
-            Some(Inserted::Exists(_)) => None,
+            Err(cause) => return self.unguarded(&delivery, cause),
+            Ok(Inserted::New) => Some(Claim::new(Arc::clone(&self), delivery.clone())),
+            Ok(Inserted::Exists(_)) => None,
         };
         let record = self
             .ask(
@@ -105,14 +105,14 @@ impl Shared {
             )
             .await;
         match (record, claim) {
-            (Some(Some(_)), claim) => {
+            (Ok(Some(_)), claim) => {
                 if let Some(claim) = claim {
                     claim.release().await;
                 }
                 self.skipped(&delivery);
                 Verdict::Done
             }
-            (Some(None), None) => {
+            (Ok(None), None) => {
                 tracing::debug!(
                     queue = %delivery.queue,
                     job_id = %delivery.job_id,
@@ -121,39 +121,71 @@ impl Shared {
                 );
                 Verdict::Busy(BUSY_DELAY)
             }
-            // The record could not be read: the job may run twice, but it runs.
-            (_, Some(claim)) => Verdict::Run(claim),
-            (None, None) => Verdict::Unguarded,
+            (Ok(None), Some(claim)) => Verdict::Run(claim),
+            // The record could not be read: the job may run twice, but it
+            // runs (holding its claim, if it has one).
+            (Err(cause), claim) => {
+                metrics::counter!(
+                    UNGUARDED_TOTAL,
+                    "queue" => Arc::clone(&delivery.queue),
+                    "reason" => cause,
+                )
+                .increment(1);
+                match claim {
+                    Some(claim) => Verdict::Run(claim),
+                    None => Verdict::Unguarded,
+                }
+            }
         }
     }
 
-    /// Runs one store call, bounded; a failure is reported and answers
-    /// `None`.
+    /// A delivery that runs without the layer's check (the store failed):
+    /// counted in [`UNGUARDED_TOTAL`].
+    fn unguarded(&self, delivery: &Delivery, cause: &'static str) -> Verdict {
+        metrics::counter!(
+            UNGUARDED_TOTAL,
+            "queue" => Arc::clone(&delivery.queue),
+            "reason" => cause,
+        )
+        .increment(1);
+        Verdict::Unguarded
+    }
+
+    /// Runs one store call, bounded; a failure is reported and answers its
+    /// cause ([`StoreError::kind`]).
     async fn ask<T>(
         &self,
         delivery: &Delivery,
         doing: &'static str,
         call: impl Future<Output = Result<T, StoreError>>,
-    ) -> Option<T> {
-        match bounded(self.store_timeout, call).await {
-            Ok(answer) => Some(answer),
-            Err(error) => {
-                self.failed(delivery, doing, &error);
-                None
-            }
-        }
+    ) -> Result<T, &'static str> {
+        bounded(self.store_timeout, call).await.map_err(|error| {
+            self.failed(delivery, doing, &error);
+            error.kind()
+        })
     }
 
     /// Reports a store failure: counted always, a warning at most once per
-    /// throttle period, debug lines otherwise.
+    /// throttle period, debug lines otherwise. A store that answered with a
+    /// refusal is named as such, not as unreachable.
     fn failed(&self, delivery: &Delivery, doing: &'static str, error: &StoreError) {
-        metrics::counter!(STORE_ERRORS_TOTAL, "queue" => Arc::clone(&delivery.queue)).increment(1);
+        metrics::counter!(
+            STORE_ERRORS_TOTAL,
+            "queue" => Arc::clone(&delivery.queue),
+            "reason" => error.kind(),
+        )
+        .increment(1);
+        let what = match error {
+            StoreError::Refused(_) => "refused a call",
+            _ => "failed",
+        };
         if self.warnings.allow(Instant::now()) {
             tracing::warn!(
                 queue = %delivery.queue,
                 job_id = %delivery.job_id,
+                reason = error.kind(),
                 %error,
-                "the idempotency store failed while {doing}; jobs run at-least-once until it \
+                "the idempotency store {what} while {doing}; jobs run at-least-once until it \
                  answers again (more store errors in the next {:?} are logged at debug level)",
                 self.warnings.every()
             );
@@ -161,8 +193,9 @@ impl Shared {
             tracing::debug!(
                 queue = %delivery.queue,
                 job_id = %delivery.job_id,
+                reason = error.kind(),
                 %error,
-                "the idempotency store failed while {doing}; the job runs at-least-once"
+                "the idempotency store {what} while {doing}; the job runs at-least-once"
             );
         }
     }
@@ -184,7 +217,9 @@ impl Shared {
             "releasing the job's claim",
             self.store.remove(&delivery.running, &delivery.token),
         )
-        .await;
+        .await
+        // A claim left behind runs out with its lease.
+        .ok();
     }
 }
 
@@ -227,7 +262,7 @@ impl Claim {
                         .extend(&delivery.running, &delivery.token, shared.lease),
                 )
                 .await;
-            if renewed == Some(false) && shared.warnings.allow(Instant::now()) {
+            if renewed == Ok(false) && shared.warnings.allow(Instant::now()) {
                 tracing::warn!(
                     queue = %delivery.queue,
                     job_id = %delivery.job_id,
@@ -248,13 +283,17 @@ impl Claim {
         let delivery = self.delivery.clone();
         async move {
             if acked {
-                shared
+                let recorded = shared
                     .ask(
                         &delivery,
                         "recording the finished job",
                         shared.store.set(&delivery.done, DONE, shared.window),
                     )
                     .await;
+                // Not recorded: a copy delivered later runs again.
+                if let Err(cause) = recorded {
+                    shared.unguarded(&delivery, cause);
+                }
             }
             shared.remove(&delivery).await;
         }

@@ -46,8 +46,10 @@
 //! - A store that is **down or slow** fails open: every call is bounded by
 //!   the [store timeout](IdempotencyLayer::store_timeout), and a failed
 //!   call lets the job run as it would without the layer (at-least-once). It
-//!   is counted, and logged as a warning at most once every 10 s (the rest
-//!   at debug level). The layer never loses a job and never holds one longer
+//!   is counted (`queuey_idempotency_unguarded_total`, below), and logged as
+//!   a warning at most once every 10 s (the rest at debug level); a store
+//!   that answered with a refusal is logged as a refusal, not as a store
+//!   that is down. The layer never loses a job and never holds one longer
 //!   than the store timeout per store call.
 //! - A job is recognised by its id, which stays the same through retries,
 //!   deferrals, holds and redeliveries. Two enqueues are two jobs unless the
@@ -85,7 +87,13 @@
 //! | name | kind | labels | meaning |
 //! |---|---|---|---|
 //! | `queuey_jobs_duplicates_skipped_total` | counter | `queue` | deliveries of a job already handled, acknowledged without running it |
-//! | `queuey_idempotency_store_errors_total` | counter | `queue` | store calls that failed or timed out (the job ran at-least-once) |
+//! | `queuey_idempotency_store_errors_total` | counter | `queue`, `reason` | store calls that failed, timed out or were refused |
+//! | `queuey_idempotency_unguarded_total` | counter | `queue`, `reason` | deliveries that lost the once-only check to a store failure (fail open): run without a claim, run without their record read, or finished without their record written |
+//!
+//! `reason` is `unavailable` (the store could not be reached), `timed_out`
+//! (it did not answer within the store timeout) or `refused` (it answered
+//! and refused the call; look at the store's configuration, not its
+//! network).
 //!
 //! # Example
 //!
@@ -129,7 +137,7 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuey_core::store::{DEFAULT_STORE_TIMEOUT, Store};
+use queuey_core::store::{DEFAULT_STORE_TIMEOUT, Store, WindowError, check_window};
 use tower_layer::Layer;
 
 pub use service::Idempotency;
@@ -156,8 +164,12 @@ pub const MIN_LEASE: Duration = Duration::from_secs(1);
 /// handled already.
 pub const DUPLICATES_SKIPPED_TOTAL: &str = "queuey_jobs_duplicates_skipped_total";
 
-/// Counter of store calls that failed or timed out.
+/// Counter of store calls that failed, timed out or were refused.
 pub const STORE_ERRORS_TOTAL: &str = "queuey_idempotency_store_errors_total";
+
+/// Counter of deliveries that lost the once-only check to a store failure
+/// and ran (or finished) at-least-once: the layer failing open.
+pub const UNGUARDED_TOTAL: &str = "queuey_idempotency_unguarded_total";
 
 /// How long a delivery waits when another delivery of its job is running.
 const BUSY_DELAY: Duration = Duration::from_secs(1);
@@ -194,9 +206,24 @@ impl IdempotencyLayer {
 
     /// How long a handled job is remembered ([`DEFAULT_WINDOW`], a day, by
     /// default). A copy delivered later than this runs again.
-    pub fn window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
+    ///
+    /// The window goes through [`check_window`]: zero, or more than
+    /// [`MAX_WINDOW`](queuey_core::store::MAX_WINDOW) (365 days), is
+    /// refused.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_core::store::{MemoryStore, WindowError};
+    /// use queuey_tower::idempotency::IdempotencyLayer;
+    ///
+    /// let week = IdempotencyLayer::new(MemoryStore::new()).window(Duration::from_secs(7 * 86_400));
+    /// assert!(week.is_ok());
+    /// let zero = IdempotencyLayer::new(MemoryStore::new()).window(Duration::ZERO);
+    /// assert!(matches!(zero, Err(WindowError::Zero)));
+    /// ```
+    pub fn window(mut self, window: Duration) -> Result<Self, WindowError> {
+        self.window = check_window(window)?;
+        Ok(self)
     }
 
     /// How long a running delivery's claim holds without renewal

@@ -71,7 +71,9 @@ async fn a_job_handled_already_is_acknowledged_without_running() {
 #[tokio::test(start_paused = true)]
 async fn the_record_is_kept_for_the_window() {
     let window = Duration::from_secs(3_600);
-    let layer = IdempotencyLayer::new(MemoryStore::new()).window(window);
+    let layer = IdempotencyLayer::new(MemoryStore::new())
+        .window(window)
+        .unwrap();
     let (stack, runs) = counting(layer, Duration::ZERO, ack);
     let id = Uuid::new_v4();
     stack
@@ -317,4 +319,130 @@ async fn a_store_that_hangs_holds_a_job_for_the_store_timeout_only() {
 async fn the_lease_has_a_floor() {
     let layer = IdempotencyLayer::new(MemoryStore::new()).lease(Duration::ZERO);
     assert_eq!(layer.lease, super::MIN_LEASE);
+}
+
+#[test]
+fn a_window_of_zero_or_over_a_year_is_refused() {
+    use queuey_core::store::{MAX_WINDOW, WindowError};
+    let layer = || IdempotencyLayer::new(MemoryStore::new());
+    assert!(matches!(
+        layer().window(Duration::ZERO),
+        Err(WindowError::Zero)
+    ));
+    assert!(matches!(
+        layer().window(Duration::MAX),
+        Err(WindowError::TooLong { .. })
+    ));
+    assert_eq!(layer().window(MAX_WINDOW).unwrap().window, MAX_WINDOW);
+}
+
+/// The `queuey_idempotency_unguarded_total` counts by reason after `run`.
+fn unguarded_after(run: impl AsyncFnOnce()) -> Vec<(String, u64)> {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    metrics::with_local_recorder(&recorder, || runtime.block_on(run()));
+    let mut counted: Vec<(String, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| key.key().name() == super::UNGUARDED_TOTAL)
+        .filter_map(|(key, _, _, value)| {
+            let reason = key.key().labels().find(|l| l.key() == "reason")?;
+            match value {
+                DebugValue::Counter(n) => Some((reason.value().to_owned(), n)),
+                _ => None,
+            }
+        })
+        .collect();
+    counted.sort();
+    counted
+}
+
+#[test]
+fn a_delivery_that_runs_unguarded_is_counted_with_its_cause() {
+    let counted = unguarded_after(async || {
+        let store = Arc::new(Broken {
+            hangs: false,
+            calls: AtomicU32::new(0),
+        });
+        let (stack, runs) = counting(IdempotencyLayer::new(store), Duration::ZERO, ack);
+        for _ in 0..2 {
+            let answer = stack
+                .clone()
+                .oneshot(JobRequest::new((), ctx(Uuid::new_v4())));
+            assert_eq!(answer.await.unwrap(), Disposition::Ack);
+        }
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    });
+    assert_eq!(counted, vec![("unavailable".to_owned(), 2)]);
+}
+
+/// A store that answers, but refuses to write: every `set` is refused.
+#[derive(Debug, Default)]
+struct RefusesWrites(MemoryStore);
+
+impl Store for RefusesWrites {
+    fn insert<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
+        self.0.insert(key, value, ttl)
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
+        self.0.get(key)
+    }
+
+    fn set<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        futures::future::ready(Err(StoreError::refused("OOM command not allowed"))).boxed()
+    }
+
+    fn extend<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.extend(key, value, ttl)
+    }
+
+    fn remove<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.0.remove(key, value)
+    }
+}
+
+#[test]
+fn a_record_the_store_refuses_is_counted_as_a_refusal() {
+    let counted = unguarded_after(async || {
+        let (stack, runs) = counting(
+            IdempotencyLayer::new(RefusesWrites::default()),
+            Duration::ZERO,
+            ack,
+        );
+        let id = Uuid::new_v4();
+        for _ in 0..2 {
+            let answer = stack.clone().oneshot(JobRequest::new((), ctx(id)));
+            assert_eq!(answer.await.unwrap(), Disposition::Ack);
+        }
+        // Nothing was recorded, so the copy ran too.
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+    });
+    assert_eq!(counted, vec![("refused".to_owned(), 2)]);
 }

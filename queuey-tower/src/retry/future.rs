@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
+use queuey_core::escape::Untrusted;
 use queuey_core::{BoxError, RetryPolicy};
 
 use crate::classify::{Classify, FailureClass, SharedClassifier, error_chain};
@@ -72,7 +73,7 @@ where
                 attempt,
                 max_attempts = policy.max_attempts(),
                 delay_ms = delay.as_millis() as u64,
-                error = %chain,
+                error = %Untrusted(&chain),
                 "job failed, will retry"
             );
         }

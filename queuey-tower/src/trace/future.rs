@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use pin_project_lite::pin_project;
 use queuey_core::BoxError;
+use queuey_core::escape::Untrusted;
 use tracing::Span;
 
 use crate::classify::error_chain;
@@ -69,10 +70,12 @@ where
                 )
             }
             Ok(Disposition::DeadLetter { reason }) => {
-                tracing::debug!(elapsed_ms, reason = %reason, "job to be dead-lettered")
+                tracing::debug!(elapsed_ms, reason = %Untrusted(reason), "job to be dead-lettered")
             }
             Ok(other) => tracing::debug!(elapsed_ms, disposition = %other, "job answered"),
-            Err(error) => tracing::error!(elapsed_ms, error = %error_chain(&**error), "job failed"),
+            Err(error) => {
+                tracing::error!(elapsed_ms, error = %Untrusted(&error_chain(&**error)), "job failed")
+            }
         }
         Poll::Ready(result)
     }

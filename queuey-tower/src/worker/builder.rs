@@ -395,6 +395,10 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         };
         let mut routes = Vec::new();
         self.handlers.into_routes(&frame, &mut routes);
+        let unique_keys = self
+            .settings
+            .store
+            .map(|store| UniqueKeys::new(store, self.settings.store_timeout, &routes));
         Worker::new(
             self.backend,
             routes,
@@ -406,10 +410,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
                 reconnect: self.settings.reconnect,
                 namespace: self.settings.namespace,
                 periodic: self.settings.periodic,
-                unique_keys: self
-                    .settings
-                    .store
-                    .map(|store| UniqueKeys::new(store, self.settings.store_timeout)),
+                unique_keys,
                 follow_control: self.settings.follow_control,
                 heartbeat_interval: self.settings.heartbeat_interval,
                 only_shards: self.settings.only_shards,

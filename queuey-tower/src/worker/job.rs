@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use queuey_core::escape::Untrusted;
 use queuey_core::{BackendErrorKind, Disposition, Error};
 
 use queuey_core::backend::Delivery;
@@ -88,10 +89,10 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     if let Disposition::DeadLetter { reason } = &disposition {
         tracing::warn!(
             %queue,
-            job_type = %envelope.job_type,
+            job_type = %Untrusted(&envelope.job_type),
             %job_id,
             attempt = envelope.attempt,
-            %reason,
+            reason = %Untrusted(reason),
             "job dead-lettered"
         );
     }
@@ -101,8 +102,9 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
         Disposition::Ack | Disposition::DeadLetter { .. }
     );
     // Only a unique job carries a key; every other job skips this.
-    let unique_key = match (&shared.unique_keys, &envelope.unique_key) {
-        (Some(_), Some(key)) if done_for_good => Some(key.clone()),
+    // The worker computes the key again from the job before giving it back.
+    let unique = match (&shared.unique_keys, &envelope.unique_key) {
+        (Some(_), Some(_)) if done_for_good => Some(Box::new(envelope.clone())),
         _ => None,
     };
     let reply = reply::due(envelope.reply_to.as_ref(), &disposition, reply.as_ref());
@@ -120,8 +122,8 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
             tally.settled(what);
             // The rare ways are boxed: inline, their room would make every
             // job's future larger.
-            if let (Some(keys), Some(key)) = (&shared.unique_keys, unique_key) {
-                Box::pin(keys.release(&key, job_id)).await;
+            if let (Some(keys), Some(envelope)) = (&shared.unique_keys, unique) {
+                Box::pin(keys.release(&envelope, &queue)).await;
             }
             if done_for_good {
                 shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);

@@ -28,6 +28,9 @@ pub trait Route: Send {
     fn queue(&self) -> &'static str;
     /// Whether the stack can take a job now.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>>;
+    /// How the job type computes its uniqueness from a payload, so that the
+    /// worker gives back only keys it can compute again.
+    fn declared_unique(&self) -> super::unique::Declared;
     /// Decodes the job and starts it on the stack, which must have been
     /// polled ready. An `Err` is a dead-letter reason: the payload is not
     /// this job type (the readiness stays for the next delivery).
@@ -82,6 +85,10 @@ where
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         self.service.poll_ready(cx)
+    }
+
+    fn declared_unique(&self) -> super::unique::Declared {
+        super::unique::declared::<J>
     }
 
     fn call(&mut self, delivered: Delivered<'_>) -> Result<JobFuture, String> {

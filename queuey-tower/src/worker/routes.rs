@@ -82,6 +82,9 @@ mod tests {
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
             Poll::Ready(Ok(()))
         }
+        fn declared_unique(&self) -> crate::worker::unique::Declared {
+            |_| None
+        }
         fn call(&mut self, _: Delivered<'_>) -> Result<JobFuture, String> {
             Err("not called here".to_owned())
         }

@@ -1,28 +1,74 @@
 //! Giving back the keys of unique jobs once they are done for good.
+//!
+//! A worker gives back only a key it computes again from the job it ran:
+//! each handler's job type tells, from a payload, the uniqueness it
+//! declares ([`Job::unique`]), and the key a message names is compared
+//! with what that gives. A message cannot make a worker remove a key it
+//! merely names.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuey_core::Uuid;
 use queuey_core::store::Store;
+use queuey_core::{Envelope, Job, Unique};
+use serde_json::value::RawValue;
 
-/// The store a worker gives unique jobs' keys back to.
+use super::route::Route;
+
+/// What a job type declares about uniqueness for a payload: the decoded
+/// job's [`Job::unique`], or `None` (not unique, or not this job type).
+pub(crate) type Declared = fn(&RawValue) -> Option<Unique>;
+
+/// The [`Declared`] of job type `J`.
+pub(crate) fn declared<J: Job>(payload: &RawValue) -> Option<Unique> {
+    serde_json::from_str::<J>(payload.get()).ok()?.unique()
+}
+
+/// The store a worker gives unique jobs' keys back to, and each handled
+/// job type's way to compute them again.
 #[derive(Clone)]
 pub(crate) struct UniqueKeys {
     store: Arc<dyn Store>,
     timeout: Duration,
+    /// By job type name: one entry per handler of that name (one per queue).
+    declared: Arc<HashMap<&'static str, Vec<Declared>>>,
 }
 
 impl UniqueKeys {
-    pub(crate) fn new(store: Arc<dyn Store>, timeout: Duration) -> Self {
-        UniqueKeys { store, timeout }
+    pub(crate) fn new(store: Arc<dyn Store>, timeout: Duration, routes: &[Box<dyn Route>]) -> Self {
+        let mut declared: HashMap<&'static str, Vec<Declared>> = HashMap::new();
+        for route in routes {
+            declared
+                .entry(route.job_type())
+                .or_default()
+                .push(route.declared_unique());
+        }
+        UniqueKeys {
+            store,
+            timeout,
+            declared: Arc::new(declared),
+        }
     }
 
-    /// Gives `key` back if `job_id` holds it; a store that does not answer
-    /// leaves it to expire with its window.
-    pub(crate) async fn release(&self, key: &str, job_id: Uuid) {
-        queuey_core::__private::release_unique(&*self.store, self.timeout, key, job_id).await;
+    /// Gives back the key `envelope` holds on `queue` (the logical queue)
+    /// if it is the job's own and the job holds it; a store that does not
+    /// answer leaves it to expire with its window.
+    pub(crate) async fn release(&self, envelope: &Envelope, queue: &str) {
+        let declared: Vec<Option<Unique>> = self
+            .declared
+            .get(envelope.job_type.as_str())
+            .map(|all| all.iter().map(|of| of(&envelope.payload)).collect())
+            .unwrap_or_default();
+        queuey_core::__private::release_unique(
+            &*self.store,
+            self.timeout,
+            envelope,
+            queue,
+            &declared,
+        )
+        .await;
     }
 }
 
@@ -31,6 +77,7 @@ impl fmt::Debug for UniqueKeys {
         f.debug_struct("UniqueKeys")
             .field("store", &self.store)
             .field("timeout", &self.timeout)
+            .field("job_types", &self.declared.len())
             .finish()
     }
 }

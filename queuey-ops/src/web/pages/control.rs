@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::response::Html;
 use axum::{Extension, Form};
 use queuey_core::Uuid;
-use queuey_core::control::Command;
+use queuey_core::control::{Command, Heartbeat};
 use serde::Deserialize;
 
 use super::{PageError, PageResult};
@@ -124,6 +124,29 @@ async fn switch(
     Ok(Html(page(&format!("{verb} {queue}: done"), &body)))
 }
 
+/// Refuses, on a dashboard started with `--queue`, a cancel of a job it
+/// does not see running on one of its queues: a cancel reaches the job
+/// wherever it is, and such a dashboard acts on its own queues only. A
+/// dashboard without `--queue` cancels any job.
+fn admit_cancel(app: &App, job_id: Uuid, workers: &[Heartbeat]) -> Result<(), PageError> {
+    if app.config.queues.is_empty() {
+        return Ok(());
+    }
+    let mut runs = fleet::running_where(workers, |j| j.job_id == job_id).peekable();
+    let seen = runs.peek().is_some();
+    if seen && runs.all(|(_, job)| app.in_scope(&job.queue)) {
+        return Ok(());
+    }
+    Err(PageError(
+        axum::http::StatusCode::NOT_FOUND,
+        format!(
+            "job {job_id} is not on this dashboard: it was started with --queue, and cancels \
+             only the jobs it sees running on those queues; cancel others with \
+             `queuey job cancel {job_id}`"
+        ),
+    ))
+}
+
 /// POST `/job/cancel`: a preview, or with `confirm=yes` the cancellation.
 pub(crate) async fn cancel(
     State(app): State<Arc<App>>,
@@ -138,8 +161,9 @@ pub(crate) async fn cancel(
         )
     })?;
     let back = "<a href=\"/workers\" id=\"back\">back to the workers</a>";
+    let workers = app.fleet.workers().await?;
+    admit_cancel(&app, job_id, &workers)?;
     if form.confirm != "yes" {
-        let workers = app.fleet.workers().await?;
         let mut body = format!(
             "<div class=box id=\"preview\"><p>Cancel job <code>{job_id}</code>: wherever it \
              waits, it is not run again; the next worker to take it dead-letters it with the \

@@ -173,6 +173,13 @@ impl App {
         }
     }
 
+    /// Whether the jobs and schedules of `queue` are within the
+    /// dashboard's reach: with `--queue`, those of the queues given and
+    /// their shards only; without, every queue's.
+    fn in_scope(&self, queue: &str) -> bool {
+        self.config.queues.is_empty() || on_dashboard(&self.config.queues, queue, "", |_| false)
+    }
+
     fn check_csrf(&self, session: &Session, given: &str) -> Result<(), PageError> {
         if self.sessions.verify(session, given) {
             Ok(())

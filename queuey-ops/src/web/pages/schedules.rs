@@ -13,9 +13,11 @@ use crate::web::App;
 use crate::web::html::{esc, page};
 
 /// `/schedules`: every schedule queue with its leader, the processes in
-/// line, and the last and next tick.
+/// line, and the last and next tick; on a dashboard started with
+/// `--queue`, only the schedules whose jobs go to those queues.
 pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
-    let listed = schedules::list(&app.mgmt, &app.amqp).await?;
+    let mut listed = schedules::list(&app.mgmt, &app.amqp).await?;
+    listed.retain(|s| app.in_scope(&s.job_queue));
     let now = now_ms();
     let when = |ms: Option<i64>| match ms {
         Some(ms) if ms >= now => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
@@ -39,7 +41,14 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
             esc(&s.name),
             esc(s.schedule.as_deref().unwrap_or("-")),
             s.waiting.len(),
-            esc(&when(s.last_tick_ms)),
+            if s.last_tick_in_future {
+                format!(
+                    "{} <span class=bad>in the future</span>",
+                    esc(&when(s.last_tick_ms))
+                )
+            } else {
+                esc(&when(s.last_tick_ms))
+            },
             esc(&when(s.next_tick_ms)),
         );
     }

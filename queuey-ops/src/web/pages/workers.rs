@@ -1,5 +1,7 @@
 //! `/workers`: every worker heard from recently and the jobs it runs, like
-//! a busy page; long-running jobs stand out and can be cancelled.
+//! a busy page; long-running jobs stand out and can be cancelled. A
+//! dashboard started with `--queue` shows the workers of its queues, and
+//! of their jobs only those of its queues.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -39,9 +41,7 @@ pub(crate) async fn workers(
 ) -> PageResult {
     let long = query.long.map_or(LONG, Duration::from_secs);
     let mut workers = app.fleet.workers().await?;
-    if !app.config.queues.is_empty() {
-        workers.retain(|w| w.queues.iter().any(|q| app.config.queues.contains(q)));
-    }
+    workers.retain(|w| w.queues.iter().any(|q| app.in_scope(q)));
     let mut body = String::from(
         "<table id=\"workers\"><tr><th>worker</th><th>version</th><th>queues</th>\
          <th>paused</th><th>connection</th><th>busy</th><th>up</th><th>last heartbeat</th></tr>",
@@ -86,7 +86,7 @@ pub(crate) async fn workers(
     );
     let csrf = session.csrf.as_str();
     let mut any = false;
-    for (worker, job) in fleet::running_where(&workers, |_| true) {
+    for (worker, job) in fleet::running_where(&workers, |j| app.in_scope(&j.queue)) {
         any = true;
         let running = fleet::running_for(worker, job);
         let class = if running > long { " class=long" } else { "" };

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use lapin::message::Delivery as LapinDelivery;
 use lapin::options::BasicQosOptions;
+use queuey_core::escape::Untrusted;
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use super::acks::Acks;
@@ -102,11 +103,11 @@ impl Guard {
             Verdict::DeadLetter { count, reason } => {
                 tracing::warn!(
                     queue,
-                    job_type = %envelope.job_type,
+                    job_type = %Untrusted(&envelope.job_type),
                     %job_id,
                     attempt = envelope.attempt,
                     unsettled_deliveries = count,
-                    %reason,
+                    reason = %Untrusted(reason),
                     "job dead-lettered by the poison guard"
                 );
                 let Some(dead_suffix) = options.dead_suffix_in_use() else {
