@@ -73,10 +73,8 @@ pub struct EnqueueOptions {
     /// type declares; needs a [`store`](ProducerBuilder::store). Its window
     /// is checked by [`check_window`](crate::store::check_window) (an
     /// enqueue with a window of zero or over 365 days is refused with
-    /// [`Error::InvalidConfig`]). The worker gives back a
-    /// [`Unique::payload`] key once the job is done; a [`Unique::key`] the
-    /// job type does not declare cannot be computed again from the job, so
-    /// it lasts its whole window.
+    /// [`Error::InvalidConfig`]). The worker gives the key back once the
+    /// job is done for good.
     pub unique: Option<Unique>,
     /// The job's key on a [sharded](crate::QueueConfig::shards) queue,
     /// whatever the job type declares ([`Job::key`]): jobs with one key go

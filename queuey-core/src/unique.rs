@@ -49,10 +49,11 @@ const PREFIX: &str = "queuey:unique:";
 /// [`check_window`]).
 ///
 /// The worker gives a job's key back when the job is done for good only if
-/// it can compute the key again from the job: a key declared by the job
-/// type, or a [`payload`](Unique::payload) key. A [`key`](Unique::key)
-/// given only per enqueue, which the job type does not declare, is left to
-/// expire with its window.
+/// the key belongs to the job: one it computes again from the job (a key
+/// the job type declares, or a [`payload`](Unique::payload) key), or a
+/// caller's [`key`](Unique::key) of the job's own queue and type; and only
+/// while the key still holds the job's own id. A message naming another
+/// queue's or type's key gives nothing back.
 ///
 /// ```
 /// use std::time::Duration;
@@ -216,12 +217,13 @@ pub(crate) async fn give_back(store: &dyn Store, timeout: Duration, key: &str, j
 }
 
 /// Gives back the key of a unique job that is done for good, if the job
-/// holds it: the key the envelope names is given back only if it is one
-/// computed again from the job itself, on `queue` (the logical queue, as
-/// the producer named it), with `declared` the uniqueness the job type
-/// declares for this payload (each handler of the job type's name gives
-/// its own). A key the job cannot account for is left to expire with its
-/// window, and logged.
+/// holds it: the key the envelope names is given back only if it belongs
+/// to the job on `queue` (the logical queue, as the producer named it): a
+/// caller's key of the job's own queue and type, or one computed again from
+/// the job itself, with `declared` the uniqueness the job type declares for
+/// this payload (each handler of the job type's name gives its own). Even
+/// then the store removes it only while it holds the job's id. A key the
+/// job cannot account for is left to expire with its window, and logged.
 ///
 /// Answers whether the key was recomputed (and so asked to be removed).
 pub async fn release(
@@ -236,7 +238,11 @@ pub async fn release(
     };
     let job_type = envelope.job_type.as_str();
     let payload = &*envelope.payload;
-    let recomputed = payload_key(queue, job_type, payload) == named
+    let own_caller_key = named
+        .strip_prefix(&format!("{PREFIX}{queue}:{job_type}:caller:"))
+        .is_some_and(|key| !key.is_empty());
+    let recomputed = own_caller_key
+        || payload_key(queue, job_type, payload) == named
         || declared.iter().flatten().any(|unique| {
             unique.store_key(queue, job_type, payload) == named
                 || unique.legacy_store_key(queue, job_type).as_deref() == Some(named)

@@ -281,3 +281,86 @@ async fn forged_heartbeats_and_schedule_states_are_ignored() {
     ops.close().await.ok();
     worker.close().await.ok();
 }
+
+/// A caller waiting for a job's result takes it only from a worker: an
+/// operator who can read the job (and so its reply address) and answers
+/// first is ignored, and the worker's real answer still arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_from_anyone_but_a_worker_is_ignored() {
+    use lapin::options::{BasicGetOptions, BasicRejectOptions};
+    use queuey_core::backend::{Reply, ReplyTo};
+
+    let test = "a_reply_from_anyone_but_a_worker_is_ignored";
+    let node = private_node!(test);
+    let prefix = format!("trust-{}", Uuid::new_v4().simple());
+    let roles = Roles::create(&node, &prefix).await;
+    let queue = format!("{prefix}.reports");
+
+    let worker = roles.backend(WORKER, RabbitMqOptions::default()).await;
+    worker
+        .declare(&[queuey_core::QueueConfig::new(&queue)])
+        .await
+        .expect("declare");
+    let producer = roles
+        .backend(
+            PRODUCER,
+            RabbitMqOptions::default().worker_senders([WORKER]),
+        )
+        .await;
+    let job = queuey_core::Envelope::new(
+        "report",
+        &queue,
+        serde_json::value::to_raw_value(&json!({"n": 1})).unwrap(),
+    );
+    let pending = within("requesting", producer.request(job))
+        .await
+        .expect("the job is enqueued");
+
+    // The operator reads the job, answers first, and puts it back.
+    let ops = roles.raw(OPERATOR).await;
+    let ops_channel = confirm_channel(&ops).await;
+    let taken = within(
+        "reading the job",
+        ops_channel.basic_get(queue.as_str().into(), BasicGetOptions::default()),
+    )
+    .await
+    .expect("basic.get")
+    .expect("the job is there");
+    let address = taken.delivery.properties.reply_to().clone().unwrap();
+    let correlation = taken.delivery.properties.correlation_id().clone().unwrap();
+    let forged = Reply::NoValue("forged by the operator".into())
+        .encode()
+        .unwrap();
+    let answered = ops_channel
+        .basic_publish(
+            ShortString::default(),
+            address.clone(),
+            BasicPublishOptions::default(),
+            &forged,
+            signed_as(OPERATOR).with_correlation_id(correlation.clone()),
+        )
+        .await;
+    assert!(answered.is_ok(), "the operator may publish its answer");
+    taken
+        .delivery
+        .acker
+        .reject(BasicRejectOptions { requeue: true })
+        .await
+        .expect("requeue");
+
+    // The worker's answer is the one the caller gets.
+    let to = ReplyTo::new(address.as_str(), correlation.as_str());
+    worker
+        .reply(&to, Reply::NoValue("from the worker".into()))
+        .await
+        .expect("the worker replies");
+    let got = within("the reply", pending).await.expect("a reply");
+    assert!(
+        matches!(&got, Reply::NoValue(text) if text == "from the worker"),
+        "{got:?}"
+    );
+
+    let _ = ops.close(200, "done".into()).await;
+    producer.close().await.ok();
+    worker.close().await.ok();
+}
