@@ -420,10 +420,7 @@ async fn a_follower_that_cannot_catch_up_in_time_starts_degraded_and_catches_up(
     assert!(sent.iter().all(Result::is_ok));
 
     let hurried = broker
-        .backend_named(
-            "hurried",
-            on(&stream).call_timeout(Duration::from_secs(1)),
-        )
+        .backend_named("hurried", on(&stream).call_timeout(Duration::from_secs(1)))
         .await;
     let view = follow(&hurried).await;
     if view.is_caught_up() {
