@@ -432,3 +432,40 @@ async fn a_follower_that_cannot_catch_up_in_time_starts_degraded_and_catches_up(
     hurried.close().await.unwrap();
     sender.close().await.unwrap();
 }
+
+/// Commands that break the rules are refused by every follower even when
+/// a trusted user sent them by hand: a filter that would cancel every job
+/// for ever, a pause stamped far in the future, a record too large to read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_senders_invalid_commands_are_refused_by_the_follower() {
+    let broker = broker!("a_trusted_senders_invalid_commands_are_refused_by_the_follower");
+    let stream = broker.stream("control-invalid");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    within("declare the stream", sender.send_control(&resume("none")))
+        .await
+        .unwrap();
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    let signed = lapin::BasicProperties::default()
+        .with_delivery_mode(2)
+        .with_user_id("guest".into());
+    let everything = serde_json::json!({
+        "id": Uuid::new_v4(), "at_ms": 1u64, "command": "cancel_matching", "filter": {}
+    });
+    let mut future = pause(&q);
+    future.at_ms = u64::MAX;
+    let mut huge = pause(&q);
+    huge.by = Some("x".repeat(queuey_core::control::MAX_RECORD_BYTES));
+    for body in [
+        everything.to_string().into_bytes(),
+        future.encode(),
+        huge.encode(),
+    ] {
+        broker.publish_raw(&stream, &body, signed.clone()).await;
+    }
+    let follower = broker.backend_named("follower", on(&stream)).await;
+    let state = follow(&follower).await.snapshot();
+    assert!(!state.is_paused(&q));
+    assert_eq!(state.cancellations(), (0, 0));
+    follower.close().await.unwrap();
+    sender.close().await.unwrap();
+}
