@@ -1,0 +1,138 @@
+//! How long a new process takes to read the control stream before it
+//! starts, after a month of honest use and after a flood of records from a
+//! user it does not trust.
+//!
+//! Fills a control stream of its own on the broker in `AMQP_URL`, then
+//! times `follow_control` on a fresh backend, and deletes the stream:
+//!
+//! ```text
+//! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
+//!     cargo run --release -p queuey-rabbitmq --example control_start -- [HONEST] [FORGED]
+//! ```
+//!
+//! `HONEST` (default 7,000) is the month modelled: 50 commands a day from
+//! operators (1,500), 20 workers restarted four times a day, each
+//! publishing one marker when it starts (2,400), and 100 runs of the
+//! `queuey` tool a day, one marker each (3,000). `FORGED` (default 0)
+//! records are published unsigned, as a producer's credential could, after
+//! the honest ones; a follower reads them and refuses each.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
+use lapin::{BasicProperties, Connection, ConnectionProperties};
+use queuey_core::Uuid;
+use queuey_core::backend::Backend;
+use queuey_core::control::{Command, ControlRecord};
+use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let url = std::env::var("AMQP_URL").map_err(|_| "set AMQP_URL to a RabbitMQ to measure on")?;
+    let mut args = std::env::args().skip(1);
+    let honest: usize = args.next().map_or(Ok(7_000), |a| a.parse())?;
+    let forged: usize = args.next().map_or(Ok(0), |a| a.parse())?;
+    let stream = format!("queuey-example.control.{}", Uuid::new_v4().simple());
+    let options = || RabbitMqOptions::default().control_stream(&stream);
+
+    let sender = RabbitMqBackend::with_options(url.as_str(), options()).await?;
+    let started = Instant::now();
+    let sent: Vec<_> = futures::stream::iter((0..honest).map(|n| {
+        let sender = &sender;
+        let command = match n % 3 {
+            0 => Command::Pause {
+                queue: format!("app.q{}", n % 50),
+            },
+            1 => Command::Resume {
+                queue: format!("app.q{}", n % 50),
+            },
+            _ => Command::Cancel {
+                job_id: Uuid::new_v4(),
+            },
+        };
+        async move { sender.send_control(&ControlRecord::new(command)).await }
+    }))
+    .buffer_unordered(256)
+    .collect()
+    .await;
+    sent.into_iter().collect::<Result<Vec<()>, _>>()?;
+    println!("{honest} honest records sent in {:?}", started.elapsed());
+
+    if forged > 0 {
+        let started = Instant::now();
+        flood(&url, &stream, forged).await?;
+        println!(
+            "{forged} forged records published in {:?}",
+            started.elapsed()
+        );
+    }
+
+    for round in 1..=3 {
+        let started = Instant::now();
+        let reader = RabbitMqBackend::with_options(url.as_str(), options()).await?;
+        let connected = started.elapsed();
+        let view = reader
+            .follow_control()
+            .await?
+            .ok_or("the backend follows no commands")?;
+        println!(
+            "round {round}: connected in {connected:?}, caught up {} in {:?} ({} paused queues)",
+            if view.is_caught_up() {
+                "fully"
+            } else {
+                "not yet"
+            },
+            started.elapsed(),
+            view.snapshot().paused().count()
+        );
+        reader.close().await?;
+    }
+
+    sender.close().await?;
+    let connection = Connection::connect(&url, ConnectionProperties::default()).await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .queue_delete(stream.as_str().into(), QueueDeleteOptions::default())
+        .await?;
+    connection.close(200, "done".into()).await?;
+    Ok(())
+}
+
+/// Publishes `count` unsigned pauses to `stream`, confirmed in windows.
+async fn flood(url: &str, stream: &str, count: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let connection = Connection::connect(url, ConnectionProperties::default()).await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let body = ControlRecord::new(Command::Pause {
+        queue: "app.everything".into(),
+    })
+    .encode();
+    let mut left = count;
+    while left > 0 {
+        let window = left.min(1_000);
+        let mut confirms = Vec::with_capacity(window);
+        for _ in 0..window {
+            confirms.push(
+                channel
+                    .basic_publish(
+                        "".into(),
+                        stream.into(),
+                        BasicPublishOptions::default(),
+                        &body,
+                        BasicProperties::default(),
+                    )
+                    .await?,
+            );
+        }
+        for confirm in confirms {
+            confirm.await?;
+        }
+        left -= window;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    connection.close(200, "done".into()).await?;
+    Ok(())
+}
