@@ -212,6 +212,10 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     /// keeps it for processes that start following later. `Ok` means the
     /// broker holds it durably. See [`control`](crate::control).
     ///
+    /// An implementation refuses a record that fails
+    /// [`ControlRecord::check`] before sending anything, as the memory and
+    /// RabbitMQ backends do: every reader refuses it anyway.
+    ///
     /// The default fails with a [`Refused`](BackendErrorKind::Refused) error:
     /// the backend carries no commands.
     fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {

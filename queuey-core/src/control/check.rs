@@ -121,10 +121,11 @@ impl From<RecordRefusal> for crate::Error {
 }
 
 impl ControlRecord {
-    /// Checks the record against the rules above, by a reader whose clock
-    /// reads `now_ms`. The size rule is checked on the bytes by
-    /// [`check_size`] before decoding; here it is checked on the encoded
-    /// record.
+    /// Checks the record against every rule above, by a sender or a reader
+    /// whose clock reads `now_ms`; the size rule on the record encoded. A
+    /// reader that checked the size of the bytes it decoded
+    /// ([`check_size`]) asks [`check_content`](Self::check_content)
+    /// instead, which encodes nothing.
     ///
     /// ```
     /// use queuey_core::control::{CancelFilter, Command, ControlRecord, RecordRefusal};
@@ -137,20 +138,36 @@ impl ControlRecord {
     /// # Ok::<(), queuey_core::Error>(())
     /// ```
     pub fn check(&self, now_ms: u64) -> Result<(), RecordRefusal> {
-        let skew = u64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX);
-        if self.at_ms > now_ms.saturating_add(skew) {
+        self.check_content(now_ms)?;
+        check_size(self.encode().len())
+    }
+
+    /// Every rule above but the size: for a record whose bytes were
+    /// checked with [`check_size`] before they were decoded.
+    pub fn check_content(&self, now_ms: u64) -> Result<(), RecordRefusal> {
+        if is_ahead(self.at_ms, now_ms) {
             return Err(RecordRefusal::FromTheFuture {
                 at_ms: self.at_ms,
                 now_ms,
             });
         }
         match &self.command {
-            Command::Cancel { .. } | Command::Revoke { .. } => {}
-            Command::Pause { queue } | Command::Resume { queue } => check_queue(queue)?,
-            Command::CancelMatching { filter } => check_filter(filter, self.at_ms, skew)?,
+            Command::Cancel { .. } | Command::Revoke { .. } => Ok(()),
+            Command::Pause { queue } | Command::Resume { queue } => check_queue(queue),
+            Command::CancelMatching { filter } => check_filter(filter, self.at_ms),
         }
-        check_size(self.encode().len())
     }
+}
+
+/// Whether a time stamped `at_ms` by another host lies ahead of a clock
+/// reading `now_ms` by more than [`CLOCK_SKEW`]: what no honest sender
+/// stamps (a command, a schedule's last tick).
+pub fn is_ahead(at_ms: u64, now_ms: u64) -> bool {
+    at_ms > now_ms.saturating_add(skew_ms())
+}
+
+fn skew_ms() -> u64 {
+    u64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Checks the size of an encoded record, before anything decodes it.
@@ -168,7 +185,7 @@ fn check_queue(queue: &str) -> Result<(), RecordRefusal> {
     Ok(())
 }
 
-fn check_filter(filter: &CancelFilter, at_ms: u64, skew: u64) -> Result<(), RecordRefusal> {
+fn check_filter(filter: &CancelFilter, at_ms: u64) -> Result<(), RecordRefusal> {
     if !filter.has_condition() {
         return Err(RecordRefusal::NoCondition);
     }
@@ -179,7 +196,7 @@ fn check_filter(filter: &CancelFilter, at_ms: u64, skew: u64) -> Result<(), Reco
         check_queue(queue)?;
     }
     match filter.enqueued_before_ms {
-        Some(before) if before <= at_ms.saturating_add(skew) => Ok(()),
+        Some(before) if !is_ahead(before, at_ms) => Ok(()),
         _ => Err(RecordRefusal::Unbounded),
     }
 }

@@ -53,7 +53,9 @@ mod view;
 
 use std::time::Duration;
 
-pub use check::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal, check_size};
+pub use check::{
+    CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal, check_size, is_ahead,
+};
 pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
 pub use heartbeat::{
     DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,

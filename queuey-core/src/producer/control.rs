@@ -108,13 +108,12 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     }
 
     /// Sends any control command, as the `queuey` tool does, and returns
-    /// the id of the record sent. The command is checked first, as every
-    /// worker checks it on receipt ([`ControlRecord::check`]): a cancel
-    /// filter with no condition or no time bound is refused with
-    /// [`Error::InvalidConfig`] and nothing is sent.
+    /// the id of the record sent. The backend checks the command before it
+    /// sends anything, as every worker checks it on receipt
+    /// ([`ControlRecord::check`]): a cancel filter with no condition or no
+    /// time bound is refused with [`Error::InvalidConfig`].
     pub async fn send_control(&self, command: Command) -> Result<Uuid, Error> {
         let record = ControlRecord::new(command);
-        record.check(record.at_ms)?;
         self.backend.send_control(&record).await?;
         Ok(record.id)
     }

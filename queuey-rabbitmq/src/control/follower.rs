@@ -227,7 +227,7 @@ impl Follower {
                     .admit(role, &delivery.properties)
                     .and_then(|()| {
                         record
-                            .check(queuey_core::__private::now_ms())
+                            .check_content(queuey_core::__private::now_ms())
                             .map_err(Refusal::from)
                     });
                 if let Err(refusal) = &admitted {

@@ -143,11 +143,12 @@ impl Control {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
         }
-        record.check(queuey_core::__private::now_ms())?;
+        record.check_content(queuey_core::__private::now_ms())?;
         let mut out = match (&record.by, &self.by) {
             (None, Some(by)) => message::command(&self.stream, &record.clone().by(by.as_ref())),
             _ => message::command(&self.stream, record),
         };
+        queuey_core::control::check_size(out.body.len())?;
         let what = format!("sending the `{}` command", record.command.as_str());
         out.properties = self.senders.sign(out.properties, &what)?;
         let limit = self.options.settings().max_message_size();

@@ -90,13 +90,14 @@ impl RabbitLease {
         self.senders.admit(Role::Worker, &delivery.properties)?;
         let state = State::decode(&delivery.data);
         let now = queuey_core::__private::now_ms();
-        let skew = u64::try_from(queuey_core::control::CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX);
         match state.last_tick_ms {
-            Some(tick) if tick > now.saturating_add(skew) => Err(Refusal::Invalid(format!(
-                "the schedule state of `{}` says its last tick was at {tick} ms since the epoch, \
+            Some(tick) if queuey_core::control::is_ahead(tick, now) => {
+                Err(Refusal::Invalid(format!(
+                    "the schedule state of `{}` says its last tick was at {tick} ms since the epoch, \
                  after this host's clock ({now})",
-                self.queue
-            ))),
+                    self.queue
+                )))
+            }
             _ => Ok(state),
         }
     }
