@@ -8,6 +8,9 @@ use serde_json::Value;
 use crate::amqp::Amqp;
 use crate::mgmt::Management;
 use crate::tls::TlsFiles;
+use crate::topology::{
+    AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, broker_has_default_limit, limit_policies,
+};
 
 /// Whether the connection to `url` is encrypted, and what that means. Only
 /// called once the connection is open: an `amqps://` connection that opened
@@ -86,8 +89,14 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
 
 /// Runs every check against the broker at `url` (management API at
 /// `mgmt_base`, else the AMQP host on port 15672, or 15671 over https for
-/// an `amqps://` URL), with `tls` for encrypted connections.
-pub async fn doctor(url: &str, mgmt_base: Option<&str>, tls: &TlsFiles) -> Vec<Check> {
+/// an `amqps://` URL), with `tls` for encrypted connections; dead-letter
+/// queues are the queues named with `dead_suffix`.
+pub async fn doctor(
+    url: &str,
+    mgmt_base: Option<&str>,
+    tls: &TlsFiles,
+    dead_suffix: &str,
+) -> Vec<Check> {
     let mut out = Vec::new();
     let name = format!("queuey-doctor-{}", std::process::id());
     match Amqp::connect_tls(url, &name, tls).await {
@@ -175,6 +184,17 @@ pub async fn doctor(url: &str, mgmt_base: Option<&str>, tls: &TlsFiles) -> Vec<C
     out.push(version_check(&version));
     out.push(consumer_timeout_check(&version));
     out.push(quorum_holds_check(&version));
+    match mgmt.queues(None).await {
+        Ok(queues) => out.push(delivery_limit_check(
+            &version,
+            &limit_policies(&queues, dead_suffix),
+        )),
+        Err(e) => out.push(check(
+            "delivery limits",
+            Status::Warn,
+            format!("could not list the queues: {e}"),
+        )),
+    }
     if let Ok(nodes) = mgmt.nodes().await {
         out.push(plugins_check(&nodes));
         out.extend(alarm_checks(&nodes));
@@ -278,6 +298,71 @@ pub fn consumer_timeout_check(version: &str) -> Check {
         ),
     };
     check(name, Status::Ok, detail)
+}
+
+/// What the broker's default delivery limit means for queuey's quorum
+/// queues that have none of their own (`at_risk`, found in the vhost):
+/// on RabbitMQ 4.0 and later it is 20, and a dead letter read 20 times or
+/// a schedule's state handed back 20 times is dropped; RabbitMQ 3.x has no
+/// default, so they are only at risk once it is upgraded.
+pub fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Check {
+    let name = "delivery limits";
+    if at_risk.is_empty() {
+        return check(
+            name,
+            Status::Ok,
+            "every dead-letter and schedule queue of queuey's that is a quorum queue has a \
+             delivery limit of its own",
+        );
+    }
+    let listed = |kind: AtRisk| {
+        let names: Vec<&str> = at_risk
+            .iter()
+            .filter(|p| p.kind == kind)
+            .map(|p| p.queue.as_str())
+            .collect();
+        match names.len() {
+            0 => None,
+            n if n <= 5 => Some(format!("{n} ({})", names.join(", "))),
+            n => Some(format!("{n} ({}, …)", names[..5].join(", "))),
+        }
+    };
+    let mut found = Vec::new();
+    if let Some(dead) = listed(AtRisk::DeadLetterQueue) {
+        found.push(format!("dead-letter queues: {dead}"));
+    }
+    if let Some(schedules) = listed(AtRisk::ScheduleQueue) {
+        found.push(format!("schedule queues: {schedules}"));
+    }
+    let found = found.join("; ");
+    let fix = "`queuey topology apply --yes` (with the queue set) gives each a `delivery-limit` \
+               policy of 1000000 without touching a message";
+    if broker_has_default_limit(version) {
+        let risks: Vec<&str> = [AtRisk::DeadLetterQueue, AtRisk::ScheduleQueue]
+            .into_iter()
+            .filter(|k| at_risk.iter().any(|p| p.kind == *k))
+            .map(AtRisk::risk)
+            .collect();
+        check(
+            name,
+            Status::Warn,
+            format!(
+                "quorum queues on RabbitMQ {version}'s default delivery limit \
+                 ({BROKER_DEFAULT_LIMIT}): {found}. On such a queue {}; {fix}",
+                risks.join("; and ")
+            ),
+        )
+    } else {
+        check(
+            name,
+            Status::Ok,
+            format!(
+                "quorum queues with no delivery limit of their own: {found}. RabbitMQ {version} \
+                 has no default limit, but 4.0 and later give them {BROKER_DEFAULT_LIMIT} and \
+                 drop what passes it: before upgrading, {fix}"
+            ),
+        )
+    }
 }
 
 /// Whether the broker releases jobs from quorum hold queues (the default
@@ -451,6 +536,25 @@ mod tests {
             assert_eq!(c.status, status, "{version}");
             assert!(c.detail.contains(says), "{version}: {}", c.detail);
         }
+    }
+
+    #[test]
+    fn the_default_delivery_limit_warns_only_where_the_broker_has_one() {
+        let dead: crate::mgmt::QueueInfo = serde_json::from_value(serde_json::json!({
+            "name": "q.dead", "type": "quorum", "arguments": {"x-queue-type": "quorum"}
+        }))
+        .unwrap();
+        let at_risk = limit_policies(&[dead], ".dead");
+        assert_eq!(at_risk.len(), 1);
+        let on_4 = delivery_limit_check("4.3.6", &at_risk);
+        assert_eq!(on_4.status, Status::Warn);
+        assert!(on_4.detail.contains("q.dead"), "{}", on_4.detail);
+        assert!(on_4.detail.contains("read 20 times"), "{}", on_4.detail);
+        assert!(on_4.detail.contains("topology apply"), "{}", on_4.detail);
+        let on_3 = delivery_limit_check("3.10.8", &at_risk);
+        assert_eq!(on_3.status, Status::Ok);
+        assert!(on_3.detail.contains("before upgrading"), "{}", on_3.detail);
+        assert_eq!(delivery_limit_check("4.3.6", &[]).status, Status::Ok);
     }
 
     #[test]

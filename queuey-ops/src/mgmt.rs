@@ -273,31 +273,45 @@ impl Management {
         }
     }
 
-    /// One `GET {base}/api/{path}`.
-    async fn get_once(&self, path: &str) -> Result<Option<Value>> {
-        let url = format!("{}/api/{path}", self.base);
-        let response = self
-            .http
-            .get(&url)
+    /// Sends `request` (built on `{base}/api/{path}`) with the
+    /// credentials; an unreachable API is [`OpsError::ManagementMissing`].
+    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response> {
+        request
             .basic_auth(&self.user, Some(&self.password))
             .send()
             .await
             .map_err(|e| OpsError::ManagementMissing {
                 url: self.base.clone(),
                 detail: root_cause(&e),
-            })?;
+            })
+    }
+
+    /// The error of an answer with `status` to a request on `/api/{path}`.
+    async fn refused(
+        status: reqwest::StatusCode,
+        path: &str,
+        response: reqwest::Response,
+    ) -> OpsError {
+        let text = response.text().await.unwrap_or_default();
+        OpsError::Management {
+            status: status.as_u16(),
+            path: format!("/api/{path}"),
+            body: text.chars().take(200).collect(),
+        }
+    }
+
+    /// One `GET {base}/api/{path}`.
+    async fn get_once(&self, path: &str) -> Result<Option<Value>> {
+        let url = format!("{}/api/{path}", self.base);
+        let response = self.send(self.http.get(&url)).await?;
         let status = response.status();
         if status == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
         }
-        let text = response.text().await.unwrap_or_default();
         if !status.is_success() {
-            return Err(OpsError::Management {
-                status: status.as_u16(),
-                path: format!("/api/{path}"),
-                body: text.chars().take(200).collect(),
-            });
+            return Err(Self::refused(status, path, response).await);
         }
+        let text = response.text().await.unwrap_or_default();
         serde_json::from_str(&text)
             .map(Some)
             .map_err(|e| OpsError::ManagementMissing {
@@ -367,6 +381,35 @@ impl Management {
             }
             None => Ok(None),
         }
+    }
+
+    /// `PUT {base}/api/{path}` with `body` as JSON (never asked again).
+    pub async fn put(&self, path: &str, body: &Value) -> Result<()> {
+        let url = format!("{}/api/{path}", self.base);
+        let response = self.send(self.http.put(&url).json(body)).await?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(Self::refused(status, path, response).await)
+    }
+
+    /// Sets the policy `name` of this vhost (`PUT /api/policies/{vhost}/{name}`).
+    pub async fn put_policy(&self, name: &str, policy: &Value) -> Result<()> {
+        let path = format!("policies/{}/{}", self.vhost_path(), percent_encode(name));
+        self.put(&path, policy).await
+    }
+
+    /// Removes the policy `name` of this vhost; `Ok` when it was not there.
+    pub async fn delete_policy(&self, name: &str) -> Result<()> {
+        let path = format!("policies/{}/{}", self.vhost_path(), percent_encode(name));
+        let url = format!("{}/api/{path}", self.base);
+        let response = self.send(self.http.delete(&url)).await?;
+        let status = response.status();
+        if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        Err(Self::refused(status, &path, response).await)
     }
 
     /// `/api/overview`.

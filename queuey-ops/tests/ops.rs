@@ -37,6 +37,9 @@ mod schedules;
 #[path = "ops/doctor.rs"]
 mod doctor;
 
+#[path = "ops/delivery_limit.rs"]
+mod delivery_limit;
+
 #[path = "ops/web.rs"]
 mod web;
 
@@ -45,6 +48,9 @@ mod web_exposure;
 
 #[path = "ops/web_scope.rs"]
 mod web_scope;
+
+#[path = "ops/web_unheard.rs"]
+mod web_unheard;
 
 #[path = "ops/help.rs"]
 mod help;

@@ -294,7 +294,11 @@ impl Backend for RabbitMqBackend {
         envelope: &'a Envelope,
         delay: Duration,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.outbox.hold(envelope, delay, HoldKind::Retry))
+        Box::pin(
+            self.inner
+                .outbox
+                .enqueue_after(envelope, delay, HoldKind::Retry),
+        )
     }
 
     fn defer<'a>(
@@ -302,7 +306,11 @@ impl Backend for RabbitMqBackend {
         envelope: &'a Envelope,
         delay: Duration,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.outbox.hold(envelope, delay, HoldKind::Deferral))
+        Box::pin(
+            self.inner
+                .outbox
+                .enqueue_after(envelope, delay, HoldKind::Deferral),
+        )
     }
 
     fn consume<'a>(

@@ -6,6 +6,8 @@ use queuey_core::{BackendError, BackendErrorKind, Error};
 
 /// AMQP reply codes this backend treats specially.
 pub(crate) mod code {
+    /// The user lacks the permission the operation needs.
+    pub(crate) const ACCESS_REFUSED: u16 = 403;
     /// The resource does not exist.
     pub(crate) const NOT_FOUND: u16 = 404;
     /// The arguments differ from the existing object's.
@@ -159,26 +161,42 @@ pub(crate) fn confirm_outcome(
 
 /// `error` with what to do about it when it is the broker returning a job
 /// published to the work queue `queue` as unroutable (`312 NO_ROUTE`): no
-/// queue of that name exists. `declared` says whether this backend declared
-/// it, in which case it was deleted since. Any other error is returned
-/// as it is.
-pub(crate) fn with_no_route_hint(error: Error, queue: &str, declared: bool) -> Error {
+/// queue of that name exists (or, through the job `exchange`, none is
+/// bound to it under that name). `declared` says whether this backend
+/// declared it, in which case it was deleted since. Any other error is
+/// returned as it is.
+pub(crate) fn with_no_route_hint(
+    error: Error,
+    queue: &str,
+    declared: bool,
+    exchange: Option<&str>,
+) -> Error {
     match error {
         Error::Backend(e) if e.kind() == BackendErrorKind::Unroutable => {
-            let hint = if declared {
-                "it was declared through this backend and has been deleted since; \
-                 `Backend::declare` (or restarting the producer or worker) declares it again"
-            } else {
-                "it was never declared (`Producer::new`, `WorkerBuilder::build` and \
-                 `Backend::declare` declare it; `Producer::new_undeclared` does not)"
-            };
-            Error::Backend(BackendError::new(
-                BackendErrorKind::Unroutable,
-                format!(
-                    "{}; the queue `{queue}` does not exist: {hint}",
+            let text = match exchange {
+                Some(exchange) => format!(
+                    "{}; no queue `{queue}` is bound to the job exchange `{exchange}`: the \
+                     queue was never declared with `job_exchange(\"{exchange}\")` in the \
+                     options (`Producer::new`, `WorkerBuilder::build` and `Backend::declare` \
+                     declare and bind it), or it has been deleted since",
                     e.message()
                 ),
-            ))
+                None => {
+                    let hint = if declared {
+                        "it was declared through this backend and has been deleted since; \
+                         `Backend::declare` (or restarting the producer or worker) declares it \
+                         again"
+                    } else {
+                        "it was never declared (`Producer::new`, `WorkerBuilder::build` and \
+                         `Backend::declare` declare it; `Producer::new_undeclared` does not)"
+                    };
+                    format!(
+                        "{}; the queue `{queue}` does not exist: {hint}",
+                        e.message()
+                    )
+                }
+            };
+            Error::Backend(BackendError::new(BackendErrorKind::Unroutable, text))
         }
         other => other,
     }
@@ -227,6 +245,22 @@ mod tests {
     }
 
     #[test]
+    fn a_job_the_job_exchange_could_not_route_names_the_exchange() {
+        let returned = Confirmed::Returned {
+            message_id: Some("id".into()),
+            reply_code: 312,
+            reply_text: "NO_ROUTE".into(),
+        };
+        let e = confirm_outcome("app.q", "id", returned).unwrap_err();
+        let text = with_no_route_hint(e, "app.q", true, Some("app.jobs")).to_string();
+        assert!(
+            text.contains("no queue `app.q` is bound to the job exchange `app.jobs`"),
+            "{text}"
+        );
+        assert!(text.contains("job_exchange(\"app.jobs\")"), "{text}");
+    }
+
+    #[test]
     fn a_publish_to_a_missing_work_queue_says_it_was_never_declared() {
         let returned = Confirmed::Returned {
             message_id: Some("id".into()),
@@ -236,7 +270,7 @@ mod tests {
         let returned_text = "broker returned the message published to `myapp.emails` as unroutable: \
                     312 NO_ROUTE";
         let e = confirm_outcome("myapp.emails", "id", returned.clone()).unwrap_err();
-        let e = with_no_route_hint(e, "myapp.emails", false);
+        let e = with_no_route_hint(e, "myapp.emails", false, None);
         assert_eq!(kind(&e), BackendErrorKind::Unroutable);
         let text = e.to_string();
         assert!(text.starts_with(returned_text), "{text}");
@@ -255,7 +289,7 @@ mod tests {
 
         // Declared by this backend, deleted since: the hint says so.
         let e = confirm_outcome("myapp.emails", "id", returned).unwrap_err();
-        let text = with_no_route_hint(e, "myapp.emails", true).to_string();
+        let text = with_no_route_hint(e, "myapp.emails", true, None).to_string();
         assert!(text.starts_with(returned_text), "{text}");
         assert!(text.contains("deleted since"), "{text}");
         assert!(!text.contains("never declared"), "{text}");
@@ -263,7 +297,7 @@ mod tests {
         // Anything else is left as it is.
         let nacked = confirm_outcome("q", "id", Confirmed::Nack).unwrap_err();
         assert_eq!(
-            with_no_route_hint(nacked, "q", false).to_string(),
+            with_no_route_hint(nacked, "q", false, None).to_string(),
             "broker nacked the message published to `q`"
         );
     }

@@ -98,6 +98,7 @@ impl Heartbeats {
         self.declare().await?;
         let message_id = format!("{}.{}", beat.worker_id.simple(), beat.at_ms);
         let out = Outgoing {
+            exchange: None,
             queue: self.stream.to_string(),
             body: Bytes::from(body),
             properties: properties.with_message_id(properties::short(&message_id)),

@@ -372,6 +372,43 @@
 //! protected from its own producers). SECURITY.md gives the permissions of
 //! each role when they log in as users of their own.
 //!
+//! ### Producers that cannot write to the fleet at all
+//!
+//! Ignored is not the same as kept out: a producer allowed to publish on
+//! the default exchange can still fill the control stream with records
+//! every follower must read past before it starts. With
+//! [`job_exchange`](RabbitMqOptions::job_exchange), jobs go through an
+//! exchange of the application's, bound to each work queue under the
+//! queue's name, and a producer needs no right on the default exchange:
+//! RabbitMQ refuses every message it sends anywhere else, so it cannot put
+//! a single record in the control stream, the heartbeat stream or a
+//! schedule queue.
+//!
+//! - Every backend of the fleet gets the same `job_exchange`. Declaring
+//!   queues declares the exchange (durable, `direct`) and binds each work
+//!   queue and shard; `enqueue`, `enqueue_in`, `defer` and
+//!   `enqueue_and_wait` publish through it.
+//! - A job for later goes straight to its work queue, stamped with its due
+//!   time (`queuey-due-at`), and the first worker that receives it holds
+//!   it until then: hold queues dead-letter through the default exchange,
+//!   so only workers declare and publish to them. It still never runs
+//!   early; what it costs is one extra trip through the work queue.
+//! - Retries, deferrals by a handler, dead letters, suspect copies and
+//!   hand-backs are the worker's, through the default exchange, as before.
+//! - A quorum work queue dead-letters through the default exchange too, so
+//!   only a user allowed to publish there may declare one: producers of
+//!   quorum queues use
+//!   [`Producer::new_undeclared`](queuey_core::Producer::new_undeclared)
+//!   and let the workers declare.
+//!
+//! To move a running fleet: give the workers the exchange (they declare it
+//! and bind their queues as they start, and jobs from producers still on
+//! the default exchange keep arriving), then the producers, then take the
+//! producers' right on `amq.default` away. A job published through an
+//! exchange that no queue of that name is bound to fails with
+//! [`Unroutable`](queuey_core::BackendErrorKind::Unroutable), naming the
+//! exchange.
+//!
 //! # Hold watchdog
 //!
 //! On RabbitMQ before 3.10.20 and 3.11.12, the broker's dead-letter worker

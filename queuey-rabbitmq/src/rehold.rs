@@ -10,6 +10,10 @@
 //! - the delay was longer than one hold queue keeps a job (about 24 days),
 //!   so the hold was a first leg of several ("chained holds").
 //!
+//! And through a [job exchange](crate::RabbitMqOptions::job_exchange), a
+//! producer sends a job for later straight to its work queue with its due
+//! time, so every such job arrives early by design.
+//!
 //! Such a job is not run: the consumer holds it again for what remains
 //! (attempt, deferrals and priority unchanged, the same due time), and only
 //! then acknowledges the delivery. A job whose header is not a number, or is

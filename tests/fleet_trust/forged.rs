@@ -27,7 +27,7 @@ fn now_ms() -> u64 {
     .unwrap()
 }
 
-async fn confirm_channel(connection: &Connection) -> Channel {
+pub(crate) async fn confirm_channel(connection: &Connection) -> Channel {
     let channel = connection.create_channel().await.expect("a channel");
     channel
         .confirm_select(ConfirmSelectOptions::default())
@@ -39,7 +39,12 @@ async fn confirm_channel(connection: &Connection) -> Channel {
 /// Publishes `body` to `queue` through the default exchange with
 /// `properties`, and says whether the broker took it (a confirmed ack) —
 /// `false` when it refused it or closed the channel.
-async fn publish(channel: &Channel, queue: &str, body: &[u8], properties: BasicProperties) -> bool {
+pub(crate) async fn publish(
+    channel: &Channel,
+    queue: &str,
+    body: &[u8],
+    properties: BasicProperties,
+) -> bool {
     let published = channel
         .basic_publish(
             ShortString::default(),
@@ -55,7 +60,7 @@ async fn publish(channel: &Channel, queue: &str, body: &[u8], properties: BasicP
     }
 }
 
-fn signed_as(user: &str) -> BasicProperties {
+pub(crate) fn signed_as(user: &str) -> BasicProperties {
     BasicProperties::default()
         .with_delivery_mode(2)
         .with_user_id(user.into())
@@ -84,7 +89,7 @@ fn forged_commands(queue: &str) -> Vec<Vec<u8>> {
 
 /// Follows the control stream as the worker does and returns its view
 /// once it has read everything sent so far.
-async fn caught_up(backend: &queuey_rabbitmq::RabbitMqBackend) -> ControlView {
+pub(crate) async fn caught_up(backend: &queuey_rabbitmq::RabbitMqBackend) -> ControlView {
     within("following the control stream", backend.follow_control())
         .await
         .expect("follow")

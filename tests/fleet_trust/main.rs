@@ -23,5 +23,6 @@ mod support;
 #[path = "../faults/private.rs"]
 mod private;
 
+mod exchange;
 mod forged;
 mod roles;

@@ -18,7 +18,8 @@ pub(crate) struct Roles<'a> {
 
 impl<'a> Roles<'a> {
     /// Adds the three users to `node` with the permissions of their role
-    /// over the queues starting with `prefix`.
+    /// over the queues starting with `prefix`, every role publishing
+    /// through the default exchange.
     pub(crate) async fn create(node: &'a PrivateNode, prefix: &str) -> Roles<'a> {
         let app = format!("^{}\\.", regex_escape(prefix));
         let fleet = "^queuey\\.control";
@@ -44,7 +45,46 @@ impl<'a> Roles<'a> {
                 format!("{app}|{fleet}"),
             ),
         ];
-        for (user, configure, write, read) in &permissions {
+        Self::with_permissions(node, &permissions).await
+    }
+
+    /// Adds the three users to `node` with the permissions SECURITY.md
+    /// gives a fleet whose jobs go through the job exchange `exchange`
+    /// (named inside `prefix`): the producer has no right on the default
+    /// exchange at all.
+    pub(crate) async fn behind_job_exchange(
+        node: &'a PrivateNode,
+        prefix: &str,
+        exchange: &str,
+    ) -> Roles<'a> {
+        let app = format!("^{}\\.", regex_escape(prefix));
+        let jobs = format!("^{}$", regex_escape(exchange));
+        let fleet = "^queuey\\.control";
+        let permissions = [
+            // Declares its queues and the exchange, binds the queues (write
+            // on a queue, read on the exchange), publishes to the exchange.
+            (PRODUCER, app.clone(), app.clone(), jobs),
+            (
+                WORKER,
+                format!("{app}|{fleet}"),
+                format!("^amq\\.default$|{app}"),
+                format!("{app}|{fleet}"),
+            ),
+            (
+                OPERATOR,
+                fleet.to_owned(),
+                "^amq\\.default$".to_owned(),
+                format!("{app}|{fleet}"),
+            ),
+        ];
+        Self::with_permissions(node, &permissions).await
+    }
+
+    async fn with_permissions(
+        node: &'a PrivateNode,
+        permissions: &[(&str, String, String, String)],
+    ) -> Roles<'a> {
+        for (user, configure, write, read) in permissions {
             node.ctl(&["add_user", user, PASSWORD])
                 .await
                 .expect("add_user");

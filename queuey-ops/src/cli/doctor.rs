@@ -8,7 +8,13 @@ use queuey_ops::doctor::{self, Status};
 use super::{EXIT_PROBLEM, Global, print_json};
 
 pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
-    let checks = doctor::doctor(&global.url, global.mgmt_url.as_deref(), &global.tls()).await;
+    let checks = doctor::doctor(
+        &global.url,
+        global.mgmt_url.as_deref(),
+        &global.tls(),
+        &global.dead_suffix,
+    )
+    .await;
     if global.json {
         let checks: Vec<_> = checks
             .iter()

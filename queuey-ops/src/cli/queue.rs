@@ -91,13 +91,13 @@ async fn switch(
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let unheard = consuming.is_empty() && counts.consumers > 0;
-    if unheard {
-        let others = other_control_streams(global).await;
-        eprintln!(
-            "warning: {}",
-            unheard_consumers(queue, counts.consumers, &global.control_stream, &others)
-        );
+    let unheard = fleet::Unheard::of(queue, counts.consumers, &consuming, &global.control_stream);
+    if let Some(unheard) = unheard {
+        let unheard = match global.management() {
+            Ok(mgmt) => unheard.look_elsewhere(&mgmt).await,
+            Err(_) => unheard,
+        };
+        eprintln!("warning: {}", escape::line(&unheard.to_string()));
         if yes && !force {
             return Err(queuey_ops::OpsError::Refused(format!(
                 "not sending the {verb} of `{queue_shown}`: no worker that would read it consumes \
@@ -141,51 +141,6 @@ async fn switch(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Why the broker's consumers of `queue` and the heartbeats disagree, and
-/// what to do.
-fn unheard_consumers(queue: &str, consumers: u32, stream: &str, others: &[String]) -> String {
-    let elsewhere = if others.is_empty() {
-        String::new()
-    } else {
-        format!(
-            " (this broker has other control streams: {})",
-            others
-                .iter()
-                .map(|s| format!("`{}`", escape::line(s)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
-    format!(
-        "RabbitMQ shows {consumers} consumer(s) of `{}`, but no worker whose heartbeats this tool \
-         reads on `{}` consumes it: its workers may follow another control stream{elsewhere} \
-         (give it with --control-stream), or log in as a RabbitMQ user this tool does not \
-         trust (give it with --worker-user), or run without the control plane",
-        escape::line(queue),
-        escape::line(&queuey_rabbitmq::topology::heartbeat_stream_name(stream)),
-    )
-}
-
-/// The control streams on the broker besides the tool's, found by their
-/// heartbeat streams in the management listing; none when it cannot be
-/// read.
-async fn other_control_streams(global: &Global) -> Vec<String> {
-    let Ok(mgmt) = global.management() else {
-        return Vec::new();
-    };
-    let suffix = queuey_rabbitmq::topology::HEARTBEAT_STREAM_SUFFIX;
-    let Ok(queues) = mgmt.queues(None).await else {
-        return Vec::new();
-    };
-    queues
-        .iter()
-        .filter(|q| q.queue_type.as_deref() == Some("stream"))
-        .filter_map(|q| q.name.strip_suffix(suffix))
-        .filter(|stream| *stream != global.control_stream)
-        .map(str::to_owned)
-        .collect()
-}
-
 async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
     let state = fleet.state().await?;
     let paused: Vec<(String, i64)> = state
@@ -215,28 +170,4 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
     }
     print!("{}", table.render());
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_queue_consumed_out_of_sight_names_the_likely_causes() {
-        let text = unheard_consumers(
-            "app.emails",
-            2,
-            "queuey.control",
-            &["billing.control".into()],
-        );
-        assert!(text.contains("2 consumer(s) of `app.emails`"), "{text}");
-        assert!(text.contains("`queuey.control.workers`"), "{text}");
-        assert!(text.contains("`billing.control`"), "{text}");
-        assert!(
-            text.contains("--control-stream") && text.contains("--worker-user"),
-            "{text}"
-        );
-        let alone = unheard_consumers("q", 1, "queuey.control", &[]);
-        assert!(!alone.contains("other control streams"), "{alone}");
-    }
 }

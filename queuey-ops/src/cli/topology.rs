@@ -22,7 +22,12 @@ pub(crate) enum TopologyCommand {
     /// and a shard past its count is reported.
     Verify(QueueSet),
     /// Declare the queues of a queue set that are missing (preview unless --yes).
-    /// Existing queues are never changed.
+    ///
+    /// Existing queues are never declared again. A dead-letter or schedule
+    /// queue of the set created without a delivery limit (RabbitMQ 4 gives
+    /// it 20 and drops a message past it) gets a `delivery-limit` policy of
+    /// its own instead, which changes no message; one that another policy
+    /// already applies to is left for you to add the key to that policy.
     Apply {
         #[command(flatten)]
         set: QueueSet,
@@ -168,9 +173,16 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
         TopologyCommand::Apply { set, yes } => {
             let spec = set.spec(global)?;
             let plan = topology::plan_apply(&mgmt, &spec).await?;
+            let limits =
+                topology::plan_limit_policies(&mgmt, &spec.work_queues(), &spec.dead_suffix)
+                    .await?;
             if !yes {
                 if global.json {
-                    print_json(&serde_json::json!({ "preview": true, "declare": plan }));
+                    print_json(&serde_json::json!({
+                        "preview": true,
+                        "declare": plan,
+                        "delivery_limit_policies": limits,
+                    }));
                 } else {
                     println!("preview: would declare {} queue(s):", plan.len());
                     for d in &plan {
@@ -182,6 +194,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
                             escape::line(&arguments)
                         );
                     }
+                    print_limits(&limits);
                     println!("nothing was changed; add --yes to declare them");
                 }
                 return Ok(ExitCode::SUCCESS);
@@ -190,15 +203,56 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
             let done = topology::apply(&amqp, &plan).await;
             amqp.close().await;
             done?;
+            let set = topology::apply_limit_policies(&mgmt, &limits).await?;
+            let left: Vec<_> = limits
+                .iter()
+                .filter(|p| p.existing_policy.is_some())
+                .collect();
             if global.json {
-                print_json(&serde_json::json!({ "declared": plan }));
+                print_json(&serde_json::json!({
+                    "declared": plan,
+                    "delivery_limit_policies": set,
+                    "left_to_you": left,
+                }));
             } else {
                 println!("declared {} queue(s)", plan.len());
                 for d in &plan {
                     println!("  {}", escape::line(&d.name));
                 }
+                if !set.is_empty() {
+                    println!("set {} delivery-limit polic(ies)", set.len());
+                    for p in &set {
+                        println!("  {} on {}", escape::line(&p.name), escape::line(&p.queue));
+                    }
+                }
+                for p in &left {
+                    println!(
+                        "left to you: {}: {}",
+                        escape::line(&p.queue),
+                        escape::line(&p.advice())
+                    );
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+/// The preview of the delivery-limit policies `apply` would set.
+fn print_limits(limits: &[topology::LimitPolicy]) {
+    if limits.is_empty() {
+        return;
+    }
+    println!(
+        "would give {} queue(s) on the broker's default delivery limit a policy:",
+        limits.len()
+    );
+    for p in limits {
+        println!(
+            "  {}: {}; {}",
+            escape::line(&p.queue),
+            p.kind.risk(),
+            escape::line(&p.advice())
+        );
     }
 }

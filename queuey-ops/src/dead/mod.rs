@@ -20,6 +20,16 @@
 //! after the other, the lane's first. Letters read so carry their
 //! [`shard`](DeadLetter::shard), and a redrive sends each back to the
 //! shard it died on.
+//!
+//! Every read that hands a letter back counts as one delivery of it. A
+//! classic dead-letter queue has no delivery limit; a quorum one has
+//! [`SAFE_DELIVERY_LIMIT`](queuey_rabbitmq::topology::SAFE_DELIVERY_LIMIT)
+//! (a million reads of one letter, out of reach: a thousand a day would
+//! take nearly three years). A quorum dead-letter queue created before
+//! queuey set that limit runs on the broker's default, which on RabbitMQ 4
+//! drops a letter read 20 times: `queuey doctor` and `queuey topology
+//! verify` find such queues, and `queuey topology apply` gives each a
+//! `delivery-limit` policy.
 
 mod fingerprint;
 mod letter;

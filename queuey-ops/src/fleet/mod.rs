@@ -24,6 +24,7 @@
 
 mod history;
 mod shown;
+mod unheard;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +42,7 @@ use crate::tls::TlsFiles;
 
 pub use history::{Counts, History, MINUTES};
 pub use shown::{consumers_of, running_line, shown_label};
+pub use unheard::Unheard;
 
 /// A connection to the fleet's control plane.
 ///

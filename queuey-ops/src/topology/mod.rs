@@ -11,6 +11,12 @@
 //! it declares (`expected`), compares them with the broker ([`verify`]) and
 //! declares what is missing ([`plan_apply`], [`apply`]).
 //!
+//! Dead-letter and schedule queues created before queuey gave them a
+//! delivery limit run on the broker's default (20 on RabbitMQ 4): [`verify`]
+//! reports them there, and [`plan_limit_policies`] and
+//! [`apply_limit_policies`] give each a `delivery-limit` policy (see
+//! `limits`).
+//!
 //! A sharded queue of the set is checked and declared as what it is on the
 //! broker: its lane and each shard, with their dead-letter, suspect and
 //! hold queues, each with the arguments the backend gives it (a quorum
@@ -19,6 +25,7 @@
 
 mod apply;
 mod expected;
+mod limits;
 mod verify;
 
 use std::time::Duration;
@@ -31,6 +38,10 @@ use crate::error::{OpsError, Result};
 
 pub use apply::{Declaration, apply, field_table, plan_apply};
 pub(crate) use expected::show as show_argument;
+pub use limits::{
+    AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, POLICY_KEY, apply_limit_policies, at_risk,
+    broker_has_default_limit, limit_policies, on_default_limit, plan_limit_policies,
+};
 pub(crate) use verify::argument_matches;
 pub use verify::{Problem, ProblemKind, verify};
 
@@ -153,6 +164,16 @@ impl QueueSpec {
 }
 
 impl TopologySpec {
+    /// The broker queues of the set's work queues: each queue's lane and
+    /// shards.
+    pub fn work_queues(&self) -> Vec<String> {
+        self.queues
+            .iter()
+            .flat_map(|q| q.config().physical())
+            .map(|config| config.name().to_owned())
+            .collect()
+    }
+
     /// Reads a TOML queue-set file.
     pub fn from_file(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| OpsError::io(path, e))?;

@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::expected::{Expected, expected, show};
+use super::limits::{BROKER_DEFAULT_LIMIT, broker_has_default_limit, plan_limit_policies};
 use super::{QueueSpec, TopologySpec};
 use crate::amqp::Amqp;
 use crate::error::Result;
@@ -34,6 +35,10 @@ pub enum ProblemKind {
     PolicyOverride,
     /// A `q.retry` queue left from an older version.
     LeftoverRetryQueue,
+    /// A quorum queue (a dead-letter or schedule queue) with no delivery
+    /// limit of its own, on a broker whose default limit (20, RabbitMQ 4)
+    /// drops its messages; `queuey topology apply` gives it a policy.
+    DefaultDeliveryLimit,
     /// A shard past the queue's shard count (`q.s{N}` of a queue the set
     /// gives N shards, `q.s0` of one it does not shard): no worker of the
     /// set consumes it.
@@ -119,6 +124,12 @@ fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
     let mut diffs = Vec::new();
     for (key, value) in &want.arguments {
         let found = info.arguments.get(*key);
+        if *key == "x-delivery-limit" && found.is_none() {
+            // A queue created before queuey set this limit cannot take it
+            // in place: `limits` reports it where the broker's default
+            // matters, with the policy that fixes it.
+            continue;
+        }
         if !argument_matches(key, value, found) {
             let shown = found.map_or("absent".to_owned(), Value::to_string);
             diffs.push(format!("{key}: expected {}, found {shown}", show(value)));
@@ -266,6 +277,22 @@ pub async fn verify(
     spec: &TopologySpec,
 ) -> Result<Vec<Problem>> {
     let mut out = Vec::new();
+    let overview = mgmt.overview().await?;
+    let version = overview["rabbitmq_version"].as_str().unwrap_or("?");
+    if broker_has_default_limit(version) {
+        for policy in plan_limit_policies(mgmt, &spec.work_queues(), &spec.dead_suffix).await? {
+            out.push(problem(
+                &policy.queue,
+                ProblemKind::DefaultDeliveryLimit,
+                format!(
+                    "quorum queue with no delivery limit of its own: RabbitMQ {version} gives it \
+                     {BROKER_DEFAULT_LIMIT}, and {}; {}",
+                    policy.kind.risk(),
+                    policy.advice()
+                ),
+            ));
+        }
+    }
     for want in expected(spec) {
         match mgmt.queue(&want.name).await? {
             Some(info) => check_queue(&info, &want, &mut out),

@@ -65,7 +65,7 @@ pub(crate) fn beat(queue: &str, job: Uuid, ran: Duration) -> Heartbeat {
     }
 }
 
-async fn state(h: &Harness) -> ControlState {
+pub(crate) async fn state(h: &Harness) -> ControlState {
     let fleet = Fleet::connect_to(
         &h.url,
         &TlsFiles::default(),

@@ -189,13 +189,24 @@ impl Consumer {
     ) {
         let queue = delivery.queue().to_owned();
         let envelope = delivery.envelope().clone().for_queue(&queue);
-        tracing::info!(
-            queue,
-            job_id = %envelope.job_id,
-            early_by = ?remaining,
-            "a job came back from its hold before its due time (a policy shortening hold \
-             queues, or a delay longer than one hold); holding it again for the rest"
-        );
+        if self.outbox.options().settings().job_exchange().is_some() {
+            // Through a job exchange, producers send jobs for later straight
+            // to the work queue: holding them here is the normal path.
+            tracing::debug!(
+                queue,
+                job_id = %envelope.job_id,
+                early_by = ?remaining,
+                "a job arrived before its due time; holding it for the rest"
+            );
+        } else {
+            tracing::info!(
+                queue,
+                job_id = %envelope.job_id,
+                early_by = ?remaining,
+                "a job came back from its hold before its due time (a policy shortening hold \
+                 queues, or a delay longer than one hold); holding it again for the rest"
+            );
+        }
         let held = self
             .outbox
             .hold_again(&envelope, remaining, due_at_ms)

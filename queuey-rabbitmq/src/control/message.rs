@@ -19,6 +19,7 @@ const STREAM_OFFSET_HEADER: &str = "x-stream-offset";
 pub(super) fn command(stream: &str, record: &ControlRecord) -> Outgoing {
     let message_id = record.id.to_string();
     Outgoing {
+        exchange: None,
         queue: stream.to_owned(),
         body: Bytes::from(record.encode()),
         properties: BasicProperties::default()
@@ -46,6 +47,7 @@ pub(super) fn renewal(stream: &str, record: &ControlRecord, after: u64) -> Outgo
 pub(crate) fn sync_marker(stream: &str, nonce: Uuid) -> Outgoing {
     let message_id = nonce.to_string();
     Outgoing {
+        exchange: None,
         queue: stream.to_owned(),
         body: Bytes::from(message_id.clone().into_bytes()),
         properties: BasicProperties::default()

@@ -9,7 +9,14 @@ pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Er
     let what = format!("declaring queue `{queue}`");
     let transient_refused = !config.settings().durable()
         && (failure.reply_code == Some(code::INTERNAL_ERROR) || failure.connection_lost);
-    let hint = if transient_refused {
+    let hint = if failure.reply_code == Some(code::ACCESS_REFUSED) {
+        Some(
+            "the user lacks a permission: declaring a queue needs configure on it, and a queue \
+             that dead-letters (a quorum work queue, a hold) also needs read on it and write on \
+             the default exchange (`amq.default`); a producer without those (behind a job \
+             exchange) uses `Producer::new_undeclared` and lets the workers declare",
+        )
+    } else if transient_refused {
         Some(
             "the queue is transient (durable = false), which RabbitMQ 4.3 and later refuse; \
              declare it durable",
@@ -20,6 +27,14 @@ pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Er
                 "the queue exists as another queue type, and RabbitMQ cannot change a queue's \
                  type in place; keep its type in the config, or move its jobs to a queue of \
                  the new type (CHANGELOG.md says how)",
+            )
+        } else if failure.text.contains("x-delivery-limit") {
+            Some(
+                "the queue exists with another delivery limit (a quorum queue created before \
+                 queuey set one runs on the broker's default, 20 on RabbitMQ 4), and RabbitMQ \
+                 cannot change it in place; `queuey topology apply` sets a `delivery-limit` \
+                 policy on it, and to declare it again drain and delete it \
+                 (`queuey dead purge --export`, then `queuey dead import` for a dead-letter queue)",
             )
         } else if failure.text.contains("x-max-priority") {
             Some(
@@ -100,6 +115,29 @@ mod tests {
             &config,
         );
         assert!(e.to_string().contains("CHANGELOG.md says how"), "{e}");
+
+        let e = explain(
+            failure(
+                Some(406),
+                false,
+                "PRECONDITION_FAILED - inequivalent arg 'x-delivery-limit' for queue 'q.dead' in \
+                 vhost '/': received the value '1000000' of type 'signedint' but current is none",
+            ),
+            "q.dead",
+            &QueueConfig::new("q").queue_type(queuey_core::QueueType::Quorum),
+        );
+        assert!(e.to_string().contains("`delivery-limit` policy"), "{e}");
+
+        let e = explain(
+            failure(
+                Some(403),
+                false,
+                "ACCESS_REFUSED - access to queue 'q' in vhost '/' refused for user 'producer'",
+            ),
+            "q",
+            &QueueConfig::new("q").queue_type(queuey_core::QueueType::Quorum),
+        );
+        assert!(e.to_string().contains("`Producer::new_undeclared`"), "{e}");
 
         let transient = QueueConfig::new("q").durable(false);
         let e = explain(failure(Some(541), true, "INTERNAL_ERROR"), "q", &transient);

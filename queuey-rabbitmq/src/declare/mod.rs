@@ -1,8 +1,9 @@
 //! Queue declarations: the work, dead-letter and suspect queues on a
 //! throwaway channel per `declare` (here), hold queues on channels of their
 //! own (`holds`, over the slots of `pool`), the control stream (`stream`),
-//! the checks made before anything is declared (`check`), and what a
-//! refusal tells the user to do (`explain`).
+//! the job exchange and its bindings (`exchange`), the checks made before
+//! anything is declared (`check`), and what a refusal tells the user to do
+//! (`explain`).
 //!
 //! A refused declaration (`PRECONDITION_FAILED`) closes the channel it ran
 //! on, so declarations never share a channel with publishes or consumers.
@@ -10,6 +11,7 @@
 //! and bounding the call, is the caller's part.
 
 mod check;
+mod exchange;
 mod explain;
 mod holds;
 mod pool;
@@ -30,15 +32,20 @@ pub(crate) use stream::{Stream, declare_control_stream, declare_stream};
 
 /// Declares each work queue and, when enabled, its dead-letter queue and
 /// its suspect queue, on one fresh channel that is closed afterwards. Stops
-/// at the first refusal.
+/// at the first refusal. With a job exchange, declares it first and binds
+/// each work queue to it.
 pub(crate) async fn declare_queues(
     connection: &Connection,
     options: &RabbitMqOptions,
     configs: &[QueueConfig],
     mut declared: impl FnMut(&QueueConfig),
 ) -> Result<(), Error> {
-    let channel = new_channel(connection, "opening a channel to declare queues").await?;
+    let mut channel = new_channel(connection, "opening a channel to declare queues").await?;
+    let exchange = options.settings().job_exchange();
     let result = async {
+        if let Some(exchange) = exchange {
+            exchange::declare_exchange(connection, &channel, exchange).await?;
+        }
         for config in configs {
             let queue = config.name();
             let dead = options
@@ -54,17 +61,11 @@ pub(crate) async fn declare_queues(
             )
             .await
             .map_err(|f| explain(f, queue, config))?;
+            if let Some(exchange) = exchange {
+                exchange::bind(connection, &channel, queue, exchange).await?;
+            }
             if let Some(dead) = &dead {
-                let args = topology::dead_letter_queue_arguments(config);
-                declare(
-                    connection,
-                    &channel,
-                    dead,
-                    config.settings().durable(),
-                    &args,
-                )
-                .await
-                .map_err(|f| explain(f, dead, config))?;
+                declare_dead(connection, &mut channel, dead, config).await?;
             }
             if let Some(suffix) = options.suspect_suffix_in_use() {
                 let suspect = topology::suspect_queue_name(queue, suffix);
@@ -98,8 +99,59 @@ pub(crate) async fn declare_dead_letter_queue(
     dead: &str,
     config: &QueueConfig,
 ) -> Result<(), Error> {
+    let mut channel = new_channel(connection, "opening a channel to declare a queue").await?;
+    let result = declare_dead(connection, &mut channel, dead, config).await;
+    if channel.status().connected() {
+        let _ = channel.close(200, ShortString::default()).await;
+    }
+    result
+}
+
+/// Declares the dead-letter queue `dead` of `config` on `channel`.
+///
+/// A quorum dead-letter queue created before they had a delivery limit
+/// cannot take one in place: RabbitMQ refuses the declaration
+/// (`PRECONDITION_FAILED`, which closes the channel). Such a queue is
+/// declared again as it was, on a new channel that replaces `channel`,
+/// with a warning: it runs on the broker's default limit until a
+/// `delivery-limit` policy (`queuey topology apply`) gives it one.
+async fn declare_dead(
+    connection: &Connection,
+    channel: &mut Channel,
+    dead: &str,
+    config: &QueueConfig,
+) -> Result<(), Error> {
+    let durable = config.settings().durable();
     let args = topology::dead_letter_queue_arguments(config);
-    declare_alone(connection, dead, config, &args).await
+    let failure = match declare(connection, channel, dead, durable, &args).await {
+        Ok(()) => return Ok(()),
+        Err(failure) => failure,
+    };
+    if !created_without_delivery_limit(&failure) {
+        return Err(explain(failure, dead, config));
+    }
+    tracing::warn!(
+        queue = dead,
+        "the dead-letter queue was created without a delivery limit and runs on the broker's \
+         default (20 on RabbitMQ 4, after which a dead letter read again is dropped); `queuey \
+         topology apply` sets a `delivery-limit` policy on it"
+    );
+    *channel = new_channel(connection, "opening a channel to declare queues").await?;
+    let mut older = args;
+    older.remove("x-delivery-limit");
+    declare(connection, channel, dead, durable, &older)
+        .await
+        .map_err(|f| explain(f, dead, config))
+}
+
+/// Whether a refused declaration says the queue exists without the
+/// `x-delivery-limit` it was declared with: a quorum queue an earlier
+/// version created, which RabbitMQ cannot change in place.
+pub(crate) fn created_without_delivery_limit(failure: &Failure) -> bool {
+    failure.reply_code == Some(crate::error::code::PRECONDITION_FAILED)
+        && !failure.connection_lost
+        && failure.text.contains("x-delivery-limit")
+        && failure.text.contains("current is none")
 }
 
 /// Declares the suspect queue `suspect` of `config`'s queue, on a fresh

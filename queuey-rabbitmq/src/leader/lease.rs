@@ -8,7 +8,9 @@ use std::time::SystemTime;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicPublishOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicAckOptions, BasicGetOptions, BasicPublishOptions, BasicRejectOptions, QueueDeclareOptions,
+};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Confirmation, Consumer};
 use queuey_core::periodic::Lease;
@@ -19,6 +21,7 @@ use super::state::State;
 use super::status;
 use super::{RECEIVE_BOUND, REFRESH_EVERY};
 use crate::error::Failure;
+use crate::topology::schedule_status_queue_name;
 use crate::trust::{self, Kind, Refusal, Role, Senders};
 
 /// The lease: the channel, its consumer, and the state message held.
@@ -82,24 +85,132 @@ impl RabbitLease {
         Ok(())
     }
 
-    /// What a delivered state message says, if it is believed: it comes
-    /// from a trusted worker user, and its last tick is not in the future
-    /// (beyond the clock skew hosts may have). A state that is not
-    /// believed counts as "never fired", so folding drops it.
+    /// What a delivered state message says, if it is believed (see
+    /// [`believe`]).
     fn believe(&self, delivery: &Delivery) -> Result<State, Refusal> {
-        self.senders.admit(Role::Worker, &delivery.properties)?;
-        let state = State::decode(&delivery.data);
-        let now = queuey_core::__private::now_ms();
-        match state.last_tick_ms {
-            Some(tick) if queuey_core::control::is_ahead(tick, now) => {
-                Err(Refusal::Invalid(format!(
-                    "the schedule state of `{}` says its last tick was at {tick} ms since the epoch, \
-                 after this host's clock ({now})",
-                    self.queue
-                )))
+        believe(
+            &self.senders,
+            &self.queue,
+            &delivery.properties,
+            State::decode(&delivery.data),
+        )
+    }
+
+    /// The last tick the schedule's status queue records, if it records
+    /// one that is believed (the same rules as a state message's): the
+    /// schedule's memory when its state message is gone. Every status
+    /// message is read (a reader may have handed an older one back beside
+    /// the newest) and handed back; the latest tick wins.
+    pub(super) async fn recorded_in_status(&self) -> Result<Option<u64>, Error> {
+        let status = schedule_status_queue_name(&self.queue);
+        let mut latest: Option<u64> = None;
+        let mut held = Vec::new();
+        let outcome = async {
+            for _ in 0..STATUS_READS {
+                let got = self
+                    .channel
+                    .basic_get(
+                        crate::properties::short(&status),
+                        BasicGetOptions { no_ack: false },
+                    )
+                    .await
+                    .map_err(|e| self.failed("reading the status", &e))?;
+                let Some(message) = got else { break };
+                let state = State {
+                    v: 1,
+                    last_tick_ms: status::decode_last_tick(&message.delivery.data),
+                };
+                match believe(
+                    &self.senders,
+                    &self.queue,
+                    &message.delivery.properties,
+                    state,
+                ) {
+                    Ok(state) => latest = latest.max(state.last_tick_ms),
+                    Err(refusal) => trust::refused(Kind::ScheduleState, &refusal),
+                }
+                held.push(message.delivery.acker);
             }
-            _ => Ok(state),
+            Ok::<_, Error>(())
         }
+        .await;
+        for acker in held {
+            // Handed back in place; a failure leaves them to the channel's
+            // close, which hands them back as well.
+            let _ = acker.reject(BasicRejectOptions { requeue: true }).await;
+        }
+        outcome.map(|()| latest)
+    }
+
+    /// Becomes the leader for good, right after the first delivery made
+    /// this process the active consumer and every other state was folded
+    /// in: publishes the state again, with the status queue's last tick if
+    /// that is later (the state message was lost), and holds the new
+    /// message instead of the one received.
+    ///
+    /// Every change of leader hands the state message back to the queue,
+    /// and RabbitMQ counts each return as a delivery (RabbitMQ 4 drops a
+    /// message past its queue's delivery limit, 20 by default); a fresh
+    /// message starts from none, so no number of leader changes adds up.
+    pub(super) async fn take_over(&mut self) -> Result<(), Error> {
+        let recorded = self.recorded_in_status().await?;
+        let held = self.state().last_tick_ms;
+        self.publish(State {
+            v: 1,
+            last_tick_ms: held.max(recorded),
+        })
+        .await
+    }
+
+    /// How many state messages the schedule queue has ready (a passive
+    /// declaration), `what` naming the step in an error.
+    async fn ready(&self, what: &str) -> Result<u32, Error> {
+        let declared = self
+            .channel
+            .queue_declare(
+                crate::properties::short(&self.queue),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .map_err(|e| self.failed(what, &e))?;
+        Ok(declared.message_count())
+    }
+
+    /// While waiting in line: if the schedule queue has no state message
+    /// ready, publishes one with the last tick the status queue records.
+    ///
+    /// A leader holding the state folds it away (it keeps the later tick).
+    /// But when the state message is gone (the broker dropped it, or
+    /// someone deleted it), the next consumer in line becomes the active
+    /// one with nothing to receive, and only such a message tells it that
+    /// it leads.
+    pub(super) async fn probe(&self) -> Result<(), Error> {
+        let ready = self.ready("checking the state messages").await?;
+        if ready > 0 {
+            return Ok(());
+        }
+        self.publish_recorded("publishing a probe").await
+    }
+
+    /// Publishes a state with the last tick the status queue records
+    /// (none when it records none), confirmed, without waiting for it to
+    /// come back: whoever is the active consumer receives it.
+    pub(super) async fn publish_recorded(&self, what: &str) -> Result<(), Error> {
+        let state = State {
+            v: 1,
+            last_tick_ms: self.recorded_in_status().await?,
+        };
+        let properties = self.senders.sign_if_known(
+            BasicProperties::default()
+                .with_content_type(ShortString::from("application/json"))
+                .with_delivery_mode(2),
+        );
+        self.publish_confirmed(&self.queue, &state.encode(), properties, what)
+            .await
     }
 
     /// The next delivery on the consumer, until `deadline`: `Ok(None)` at
@@ -149,19 +260,7 @@ impl RabbitLease {
             while let Some(delivery) = self.next_until(Instant::now() + SETTLE_POLL).await? {
                 self.fold(delivery).await?;
             }
-            let ready = self
-                .channel
-                .queue_declare(
-                    crate::properties::short(&self.queue),
-                    QueueDeclareOptions {
-                        passive: true,
-                        ..QueueDeclareOptions::default()
-                    },
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(|e| self.failed("counting the state messages", &e))?
-                .message_count();
+            let ready = self.ready("counting the state messages").await?;
             if ready == 0 {
                 return Ok(());
             }
@@ -234,7 +333,7 @@ impl RabbitLease {
                 .with_delivery_mode(2),
         );
         self.publish_confirmed(
-            &status::status_queue(&self.queue),
+            &schedule_status_queue_name(&self.queue),
             &body,
             properties,
             "publishing the status",
@@ -277,6 +376,31 @@ impl RabbitLease {
         }
     }
 }
+
+/// What a state message (or a status, read as one) with `properties`
+/// says, if it is believed: it comes from a trusted worker user, and its
+/// last tick is not in the future (beyond the clock skew hosts may have).
+/// A state that is not believed counts as "never fired", so folding drops
+/// it.
+fn believe(
+    senders: &Senders,
+    queue: &str,
+    properties: &BasicProperties,
+    state: State,
+) -> Result<State, Refusal> {
+    senders.admit(Role::Worker, properties)?;
+    let now = queuey_core::__private::now_ms();
+    match state.last_tick_ms {
+        Some(tick) if queuey_core::control::is_ahead(tick, now) => Err(Refusal::Invalid(format!(
+            "the schedule state of `{queue}` says its last tick was at {tick} ms since the epoch, \
+             after this host's clock ({now})"
+        ))),
+        _ => Ok(state),
+    }
+}
+
+/// The most status messages read when recovering a last tick.
+const STATUS_READS: usize = 8;
 
 /// How long to wait for more deliveries the broker may have pushed already.
 const SETTLE_POLL: std::time::Duration = std::time::Duration::from_millis(50);

@@ -12,12 +12,26 @@
 //! hold one.
 //!
 //! - **Campaign.** Declare the queue; if it has no ready message, publish
-//!   a state saying "never fired" (a process joining while a leader holds
+//!   a state with the last tick the status queue records (see below; "never
+//!   fired" when it records none). A process joining while a leader holds
 //!   the state also sees none, and its extra message is folded away by the
-//!   leader). Consume, and wait: the first delivery means this process is
+//!   leader. Consume, and wait: the first delivery means this process is
 //!   the active consumer. It then takes in every other ready state message
 //!   (counted by a passive declare) and keeps the latest tick, acknowledging
 //!   the rest.
+//! - **Take over.** The new leader publishes the state again at once (with
+//!   the status queue's last tick if that is later) and holds the fresh
+//!   message. Every change of leader hands the state back to the queue, and
+//!   RabbitMQ counts each return as a delivery; a fresh message starts from
+//!   none, so no number of leader changes, however fast, adds up to a
+//!   delivery limit.
+//! - **Wait, and look.** A process in line checks every [`PROBE_EVERY`]
+//!   that the queue still has a state message; when none is ready it
+//!   publishes one with the status queue's last tick. A leader folds it
+//!   away; but if the state was lost (the broker dropped it, someone
+//!   deleted it), the next consumer in line is active with nothing to
+//!   receive, and this message is what makes it the leader, with the last
+//!   tick kept.
 //! - **Fire.** Right before a tick, a round trip on the lease's channel
 //!   checks that the lease still holds (a leader that hung past its
 //!   heartbeat learns here that it lost it). Then the job is enqueued and
@@ -38,7 +52,16 @@
 //! - **Tell operators.** The state message cannot be read while a leader
 //!   holds it, so the leader copies the last tick, the next one and the
 //!   schedule into `{key}.status`, a one-message classic queue that
-//!   `queuey schedules` reads (see `status`).
+//!   `queuey schedules` reads (see `status`), and that a process taking
+//!   over reads as well. A state or status is believed only from this
+//!   backend's own user or a `worker_senders` user, and not when its last
+//!   tick lies in the future.
+//!
+//! The schedule queue has the
+//! [`SAFE_DELIVERY_LIMIT`](crate::topology::SAFE_DELIVERY_LIMIT), out of
+//! reach; one created before it had a limit is used as it is (RabbitMQ
+//! cannot add an argument to an existing queue), on the broker's default,
+//! which the two rules above make harmless.
 //!
 //! Limits, measured on RabbitMQ 3.10: a leader that exits or is killed is
 //! replaced in about 60 ms; a leader that hangs without closing its socket
@@ -57,21 +80,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::{
-    BasicConsumeOptions, BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions,
-    QueueDeclareOptions,
+    BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
 };
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use lapin::{BasicProperties, Confirmation};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel};
 use queuey_core::Error;
 use queuey_core::periodic::Lease;
 use tokio::time::Instant;
 
+use crate::declare::field_table;
 use crate::error::Failure;
 use crate::link::Link;
 use crate::properties::short;
+use crate::topology;
 use crate::trust::Senders;
 use lease::RabbitLease;
-use state::State;
 
 /// How often a leader re-publishes its state, well within RabbitMQ's
 /// default consumer timeout (30 minutes).
@@ -81,16 +104,85 @@ pub(crate) const REFRESH_EVERY: Duration = Duration::from_secs(60);
 pub(crate) const RECEIVE_BOUND: Duration = Duration::from_secs(10);
 /// How many state messages a leader may hold while folding them.
 const PREFETCH: u16 = 64;
+/// How long a process waits in line before it checks that the schedule
+/// queue still has a state message (see [`RabbitLease::probe`]).
+pub(crate) const PROBE_EVERY: Duration = Duration::from_secs(10);
 
-/// The arguments of a schedule queue.
-fn arguments() -> FieldTable {
-    let mut table = FieldTable::default();
+/// The arguments a schedule queue is declared with: those of
+/// [`schedule_queue_arguments`] (or, for a queue created without a
+/// delivery limit, [`schedule_queue_arguments_without_limit`]) and a
+/// single active consumer.
+fn arguments(with_limit: bool) -> FieldTable {
+    let args = if with_limit {
+        topology::schedule_queue_arguments()
+    } else {
+        topology::schedule_queue_arguments_without_limit()
+    };
+    let mut table = field_table(&args);
     table.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString(LongString::from("quorum")),
+        topology::SINGLE_ACTIVE_CONSUMER.into(),
+        AMQPValue::Boolean(true),
     );
-    table.insert("x-single-active-consumer".into(), AMQPValue::Boolean(true));
     table
+}
+
+/// Opens the channel a campaign and its lease run on: confirms on, and a
+/// prefetch to fold state messages with.
+async fn open_channel(connection: &lapin::Connection, what: &str) -> Result<Channel, Error> {
+    let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(what);
+    let channel = connection.create_channel().await.map_err(fail)?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(fail)?;
+    channel
+        .basic_qos(PREFETCH, BasicQosOptions { global: false })
+        .await
+        .map_err(fail)?;
+    Ok(channel)
+}
+
+/// Declares the schedule queue `key` and returns the channel to go on
+/// with and how many state messages are ready.
+///
+/// A schedule queue created before schedule queues had a delivery limit
+/// cannot take one in place: RabbitMQ refuses the declaration
+/// (`PRECONDITION_FAILED`, which closes the channel). Such a queue is
+/// declared again as it was, on a new channel, and used: its leaders
+/// publish the state afresh as they take over, so it survives any number
+/// of leader changes anyway, and a `delivery-limit` policy (`queuey
+/// topology apply`) gives it the limit. Any other refusal is an error.
+async fn declare_schedule_queue(
+    connection: &lapin::Connection,
+    channel: Channel,
+    key: &str,
+    what: &str,
+) -> Result<(Channel, u32), Error> {
+    let options = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let failure = match channel
+        .queue_declare(short(key), options, arguments(true))
+        .await
+    {
+        Ok(queue) => return Ok((channel, queue.message_count())),
+        Err(e) => Failure::of(&e, connection.status().connected()),
+    };
+    if !crate::declare::created_without_delivery_limit(&failure) {
+        return Err(failure.into_error(what));
+    }
+    tracing::warn!(
+        queue = key,
+        "the schedule queue was created without a delivery limit and runs on the broker's \
+         default (20 on RabbitMQ 4); `queuey topology apply` sets a `delivery-limit` policy on it"
+    );
+    let channel = open_channel(connection, what).await?;
+    let queue = channel
+        .queue_declare(short(key), options, arguments(false))
+        .await
+        .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(what))?;
+    Ok((channel, queue.message_count()))
 }
 
 /// Campaigns for `key`: returns once this process leads it. What it
@@ -102,62 +194,22 @@ pub(crate) async fn lead(
     key: &str,
 ) -> Result<Box<dyn Lease>, Error> {
     let what = format!("campaigning for schedule queue `{key}`");
-    let signed = senders.sign(BasicProperties::default().with_delivery_mode(2), &what)?;
+    // A backend that cannot sign its states cannot lead: no one would
+    // believe them.
+    senders.sign(BasicProperties::default(), &what)?;
     let current = link.connection(&what).await?;
     let connection = &current.connection;
     let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
-    let channel = connection.create_channel().await.map_err(fail)?;
+    let channel = open_channel(connection, &what).await?;
+    let (channel, ready) = declare_schedule_queue(connection, channel, key, &what).await?;
     channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(fail)?;
-    channel
-        .basic_qos(PREFETCH, BasicQosOptions { global: false })
-        .await
-        .map_err(fail)?;
-    let queue = channel
         .queue_declare(
-            short(key),
+            short(&topology::schedule_status_queue_name(key)),
             QueueDeclareOptions {
                 durable: true,
                 ..QueueDeclareOptions::default()
             },
-            arguments(),
-        )
-        .await
-        .map_err(fail)?;
-    if queue.message_count() == 0 {
-        let confirm = channel
-            .basic_publish(
-                ShortString::default(),
-                short(key),
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                &State::new(None).encode(),
-                signed,
-            )
-            .await
-            .map_err(fail)?;
-        match confirm.await.map_err(fail)? {
-            Confirmation::Ack(None) => {}
-            other => {
-                return Err(Error::Backend(queuey_core::BackendError::new(
-                    queuey_core::BackendErrorKind::Nacked,
-                    format!("{what}: the broker did not take the first state ({other:?})"),
-                )));
-            }
-        }
-    }
-    channel
-        .queue_declare(
-            short(&status::status_queue(key)),
-            QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            },
-            status::arguments(),
+            field_table(&topology::schedule_status_queue_arguments()),
         )
         .await
         .map_err(fail)?;
@@ -181,15 +233,22 @@ pub(crate) async fn lead(
         released: false,
         senders,
     };
+    if ready == 0 {
+        // A new schedule, or one whose leader holds the state (which folds
+        // this one away), or one whose state is lost: the status queue
+        // still knows the last tick.
+        lease.publish_recorded("publishing the first state").await?;
+    }
     // Waiting in line: the first delivery makes this process the leader.
     let first = loop {
-        let far = Instant::now() + Duration::from_secs(3_600);
-        if let Some(delivery) = lease.next_until(far).await? {
+        if let Some(delivery) = lease.next_until(Instant::now() + PROBE_EVERY).await? {
             break delivery;
         }
+        lease.probe().await?;
     };
     lease.fold(first).await?;
     lease.take_in_the_rest().await?;
+    lease.take_over().await?;
     tracing::debug!(queue = key, consumer_tag = %tag, last_tick = ?lease.last_tick(), "leading");
     Ok(Box::new(lease))
 }

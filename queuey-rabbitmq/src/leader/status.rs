@@ -4,36 +4,30 @@
 //! The schedule queue's state message is held by the leader and so cannot
 //! be read; the leader copies what a tool needs (the last tick, the next
 //! one, the schedule as text) into `{key}.status`, a classic queue that
-//! keeps only its latest message (`x-max-length` 1, `drop-head`). A tool
-//! reads it with a get and hands it back.
+//! keeps only its latest message
+//! ([`schedule_status_queue_arguments`](crate::topology::schedule_status_queue_arguments)).
+//! A tool reads it with a get and hands it back; being classic, it has no
+//! delivery limit that such reads could spend.
+//!
+//! It is also the schedule's second memory: a process that takes over
+//! leadership reads the last tick here too, so a state message the broker
+//! lost (or a schedule queue deleted and declared again) does not make the
+//! schedule start over. The rules that make a state believed apply to the
+//! status as well: it is signed by a trusted worker user, and a last tick
+//! in the future is ignored.
 
 use std::time::{SystemTime, UNIX_EPOCH};
-
-use lapin::types::{AMQPValue, FieldTable, LongString};
-
-/// The status queue of the schedule queue `key`.
-pub(crate) fn status_queue(key: &str) -> String {
-    format!("{key}.status")
-}
-
-/// The status queue's arguments.
-pub(crate) fn arguments() -> FieldTable {
-    let mut table = FieldTable::default();
-    table.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString(LongString::from("classic")),
-    );
-    table.insert("x-max-length".into(), AMQPValue::LongInt(1));
-    table.insert(
-        "x-overflow".into(),
-        AMQPValue::LongString(LongString::from("drop-head")),
-    );
-    table
-}
 
 fn ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// The last tick a status message says was fired, if it says one (a body
+/// that is not a status says none).
+pub(crate) fn decode_last_tick(body: &[u8]) -> Option<u64> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value.get("last_tick_ms")?.as_u64()
 }
 
 /// The body of a status message.
@@ -66,6 +60,9 @@ mod tests {
         assert_eq!(value["last_tick_ms"], 1_000);
         assert!(value["next_tick_ms"].is_null());
         assert_eq!(value["schedule"], "every 1s");
-        assert_eq!(status_queue("q.periodic.beat"), "q.periodic.beat.status");
+        assert_eq!(decode_last_tick(&body), Some(1_000));
+        assert_eq!(decode_last_tick(&encode(None, None, "every 1s")), None);
+        assert_eq!(decode_last_tick(b"not json"), None);
+        assert_eq!(decode_last_tick(br#"{"last_tick_ms":-5}"#), None);
     }
 }

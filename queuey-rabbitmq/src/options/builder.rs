@@ -65,6 +65,7 @@ pub struct RabbitMqOptions {
     pub(crate) control_senders: Vec<String>,
     pub(crate) worker_senders: Vec<String>,
     pub(crate) authenticated_user: Option<String>,
+    pub(crate) job_exchange: Option<String>,
     pub(crate) hold_watch: super::watch_settings::HoldWatchSettings,
     pub(crate) census: SharedCensus,
 }
@@ -110,6 +111,7 @@ impl Default for RabbitMqOptions {
             control_senders: Vec::new(),
             worker_senders: Vec::new(),
             authenticated_user: None,
+            job_exchange: None,
             hold_watch: super::watch_settings::HoldWatchSettings::default(),
             census: SharedCensus::default(),
         }
@@ -562,6 +564,38 @@ impl RabbitMqOptions {
         self
     }
 
+    /// Publishes jobs through `exchange`, an exchange of the application's,
+    /// instead of RabbitMQ's default exchange. By default jobs go through
+    /// the default exchange, as they always have.
+    ///
+    /// RabbitMQ checks the right to publish on the exchange, and the
+    /// default exchange reaches every queue of the virtual host: a
+    /// credential that may publish there may also write into the control
+    /// stream, the heartbeat stream and every schedule queue. Through an
+    /// exchange of its own, a producer needs no right on the default
+    /// exchange at all, and can reach only the queues bound to it.
+    ///
+    /// With it, the backend declares `exchange` (durable, `direct`) with
+    /// its queues and binds each work queue, shard and hold queue to it
+    /// under its own name; every job it enqueues, retries or defers is
+    /// published there. Dead letters, suspect copies, hand-backs and
+    /// messages to the fleet still use the default exchange: they are
+    /// the workers' and operators' part. Give every producer and worker of
+    /// the queues the same exchange; see
+    /// [Who may send what](crate#who-may-send-what) for the permissions
+    /// and how to move a running fleet.
+    ///
+    /// ```
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default().job_exchange("billing.jobs");
+    /// assert_eq!(options.settings().job_exchange(), Some("billing.jobs"));
+    /// ```
+    pub fn job_exchange(mut self, exchange: impl Into<String>) -> Self {
+        self.job_exchange = Some(exchange.into());
+        self
+    }
+
     /// The largest message body the backend publishes, in bytes (default
     /// 16 MiB, RabbitMQ 4's own limit). Larger bodies are refused with
     /// [`Error::MessageTooLarge`](queuey_core::Error::MessageTooLarge) before anything is sent.
@@ -577,6 +611,12 @@ impl RabbitMqOptions {
             HoldQueues::Classic => DEFAULT_CLASSIC_GRANULARITY,
             _ => DEFAULT_QUORUM_GRANULARITY,
         }
+    }
+
+    /// Where jobs are published: the job exchange, or `None` for the
+    /// default exchange.
+    pub(crate) fn job_route(&self) -> Option<lapin::types::ShortString> {
+        self.job_exchange.as_deref().map(crate::properties::short)
     }
 
     /// The suspect-queue suffix and the limit when the poison guard is on.

@@ -236,6 +236,12 @@ impl<'a> RabbitMqSettings<'a> {
     pub fn authenticated_user(&self) -> Option<&'a str> {
         self.options.authenticated_user.as_deref()
     }
+
+    /// The exchange jobs are published through, if not the default one
+    /// ([`RabbitMqOptions::job_exchange`]).
+    pub fn job_exchange(&self) -> Option<&'a str> {
+        self.options.job_exchange.as_deref()
+    }
 }
 
 impl fmt::Debug for RabbitMqSettings<'_> {

@@ -64,6 +64,20 @@ impl RabbitMqOptions {
                 )));
             }
         }
+        if let Some(exchange) = &self.job_exchange {
+            if exchange.is_empty() || exchange.len() > 255 {
+                return Err(Error::invalid_config(format!(
+                    "job_exchange must be an exchange name of 1 to 255 bytes, got {} bytes",
+                    exchange.len()
+                )));
+            }
+            if exchange.starts_with("amq.") {
+                return Err(Error::invalid_config(format!(
+                    "job_exchange `{exchange}` starts with `amq.`, which RabbitMQ keeps for its \
+                     own exchanges: name it like your queues, e.g. `myapp.jobs`"
+                )));
+            }
+        }
         if self.max_message_size == 0 {
             return Err(Error::invalid_config(
                 "max_message_size must be at least 1 byte",
@@ -146,6 +160,9 @@ mod tests {
             RabbitMqOptions::default().control_stream(""),
             RabbitMqOptions::default().control_stream("c".repeat(248)),
             RabbitMqOptions::default().consumer_timeout(Some(std::time::Duration::ZERO)),
+            RabbitMqOptions::default().job_exchange(""),
+            RabbitMqOptions::default().job_exchange("amq.direct"),
+            RabbitMqOptions::default().job_exchange("x".repeat(256)),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();

@@ -22,6 +22,7 @@ pub(crate) fn letter(
     body: Bytes,
 ) -> Outgoing {
     Outgoing {
+        exchange: None,
         queue: topology::dead_letter_queue_name(info.original_queue, suffix),
         body,
         message_id,

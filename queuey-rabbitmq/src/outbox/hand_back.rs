@@ -21,6 +21,7 @@ pub(crate) fn copy(
     body: Bytes,
 ) -> Outgoing {
     Outgoing {
+        exchange: None,
         queue: queue.to_owned(),
         body,
         message_id: envelope.job_id.to_string(),

@@ -84,8 +84,62 @@ impl Outbox {
             self.options().settings().max_message_size(),
             declared.as_deref(),
         )?;
-        let sent = self.sender.send(prepared.outgoing(queue)).await;
-        sent.map_err(|e| error::with_no_route_hint(e, queue, declared.is_some()))
+        let sent = self.sender.send(self.job(prepared, queue)).await;
+        sent.map_err(|e| self.no_route_hint(e, queue, declared.is_some()))
+    }
+
+    /// A job's message to its work queue, through the job exchange when
+    /// the options name one. (Hold queues are published to through the
+    /// default exchange, which their dead-lettering needs anyway.)
+    fn job(&self, prepared: Prepared, queue: &str) -> Outgoing {
+        let mut out = prepared.outgoing(queue);
+        out.exchange = self.options().job_route();
+        out
+    }
+
+    /// `error` with what a job that found no queue tells the user.
+    fn no_route_hint(&self, error: Error, queue: &str, declared: bool) -> Error {
+        let exchange = self.options().settings().job_exchange();
+        error::with_no_route_hint(error, queue, declared, exchange)
+    }
+
+    /// Enqueues `envelope` to run after `delay`, for a producer.
+    ///
+    /// Parked in a hold queue, except through a job exchange: a producer
+    /// there may not declare hold queues (they dead-letter through the
+    /// default exchange, and declaring one needs the right to publish
+    /// there), so the job goes to its work queue at once, stamped with its
+    /// due time, and the first worker that receives it holds it until then
+    /// (see [`rehold`](crate::rehold)); it is never run early either way.
+    pub(crate) async fn enqueue_after(
+        &self,
+        envelope: &Envelope,
+        delay: Duration,
+        kind: HoldKind,
+    ) -> Result<(), Error> {
+        if self.options().settings().job_exchange().is_none() {
+            return self.hold(envelope, delay, kind).await;
+        }
+        let queue = envelope.queue.as_str();
+        let declared = self.declared(queue);
+        let options = self.options();
+        // The refusals of a hold, before anything is sent.
+        let ttl_ms = hold::ttl_ms(queue, delay, kind, options)?;
+        let config = match (kind, declared) {
+            (HoldKind::Deferral, None) => {
+                return Err(Error::UnknownQueue {
+                    queue: queue.to_owned(),
+                });
+            }
+            (_, declared) => declared,
+        };
+        let prepared = self.prepare_held(envelope, kind, config.as_deref())?;
+        let mut out = self.job(prepared, queue);
+        if ttl_ms > 0 {
+            out.properties = properties::with_due_at(out.properties, hold::due_at_ms(delay));
+        }
+        let sent = self.sender.send(out).await;
+        sent.map_err(|e| self.no_route_hint(e, queue, config.is_some()))
     }
 
     /// Parks `envelope` in the hold queue for `delay` (rounded up), or
@@ -113,6 +167,24 @@ impl Outbox {
             .await
     }
 
+    /// Encodes a job held as `kind`: a deferral comes back at its queue's
+    /// top priority (`config`, the queue's declared configuration).
+    fn prepare_held(
+        &self,
+        envelope: &Envelope,
+        kind: HoldKind,
+        config: Option<&QueueConfig>,
+    ) -> Result<Prepared, Error> {
+        let limit = self.options().settings().max_message_size();
+        match (kind, config) {
+            (HoldKind::Deferral, Some(config)) if envelope.priority != config.top_priority() => {
+                let envelope = envelope.clone().with_priority(config.top_priority());
+                Prepared::new(&envelope, limit, Some(config))
+            }
+            _ => Prepared::new(envelope, limit, config),
+        }
+    }
+
     /// Parks `envelope` for `delay`, stamping `due_at_ms` as its due time.
     async fn hold_until(
         &self,
@@ -127,17 +199,10 @@ impl Outbox {
         })?;
         let options = self.options();
         let ttl_ms = hold::ttl_ms(queue, delay, kind, options)?;
-        let limit = options.settings().max_message_size();
-        let prepared = match kind {
-            HoldKind::Deferral if envelope.priority != config.top_priority() => {
-                let envelope = envelope.clone().with_priority(config.top_priority());
-                Prepared::new(&envelope, limit, Some(&config))?
-            }
-            _ => Prepared::new(envelope, limit, Some(&config))?,
-        };
+        let prepared = self.prepare_held(envelope, kind, Some(&config))?;
         if ttl_ms == 0 {
-            let sent = self.sender.send(prepared.outgoing(queue)).await;
-            return sent.map_err(|e| error::with_no_route_hint(e, queue, true));
+            let sent = self.sender.send(self.job(prepared, queue)).await;
+            return sent.map_err(|e| self.no_route_hint(e, queue, true));
         }
         let ttl_ms = ttl_ms.max(topology::SHORTEST_HOLD_MS);
         let hold = options
@@ -194,7 +259,7 @@ impl Outbox {
         }
         let queue = copy.queue.clone();
         let sent = self.sender.send(copy).await;
-        sent.map_err(|e| error::with_no_route_hint(e, &queue, true))
+        sent.map_err(|e| error::with_no_route_hint(e, &queue, true, None))
     }
 
     /// Publishes a message of the control stream (a command or a sync

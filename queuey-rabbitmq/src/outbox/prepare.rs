@@ -55,6 +55,7 @@ impl Prepared {
     /// The message, published to `queue`.
     pub(crate) fn outgoing(self, queue: &str) -> Outgoing {
         Outgoing {
+            exchange: None,
             queue: queue.to_owned(),
             body: self.body,
             message_id: self.message_id,

@@ -269,6 +269,7 @@ impl Outbox {
             .map(|id| id.as_str().to_owned())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let out = Outgoing {
+            exchange: None,
             queue: queue.to_owned(),
             body: delivery.data.into(),
             message_id,
@@ -280,6 +281,7 @@ impl Outbox {
                     .declared(queue)
                     .unwrap_or_else(|| std::sync::Arc::new(QueueConfig::new(queue)));
                 let back = Outgoing {
+                    exchange: None,
                     queue: hold.to_owned(),
                     ..out
                 };

@@ -22,6 +22,7 @@ pub(crate) fn copy(
     body: Bytes,
 ) -> Outgoing {
     Outgoing {
+        exchange: None,
         queue: topology::suspect_queue_name(queue, suffix),
         body,
         message_id: envelope.job_id.to_string(),

@@ -84,12 +84,13 @@ impl Requests {
         envelope.reply_to = Some(ReplyTo::new(DIRECT_REPLY_TO, correlation_id.clone()));
         let queue = envelope.queue.clone();
         let declared = self.link.declared(&queue);
-        let out = Prepared::new(
+        let mut out = Prepared::new(
             &envelope,
             self.options.settings().max_message_size(),
             declared.as_deref(),
         )?
         .outgoing(&queue);
+        out.exchange = self.options.job_route();
         let deadline = Instant::now() + self.options.publish_timeout;
         let what = format!("publishing a job to `{queue}` for a caller that waits for it");
         let mut slot = self.channel.lock().await;
@@ -105,7 +106,7 @@ impl Requests {
                 correlation_id: correlation_id.clone(),
             };
             let publish = channel.basic_publish(
-                ShortString::default(),
+                out.exchange.clone().unwrap_or_default(),
                 properties::short(&queue),
                 BasicPublishOptions {
                     mandatory: true,
@@ -130,7 +131,14 @@ impl Requests {
                 }
                 Ok(Ok(confirmation)) => {
                     error::confirm_outcome(&queue, &out.message_id, confirmed_as(confirmation))
-                        .map_err(|e| error::with_no_route_hint(e, &queue, declared.is_some()))
+                        .map_err(|e| {
+                            error::with_no_route_hint(
+                                e,
+                                &queue,
+                                declared.is_some(),
+                                self.options.settings().job_exchange(),
+                            )
+                        })
                 }
                 Ok(Err((e, sent))) => {
                     let alive = channel.status().connected();

@@ -10,12 +10,42 @@
 //! |---|---|---|
 //! | `q`, classic | [`declare`](queuey_core::backend::Backend::declare) | `x-queue-type = classic`; `x-message-ttl` if the config sets a TTL; `x-max-priority` if it has priority levels |
 //! | `q`, [quorum](queuey_core::QueueType::Quorum) | `declare` | `x-queue-type = quorum`, `x-delivery-limit = 20`, `x-message-ttl` if set; with dead-letter queues: `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q{dead_suffix}`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish` |
-//! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type` as `q`'s, nothing else |
+//! | `q{dead_suffix}` | `declare`, when dead-letter queues are on | `x-queue-type` as `q`'s; a quorum one also `x-delivery-limit = ` [`SAFE_DELIVERY_LIMIT`] |
 //! | `q{suspect_suffix}` | `declare`, when the poison guard is on | those of `q` without `x-max-priority` (a quorum suspect queue also has `q`'s delivery limit and dead-letters into `q{dead_suffix}`) |
-//! | `q{deferred_suffix}.quorum.{ttl_ms}` | a hold publish with [`HoldQueues::Quorum`] (the default), once per process unless found gone | `x-queue-type = quorum`, `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish`; durable; **no** `x-expires` |
+//! | `q{deferred_suffix}.quorum.{ttl_ms}` | a hold publish with [`HoldQueues::Quorum`] (the default), once per process unless found gone | `x-queue-type = quorum`, `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish`; durable; **no** `x-expires`, no delivery limit of its own (see below) |
 //! | `q{deferred_suffix}.{ttl_ms}` | a hold publish with [`HoldQueues::Classic`], unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
 //! | [`CONTROL_STREAM`] (`queuey.control`, one per virtual host) | the first control command a backend sends or follows | `x-queue-type = stream`, `x-max-age = 30D`, `x-stream-max-segment-size-bytes = 1000000`; durable |
 //! | its heartbeat stream (`queuey.control.workers`, [`heartbeat_stream_name`]) | the first heartbeat a backend sends, or the first list of workers | `x-queue-type = stream`, `x-max-age = 1h`, `x-stream-max-segment-size-bytes = 1000000`; durable |
+//! | `{queue}.periodic.{name}` ([`schedule_queue_name`]) | every process that campaigns for the schedule | `x-queue-type = quorum`, `x-single-active-consumer = true`, `x-delivery-limit = ` [`SAFE_DELIVERY_LIMIT`]; durable ([`schedule_queue_arguments`]) |
+//! | `{queue}.periodic.{name}.status` ([`schedule_status_queue_name`]) | the same | `x-queue-type = classic`, `x-max-length = 1`, `x-overflow = drop-head`; durable |
+//!
+//! # Delivery limits
+//!
+//! RabbitMQ 4.0 and later give every quorum queue declared without
+//! `x-delivery-limit` a limit of 20, and a message returned to the queue
+//! more often than that (a reader that closes its channel, a consumer that
+//! dies) is dropped, or dead-lettered if the queue has a target. RabbitMQ
+//! 3.x has no default. So no quorum queue of this table is left on the
+//! broker's default:
+//!
+//! - a quorum work queue and its suspect queue have [`QUORUM_DELIVERY_LIMIT`]
+//!   and dead-letter into `q{dead_suffix}` past it (without dead-letter
+//!   queues, the broker drops a message past it);
+//! - a quorum dead-letter queue and a schedule queue have
+//!   [`SAFE_DELIVERY_LIMIT`], out of reach of any reader: the `queuey` tool
+//!   and the dashboard read a dead-letter queue by taking its letters and
+//!   handing them back, and a schedule's state goes back to its queue at
+//!   every change of leader;
+//! - a quorum hold has no limit of its own: it has a target, its work
+//!   queue, so a job past the broker's limit (only something reading the
+//!   hold could return it that often) goes back to `q` early, and the
+//!   consumer holds it again for the rest of its delay.
+//!
+//! A queue that already exists keeps the arguments it was created with:
+//! RabbitMQ refuses (`PRECONDITION_FAILED`) to declare it with a limit it
+//! does not have, and cannot add one in place. A `delivery-limit` policy
+//! can: `queuey doctor` and `queuey topology verify` find queuey's quorum
+//! queues on the broker's default, and `queuey topology apply` sets one.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +53,7 @@ use queuey_core::{Error, QueueConfig};
 
 mod control;
 pub(crate) mod holds;
+mod schedule;
 
 pub use control::{
     CONTROL_SEGMENT_BYTES, CONTROL_STREAM, HEARTBEAT_MAX_AGE, HEARTBEAT_STREAM_SUFFIX,
@@ -33,6 +64,11 @@ pub use control::{
 pub use holds::{
     check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,
     quorum_hold_queue_name,
+};
+pub use schedule::{
+    SCHEDULE_INFIX, SCHEDULE_STATUS_SUFFIX, SINGLE_ACTIVE_CONSUMER, schedule_queue_arguments,
+    schedule_queue_arguments_without_limit, schedule_queue_name, schedule_status_queue_arguments,
+    schedule_status_queue_name,
 };
 
 pub(crate) use holds::HoldQueues;
@@ -76,6 +112,18 @@ pub const QUORUM_QUEUE_TYPE: &str = "quorum";
 /// messages that never reach queuey at all (say, a frame the client library
 /// cannot parse).
 pub const QUORUM_DELIVERY_LIMIT: i64 = 20;
+
+/// The `x-delivery-limit` of the quorum queues whose messages must never
+/// be dropped for having been delivered too often: dead-letter queues and
+/// schedule queues (and the `delivery-limit` policy `queuey topology apply`
+/// sets on such queues created without it).
+///
+/// A million returns is out of reach of any reader: a dead letter read by
+/// the `queuey` tool or the dashboard a thousand times a day would last
+/// nearly three years. Measured to keep messages on RabbitMQ 3.10, 4.0 and
+/// 4.3. It is not `-1`: RabbitMQ 4.x reads `-1` as unlimited, but 3.10
+/// drops a message at its first return.
+pub const SAFE_DELIVERY_LIMIT: i64 = 1_000_000;
 
 /// The shortest hold, in milliseconds: shorter holds are rounded up to it.
 ///
@@ -171,10 +219,18 @@ pub fn suspect_queue_arguments(
     args
 }
 
-/// The arguments of `config`'s dead-letter queue: only the queue type,
-/// the work queue's.
+/// The arguments of `config`'s dead-letter queue: the work queue's type
+/// and, for a quorum queue, the [`SAFE_DELIVERY_LIMIT`], so that reading a
+/// dead letter over and over (every read hands it back) never drops it.
 pub fn dead_letter_queue_arguments(config: &QueueConfig) -> QueueArguments {
-    queue_type(config)
+    let mut args = queue_type(config);
+    if config.is_quorum() {
+        args.insert(
+            "x-delivery-limit",
+            ArgumentValue::Integer(SAFE_DELIVERY_LIMIT),
+        );
+    }
+    args
 }
 
 fn queue_type(config: &QueueConfig) -> QueueArguments {
@@ -381,7 +437,7 @@ mod tests {
     }
 
     #[test]
-    fn dead_letter_queues_carry_only_the_work_queues_type() {
+    fn dead_letter_queues_carry_the_work_queues_type_and_a_quorum_one_a_safe_limit() {
         assert_eq!(
             dead_letter_queue_arguments(&QueueConfig::new("q")),
             QueueArguments::from([("x-queue-type", text("classic"))])
@@ -390,7 +446,34 @@ mod tests {
             dead_letter_queue_arguments(
                 &QueueConfig::new("q").queue_type(queuey_core::QueueType::Quorum)
             ),
-            QueueArguments::from([("x-queue-type", text("quorum"))])
+            QueueArguments::from([
+                ("x-queue-type", text("quorum")),
+                ("x-delivery-limit", int(1_000_000)),
+            ])
+        );
+    }
+
+    #[test]
+    fn no_quorum_queue_is_left_on_the_brokers_default_delivery_limit() {
+        // RabbitMQ 3.10 drops a message at its first return with -1, and
+        // 4.x drops it past 20 without a limit: every quorum queue declared
+        // has a positive limit, or a target to dead-letter into.
+        const { assert!(SAFE_DELIVERY_LIMIT > 0) };
+        let quorum = QueueConfig::new("q").queue_type(queuey_core::QueueType::Quorum);
+        let safe = |args: &QueueArguments| {
+            matches!(args.get("x-delivery-limit"), Some(ArgumentValue::Integer(n)) if *n > 0)
+                || args.contains_key("x-dead-letter-routing-key")
+        };
+        for dead in [None, Some("q.dead")] {
+            assert!(safe(&work_queue_arguments(&quorum, dead)));
+            assert!(safe(&suspect_queue_arguments(&quorum, dead)));
+        }
+        assert!(safe(&dead_letter_queue_arguments(&quorum)));
+        assert!(safe(&quorum_hold_queue_arguments("q", 5_000)));
+        assert!(safe(&schedule_queue_arguments()));
+        assert_eq!(
+            dead_letter_queue_arguments(&quorum).get("x-delivery-limit"),
+            schedule_queue_arguments().get("x-delivery-limit")
         );
     }
 

@@ -72,6 +72,10 @@
 //! | `Disposition::Requeue` and a dropped stream's buffered deliveries go back as new messages: not redelivered, count unchanged, nothing moved by the guard | `hand_back::a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliveries`, `hand_back::five_pause_and_resume_rounds_under_a_backlog_dead_letter_nothing`; unit `outbox::hand_back::tests` |
 //! | `close()` waits for dropped streams to finish handing back | `hand_back::closing_the_backend_right_after_dropping_a_stream_still_hands_everything_back` |
 //! | the hold watchdog: an API it cannot read (hung up, 401) is logged once at INFO without the password, then again when it reads, while the backend works on; a quorum hold of a declared queue held stuck is reported (WARN with the remedy, `stalled_holds`) and cleared when it releases | `watch::an_api_that_hangs_up_is_logged_once_and_the_backend_works_on`, `watch::an_api_that_refuses_the_credentials_says_so_once_and_when_it_reads_again`, `watch::a_hold_the_api_shows_stuck_is_reported_and_cleared_when_it_releases`; the stall on a real broker: the workspace's `tests/faults/hold_watch.rs` (a private node); unit `watch::stall::tests` |
+//! | a schedule keeps its last tick through 100 leader changes in a row, on a schedule queue created without a delivery limit (each new leader publishes the state afresh) | `schedule_memory::a_schedule_keeps_its_last_tick_through_a_hundred_leader_changes` |
+//! | a new schedule queue has `x-delivery-limit = SAFE_DELIVERY_LIMIT`; one created without it is still led | `schedule_memory::a_new_schedule_queue_has_the_safe_delivery_limit`, `schedule_memory::a_schedule_keeps_its_last_tick_through_a_hundred_leader_changes`; unit `topology::schedule::tests` |
+//! | a lost state message: the next leader, in line or new, recovers the last tick from the status queue | `schedule_memory::a_lost_state_is_recovered_from_the_status_queue`, `schedule_memory::a_waiting_candidate_leads_with_the_last_tick_when_the_state_is_lost` |
+//! | a job exchange: declared with the queues, each work queue bound to it; jobs now and for later (never early: a worker holds them until due) go through it; a job for a queue not bound to it fails `Unroutable` naming the exchange | `job_exchange::jobs_go_through_the_job_exchange_now_and_later_never_early`; the permissions on a private node: the workspace's `tests/fleet_trust/exchange.rs` |
 
 #[macro_use]
 mod support;
@@ -85,9 +89,11 @@ mod declare;
 mod guard;
 mod hand_back;
 mod holds;
+mod job_exchange;
 mod leader;
 mod prune;
 mod publish;
 mod quorum;
 mod rehold;
+mod schedule_memory;
 mod watch;

@@ -10,7 +10,7 @@ use queuey_core::backend::Backend;
 use queuey_core::{BackendErrorKind, Disposition, Error, QueueConfig, QueueType};
 use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
 
-use crate::support::{envelope, header, kind, n_of, within};
+use crate::support::{envelope, header, kind, n_of, table, text, warnings_mentioning, within};
 
 fn quorum(name: &str) -> QueueConfig {
     QueueConfig::new(name).queue_type(QueueType::Quorum)
@@ -47,8 +47,45 @@ async fn a_quorum_queue_and_its_dead_letter_queue_have_the_documented_arguments(
     );
     assert_eq!(
         broker.listed(&format!("{q}.dead")).await.as_deref(),
+        Some("quorum\ttrue\t[{\"x-delivery-limit\",1000000},{\"x-queue-type\",\"quorum\"}]")
+    );
+}
+
+/// A quorum dead-letter queue created by an earlier version, without a
+/// delivery limit, cannot take one in place: the queues are declared all
+/// the same (the dead-letter queue as it was), and the worker starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letter_queue_created_without_a_delivery_limit_is_still_declared() {
+    let broker = broker!("a_dead_letter_queue_created_without_a_delivery_limit_is_still_declared");
+    let q = broker.queue("older-dead");
+    let dead = format!("{q}.dead");
+    broker
+        .declare_raw(&dead, true, table(&[("x-queue-type", text("quorum"))]))
+        .await
+        .expect("an older dead-letter queue");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let config = quorum(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .expect("declared all the same");
+    // And again (the publish path declares it again when it is gone).
+    within(
+        "declare again",
+        backend.declare(std::slice::from_ref(&config)),
+    )
+    .await
+    .expect("declared all the same");
+    assert_eq!(
+        broker.listed(&dead).await.as_deref(),
         Some("quorum\ttrue\t[{\"x-queue-type\",\"quorum\"}]")
     );
+    assert!(
+        warnings_mentioning(&dead)
+            .iter()
+            .any(|w| w.contains("without a delivery limit")),
+        "a warning says what it risks"
+    );
+    backend.close().await.ok();
 }
 
 /// Every combination a quorum queue cannot have is refused by `declare`

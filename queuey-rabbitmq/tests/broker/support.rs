@@ -406,7 +406,7 @@ impl Policy {
 
 impl Drop for Policy {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("rabbitmqctl")
+        let _ = rabbitmqctl_command()
             .args(["clear_policy", &self.name])
             .output();
     }
@@ -417,7 +417,7 @@ pub(crate) struct DeleteUser(pub(crate) String);
 
 impl Drop for DeleteUser {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("rabbitmqctl")
+        let _ = rabbitmqctl_command()
             .args(["delete_user", &self.0])
             .output();
     }
@@ -436,7 +436,7 @@ impl Broker {
 /// the tracked names: the hold (and suspect) queues a backend created for a
 /// test's queues, which quorum holds never remove by themselves.
 fn with_companions(tracked: Vec<String>) -> Vec<String> {
-    let listing = std::process::Command::new("rabbitmqctl")
+    let listing = rabbitmqctl_command()
         .args(["list_queues", "name", "-q", "--no-table-headers"])
         .output()
         .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
@@ -526,15 +526,47 @@ pub(crate) fn is_work_queue(name: &str) -> bool {
     !(name.ends_with(".dead") || name.ends_with(".suspect") || name.contains(".deferred"))
 }
 
+/// `rabbitmqctl` for the broker behind `AMQP_URL`, ready for its
+/// arguments. `QUEUEY_TEST_RABBITMQ_NODE` names that broker's node when it
+/// is not the machine's default one (`-n NODE`); with
+/// `QUEUEY_TEST_RABBITMQ_ROOT` too, the CLI is the one installed in that
+/// Debian root, run inside it as its `rabbitmq` user (how CI reaches its
+/// RabbitMQ 4.3 node, see `.ci/rabbitmq4.sh`).
+pub(crate) fn rabbitmqctl_command() -> std::process::Command {
+    let node = std::env::var("QUEUEY_TEST_RABBITMQ_NODE").unwrap_or_default();
+    let root = std::env::var("QUEUEY_TEST_RABBITMQ_ROOT").unwrap_or_default();
+    let mut command = if root.is_empty() {
+        std::process::Command::new("rabbitmqctl")
+    } else {
+        assert!(
+            !node.is_empty(),
+            "QUEUEY_TEST_RABBITMQ_ROOT is set: set QUEUEY_TEST_RABBITMQ_NODE too, to the node behind AMQP_URL"
+        );
+        let mut command = std::process::Command::new("chroot");
+        command.args([
+            "--userspec=rabbitmq:rabbitmq",
+            &root,
+            "/usr/bin/env",
+            "-i",
+            "HOME=/var/lib/rabbitmq",
+            "LANG=C.UTF-8",
+            "LC_ALL=C.UTF-8",
+            "PATH=/usr/lib/rabbitmq/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "rabbitmqctl",
+        ]);
+        command
+    };
+    if !node.is_empty() {
+        command.args(["-n", &node]);
+    }
+    command
+}
+
 pub(crate) async fn rabbitmqctl(args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
     let out = within(
         "rabbitmqctl",
-        tokio::task::spawn_blocking(move || {
-            std::process::Command::new("rabbitmqctl")
-                .args(&args)
-                .output()
-        }),
+        tokio::task::spawn_blocking(move || rabbitmqctl_command().args(&args).output()),
     )
     .await
     .expect("rabbitmqctl task")

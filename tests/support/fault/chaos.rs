@@ -110,15 +110,15 @@ async fn pause_until(until: tokio::time::Instant, stop: &AtomicBool) -> bool {
     !stop.load(Ordering::Acquire)
 }
 
-/// `rabbitmqctl` on the shared node (`None`) or a private one.
+/// `rabbitmqctl` on the broker under test (`None`) or a private node.
 pub(crate) async fn ctl(node: Option<&str>, args: &[&str]) -> Result<String, String> {
     let node = node.map(str::to_owned);
     let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     let run = tokio::task::spawn_blocking(move || {
-        let mut command = std::process::Command::new("rabbitmqctl");
-        if let Some(node) = &node {
-            command.arg("-n").arg(node);
-        }
+        let mut command = match &node {
+            Some(node) => super::node::ctl_command(node),
+            None => super::node::broker_ctl_command(),
+        };
         let out = command
             .args(&args)
             .stdin(std::process::Stdio::null())

@@ -9,6 +9,15 @@
 //! it (also when the test panics) and removes the directory. Nothing here
 //! ever signals a process by name: the server's pid comes from its own pid
 //! file.
+//!
+//! The server is the machine's `rabbitmq-server`, or with
+//! `QUEUEY_TEST_RABBITMQ_ROOT=DIR` the one installed in the Debian root
+//! `DIR` (how CI runs these tests on RabbitMQ 4.3: `.ci/rabbitmq4.sh`
+//! installs it and mounts the root's `/proc` and `/sys`). Such a node runs
+//! chrooted into `DIR` as the root's `rabbitmq` user, its directory lives
+//! in the root's `/tmp`, its `rabbitmqctl` calls go through the root's own
+//! CLI, and it denies transient non-exclusive queues as upstream's 4.3
+//! does (Debian's package permits them again).
 
 use std::path::{Path, PathBuf};
 
@@ -46,20 +55,21 @@ pub(crate) struct NodeTls {
     pub(crate) certs: Certs,
 }
 
+/// The environment variable naming a Debian root whose RabbitMQ the
+/// private nodes run instead of the machine's.
+pub(crate) const ROOT_VAR: &str = "QUEUEY_TEST_RABBITMQ_ROOT";
+
+/// The Debian root the private nodes run from (see the module
+/// documentation), if one is given.
+pub(crate) fn rabbitmq_root() -> Option<PathBuf> {
+    std::env::var_os(ROOT_VAR)
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+}
+
 /// Whether this machine can run a private node (the server is installed,
 /// a `rabbitmq` user exists, and we may hand it a directory).
 pub(crate) fn available() -> Result<(), String> {
-    let found = Command::new("sh")
-        .args([
-            "-c",
-            "command -v rabbitmq-server && command -v rabbitmqctl && id -u rabbitmq",
-        ])
-        .env("PATH", path())
-        .output()
-        .map_err(|e| format!("cannot run sh: {e}"))?;
-    if !found.status.success() {
-        return Err("rabbitmq-server, rabbitmqctl or the rabbitmq user is missing".to_owned());
-    }
     let me = Command::new("id")
         .arg("-u")
         .output()
@@ -68,6 +78,32 @@ pub(crate) fn available() -> Result<(), String> {
         return Err(
             "a private node needs root, to hand its directory to the rabbitmq user".to_owned(),
         );
+    }
+    let Some(root) = rabbitmq_root() else {
+        let found = Command::new("sh")
+            .args([
+                "-c",
+                "command -v rabbitmq-server && command -v rabbitmqctl && id -u rabbitmq",
+            ])
+            .env("PATH", path())
+            .output()
+            .map_err(|e| format!("cannot run sh: {e}"))?;
+        if !found.status.success() {
+            return Err("rabbitmq-server, rabbitmqctl or the rabbitmq user is missing".to_owned());
+        }
+        return Ok(());
+    };
+    for (path, what) in [
+        ("usr/lib/rabbitmq/bin/rabbitmq-server", "rabbitmq-server"),
+        ("usr/lib/rabbitmq/bin/rabbitmqctl", "rabbitmqctl"),
+        (
+            "proc/self",
+            "mounted /proc (`.ci/rabbitmq4.sh start` mounts it)",
+        ),
+    ] {
+        if !root.join(path).exists() {
+            return Err(format!("{ROOT_VAR}={}: no {what} there", root.display()));
+        }
     }
     Ok(())
 }
@@ -189,7 +225,8 @@ impl PrivateNode {
     ) -> PrivateNode {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let short = &id[..8];
-        let dir = std::env::temp_dir().join(format!("queuey-node-{label}-{short}"));
+        let base = rabbitmq_root().map_or_else(std::env::temp_dir, |root| root.join("tmp"));
+        let dir = base.join(format!("queuey-node-{label}-{short}"));
         PrivateNode {
             name: format!("queuey-{label}-{short}@localhost"),
             port: free_port(),
@@ -228,9 +265,9 @@ impl PrivateNode {
                  auth_mechanisms.1 = PLAIN\nauth_mechanisms.2 = AMQPLAIN\n\
                  auth_mechanisms.3 = EXTERNAL\nssl_cert_login_from = common_name\n",
                 tls.port,
-                c.ca.display(),
-                c.server_cert.display(),
-                c.server_key.display()
+                seen_by_server(&c.ca).display(),
+                seen_by_server(&c.server_cert).display(),
+                seen_by_server(&c.server_key).display()
             ));
             if let Some(mgmt) = tls.mgmt_port {
                 plugins.push("rabbitmq_management");
@@ -238,9 +275,9 @@ impl PrivateNode {
                     "management.ssl.port = {mgmt}\nmanagement.ssl.ip = 127.0.0.1\n\
                      management.ssl.cacertfile = {}\nmanagement.ssl.certfile = {}\n\
                      management.ssl.keyfile = {}\n",
-                    c.ca.display(),
-                    c.server_cert.display(),
-                    c.server_key.display()
+                    seen_by_server(&c.ca).display(),
+                    seen_by_server(&c.server_cert).display(),
+                    seen_by_server(&c.server_key).display()
                 ));
             }
         }
@@ -250,16 +287,29 @@ impl PrivateNode {
                 "management.tcp.port = {port}\nmanagement.tcp.ip = 127.0.0.1\n"
             ));
         }
+        if rabbitmq_root().is_some() {
+            // Upstream's default on 4.3, which Debian's package turns back.
+            config.push_str("deprecated_features.permit.transient_nonexcl_queues = false\n");
+        }
         std::fs::write(
             dir.join("enabled_plugins"),
             format!("[{}].\n", plugins.join(",")),
         )
         .expect("enabled_plugins");
         std::fs::write(dir.join("rabbitmq.conf"), config).expect("rabbitmq.conf");
+        // The root's `rabbitmq` user need not have the machine's uid.
+        let mut chown = match rabbitmq_root() {
+            Some(root) => {
+                let mut chown = Command::new("chroot");
+                chown.arg(root).arg("chown");
+                chown
+            }
+            None => Command::new("chown"),
+        };
         run_checked(
-            Command::new("chown")
+            chown
                 .args(["-R", "rabbitmq:rabbitmq"])
-                .arg(dir),
+                .arg(seen_by_server(dir)),
             "chown the node's directory",
         );
     }
@@ -280,18 +330,44 @@ impl PrivateNode {
             .iter()
             .map(|(key, value)| format!("-rabbit {key} {value}"))
             .collect();
-        let child = Command::new("setsid")
-            .arg("rabbitmq-server")
+        let seen = seen_by_server(dir);
+        let settings = [
+            ("RABBITMQ_NODENAME", self.name.clone()),
+            ("RABBITMQ_NODE_PORT", self.port.to_string()),
+            ("RABBITMQ_DIST_PORT", self.dist_port.to_string()),
+            ("RABBITMQ_MNESIA_BASE", path_text(&seen.join("mnesia"))),
+            ("RABBITMQ_LOG_BASE", path_text(&seen.join("log"))),
+            ("RABBITMQ_PID_FILE", path_text(&seen.join("pid"))),
+            (
+                "RABBITMQ_ENABLED_PLUGINS_FILE",
+                path_text(&seen.join("enabled_plugins")),
+            ),
+            (
+                "RABBITMQ_CONFIG_FILE",
+                path_text(&seen.join("rabbitmq.conf")),
+            ),
+            ("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", erl_args.join(" ")),
+        ];
+        let mut command = Command::new("setsid");
+        match rabbitmq_root() {
+            // As the root's `rabbitmq` user, with the root's environment
+            // only, past Debian's wrapper (which would switch users itself).
+            Some(root) => {
+                command
+                    .arg("chroot")
+                    .arg("--userspec=rabbitmq:rabbitmq")
+                    .arg(root)
+                    .args(["/usr/bin/env", "-i"])
+                    .args(root_environment())
+                    .args(settings.iter().map(|(key, value)| format!("{key}={value}")))
+                    .arg("/usr/lib/rabbitmq/bin/rabbitmq-server");
+            }
+            None => {
+                command.arg("rabbitmq-server").envs(settings);
+            }
+        }
+        let child = command
             .env("PATH", path())
-            .env("RABBITMQ_NODENAME", &self.name)
-            .env("RABBITMQ_NODE_PORT", self.port.to_string())
-            .env("RABBITMQ_DIST_PORT", self.dist_port.to_string())
-            .env("RABBITMQ_MNESIA_BASE", dir.join("mnesia"))
-            .env("RABBITMQ_LOG_BASE", dir.join("log"))
-            .env("RABBITMQ_PID_FILE", dir.join("pid"))
-            .env("RABBITMQ_ENABLED_PLUGINS_FILE", dir.join("enabled_plugins"))
-            .env("RABBITMQ_CONFIG_FILE", dir.join("rabbitmq.conf"))
-            .env("RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS", erl_args.join(" "))
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -396,10 +472,7 @@ impl PrivateNode {
     }
 
     fn ctl_blocking(&self, args: &[&str]) -> Result<String, String> {
-        let out = Command::new("rabbitmqctl")
-            .env("PATH", path())
-            .arg("-n")
-            .arg(&self.name)
+        let out = ctl_command(&self.name)
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -422,10 +495,7 @@ impl PrivateNode {
         let name = self.name.clone();
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
         blocking(move || {
-            let out = Command::new("rabbitmqctl")
-                .env("PATH", path())
-                .arg("-n")
-                .arg(&name)
+            let out = ctl_command(&name)
                 .args(&args)
                 .stdin(Stdio::null())
                 .output()
@@ -563,6 +633,78 @@ impl Drop for PrivateNode {
     fn drop(&mut self) {
         self.stop_blocking();
     }
+}
+
+/// `rabbitmqctl -n NODE`, ready for its arguments: the machine's CLI, or
+/// with [`ROOT_VAR`] set the root's own (run inside it as its `rabbitmq`
+/// user, whose Erlang cookie the root's nodes share).
+pub(crate) fn ctl_command(node: &str) -> Command {
+    let mut command = match rabbitmq_root() {
+        Some(root) => {
+            let mut command = Command::new("chroot");
+            command
+                .arg("--userspec=rabbitmq:rabbitmq")
+                .arg(root)
+                .args(["/usr/bin/env", "-i"])
+                .args(root_environment())
+                .arg("rabbitmqctl");
+            command
+        }
+        None => Command::new("rabbitmqctl"),
+    };
+    command.env("PATH", path()).arg("-n").arg(node);
+    command
+}
+
+/// The environment of a RabbitMQ program run inside the root.
+fn root_environment() -> [&'static str; 4] {
+    [
+        "HOME=/var/lib/rabbitmq",
+        "LANG=C.UTF-8",
+        "LC_ALL=C.UTF-8",
+        "PATH=/usr/lib/rabbitmq/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    ]
+}
+
+/// The environment variable naming the node behind `AMQP_URL`, for the
+/// `rabbitmqctl` calls about the broker under test (rather than a private
+/// node). Unset, they go to the machine's default node.
+pub(crate) const NODE_VAR: &str = "QUEUEY_TEST_RABBITMQ_NODE";
+
+/// `rabbitmqctl` for the broker under test (the one behind `AMQP_URL`),
+/// ready for its arguments: `-n` [`NODE_VAR`] when that is set, through
+/// the root's CLI when [`ROOT_VAR`] is set too.
+pub(crate) fn broker_ctl_command() -> Command {
+    match std::env::var(NODE_VAR) {
+        Ok(node) if !node.is_empty() => ctl_command(&node),
+        _ => {
+            assert!(
+                rabbitmq_root().is_none(),
+                "{ROOT_VAR} is set: set {NODE_VAR} too, to the node behind AMQP_URL"
+            );
+            let mut command = Command::new("rabbitmqctl");
+            command.env("PATH", path());
+            command
+        }
+    }
+}
+
+/// `path` as the server sees it: inside the root (without the root's
+/// prefix) when the node runs in one, else unchanged.
+fn seen_by_server(path: &Path) -> PathBuf {
+    match rabbitmq_root() {
+        Some(root) => {
+            let inside = path
+                .strip_prefix(&root)
+                .unwrap_or_else(|_| panic!("{} lies outside {}", path.display(), root.display()));
+            Path::new("/").join(inside)
+        }
+        None => path.to_owned(),
+    }
+}
+
+fn path_text(path: &Path) -> String {
+    path.to_str().expect("a UTF-8 path").to_owned()
 }
 
 fn run_checked(command: &mut Command, what: &str) {

@@ -26,6 +26,24 @@ pub(crate) struct ControlForm {
     job_id: String,
     #[serde(default)]
     confirm: String,
+    /// `yes`: send a pause or resume although no worker that would read it
+    /// is heard consuming the queue.
+    #[serde(default)]
+    force: String,
+}
+
+/// The consumers of `queue` nobody hears (see [`fleet::Unheard`]):
+/// RabbitMQ counts `consumers`, and none of `workers` consumes it. With
+/// the other control streams on the broker.
+pub(super) async fn unheard(
+    app: &App,
+    queue: &str,
+    consumers: u32,
+    workers: &[Heartbeat],
+) -> Option<fleet::Unheard> {
+    let consuming = fleet::consumers_of(workers, queue);
+    let unheard = fleet::Unheard::of(queue, consumers, &consuming, &app.config.control_stream)?;
+    Some(unheard.look_elsewhere(&app.mgmt).await)
 }
 
 /// Who the dashboard says sent a command.
@@ -72,22 +90,38 @@ async fn switch(
         seg(&queue),
         esc(&queue)
     );
-    if form.confirm != "yes" {
-        let workers = app.fleet.workers().await?;
-        let consuming: Vec<String> = workers
-            .iter()
-            .filter(|w| w.queues.contains(&queue))
-            .map(fleet::label)
-            .collect();
+    let workers = app.fleet.workers().await?;
+    let consumers = app.amqp.require(&queue).await?.consumers;
+    let unheard = unheard(&app, &queue, consumers, &workers).await;
+    let forced = form.force == "yes";
+    if form.confirm != "yes" || (unheard.is_some() && !forced) {
+        let consuming = fleet::consumers_of(&workers, &queue);
         let what = if pause {
             "every worker stops taking its jobs within a second or two, lets the running ones \
              finish and hands back the ones it had not started; its other queues keep flowing"
         } else {
             "every worker takes its jobs again"
         };
+        let (warning, fields, label): (String, &[(&str, &str)], String) = match &unheard {
+            Some(unheard) => (
+                format!(
+                    "<p class=bad id=\"unheard\">{}. Sending it anyway reaches only the workers \
+                     that follow <code>{}</code>.</p>",
+                    esc(&unheard.to_string()),
+                    esc(&app.config.control_stream)
+                ),
+                &[("confirm", "yes"), ("force", "yes")],
+                format!("{verb} anyway"),
+            ),
+            None => (
+                String::new(),
+                &[("confirm", "yes")],
+                format!("Confirm {path}"),
+            ),
+        };
         let body = format!(
             "<div class=box id=\"preview\"><p>{verb} <code>{}</code>: {what}.</p>\
-             <p>{} worker(s) consume it now{}.</p><p>Nothing has changed yet.</p><p>{} {back}</p></div>",
+             <p>{} worker(s) consume it now{}.</p>{warning}<p>Nothing has changed yet.</p><p>{} {back}</p></div>",
             esc(&queue),
             consuming.len(),
             if consuming.is_empty() {
@@ -98,8 +132,8 @@ async fn switch(
             post_form(
                 &format!("/queue/{}/{path}", seg(&queue)),
                 session.csrf.as_str(),
-                &[("confirm", "yes")],
-                &format!("Confirm {}", path),
+                fields,
+                &label,
                 if pause { "danger" } else { "go" },
                 "confirm"
             ),

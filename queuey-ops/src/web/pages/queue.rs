@@ -59,6 +59,16 @@ pub(crate) async fn queue(
         body.push_str(&shards_table(&shards, &members));
     }
     let paused = app.fleet.state().await?.is_paused(&queue);
+    let workers = app.fleet.workers().await?;
+    if let Some(unheard) = super::control::unheard(&app, &queue, work.consumers, &workers).await {
+        let _ = write!(
+            body,
+            "<p class=bad id=\"unheard\">{}: pausing or resuming it here reaches only the \
+             workers that follow <code>{}</code>.</p>",
+            esc(&unheard.to_string()),
+            esc(&app.config.control_stream)
+        );
+    }
     let _ = write!(
         body,
         "<div class=box id=\"control\"><p>{} {}</p>\

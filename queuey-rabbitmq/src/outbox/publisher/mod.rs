@@ -72,6 +72,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use lapin::BasicProperties;
+use lapin::types::ShortString;
 use queuey_core::Error;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -83,6 +84,10 @@ use owner::Owner;
 /// clone (the body is shared), so a caller can publish it again.
 #[derive(Debug, Clone)]
 pub(crate) struct Outgoing {
+    /// The exchange, with `queue` as the routing key: the job exchange
+    /// for jobs when the options name one, else (`None`) the default
+    /// exchange, which routes to the queue named `queue`.
+    pub(crate) exchange: Option<ShortString>,
     pub(crate) queue: String,
     pub(crate) body: Bytes,
     pub(crate) message_id: String,

@@ -132,6 +132,7 @@ impl Owner {
             }
         };
         let Outgoing {
+            exchange,
             queue,
             body,
             message_id,
@@ -140,7 +141,7 @@ impl Owner {
         let mut write: Write = Box::pin(async move {
             channel
                 .basic_publish(
-                    ShortString::default(),
+                    exchange.unwrap_or_default(),
                     routing_key,
                     BasicPublishOptions {
                         mandatory: true,

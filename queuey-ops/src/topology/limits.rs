@@ -1,0 +1,294 @@
+//! queuey's quorum queues on the broker's default delivery limit, and the
+//! policy that gives them one.
+//!
+//! RabbitMQ 4.0 and later give a quorum queue declared without
+//! `x-delivery-limit` a limit of 20 and drop a message returned more often
+//! than that, unless the queue has a dead-letter target; RabbitMQ 3.x has
+//! no default. queuey declares its dead-letter queues and schedule queues
+//! with [`SAFE_DELIVERY_LIMIT`], but a queue created before it did keeps
+//! the arguments it was created with: RabbitMQ cannot add one in place. A
+//! `delivery-limit` policy can, on a running queue, without touching a
+//! message: that is what [`plan_limit_policies`] and [`apply_limit_policies`]
+//! do.
+//!
+//! Two kinds of queuey's quorum queues are at risk (the others have a
+//! limit of their own, or a dead-letter target to move a message to):
+//!
+//! - a dead-letter queue: the `queuey` tool and the dashboard read one by
+//!   taking its letters and handing them back, and each read counts;
+//! - a schedule queue (`{queue}.periodic.{name}`): its leader hands the
+//!   state back at every change of leader.
+
+use queuey_rabbitmq::topology::{SAFE_DELIVERY_LIMIT, SCHEDULE_INFIX, SINGLE_ACTIVE_CONSUMER};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::error::Result;
+use crate::holds::regex_escape;
+use crate::mgmt::{Management, QueueInfo};
+
+/// The policy key that sets a quorum queue's delivery limit.
+pub const POLICY_KEY: &str = "delivery-limit";
+
+/// The limit RabbitMQ 4.0 and later give a quorum queue that has none.
+pub const BROKER_DEFAULT_LIMIT: i64 = 20;
+
+/// Which of queuey's quorum queues a queue on the default limit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AtRisk {
+    /// A dead-letter queue: reads by the tool and the dashboard count.
+    DeadLetterQueue,
+    /// A schedule queue: every change of leader counts.
+    ScheduleQueue,
+}
+
+impl AtRisk {
+    /// What the broker's default limit risks for this queue.
+    pub fn risk(self) -> &'static str {
+        match self {
+            AtRisk::DeadLetterQueue => {
+                "a dead letter read 20 times (each `queuey dead` read and each dashboard page \
+                 counts) is dropped for good"
+            }
+            AtRisk::ScheduleQueue => {
+                "the schedule's last tick is dropped after 20 changes of leader without a fresh \
+                 state (leaders of older queuey versions never publish one)"
+            }
+        }
+    }
+}
+
+/// Whether the broker of `version` (as the management API reports it)
+/// gives quorum queues a default delivery limit: 4.0 and later.
+pub fn broker_has_default_limit(version: &str) -> bool {
+    version
+        .split('.')
+        .next()
+        .and_then(|major| major.parse::<u32>().ok())
+        .is_some_and(|major| major >= 4)
+}
+
+/// Whether `info` is a quorum queue with no delivery limit of its own
+/// (argument or policy) and no dead-letter target: one the broker's
+/// default limit empties.
+pub fn on_default_limit(info: &QueueInfo) -> bool {
+    let keys = info.policy_keys();
+    info.queue_type.as_deref() == Some("quorum")
+        && !info.arguments.contains_key("x-delivery-limit")
+        && !keys.contains_key(POLICY_KEY)
+        && !info.arguments.contains_key("x-dead-letter-exchange")
+        && !keys.contains_key("dead-letter-exchange")
+}
+
+/// Which of queuey's queues `info` is, if it is a dead-letter queue (by
+/// `dead_suffix`) or a schedule queue on the broker's default limit.
+pub fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
+    if !on_default_limit(info) {
+        return None;
+    }
+    let single_active = info.arguments.get(SINGLE_ACTIVE_CONSUMER) == Some(&Value::Bool(true));
+    if single_active && info.name.contains(SCHEDULE_INFIX) {
+        Some(AtRisk::ScheduleQueue)
+    } else if !dead_suffix.is_empty() && info.name.ends_with(dead_suffix) {
+        Some(AtRisk::DeadLetterQueue)
+    } else {
+        None
+    }
+}
+
+/// A `delivery-limit` policy for one queue on the broker's default limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LimitPolicy {
+    /// The queue.
+    pub queue: String,
+    /// What kind of queuey queue it is.
+    pub kind: AtRisk,
+    /// The policy's name: `queuey.delivery-limit.{queue}`.
+    pub name: String,
+    /// The policy's pattern: the queue's name, and nothing else.
+    pub pattern: String,
+    /// The policy already applied to the queue, if any. RabbitMQ applies
+    /// one policy per queue, so a new one would take the place of the old
+    /// and drop its keys: such a queue is left for the operator to add
+    /// `delivery-limit` to that policy.
+    pub existing_policy: Option<String>,
+}
+
+impl LimitPolicy {
+    /// The policy for the queue `info`, of the kind `kind`.
+    pub fn for_queue(info: &QueueInfo, kind: AtRisk) -> Self {
+        LimitPolicy {
+            queue: info.name.clone(),
+            kind,
+            name: format!("queuey.delivery-limit.{}", info.name),
+            pattern: format!("^{}$", regex_escape(&info.name)),
+            existing_policy: info.policy.clone(),
+        }
+    }
+
+    /// The policy as the management API takes it.
+    pub fn definition(&self) -> Value {
+        json!({
+            "pattern": self.pattern,
+            "apply-to": "queues",
+            "priority": 0,
+            "definition": { POLICY_KEY: SAFE_DELIVERY_LIMIT },
+        })
+    }
+
+    /// What to do about it, in words.
+    pub fn advice(&self) -> String {
+        match &self.existing_policy {
+            None => format!(
+                "`queuey topology apply --yes` sets the policy `{}` ({POLICY_KEY} = \
+                 {SAFE_DELIVERY_LIMIT}); no message is touched",
+                self.name
+            ),
+            Some(policy) => format!(
+                "add {POLICY_KEY} = {SAFE_DELIVERY_LIMIT} to the policy `{policy}`, which applies \
+                 to it (a second policy would take its place)"
+            ),
+        }
+    }
+}
+
+/// The queues of `candidates` on the broker's default limit, each with the
+/// policy that fixes it.
+pub fn limit_policies(candidates: &[QueueInfo], dead_suffix: &str) -> Vec<LimitPolicy> {
+    candidates
+        .iter()
+        .filter_map(|info| {
+            at_risk(info, dead_suffix).map(|kind| LimitPolicy::for_queue(info, kind))
+        })
+        .collect()
+}
+
+/// The dead-letter and schedule queues of the work queues `queues` (broker
+/// queue names) that run on the broker's default limit.
+pub async fn plan_limit_policies(
+    mgmt: &Management,
+    queues: &[String],
+    dead_suffix: &str,
+) -> Result<Vec<LimitPolicy>> {
+    let mut found = Vec::new();
+    for queue in queues {
+        if let Some(info) = mgmt
+            .queue(&queuey_rabbitmq::topology::dead_letter_queue_name(
+                queue,
+                dead_suffix,
+            ))
+            .await?
+        {
+            found.push(info);
+        }
+        let schedules = format!("^{}", regex_escape(&format!("{queue}{SCHEDULE_INFIX}")));
+        found.extend(mgmt.queues(Some(&schedules)).await?);
+    }
+    Ok(limit_policies(&found, dead_suffix))
+}
+
+/// Sets each policy of `policies` that no other policy stands in the way
+/// of; returns those set.
+pub async fn apply_limit_policies(
+    mgmt: &Management,
+    policies: &[LimitPolicy],
+) -> Result<Vec<LimitPolicy>> {
+    let mut set = Vec::new();
+    for policy in policies.iter().filter(|p| p.existing_policy.is_none()) {
+        mgmt.put_policy(&policy.name, &policy.definition()).await?;
+        set.push(policy.clone());
+    }
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(name: &str, kind: &str, arguments: Value, policy: Option<Value>) -> QueueInfo {
+        serde_json::from_value(json!({
+            "name": name,
+            "durable": true,
+            "type": kind,
+            "arguments": arguments,
+            "policy": policy.as_ref().map(|_| "p"),
+            "effective_policy_definition": policy.unwrap_or(json!({})),
+        }))
+        .expect("a queue")
+    }
+
+    #[test]
+    fn only_quorum_queues_without_limit_or_target_are_on_the_default() {
+        let dead = info("q.dead", "quorum", json!({"x-queue-type": "quorum"}), None);
+        assert_eq!(at_risk(&dead, ".dead"), Some(AtRisk::DeadLetterQueue));
+        let limited = info(
+            "q.dead",
+            "quorum",
+            json!({"x-queue-type": "quorum", "x-delivery-limit": 1_000_000}),
+            None,
+        );
+        assert_eq!(at_risk(&limited, ".dead"), None);
+        let by_policy = info(
+            "q.dead",
+            "quorum",
+            json!({"x-queue-type": "quorum"}),
+            Some(json!({"delivery-limit": 1_000_000})),
+        );
+        assert_eq!(at_risk(&by_policy, ".dead"), None);
+        let classic = info("q.dead", "classic", json!({}), None);
+        assert_eq!(at_risk(&classic, ".dead"), None);
+        let hold = info(
+            "q.deferred.quorum.5000",
+            "quorum",
+            json!({"x-queue-type": "quorum", "x-dead-letter-exchange": ""}),
+            None,
+        );
+        assert!(!on_default_limit(&hold));
+        let schedule = info(
+            "q.periodic.beat",
+            "quorum",
+            json!({"x-queue-type": "quorum", "x-single-active-consumer": true}),
+            None,
+        );
+        assert_eq!(at_risk(&schedule, ".dead"), Some(AtRisk::ScheduleQueue));
+        let stranger = info("other", "quorum", json!({}), None);
+        assert!(on_default_limit(&stranger));
+        assert_eq!(at_risk(&stranger, ".dead"), None);
+    }
+
+    #[test]
+    fn the_policy_names_one_queue_and_stays_out_of_another_policys_way() {
+        let dead = info("app.q+1.dead", "quorum", json!({}), None);
+        let policy = LimitPolicy::for_queue(&dead, AtRisk::DeadLetterQueue);
+        assert_eq!(policy.name, "queuey.delivery-limit.app.q+1.dead");
+        assert_eq!(policy.pattern, r"^app\.q\+1\.dead$");
+        assert_eq!(
+            policy.definition()["definition"],
+            json!({"delivery-limit": 1_000_000})
+        );
+        assert!(policy.advice().contains("topology apply --yes"));
+        let taken = info(
+            "q.dead",
+            "quorum",
+            json!({}),
+            Some(json!({"max-length": 10})),
+        );
+        let policy = LimitPolicy::for_queue(&taken, AtRisk::DeadLetterQueue);
+        assert_eq!(policy.existing_policy.as_deref(), Some("p"));
+        assert!(
+            policy.advice().contains("add delivery-limit"),
+            "{}",
+            policy.advice()
+        );
+    }
+
+    #[test]
+    fn the_default_limit_exists_from_rabbitmq_4() {
+        assert!(!broker_has_default_limit("3.10.8"));
+        assert!(!broker_has_default_limit("3.13.7"));
+        assert!(broker_has_default_limit("4.0.5"));
+        assert!(broker_has_default_limit("4.3.6"));
+        assert!(!broker_has_default_limit("?"));
+    }
+}
