@@ -129,6 +129,23 @@ impl Amqp {
         }
     }
 
+    /// Declares `queue` exclusive to this connection (gone when it closes),
+    /// on a throwaway channel.
+    pub async fn declare_exclusive(&self, queue: &str) -> Result<()> {
+        let channel = self.channel().await?;
+        let options = QueueDeclareOptions {
+            exclusive: true,
+            auto_delete: true,
+            ..QueueDeclareOptions::default()
+        };
+        channel
+            .queue_declare(short(queue)?, options, FieldTable::default())
+            .await
+            .map_err(|e| OpsError::amqp(format!("declaring queue `{queue}`"), e))?;
+        let _ = channel.close(200, ShortString::default()).await;
+        Ok(())
+    }
+
     /// Like [`counts`](Amqp::counts), but a missing queue is
     /// [`OpsError::UnknownQueue`].
     pub async fn require(&self, queue: &str) -> Result<QueueCounts> {

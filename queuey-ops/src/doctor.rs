@@ -99,6 +99,10 @@ pub async fn doctor(
 ) -> Vec<Check> {
     let mut out = Vec::new();
     let name = format!("queuey-doctor-{}", std::process::id());
+    // A queue only this connection has, for the management API to find:
+    // proof that both speak for the same broker and virtual host.
+    let probe = format!("queuey-doctor-probe-{}", uuid::Uuid::new_v4().simple());
+    let mut opened = None;
     match Amqp::connect_tls(url, &name, tls).await {
         Ok(amqp) => {
             let status = amqp.connection().status();
@@ -130,7 +134,8 @@ pub async fn doctor(
                     "the broker blocks publishers (a memory or disk alarm)",
                 ));
             }
-            amqp.close().await;
+            let declared = amqp.declare_exclusive(&probe).await.is_ok();
+            opened = Some((amqp, declared));
         }
         Err(e) => out.push(check(
             "amqp",
@@ -138,6 +143,25 @@ pub async fn doctor(
             format!("{e}; check the host, port, vhost and credentials"),
         )),
     }
+    let management = management_checks(url, mgmt_base, tls, dead_suffix, &probe, &opened).await;
+    out.extend(management);
+    if let Some((amqp, _)) = opened {
+        amqp.close().await;
+    }
+    out
+}
+
+/// The checks through the management API; `opened`: the AMQP connection,
+/// and whether it declared the queue `probe`.
+async fn management_checks(
+    url: &str,
+    mgmt_base: Option<&str>,
+    tls: &TlsFiles,
+    dead_suffix: &str,
+    probe: &str,
+    opened: &Option<(Amqp, bool)>,
+) -> Vec<Check> {
+    let mut out = Vec::new();
     let mgmt = match Management::for_amqp_url_tls(url, mgmt_base, tls) {
         Ok(m) => m,
         Err(e) => {
@@ -170,6 +194,9 @@ pub async fn doctor(
             overview["cluster_name"].as_str().unwrap_or("?")
         ),
     ));
+    if let Some((_, true)) = opened {
+        out.push(same_broker_check(mgmt.base(), mgmt.queue(probe).await));
+    }
     if !mgmt.base().starts_with("https://") && !names_this_machine(mgmt.base()) {
         out.push(check(
             "management tls",
@@ -216,6 +243,39 @@ pub async fn doctor(
         });
     }
     out
+}
+
+/// Whether the management API at `base` speaks for the broker of the AMQP
+/// connection: `found` is its answer for the queue only that connection
+/// declared.
+pub fn same_broker_check(
+    base: &str,
+    found: crate::Result<Option<crate::mgmt::QueueInfo>>,
+) -> Check {
+    let name = "same broker";
+    match found {
+        Ok(Some(_)) => check(
+            name,
+            Status::Ok,
+            "the management API sees the queue this AMQP connection declared: both are the same \
+             broker and virtual host",
+        ),
+        Ok(None) => check(
+            name,
+            Status::Fail,
+            format!(
+                "the management API at {base} does not know the queue this AMQP connection just \
+                 declared: it belongs to another broker (or the URL names another virtual host), \
+                 so every figure it gives is someone else's; give this broker's management API \
+                 with --mgmt-url"
+            ),
+        ),
+        Err(e) => check(
+            name,
+            Status::Warn,
+            format!("could not ask the management API for this connection's queue: {e}"),
+        ),
+    }
 }
 
 /// Major, minor and patch of a version such as `3.10.8`; a missing or

@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::amqp::Amqp;
 use crate::error::{OpsError, Result};
+use crate::fleet::Fleet;
 use crate::mgmt::{Management, QueueInfo};
 use crate::time::now_ms;
 
@@ -74,6 +75,10 @@ pub struct ScheduleInfo {
     /// wrote the status. A leader resumes after its last tick, so the
     /// ticks until then may not fire.
     pub last_tick_in_future: bool,
+    /// A status written by a RabbitMQ user the tool does not trust as a
+    /// worker (`unsigned` when it names none): not believed, so the
+    /// schedule, ticks and status time above are empty.
+    pub untrusted_status_from: Option<String>,
 }
 
 /// How far past now a last tick may be before it counts as in the future:
@@ -103,6 +108,24 @@ pub fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
         .collect()
 }
 
+/// A warning line for each schedule of `listed` whose status came from a
+/// user not trusted as a worker (see
+/// [`ScheduleInfo::untrusted_status_from`]), names escaped for a terminal.
+pub fn untrusted_status_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
+    listed
+        .iter()
+        .filter_map(|s| {
+            let from = s.untrusted_status_from.as_deref()?;
+            Some(format!(
+                "warning: the status of {} was written by `{}`, not a user trusted as a worker: \
+                 it is not shown (give the workers' user with --worker-user)",
+                crate::escape::line(&s.queue),
+                crate::escape::line(from)
+            ))
+        })
+        .collect()
+}
+
 /// Whether the management API's queue is a schedule queue.
 pub fn is_schedule_queue(info: &QueueInfo) -> bool {
     split(&info.name).is_some()
@@ -117,8 +140,9 @@ pub fn split(queue: &str) -> Option<(&str, &str)> {
         .filter(|(q, name)| !q.is_empty() && !name.is_empty())
 }
 
-/// Every schedule of the vhost.
-pub async fn list(mgmt: &Management, amqp: &Amqp) -> Result<Vec<ScheduleInfo>> {
+/// Every schedule of the vhost. A status is believed only when `fleet`
+/// trusts its sender as a worker.
+pub async fn list(mgmt: &Management, amqp: &Amqp, fleet: &Fleet) -> Result<Vec<ScheduleInfo>> {
     let queues = mgmt.queues(Some("\\.periodic\\.")).await?;
     let consumers = mgmt.consumers().await?;
     // The broker names a channel's connection by its addresses; the name
@@ -164,7 +188,14 @@ pub async fn list(mgmt: &Management, amqp: &Amqp) -> Result<Vec<ScheduleInfo>> {
                 waiting.push(member);
             }
         }
-        let status = read_status(amqp, &format!("{}{STATUS_SUFFIX}", info.name)).await?;
+        let (status, untrusted_status_from) =
+            match read_status(amqp, &format!("{}{STATUS_SUFFIX}", info.name)).await? {
+                Some((_, sender)) if !fleet.trusts_worker(sender.as_deref()) => {
+                    (None, Some(sender.unwrap_or_else(|| "unsigned".to_owned())))
+                }
+                Some((status, _)) => (status, None),
+                None => (None, None),
+            };
         let field = |key: &str| status.as_ref().and_then(|s| s[key].as_i64());
         let last_tick_ms = field("last_tick_ms");
         out.push(ScheduleInfo {
@@ -181,15 +212,17 @@ pub async fn list(mgmt: &Management, amqp: &Amqp) -> Result<Vec<ScheduleInfo>> {
             last_tick_in_future: tick_in_future(last_tick_ms, now_ms()),
             next_tick_ms: field("next_tick_ms"),
             status_at_ms: field("at_ms"),
+            untrusted_status_from,
         });
     }
     out.sort_by(|a, b| a.queue.cmp(&b.queue));
     Ok(out)
 }
 
-/// The status message of a schedule, read and handed back; `None` when
-/// there is none (no leader ever wrote one, or the queue is missing).
-async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<Value>> {
+/// The status message of a schedule (`None` inside when it is not JSON)
+/// and the user who sent it, read and handed back; `None` when there is
+/// none (no leader ever wrote one, or the queue is missing).
+async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<(Option<Value>, Option<String>)>> {
     if amqp.counts(queue).await?.is_none() {
         return Ok(None);
     }
@@ -201,6 +234,12 @@ async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<Value>> {
     let status = match got {
         Some(message) => {
             let value = serde_json::from_slice(&message.delivery.data).ok();
+            let sender = message
+                .delivery
+                .properties
+                .user_id()
+                .as_ref()
+                .map(|u| u.as_str().to_owned());
             message
                 .delivery
                 .acker
@@ -210,7 +249,7 @@ async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<Value>> {
                 })
                 .await
                 .map_err(|e| OpsError::amqp("handing a schedule's status back", e))?;
-            value
+            Some((value, sender))
         }
         None => None,
     };
@@ -235,6 +274,7 @@ mod tests {
             next_tick_ms: None,
             status_at_ms: None,
             last_tick_in_future: ahead,
+            untrusted_status_from: None,
         };
         let warnings = future_tick_warnings(&[
             schedule("q.periodic.beat", false),

@@ -158,6 +158,22 @@ impl RabbitMqBackend {
         &self.inner.options
     }
 
+    /// Whether this backend accepts heartbeats, schedule states and job
+    /// results signed by the RabbitMQ user `user_id` (a message's
+    /// `user_id` property; `None` for an unsigned one): its own user and
+    /// those of [`worker_senders`](RabbitMqOptions::worker_senders). See
+    /// [Who may send what](crate#who-may-send-what).
+    pub fn trusts_worker(&self, user_id: Option<&str>) -> bool {
+        let mut properties = lapin::BasicProperties::default();
+        if let Some(user) = user_id {
+            properties = properties.with_user_id(crate::properties::short(user));
+        }
+        self.inner
+            .senders
+            .admit(crate::trust::Role::Worker, &properties)
+            .is_ok()
+    }
+
     /// Whether the connection is up and the backend not closed.
     pub fn is_connected(&self) -> bool {
         self.inner.link.state() == ConnectionState::Connected

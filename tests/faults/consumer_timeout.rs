@@ -9,7 +9,11 @@
 //! - told the broker's timeout, the worker refuses a job timeout that does
 //!   not fit under it;
 //! - with a job timeout under it, a slow job is cut short by the worker and
-//!   retried, one run at a time, and never delivered again by the broker.
+//!   retried, one run at a time, and never delivered again by the broker;
+//! - on a quorum queue, a job longer than the timeout is delivered again on
+//!   every version; RabbitMQ 4.3 cancels the consumer instead of closing
+//!   its channel, and the worker says that a consumer timeout did it (not
+//!   a deleted queue) and consumes again.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,6 +28,9 @@ use crate::support::within;
 
 fault_queue!(PlainQueues, PlainJob, "consumer-timeout-plain", |c| c
     .prefetch(1));
+fault_queue!(QuorumQueues, QuorumJob, "consumer-timeout-quorum", |c| c
+    .prefetch(1)
+    .queue_type(queuey::QueueType::Quorum));
 fault_queue!(BoundQueues, BoundJob, "consumer-timeout-bound", |c| c
     .prefetch(1)
     .retry(
@@ -152,6 +159,7 @@ async fn wait_for(what: &str, bound: Duration, mut done: impl FnMut() -> bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_jobs_meet_the_consumer_timeout_unless_the_job_timeout_fits_under_it() {
+    crate::support::install_log_capture();
     let timeout_ms = CONSUMER_TIMEOUT.as_millis().to_string();
     let tick_ms = TICK.as_millis().to_string();
     let Some(node) = crate::private::node_with_rabbit_env(
@@ -349,6 +357,63 @@ async fn long_jobs_meet_the_consumer_timeout_unless_the_job_timeout_fits_under_i
     }
     assert_eq!(handle.settle_failures(), 0);
     assert_eq!(handle.jobs_finished(), 1);
+    handle.shutdown();
+    within("run", running)
+        .await
+        .unwrap()
+        .expect("run ends cleanly");
+
+    // (d) A quorum queue, the worker's check off: the broker takes a job
+    // back past the timeout on every version. RabbitMQ 4.3 cancels the
+    // consumer (its channel stays open); before, it closes the channel.
+    let runs = Arc::new(Runs::default());
+    let worker = {
+        let runs = Arc::clone(&runs);
+        Worker::<QuorumQueues, _>::builder(Arc::clone(&plain))
+            .handler(handler_fn(move |_: QuorumJob, ctx: JobContext| {
+                let runs = Arc::clone(&runs);
+                async move {
+                    let (index, _end) = runs.start(&ctx);
+                    if index == 0 {
+                        tokio::time::sleep(first_run).await;
+                    }
+                    Ok::<(), JobError>(())
+                }
+            }))
+            .concurrency(2)
+            .build()
+            .await
+            .expect("the check is off: the worker builds")
+    };
+    let handle = worker.handle();
+    let running = tokio::spawn(worker.run());
+    Producer::<QuorumQueues, _>::new(Arc::clone(&plain))
+        .await
+        .unwrap()
+        .enqueue(&QuorumJob::numbered(3))
+        .await
+        .unwrap();
+    wait_for(
+        "the job to be delivered again",
+        first_run + Duration::from_secs(15),
+        || runs.all().len() >= 2,
+    )
+    .await;
+    eprintln!("(d) RabbitMQ {version}: {}", runs.describe());
+    let queue = queuey::Queues::name(&QuorumQueues::Work);
+    let named = crate::support::warnings_mentioning(queue)
+        .iter()
+        .any(|w| w.contains("consumer timeout"));
+    if times_out_classic_consumers(&version) {
+        // The channel closed: the worker consumes again on a new one.
+        assert!(!named, "a closed channel is not a cancel");
+    } else {
+        assert!(
+            named,
+            "the worker names the consumer timeout: {:?}",
+            crate::support::warnings_mentioning(queue)
+        );
+    }
     handle.shutdown();
     within("run", running)
         .await

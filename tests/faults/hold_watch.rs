@@ -142,10 +142,8 @@ async fn a_hold_whose_dead_letter_worker_stopped_is_reported_and_the_remedy_clea
     let Some(node) = crate::private::management_node(test).await else {
         return;
     };
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter("queuey_rabbitmq=info")
-        .with_test_writer()
-        .try_init();
+    // The suite's one subscriber: the log capture other tests read.
+    crate::support::install_log_capture();
     metrics();
     let queue = format!("hold-watch-{}", uuid::Uuid::new_v4().simple());
     let delay_ms = u64::try_from(DELAY.as_millis()).unwrap();

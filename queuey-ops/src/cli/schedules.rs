@@ -20,8 +20,16 @@ pub(crate) struct SchedulesArgs {
 pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode> {
     let mgmt = global.management()?;
     let amqp = global.connect("schedules").await?;
-    let listed = schedules::list(&mgmt, &amqp).await;
+    let fleet = match global.fleet("schedules").await {
+        Ok(fleet) => fleet,
+        Err(e) => {
+            amqp.close().await;
+            return Err(e);
+        }
+    };
+    let listed = schedules::list(&mgmt, &amqp, &fleet).await;
     amqp.close().await;
+    fleet.close().await;
     let mut listed = listed?;
     if !args.queues.is_empty() {
         listed.retain(|s| args.queues.contains(&s.job_queue));
@@ -30,6 +38,9 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode
         print_json(&listed);
     } else {
         print!("{}", render(&listed, now_ms()));
+    }
+    for warning in schedules::untrusted_status_warnings(&listed) {
+        eprintln!("{warning}");
     }
     for warning in schedules::future_tick_warnings(&listed) {
         eprintln!("{warning}");

@@ -182,6 +182,13 @@ impl Fleet {
             })
     }
 
+    /// Whether a heartbeat, schedule state or status signed by `user_id`
+    /// comes from a user this tool trusts as a worker (its own user and
+    /// [`Trust::worker_senders`]).
+    pub fn trusts_worker(&self, user_id: Option<&str>) -> bool {
+        self.backend.trusts_worker(user_id)
+    }
+
     /// Closes the connection.
     pub async fn close(&self) {
         let _ = self.backend.close().await;

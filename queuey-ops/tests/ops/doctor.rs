@@ -15,7 +15,7 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
             .unwrap_or_else(|| panic!("no {name} check in {checks}"))
             .clone()
     };
-    for name in ["amqp", "heartbeat", "management", "alarms"] {
+    for name in ["amqp", "heartbeat", "management", "same broker", "alarms"] {
         assert_eq!(by_name(name)["status"], "ok", "{name}");
     }
     assert!(
@@ -81,4 +81,45 @@ async fn without_the_management_api_the_tools_say_how_to_enable_it() {
             "{err}"
         );
     }
+}
+
+/// A management API that belongs to another broker than the AMQP URL's
+/// (here: the test broker's API beside a private node's AMQP port) is a
+/// failure the doctor names, not a report of the wrong broker's figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_fails_when_the_management_api_is_another_brokers() {
+    use crate::private::node::{self, PrivateNode};
+
+    let test = "doctor_fails_when_the_management_api_is_another_brokers";
+    let h = harness!(test);
+    if !node::may_start(test, "a private RabbitMQ node") {
+        return;
+    }
+    // The management API the tool would use for the test broker.
+    let theirs = queuey_ops::mgmt::Management::for_amqp_url(&h.url, None)
+        .expect("a management URL")
+        .base()
+        .to_owned();
+    let elsewhere = PrivateNode::start(test).await;
+    let out = cli_with(
+        &elsewhere.url(),
+        &["--mgmt-url", &theirs, "doctor", "--json"],
+    );
+    assert_eq!(out.status.code(), Some(3), "a failed check is a problem");
+    let checks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let same = checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "same broker")
+        .unwrap_or_else(|| panic!("no same-broker check in {checks}"))
+        .clone();
+    assert_eq!(same["status"], "fail", "{same}");
+    assert!(
+        same["detail"]
+            .as_str()
+            .unwrap()
+            .contains("belongs to another broker"),
+        "{same}"
+    );
 }

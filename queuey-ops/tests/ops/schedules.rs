@@ -113,3 +113,60 @@ async fn schedules_show_the_leader_the_line_and_the_ticks() {
     let (one, code) = schedules_until(&h, &queue, |s| s["leader"].is_null()).await;
     assert_eq!(code, 3, "{one}");
 }
+
+/// A status the tool cannot trust (unsigned, or from a user it does not
+/// take for a worker) is not shown as the schedule's: a stranger cannot
+/// make the tool report a tick that never fired.
+#[tokio::test]
+async fn a_status_from_a_stranger_is_not_shown() {
+    use lapin::options::{BasicPublishOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+
+    let h = harness!("a_status_from_a_stranger_is_not_shown");
+    let queue = h.queue("stranger-status");
+    let key = crate::web_scope::schedule_queue(&h, &queue, "beat").await;
+    let status = format!("{key}.status");
+    h.track(&status);
+    let channel = h.amqp.channel().await.expect("channel");
+    channel
+        .queue_declare(
+            status.as_str().into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..QueueDeclareOptions::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .expect("status queue");
+    let forged = serde_json::json!({
+        "v": 1, "last_tick_ms": 4_102_444_800_000_i64, "next_tick_ms": 4_102_444_801_000_i64,
+        "schedule": "every 1s", "at_ms": 1
+    });
+    channel
+        .basic_publish(
+            "".into(),
+            status.as_str().into(),
+            BasicPublishOptions::default(),
+            forged.to_string().as_bytes(),
+            lapin::BasicProperties::default(),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("stored");
+    let _ = channel.close(200, "done".into()).await;
+
+    let out = h.cli(&["schedules", "--json", &queue]);
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let one = &listed[0];
+    assert_eq!(one["untrusted_status_from"], "unsigned", "{one}");
+    assert!(one["last_tick_ms"].is_null(), "{one}");
+    assert!(one["schedule"].is_null(), "{one}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not a user trusted as a worker"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("in the future"), "{stderr}");
+}

@@ -38,7 +38,7 @@ async fn cancel(dash: &Dashboard, session: &PageSession, job: Uuid) -> (StatusCo
 
 /// Declares `{queue}.periodic.{name}` as a schedule queue (single active
 /// consumer), tracked for deletion; returns its name.
-async fn schedule_queue(h: &Harness, queue: &str, name: &str) -> String {
+pub(crate) async fn schedule_queue(h: &Harness, queue: &str, name: &str) -> String {
     let schedule = format!("{queue}.periodic.{name}");
     h.track(&schedule);
     let ch = h.amqp.channel().await.unwrap();

@@ -190,6 +190,12 @@ impl Consumer {
             return Resumed::Again;
         };
         let connected = live.acks.channel().status().connected();
+        // We never cancel a consumer that is still being polled, so the
+        // broker did: its queue was deleted, or (RabbitMQ 4.3, a quorum
+        // queue) a delivery stayed unacknowledged past its consumer
+        // timeout. Which one, the queue's existence tells.
+        let timed_out = connected && queue_exists(live.acks.channel(), &self.consumed).await;
+        let working = live.acks.working();
         let Live {
             consumer,
             acks,
@@ -200,9 +206,19 @@ impl Consumer {
         if self.link.is_closed() {
             return Resumed::Again;
         }
-        if connected {
-            // We never cancel a consumer that is still being polled, so
-            // the broker did: its queue was deleted.
+        if timed_out {
+            tracing::warn!(
+                queue = %self.consumed,
+                consumer_tag = %tag,
+                unsettled = working,
+                "the broker cancelled the consumer although its queue exists, most likely because \
+                 a delivery stayed unacknowledged past the broker's consumer timeout (RabbitMQ \
+                 4.3 cancels a quorum queue's consumer for it): the job it cut short, one of the \
+                 {working} this consumer still held, goes to another consumer and may run twice; \
+                 raise the broker's consumer_timeout or keep the job timeout under it. Consuming \
+                 again"
+            );
+        } else if connected {
             tracing::warn!(
                 queue = %self.consumed,
                 consumer_tag = %tag,
@@ -234,4 +250,21 @@ impl Consumer {
             })
             .await
     }
+}
+
+/// Whether `queue` exists, by a passive declaration on `channel` (which a
+/// missing queue closes: use a channel that is done with).
+async fn queue_exists(channel: &lapin::Channel, queue: &str) -> bool {
+    let options = lapin::options::QueueDeclareOptions {
+        passive: true,
+        ..lapin::options::QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            crate::properties::short(queue),
+            options,
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .is_ok()
 }

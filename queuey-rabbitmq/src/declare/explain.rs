@@ -7,8 +7,19 @@ use crate::error::{Failure, code};
 /// The error for a refused declaration of `queue`, with what to do about it.
 pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Error {
     let what = format!("declaring queue `{queue}`");
-    let transient_refused = !config.settings().durable()
-        && (failure.reply_code == Some(code::INTERNAL_ERROR) || failure.connection_lost);
+    let transient = !config.settings().durable();
+    if transient && failure.reply_code == Some(code::INTERNAL_ERROR) {
+        // RabbitMQ 4.3 refuses a transient non-exclusive queue by closing
+        // the connection: a refusal of the configuration, which trying
+        // again (on a new connection) can never change.
+        return Error::invalid_config(format!(
+            "{what}: the broker refused it and closed the connection ({}): the queue is \
+             transient (durable = false), which RabbitMQ 4.3 and later refuse (the deprecated \
+             feature `transient_nonexcl_queues`); declare it durable",
+            failure.text
+        ));
+    }
+    let transient_refused = transient && failure.connection_lost;
     let hint = if failure.reply_code == Some(code::ACCESS_REFUSED) {
         Some(
             "the user lacks a permission: declaring a queue needs configure on it, and a queue \
@@ -142,6 +153,10 @@ mod tests {
         let transient = QueueConfig::new("q").durable(false);
         let e = explain(failure(Some(541), true, "INTERNAL_ERROR"), "q", &transient);
         assert!(e.to_string().contains("declare it durable"), "{e}");
-        assert!(e.is_connection_lost());
+        assert!(
+            matches!(e, Error::InvalidConfig(_)),
+            "a refusal of the configuration is never retried: {e:?}"
+        );
+        assert!(!e.is_connection_lost() && !e.is_transient(), "{e:?}");
     }
 }

@@ -18,6 +18,7 @@
 //! | its heartbeat stream (`queuey.control.workers`, [`heartbeat_stream_name`]) | the first heartbeat a backend sends, or the first list of workers | `x-queue-type = stream`, `x-max-age = 1h`, `x-stream-max-segment-size-bytes = 1000000`; durable |
 //! | `{queue}.periodic.{name}` ([`schedule_queue_name`]) | every process that campaigns for the schedule | `x-queue-type = quorum`, `x-single-active-consumer = true`, `x-delivery-limit = ` [`SAFE_DELIVERY_LIMIT`]; durable ([`schedule_queue_arguments`]) |
 //! | `{queue}.periodic.{name}.status` ([`schedule_status_queue_name`]) | the same | `x-queue-type = classic`, `x-max-length = 1`, `x-overflow = drop-head`; durable |
+//! | the job exchange ([`RabbitMqOptions::job_exchange`](crate::RabbitMqOptions::job_exchange), none by default) | `declare`, before the work queues | an exchange, not a queue: durable, `direct`; each work queue (and shard) bound to it with its own name as the binding key |
 //!
 //! # Delivery limits
 //!

@@ -672,7 +672,7 @@ static WATCH_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// trace, is checked against the registered secrets (twice: as every
 /// subscriber would see it, and as one filtered with the directive the
 /// backend documents, [`queuey_rabbitmq::SECRET_SAFE_LOG_DIRECTIVE`]).
-fn install_log_capture() {
+pub(crate) fn install_log_capture() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         use tracing_subscriber::Layer as _;

@@ -16,7 +16,7 @@ use crate::web::html::{esc, page};
 /// line, and the last and next tick; on a dashboard started with
 /// `--queue`, only the schedules whose jobs go to those queues.
 pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
-    let mut listed = schedules::list(&app.mgmt, &app.amqp).await?;
+    let mut listed = schedules::list(&app.mgmt, &app.amqp, &app.fleet).await?;
     listed.retain(|s| app.in_scope(&s.job_queue));
     let now = now_ms();
     let when = |ms: Option<i64>| match ms {
@@ -39,7 +39,13 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
              <td>{}</td><td>{}</td></tr>",
             esc(&s.job_queue),
             esc(&s.name),
-            esc(s.schedule.as_deref().unwrap_or("-")),
+            match &s.untrusted_status_from {
+                Some(from) => format!(
+                    "<span class=bad>status from untrusted user <code>{}</code>, not shown</span>",
+                    esc(from)
+                ),
+                None => esc(s.schedule.as_deref().unwrap_or("-")),
+            },
             s.waiting.len(),
             if s.last_tick_in_future {
                 format!(

@@ -143,6 +143,12 @@ impl Acks {
     }
 
     /// Records a delivery, before anything else may settle it.
+    /// How many deliveries of the channel its workers still hold (not
+    /// settled yet).
+    pub(crate) fn working(&self) -> usize {
+        self.shared.state().open.working()
+    }
+
     pub(crate) fn delivered(&self, tag: u64) {
         self.shared.state().open.delivered(tag);
     }

@@ -61,6 +61,11 @@ impl Open {
         self.slots[index] = Slot::Working;
     }
 
+    /// How many deliveries are still being worked on (not settled).
+    pub(super) fn working(&self) -> usize {
+        self.open - self.asked
+    }
+
     /// Whether `tag` is the one open delivery, and nothing was asked.
     pub(super) fn is_only(&self, tag: u64) -> bool {
         self.asked == 0 && self.open == 1 && self.slot(tag) == Some(Slot::Working)
