@@ -8,55 +8,16 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use lapin::options::ExchangeDeleteOptions;
-use lapin::types::ShortString;
-use lapin::{Connection, ConnectionProperties};
 use queuey_core::backend::Backend;
 use queuey_core::{BackendErrorKind, QueueConfig};
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::support::{envelope, kind, n_of, within};
 
-/// Deletes an exchange of one test's own on drop, even after a panic.
-struct DeleteExchange {
-    url: String,
-    name: String,
-}
-
-impl Drop for DeleteExchange {
-    fn drop(&mut self) {
-        let (url, name) = (self.url.clone(), self.name.clone());
-        let cleanup = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let props = ConnectionProperties::default()
-                    .with_connection_name("queuey-test-exchange-cleanup".into());
-                let Ok(conn) = Connection::connect(&url, props).await else {
-                    return;
-                };
-                if let Ok(ch) = conn.create_channel().await {
-                    let _ = ch
-                        .exchange_delete(name.as_str().into(), ExchangeDeleteOptions::default())
-                        .await;
-                }
-                let _ = conn.close(200, ShortString::default()).await;
-            });
-        });
-        let _ = cleanup.join();
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_go_through_the_job_exchange_now_and_later_never_early() {
     let broker = broker!("jobs_go_through_the_job_exchange_now_and_later_never_early");
-    let exchange = format!("queuey-test.jobs.{}", uuid::Uuid::new_v4().simple());
-    let _delete = DeleteExchange {
-        url: broker.url.clone(),
-        name: exchange.clone(),
-    };
+    let exchange = broker.exchange("jobs");
     let q = broker.queue("via-exchange");
     let options = RabbitMqOptions::default().job_exchange(&exchange);
     let producer = broker.backend_named("producer", options.clone()).await;

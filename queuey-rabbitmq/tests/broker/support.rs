@@ -73,6 +73,7 @@ pub(crate) struct Broker {
     pub(crate) raw: Connection,
     id: String,
     queues: Mutex<Vec<String>>,
+    exchanges: Mutex<Vec<String>>,
 }
 
 impl Broker {
@@ -90,6 +91,7 @@ impl Broker {
             raw,
             id,
             queues: Mutex::new(Vec::new()),
+            exchanges: Mutex::new(Vec::new()),
         };
         let control = broker.control_stream();
         broker.track(&control);
@@ -130,6 +132,13 @@ impl Broker {
         if is_work_queue(name) {
             queues.push(format!("{name}.suspect"));
         }
+    }
+
+    /// A fresh exchange name, deleted with the test's queues.
+    pub(crate) fn exchange(&self, label: &str) -> String {
+        let name = format!("queuey-test.{label}.{}", uuid::Uuid::new_v4().simple());
+        self.exchanges.lock().unwrap().push(name.clone());
+        name
     }
 
     /// A fresh stream name (for a control stream of the test's own),
@@ -458,6 +467,8 @@ impl Drop for Broker {
     fn drop(&mut self) {
         let tracked = std::mem::take(&mut *self.queues.lock().unwrap_or_else(|p| p.into_inner()));
         let queues = with_companions(tracked);
+        let exchanges =
+            std::mem::take(&mut *self.exchanges.lock().unwrap_or_else(|p| p.into_inner()));
         let url = self.url.clone();
         // A runtime of its own, so cleanup also runs after a panic.
         let cleanup = std::thread::spawn(move || {
@@ -471,6 +482,19 @@ impl Drop for Broker {
                 let Ok(conn) = Connection::connect(&url, props).await else {
                     return;
                 };
+                for exchange in exchanges {
+                    if let Ok(ch) = conn.create_channel().await {
+                        let _ = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            ch.exchange_delete(
+                                exchange.as_str().into(),
+                                lapin::options::ExchangeDeleteOptions::default(),
+                            ),
+                        )
+                        .await;
+                        let _ = ch.close(200, ShortString::default()).await;
+                    }
+                }
                 for queue in queues {
                     if let Ok(ch) = conn.create_channel().await {
                         let _ = tokio::time::timeout(
