@@ -350,7 +350,7 @@ impl Follower {
                     return Ok(live);
                 }
                 Err(Error::ShutDown) => return Err("the backend was closed".to_owned()),
-                Err(error) if error.is_transient() || live::not_ready(&error) => {
+                Err(error) if live::try_again(&error) => {
                     tracing::debug!(stream = %self.stream, %error, "cannot follow control commands yet; trying again");
                 }
                 Err(error) if !refused => {

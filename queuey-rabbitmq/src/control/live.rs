@@ -127,10 +127,20 @@ pub(super) async fn offset_of(
 /// queue ... is down or inaccessible` until then; a stream declared a moment
 /// ago answers `PRECONDITION_FAILED - queue ... does not have a replica on
 /// the local node` until its member on this node has started.
-pub(super) fn not_ready(error: &Error) -> bool {
+///
+/// RabbitMQ 4.3 may instead close the whole connection (`INTERNAL_ERROR`)
+/// when a consumer asks for a stream still starting: [`try_again`] covers
+/// both.
+fn not_ready(error: &Error) -> bool {
     matches!(error, Error::Backend(e)
         if e.message().contains("is down or inaccessible")
             || e.message().contains("does not have a replica on the local node"))
+}
+
+/// Whether following the stream may work if tried again shortly: the
+/// stream is not up yet, or the connection was lost (the link reconnects).
+pub(super) fn try_again(error: &Error) -> bool {
+    error.is_transient() || not_ready(error)
 }
 
 /// The consumer's `x-stream-offset`: `"first"`, or the offset to start at.

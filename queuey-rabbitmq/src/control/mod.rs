@@ -228,8 +228,9 @@ impl Control {
                 Err(error) => Err(error),
             };
             match started {
-                // A broker that just restarted: the stream comes up soon.
-                Err(error) if live::not_ready(&error) && Instant::now() < deadline => {
+                // A broker that just restarted: the stream comes up soon,
+                // and the link reconnects after a connection it closed.
+                Err(error) if live::try_again(&error) && Instant::now() < deadline => {
                     tracing::debug!(stream = %self.stream, %error, "the control stream is not up yet");
                     tokio::time::sleep(NOT_READY_PAUSE).await;
                 }
