@@ -9,7 +9,8 @@ use crate::amqp::Amqp;
 use crate::mgmt::Management;
 use crate::tls::TlsFiles;
 use crate::topology::{
-    AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, broker_has_default_limit, limit_policies,
+    AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, broker_has_default_limit, control_stream_policies,
+    limit_policies,
 };
 
 /// Whether the connection to `url` is encrypted, and what that means. Only
@@ -212,10 +213,15 @@ async fn management_checks(
     out.push(consumer_timeout_check(&version));
     out.push(quorum_holds_check(&version));
     match mgmt.queues(None).await {
-        Ok(queues) => out.push(delivery_limit_check(
-            &version,
-            &limit_policies(&queues, dead_suffix),
-        )),
+        Ok(queues) => {
+            out.push(delivery_limit_check(
+                &version,
+                &limit_policies(&queues, dead_suffix),
+            ));
+            out.push(control_stream_bound_check(&control_stream_policies(
+                &queues,
+            )));
+        }
         Err(e) => out.push(check(
             "delivery limits",
             Status::Warn,
@@ -358,6 +364,33 @@ pub fn consumer_timeout_check(version: &str) -> Check {
         ),
     };
     check(name, Status::Ok, detail)
+}
+
+/// Whether every control stream on the virtual host is bounded in bytes:
+/// `unbounded` lists those created before queuey declared the bound.
+pub fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
+    let name = "control streams";
+    if unbounded.is_empty() {
+        return check(
+            name,
+            Status::Ok,
+            "every control stream has a bound in bytes (or none exists yet)",
+        );
+    }
+    let details: Vec<String> = unbounded
+        .iter()
+        .map(|p| format!("`{}`: {}", p.queue, p.advice()))
+        .collect();
+    check(
+        name,
+        Status::Warn,
+        format!(
+            "{} control stream(s) without a bound in bytes, where {}: {}",
+            unbounded.len(),
+            AtRisk::UnboundedControlStream.risk(),
+            details.join("; ")
+        ),
+    )
 }
 
 /// What the broker's default delivery limit means for queuey's quorum

@@ -1,13 +1,18 @@
 //! How long a new process takes to read the control stream before it
 //! starts, after a month of honest use and after a flood of records from a
-//! user it does not trust.
+//! user it does not trust: reading the stream from its start, and going on
+//! from a snapshot of the state.
 //!
 //! Fills a control stream of its own on the broker in `AMQP_URL`, then
-//! times `follow_control` on a fresh backend, and deletes the stream:
+//! times `follow_control` on a fresh backend that reads it from its start
+//! (the first process of a fleet, which then writes snapshots every
+//! `INTERVAL` seconds). Once three intervals have passed, it times
+//! `follow_control` on fresh backends that go on from the latest snapshot,
+//! and deletes the stream:
 //!
 //! ```text
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo run --release -p queuey-rabbitmq --example control_start -- [HONEST] [FORGED]
+//!     cargo run --release -p queuey-rabbitmq --example control_start -- [HONEST] [FORGED] [INTERVAL]
 //! ```
 //!
 //! `HONEST` (default 7,000) is the month modelled: 50 commands a day from
@@ -15,7 +20,9 @@
 //! publishing one marker when it starts (2,400), and 100 runs of the
 //! `queuey` tool a day, one marker each (3,000). `FORGED` (default 0)
 //! records are published unsigned, as a producer's credential could, after
-//! the honest ones; a follower reads them and refuses each.
+//! the honest ones; a follower reads them and refuses each. `INTERVAL`
+//! (default 2) stands in for the snapshot interval of ten minutes a fleet
+//! runs with, so that the run takes seconds instead of half an hour.
 
 use std::time::{Duration, Instant};
 
@@ -33,8 +40,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let honest: usize = args.next().map_or(Ok(7_000), |a| a.parse())?;
     let forged: usize = args.next().map_or(Ok(0), |a| a.parse())?;
+    let interval = Duration::from_secs(args.next().map_or(Ok(2), |a| a.parse())?);
     let stream = format!("queuey-example.control.{}", Uuid::new_v4().simple());
-    let options = || RabbitMqOptions::default().control_stream(&stream);
+    let options = || {
+        RabbitMqOptions::default()
+            .control_stream(&stream)
+            .control_snapshot_interval(interval)
+    };
 
     let sender = RabbitMqBackend::with_options(url.as_str(), options()).await?;
     let started = Instant::now();
@@ -68,27 +80,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
+    // No snapshot yet: the first process reads the stream from its start,
+    // then keeps following it and writes a snapshot every interval.
+    let first = timed_start(
+        &url,
+        options(),
+        "the first process, from the stream's start",
+    )
+    .await?;
+    tokio::time::sleep(interval * 3 + Duration::from_secs(1)).await;
     for round in 1..=3 {
-        let started = Instant::now();
-        let reader = RabbitMqBackend::with_options(url.as_str(), options()).await?;
-        let connected = started.elapsed();
-        let view = reader
-            .follow_control()
-            .await?
-            .ok_or("the backend follows no commands")?;
-        println!(
-            "round {round}: connected in {connected:?}, caught up {} in {:?} ({} paused queues)",
-            if view.is_caught_up() {
-                "fully"
-            } else {
-                "not yet"
-            },
-            started.elapsed(),
-            view.snapshot().paused().count()
-        );
+        let reader =
+            timed_start(&url, options(), &format!("round {round}, from a snapshot")).await?;
         reader.close().await?;
     }
 
+    first.close().await?;
     sender.close().await?;
     let connection = Connection::connect(&url, ConnectionProperties::default()).await?;
     let channel = connection.create_channel().await?;
@@ -97,6 +104,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     connection.close(200, "done".into()).await?;
     Ok(())
+}
+
+/// Connects a backend with `options` and times its `follow_control`;
+/// prints the time and what the view holds, and returns the backend.
+async fn timed_start(
+    url: &str,
+    options: RabbitMqOptions,
+    what: &str,
+) -> Result<RabbitMqBackend, Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let reader = RabbitMqBackend::with_options(url, options).await?;
+    let connected = started.elapsed();
+    let view = reader
+        .follow_control()
+        .await?
+        .ok_or("the backend follows no commands")?;
+    let state = view.snapshot();
+    println!(
+        "{what}: connected in {connected:?}, caught up {} in {:?} ({} paused queues, {} \
+         cancellations)",
+        if view.is_caught_up() {
+            "fully"
+        } else {
+            "not yet"
+        },
+        started.elapsed(),
+        state.paused().count(),
+        state.cancellations().0,
+    );
+    Ok(reader)
 }
 
 /// Publishes `count` unsigned pauses to `stream`, confirmed in windows.

@@ -273,21 +273,40 @@
 //! RabbitMQ 3.9 or later.
 //!
 //! - It is declared durable with `x-queue-type = stream`, `x-max-age =
-//!   30D` (as long as cancellations are remembered) and 1 MB segments, so
-//!   that the broker drops old commands soon after they are forgotten.
-//!   Every process declares it with exactly these arguments; a queue of
-//!   that name with others is refused with an error saying what to do.
+//!   30D` (as long as cancellations are remembered), `x-max-length-bytes =
+//!   100000000` ([`topology::CONTROL_MAX_BYTES`]: what a flood of records
+//!   can cost the broker's disk) and 1 MB segments, so that the broker
+//!   drops old commands soon after they are forgotten. Every process
+//!   declares it with exactly these arguments; a queue of that name with
+//!   others is refused with an error saying what to do. A stream an
+//!   earlier version created without the bound in bytes is used as it is,
+//!   with a warning: `queuey topology apply` gives it a `max-length-bytes`
+//!   policy, and `queuey doctor` lists every such stream.
 //! - A command is published like a job (confirmed, `mandatory`,
 //!   persistent), signed with the backend's RabbitMQ user (see
 //!   [Who may send what](#who-may-send-what)); a record that names no
 //!   sender goes out under the backend's user, connection name and host
 //!   name.
 //! - The first `follow_control` starts the backend's follower: a task that
-//!   reads the stream from its first record, applies each command in
-//!   stream order to the backend's
+//!   applies each command in stream order to the backend's
 //!   [`ControlView`](queuey_core::control::ControlView), and after a lost
 //!   connection reads on from the offset after the last record it read, so
-//!   nothing is applied twice or missed. Each call returns once the
+//!   nothing is applied twice or missed. It does not read the whole
+//!   stream: it starts three snapshot intervals back
+//!   ([`RabbitMqOptions::control_snapshot_interval`], ten minutes by
+//!   default) and goes on from the first snapshot of the state it finds
+//!   there (a message of type [`topology::SNAPSHOT_TYPE`] listing the
+//!   paused queues and the live cancellations, with the offset it was taken
+//!   at). Only without a snapshot that recent (a young stream, a fleet that
+//!   was down for longer) does it read the stream from its first record.
+//!   Once it holds the whole state, each follower writes a snapshot when
+//!   none was read for an interval, at a moment of its own within the
+//!   interval, so a fleet writes about one per interval. Snapshots are
+//!   signed and accepted from the same users as renewed pauses (this
+//!   backend's own, [`RabbitMqOptions::control_senders`] and
+//!   [`RabbitMqOptions::worker_senders`]); a state too large for one
+//!   (8 MiB, tens of thousands of cancellations by id) is not snapshotted,
+//!   and a warning says so. Each call returns once the
 //!   follower has read back a marker the call published, so the view holds
 //!   every command sent before the call; past the call timeout it fails
 //!   with [`TimedOut`](queuey_core::BackendErrorKind::TimedOut).
@@ -308,12 +327,15 @@
 //!
 //! Measured on one RabbitMQ 3.10 node (debug build): a command reaches
 //! another backend's view 1 to 2 ms after it is sent at the median, under
-//! 10 ms at the 99th percentile; a new backend catches up with 10,000
-//! cancellations in 1.3 to 1.7 s, and they cost it about 2 MB.
+//! 10 ms at the 99th percentile; a new backend that reads the stream from
+//! its start catches up with 10,000 cancellations in 1.3 to 1.7 s, and
+//! they cost it about 2 MB. What a snapshot saves is in `SECURITY.md`.
 //!
 //! Metrics: `queuey_rabbitmq_control_records_total` (commands applied),
 //! `queuey_rabbitmq_control_follower_restarts_total`,
-//! `queuey_rabbitmq_control_pause_renewals_total`, and the gauges
+//! `queuey_rabbitmq_control_pause_renewals_total`,
+//! `queuey_rabbitmq_control_snapshots_total` (snapshots this process
+//! wrote), and the gauges
 //! `queuey_rabbitmq_control_cancellations` and
 //! `queuey_rabbitmq_control_paused_queues`.
 //!

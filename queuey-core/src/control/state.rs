@@ -136,6 +136,56 @@ impl ControlState {
         all
     }
 
+    /// Records that, applied in order to an empty state, give this one:
+    /// a pause per paused queue (sent when it was paused) and every live
+    /// cancellation under its own record's id and time, so that a
+    /// [`Command::Revoke`] naming it still withdraws it. What a snapshot
+    /// of the state carries.
+    ///
+    /// ```
+    /// use queuey_core::control::{Command, ControlRecord, ControlState};
+    /// use uuid::Uuid;
+    ///
+    /// let mut state = ControlState::default();
+    /// state.apply(&ControlRecord::new(Command::Pause { queue: "app.emails".into() }));
+    /// state.apply(&ControlRecord::new(Command::Cancel { job_id: Uuid::new_v4() }));
+    /// let mut copy = ControlState::default();
+    /// for record in state.records() {
+    ///     copy.apply(&record);
+    /// }
+    /// assert_eq!(copy.records(), state.records());
+    /// ```
+    pub fn records(&self) -> Vec<ControlRecord> {
+        let pauses = self.paused.iter().map(|(queue, at_ms)| ControlRecord {
+            // A pause is kept by its queue alone; its id is derived, so
+            // the same state always gives the same records.
+            id: Uuid::new_v5(
+                &Uuid::NAMESPACE_OID,
+                format!("pause:{queue}:{at_ms}").as_bytes(),
+            ),
+            at_ms: *at_ms,
+            by: None,
+            command: Command::Pause {
+                queue: queue.clone(),
+            },
+        });
+        let cancellations = self
+            .cancellations_sent()
+            .into_iter()
+            .map(|c| ControlRecord {
+                id: c.record,
+                at_ms: c.at_ms,
+                by: None,
+                command: match c.target {
+                    CancelTarget::Job(job_id) => Command::Cancel { job_id },
+                    CancelTarget::Filter(filter) => Command::CancelMatching {
+                        filter: filter.clone(),
+                    },
+                },
+            });
+        pauses.chain(cancellations).collect()
+    }
+
     /// Forgets cancellations sent before `cutoff_ms`; pauses are kept until
     /// resumed.
     pub fn forget_before(&mut self, cutoff_ms: u64) {
@@ -312,8 +362,17 @@ mod tests {
         assert!(state.is_paused("q"), "pauses last until resumed");
     }
 
-    #[test]
-    fn a_revoke_withdraws_the_cancellation_of_its_record_only() {
+    /// A state with two jobs cancelled, `a` by its id at 10 and `b` by a
+    /// filter sent at `filter_at_ms`: the state, the jobs, and the records.
+    fn two_cancellations(
+        filter_at_ms: u64,
+    ) -> (
+        ControlState,
+        Envelope,
+        Envelope,
+        ControlRecord,
+        ControlRecord,
+    ) {
         let mut state = ControlState::default();
         let a = job("send", "app.emails", json!({"campaign": 1}));
         let b = job("send", "app.emails", json!({"campaign": 2}));
@@ -321,9 +380,47 @@ mod tests {
         let filter = CancelFilter::new()
             .payload_equals("campaign", 2)
             .enqueued_before(u64::MAX);
-        let by_filter = sent(Command::CancelMatching { filter }, 10);
+        let by_filter = sent(Command::CancelMatching { filter }, filter_at_ms);
         state.apply(&by_id);
         state.apply(&by_filter);
+        (state, a, b, by_id, by_filter)
+    }
+
+    #[test]
+    fn the_records_of_a_state_rebuild_it_and_a_revoke_still_reaches_them() {
+        let (mut state, a, b, _, by_filter) = two_cancellations(11);
+        state.apply(&sent(Command::Pause { queue: "q".into() }, 12));
+        state.apply(&sent(Command::Pause { queue: "r".into() }, 13));
+        state.apply(&sent(Command::Resume { queue: "r".into() }, 14));
+
+        let mut copy = ControlState::default();
+        for record in state.records() {
+            assert!(copy.apply(&record));
+        }
+        assert_eq!(copy.paused().collect::<Vec<_>>(), [("q", 12)]);
+        assert!(copy.is_cancelled(&a) && copy.is_cancelled(&b));
+        assert_eq!(copy.cancellations_sent(), state.cancellations_sent());
+        assert_eq!(
+            copy.records(),
+            state.records(),
+            "the same state, the same records"
+        );
+
+        copy.apply(&sent(
+            Command::Revoke {
+                record: by_filter.id,
+            },
+            15,
+        ));
+        assert!(copy.is_cancelled(&a) && !copy.is_cancelled(&b));
+        copy.forget_before(11);
+        assert!(!copy.is_cancelled(&a), "a cancellation keeps its time");
+        assert!(ControlState::default().records().is_empty());
+    }
+
+    #[test]
+    fn a_revoke_withdraws_the_cancellation_of_its_record_only() {
+        let (mut state, a, b, by_id, by_filter) = two_cancellations(10);
         assert!(state.is_cancelled(&a) && state.is_cancelled(&b));
         assert_eq!(state.cancellations_sent().len(), 2);
 

@@ -143,7 +143,20 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
             let amqp = global.connect("topology-verify").await?;
             let problems = topology::verify(&mgmt, Some(&amqp), &spec).await;
             amqp.close().await;
-            let problems = problems?;
+            let mut problems = problems?;
+            if let Some(policy) =
+                topology::plan_control_stream_policy(&mgmt, &global.control_stream).await?
+            {
+                problems.push(topology::Problem {
+                    queue: policy.queue.clone(),
+                    kind: topology::ProblemKind::UnboundedControlStream,
+                    detail: format!(
+                        "the control stream has no bound in bytes: {}; {}",
+                        policy.kind.risk(),
+                        policy.advice()
+                    ),
+                });
+            }
             if global.json {
                 print_json(&problems);
             } else if problems.is_empty() {
@@ -173,15 +186,17 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
         TopologyCommand::Apply { set, yes } => {
             let spec = set.spec(global)?;
             let plan = topology::plan_apply(&mgmt, &spec).await?;
-            let limits =
+            let mut limits =
                 topology::plan_limit_policies(&mgmt, &spec.work_queues(), &spec.dead_suffix)
                     .await?;
+            limits
+                .extend(topology::plan_control_stream_policy(&mgmt, &global.control_stream).await?);
             if !yes {
                 if global.json {
                     print_json(&serde_json::json!({
                         "preview": true,
                         "declare": plan,
-                        "delivery_limit_policies": limits,
+                        "policies": limits,
                     }));
                 } else {
                     println!("preview: would declare {} queue(s):", plan.len());
@@ -211,7 +226,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
             if global.json {
                 print_json(&serde_json::json!({
                     "declared": plan,
-                    "delivery_limit_policies": set,
+                    "policies": set,
                     "left_to_you": left,
                 }));
             } else {
@@ -220,9 +235,14 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
                     println!("  {}", escape::line(&d.name));
                 }
                 if !set.is_empty() {
-                    println!("set {} delivery-limit polic(ies)", set.len());
+                    println!("set {} polic(ies)", set.len());
                     for p in &set {
-                        println!("  {} on {}", escape::line(&p.name), escape::line(&p.queue));
+                        let (key, value) = p.kind.policy();
+                        println!(
+                            "  {} on {} ({key} = {value})",
+                            escape::line(&p.name),
+                            escape::line(&p.queue)
+                        );
                     }
                 }
                 for p in &left {
@@ -244,7 +264,8 @@ fn print_limits(limits: &[topology::LimitPolicy]) {
         return;
     }
     println!(
-        "would give {} queue(s) on the broker's default delivery limit a policy:",
+        "would give {} queue(s) a policy (a delivery limit, or the control stream's bound in \
+         bytes):",
         limits.len()
     );
     for p in limits {

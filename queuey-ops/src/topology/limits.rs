@@ -18,8 +18,15 @@
 //!   taking its letters and handing them back, and each read counts;
 //! - a schedule queue (`{queue}.periodic.{name}`): its leader hands the
 //!   state back at every change of leader.
+//!
+//! The control stream is the same story with another bound: queuey
+//! declares it with `x-max-length-bytes`, which a stream created before
+//! cannot take in place, and a `max-length-bytes` policy gives it
+//! ([`plan_control_stream_policy`]).
 
-use queuey_rabbitmq::topology::{SAFE_DELIVERY_LIMIT, SCHEDULE_INFIX, SINGLE_ACTIVE_CONSUMER};
+use queuey_rabbitmq::topology::{
+    CONTROL_MAX_BYTES, SAFE_DELIVERY_LIMIT, SCHEDULE_INFIX, SINGLE_ACTIVE_CONSUMER,
+};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -29,6 +36,9 @@ use crate::mgmt::{Management, QueueInfo};
 
 /// The policy key that sets a quorum queue's delivery limit.
 pub const POLICY_KEY: &str = "delivery-limit";
+
+/// The policy key that bounds a stream in bytes.
+pub const STREAM_BOUND_KEY: &str = "max-length-bytes";
 
 /// The limit RabbitMQ 4.0 and later give a quorum queue that has none.
 pub const BROKER_DEFAULT_LIMIT: i64 = 20;
@@ -41,6 +51,8 @@ pub enum AtRisk {
     DeadLetterQueue,
     /// A schedule queue: every change of leader counts.
     ScheduleQueue,
+    /// The control stream, created without a bound in bytes.
+    UnboundedControlStream,
 }
 
 impl AtRisk {
@@ -55,8 +67,27 @@ impl AtRisk {
                 "the schedule's last tick is dropped after 20 changes of leader without a fresh \
                  state (leaders of older queuey versions never publish one)"
             }
+            AtRisk::UnboundedControlStream => {
+                "a flood of records grows it (and the broker's disk) until they are 30 days old"
+            }
         }
     }
+
+    /// The policy key and value that fix it.
+    pub fn policy(self) -> (&'static str, i64) {
+        match self {
+            AtRisk::DeadLetterQueue | AtRisk::ScheduleQueue => (POLICY_KEY, SAFE_DELIVERY_LIMIT),
+            AtRisk::UnboundedControlStream => (STREAM_BOUND_KEY, CONTROL_MAX_BYTES),
+        }
+    }
+}
+
+/// Whether `info` is a stream with no bound in bytes of its own (argument
+/// or policy).
+pub fn unbounded_stream(info: &QueueInfo) -> bool {
+    info.queue_type.as_deref() == Some("stream")
+        && !info.arguments.contains_key("x-max-length-bytes")
+        && !info.policy_keys().contains_key(STREAM_BOUND_KEY)
 }
 
 /// Whether the broker of `version` (as the management API reports it)
@@ -97,14 +128,16 @@ pub fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
     }
 }
 
-/// A `delivery-limit` policy for one queue on the broker's default limit.
+/// A policy for one queue on the broker's default delivery limit (or a
+/// control stream without a bound in bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LimitPolicy {
     /// The queue.
     pub queue: String,
     /// What kind of queuey queue it is.
     pub kind: AtRisk,
-    /// The policy's name: `queuey.delivery-limit.{queue}`.
+    /// The policy's name: `queuey.delivery-limit.{queue}` (or
+    /// `queuey.max-length-bytes.{stream}`).
     pub name: String,
     /// The policy's pattern: the queue's name, and nothing else.
     pub pattern: String,
@@ -121,7 +154,7 @@ impl LimitPolicy {
         LimitPolicy {
             queue: info.name.clone(),
             kind,
-            name: format!("queuey.delivery-limit.{}", info.name),
+            name: format!("queuey.{}.{}", kind.policy().0, info.name),
             pattern: format!("^{}$", regex_escape(&info.name)),
             existing_policy: info.policy.clone(),
         }
@@ -129,25 +162,27 @@ impl LimitPolicy {
 
     /// The policy as the management API takes it.
     pub fn definition(&self) -> Value {
+        let (key, value) = self.kind.policy();
         json!({
             "pattern": self.pattern,
             "apply-to": "queues",
             "priority": 0,
-            "definition": { POLICY_KEY: SAFE_DELIVERY_LIMIT },
+            "definition": { key: value },
         })
     }
 
     /// What to do about it, in words.
     pub fn advice(&self) -> String {
+        let (key, value) = self.kind.policy();
         match &self.existing_policy {
             None => format!(
-                "`queuey topology apply --yes` sets the policy `{}` ({POLICY_KEY} = \
-                 {SAFE_DELIVERY_LIMIT}); no message is touched",
+                "`queuey topology apply --yes` sets the policy `{}` ({key} = {value}); no \
+                 message is touched",
                 self.name
             ),
             Some(policy) => format!(
-                "add {POLICY_KEY} = {SAFE_DELIVERY_LIMIT} to the policy `{policy}`, which applies \
-                 to it (a second policy would take its place)"
+                "add {key} = {value} to the policy `{policy}`, which applies to it (a second \
+                 policy would take its place)"
             ),
         }
     }
@@ -186,6 +221,36 @@ pub async fn plan_limit_policies(
         found.extend(mgmt.queues(Some(&schedules)).await?);
     }
     Ok(limit_policies(&found, dead_suffix))
+}
+
+/// The control streams among `candidates` (streams with the control
+/// stream's maximum age and segment size, whatever their name) that have
+/// no bound in bytes, each with the policy that gives it one.
+pub fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
+    let max_age = Value::String(queuey_rabbitmq::topology::control_stream_max_age());
+    let segment = Value::from(queuey_rabbitmq::topology::CONTROL_SEGMENT_BYTES);
+    candidates
+        .iter()
+        .filter(|info| {
+            unbounded_stream(info)
+                && info.arguments.get("x-max-age") == Some(&max_age)
+                && info.arguments.get("x-stream-max-segment-size-bytes") == Some(&segment)
+        })
+        .map(|info| LimitPolicy::for_queue(info, AtRisk::UnboundedControlStream))
+        .collect()
+}
+
+/// The policy that bounds the control stream `stream` in bytes, if it
+/// exists without a bound.
+pub async fn plan_control_stream_policy(
+    mgmt: &Management,
+    stream: &str,
+) -> Result<Option<LimitPolicy>> {
+    Ok(mgmt
+        .queue(stream)
+        .await?
+        .filter(unbounded_stream)
+        .map(|info| LimitPolicy::for_queue(&info, AtRisk::UnboundedControlStream)))
 }
 
 /// Sets each policy of `policies` that no other policy stands in the way
@@ -280,6 +345,60 @@ mod tests {
             policy.advice().contains("add delivery-limit"),
             "{}",
             policy.advice()
+        );
+    }
+
+    #[test]
+    fn a_stream_without_a_bound_in_bytes_gets_one() {
+        let old = info(
+            "queuey.control",
+            "stream",
+            json!({"x-queue-type": "stream", "x-max-age": "30D"}),
+            None,
+        );
+        assert!(unbounded_stream(&old));
+        let policy = LimitPolicy::for_queue(&old, AtRisk::UnboundedControlStream);
+        assert_eq!(policy.name, "queuey.max-length-bytes.queuey.control");
+        assert_eq!(
+            policy.definition()["definition"],
+            json!({"max-length-bytes": 100_000_000})
+        );
+        assert!(policy.advice().contains("max-length-bytes = 100000000"));
+        let new = info(
+            "queuey.control",
+            "stream",
+            json!({"x-queue-type": "stream", "x-max-length-bytes": 100_000_000}),
+            None,
+        );
+        assert!(!unbounded_stream(&new));
+        let by_policy = info(
+            "queuey.control",
+            "stream",
+            json!({}),
+            Some(json!({"max-length-bytes": 1_000})),
+        );
+        assert!(!unbounded_stream(&by_policy));
+        assert!(!unbounded_stream(&info("q", "classic", json!({}), None)));
+
+        let control = info(
+            "billing.control",
+            "stream",
+            json!({"x-queue-type": "stream", "x-max-age": "30D",
+                   "x-stream-max-segment-size-bytes": 1_000_000}),
+            None,
+        );
+        let heartbeats = info(
+            "billing.control.workers",
+            "stream",
+            json!({"x-queue-type": "stream", "x-max-age": "1h",
+                   "x-stream-max-segment-size-bytes": 1_000_000}),
+            None,
+        );
+        let found = control_stream_policies(&[control, heartbeats, new, old]);
+        assert_eq!(
+            found.iter().map(|p| p.queue.as_str()).collect::<Vec<_>>(),
+            ["billing.control"],
+            "control streams by their arguments, whatever their name"
         );
     }
 

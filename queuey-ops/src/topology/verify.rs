@@ -39,6 +39,10 @@ pub enum ProblemKind {
     /// limit of its own, on a broker whose default limit (20, RabbitMQ 4)
     /// drops its messages; `queuey topology apply` gives it a policy.
     DefaultDeliveryLimit,
+    /// The control stream, created without a bound in bytes: a flood of
+    /// records grows it for 30 days; `queuey topology apply` gives it a
+    /// policy.
+    UnboundedControlStream,
     /// A shard past the queue's shard count (`q.s{N}` of a queue the set
     /// gives N shards, `q.s0` of one it does not shard): no worker of the
     /// set consumes it.

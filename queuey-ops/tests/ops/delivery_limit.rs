@@ -1,7 +1,8 @@
 //! Delivery limits of queuey's quorum queues: a dead letter survives any
 //! number of reads by the tool, and the queues an older version created
 //! without a limit are found by `doctor` and `topology verify` and given a
-//! policy by `topology apply`.
+//! policy by `topology apply`; so is a control stream an older version
+//! created without a bound in bytes.
 //!
 //! The management API is the one derived from `AMQP_URL`, or
 //! `QUEUEY_MGMT_URL` when set (a broker whose API is elsewhere).
@@ -96,6 +97,20 @@ async fn a_quorum_dead_letter_survives_a_thousand_reads_by_the_tool() {
     backend.close().await.unwrap();
 }
 
+/// The doctor's check `name` on the broker at `url`.
+async fn doctor_check(url: &str, name: &str) -> queuey_ops::doctor::Check {
+    queuey_ops::doctor::doctor(
+        url,
+        std::env::var("QUEUEY_MGMT_URL").ok().as_deref(),
+        &queuey_ops::TlsFiles::default(),
+        ".dead",
+    )
+    .await
+    .into_iter()
+    .find(|c| c.name == name)
+    .unwrap_or_else(|| panic!("the doctor has a check `{name}`"))
+}
+
 fn table(args: &[(&str, AMQPValue)]) -> FieldTable {
     let mut table = FieldTable::default();
     for (k, v) in args {
@@ -182,17 +197,7 @@ async fn queues_on_the_default_limit_are_found_and_given_a_policy() {
     );
 
     // doctor: warns on RabbitMQ 4, says what to do before upgrading on 3.x.
-    let checks = queuey_ops::doctor::doctor(
-        &h.url,
-        std::env::var("QUEUEY_MGMT_URL").ok().as_deref(),
-        &queuey_ops::TlsFiles::default(),
-        ".dead",
-    )
-    .await;
-    let check = checks
-        .iter()
-        .find(|c| c.name == "delivery limits")
-        .expect("a delivery-limit check");
+    let check = doctor_check(&h.url, "delivery limits").await;
     let expected = if four {
         queuey_ops::doctor::Status::Warn
     } else {
@@ -237,5 +242,78 @@ async fn queues_on_the_default_limit_are_found_and_given_a_policy() {
             .iter()
             .all(|p| p.kind != ProblemKind::DefaultDeliveryLimit),
         "{problems:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_control_stream_without_a_bound_in_bytes_is_found_and_given_a_policy() {
+    let h = harness!("unbounded_control_stream");
+    let stream = h.queue("unbounded-control");
+    let mgmt = management(&h.url);
+    // The stream as a version before the bound declared it.
+    let mut older = names::control_stream_arguments();
+    older.remove("x-max-length-bytes");
+    let channel = h.amqp.channel().await.expect("channel");
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel
+        .queue_declare(
+            stream.as_str().into(),
+            durable,
+            topology::field_table(&older),
+        )
+        .await
+        .expect("the older stream");
+
+    let doctor_names_it = || async {
+        doctor_check(&h.url, "control streams")
+            .await
+            .detail
+            .contains(&stream)
+    };
+    assert!(doctor_names_it().await, "the doctor names the stream");
+    let plan = topology::plan_control_stream_policy(&mgmt, &stream)
+        .await
+        .expect("plan")
+        .expect("a policy for the unbounded stream");
+    assert_eq!(plan.kind, AtRisk::UnboundedControlStream);
+    assert!(
+        plan.advice().contains("max-length-bytes"),
+        "{}",
+        plan.advice()
+    );
+    let _policies = Policies(mgmt.clone(), vec![plan.name.clone()]);
+    let set = topology::apply_limit_policies(&mgmt, std::slice::from_ref(&plan))
+        .await
+        .expect("apply");
+    assert_eq!(set.len(), 1);
+    within("the policy applies", async {
+        while topology::plan_control_stream_policy(&mgmt, &stream)
+            .await
+            .expect("plan")
+            .is_some()
+        {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    })
+    .await;
+    assert!(!doctor_names_it().await, "bounded now");
+    // A stream declared by this version has its bound already.
+    let bounded = h.queue("bounded-control");
+    channel
+        .queue_declare(
+            bounded.as_str().into(),
+            durable,
+            topology::field_table(&names::control_stream_arguments()),
+        )
+        .await
+        .expect("a stream of this version");
+    assert!(
+        topology::plan_control_stream_policy(&mgmt, &bounded)
+            .await
+            .expect("plan")
+            .is_none()
     );
 }

@@ -1,5 +1,15 @@
 //! The follower: one task per backend reading the control stream in order,
 //! applying each command to the backend's view, across connections.
+//!
+//! It starts by seeking: reading the stream's last few snapshot intervals
+//! for a snapshot of the state from a trusted sender, applying nothing.
+//! The first one found replaces the view, and the follower consumes again
+//! from the offset after the snapshot's. Reaching its own sync marker
+//! without one (a young stream, a fleet that was down) means there is
+//! none that recent: it consumes again from the stream's first record.
+//! Once caught up, the follower takes its turn writing snapshots: one
+//! whenever none was read for an interval (each follower looks at a time
+//! of its own within the interval, so a fleet writes about one).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +22,7 @@ use queuey_core::backend::ConnectionState;
 use queuey_core::control::{CANCELLATION_MEMORY, Command, ControlRecord, ControlView};
 use tokio::time::{Interval, MissedTickBehavior};
 
-use super::live::{self, Live, PREFETCH};
+use super::live::{self, From, Live, PREFETCH};
 use super::message::{self, Read};
 use super::metric;
 use super::renew::{self, Resumes};
@@ -33,6 +43,17 @@ const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 /// The longest pause between tries after the broker refused the stream.
 const REFUSED_PAUSE_MAX: Duration = Duration::from_secs(30);
+/// How many snapshot intervals back a follower that starts looks for a
+/// snapshot: each follower writes one once none was read for an interval
+/// and looks every interval, so two intervals apart at most; three leave
+/// room for a slow writer.
+pub(super) const SEEK_INTERVALS: u32 = 3;
+/// How many records a follower refuses (a flood from a user it does not
+/// trust) before it writes a snapshot without waiting for the interval, at
+/// least: each follower draws its own number up to twice this, so that a
+/// fleet reading the same flood does not write at once. A flood then never
+/// pushes every snapshot out of the stream's bound in bytes.
+const SNAPSHOT_AFTER_REFUSALS: u64 = 10_000;
 
 /// One backend's follower of its control stream.
 pub(super) struct Follower {
@@ -48,6 +69,20 @@ pub(super) struct Follower {
     /// The offset of the next record: every one before it was read.
     /// `None` until the first is read.
     next: Option<u64>,
+    /// While seeking a snapshot: the time the search started at, in
+    /// seconds since the Unix epoch. Nothing is applied meanwhile.
+    seeking: Option<u64>,
+    /// How often a snapshot is written.
+    snapshot_interval: Duration,
+    /// When the last snapshot read or written was taken (milliseconds
+    /// since the Unix epoch).
+    last_snapshot_ms: Option<u64>,
+    /// Whether a state too large to snapshot was reported already.
+    too_large_told: bool,
+    /// Records refused since the last snapshot read or written.
+    refused: u64,
+    /// How many refusals make this follower write a snapshot at once.
+    refusals_for_snapshot: u64,
     resumes: Resumes,
     /// Whether the follower read one of its own sync markers yet.
     caught_up: bool,
@@ -60,29 +95,63 @@ pub(super) struct Follower {
 enum Ended {
     /// The consumer was lost (or the stream deleted): consume again.
     Lost,
+    /// The follower moved: it found a snapshot to go on from, or found
+    /// none and reads from the stream's start. Consume again from there.
+    Moved,
     /// The backend was closed.
     Closed,
 }
 
+/// How a follower starts: seeking a snapshot from `since` (seconds since
+/// the Unix epoch), writing one every `interval`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Start {
+    pub(super) since: u64,
+    pub(super) interval: Duration,
+}
+
+impl Start {
+    /// Seeking from [`SEEK_INTERVALS`] intervals before `now_ms`.
+    pub(super) fn at(now_ms: u64, interval: Duration) -> Self {
+        let back = interval.saturating_mul(SEEK_INTERVALS).as_secs();
+        Start {
+            since: (now_ms / 1_000).saturating_sub(back),
+            interval,
+        }
+    }
+
+    /// Where the first consumer starts.
+    pub(super) fn from(&self) -> From {
+        From::Since(self.since)
+    }
+}
+
 impl Follower {
+    /// The follower of `control`'s stream, applying to `view` and telling
+    /// `syncs`, starting as `start` says.
     pub(super) fn new(
-        link: Arc<Link>,
-        outbox: Arc<Outbox>,
-        stream: Arc<str>,
-        by: Option<Arc<str>>,
-        senders: Arc<Senders>,
+        control: &super::Control,
         view: ControlView,
         syncs: Arc<Syncs>,
+        start: Start,
     ) -> Self {
         Follower {
-            link,
-            outbox,
-            stream,
-            by,
-            senders,
+            link: Arc::clone(&control.link),
+            outbox: Arc::clone(&control.outbox),
+            stream: Arc::clone(&control.stream),
+            by: control.by.clone(),
+            senders: Arc::clone(&control.senders),
             view,
             syncs,
             next: None,
+            seeking: Some(start.since),
+            snapshot_interval: start.interval,
+            last_snapshot_ms: None,
+            too_large_told: false,
+            refused: 0,
+            refusals_for_snapshot: SNAPSHOT_AFTER_REFUSALS
+                + crate::link::jitter(Duration::from_nanos(SNAPSHOT_AFTER_REFUSALS)).as_nanos()
+                    as u64,
             resumes: Resumes::default(),
             caught_up: false,
             dirty: false,
@@ -99,13 +168,32 @@ impl Follower {
         // The first tick is at once; the first housekeeping waits until the
         // follower has caught up.
         housekeeping.tick().await;
+        // Each follower looks for a snapshot to write at a time of its own
+        // within the interval, so that a fleet started at once takes turns.
+        let interval = self.snapshot_interval;
+        let mut snapshots = tokio::time::interval_at(
+            tokio::time::Instant::now() + crate::link::jitter(interval),
+            interval,
+        );
+        snapshots.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut live = first;
         let reason = loop {
-            if let Ended::Closed = self.follow(&mut live, &mut housekeeping).await {
-                break "the backend was closed".to_owned();
-            }
-            metrics::counter!(metric::FOLLOWER_RESTARTS).increment(1);
-            live = match self.restart().await {
+            let ticks = Ticks {
+                housekeeping: &mut housekeeping,
+                snapshots: &mut snapshots,
+            };
+            let moved = match self.follow(&mut live, ticks).await {
+                Ended::Closed => break "the backend was closed".to_owned(),
+                Ended::Lost => {
+                    metrics::counter!(metric::FOLLOWER_RESTARTS).increment(1);
+                    false
+                }
+                Ended::Moved => {
+                    close(&live).await;
+                    true
+                }
+            };
+            live = match self.restart(moved).await {
                 Ok(live) => live,
                 Err(reason) => break reason,
             };
@@ -114,7 +202,7 @@ impl Follower {
     }
 
     /// Reads `live` until it ends.
-    async fn follow(&mut self, live: &mut Live, housekeeping: &mut Interval) -> Ended {
+    async fn follow(&mut self, live: &mut Live, ticks: Ticks<'_>) -> Ended {
         let gone = self.link.gone(live.generation);
         tokio::pin!(gone);
         // The last delivery read and not acknowledged, and how many.
@@ -133,8 +221,12 @@ impl Follower {
                     self.gauges();
                     tokio::select! {
                         item = live.consumer.next() => item,
-                        _ = housekeeping.tick() => {
+                        _ = ticks.housekeeping.tick() => {
                             self.housekeep();
+                            continue;
+                        }
+                        _ = ticks.snapshots.tick() => {
+                            self.snapshot_if_due();
                             continue;
                         }
                         () = &mut gone => None,
@@ -146,7 +238,9 @@ impl Follower {
                     self.pause = RESUME_PAUSE_MIN;
                     unacked = Some(delivery.delivery_tag);
                     count += 1;
-                    self.read(delivery);
+                    if let Step::Move = self.read(delivery) {
+                        return Ended::Moved;
+                    }
                     if count >= ACK_EVERY
                         && let Some(tag) = unacked.take()
                     {
@@ -191,6 +285,7 @@ impl Follower {
     fn rebuild(&mut self) {
         self.view.reset();
         self.next = None;
+        self.seeking = None;
         self.resumes.clear();
         self.dirty = true;
     }
@@ -198,15 +293,30 @@ impl Follower {
     /// Applies one delivery, in stream order; skips what was read before,
     /// and refuses (counting it) a command from a sender it does not
     /// trust or that breaks a rule of
-    /// [`ControlRecord::check`].
-    fn read(&mut self, delivery: Delivery) {
+    /// [`ControlRecord::check`]. While seeking, looks only for a snapshot
+    /// and for its own sync markers.
+    fn read(&mut self, delivery: Delivery) -> Step {
+        if self.seeking.is_some() {
+            return self.seek(&delivery);
+        }
         let offset = message::offset(&delivery.properties);
         if let (Some(offset), Some(next)) = (offset, self.next)
             && offset < next
         {
-            return;
+            return Step::On;
         }
         match message::read(&delivery.properties, &delivery.data) {
+            Read::Snapshot { at_ms, .. } => {
+                // The view holds the state already: a snapshot only says
+                // that a follower wrote one, so this one waits its turn.
+                if self
+                    .senders
+                    .admit(Role::Renewal, &delivery.properties)
+                    .is_ok()
+                {
+                    self.saw_snapshot(at_ms);
+                }
+            }
             Read::Sync(nonce) => {
                 if self.syncs.reached(nonce) && !self.caught_up {
                     self.caught_up = true;
@@ -232,7 +342,11 @@ impl Follower {
                     });
                 if let Err(refusal) = &admitted {
                     trust::refused(Kind::Command, refusal);
-                } else if self.resumes.accepts(&record, renews_after) {
+                    self.count_refusal();
+                } else if self
+                    .resumes
+                    .accepts(&record, renews_after, self.paused(&record))
+                {
                     self.view.apply(&record);
                     self.dirty = true;
                     metrics::counter!(metric::RECORDS).increment(1);
@@ -243,7 +357,10 @@ impl Follower {
                     self.resumes.read(&record, offset);
                 }
             }
-            Read::TooLarge(bytes) => trust::refused(Kind::Command, &Refusal::TooLarge(bytes)),
+            Read::TooLarge(bytes) => {
+                trust::refused(Kind::Command, &Refusal::TooLarge(bytes));
+                self.count_refusal();
+            }
             Read::Skip => {
                 tracing::debug!(stream = %self.stream, ?offset, "skipped a message of the control stream that is not a command this version knows");
             }
@@ -251,6 +368,129 @@ impl Follower {
         if let Some(offset) = offset {
             self.next = Some(offset + 1);
         }
+        Step::On
+    }
+
+    /// Whether the queue a pause names is paused now.
+    fn paused(&self, record: &ControlRecord) -> bool {
+        match &record.command {
+            Command::Pause { queue } => self.view.is_paused(queue),
+            _ => false,
+        }
+    }
+
+    /// One delivery read while seeking: a trusted snapshot becomes the
+    /// view and the follower moves past its offset; the follower's own
+    /// sync marker means there is no snapshot that recent, and it moves
+    /// to the stream's start. Anything else waits for that.
+    fn seek(&mut self, delivery: &Delivery) -> Step {
+        match message::read(&delivery.properties, &delivery.data) {
+            Read::Snapshot { records, of, at_ms } => {
+                if let Err(refusal) = self.senders.admit(Role::Renewal, &delivery.properties) {
+                    trust::refused(Kind::Command, &refusal);
+                    return Step::On;
+                }
+                let now = queuey_core::__private::now_ms();
+                self.view.reset();
+                for record in &records {
+                    match record.check_content(now) {
+                        Ok(()) => {
+                            self.view.apply(record);
+                        }
+                        Err(refusal) => trust::refused(Kind::Command, &Refusal::from(refusal)),
+                    }
+                }
+                self.resumes.start_at_snapshot(of);
+                self.saw_snapshot(at_ms);
+                self.seeking = None;
+                self.next = Some(of + 1);
+                self.dirty = true;
+                tracing::debug!(stream = %self.stream, of, records = records.len(), "following control commands from a snapshot");
+                Step::Move
+            }
+            Read::Sync(nonce) if self.syncs.is_waiting(nonce) => {
+                tracing::debug!(stream = %self.stream, "no recent snapshot of the control state; reading the control stream from its start");
+                self.seeking = None;
+                self.next = None;
+                Step::Move
+            }
+            _ => Step::On,
+        }
+    }
+
+    /// A snapshot taken at `at_ms` was read (or written).
+    fn saw_snapshot(&mut self, at_ms: u64) {
+        self.last_snapshot_ms = Some(self.last_snapshot_ms.map_or(at_ms, |last| last.max(at_ms)));
+        self.refused = 0;
+    }
+
+    /// One more record refused; past this follower's share of a flood, a
+    /// snapshot is written at once (the state read so far is whole up to
+    /// the record before).
+    fn count_refusal(&mut self) {
+        self.refused += 1;
+        if self.refused >= self.refusals_for_snapshot {
+            self.refused = 0;
+            self.write_snapshot();
+        }
+    }
+
+    /// Writes a snapshot of the view when none was read or written for an
+    /// interval, once the follower holds the whole state.
+    fn snapshot_if_due(&mut self) {
+        let now = queuey_core::__private::now_ms();
+        let every = u64::try_from(self.snapshot_interval.as_millis()).unwrap_or(u64::MAX);
+        if self
+            .last_snapshot_ms
+            .is_none_or(|last| now.saturating_sub(last) >= every)
+        {
+            self.write_snapshot();
+        }
+    }
+
+    /// Writes a snapshot of the view as it stands (the state of every
+    /// record up to the one last read), once the follower holds the whole
+    /// state: not while seeking, and not before it first caught up.
+    fn write_snapshot(&mut self) {
+        let (false, true, Some(next)) = (self.seeking.is_some(), self.caught_up, self.next) else {
+            return;
+        };
+        let now = queuey_core::__private::now_ms();
+        let of = next.saturating_sub(1);
+        let mut out = match message::snapshot(&self.stream, &self.view.snapshot(), of, now) {
+            Ok(out) => out,
+            Err(bytes) => {
+                if !std::mem::replace(&mut self.too_large_told, true) {
+                    tracing::warn!(stream = %self.stream, bytes, limit = message::MAX_SNAPSHOT_BYTES, "the control state is too large to snapshot (too many cancellations by id); processes that start read the control stream from its start");
+                }
+                return;
+            }
+        };
+        match self
+            .senders
+            .sign(out.properties, "writing a snapshot of the control state")
+        {
+            Ok(signed) => out.properties = signed,
+            Err(error) => {
+                tracing::warn!(%error, "cannot write a snapshot of the control state");
+                return;
+            }
+        }
+        self.too_large_told = false;
+        self.saw_snapshot(now);
+        let outbox = Arc::clone(&self.outbox);
+        let stream = Arc::clone(&self.stream);
+        tokio::spawn(async move {
+            match outbox.control(out).await {
+                Ok(()) => {
+                    metrics::counter!(metric::SNAPSHOTS).increment(1);
+                    tracing::debug!(%stream, of, "wrote a snapshot of the control state");
+                }
+                Err(error) => {
+                    tracing::warn!(%stream, %error, "could not write a snapshot of the control state; another follower or the next turn will");
+                }
+            }
+        });
     }
 
     /// Forgets cancellations past their memory, renews pauses a week old,
@@ -311,12 +551,14 @@ impl Follower {
     }
 
     /// Consumes again on the connection of the moment, from the offset
-    /// after the last record read. Keeps trying while the backend lives,
-    /// longer apart after a refusal (a stream an operator declared
+    /// after the last record read (at once when the follower `moved`, after
+    /// a pause when the consumer was lost). Keeps trying while the backend
+    /// lives, longer apart after a refusal (a stream an operator declared
     /// otherwise: it heals once fixed); `Err` with the reason once the
     /// backend is closed or gave up.
-    async fn restart(&mut self) -> Result<Live, String> {
+    async fn restart(&mut self, moved: bool) -> Result<Live, String> {
         let mut refused = false;
+        let mut first_try = true;
         loop {
             if self.link.is_closed() {
                 return Err("the backend was closed".to_owned());
@@ -324,14 +566,17 @@ impl Follower {
             if self.link.state() == ConnectionState::Failed {
                 return Err("the backend gave up on RabbitMQ".to_owned());
             }
-            tokio::time::sleep(self.pause).await;
-            let longest = if refused {
-                REFUSED_PAUSE_MAX
-            } else {
-                RESUME_PAUSE_MAX
-            };
-            self.pause = (self.pause * 2).min(longest);
-            if let Some(next) = self.next {
+            let at_once = moved && std::mem::take(&mut first_try);
+            if !at_once {
+                tokio::time::sleep(self.pause).await;
+                let longest = if refused {
+                    REFUSED_PAUSE_MAX
+                } else {
+                    RESUME_PAUSE_MAX
+                };
+                self.pause = (self.pause * 2).min(longest);
+            }
+            if let (false, None, Some(next)) = (at_once, self.seeking, self.next) {
                 match self.tail().await {
                     Ok(Some(tail)) if tail < next => {
                         tracing::warn!(stream = %self.stream, read_up_to = next, tail, "the control stream was deleted and declared again since it was last read; forgetting what was read from the old one and following the new one from its start");
@@ -344,9 +589,18 @@ impl Follower {
                     }
                 }
             }
-            match live::start(&self.link, &self.stream, self.next).await {
+            let from = match (self.seeking, self.next) {
+                (Some(since), _) => From::Since(since),
+                (None, Some(next)) => From::Offset(next),
+                (None, None) => From::First,
+            };
+            match live::start(&self.link, &self.stream, from).await {
                 Ok(live) => {
-                    tracing::info!(stream = %self.stream, from = ?self.next, "following control commands again");
+                    if at_once {
+                        tracing::debug!(stream = %self.stream, ?from, "following control commands from here");
+                    } else {
+                        tracing::info!(stream = %self.stream, ?from, "following control commands again");
+                    }
                     return Ok(live);
                 }
                 Err(Error::ShutDown) => return Err("the backend was closed".to_owned()),
@@ -376,6 +630,30 @@ impl Follower {
         marker.properties = self.senders.sign_if_known(marker.properties);
         self.outbox.control(marker).await?;
         live::offset_of(&self.link, &self.stream, nonce).await
+    }
+}
+
+/// What reading one delivery asks of the follower.
+enum Step {
+    /// Read on.
+    On,
+    /// Consume again from where the follower now stands.
+    Move,
+}
+
+/// The follower's timers.
+struct Ticks<'a> {
+    housekeeping: &'a mut Interval,
+    snapshots: &'a mut Interval,
+}
+
+/// Closes the channel of a consumer the follower leaves.
+async fn close(live: &Live) {
+    if live.channel.status().connected() {
+        let _ = live
+            .channel
+            .close(200, lapin::types::ShortString::default())
+            .await;
     }
 }
 

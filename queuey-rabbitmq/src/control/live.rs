@@ -23,10 +23,21 @@ pub(super) struct Live {
     pub(super) generation: u64,
 }
 
+/// Where a consumer of the stream starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum From {
+    /// At the stream's first record.
+    First,
+    /// At this offset.
+    Offset(u64),
+    /// At the first chunk holding a record written at or after this time,
+    /// in seconds since the Unix epoch (by the broker's clock).
+    Since(u64),
+}
+
 /// Declares the stream and consumes it on a fresh channel of the current
-/// connection, from `from` (`None`: its first record), within the call
-/// bound.
-pub(super) async fn start(link: &Link, stream: &str, from: Option<u64>) -> Result<Live, Error> {
+/// connection, from `from`, within the call bound.
+pub(super) async fn start(link: &Link, stream: &str, from: From) -> Result<Live, Error> {
     let what = format!("following control commands on `{stream}`");
     let failing = what.as_str();
     link.call(&what, |current| async move {
@@ -143,11 +154,13 @@ pub(super) fn try_again(error: &Error) -> bool {
     error.is_transient() || not_ready(error)
 }
 
-/// The consumer's `x-stream-offset`: `"first"`, or the offset to start at.
-fn offset_argument(from: Option<u64>) -> FieldTable {
+/// The consumer's `x-stream-offset`: `"first"`, the offset to start at,
+/// or a time (an AMQP timestamp).
+fn offset_argument(from: From) -> FieldTable {
     let value = match from {
-        None => AMQPValue::LongString(LongString::from("first")),
-        Some(offset) => AMQPValue::LongLongInt(i64::try_from(offset).unwrap_or(i64::MAX)),
+        From::First => AMQPValue::LongString(LongString::from("first")),
+        From::Offset(offset) => AMQPValue::LongLongInt(i64::try_from(offset).unwrap_or(i64::MAX)),
+        From::Since(seconds) => AMQPValue::Timestamp(seconds),
     };
     let mut args = FieldTable::default();
     args.insert(properties::short("x-stream-offset"), value);
@@ -181,16 +194,21 @@ mod tests {
     }
 
     #[test]
-    fn the_offset_is_first_or_a_64_bit_integer() {
-        let first = offset_argument(None);
+    fn the_offset_is_first_a_64_bit_integer_or_a_timestamp() {
+        let first = offset_argument(From::First);
         assert_eq!(
             first.inner().get("x-stream-offset"),
             Some(&AMQPValue::LongString("first".into()))
         );
-        let later = offset_argument(Some(42));
+        let later = offset_argument(From::Offset(42));
         assert_eq!(
             later.inner().get("x-stream-offset"),
             Some(&AMQPValue::LongLongInt(42))
+        );
+        let since = offset_argument(From::Since(1_700_000_000));
+        assert_eq!(
+            since.inner().get("x-stream-offset"),
+            Some(&AMQPValue::Timestamp(1_700_000_000))
         );
     }
 }

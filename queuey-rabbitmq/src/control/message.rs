@@ -1,19 +1,36 @@
 //! The messages of the control stream, as pure functions: a command, a
-//! renewed pause and a sync marker as they are published, and what a
-//! delivery from the stream is.
+//! renewed pause, a snapshot of the state and a sync marker as they are
+//! published, and what a delivery from the stream is.
 
 use bytes::Bytes;
 use lapin::BasicProperties;
 use lapin::types::AMQPValue;
-use queuey_core::control::ControlRecord;
+use queuey_core::control::{ControlRecord, ControlState};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::outbox::Outgoing;
 use crate::properties::{self, PERSISTENT};
-use crate::topology::{RENEWS_AFTER_HEADER, SYNC_MARKER_TYPE};
+use crate::topology::{RENEWS_AFTER_HEADER, SNAPSHOT_OF_HEADER, SNAPSHOT_TYPE, SYNC_MARKER_TYPE};
 
 /// The header every delivery from a stream carries: its offset.
 const STREAM_OFFSET_HEADER: &str = "x-stream-offset";
+
+/// The largest snapshot published or read, in bytes: far below the 16 MiB
+/// RabbitMQ 4 accepts by default, and room for tens of thousands of
+/// cancellations. A state too large for it is not snapshotted (a process
+/// that starts reads the stream from its start instead).
+pub(super) const MAX_SNAPSHOT_BYTES: usize = 8 * 1024 * 1024;
+
+/// A snapshot's body: the records that rebuild the state.
+#[derive(Debug, Serialize, Deserialize)]
+struct SnapshotBody {
+    /// The format's version.
+    v: u32,
+    /// When it was taken, in milliseconds since the Unix epoch.
+    at_ms: u64,
+    records: Vec<ControlRecord>,
+}
 
 /// A command for `stream`: its JSON as the body, its id as the message id.
 pub(super) fn command(stream: &str, record: &ControlRecord) -> Outgoing {
@@ -40,6 +57,46 @@ pub(super) fn renewal(stream: &str, record: &ControlRecord, after: u64) -> Outgo
     );
     out.properties = out.properties.with_headers(headers);
     out
+}
+
+/// A snapshot of `state` taken at `at_ms` by a follower that had read the
+/// stream up to offset `of`: type [`SNAPSHOT_TYPE`], the offset in
+/// [`SNAPSHOT_OF_HEADER`], the records that rebuild the state as the
+/// body. `Err` with the body's size when it is over
+/// [`MAX_SNAPSHOT_BYTES`].
+pub(super) fn snapshot(
+    stream: &str,
+    state: &ControlState,
+    of: u64,
+    at_ms: u64,
+) -> Result<Outgoing, usize> {
+    let body = SnapshotBody {
+        v: 1,
+        at_ms,
+        records: state.records(),
+    };
+    // Records hold strings, numbers and JSON values only.
+    let body = serde_json::to_vec(&body).unwrap_or_default();
+    if body.len() > MAX_SNAPSHOT_BYTES {
+        return Err(body.len());
+    }
+    let message_id = Uuid::new_v4().to_string();
+    let mut headers = lapin::types::FieldTable::default();
+    headers.insert(
+        properties::short(SNAPSHOT_OF_HEADER),
+        AMQPValue::LongLongInt(i64::try_from(of).unwrap_or(i64::MAX)),
+    );
+    Ok(Outgoing {
+        exchange: None,
+        queue: stream.to_owned(),
+        body: Bytes::from(body),
+        properties: BasicProperties::default()
+            .with_delivery_mode(PERSISTENT)
+            .with_message_id(properties::short(&message_id))
+            .with_type(properties::short(SNAPSHOT_TYPE))
+            .with_headers(headers),
+        message_id,
+    })
 }
 
 /// A sync marker: type [`SYNC_MARKER_TYPE`], the nonce as body and
@@ -69,7 +126,15 @@ pub(super) enum Read {
         record: ControlRecord,
         renews_after: Option<u64>,
     },
-    /// A body over the size a command may have, left undecoded.
+    /// A snapshot of the state as it was once every record up to offset
+    /// `of` was applied: the records that rebuild it.
+    Snapshot {
+        records: Vec<ControlRecord>,
+        of: u64,
+        at_ms: u64,
+    },
+    /// A body over the size a command (or a snapshot) may have, left
+    /// undecoded.
     TooLarge(usize),
     /// Not a command this version knows (a newer one, or garbage).
     Skip,
@@ -82,6 +147,9 @@ pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
     if is_sync_marker(properties) {
         return sync_nonce(body).map_or(Read::Skip, Read::Sync);
     }
+    if properties.kind().as_ref().map(|k| k.as_str()) == Some(SNAPSHOT_TYPE) {
+        return read_snapshot(properties, body);
+    }
     if queuey_core::control::check_size(body.len()).is_err() {
         return Read::TooLarge(body.len());
     }
@@ -91,6 +159,25 @@ pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
             renews_after: integer_header(properties, RENEWS_AFTER_HEADER),
         },
         None => Read::Skip,
+    }
+}
+
+/// Reads a snapshot: its offset header and its records (a body over
+/// [`MAX_SNAPSHOT_BYTES`] is not decoded).
+fn read_snapshot(properties: &BasicProperties, body: &[u8]) -> Read {
+    if body.len() > MAX_SNAPSHOT_BYTES {
+        return Read::TooLarge(body.len());
+    }
+    let Some(of) = integer_header(properties, SNAPSHOT_OF_HEADER) else {
+        return Read::Skip;
+    };
+    match serde_json::from_slice::<SnapshotBody>(body) {
+        Ok(SnapshotBody {
+            v: 1,
+            at_ms,
+            records,
+        }) => Read::Snapshot { records, of, at_ms },
+        _ => Read::Skip,
     }
 }
 
@@ -157,10 +244,24 @@ mod tests {
         assert_eq!(
             read(&delivered(&renewed, 42), &renewed.body),
             Read::Record {
-                record,
+                record: record.clone(),
                 renews_after: Some(41)
             }
         );
+
+        let mut state = ControlState::default();
+        state.apply(&record);
+        let snap = snapshot("s", &state, 41, 1_000).unwrap();
+        assert_eq!(snap.queue, "s");
+        assert_eq!(
+            read(&delivered(&snap, 50), &snap.body),
+            Read::Snapshot {
+                records: state.records(),
+                of: 41,
+                at_ms: 1_000
+            }
+        );
+        assert_eq!(ControlRecord::decode(&snap.body), None, "never a command");
 
         let nonce = Uuid::new_v4();
         let marker = sync_marker("s", nonce);
@@ -180,7 +281,40 @@ mod tests {
         assert_eq!(read(&marker, b"not a nonce"), Read::Skip);
         let mut headers = FieldTable::default();
         headers.insert(STREAM_OFFSET_HEADER.into(), AMQPValue::LongLongInt(-1));
-        assert_eq!(offset(&plain.with_headers(headers)), None);
+        assert_eq!(offset(&plain.clone().with_headers(headers)), None);
         assert_eq!(offset(&BasicProperties::default()), None);
+
+        let snap = plain.clone().with_type(SNAPSHOT_TYPE.into());
+        let body = br#"{"v":1,"at_ms":5,"records":[]}"#;
+        assert_eq!(read(&snap, body), Read::Skip, "a snapshot needs its offset");
+        let mut headers = FieldTable::default();
+        headers.insert(SNAPSHOT_OF_HEADER.into(), AMQPValue::LongLongInt(3));
+        let snap = snap.with_headers(headers);
+        assert_eq!(
+            read(&snap, body),
+            Read::Snapshot {
+                records: Vec::new(),
+                of: 3,
+                at_ms: 5
+            }
+        );
+        assert_eq!(
+            read(&snap, br#"{"v":2,"at_ms":5,"records":[]}"#),
+            Read::Skip
+        );
+        let huge = vec![b' '; MAX_SNAPSHOT_BYTES + 1];
+        assert_eq!(read(&snap, &huge), Read::TooLarge(huge.len()));
+    }
+
+    #[test]
+    fn a_state_too_large_is_not_snapshotted() {
+        let mut state = ControlState::default();
+        for _ in 0..100_000 {
+            state.apply(&ControlRecord::new(queuey_core::control::Command::Cancel {
+                job_id: Uuid::new_v4(),
+            }));
+        }
+        let size = snapshot("s", &state, 0, 0).unwrap_err();
+        assert!(size > MAX_SNAPSHOT_BYTES);
     }
 }

@@ -54,7 +54,7 @@ use crate::declare;
 use crate::link::Link;
 use crate::outbox::{Outbox, Outgoing};
 use crate::trust::Senders;
-use follower::Follower;
+use follower::{Follower, Start};
 use syncs::Syncs;
 
 /// The pause between tries of a first follow while the stream's node is
@@ -74,6 +74,8 @@ pub(crate) mod metric {
     pub(crate) const PAUSED_QUEUES: &str = "queuey_rabbitmq_control_paused_queues";
     /// Counter: pauses published again to keep them in the stream.
     pub(crate) const PAUSE_RENEWALS: &str = "queuey_rabbitmq_control_pause_renewals_total";
+    /// Counter: snapshots of the control state this process wrote.
+    pub(crate) const SNAPSHOTS: &str = "queuey_rabbitmq_control_snapshots_total";
     /// Gauge: 1 once the follower has read every command sent before it
     /// started, 0 while a process runs without them.
     pub(crate) const CAUGHT_UP: &str = "queuey_rabbitmq_control_caught_up";
@@ -218,13 +220,17 @@ impl Control {
         Ok(view)
     }
 
-    /// Declares the stream and starts the follower, consuming from the
-    /// stream's first record; a refusal is the caller's error.
+    /// Declares the stream and starts the follower, seeking a snapshot in
+    /// the stream's last intervals; a refusal is the caller's error.
     async fn start(&self) -> Result<Following, Error> {
         let deadline = Instant::now() + self.options.call_timeout;
+        let start = Start::at(
+            queuey_core::__private::now_ms(),
+            self.options.settings().control_snapshot_interval(),
+        );
         let first = loop {
             let started = match self.declare().await {
-                Ok(()) => live::start(&self.link, &self.stream, None).await,
+                Ok(()) => live::start(&self.link, &self.stream, start.from()).await,
                 Err(error) => Err(error),
             };
             match started {
@@ -239,15 +245,7 @@ impl Control {
         };
         let view = ControlView::new();
         let syncs = Arc::new(Syncs::default());
-        let follower = Follower::new(
-            Arc::clone(&self.link),
-            Arc::clone(&self.outbox),
-            Arc::clone(&self.stream),
-            self.by.clone(),
-            Arc::clone(&self.senders),
-            view.clone(),
-            Arc::clone(&syncs),
-        );
+        let follower = Follower::new(self, view.clone(), Arc::clone(&syncs), start);
         let task = tokio::spawn(follower.run(first));
         Ok(Following { view, syncs, task })
     }

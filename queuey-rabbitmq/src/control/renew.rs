@@ -36,6 +36,9 @@ pub(super) fn due(state: &ControlState, now_ms: u64) -> Vec<(String, u64)> {
 #[derive(Debug, Default)]
 pub(super) struct Resumes {
     last: HashMap<String, u64>,
+    /// The offset of the snapshot the follower started from: resumes up
+    /// to it were not read, only their outcome.
+    floor: Option<u64>,
 }
 
 impl Resumes {
@@ -49,11 +52,22 @@ impl Resumes {
 
     /// Whether `record` is to be applied: anything but a renewal is; a
     /// renewal (`renews_after` set) only if no resume of its queue was read
-    /// after the offset its follower had read up to.
-    pub(super) fn accepts(&self, record: &ControlRecord, renews_after: Option<u64>) -> bool {
+    /// after the offset its follower had read up to. After a start from a
+    /// snapshot, a renewal decided before the snapshot's offset holds only
+    /// if the queue is still `paused`: a resume in between is in the
+    /// snapshot's outcome, not in what was read.
+    pub(super) fn accepts(
+        &self,
+        record: &ControlRecord,
+        renews_after: Option<u64>,
+        paused: bool,
+    ) -> bool {
         let (Command::Pause { queue }, Some(after)) = (&record.command, renews_after) else {
             return true;
         };
+        if self.floor.is_some_and(|floor| after <= floor) && !paused {
+            return false;
+        }
         self.last.get(queue).is_none_or(|resumed| *resumed <= after)
     }
 
@@ -61,6 +75,13 @@ impl Resumes {
     /// from 0.
     pub(super) fn clear(&mut self) {
         self.last.clear();
+        self.floor = None;
+    }
+
+    /// Starts over from a snapshot of the state up to offset `of`.
+    pub(super) fn start_at_snapshot(&mut self, of: u64) {
+        self.last.clear();
+        self.floor = Some(of);
     }
 }
 
@@ -107,21 +128,44 @@ mod tests {
         let mut resumes = Resumes::default();
         let renewal = record(pause("q"), 0);
         // Nothing resumed: the renewal holds, as does any plain command.
-        assert!(resumes.accepts(&renewal, Some(10)));
+        assert!(resumes.accepts(&renewal, Some(10), false));
         resumes.read(&record(resume("q"), 0), Some(8));
         // The resume was read by the renewer before it decided.
-        assert!(resumes.accepts(&renewal, Some(10)));
+        assert!(resumes.accepts(&renewal, Some(10), false));
         resumes.read(&record(resume("q"), 0), Some(11));
         // The resume came between the decision and the renewal.
-        assert!(!resumes.accepts(&renewal, Some(10)));
+        assert!(!resumes.accepts(&renewal, Some(10), false));
         assert!(
-            resumes.accepts(&renewal, None),
+            resumes.accepts(&renewal, None, false),
             "a plain pause always holds"
         );
-        assert!(resumes.accepts(&record(pause("other"), 0), Some(10)));
+        assert!(resumes.accepts(&record(pause("other"), 0), Some(10), false));
         resumes.read(&record(resume("other"), 0), None);
-        assert!(!resumes.accepts(&record(pause("other"), 0), Some(u64::MAX - 1)));
+        assert!(!resumes.accepts(&record(pause("other"), 0), Some(u64::MAX - 1), false));
         resumes.clear();
-        assert!(resumes.accepts(&renewal, Some(10)));
+        assert!(resumes.accepts(&renewal, Some(10), false));
+    }
+
+    #[test]
+    fn after_a_snapshot_a_renewal_decided_before_it_holds_only_for_a_queue_still_paused() {
+        let mut resumes = Resumes::default();
+        resumes.read(&record(resume("q"), 0), Some(3));
+        resumes.start_at_snapshot(20);
+        let renewal = record(pause("q"), 0);
+        // Decided at 15: a resume may have come between 15 and 20, and the
+        // snapshot shows the queue not paused, so it did.
+        assert!(!resumes.accepts(&renewal, Some(15), false));
+        // The snapshot shows the queue paused: the renewal only refreshes it.
+        assert!(resumes.accepts(&renewal, Some(15), true));
+        // Decided after the snapshot: the resumes read since decide.
+        assert!(resumes.accepts(&renewal, Some(21), false));
+        resumes.read(&record(resume("q"), 0), Some(25));
+        assert!(!resumes.accepts(&renewal, Some(21), false));
+        assert!(
+            resumes.accepts(&record(pause("q"), 0), None, false),
+            "a plain pause holds"
+        );
+        resumes.clear();
+        assert!(resumes.accepts(&renewal, Some(15), false));
     }
 }

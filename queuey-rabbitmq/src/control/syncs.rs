@@ -49,6 +49,12 @@ impl Syncs {
         }
     }
 
+    /// Whether a caller waits for the marker `nonce` (this backend's own),
+    /// without telling it.
+    pub(super) fn is_waiting(&self, nonce: Uuid) -> bool {
+        self.state().waiting.contains_key(&nonce)
+    }
+
     /// A caller stopped waiting for `nonce`.
     pub(super) fn forget(&self, nonce: Uuid) {
         self.state().waiting.remove(&nonce);
@@ -77,6 +83,7 @@ mod tests {
         let syncs = Syncs::default();
         let (mine, other) = (Uuid::new_v4(), Uuid::new_v4());
         let waiting = syncs.wait(mine).unwrap();
+        assert!(syncs.is_waiting(mine) && !syncs.is_waiting(other));
         assert!(!syncs.reached(other), "another process's marker");
         assert!(syncs.reached(mine));
         waiting.await.unwrap();

@@ -148,9 +148,16 @@ async fn declare_dead(
 /// `x-delivery-limit` it was declared with: a quorum queue an earlier
 /// version created, which RabbitMQ cannot change in place.
 pub(crate) fn created_without_delivery_limit(failure: &Failure) -> bool {
+    created_without(failure, "x-delivery-limit")
+}
+
+/// Whether a refused declaration says the queue exists without
+/// `argument`, which it was declared with: a queue an earlier version
+/// created, which RabbitMQ cannot change in place.
+pub(crate) fn created_without(failure: &Failure, argument: &str) -> bool {
     failure.reply_code == Some(crate::error::code::PRECONDITION_FAILED)
         && !failure.connection_lost
-        && failure.text.contains("x-delivery-limit")
+        && failure.text.contains(&format!("'{argument}'"))
         && failure.text.contains("current is none")
 }
 

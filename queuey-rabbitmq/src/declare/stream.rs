@@ -36,31 +36,60 @@ pub(crate) async fn declare_stream(
     stream: &str,
     kind: Stream,
 ) -> Result<(), Error> {
-    let channel = new_channel(connection, "opening a channel to declare a stream").await?;
     let args = match kind {
         Stream::Control => topology::control_stream_arguments(),
         Stream::Heartbeats => topology::heartbeat_stream_arguments(),
     };
-    let result = declare(connection, &channel, stream, true, &args)
-        .await
-        .map_err(|failure| explain(failure, stream, kind));
+    let failure = match declare_once(connection, stream, &args).await? {
+        Ok(()) => return Ok(()),
+        Err(failure) => failure,
+    };
+    if kind != Stream::Control || !super::created_without(&failure, "x-max-length-bytes") {
+        return Err(explain(failure, stream, kind));
+    }
+    // A control stream an earlier version created has no bound in bytes,
+    // and RabbitMQ cannot add one in place: declared as it was.
+    tracing::warn!(
+        stream,
+        "the control stream was created without a bound in bytes, so a flood of records can \
+         grow it until they are 30 days old; `queuey topology apply` sets a `max-length-bytes` \
+         policy on it"
+    );
+    let mut older = args;
+    older.remove("x-max-length-bytes");
+    declare_once(connection, stream, &older)
+        .await?
+        .map_err(|failure| explain(failure, stream, kind))
+}
+
+/// Declares `stream` with `args` on a fresh channel that is closed
+/// afterwards; the inner `Err` is the broker's refusal.
+async fn declare_once(
+    connection: &Connection,
+    stream: &str,
+    args: &topology::QueueArguments,
+) -> Result<Result<(), Failure>, Error> {
+    let channel = new_channel(connection, "opening a channel to declare a stream").await?;
+    let result = declare(connection, &channel, stream, true, args).await;
     if channel.status().connected() {
         let _ = channel.close(200, ShortString::default()).await;
     }
-    result
+    Ok(result)
 }
 
 /// The error for a refused declaration of a stream.
 fn explain(failure: Failure, stream: &str, kind: Stream) -> Error {
-    let (name, max_age, lost) = match kind {
+    let (name, max_age, bytes, lost) = match kind {
         Stream::Control => (
             "control stream",
             topology::control_stream_max_age(),
+            format!("x-max-length-bytes {}, ", topology::CONTROL_MAX_BYTES),
             "the commands in it are lost",
         ),
         Stream::Heartbeats => (
             "heartbeat stream",
             topology::HEARTBEAT_MAX_AGE.to_owned(),
+            String::new(),
             "it holds only recent heartbeats",
         ),
     };
@@ -71,8 +100,8 @@ fn explain(failure: Failure, stream: &str, kind: Stream) -> Error {
     let hint = format!(
         "a queue of this name exists with other arguments, and RabbitMQ never changes them; \
          every process declares the {name} alike (x-queue-type stream, x-max-age {max_age}, \
-         x-stream-max-segment-size-bytes {}): delete that queue ({lost}) or give the backend \
-         another `RabbitMqOptions::control_stream`. Streams need RabbitMQ 3.9 or later",
+         {bytes}x-stream-max-segment-size-bytes {}): delete that queue ({lost}) or give the \
+         backend another `RabbitMqOptions::control_stream`. Streams need RabbitMQ 3.9 or later",
         topology::CONTROL_SEGMENT_BYTES
     );
     Failure {

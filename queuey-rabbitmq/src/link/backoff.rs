@@ -29,8 +29,9 @@ impl Backoff {
 }
 
 /// A pause of up to `delay`, drawn uniformly (full jitter), so that many
-/// processes cut off together do not reconnect in lockstep.
-fn jitter(delay: Duration) -> Duration {
+/// processes cut off together do not reconnect in lockstep (or, started
+/// together, do not take their turns at once).
+pub(crate) fn jitter(delay: Duration) -> Duration {
     let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
     let random = uuid::Uuid::new_v4().as_u64_pair().0;
     Duration::from_nanos(random % nanos.max(1))

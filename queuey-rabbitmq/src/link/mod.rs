@@ -23,6 +23,7 @@
 //! `backoff`, and the queues to replay are kept by `declared`.
 
 mod backoff;
+pub(crate) use backoff::jitter;
 mod declared;
 pub(crate) mod dial;
 mod first;

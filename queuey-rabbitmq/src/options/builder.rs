@@ -63,6 +63,7 @@ pub struct RabbitMqOptions {
     pub(crate) tls: TlsOptions,
     pub(crate) control_stream: String,
     pub(crate) control_senders: Vec<String>,
+    pub(crate) control_snapshot_interval: Duration,
     pub(crate) worker_senders: Vec<String>,
     pub(crate) authenticated_user: Option<String>,
     pub(crate) job_exchange: Option<String>,
@@ -109,6 +110,7 @@ impl Default for RabbitMqOptions {
             tls: TlsOptions::default(),
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
             control_senders: Vec::new(),
+            control_snapshot_interval: DEFAULT_CONTROL_SNAPSHOT_INTERVAL,
             worker_senders: Vec::new(),
             authenticated_user: None,
             job_exchange: None,
@@ -506,6 +508,32 @@ impl RabbitMqOptions {
     /// ```
     pub fn control_stream(mut self, stream: impl Into<String>) -> Self {
         self.control_stream = stream.into();
+        self
+    }
+
+    /// How often the control state (the paused queues and the live
+    /// cancellations) is written to the control stream as a snapshot
+    /// (default [`DEFAULT_CONTROL_SNAPSHOT_INTERVAL`], ten minutes; from
+    /// [`MIN_CONTROL_SNAPSHOT_INTERVAL`] to
+    /// [`MAX_CONTROL_SNAPSHOT_INTERVAL`]).
+    ///
+    /// A process that starts following the commands reads only the last
+    /// three intervals of the stream and goes on from the first snapshot in
+    /// them, so it starts in about the same time whatever the stream holds
+    /// from before. The processes that follow the stream take turns writing
+    /// the snapshots: about one per interval for the whole fleet. A stream
+    /// without a snapshot that recent is read from its start. See
+    /// [Control commands](crate#control-commands).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use queuey_rabbitmq::RabbitMqOptions;
+    ///
+    /// let options = RabbitMqOptions::default().control_snapshot_interval(Duration::from_secs(60));
+    /// assert_eq!(options.settings().control_snapshot_interval(), Duration::from_secs(60));
+    /// ```
+    pub fn control_snapshot_interval(mut self, interval: Duration) -> Self {
+        self.control_snapshot_interval = interval;
         self
     }
 

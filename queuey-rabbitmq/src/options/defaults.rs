@@ -73,3 +73,12 @@ pub const DEFAULT_POISON_GUARD_LIMIT: u32 = 5;
 /// stall the consumer. The pause keeps a failure that repeats (a hold queue
 /// someone declared with other arguments, say) from becoming a busy loop.
 pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);
+
+/// The default interval between snapshots of the control state:
+/// [`RabbitMqOptions::control_snapshot_interval`](crate::RabbitMqOptions::control_snapshot_interval).
+pub const DEFAULT_CONTROL_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(10 * 60);
+/// The shortest interval between snapshots of the control state.
+pub const MIN_CONTROL_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
+/// The longest interval between snapshots of the control state: a day,
+/// well inside the stream's 30 days.
+pub const MAX_CONTROL_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(24 * 3600);

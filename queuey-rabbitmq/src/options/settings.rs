@@ -219,6 +219,12 @@ impl<'a> RabbitMqSettings<'a> {
         &self.options.control_stream
     }
 
+    /// How often the control state is snapshotted
+    /// ([`RabbitMqOptions::control_snapshot_interval`]).
+    pub fn control_snapshot_interval(&self) -> std::time::Duration {
+        self.options.control_snapshot_interval
+    }
+
     /// The users besides this backend's own whose commands it obeys
     /// ([`RabbitMqOptions::control_senders`]).
     pub fn control_senders(&self) -> &'a [String] {

@@ -3,7 +3,10 @@
 
 use queuey_core::Error;
 
-use super::{MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions};
+use super::{
+    MAX_CONTROL_SNAPSHOT_INTERVAL, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW,
+    MIN_CONTROL_SNAPSHOT_INTERVAL, RabbitMqOptions,
+};
 
 impl RabbitMqOptions {
     /// Checks the values that could break the backend.
@@ -49,6 +52,13 @@ impl RabbitMqOptions {
                 crate::topology::MAX_CONTROL_STREAM_BYTES,
                 crate::topology::HEARTBEAT_STREAM_SUFFIX,
                 self.control_stream.len()
+            )));
+        }
+        let interval = self.control_snapshot_interval;
+        if !(MIN_CONTROL_SNAPSHOT_INTERVAL..=MAX_CONTROL_SNAPSHOT_INTERVAL).contains(&interval) {
+            return Err(Error::invalid_config(format!(
+                "control_snapshot_interval must be from {MIN_CONTROL_SNAPSHOT_INTERVAL:?} to \
+                 {MAX_CONTROL_SNAPSHOT_INTERVAL:?}, got {interval:?}"
             )));
         }
         let users = self
@@ -163,6 +173,9 @@ mod tests {
             RabbitMqOptions::default().job_exchange(""),
             RabbitMqOptions::default().job_exchange("amq.direct"),
             RabbitMqOptions::default().job_exchange("x".repeat(256)),
+            RabbitMqOptions::default().control_snapshot_interval(std::time::Duration::ZERO),
+            RabbitMqOptions::default()
+                .control_snapshot_interval(std::time::Duration::from_secs(2 * 24 * 3600)),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();

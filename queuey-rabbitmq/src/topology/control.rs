@@ -18,6 +18,28 @@ pub const CONTROL_STREAM: &str = "queuey.control";
 /// after they are forgotten.
 pub const CONTROL_SEGMENT_BYTES: i64 = 1_000_000;
 
+/// The most bytes the control stream keeps (`x-max-length-bytes`): far
+/// more than years of honest use (commands, renewals, snapshots and sync
+/// markers are a few hundred bytes each), and a bound on what a flood of
+/// records costs the broker's disk and a follower that reads the stream
+/// from its start. The broker drops the oldest whole segments past it.
+pub const CONTROL_MAX_BYTES: i64 = 100_000_000;
+
+/// The AMQP `type` property of a snapshot of the control state: a message
+/// a follower publishes to the control stream every
+/// [`RabbitMqOptions::control_snapshot_interval`](crate::RabbitMqOptions::control_snapshot_interval),
+/// whose body lists the commands that rebuild the state (the paused
+/// queues and the live cancellations) and whose
+/// [`SNAPSHOT_OF_HEADER`] says up to which offset the state was read. A
+/// follower that starts reads the stream's last few intervals, and from
+/// the first snapshot it finds on instead of from the stream's start.
+pub const SNAPSHOT_TYPE: &str = "queuey.control.snapshot";
+
+/// Header of a snapshot: the offset of the last record its follower had
+/// read when it took the snapshot. A follower that starts from the
+/// snapshot reads on from the next offset. A 64-bit integer.
+pub const SNAPSHOT_OF_HEADER: &str = "queuey-snapshot-of";
+
 /// The AMQP `type` property of a sync marker: a message a follower
 /// publishes to the control stream and waits to read back, to know it has
 /// read everything sent before it. Its body is not a command; followers
@@ -45,6 +67,10 @@ pub fn control_stream_arguments() -> QueueArguments {
     QueueArguments::from([
         ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
         ("x-max-age", ArgumentValue::Text(control_stream_max_age())),
+        (
+            "x-max-length-bytes",
+            ArgumentValue::Integer(CONTROL_MAX_BYTES),
+        ),
         (
             "x-stream-max-segment-size-bytes",
             ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),
@@ -100,6 +126,7 @@ mod tests {
             QueueArguments::from([
                 ("x-queue-type", ArgumentValue::Text("stream".into())),
                 ("x-max-age", ArgumentValue::Text("30D".into())),
+                ("x-max-length-bytes", ArgumentValue::Integer(100_000_000)),
                 (
                     "x-stream-max-segment-size-bytes",
                     ArgumentValue::Integer(1_000_000)

@@ -57,10 +57,10 @@ pub(crate) mod holds;
 mod schedule;
 
 pub use control::{
-    CONTROL_SEGMENT_BYTES, CONTROL_STREAM, HEARTBEAT_MAX_AGE, HEARTBEAT_STREAM_SUFFIX,
-    HEARTBEAT_TYPE, MAX_CONTROL_STREAM_BYTES, RENEWS_AFTER_HEADER, SYNC_MARKER_TYPE,
-    control_stream_arguments, control_stream_max_age, heartbeat_stream_arguments,
-    heartbeat_stream_name,
+    CONTROL_MAX_BYTES, CONTROL_SEGMENT_BYTES, CONTROL_STREAM, HEARTBEAT_MAX_AGE,
+    HEARTBEAT_STREAM_SUFFIX, HEARTBEAT_TYPE, MAX_CONTROL_STREAM_BYTES, RENEWS_AFTER_HEADER,
+    SNAPSHOT_OF_HEADER, SNAPSHOT_TYPE, SYNC_MARKER_TYPE, control_stream_arguments,
+    control_stream_max_age, heartbeat_stream_arguments, heartbeat_stream_name,
 };
 pub use holds::{
     check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,

@@ -1,7 +1,8 @@
 //! Control commands over the control stream: sent by one backend, followed
 //! by another; a backend started later catches up before `follow_control`
 //! returns; the follower survives its connection being closed and applies
-//! nothing twice; old pauses are renewed; a stream declared otherwise is
+//! nothing twice; old pauses are renewed; a backend that starts goes on
+//! from the latest snapshot of the state; a stream declared otherwise is
 //! refused with what to do. Each test uses a control stream of its own,
 //! deleted at the end: the shared broker's `queuey.control` is never
 //! touched.
@@ -14,7 +15,7 @@ use queuey_core::control::{CancelFilter, Command, ControlRecord, ControlView};
 use queuey_core::{BackendErrorKind, Uuid};
 use queuey_rabbitmq::RabbitMqOptions;
 
-use crate::support::{WAIT, kind, table, text, within};
+use crate::support::{WAIT, control_notices_mentioning, kind, table, text, within};
 
 fn on(stream: &str) -> RabbitMqOptions {
     RabbitMqOptions::default().control_stream(stream)
@@ -468,4 +469,231 @@ async fn a_trusted_senders_invalid_commands_are_refused_by_the_follower() {
     assert_eq!(state.cancellations(), (0, 0));
     follower.close().await.unwrap();
     sender.close().await.unwrap();
+}
+
+/// A follower that holds the whole state writes a snapshot of it once an
+/// interval passed without one; a backend that starts later reads the
+/// stream's last intervals, finds the snapshot and goes on from there,
+/// with the same state as one that read everything: pauses, cancellations
+/// by id and by filter (still revocable), and what was sent after the
+/// snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_that_starts_goes_on_from_the_latest_snapshot() {
+    let broker = broker!("a_backend_that_starts_goes_on_from_the_latest_snapshot");
+    let stream = broker.stream("control-snapshot");
+    let every = Duration::from_secs(1);
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    let (paused, resumed, later_paused) = (
+        format!("paused-{}", Uuid::new_v4().simple()),
+        format!("resumed-{}", Uuid::new_v4().simple()),
+        format!("later-{}", Uuid::new_v4().simple()),
+    );
+    let job = Uuid::new_v4();
+    let filter = CancelFilter::new()
+        .queue(&paused)
+        .enqueued_before(queuey_core::__private::now_ms());
+    let by_filter = ControlRecord::new(Command::CancelMatching { filter });
+    for record in [
+        pause(&paused),
+        ControlRecord::new(Command::Cancel { job_id: job }),
+        by_filter.clone(),
+        pause(&resumed),
+        resume(&resumed),
+    ] {
+        within("send", sender.send_control(&record)).await.unwrap();
+    }
+    // Enough records before the snapshot that reading them all is not what
+    // the later backend does.
+    for _ in 0..200 {
+        within("send", sender.send_control(&pause(&resumed)))
+            .await
+            .unwrap();
+        within("send", sender.send_control(&resume(&resumed)))
+            .await
+            .unwrap();
+    }
+
+    let writer = broker
+        .backend_named("writer", on(&stream).control_snapshot_interval(every))
+        .await;
+    follow(&writer).await;
+    within("the writer's first snapshot", async {
+        while !control_notices_mentioning(&stream)
+            .iter()
+            .any(|line| line.contains("wrote a snapshot"))
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    within("send", sender.send_control(&pause(&later_paused)))
+        .await
+        .unwrap();
+
+    let later = broker
+        .backend_named("later", on(&stream).control_snapshot_interval(every))
+        .await;
+    let view = follow(&later).await;
+    let from_snapshot = control_notices_mentioning(&stream)
+        .into_iter()
+        .filter(|line| line.contains("from a snapshot"))
+        .count();
+    assert!(
+        from_snapshot >= 1,
+        "the later backend went on from a snapshot"
+    );
+    let state = view.snapshot();
+    assert!(state.is_paused(&paused) && state.is_paused(&later_paused));
+    assert!(!state.is_paused(&resumed));
+    assert!(state.is_cancelled_id(job));
+    assert_eq!(state.cancellations(), (1, 1));
+    // The state agrees with one read from the start by a backend that
+    // takes no snapshot into account (one written more than three
+    // intervals ago is out of its reach).
+    let full = broker.backend_named("full", on(&stream)).await;
+    let full_view = follow(&full).await;
+    assert_eq!(
+        full_view.snapshot().records(),
+        state.records(),
+        "the same state as from the start"
+    );
+
+    within(
+        "send",
+        sender.send_control(&ControlRecord::new(Command::Revoke {
+            record: by_filter.id,
+        })),
+    )
+    .await
+    .unwrap();
+    within("send", sender.send_control(&resume(&paused)))
+        .await
+        .unwrap();
+    until(&view, WAIT, |v| {
+        let s = v.snapshot();
+        !s.is_paused(&paused) && s.cancellations() == (1, 0)
+    })
+    .await;
+    for backend in [sender, writer, later, full] {
+        backend.close().await.unwrap();
+    }
+}
+
+/// A control stream an earlier version created has no bound in bytes,
+/// which RabbitMQ cannot add in place: it is declared as it is (with a
+/// warning naming the policy that bounds it) and works as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_control_stream_created_without_a_bound_in_bytes_still_works() {
+    let broker = broker!("a_control_stream_created_without_a_bound_in_bytes_still_works");
+    let stream = broker.stream("control-unbounded");
+    let field_table = |args: &queuey_rabbitmq::topology::QueueArguments| {
+        let entries: Vec<(&str, lapin::types::AMQPValue)> = args
+            .iter()
+            .map(|(name, value)| {
+                let value = match value {
+                    queuey_rabbitmq::topology::ArgumentValue::Text(t) => text(t),
+                    queuey_rabbitmq::topology::ArgumentValue::Integer(n) => {
+                        lapin::types::AMQPValue::LongLongInt(*n)
+                    }
+                    other => panic!("an argument of the control stream: {other:?}"),
+                };
+                (*name, value)
+            })
+            .collect();
+        table(&entries)
+    };
+    let current = queuey_rabbitmq::topology::control_stream_arguments();
+    let mut older = current.clone();
+    assert!(older.remove("x-max-length-bytes").is_some());
+    broker
+        .declare_raw(&stream, true, field_table(&older))
+        .await
+        .unwrap();
+    // Whether this RabbitMQ refuses to declare the stream with the bound
+    // now (RabbitMQ 3.10 does): only then is there anything to warn about.
+    let refuses = broker
+        .declare_raw(&stream, true, field_table(&current))
+        .await
+        .is_err();
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    within("send", sender.send_control(&pause(&q)))
+        .await
+        .unwrap();
+    let follower = broker.backend_named("follower", on(&stream)).await;
+    assert!(follow(&follower).await.is_paused(&q));
+    let warned = crate::support::warnings_mentioning(&stream)
+        .iter()
+        .any(|line| line.contains("without a bound in bytes") && line.contains("topology apply"));
+    assert_eq!(warned, refuses, "a warning exactly when the broker refused");
+    for backend in [sender, follower] {
+        backend.close().await.unwrap();
+    }
+}
+
+/// A flood of records from a user the follower does not trust (unsigned
+/// here) makes a follower that reads it write a snapshot without waiting
+/// for its interval, so the flood cannot push every snapshot out of the
+/// stream; a backend started afterwards goes on from that snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_refused_records_makes_the_follower_write_a_snapshot() {
+    const FORGED: usize = 21_000;
+    let broker = broker!("a_flood_of_refused_records_makes_the_follower_write_a_snapshot");
+    let stream = broker.stream("control-flood");
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    let follower = broker.backend_named("follower", on(&stream)).await;
+    within("send", follower.send_control(&pause(&q)))
+        .await
+        .unwrap();
+    let view = follow(&follower).await;
+    assert!(view.is_paused(&q));
+
+    let channel = broker.channel().await;
+    channel
+        .confirm_select(lapin::options::ConfirmSelectOptions::default())
+        .await
+        .expect("confirm mode");
+    let forged = resume(&q).encode();
+    for _ in 0..FORGED / 1_000 {
+        let mut confirms = Vec::with_capacity(1_000);
+        for _ in 0..1_000 {
+            confirms.push(
+                channel
+                    .basic_publish(
+                        "".into(),
+                        stream.as_str().into(),
+                        lapin::options::BasicPublishOptions::default(),
+                        &forged,
+                        lapin::BasicProperties::default(),
+                    )
+                    .await
+                    .expect("publish"),
+            );
+        }
+        for confirm in confirms {
+            assert!(confirm.await.expect("confirm").is_ack());
+        }
+    }
+    within("the follower's snapshot", async {
+        while !control_notices_mentioning(&stream)
+            .iter()
+            .any(|line| line.contains("wrote a snapshot"))
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(view.is_paused(&q), "a forged resume changes nothing");
+
+    let later = broker.backend_named("later", on(&stream)).await;
+    assert!(follow(&later).await.is_paused(&q));
+    assert!(
+        control_notices_mentioning(&stream)
+            .iter()
+            .any(|line| line.contains("from a snapshot")),
+        "the later backend went on from the snapshot"
+    );
+    for backend in [follower, later] {
+        backend.close().await.unwrap();
+    }
 }

@@ -691,6 +691,7 @@ static EVENTS: AtomicUsize = AtomicUsize::new(0);
 static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static WATCH_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static CONTROL_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Every event and span field of every test, at every level down to
 /// trace, is checked against the registered secrets (twice: as every
@@ -783,6 +784,12 @@ pub(crate) fn watch_notices_mentioning(needle: &str) -> Vec<String> {
     mentioning(&WATCH_NOTICES, needle)
 }
 
+/// Every line of the control plane so far, down to debug, that mentions
+/// `needle` (a test's own control stream picks out its lines).
+pub(crate) fn control_notices_mentioning(needle: &str) -> Vec<String> {
+    mentioning(&CONTROL_NOTICES, needle)
+}
+
 /// Scans what it sees for secrets: everything (`filtered: false`), or
 /// what passed the documented filter directive.
 struct SecretScanner {
@@ -836,6 +843,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
             NOTICES.lock().unwrap().push(line.0);
         } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::watch") {
             WATCH_NOTICES.lock().unwrap().push(line.0);
+        } else if level <= tracing::Level::DEBUG && target.starts_with("queuey_rabbitmq::control") {
+            CONTROL_NOTICES.lock().unwrap().push(line.0);
         }
     }
 
