@@ -16,7 +16,11 @@
 //!
 //! Such a job is not run: the consumer holds it again for what remains
 //! (attempt, deferrals and priority unchanged, the same due time), and only
-//! then acknowledges the delivery. A job whose header is not a number, or is
+//! then acknowledges the delivery. A quorum hold also releases a job a
+//! millisecond or so before its time now and then (the broker's clock and
+//! ours): one due within [`WAIT_IN_PLACE`] is not held again (the shortest
+//! hold would make it a whole step late) but waits for the rest where it
+//! is, and then runs. A job whose header is not a number, or is
 //! negative, is treated as having none (it is due); one due more than
 //! [`FAR_FUTURE`] ahead is dead-lettered with a reason that says so rather
 //! than parked for years.
@@ -28,6 +32,11 @@ use lapin::types::AMQPValue;
 
 use crate::properties::DUE_AT_HEADER;
 
+/// The longest a job that arrived early waits where it is, before the
+/// worker gets it, instead of being held again: the shortest hold queuey
+/// publishes ([`SHORTEST_HOLD_MS`](crate::topology::SHORTEST_HOLD_MS)).
+pub(crate) const WAIT_IN_PLACE: Duration = Duration::from_millis(crate::topology::SHORTEST_HOLD_MS);
+
 /// How far ahead a due time may lie before it is taken for garbage: ten
 /// years.
 pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
@@ -37,6 +46,8 @@ pub(crate) const FAR_FUTURE: Duration = Duration::from_secs(10 * 365 * 24 * 60 *
 pub(crate) enum Due {
     /// Now (no header, a past due time, or a header that is not a time).
     Now,
+    /// In a moment (at most [`WAIT_IN_PLACE`]): wait that long, then run.
+    Soon(Duration),
     /// Later: hold it again for `remaining`, keeping `due_at_ms`.
     Later { remaining: Duration, due_at_ms: u64 },
     /// A due time too far ahead to be anything but garbage.
@@ -78,6 +89,9 @@ pub(crate) fn due(properties: &BasicProperties, now_ms: impl FnOnce() -> u64) ->
         return Due::Now;
     }
     let remaining = Duration::from_millis(due_at - now_ms);
+    if remaining <= WAIT_IN_PLACE {
+        return Due::Soon(remaining);
+    }
     if remaining > FAR_FUTURE {
         return Due::Absurd(format!(
             "the job's due-time header ({DUE_AT_HEADER} = {due_at}) lies {} days ahead, beyond \
@@ -114,7 +128,17 @@ mod tests {
                 due_at_ms: NOW + 4_000
             }
         );
-        let p = with(AMQPValue::Timestamp(NOW + 1));
+        let p = with(AMQPValue::Timestamp(NOW + 1_000));
+        assert!(matches!(due(&p, || NOW), Due::Later { .. }));
+    }
+
+    #[test]
+    fn a_job_a_moment_early_waits_for_the_rest_where_it_is() {
+        let p = with(AMQPValue::LongLongInt(NOW as i64 + 1));
+        assert_eq!(due(&p, || NOW), Due::Soon(Duration::from_millis(1)));
+        let p = with(AMQPValue::LongLongInt(NOW as i64 + 50));
+        assert_eq!(due(&p, || NOW), Due::Soon(WAIT_IN_PLACE));
+        let p = with(AMQPValue::LongLongInt(NOW as i64 + 51));
         assert!(matches!(due(&p, || NOW), Due::Later { .. }));
     }
 

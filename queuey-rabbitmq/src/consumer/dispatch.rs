@@ -29,6 +29,8 @@ pub(super) enum Errand {
     Guard(LapinDelivery, Envelope, Acks),
     /// A job for the worker, while a move of the poison guard is under way.
     Gate(Box<RabbitMqDelivery>),
+    /// A job for the worker in a moment: it waits that long first.
+    Soon(Box<RabbitMqDelivery>, Duration),
     /// A job that came back from its hold early: to its hold again.
     HoldAgain {
         delivery: Box<RabbitMqDelivery>,
@@ -72,6 +74,7 @@ impl Consumer {
                         Ok(_free) => Ok(delivery),
                         Err(_) => Err(Box::new(Errand::Gate(delivery))),
                     },
+                    Due::Soon(remaining) => Err(Box::new(Errand::Soon(delivery, remaining))),
                     Due::Later {
                         remaining,
                         due_at_ms,
@@ -96,6 +99,16 @@ impl Consumer {
                 // Parked while it waits, so that a stream dropped meanwhile
                 // hands the delivery back.
                 self.parked = Some(delivery);
+                let gate = Arc::clone(&self.gate);
+                drop(gate.write().await);
+                return self.parked.take();
+            }
+            Errand::Soon(delivery, remaining) => {
+                // Never early: parked for the moment that remains (a stream
+                // dropped meanwhile hands it back), then on as a job due
+                // now.
+                self.parked = Some(delivery);
+                tokio::time::sleep(remaining).await;
                 let gate = Arc::clone(&self.gate);
                 drop(gate.write().await);
                 return self.parked.take();
@@ -204,7 +217,8 @@ impl Consumer {
                 job_id = %envelope.job_id,
                 early_by = ?remaining,
                 "a job came back from its hold before its due time (a policy shortening hold \
-                 queues, or a delay longer than one hold); holding it again for the rest"
+                 queues, a delay longer than one hold, or a clock ahead of the broker's); \
+                 holding it again for the rest"
             );
         }
         let held = self

@@ -1,7 +1,9 @@
 //! Never early, whatever the hold queue did: a job back from its hold before
 //! its due time (an operator policy shortened the hold queues' TTL) is held
-//! again for the rest; delays past one hold are held in legs; a due-time
-//! header that is garbage never makes a job run early, loop or panic.
+//! again for the rest; one back a moment early waits for that moment
+//! instead of a whole hold; delays past one hold are held in legs; a
+//! due-time header that is garbage never makes a job run early, loop or
+//! panic.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -161,4 +163,40 @@ async fn a_delay_past_one_hold_is_held_in_legs_or_refused_on_request() {
     .await
     .unwrap_err();
     assert!(matches!(e, Error::DelayTooLong { .. }), "{e:?}");
+}
+
+/// A job that arrives a few milliseconds before its due time (as a quorum
+/// hold releases one now and then) waits those milliseconds and runs: it is
+/// not held again, which would make it a whole hold step late.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_a_moment_early_waits_for_that_moment_and_is_not_held_again() {
+    let broker = broker!("a_job_a_moment_early_waits_for_that_moment_and_is_not_held_again");
+    let backend = broker.backend(RabbitMqOptions::default()).await;
+    let q = broker.queue("moment-early");
+    let config = QueueConfig::new(&q);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    for n in 1..=5 {
+        let due = now_ms() + 30;
+        let mut headers = FieldTable::default();
+        headers.insert("queuey-due-at".into(), AMQPValue::LongLongInt(due));
+        let props = BasicProperties::default()
+            .with_delivery_mode(2)
+            .with_headers(headers);
+        broker
+            .publish_raw(&q, &envelope(&q, n).encode().unwrap(), props)
+            .await;
+        let delivery = within("the job", stream.next())
+            .await
+            .expect("the job comes")
+            .unwrap();
+        let ran = now_ms();
+        assert!(ran >= due, "run {} ms before its due time", due - ran);
+        assert_eq!(n_of(delivery.envelope()), n);
+        within("ack", delivery.ack()).await.unwrap();
+    }
+    let holds = broker.queues_starting_with(&format!("{q}.deferred")).await;
+    assert!(holds.is_empty(), "held again in {holds:?}");
 }
