@@ -210,6 +210,14 @@ async fn management_checks(
         ));
     }
     out.push(version_check(&version));
+    match mgmt.deprecated_features().await {
+        Ok(features) => out.push(deprecated_features_check(&version, features.as_deref())),
+        Err(e) => out.push(check(
+            "deprecated features",
+            Status::Warn,
+            format!("could not read them: {e}"),
+        )),
+    }
     out.push(consumer_timeout_check(&version));
     out.push(quorum_holds_check(&version));
     match mgmt.queues(None).await {
@@ -328,11 +336,67 @@ pub fn version_check(version: &str) -> Check {
             "version",
             Status::Ok,
             format!(
-                "RabbitMQ {version}: transient non-exclusive queues are refused (queuey's are \
-                 durable); max message 16 MiB"
+                "RabbitMQ {version}: max message 16 MiB; classic queues have no consumer timeout"
             ),
         ),
     }
+}
+
+/// What the broker's deprecated features, as it reports them (`None`:
+/// before RabbitMQ 3.13, which reports none), mean for queuey: whether
+/// transient non-exclusive queues are refused (read, not guessed from the
+/// version: a distribution's package may permit them), and whether the
+/// management API still collects the statistics the tool's counts read.
+pub fn deprecated_features_check(
+    version: &str,
+    features: Option<&[crate::mgmt::DeprecatedFeature]>,
+) -> Check {
+    let name = "deprecated features";
+    let Some(features) = features else {
+        return check(
+            name,
+            Status::Ok,
+            format!("RabbitMQ {version} reports none (3.13 and later do); nothing is refused"),
+        );
+    };
+    let state = |feature: &str| features.iter().find(|f| f.name == feature);
+    let mut status = Status::Ok;
+    let mut said = Vec::new();
+    match state("transient_nonexcl_queues") {
+        Some(f) if f.is_denied() => said.push(
+            "transient non-exclusive queues are refused: a queue of `QueueConfig::durable(false)` \
+             cannot be declared (queuey's own queues are durable)"
+                .to_owned(),
+        ),
+        Some(_) => said.push(
+            "transient non-exclusive queues are still permitted here, as some distributions' \
+             packages do; upstream RabbitMQ 4.3 refuses them, so keep `QueueConfig::durable(false)` \
+             out of queue sets that may move to another broker"
+                .to_owned(),
+        ),
+        None => {}
+    }
+    if state("management_metrics_collection").is_some_and(|f| f.is_denied()) {
+        status = Status::Warn;
+        said.push(
+            "the management API collects no statistics: the message counts of `queuey queues`, \
+             `stats`, `holds` and the dashboard are missing or zero; permit \
+             `management_metrics_collection` or read counts with `queuey queue` (an AMQP passive \
+             declare)"
+                .to_owned(),
+        );
+    }
+    let denied: Vec<&str> = features
+        .iter()
+        .filter(|f| f.is_denied())
+        .map(|f| f.name.as_str())
+        .collect();
+    said.push(if denied.is_empty() {
+        "none is denied".to_owned()
+    } else {
+        format!("denied: {}", denied.join(", "))
+    });
+    check(name, status, said.join("; "))
 }
 
 /// What the broker's consumer timeout (a delivery unacknowledged for that
@@ -588,6 +652,40 @@ mod tests {
         assert_eq!(version_check("3.10.8").status, Status::Warn);
         assert!(version_check("3.10.8").detail.contains("3.13"));
         assert_eq!(version_check("4.1.0").status, Status::Ok);
+    }
+
+    #[test]
+    fn deprecated_features_are_read_not_guessed() {
+        let features = |json: serde_json::Value| -> Vec<crate::mgmt::DeprecatedFeature> {
+            serde_json::from_value(json).expect("features")
+        };
+        let none = deprecated_features_check("3.10.8", None);
+        assert_eq!(none.status, Status::Ok);
+        assert!(none.detail.contains("reports none"), "{}", none.detail);
+
+        let upstream = features(serde_json::json!([
+            {"name": "transient_nonexcl_queues", "state": "denied", "desc": ""},
+            {"name": "global_qos", "state": "denied"},
+            {"name": "management_metrics_collection", "state": "permitted"},
+        ]));
+        let c = deprecated_features_check("4.3.6", Some(&upstream));
+        assert_eq!(c.status, Status::Ok);
+        assert!(c.detail.contains("are refused"), "{}", c.detail);
+        assert!(
+            c.detail
+                .contains("denied: transient_nonexcl_queues, global_qos"),
+            "{}",
+            c.detail
+        );
+
+        let patched = features(serde_json::json!([
+            {"name": "transient_nonexcl_queues", "state": "permitted"},
+            {"name": "management_metrics_collection", "state": "denied"},
+        ]));
+        let c = deprecated_features_check("4.3.6", Some(&patched));
+        assert_eq!(c.status, Status::Warn, "no statistics for the counts");
+        assert!(c.detail.contains("still permitted here"), "{}", c.detail);
+        assert!(c.detail.contains("collects no statistics"), "{}", c.detail);
     }
 
     #[test]

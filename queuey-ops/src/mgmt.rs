@@ -429,6 +429,38 @@ impl Management {
     pub async fn vhost_info(&self) -> Result<Option<Value>> {
         self.get(&format!("vhosts/{}", self.vhost_path())).await
     }
+
+    /// `/api/deprecated-features`: each deprecated feature of the broker
+    /// with its state (`permitted` or `denied`); `None` from a broker that
+    /// has none to report (before RabbitMQ 3.13).
+    pub async fn deprecated_features(&self) -> Result<Option<Vec<DeprecatedFeature>>> {
+        match self.get("deprecated-features").await? {
+            Some(list) => Ok(Some(serde_json::from_value(list).map_err(|e| {
+                OpsError::Invalid(format!(
+                    "the management API's list of deprecated features is not one: {e}"
+                ))
+            })?)),
+            None => Ok(None),
+        }
+    }
+}
+
+/// A deprecated feature of the broker, as `/api/deprecated-features` lists
+/// it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub struct DeprecatedFeature {
+    /// Its name, such as `transient_nonexcl_queues`.
+    pub name: String,
+    /// `permitted` (still works) or `denied` (refused).
+    pub state: String,
+}
+
+impl DeprecatedFeature {
+    /// Whether the broker refuses the feature.
+    pub fn is_denied(&self) -> bool {
+        self.state == "denied"
+    }
 }
 
 /// Whether the URL names this machine.

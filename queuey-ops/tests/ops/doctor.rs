@@ -31,6 +31,33 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
         detail.contains("RabbitMQ") && detail.contains("`RabbitMqOptions::consumer_timeout"),
         "{detail}"
     );
+    // Deprecated features as the broker reports them, not as its version
+    // suggests: the check agrees with what the management API lists.
+    let mgmt = queuey_ops::mgmt::Management::for_amqp_url(
+        &h.url,
+        std::env::var("QUEUEY_MGMT_URL").ok().as_deref(),
+    )
+    .expect("a management client");
+    let listed = mgmt
+        .get("deprecated-features")
+        .await
+        .expect("the API answers");
+    let deprecated = by_name("deprecated features");
+    let detail = deprecated["detail"].as_str().unwrap();
+    let transient = listed.as_ref().and_then(|list| {
+        list.as_array()?
+            .iter()
+            .find(|f| f["name"] == "transient_nonexcl_queues")
+            .map(|f| f["state"].as_str().unwrap_or("?").to_owned())
+    });
+    match transient.as_deref() {
+        None => assert!(
+            listed.is_none() == detail.contains("reports none"),
+            "{detail}"
+        ),
+        Some("denied") => assert!(detail.contains("are refused"), "{detail}"),
+        Some(_) => assert!(detail.contains("still permitted"), "{detail}"),
+    }
     // Whatever the broker, the quorum-hold check names its version and
     // says whether held jobs are released reliably.
     let holds = by_name("quorum holds");
