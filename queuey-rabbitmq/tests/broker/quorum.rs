@@ -235,13 +235,18 @@ async fn on_a_quorum_queue_deferrals_and_retries_come_back_in_fifo_order() {
     );
 }
 
-/// The broker's own delivery limit is the backstop for messages queuey
-/// never settles: past 20 deliveries the broker moves a message to
-/// `q.dead` (at least once) instead of dropping it, as RabbitMQ 4 would by
-/// default.
+/// The broker's own delivery limit: past 20 returns the broker moves a
+/// message to `q.dead` (at least once) instead of dropping it, as RabbitMQ
+/// 4 would by default. What counts as a return differs: up to RabbitMQ
+/// 4.2 a `basic.nack` with requeue does; RabbitMQ 4.3 counts only a
+/// delivery returned by closing its channel (or connection), which is what
+/// a worker that dies does. On 4.3 the test checks that 25 nacks are not
+/// counted, then returns the message by closing channels. (queuey's own
+/// backstop, the poison guard, counts for itself on every version.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue() {
     let broker = broker!("past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue");
+    let nacks_count = broker.version().await < (4, 3);
     let backend = broker.backend(RabbitMqOptions::default()).await;
     let q = broker.queue("delivery-limit");
     let dead = format!("{q}.dead");
@@ -252,7 +257,7 @@ async fn past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue() {
         .await
         .unwrap();
 
-    // A consumer that hands every delivery back.
+    // A consumer that hands every delivery back by nacking it.
     let channel = broker.channel().await;
     channel
         .basic_qos(1, BasicQosOptions::default())
@@ -269,9 +274,15 @@ async fn past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue() {
         .unwrap();
     let deliveries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = std::sync::Arc::clone(&deliveries);
+    let nacks = if nacks_count { usize::MAX } else { 25 };
     let nacker = tokio::spawn(async move {
         while let Some(Ok(delivery)) = consumer.next().await {
-            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if n > nacks {
+                // Held, not nacked: the test closes the channel.
+                std::mem::forget(delivery);
+                break;
+            }
             let requeue = BasicNackOptions {
                 requeue: true,
                 ..BasicNackOptions::default()
@@ -281,11 +292,47 @@ async fn past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue() {
             }
         }
     });
-    broker.wait_ready(&dead, 1).await;
-    nacker.abort();
-    let deliveries = deliveries.load(std::sync::atomic::Ordering::SeqCst);
-    // 20 allowed deliveries, the one past the limit is dead-lettered.
-    assert!((20..=22).contains(&deliveries), "{deliveries}");
+    if nacks_count {
+        broker.wait_ready(&dead, 1).await;
+        nacker.abort();
+        let deliveries = deliveries.load(std::sync::atomic::Ordering::SeqCst);
+        // 20 allowed deliveries, the one past the limit is dead-lettered.
+        assert!((20..=22).contains(&deliveries), "{deliveries}");
+    } else {
+        within("25 nacks and one more delivery", nacker)
+            .await
+            .unwrap();
+        assert_eq!(broker.ready(&dead).await, 0, "nacks were not counted");
+        channel.close(200, "returned".into()).await.unwrap();
+        // Each channel closed with the delivery unsettled is one return.
+        let mut closes = 1;
+        while broker.ready(&dead).await == 0 {
+            assert!(
+                closes <= 22,
+                "still not dead-lettered after {closes} returns"
+            );
+            let channel = broker.channel().await;
+            channel
+                .basic_qos(1, BasicQosOptions::default())
+                .await
+                .unwrap();
+            let mut consumer = channel
+                .basic_consume(
+                    q.as_str().into(),
+                    "queuey-test-closer".into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .unwrap();
+            let delivered = tokio::time::timeout(Duration::from_secs(2), consumer.next()).await;
+            let _ = channel.close(200, "returned".into()).await;
+            if let Ok(Some(Ok(_))) = delivered {
+                closes += 1;
+            }
+        }
+        assert!((20..=22).contains(&closes), "{closes}");
+    }
     let msg = broker.get(&dead).await.expect("the dead letter");
     assert_eq!(
         n_of(&queuey_core::Envelope::decode(&msg.delivery.data).unwrap()),

@@ -357,6 +357,16 @@ impl Broker {
         rabbitmqctl(args).await
     }
 
+    /// The broker's version as (major, minor), from `rabbitmqctl version`.
+    pub(crate) async fn version(&self) -> (u32, u32) {
+        let version = self.rabbitmqctl(&["version"]).await;
+        let mut numbers = version
+            .trim()
+            .split('.')
+            .map(|n| n.parse::<u32>().unwrap_or(0));
+        (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+    }
+
     /// Closes, from the broker's side, the connection whose client
     /// properties contain `name`; only ever our own.
     pub(crate) async fn close_connection(&self, name: &str) {
