@@ -17,7 +17,7 @@ use crate::addresses::Addresses;
 use crate::census::HoldCensus;
 use crate::control::Control;
 use crate::heartbeats::Heartbeats;
-use crate::link::Link;
+use crate::link::{FleetLink, Link};
 use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
 use crate::trust::Senders;
@@ -39,6 +39,8 @@ struct Inner {
     options: Arc<RabbitMqOptions>,
     /// The connection of the moment, replaced when it dies.
     link: Arc<Link>,
+    /// The fleet plane's stream reads, on a connection of their own.
+    fleet: Arc<FleetLink>,
     /// Every publish: enqueues, holds, dead letters and suspect copies.
     outbox: Arc<Outbox>,
     /// Jobs a caller waits for, on a channel of their own.
@@ -114,14 +116,17 @@ impl RabbitMqBackend {
             Arc::clone(&options),
             Arc::clone(&senders),
         );
+        let fleet = Arc::new(FleetLink::new(&addresses, &options));
         let control = Control::new(
             Arc::clone(&link),
+            Arc::clone(&fleet),
             Arc::clone(&outbox),
             Arc::clone(&options),
             Arc::clone(&senders),
         );
         let heartbeats = Heartbeats::new(
             Arc::clone(&link),
+            Arc::clone(&fleet),
             Arc::clone(&outbox),
             &options,
             Arc::clone(&senders),
@@ -140,6 +145,7 @@ impl RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
                 link,
+                fleet,
                 outbox,
                 requests,
                 responder,
@@ -245,7 +251,8 @@ impl RabbitMqBackend {
         self.inner.watch.stop();
         self.inner.outbox.close();
         self.inner.requests.close().await;
-        self.inner.link.close().await
+        let fleet = self.inner.fleet.close().await;
+        self.inner.link.close().await.and(fleet)
     }
 }
 

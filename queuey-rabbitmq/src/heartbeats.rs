@@ -28,7 +28,7 @@ use crate::RabbitMqOptions;
 use crate::control::message;
 use crate::declare::{self, Stream};
 use crate::error::Failure;
-use crate::link::Link;
+use crate::link::{FleetLink, Link};
 use crate::outbox::{Outbox, Outgoing};
 use crate::properties::{self, PERSISTENT};
 use crate::topology::{self, HEARTBEAT_TYPE};
@@ -49,6 +49,8 @@ const CLOCK_SLACK: Duration = Duration::from_secs(2);
 /// A backend's side of the heartbeats.
 pub(crate) struct Heartbeats {
     link: Arc<Link>,
+    /// Where the heartbeat stream is read.
+    fleet: Arc<FleetLink>,
     outbox: Arc<Outbox>,
     stream: Arc<str>,
     declared: OnceCell<()>,
@@ -59,12 +61,14 @@ pub(crate) struct Heartbeats {
 impl Heartbeats {
     pub(crate) fn new(
         link: Arc<Link>,
+        fleet: Arc<FleetLink>,
         outbox: Arc<Outbox>,
         options: &RabbitMqOptions,
         senders: Arc<Senders>,
     ) -> Self {
         Heartbeats {
             link,
+            fleet,
             outbox,
             stream: Arc::from(topology::heartbeat_stream_name(
                 options.settings().control_stream(),
@@ -119,8 +123,8 @@ impl Heartbeats {
         let stream = &*self.stream;
         let what = format!("reading the workers' heartbeats from `{stream}`");
         let failing = what.as_str();
-        let latest = self
-            .link
+        let fleet = self.fleet.get().await?;
+        let latest = fleet
             .call(&what, |current| async move {
                 let connection = &current.connection;
                 let fail = |e: lapin::Error| {

@@ -323,7 +323,13 @@
 //! - The follower's channel only ever acknowledges: RabbitMQ closes the
 //!   whole connection when a stream's consumer is sent a `basic.get`, a
 //!   nack, a reject or an automatic acknowledgement, and lapin sends none
-//!   of them by itself. So it shares the backend's connection.
+//!   of them by itself. RabbitMQ 4.3 also closes it when a consumer asks
+//!   for a stream whose leader is still starting after a restart. So the
+//!   follower and the heartbeat reads consume on a second connection of
+//!   the backend's, opened the first time one is needed and named after
+//!   the backend's connection with ` (fleet)` added: whatever happens to
+//!   it, the job path's connection carries on. Commands, heartbeats and
+//!   markers are still published on the job path's connection.
 //!
 //! Measured on one RabbitMQ 3.10 node (debug build): a command reaches
 //! another backend's view 1 to 2 ms after it is sent at the median, under

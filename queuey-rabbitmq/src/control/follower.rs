@@ -127,16 +127,18 @@ impl Start {
 }
 
 impl Follower {
-    /// The follower of `control`'s stream, applying to `view` and telling
-    /// `syncs`, starting as `start` says.
+    /// The follower of `control`'s stream on `link` (its fleet
+    /// connection), applying to `view` and telling `syncs`, starting as
+    /// `start` says.
     pub(super) fn new(
         control: &super::Control,
+        link: Arc<Link>,
         view: ControlView,
         syncs: Arc<Syncs>,
         start: Start,
     ) -> Self {
         Follower {
-            link: Arc::clone(&control.link),
+            link,
             outbox: Arc::clone(&control.outbox),
             stream: Arc::clone(&control.stream),
             by: control.by.clone(),

@@ -8,8 +8,9 @@
 //!   any job (default exchange, the stream as routing key, persistent,
 //!   `mandatory`) and `Ok` comes only with a bare ack.
 //! - **Following** ([`Control::follow`]): the first call starts the
-//!   backend's one follower (`follower`), a task consuming the stream from
-//!   its first record on a channel of its own (`live`), which applies every
+//!   backend's one follower (`follower`), a task consuming the stream on a
+//!   channel of its own (`live`) of the backend's fleet connection
+//!   ([`FleetLink`]), which applies every
 //!   command to the backend's [`ControlView`] in stream order. Each call
 //!   returns once the follower has read everything sent before it: it
 //!   publishes a sync marker (`message`) and waits, within the call bound,
@@ -25,14 +26,16 @@
 //!   pause lasts until it is resumed, so a follower publishes a pause again
 //!   once it is a week old (`renew`).
 //!
-//! Why the follower shares the backend's connection: RabbitMQ closes the
-//! whole connection (540 `NOT_IMPLEMENTED`) when a stream's consumer gets a
-//! `basic.get`, a nack, a reject or an automatic acknowledgement. The
-//! follower's channel only ever acknowledges, and lapin itself sends none
-//! of those on its own: deliveries arriving for a consumer it no longer
-//! knows are dropped without a frame, deliveries buffered when a consumer
-//! is reset are invalidated without one, and dropping a delivery sends
-//! nothing.
+//! Why the follower consumes on a connection of its own ([`FleetLink`]):
+//! RabbitMQ closes the whole connection (540 `NOT_IMPLEMENTED`) when a
+//! stream's consumer gets a `basic.get`, a nack, a reject or an automatic
+//! acknowledgement, and RabbitMQ 4.3 closes it (541 `INTERNAL_ERROR`) when
+//! a consumer asks for a stream whose leader is not up yet. The follower's
+//! channel only ever acknowledges, and lapin itself sends none of those on
+//! its own: deliveries arriving for a consumer it no longer knows are
+//! dropped without a frame, deliveries buffered when a consumer is reset
+//! are invalidated without one, and dropping a delivery sends nothing. The
+//! second case is the broker's, so the job path never shares the risk.
 
 mod follower;
 mod live;
@@ -51,7 +54,7 @@ use uuid::Uuid;
 
 use crate::RabbitMqOptions;
 use crate::declare;
-use crate::link::Link;
+use crate::link::{FleetLink, Link};
 use crate::outbox::{Outbox, Outgoing};
 use crate::trust::Senders;
 use follower::{Follower, Start};
@@ -85,6 +88,8 @@ pub(crate) mod metric {
 /// and following them.
 pub(crate) struct Control {
     link: Arc<Link>,
+    /// Where the follower consumes the stream.
+    fleet: Arc<FleetLink>,
     outbox: Arc<Outbox>,
     options: Arc<RabbitMqOptions>,
     stream: Arc<str>,
@@ -115,6 +120,7 @@ impl Control {
     /// until the first command or the first follow.
     pub(crate) fn new(
         link: Arc<Link>,
+        fleet: Arc<FleetLink>,
         outbox: Arc<Outbox>,
         options: Arc<RabbitMqOptions>,
         senders: Arc<Senders>,
@@ -127,6 +133,7 @@ impl Control {
         );
         Control {
             link,
+            fleet,
             outbox,
             options,
             stream,
@@ -228,9 +235,10 @@ impl Control {
             queuey_core::__private::now_ms(),
             self.options.settings().control_snapshot_interval(),
         );
+        let link = self.fleet.get().await?;
         let first = loop {
             let started = match self.declare().await {
-                Ok(()) => live::start(&self.link, &self.stream, start.from()).await,
+                Ok(()) => live::start(&link, &self.stream, start.from()).await,
                 Err(error) => Err(error),
             };
             match started {
@@ -245,7 +253,7 @@ impl Control {
         };
         let view = ControlView::new();
         let syncs = Arc::new(Syncs::default());
-        let follower = Follower::new(self, view.clone(), Arc::clone(&syncs), start);
+        let follower = Follower::new(self, link, view.clone(), Arc::clone(&syncs), start);
         let task = tokio::spawn(follower.run(first));
         Ok(Following { view, syncs, task })
     }

@@ -21,7 +21,6 @@ use tokio::time::Instant;
 
 use super::backoff::Backoff;
 use super::dial::{Address, Outlook, dial};
-use super::metric;
 use crate::RabbitMqOptions;
 
 /// The longest silence between two WARN lines of a first connection that
@@ -112,7 +111,6 @@ pub(super) async fn connect(
         if elapsed >= wait {
             return Err(gave_up(error, wait, attempts));
         }
-        metrics::gauge!(metric::CONNECTED).set(0.0);
         tokio::time::sleep(backoff.pause().min(wait - elapsed)).await;
     }
 }

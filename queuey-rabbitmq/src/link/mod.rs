@@ -27,7 +27,10 @@ pub(crate) use backoff::jitter;
 mod declared;
 pub(crate) mod dial;
 mod first;
+mod fleet;
 mod supervisor;
+
+pub(crate) use fleet::FleetLink;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -91,9 +94,22 @@ impl LinkState {
     }
 }
 
+/// What a link carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Purpose {
+    /// The job path: publishes, consumers, settles. Its state is what the
+    /// connection metrics report.
+    Jobs,
+    /// The fleet plane's stream reads ([`FleetLink`]), kept apart so that
+    /// a broker that closes their connection never takes the job path's
+    /// down with it. Logged, not counted in the connection metrics.
+    Fleet,
+}
+
 /// The backend's link to RabbitMQ: the connection of the moment, replaced
 /// by the supervisor when it dies.
 pub(crate) struct Link {
+    purpose: Purpose,
     addresses: Vec<Address>,
     options: Arc<RabbitMqOptions>,
     state: watch::Sender<LinkState>,
@@ -120,6 +136,15 @@ impl Link {
         uris: &[String],
         options: Arc<RabbitMqOptions>,
     ) -> Result<Arc<Link>, Error> {
+        Self::connect_for(uris, options, Purpose::Jobs).await
+    }
+
+    /// [`connect`](Self::connect), for `purpose`.
+    pub(crate) async fn connect_for(
+        uris: &[String],
+        options: Arc<RabbitMqOptions>,
+        purpose: Purpose,
+    ) -> Result<Arc<Link>, Error> {
         if uris.is_empty() {
             return Err(Error::invalid_config(
                 "no broker address given: pass at least one amqp:// URI",
@@ -130,23 +155,30 @@ impl Link {
             .map(|raw| dial::parse(raw, &options))
             .collect::<Result<Vec<_>, _>>()?;
         dial::check_tls(&addresses, &options.tls)?;
+        let counts = purpose == Purpose::Jobs;
+        if counts {
+            metrics::gauge!(metric::CONNECTED).set(0.0);
+        }
         let first::First {
             address: index,
             connection,
             waited,
         } = first::connect(&addresses, &options).await?;
-        tracing::debug!(uri = %addresses[index].redacted, "connected to RabbitMQ");
-        metrics::gauge!(metric::CONNECTED).set(1.0);
+        tracing::debug!(uri = %addresses[index].redacted, ?purpose, "connected to RabbitMQ");
         // The wait counts as time without a connection, as a reconnection's
         // does (it is no reconnection, so the reconnect counter stays).
         let down_ms = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
-        metrics::counter!(metric::DISCONNECTED_SECONDS)
-            .increment(supervisor::seconds_crossed(0, down_ms));
+        if counts {
+            metrics::gauge!(metric::CONNECTED).set(1.0);
+            metrics::counter!(metric::DISCONNECTED_SECONDS)
+                .increment(supervisor::seconds_crossed(0, down_ms));
+        }
         let current = Current {
             connection: Arc::new(connection),
             generation: 1,
         };
         let link = Arc::new(Link {
+            purpose,
             addresses,
             options,
             state: watch::Sender::new(LinkState::Up(current)),
@@ -305,7 +337,9 @@ impl Link {
         {
             task.abort();
         }
-        metrics::gauge!(metric::CONNECTED).set(0.0);
+        if self.counts() {
+            metrics::gauge!(metric::CONNECTED).set(0.0);
+        }
         let LinkState::Up(current) = previous else {
             return Ok(());
         };
@@ -332,6 +366,16 @@ impl Link {
                 Ok(())
             }
         }
+    }
+
+    /// Whether this link's state is what the connection metrics report.
+    pub(crate) fn counts(&self) -> bool {
+        self.purpose == Purpose::Jobs
+    }
+
+    /// What the link carries.
+    pub(crate) fn purpose(&self) -> Purpose {
+        self.purpose
     }
 
     /// The redacted form of the first address, for `Debug`.

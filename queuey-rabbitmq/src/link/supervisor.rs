@@ -39,9 +39,12 @@ pub(super) async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
         }
         let since = Instant::now();
         strong.state.send_replace(LinkState::Down { since });
-        metrics::gauge!(metric::CONNECTED).set(0.0);
+        if strong.counts() {
+            metrics::gauge!(metric::CONNECTED).set(0.0);
+        }
         tracing::warn!(
             uri = %strong.addresses[address].redacted,
+            purpose = ?strong.purpose(),
             generation = current.generation,
             "the connection to RabbitMQ is lost; reconnecting"
         );
@@ -49,14 +52,17 @@ pub(super) async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
         match reconnect(&strong, &mut address, since).await {
             Some(next) => {
                 let down = since.elapsed();
-                metrics::counter!(metric::RECONNECTS).increment(1);
                 let down_ms = u64::try_from(down.as_millis()).unwrap_or(u64::MAX);
                 let before = strong.down_ms.fetch_add(down_ms, Ordering::AcqRel);
-                metrics::counter!(metric::DISCONNECTED_SECONDS)
-                    .increment(seconds_crossed(before, down_ms));
-                metrics::gauge!(metric::CONNECTED).set(1.0);
+                if strong.counts() {
+                    metrics::counter!(metric::RECONNECTS).increment(1);
+                    metrics::counter!(metric::DISCONNECTED_SECONDS)
+                        .increment(seconds_crossed(before, down_ms));
+                    metrics::gauge!(metric::CONNECTED).set(1.0);
+                }
                 tracing::info!(
                     uri = %strong.addresses[address].redacted,
+                    purpose = ?strong.purpose(),
                     generation = next.generation,
                     down_for = ?down,
                     "reconnected to RabbitMQ; declared queues replayed"

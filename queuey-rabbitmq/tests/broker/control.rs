@@ -175,8 +175,9 @@ async fn the_follower_resumes_after_its_connection_is_closed_and_applies_nothing
     let changes = view.changes();
     let before = *changes.borrow();
 
+    // The follower consumes on the backend's fleet connection.
     broker
-        .close_connection(&broker.connection_name("follower"))
+        .close_connection(&format!("{} (fleet)", broker.connection_name("follower")))
         .await;
     // Sent while the follower's connection is down.
     within("send", sender.send_control(&resume(&q)))
@@ -375,7 +376,7 @@ async fn a_deleted_or_replaced_stream_is_followed_anew() {
     }
     until(&view, WAIT, |v| v.is_paused(&old) && v.is_paused("d")).await;
     broker
-        .close_connection(&broker.connection_name("follower"))
+        .close_connection(&format!("{} (fleet)", broker.connection_name("follower")))
         .await;
     broker.delete_raw(&stream).await;
     let third = broker.backend_named("third", on(&stream)).await;
@@ -696,4 +697,59 @@ async fn a_flood_of_refused_records_makes_the_follower_write_a_snapshot() {
     for backend in [follower, later] {
         backend.close().await.unwrap();
     }
+}
+
+/// The follower consumes the stream on a connection of its own: the broker
+/// closing either connection leaves the other as it was, so a control-plane
+/// read the broker answers by closing its connection (RabbitMQ 4.3 does for
+/// a stream still starting) never interrupts the job path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_follower_and_the_job_path_have_connections_of_their_own() {
+    let broker = broker!("the_follower_and_the_job_path_have_connections_of_their_own");
+    let stream = broker.stream("control-own-connection");
+    let sender = broker.backend_named("sender", on(&stream)).await;
+    let backend = broker.backend_named("both", on(&stream)).await;
+    let jobs = broker.connection_name("both");
+    let fleet = format!("{jobs} (fleet)");
+    assert!(
+        broker.connection_pid(&fleet).await.is_none(),
+        "no fleet connection before anything follows"
+    );
+    let view = follow(&backend).await;
+    let jobs_pid = broker.connection_pid(&jobs).await.expect("the job path's");
+    let fleet_pid = broker.connection_pid(&fleet).await.expect("the fleet's");
+    assert_ne!(jobs_pid, fleet_pid);
+
+    broker.close_connection(&fleet).await;
+    let q = format!("queue-{}", Uuid::new_v4().simple());
+    within("send", sender.send_control(&pause(&q)))
+        .await
+        .unwrap();
+    until(&view, WAIT, |v| v.is_paused(&q)).await;
+    assert_eq!(
+        broker.connection_pid(&jobs).await.as_deref(),
+        Some(jobs_pid.as_str()),
+        "the job path's connection was not touched"
+    );
+    let fleet_pid = broker
+        .connection_pid(&fleet)
+        .await
+        .expect("a new fleet connection");
+
+    broker.close_connection(&jobs).await;
+    within("send", sender.send_control(&resume(&q)))
+        .await
+        .unwrap();
+    until(&view, WAIT, |v| !v.is_paused(&q)).await;
+    assert_eq!(
+        broker.connection_pid(&fleet).await.as_deref(),
+        Some(fleet_pid.as_str()),
+        "the follower's connection was not touched"
+    );
+    backend.close().await.unwrap();
+    assert!(
+        broker.connection_pid(&fleet).await.is_none(),
+        "closing the backend closes its fleet connection"
+    );
+    sender.close().await.unwrap();
 }

@@ -367,9 +367,9 @@ impl Broker {
         (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
     }
 
-    /// Closes, from the broker's side, the connection whose client
-    /// properties contain `name`; only ever our own.
-    pub(crate) async fn close_connection(&self, name: &str) {
+    /// The broker's pid of the connection named `name` exactly, if it is
+    /// open.
+    pub(crate) async fn connection_pid(&self, name: &str) -> Option<String> {
         let list = rabbitmqctl(&[
             "list_connections",
             "pid",
@@ -378,12 +378,21 @@ impl Broker {
             "--no-table-headers",
         ])
         .await;
-        let pid = list
-            .lines()
-            .find(|l| l.contains(name))
+        let named = format!("{{\"connection_name\",\"{name}\"}}");
+        list.lines()
+            .find(|l| l.contains(&named))
             .and_then(|l| l.split('\t').next())
-            .unwrap_or_else(|| panic!("no connection named {name} in:\n{list}"))
-            .to_owned();
+            .map(str::to_owned)
+    }
+
+    /// Closes, from the broker's side, the connection named `name` (its
+    /// `connection_name`, exactly: a backend's fleet connection is named
+    /// `{name} (fleet)`); only ever our own.
+    pub(crate) async fn close_connection(&self, name: &str) {
+        let pid = self
+            .connection_pid(name)
+            .await
+            .unwrap_or_else(|| panic!("no connection named {name}"));
         rabbitmqctl(&["close_connection", &pid, "queuey test: forced close"]).await;
     }
 }
