@@ -3,12 +3,15 @@
 //! user it does not trust: reading the stream from its start, and going on
 //! from a snapshot of the state.
 //!
-//! Fills a control stream of its own on the broker in `AMQP_URL`, then
-//! times `follow_control` on a fresh backend that reads it from its start
-//! (the first process of a fleet, which then writes snapshots every
-//! `INTERVAL` seconds). Once three intervals have passed, it times
-//! `follow_control` on fresh backends that go on from the latest snapshot,
-//! and deletes the stream:
+//! Fills a control stream of its own on the broker in `AMQP_URL` with the
+//! honest records and times `follow_control` on a fresh backend, which
+//! reads them from the stream's start: the fleet, which then follows the
+//! stream, writes a snapshot every `INTERVAL` seconds and, while the forged
+//! records pour in, one after every ten to twenty thousand it refuses.
+//! It times a fresh backend right after the flood (which reads what of the
+//! flood lies within its last three intervals) and, once three intervals
+//! have passed, fresh backends that go on from the latest snapshot, and
+//! deletes the stream:
 //!
 //! ```text
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
@@ -71,6 +74,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     sent.into_iter().collect::<Result<Vec<()>, _>>()?;
     println!("{honest} honest records sent in {:?}", started.elapsed());
 
+    // No snapshot yet: the fleet reads the stream from its start, then
+    // keeps following it.
+    let fleet = timed_start(&url, options(), "the fleet, from the stream's start").await?;
+
     if forged > 0 {
         let started = Instant::now();
         flood(&url, &stream, forged).await?;
@@ -79,15 +86,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             started.elapsed()
         );
     }
-
-    // No snapshot yet: the first process reads the stream from its start,
-    // then keeps following it and writes a snapshot every interval.
-    let first = timed_start(
-        &url,
-        options(),
-        "the first process, from the stream's start",
-    )
-    .await?;
+    if forged > 0 {
+        // Within three intervals of the flood, a process that starts reads
+        // what of it is that recent.
+        let reader = timed_start(&url, options(), "right after the flood").await?;
+        reader.close().await?;
+    }
     tokio::time::sleep(interval * 3 + Duration::from_secs(1)).await;
     for round in 1..=3 {
         let reader =
@@ -95,7 +99,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         reader.close().await?;
     }
 
-    first.close().await?;
+    fleet.close().await?;
     sender.close().await?;
     let connection = Connection::connect(&url, ConnectionProperties::default()).await?;
     let channel = connection.create_channel().await?;
