@@ -27,24 +27,33 @@ fn management(url: &str) -> Management {
     Management::for_amqp_url(url, base.as_deref()).expect("a management client")
 }
 
-/// Removes the test's policies on drop, even when the test fails.
-struct Policies(Management, Vec<String>);
+/// Removes the test's policies on drop, even when the test fails, through
+/// the management API of the broker at the AMQP URL it holds. The client
+/// is made on the cleaning thread: one made on the test's runtime keeps its
+/// connections there, and that runtime is blocked in this drop.
+struct Policies(String, Vec<String>);
 
 impl Drop for Policies {
     fn drop(&mut self) {
-        let (mgmt, names) = (self.0.clone(), std::mem::take(&mut self.1));
-        let _ = std::thread::spawn(move || {
+        let (url, names) = (self.0.clone(), std::mem::take(&mut self.1));
+        let cleaned = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime");
             rt.block_on(async {
+                let mgmt = management(&url);
                 for name in names {
-                    let _ = mgmt.delete_policy(&name).await;
+                    if let Err(e) = mgmt.delete_policy(&name).await {
+                        eprintln!("could not remove the test's policy `{name}`: {e}");
+                    }
                 }
             });
         })
         .join();
+        if cleaned.is_err() {
+            eprintln!("removing the test's policies panicked");
+        }
     }
 }
 
@@ -217,7 +226,7 @@ async fn queues_on_the_default_limit_are_found_and_given_a_policy() {
             (schedule.as_str(), AtRisk::ScheduleQueue)
         ]
     );
-    let _policies = Policies(mgmt.clone(), plan.iter().map(|p| p.name.clone()).collect());
+    let _policies = Policies(h.url.clone(), plan.iter().map(|p| p.name.clone()).collect());
     let set = topology::apply_limit_policies(&mgmt, &plan)
         .await
         .expect("apply");
@@ -284,7 +293,7 @@ async fn a_control_stream_without_a_bound_in_bytes_is_found_and_given_a_policy()
         "{}",
         plan.advice()
     );
-    let _policies = Policies(mgmt.clone(), vec![plan.name.clone()]);
+    let _policies = Policies(h.url.clone(), vec![plan.name.clone()]);
     let set = topology::apply_limit_policies(&mgmt, std::slice::from_ref(&plan))
         .await
         .expect("apply");
