@@ -292,16 +292,19 @@
 //!   [`ControlView`](queuey_core::control::ControlView), and after a lost
 //!   connection reads on from the offset after the last record it read, so
 //!   nothing is applied twice or missed. It does not read the whole
-//!   stream: it starts three snapshot intervals back
-//!   ([`RabbitMqOptions::control_snapshot_interval`], ten minutes by
-//!   default) and goes on from the first snapshot of the state it finds
-//!   there (a message of type [`topology::SNAPSHOT_TYPE`] listing the
-//!   paused queues and the live cancellations, with the offset it was taken
-//!   at). Only without a snapshot that recent (a young stream, a fleet that
-//!   was down for longer) does it read the stream from its first record.
+//!   stream: it starts 40,000 records before the stream's end (or, when it
+//!   cannot read where the end is, three snapshot intervals back) and goes
+//!   on from the first snapshot of the state it finds there (a message of
+//!   type [`topology::SNAPSHOT_TYPE`] listing the paused queues and the
+//!   live cancellations, with the offset it was taken at). Only without a
+//!   snapshot that recent (a young stream, a fleet that was down for
+//!   longer) does it read the stream from its first record.
 //!   Once it holds the whole state, each follower writes a snapshot when
 //!   none was read for an interval, at a moment of its own within the
-//!   interval, so a fleet writes about one per interval. Snapshots are
+//!   interval, so a fleet writes about one per interval
+//!   ([`RabbitMqOptions::control_snapshot_interval`], ten minutes by
+//!   default), and one more after every ten to twenty thousand records it
+//!   refuses, so that a flood never leaves the stream's end without one. Snapshots are
 //!   signed and accepted from the same users as renewed pauses (this
 //!   backend's own, [`RabbitMqOptions::control_senders`] and
 //!   [`RabbitMqOptions::worker_senders`]); a state too large for one

@@ -1,12 +1,12 @@
 //! The follower: one task per backend reading the control stream in order,
 //! applying each command to the backend's view, across connections.
 //!
-//! It starts by seeking: reading the stream's last few snapshot intervals
-//! for a snapshot of the state from a trusted sender, applying nothing.
-//! The first one found replaces the view, and the follower consumes again
-//! from the offset after the snapshot's. Reaching its own sync marker
-//! without one (a young stream, a fleet that was down) means there is
-//! none that recent: it consumes again from the stream's first record.
+//! It starts by seeking (`seek`): reading the stream's last records for a
+//! snapshot of the state from a trusted sender, applying nothing. The first
+//! one found replaces the view, and the follower consumes again from the
+//! offset after the snapshot's. Reaching its own sync marker without one
+//! means there is none that recent (a young stream, a fleet that was
+//! down): it consumes again from the stream's first record.
 //! Once caught up, the follower takes its turn writing snapshots: one
 //! whenever none was read for an interval (each follower looks at a time
 //! of its own within the interval, so a fleet writes about one).
@@ -26,6 +26,7 @@ use super::live::{self, From, Live, PREFETCH};
 use super::message::{self, Read};
 use super::metric;
 use super::renew::{self, Resumes};
+use super::seek::Seek;
 use super::syncs::Syncs;
 use crate::link::Link;
 use crate::outbox::Outbox;
@@ -43,11 +44,6 @@ const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 /// The longest pause between tries after the broker refused the stream.
 const REFUSED_PAUSE_MAX: Duration = Duration::from_secs(30);
-/// How many snapshot intervals back a follower that starts looks for a
-/// snapshot: each follower writes one once none was read for an interval
-/// and looks every interval, so two intervals apart at most; three leave
-/// room for a slow writer.
-pub(super) const SEEK_INTERVALS: u32 = 3;
 /// How many records a follower refuses (a flood from a user it does not
 /// trust) before it writes a snapshot without waiting for the interval, at
 /// least: each follower draws its own number up to twice this, so that a
@@ -69,9 +65,8 @@ pub(super) struct Follower {
     /// The offset of the next record: every one before it was read.
     /// `None` until the first is read.
     next: Option<u64>,
-    /// While seeking a snapshot: the time the search started at, in
-    /// seconds since the Unix epoch. Nothing is applied meanwhile.
-    seeking: Option<u64>,
+    /// While seeking a snapshot: where. Nothing is applied meanwhile.
+    seeking: Option<Seek>,
     /// How often a snapshot is written.
     snapshot_interval: Duration,
     /// When the last snapshot read or written was taken (milliseconds
@@ -102,40 +97,18 @@ enum Ended {
     Closed,
 }
 
-/// How a follower starts: seeking a snapshot from `since` (seconds since
-/// the Unix epoch), writing one every `interval`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Start {
-    pub(super) since: u64,
-    pub(super) interval: Duration,
-}
-
-impl Start {
-    /// Seeking from [`SEEK_INTERVALS`] intervals before `now_ms`.
-    pub(super) fn at(now_ms: u64, interval: Duration) -> Self {
-        let back = interval.saturating_mul(SEEK_INTERVALS).as_secs();
-        Start {
-            since: (now_ms / 1_000).saturating_sub(back),
-            interval,
-        }
-    }
-
-    /// Where the first consumer starts.
-    pub(super) fn from(&self) -> From {
-        From::Since(self.since)
-    }
-}
-
 impl Follower {
     /// The follower of `control`'s stream on `link` (its fleet
-    /// connection), applying to `view` and telling `syncs`, starting as
-    /// `start` says.
+    /// connection), applying to `view` and telling `syncs`, seeking a
+    /// snapshot as `seek` says (`None`: reading from the stream's start)
+    /// and writing one every `interval`.
     pub(super) fn new(
         control: &super::Control,
         link: Arc<Link>,
         view: ControlView,
         syncs: Arc<Syncs>,
-        start: Start,
+        seek: Option<Seek>,
+        interval: Duration,
     ) -> Self {
         Follower {
             link,
@@ -146,8 +119,8 @@ impl Follower {
             view,
             syncs,
             next: None,
-            seeking: Some(start.since),
-            snapshot_interval: start.interval,
+            seeking: seek,
+            snapshot_interval: interval,
             last_snapshot_ms: None,
             too_large_told: false,
             refused: 0,
@@ -592,7 +565,7 @@ impl Follower {
                 }
             }
             let from = match (self.seeking, self.next) {
-                (Some(since), _) => From::Since(since),
+                (Some(seek), _) => seek.from(),
                 (None, Some(next)) => From::Offset(next),
                 (None, None) => From::First,
             };
@@ -622,16 +595,11 @@ impl Follower {
 }
 
 impl Follower {
-    /// The offset at the stream's end now: a marker is published, and read
-    /// back by a consumer of the stream's last chunk. A stream deleted and
-    /// declared again counts from 0, so an end before the offsets already
-    /// read means the stream is not the one read before.
+    /// The offset at the stream's end now ([`live::tail`]). A stream
+    /// deleted and declared again counts from 0, so an end before the
+    /// offsets already read means the stream is not the one read before.
     async fn tail(&self) -> Result<Option<u64>, Error> {
-        let nonce = uuid::Uuid::new_v4();
-        let mut marker = message::sync_marker(&self.stream, nonce);
-        marker.properties = self.senders.sign_if_known(marker.properties);
-        self.outbox.control(marker).await?;
-        live::offset_of(&self.link, &self.stream, nonce).await
+        live::tail(&self.link, &self.outbox, &self.senders, &self.stream).await
     }
 }
 

@@ -9,6 +9,8 @@ use queuey_core::Error;
 use super::message;
 use crate::error::Failure;
 use crate::link::Link;
+use crate::outbox::Outbox;
+use crate::trust::Senders;
 use crate::{declare, properties};
 
 /// How many records the broker may send ahead of the follower's
@@ -68,6 +70,23 @@ pub(super) async fn start(link: &Link, stream: &str, from: From) -> Result<Live,
         })
     })
     .await
+}
+
+/// The offset at the stream's end now: a sync marker is published (signed
+/// when the backend knows its user) through `outbox`, and its offset read
+/// back on `link` ([`offset_of`]). A stream deleted and declared again
+/// counts from 0 again.
+pub(super) async fn tail(
+    link: &Link,
+    outbox: &Outbox,
+    senders: &Senders,
+    stream: &str,
+) -> Result<Option<u64>, Error> {
+    let nonce = uuid::Uuid::new_v4();
+    let mut marker = message::sync_marker(stream, nonce);
+    marker.properties = senders.sign_if_known(marker.properties);
+    outbox.control(marker).await?;
+    offset_of(link, stream, nonce).await
 }
 
 /// The offset of the sync marker `nonce`, published just before, read by a

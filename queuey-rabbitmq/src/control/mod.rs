@@ -41,6 +41,7 @@ mod follower;
 mod live;
 pub(crate) mod message;
 mod renew;
+mod seek;
 mod syncs;
 
 use std::sync::Arc;
@@ -57,7 +58,9 @@ use crate::declare;
 use crate::link::{FleetLink, Link};
 use crate::outbox::{Outbox, Outgoing};
 use crate::trust::Senders;
-use follower::{Follower, Start};
+use follower::Follower;
+use live::From;
+use seek::Seek;
 use syncs::Syncs;
 
 /// The pause between tries of a first follow while the stream's node is
@@ -227,18 +230,25 @@ impl Control {
         Ok(view)
     }
 
-    /// Declares the stream and starts the follower, seeking a snapshot in
-    /// the stream's last intervals; a refusal is the caller's error.
+    /// Declares the stream and starts the follower, seeking a snapshot
+    /// near the stream's end (see `seek`); a refusal is the caller's error.
     async fn start(&self) -> Result<Following, Error> {
         let deadline = Instant::now() + self.options.call_timeout;
-        let start = Start::at(
-            queuey_core::__private::now_ms(),
-            self.options.settings().control_snapshot_interval(),
-        );
+        let interval = self.options.settings().control_snapshot_interval();
         let link = self.fleet.get().await?;
-        let first = loop {
+        let mut seek = None;
+        let (first, seek) = loop {
             let started = match self.declare().await {
-                Ok(()) => live::start(&link, &self.stream, start.from()).await,
+                Ok(()) => {
+                    let at = match seek {
+                        Some(at) => at,
+                        None => *seek.insert(self.seek(&link, interval).await),
+                    };
+                    let from = at.map_or(From::First, Seek::from);
+                    live::start(&link, &self.stream, from)
+                        .await
+                        .map(|live| (live, at))
+                }
                 Err(error) => Err(error),
             };
             match started {
@@ -253,9 +263,25 @@ impl Control {
         };
         let view = ControlView::new();
         let syncs = Arc::new(Syncs::default());
-        let follower = Follower::new(self, link, view.clone(), Arc::clone(&syncs), start);
+        let follower = Follower::new(self, link, view.clone(), Arc::clone(&syncs), seek, interval);
         let task = tokio::spawn(follower.run(first));
         Ok(Following { view, syncs, task })
+    }
+
+    /// Where the follower starts looking for a snapshot: near the stream's
+    /// end when its offset can be read (a marker published and read back),
+    /// else within the last snapshot intervals; `None` for a stream short
+    /// enough to read from its start.
+    async fn seek(&self, link: &Link, interval: std::time::Duration) -> Option<Seek> {
+        let tail = live::tail(link, &self.outbox, &self.senders, &self.stream).await;
+        if let Err(error) = &tail {
+            tracing::debug!(stream = %self.stream, %error, "cannot read where the control stream ends; looking for a snapshot by time");
+        }
+        Seek::start(
+            tail.ok().flatten(),
+            queuey_core::__private::now_ms(),
+            interval,
+        )
     }
 
     /// Publishes a sync marker and waits until the follower reads it back,

@@ -517,12 +517,13 @@ impl RabbitMqOptions {
     /// [`MIN_CONTROL_SNAPSHOT_INTERVAL`] to
     /// [`MAX_CONTROL_SNAPSHOT_INTERVAL`]).
     ///
-    /// A process that starts following the commands reads only the last
-    /// three intervals of the stream and goes on from the first snapshot in
-    /// them, so it starts in about the same time whatever the stream holds
-    /// from before. The processes that follow the stream take turns writing
-    /// the snapshots: about one per interval for the whole fleet. A stream
-    /// without a snapshot that recent is read from its start. See
+    /// A process that starts following the commands reads only the
+    /// stream's last records (or, when it cannot read where the stream
+    /// ends, its last three intervals) and goes on from the first snapshot
+    /// among them, so it starts in about the same time whatever the stream
+    /// holds from before. The processes that follow the stream take turns
+    /// writing the snapshots: about one per interval for the whole fleet. A
+    /// stream without a snapshot that recent is read from its start. See
     /// [Control commands](crate#control-commands).
     ///
     /// ```
