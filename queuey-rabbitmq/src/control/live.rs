@@ -74,25 +74,43 @@ pub(super) async fn start(link: &Link, stream: &str, from: From) -> Result<Live,
 
 /// The offset at the stream's end now: a sync marker is published (signed
 /// when the backend knows its user) through `outbox`, and its offset read
-/// back on `link` ([`offset_of`]). A stream deleted and declared again
-/// counts from 0 again.
+/// back on `link` ([`offset_of`]); a marker not found (records published
+/// meanwhile closed its chunk) is followed by another, up to
+/// [`TAIL_TRIES`]. `None` when none was found. A stream deleted and
+/// declared again counts from 0 again.
 pub(super) async fn tail(
     link: &Link,
     outbox: &Outbox,
     senders: &Senders,
     stream: &str,
 ) -> Result<Option<u64>, Error> {
-    let nonce = uuid::Uuid::new_v4();
-    let mut marker = message::sync_marker(stream, nonce);
-    marker.properties = senders.sign_if_known(marker.properties);
-    outbox.control(marker).await?;
-    offset_of(link, stream, nonce).await
+    for _ in 0..TAIL_TRIES {
+        let nonce = uuid::Uuid::new_v4();
+        let mut marker = message::sync_marker(stream, nonce);
+        marker.properties = senders.sign_if_known(marker.properties);
+        outbox.control(marker).await?;
+        if let Some(offset) = offset_of(link, stream, nonce).await? {
+            return Ok(Some(offset));
+        }
+    }
+    Ok(None)
 }
+
+/// How long the reader of the stream's end waits for one more delivery
+/// before it concludes that the marker is not there.
+const TAIL_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How many markers [`tail`] publishes, one after the other, before it
+/// gives up finding the stream's end.
+const TAIL_TRIES: u32 = 3;
 
 /// The offset of the sync marker `nonce`, published just before, read by a
 /// short-lived consumer of the stream's last chunk on a channel of its own
-/// (acknowledging only, as a stream requires); `None` if it is not there.
-/// Bounded by the call bound.
+/// (acknowledging only, as a stream requires); `None` if it is not there:
+/// records published after the marker may have closed its chunk before the
+/// consumer asked for the last one, and then no delivery brings it. So the
+/// reader gives up once [`TAIL_IDLE`] passes without a delivery. Bounded by
+/// the call bound.
 pub(super) async fn offset_of(
     link: &Link,
     stream: &str,
@@ -125,7 +143,7 @@ pub(super) async fn offset_of(
                 )
                 .await
                 .map_err(fail)?;
-            while let Some(delivery) = consumer.next().await {
+            while let Ok(Some(delivery)) = tokio::time::timeout(TAIL_IDLE, consumer.next()).await {
                 let delivery = delivery.map_err(fail)?;
                 delivery
                     .acker
