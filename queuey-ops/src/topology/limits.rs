@@ -30,6 +30,7 @@ use queuey_rabbitmq::topology::{
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::argument_matches;
 use crate::error::Result;
 use crate::holds::regex_escape;
 use crate::mgmt::{Management, QueueInfo};
@@ -223,18 +224,19 @@ pub async fn plan_limit_policies(
     Ok(limit_policies(&found, dead_suffix))
 }
 
-/// The control streams among `candidates` (streams with the control
-/// stream's maximum age and segment size, whatever their name) that have
-/// no bound in bytes, each with the policy that gives it one.
+/// The control streams among `candidates` (streams with every argument a
+/// control stream is declared with but the bound, whatever their name)
+/// that have no bound in bytes, each with the policy that gives it one.
 pub fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
-    let max_age = Value::String(queuey_rabbitmq::topology::control_stream_max_age());
-    let segment = Value::from(queuey_rabbitmq::topology::CONTROL_SEGMENT_BYTES);
+    let mut shape = queuey_rabbitmq::topology::control_stream_arguments();
+    shape.remove("x-max-length-bytes");
     candidates
         .iter()
         .filter(|info| {
             unbounded_stream(info)
-                && info.arguments.get("x-max-age") == Some(&max_age)
-                && info.arguments.get("x-stream-max-segment-size-bytes") == Some(&segment)
+                && shape
+                    .iter()
+                    .all(|(key, value)| argument_matches(key, value, info.arguments.get(*key)))
         })
         .map(|info| LimitPolicy::for_queue(info, AtRisk::UnboundedControlStream))
         .collect()

@@ -95,24 +95,9 @@ impl Consumer {
         match errand {
             Errand::Malformed(delivery, error, acks) => self.malformed(delivery, error, acks).await,
             Errand::Guard(delivery, envelope, acks) => self.guard(delivery, envelope, acks).await,
-            Errand::Gate(delivery) => {
-                // Parked while it waits, so that a stream dropped meanwhile
-                // hands the delivery back.
-                self.parked = Some(delivery);
-                let gate = Arc::clone(&self.gate);
-                drop(gate.write().await);
-                return self.parked.take();
-            }
-            Errand::Soon(delivery, remaining) => {
-                // Never early: parked for the moment that remains (a stream
-                // dropped meanwhile hands it back), then on as a job due
-                // now.
-                self.parked = Some(delivery);
-                tokio::time::sleep(remaining).await;
-                let gate = Arc::clone(&self.gate);
-                drop(gate.write().await);
-                return self.parked.take();
-            }
+            Errand::Gate(delivery) => return self.hand_over(delivery, Duration::ZERO).await,
+            // Never early: it waits for the moment that remains.
+            Errand::Soon(delivery, remaining) => return self.hand_over(delivery, remaining).await,
             Errand::HoldAgain {
                 delivery,
                 remaining,
@@ -121,6 +106,23 @@ impl Consumer {
             Errand::Refuse(delivery, reason) => refuse(delivery, reason).await,
         }
         None
+    }
+
+    /// A job for the worker, once `wait` has passed and no guard move is
+    /// under way (see `Consumer::gate`). Parked meanwhile, so that a stream
+    /// dropped in the wait hands the delivery back.
+    async fn hand_over(
+        &mut self,
+        delivery: Box<RabbitMqDelivery>,
+        wait: Duration,
+    ) -> Option<Box<RabbitMqDelivery>> {
+        self.parked = Some(delivery);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let gate = Arc::clone(&self.gate);
+        drop(gate.write().await);
+        self.parked.take()
     }
 
     /// Decodes a delivery and sends it where it belongs, waiting for its

@@ -22,7 +22,7 @@ use queuey_core::backend::ConnectionState;
 use queuey_core::control::{CANCELLATION_MEMORY, Command, ControlRecord, ControlView};
 use tokio::time::{Interval, MissedTickBehavior};
 
-use super::live::{self, From, Live, PREFETCH};
+use super::live::{self, Live, PREFETCH, StartAt};
 use super::message::{self, Read};
 use super::metric;
 use super::renew::{self, Resumes};
@@ -125,8 +125,7 @@ impl Follower {
             too_large_told: false,
             refused: 0,
             refusals_for_snapshot: SNAPSHOT_AFTER_REFUSALS
-                + crate::link::jitter(Duration::from_nanos(SNAPSHOT_AFTER_REFUSALS)).as_nanos()
-                    as u64,
+                + crate::link::random_below(SNAPSHOT_AFTER_REFUSALS),
             resumes: Resumes::default(),
             caught_up: false,
             dirty: false,
@@ -357,9 +356,14 @@ impl Follower {
     /// One delivery read while seeking: a trusted snapshot becomes the
     /// view and the follower moves past its offset; the follower's own
     /// sync marker means there is no snapshot that recent, and it moves
-    /// to the stream's start. Anything else waits for that.
+    /// to the stream's start. Anything else (commands are not even
+    /// decoded) waits for that.
     fn seek(&mut self, delivery: &Delivery) -> Step {
-        match message::read(&delivery.properties, &delivery.data) {
+        let properties = &delivery.properties;
+        if !message::is_snapshot(properties) && !message::is_sync_marker(properties) {
+            return Step::On;
+        }
+        match message::read(properties, &delivery.data) {
             Read::Snapshot { records, of, at_ms } => {
                 if let Err(refusal) = self.senders.admit(Role::Renewal, &delivery.properties) {
                     trust::refused(Kind::Command, &refusal);
@@ -552,7 +556,10 @@ impl Follower {
                 self.pause = (self.pause * 2).min(longest);
             }
             if let (false, None, Some(next)) = (at_once, self.seeking, self.next) {
-                match self.tail().await {
+                // A stream deleted and declared again counts from 0: an
+                // end before the offsets read means it is not the one read
+                // before.
+                match live::tail(&self.link, &self.outbox, &self.senders, &self.stream).await {
                     Ok(Some(tail)) if tail < next => {
                         tracing::warn!(stream = %self.stream, read_up_to = next, tail, "the control stream was deleted and declared again since it was last read; forgetting what was read from the old one and following the new one from its start");
                         self.rebuild();
@@ -566,8 +573,8 @@ impl Follower {
             }
             let from = match (self.seeking, self.next) {
                 (Some(seek), _) => seek.from(),
-                (None, Some(next)) => From::Offset(next),
-                (None, None) => From::First,
+                (None, Some(next)) => StartAt::Offset(next),
+                (None, None) => StartAt::First,
             };
             match live::start(&self.link, &self.stream, from).await {
                 Ok(live) => {
@@ -591,15 +598,6 @@ impl Follower {
                 }
             }
         }
-    }
-}
-
-impl Follower {
-    /// The offset at the stream's end now ([`live::tail`]). A stream
-    /// deleted and declared again counts from 0, so an end before the
-    /// offsets already read means the stream is not the one read before.
-    async fn tail(&self) -> Result<Option<u64>, Error> {
-        live::tail(&self.link, &self.outbox, &self.senders, &self.stream).await
     }
 }
 

@@ -27,7 +27,7 @@ pub(super) struct Live {
 
 /// Where a consumer of the stream starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum From {
+pub(super) enum StartAt {
     /// At the stream's first record.
     First,
     /// At this offset.
@@ -39,7 +39,7 @@ pub(super) enum From {
 
 /// Declares the stream and consumes it on a fresh channel of the current
 /// connection, from `from`, within the call bound.
-pub(super) async fn start(link: &Link, stream: &str, from: From) -> Result<Live, Error> {
+pub(super) async fn start(link: &Link, stream: &str, from: StartAt) -> Result<Live, Error> {
     let what = format!("following control commands on `{stream}`");
     let failing = what.as_str();
     link.call(&what, |current| async move {
@@ -193,11 +193,13 @@ pub(super) fn try_again(error: &Error) -> bool {
 
 /// The consumer's `x-stream-offset`: `"first"`, the offset to start at,
 /// or a time (an AMQP timestamp).
-fn offset_argument(from: From) -> FieldTable {
+fn offset_argument(from: StartAt) -> FieldTable {
     let value = match from {
-        From::First => AMQPValue::LongString(LongString::from("first")),
-        From::Offset(offset) => AMQPValue::LongLongInt(i64::try_from(offset).unwrap_or(i64::MAX)),
-        From::Since(seconds) => AMQPValue::Timestamp(seconds),
+        StartAt::First => AMQPValue::LongString(LongString::from("first")),
+        StartAt::Offset(offset) => {
+            AMQPValue::LongLongInt(i64::try_from(offset).unwrap_or(i64::MAX))
+        }
+        StartAt::Since(seconds) => AMQPValue::Timestamp(seconds),
     };
     let mut args = FieldTable::default();
     args.insert(properties::short("x-stream-offset"), value);
@@ -232,17 +234,17 @@ mod tests {
 
     #[test]
     fn the_offset_is_first_a_64_bit_integer_or_a_timestamp() {
-        let first = offset_argument(From::First);
+        let first = offset_argument(StartAt::First);
         assert_eq!(
             first.inner().get("x-stream-offset"),
             Some(&AMQPValue::LongString("first".into()))
         );
-        let later = offset_argument(From::Offset(42));
+        let later = offset_argument(StartAt::Offset(42));
         assert_eq!(
             later.inner().get("x-stream-offset"),
             Some(&AMQPValue::LongLongInt(42))
         );
-        let since = offset_argument(From::Since(1_700_000_000));
+        let since = offset_argument(StartAt::Since(1_700_000_000));
         assert_eq!(
             since.inner().get("x-stream-offset"),
             Some(&AMQPValue::Timestamp(1_700_000_000))

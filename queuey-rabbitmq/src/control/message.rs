@@ -147,7 +147,7 @@ pub(super) fn read(properties: &BasicProperties, body: &[u8]) -> Read {
     if is_sync_marker(properties) {
         return sync_nonce(body).map_or(Read::Skip, Read::Sync);
     }
-    if properties.kind().as_ref().map(|k| k.as_str()) == Some(SNAPSHOT_TYPE) {
+    if is_snapshot(properties) {
         return read_snapshot(properties, body);
     }
     if queuey_core::control::check_size(body.len()).is_err() {
@@ -179,6 +179,12 @@ fn read_snapshot(properties: &BasicProperties, body: &[u8]) -> Read {
         }) => Read::Snapshot { records, of, at_ms },
         _ => Read::Skip,
     }
+}
+
+/// Whether a delivery is a snapshot (by its `type`): what a follower that
+/// seeks one decodes, and nothing else but markers.
+pub(super) fn is_snapshot(properties: &BasicProperties) -> bool {
+    properties.kind().as_ref().map(|k| k.as_str()) == Some(SNAPSHOT_TYPE)
 }
 
 /// Whether a delivery is a sync marker (by its `type`).

@@ -59,7 +59,7 @@ use crate::link::{FleetLink, Link};
 use crate::outbox::{Outbox, Outgoing};
 use crate::trust::Senders;
 use follower::Follower;
-use live::From;
+use live::StartAt;
 use seek::Seek;
 use syncs::Syncs;
 
@@ -236,19 +236,17 @@ impl Control {
         let deadline = Instant::now() + self.options.call_timeout;
         let interval = self.options.settings().control_snapshot_interval();
         let link = self.fleet.get().await?;
-        let mut seek = None;
-        let (first, seek) = loop {
+        // Where to look for a snapshot: near the stream's end once the
+        // stream is there (a declaration that fails now is tried again
+        // below), else by time.
+        let seek = match self.declare().await {
+            Ok(()) => self.seek(&link, interval).await,
+            Err(_) => Seek::start(None, queuey_core::__private::now_ms(), interval),
+        };
+        let from = seek.map_or(StartAt::First, Seek::from);
+        let first = loop {
             let started = match self.declare().await {
-                Ok(()) => {
-                    let at = match seek {
-                        Some(at) => at,
-                        None => *seek.insert(self.seek(&link, interval).await),
-                    };
-                    let from = at.map_or(From::First, Seek::from);
-                    live::start(&link, &self.stream, from)
-                        .await
-                        .map(|live| (live, at))
-                }
+                Ok(()) => live::start(&link, &self.stream, from).await,
                 Err(error) => Err(error),
             };
             match started {

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::live::From;
+use super::live::StartAt;
 
 /// How many records back from the stream's end a follower looks.
 pub(super) const SEEK_RECORDS: u64 = 40_000;
@@ -49,10 +49,10 @@ impl Seek {
     }
 
     /// Where the consumer starts.
-    pub(super) fn from(self) -> From {
+    pub(super) fn from(self) -> StartAt {
         match self {
-            Seek::Near(offset) => From::Offset(offset),
-            Seek::Since(since) => From::Since(since),
+            Seek::Near(offset) => StartAt::Offset(offset),
+            Seek::Since(since) => StartAt::Since(since),
         }
     }
 }
@@ -68,12 +68,12 @@ mod tests {
     fn the_last_records_when_the_end_is_known_else_the_last_intervals() {
         let near = Seek::start(Some(100_000), NOW_MS, TEN_MINUTES);
         assert_eq!(near, Some(Seek::Near(60_000)));
-        assert_eq!(near.map(Seek::from), Some(From::Offset(60_000)));
+        assert_eq!(near.map(Seek::from), Some(StartAt::Offset(60_000)));
         let by_time = Seek::start(None, NOW_MS, TEN_MINUTES);
         assert_eq!(by_time, Some(Seek::Since(NOW_MS / 1_000 - 1_800)));
         assert_eq!(
             by_time.map(Seek::from),
-            Some(From::Since(NOW_MS / 1_000 - 1_800))
+            Some(StartAt::Since(NOW_MS / 1_000 - 1_800))
         );
         assert_eq!(
             Seek::start(None, 5_000, TEN_MINUTES),

@@ -185,20 +185,25 @@ async fn declare_alone(
     config: &QueueConfig,
     args: &QueueArguments,
 ) -> Result<(), Error> {
+    declare_on_fresh_channel(connection, queue, config.settings().durable(), args)
+        .await?
+        .map_err(|f| explain(f, queue, config))
+}
+
+/// Declares one queue on a fresh channel that is closed afterwards; the
+/// inner `Err` is the broker's refusal, for the caller to explain.
+async fn declare_on_fresh_channel(
+    connection: &Connection,
+    queue: &str,
+    durable: bool,
+    args: &QueueArguments,
+) -> Result<Result<(), Failure>, Error> {
     let channel = new_channel(connection, "opening a channel to declare a queue").await?;
-    let result = declare(
-        connection,
-        &channel,
-        queue,
-        config.settings().durable(),
-        args,
-    )
-    .await
-    .map_err(|f| explain(f, queue, config));
+    let result = declare(connection, &channel, queue, durable, args).await;
     if channel.status().connected() {
         let _ = channel.close(200, ShortString::default()).await;
     }
-    result
+    Ok(result)
 }
 
 async fn new_channel(connection: &Connection, what: &str) -> Result<Channel, Error> {

@@ -2,10 +2,9 @@
 //! refusal tells the user to do.
 
 use lapin::Connection;
-use lapin::types::ShortString;
 use queuey_core::Error;
 
-use super::{declare, new_channel};
+use super::declare_on_fresh_channel;
 use crate::error::{Failure, code};
 use crate::topology;
 
@@ -40,7 +39,7 @@ pub(crate) async fn declare_stream(
         Stream::Control => topology::control_stream_arguments(),
         Stream::Heartbeats => topology::heartbeat_stream_arguments(),
     };
-    let failure = match declare_once(connection, stream, &args).await? {
+    let failure = match declare_on_fresh_channel(connection, stream, true, &args).await? {
         Ok(()) => return Ok(()),
         Err(failure) => failure,
     };
@@ -57,24 +56,9 @@ pub(crate) async fn declare_stream(
     );
     let mut older = args;
     older.remove("x-max-length-bytes");
-    declare_once(connection, stream, &older)
+    declare_on_fresh_channel(connection, stream, true, &older)
         .await?
         .map_err(|failure| explain(failure, stream, kind))
-}
-
-/// Declares `stream` with `args` on a fresh channel that is closed
-/// afterwards; the inner `Err` is the broker's refusal.
-async fn declare_once(
-    connection: &Connection,
-    stream: &str,
-    args: &topology::QueueArguments,
-) -> Result<Result<(), Failure>, Error> {
-    let channel = new_channel(connection, "opening a channel to declare a stream").await?;
-    let result = declare(connection, &channel, stream, true, args).await;
-    if channel.status().connected() {
-        let _ = channel.close(200, ShortString::default()).await;
-    }
-    Ok(result)
 }
 
 /// The error for a refused declaration of a stream.

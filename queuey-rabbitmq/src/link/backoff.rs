@@ -33,8 +33,12 @@ impl Backoff {
 /// together, do not take their turns at once).
 pub(crate) fn jitter(delay: Duration) -> Duration {
     let nanos = u64::try_from(delay.as_nanos()).unwrap_or(u64::MAX);
-    let random = uuid::Uuid::new_v4().as_u64_pair().0;
-    Duration::from_nanos(random % nanos.max(1))
+    Duration::from_nanos(random_below(nanos))
+}
+
+/// A number drawn uniformly below `n` (0 when `n` is 0 or 1).
+pub(crate) fn random_below(n: u64) -> u64 {
+    uuid::Uuid::new_v4().as_u64_pair().0 % n.max(1)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@
 //! `backoff`, and the queues to replay are kept by `declared`.
 
 mod backoff;
-pub(crate) use backoff::jitter;
+pub(crate) use backoff::{jitter, random_below};
 mod declared;
 pub(crate) mod dial;
 mod first;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::BasicProperties;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::BasicAckOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use queuey_core::backend::{Backend, Delivery};
 use queuey_core::{Disposition, Envelope, QueueConfig, Uuid};
@@ -101,20 +101,7 @@ async fn a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliver
         }
     })
     .await;
-    let channel = broker.channel().await;
-    channel
-        .basic_qos(20, BasicQosOptions::default())
-        .await
-        .unwrap();
-    let mut plain = channel
-        .basic_consume(
-            q.as_str().into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    let (_channel, mut plain) = broker.consume_raw(&q, 20, "").await;
     let mut seen = HashMap::new();
     while seen.len() < 20 {
         let delivery = within("a plain delivery", plain.next())

@@ -4,8 +4,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicNackOptions, BasicQosOptions};
-use lapin::types::FieldTable;
+use lapin::options::BasicNackOptions;
 use queuey_core::backend::Backend;
 use queuey_core::{BackendErrorKind, Disposition, Error, QueueConfig, QueueType};
 use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
@@ -258,20 +257,7 @@ async fn past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue() {
         .unwrap();
 
     // A consumer that hands every delivery back by nacking it.
-    let channel = broker.channel().await;
-    channel
-        .basic_qos(1, BasicQosOptions::default())
-        .await
-        .unwrap();
-    let mut consumer = channel
-        .basic_consume(
-            q.as_str().into(),
-            "queuey-test-nacker".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+    let (channel, mut consumer) = broker.consume_raw(&q, 1, "queuey-test-nacker").await;
     let deliveries = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = std::sync::Arc::clone(&deliveries);
     let nacks = if nacks_count { usize::MAX } else { 25 };
@@ -311,20 +297,7 @@ async fn past_the_delivery_limit_a_message_goes_to_the_dead_letter_queue() {
                 closes <= 22,
                 "still not dead-lettered after {closes} returns"
             );
-            let channel = broker.channel().await;
-            channel
-                .basic_qos(1, BasicQosOptions::default())
-                .await
-                .unwrap();
-            let mut consumer = channel
-                .basic_consume(
-                    q.as_str().into(),
-                    "queuey-test-closer".into(),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .unwrap();
+            let (channel, mut consumer) = broker.consume_raw(&q, 1, "queuey-test-closer").await;
             let delivered = tokio::time::timeout(Duration::from_secs(2), consumer.next()).await;
             let _ = channel.close(200, "returned".into()).await;
             if let Ok(Some(Ok(_))) = delivered {

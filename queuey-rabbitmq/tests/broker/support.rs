@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use lapin::message::BasicGetMessage;
 use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions,
-    QueueDeleteOptions,
+    BasicConsumeOptions, BasicGetOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -206,6 +206,35 @@ impl Broker {
         within("raw channel", self.raw.create_channel())
             .await
             .expect("raw channel")
+    }
+
+    /// A raw consumer of `queue` on a fresh channel with `prefetch`, and
+    /// that channel (to close it, handing back what it holds).
+    pub(crate) async fn consume_raw(
+        &self,
+        queue: &str,
+        prefetch: u16,
+        tag: &str,
+    ) -> (Channel, lapin::Consumer) {
+        let ch = self.channel().await;
+        within(
+            "raw qos",
+            ch.basic_qos(prefetch, BasicQosOptions::default()),
+        )
+        .await
+        .expect("raw qos");
+        let consumer = within(
+            "raw consume",
+            ch.basic_consume(
+                queue.into(),
+                tag.into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            ),
+        )
+        .await
+        .expect("raw consume");
+        (ch, consumer)
     }
 
     /// Declares a queue on a fresh raw channel.
