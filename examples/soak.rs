@@ -7,8 +7,9 @@
 //! ```
 //!
 //! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
-//! `stop-app`, `kill-9`, `worker-crash`, `store-kill`, `cluster`; `JOBS` defaults to
-//! 200000 (`cluster`: 20000). Each
+//! `stop-app`, `kill-9`, `worker-crash`, `store-kill`, `cluster`,
+//! `restart-backlog`; `JOBS` defaults to 200000 (`cluster` and
+//! `restart-backlog`: 20000). Each
 //! run has one producer backend and one worker (`worker-crash`: worker
 //! processes, this binary started again, killed with SIGKILL every 1.5 s),
 //! injects its fault until every job is confirmed, waits until every
@@ -35,8 +36,12 @@
 //! `tests/faults/cluster.rs` (quorum queues and holds all led by node 1, the
 //! clients' node, which is killed with SIGKILL while jobs flow and
 //! restarted before the final count) with its jobs spread at 250 a second,
-//! prints the verdict and a row, and stops the cluster. Runs are heavy: one
-//! at a time.
+//! prints the verdict and a row, and stops the cluster. `restart-backlog`
+//! queues `JOBS` jobs on a classic work queue of a private node, runs them
+//! with one worker (16 at a time, 10 ms each), kills the node after 3 s and
+//! starts it again, and prints how soon the worker ran at 80 % of its pace
+//! again and where the poison guard sent the jobs the broker returned.
+//! Runs are heavy: one at a time.
 
 #[path = "../tests/support/fault/mod.rs"]
 mod fault;
@@ -44,6 +49,7 @@ mod fault;
 use fault::scenario::{self, Fault, Plan, Site, fault_queue};
 
 fault_queue!(SoakQueues, SoakJob, "soak");
+fault_queue!(BacklogQueues, BacklogJob, "soak-backlog", |c| c);
 fault_queue!(
     ClusterQueues,
     ClusterJob,
@@ -64,17 +70,18 @@ fn main() {
     }
     let mut args = std::env::args().skip(1);
     let usage = "usage: soak SCENARIO [JOBS] [HOLDS | once]; SCENARIO: none, close, reset, \
-                 black-hole, stop-app, kill-9, worker-crash, store-kill, cluster; \
-                 HOLDS: quorum, classic";
+                 black-hole, stop-app, kill-9, worker-crash, store-kill, cluster, \
+                 restart-backlog; HOLDS: quorum, classic";
     let scenario = args.next();
     let cluster = scenario.as_deref() == Some("cluster");
+    let backlog = scenario.as_deref() == Some("restart-backlog");
     let fault = scenario.as_deref().and_then(Fault::parse);
-    if fault.is_none() && !cluster {
+    if fault.is_none() && !cluster && !backlog {
         eprintln!("{usage}");
         std::process::exit(2);
     }
     let jobs = match args.next().map(|j| j.parse::<u32>()) {
-        None if cluster => 20_000,
+        None if cluster || backlog => 20_000,
         None => 200_000,
         Some(Ok(jobs)) if jobs > 0 => jobs,
         Some(_) => {
@@ -82,6 +89,14 @@ fn main() {
             std::process::exit(2);
         }
     };
+    if backlog {
+        let (report, guard) = until_stopped(&runtime, soak_backlog(jobs));
+        println!("{report}; {guard}");
+        if !report.check.lost.is_empty() || !report.drained {
+            std::process::exit(1);
+        }
+        return;
+    }
     let Some(fault) = fault else {
         let report = until_stopped(&runtime, soak_cluster(jobs));
         println!("{report}");
@@ -171,6 +186,45 @@ async fn soak(plan: Plan) -> scenario::Report {
         },
     )
     .await
+}
+
+async fn soak_backlog(jobs: u32) -> (fault::backlog::BacklogReport, String) {
+    if let Err(why) = fault::node::available() {
+        eprintln!("cannot start a private RabbitMQ node: {why}");
+        std::process::exit(2);
+    }
+    let recorder = metrics_util::debugging::DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder
+        .install()
+        .expect("the soak run's only metrics recorder");
+    let mut node = fault::node::PrivateNode::start("soak-backlog").await;
+    let report = fault::backlog::run::<BacklogJob>(&mut node, jobs, 16).await;
+    // One snapshot: a snapshot takes the counts.
+    let counted: Vec<(String, u64)> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter_map(|(key, _, _, value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => {
+                Some((key.key().name().to_owned(), n))
+            }
+            _ => None,
+        })
+        .collect();
+    let count = |name: &str| -> u64 {
+        counted
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, c)| c)
+            .sum()
+    };
+    let guard = format!(
+        "the poison guard sent {} jobs back to the work queue and {} to the suspect queue",
+        count("queuey_rabbitmq_first_returns_total"),
+        count("queuey_rabbitmq_suspects_total")
+    );
+    (report, guard)
 }
 
 async fn soak_cluster(jobs: u32) -> fault::failover::FailoverReport {

@@ -214,24 +214,31 @@
 //! - a first delivery (`redelivered` false) goes to the worker as always,
 //!   at no extra cost;
 //! - a redelivered one does not: its count goes up by one and the job is
-//!   published (confirmed, `mandatory`) with the new count to the work
-//!   queue's **suspect queue** `q{suspect_suffix}` (`q.suspect`), then the
-//!   delivery is acknowledged;
+//!   published (confirmed, `mandatory`) with the new count, then the
+//!   delivery is acknowledged. At its first return (count 1) the job goes
+//!   back to its work queue, behind the jobs already waiting; at later
+//!   ones to the work queue's **suspect queue** `q{suspect_suffix}`
+//!   (`q.suspect`);
 //! - once the count reaches the limit, the job goes to `q.dead` instead,
 //!   with the count and the reason ``delivered N times without being
 //!   settled: the worker died or lost its connection while handling it``,
 //!   and a WARN log line.
 //!
+//! A first return is nearly always innocent: a lost connection returns
+//! every job the worker held, and a broker restart returns a classic
+//! queue's whole backlog marked redelivered, jobs no worker ever saw
+//! included. Sent back to the work queue, they run at full speed again.
 //! Every consumer of `q` also consumes `q.suspect`, on a channel of its own
-//! with a prefetch of 1, and hands those jobs to the worker marked
-//! [`redelivered`](queuey_core::backend::Delivery::redelivered). A suspect thus runs
-//! alone: the jobs that were prefetched beside a poison job come back with
-//! it once, are moved to the suspect queue once, and then run normally,
-//! while the poison job alone climbs to the limit. Returns after a lost
-//! connection count too, which a limit of a few absorbs. A job that is
-//! settled (acknowledged, retried, deferred, dead-lettered) starts from 0
-//! again. A crash between the suspect publish and the acknowledgement
-//! leaves the job twice (at-least-once, never a loss).
+//! with a prefetch of 1. A job that came back twice thus runs alone: the
+//! jobs that were prefetched beside a poison job come back with it, go
+//! back to the work queue once and then run normally, while the poison job
+//! climbs to the limit by itself (it runs twice beside others, then alone).
+//! The worker sees a job that came back as
+//! [`redelivered`](queuey_core::backend::Delivery::redelivered), whichever
+//! queue it came from. A job that is settled (acknowledged, retried,
+//! deferred, dead-lettered) starts from 0 again. A crash between the
+//! publish and the acknowledgement leaves the job twice (at-least-once,
+//! never a loss).
 //!
 //! Hand-backs do not count. A delivery settled with
 //! [`Disposition::Requeue`](queuey_core::Disposition::Requeue) (a worker
@@ -255,7 +262,9 @@
 //! quorum queue with the same delivery limit, dead-lettering into `q.dead`
 //! at least once.
 //!
-//! Counted in `queuey_rabbitmq_suspects_total` and
+//! Counted in `queuey_rabbitmq_first_returns_total` (logged at debug
+//! level only, one line per job would flood the log after a restart),
+//! `queuey_rabbitmq_suspects_total` and
 //! `queuey_rabbitmq_poison_dead_letters_total` (label `queue`). The
 //! in-memory backend of `queuey-core` has no processes to crash and no
 //! guard.

@@ -34,6 +34,7 @@ mod control;
 mod hold_watch;
 mod kit;
 mod poison;
+mod restart;
 mod scenarios;
 mod shards;
 mod startup;

@@ -23,7 +23,7 @@ const POISON: u32 = 10;
 
 /// The job numbered `POISON` kills every worker that starts it; the 29 jobs
 /// queued around it (prefetch 10, so some are always in flight beside it)
-/// must all be handled, none counted more than once, and the poison job
+/// must all be handled, none counted more than twice, and the poison job
 /// must end in `q.dead` after exactly the limit (5) of kills.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_that_kills_its_worker_is_dead_lettered_after_the_limit_and_spares_its_neighbours() {
@@ -121,35 +121,39 @@ async fn a_job_that_kills_its_worker_is_dead_lettered_after_the_limit_and_spares
     );
     assert_eq!(header(&letter, "x-original-queue").as_deref(), Some(q));
 
-    // Each move to the suspect queue is logged with the job's new count:
-    // the poison job climbed 1..limit-1, every other job stayed at 1.
+    // Each move is logged with the job's new count: a first return goes
+    // back to the work queue, a later one to the suspect queue. The poison
+    // job climbed 1..limit-1, going back once and then to the suspect
+    // queue; an innocent job beside it came back at most twice (beside its
+    // first two runs, which are not alone), never near the limit.
     let mut poison_counts = Vec::new();
-    let mut moved = 0;
-    for line in logs
-        .lines()
-        .filter(|l| l.contains("moved to the suspect queue"))
-    {
+    let mut innocent_returns = 0;
+    for line in logs.lines().filter(|l| {
+        l.contains("moved to the suspect queue") || l.contains("again to its work queue")
+    }) {
         let id = field(line, "job_id").expect("a job id");
         let count: u32 = field(line, "unsettled_deliveries")
             .and_then(|c| c.parse().ok())
             .expect("a count");
+        let to_suspects = line.contains("moved to the suspect queue");
+        assert_eq!(to_suspects, count > 1, "{line}");
         if id == poison_id.to_string() {
             poison_counts.push(count);
         } else {
-            moved += 1;
-            assert_eq!(count, 1, "an innocent job counted twice: {line}");
+            innocent_returns += 1;
+            assert!(count <= 2, "an innocent job counted {count} times: {line}");
         }
     }
     assert_eq!(poison_counts, (1..limit).collect::<Vec<_>>(), "{logs}");
     assert!(
-        moved > 0,
+        innocent_returns > 0,
         "no job was in flight beside the poison job: {logs}"
     );
     for n in (0..JOBS).filter(|n| *n != POISON) {
         assert!(ledger.times_handled(n) >= 1, "job {n} was never handled");
     }
     eprintln!(
-        "{started} workers; {moved} innocent jobs moved to the suspect queue once each; \
+        "{started} workers; innocent jobs came back {innocent_returns} times; \
          innocent handlings: {}",
         (0..JOBS)
             .filter(|n| *n != POISON)
@@ -175,7 +179,7 @@ fn poison_worker_process() {
         "only the poison test starts this"
     );
     tracing_subscriber::fmt()
-        .with_env_filter("info,lapin=warn")
+        .with_env_filter("info,lapin=warn,queuey_rabbitmq::consumer::guard=debug")
         .with_ansi(false)
         .with_writer(std::io::stderr)
         .init();

@@ -146,10 +146,12 @@ impl Consumer {
         around: Around,
         acks: Acks,
     ) -> Box<RabbitMqDelivery> {
-        // A job only reaches the suspect queue by coming back unsettled: it
+        // A job only reaches the suspect queue by coming back unsettled, and
+        // one that came back once is published again with its count: either
         // is a redelivery to the worker.
         let suspect = matches!(self.source, Source::Suspects(_));
-        let redelivered = delivery.redelivered || suspect;
+        let redelivered =
+            delivery.redelivered || suspect || super::guard::returned_before(&delivery.properties);
         let origin = Origin {
             queue: Arc::clone(&self.consumed),
             suspect,

@@ -4,7 +4,7 @@
 //! | the delivery | goes to |
 //! |---|---|
 //! | a body that is not an envelope | the dead-letter queue, verbatim |
-//! | redelivered, with the poison guard on | the guard (the suspect or dead-letter queue) |
+//! | redelivered, with the poison guard on | the guard (the work queue again, the suspect or dead-letter queue) |
 //! | due later (its hold ended early) | its hold again, for the rest |
 //! | due so far ahead it can only be garbage | the dead-letter queue |
 //! | anything else | the worker |

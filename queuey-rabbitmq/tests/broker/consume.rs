@@ -274,7 +274,8 @@ async fn without_dead_letter_queues_a_malformed_body_is_rejected_and_logged() {
 /// in a row (the hold queue belongs to someone else) each get the job back
 /// on the same stream, and a job published meanwhile still arrives once the
 /// failing one is acknowledged. (The poison guard is off: with it, a job
-/// handed back goes to the suspect queue, and the other job may come first.)
+/// handed back goes to the back of the work queue or to the suspect queue,
+/// and the other job may come first.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_settles_do_not_stall_the_consumer() {
     const LATE: Duration = Duration::from_secs(5);

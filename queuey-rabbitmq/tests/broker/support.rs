@@ -822,7 +822,8 @@ pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
     mentioning(&WARNINGS, needle)
 }
 
-/// Every info line of the poison guard so far that mentions `needle`.
+/// Every info or debug line of the poison guard so far that mentions
+/// `needle`.
 pub(crate) fn guard_notices_mentioning(needle: &str) -> Vec<String> {
     mentioning(&NOTICES, needle)
 }
@@ -885,7 +886,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
         let target = event.metadata().target();
         if level <= tracing::Level::WARN && target.starts_with("queuey") {
             WARNINGS.lock().unwrap().push(line.0);
-        } else if level == tracing::Level::INFO
+        } else if (level == tracing::Level::INFO || level == tracing::Level::DEBUG)
             && target.starts_with("queuey_rabbitmq::consumer::guard")
         {
             NOTICES.lock().unwrap().push(line.0);

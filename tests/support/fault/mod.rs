@@ -4,13 +4,15 @@
 //! certificates made for it when asked ([`node`], [`certs`]), a cluster of
 //! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), workers
 //! that handle each job once ([`once`]), the faults and their pace
-//! ([`plan`], [`chaos`], [`child`]), the scenario runner ([`scenario`]) and
-//! the cluster failover scenario ([`failover`], [`leaders`]).
+//! ([`plan`], [`chaos`], [`child`]), the scenario runner ([`scenario`]),
+//! the cluster failover scenario ([`failover`], [`leaders`]) and the
+//! restart-under-a-backlog scenario ([`backlog`]).
 //!
 //! Included with `#[path]` by each user, so every item is `pub(crate)` and
 //! not every user uses every item.
 #![allow(dead_code)]
 
+pub(crate) mod backlog;
 pub(crate) mod certs;
 pub(crate) mod chaos;
 pub(crate) mod child;

@@ -276,14 +276,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
             .hold_queues(plan.holds)
             .tls(site.tls.clone())
     };
-    let producer_backend = Arc::new(
-        RabbitMqBackend::with_options(&url, options("producer"))
-            .await
-            .expect("the producer connects"),
-    );
-    let producer = Producer::<J::Queues, _>::new(Arc::clone(&producer_backend))
-        .await
-        .expect("the producer declares its queue");
+    let (producer_backend, producer) = producer::<J>(&url, options("producer")).await;
     let mut store_server = plan.once.then(queuey_redis::__testing::PrivateRedis::start);
 
     // The worker: in process, or a child process for the crash scenario.
@@ -431,6 +424,26 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
         timed_out,
         elapsed: started.elapsed(),
     }
+}
+
+/// A producer of `J`'s queue set on its own backend (connected to `url`
+/// with `options`), its queues declared.
+pub(crate) async fn producer<J: Numbered>(
+    url: &str,
+    options: RabbitMqOptions,
+) -> (
+    Arc<RabbitMqBackend>,
+    Producer<J::Queues, Arc<RabbitMqBackend>>,
+) {
+    let backend = Arc::new(
+        RabbitMqBackend::with_options(url, options)
+            .await
+            .expect("the producer connects"),
+    );
+    let producer = Producer::<J::Queues, _>::new(Arc::clone(&backend))
+        .await
+        .expect("the producer declares its queue");
+    (backend, producer)
 }
 
 /// Asks a running worker to shut down and says how its `run` ended

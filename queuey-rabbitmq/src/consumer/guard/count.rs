@@ -36,7 +36,12 @@ pub(crate) fn recorded(properties: &BasicProperties) -> Result<u32, String> {
 /// What becomes of a delivery that came back without being settled.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
-    /// Into the suspect queue, carrying `count`.
+    /// A first return: back into the work queue, carrying `count` (1). A
+    /// broker restart or a lost connection returns every job it touched,
+    /// nearly all of them innocent: they go on at full speed.
+    Again { count: u32 },
+    /// A later return: into the suspect queue, carrying `count`, to run
+    /// alone.
     Suspect { count: u32 },
     /// Into the dead-letter queue, carrying `count`, for `reason`.
     DeadLetter { count: u32, reason: String },
@@ -45,7 +50,8 @@ pub(crate) enum Verdict {
 /// The verdict on a delivery that came back unsettled, which had ended
 /// unsettled `recorded` times before: this return makes one more. The job is
 /// dead-lettered once the count reaches `limit`, so it has run at most
-/// `limit` times without a settlement.
+/// `limit` times without a settlement; below it, a first return goes back
+/// to the work queue and a later one to the suspect queue.
 pub(crate) fn verdict(recorded: u32, limit: u32) -> Verdict {
     let count = recorded.saturating_add(1);
     if count >= limit {
@@ -53,9 +59,17 @@ pub(crate) fn verdict(recorded: u32, limit: u32) -> Verdict {
             count,
             reason: reason(count),
         }
+    } else if count == 1 {
+        Verdict::Again { count }
     } else {
         Verdict::Suspect { count }
     }
+}
+
+/// Whether a delivery with `properties` came back unsettled before (its
+/// count is above 0, or unreadable): the job may have started already.
+pub(crate) fn returned_before(properties: &BasicProperties) -> bool {
+    recorded(properties).map_or(true, |n| n > 0)
 }
 
 /// The dead-letter reason of a job the guard gave up on.
@@ -127,9 +141,18 @@ mod tests {
     }
 
     #[test]
-    fn below_the_limit_a_job_goes_to_the_suspect_queue() {
-        assert_eq!(verdict(0, 5), Verdict::Suspect { count: 1 });
+    fn a_first_return_goes_back_to_the_work_queue_and_later_ones_to_the_suspect_queue() {
+        assert_eq!(verdict(0, 5), Verdict::Again { count: 1 });
+        assert_eq!(verdict(1, 5), Verdict::Suspect { count: 2 });
         assert_eq!(verdict(3, 5), Verdict::Suspect { count: 4 });
+    }
+
+    #[test]
+    fn a_count_above_0_or_unreadable_says_the_job_came_back_before() {
+        assert!(!returned_before(&BasicProperties::default()));
+        assert!(!returned_before(&with(AMQPValue::LongLongInt(0))));
+        assert!(returned_before(&with(AMQPValue::LongLongInt(1))));
+        assert!(returned_before(&with(AMQPValue::Boolean(true))));
     }
 
     #[test]
@@ -153,8 +176,8 @@ mod tests {
             verdict(0, 1),
             Verdict::DeadLetter { count: 1, .. }
         ));
-        // Limit 2: one second chance.
-        assert_eq!(verdict(0, 2), Verdict::Suspect { count: 1 });
+        // Limit 2: one second chance, in the work queue.
+        assert_eq!(verdict(0, 2), Verdict::Again { count: 1 });
     }
 
     #[test]

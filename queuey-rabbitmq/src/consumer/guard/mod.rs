@@ -2,21 +2,24 @@
 //! dead-letter queue instead of being delivered for ever.
 //!
 //! A delivery the broker marks `redelivered` went out before and came back
-//! unsettled: its worker died, lost its connection, or handed it back. Such
-//! a delivery is not given to the worker. Its count
+//! unsettled: its worker died, lost its connection, or handed it back, or
+//! the broker restarted (a classic queue marks its whole recovered backlog
+//! so). Such a delivery is not given to the worker. Its count
 //! ([`UNSETTLED_DELIVERIES_HEADER`], absent = 0) goes up by one and the
-//! job is published, with the new count, to the work queue's suspect queue
-//! (below the limit) or to its dead-letter queue (at the limit); only then
-//! is the delivery acknowledged. A crash between the two leaves two copies,
-//! never none.
+//! job is published, with the new count: at a first return back to its
+//! work queue, at later ones to the work queue's suspect queue, at the
+//! limit to its dead-letter queue; only then is the delivery acknowledged.
+//! A crash between the two leaves two copies, never none.
 //!
-//! The suspect queue is consumed by every consumer of the work queue, on a
-//! channel of its own with a prefetch of 1, so a suspect runs alone: when
-//! it kills its worker again, the jobs prefetched from the work queue
-//! beside it come back once, are moved to the suspect queue once and then
-//! run one at a time, while the poison job climbs to the limit by itself.
-//! A first delivery costs nothing; a redelivery costs one confirmed publish
-//! and an acknowledgement.
+//! A first return costs the job nothing but a place in the queue: after a
+//! broker restart or a lost connection the jobs come back by the thousand,
+//! nearly all innocent, and run at full speed again. The suspect queue is
+//! consumed by every consumer of the work queue, on a channel of its own
+//! with a prefetch of 1, so a job that came back twice runs alone: when it
+//! kills its worker again, the jobs prefetched from the work queue beside
+//! it come back once, go back to the work queue once, while the poison job
+//! climbs to the limit by itself. A first delivery costs nothing; a
+//! redelivery costs one confirmed publish and an acknowledgement.
 //!
 //! [`UNSETTLED_DELIVERIES_HEADER`]: crate::topology::UNSETTLED_DELIVERIES_HEADER
 
@@ -33,13 +36,17 @@ use queuey_core::{Envelope, Error, QueueConfig};
 use super::acks::Acks;
 use super::settle::Settler;
 use crate::error::Failure;
-use crate::outbox::{Outbox, dead_letter, suspect};
+use crate::outbox::{Outbox, dead_letter, hand_back, suspect};
 use crate::properties::{self, DeadLetterInfo};
 use crate::{bound, topology};
 use count::Verdict;
+pub(super) use count::returned_before;
 
+/// Counter: jobs published again to their work queue after a delivery
+/// came back unsettled for the first time.
+pub(crate) const FIRST_RETURNS_TOTAL: &str = "queuey_rabbitmq_first_returns_total";
 /// Counter: jobs moved to their suspect queue after a delivery came back
-/// unsettled.
+/// unsettled again.
 pub(crate) const SUSPECTS_TOTAL: &str = "queuey_rabbitmq_suspects_total";
 /// Counter: jobs the poison guard dead-lettered.
 pub(crate) const POISON_DEAD_LETTERS_TOTAL: &str = "queuey_rabbitmq_poison_dead_letters_total";
@@ -92,6 +99,19 @@ impl Guard {
         );
         let verdict = count::verdict(recorded, limit);
         let (published, metric) = match &verdict {
+            Verdict::Again { count } => {
+                let copy = hand_back::copy(
+                    queue,
+                    envelope,
+                    &properties::with_unsettled_deliveries(delivery.properties.clone(), *count),
+                    envelope.priority,
+                    body,
+                );
+                (
+                    self.outbox.hand_back(copy, &self.config, false).await,
+                    FIRST_RETURNS_TOTAL,
+                )
+            }
             Verdict::Suspect { count } => {
                 let copy =
                     suspect::copy(queue, envelope, &delivery.properties, suffix, *count, body);
@@ -148,14 +168,25 @@ impl Guard {
         match self.acknowledge(&settler).await {
             Ok(()) => {
                 metrics::counter!(metric, "queue" => queue.to_owned()).increment(1);
-                if let Verdict::Suspect { count } = verdict {
-                    tracing::info!(
+                match verdict {
+                    // One line per job would flood the log after a broker
+                    // restart: the counter tells how many.
+                    Verdict::Again { count } => tracing::debug!(
                         queue,
                         %job_id,
                         unsettled_deliveries = count,
                         limit,
-                        "a job came back without being settled; moved to the suspect queue"
-                    );
+                        "a job came back without being settled for the first time; published \
+                         again to its work queue"
+                    ),
+                    Verdict::Suspect { count } => tracing::info!(
+                        queue,
+                        %job_id,
+                        unsettled_deliveries = count,
+                        limit,
+                        "a job came back without being settled again; moved to the suspect queue"
+                    ),
+                    Verdict::DeadLetter { .. } => {}
                 }
             }
             Err(error) => tracing::error!(
