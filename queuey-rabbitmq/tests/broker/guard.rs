@@ -1,6 +1,8 @@
-//! The poison guard at the backend: the suspect queue's declaration, and a
-//! job redelivered once for an innocent reason (a lost connection), which
-//! comes back once, from the suspect queue, counted 1 and not punished.
+//! The poison guard at the backend: the suspect queue's declaration, a job
+//! redelivered once for an innocent reason (a lost connection), which comes
+//! back once, through its work queue, counted 1 and not punished, and a job
+//! that can never be settled, which ends in the dead-letter queue whatever
+//! the broker counts.
 //! The guard against a job that really kills its worker process is tested
 //! with worker processes in the workspace's `tests/faults/poison.rs`.
 
@@ -12,7 +14,7 @@ use queuey_core::backend::Backend;
 use queuey_core::{QueueConfig, QueueType};
 use queuey_rabbitmq::RabbitMqOptions;
 
-use crate::support::{envelope, guard_notices_mentioning, n_of, table, text, within};
+use crate::support::{envelope, guard_notices_mentioning, header, n_of, table, text, within};
 
 fn is_precondition_failed(result: &Result<(), lapin::Error>) -> bool {
     matches!(result, Err(e) if e.to_string().contains("PRECONDITION_FAILED"))
@@ -153,5 +155,75 @@ async fn a_job_redelivered_after_a_lost_connection_runs_once_more_counted_1() {
         "a first return never goes to the suspect queue"
     );
     assert_eq!(broker.ready(&format!("{q}.dead")).await, 0);
+    backend.close().await.unwrap();
+}
+
+/// A job whose settlement always fails (its retry's hold queue exists with
+/// other arguments) is handed back to the broker with a nack each time,
+/// which RabbitMQ 4.3 no longer counts toward a quorum queue's delivery
+/// limit. The guard counts the returns itself: the job comes back through
+/// its work queue once, then through the suspect queue, and after the
+/// limit of unsettled deliveries it is in `q.dead` with its reason, on
+/// every version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_can_never_be_settled_ends_in_the_dead_letter_queue_with_its_reason() {
+    let broker =
+        broker!("a_job_that_can_never_be_settled_ends_in_the_dead_letter_queue_with_its_reason");
+    const LIMIT: u32 = 3;
+    let backend = broker
+        .backend(RabbitMqOptions::default().poison_guard(Some(LIMIT)))
+        .await;
+    let q = broker.queue("never-settled");
+    let dead = format!("{q}.dead");
+    let config = QueueConfig::new(&q).queue_type(QueueType::Quorum);
+    within("declare", backend.declare(std::slice::from_ref(&config)))
+        .await
+        .unwrap();
+    // The quorum hold the retry needs, taken by a classic queue.
+    let foreign = broker.hold(&q, 1_000);
+    broker
+        .declare_raw(&foreign, true, table(&[]))
+        .await
+        .unwrap();
+    let job = envelope(&q, 4);
+    within("publish", backend.publish(&job)).await.unwrap();
+
+    let mut stream = within("consume", backend.consume(&config)).await.unwrap();
+    for attempt in 0..LIMIT {
+        let delivery = within("a delivery", stream.next()).await.unwrap().unwrap();
+        assert_eq!(delivery.envelope().job_id, job.job_id);
+        assert_eq!(delivery.redelivered(), attempt > 0, "delivery {attempt}");
+        let retried = delivery.settle(queuey_core::Disposition::Retry {
+            delay: Duration::from_secs(1),
+        });
+        assert!(
+            within("a retry that fails", retried).await.is_err(),
+            "delivery {attempt}"
+        );
+    }
+    // The stream must be polled for the guard to see the last return; it
+    // hands out nothing more.
+    let waiting = async {
+        while broker.ready(&dead).await != 1 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    tokio::select! {
+        () = within("the dead letter", waiting) => {}
+        more = stream.next() => panic!("the stream handed out more: {:?}", more.map(|d| d.map(|d| d.envelope().job_id))),
+    }
+    let letter = broker.get(&dead).await.expect("the dead letter");
+    assert_eq!(
+        header(&letter, "x-death-reason").as_deref(),
+        Some(
+            "delivered 3 times without being settled: the worker died or lost its connection \
+             while handling it (or could not settle it)"
+        )
+    );
+    let moves = guard_notices_mentioning(&q);
+    assert_eq!(moves.len(), 2, "{moves:?}");
+    assert!(moves[0].contains("again to its work queue"), "{moves:?}");
+    assert!(moves[1].contains("moved to the suspect queue"), "{moves:?}");
+    assert_eq!(broker.ready_and_unacked(&q).await, Some((0, 0)));
     backend.close().await.unwrap();
 }
