@@ -6,7 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::amqp::Amqp;
-use crate::mgmt::Management;
+use crate::holds::effective;
+use crate::mgmt::{Management, QueueInfo};
 use crate::tls::TlsFiles;
 use crate::topology::{
     AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, broker_has_default_limit, control_stream_policies,
@@ -218,10 +219,11 @@ async fn management_checks(
             format!("could not read them: {e}"),
         )),
     }
-    out.push(consumer_timeout_check(&version));
     out.push(quorum_holds_check(&version));
     match mgmt.queues(None).await {
         Ok(queues) => {
+            let own = queue_consumer_timeouts(&queues);
+            out.push(consumer_timeout_check(&version, Some(&own)));
             out.push(delivery_limit_check(
                 &version,
                 &limit_policies(&queues, dead_suffix),
@@ -230,11 +232,14 @@ async fn management_checks(
                 &queues,
             )));
         }
-        Err(e) => out.push(check(
-            "delivery limits",
-            Status::Warn,
-            format!("could not list the queues: {e}"),
-        )),
+        Err(e) => {
+            out.push(consumer_timeout_check(&version, None));
+            out.push(check(
+                "delivery limits",
+                Status::Warn,
+                format!("could not list the queues: {e}"),
+            ));
+        }
     }
     if let Ok(nodes) = mgmt.nodes().await {
         out.push(plugins_check(&nodes));
@@ -399,17 +404,36 @@ pub fn deprecated_features_check(
     check(name, status, said.join("; "))
 }
 
+/// The queues with a consumer timeout of their own (the `x-consumer-timeout`
+/// argument or a `consumer-timeout` policy, the lower where both are set),
+/// in milliseconds, lowest first.
+pub fn queue_consumer_timeouts(queues: &[QueueInfo]) -> Vec<(String, i64)> {
+    let mut own: Vec<(String, i64)> = queues
+        .iter()
+        .filter_map(|q| {
+            let ms = effective(q, "x-consumer-timeout", "consumer-timeout")?;
+            Some((q.name.clone(), ms))
+        })
+        .collect();
+    own.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+    own
+}
+
 /// What the broker's consumer timeout (a delivery unacknowledged for that
-/// long is taken back and delivered again) means at this version, and how
-/// `RabbitMqOptions::consumer_timeout`, which workers check their job
-/// timeout against, should follow it.
-pub fn consumer_timeout_check(version: &str) -> Check {
+/// long is taken back and delivered again) means at this version, what the
+/// broker says of its queues' own timeouts (`own`, from
+/// [`queue_consumer_timeouts`]; `None` when the queues could not be read),
+/// and how `RabbitMqOptions::consumer_timeout`, which workers check their
+/// job timeout against, should follow it. Below the backend's default of
+/// 30 minutes a queue's own timeout is a warning: a worker left at the
+/// default accepts job timeouts the broker cuts short.
+pub fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> Check {
     let (major, minor, _) = version_numbers(version);
     let name = "consumer timeout";
     let option = "workers refuse a job timeout that does not fit under \
                   `RabbitMqOptions::consumer_timeout` (30 min by default): set it to the broker's \
                   `consumer_timeout` (rabbitmq.conf) if that was changed";
-    let detail = match (major, minor) {
+    let mut detail = match (major, minor) {
         (0..=2, _) | (3, 0..=11) => format!(
             "RabbitMQ {version}: every queue's deliveries are taken back after `consumer_timeout` \
              unacknowledged (30 min unless set; the channel closes and all its deliveries come \
@@ -427,7 +451,69 @@ pub fn consumer_timeout_check(version: &str) -> Check {
              can set `RabbitMqOptions::consumer_timeout(None)`; otherwise {option}"
         ),
     };
-    check(name, Status::Ok, detail)
+    // The broker-wide value lives in the node's configuration, which the
+    // management API does not show.
+    detail.push_str(
+        ". The broker-wide value is not shown by the management API: `rabbitmqctl eval \
+         'application:get_env(rabbit, consumer_timeout).'` prints it",
+    );
+    let default_ms = 30 * 60 * 1000;
+    let per_queue = (major, minor) >= (3, 12);
+    let status = match own {
+        // Arguments and policy keys this version does not know do nothing.
+        _ if !per_queue => {
+            detail.push_str("; this version has no per-queue consumer timeout");
+            Status::Ok
+        }
+        None => {
+            detail.push_str("; the queues' own timeouts could not be read");
+            Status::Warn
+        }
+        Some([]) => {
+            detail.push_str("; no queue has a timeout of its own");
+            Status::Ok
+        }
+        Some(own) => {
+            let named: Vec<String> = own
+                .iter()
+                .take(5)
+                .map(|(queue, ms)| format!("`{queue}` {}", minutes(*ms)))
+                .collect();
+            let more = own.len().saturating_sub(named.len());
+            detail.push_str(&format!(
+                "; queues with a timeout of their own, lowest first: {}{}",
+                named.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+            if own[0].1 < default_ms {
+                detail.push_str(&format!(
+                    "; a worker consuming `{}` needs `RabbitMqOptions::consumer_timeout` of at \
+                     most {}, or the broker takes back jobs still running",
+                    own[0].0,
+                    minutes(own[0].1)
+                ));
+                Status::Warn
+            } else {
+                Status::Ok
+            }
+        }
+    };
+    check(name, status, detail)
+}
+
+/// Milliseconds as minutes, or seconds below one.
+fn minutes(ms: i64) -> String {
+    if ms >= 60_000 && ms % 60_000 == 0 {
+        format!("{} min", ms / 60_000)
+    } else if ms >= 60_000 {
+        format!("{:.1} min", ms as f64 / 60_000.0)
+    } else {
+        format!("{} s", ms as f64 / 1000.0)
+    }
 }
 
 /// Whether every control stream on the virtual host is bounded in bytes:
@@ -696,7 +782,7 @@ mod tests {
             ("4.2.1", "`consumer-timeout` policy"),
             ("4.3.5", "only quorum queues"),
         ] {
-            let c = consumer_timeout_check(version);
+            let c = consumer_timeout_check(version, Some(&[]));
             assert_eq!(c.name, "consumer timeout");
             assert_eq!(c.status, Status::Ok);
             assert!(c.detail.contains(says), "{version}: {}", c.detail);
@@ -705,9 +791,77 @@ mod tests {
                 "{version}: {}",
                 c.detail
             );
+            if version != "3.10.8" {
+                assert!(c.detail.contains("no queue has a timeout of its own"));
+            }
+            assert!(
+                c.detail
+                    .contains("application:get_env(rabbit, consumer_timeout)")
+            );
         }
-        assert!(consumer_timeout_check("4.3.5").detail.contains("(None)"));
-        assert!(consumer_timeout_check("3.10.8").detail.contains("30 min"));
+        assert!(
+            consumer_timeout_check("4.3.5", Some(&[]))
+                .detail
+                .contains("(None)")
+        );
+        assert!(
+            consumer_timeout_check("3.10.8", Some(&[]))
+                .detail
+                .contains("30 min")
+        );
+        assert_eq!(consumer_timeout_check("4.3.5", None).status, Status::Warn);
+    }
+
+    #[test]
+    fn a_queue_timeout_below_the_backend_default_is_a_warning_naming_the_lowest() {
+        let info = |name: &str, arg: Option<i64>, policy: Option<i64>| {
+            let mut q: QueueInfo = serde_json::from_value(serde_json::json!({
+                "name": name,
+                "type": "quorum",
+            }))
+            .unwrap();
+            if let Some(ms) = arg {
+                q.arguments
+                    .insert("x-consumer-timeout".into(), serde_json::json!(ms));
+            }
+            if let Some(ms) = policy {
+                q.effective_policy_definition = Some(serde_json::json!({ "consumer-timeout": ms }));
+            }
+            q
+        };
+        let queues = [
+            info("plain", None, None),
+            info("long", Some(3_600_000), None),
+            info("both", Some(900_000), Some(600_000)),
+            info("short", None, Some(90_000)),
+        ];
+        let own = queue_consumer_timeouts(&queues);
+        assert_eq!(
+            own,
+            vec![
+                ("short".to_owned(), 90_000),
+                ("both".to_owned(), 600_000),
+                ("long".to_owned(), 3_600_000)
+            ]
+        );
+        let c = consumer_timeout_check("4.3.6", Some(&own));
+        assert_eq!(c.status, Status::Warn);
+        assert!(
+            c.detail
+                .contains("`short` 1.5 min, `both` 10 min, `long` 60 min"),
+            "{}",
+            c.detail
+        );
+        assert!(c.detail.contains("consuming `short` needs"), "{}", c.detail);
+        // Before 3.12 the broker knows no such setting.
+        let old = consumer_timeout_check("3.10.8", Some(&own));
+        assert_eq!(old.status, Status::Ok);
+        assert!(!old.detail.contains("`short`"), "{}", old.detail);
+        let long_only = &own[2..];
+        assert_eq!(
+            consumer_timeout_check("4.3.6", Some(long_only)).status,
+            Status::Ok
+        );
     }
 
     #[test]

@@ -1,20 +1,23 @@
 //! `queuey doctor`, and what every tool says without the management API.
 
-use crate::support::{cli_with, harness, json};
+use crate::support::{cli_with, harness, json, within};
+
+/// The check called `name` in the doctor's JSON output.
+fn named(checks: &serde_json::Value, name: &str) -> serde_json::Value {
+    checks
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check in {checks}"))
+        .clone()
+}
 
 #[tokio::test]
 async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
     let h = harness!("doctor");
     let checks = json(&h.cli(&["doctor", "--json"]));
-    let by_name = |name: &str| {
-        checks
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("no {name} check in {checks}"))
-            .clone()
-    };
+    let by_name = |name: &str| named(&checks, name);
     for name in ["amqp", "heartbeat", "management", "same broker", "alarms"] {
         assert_eq!(by_name(name)["status"], "ok", "{name}");
     }
@@ -83,6 +86,58 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
     assert!(all.contains("ACCESS_REFUSED"), "{all}");
     assert!(all.contains("guest:***@"), "{all}");
     assert!(!all.contains(&secret), "{all}");
+}
+
+/// A queue whose own consumer timeout is below the backend's default is
+/// named by the doctor, with a warning, where the broker has such timeouts
+/// (3.12 and later); an older broker ignores the argument, and so does the
+/// doctor.
+#[tokio::test]
+async fn doctor_names_a_queue_whose_own_consumer_timeout_is_below_the_backends() {
+    use lapin::options::QueueDeclareOptions;
+    use lapin::types::{AMQPValue, FieldTable, LongString};
+
+    let h = harness!("doctor_timeout");
+    let q = h.queue("short-consumer-timeout");
+    let mut args = FieldTable::default();
+    args.insert(
+        "x-queue-type".into(),
+        AMQPValue::LongString(LongString::from("quorum")),
+    );
+    args.insert("x-consumer-timeout".into(), AMQPValue::LongLongInt(1_000));
+    let channel = h.amqp.channel().await.expect("a channel");
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    within(
+        "declare",
+        channel.queue_declare(q.as_str().into(), durable, args),
+    )
+    .await
+    .expect("a quorum queue with its own consumer timeout");
+
+    let checks = json(&h.cli(&["doctor", "--json"]));
+    let by_name = |name: &str| named(&checks, name);
+    let version = by_name("version")["detail"].as_str().unwrap().to_owned();
+    let numbers: Vec<u32> = version
+        .split_once("RabbitMQ ")
+        .map(|(_, v)| v)
+        .unwrap_or(&version)
+        .split(|c: char| !c.is_ascii_digit())
+        .take(2)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    let per_queue = (numbers[0], numbers[1]) >= (3, 12);
+    let timeout = by_name("consumer timeout");
+    let detail = timeout["detail"].as_str().unwrap();
+    if per_queue {
+        assert_eq!(timeout["status"], "warn", "{detail}");
+        assert!(detail.contains(&format!("`{q}` 1 s")), "{detail}");
+    } else {
+        assert!(!detail.contains(&q), "{detail}");
+        assert!(detail.contains("no per-queue consumer timeout"), "{detail}");
+    }
 }
 
 #[tokio::test]
