@@ -83,3 +83,40 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
         None
     }
 }
+
+impl RetryPolicy {
+    /// The policy job type `J` sets for itself: its own
+    /// (`#[job(retry(..))]`), else its queue's (`#[queue(retry(..))]`), else
+    /// none, and a retry layer's own policy applies.
+    ///
+    /// ```
+    /// use queuey_core::{Job, Queues, RetryPolicy};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    /// enum AppQueues {
+    ///     #[queue(retry(max_attempts = 3))]
+    ///     Emails,
+    ///     Reports,
+    /// }
+    ///
+    /// #[derive(Job, Serialize, Deserialize)]
+    /// #[job(queue = AppQueues::Emails, name = "send_email")]
+    /// struct SendEmail;
+    ///
+    /// #[derive(Job, Serialize, Deserialize)]
+    /// #[job(queue = AppQueues::Emails, name = "send_digest", retry(max_attempts = 7))]
+    /// struct SendDigest;
+    ///
+    /// #[derive(Job, Serialize, Deserialize)]
+    /// #[job(queue = AppQueues::Reports, name = "build_report")]
+    /// struct BuildReport;
+    ///
+    /// assert_eq!(RetryPolicy::for_job::<SendEmail>().unwrap().max_attempts(), 3);
+    /// assert_eq!(RetryPolicy::for_job::<SendDigest>().unwrap().max_attempts(), 7);
+    /// assert_eq!(RetryPolicy::for_job::<BuildReport>(), None);
+    /// ```
+    pub fn for_job<J: Job>() -> Option<RetryPolicy> {
+        J::retry_policy().or_else(|| J::QUEUE.config().settings().retry().cloned())
+    }
+}

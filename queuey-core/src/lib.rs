@@ -89,9 +89,9 @@ pub mod store;
 pub mod trace_context;
 mod unique;
 pub mod uri;
+mod wait;
 
 pub use backend::disposition::Disposition;
-pub use backend::hold::{LONGEST_WAIT, MAX_DEFERRAL_MS};
 pub use envelope::{DecodeError, Envelope, IN_PLACE_PAYLOAD_BYTES, MAX_MESSAGE_BYTES};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};
 pub use handler::{
@@ -106,6 +106,7 @@ pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy,
 pub use unique::Unique;
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;
+pub use wait::{LONGEST_WAIT, MAX_DEFERRAL_MS};
 
 /// `#[derive(Queues)]` and `#[derive(Job)]`.
 pub use queuey_macros::{Job, Queues};

@@ -26,13 +26,13 @@ use queuey_rabbitmq::topology::ArgumentValue;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
+use crate::argument;
 use crate::browse::browse_counted;
 use crate::error::Result;
 use crate::headers;
 use crate::mgmt::{Management, QueueInfo};
 use crate::shards::{self, Member, Shards};
 use crate::time::{now_ms, parse_ms};
-use crate::topology::{argument_matches, show_argument};
 
 /// One hold queue in the census.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -183,9 +183,9 @@ pub fn hold_mismatch(
             continue;
         };
         let found = info.arguments.get(key);
-        if !argument_matches(key, value, found) {
+        if !argument::matches(key, value, found) {
             let shown = found.map_or("absent".to_owned(), serde_json::Value::to_string);
-            diffs.push(format!("{key} is {shown}, not {}", show_argument(value)));
+            diffs.push(format!("{key} is {shown}, not {}", argument::show(value)));
         }
     }
     (!diffs.is_empty()).then(|| diffs.join("; "))

@@ -42,6 +42,7 @@
 //! ```
 
 pub mod amqp;
+mod argument;
 pub mod browse;
 pub mod dead;
 pub mod doctor;

@@ -593,7 +593,7 @@
 //! # How the crate is organised
 //!
 //! For contributors. Each module has one role, and modules depend on each
-//! other in one direction only, from the top of this list down:
+//! other in one direction only, roughly from the top of this list down:
 //!
 //! | module | role |
 //! |---|---|
@@ -601,16 +601,19 @@
 //! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
 //! | `control` | control commands: sent to the control stream, and followed there by one task per backend |
 //! | `heartbeats` | the workers' heartbeats: published to the heartbeat stream, and the list of workers read back from it |
+//! | `leader` | leadership of periodic schedules: one quorum queue with a single active consumer per schedule |
+//! | `reply` | job results: requests sent with direct reply-to, and the replies to waiting callers |
 //! | `watch` | the hold watchdog: reads the management API, decides which quorum holds stalled, reports them |
-//! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, dead letters, suspect copies |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, pruning holds, dead letters, suspect copies |
 //! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
 //! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |
-//! | `options`, `topology`, `rehold`, `properties`, `error`, `bound`, `tls`, `uri`, `connection_properties`, `census` | settings, queue names and arguments, due times, message properties, error mapping, bounded calls, what a pruner must be told: no broker I/O of their own |
+//! | `trust` | who may send what on the fleet plane, as the broker vouches for the sending user |
+//! | `options`, `topology`, `addresses`, `rehold`, `properties`, `error`, `bound`, `tls`, `connection_properties`, `census` | settings, queue names and arguments, broker addresses, due times, message properties, error mapping, bounded calls, what a pruner must be told: no broker I/O of their own |
 //!
 //! Inside a folder, the files lean on each other the same way, one
-//! direction only. A test (`tests/module_graph.rs`) reads the crate's
-//! sources and fails on any import circle between sibling modules.
+//! direction only. A test of the workspace (`tests/module_graph.rs` at its
+//! root) reads every crate's sources and fails on any import circle
+//! between sibling modules.
 //!
 //! [queuey]: https://docs.rs/queuey
 

@@ -38,6 +38,20 @@ impl std::fmt::Debug for RedisStoreBuilder {
     }
 }
 
+impl RedisStore {
+    /// Connects to the Redis at `url` (`redis://[:password@]host[:port][/db]`,
+    /// or `rediss://` for TLS with this crate's `rustls` feature) with the
+    /// default options.
+    pub async fn connect(url: &str) -> Result<RedisStore, RedisStoreError> {
+        RedisStore::builder(url).connect().await
+    }
+
+    /// Options for a store at `url`.
+    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
+        RedisStoreBuilder::new(url)
+    }
+}
+
 impl RedisStoreBuilder {
     pub(crate) fn new(url: impl Into<String>) -> Self {
         RedisStoreBuilder {
@@ -161,7 +175,7 @@ impl RedisStoreBuilder {
 
     #[cfg(not(feature = "rustls"))]
     fn client(&self) -> redis::RedisResult<Result<redis::Client, String>> {
-        if is_tls(&self.url) {
+        if crate::is_tls(&self.url) {
             return Ok(Err(
                 "`rediss://` (Redis over TLS) needs the `rustls` feature of queuey-redis: \
                  enable it in Cargo.toml (`queuey-redis = { features = [\"rustls\"] }`)"
@@ -170,10 +184,4 @@ impl RedisStoreBuilder {
         }
         redis::Client::open(self.url.as_str()).map(Ok)
     }
-}
-
-/// Whether `url` asks for TLS.
-pub(crate) fn is_tls(url: &str) -> bool {
-    url.get(..9)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
 }

@@ -60,6 +60,13 @@ pub use builder::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_RESPONSE_TIMEOUT, RedisStoreB
 pub use error::RedisStoreError;
 pub use store::RedisStore;
 
+/// Whether `url` asks for TLS (`rediss://`), with or without this crate's
+/// `rustls` feature.
+pub(crate) fn is_tls(url: &str) -> bool {
+    url.get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
+}
+
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod __testing;

@@ -10,7 +10,6 @@ use redis::aio::ConnectionManager;
 use redis::{ErrorKind, FromRedisValue, RedisError, Script, ServerErrorKind};
 
 use crate::scripts::{EXTEND, INSERT, REMOVE};
-use crate::{RedisStoreBuilder, RedisStoreError};
 
 /// A [`Store`] on Redis, shared by every producer and worker that opens
 /// the same Redis. Cheap to clone: clones share one connection, which
@@ -32,18 +31,6 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to the Redis at `url` (`redis://[:password@]host[:port][/db]`,
-    /// or `rediss://` for TLS with this crate's `rustls` feature) with the
-    /// default options.
-    pub async fn connect(url: &str) -> Result<RedisStore, RedisStoreError> {
-        RedisStore::builder(url).connect().await
-    }
-
-    /// Options for a store at `url`.
-    pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
-        RedisStoreBuilder::new(url)
-    }
-
     pub(crate) fn from_parts(
         connection: ConnectionManager,
         prefix: Arc<str>,

@@ -7,8 +7,6 @@ use std::fmt;
 
 use redis::{ClientTlsConfig, TlsCertificates};
 
-use crate::builder::is_tls;
-
 /// The TLS settings of a builder.
 #[derive(Clone, Default)]
 pub(crate) struct TlsOptions {
@@ -39,7 +37,7 @@ pub(crate) fn client(
     url: &str,
     options: &TlsOptions,
 ) -> redis::RedisResult<Result<redis::Client, String>> {
-    if !is_tls(url) {
+    if !crate::is_tls(url) {
         if options.is_set() {
             return Ok(Err(
                 "TLS certificates were given for a `redis://` URL, which is plaintext: \

@@ -93,6 +93,7 @@
 
 mod macros;
 
+mod classifier;
 pub mod classify;
 pub mod cooldown;
 pub mod dead_letter;

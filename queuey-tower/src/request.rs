@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use queuey_core::{JobContext, RetryPolicy};
 
-use crate::classify::SharedClassifier;
+use crate::classifier::SharedClassifier;
 use crate::reply_slot::ReplySlot;
 
 /// One delivery of a job, decoded: the job, its [`JobContext`], the retry

@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use super::hold::{LONGEST_WAIT, fits_a_hold};
 use crate::Envelope;
+use crate::wait::{LONGEST_WAIT, fits_a_hold};
 
 /// The outcome of running a job, which a [`Delivery`](super::Delivery)
 /// carries out on the broker with [`settle`](super::Delivery::settle).

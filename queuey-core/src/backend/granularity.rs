@@ -82,7 +82,7 @@ impl Granularity {
         let step = match self {
             Granularity::Fixed(step) | Granularity::Relative { step, .. } => step,
         };
-        u128::from(super::hold::effective_granularity_ms(step))
+        u128::from(effective_granularity_ms(step))
     }
 
     /// `delay` rounded **up** to this granularity, in milliseconds. A zero
@@ -134,6 +134,38 @@ impl fmt::Debug for Granularity {
             }
         }
     }
+}
+
+/// The granularity actually used: zero or sub-millisecond granularities are
+/// raised to 1 ms, others rounded up to whole milliseconds.
+pub fn effective_granularity_ms(granularity: Duration) -> u64 {
+    ceil_ms(granularity).clamp(1, u128::from(u64::MAX)) as u64
+}
+
+/// A delay rounded **up** to a multiple of the granularity, in ms.
+///
+/// Rounding is never down, so a job is never released early. A zero delay
+/// stays zero (the job needs no hold).
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::backend::round_up_ms;
+///
+/// let s = Duration::from_secs(1);
+/// assert_eq!(round_up_ms(Duration::from_millis(1), s), 1_000);
+/// assert_eq!(round_up_ms(Duration::from_millis(1_000), s), 1_000);
+/// assert_eq!(round_up_ms(Duration::from_millis(1_001), s), 2_000);
+/// assert_eq!(round_up_ms(Duration::from_micros(1_500), Duration::ZERO), 2);
+/// assert_eq!(round_up_ms(Duration::ZERO, s), 0);
+/// ```
+pub fn round_up_ms(delay: Duration, granularity: Duration) -> u128 {
+    let granularity = u128::from(effective_granularity_ms(granularity));
+    let ms = ceil_ms(delay);
+    ms.div_ceil(granularity) * granularity
+}
+
+pub(super) fn ceil_ms(d: Duration) -> u128 {
+    d.as_nanos().div_ceil(1_000_000)
 }
 
 #[cfg(test)]
@@ -237,7 +269,7 @@ mod tests {
             let g = Duration::from_millis(g_ms);
             prop_assert_eq!(
                 Granularity::from(g).round_up_ms(Duration::from_micros(delay_us)),
-                super::super::hold::round_up_ms(Duration::from_micros(delay_us), g)
+                round_up_ms(Duration::from_micros(delay_us), g)
             );
         }
     }

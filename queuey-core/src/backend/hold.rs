@@ -1,75 +1,11 @@
-//! Arithmetic shared by every backend's holds: rounding and the limit.
+//! A hold's delay for a job: rounded up to the granularity, within the
+//! limit every hold shares.
 
 use std::time::Duration;
 
 use super::Granularity;
 use crate::Error;
-
-/// The longest delay a hold accepts: 2^31 − 1 ms, about 24.8 days.
-///
-/// RabbitMQ hold queues expire after twice their TTL, and this keeps both
-/// numbers within a signed 32-bit millisecond count. Longer delays are
-/// refused ([`Error::DelayTooLong`]), never clamped: clamping would release a
-/// job early.
-pub const MAX_DEFERRAL_MS: u64 = (1 << 31) - 1;
-
-/// The longest wait worth asking a hold for: 24 days.
-///
-/// A whole number of days under [`MAX_DEFERRAL_MS`] (about 24.8 days), so
-/// rounding it up to any granularity of up to 20 hours stays under the cap.
-/// Backoffs are refused above it when they are built, and the worker's retry
-/// and deferral layers never ask for longer, so a wait can never be refused
-/// by the hold (which would leave the job to be delivered again at once).
-/// [`fits_a_hold`] is the one test against it.
-pub const LONGEST_WAIT: Duration = Duration::from_secs(24 * 24 * 60 * 60);
-
-/// Whether one hold keeps a job for `delay`: at most [`LONGEST_WAIT`].
-///
-/// The one place the limit is applied. A backoff longer than this is
-/// refused when it is built ([`Backoff::fixed`](crate::Backoff::fixed),
-/// [`ExponentialBackoff::new`](crate::ExponentialBackoff::new)), and a
-/// retry or deferral longer than this is dead-lettered rather than
-/// shortened ([`Disposition::never_early`](super::Disposition::never_early)).
-///
-/// ```
-/// use std::time::Duration;
-/// use queuey_core::LONGEST_WAIT;
-/// use queuey_core::backend::fits_a_hold;
-///
-/// assert!(fits_a_hold(LONGEST_WAIT));
-/// assert!(!fits_a_hold(LONGEST_WAIT + Duration::from_nanos(1)));
-/// ```
-pub const fn fits_a_hold(delay: Duration) -> bool {
-    delay.as_nanos() <= LONGEST_WAIT.as_nanos()
-}
-
-/// The granularity actually used: zero or sub-millisecond granularities are
-/// raised to 1 ms, others rounded up to whole milliseconds.
-pub fn effective_granularity_ms(granularity: Duration) -> u64 {
-    ceil_ms(granularity).clamp(1, u128::from(u64::MAX)) as u64
-}
-
-/// A delay rounded **up** to a multiple of the granularity, in ms.
-///
-/// Rounding is never down, so a job is never released early. A zero delay
-/// stays zero (the job needs no hold).
-///
-/// ```
-/// use std::time::Duration;
-/// use queuey_core::backend::round_up_ms;
-///
-/// let s = Duration::from_secs(1);
-/// assert_eq!(round_up_ms(Duration::from_millis(1), s), 1_000);
-/// assert_eq!(round_up_ms(Duration::from_millis(1_000), s), 1_000);
-/// assert_eq!(round_up_ms(Duration::from_millis(1_001), s), 2_000);
-/// assert_eq!(round_up_ms(Duration::from_micros(1_500), Duration::ZERO), 2);
-/// assert_eq!(round_up_ms(Duration::ZERO, s), 0);
-/// ```
-pub fn round_up_ms(delay: Duration, granularity: Duration) -> u128 {
-    let granularity = u128::from(effective_granularity_ms(granularity));
-    let ms = ceil_ms(delay);
-    ms.div_ceil(granularity) * granularity
-}
+use crate::wait::MAX_DEFERRAL_MS;
 
 /// Rounds `delay` up to the granularity (a `Duration` step or any
 /// [`Granularity`]) and checks it against [`MAX_DEFERRAL_MS`]; the error
@@ -91,13 +27,11 @@ pub fn hold_delay_ms(
     Ok(ms as u64)
 }
 
-fn ceil_ms(d: Duration) -> u128 {
-    d.as_nanos().div_ceil(1_000_000)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::granularity::{ceil_ms, effective_granularity_ms, round_up_ms};
+    use crate::wait::{LONGEST_WAIT, fits_a_hold};
     use proptest::prelude::*;
 
     #[test]

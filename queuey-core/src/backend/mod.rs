@@ -23,9 +23,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
+pub use crate::wait::fits_a_hold;
 pub use disposition::{HoldKind, Plan, too_long_reason};
-pub use granularity::Granularity;
-pub use hold::{effective_granularity_ms, fits_a_hold, hold_delay_ms, round_up_ms};
+pub use granularity::{Granularity, effective_granularity_ms, round_up_ms};
+pub use hold::hold_delay_ms;
 pub use reply::{PendingReply, Reply, ReplyLost, ReplyTo};
 
 use crate::control::{ControlRecord, ControlView, Heartbeat};

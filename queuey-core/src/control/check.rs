@@ -16,109 +16,11 @@
 //!    `enqueued_before_ms` bound no later than the record itself (plus the
 //!    skew): a filter reaches only jobs that existed when it was sent.
 
-use std::fmt;
-use std::time::Duration;
-
 use super::command::{CancelFilter, Command, ControlRecord};
-
-/// The largest control record accepted, encoded: far above any honest
-/// command, far below what would slow a reader.
-pub const MAX_RECORD_BYTES: usize = 64 * 1024;
-
-/// How far ahead of a reader's clock a record may be stamped: hosts'
-/// clocks disagree a little, never by this much.
-pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
-
-/// The most payload conditions one cancel filter may hold.
-pub const MAX_PAYLOAD_CONDITIONS: usize = 16;
+use super::refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};
 
 /// The longest queue name RabbitMQ accepts, in bytes.
 const MAX_QUEUE_NAME: usize = 255;
-
-/// Why a control record is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum RecordRefusal {
-    /// The encoded record is larger than [`MAX_RECORD_BYTES`].
-    TooLarge {
-        /// Its size in bytes.
-        bytes: usize,
-    },
-    /// It says it was sent after the reader's clock plus [`CLOCK_SKEW`].
-    FromTheFuture {
-        /// Its `at_ms`.
-        at_ms: u64,
-        /// The reader's clock.
-        now_ms: u64,
-    },
-    /// A queue name that is empty or over 255 bytes.
-    BadQueueName,
-    /// A cancel filter with no condition: it would cancel every job.
-    NoCondition,
-    /// A cancel filter with more than [`MAX_PAYLOAD_CONDITIONS`] payload
-    /// conditions.
-    TooManyConditions,
-    /// A cancel filter without `enqueued_before_ms`, or with one later
-    /// than the record: it would cancel jobs not yet enqueued.
-    Unbounded,
-}
-
-impl RecordRefusal {
-    /// A short name for metrics and logs (`too_large`, `from_the_future`,
-    /// `bad_queue_name`, `no_condition`, `too_many_conditions`,
-    /// `unbounded`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            RecordRefusal::TooLarge { .. } => "too_large",
-            RecordRefusal::FromTheFuture { .. } => "from_the_future",
-            RecordRefusal::BadQueueName => "bad_queue_name",
-            RecordRefusal::NoCondition => "no_condition",
-            RecordRefusal::TooManyConditions => "too_many_conditions",
-            RecordRefusal::Unbounded => "unbounded",
-        }
-    }
-}
-
-impl fmt::Display for RecordRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecordRefusal::TooLarge { bytes } => write!(
-                f,
-                "the command is {bytes} bytes encoded, over the {MAX_RECORD_BYTES}-byte limit"
-            ),
-            RecordRefusal::FromTheFuture { at_ms, now_ms } => write!(
-                f,
-                "the command is stamped {at_ms} ms since the epoch, more than {} s after \
-                 this host's clock ({now_ms}); check the sending host's clock",
-                CLOCK_SKEW.as_secs()
-            ),
-            RecordRefusal::BadQueueName => {
-                f.write_str("the command names a queue that is empty or over 255 bytes")
-            }
-            RecordRefusal::NoCondition => f.write_str(
-                "a cancel filter needs at least one condition (a queue, a job type or a \
-                 payload field); to stop a whole queue, pause it instead",
-            ),
-            RecordRefusal::TooManyConditions => write!(
-                f,
-                "a cancel filter may hold at most {MAX_PAYLOAD_CONDITIONS} payload conditions"
-            ),
-            RecordRefusal::Unbounded => f.write_str(
-                "a cancel filter must say which jobs existed when it was sent \
-                 (`enqueued_before_ms` no later than the command): build it with \
-                 `CancelFilter::into_command`",
-            ),
-        }
-    }
-}
-
-impl std::error::Error for RecordRefusal {}
-
-impl From<RecordRefusal> for crate::Error {
-    fn from(refusal: RecordRefusal) -> Self {
-        crate::Error::invalid_config(refusal.to_string())
-    }
-}
 
 impl ControlRecord {
     /// Checks the record against every rule above, by a sender or a reader

@@ -47,20 +47,20 @@
 mod check;
 mod command;
 mod heartbeat;
+mod refusal;
 mod signal;
 mod state;
 mod view;
 
 use std::time::Duration;
 
-pub use check::{
-    CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal, check_size, is_ahead,
-};
+pub use check::{check_size, is_ahead};
 pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
 pub use heartbeat::{
     DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,
     MAX_WORKERS_LISTED, MISSED_HEARTBEATS, QueueTotals, RunningJob,
 };
+pub use refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};
 pub use signal::{CancelSignal, Canceller};
 pub use state::{CancelTarget, Cancellation, ControlState, MAX_CANCEL_FILTERS};
 pub use view::ControlView;

@@ -1,6 +1,9 @@
 //! The JSON envelope every job travels in.
 
 mod canonical;
+mod reply_to;
+
+pub use reply_to::ReplyTo;
 
 use std::fmt;
 use std::ops::Range;
@@ -10,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use crate::backend::ReplyTo;
 use crate::clock::now_ms;
 
 /// The largest message body queuey encodes or decodes: 16 MiB, RabbitMQ 4's

@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use super::QueueSettings;
 use crate::{Error, RetryPolicy};
 
 use super::QueueType;
@@ -138,12 +137,6 @@ impl QueueConfig {
     /// The queue's name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    /// What was set, read back under the builder methods' names:
-    /// `settings().prefetch()`, `settings().message_ttl()`, ...
-    pub fn settings(&self) -> QueueSettings<'_> {
-        QueueSettings::new(self)
     }
 
     /// The highest priority level, or `None` for a queue without priorities

@@ -28,6 +28,14 @@ pub struct QueueSettings<'a> {
     config: &'a QueueConfig,
 }
 
+impl QueueConfig {
+    /// What was set, read back under the builder methods' names:
+    /// `settings().prefetch()`, `settings().message_ttl()`, ...
+    pub fn settings(&self) -> QueueSettings<'_> {
+        QueueSettings::new(self)
+    }
+}
+
 impl<'a> QueueSettings<'a> {
     pub(super) fn new(config: &'a QueueConfig) -> Self {
         QueueSettings { config }

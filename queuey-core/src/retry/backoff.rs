@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::backend::fits_a_hold;
+use crate::wait::fits_a_hold;
 
 /// How the wait before a retry grows with the attempt number.
 ///

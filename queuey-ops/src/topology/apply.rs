@@ -8,8 +8,9 @@ use queuey_rabbitmq::topology::{ArgumentValue, QueueArguments};
 use serde::Serialize;
 
 use super::TopologySpec;
-use super::expected::{expected, show};
+use super::expected::expected;
 use crate::amqp::{Amqp, short};
+use crate::argument::show;
 use crate::error::{OpsError, Result};
 use crate::mgmt::Management;
 

@@ -1,7 +1,7 @@
 //! The queues a queue set declares, with the arguments the backend
 //! declares them with.
 
-use queuey_rabbitmq::topology::{self as names, ArgumentValue, QueueArguments};
+use queuey_rabbitmq::topology::{self as names, QueueArguments};
 
 use super::TopologySpec;
 
@@ -53,18 +53,10 @@ pub(super) fn expected(spec: &TopologySpec) -> Vec<Expected> {
     out
 }
 
-/// An argument's value as the tools print it.
-pub(crate) fn show(value: &ArgumentValue) -> String {
-    match value {
-        ArgumentValue::Integer(n) => n.to_string(),
-        ArgumentValue::Text(t) => format!("{t:?}"),
-        other => format!("{other:?}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuey_rabbitmq::topology::ArgumentValue;
 
     #[test]
     fn the_set_includes_each_suspect_queue_unless_it_is_off() {

@@ -30,7 +30,7 @@ use queuey_rabbitmq::topology::{
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::argument_matches;
+use crate::argument;
 use crate::error::Result;
 use crate::holds::regex_escape;
 use crate::mgmt::{Management, QueueInfo};
@@ -236,7 +236,7 @@ pub fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
             unbounded_stream(info)
                 && shape
                     .iter()
-                    .all(|(key, value)| argument_matches(key, value, info.arguments.get(*key)))
+                    .all(|(key, value)| argument::matches(key, value, info.arguments.get(*key)))
         })
         .map(|info| LimitPolicy::for_queue(info, AtRisk::UnboundedControlStream))
         .collect()

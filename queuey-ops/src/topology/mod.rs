@@ -37,13 +37,11 @@ use queuey_core::{QueueConfig, QueueType};
 use crate::error::{OpsError, Result};
 
 pub use apply::{Declaration, apply, field_table, plan_apply};
-pub(crate) use expected::show as show_argument;
 pub use limits::{
     AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, POLICY_KEY, STREAM_BOUND_KEY, apply_limit_policies,
     at_risk, broker_has_default_limit, control_stream_policies, limit_policies, on_default_limit,
     plan_control_stream_policy, plan_limit_policies, unbounded_stream,
 };
-pub(crate) use verify::argument_matches;
 pub use verify::{Problem, ProblemKind, verify};
 
 fn default_dead_suffix() -> String {

@@ -6,10 +6,11 @@ use queuey_rabbitmq::topology::ArgumentValue;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::expected::{Expected, expected, show};
+use super::expected::{Expected, expected};
 use super::limits::{BROKER_DEFAULT_LIMIT, broker_has_default_limit, plan_limit_policies};
 use super::{QueueSpec, TopologySpec};
 use crate::amqp::Amqp;
+use crate::argument::show;
 use crate::error::Result;
 use crate::holds::{hold_kind, hold_pattern};
 use crate::mgmt::{Management, QueueInfo};
@@ -134,7 +135,7 @@ fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
             // matters, with the policy that fixes it.
             continue;
         }
-        if !argument_matches(key, value, found) {
+        if !crate::argument::matches(key, value, found) {
             let shown = found.map_or("absent".to_owned(), Value::to_string);
             diffs.push(format!("{key}: expected {}, found {shown}", show(value)));
         }
@@ -152,18 +153,6 @@ fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
         ));
     }
     check_policies(info, out);
-}
-
-/// Whether the argument `key` the management API `found` is the `expected`
-/// one.
-pub(crate) fn argument_matches(key: &str, expected: &ArgumentValue, found: Option<&Value>) -> bool {
-    match (expected, found) {
-        (ArgumentValue::Integer(n), Some(v)) => v.as_i64() == Some(*n),
-        (ArgumentValue::Text(t), Some(Value::String(s))) => t == s,
-        // Absent and `classic` are the same to the broker.
-        (ArgumentValue::Text(t), None) => key == "x-queue-type" && t == "classic",
-        _ => false,
-    }
 }
 
 fn check_policies(info: &QueueInfo, out: &mut Vec<Problem>) {

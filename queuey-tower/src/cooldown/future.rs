@@ -12,7 +12,7 @@ use queuey_core::BoxError;
 use tokio::time::Instant;
 
 use super::state::Cooldowns;
-use crate::classify::{Classify, FailureClass, SharedClassifier};
+use crate::classifier::{Classify, FailureClass, SharedClassifier};
 use queuey_core::Disposition;
 
 pin_project! {

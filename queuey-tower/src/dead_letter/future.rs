@@ -7,7 +7,7 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
-use crate::classify::{Classify, SharedClassifier, last_resort};
+use crate::classifier::{Classify, SharedClassifier, last_resort};
 use queuey_core::Disposition;
 
 pin_project! {

@@ -7,8 +7,8 @@ use std::task::{Context, Poll, ready};
 use pin_project_lite::pin_project;
 use queuey_core::BoxError;
 
-use super::DeferralLimitReached;
-use crate::classify::{Classify, FailureClass, SharedClassifier};
+use crate::classifier::DeferralLimitReached;
+use crate::classifier::{Classify, FailureClass, SharedClassifier};
 use queuey_core::Disposition;
 
 pin_project! {

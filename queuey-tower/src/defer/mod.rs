@@ -16,9 +16,10 @@
 //! call, the same one every other layer asks.
 //!
 //! A job that keeps being rate limited could wait forever; with
-//! [`DeferOn429::max_deferrals`] a job already deferred that often fails with
-//! [`DeferralLimitReached`] instead, a transient failure that spends an
-//! attempt (and is dead-lettered once the job has none left). That is
+//! [`DeferOn429::max_deferrals`] a job already deferred that often fails
+//! with [`DeferralLimitReached`](crate::classify::DeferralLimitReached)
+//! instead, a transient failure that spends an attempt (and is
+//! dead-lettered once the job has none left). That is
 //! queuey's own decision, so it holds whatever a classifier of yours says
 //! about the error inside it (see [Precedence](crate::classify#precedence)).
 //! Every other error passes through.
@@ -53,7 +54,6 @@
 //! # }
 //! ```
 
-mod error;
 pub mod future;
 
 use std::task::{Context, Poll};
@@ -61,8 +61,6 @@ use std::task::{Context, Poll};
 use queuey_core::BoxError;
 use tower_layer::Layer;
 use tower_service::Service;
-
-pub use error::DeferralLimitReached;
 
 use queuey_core::Disposition;
 

@@ -9,7 +9,7 @@ use pin_project_lite::pin_project;
 use queuey_core::escape::Untrusted;
 use queuey_core::{BoxError, RetryPolicy};
 
-use crate::classify::{Classify, FailureClass, SharedClassifier, error_chain};
+use crate::classifier::{Classify, FailureClass, SharedClassifier, error_chain};
 use queuey_core::Disposition;
 
 pin_project! {

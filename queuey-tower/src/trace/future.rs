@@ -10,7 +10,7 @@ use queuey_core::BoxError;
 use queuey_core::escape::Untrusted;
 use tracing::Span;
 
-use crate::classify::error_chain;
+use crate::classifier::error_chain;
 use queuey_core::Disposition;
 
 pin_project! {

@@ -18,7 +18,7 @@ use super::reconnect::Reconnect;
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 use super::unique::UniqueKeys;
 use crate::HandlerService;
-use crate::classify::{Classify, SharedClassifier};
+use crate::classifier::{Classify, SharedClassifier};
 
 /// How long shutdown waits for jobs in flight by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -395,10 +395,12 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         };
         let mut routes = Vec::new();
         self.handlers.into_routes(&frame, &mut routes);
-        let unique_keys = self
-            .settings
-            .store
-            .map(|store| UniqueKeys::new(store, self.settings.store_timeout, &routes));
+        let unique_keys = self.settings.store.map(|store| {
+            let handled = routes
+                .iter()
+                .map(|route| (route.job_type(), route.declared_unique()));
+            UniqueKeys::new(store, self.settings.store_timeout, handled)
+        });
         Worker::new(
             self.backend,
             routes,

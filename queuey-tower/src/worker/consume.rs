@@ -8,23 +8,23 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Duration;
 
-use futures::stream::Peekable;
 use futures::{FutureExt, StreamExt};
-use queuey_core::backend::{Backend, ConnectionState, Delivery, DeliveryStream};
+use queuey_core::backend::{Backend, ConnectionState, Delivery};
 use queuey_core::control::{CANCELLED_REASON, ControlView};
 use queuey_core::{Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::WorkerError;
 use super::control::{self, QueueControl};
-use super::handle::HandleInner;
+use super::handle::stopped;
 use super::heartbeat::Tally;
-use super::job::{Started, run_job};
-use super::reconnect::{Lost, Reconnect, Reconnecting, gave_up, note_lost, open, set_reconnecting};
+use super::job::{JobEnv, Started, run_job};
+use super::reconnect::{
+    Lost, Reconnect, Reconnecting, Stream, gave_up, note_lost, open, set_reconnecting,
+};
 use super::route::Delivered;
 use super::routes::Routes;
 use super::tasks::JobTasks;
-use crate::classify::SharedClassifier;
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
 use crate::reply_slot::ReplySlot;
 
@@ -48,18 +48,11 @@ pub(crate) struct QueueRoutes {
 pub(crate) struct WorkerShared {
     pub(crate) permits: Arc<Semaphore>,
     pub(crate) jobs: JobTasks<Started>,
-    pub(crate) handle: Arc<HandleInner>,
-    pub(crate) classifier: SharedClassifier,
-    pub(crate) unique_keys: Option<super::unique::UniqueKeys>,
-    /// The backend, for the replies to jobs a caller waits for.
-    pub(crate) backend: Arc<dyn Backend>,
     /// The fleet's control commands, when the backend carries them.
     pub(crate) control: Option<ControlView>,
-    /// What the heartbeats report.
-    pub(crate) ledger: Arc<super::heartbeat::Ledger>,
+    /// What a running job needs of its worker.
+    pub(crate) env: Arc<JobEnv>,
 }
-
-pub(crate) type Stream = Peekable<DeliveryStream>;
 
 /// What the stream has next.
 enum Next {
@@ -131,13 +124,6 @@ async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) ->
     }
 }
 
-/// Resolves when shutdown was requested.
-pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // An error means the handle is gone, which cannot happen while the
-    // worker runs; treat it as a stop.
-    let _ = stop.wait_for(|stopped| *stopped).await;
-}
-
 /// Takes deliveries from one queue until shutdown, or until its consumer
 /// fails in a way that cannot heal.
 ///
@@ -153,8 +139,8 @@ pub(crate) async fn consume<B: Backend>(
     shared: Arc<WorkerShared>,
     reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
-    let mut stop = shared.handle.stop.subscribe();
-    let tally = shared.ledger.tally(&queue.queue);
+    let mut stop = shared.env.handle.stop.subscribe();
+    let tally = shared.env.ledger.tally(&queue.queue);
     let mut control = shared
         .control
         .as_ref()
@@ -167,7 +153,7 @@ pub(crate) async fn consume<B: Backend>(
             // Dropping the stream gives back what it had taken from the
             // broker; nothing of this queue is held while it is paused.
             current = None;
-            if !control.wait_resumed(&mut stop, &shared.handle).await {
+            if !control.wait_resumed(&mut stop, &shared.env.handle).await {
                 return Ok(());
             }
         }
@@ -187,6 +173,7 @@ pub(crate) async fn consume<B: Backend>(
                     Some(stream) => {
                         if lost.is_some() {
                             shared
+                                .env
                                 .handle
                                 .consumer_restarts
                                 .fetch_add(1, Ordering::Relaxed);
@@ -252,7 +239,7 @@ pub(crate) async fn consume<B: Backend>(
             current = None;
             tracing::warn!(queue = %queue.queue, error = %reason, "lost the consumer; consuming again");
             note_lost(&mut lost, reason);
-            set_reconnecting(&mut reconnecting, Some(&shared.handle));
+            set_reconnecting(&mut reconnecting, Some(&shared.env.handle));
             continue;
         }
         // A delivery came: the consumer works.
@@ -321,7 +308,11 @@ fn start(
     tally: &Arc<Tally>,
     permit: OwnedSemaphorePermit,
 ) {
-    shared.handle.jobs_started.fetch_add(1, Ordering::Relaxed);
+    shared
+        .env
+        .handle
+        .jobs_started
+        .fetch_add(1, Ordering::Relaxed);
     // Only a job a caller waits for gets a slot for its output.
     let reply = delivery
         .envelope()
@@ -330,8 +321,12 @@ fn start(
         .then(ReplySlot::default);
     let view = shared.control.as_ref();
     let (signal, cancel) = control::signal_for(view);
-    let cancelled =
-        control::cancelled_before_start(view, delivery.envelope(), &queue.queue, &shared.handle);
+    let cancelled = control::cancelled_before_start(
+        view,
+        delivery.envelope(),
+        &queue.queue,
+        &shared.env.handle,
+    );
     let route = key.and_then(|key| queue.routes.get_mut(key));
     let job_type = route.as_ref().map(|route| route.job_type());
     let started = match route {
@@ -340,7 +335,7 @@ fn start(
             envelope: delivery.envelope(),
             queue: &queue.queue,
             redelivered: delivery.redelivered(),
-            classifier: &shared.classifier,
+            classifier: &shared.env.classifier,
             reply: reply.as_ref(),
             cancel: signal,
         }),
@@ -353,7 +348,7 @@ fn start(
         )),
     };
     let running = match (&started, job_type) {
-        (Ok(_), Some(job_type)) => Some(shared.ledger.started(
+        (Ok(_), Some(job_type)) => Some(shared.env.ledger.started(
             delivery.envelope(),
             job_type,
             &queue.queue,
@@ -372,15 +367,16 @@ fn start(
         permit,
     };
     shared.jobs.start(job, || {
-        // A runner does not keep the worker alive: it holds the worker's
-        // shared state only while it runs a job. (A job handed over after
-        // the worker is gone is dropped unsettled: the broker keeps it.)
-        let shared = Arc::downgrade(shared);
+        // A runner does not keep the worker alive: it holds what a job
+        // needs of the worker only while it runs one. (A job handed over
+        // after the worker is gone is dropped unsettled: the broker keeps
+        // it.)
+        let env = Arc::downgrade(&shared.env);
         move |job| {
-            let shared = shared.upgrade();
+            let env = env.upgrade();
             async move {
-                if let Some(shared) = shared {
-                    run_job(job, shared).await;
+                if let Some(env) = env {
+                    run_job(job, env).await;
                 }
             }
         }

@@ -10,8 +10,7 @@ use queuey_core::control::{CANCELLED_REASON, CancelSignal, Canceller, ControlVie
 use queuey_core::{Disposition, Envelope};
 use tokio::sync::watch;
 
-use super::consume::stopped;
-use super::handle::HandleInner;
+use super::handle::{HandleInner, stopped};
 use crate::metrics::{JOBS_CANCELLED_TOTAL, QUEUE_PAUSED};
 
 /// One queue loop's view of the control state.

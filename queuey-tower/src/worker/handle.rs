@@ -210,3 +210,10 @@ impl WorkerHandle {
             .saturating_sub(self.jobs_settled() + self.settle_failures())
     }
 }
+
+/// Resolves when shutdown was requested.
+pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
+    // An error means the handle is gone, which cannot happen while the
+    // worker runs; treat it as a stop.
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}

@@ -13,9 +13,8 @@ use queuey_core::control::{Heartbeat, QueueTotals, RunningJob};
 use queuey_core::{Envelope, Uuid};
 use tokio::sync::watch;
 
-use super::consume::stopped;
 use super::fnv::Fnv1a;
-use super::handle::HandleInner;
+use super::handle::{HandleInner, stopped};
 
 /// What the worker's heartbeats report: its running jobs and its totals.
 #[derive(Debug, Default)]

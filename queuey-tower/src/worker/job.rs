@@ -6,20 +6,32 @@ use std::sync::atomic::Ordering;
 use queuey_core::escape::Untrusted;
 use queuey_core::{BackendErrorKind, Disposition, Error};
 
-use queuey_core::backend::Delivery;
+use queuey_core::backend::{Backend, Delivery};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::consume::WorkerShared;
 use super::control;
-use super::handle::Counting;
-use super::heartbeat::Tally;
+use super::handle::{Counting, HandleInner};
+use super::heartbeat::{Ledger, Tally};
 use super::reply;
 use super::route::JobFuture;
-use crate::classify::{Classify, last_resort};
+use super::unique::UniqueKeys;
+use crate::classifier::{Classify, SharedClassifier, last_resort};
 use metrics::{Key, Label, Level, Metadata};
 
 use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL};
 use crate::reply_slot::ReplySlot;
+
+/// What a running job needs of its worker: shared by every job of one
+/// worker, held by a job's runner only while it runs one.
+pub(crate) struct JobEnv {
+    pub(crate) handle: Arc<HandleInner>,
+    pub(crate) classifier: SharedClassifier,
+    pub(crate) unique_keys: Option<UniqueKeys>,
+    /// The backend, for the replies to jobs a caller waits for.
+    pub(crate) backend: Arc<dyn Backend>,
+    /// What the heartbeats report.
+    pub(crate) ledger: Arc<Ledger>,
+}
 
 /// A delivery whose stack was called: the job's future, or why it could not
 /// start (a dead-letter reason).
@@ -56,7 +68,7 @@ pub(crate) fn settling_key(queue: &Arc<str>) -> Key {
 /// is deferred, anything else dead-lettered, never dropped. Every dead
 /// letter is logged once, at WARN, with its reason. Once a final
 /// disposition is settled, a caller waiting for the job gets its outcome.
-pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
+pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
     let Started {
         delivery,
         job,
@@ -70,10 +82,10 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     } = started;
     let outcome = match job {
         Ok(future) => {
-            let _running = Counting::new(&shared.handle.jobs_running);
+            let _running = Counting::new(&env.handle.jobs_running);
             let output = control::run_watching(future, cancel.as_ref(), delivery.envelope()).await;
             if let Some(key) = running {
-                shared.ledger.finished(key);
+                env.ledger.finished(key);
             }
             output
         }
@@ -81,9 +93,9 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     };
     let disposition = match outcome {
         Ok(disposition) => disposition.never_early(),
-        Err(error) => last_resort(shared.classifier.classify(&*error), &*error),
+        Err(error) => last_resort(env.classifier.classify(&*error), &*error),
     };
-    let disposition = control::after_run(disposition, cancel.as_ref(), &queue, &shared.handle);
+    let disposition = control::after_run(disposition, cancel.as_ref(), &queue, &env.handle);
     let envelope = delivery.envelope();
     let job_id = envelope.job_id;
     if let Disposition::DeadLetter { reason } = &disposition {
@@ -103,13 +115,13 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     );
     // Only a unique job carries a key; every other job skips this.
     // The worker computes the key again from the job before giving it back.
-    let unique = match (&shared.unique_keys, &envelope.unique_key) {
+    let unique = match (&env.unique_keys, &envelope.unique_key) {
         (Some(_), Some(_)) if done_for_good => Some(Box::new(envelope.clone())),
         _ => None,
     };
     let reply = reply::due(envelope.reply_to.as_ref(), &disposition, reply.as_ref());
     let settled = {
-        let _settling = Counting::new(&shared.handle.jobs_settling);
+        let _settling = Counting::new(&env.handle.jobs_settling);
         let gauge = metrics::with_recorder(|r| r.register_gauge(&settling, &METADATA));
         gauge.increment(1.0);
         let settled = delivery.settle(disposition).await;
@@ -118,32 +130,32 @@ pub(crate) async fn run_job(started: Started, shared: Arc<WorkerShared>) {
     };
     match settled {
         Ok(()) => {
-            shared.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
+            env.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
             tally.settled(what);
             // The rare ways are boxed: inline, their room would make every
             // job's future larger.
-            if let (Some(keys), Some(envelope)) = (&shared.unique_keys, unique) {
+            if let (Some(keys), Some(envelope)) = (&env.unique_keys, unique) {
                 Box::pin(keys.release(&envelope, &queue)).await;
             }
             if done_for_good {
-                shared.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
+                env.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
             }
             if let Some((to, reply)) = reply {
-                Box::pin(reply::send(&*shared.backend, &queue, job_id, &to, reply)).await;
+                Box::pin(reply::send(&*env.backend, &queue, job_id, &to, reply)).await;
             }
         }
-        Err(error) => settle_failed(&shared, &queue, job_id, what, &error),
+        Err(error) => settle_failed(&env, &queue, job_id, what, &error),
     }
 }
 
 fn settle_failed(
-    shared: &WorkerShared,
+    env: &JobEnv,
     queue: &Arc<str>,
     job_id: queuey_core::Uuid,
     disposition: &'static str,
     error: &Error,
 ) {
-    let handle = &shared.handle;
+    let handle = &env.handle;
     handle.settle_failures.fetch_add(1, Ordering::Relaxed);
     metrics::counter!(SETTLE_FAILURES_TOTAL, "queue" => queue.to_string()).increment(1);
     let stale = matches!(error, Error::Backend(e) if e.kind() == BackendErrorKind::NotSettled);

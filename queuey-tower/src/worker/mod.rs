@@ -38,7 +38,7 @@ pub use handle::WorkerHandle;
 pub use handlers::Handlers;
 pub use stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 
-use crate::classify::SharedClassifier;
+use crate::classifier::SharedClassifier;
 use consume::{QueueRoutes, WorkerShared};
 use handle::HandleInner;
 use reconnect::Reconnect;
@@ -505,12 +505,14 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         let shared = Arc::new(WorkerShared {
             permits: Arc::new(Semaphore::new(concurrency)),
             jobs: tasks::JobTasks::new(),
-            handle: Arc::clone(&handle.inner),
-            classifier,
-            unique_keys,
-            backend: Arc::clone(&backend) as Arc<dyn Backend>,
             control,
-            ledger: Arc::clone(&ledger),
+            env: Arc::new(job::JobEnv {
+                handle: Arc::clone(&handle.inner),
+                classifier,
+                unique_keys,
+                backend: Arc::clone(&backend) as Arc<dyn Backend>,
+                ledger: Arc::clone(&ledger),
+            }),
         });
         // A set, so that dropping `run` stops the heartbeats too.
         let mut beats = JoinSet::new();

@@ -11,15 +11,18 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::stream::Peekable;
 use queuey_core::backend::{Backend, ConnectionState, DeliveryStream};
 use queuey_core::{BackendError, BackendErrorKind, Backoff, Error, QueueConfig};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::WorkerError;
-use super::consume::{Stream, stopped};
-use super::handle::{Counting, HandleInner};
+use super::handle::{Counting, HandleInner, stopped};
 use crate::metrics::QUEUES_RECONNECTING;
+
+/// A queue's deliveries as the consume loop reads them: one look ahead.
+pub(crate) type Stream = Peekable<DeliveryStream>;
 
 /// A consumer that worked this long is healthy again: a later loss starts
 /// the backoff from its shortest wait.

@@ -9,7 +9,7 @@ use queuey_core::{BoxError, Envelope, Job, JobContext, Queues, RetryPolicy};
 use tower_service::Service;
 
 use crate::JobRequest;
-use crate::classify::SharedClassifier;
+use crate::classifier::SharedClassifier;
 use crate::reply_slot::ReplySlot;
 use queuey_core::Disposition;
 use queuey_core::control::CancelSignal;

@@ -15,8 +15,6 @@ use queuey_core::store::Store;
 use queuey_core::{Envelope, Job, Unique};
 use serde_json::value::RawValue;
 
-use super::route::Route;
-
 /// What a job type declares about uniqueness for a payload: the decoded
 /// job's [`Job::unique`], or `None` (not unique, or not this job type).
 pub(crate) type Declared = fn(&RawValue) -> Option<Unique>;
@@ -37,13 +35,16 @@ pub(crate) struct UniqueKeys {
 }
 
 impl UniqueKeys {
-    pub(crate) fn new(store: Arc<dyn Store>, timeout: Duration, routes: &[Box<dyn Route>]) -> Self {
+    /// Keys given back to `store` within `timeout`, computed again by each
+    /// handled job type's `(name, declared)` pair.
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        timeout: Duration,
+        handled: impl IntoIterator<Item = (&'static str, Declared)>,
+    ) -> Self {
         let mut declared: HashMap<&'static str, Vec<Declared>> = HashMap::new();
-        for route in routes {
-            declared
-                .entry(route.job_type())
-                .or_default()
-                .push(route.declared_unique());
+        for (job_type, of) in handled {
+            declared.entry(job_type).or_default().push(of);
         }
         UniqueKeys {
             store,

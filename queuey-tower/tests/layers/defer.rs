@@ -6,9 +6,9 @@ use queuey_core::backend::hold_delay_ms;
 use queuey_core::{BoxError, JobError};
 use queuey_tower::JobRequest;
 use queuey_tower::classify::ClassifyLayer;
+use queuey_tower::classify::DeferralLimitReached;
 use queuey_tower::classify::{FailureClass, parse_retry_after};
 use queuey_tower::defer::DeferOn429;
-use queuey_tower::defer::DeferralLimitReached;
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 use crate::support::request;

@@ -8,11 +8,11 @@ use super::{Classify, FailureClass, class_of};
 
 /// The classifier a [`JobRequest`](crate::JobRequest) carries: the
 /// [`DefaultClassifier`](super::DefaultClassifier) unless a worker or a
-/// [`ClassifyLayer`](super::ClassifyLayer) set one of yours. Cloning it is
+/// [`ClassifyLayer`](crate::classify::ClassifyLayer) set one of yours. Cloning it is
 /// cheap (the default is free, yours is an `Arc`).
 ///
 /// Whichever it holds, it classifies in queuey's one
-/// [precedence](super#precedence): a classifier of yours is asked only
+/// [precedence](crate::classify#precedence): a classifier of yours is asked only
 /// about errors queuey's own intent errors do not decide.
 #[derive(Clone, Default)]
 pub struct SharedClassifier {

@@ -1,3 +1,6 @@
+//! The deferral layer's decision to stop deferring: an intent marker that
+//! the classifier reads before anything else.
+
 use std::fmt;
 
 use queuey_core::BoxError;
