@@ -182,7 +182,8 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
             BackendError::new(
                 BackendErrorKind::Refused,
                 format!(
-                    "cannot wait for the `{}` job on `{}`: this backend does not carry job                      results; enqueue it without waiting",
+                    "cannot wait for the `{}` job on `{}`: this backend does not carry job \
+                     results; enqueue it without waiting",
                     envelope.job_type, envelope.queue
                 ),
             ),

@@ -219,7 +219,8 @@ impl QueueConfig {
     pub fn physical_only(&self, shards: &[u16]) -> Result<Vec<QueueConfig>, Error> {
         if self.shards <= 1 || self.shard.is_some() {
             return Err(Error::invalid_config(format!(
-                "queue `{}` is not sharded: a worker takes all of it; remove the shards given                  for it",
+                "queue `{}` is not sharded: a worker takes all of it; remove the shards given for \
+                 it",
                 self.name
             )));
         }

@@ -135,7 +135,8 @@ async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<ExitCode> {
         .find(|c| c.record == record)
     else {
         println!(
-            "no cancellation in force was sent by command {record}; nothing to withdraw              (`queuey job cancellations` lists them)"
+            "no cancellation in force was sent by command {record}; nothing to withdraw (`queuey \
+             job cancellations` lists them)"
         );
         return Ok(ExitCode::SUCCESS);
     };

@@ -112,7 +112,8 @@ impl RabbitMqDelivery {
                     queue = %origin.queue,
                     job_id = %self.envelope.job_id,
                     %error,
-                    "could not hand a job back as a new message; handing the delivery back to the                      broker instead, which marks it redelivered"
+                    "could not hand a job back as a new message; handing the delivery back to the \
+                     broker instead, which marks it redelivered"
                 );
                 self.settler.requeue().await
             }

@@ -411,7 +411,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             .find(|(queue, _)| !by_queue.iter().any(|(own, _)| own == queue))
         {
             return Err(Error::invalid_config(format!(
-                "shards of queue `{queue}` were given to take, but no handler of this worker                  takes jobs of that queue"
+                "shards of queue `{queue}` were given to take, but no handler of this worker \
+                 takes jobs of that queue"
             )));
         }
         let by_queue: Vec<QueueRoutes> = by_queue.into_iter().map(|(_, q)| q).collect();
