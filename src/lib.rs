@@ -104,7 +104,6 @@
 //! | `rabbitmq` | yes | the RabbitMQ backend |
 //! | `rustls` | yes | `amqps://` through rustls (ring provider, the platform's roots) |
 //! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
-//! | `rustls-ring` | no | the former name of `rustls` |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
 //! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
 //! | `hold-watch` | yes | the RabbitMQ backend's hold watchdog, which reads the management API and reports quorum hold queues that stopped releasing their jobs |

@@ -586,8 +586,7 @@
 //! | `native-tls` | `amqps://` through the platform's TLS library (OpenSSL on Linux) |
 //! | `hold-watch` (default) | the [hold watchdog](#hold-watchdog), through an HTTP client (reqwest) |
 //!
-//! `rustls-ring` is the former name of `rustls`. With
-//! `default-features = false` and no TLS feature, plain `amqp://` works
+//! With `default-features = false` and no TLS feature, plain `amqp://` works
 //! and `amqps://` is refused with an error naming the feature to enable.
 //!
 //! # How the crate is organised
@@ -663,5 +662,6 @@ pub use topology::holds::HoldQueues;
 /// the public API: it names lapin types and may change in any release.
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::declare::field_table;
     pub use crate::link::dial::connect_plain_lapin;
 }

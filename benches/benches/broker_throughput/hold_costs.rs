@@ -21,9 +21,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use lapin::options::{QueueDeclareOptions, QueueDeleteOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::uri::AMQPUri;
-use queuey::rabbitmq::topology::{ArgumentValue, QueueArguments};
 use queuey::rabbitmq::{HoldQueues, RabbitMqOptions};
 
 use crate::broker::{self, Broker, bounded, close, rabbitmqctl};
@@ -123,7 +121,10 @@ async fn create(
         let ttl_ms = FIRST_TTL_MS + i * TTL_STEP_MS;
         let name = kind.name(&queue, &suffix, ttl_ms)?;
         broker.track(&name);
-        holds.push((name, field_table(&kind.arguments(&queue, ttl_ms))?));
+        holds.push((
+            name,
+            queuey::rabbitmq::__private::field_table(&kind.arguments(&queue, ttl_ms)),
+        ));
     }
     let channel = connection.create_channel().await?;
     let mut costs = Costs::default();
@@ -212,24 +213,6 @@ fn table(settings: &Settings, costs: &[Costs; 2]) -> String {
         ratio(|c| median(c.erlang.clone())),
     );
     out
-}
-
-/// queuey's arguments as lapin's: integers as 32-bit when they fit, strings
-/// as long strings, as queuey declares them.
-fn field_table(arguments: &QueueArguments) -> BenchResult<FieldTable> {
-    let mut table = FieldTable::default();
-    for (&key, value) in arguments {
-        let value = match value {
-            ArgumentValue::Integer(n) => match i32::try_from(*n) {
-                Ok(small) => AMQPValue::LongInt(small),
-                Err(_) => AMQPValue::LongLongInt(*n),
-            },
-            ArgumentValue::Text(s) => AMQPValue::LongString(LongString::from(s.as_str())),
-            other => return Err(format!("argument `{key}`: unknown value {other:?}").into()),
-        };
-        table.insert(ShortString::from(key), value);
-    }
-    Ok(table)
 }
 
 /// The total of the `memory` column of `rabbitmqctl list_queues` over

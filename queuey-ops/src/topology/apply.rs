@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 
 use lapin::options::QueueDeclareOptions;
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
-use queuey_rabbitmq::topology::{ArgumentValue, QueueArguments};
+use lapin::types::ShortString;
+use queuey_rabbitmq::topology::QueueArguments;
 use serde::Serialize;
 
 use super::TopologySpec;
@@ -57,28 +57,14 @@ pub async fn apply(amqp: &Amqp, declarations: &[Declaration]) -> Result<()> {
             ..QueueDeclareOptions::default()
         };
         channel
-            .queue_declare(short(&d.name)?, options, field_table(&d.raw))
+            .queue_declare(
+                short(&d.name)?,
+                options,
+                queuey_rabbitmq::__private::field_table(&d.raw),
+            )
             .await
             .map_err(|e| OpsError::amqp(format!("declaring `{}`", d.name), e))?;
         let _ = channel.close(200, ShortString::default()).await;
     }
     Ok(())
-}
-
-/// Queue arguments as an AMQP table: integers as 32-bit when they fit,
-/// strings as long strings.
-pub fn field_table(args: &QueueArguments) -> FieldTable {
-    let mut table = FieldTable::default();
-    for (key, value) in args {
-        let value = match value {
-            ArgumentValue::Integer(n) => match i32::try_from(*n) {
-                Ok(small) => AMQPValue::LongInt(small),
-                Err(_) => AMQPValue::LongLongInt(*n),
-            },
-            ArgumentValue::Text(t) => AMQPValue::LongString(LongString::from(t.as_str())),
-            other => AMQPValue::LongString(LongString::from(format!("{other:?}"))),
-        };
-        table.insert(ShortString::from(*key), value);
-    }
-    table
 }

@@ -36,7 +36,7 @@ use queuey_core::{QueueConfig, QueueType};
 
 use crate::error::{OpsError, Result};
 
-pub use apply::{Declaration, apply, field_table, plan_apply};
+pub use apply::{Declaration, apply, plan_apply};
 pub use limits::{
     AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, POLICY_KEY, STREAM_BOUND_KEY, apply_limit_policies,
     at_risk, broker_has_default_limit, control_stream_policies, limit_policies, on_default_limit,

@@ -160,7 +160,10 @@ async fn queues_on_the_default_limit_are_found_and_given_a_policy() {
     };
     let work = names::work_queue_arguments(&spec.queues[0].config(), Some(&dead));
     for (name, args) in [
-        (queue.as_str(), topology::field_table(&work)),
+        (
+            queue.as_str(),
+            queuey_rabbitmq::__private::field_table(&work),
+        ),
         (dead.as_str(), table(&[("x-queue-type", quorum.clone())])),
         (
             schedule.as_str(),
@@ -271,7 +274,7 @@ async fn a_control_stream_without_a_bound_in_bytes_is_found_and_given_a_policy()
         .queue_declare(
             stream.as_str().into(),
             durable,
-            topology::field_table(&older),
+            queuey_rabbitmq::__private::field_table(&older),
         )
         .await
         .expect("the older stream");
@@ -315,7 +318,7 @@ async fn a_control_stream_without_a_bound_in_bytes_is_found_and_given_a_policy()
         .queue_declare(
             bounded.as_str().into(),
             durable,
-            topology::field_table(&names::control_stream_arguments()),
+            queuey_rabbitmq::__private::field_table(&names::control_stream_arguments()),
         )
         .await
         .expect("a stream of this version");

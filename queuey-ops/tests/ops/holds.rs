@@ -10,7 +10,7 @@ use lapin::types::{AMQPValue, FieldTable};
 use queuey_core::Envelope;
 use queuey_core::backend::Backend;
 use queuey_ops::holds::regex_escape;
-use queuey_ops::topology::field_table;
+use queuey_rabbitmq::__private::field_table;
 use queuey_rabbitmq::topology::hold_queue_arguments;
 use serde_json::Value;
 

@@ -259,8 +259,9 @@ async fn declare_counting(
 
 /// The arguments as AMQP values: integers as 32-bit when they fit, else
 /// 64-bit; strings always as long strings (a short string in a table makes
-/// RabbitMQ drop the whole connection).
-pub(crate) fn field_table(args: &QueueArguments) -> FieldTable {
+/// RabbitMQ drop the whole connection). The one conversion: the tool, the
+/// benchmarks and the tests declare through it too.
+pub fn field_table(args: &QueueArguments) -> FieldTable {
     let mut table = FieldTable::default();
     for (key, value) in args {
         let value = match value {

@@ -621,22 +621,7 @@ async fn flood(broker: &crate::support::Broker, stream: &str, count: usize) {
 async fn a_control_stream_created_without_a_bound_in_bytes_still_works() {
     let broker = broker!("a_control_stream_created_without_a_bound_in_bytes_still_works");
     let stream = broker.stream("control-unbounded");
-    let field_table = |args: &queuey_rabbitmq::topology::QueueArguments| {
-        let entries: Vec<(&str, lapin::types::AMQPValue)> = args
-            .iter()
-            .map(|(name, value)| {
-                let value = match value {
-                    queuey_rabbitmq::topology::ArgumentValue::Text(t) => text(t),
-                    queuey_rabbitmq::topology::ArgumentValue::Integer(n) => {
-                        lapin::types::AMQPValue::LongLongInt(*n)
-                    }
-                    other => panic!("an argument of the control stream: {other:?}"),
-                };
-                (*name, value)
-            })
-            .collect();
-        table(&entries)
-    };
+    let field_table = queuey_rabbitmq::__private::field_table;
     let current = queuey_rabbitmq::topology::control_stream_arguments();
     let mut older = current.clone();
     assert!(older.remove("x-max-length-bytes").is_some());

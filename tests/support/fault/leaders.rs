@@ -14,11 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::options::QueueDeclareOptions;
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::types::{LongString, ShortString};
 use lapin::{Connection, ConnectionProperties};
 use queuey::backend::hold_delay_ms;
 use queuey::prelude::*;
-use queuey::rabbitmq::topology::{ArgumentValue, QueueArguments};
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use super::scenario::{self, Numbered};
@@ -74,7 +73,7 @@ pub(crate) async fn declare_through<J: Numbered>(
                     durable: true,
                     ..QueueDeclareOptions::default()
                 },
-                field_table(&family.arguments(queue, ttl)),
+                queuey::rabbitmq::__private::field_table(&family.arguments(queue, ttl)),
             )
             .await
             .map(drop)
@@ -83,21 +82,4 @@ pub(crate) async fn declare_through<J: Numbered>(
     .map_err(|e| format!("declaring the hold `{hold_name}`: {e}"));
     let _ = connection.close(200, "declared".into()).await;
     declared.map(|()| hold_name)
-}
-
-/// The arguments as queuey sends them: integers as 32-bit when they fit,
-/// else 64-bit; strings as long strings.
-fn field_table(args: &QueueArguments) -> FieldTable {
-    let mut table = FieldTable::default();
-    for (key, value) in args {
-        let value = match value {
-            ArgumentValue::Integer(n) => {
-                i32::try_from(*n).map_or(AMQPValue::LongLongInt(*n), AMQPValue::LongInt)
-            }
-            ArgumentValue::Text(s) => AMQPValue::LongString(LongString::from(s.as_str())),
-            _ => panic!("an argument of a kind this kit does not send: {value:?}"),
-        };
-        table.insert(ShortString::from(*key), value);
-    }
-    table
 }
