@@ -17,6 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
+#[path = "support/sources.rs"]
+mod sources;
+
 /// A module, by its path from the crate root (empty for the root).
 type ModPath = Vec<String>;
 
@@ -41,7 +44,7 @@ fn every_crates_modules_have_no_import_circle() {
     for (folder, least) in CRATES {
         let root = workspace.join(folder).join("src");
         let mut files = Vec::new();
-        read_tree(&root, &root, &mut files);
+        read_tree(&root, &mut files);
         assert!(
             !files.is_empty(),
             "found no source files under {}",
@@ -117,21 +120,9 @@ fn m(path: &[&str]) -> ModPath {
     path.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// Every `.rs` file under `dir`, with the module path its place gives it.
-fn read_tree(root: &Path, dir: &Path, files: &mut Vec<(ModPath, String)>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            read_tree(root, &path, files);
-            continue;
-        }
-        if path.extension().and_then(|e| e.to_str()) != Some("rs") {
-            continue;
-        }
+/// Every `.rs` file under `root`, with the module path its place gives it.
+fn read_tree(root: &Path, files: &mut Vec<(ModPath, String)>) {
+    for (path, text) in sources::rust_files(root) {
         let relative = path.strip_prefix(root).expect("under the root");
         let mut module: ModPath = relative
             .with_extension("")
@@ -144,8 +135,6 @@ fn read_tree(root: &Path, dir: &Path, files: &mut Vec<(ModPath, String)>) {
         ) {
             module.pop();
         }
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
         files.push((module, text));
     }
 }

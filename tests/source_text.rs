@@ -8,6 +8,9 @@
 
 use std::path::Path;
 
+#[path = "support/sources.rs"]
+mod sources;
+
 /// Every crate's `src/`, from the workspace root.
 const SOURCES: &[&str] = &[
     "src",
@@ -29,11 +32,11 @@ fn no_string_literal_holds_a_line_breaks_indentation() {
     let mut found = Vec::new();
     let mut read = 0;
     for source in SOURCES {
-        for (path, text) in rust_files(&workspace.join(source)) {
+        for (path, text) in sources::rust_files(&workspace.join(source)) {
             read += 1;
             for (n, line) in text.lines().enumerate() {
                 if stray_run(line) {
-                    found.push(format!("{}:{}: {}", path, n + 1, line.trim()));
+                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
                 }
             }
         }
@@ -101,24 +104,4 @@ fn stray_run(line: &str) -> bool {
 
 fn is_text(c: char) -> bool {
     c.is_alphanumeric() || ",;:.)`".contains(c)
-}
-
-/// Every `.rs` file under `dir`, with its path and text.
-fn rust_files(dir: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|entry| entry.expect("a directory entry").path())
-        .collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            out.extend(rust_files(&path));
-        } else if path.extension().and_then(|e| e.to_str()) == Some("rs") {
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-            out.push((path.display().to_string(), text));
-        }
-    }
-    out
 }
