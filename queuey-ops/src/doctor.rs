@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::amqp::Amqp;
 use crate::holds::effective;
 use crate::mgmt::{Management, QueueInfo};
+use crate::time::format_duration_ms;
 use crate::tls::TlsFiles;
 use crate::topology::{
     AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, broker_has_default_limit, control_stream_policies,
@@ -477,7 +478,7 @@ pub fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> C
             let named: Vec<String> = own
                 .iter()
                 .take(5)
-                .map(|(queue, ms)| format!("`{queue}` {}", minutes(*ms)))
+                .map(|(queue, ms)| format!("`{queue}` {}", format_duration_ms(*ms)))
                 .collect();
             let more = own.len().saturating_sub(named.len());
             detail.push_str(&format!(
@@ -494,7 +495,7 @@ pub fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> C
                     "; a worker consuming `{}` needs `RabbitMqOptions::consumer_timeout` of at \
                      most {}, or the broker takes back jobs still running",
                     own[0].0,
-                    minutes(own[0].1)
+                    format_duration_ms(own[0].1)
                 ));
                 Status::Warn
             } else {
@@ -503,17 +504,6 @@ pub fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> C
         }
     };
     check(name, status, detail)
-}
-
-/// Milliseconds as minutes, or seconds below one.
-fn minutes(ms: i64) -> String {
-    if ms >= 60_000 && ms % 60_000 == 0 {
-        format!("{} min", ms / 60_000)
-    } else if ms >= 60_000 {
-        format!("{:.1} min", ms as f64 / 60_000.0)
-    } else {
-        format!("{} s", ms as f64 / 1000.0)
-    }
 }
 
 /// Whether every control stream on the virtual host is bounded in bytes:
@@ -848,7 +838,7 @@ mod tests {
         assert_eq!(c.status, Status::Warn);
         assert!(
             c.detail
-                .contains("`short` 1.5 min, `both` 10 min, `long` 60 min"),
+                .contains("`short` 1m30s, `both` 10m00s, `long` 1h00m"),
             "{}",
             c.detail
         );

@@ -133,7 +133,7 @@ async fn doctor_names_a_queue_whose_own_consumer_timeout_is_below_the_backends()
     let detail = timeout["detail"].as_str().unwrap();
     if per_queue {
         assert_eq!(timeout["status"], "warn", "{detail}");
-        assert!(detail.contains(&format!("`{q}` 1 s")), "{detail}");
+        assert!(detail.contains(&format!("`{q}` 1s")), "{detail}");
     } else {
         assert!(!detail.contains(&q), "{detail}");
         assert!(detail.contains("no per-queue consumer timeout"), "{detail}");

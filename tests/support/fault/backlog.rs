@@ -83,13 +83,13 @@ impl fmt::Display for BacklogReport {
 #[derive(Default)]
 struct Timeline {
     started: HashSet<u32>,
+    /// In order: each is read from the clock under the timeline's lock.
     finished: Vec<Instant>,
 }
 
-/// Jobs finished in `[from, from + 1 s)`.
-fn in_the_second_from(finished: &[Instant], from: Instant) -> usize {
-    let to = from + Duration::from_secs(1);
-    finished.iter().filter(|t| **t >= from && **t < to).count()
+/// Jobs finished in `[from, to)`, of `finished` in order.
+fn finished_in(finished: &[Instant], from: Instant, to: Instant) -> usize {
+    finished.partition_point(|t| *t < to) - finished.partition_point(|t| *t < from)
 }
 
 /// Queues `jobs` jobs of `J` (its queue: classic, the defaults otherwise)
@@ -187,17 +187,23 @@ pub(crate) async fn run<J: Numbered>(
     let finished = &timeline.finished;
     let half = Duration::from_millis(500);
     let measured = BEFORE_THE_KILL - 2 * half;
-    let before = finished
-        .iter()
-        .filter(|t| **t >= killed_at - BEFORE_THE_KILL + half && **t < killed_at - half)
-        .count();
+    let before = finished_in(
+        finished,
+        killed_at - BEFORE_THE_KILL + half,
+        killed_at - half,
+    );
     let normal_pace = before as f64 / measured.as_secs_f64();
-    let first = finished.iter().copied().filter(|t| *t > answered_at).min();
+    let first = finished
+        .get(finished.partition_point(|t| *t <= answered_at))
+        .copied();
+    let second = Duration::from_secs(1);
     let recovered_after = first.and_then(|first| {
         (0..6_000)
             .map(|tenth| first + Duration::from_millis(100) * tenth)
-            .find(|from| in_the_second_from(finished, *from) as f64 >= RECOVERED * normal_pace)
-            .map(|from| from + Duration::from_secs(1) - answered_at)
+            .find(|from| {
+                finished_in(finished, *from, *from + second) as f64 >= RECOVERED * normal_pace
+            })
+            .map(|from| from + second - answered_at)
     });
     BacklogReport {
         jobs,

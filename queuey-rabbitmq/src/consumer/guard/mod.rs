@@ -100,13 +100,14 @@ impl Guard {
         let verdict = count::verdict(recorded, limit);
         let (published, metric) = match &verdict {
             Verdict::Again { count } => {
-                let copy = hand_back::copy(
+                let mut copy = hand_back::copy(
                     queue,
                     envelope,
-                    &properties::with_unsettled_deliveries(delivery.properties.clone(), *count),
+                    &delivery.properties,
                     envelope.priority,
                     body,
                 );
+                copy.properties = properties::with_unsettled_deliveries(copy.properties, *count);
                 (
                     self.outbox.hand_back(copy, &self.config, false).await,
                     FIRST_RETURNS_TOTAL,
