@@ -33,7 +33,7 @@ use futures::StreamExt;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use queuey_core::Uuid;
-use queuey_core::backend::Backend;
+use queuey_core::control::ControlChannel;
 use queuey_core::control::{Command, ControlRecord};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
@@ -120,10 +120,7 @@ async fn timed_start(
     let started = Instant::now();
     let reader = RabbitMqBackend::with_options(url, options).await?;
     let connected = started.elapsed();
-    let view = reader
-        .follow_control()
-        .await?
-        .ok_or("the backend follows no commands")?;
+    let view = reader.follow_control().await?;
     let state = view.snapshot();
     println!(
         "{what}: connected in {connected:?}, caught up {} in {:?} ({} paused queues, {} \

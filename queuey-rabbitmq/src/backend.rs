@@ -8,15 +8,15 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use queuey_core::backend::HoldKind;
 use queuey_core::backend::{
-    Backend, ConnectionState, DeliveryStream, PendingReply, Reply, ReplyTo,
+    Backend, Capabilities, ConnectionState, DeliveryStream, PendingReply, Replies, Reply, ReplyTo,
 };
-use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
+use queuey_core::control::{ControlChannel, ControlRecord, ControlView, Heartbeat, Heartbeats};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
 use crate::census::HoldCensus;
 use crate::control::Control;
-use crate::heartbeats::Heartbeats;
+use crate::heartbeats::HeartbeatStream;
 use crate::link::{FleetLink, Link};
 use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
@@ -50,7 +50,7 @@ struct Inner {
     /// Control commands: sent to the control stream, and followed there.
     control: Control,
     /// The workers' heartbeats.
-    heartbeats: Heartbeats,
+    heartbeats: HeartbeatStream,
     /// Consumers of dropped streams handing their deliveries back.
     retirements: Arc<consumer::Retirements>,
     /// The hold watchdog.
@@ -124,7 +124,7 @@ impl RabbitMqBackend {
             Arc::clone(&options),
             Arc::clone(&senders),
         );
-        let heartbeats = Heartbeats::new(
+        let heartbeats = HeartbeatStream::new(
             Arc::clone(&link),
             Arc::clone(&fleet),
             Arc::clone(&outbox),
@@ -357,6 +357,20 @@ impl Backend for RabbitMqBackend {
         self.inner.options.consumer_timeout
     }
 
+    /// Replies, control commands and heartbeats: all three.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .with_replies(self)
+            .with_control(self)
+            .with_heartbeats(self)
+    }
+
+    fn flush(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.finish_settles())
+    }
+}
+
+impl Replies for RabbitMqBackend {
     /// Publishes on the backend's request channel (opened on the first
     /// wait, in confirm mode, consuming `amq.rabbitmq.reply-to`), one
     /// request at a time; see the guide's section on job results.
@@ -369,7 +383,9 @@ impl Backend for RabbitMqBackend {
     fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
         Box::pin(async move { self.inner.responder.reply(to, &reply).await })
     }
+}
 
+impl ControlChannel for RabbitMqBackend {
     /// Publishes the command to the control stream (declared first, once
     /// per backend) and waits for the broker's confirm. A record without a
     /// sender (`by`) is sent as this backend's: its connection name and
@@ -382,10 +398,12 @@ impl Backend for RabbitMqBackend {
     /// call, and returns once it has read every command sent before the
     /// call (within the call timeout). See [Control
     /// commands](crate#control-commands).
-    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
-        Box::pin(async move { self.inner.control.follow().await.map(Some) })
+    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>> {
+        Box::pin(self.inner.control.follow())
     }
+}
 
+impl Heartbeats for RabbitMqBackend {
     /// Publishes the heartbeat to the heartbeat stream (the control
     /// stream's name with `.workers`), declared first, once per backend.
     /// See [Control commands](crate#control-commands).
@@ -398,10 +416,6 @@ impl Backend for RabbitMqBackend {
     /// two seconds of slack) and not their last.
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
         Box::pin(self.inner.heartbeats.workers())
-    }
-
-    fn flush(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.finish_settles())
     }
 }
 

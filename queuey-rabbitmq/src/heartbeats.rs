@@ -47,7 +47,7 @@ const PREFETCH: u16 = 1_000;
 const CLOCK_SLACK: Duration = Duration::from_secs(2);
 
 /// A backend's side of the heartbeats.
-pub(crate) struct Heartbeats {
+pub(crate) struct HeartbeatStream {
     link: Arc<Link>,
     /// Where the heartbeat stream is read.
     fleet: Arc<FleetLink>,
@@ -58,7 +58,7 @@ pub(crate) struct Heartbeats {
     senders: Arc<Senders>,
 }
 
-impl Heartbeats {
+impl HeartbeatStream {
     pub(crate) fn new(
         link: Arc<Link>,
         fleet: Arc<FleetLink>,
@@ -66,7 +66,7 @@ impl Heartbeats {
         options: &RabbitMqOptions,
         senders: Arc<Senders>,
     ) -> Self {
-        Heartbeats {
+        HeartbeatStream {
             link,
             fleet,
             outbox,

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use queuey::backend::Backend;
+use queuey::control::ControlChannel;
 use queuey::control::{Command, ControlRecord, ControlView};
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
@@ -24,7 +24,6 @@ async fn follow(backend: &RabbitMqBackend) -> ControlView {
     within("follow_control", backend.follow_control())
         .await
         .expect("follows")
-        .expect("the RabbitMQ backend follows commands")
 }
 
 /// Waits (bounded) until `done` holds for `view`.

@@ -10,7 +10,7 @@ use lapin::options::{BasicPublishOptions, QueueBindOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Confirmation};
 use queuey_core::QueueConfig;
-use queuey_core::backend::{Backend, Reply};
+use queuey_core::backend::{Backend, Replies, Reply};
 use queuey_core::control::{Command, ControlRecord};
 use queuey_rabbitmq::RabbitMqOptions;
 use queuey_rabbitmq::topology::CONTROL_STREAM;

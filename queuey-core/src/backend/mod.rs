@@ -8,9 +8,19 @@
 //! always comes before acknowledging, so a crash in between duplicates a job
 //! and never loses one.
 //!
-//! Both traits are object safe: `Arc<dyn Backend>` works, and so does any
+//! Moving jobs is all [`Backend`] asks for. What a backend may carry
+//! besides is a trait of its own, and each feature that needs one says so
+//! in its bounds: [`Replies`] for callers that wait for a job's result,
+//! [`ControlChannel`](crate::control::ControlChannel) for cancelling jobs
+//! and pausing queues, [`Heartbeats`](crate::control::Heartbeats) for the
+//! list of running workers, [`Leadership`](crate::periodic::Leadership) for
+//! periodic jobs. [`Backend::capabilities`] lists the ones a backend has,
+//! for the worker, which uses each one it finds.
+//!
+//! The traits are object safe: `Arc<dyn Backend>` works, and so does any
 //! `Arc<B>`. Backends can live outside this crate.
 
+mod capabilities;
 pub(crate) mod disposition;
 mod granularity;
 pub(crate) mod hold;
@@ -24,13 +34,13 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 
 pub use crate::wait::fits_a_hold;
+pub use capabilities::Capabilities;
 pub use disposition::{HoldKind, Plan, too_long_reason};
 pub use granularity::{Granularity, effective_granularity_ms, round_up_ms};
 pub use hold::hold_delay_ms;
-pub use reply::{PendingReply, Reply, ReplyLost, ReplyTo};
+pub use reply::{PendingReply, Replies, Reply, ReplyLost, ReplyTo};
 
-use crate::control::{ControlRecord, ControlView, Heartbeat};
-use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error, QueueConfig};
+use crate::{Disposition, Envelope, Error, QueueConfig};
 
 /// The dead-letter reason of a message whose body is not an [`Envelope`].
 pub const MALFORMED_ENVELOPE_REASON: &str = "malformed envelope";
@@ -168,106 +178,13 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         None
     }
 
-    /// Publishes the envelope like [`publish`](Backend::publish), for a
-    /// caller that waits for the job's final outcome: the backend sets the
-    /// envelope's [`reply_to`](Envelope::reply_to) to an address of its
-    /// own, and the [`PendingReply`] resolves with the [`Reply`] a worker
-    /// sends there (see [`reply`](Backend::reply)).
-    ///
-    /// `Ok` means the broker holds the job. A backend without replies keeps
-    /// the default, which publishes nothing and fails with a
-    /// [`Refused`](BackendErrorKind::Refused) error that says so.
-    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
-        Box::pin(futures::future::ready(Err(Error::Backend(
-            BackendError::new(
-                BackendErrorKind::Refused,
-                format!(
-                    "cannot wait for the `{}` job on `{}`: this backend does not carry job \
-                     results; enqueue it without waiting",
-                    envelope.job_type, envelope.queue
-                ),
-            ),
-        ))))
-    }
-
-    /// Sends a job's final outcome to the caller waiting at `to` (an
-    /// address some backend's [`request`](Backend::request) chose). A
-    /// caller that went away is not an error: the reply is dropped.
-    ///
-    /// The default fails with a [`Refused`](BackendErrorKind::Refused)
-    /// error: a backend that never hands out reply addresses is never asked.
-    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
-        let _ = reply;
-        Box::pin(futures::future::ready(Err(Error::Backend(
-            BackendError::new(
-                BackendErrorKind::Refused,
-                format!(
-                    "cannot reply to `{}`: this backend does not carry job results",
-                    to.address()
-                ),
-            ),
-        ))))
-    }
-
-    /// Sends a control command (cancel a job, pause or resume a queue) to
-    /// every process of the fleet that follows this backend's commands, and
-    /// keeps it for processes that start following later. `Ok` means the
-    /// broker holds it durably. See [`control`](crate::control).
-    ///
-    /// An implementation refuses a record that fails
-    /// [`ControlRecord::check`] before sending anything, as the memory and
-    /// RabbitMQ backends do: every reader refuses it anyway.
-    ///
-    /// The default fails with a [`Refused`](BackendErrorKind::Refused) error:
-    /// the backend carries no commands.
-    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(futures::future::ready(Err(Error::Backend(
-            BackendError::new(
-                BackendErrorKind::Refused,
-                format!(
-                    "cannot send the `{}` command: this backend carries no control commands",
-                    record.command.as_str()
-                ),
-            ),
-        ))))
-    }
-
-    /// The fleet's control state as this backend follows it, caught up with
-    /// every command sent before the call: a worker reads it before it
-    /// consumes anything. The backend keeps the view up to date while it
-    /// lives; every call returns the same view.
-    ///
-    /// The default is `Ok(None)`: the backend carries no commands, and its
-    /// workers run without them.
-    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
-        Box::pin(futures::future::ready(Ok(None)))
-    }
-
-    /// Publishes a worker's [`Heartbeat`] for [`workers`](Backend::workers)
-    /// to list. A heartbeat with [`stopping`](Heartbeat::stopping) set is
-    /// the worker's last. Best effort: a lost heartbeat is made up for by
-    /// the next one.
-    ///
-    /// The default publishes nothing and succeeds.
-    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        let _ = beat;
-        Box::pin(futures::future::ready(Ok(())))
-    }
-
-    /// The workers whose latest heartbeat is recent (within
-    /// [`Heartbeat::lifetime`]) and not their last, each with that
-    /// heartbeat, oldest worker first.
-    ///
-    /// The default fails with a [`Refused`](BackendErrorKind::Refused)
-    /// error: the backend keeps no heartbeats.
-    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        Box::pin(futures::future::ready(Err(Error::Backend(
-            BackendError::new(
-                BackendErrorKind::Refused,
-                "cannot list workers: this backend keeps no heartbeats",
-            ),
-        ))))
-    }
+    /// What this backend carries besides moving jobs: replies to waiting
+    /// callers, the fleet's control commands, workers' heartbeats. A
+    /// backend lists each capability trait it implements (see
+    /// [`Capabilities`]); a worker uses what is listed and tells apart what
+    /// is not, so a backend that carries none of them answers
+    /// [`Capabilities::none`].
+    fn capabilities(&self) -> Capabilities<'_>;
 
     /// Resolves once the settles this backend took on and finishes on its
     /// own are out: acknowledgements a [`Delivery::settle`] handed to a
@@ -360,28 +277,8 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
         (**self).consumer_timeout(queue)
     }
 
-    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
-        (**self).request(envelope)
-    }
-
-    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).reply(to, reply)
-    }
-
-    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).send_control(record)
-    }
-
-    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
-        (**self).follow_control()
-    }
-
-    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).heartbeat(beat)
-    }
-
-    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        (**self).workers()
+    fn capabilities(&self) -> Capabilities<'_> {
+        (**self).capabilities()
     }
 
     fn flush(&self) -> BoxFuture<'_, ()> {

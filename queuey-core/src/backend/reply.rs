@@ -2,12 +2,12 @@
 //! caller's side of the wait.
 //!
 //! A caller that waits for a job ([`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait))
-//! asks its backend to [`request`](super::Backend::request): the backend
+//! asks its backend to [`request`](Replies::request): the backend
 //! gives the envelope a [`ReplyTo`] (an address of its own and a
 //! correlation id) and hands back a [`PendingReply`]. The address travels
 //! with the job through every hold, retry and deferral; once the job's
 //! final outcome is settled, the worker sends one [`Reply`] to it through
-//! its own backend's [`reply`](super::Backend::reply).
+//! its own backend's [`reply`](Replies::reply).
 //!
 //! Nothing guarantees the reply arrives: the caller's timeout is the only
 //! bound. A reply to a caller that went away is dropped, and a job that is
@@ -19,7 +19,41 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::Backend;
+use crate::{Envelope, Error};
+
 pub use crate::envelope::ReplyTo;
+
+/// A backend that carries job results: it publishes a job for a caller that
+/// waits, and carries the worker's [`Reply`] back to that caller.
+///
+/// [`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait) needs
+/// it; a worker replies through it when its backend lists it in
+/// [`Backend::capabilities`].
+pub trait Replies: Backend {
+    /// Publishes the envelope like [`publish`](Backend::publish), for a
+    /// caller that waits for the job's final outcome: the backend sets the
+    /// envelope's [`reply_to`](Envelope::reply_to) to an address of its
+    /// own, and the [`PendingReply`] resolves with the [`Reply`] a worker
+    /// sends there (see [`reply`](Replies::reply)). `Ok` means the broker
+    /// holds the job.
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>>;
+
+    /// Sends a job's final outcome to the caller waiting at `to` (an
+    /// address some backend's [`request`](Replies::request) chose). A
+    /// caller that went away is not an error: the reply is dropped.
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+impl<B: Replies + ?Sized> Replies for std::sync::Arc<B> {
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
+        (**self).request(envelope)
+    }
+
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).reply(to, reply)
+    }
+}
 
 /// The final outcome of a job, as its waiting caller receives it.
 ///

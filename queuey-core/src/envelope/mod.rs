@@ -89,7 +89,7 @@ pub struct Envelope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
     /// Where the job's final outcome goes, when a caller waits for it
-    /// (see [`Backend::request`](crate::backend::Backend::request)).
+    /// (see [`Replies::request`](crate::backend::Replies::request)).
     ///
     /// Not part of the JSON: the backend carries it beside the body (on
     /// RabbitMQ, in the `reply_to` and `correlation_id` properties), and

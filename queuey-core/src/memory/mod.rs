@@ -15,9 +15,9 @@
 //! | prefetch | at most `prefetch` unsettled deliveries per consumer |
 //! | a delivery nacked, or dropped unsettled | back in its place, `redelivered = true` |
 //! | `message_ttl` | messages older than the TTL are dropped when they reach the head |
-//! | control commands ([`Backend::send_control`], [`Backend::follow_control`]) | applied at once to one view shared by every worker of the backend |
-//! | heartbeats ([`Backend::heartbeat`], [`Backend::workers`]) | the latest of each worker, listed for three of its intervals |
-//! | job results ([`Backend::request`], [`Backend::reply`]) | a oneshot per waiting caller; the reply address travels with the job through holds, retries and deferrals; a reply to a caller that stopped waiting is dropped; closing the backend ends every wait |
+//! | control commands ([`ControlChannel`]) | applied at once to one view shared by every worker of the backend |
+//! | heartbeats ([`Heartbeats`]) | the latest of each worker, listed for three of its intervals |
+//! | job results ([`Replies`]) | a oneshot per waiting caller; the reply address travels with the job through holds, retries and deferrals; a reply to a caller that stopped waiting is dropped; closing the backend ends every wait |
 //!
 //! Time is tokio's, so under `tokio::time::pause` tests of delays are exact
 //! and instant. Nothing is persisted: a process exit loses everything.
@@ -65,10 +65,10 @@ pub use delivery::MemoryDelivery;
 
 use self::state::{Held, Message, QueueState, State};
 use crate::backend::{
-    Backend, ConnectionState, DeliveryStream, Granularity, HoldKind, PendingReply, Reply, ReplyTo,
-    hold_delay_ms,
+    Backend, Capabilities, ConnectionState, DeliveryStream, Granularity, HoldKind, PendingReply,
+    Replies, Reply, ReplyTo, hold_delay_ms,
 };
-use crate::control::{ControlRecord, ControlView, Heartbeat};
+use crate::control::{ControlChannel, ControlRecord, ControlView, Heartbeat, Heartbeats};
 use crate::{BackendError, BackendErrorKind, Envelope, Error, MAX_MESSAGE_BYTES, QueueConfig};
 
 /// Settings of a [`MemoryBackend`].
@@ -423,68 +423,12 @@ impl Backend for MemoryBackend {
         }
     }
 
-    /// Publishes at once, with a reply address in this process: the
-    /// caller's oneshot.
-    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
-        Box::pin(ready(replies::request(&self.shared, envelope)))
-    }
-
-    /// Hands the reply to its caller in this process; a caller that
-    /// stopped waiting is not an error.
-    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
-        replies::reply(&self.shared, to, reply);
-        Box::pin(ready(Ok(())))
-    }
-
-    /// Applies the command to the one view every worker of this backend
-    /// follows.
-    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        let result = if self.shared.lock().closed {
-            Err(Error::ShutDown)
-        } else {
-            match record.check(crate::clock::now_ms()) {
-                Ok(()) => {
-                    self.shared.control.apply(record);
-                    Ok(())
-                }
-                Err(refusal) => Err(refusal.into()),
-            }
-        };
-        Box::pin(ready(result))
-    }
-
-    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<Option<ControlView>, Error>> {
-        Box::pin(ready(Ok(Some(self.shared.control.clone()))))
-    }
-
-    /// Keeps the worker's latest heartbeat; its last one removes it.
-    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        let mut beats = self
-            .shared
-            .heartbeats
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if beat.stopping {
-            beats.remove(&beat.worker_id);
-        } else {
-            beats.insert(beat.worker_id, (Instant::now(), beat.clone()));
-        }
-        Box::pin(ready(Ok(())))
-    }
-
-    /// The workers heard from within their heartbeats' lifetime (by tokio
-    /// time), oldest first.
-    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        let now = Instant::now();
-        let mut beats = self
-            .shared
-            .heartbeats
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        beats.retain(|_, (at, beat)| now.saturating_duration_since(*at) <= beat.lifetime());
-        let mut workers: Vec<Heartbeat> = beats.values().map(|(_, beat)| beat.clone()).collect();
-        workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));
-        Box::pin(ready(Ok(workers)))
+    /// Replies, control commands and heartbeats: all three.
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
+            .with_replies(self)
+            .with_control(self)
+            .with_heartbeats(self)
     }
 
     fn consume<'a>(
@@ -514,6 +458,76 @@ impl Backend for MemoryBackend {
             ))
         })();
         Box::pin(ready(result))
+    }
+}
+
+impl Replies for MemoryBackend {
+    /// Publishes at once, with a reply address in this process: the
+    /// caller's oneshot.
+    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
+        Box::pin(ready(replies::request(&self.shared, envelope)))
+    }
+
+    /// Hands the reply to its caller in this process; a caller that
+    /// stopped waiting is not an error.
+    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
+        replies::reply(&self.shared, to, reply);
+        Box::pin(ready(Ok(())))
+    }
+}
+
+impl ControlChannel for MemoryBackend {
+    /// Applies the command to the one view every worker of this backend
+    /// follows.
+    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
+        let result = if self.shared.lock().closed {
+            Err(Error::ShutDown)
+        } else {
+            match record.check(crate::clock::now_ms()) {
+                Ok(()) => {
+                    self.shared.control.apply(record);
+                    Ok(())
+                }
+                Err(refusal) => Err(refusal.into()),
+            }
+        };
+        Box::pin(ready(result))
+    }
+
+    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>> {
+        Box::pin(ready(Ok(self.shared.control.clone())))
+    }
+}
+
+impl Heartbeats for MemoryBackend {
+    /// Keeps the worker's latest heartbeat; its last one removes it.
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
+        let mut beats = self
+            .shared
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if beat.stopping {
+            beats.remove(&beat.worker_id);
+        } else {
+            beats.insert(beat.worker_id, (Instant::now(), beat.clone()));
+        }
+        Box::pin(ready(Ok(())))
+    }
+
+    /// The workers heard from within their heartbeats' lifetime (by tokio
+    /// time), oldest first.
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
+        let now = Instant::now();
+        let mut beats = self
+            .shared
+            .heartbeats
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        beats.retain(|_, (at, beat)| now.saturating_duration_since(*at) <= beat.lifetime());
+        let mut workers: Vec<Heartbeat> = beats.values().map(|(_, beat)| beat.clone()).collect();
+        workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));
+        Box::pin(ready(Ok(workers)))
     }
 }
 

@@ -4,11 +4,11 @@
 use uuid::Uuid;
 
 use super::Producer;
-use crate::backend::Backend;
-use crate::control::{CancelFilter, Command, ControlRecord};
+
+use crate::control::{CancelFilter, Command, ControlChannel, ControlRecord};
 use crate::{Error, Queues};
 
-impl<Q: Queues, B: Backend> Producer<Q, B> {
+impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
     /// Cancels the job with this id wherever it waits (its queue, a hold, a
     /// retry on its way): it is not run again. The next worker to take it
     /// dead-letters it with the reason
@@ -65,7 +65,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), queuey_core::Error> {
-    /// use queuey_core::backend::Backend;
+    /// use queuey_core::control::ControlChannel;
     /// use queuey_core::memory::MemoryBackend;
     /// use queuey_core::{Producer, Queues, Uuid};
     ///
@@ -77,7 +77,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// let job = Uuid::new_v4();
     /// let sent = producer.cancel(job).await?;
     /// producer.revoke(sent).await?;
-    /// let view = backend.follow_control().await?.unwrap();
+    /// let view = backend.follow_control().await?;
     /// assert_eq!(view.snapshot().cancellations(), (0, 0));
     /// # Ok(())
     /// # }

@@ -30,9 +30,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use queuey_core::backend::Backend;
 use queuey_core::control::{
-    Command, ControlRecord, ControlState, ControlView, Heartbeat, RunningJob,
+    Command, ControlChannel, ControlRecord, ControlState, ControlView, Heartbeat, Heartbeats,
+    RunningJob,
 };
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use tokio::sync::Mutex;
@@ -155,7 +155,7 @@ impl Fleet {
                     what: "reading the control commands".to_owned(),
                     source,
                 })?;
-            *followed = view;
+            *followed = Some(view);
         }
         let Some(view) = followed.as_ref() else {
             return Ok(ControlState::default());

@@ -5,7 +5,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuey_core::Uuid;
-use queuey_core::backend::Backend;
+use queuey_core::control::Heartbeats;
 use queuey_core::control::{ControlState, Heartbeat, QueueTotals, RunningJob};
 use queuey_ops::TlsFiles;
 use queuey_ops::fleet::Fleet;

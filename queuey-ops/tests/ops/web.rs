@@ -393,7 +393,7 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     short.job_type = "send_email".into();
     short.started_at_ms = beat.at_ms - 4_000;
     beat.running.push(short);
-    queuey_core::backend::Backend::heartbeat(&worker, &beat)
+    queuey_core::control::Heartbeats::heartbeat(&worker, &beat)
         .await
         .unwrap();
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use queuey_core::Uuid;
-use queuey_core::backend::Backend;
+use queuey_core::control::Heartbeats;
 use queuey_ops::TlsFiles;
 use queuey_ops::fleet::Fleet;
 use reqwest::StatusCode;

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use queuey_core::Uuid;
-use queuey_core::backend::Backend;
+use queuey_core::control::Heartbeats;
 use reqwest::StatusCode;
 use reqwest::header;
 

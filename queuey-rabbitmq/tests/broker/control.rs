@@ -10,8 +10,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use queuey_core::backend::Backend;
-use queuey_core::control::{CancelFilter, Command, ControlRecord, ControlView};
+use queuey_core::control::{CancelFilter, Command, ControlChannel, ControlRecord, ControlView};
 use queuey_core::{BackendErrorKind, Uuid};
 use queuey_rabbitmq::RabbitMqOptions;
 
@@ -39,12 +38,11 @@ fn resume(queue: &str) -> ControlRecord {
 /// fails the test.
 const FOLLOW_BOUND: Duration = Duration::from_secs(90);
 
-async fn follow(backend: &impl Backend) -> ControlView {
+async fn follow(backend: &impl ControlChannel) -> ControlView {
     tokio::time::timeout(FOLLOW_BOUND, backend.follow_control())
         .await
         .expect("follow_control returns within its own bounds")
         .expect("follows")
-        .expect("the RabbitMQ backend follows commands")
 }
 
 /// Waits until `done` holds for `view`, bounded by `bound`; the time it took.

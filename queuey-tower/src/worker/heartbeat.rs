@@ -206,6 +206,12 @@ pub(crate) async fn beat(
     handle: Arc<HandleInner>,
     ledger: Arc<Ledger>,
 ) {
+    let Some(backend) = backend.capabilities().heartbeats() else {
+        tracing::debug!(
+            "the worker's backend keeps no heartbeats; operators will not see it listed"
+        );
+        return;
+    };
     let mut stop: watch::Receiver<bool> = handle.stop.subscribe();
     let mut ticks = tokio::time::interval(identity.interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -248,6 +254,9 @@ pub(crate) async fn last(
     handle: &HandleInner,
     ledger: &Ledger,
 ) {
+    let Some(backend) = backend.capabilities().heartbeats() else {
+        return;
+    };
     let beat = identity.beat(handle, ledger, true);
     match tokio::time::timeout(Duration::from_secs(2), backend.heartbeat(&beat)).await {
         Ok(Ok(())) => {}

@@ -434,9 +434,16 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             .map_err(|e| namespace.explain(e))?;
         // Caught up with every command sent so far, before consuming
         // anything: a queue paused now stays untouched.
-        let control = match settings.follow_control {
-            true => backend.follow_control().await?,
-            false => None,
+        let control = match (settings.follow_control, backend.capabilities().control()) {
+            (true, Some(channel)) => Some(channel.follow_control().await?),
+            (true, None) => {
+                tracing::debug!(
+                    "the worker's backend carries no control commands; it runs without pauses \
+                     and cancellations"
+                );
+                None
+            }
+            (false, _) => None,
         };
         let backend = Arc::new(backend);
         let state = Arc::clone(&backend);

@@ -49,7 +49,16 @@ pub(crate) async fn send(
     to: &ReplyTo,
     reply: Reply,
 ) {
-    if let Err(error) = backend.reply(to, reply).await {
+    let Some(replies) = backend.capabilities().replies() else {
+        tracing::warn!(
+            %queue,
+            %job_id,
+            "a caller waits for this job's result, but the worker's backend carries no \
+             replies; the job is settled, and the caller's timeout ends its wait"
+        );
+        return;
+    };
+    if let Err(error) = replies.reply(to, reply).await {
         tracing::warn!(
             %queue,
             %job_id,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use queuey_core::backend::{Backend, DeliveryStream};
+use queuey_core::backend::{Backend, Capabilities, DeliveryStream};
 use queuey_core::memory::MemoryBackend;
 use queuey_core::store::{Inserted, Store, StoreError};
 
@@ -230,5 +230,9 @@ impl Backend for WithConsumerTimeout {
 
     fn consumer_timeout(&self, _queue: &QueueConfig) -> Option<Duration> {
         Some(self.consumer_timeout)
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use queuey_core::backend::{Backend, ConnectionState, Delivery, DeliveryStream};
+use queuey_core::backend::{Backend, Capabilities, ConnectionState, Delivery, DeliveryStream};
 use queuey_core::memory::MemoryBackend;
 use queuey_core::{BackendError, BackendErrorKind, Disposition, Envelope, Error, QueueConfig};
 use tokio::sync::watch;
@@ -154,6 +154,10 @@ impl Backend for FaultyBackend {
 
     fn connection_state(&self) -> ConnectionState {
         *self.connection.state.lock().unwrap()
+    }
+
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none()
     }
 }
 
