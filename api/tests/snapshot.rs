@@ -16,7 +16,6 @@ const CRATES: &[&str] = &[
     "queuey-tower",
     "queuey-rabbitmq",
     "queuey-redis",
-    "queuey-ops",
 ];
 
 fn workspace() -> PathBuf {

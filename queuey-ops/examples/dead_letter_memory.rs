@@ -21,10 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use lapin::BasicProperties;
-use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
+use lapin::options::{
+    BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
+};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use queuey_ops::Amqp;
+use lapin::{BasicProperties, Connection, ConnectionProperties};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -49,17 +50,19 @@ async fn main() -> Result<(), Error> {
     let letters: usize = args.next().map_or(Ok(100_000), |a| a.parse())?;
     let bytes: usize = args.next().map_or(Ok(6_144), |a| a.parse())?;
     let bin = queuey_binary()?;
-    let amqp = Amqp::connect(&url, "queuey-ops-memory").await?;
+    let properties =
+        ConnectionProperties::default().with_connection_name("queuey-ops-memory".into());
+    let connection = Connection::connect(&url, properties).await?;
     let queue = format!("queuey-ops-memory.{}", uuid::Uuid::new_v4().simple());
     let dead = format!("{queue}.dead");
-    let outcome = measure(&amqp, &url, &bin, &queue, &dead, letters, bytes).await;
-    let channel = amqp.channel().await?;
+    let outcome = measure(&connection, &url, &bin, &queue, &dead, letters, bytes).await;
+    let channel = connection.create_channel().await?;
     for name in [&queue, &dead] {
         let _ = channel
             .queue_delete(name.as_str().into(), QueueDeleteOptions::default())
             .await;
     }
-    amqp.close().await;
+    let _ = connection.close(200, ShortString::default()).await;
     outcome
 }
 
@@ -79,7 +82,7 @@ fn queuey_binary() -> Result<PathBuf, Error> {
 }
 
 async fn measure(
-    amqp: &Amqp,
+    connection: &Connection,
     url: &str,
     bin: &Path,
     queue: &str,
@@ -88,7 +91,7 @@ async fn measure(
     bytes: usize,
 ) -> Result<(), Error> {
     let started = Instant::now();
-    let body = fill(amqp, queue, dead, letters, bytes).await?;
+    let body = fill(connection, queue, dead, letters, bytes).await?;
     say!(
         "{letters} dead letters with bodies of {body} bytes in {dead}, published in {:.1?}",
         started.elapsed()
@@ -119,7 +122,16 @@ async fn measure(
             row.result
         );
     }
-    let ready = amqp.require(dead).await?.messages as usize;
+    let passive = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    let ready = connection
+        .create_channel()
+        .await?
+        .queue_declare(dead.into(), passive, FieldTable::default())
+        .await?
+        .message_count() as usize;
     say!("\n{dead} holds {ready} of {letters} dead letters after the reads");
     Ok(())
 }
@@ -127,13 +139,16 @@ async fn measure(
 /// Declares the work queue and its dead-letter queue and fills the latter;
 /// the size of the last body.
 async fn fill(
-    amqp: &Amqp,
+    connection: &Connection,
     queue: &str,
     dead: &str,
     letters: usize,
     bytes: usize,
 ) -> Result<usize, Error> {
-    let channel = amqp.confirm_channel().await?;
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
     let durable = QueueDeclareOptions {
         durable: true,
         ..QueueDeclareOptions::default()

@@ -32,17 +32,17 @@ pub(crate) async fn backend(
 
 /// A queue's counts as a passive declare reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueCounts {
+pub(crate) struct QueueCounts {
     /// Messages ready for delivery.
-    pub messages: u32,
+    pub(crate) messages: u32,
     /// Consumers attached.
-    pub consumers: u32,
+    pub(crate) consumers: u32,
 }
 
 /// One AMQP connection of an operator tool, named so that it is easy to find
 /// in the broker's connection list.
 #[derive(Debug)]
-pub struct Amqp {
+pub(crate) struct Amqp {
     connection: Connection,
     url: String,
 }
@@ -50,7 +50,8 @@ pub struct Amqp {
 impl Amqp {
     /// Connects to `url`, naming the connection `name`, with the platform's
     /// TLS roots for an `amqps://` URL.
-    pub async fn connect(url: &str, name: &str) -> Result<Self> {
+    #[cfg(test)]
+    pub(crate) async fn connect(url: &str, name: &str) -> Result<Self> {
         Amqp::connect_tls(url, name, &TlsFiles::default()).await
     }
 
@@ -58,7 +59,7 @@ impl Amqp {
     /// uses `tls`. The connection is opened exactly as the library's
     /// backend opens its own: verified TLS or nothing, never a fallback to
     /// plaintext, and errors without the password.
-    pub async fn connect_tls(url: &str, name: &str, tls: &TlsFiles) -> Result<Self> {
+    pub(crate) async fn connect_tls(url: &str, name: &str, tls: &TlsFiles) -> Result<Self> {
         let options = RabbitMqOptions::default()
             .connection_name(name)
             .tls(tls.amqp()?);
@@ -75,17 +76,17 @@ impl Amqp {
     }
 
     /// The URL connected to, password masked.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 
     /// The underlying connection.
-    pub fn connection(&self) -> &Connection {
+    pub(crate) fn connection(&self) -> &Connection {
         &self.connection
     }
 
     /// A new channel.
-    pub async fn channel(&self) -> Result<Channel> {
+    pub(crate) async fn channel(&self) -> Result<Channel> {
         self.connection
             .create_channel()
             .await
@@ -93,7 +94,7 @@ impl Amqp {
     }
 
     /// A new channel in publisher-confirm mode.
-    pub async fn confirm_channel(&self) -> Result<Channel> {
+    pub(crate) async fn confirm_channel(&self) -> Result<Channel> {
         let channel = self.channel().await?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
@@ -107,7 +108,7 @@ impl Amqp {
     /// A passive declare on a throwaway channel: it creates nothing. On a hold
     /// queue it counts as use and renews the queue's `x-expires` lease, which
     /// only ever keeps the queue longer.
-    pub async fn counts(&self, queue: &str) -> Result<Option<QueueCounts>> {
+    pub(crate) async fn counts(&self, queue: &str) -> Result<Option<QueueCounts>> {
         let channel = self.channel().await?;
         let options = QueueDeclareOptions {
             passive: true,
@@ -131,7 +132,7 @@ impl Amqp {
 
     /// Declares `queue` exclusive to this connection (gone when it closes),
     /// on a throwaway channel.
-    pub async fn declare_exclusive(&self, queue: &str) -> Result<()> {
+    pub(crate) async fn declare_exclusive(&self, queue: &str) -> Result<()> {
         let channel = self.channel().await?;
         let options = QueueDeclareOptions {
             exclusive: true,
@@ -148,14 +149,14 @@ impl Amqp {
 
     /// Like [`counts`](Amqp::counts), but a missing queue is
     /// [`OpsError::UnknownQueue`].
-    pub async fn require(&self, queue: &str) -> Result<QueueCounts> {
+    pub(crate) async fn require(&self, queue: &str) -> Result<QueueCounts> {
         self.counts(queue)
             .await?
             .ok_or_else(|| OpsError::UnknownQueue(queue.to_owned()))
     }
 
     /// Closes the connection.
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let _ = self.connection.close(200, ShortString::default()).await;
     }
 }
@@ -214,12 +215,12 @@ fn is_not_found(e: &lapin::Error) -> bool {
 
 /// `url` with any password replaced by `***`; text that only looks like a
 /// URL with credentials is masked whole.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     queuey_core::uri::redact(url)
 }
 
 /// `text` with every form of `url`'s password removed.
-pub fn scrub(text: &str, url: &str) -> String {
+pub(crate) fn scrub(text: &str, url: &str) -> String {
     queuey_core::uri::scrub(text, url)
 }
 

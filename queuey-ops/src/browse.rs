@@ -51,20 +51,20 @@ use crate::error::{OpsError, Result};
 
 /// `basic.get` requests a [`Cursor`] keeps in flight: the most messages a
 /// reader holds in memory at once, whatever the queue's length.
-pub const WINDOW: usize = 32;
+pub(crate) const WINDOW: usize = 32;
 
 /// One message read off a queue and held unacknowledged.
 #[derive(Clone)]
-pub struct Held {
+pub(crate) struct Held {
     /// The delivery tag on the cursor's channel.
-    pub tag: u64,
+    pub(crate) tag: u64,
     /// 1-based position in the pass (1 = the head of the queue when the
     /// cursor was opened).
-    pub position: usize,
+    pub(crate) position: usize,
     /// The body.
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// The properties.
-    pub properties: BasicProperties,
+    pub(crate) properties: BasicProperties,
 }
 
 impl fmt::Debug for Held {
@@ -84,7 +84,7 @@ type Get = BoxFuture<'static, std::result::Result<Option<BasicGetMessage>, lapin
 /// Call [`release`](Cursor::release) when done: it hands every held message
 /// back. (A cursor that is only dropped keeps them until the connection
 /// closes.)
-pub struct Cursor {
+pub(crate) struct Cursor {
     channel: Channel,
     queue: String,
     routing: ShortString,
@@ -114,7 +114,7 @@ impl Cursor {
     /// Opens a cursor over at most `max` of the messages `queue` holds now
     /// (all of them when `None`). A missing queue is
     /// [`OpsError::UnknownQueue`].
-    pub async fn open(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Self> {
+    pub(crate) async fn open(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Self> {
         let counts = amqp.require(queue).await?;
         let total = counts.messages as usize;
         Ok(Cursor {
@@ -134,22 +134,22 @@ impl Cursor {
 
     /// The queue's counts when the cursor was opened (exact: a passive
     /// declare, not management statistics).
-    pub fn counts(&self) -> QueueCounts {
+    pub(crate) fn counts(&self) -> QueueCounts {
         self.counts
     }
 
     /// How many messages the cursor has handed out so far.
-    pub fn read(&self) -> usize {
+    pub(crate) fn read(&self) -> usize {
         self.handed_out
     }
 
     /// The cursor's channel (for publishing in the same transaction).
-    pub fn channel(&self) -> &Channel {
+    pub(crate) fn channel(&self) -> &Channel {
         &self.channel
     }
 
     /// The next message, or `None` at the end of the pass.
-    pub async fn next(&mut self) -> Result<Option<Held>> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Held>> {
         loop {
             if let Some(held) = self.arrived.next_ready() {
                 return Ok(Some(self.hand_out(held)));
@@ -198,7 +198,7 @@ impl Cursor {
     }
 
     /// Acknowledges (removes) one held message.
-    pub async fn ack(&mut self, tag: u64) -> Result<()> {
+    pub(crate) async fn ack(&mut self, tag: u64) -> Result<()> {
         self.channel
             .basic_ack(tag, BasicAckOptions { multiple: false })
             .await
@@ -209,7 +209,7 @@ impl Cursor {
     ///
     /// Waits for the requests in flight first (at most [`WINDOW`]), so that
     /// the channel closes with nothing on the way.
-    pub async fn release(mut self) {
+    pub(crate) async fn release(mut self) {
         while self.in_flight.next().await.is_some() {}
         self.arrived = InOrder::default();
         let _ = self.channel.close(200, ShortString::default()).await;
@@ -256,15 +256,17 @@ impl InOrder {
 
 /// Reads up to `max` messages from the head of `queue` and puts them all
 /// back, in order.
-///
-/// Every message read is kept in the returned vector: give a `max` that
-/// fits in memory, or read with a [`Cursor`] and keep less.
-pub async fn browse(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Vec<Held>> {
+#[cfg(test)]
+pub(crate) async fn browse(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Vec<Held>> {
     browse_counted(amqp, queue, max).await.map(|(held, _)| held)
 }
 
-/// Like [`browse`], also giving the queue's exact counts when the read began.
-pub async fn browse_counted(
+/// Reads up to `max` messages from the head of `queue` and puts them all
+/// back, in order, with the queue's exact counts when the read began.
+///
+/// Every message read is kept in the returned vector: give a `max` that
+/// fits in memory, or read with a [`Cursor`] and keep less.
+pub(crate) async fn browse_counted(
     amqp: &Amqp,
     queue: &str,
     max: Option<usize>,

@@ -62,7 +62,7 @@ fn names_this_machine(url: &str) -> bool {
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     /// Fine.
     Ok,
     /// Works, but read the detail.
@@ -73,13 +73,13 @@ pub enum Status {
 
 /// One check of the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Check {
+pub(crate) struct Check {
     /// What was checked.
-    pub name: &'static str,
+    pub(crate) name: &'static str,
     /// How it came out.
-    pub status: Status,
+    pub(crate) status: Status,
     /// What was found, and what to do about it.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check {
@@ -94,7 +94,7 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
 /// `mgmt_base`, else the AMQP host on port 15672, or 15671 over https for
 /// an `amqps://` URL), with `tls` for encrypted connections; dead-letter
 /// queues are the queues named with `dead_suffix`.
-pub async fn doctor(
+pub(crate) async fn doctor(
     url: &str,
     mgmt_base: Option<&str>,
     tls: &TlsFiles,
@@ -268,7 +268,7 @@ async fn management_checks(
 /// Whether the management API at `base` speaks for the broker of the AMQP
 /// connection: `found` is its answer for the queue only that connection
 /// declared.
-pub fn same_broker_check(
+pub(crate) fn same_broker_check(
     base: &str,
     found: crate::Result<Option<crate::mgmt::QueueInfo>>,
 ) -> Check {
@@ -307,7 +307,7 @@ fn version_numbers(version: &str) -> (u32, u32, u32) {
 }
 
 /// What the broker version means for queuey.
-pub fn version_check(version: &str) -> Check {
+pub(crate) fn version_check(version: &str) -> Check {
     let (major, minor, _) = version_numbers(version);
     match (major, minor) {
         (0..=2, _) => check(
@@ -353,7 +353,7 @@ pub fn version_check(version: &str) -> Check {
 /// transient non-exclusive queues are refused (read, not guessed from the
 /// version: a distribution's package may permit them), and whether the
 /// management API still collects the statistics the tool's counts read.
-pub fn deprecated_features_check(
+pub(crate) fn deprecated_features_check(
     version: &str,
     features: Option<&[crate::mgmt::DeprecatedFeature]>,
 ) -> Check {
@@ -408,7 +408,7 @@ pub fn deprecated_features_check(
 /// The queues with a consumer timeout of their own (the `x-consumer-timeout`
 /// argument or a `consumer-timeout` policy, the lower where both are set),
 /// in milliseconds, lowest first.
-pub fn queue_consumer_timeouts(queues: &[QueueInfo]) -> Vec<(String, i64)> {
+pub(crate) fn queue_consumer_timeouts(queues: &[QueueInfo]) -> Vec<(String, i64)> {
     let mut own: Vec<(String, i64)> = queues
         .iter()
         .filter_map(|q| {
@@ -428,7 +428,7 @@ pub fn queue_consumer_timeouts(queues: &[QueueInfo]) -> Vec<(String, i64)> {
 /// job timeout against, should follow it. Below the backend's default of
 /// 30 minutes a queue's own timeout is a warning: a worker left at the
 /// default accepts job timeouts the broker cuts short.
-pub fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> Check {
+pub(crate) fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> Check {
     let (major, minor, _) = version_numbers(version);
     let name = "consumer timeout";
     let option = "workers refuse a job timeout that does not fit under \
@@ -508,7 +508,7 @@ pub fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> C
 
 /// Whether every control stream on the virtual host is bounded in bytes:
 /// `unbounded` lists those created before queuey declared the bound.
-pub fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
+pub(crate) fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
     let name = "control streams";
     if unbounded.is_empty() {
         return check(
@@ -538,7 +538,7 @@ pub fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
 /// on RabbitMQ 4.0 and later it is 20, and a dead letter read 20 times or
 /// a schedule's state handed back 20 times is dropped; RabbitMQ 3.x has no
 /// default, so they are only at risk once it is upgraded.
-pub fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Check {
+pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Check {
     let name = "delivery limits";
     if at_risk.is_empty() {
         return check(
@@ -605,7 +605,7 @@ pub fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Check {
 /// failing to register with its queue's leader (its supervisor gave up
 /// after two crashes in five seconds), leaving held jobs in the hold: kept,
 /// never released.
-pub fn quorum_holds_check(version: &str) -> Check {
+pub(crate) fn quorum_holds_check(version: &str) -> Check {
     let (major, minor, patch) = version_numbers(version);
     let name = "quorum holds";
     match (major, minor, patch) {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 /// What went wrong in an operation, with a message an operator can act on.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum OpsError {
+pub(crate) enum OpsError {
     /// The AMQP connection could not be opened.
     #[error("cannot connect to the broker: {source}")]
     Connect {
@@ -110,4 +110,4 @@ impl OpsError {
 }
 
 /// The result of an operation.
-pub type Result<T, E = OpsError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = OpsError> = std::result::Result<T, E>;

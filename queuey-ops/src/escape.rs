@@ -18,25 +18,16 @@
 //! controls but leaves DEL, the C1 controls and the bidirectional
 //! characters raw, so a `--json` output needs it too. Its result is still
 //! valid JSON that decodes to the same values.
-//!
-//! ```
-//! use queuey_ops::escape;
-//!
-//! assert_eq!(escape::line("boom\u{1b}]0;pwned\u{7}\u{1b}[2K\r"), r"boom\e]0;pwned\x07\e[2K\r");
-//! assert_eq!(escape::line("a\tb\nc"), r"a\tb\nc");
-//! assert_eq!(escape::line("plain C:\\path ✓"), "plain C:\\path ✓");
-//! assert_eq!(escape::json("\"\u{9b}31m\""), r#""\u009b31m""#);
-//! ```
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use queuey_core::escape::Untrusted;
-pub use queuey_core::escape::is_unsafe;
+pub(crate) use queuey_core::escape::is_unsafe;
 
 /// `text` on one line, every [unsafe](is_unsafe) character (tabs and line
 /// breaks included) shown escaped.
-pub fn line(text: &str) -> Cow<'_, str> {
+pub(crate) fn line(text: &str) -> Cow<'_, str> {
     let shown = Untrusted(text);
     if shown.needs_escaping() {
         Cow::Owned(shown.to_string())
@@ -52,7 +43,7 @@ pub fn line(text: &str) -> Cow<'_, str> {
 /// which already escapes the C0 controls inside strings; the C0 characters
 /// left are the layout's line breaks and are kept. The characters replaced
 /// can only occur inside strings, so the result decodes to the same value.
-pub fn json(json: &str) -> Cow<'_, str> {
+pub(crate) fn json(json: &str) -> Cow<'_, str> {
     let raw = |c: char| is_unsafe(c) && c >= ' ';
     if !json.chars().any(raw) {
         return Cow::Borrowed(json);
@@ -114,6 +105,17 @@ mod tests {
         let reason = "order 7 failed\u{1b}]0;owned\u{7}\u{1b}[2K\rall good";
         assert_eq!(line(reason), r"order 7 failed\e]0;owned\x07\e[2K\rall good");
         assert_eq!(line("\u{202e}gnp.exe"), r"\u{202e}gnp.exe");
+    }
+
+    #[test]
+    fn a_line_and_json_text_are_escaped_by_the_rule() {
+        assert_eq!(
+            line("boom\u{1b}]0;pwned\u{7}\u{1b}[2K\r"),
+            r"boom\e]0;pwned\x07\e[2K\r"
+        );
+        assert_eq!(line("a\tb\nc"), r"a\tb\nc");
+        assert_eq!(line("plain C:\\path ✓"), "plain C:\\path ✓");
+        assert_eq!(json("\"\u{9b}31m\""), r#""\u009b31m""#);
     }
 
     #[test]

@@ -3,17 +3,17 @@
 use lapin::types::{AMQPValue, FieldTable};
 
 /// Why the job died (set on every dead letter).
-pub const REASON: &str = queuey_rabbitmq::topology::REASON_HEADER;
+pub(crate) const REASON: &str = queuey_rabbitmq::topology::REASON_HEADER;
 /// The work queue the job was consumed from.
-pub const ORIGINAL_QUEUE: &str = queuey_rabbitmq::topology::ORIGINAL_QUEUE_HEADER;
+pub(crate) const ORIGINAL_QUEUE: &str = queuey_rabbitmq::topology::ORIGINAL_QUEUE_HEADER;
 /// The attempts the job had made when it died.
-pub const ATTEMPTS: &str = queuey_rabbitmq::topology::ATTEMPTS_HEADER;
+pub(crate) const ATTEMPTS: &str = queuey_rabbitmq::topology::ATTEMPTS_HEADER;
 /// On a hold publish: when the job becomes due, in ms since the Unix epoch.
-pub const DUE_AT: &str = queuey_rabbitmq::topology::DUE_AT_HEADER;
+pub(crate) const DUE_AT: &str = queuey_rabbitmq::topology::DUE_AT_HEADER;
 /// Stamped by a redrive: the id of the redrive run that moved the job.
-pub const REDRIVE_ID: &str = "queuey-redrive-id";
+pub(crate) const REDRIVE_ID: &str = "queuey-redrive-id";
 /// Stamped by a redrive: how many times the job has been redriven.
-pub const REDRIVE_COUNT: &str = "queuey-redrive-count";
+pub(crate) const REDRIVE_COUNT: &str = "queuey-redrive-count";
 
 /// Headers the broker owns or queuey's dead-lettering set; none of them may
 /// travel back onto a work queue.
@@ -21,7 +21,7 @@ const STRIPPED_ON_REDRIVE: &[&str] = &[REASON, ORIGINAL_QUEUE, ATTEMPTS, "x-deat
 const STRIPPED_PREFIXES: &[&str] = &["x-first-death-", "x-last-death-"];
 
 /// The text of a header, when it is a string.
-pub fn text(headers: Option<&FieldTable>, name: &str) -> Option<String> {
+pub(crate) fn text(headers: Option<&FieldTable>, name: &str) -> Option<String> {
     match headers?.inner().get(name)? {
         AMQPValue::LongString(s) => Some(String::from_utf8_lossy(s.as_bytes()).into_owned()),
         AMQPValue::ShortString(s) => Some(s.as_str().to_owned()),
@@ -30,7 +30,7 @@ pub fn text(headers: Option<&FieldTable>, name: &str) -> Option<String> {
 }
 
 /// The value of a header, when it is an integer of any width.
-pub fn integer(headers: Option<&FieldTable>, name: &str) -> Option<i64> {
+pub(crate) fn integer(headers: Option<&FieldTable>, name: &str) -> Option<i64> {
     match headers?.inner().get(name)? {
         AMQPValue::ShortShortInt(n) => Some(i64::from(*n)),
         AMQPValue::ShortShortUInt(n) => Some(i64::from(*n)),
@@ -48,7 +48,7 @@ pub fn integer(headers: Option<&FieldTable>, name: &str) -> Option<i64> {
 /// The headers a redriven message carries: the dead letter's own, minus
 /// queuey's dead-letter headers and the broker's death records, plus the
 /// redrive id and an incremented redrive count.
-pub fn for_redrive(headers: Option<&FieldTable>, redrive_id: &str) -> FieldTable {
+pub(crate) fn for_redrive(headers: Option<&FieldTable>, redrive_id: &str) -> FieldTable {
     let count = integer(headers, REDRIVE_COUNT)
         .unwrap_or(0)
         .saturating_add(1);

@@ -36,22 +36,22 @@ use crate::time::{now_ms, parse_ms};
 
 /// One hold queue in the census.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct HoldQueue {
+pub(crate) struct HoldQueue {
     /// The hold queue's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The work queue its jobs go back to: the queue's, or for a sharded
     /// queue's shard, that shard's.
-    pub work_queue: String,
+    pub(crate) work_queue: String,
     /// The shard whose hold it is; `None` for the lane and for an
     /// unsharded queue.
-    pub shard: Option<u16>,
+    pub(crate) shard: Option<u16>,
     /// `quorum` (durable, never expires) or `classic` (with a lease).
-    pub kind: &'static str,
+    pub(crate) kind: &'static str,
     /// Its delay (the TTL in its name).
-    pub delay_ms: u64,
+    pub(crate) delay_ms: u64,
     /// Jobs waiting (a passive declare's count: for a quorum hold, those
     /// whose delay is not over yet).
-    pub jobs: u64,
+    pub(crate) jobs: u64,
     /// Quorum holds only: jobs whose delay is over and that wait for the
     /// broker's dead-letter worker to move them back to the work queue
     /// (`messages − messages_ready − messages_unacknowledged` of the
@@ -60,51 +60,51 @@ pub struct HoldQueue {
     /// while a hold releases normally; a figure that stays up and does not
     /// fall is a hold that stopped releasing (RabbitMQ before 3.10.20 and
     /// 3.11.12: see `queuey doctor`).
-    pub releasing: Option<u64>,
+    pub(crate) releasing: Option<u64>,
     /// Consumers attached (must be 0).
-    pub consumers: u64,
+    pub(crate) consumers: u64,
     /// Effective `x-expires` (the smaller of the argument and any policy).
-    pub expires_ms: Option<i64>,
+    pub(crate) expires_ms: Option<i64>,
     /// Effective TTL (the smaller of the argument and any policy).
-    pub message_ttl_ms: Option<i64>,
+    pub(crate) message_ttl_ms: Option<i64>,
     /// Time left on the lease before this census renewed it:
     /// `x-expires − (now − idle_since)`; `None` while the queue is in use.
     /// An upper bound: the broker's idle clock also restarts on a publish,
     /// which does not renew the lease.
-    pub lease_left_ms: Option<i64>,
+    pub(crate) lease_left_ms: Option<i64>,
     /// Due time of the first job waiting, when it carries `queuey-due-at`.
-    pub earliest_release_ms: Option<i64>,
+    pub(crate) earliest_release_ms: Option<i64>,
     /// Due time of the last job waiting, when every job was read and it
     /// carries `queuey-due-at`.
-    pub latest_release_ms: Option<i64>,
+    pub(crate) latest_release_ms: Option<i64>,
     /// Jobs read for the release times.
-    pub jobs_read: u64,
+    pub(crate) jobs_read: u64,
     /// The policy and operator policy applied, if any.
-    pub policies: Vec<String>,
+    pub(crate) policies: Vec<String>,
     /// Set when the queue only looks like a hold: it has a hold's name but
     /// not the type or arguments queuey declares a hold with (see
     /// [`hold_mismatch`]). Says what differs. `queuey holds prune` never
     /// deletes such a queue.
-    pub mismatch: Option<String>,
+    pub(crate) mismatch: Option<String>,
 }
 
 /// Every hold queue of one work queue.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Census {
+pub(crate) struct Census {
     /// The work queue (the lane of a sharded queue).
-    pub queue: String,
+    pub(crate) queue: String,
     /// How many shards it has (0: not sharded); their holds are in
     /// `holds` too.
-    pub shards: u16,
+    pub(crate) shards: u16,
     /// Its hold queues, the lane's (or the queue's own) first and then each
     /// shard's, shortest delay first within each.
-    pub holds: Vec<HoldQueue>,
+    pub(crate) holds: Vec<HoldQueue>,
 }
 
 impl Census {
     /// Jobs in all hold queues: those waiting for their delay, and those
     /// past it that a quorum hold has not moved back yet.
-    pub fn total_jobs(&self) -> u64 {
+    pub(crate) fn total_jobs(&self) -> u64 {
         self.holds
             .iter()
             .map(|h| h.jobs.saturating_add(h.releasing.unwrap_or(0)))
@@ -112,14 +112,15 @@ impl Census {
     }
 
     /// The census as Prometheus text exposition.
-    pub fn prometheus(&self) -> String {
+    #[cfg(test)]
+    pub(crate) fn prometheus(&self) -> String {
         prometheus(std::slice::from_ref(self))
     }
 }
 
 /// A regex (for the management API) matching the hold queues of both
 /// families: `{queue}{suffix}.{digits}` and `{queue}{suffix}.quorum.{digits}`.
-pub fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
+pub(crate) fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
     format!(
         "^{}(\\.quorum)?\\.[0-9]+$",
         regex_escape(&format!("{queue}{deferred_suffix}"))
@@ -129,7 +130,7 @@ pub fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
 /// A regex (for the management API) matching the hold queues of a sharded
 /// queue's lane and shards: [`hold_pattern`] with an optional `.s{digits}`
 /// after the queue's name.
-pub fn sharded_hold_pattern(queue: &str, deferred_suffix: &str) -> String {
+pub(crate) fn sharded_hold_pattern(queue: &str, deferred_suffix: &str) -> String {
     format!(
         "^{}(\\.s[0-9]+)?{}(\\.quorum)?\\.[0-9]+$",
         regex_escape(queue),
@@ -138,14 +139,18 @@ pub fn sharded_hold_pattern(queue: &str, deferred_suffix: &str) -> String {
 }
 
 /// The family and delay of a hold queue's name, if it is one of `queue`'s.
-pub fn hold_kind(name: &str, queue: &str, deferred_suffix: &str) -> Option<(HoldQueues, u64)> {
+pub(crate) fn hold_kind(
+    name: &str,
+    queue: &str,
+    deferred_suffix: &str,
+) -> Option<(HoldQueues, u64)> {
     [HoldQueues::Quorum, HoldQueues::Classic]
         .into_iter()
         .find_map(|family| Some((family, family.parse(queue, deferred_suffix, name)?)))
 }
 
 /// The delay in a hold queue's name, if it is one of `queue`'s.
-pub fn hold_delay(name: &str, queue: &str, deferred_suffix: &str) -> Option<u64> {
+pub(crate) fn hold_delay(name: &str, queue: &str, deferred_suffix: &str) -> Option<u64> {
     hold_kind(name, queue, deferred_suffix).map(|(_, delay)| delay)
 }
 
@@ -162,7 +167,7 @@ const HOLD_ARGUMENTS: [&str; 4] = [
 /// `delay_ms`, other than the hold queuey declares there: its type (from
 /// the management API's listing), or one of its delay and dead-letter
 /// arguments. `None` when it is such a hold.
-pub fn hold_mismatch(
+pub(crate) fn hold_mismatch(
     info: &QueueInfo,
     work_queue: &str,
     family: HoldQueues,
@@ -193,7 +198,7 @@ pub fn hold_mismatch(
 
 /// The effective value of a limit set both as an argument and by policy:
 /// the broker applies the smaller.
-pub fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i64> {
+pub(crate) fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i64> {
     let arg = info.int_argument(argument);
     let policy = info.policy_keys().get(policy_key).and_then(|v| v.as_i64());
     match (arg, policy) {
@@ -204,7 +209,7 @@ pub fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i
 
 /// Jobs of a quorum hold waiting for its dead-letter worker, from the
 /// management API's statistics (see [`HoldQueue::releasing`]).
-pub fn releasing(info: &QueueInfo) -> Option<u64> {
+pub(crate) fn releasing(info: &QueueInfo) -> Option<u64> {
     let counted = info.messages?;
     let ready = info.messages_ready?;
     let unacked = info.messages_unacknowledged.unwrap_or(0);
@@ -214,7 +219,7 @@ pub fn releasing(info: &QueueInfo) -> Option<u64> {
 /// The census of `queue`'s hold queues, and for a sharded queue those of
 /// its lane and every shard (found by [`shards::discover`]). Reads at most
 /// `peek` jobs of each hold queue for the release times (0 reads none).
-pub async fn census(
+pub(crate) async fn census(
     mgmt: &Management,
     amqp: &Amqp,
     queue: &str,
@@ -228,7 +233,7 @@ pub async fn census(
 /// The census of the hold queues of `shards`' queues (the lane's and each
 /// shard's). Reads at most `peek` jobs of each hold queue for the release
 /// times (0 reads none).
-pub async fn census_of(
+pub(crate) async fn census_of(
     mgmt: &Management,
     amqp: &Amqp,
     shards: &Shards,
@@ -329,7 +334,7 @@ type Gauge = (&'static str, &'static str, fn(&HoldQueue) -> Option<u64>);
 /// `queuey_hold_releasing` gauges labelled by work queue, kind and delay,
 /// and for a shard's hold by its `shard` number too (the lane's holds have
 /// no `shard` label, which Prometheus reads as an empty one).
-pub fn prometheus(censuses: &[Census]) -> String {
+pub(crate) fn prometheus(censuses: &[Census]) -> String {
     let mut out = String::new();
     let metrics: [Gauge; 3] = [
         (
@@ -379,7 +384,7 @@ pub(crate) fn label(value: &str) -> String {
 }
 
 /// Escapes regex metacharacters (for the broker's PCRE-like matching).
-pub fn regex_escape(text: &str) -> String {
+pub(crate) fn regex_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if "\\^$.|?*+()[]{}".contains(c) {

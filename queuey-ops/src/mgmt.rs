@@ -17,10 +17,10 @@ use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
 
 /// The management port RabbitMQ uses by default, over http.
-pub const DEFAULT_PORT: u16 = 15672;
+pub(crate) const DEFAULT_PORT: u16 = 15672;
 
 /// The management port RabbitMQ uses by default over https.
-pub const DEFAULT_TLS_PORT: u16 = 15671;
+pub(crate) const DEFAULT_TLS_PORT: u16 = 15671;
 
 /// How many times a `GET` answered in the 5xx range is asked again.
 const SERVER_ERROR_RETRIES: usize = SERVER_ERROR_PAUSES.len();
@@ -52,7 +52,7 @@ fn asked_again(error: OpsError) -> OpsError {
 ///
 /// Its `Debug` output masks the password.
 #[derive(Clone)]
-pub struct Management {
+pub(crate) struct Management {
     http: reqwest::Client,
     base: String,
     user: String,
@@ -73,61 +73,61 @@ impl std::fmt::Debug for Management {
 
 /// A queue as the management API reports it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct QueueInfo {
+pub(crate) struct QueueInfo {
     /// The name.
-    pub name: String,
+    pub(crate) name: String,
     /// Durable or not.
     #[serde(default)]
-    pub durable: bool,
+    pub(crate) durable: bool,
     /// Auto-delete or not.
     #[serde(default)]
-    pub auto_delete: bool,
+    pub(crate) auto_delete: bool,
     /// Exclusive or not.
     #[serde(default)]
-    pub exclusive: bool,
+    pub(crate) exclusive: bool,
     /// `classic`, `quorum` or `stream`.
     #[serde(default, rename = "type")]
-    pub queue_type: Option<String>,
+    pub(crate) queue_type: Option<String>,
     /// The declared arguments.
     #[serde(default)]
-    pub arguments: BTreeMap<String, Value>,
+    pub(crate) arguments: BTreeMap<String, Value>,
     /// All messages (stats; absent until the first stats emission).
     #[serde(default)]
-    pub messages: Option<u64>,
+    pub(crate) messages: Option<u64>,
     /// Ready messages (stats).
     #[serde(default)]
-    pub messages_ready: Option<u64>,
+    pub(crate) messages_ready: Option<u64>,
     /// Unacknowledged messages (stats).
     #[serde(default)]
-    pub messages_unacknowledged: Option<u64>,
+    pub(crate) messages_unacknowledged: Option<u64>,
     /// Consumers (stats).
     #[serde(default)]
-    pub consumers: Option<u64>,
+    pub(crate) consumers: Option<u64>,
     /// When the queue became idle (absent while in use).
     #[serde(default)]
-    pub idle_since: Option<String>,
+    pub(crate) idle_since: Option<String>,
     /// The user policy applied.
     #[serde(default)]
-    pub policy: Option<String>,
+    pub(crate) policy: Option<String>,
     /// The operator policy applied.
     #[serde(default)]
-    pub operator_policy: Option<String>,
+    pub(crate) operator_policy: Option<String>,
     /// The keys the policies set, merged as the broker applies them.
     #[serde(default)]
-    pub effective_policy_definition: Option<Value>,
+    pub(crate) effective_policy_definition: Option<Value>,
     /// Publish and delivery rates, when the broker collects them.
     #[serde(default)]
-    pub message_stats: Option<Value>,
+    pub(crate) message_stats: Option<Value>,
 }
 
 impl QueueInfo {
     /// An integer argument.
-    pub fn int_argument(&self, name: &str) -> Option<i64> {
+    pub(crate) fn int_argument(&self, name: &str) -> Option<i64> {
         self.arguments.get(name).and_then(Value::as_i64)
     }
 
     /// The keys of the effective policy definition.
-    pub fn policy_keys(&self) -> BTreeMap<String, Value> {
+    pub(crate) fn policy_keys(&self) -> BTreeMap<String, Value> {
         match &self.effective_policy_definition {
             Some(Value::Object(map)) => map.clone().into_iter().collect(),
             _ => BTreeMap::new(),
@@ -135,7 +135,7 @@ impl QueueInfo {
     }
 
     /// A rate from `message_stats` (`publish`, `deliver_get`, `ack`…), per second.
-    pub fn rate(&self, stat: &str) -> Option<f64> {
+    pub(crate) fn rate(&self, stat: &str) -> Option<f64> {
         self.message_stats
             .as_ref()?
             .get(format!("{stat}_details"))?
@@ -153,7 +153,8 @@ struct Page {
 impl Management {
     /// A client for the broker that `amqp_url` names, with the platform's
     /// TLS roots. See [`for_amqp_url_tls`](Self::for_amqp_url_tls).
-    pub fn for_amqp_url(amqp_url: &str, base: Option<&str>) -> Result<Self> {
+    #[cfg(test)]
+    pub(crate) fn for_amqp_url(amqp_url: &str, base: Option<&str>) -> Result<Self> {
         Management::for_amqp_url_tls(amqp_url, base, &TlsFiles::default())
     }
 
@@ -170,7 +171,11 @@ impl Management {
     /// A plain `http://` base on another host than this one is refused when
     /// the AMQP URL is `amqps://`: the credentials would cross the network
     /// in clear.
-    pub fn for_amqp_url_tls(amqp_url: &str, base: Option<&str>, tls: &TlsFiles) -> Result<Self> {
+    pub(crate) fn for_amqp_url_tls(
+        amqp_url: &str,
+        base: Option<&str>,
+        tls: &TlsFiles,
+    ) -> Result<Self> {
         let parsed = reqwest::Url::parse(amqp_url)
             .map_err(|e| OpsError::Invalid(format!("the AMQP URL is not a URL: {e}")))?;
         let secure = parsed.scheme() == "amqps";
@@ -235,17 +240,18 @@ impl Management {
     }
 
     /// The base URL.
-    pub fn base(&self) -> &str {
+    pub(crate) fn base(&self) -> &str {
         &self.base
     }
 
     /// The vhost.
-    pub fn vhost(&self) -> &str {
+    pub(crate) fn vhost(&self) -> &str {
         &self.vhost
     }
 
     /// The user the API is called as.
-    pub fn user(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn user(&self) -> &str {
         &self.user
     }
 
@@ -259,7 +265,7 @@ impl Management {
     /// after a pause of 0.1, 0.3, then 0.9 s: the
     /// broker answers 500 to a listing that meets a queue being declared
     /// or deleted at that moment, and the next listing succeeds.
-    pub async fn get(&self, path: &str) -> Result<Option<Value>> {
+    pub(crate) async fn get(&self, path: &str) -> Result<Option<Value>> {
         let mut pauses = SERVER_ERROR_PAUSES.iter();
         loop {
             let answer = self.get_once(path).await;
@@ -323,7 +329,7 @@ impl Management {
     }
 
     /// The queues of the vhost whose names match `regex` (all when `None`).
-    pub async fn queues(&self, regex: Option<&str>) -> Result<Vec<QueueInfo>> {
+    pub(crate) async fn queues(&self, regex: Option<&str>) -> Result<Vec<QueueInfo>> {
         let mut out = Vec::new();
         let mut page = 1;
         loop {
@@ -348,7 +354,7 @@ impl Management {
 
     /// The consumers of the vhost, as the management API lists them (for a
     /// single-active-consumer queue, `active` marks the one delivered to).
-    pub async fn consumers(&self) -> Result<Vec<Value>> {
+    pub(crate) async fn consumers(&self) -> Result<Vec<Value>> {
         let path = format!("consumers/{}", self.vhost_path());
         Ok(match self.get(&path).await? {
             Some(Value::Array(items)) => items,
@@ -358,7 +364,7 @@ impl Management {
 
     /// The connections of the vhost, as the management API lists them
     /// (`client_properties.connection_name` is the name a client gave).
-    pub async fn connections(&self) -> Result<Vec<Value>> {
+    pub(crate) async fn connections(&self) -> Result<Vec<Value>> {
         let path = format!("vhosts/{}/connections", self.vhost_path());
         Ok(match self.get(&path).await? {
             Some(Value::Array(items)) => items,
@@ -367,7 +373,7 @@ impl Management {
     }
 
     /// One queue, or `None` when it does not exist.
-    pub async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
+    pub(crate) async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
         let path = format!("queues/{}/{}", self.vhost_path(), percent_encode(name));
         match self.get(&path).await? {
             Some(value) => {
@@ -384,7 +390,7 @@ impl Management {
     }
 
     /// `PUT {base}/api/{path}` with `body` as JSON (never asked again).
-    pub async fn put(&self, path: &str, body: &Value) -> Result<()> {
+    pub(crate) async fn put(&self, path: &str, body: &Value) -> Result<()> {
         let url = format!("{}/api/{path}", self.base);
         let response = self.send(self.http.put(&url).json(body)).await?;
         let status = response.status();
@@ -395,13 +401,14 @@ impl Management {
     }
 
     /// Sets the policy `name` of this vhost (`PUT /api/policies/{vhost}/{name}`).
-    pub async fn put_policy(&self, name: &str, policy: &Value) -> Result<()> {
+    pub(crate) async fn put_policy(&self, name: &str, policy: &Value) -> Result<()> {
         let path = format!("policies/{}/{}", self.vhost_path(), percent_encode(name));
         self.put(&path, policy).await
     }
 
     /// Removes the policy `name` of this vhost; `Ok` when it was not there.
-    pub async fn delete_policy(&self, name: &str) -> Result<()> {
+    #[cfg(test)]
+    pub(crate) async fn delete_policy(&self, name: &str) -> Result<()> {
         let path = format!("policies/{}/{}", self.vhost_path(), percent_encode(name));
         let url = format!("{}/api/{path}", self.base);
         let response = self.send(self.http.delete(&url)).await?;
@@ -413,12 +420,12 @@ impl Management {
     }
 
     /// `/api/overview`.
-    pub async fn overview(&self) -> Result<Value> {
+    pub(crate) async fn overview(&self) -> Result<Value> {
         Ok(self.get("overview").await?.unwrap_or(Value::Null))
     }
 
     /// `/api/nodes`.
-    pub async fn nodes(&self) -> Result<Vec<Value>> {
+    pub(crate) async fn nodes(&self) -> Result<Vec<Value>> {
         match self.get("nodes").await? {
             Some(Value::Array(nodes)) => Ok(nodes),
             _ => Ok(Vec::new()),
@@ -426,14 +433,14 @@ impl Management {
     }
 
     /// `/api/vhosts/{vhost}`.
-    pub async fn vhost_info(&self) -> Result<Option<Value>> {
+    pub(crate) async fn vhost_info(&self) -> Result<Option<Value>> {
         self.get(&format!("vhosts/{}", self.vhost_path())).await
     }
 
     /// `/api/deprecated-features`: each deprecated feature of the broker
     /// with its state (`permitted` or `denied`); `None` from a broker that
     /// has none to report (before RabbitMQ 3.13).
-    pub async fn deprecated_features(&self) -> Result<Option<Vec<DeprecatedFeature>>> {
+    pub(crate) async fn deprecated_features(&self) -> Result<Option<Vec<DeprecatedFeature>>> {
         match self.get("deprecated-features").await? {
             Some(list) => Ok(Some(serde_json::from_value(list).map_err(|e| {
                 OpsError::Invalid(format!(
@@ -449,16 +456,16 @@ impl Management {
 /// it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[non_exhaustive]
-pub struct DeprecatedFeature {
+pub(crate) struct DeprecatedFeature {
     /// Its name, such as `transient_nonexcl_queues`.
-    pub name: String,
+    pub(crate) name: String,
     /// `permitted` (still works) or `denied` (refused).
-    pub state: String,
+    pub(crate) state: String,
 }
 
 impl DeprecatedFeature {
     /// Whether the broker refuses the feature.
-    pub fn is_denied(&self) -> bool {
+    pub(crate) fn is_denied(&self) -> bool {
         self.state == "denied"
     }
 }

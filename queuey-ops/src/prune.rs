@@ -25,7 +25,7 @@ use crate::tls::TlsFiles;
 
 /// How a queue named like a hold but unlike one is described: the start
 /// of its [`PruneItem::reason`].
-pub const LOOKALIKE: &str = "not a hold queuey declared";
+pub(crate) const LOOKALIKE: &str = "not a hold queuey declared";
 
 /// How many holds are pruned at once (each takes ten seconds or more).
 const PRUNED_AT_ONCE: usize = 8;
@@ -39,14 +39,14 @@ const PRUNED_AT_ONCE: usize = 8;
 /// deleted and declared again as something else since the census fails the
 /// count, and the pruner keeps it.
 #[derive(Debug, Clone)]
-pub struct ManagementCensus {
+pub(crate) struct ManagementCensus {
     mgmt: Management,
     deferred_suffix: String,
 }
 
 impl ManagementCensus {
     /// A census over `mgmt`, of hold queues named with `deferred_suffix`.
-    pub fn new(mgmt: Management, deferred_suffix: impl Into<String>) -> Self {
+    pub(crate) fn new(mgmt: Management, deferred_suffix: impl Into<String>) -> Self {
         ManagementCensus {
             mgmt,
             deferred_suffix: deferred_suffix.into(),
@@ -95,26 +95,26 @@ fn not_a_quorum_hold(info: &QueueInfo, deferred_suffix: &str) -> Option<String> 
 
 /// One hold queue, and whether `queuey holds prune` deletes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PruneItem {
+pub(crate) struct PruneItem {
     /// The work queue the hold releases into (for a shard's hold, that
     /// shard).
-    pub queue: String,
+    pub(crate) queue: String,
     /// The hold queue.
-    pub hold: String,
+    pub(crate) hold: String,
     /// Its delay.
-    pub delay_ms: u64,
+    pub(crate) delay_ms: u64,
     /// Whether it is a candidate (empty, unconsumed quorum hold).
-    pub prune: bool,
+    pub(crate) prune: bool,
     /// Why it is kept, or `empty` for a candidate. A queue that only looks
     /// like a hold (its type or arguments are not those of queuey's holds)
     /// is kept with a reason starting with [`LOOKALIKE`].
-    pub reason: String,
+    pub(crate) reason: String,
 }
 
 /// The hold queues of `census` (of a sharded queue: the lane's and every
 /// shard's) with, for each, whether it is pruned. Classic holds are left
 /// out: they expire by themselves.
-pub fn plan(census: &Census) -> Vec<PruneItem> {
+pub(crate) fn plan(census: &Census) -> Vec<PruneItem> {
     census
         .holds
         .iter()
@@ -153,7 +153,7 @@ fn keep_reason(h: &HoldQueue) -> Option<String> {
 /// Prunes the candidates of `items` through a backend of its own on `url`
 /// (connection `name`), asking `mgmt` for the jobs AMQP does not count.
 /// Returns each candidate with its outcome, in the order given.
-pub async fn prune(
+pub(crate) async fn prune(
     url: &str,
     tls: &TlsFiles,
     name: &str,
@@ -184,7 +184,7 @@ pub async fn prune(
 }
 
 /// What an outcome says, for a table.
-pub fn describe(outcome: &Result<HoldPruned, String>) -> String {
+pub(crate) fn describe(outcome: &Result<HoldPruned, String>) -> String {
     match outcome {
         Ok(HoldPruned::Deleted { rescued: 0 }) => "deleted".to_owned(),
         Ok(HoldPruned::Deleted { rescued }) => {

@@ -25,20 +25,20 @@ const STATUS_SUFFIX: &str = ".status";
 
 /// A process consuming a schedule queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Member {
+pub(crate) struct Member {
     /// Its consumer tag.
-    pub consumer_tag: String,
+    pub(crate) consumer_tag: String,
     /// The name of its connection, as the process gave it (else the
     /// connection's addresses).
-    pub connection: Option<String>,
+    pub(crate) connection: Option<String>,
     /// Where it connects from.
-    pub peer_host: Option<String>,
+    pub(crate) peer_host: Option<String>,
 }
 
 impl Member {
     /// How to show it: its connection's name and where it connects from,
     /// whichever are known, else its consumer tag.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         match (&self.connection, &self.peer_host) {
             (Some(c), Some(h)) => format!("{c} ({h})"),
             (Some(c), None) => c.clone(),
@@ -50,50 +50,50 @@ impl Member {
 
 /// One schedule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ScheduleInfo {
+pub(crate) struct ScheduleInfo {
     /// The schedule queue, `{queue}.periodic.{name}`.
-    pub queue: String,
+    pub(crate) queue: String,
     /// The job queue its jobs go to.
-    pub job_queue: String,
+    pub(crate) job_queue: String,
     /// The schedule's name.
-    pub name: String,
+    pub(crate) name: String,
     /// The process that fires its ticks; `None`: no process does.
-    pub leader: Option<Member>,
+    pub(crate) leader: Option<Member>,
     /// The processes in line to take over.
-    pub waiting: Vec<Member>,
+    pub(crate) waiting: Vec<Member>,
     /// The schedule as its leader describes it (`every 1s`,
     /// `cron "0 0 3 * * *" in Europe/Amsterdam`).
-    pub schedule: Option<String>,
+    pub(crate) schedule: Option<String>,
     /// The last tick fired, in ms since the Unix epoch.
-    pub last_tick_ms: Option<i64>,
+    pub(crate) last_tick_ms: Option<i64>,
     /// The next tick the leader waits for.
-    pub next_tick_ms: Option<i64>,
+    pub(crate) next_tick_ms: Option<i64>,
     /// When the leader last wrote its status (at least once a minute).
-    pub status_at_ms: Option<i64>,
+    pub(crate) status_at_ms: Option<i64>,
     /// Whether the last tick is more than [`FUTURE_TOLERANCE_MS`] past the
     /// time it was read: the leader's clock runs ahead, or something else
     /// wrote the status. A leader resumes after its last tick, so the
     /// ticks until then may not fire.
-    pub last_tick_in_future: bool,
+    pub(crate) last_tick_in_future: bool,
     /// A status written by a RabbitMQ user the tool does not trust as a
     /// worker (`unsigned` when it names none): not believed, so the
     /// schedule, ticks and status time above are empty.
-    pub untrusted_status_from: Option<String>,
+    pub(crate) untrusted_status_from: Option<String>,
 }
 
 /// How far past now a last tick may be before it counts as in the future:
 /// room for clocks a little apart.
-pub const FUTURE_TOLERANCE_MS: i64 = 60_000;
+pub(crate) const FUTURE_TOLERANCE_MS: i64 = 60_000;
 
 /// Whether `last_tick_ms` is more than [`FUTURE_TOLERANCE_MS`] past `now_ms`.
-pub fn tick_in_future(last_tick_ms: Option<i64>, now_ms: i64) -> bool {
+pub(crate) fn tick_in_future(last_tick_ms: Option<i64>, now_ms: i64) -> bool {
     last_tick_ms.is_some_and(|tick| tick.saturating_sub(now_ms) > FUTURE_TOLERANCE_MS)
 }
 
 /// A warning line for each schedule of `listed` whose last tick is in the
 /// future (see [`ScheduleInfo::last_tick_in_future`]), names escaped for a
 /// terminal.
-pub fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
+pub(crate) fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
     listed
         .iter()
         .filter(|s| s.last_tick_in_future)
@@ -111,7 +111,7 @@ pub fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
 /// A warning line for each schedule of `listed` whose status came from a
 /// user not trusted as a worker (see
 /// [`ScheduleInfo::untrusted_status_from`]), names escaped for a terminal.
-pub fn untrusted_status_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
+pub(crate) fn untrusted_status_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
     listed
         .iter()
         .filter_map(|s| {
@@ -127,14 +127,14 @@ pub fn untrusted_status_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
 }
 
 /// Whether the management API's queue is a schedule queue.
-pub fn is_schedule_queue(info: &QueueInfo) -> bool {
+pub(crate) fn is_schedule_queue(info: &QueueInfo) -> bool {
     split(&info.name).is_some()
         && !info.name.ends_with(STATUS_SUFFIX)
         && info.arguments.get("x-single-active-consumer") == Some(&Value::Bool(true))
 }
 
 /// The job queue and the schedule's name of a schedule queue's name.
-pub fn split(queue: &str) -> Option<(&str, &str)> {
+pub(crate) fn split(queue: &str) -> Option<(&str, &str)> {
     queue
         .split_once(INFIX)
         .filter(|(q, name)| !q.is_empty() && !name.is_empty())
@@ -142,7 +142,11 @@ pub fn split(queue: &str) -> Option<(&str, &str)> {
 
 /// Every schedule of the vhost. A status is believed only when `fleet`
 /// trusts its sender as a worker.
-pub async fn list(mgmt: &Management, amqp: &Amqp, fleet: &Fleet) -> Result<Vec<ScheduleInfo>> {
+pub(crate) async fn list(
+    mgmt: &Management,
+    amqp: &Amqp,
+    fleet: &Fleet,
+) -> Result<Vec<ScheduleInfo>> {
     let queues = mgmt.queues(Some("\\.periodic\\.")).await?;
     let consumers = mgmt.consumers().await?;
     // The broker names a channel's connection by its addresses; the name

@@ -35,10 +35,10 @@ use serde::Serialize;
 use crate::amqp::Amqp;
 use crate::error::Result;
 
-pub use queuey_core::shard::{MAX_SHARDS, parse_shard_name, shard_name};
+pub(crate) use queuey_core::shard::{MAX_SHARDS, parse_shard_name, shard_name};
 
 /// Probes [`discover`] has in flight at once.
-pub const PROBES_AT_ONCE: usize = 16;
+pub(crate) const PROBES_AT_ONCE: usize = 16;
 
 /// The longest queue name AMQP allows, in bytes: a shard whose name would
 /// be longer cannot exist.
@@ -47,26 +47,27 @@ const MAX_NAME_BYTES: usize = 255;
 /// One broker queue of a queue name: the queue itself (a sharded queue's
 /// lane), or one of its shards.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Member {
+pub(crate) struct Member {
     /// Its name on the broker.
-    pub queue: String,
+    pub(crate) queue: String,
     /// Its shard number; `None` for the lane and for an unsharded queue.
-    pub shard: Option<u16>,
+    pub(crate) shard: Option<u16>,
 }
 
 /// The broker queues one queue name stands for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Shards {
+pub(crate) struct Shards {
     /// The name given: the queue, and the lane of a sharded queue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// How many shards it has (`NAME.s0` … `NAME.s{count-1}`); 0 when it
     /// is not sharded.
-    pub count: u16,
+    pub(crate) count: u16,
 }
 
 impl Shards {
     /// `queue` alone, without shards.
-    pub fn unsharded(queue: impl Into<String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn unsharded(queue: impl Into<String>) -> Self {
         Shards {
             queue: queue.into(),
             count: 0,
@@ -74,13 +75,13 @@ impl Shards {
     }
 
     /// Whether the queue has shards.
-    pub fn is_sharded(&self) -> bool {
+    pub(crate) fn is_sharded(&self) -> bool {
         self.count > 0
     }
 
     /// Its broker queues: the queue itself (the lane) first, then each
     /// shard in order.
-    pub fn members(&self) -> Vec<Member> {
+    pub(crate) fn members(&self) -> Vec<Member> {
         std::iter::once(Member {
             queue: self.queue.clone(),
             shard: None,
@@ -94,7 +95,7 @@ impl Shards {
 
     /// The queue name with its shards, for a heading: `emails` or
     /// `emails (lane and 4 shards)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.count {
             0 => self.queue.clone(),
             1 => format!("{} (lane and 1 shard)", self.queue),
@@ -105,7 +106,7 @@ impl Shards {
 
 /// What a listing shows in a shard column: `lane` or `s2` for a sharded
 /// queue's queues, `-` for an unsharded queue.
-pub fn label(sharded: bool, shard: Option<u16>) -> String {
+pub(crate) fn label(sharded: bool, shard: Option<u16>) -> String {
     match (sharded, shard) {
         (_, Some(index)) => format!("s{index}"),
         (true, None) => "lane".to_owned(),
@@ -115,7 +116,7 @@ pub fn label(sharded: bool, shard: Option<u16>) -> String {
 
 /// The shards of `queue`, found by passive declares over AMQP (see the
 /// [module documentation](self)).
-pub async fn discover(amqp: &Amqp, queue: &str) -> Result<Shards> {
+pub(crate) async fn discover(amqp: &Amqp, queue: &str) -> Result<Shards> {
     let mut count: u16 = 0;
     while count < MAX_SHARDS {
         let batch: Vec<u16> = (count..MAX_SHARDS).take(PROBES_AT_ONCE).collect();
@@ -149,7 +150,7 @@ async fn probe(amqp: &Amqp, queue: &str, index: u16) -> Result<bool> {
 /// The shards of `queue` among queue names at hand, by the rule
 /// [`discover`] follows: `NAME.s0`, `NAME.s1`, … up to the first that
 /// `exists` does not know, at most [`MAX_SHARDS`].
-pub fn in_listing(queue: &str, exists: impl Fn(&str) -> bool) -> Shards {
+pub(crate) fn in_listing(queue: &str, exists: impl Fn(&str) -> bool) -> Shards {
     let count = (0..MAX_SHARDS)
         .take_while(|&index| exists(&shard_name(queue, index)))
         .count();
@@ -163,7 +164,7 @@ pub fn in_listing(queue: &str, exists: impl Fn(&str) -> bool) -> Shards {
 /// that queue (the lane) is there and, by the rule of [`in_listing`], has
 /// this shard. Such a queue is shown under its logical queue, not on its
 /// own.
-pub fn is_listed_shard(name: &str, exists: impl Fn(&str) -> bool) -> bool {
+pub(crate) fn is_listed_shard(name: &str, exists: impl Fn(&str) -> bool) -> bool {
     match parse_shard_name(name) {
         Some((queue, index)) => exists(queue) && in_listing(queue, exists).count > index,
         None => false,

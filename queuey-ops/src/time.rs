@@ -4,7 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Now, in ms since the epoch.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -12,7 +12,7 @@ pub fn now_ms() -> i64 {
 
 /// Parses `2026-11-30T16:44:50.413+00:00`, `2026-11-30 16:44:50` (UTC) and
 /// the same with `Z`; other offsets are applied.
-pub fn parse_ms(text: &str) -> Option<i64> {
+pub(crate) fn parse_ms(text: &str) -> Option<i64> {
     let t = text.trim();
     let date = t.get(0..10)?;
     let mut parts = date.split('-');
@@ -56,7 +56,7 @@ pub fn parse_ms(text: &str) -> Option<i64> {
 }
 
 /// `ms` as `2026-11-30 16:44:50Z`.
-pub fn format_ms(ms: i64) -> String {
+pub(crate) fn format_ms(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
@@ -69,7 +69,7 @@ pub fn format_ms(ms: i64) -> String {
 }
 
 /// A duration in ms as `1h02m`, `3m05s`, `12s` or `450ms`.
-pub fn format_duration_ms(ms: i64) -> String {
+pub(crate) fn format_duration_ms(ms: i64) -> String {
     let sign = if ms < 0 { "-" } else { "" };
     let ms = ms.unsigned_abs();
     let s = ms / 1000;

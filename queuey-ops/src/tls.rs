@@ -13,22 +13,22 @@ use crate::error::{OpsError, Result};
 /// Certificate files and the name to verify. Paths only: `Debug` shows no
 /// key material.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsFiles {
+pub(crate) struct TlsFiles {
     /// PEM files of CA certificates trusted besides the platform's roots.
-    pub ca: Vec<PathBuf>,
+    pub(crate) ca: Vec<PathBuf>,
     /// A PEM client certificate chain (mutual TLS); needs `key`.
-    pub cert: Option<PathBuf>,
+    pub(crate) cert: Option<PathBuf>,
     /// The PEM private key of `cert`.
-    pub key: Option<PathBuf>,
+    pub(crate) key: Option<PathBuf>,
     /// The name the AMQP broker's certificate is verified against, instead
     /// of the URL's host.
-    pub server_name: Option<String>,
+    pub(crate) server_name: Option<String>,
 }
 
 impl TlsFiles {
     /// The options of the AMQP connection. A certificate without its key
     /// (or a key without its certificate) is refused.
-    pub fn amqp(&self) -> Result<TlsOptions> {
+    pub(crate) fn amqp(&self) -> Result<TlsOptions> {
         let mut options = TlsOptions::default();
         for ca in &self.ca {
             options = options.ca_file(ca);

@@ -33,7 +33,7 @@ use futures::StreamExt;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeleteOptions};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use queuey_core::Uuid;
-use queuey_core::control::ControlChannel;
+use queuey_core::backend::ControlChannel;
 use queuey_core::control::{Command, ControlRecord};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 

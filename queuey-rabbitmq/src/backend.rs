@@ -10,7 +10,8 @@ use queuey_core::backend::HoldKind;
 use queuey_core::backend::{
     Backend, Capabilities, ConnectionState, DeliveryStream, PendingReply, Replies, Reply, ReplyTo,
 };
-use queuey_core::control::{ControlChannel, ControlRecord, ControlView, Heartbeat, Heartbeats};
+use queuey_core::backend::{ControlChannel, Heartbeats};
+use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;

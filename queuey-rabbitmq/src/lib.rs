@@ -82,7 +82,7 @@
 //!   of its own, opened on its first answer. When the connection drops,
 //!   every caller still waiting is told at once that its answer cannot
 //!   come, and the next wait opens a fresh channel.
-//! - On the first [`follow_control`](queuey_core::control::ControlChannel::follow_control),
+//! - On the first [`follow_control`](queuey_core::backend::ControlChannel::follow_control),
 //!   one more channel follows the [control stream](#control-commands),
 //!   with a prefetch of 1000; it only ever acknowledges.
 //!
@@ -271,8 +271,8 @@
 //!
 //! # Control commands
 //!
-//! [`send_control`](queuey_core::control::ControlChannel::send_control) and
-//! [`follow_control`](queuey_core::control::ControlChannel::follow_control)
+//! [`send_control`](queuey_core::backend::ControlChannel::send_control) and
+//! [`follow_control`](queuey_core::backend::ControlChannel::follow_control)
 //! carry a fleet's commands (cancel a job, pause or resume a queue; see
 //! [`queuey_core::control`]) through one RabbitMQ stream per virtual host,
 //! [`topology::CONTROL_STREAM`] (`queuey.control`; another with
@@ -359,11 +359,11 @@
 //!
 //! ## Heartbeats
 //!
-//! [`heartbeat`](queuey_core::control::Heartbeats::heartbeat) publishes a
+//! [`heartbeat`](queuey_core::backend::Heartbeats::heartbeat) publishes a
 //! worker's heartbeat (confirmed) to the heartbeat stream beside the
 //! control stream, its name with `.workers` added
 //! ([`topology::heartbeat_stream_name`]; `x-max-age = 1h`, 1 MB segments).
-//! [`workers`](queuey_core::control::Heartbeats::workers) reads the stream's
+//! [`workers`](queuey_core::backend::Heartbeats::workers) reads the stream's
 //! last minute (an interval the broker resolves on its own clock) on a
 //! channel of its own, up to a marker it publishes, keeps each worker's
 //! latest heartbeat and lists the workers whose latest one is not their

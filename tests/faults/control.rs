@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use queuey::control::ControlChannel;
+use queuey::backend::ControlChannel;
 use queuey::control::{Command, ControlRecord, ControlView};
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
+use queuey::backend::Heartbeats;
 use queuey::control::Heartbeat;
-use queuey::control::Heartbeats;
 
 use crate::child::{FleetQueues, JobA};
 use crate::fleet::Fleet;

@@ -7,9 +7,8 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Connection};
 use queuey_core::backend::{Backend, Replies};
-use queuey_core::control::{
-    CancelFilter, Command, ControlChannel, ControlRecord, ControlView, Heartbeat, Heartbeats,
-};
+use queuey_core::backend::{ControlChannel, Heartbeats};
+use queuey_core::control::{CancelFilter, Command, ControlRecord, ControlView, Heartbeat};
 use queuey_core::periodic::Leadership;
 use queuey_rabbitmq::RabbitMqOptions;
 use queuey_rabbitmq::topology::CONTROL_STREAM;

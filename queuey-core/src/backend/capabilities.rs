@@ -2,8 +2,7 @@
 
 use std::fmt;
 
-use super::Replies;
-use crate::control::{ControlChannel, Heartbeats};
+use super::{ControlChannel, Heartbeats, Replies};
 
 /// The capability traits a backend implements, as
 /// [`Backend::capabilities`](super::Backend::capabilities) lists them.

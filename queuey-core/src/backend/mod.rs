@@ -11,8 +11,8 @@
 //! Moving jobs is all [`Backend`] asks for. What a backend may carry
 //! besides is a trait of its own, and each feature that needs one says so
 //! in its bounds: [`Replies`] for callers that wait for a job's result,
-//! [`ControlChannel`](crate::control::ControlChannel) for cancelling jobs
-//! and pausing queues, [`Heartbeats`](crate::control::Heartbeats) for the
+//! [`ControlChannel`] for cancelling jobs and pausing queues,
+//! [`Heartbeats`] for the
 //! list of running workers, [`Leadership`](crate::periodic::Leadership) for
 //! periodic jobs. [`Backend::capabilities`] lists the ones a backend has,
 //! for the worker, which uses each one it finds.
@@ -21,8 +21,10 @@
 //! `Arc<B>`. Backends can live outside this crate.
 
 mod capabilities;
+mod control_channel;
 pub(crate) mod disposition;
 mod granularity;
+mod heartbeats;
 pub(crate) mod hold;
 mod reply;
 
@@ -35,8 +37,10 @@ use futures::stream::BoxStream;
 
 pub use crate::wait::fits_a_hold;
 pub use capabilities::Capabilities;
+pub use control_channel::ControlChannel;
 pub use disposition::{HoldKind, Plan, too_long_reason};
 pub use granularity::{Granularity, effective_granularity_ms, round_up_ms};
+pub use heartbeats::Heartbeats;
 pub use hold::hold_delay_ms;
 pub use reply::{PendingReply, Replies, Reply, ReplyLost, ReplyTo};
 

@@ -11,7 +11,7 @@ use crate::clock::now_ms;
 ///
 /// Commands are facts about the fleet, not requests to one worker: a worker
 /// started after a command was sent learns it too (see
-/// [`ControlChannel::send_control`](super::ControlChannel::send_control)).
+/// [`ControlChannel::send_control`](crate::backend::ControlChannel::send_control)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case")]
 #[non_exhaustive]

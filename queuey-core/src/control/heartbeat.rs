@@ -1,14 +1,9 @@
 //! What each running worker says of itself every few seconds.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
-
-use crate::Error;
-use crate::backend::Backend;
 
 /// How often a worker sends its [`Heartbeat`] unless told otherwise.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -29,33 +24,6 @@ pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
 /// skipped (and counted), so a flood of made-up workers cannot grow a
 /// reader without bound.
 pub const MAX_WORKERS_LISTED: usize = 10_000;
-
-/// A backend that keeps workers' heartbeats and lists the live workers.
-///
-/// A worker sends its heartbeats through it when its backend lists it in
-/// [`Backend::capabilities`].
-pub trait Heartbeats: Backend {
-    /// Publishes a worker's [`Heartbeat`] for [`workers`](Heartbeats::workers)
-    /// to list. A heartbeat with [`stopping`](Heartbeat::stopping) set is
-    /// the worker's last. Best effort: a lost heartbeat is made up for by
-    /// the next one.
-    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>>;
-
-    /// The workers whose latest heartbeat is recent (within
-    /// [`Heartbeat::lifetime`]) and not their last, each with that
-    /// heartbeat, oldest worker first.
-    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>>;
-}
-
-impl<B: Heartbeats + ?Sized> Heartbeats for Arc<B> {
-    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).heartbeat(beat)
-    }
-
-    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        (**self).workers()
-    }
-}
 
 /// One worker's account of itself: who it is, what it consumes, what it
 /// runs right now, and what it has done since it started.

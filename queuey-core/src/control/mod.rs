@@ -5,8 +5,8 @@
 //! [`Producer::cancel`](crate::Producer::cancel) and its siblings, the
 //! `queuey` tool, the dashboard) sends a [`Command`]; the backend carries it
 //! to every worker of the fleet and keeps it for workers started later
-//! ([`ControlChannel::send_control`]). Each worker follows the commands in
-//! a [`ControlView`] ([`ControlChannel::follow_control`]) and obeys them:
+//! ([`ControlChannel::send_control`](crate::backend::ControlChannel::send_control)). Each worker follows the commands in
+//! a [`ControlView`] ([`ControlChannel::follow_control`](crate::backend::ControlChannel::follow_control)) and obeys them:
 //!
 //! - a **cancelled** job is not run again: whichever worker takes it next,
 //!   from the queue, a hold or anywhere else, dead-letters it with the
@@ -19,15 +19,16 @@
 //!   while the queue is paused stays off it until it is resumed.
 //!
 //! Every worker also sends a [`Heartbeat`] every few seconds
-//! ([`Heartbeats::heartbeat`]): its host, process, queues, connection, the
-//! jobs it runs right now and its totals per queue. [`Heartbeats::workers`] lists
+//! ([`Heartbeats::heartbeat`](crate::backend::Heartbeats::heartbeat)): its host, process, queues, connection, the
+//! jobs it runs right now and its totals per queue. [`Heartbeats::workers`](crate::backend::Heartbeats::workers) lists
 //! the workers whose last heartbeat is recent; a worker that stops sending
 //! them drops off the list after [`MISSED_HEARTBEATS`] intervals.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), queuey_core::Error> {
-//! use queuey_core::control::{Command, ControlChannel, ControlRecord};
+//! use queuey_core::backend::ControlChannel;
+//! use queuey_core::control::{Command, ControlRecord};
 //! use queuey_core::memory::MemoryBackend;
 //!
 //! let backend = MemoryBackend::new();
@@ -40,7 +41,6 @@
 //! # }
 //! ```
 
-mod channel;
 mod check;
 mod command;
 mod heartbeat;
@@ -51,11 +51,10 @@ mod view;
 
 use std::time::Duration;
 
-pub use channel::ControlChannel;
 pub use check::{check_size, is_ahead};
 pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
 pub use heartbeat::{
-    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, Heartbeats, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,
+    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,
     MAX_WORKERS_LISTED, MISSED_HEARTBEATS, QueueTotals, RunningJob,
 };
 pub use refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};

@@ -65,10 +65,10 @@ pub use delivery::MemoryDelivery;
 
 use self::state::{Held, Message, QueueState, State};
 use crate::backend::{
-    Backend, Capabilities, ConnectionState, DeliveryStream, Granularity, HoldKind, PendingReply,
-    Replies, Reply, ReplyTo, hold_delay_ms,
+    Backend, Capabilities, ConnectionState, ControlChannel, DeliveryStream, Granularity,
+    Heartbeats, HoldKind, PendingReply, Replies, Reply, ReplyTo, hold_delay_ms,
 };
-use crate::control::{ControlChannel, ControlRecord, ControlView, Heartbeat, Heartbeats};
+use crate::control::{ControlRecord, ControlView, Heartbeat};
 use crate::{BackendError, BackendErrorKind, Envelope, Error, MAX_MESSAGE_BYTES, QueueConfig};
 
 /// Settings of a [`MemoryBackend`].

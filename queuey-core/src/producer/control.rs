@@ -5,7 +5,8 @@ use uuid::Uuid;
 
 use super::Producer;
 
-use crate::control::{CancelFilter, Command, ControlChannel, ControlRecord};
+use crate::backend::ControlChannel;
+use crate::control::{CancelFilter, Command, ControlRecord};
 use crate::{Error, Queues};
 
 impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
@@ -65,7 +66,7 @@ impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), queuey_core::Error> {
-    /// use queuey_core::control::ControlChannel;
+    /// use queuey_core::backend::ControlChannel;
     /// use queuey_core::memory::MemoryBackend;
     /// use queuey_core::{Producer, Queues, Uuid};
     ///

@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-use queuey_ops::Result;
-use queuey_ops::doctor::{self, Status};
+use crate::Result;
+use crate::doctor::{self, Status};
 
 use super::{EXIT_PROBLEM, Global, print_json};
 
@@ -33,11 +33,7 @@ pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
                 Status::Fail => "FAIL",
             };
             let detail = global.scrub(&c.detail);
-            println!(
-                "{mark}  {:<19} {}",
-                c.name,
-                queuey_ops::escape::line(&detail)
-            );
+            println!("{mark}  {:<19} {}", c.name, crate::escape::line(&detail));
         }
     }
     Ok(if checks.iter().any(|c| c.status == Status::Fail) {

@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 
+use crate::Result;
+use crate::holds::{self, Census};
+use crate::prune;
+use crate::shards::{self, Shards};
+use crate::time::{format_duration_ms, format_ms, now_ms};
 use clap::{Args, Subcommand};
-use queuey_ops::Result;
-use queuey_ops::holds::{self, Census};
-use queuey_ops::prune;
-use queuey_ops::shards::{self, Shards};
-use queuey_ops::time::{format_duration_ms, format_ms, now_ms};
 use queuey_rabbitmq::HoldPruned;
 
 use super::table::Table;
@@ -91,7 +91,7 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
                      its holds wait in the queue until `queuey queue resume {}`",
                     format_ms(at),
                     format_duration_ms(now_ms() - at),
-                    queuey_ops::escape::line(&census.queue)
+                    crate::escape::line(&census.queue)
                 );
             }
         }
@@ -128,7 +128,7 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
             let mut table = Table::new(["HOLD QUEUE", "DELAY", "PRUNE", "WHY"]);
             for item in &items {
                 table.row(vec![
-                    queuey_ops::escape::line(&item.hold).into_owned(),
+                    crate::escape::line(&item.hold).into_owned(),
                     format_duration_ms(i64::try_from(item.delay_ms).unwrap_or(i64::MAX)),
                     if item.prune { "yes" } else { "no" }.to_owned(),
                     item.reason.clone(),
@@ -182,14 +182,14 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
         for item in &lookalikes {
             println!(
                 "skipped {}: named like a quorum hold, but {}",
-                queuey_ops::escape::line(&item.hold),
-                queuey_ops::escape::line(&item.reason)
+                crate::escape::line(&item.hold),
+                crate::escape::line(&item.reason)
             );
         }
         let mut table = Table::new(["HOLD QUEUE", "OUTCOME"]);
         for (item, outcome) in &outcomes {
             table.row(vec![
-                queuey_ops::escape::line(&item.hold).into_owned(),
+                crate::escape::line(&item.hold).into_owned(),
                 global.scrub(&prune::describe(outcome)),
             ]);
         }
@@ -213,7 +213,7 @@ fn print_census(census: &Census) {
     };
     println!(
         "{}: {} hold queues, {} jobs waiting",
-        queuey_ops::escape::line(&shards.describe()),
+        crate::escape::line(&shards.describe()),
         census.holds.len(),
         census.total_jobs()
     );
@@ -276,8 +276,8 @@ fn print_census(census: &Census) {
             println!(
                 "note: {} is named like a hold but is not one queuey declared ({}); \
                  `queuey holds prune` leaves it alone",
-                queuey_ops::escape::line(&h.name),
-                queuey_ops::escape::line(why)
+                crate::escape::line(&h.name),
+                crate::escape::line(why)
             );
         }
     }

@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 
+use crate::escape;
+use crate::fleet::{self, Fleet};
+use crate::{OpsError, Result};
 use clap::{Args, Subcommand};
 use queuey_core::Uuid;
 use queuey_core::control::{CancelFilter, CancelTarget, Command, PayloadMatch};
-use queuey_ops::escape;
-use queuey_ops::fleet::{self, Fleet};
-use queuey_ops::{OpsError, Result};
 
 use super::Global;
 
@@ -119,7 +119,7 @@ async fn cancellations(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
     for c in &all {
         table.row(vec![
             c.record.to_string(),
-            queuey_ops::time::format_ms(i64::try_from(c.at_ms).unwrap_or(i64::MAX)),
+            crate::time::format_ms(i64::try_from(c.at_ms).unwrap_or(i64::MAX)),
             target(&c.target),
         ]);
     }

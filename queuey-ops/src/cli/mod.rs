@@ -14,9 +14,9 @@ mod workers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::mgmt::Management;
+use crate::{Amqp, Result, TlsFiles};
 use clap::{Args, Parser, Subcommand};
-use queuey_ops::mgmt::Management;
-use queuey_ops::{Amqp, Result, TlsFiles};
 
 /// The broker URL used when neither `--url` nor `AMQP_URL` is given.
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
@@ -56,13 +56,13 @@ pub(crate) struct Global {
     #[arg(long, env = "QUEUEY_MGMT_URL", hide_env_values = true, global = true)]
     pub(crate) mgmt_url: Option<String>,
     /// Suffix of dead-letter queues (not empty, and not the same as another suffix).
-    #[arg(long, default_value = queuey_ops::DEFAULT_DEAD_SUFFIX, global = true)]
+    #[arg(long, default_value = crate::DEFAULT_DEAD_SUFFIX, global = true)]
     pub(crate) dead_suffix: String,
     /// Suffix of hold queues (before `.<ms>`; not empty, and not the same as another suffix).
-    #[arg(long, default_value = queuey_ops::DEFAULT_DEFERRED_SUFFIX, global = true)]
+    #[arg(long, default_value = crate::DEFAULT_DEFERRED_SUFFIX, global = true)]
     pub(crate) deferred_suffix: String,
     /// Suffix of the poison guard's suspect queues (not empty, and not the same as another suffix).
-    #[arg(long, default_value = queuey_ops::DEFAULT_SUSPECT_SUFFIX, global = true)]
+    #[arg(long, default_value = crate::DEFAULT_SUSPECT_SUFFIX, global = true)]
     pub(crate) suspect_suffix: String,
     /// A PEM file of CA certificates to trust besides the platform's roots,
     /// for amqps:// and the https management API (repeatable).
@@ -135,9 +135,9 @@ impl Global {
     }
 
     /// The fleet's control plane, on a connection of its own.
-    pub(crate) async fn fleet(&self, what: &str) -> Result<queuey_ops::fleet::Fleet> {
+    pub(crate) async fn fleet(&self, what: &str) -> Result<crate::fleet::Fleet> {
         let name = format!("queuey-cli-{what}-control-{}", std::process::id());
-        queuey_ops::fleet::Fleet::connect_with(
+        crate::fleet::Fleet::connect_with(
             &self.url,
             &self.tls(),
             &name,
@@ -148,8 +148,8 @@ impl Global {
     }
 
     /// Whom the tool trusts on the fleet plane besides itself.
-    pub(crate) fn trust(&self) -> queuey_ops::fleet::Trust {
-        queuey_ops::fleet::Trust {
+    pub(crate) fn trust(&self) -> crate::fleet::Trust {
+        crate::fleet::Trust {
             control_senders: self.operator_users.clone(),
             worker_senders: self.worker_users.clone(),
             authenticated_user: self.authenticated_user.clone(),
@@ -190,14 +190,14 @@ impl Global {
         &self,
         amqp: &Amqp,
         queue: &str,
-    ) -> Result<queuey_ops::dead::DeadQueues> {
-        queuey_ops::dead::DeadQueues::discover(amqp, queue, &self.dead_suffix).await
+    ) -> Result<crate::dead::DeadQueues> {
+        crate::dead::DeadQueues::discover(amqp, queue, &self.dead_suffix).await
     }
 
     /// Refuses an empty suffix, or one suffix for two roles: either would
     /// make the commands read, redrive or purge live queues.
     pub(crate) fn check_suffixes(&self) -> Result<()> {
-        queuey_ops::check_suffixes(
+        crate::check_suffixes(
             &self.dead_suffix,
             &self.deferred_suffix,
             &self.suspect_suffix,
@@ -219,9 +219,9 @@ pub(crate) struct Secrets(Vec<String>);
 
 impl Secrets {
     pub(crate) fn scrub(&self, text: &str) -> String {
-        self.0.iter().fold(text.to_owned(), |text, url| {
-            queuey_ops::amqp::scrub(&text, url)
-        })
+        self.0
+            .iter()
+            .fold(text.to_owned(), |text, url| crate::amqp::scrub(&text, url))
     }
 }
 
@@ -271,7 +271,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
 /// Prints `value` as pretty JSON, every terminal control character escaped.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{}", queuey_ops::escape::json(&text)),
+        Ok(text) => println!("{}", crate::escape::json(&text)),
         Err(e) => eprintln!("error: cannot print JSON: {e}"),
     }
 }

@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 
+use crate::Result;
+use crate::escape;
+use crate::fleet::{self, Fleet};
+use crate::time::{format_ms, now_ms};
 use clap::Subcommand;
 use queuey_core::control::Command;
-use queuey_ops::Result;
-use queuey_ops::escape;
-use queuey_ops::fleet::{self, Fleet};
-use queuey_ops::time::{format_ms, now_ms};
 
 use super::table::Table;
 use super::{Global, print_json};
@@ -77,7 +77,7 @@ async fn switch(
     let counts = amqp.counts(queue).await;
     amqp.close().await;
     let Some(counts) = counts? else {
-        return Err(queuey_ops::OpsError::UnknownQueue(queue.to_owned()));
+        return Err(crate::OpsError::UnknownQueue(queue.to_owned()));
     };
     let state = fleet.state().await?;
     let workers = fleet.workers().await?;
@@ -99,7 +99,7 @@ async fn switch(
         };
         eprintln!("warning: {}", escape::line(&unheard.to_string()));
         if yes && !force {
-            return Err(queuey_ops::OpsError::Refused(format!(
+            return Err(crate::OpsError::Refused(format!(
                 "not sending the {verb} of `{queue_shown}`: no worker that would read it consumes \
                  the queue (see the warning above); give the fleet's --control-stream, trust its \
                  workers' user with --worker-user, or add --force to send it to \
@@ -165,7 +165,7 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
         table.row(vec![
             queue,
             format_ms(at),
-            queuey_ops::time::format_duration_ms(now - at),
+            crate::time::format_duration_ms(now - at),
         ]);
     }
     print!("{}", table.render());

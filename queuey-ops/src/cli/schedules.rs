@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
+use crate::Result;
+use crate::schedules::{self, Member, ScheduleInfo};
+use crate::time::{format_duration_ms, format_ms, now_ms};
 use clap::Args;
-use queuey_ops::Result;
-use queuey_ops::schedules::{self, Member, ScheduleInfo};
-use queuey_ops::time::{format_duration_ms, format_ms, now_ms};
 
 use super::table::Table;
 use super::{EXIT_PROBLEM, Global, print_json};
@@ -48,7 +48,7 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode
     let leaderless: Vec<_> = listed
         .iter()
         .filter(|s| s.leader.is_none())
-        .map(|s| queuey_ops::escape::line(&s.queue))
+        .map(|s| crate::escape::line(&s.queue))
         .collect();
     if !leaderless.is_empty() {
         eprintln!(

@@ -22,12 +22,12 @@ impl Table {
         }
     }
 
-    /// Adds a row; each cell is [escaped](queuey_ops::escape::line).
+    /// Adds a row; each cell is [escaped](crate::escape::line).
     pub(crate) fn row(&mut self, cells: Vec<String>) {
         self.rows.push(
             cells
                 .into_iter()
-                .map(|c| queuey_ops::escape::line(&c).into_owned())
+                .map(|c| crate::escape::line(&c).into_owned())
                 .collect(),
         );
     }
@@ -89,7 +89,7 @@ mod tests {
         assert_eq!(text.lines().count(), 2, "{text}");
         assert!(
             text.lines()
-                .all(|l| !l.chars().any(queuey_ops::escape::is_unsafe))
+                .all(|l| !l.chars().any(crate::escape::is_unsafe))
         );
         assert!(text.contains(r"job\e[2K"), "{text}");
         assert!(text.contains(r"boom\e]0;title\x07\r\nforged\tline \u{9b}31m \u{202e}txt"));

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::topology::{self, QueueSpec, TopologySpec};
+use crate::{OpsError, Result, escape};
 use clap::{Args, Subcommand};
-use queuey_ops::topology::{self, QueueSpec, TopologySpec};
-use queuey_ops::{OpsError, Result, escape};
 
 use super::table::Table;
 use super::{EXIT_PROBLEM, Global, print_json};

@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::topology::TopologySpec;
+use crate::web::{self, Auth, PublicHost, WebConfig};
+use crate::{OpsError, Result};
 use clap::Args;
-use queuey_ops::topology::TopologySpec;
-use queuey_ops::web::{self, Auth, PublicHost, WebConfig};
-use queuey_ops::{OpsError, Result};
 
 use super::Global;
 

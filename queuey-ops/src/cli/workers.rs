@@ -3,10 +3,10 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::Result;
+use crate::fleet;
+use crate::time::format_duration_ms;
 use clap::Args;
-use queuey_ops::Result;
-use queuey_ops::fleet;
-use queuey_ops::time::format_duration_ms;
 
 use super::table::Table;
 use super::{Global, print_json};

@@ -4,25 +4,12 @@
 /// The longest fingerprint, in characters: a longer one is cut there and
 /// ends in `…`, so that grouping a queue of long reasons keeps its memory
 /// bounded.
-pub const FINGERPRINT_MAX_CHARS: usize = 500;
+pub(crate) const FINGERPRINT_MAX_CHARS: usize = 500;
 
 /// The reason with quoted values, UUIDs and other ids, and numbers replaced
 /// by placeholders (`<s>`, `<id>`, `<n>`), and runs of whitespace collapsed,
 /// cut at [`FINGERPRINT_MAX_CHARS`].
-///
-/// ```
-/// use queuey_ops::dead::fingerprint;
-///
-/// assert_eq!(
-///     fingerprint("order 41 failed: customer 'ann' not found"),
-///     fingerprint("order 97 failed: customer 'bob' not found"),
-/// );
-/// assert_eq!(
-///     fingerprint("job 2b4e8a1c-0d3f-4c55-9c1e-8f1a2b3c4d5e timed out after 30s"),
-///     "job <id> timed out after <n>s"
-/// );
-/// ```
-pub fn fingerprint(reason: &str) -> String {
+pub(crate) fn fingerprint(reason: &str) -> String {
     let chars: Vec<char> = reason.chars().collect();
     let mut out = String::with_capacity(reason.len());
     let mut i = 0;
@@ -99,6 +86,18 @@ fn mask_word(word: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::{FINGERPRINT_MAX_CHARS, fingerprint};
+
+    #[test]
+    fn reasons_that_differ_in_their_values_share_a_fingerprint() {
+        assert_eq!(
+            fingerprint("order 41 failed: customer 'ann' not found"),
+            fingerprint("order 97 failed: customer 'bob' not found"),
+        );
+        assert_eq!(
+            fingerprint("job 2b4e8a1c-0d3f-4c55-9c1e-8f1a2b3c4d5e timed out after 30s"),
+            "job <id> timed out after <n>s"
+        );
+    }
 
     #[test]
     fn numbers_ids_and_quoted_values_are_masked() {

@@ -9,31 +9,31 @@ use crate::dead::fingerprint;
 use crate::headers;
 
 /// The reason queuey gives a body that is not an envelope.
-pub const MALFORMED_REASON: &str = "malformed envelope";
+pub(crate) const MALFORMED_REASON: &str = "malformed envelope";
 
 /// A dead letter: the exact body and properties, and what queuey's headers
 /// and envelope say about it.
 #[derive(Debug, Clone)]
-pub struct DeadLetter {
+pub(crate) struct DeadLetter {
     /// 1-based position in its dead-letter queue when it was read (1 =
     /// oldest).
-    pub position: usize,
+    pub(crate) position: usize,
     /// The body, byte for byte.
-    pub body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
     /// The message properties, headers included.
-    pub properties: BasicProperties,
+    pub(crate) properties: BasicProperties,
     /// The envelope, when the body decodes as one.
-    pub envelope: Option<Envelope>,
+    pub(crate) envelope: Option<Envelope>,
     /// The shard of a sharded queue whose dead-letter queue it was read
     /// from (set by the operations on
     /// [`DeadQueues`](crate::dead::DeadQueues)); `None` for the lane, an
     /// unsharded queue, or a letter read from one queue by name.
-    pub shard: Option<u16>,
+    pub(crate) shard: Option<u16>,
 }
 
 impl DeadLetter {
     /// A dead letter from a message read at `position`.
-    pub fn new(position: usize, body: Vec<u8>, properties: BasicProperties) -> Self {
+    pub(crate) fn new(position: usize, body: Vec<u8>, properties: BasicProperties) -> Self {
         let envelope = Envelope::decode(&body).ok();
         DeadLetter {
             position,
@@ -49,7 +49,7 @@ impl DeadLetter {
     }
 
     /// The job id: the envelope's, else a message id that is a UUID.
-    pub fn job_id(&self) -> Option<Uuid> {
+    pub(crate) fn job_id(&self) -> Option<Uuid> {
         match &self.envelope {
             Some(env) => Some(env.job_id),
             None => self
@@ -62,7 +62,7 @@ impl DeadLetter {
 
     /// The id to show and to ask for: the job id, else the message id, else
     /// `#position`.
-    pub fn id(&self) -> String {
+    pub(crate) fn id(&self) -> String {
         if let Some(id) = self.job_id() {
             return id.to_string();
         }
@@ -73,7 +73,7 @@ impl DeadLetter {
     }
 
     /// Whether `id` names this dead letter (job id, message id or `#position`).
-    pub fn answers_to(&self, id: &str) -> bool {
+    pub(crate) fn answers_to(&self, id: &str) -> bool {
         let id = id.trim();
         self.id().eq_ignore_ascii_case(id)
             || id.strip_prefix('#').and_then(|n| n.parse().ok()) == Some(self.position)
@@ -85,7 +85,7 @@ impl DeadLetter {
     }
 
     /// The job type, from the envelope or the message's `type` property.
-    pub fn job_type(&self) -> Option<String> {
+    pub(crate) fn job_type(&self) -> Option<String> {
         match &self.envelope {
             Some(env) => Some(env.job_type.clone()),
             None => self
@@ -97,23 +97,23 @@ impl DeadLetter {
     }
 
     /// Why it died (`x-death-reason`), or `(no reason)`.
-    pub fn reason(&self) -> String {
+    pub(crate) fn reason(&self) -> String {
         headers::text(self.headers(), headers::REASON).unwrap_or_else(|| "(no reason)".to_owned())
     }
 
     /// The reason's fingerprint.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         fingerprint(&self.reason())
     }
 
     /// Attempts made (`x-attempts`, else the envelope's attempt).
-    pub fn attempts(&self) -> Option<i64> {
+    pub(crate) fn attempts(&self) -> Option<i64> {
         headers::integer(self.headers(), headers::ATTEMPTS)
             .or_else(|| self.envelope.as_ref().map(|e| i64::from(e.attempt)))
     }
 
     /// The queue it died on: `x-original-queue`, else the envelope's queue.
-    pub fn original_queue(&self) -> Option<String> {
+    pub(crate) fn original_queue(&self) -> Option<String> {
         headers::text(self.headers(), headers::ORIGINAL_QUEUE)
             .filter(|q| !q.is_empty())
             .or_else(|| self.envelope.as_ref().map(|e| e.queue.clone()))
@@ -121,17 +121,17 @@ impl DeadLetter {
     }
 
     /// Whether the body is not an envelope.
-    pub fn is_malformed(&self) -> bool {
+    pub(crate) fn is_malformed(&self) -> bool {
         self.envelope.is_none()
     }
 
     /// How many times it was redriven already.
-    pub fn redrive_count(&self) -> i64 {
+    pub(crate) fn redrive_count(&self) -> i64 {
         headers::integer(self.headers(), headers::REDRIVE_COUNT).unwrap_or(0)
     }
 
     /// A one-line summary for listings.
-    pub fn summary(&self) -> Summary {
+    pub(crate) fn summary(&self) -> Summary {
         Summary {
             position: self.position,
             shard: self.shard,
@@ -151,55 +151,55 @@ impl DeadLetter {
 
 /// What `dead ls` shows of one dead letter.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     /// 1-based position in its dead-letter queue (1 = oldest).
-    pub position: usize,
+    pub(crate) position: usize,
     /// The shard whose dead-letter queue holds it (see
     /// [`DeadLetter::shard`]).
-    pub shard: Option<u16>,
+    pub(crate) shard: Option<u16>,
     /// Job id, message id or `#position`.
-    pub id: String,
+    pub(crate) id: String,
     /// Job type, when known.
-    pub job_type: Option<String>,
+    pub(crate) job_type: Option<String>,
     /// Why it died.
-    pub reason: String,
+    pub(crate) reason: String,
     /// The reason's fingerprint.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
     /// Attempts made.
-    pub attempts: Option<i64>,
+    pub(crate) attempts: Option<i64>,
     /// The queue it died on (`x-original-queue`, else the envelope's).
-    pub original_queue: Option<String>,
+    pub(crate) original_queue: Option<String>,
     /// When the job was first enqueued.
-    pub enqueued_at_ms: Option<u64>,
+    pub(crate) enqueued_at_ms: Option<u64>,
     /// Whether the body is not an envelope.
-    pub malformed: bool,
+    pub(crate) malformed: bool,
     /// Earlier redrives.
-    pub redrives: i64,
+    pub(crate) redrives: i64,
     /// Body size.
-    pub bytes: usize,
+    pub(crate) bytes: usize,
 }
 
 /// Which dead letters an operation applies to. Every set condition must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// The reason contains this text (case-insensitive).
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// The job type is exactly this.
-    pub job_type: Option<String>,
+    pub(crate) job_type: Option<String>,
     /// The reason's fingerprint is exactly this.
-    pub fingerprint: Option<String>,
+    pub(crate) fingerprint: Option<String>,
     /// The dead letter answers to one of these ids.
-    pub ids: Vec<String>,
+    pub(crate) ids: Vec<String>,
 }
 
 impl Filter {
     /// Everything.
-    pub fn all() -> Self {
+    pub(crate) fn all() -> Self {
         Filter::default()
     }
 
     /// Whether `letter` passes.
-    pub fn matches(&self, letter: &DeadLetter) -> bool {
+    pub(crate) fn matches(&self, letter: &DeadLetter) -> bool {
         let reason_ok = self.reason.as_ref().is_none_or(|text| {
             letter
                 .reason()
@@ -221,7 +221,7 @@ impl Filter {
     }
 
     /// Whether no condition is set.
-    pub fn is_all(&self) -> bool {
+    pub(crate) fn is_all(&self) -> bool {
         *self == Filter::default()
     }
 }

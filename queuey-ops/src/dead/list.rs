@@ -17,7 +17,7 @@ use crate::error::Result;
 
 /// Which end of the queue a listing starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Order {
+pub(crate) enum Order {
     /// The head first: the oldest dead letter.
     #[default]
     OldestFirst,
@@ -27,29 +27,29 @@ pub enum Order {
 
 /// One page of dead letters.
 #[derive(Debug, Clone, Serialize)]
-pub struct Listing {
+pub(crate) struct Listing {
     /// Dead letters in the queue (all of its dead-letter queues) when the
     /// read began.
-    pub total: usize,
+    pub(crate) total: usize,
     /// Dead letters that pass the filter: exact when `matching_exact`, else
     /// the ones met before the read stopped (a lower bound).
-    pub matching: usize,
+    pub(crate) matching: usize,
     /// Whether `matching` is the exact count.
-    pub matching_exact: bool,
+    pub(crate) matching_exact: bool,
     /// Matching dead letters skipped before the page.
-    pub offset: usize,
+    pub(crate) offset: usize,
     /// Dead letters read (over both passes for a filtered newest-first page).
-    pub read: usize,
+    pub(crate) read: usize,
     /// The dead letters in each dead-letter queue read (one, or a sharded
     /// queue's lane and shards) when the read began.
-    pub queues: Vec<QueueCount>,
+    pub(crate) queues: Vec<QueueCount>,
     /// The page, in the order asked for.
-    pub items: Vec<Summary>,
+    pub(crate) items: Vec<Summary>,
 }
 
 impl Listing {
     /// Whether matching dead letters may follow the page.
-    pub fn more(&self) -> bool {
+    pub(crate) fn more(&self) -> bool {
         !self.matching_exact || self.offset + self.items.len() < self.matching
     }
 }
@@ -95,21 +95,6 @@ impl<'a> Window<'a> {
     }
 }
 
-/// One page of the dead letters of `dead_queue` that pass `filter`, in
-/// `order`: `limit` of them after skipping `offset`.
-pub async fn list(
-    amqp: &Amqp,
-    dead_queue: &str,
-    filter: &Filter,
-    order: Order,
-    offset: usize,
-    limit: usize,
-) -> Result<Listing> {
-    DeadQueues::single(dead_queue, dead_queue)
-        .list(amqp, filter, order, offset, limit)
-        .await
-}
-
 impl DeadQueues {
     /// One page of the dead letters of every dead-letter queue that
     /// passes `filter`, in `order`: `limit` of them after skipping
@@ -119,7 +104,7 @@ impl DeadQueues {
     /// then each shard's, each oldest first; newest first is that order
     /// reversed. A position (`#N`) among the filter's ids is refused when
     /// there are several queues.
-    pub async fn list(
+    pub(crate) async fn list(
         &self,
         amqp: &Amqp,
         filter: &Filter,

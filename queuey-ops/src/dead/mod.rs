@@ -6,18 +6,17 @@
 //!
 //! | operation | reads | keeps |
 //! |---|---|---|
-//! | [`list`] | up to the page's last letter (newest first with a filter: the queue twice) | the page |
-//! | [`read_stats`] | the whole queue | aggregates, bounded (see [`StatsBuilder`]) |
-//! | [`find`] | up to the letter found (`#N`: N letters) | that letter |
-//! | [`plan_redrive`], [`plan_purge`] | the whole queue (a redrive preview stops at its limit) | counts and the first [`PREVIEW_SAMPLES`] |
-//! | [`redrive`], [`purge_with_export`] | the whole queue | counts (a purge: the delivery tags it removes) |
-//! | [`scan`] | until the visitor stops | what the visitor keeps |
-//! | [`read`] | up to `max` | everything read |
+//! | [`list`](DeadQueues::list) | up to the page's last letter (newest first with a filter: the queue twice) | the page |
+//! | [`read_stats`](DeadQueues::read_stats) | the whole queue | aggregates, bounded (see [`StatsBuilder`]) |
+//! | [`find`](DeadQueues::find) | up to the letter found (`#N`: N letters) | that letter |
+//! | [`plan_redrive`](DeadQueues::plan_redrive), [`plan_purge`](DeadQueues::plan_purge) | the whole queue (a redrive preview stops at its limit) | counts and the first [`PREVIEW_SAMPLES`] |
+//! | [`redrive`](DeadQueues::redrive), [`purge_with_export`](DeadQueues::purge_with_export) | the whole queue | counts (a purge: the delivery tags it removes) |
+//! | [`scan`](DeadQueues::scan) | until the visitor stops | what the visitor keeps |
 //!
-//! Each operation reads one dead-letter queue by name, or, as a method of
-//! [`DeadQueues`], every dead-letter queue of a queue name: a sharded
-//! queue's lane's and each shard's (see [`shards`](crate::shards)), one
-//! after the other, the lane's first. Letters read so carry their
+//! Each operation is a method of [`DeadQueues`] and reads every
+//! dead-letter queue of a queue name: a sharded queue's lane's and each
+//! shard's (see [`shards`](crate::shards)), one after the other, the
+//! lane's first. Letters read so carry their
 //! [`shard`](DeadLetter::shard), and a redrive sends each back to the
 //! shard it died on.
 //!
@@ -43,23 +42,22 @@ mod show;
 mod stats;
 mod transfer;
 
-pub use fingerprint::{FINGERPRINT_MAX_CHARS, fingerprint};
-pub use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
-pub use list::{Listing, Order, list};
-pub use plan::{PREVIEW_SAMPLES, PlannedMove, RedrivePlan, TargetPlan, plan_redrive};
-pub use purge::{PurgePlan, PurgeReport, plan_purge, purge_with_export};
-pub use queues::{DeadQueue, DeadQueues, QueueCount};
-pub use redrive::{
-    DEFAULT_BATCH, Destination, MAX_SAMPLES, MAX_TARGETS, Moved, RedriveOptions, RedriveReport,
-    redrive,
-};
-pub use scan::{Pass, read, scan};
-pub use show::{Detail, amqp_value_to_json, find, show};
-pub use stats::{
-    Group, MAX_GROUP_JOB_TYPES, MAX_GROUPS, MAX_JOB_TYPES, Stats, StatsBuilder, TEXT_MAX_CHARS,
-    TypeCount, read_stats, stats,
-};
-pub use transfer::{ExportRecord, ImportPlan, import, plan_import, read_export};
+pub(crate) use fingerprint::fingerprint;
+pub(crate) use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
+pub(crate) use list::Order;
+pub(crate) use plan::{PREVIEW_SAMPLES, RedrivePlan};
+pub(crate) use queues::{DeadQueue, DeadQueues, QueueCount};
+#[cfg(test)]
+pub(crate) use redrive::redrive;
+pub(crate) use redrive::{DEFAULT_BATCH, Destination, MAX_TARGETS, Moved, RedriveOptions};
+#[cfg(test)]
+pub(crate) use scan::read;
+pub(crate) use scan::scan;
+pub(crate) use show::show;
+#[cfg(test)]
+pub(crate) use stats::stats;
+pub(crate) use stats::{MAX_GROUPS, MAX_JOB_TYPES, StatsBuilder};
+pub(crate) use transfer::{ExportRecord, import, plan_import, read_export};
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -19,84 +19,76 @@ use crate::dead::{DeadQueues, RedriveOptions, scan};
 use crate::error::Result;
 
 /// Moves a preview lists one by one; the rest are counted.
-pub const PREVIEW_SAMPLES: usize = 20;
+pub(crate) const PREVIEW_SAMPLES: usize = 20;
 /// Characters of a reason a preview sample keeps.
 const SAMPLE_REASON_CHARS: usize = 200;
 
 /// What a redrive would move, computed without changing anything.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct RedrivePlan {
+pub(crate) struct RedrivePlan {
     /// The work queue the redrive runs for.
-    pub queue: String,
+    pub(crate) queue: String,
     /// Dead letters in the queue (all of its dead-letter queues) when the
     /// preview began.
-    pub total: usize,
+    pub(crate) total: usize,
     /// Dead letters read.
-    pub read: usize,
+    pub(crate) read: usize,
     /// Whether the whole queue was read (the counts are exact); false when
     /// the preview stopped at the limit.
-    pub complete: bool,
+    pub(crate) complete: bool,
     /// Dead letters that would move.
-    pub would_move: usize,
+    pub(crate) would_move: usize,
     /// Every target named, with what happens to its dead letters.
-    pub targets: Vec<TargetPlan>,
+    pub(crate) targets: Vec<TargetPlan>,
     /// Dead letters for targets past [`MAX_TARGETS`] (counted, not named or
     /// checked).
-    pub other_targets: usize,
+    pub(crate) other_targets: usize,
     /// The first [`PREVIEW_SAMPLES`] moves.
-    pub samples: Vec<PlannedMove>,
+    pub(crate) samples: Vec<PlannedMove>,
     /// Matching dead letters that would stay because their original queue
     /// is foreign (another queue than [`queue`](Self::queue)).
-    pub foreign: usize,
+    pub(crate) foreign: usize,
     /// Matching dead letters that cannot move.
-    pub unmovable: usize,
+    pub(crate) unmovable: usize,
     /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
-    pub unmovable_samples: Vec<(String, String)>,
+    pub(crate) unmovable_samples: Vec<(String, String)>,
     /// Dead letters read that do not match the filter.
-    pub not_matching: usize,
-}
-
-impl RedrivePlan {
-    /// The targets that would receive dead letters but do not exist (the
-    /// redrive would stop at the first letter for one of them).
-    pub fn missing(&self) -> impl Iterator<Item = &TargetPlan> {
-        self.targets.iter().filter(|t| t.moves && !t.exists)
-    }
+    pub(crate) not_matching: usize,
 }
 
 /// One target of a redrive preview.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TargetPlan {
+pub(crate) struct TargetPlan {
     /// The queue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// Matching dead letters for it.
-    pub letters: usize,
+    pub(crate) letters: usize,
     /// Whether they would move there (false: foreign, they stay).
-    pub moves: bool,
+    pub(crate) moves: bool,
     /// Whether it is another queue than the one the redrive runs for (over
     /// a sharded queue: than the work queue of the dead-letter queue its
     /// letters are in).
-    pub foreign: bool,
+    pub(crate) foreign: bool,
     /// Whether it exists now.
-    pub exists: bool,
+    pub(crate) exists: bool,
 }
 
 /// One planned move.
 #[derive(Debug, Clone, Serialize)]
-pub struct PlannedMove {
+pub(crate) struct PlannedMove {
     /// The dead letter's id.
-    pub id: String,
+    pub(crate) id: String,
     /// Its job type.
-    pub job_type: Option<String>,
+    pub(crate) job_type: Option<String>,
     /// Its reason (the start of it).
-    pub reason: String,
+    pub(crate) reason: String,
     /// The queue it would go to.
-    pub target: String,
+    pub(crate) target: String,
 }
 
 /// What [`redrive`](crate::dead::redrive) with `options` would move now.
 /// Changes nothing.
-pub async fn plan_redrive(
+pub(crate) async fn plan_redrive(
     amqp: &Amqp,
     dead_queue: &str,
     options: &RedriveOptions,
@@ -180,7 +172,11 @@ impl DeadQueues {
     /// [`RedriveOptions::queue`], and the previews added up (targets named
     /// once with their letters summed; samples and limits over all).
     /// Changes nothing.
-    pub async fn plan_redrive(&self, amqp: &Amqp, options: &RedriveOptions) -> Result<RedrivePlan> {
+    pub(crate) async fn plan_redrive(
+        &self,
+        amqp: &Amqp,
+        options: &RedriveOptions,
+    ) -> Result<RedrivePlan> {
         self.check_ids(&options.filter.ids)?;
         let mut all = RedrivePlan {
             queue: options.queue.clone(),

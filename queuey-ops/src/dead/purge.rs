@@ -29,24 +29,16 @@ const SAMPLE_REASON_CHARS: usize = 200;
 
 /// What a purge would remove, computed without changing anything.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct PurgePlan {
+pub(crate) struct PurgePlan {
     /// Dead letters in the queue (all of its dead-letter queues) when the
     /// preview began.
-    pub total: usize,
+    pub(crate) total: usize,
     /// Dead letters read.
-    pub read: usize,
+    pub(crate) read: usize,
     /// Dead letters that would be exported and removed.
-    pub matching: usize,
+    pub(crate) matching: usize,
     /// The first [`PREVIEW_SAMPLES`] of them: `(id, start of the reason)`.
-    pub samples: Vec<(String, String)>,
-}
-
-/// What [`purge_with_export`] with `filter` would remove now. Reads the
-/// whole queue once, keeping counts and a few samples.
-pub async fn plan_purge(amqp: &Amqp, dead_queue: &str, filter: &Filter) -> Result<PurgePlan> {
-    DeadQueues::single(dead_queue, dead_queue)
-        .plan_purge(amqp, filter)
-        .await
+    pub(crate) samples: Vec<(String, String)>,
 }
 
 impl DeadQueues {
@@ -54,7 +46,7 @@ impl DeadQueues {
     /// `filter` would remove now, over every dead-letter queue. Reads each
     /// once, keeping counts and a few samples. A position (`#N`) among the
     /// filter's ids is refused when there are several queues.
-    pub async fn plan_purge(&self, amqp: &Amqp, filter: &Filter) -> Result<PurgePlan> {
+    pub(crate) async fn plan_purge(&self, amqp: &Amqp, filter: &Filter) -> Result<PurgePlan> {
         self.check_ids(&filter.ids)?;
         let mut plan = PurgePlan::default();
         let pass = self
@@ -77,34 +69,15 @@ impl DeadQueues {
 
 /// What a purge did.
 #[derive(Debug, Clone, Serialize)]
-pub struct PurgeReport {
+pub(crate) struct PurgeReport {
     /// The export file.
-    pub file: PathBuf,
+    pub(crate) file: PathBuf,
     /// Dead letters written to it and then removed.
-    pub purged: usize,
+    pub(crate) purged: usize,
     /// Dead letters read that did not match and stayed.
-    pub kept: usize,
+    pub(crate) kept: usize,
     /// Dead letters written and removed, per dead-letter queue.
-    pub queues: Vec<QueueCount>,
-}
-
-/// Removes the dead letters of `dead_queue` that pass `filter`, after
-/// writing every one of them to a new file at `path` and flushing it to disk.
-///
-/// The file must not exist yet; it is created (mode `0600` on Unix) only
-/// after `dead_queue` was found. If anything fails before the file is
-/// complete and synced, the file is removed and nothing is purged. A crash
-/// after that leaves every dead letter either still queued or in the file
-/// (or both).
-pub async fn purge_with_export(
-    amqp: &Amqp,
-    dead_queue: &str,
-    filter: &Filter,
-    path: &Path,
-) -> Result<PurgeReport> {
-    DeadQueues::single(dead_queue, dead_queue)
-        .purge_with_export(amqp, filter, path)
-        .await
+    pub(crate) queues: Vec<QueueCount>,
 }
 
 impl DeadQueues {
@@ -115,7 +88,7 @@ impl DeadQueues {
     /// are they removed. If anything fails before that, the file is
     /// removed and nothing is purged from any queue. A position (`#N`)
     /// among the filter's ids is refused when there are several queues.
-    pub async fn purge_with_export(
+    pub(crate) async fn purge_with_export(
         &self,
         amqp: &Amqp,
         filter: &Filter,

@@ -9,28 +9,28 @@ use crate::shards::{self, Shards};
 
 /// One dead-letter queue, and the work queue its letters died on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeadQueue {
+pub(crate) struct DeadQueue {
     /// The dead-letter queue.
-    pub dead_queue: String,
+    pub(crate) dead_queue: String,
     /// The work queue it belongs to (a shard's, for a shard's dead-letter
     /// queue): where a redrive sends its letters back.
-    pub work_queue: String,
+    pub(crate) work_queue: String,
     /// The shard of a sharded queue it belongs to; `None` for the lane and
     /// for an unsharded queue.
-    pub shard: Option<u16>,
+    pub(crate) shard: Option<u16>,
 }
 
 /// Dead letters of one dead-letter queue, in a listing or a count that
 /// covers several.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct QueueCount {
+pub(crate) struct QueueCount {
     /// The dead-letter queue.
-    pub dead_queue: String,
+    pub(crate) dead_queue: String,
     /// The shard it belongs to (`None`: the lane, or an unsharded queue).
-    pub shard: Option<u16>,
+    pub(crate) shard: Option<u16>,
     /// How many dead letters (what exactly is counted is said where the
     /// count appears).
-    pub count: usize,
+    pub(crate) count: usize,
 }
 
 /// The dead-letter queues of one queue name, which the operations on
@@ -46,13 +46,13 @@ pub struct QueueCount {
 /// Positions (`#N`) count within one dead-letter queue, so an operation
 /// over several refuses them as ids: name the shard instead.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct DeadQueues {
+pub(crate) struct DeadQueues {
     /// The queue named (the lane of a sharded queue).
-    pub queue: String,
+    pub(crate) queue: String,
     /// Whether it is sharded.
-    pub sharded: bool,
+    pub(crate) sharded: bool,
     /// Its dead-letter queues: the lane's (or the queue's own) first.
-    pub queues: Vec<DeadQueue>,
+    pub(crate) queues: Vec<DeadQueue>,
 }
 
 impl DeadQueues {
@@ -61,7 +61,7 @@ impl DeadQueues {
     /// when it is a dead-letter queue itself (it ends in `dead_suffix`).
     /// An empty `dead_suffix` is refused as by
     /// [`dead_queue_of`](crate::dead_queue_of).
-    pub async fn discover(amqp: &Amqp, queue: &str, dead_suffix: &str) -> Result<Self> {
+    pub(crate) async fn discover(amqp: &Amqp, queue: &str, dead_suffix: &str) -> Result<Self> {
         let dead_queue = crate::dead_queue_of(queue, dead_suffix)?;
         if dead_queue == queue {
             return Ok(DeadQueues::single(
@@ -74,7 +74,7 @@ impl DeadQueues {
     }
 
     /// The dead-letter queues of `shards`' queues.
-    pub fn of(shards: &Shards, dead_suffix: &str) -> Result<Self> {
+    pub(crate) fn of(shards: &Shards, dead_suffix: &str) -> Result<Self> {
         let queues = shards
             .members()
             .into_iter()
@@ -94,7 +94,7 @@ impl DeadQueues {
     }
 
     /// One dead-letter queue of `work_queue`.
-    pub fn single(dead_queue: impl Into<String>, work_queue: impl Into<String>) -> Self {
+    pub(crate) fn single(dead_queue: impl Into<String>, work_queue: impl Into<String>) -> Self {
         let work_queue = work_queue.into();
         DeadQueues {
             queue: work_queue.clone(),
@@ -108,13 +108,13 @@ impl DeadQueues {
     }
 
     /// The first dead-letter queue: the lane's, or the only one.
-    pub fn first(&self) -> &str {
+    pub(crate) fn first(&self) -> &str {
         self.queues.first().map_or("", |q| q.dead_queue.as_str())
     }
 
     /// The queues for a heading: `emails.dead`, or `emails.dead and the
     /// dead-letter queues of 4 shards`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self.queues.len() {
             0 | 1 => self.first().to_owned(),
             2 => format!("{} and the dead-letter queue of 1 shard", self.first()),
@@ -127,14 +127,14 @@ impl DeadQueues {
     }
 
     /// A shard column's text for `shard` (see [`shards::label`]).
-    pub fn label(&self, shard: Option<u16>) -> String {
+    pub(crate) fn label(&self, shard: Option<u16>) -> String {
         shards::label(self.sharded, shard)
     }
 
     /// The exact counts of each dead-letter queue that exists (a passive
     /// declare each), in order. When none exists, the first one is
     /// [`OpsError::UnknownQueue`].
-    pub async fn present(&self, amqp: &Amqp) -> Result<Vec<(&DeadQueue, QueueCounts)>> {
+    pub(crate) async fn present(&self, amqp: &Amqp) -> Result<Vec<(&DeadQueue, QueueCounts)>> {
         let mut present = Vec::with_capacity(self.queues.len());
         for queue in &self.queues {
             if let Some(counts) = amqp.counts(&queue.dead_queue).await? {
@@ -148,7 +148,7 @@ impl DeadQueues {
     }
 
     /// The dead letters in each dead-letter queue that exists, exactly.
-    pub async fn counts(&self, amqp: &Amqp) -> Result<Vec<QueueCount>> {
+    pub(crate) async fn counts(&self, amqp: &Amqp) -> Result<Vec<QueueCount>> {
         Ok(self
             .present(amqp)
             .await?

@@ -52,7 +52,7 @@ use crate::error::{OpsError, Result};
 use crate::headers;
 
 /// Moves per transaction unless told otherwise.
-pub const DEFAULT_BATCH: usize = 64;
+pub(crate) const DEFAULT_BATCH: usize = 64;
 
 /// Where a redrive sends the dead letters.
 ///
@@ -60,7 +60,7 @@ pub const DEFAULT_BATCH: usize = 64;
 /// than the one the redrive runs for; the preview ([`plan_redrive`](crate::dead::plan_redrive))
 /// names every target and flags the foreign and missing ones.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum Destination {
+pub(crate) enum Destination {
     /// To [`RedriveOptions::queue`] only: a dead letter whose original
     /// queue is another one is foreign and stays in the dead-letter queue.
     #[default]
@@ -74,38 +74,38 @@ pub enum Destination {
 
 /// How a redrive runs.
 #[derive(Debug, Clone)]
-pub struct RedriveOptions {
+pub(crate) struct RedriveOptions {
     /// The work queue the redrive runs for (the one whose dead letters these
     /// are); with [`Destination::Home`], the only queue anything moves to.
     ///
     /// Over [`DeadQueues`] (a sharded queue's lane and shards), the work
     /// queue of each dead-letter queue takes its place for that queue's
     /// letters: each goes home to the shard it died on, never to another.
-    pub queue: String,
+    pub(crate) queue: String,
     /// Where the dead letters go.
-    pub destination: Destination,
+    pub(crate) destination: Destination,
     /// Which dead letters move.
-    pub filter: Filter,
+    pub(crate) filter: Filter,
     /// Move at most this many.
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// At most this many moves per second.
-    pub rate: Option<f64>,
+    pub(crate) rate: Option<f64>,
     /// Keep the attempt counter instead of resetting it to 1.
-    pub keep_attempts: bool,
+    pub(crate) keep_attempts: bool,
     /// Stamped on every moved message as `queuey-redrive-id`.
-    pub redrive_id: String,
+    pub(crate) redrive_id: String,
     /// Moves committed together in one transaction (at least 1). A batch is
     /// all or nothing; with a `rate`, every move commits on its own.
-    pub batch: usize,
+    pub(crate) batch: usize,
     /// Set it to stop after the current batch: what was moved is committed
     /// and reported, [`RedriveReport::stopped`] says so.
-    pub stop: Arc<AtomicBool>,
+    pub(crate) stop: Arc<AtomicBool>,
 }
 
 impl RedriveOptions {
     /// A redrive of every dead letter of `queue` back to `queue`, with a
     /// fresh redrive id and the default batch.
-    pub fn new(queue: impl Into<String>) -> Self {
+    pub(crate) fn new(queue: impl Into<String>) -> Self {
         RedriveOptions {
             queue: queue.into(),
             destination: Destination::Home,
@@ -122,41 +122,41 @@ impl RedriveOptions {
 
 /// Foreign targets a report or plan names one by one; dead letters for
 /// further ones are counted only.
-pub const MAX_TARGETS: usize = 100;
+pub(crate) const MAX_TARGETS: usize = 100;
 /// Unmovable dead letters a report or plan names one by one.
-pub const MAX_SAMPLES: usize = 20;
+pub(crate) const MAX_SAMPLES: usize = 20;
 
 /// One dead letter moved.
 #[derive(Debug, Clone, Serialize)]
-pub struct Moved {
+pub(crate) struct Moved {
     /// The dead letter's id.
-    pub id: String,
+    pub(crate) id: String,
     /// The queue it went to.
-    pub target: String,
+    pub(crate) target: String,
 }
 
 /// What a redrive did.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct RedriveReport {
+pub(crate) struct RedriveReport {
     /// The redrive id stamped on the moved messages.
-    pub redrive_id: String,
+    pub(crate) redrive_id: String,
     /// Dead letters moved.
-    pub moved: usize,
+    pub(crate) moved: usize,
     /// Dead letters moved, per target queue.
-    pub moved_to: BTreeMap<String, usize>,
+    pub(crate) moved_to: BTreeMap<String, usize>,
     /// Matching dead letters left in place because their original queue is
     /// not the queue the redrive runs for (with [`Destination::Home`]).
-    pub foreign: usize,
+    pub(crate) foreign: usize,
     /// `foreign`, per original queue (at most [`MAX_TARGETS`] named).
-    pub foreign_targets: BTreeMap<String, usize>,
+    pub(crate) foreign_targets: BTreeMap<String, usize>,
     /// Matching dead letters left in place because they cannot move.
-    pub unmovable: usize,
+    pub(crate) unmovable: usize,
     /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
-    pub unmovable_samples: Vec<(String, String)>,
+    pub(crate) unmovable_samples: Vec<(String, String)>,
     /// Dead letters read but not matching the filter, left in place.
-    pub not_matching: usize,
+    pub(crate) not_matching: usize,
     /// Set when the run stopped early: why.
-    pub stopped: Option<String>,
+    pub(crate) stopped: Option<String>,
 }
 
 /// What a redrive does with one matching dead letter.
@@ -226,7 +226,7 @@ fn redriven_body(letter: &DeadLetter, keep_attempts: bool) -> Result<Vec<u8>> {
 /// Reads one pass of the queue as it is when the redrive starts. Stops early
 /// (and says why in [`RedriveReport::stopped`]) when a target queue is
 /// missing; what was moved until then stays moved, nothing is lost.
-pub async fn redrive(
+pub(crate) async fn redrive(
     amqp: &Amqp,
     dead_queue: &str,
     options: &RedriveOptions,
@@ -356,7 +356,7 @@ impl DeadQueues {
     /// all; the reports are added up, and the run ends at the first queue
     /// whose redrive stopped early. A position (`#N`) among the filter's
     /// ids is refused when there are several queues.
-    pub async fn redrive(
+    pub(crate) async fn redrive(
         &self,
         amqp: &Amqp,
         options: &RedriveOptions,

@@ -11,15 +11,15 @@ use crate::error::Result;
 
 /// How a pass over a dead-letter queue went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Pass {
+pub(crate) struct Pass {
     /// Dead letters in the queue when the pass began (exact, from the
     /// broker).
-    pub total: usize,
+    pub(crate) total: usize,
     /// Dead letters read.
-    pub read: usize,
+    pub(crate) read: usize,
     /// Whether the pass went to the end of the queue, so that what was
     /// counted over it is exact; `false` when it stopped early.
-    pub complete: bool,
+    pub(crate) complete: bool,
 }
 
 /// Reads `dead_queue` from its head, at most `max` letters, and hands each
@@ -30,7 +30,7 @@ pub struct Pass {
 /// ahead): what `visit` keeps is what the pass costs.
 ///
 /// [`WINDOW`]: crate::browse::WINDOW
-pub async fn scan(
+pub(crate) async fn scan(
     amqp: &Amqp,
     dead_queue: &str,
     max: Option<usize>,
@@ -62,7 +62,7 @@ impl DeadQueues {
     ///
     /// The [`Pass`] counts over all of them; [`Pass::complete`] when every
     /// one was read to its end.
-    pub async fn scan(
+    pub(crate) async fn scan(
         &self,
         amqp: &Amqp,
         max: Option<usize>,
@@ -112,7 +112,8 @@ async fn walk(
 /// Reads up to `max` dead letters of `dead_queue`, oldest first, leaving
 /// the queue as it was. Everything read is kept: for counting or searching
 /// a queue of any length, [`scan`] it.
-pub async fn read(amqp: &Amqp, dead_queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
+#[cfg(test)]
+pub(crate) async fn read(amqp: &Amqp, dead_queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
     let mut letters = Vec::new();
     scan(amqp, dead_queue, Some(max), |letter| {
         letters.push(letter);

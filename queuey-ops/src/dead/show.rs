@@ -11,22 +11,6 @@ use crate::amqp::Amqp;
 use crate::dead::{DeadLetter, DeadQueues};
 use crate::error::{OpsError, Result};
 
-/// The oldest dead letter of `dead_queue` that answers to `id` (a job id,
-/// a message id or `#position`), or [`OpsError::NotFound`].
-///
-/// The read stops at the letter found (for `#N`, after N letters at most)
-/// and at `max` letters when given; only that letter is kept.
-pub async fn find(
-    amqp: &Amqp,
-    dead_queue: &str,
-    id: &str,
-    max: Option<usize>,
-) -> Result<DeadLetter> {
-    DeadQueues::single(dead_queue, dead_queue)
-        .find(amqp, id, max)
-        .await
-}
-
 impl DeadQueues {
     /// The first dead letter that answers to `id` (a job id, a message id,
     /// or with a single dead-letter queue `#position`), searching the
@@ -37,7 +21,12 @@ impl DeadQueues {
     /// The read stops at the letter found (for `#N`, after N letters at
     /// most) and at `max` letters in all when given; only that letter is
     /// kept.
-    pub async fn find(&self, amqp: &Amqp, id: &str, max: Option<usize>) -> Result<DeadLetter> {
+    pub(crate) async fn find(
+        &self,
+        amqp: &Amqp,
+        id: &str,
+        max: Option<usize>,
+    ) -> Result<DeadLetter> {
         self.check_ids([&id.to_owned()])?;
         let position = id
             .trim()
@@ -66,21 +55,21 @@ impl DeadQueues {
 
 /// One dead letter in full.
 #[derive(Debug, Clone, Serialize)]
-pub struct Detail {
+pub(crate) struct Detail {
     /// The summary line.
-    pub summary: crate::dead::Summary,
+    pub(crate) summary: crate::dead::Summary,
     /// The message properties other than headers.
-    pub properties: BTreeMap<String, Value>,
+    pub(crate) properties: BTreeMap<String, Value>,
     /// The headers, as JSON.
-    pub headers: BTreeMap<String, Value>,
+    pub(crate) headers: BTreeMap<String, Value>,
     /// The envelope without its payload, when the body is one.
-    pub envelope: Option<Value>,
+    pub(crate) envelope: Option<Value>,
     /// The payload (or, for a malformed body, the body as text or base64).
-    pub payload: Value,
+    pub(crate) payload: Value,
 }
 
 /// The detail of `letter`.
-pub fn show(letter: &DeadLetter) -> Detail {
+pub(crate) fn show(letter: &DeadLetter) -> Detail {
     let p = &letter.properties;
     let mut properties = BTreeMap::new();
     let mut put = |k: &str, v: Option<Value>| {
@@ -147,7 +136,7 @@ pub fn show(letter: &DeadLetter) -> Detail {
 }
 
 /// An AMQP value as JSON, for reading (types are not kept; exports keep them).
-pub fn amqp_value_to_json(value: &AMQPValue) -> Value {
+pub(crate) fn amqp_value_to_json(value: &AMQPValue) -> Value {
     match value {
         AMQPValue::Boolean(b) => json!(b),
         AMQPValue::ShortShortInt(n) => json!(n),

@@ -21,70 +21,70 @@ use crate::error::Result;
 
 /// Fingerprint groups kept; letters of further fingerprints are counted in
 /// [`Stats::other_fingerprints`].
-pub const MAX_GROUPS: usize = 1_000;
+pub(crate) const MAX_GROUPS: usize = 1_000;
 /// Job types kept; letters of further types are counted in
 /// [`Stats::other_job_types`].
-pub const MAX_JOB_TYPES: usize = 1_000;
+pub(crate) const MAX_JOB_TYPES: usize = 1_000;
 /// Job types kept per group; the rest are counted in
 /// [`Group::other_job_types`].
-pub const MAX_GROUP_JOB_TYPES: usize = 20;
+pub(crate) const MAX_GROUP_JOB_TYPES: usize = 20;
 /// Characters kept of a group's example reason and of a job type.
-pub const TEXT_MAX_CHARS: usize = 500;
+pub(crate) const TEXT_MAX_CHARS: usize = 500;
 
 /// The dead letters of one reason fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Group {
+pub(crate) struct Group {
     /// The fingerprint.
-    pub fingerprint: String,
+    pub(crate) fingerprint: String,
     /// How many dead letters have it.
-    pub count: usize,
+    pub(crate) count: usize,
     /// One full reason of the group, the oldest (cut at
     /// [`TEXT_MAX_CHARS`]).
-    pub example_reason: String,
+    pub(crate) example_reason: String,
     /// One id of the group, the oldest.
-    pub example_id: String,
+    pub(crate) example_id: String,
     /// Counts per job type inside the group.
-    pub job_types: BTreeMap<String, usize>,
+    pub(crate) job_types: BTreeMap<String, usize>,
     /// Letters of the group whose job type is not in `job_types` (past
     /// [`MAX_GROUP_JOB_TYPES`]).
-    pub other_job_types: usize,
+    pub(crate) other_job_types: usize,
     /// Position of the oldest one (1 = head of the queue; of a sharded
     /// queue, in its own dead-letter queue).
-    pub first_position: usize,
+    pub(crate) first_position: usize,
     /// Position of the newest one (as `first_position`).
-    pub last_position: usize,
+    pub(crate) last_position: usize,
 }
 
 /// Dead letters of one job type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TypeCount {
+pub(crate) struct TypeCount {
     /// The job type (`(unknown)` for a body that is not an envelope and has
     /// no `type` property).
-    pub job_type: String,
+    pub(crate) job_type: String,
     /// How many.
-    pub count: usize,
+    pub(crate) count: usize,
 }
 
 /// What `dead stats` reports.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Stats {
+pub(crate) struct Stats {
     /// Dead letters counted.
-    pub total: usize,
+    pub(crate) total: usize,
     /// How many are not envelopes.
-    pub malformed: usize,
+    pub(crate) malformed: usize,
     /// Groups by fingerprint, largest first.
-    pub by_fingerprint: Vec<Group>,
+    pub(crate) by_fingerprint: Vec<Group>,
     /// Letters whose fingerprint is in no group (past [`MAX_GROUPS`]).
-    pub other_fingerprints: usize,
+    pub(crate) other_fingerprints: usize,
     /// Counts by job type, largest first.
-    pub by_job_type: Vec<TypeCount>,
+    pub(crate) by_job_type: Vec<TypeCount>,
     /// Letters whose job type is not in `by_job_type` (past
     /// [`MAX_JOB_TYPES`]).
-    pub other_job_types: usize,
+    pub(crate) other_job_types: usize,
     /// The letters counted, per dead-letter queue read (one, or a sharded
-    /// queue's lane and shards); filled by [`read_stats`] and
-    /// [`DeadQueues::read_stats`], empty from [`StatsBuilder`].
-    pub queues: Vec<QueueCount>,
+    /// queue's lane and shards); filled by [`DeadQueues::read_stats`],
+    /// empty from [`StatsBuilder`].
+    pub(crate) queues: Vec<QueueCount>,
 }
 
 const UNKNOWN_TYPE: &str = "(unknown)";
@@ -99,7 +99,7 @@ const UNKNOWN_TYPE: &str = "(unknown)";
 /// [`Group::other_job_types`], so totals stay exact. The groups kept are the
 /// first ones met from the head of the queue (the oldest).
 #[derive(Debug, Default)]
-pub struct StatsBuilder {
+pub(crate) struct StatsBuilder {
     total: usize,
     malformed: usize,
     groups: BTreeMap<String, Group>,
@@ -110,12 +110,12 @@ pub struct StatsBuilder {
 
 impl StatsBuilder {
     /// Nothing counted yet.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         StatsBuilder::default()
     }
 
     /// Counts `letter`.
-    pub fn add(&mut self, letter: &DeadLetter) {
+    pub(crate) fn add(&mut self, letter: &DeadLetter) {
         self.total += 1;
         if letter.is_malformed() {
             self.malformed += 1;
@@ -167,7 +167,7 @@ impl StatsBuilder {
     }
 
     /// The counts, largest groups first.
-    pub fn finish(self) -> Stats {
+    pub(crate) fn finish(self) -> Stats {
         let mut by_fingerprint: Vec<Group> = self.groups.into_values().collect();
         by_fingerprint.sort_by(|a, b| {
             b.count
@@ -193,18 +193,11 @@ impl StatsBuilder {
 }
 
 /// Groups `letters` by fingerprint and by job type.
-pub fn stats(letters: &[DeadLetter]) -> Stats {
+#[cfg(test)]
+pub(crate) fn stats(letters: &[DeadLetter]) -> Stats {
     let mut builder = StatsBuilder::new();
     letters.iter().for_each(|l| builder.add(l));
     builder.finish()
-}
-
-/// Reads `dead_queue` once and groups the dead letters that pass `filter`,
-/// keeping only the aggregates, bounded as [`StatsBuilder`] says.
-pub async fn read_stats(amqp: &Amqp, dead_queue: &str, filter: &Filter) -> Result<Stats> {
-    DeadQueues::single(dead_queue, dead_queue)
-        .read_stats(amqp, filter)
-        .await
 }
 
 impl DeadQueues {
@@ -213,7 +206,7 @@ impl DeadQueues {
     /// bounded as [`StatsBuilder`] says; [`Stats::queues`] counts them per
     /// dead-letter queue. A position (`#N`) among the filter's ids is
     /// refused when there are several queues.
-    pub async fn read_stats(&self, amqp: &Amqp, filter: &Filter) -> Result<Stats> {
+    pub(crate) async fn read_stats(&self, amqp: &Amqp, filter: &Filter) -> Result<Stats> {
         self.check_ids(&filter.ids)?;
         let mut builder = StatsBuilder::new();
         let mut per_shard: BTreeMap<Option<u16>, usize> = BTreeMap::new();

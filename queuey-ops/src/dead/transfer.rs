@@ -22,17 +22,17 @@ pub(crate) const TRAILER_KEY: &str = "queuey_export_end";
 
 /// One exported message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ExportRecord {
+pub(crate) struct ExportRecord {
     /// The queue it was exported from (and is imported back into).
-    pub queue: String,
+    pub(crate) queue: String,
     /// Its id, for reading the file.
-    pub id: String,
+    pub(crate) id: String,
     /// Its reason, for reading the file.
-    pub reason: String,
+    pub(crate) reason: String,
     /// The body, base64.
-    pub body_base64: String,
+    pub(crate) body_base64: String,
     /// The properties, headers with their AMQP types.
-    pub properties: BasicProperties,
+    pub(crate) properties: BasicProperties,
 }
 
 impl ExportRecord {
@@ -47,7 +47,7 @@ impl ExportRecord {
     }
 
     /// The body.
-    pub fn body(&self) -> Result<Vec<u8>, String> {
+    pub(crate) fn body(&self) -> Result<Vec<u8>, String> {
         data_encoding::BASE64
             .decode(self.body_base64.as_bytes())
             .map_err(|e| format!("body_base64 is not base64: {e}"))
@@ -56,7 +56,7 @@ impl ExportRecord {
 
 /// Reads and checks a whole export file. Any line that is not a record, or
 /// a missing or wrong trailer, is [`OpsError::BadImport`].
-pub fn read_export(path: &Path) -> Result<Vec<ExportRecord>> {
+pub(crate) fn read_export(path: &Path) -> Result<Vec<ExportRecord>> {
     let file = File::open(path).map_err(|e| OpsError::io(path, e))?;
     let bad = |line: usize, detail: String| OpsError::BadImport {
         path: path.to_owned(),
@@ -103,16 +103,16 @@ pub fn read_export(path: &Path) -> Result<Vec<ExportRecord>> {
 
 /// Where an import would put the records.
 #[derive(Debug, Clone, Serialize)]
-pub struct ImportPlan {
+pub(crate) struct ImportPlan {
     /// Records in the file.
-    pub records: usize,
+    pub(crate) records: usize,
     /// Records per destination queue.
-    pub by_queue: BTreeMap<String, usize>,
+    pub(crate) by_queue: BTreeMap<String, usize>,
 }
 
 /// Where [`import`] would put `records` (into `to`, else back where they
 /// were exported from).
-pub fn plan_import(records: &[ExportRecord], to: Option<&str>) -> ImportPlan {
+pub(crate) fn plan_import(records: &[ExportRecord], to: Option<&str>) -> ImportPlan {
     let mut by_queue = BTreeMap::new();
     for r in records {
         *by_queue
@@ -128,7 +128,11 @@ pub fn plan_import(records: &[ExportRecord], to: Option<&str>) -> ImportPlan {
 /// Publishes every record, confirmed, with its exact body and properties.
 /// Checks first that every destination queue exists: a missing one is
 /// [`OpsError::UnknownQueue`] and nothing is published.
-pub async fn import(amqp: &Amqp, records: &[ExportRecord], to: Option<&str>) -> Result<usize> {
+pub(crate) async fn import(
+    amqp: &Amqp,
+    records: &[ExportRecord],
+    to: Option<&str>,
+) -> Result<usize> {
     let plan = plan_import(records, to);
     for queue in plan.by_queue.keys() {
         amqp.require(queue).await?;

@@ -10,7 +10,7 @@ use queuey_core::control::{Heartbeat, QueueTotals};
 use serde::Serialize;
 
 /// Minutes of history kept.
-pub const MINUTES: usize = 60;
+pub(crate) const MINUTES: usize = 60;
 
 /// How long a worker not heard from is remembered, so that one that comes
 /// back after a short gap is not counted from zero again.
@@ -18,15 +18,15 @@ const FORGET_AFTER_MS: i64 = 10 * 60_000;
 
 /// Jobs settled, by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// Acknowledged.
-    pub finished: u64,
+    pub(crate) finished: u64,
     /// Sent to a hold for another attempt.
-    pub retried: u64,
+    pub(crate) retried: u64,
     /// Deferred.
-    pub deferred: u64,
+    pub(crate) deferred: u64,
     /// Dead-lettered.
-    pub dead_lettered: u64,
+    pub(crate) dead_lettered: u64,
 }
 
 impl Counts {
@@ -52,7 +52,7 @@ impl Counts {
     }
 
     /// Every outcome added up, at most `u64::MAX`.
-    pub fn sum(&self) -> u64 {
+    pub(crate) fn sum(&self) -> u64 {
         self.finished
             .saturating_add(self.retried)
             .saturating_add(self.deferred)
@@ -73,7 +73,7 @@ impl AddAssign for Counts {
 
 /// The fleet's history, fed with each sample of the workers' heartbeats.
 #[derive(Debug, Default)]
-pub struct History {
+pub(crate) struct History {
     inner: Mutex<Inner>,
 }
 
@@ -92,7 +92,7 @@ struct Inner {
 
 impl History {
     /// An empty history.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         History::default()
     }
 
@@ -101,7 +101,7 @@ impl History {
     }
 
     /// Folds in one sample of the workers' heartbeats taken at `now_ms`.
-    pub fn record(&self, workers: &[Heartbeat], now_ms: i64) {
+    pub(crate) fn record(&self, workers: &[Heartbeat], now_ms: i64) {
         let mut inner = self.lock();
         let first = *inner.first_ms.get_or_insert(now_ms);
         let minute = now_ms.div_euclid(60_000);
@@ -154,7 +154,7 @@ impl History {
     /// The last [`MINUTES`] minutes up to `now_ms`, oldest first, of
     /// `queue`: each minute's start (ms since the epoch) and its counts
     /// (zero for a minute with nothing).
-    pub fn per_minute(&self, queue: &str, now_ms: i64) -> Vec<(i64, Counts)> {
+    pub(crate) fn per_minute(&self, queue: &str, now_ms: i64) -> Vec<(i64, Counts)> {
         let inner = self.lock();
         let last = now_ms.div_euclid(60_000);
         (0..MINUTES as i64)
@@ -173,7 +173,7 @@ impl History {
     }
 
     /// Per queue, everything counted since the first sample.
-    pub fn totals(&self) -> BTreeMap<String, Counts> {
+    pub(crate) fn totals(&self) -> BTreeMap<String, Counts> {
         self.lock().totals.clone()
     }
 }

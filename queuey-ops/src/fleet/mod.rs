@@ -5,22 +5,6 @@
 //! and the dashboard send exactly what
 //! [`Producer::cancel`](queuey_core::Producer::cancel) and its siblings send,
 //! and read the same state a worker reads.
-//!
-//! ```no_run
-//! use queuey_ops::fleet::Fleet;
-//! use queuey_ops::TlsFiles;
-//! use queuey_core::control::Command;
-//!
-//! # async fn run() -> queuey_ops::Result<()> {
-//! let fleet = Fleet::connect("amqp://guest:guest@127.0.0.1:5672/%2f", &TlsFiles::default(), "ops-example").await?;
-//! for worker in fleet.workers().await? {
-//!     // A heartbeat's strings are the sender's: shown escaped.
-//!     println!("{} runs {} jobs", queuey_ops::fleet::shown_label(&worker), worker.running.len());
-//! }
-//! fleet.send(Command::Pause { queue: "app.emails".into() }, "ops-example").await?;
-//! fleet.close().await;
-//! # Ok(()) }
-//! ```
 
 mod history;
 mod shown;
@@ -30,9 +14,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use queuey_core::backend::{ControlChannel, Heartbeats};
 use queuey_core::control::{
-    Command, ControlChannel, ControlRecord, ControlState, ControlView, Heartbeat, Heartbeats,
-    RunningJob,
+    Command, ControlRecord, ControlState, ControlView, Heartbeat, RunningJob,
 };
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use tokio::sync::Mutex;
@@ -40,9 +24,9 @@ use tokio::sync::Mutex;
 use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
 
-pub use history::{Counts, History, MINUTES};
-pub use shown::{consumers_of, running_line, shown_label};
-pub use unheard::Unheard;
+pub(crate) use history::{Counts, History};
+pub(crate) use shown::{consumers_of, running_line};
+pub(crate) use unheard::Unheard;
 
 /// A connection to the fleet's control plane.
 ///
@@ -53,7 +37,7 @@ pub use unheard::Unheard;
 /// dashboard asked for a page every few seconds adds nothing to the
 /// control stream.
 #[derive(Debug, Clone)]
-pub struct Fleet {
+pub(crate) struct Fleet {
     backend: RabbitMqBackend,
     view: Arc<Mutex<Option<ControlView>>>,
     /// Set when a command was sent since the state was last caught up.
@@ -63,13 +47,13 @@ pub struct Fleet {
 /// Whom the tool trusts on the fleet plane besides the user it logs in as
 /// (see `RabbitMqOptions::control_senders` and `worker_senders`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Trust {
+pub(crate) struct Trust {
     /// Users whose commands count (other operators).
-    pub control_senders: Vec<String>,
+    pub(crate) control_senders: Vec<String>,
     /// Users whose heartbeats and schedule states count: the workers'.
-    pub worker_senders: Vec<String>,
+    pub(crate) worker_senders: Vec<String>,
     /// The user a certificate login is, when the URL names none.
-    pub authenticated_user: Option<String>,
+    pub(crate) authenticated_user: Option<String>,
 }
 
 impl Trust {
@@ -86,26 +70,11 @@ impl Trust {
 
 impl Fleet {
     /// Connects to `url` (an `amqps://` URL with `tls`), naming the
-    /// connection `name`. The first connection is not retried: an operator
+    /// connection `name`, on the fleet's `control_stream`
+    /// (`RabbitMqOptions::control_stream`), trusting `trust`'s users as
+    /// well as its own. The first connection is not retried: an operator
     /// tool should say at once that the broker is unreachable.
-    pub async fn connect(url: &str, tls: &TlsFiles, name: &str) -> Result<Fleet> {
-        Fleet::connect_to(url, tls, name, queuey_rabbitmq::topology::CONTROL_STREAM).await
-    }
-
-    /// Like [`connect`](Fleet::connect), for a fleet whose processes use
-    /// another control stream (`RabbitMqOptions::control_stream`).
-    pub async fn connect_to(
-        url: &str,
-        tls: &TlsFiles,
-        name: &str,
-        control_stream: &str,
-    ) -> Result<Fleet> {
-        Fleet::connect_with(url, tls, name, control_stream, &Trust::default()).await
-    }
-
-    /// Like [`connect_to`](Fleet::connect_to), trusting `trust`'s users as
-    /// well as its own.
-    pub async fn connect_with(
+    pub(crate) async fn connect_with(
         url: &str,
         tls: &TlsFiles,
         name: &str,
@@ -117,8 +86,19 @@ impl Fleet {
         Ok(Fleet::from_backend(backend))
     }
 
+    /// Like [`connect_with`](Fleet::connect_with), trusting no other user.
+    #[cfg(test)]
+    pub(crate) async fn connect_to(
+        url: &str,
+        tls: &TlsFiles,
+        name: &str,
+        control_stream: &str,
+    ) -> Result<Fleet> {
+        Fleet::connect_with(url, tls, name, control_stream, &Trust::default()).await
+    }
+
     /// A fleet over a backend already connected.
-    pub fn from_backend(backend: RabbitMqBackend) -> Fleet {
+    pub(crate) fn from_backend(backend: RabbitMqBackend) -> Fleet {
         Fleet {
             backend,
             view: Arc::default(),
@@ -127,7 +107,7 @@ impl Fleet {
     }
 
     /// Sends `command`, signed `by`; returns the record sent.
-    pub async fn send(&self, command: Command, by: &str) -> Result<ControlRecord> {
+    pub(crate) async fn send(&self, command: Command, by: &str) -> Result<ControlRecord> {
         let record = ControlRecord::new(command).by(by);
         self.backend
             .send_control(&record)
@@ -143,7 +123,7 @@ impl Fleet {
     /// The control state: every command sent so far, applied. Fails when
     /// the commands sent so far could not be read in time: a tool must not
     /// act on a state it has not caught up with.
-    pub async fn state(&self) -> Result<ControlState> {
+    pub(crate) async fn state(&self) -> Result<ControlState> {
         let mut followed = self.view.lock().await;
         let sync = followed.is_none() || self.sent.swap(false, Ordering::AcqRel);
         if sync {
@@ -172,7 +152,7 @@ impl Fleet {
     }
 
     /// The workers heard from recently, oldest first.
-    pub async fn workers(&self) -> Result<Vec<Heartbeat>> {
+    pub(crate) async fn workers(&self) -> Result<Vec<Heartbeat>> {
         self.backend
             .workers()
             .await
@@ -185,18 +165,18 @@ impl Fleet {
     /// Whether a heartbeat, schedule state or status signed by `user_id`
     /// comes from a user this tool trusts as a worker (its own user and
     /// [`Trust::worker_senders`]).
-    pub fn trusts_worker(&self, user_id: Option<&str>) -> bool {
+    pub(crate) fn trusts_worker(&self, user_id: Option<&str>) -> bool {
         self.backend.trusts_worker(user_id)
     }
 
     /// Closes the connection.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let _ = self.backend.close().await;
     }
 }
 
 /// Who the tool says sent a command: `queuey` with the user and host.
-pub fn signature(tool: &str) -> String {
+pub(crate) fn signature(tool: &str) -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("USERNAME"))
         .unwrap_or_else(|_| "unknown".to_owned());
@@ -204,12 +184,12 @@ pub fn signature(tool: &str) -> String {
 }
 
 /// A worker's label: `host:pid`.
-pub fn label(beat: &Heartbeat) -> String {
+pub(crate) fn label(beat: &Heartbeat) -> String {
     format!("{}:{}", beat.host, beat.pid)
 }
 
 /// The running jobs of `workers` that match, with their worker.
-pub fn running_where<'a>(
+pub(crate) fn running_where<'a>(
     workers: &'a [Heartbeat],
     mut matches: impl FnMut(&RunningJob) -> bool + 'a,
 ) -> impl Iterator<Item = (&'a Heartbeat, &'a RunningJob)> + 'a {
@@ -220,6 +200,6 @@ pub fn running_where<'a>(
 }
 
 /// How long `job` has run at the time of its worker's heartbeat.
-pub fn running_for(worker: &Heartbeat, job: &RunningJob) -> Duration {
+pub(crate) fn running_for(worker: &Heartbeat, job: &RunningJob) -> Duration {
     Duration::from_millis(worker.at_ms.saturating_sub(job.started_at_ms))
 }

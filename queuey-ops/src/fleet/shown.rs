@@ -12,12 +12,12 @@ use crate::escape;
 use crate::time::format_duration_ms;
 
 /// A worker's [`label`] (`host:pid`), escaped for a terminal.
-pub fn shown_label(beat: &Heartbeat) -> String {
+pub(crate) fn shown_label(beat: &Heartbeat) -> String {
     escape::line(&label(beat)).into_owned()
 }
 
 /// The escaped labels of the workers of `workers` that consume `queue`.
-pub fn consumers_of(workers: &[Heartbeat], queue: &str) -> Vec<String> {
+pub(crate) fn consumers_of(workers: &[Heartbeat], queue: &str) -> Vec<String> {
     workers
         .iter()
         .filter(|w| w.queues.iter().any(|q| q == queue))
@@ -27,7 +27,7 @@ pub fn consumers_of(workers: &[Heartbeat], queue: &str) -> Vec<String> {
 
 /// One running job as a preview line: its id, type and attempt, the worker
 /// running it and for how long, every heartbeat string escaped.
-pub fn running_line(worker: &Heartbeat, job: &RunningJob) -> String {
+pub(crate) fn running_line(worker: &Heartbeat, job: &RunningJob) -> String {
     format!(
         "  running now: {} ({}, attempt {}) on {} for {}",
         job.job_id,

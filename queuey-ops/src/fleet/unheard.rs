@@ -10,7 +10,7 @@ use crate::mgmt::Management;
 
 /// A queue RabbitMQ shows consumed by workers this tool does not hear.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unheard {
+pub(crate) struct Unheard {
     queue: String,
     consumers: u32,
     control_stream: String,
@@ -21,7 +21,7 @@ impl Unheard {
     /// `Some` when RabbitMQ counts `consumers` on `queue` while none of
     /// the heard workers (`consuming`, from the heartbeats on
     /// `control_stream`'s heartbeat stream) consumes it.
-    pub fn of(
+    pub(crate) fn of(
         queue: &str,
         consumers: u32,
         consuming: &[String],
@@ -38,7 +38,7 @@ impl Unheard {
     /// Adds the other control streams on the broker, found by their
     /// heartbeat streams in the management API's listing (none when it
     /// cannot be read): the streams the unheard workers may follow.
-    pub async fn look_elsewhere(mut self, mgmt: &Management) -> Self {
+    pub(crate) async fn look_elsewhere(mut self, mgmt: &Management) -> Self {
         let suffix = queuey_rabbitmq::topology::HEARTBEAT_STREAM_SUFFIX;
         let Ok(queues) = mgmt.queues(None).await else {
             return self;
@@ -51,12 +51,6 @@ impl Unheard {
             .map(str::to_owned)
             .collect();
         self
-    }
-
-    /// The other control streams found by
-    /// [`look_elsewhere`](Unheard::look_elsewhere).
-    pub fn other_streams(&self) -> &[String] {
-        &self.others
     }
 }
 

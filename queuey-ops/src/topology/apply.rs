@@ -16,20 +16,20 @@ use crate::mgmt::Management;
 
 /// A queue `apply` would declare.
 #[derive(Debug, Clone, Serialize)]
-pub struct Declaration {
+pub(crate) struct Declaration {
     /// The queue.
-    pub name: String,
+    pub(crate) name: String,
     /// Durable or not.
-    pub durable: bool,
+    pub(crate) durable: bool,
     /// Its arguments, as text.
-    pub arguments: BTreeMap<String, String>,
+    pub(crate) arguments: BTreeMap<String, String>,
     #[serde(skip)]
     raw: QueueArguments,
 }
 
 /// The queues of `spec` missing on the broker. Existing queues are never
 /// changed (RabbitMQ cannot change a queue's arguments anyway).
-pub async fn plan_apply(mgmt: &Management, spec: &TopologySpec) -> Result<Vec<Declaration>> {
+pub(crate) async fn plan_apply(mgmt: &Management, spec: &TopologySpec) -> Result<Vec<Declaration>> {
     let mut out = Vec::new();
     for want in expected(spec) {
         if mgmt.queue(&want.name).await?.is_none() {
@@ -49,7 +49,7 @@ pub async fn plan_apply(mgmt: &Management, spec: &TopologySpec) -> Result<Vec<De
 }
 
 /// Declares `declarations`, each on its own channel.
-pub async fn apply(amqp: &Amqp, declarations: &[Declaration]) -> Result<()> {
+pub(crate) async fn apply(amqp: &Amqp, declarations: &[Declaration]) -> Result<()> {
     for d in declarations {
         let channel = amqp.channel().await?;
         let options = QueueDeclareOptions {

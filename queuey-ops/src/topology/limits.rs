@@ -36,18 +36,18 @@ use crate::holds::regex_escape;
 use crate::mgmt::{Management, QueueInfo};
 
 /// The policy key that sets a quorum queue's delivery limit.
-pub const POLICY_KEY: &str = "delivery-limit";
+pub(crate) const POLICY_KEY: &str = "delivery-limit";
 
 /// The policy key that bounds a stream in bytes.
-pub const STREAM_BOUND_KEY: &str = "max-length-bytes";
+pub(crate) const STREAM_BOUND_KEY: &str = "max-length-bytes";
 
 /// The limit RabbitMQ 4.0 and later give a quorum queue that has none.
-pub const BROKER_DEFAULT_LIMIT: i64 = 20;
+pub(crate) const BROKER_DEFAULT_LIMIT: i64 = 20;
 
 /// Which of queuey's quorum queues a queue on the default limit is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum AtRisk {
+pub(crate) enum AtRisk {
     /// A dead-letter queue: reads by the tool and the dashboard count.
     DeadLetterQueue,
     /// A schedule queue: every change of leader counts.
@@ -58,7 +58,7 @@ pub enum AtRisk {
 
 impl AtRisk {
     /// What the broker's default limit risks for this queue.
-    pub fn risk(self) -> &'static str {
+    pub(crate) fn risk(self) -> &'static str {
         match self {
             AtRisk::DeadLetterQueue => {
                 "a dead letter read 20 times (each `queuey dead` read and each dashboard page \
@@ -75,7 +75,7 @@ impl AtRisk {
     }
 
     /// The policy key and value that fix it.
-    pub fn policy(self) -> (&'static str, i64) {
+    pub(crate) fn policy(self) -> (&'static str, i64) {
         match self {
             AtRisk::DeadLetterQueue | AtRisk::ScheduleQueue => (POLICY_KEY, SAFE_DELIVERY_LIMIT),
             AtRisk::UnboundedControlStream => (STREAM_BOUND_KEY, CONTROL_MAX_BYTES),
@@ -85,7 +85,7 @@ impl AtRisk {
 
 /// Whether `info` is a stream with no bound in bytes of its own (argument
 /// or policy).
-pub fn unbounded_stream(info: &QueueInfo) -> bool {
+pub(crate) fn unbounded_stream(info: &QueueInfo) -> bool {
     info.queue_type.as_deref() == Some("stream")
         && !info.arguments.contains_key("x-max-length-bytes")
         && !info.policy_keys().contains_key(STREAM_BOUND_KEY)
@@ -93,7 +93,7 @@ pub fn unbounded_stream(info: &QueueInfo) -> bool {
 
 /// Whether the broker of `version` (as the management API reports it)
 /// gives quorum queues a default delivery limit: 4.0 and later.
-pub fn broker_has_default_limit(version: &str) -> bool {
+pub(crate) fn broker_has_default_limit(version: &str) -> bool {
     version
         .split('.')
         .next()
@@ -104,7 +104,7 @@ pub fn broker_has_default_limit(version: &str) -> bool {
 /// Whether `info` is a quorum queue with no delivery limit of its own
 /// (argument or policy) and no dead-letter target: one the broker's
 /// default limit empties.
-pub fn on_default_limit(info: &QueueInfo) -> bool {
+pub(crate) fn on_default_limit(info: &QueueInfo) -> bool {
     let keys = info.policy_keys();
     info.queue_type.as_deref() == Some("quorum")
         && !info.arguments.contains_key("x-delivery-limit")
@@ -115,7 +115,7 @@ pub fn on_default_limit(info: &QueueInfo) -> bool {
 
 /// Which of queuey's queues `info` is, if it is a dead-letter queue (by
 /// `dead_suffix`) or a schedule queue on the broker's default limit.
-pub fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
+pub(crate) fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
     if !on_default_limit(info) {
         return None;
     }
@@ -132,26 +132,26 @@ pub fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
 /// A policy for one queue on the broker's default delivery limit (or a
 /// control stream without a bound in bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LimitPolicy {
+pub(crate) struct LimitPolicy {
     /// The queue.
-    pub queue: String,
+    pub(crate) queue: String,
     /// What kind of queuey queue it is.
-    pub kind: AtRisk,
+    pub(crate) kind: AtRisk,
     /// The policy's name: `queuey.delivery-limit.{queue}` (or
     /// `queuey.max-length-bytes.{stream}`).
-    pub name: String,
+    pub(crate) name: String,
     /// The policy's pattern: the queue's name, and nothing else.
-    pub pattern: String,
+    pub(crate) pattern: String,
     /// The policy already applied to the queue, if any. RabbitMQ applies
     /// one policy per queue, so a new one would take the place of the old
     /// and drop its keys: such a queue is left for the operator to add
     /// `delivery-limit` to that policy.
-    pub existing_policy: Option<String>,
+    pub(crate) existing_policy: Option<String>,
 }
 
 impl LimitPolicy {
     /// The policy for the queue `info`, of the kind `kind`.
-    pub fn for_queue(info: &QueueInfo, kind: AtRisk) -> Self {
+    pub(crate) fn for_queue(info: &QueueInfo, kind: AtRisk) -> Self {
         LimitPolicy {
             queue: info.name.clone(),
             kind,
@@ -162,7 +162,7 @@ impl LimitPolicy {
     }
 
     /// The policy as the management API takes it.
-    pub fn definition(&self) -> Value {
+    pub(crate) fn definition(&self) -> Value {
         let (key, value) = self.kind.policy();
         json!({
             "pattern": self.pattern,
@@ -173,7 +173,7 @@ impl LimitPolicy {
     }
 
     /// What to do about it, in words.
-    pub fn advice(&self) -> String {
+    pub(crate) fn advice(&self) -> String {
         let (key, value) = self.kind.policy();
         match &self.existing_policy {
             None => format!(
@@ -191,7 +191,7 @@ impl LimitPolicy {
 
 /// The queues of `candidates` on the broker's default limit, each with the
 /// policy that fixes it.
-pub fn limit_policies(candidates: &[QueueInfo], dead_suffix: &str) -> Vec<LimitPolicy> {
+pub(crate) fn limit_policies(candidates: &[QueueInfo], dead_suffix: &str) -> Vec<LimitPolicy> {
     candidates
         .iter()
         .filter_map(|info| {
@@ -202,7 +202,7 @@ pub fn limit_policies(candidates: &[QueueInfo], dead_suffix: &str) -> Vec<LimitP
 
 /// The dead-letter and schedule queues of the work queues `queues` (broker
 /// queue names) that run on the broker's default limit.
-pub async fn plan_limit_policies(
+pub(crate) async fn plan_limit_policies(
     mgmt: &Management,
     queues: &[String],
     dead_suffix: &str,
@@ -227,7 +227,7 @@ pub async fn plan_limit_policies(
 /// The control streams among `candidates` (streams with every argument a
 /// control stream is declared with but the bound, whatever their name)
 /// that have no bound in bytes, each with the policy that gives it one.
-pub fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
+pub(crate) fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
     let mut shape = queuey_rabbitmq::topology::control_stream_arguments();
     shape.remove("x-max-length-bytes");
     candidates
@@ -244,7 +244,7 @@ pub fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
 
 /// The policy that bounds the control stream `stream` in bytes, if it
 /// exists without a bound.
-pub async fn plan_control_stream_policy(
+pub(crate) async fn plan_control_stream_policy(
     mgmt: &Management,
     stream: &str,
 ) -> Result<Option<LimitPolicy>> {
@@ -257,7 +257,7 @@ pub async fn plan_control_stream_policy(
 
 /// Sets each policy of `policies` that no other policy stands in the way
 /// of; returns those set.
-pub async fn apply_limit_policies(
+pub(crate) async fn apply_limit_policies(
     mgmt: &Management,
     policies: &[LimitPolicy],
 ) -> Result<Vec<LimitPolicy>> {

@@ -36,13 +36,12 @@ use queuey_core::{QueueConfig, QueueType};
 
 use crate::error::{OpsError, Result};
 
-pub use apply::{Declaration, apply, plan_apply};
-pub use limits::{
-    AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, POLICY_KEY, STREAM_BOUND_KEY, apply_limit_policies,
-    at_risk, broker_has_default_limit, control_stream_policies, limit_policies, on_default_limit,
-    plan_control_stream_policy, plan_limit_policies, unbounded_stream,
+pub(crate) use apply::{apply, plan_apply};
+pub(crate) use limits::{
+    AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, apply_limit_policies, broker_has_default_limit,
+    control_stream_policies, limit_policies, plan_control_stream_policy, plan_limit_policies,
 };
-pub use verify::{Problem, ProblemKind, verify};
+pub(crate) use verify::{Problem, ProblemKind, verify};
 
 fn default_dead_suffix() -> String {
     crate::DEFAULT_DEAD_SUFFIX.to_owned()
@@ -60,80 +59,63 @@ fn one() -> u16 {
     1
 }
 
-/// The queue set an application declares.
-///
-/// ```
-/// let spec: queuey_ops::topology::TopologySpec = toml::from_str(r#"
-///     dead_suffix = ".dead"          # the default
-///     [[queue]]
-///     name = "emails"                # priorities 0-10, durable, dead letters on
-///     [[queue]]
-///     name = "reports"
-///     max_priority = 0               # no priorities
-///     message_ttl_ms = 3600000
-///     [[queue]]
-///     name = "payments"
-///     queue_type = "quorum"          # replicated, no priorities
-///     shards = 4                     # the lane `payments` and payments.s0 … payments.s3
-/// "#)?;
-/// assert_eq!(spec.queues.len(), 3);
-/// # Ok::<(), toml::de::Error>(())
-/// ```
+/// The queue set an application declares (a TOML file; the tests below
+/// read an example).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TopologySpec {
+pub(crate) struct TopologySpec {
     /// Suffix of dead-letter queues.
     #[serde(default = "default_dead_suffix")]
-    pub dead_suffix: String,
+    pub(crate) dead_suffix: String,
     /// Suffix of hold queues, before `.{ttl_ms}`.
     #[serde(default = "default_deferred_suffix")]
-    pub deferred_suffix: String,
+    pub(crate) deferred_suffix: String,
     /// Suffix of the poison guard's suspect queues.
     #[serde(default = "default_suspect_suffix")]
-    pub suspect_suffix: String,
+    pub(crate) suspect_suffix: String,
     /// The work queues.
     #[serde(default, rename = "queue")]
-    pub queues: Vec<QueueSpec>,
+    pub(crate) queues: Vec<QueueSpec>,
 }
 
 /// One work queue of a [`TopologySpec`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QueueSpec {
+pub(crate) struct QueueSpec {
     /// The work queue's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Priority levels (`x-max-priority`); 0 for none. Unset: 10 on a
     /// classic queue, none on a quorum queue.
     #[serde(default)]
-    pub max_priority: Option<u8>,
+    pub(crate) max_priority: Option<u8>,
     /// The queue's `x-message-ttl`, if it has one.
     #[serde(default)]
-    pub message_ttl_ms: Option<u64>,
+    pub(crate) message_ttl_ms: Option<u64>,
     /// Whether the queue is durable (default true).
     #[serde(default = "yes")]
-    pub durable: bool,
+    pub(crate) durable: bool,
     /// Whether it has a dead-letter queue (default true).
     #[serde(default = "yes")]
-    pub dead_letters: bool,
+    pub(crate) dead_letters: bool,
     /// Whether it has a suspect queue, i.e. whether its workers run the
     /// poison guard (default true).
     #[serde(default = "yes")]
-    pub suspect_queue: bool,
+    pub(crate) suspect_queue: bool,
     /// `classic` (the default) or `quorum`; a quorum queue has no priority
     /// levels.
     #[serde(default)]
-    pub queue_type: QueueType,
+    pub(crate) queue_type: QueueType,
     /// How many shards the queue is spread over (`QueueConfig::shards`;
     /// default 1, not sharded). A sharded queue is its lane (the queue
     /// itself) and `NAME.s0` … `NAME.s{N-1}`, each with its dead-letter and
     /// suspect queues: all of them are checked and declared.
     #[serde(default = "one")]
-    pub shards: u16,
+    pub(crate) shards: u16,
 }
 
 impl QueueSpec {
     /// A queue with the library's defaults.
-    pub fn new(name: impl Into<String>) -> Self {
+    pub(crate) fn new(name: impl Into<String>) -> Self {
         QueueSpec {
             name: name.into(),
             max_priority: None,
@@ -147,7 +129,7 @@ impl QueueSpec {
     }
 
     /// The core config this spec stands for.
-    pub fn config(&self) -> QueueConfig {
+    pub(crate) fn config(&self) -> QueueConfig {
         let mut config = QueueConfig::new(&self.name)
             .durable(self.durable)
             .queue_type(self.queue_type)
@@ -165,7 +147,7 @@ impl QueueSpec {
 impl TopologySpec {
     /// The broker queues of the set's work queues: each queue's lane and
     /// shards.
-    pub fn work_queues(&self) -> Vec<String> {
+    pub(crate) fn work_queues(&self) -> Vec<String> {
         self.queues
             .iter()
             .flat_map(|q| q.config().physical())
@@ -174,7 +156,7 @@ impl TopologySpec {
     }
 
     /// Reads a TOML queue-set file.
-    pub fn from_file(path: &std::path::Path) -> Result<Self> {
+    pub(crate) fn from_file(path: &std::path::Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| OpsError::io(path, e))?;
         let spec: TopologySpec = toml::from_str(&text).map_err(|e| {
             OpsError::Invalid(format!("{}: not a queue-set file: {e}", path.display()))
@@ -192,7 +174,7 @@ impl TopologySpec {
 
     /// Checks every queue's settings as the library would before declaring
     /// them (a quorum queue with priority levels, for one).
-    pub fn validate(&self) -> std::result::Result<(), queuey_core::Error> {
+    pub(crate) fn validate(&self) -> std::result::Result<(), queuey_core::Error> {
         self.queues.iter().try_for_each(|q| q.config().validate())
     }
 }
@@ -200,6 +182,27 @@ impl TopologySpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_set_file_reads_as_its_example_says() {
+        let spec: TopologySpec = toml::from_str(
+            r#"
+            dead_suffix = ".dead"          # the default
+            [[queue]]
+            name = "emails"                # priorities 0-10, durable, dead letters on
+            [[queue]]
+            name = "reports"
+            max_priority = 0               # no priorities
+            message_ttl_ms = 3600000
+            [[queue]]
+            name = "payments"
+            queue_type = "quorum"          # replicated, no priorities
+            shards = 4                     # the lane `payments` and payments.s0 … payments.s3
+            "#,
+        )
+        .unwrap();
+        assert_eq!(spec.queues.len(), 3);
+    }
 
     #[test]
     fn a_queue_set_file_with_an_empty_suffix_is_refused() {

@@ -19,7 +19,7 @@ use crate::shards::shard_name;
 /// What kind of problem verify found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ProblemKind {
+pub(crate) enum ProblemKind {
     /// A queue of the set does not exist.
     Missing,
     /// A queue is not of the type the set declares (classic or quorum).
@@ -52,13 +52,13 @@ pub enum ProblemKind {
 
 /// One difference between the broker and the queue set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// The queue concerned.
-    pub queue: String,
+    pub(crate) queue: String,
     /// What kind of problem.
-    pub kind: ProblemKind,
+    pub(crate) kind: ProblemKind,
     /// What is wrong and what it does, in words.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 /// Policy keys that change what a hold, work or dead-letter queue does.
@@ -264,7 +264,7 @@ async fn check_holds(
 
 /// Compares the broker with `spec`. With `amqp`, consumer counts on hold
 /// queues are exact (a passive declare) instead of the API's statistics.
-pub async fn verify(
+pub(crate) async fn verify(
     mgmt: &Management,
     amqp: Option<&Amqp>,
     spec: &TopologySpec,

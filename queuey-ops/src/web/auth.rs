@@ -15,13 +15,13 @@ use super::exposure::Served;
 use crate::error::{OpsError, Result};
 
 /// The shortest token the dashboard accepts.
-pub const MIN_TOKEN_LEN: usize = 16;
+pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
 /// How requests are authenticated.
 ///
 /// Its `Debug` output masks the token and the password.
 #[derive(Clone, PartialEq, Eq)]
-pub enum Auth {
+pub(crate) enum Auth {
     /// No authentication (only sensible on a loopback address).
     None,
     /// A bearer token: `Authorization: Bearer T`, or `?token=T` once (it is
@@ -55,7 +55,7 @@ impl fmt::Debug for Auth {
 impl Auth {
     /// Refuses credentials that do not protect anything: an empty or short
     /// token, an empty user or password. The message never repeats them.
-    pub fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         match self {
             Auth::None => Ok(()),
             Auth::Token(token) => {

@@ -85,8 +85,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use auth::{Auth, MIN_TOKEN_LEN};
-pub use public_host::PublicHost;
+pub(crate) use auth::Auth;
+pub(crate) use public_host::PublicHost;
 
 use crate::amqp::{Amqp, redact_url};
 use crate::error::{OpsError, Result};
@@ -101,37 +101,37 @@ use session::Sessions;
 ///
 /// Its `Debug` output masks the passwords in the URLs and the credentials.
 #[derive(Clone)]
-pub struct WebConfig {
+pub(crate) struct WebConfig {
     /// The broker's AMQP URL.
-    pub amqp_url: String,
+    pub(crate) amqp_url: String,
     /// The management API base URL (default: the AMQP host, on
     /// `https://…:15671` for an `amqps://` URL, else `http://…:15672`).
-    pub mgmt_base: Option<String>,
+    pub(crate) mgmt_base: Option<String>,
     /// Certificate files for `amqps://` and an https management API.
-    pub tls: TlsFiles,
+    pub(crate) tls: TlsFiles,
     /// The work queues the dashboard may show and change (with their
     /// shards); empty: every queue that has a dead-letter queue.
-    pub queues: Vec<String>,
+    pub(crate) queues: Vec<String>,
     /// The queue set the topology section checks against (default: queuey's
     /// defaults for each queue shown).
-    pub topology: Option<TopologySpec>,
+    pub(crate) topology: Option<TopologySpec>,
     /// Suffix of dead-letter queues.
-    pub dead_suffix: String,
+    pub(crate) dead_suffix: String,
     /// Suffix of hold queues.
-    pub deferred_suffix: String,
+    pub(crate) deferred_suffix: String,
     /// How requests authenticate.
-    pub auth: Auth,
+    pub(crate) auth: Auth,
     /// Names the dashboard answers to besides localhost and its listening
     /// address (a DNS name, a proxy's name).
-    pub public_hosts: Vec<PublicHost>,
+    pub(crate) public_hosts: Vec<PublicHost>,
     /// Where purges write their exports.
-    pub export_dir: PathBuf,
+    pub(crate) export_dir: PathBuf,
     /// The control stream of the fleet the dashboard acts on (default
     /// `queuey.control`).
-    pub control_stream: String,
+    pub(crate) control_stream: String,
     /// Whom the dashboard trusts on the fleet plane besides its own user
     /// (the workers' user, for their heartbeats).
-    pub trust: crate::fleet::Trust,
+    pub(crate) trust: crate::fleet::Trust,
 }
 
 impl fmt::Debug for WebConfig {
@@ -155,7 +155,8 @@ impl fmt::Debug for WebConfig {
 
 impl WebConfig {
     /// A dashboard for the broker at `amqp_url` with every default.
-    pub fn new(amqp_url: impl Into<String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(amqp_url: impl Into<String>) -> Self {
         WebConfig {
             amqp_url: amqp_url.into(),
             mgmt_base: None,
@@ -215,7 +216,7 @@ impl fmt::Debug for App {
 /// `listen`'s own address unless that is a wildcard (`0.0.0.0`, `::`), and
 /// to the public hosts; [`serve`] also accepts the address each connection
 /// arrived on.
-pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
+pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     config.auth.validate()?;
     // The same suffix rules as the command line: no empty or shared suffix.
     crate::check_suffixes(
@@ -282,7 +283,7 @@ pub async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
 ///
 /// Refuses, before connecting to the broker, credentials [`Auth::validate`]
 /// refuses and an unauthenticated address beyond localhost.
-pub async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
+pub(crate) async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
     config.auth.validate()?;
     let local = listener.local_addr().ok();
     if config.auth == Auth::None && local.is_some_and(|a| !a.ip().is_loopback()) {
@@ -298,7 +299,10 @@ pub async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Resu
 /// Like [`serve`], without refusing an unauthenticated non-loopback
 /// address: for a dashboard behind a proxy that authenticates. Credentials
 /// are still checked.
-pub async fn serve_unchecked(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
+pub(crate) async fn serve_unchecked(
+    listener: tokio::net::TcpListener,
+    config: WebConfig,
+) -> Result<()> {
     let listen = listener
         .local_addr()
         .map_err(|e| OpsError::io("the dashboard's socket", e))?;

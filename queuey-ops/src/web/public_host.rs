@@ -17,7 +17,7 @@ use crate::error::{OpsError, Result};
 /// Without a port the name stands for the scheme's default port (80, or
 /// 443 with `https://`): give the port when clients use another one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PublicHost {
+pub(crate) struct PublicHost {
     pub(super) https: bool,
     pub(super) name: HostName,
     port: Option<u16>,
@@ -25,7 +25,8 @@ pub struct PublicHost {
 
 impl PublicHost {
     /// Whether clients reach this name over https.
-    pub fn is_https(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_https(&self) -> bool {
         self.https
     }
 

@@ -10,7 +10,8 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use queuey_core::control::{CancelFilter, Command, ControlChannel, ControlRecord, ControlView};
+use queuey_core::backend::ControlChannel;
+use queuey_core::control::{CancelFilter, Command, ControlRecord, ControlView};
 use queuey_core::{BackendErrorKind, Uuid};
 use queuey_rabbitmq::RabbitMqOptions;
 

@@ -16,7 +16,7 @@ use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
 use super::periodic::PeriodicStart;
 use super::reconnect::Reconnect;
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
-use super::unique::UniqueKeys;
+use super::wing::UniqueKeys;
 use crate::HandlerService;
 use crate::classifier::{Classify, SharedClassifier};
 

@@ -10,23 +10,22 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use queuey_core::backend::{Backend, ConnectionState, Delivery};
-use queuey_core::control::{CANCELLED_REASON, ControlView};
+use queuey_core::control::ControlView;
 use queuey_core::{Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::WorkerError;
-use super::control::{self, QueueControl};
 use super::handle::stopped;
-use super::heartbeat::Tally;
 use super::job::{JobEnv, Started, run_job};
+use super::pause::QueueControl;
 use super::reconnect::{
     Lost, Reconnect, Reconnecting, Stream, gave_up, note_lost, open, set_reconnecting,
 };
 use super::route::Delivered;
 use super::routes::Routes;
 use super::tasks::JobTasks;
+use super::wing::{Extras, Starting, Wing};
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
-use crate::reply_slot::ReplySlot;
 
 /// How often a loop waiting for a job slot or a ready stack looks at the
 /// backend's connection state.
@@ -140,7 +139,6 @@ pub(crate) async fn consume<B: Backend>(
     reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.env.handle.stop.subscribe();
-    let tally = shared.env.ledger.tally(&queue.queue);
     let mut control = shared
         .control
         .as_ref()
@@ -287,7 +285,7 @@ pub(crate) async fn consume<B: Backend>(
         let Some(Some(Ok(delivery))) = stream.next().now_or_never() else {
             continue;
         };
-        start(&mut queue, key, delivery, &shared, &tally, permit);
+        start(&mut queue, key, delivery, &shared, permit);
     }
 }
 
@@ -305,7 +303,6 @@ fn start(
     key: Option<usize>,
     delivery: Box<dyn Delivery>,
     shared: &Arc<WorkerShared>,
-    tally: &Arc<Tally>,
     permit: OwnedSemaphorePermit,
 ) {
     shared
@@ -313,33 +310,28 @@ fn start(
         .handle
         .jobs_started
         .fetch_add(1, Ordering::Relaxed);
-    // Only a job a caller waits for gets a slot for its output.
-    let reply = delivery
-        .envelope()
-        .reply_to
-        .is_some()
-        .then(ReplySlot::default);
-    let view = shared.control.as_ref();
-    let (signal, cancel) = control::signal_for(view);
-    let cancelled = control::cancelled_before_start(
-        view,
-        delivery.envelope(),
-        &queue.queue,
-        &shared.env.handle,
-    );
     let route = key.and_then(|key| queue.routes.get_mut(key));
-    let job_type = route.as_ref().map(|route| route.job_type());
-    let started = match route {
-        _ if cancelled => Err(CANCELLED_REASON.to_owned()),
-        Some(route) => route.call(Delivered {
+    let wings = &shared.env.wings;
+    let mut starting = Starting {
+        envelope: delivery.envelope(),
+        queue: &queue.queue,
+        job_type: route.as_ref().map(|route| route.job_type()),
+        refused: false,
+    };
+    let refused = wings.refuses(&starting);
+    starting.refused = refused.is_some();
+    let mut extras = Extras::default();
+    let state = wings.start(&starting, &mut extras);
+    let started = match (refused, route) {
+        (Some(reason), _) => Err(reason),
+        (None, Some(route)) => route.call(Delivered {
             envelope: delivery.envelope(),
             queue: &queue.queue,
             redelivered: delivery.redelivered(),
             classifier: &shared.env.classifier,
-            reply: reply.as_ref(),
-            cancel: signal,
+            extras,
         }),
-        None => Err(format!(
+        (None, None) => Err(format!(
             "no handler for job type `{}` on queue `{}` in this worker (a job type's name is \
              its `#[job(name = ..)]`, else its Rust type's name: renaming a type without \
              `name` changes it)",
@@ -347,23 +339,12 @@ fn start(
             queue.queue
         )),
     };
-    let running = match (&started, job_type) {
-        (Ok(_), Some(job_type)) => Some(shared.env.ledger.started(
-            delivery.envelope(),
-            job_type,
-            &queue.queue,
-        )),
-        _ => None,
-    };
     let job = Started {
         delivery,
         job: started,
         queue: Arc::clone(&queue.queue),
-        reply,
-        cancel,
-        running,
+        wings: state,
         settling: Arc::clone(&queue.settling),
-        tally: Arc::clone(tally),
         permit,
     };
     shared.jobs.start(job, || {

@@ -39,6 +39,11 @@ pub(crate) struct Tally {
 }
 
 impl Tally {
+    /// Whether this is `queue`'s tally.
+    pub(crate) fn is_of(&self, queue: &Arc<str>) -> bool {
+        Arc::ptr_eq(&self.queue, queue) || self.queue == *queue
+    }
+
     /// A job was settled with the disposition named `what`
     /// (`Disposition::as_str`).
     pub(crate) fn settled(&self, what: &str) {

@@ -6,31 +6,24 @@ use std::sync::atomic::Ordering;
 use queuey_core::escape::Untrusted;
 use queuey_core::{BackendErrorKind, Disposition, Error};
 
-use queuey_core::backend::{Backend, Delivery};
+use queuey_core::backend::Delivery;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::control;
 use super::handle::{Counting, HandleInner};
-use super::heartbeat::{Ledger, Tally};
-use super::reply;
 use super::route::JobFuture;
-use super::unique::UniqueKeys;
+use super::wing::{Ended, Settled, Wing, Wings, run_beside};
 use crate::classifier::{Classify, SharedClassifier, last_resort};
 use metrics::{Key, Label, Level, Metadata};
 
 use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL};
-use crate::reply_slot::ReplySlot;
 
 /// What a running job needs of its worker: shared by every job of one
 /// worker, held by a job's runner only while it runs one.
 pub(crate) struct JobEnv {
     pub(crate) handle: Arc<HandleInner>,
     pub(crate) classifier: SharedClassifier,
-    pub(crate) unique_keys: Option<UniqueKeys>,
-    /// The backend, for the replies to jobs a caller waits for.
-    pub(crate) backend: Arc<dyn Backend>,
-    /// What the heartbeats report.
-    pub(crate) ledger: Arc<Ledger>,
+    /// The per-job features.
+    pub(crate) wings: Wings,
 }
 
 /// A delivery whose stack was called: the job's future, or why it could not
@@ -39,16 +32,10 @@ pub(crate) struct Started {
     pub(crate) delivery: Box<dyn Delivery>,
     pub(crate) job: Result<JobFuture, String>,
     pub(crate) queue: Arc<str>,
-    /// The handler's output, for a job a caller waits for.
-    pub(crate) reply: Option<ReplySlot>,
-    /// What tells the running job it was cancelled.
-    pub(crate) cancel: Option<control::Watch>,
-    /// The job's entry among the running jobs the heartbeats report.
-    pub(crate) running: Option<u64>,
+    /// What the wings keep of the job.
+    pub(crate) wings: <Wings as Wing>::Job,
     /// Its queue's [`JOBS_SETTLING`] gauge ([`settling_key`]).
     pub(crate) settling: Arc<Key>,
-    /// Its queue's tally of settles, for the heartbeats.
-    pub(crate) tally: Arc<Tally>,
     /// The job's concurrency slot, held until it is settled.
     pub(crate) permit: OwnedSemaphorePermit,
 }
@@ -73,21 +60,14 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
         delivery,
         job,
         queue,
-        reply,
-        cancel,
-        running,
+        wings: mut state,
         settling,
-        tally,
         permit: _permit,
     } = started;
     let outcome = match job {
         Ok(future) => {
             let _running = Counting::new(&env.handle.jobs_running);
-            let output = control::run_watching(future, cancel.as_ref(), delivery.envelope()).await;
-            if let Some(key) = running {
-                env.ledger.finished(key);
-            }
-            output
+            run_beside(&env.wings, &state, delivery.envelope(), future).await
         }
         Err(reason) => Ok(Disposition::DeadLetter { reason }),
     };
@@ -95,8 +75,12 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
         Ok(disposition) => disposition.never_early(),
         Err(error) => last_resort(env.classifier.classify(&*error), &*error),
     };
-    let disposition = control::after_run(disposition, cancel.as_ref(), &queue, &env.handle);
     let envelope = delivery.envelope();
+    let ended = Ended {
+        envelope,
+        queue: &queue,
+    };
+    let disposition = env.wings.run_ended(&mut state, disposition, &ended);
     let job_id = envelope.job_id;
     if let Disposition::DeadLetter { reason } = &disposition {
         tracing::warn!(
@@ -113,13 +97,6 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
         disposition,
         Disposition::Ack | Disposition::DeadLetter { .. }
     );
-    // Only a unique job carries a key; every other job skips this.
-    // The worker computes the key again from the job before giving it back.
-    let unique = match (&env.unique_keys, &envelope.unique_key) {
-        (Some(_), Some(_)) if done_for_good => Some(Box::new(envelope.clone())),
-        _ => None,
-    };
-    let reply = reply::due(envelope.reply_to.as_ref(), &disposition, reply.as_ref());
     let settled = {
         let _settling = Counting::new(&env.handle.jobs_settling);
         let gauge = metrics::with_recorder(|r| r.register_gauge(&settling, &METADATA));
@@ -131,17 +108,14 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
     match settled {
         Ok(()) => {
             env.handle.jobs_settled.fetch_add(1, Ordering::Relaxed);
-            tally.settled(what);
-            // The rare ways are boxed: inline, their room would make every
-            // job's future larger.
-            if let (Some(keys), Some(envelope)) = (&env.unique_keys, unique) {
-                Box::pin(keys.release(&envelope, &queue)).await;
-            }
+            let settled = Settled {
+                queue: &queue,
+                job_id,
+                what,
+            };
+            env.wings.settled(state, &settled).await;
             if done_for_good {
                 env.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
-            }
-            if let Some((to, reply)) = reply {
-                Box::pin(reply::send(&*env.backend, &queue, job_id, &to, reply)).await;
             }
         }
         Err(error) => settle_failed(&env, &queue, job_id, what, &error),

@@ -3,21 +3,20 @@
 mod builder;
 mod consume;
 mod consumer_timeout;
-mod control;
 mod error;
 mod fnv;
 mod handle;
 mod handlers;
 mod heartbeat;
 mod job;
+mod pause;
 mod periodic;
 mod reconnect;
-mod reply;
 mod route;
 mod routes;
 mod stack;
 mod tasks;
-mod unique;
+mod wing;
 
 use std::fmt;
 use std::future::Future;
@@ -43,7 +42,7 @@ use consume::{QueueRoutes, WorkerShared};
 use handle::HandleInner;
 use reconnect::Reconnect;
 use route::Route;
-use unique::UniqueKeys;
+use wing::UniqueKeys;
 
 /// What the builder hands the worker besides its routes.
 pub(crate) struct Settings {
@@ -505,6 +504,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             _queues,
         } = self;
         let ledger = Arc::new(heartbeat::Ledger::default());
+        let queue_names: Vec<Arc<str>> = queues.iter().map(|q| Arc::clone(&q.queue)).collect();
         let identity = heartbeat::Identity::new(
             queues.iter().map(|q| q.queue.to_string()).collect(),
             concurrency,
@@ -513,13 +513,18 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         let shared = Arc::new(WorkerShared {
             permits: Arc::new(Semaphore::new(concurrency)),
             jobs: tasks::JobTasks::new(),
-            control,
+            control: control.clone(),
             env: Arc::new(job::JobEnv {
                 handle: Arc::clone(&handle.inner),
                 classifier,
-                unique_keys,
-                backend: Arc::clone(&backend) as Arc<dyn Backend>,
-                ledger: Arc::clone(&ledger),
+                wings: wing::wings(
+                    control,
+                    &handle.inner,
+                    Arc::clone(&backend) as Arc<dyn Backend>,
+                    &ledger,
+                    &queue_names,
+                    unique_keys,
+                ),
             }),
         });
         // A set, so that dropping `run` stops the heartbeats too.

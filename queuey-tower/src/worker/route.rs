@@ -8,9 +8,9 @@ use futures::future::BoxFuture;
 use queuey_core::{BoxError, Envelope, Job, JobContext, Queues, RetryPolicy};
 use tower_service::Service;
 
+use super::wing::Extras;
 use crate::JobRequest;
 use crate::classifier::SharedClassifier;
-use crate::reply_slot::ReplySlot;
 use queuey_core::Disposition;
 use queuey_core::control::CancelSignal;
 
@@ -30,7 +30,7 @@ pub trait Route: Send {
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>>;
     /// How the job type computes its uniqueness from a payload, so that the
     /// worker gives back only keys it can compute again.
-    fn declared_unique(&self) -> super::unique::Declared;
+    fn declared_unique(&self) -> super::wing::unique::Declared;
     /// Decodes the job and starts it on the stack, which must have been
     /// polled ready. An `Err` is a dead-letter reason: the payload is not
     /// this job type (the readiness stays for the next delivery).
@@ -44,10 +44,8 @@ pub struct Delivered<'a> {
     pub(crate) queue: &'a Arc<str>,
     pub(crate) redelivered: bool,
     pub(crate) classifier: &'a SharedClassifier,
-    /// Where the handler's output goes, for a job a caller waits for.
-    pub(crate) reply: Option<&'a ReplySlot>,
-    /// Trips when an operator cancels the job while it runs.
-    pub(crate) cancel: CancelSignal,
+    /// What the worker's wings hand the job's context.
+    pub(crate) extras: Extras,
 }
 
 pub(crate) struct TypedRoute<J, S> {
@@ -87,8 +85,8 @@ where
         self.service.poll_ready(cx)
     }
 
-    fn declared_unique(&self) -> super::unique::Declared {
-        super::unique::declared::<J>
+    fn declared_unique(&self) -> super::wing::unique::Declared {
+        super::wing::unique::declared::<J>
     }
 
     fn call(&mut self, delivered: Delivered<'_>) -> Result<JobFuture, String> {
@@ -105,14 +103,14 @@ where
             1,
             delivered.redelivered,
         )
-        .with_cancel_signal(delivered.cancel);
+        .with_cancel_signal(delivered.extras.cancel.unwrap_or_else(CancelSignal::never));
         let mut request = JobRequest::new(job, ctx);
         if let Some(policy) = &self.retry {
             request = request.with_retry_policy(Arc::clone(policy));
         }
         request.set_classifier(delivered.classifier.clone());
-        if let Some(slot) = delivered.reply {
-            request.set_reply(slot.clone());
+        if let Some(slot) = delivered.extras.reply {
+            request.set_reply(slot);
         }
         Ok(Box::pin(self.service.call(request)))
     }

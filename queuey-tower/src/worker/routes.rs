@@ -82,7 +82,7 @@ mod tests {
         fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
             Poll::Ready(Ok(()))
         }
-        fn declared_unique(&self) -> crate::worker::unique::Declared {
+        fn declared_unique(&self) -> crate::worker::wing::unique::Declared {
             |_| None
         }
         fn call(&mut self, _: Delivered<'_>) -> Result<JobFuture, String> {

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuey_core::control::Heartbeats;
+use queuey_core::backend::Heartbeats;
 use queuey_core::memory::MemoryBackend;
 use queuey_core::{JobContext, JobError, handler_fn};
 use queuey_tower::Worker;

@@ -1,16 +1,16 @@
 //! `queuey dead …`.
 //!
 //! Everything printed from a dead letter (ids, types, reasons, header names,
-//! queue names) goes through [`escape`](queuey_ops::escape): a reason cannot
+//! queue names) goes through [`escape`](crate::escape): a reason cannot
 //! move the cursor, retitle the terminal or reorder the text around it.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::dead::{self, DeadQueues, Destination, Filter, Order, QueueCount, RedriveOptions};
+use crate::escape::{json as esc_json, line as esc};
+use crate::{OpsError, Result};
 use clap::{Args, Subcommand};
-use queuey_ops::dead::{self, DeadQueues, Destination, Filter, Order, QueueCount, RedriveOptions};
-use queuey_ops::escape::{json as esc_json, line as esc};
-use queuey_ops::{OpsError, Result};
 
 mod redrive;
 
@@ -380,7 +380,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             yes,
             no_progress,
         } => {
-            let home = queuey_ops::work_queue_of(&queue, &global.dead_suffix)?;
+            let home = crate::work_queue_of(&queue, &global.dead_suffix)?;
             if rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
                 return Err(OpsError::Invalid(
                     "--rate must be a positive number of moves per second".into(),
@@ -497,7 +497,7 @@ fn per_queue(queues: &DeadQueues, counts: &[QueueCount]) -> String {
 
 async fn preview_purge(
     global: &Global,
-    amqp: &queuey_ops::Amqp,
+    amqp: &crate::Amqp,
     queues: &DeadQueues,
     filter: &Filter,
     export: &std::path::Path,

@@ -2,10 +2,10 @@
 
 use std::process::ExitCode;
 
+use crate::Result;
+use crate::dead::{self, DeadQueues, RedriveOptions};
+use crate::escape::line as esc;
 use indicatif::{ProgressBar, ProgressStyle};
-use queuey_ops::Result;
-use queuey_ops::dead::{self, DeadQueues, RedriveOptions};
-use queuey_ops::escape::line as esc;
 
 use crate::cli::table::clip;
 use crate::cli::{EXIT_PROBLEM, Global, print_json};
@@ -89,7 +89,7 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
 
 pub(super) async fn run(
     global: &Global,
-    amqp: &queuey_ops::Amqp,
+    amqp: &crate::Amqp,
     queues: &DeadQueues,
     options: &RedriveOptions,
     yes: bool,

@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -13,8 +14,9 @@ use lapin::types::ShortString;
 use lapin::{BasicProperties, Connection, ConnectionProperties};
 use queuey_core::backend::Backend;
 use queuey_core::{Envelope, QueueConfig};
-use queuey_ops::Amqp;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+
+use crate::Amqp;
 
 /// Every wait in these tests is bounded by this.
 pub(crate) const WAIT: Duration = Duration::from_secs(30);
@@ -46,7 +48,7 @@ pub(crate) fn amqp_url(test: &str) -> Option<String> {
 
 macro_rules! harness {
     ($name:expr) => {
-        match $crate::support::Harness::new($name).await {
+        match $crate::tests::support::Harness::new($name).await {
             Some(h) => h,
             None => return,
         }
@@ -83,8 +85,8 @@ impl Harness {
 
     /// A dashboard's configuration for this test's broker, on this test's
     /// control stream.
-    pub(crate) fn web_config(&self) -> queuey_ops::web::WebConfig {
-        let mut config = queuey_ops::web::WebConfig::new(self.url.clone());
+    pub(crate) fn web_config(&self) -> crate::web::WebConfig {
+        let mut config = crate::web::WebConfig::new(self.url.clone());
         config.control_stream = self.control_stream();
         config
     }
@@ -167,10 +169,10 @@ impl Harness {
             .messages
     }
 
-    /// Runs the `queuey` binary with `args` against the test broker.
-    /// Runs the `queuey` binary with `args`, on this test's control stream.
+    /// Runs the `queuey` binary with `args` against the test broker, on this
+    /// test's control stream.
     pub(crate) fn cli(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_queuey"))
+        Command::new(queuey_bin())
             .args(args)
             .env("AMQP_URL", &self.url)
             .env("QUEUEY_CONTROL_STREAM", self.control_stream())
@@ -242,9 +244,31 @@ fn delete_queues(url: &str, queues: Vec<String>) {
     }
 }
 
+/// Cargo's output folder, `target/debug/`: the one above this test
+/// binary's (`target/debug/deps/`).
+pub(crate) fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("the test binary is in a folder of a folder")
+        .to_owned()
+}
+
+/// The `queuey` binary cargo built, in [`target_dir`].
+pub(crate) fn queuey_bin() -> PathBuf {
+    let bin = target_dir().join(format!("queuey{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "no queuey binary at {}: `cargo test -p queuey-ops` builds it; with `--bin queuey` \
+         alone, run `cargo build -p queuey-ops` first",
+        bin.display()
+    );
+    bin
+}
+
 /// Runs the `queuey` binary with `args` against `url`.
 pub(crate) fn cli_with(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_queuey"))
+    Command::new(queuey_bin())
         .args(args)
         .env("AMQP_URL", url)
         .env_remove("QUEUEY_MGMT_URL")

@@ -1,12 +1,12 @@
-//! The backend's side of control commands.
+//! The backend's side of control commands: a capability of its own.
 
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::{ControlRecord, ControlView};
+use super::Backend;
 use crate::Error;
-use crate::backend::Backend;
+use crate::control::{ControlRecord, ControlView};
 
 /// A backend that carries the fleet's control commands: it sends each
 /// command to every process that follows them, keeps it for processes that

@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use queuey_core::Uuid;
-use queuey_core::control::Heartbeats;
+use queuey_core::backend::Heartbeats;
 use reqwest::StatusCode;
 use reqwest::header;
 
-use crate::fleet::{beat, control_backend, state};
-use crate::support::{harness, within};
-use crate::web_exposure::{Dashboard, PageSession, http, page_session};
+use crate::tests::fleet::{beat, control_backend, state};
+use crate::tests::support::{harness, within};
+use crate::tests::web_exposure::{Dashboard, PageSession, http, page_session};
 
 async fn get(dash: &Dashboard, session: &PageSession, path: &str) -> String {
     within(

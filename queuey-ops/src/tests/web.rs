@@ -5,11 +5,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
-use queuey_ops::web;
 use serde_json::json;
 
-use crate::support::{dead_letter_jobs, harness, within};
-use crate::web_exposure::{Dashboard, http};
+use crate::tests::support::{dead_letter_jobs, harness, target_dir, within};
+use crate::tests::web_exposure::{Dashboard, http};
+use crate::web;
 
 /// A chromedriver process, killed on drop with the browsers it started
 /// (they share its process group), even when the test fails first.
@@ -122,7 +122,7 @@ async fn click(client: &Client, css: &str) {
 /// Saves a screenshot under target/ as a test artifact.
 async fn screenshot(client: &Client, name: &str) {
     let png = client.screenshot().await.expect("screenshot");
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let path = target_dir().join(name);
     std::fs::write(&path, png).expect("screenshot written");
     eprintln!("screenshot: {}", path.display());
 }
@@ -385,15 +385,15 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     };
     let q = h.queue("busy");
     let (backend, _) = h.backend(&q).await;
-    let worker = crate::fleet::control_backend(&h, "worker").await;
+    let worker = crate::tests::fleet::control_backend(&h, "worker").await;
     let long = queuey_core::Uuid::new_v4();
-    let mut beat = crate::fleet::beat(&q, long, Duration::from_secs(1_200));
+    let mut beat = crate::tests::fleet::beat(&q, long, Duration::from_secs(1_200));
     let mut short = beat.running[0].clone();
     short.job_id = queuey_core::Uuid::new_v4();
     short.job_type = "send_email".into();
     short.started_at_ms = beat.at_ms - 4_000;
     beat.running.push(short);
-    queuey_core::control::Heartbeats::heartbeat(&worker, &beat)
+    queuey_core::backend::Heartbeats::heartbeat(&worker, &beat)
         .await
         .unwrap();
 
@@ -423,9 +423,9 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     );
     click(&client, "#confirm").await;
     assert!(text(&client, "#result").await.contains(&long.to_string()));
-    let fleet = queuey_ops::fleet::Fleet::connect_to(
+    let fleet = crate::fleet::Fleet::connect_to(
         &h.url,
-        &queuey_ops::TlsFiles::default(),
+        &crate::TlsFiles::default(),
         "queuey-ops-test-dashboard-state",
         &h.control_stream(),
     )

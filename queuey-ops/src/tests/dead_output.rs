@@ -3,10 +3,9 @@
 
 use std::process::Output;
 
-use queuey_ops::escape::is_unsafe;
-
-use crate::letters::{Forged, forge};
-use crate::support::{harness, json};
+use crate::escape::is_unsafe;
+use crate::tests::letters::{Forged, forge};
+use crate::tests::support::{harness, json};
 
 /// Sets the window title, rings, erases the line, returns the cursor, and
 /// forges a line; then a C1 CSI (red) and a right-to-left override.

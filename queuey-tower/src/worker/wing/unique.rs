@@ -12,8 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::store::Store;
-use queuey_core::{Envelope, Job, Unique};
+use queuey_core::{Disposition, Envelope, Job, Unique};
 use serde_json::value::RawValue;
+
+use super::{Ended, Extras, Settled, Starting, Wing};
 
 /// What a job type declares about uniqueness for a payload: the decoded
 /// job's [`Job::unique`], or `None` (not unique, or not this job type).
@@ -70,6 +72,51 @@ impl UniqueKeys {
             &declared,
         )
         .await;
+    }
+}
+
+/// The unique wing: active when the worker was given a store.
+pub(crate) struct UniqueWing {
+    keys: Option<UniqueKeys>,
+}
+
+impl UniqueWing {
+    pub(crate) fn new(keys: Option<UniqueKeys>) -> Self {
+        UniqueWing { keys }
+    }
+}
+
+impl Wing for UniqueWing {
+    /// A unique job done for good, whose key to give back once it is
+    /// settled (boxed: only a unique job carries one).
+    type Job = Option<Box<Envelope>>;
+
+    fn start(&self, _job: &Starting<'_>, _extras: &mut Extras) -> Self::Job {
+        None
+    }
+
+    fn run_ended(
+        &self,
+        done: &mut Self::Job,
+        disposition: Disposition,
+        job: &Ended<'_>,
+    ) -> Disposition {
+        let for_good = matches!(
+            disposition,
+            Disposition::Ack | Disposition::DeadLetter { .. }
+        );
+        // Only a unique job carries a key; every other job skips this. The
+        // key is computed again from the job before it is given back.
+        if self.keys.is_some() && for_good && job.envelope.unique_key.is_some() {
+            *done = Some(Box::new(job.envelope.clone()));
+        }
+        disposition
+    }
+
+    async fn settled(&self, done: Self::Job, job: &Settled<'_>) {
+        if let (Some(keys), Some(envelope)) = (&self.keys, done) {
+            Box::pin(keys.release(&envelope, job.queue)).await;
+        }
     }
 }
 

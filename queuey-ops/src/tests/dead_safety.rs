@@ -2,8 +2,8 @@
 //! job, what a purge's export file looks like, and suffixes that would
 //! point the tools at live queues.
 
-use crate::letters::{Forged, delivered_before, forge};
-use crate::support::{harness, json, ok};
+use crate::tests::letters::{Forged, delivered_before, forge};
+use crate::tests::support::{harness, json, ok, queuey_bin};
 
 #[tokio::test]
 async fn a_redrive_moves_only_to_the_queue_operated_on_unless_told_otherwise() {
@@ -140,7 +140,7 @@ async fn a_purge_export_is_private_and_never_left_behind_by_a_failure() {
         let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "export mode {mode:o}");
     }
-    assert_eq!(queuey_ops::dead::read_export(&file).unwrap().len(), 1);
+    assert_eq!(crate::dead::read_export(&file).unwrap().len(), 1);
     assert_eq!(h.ready(&dq).await, 0);
 
     // An export that fails part way (the file may not grow past 512 bytes)
@@ -153,7 +153,7 @@ async fn a_purge_export_is_private_and_never_left_behind_by_a_failure() {
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg("trap '' XFSZ; ulimit -f 1; exec \"$0\" \"$@\"")
-            .arg(env!("CARGO_BIN_EXE_queuey"))
+            .arg(queuey_bin())
             .args([
                 "dead",
                 "purge",

@@ -1,6 +1,6 @@
 //! `queuey doctor`, and what every tool says without the management API.
 
-use crate::support::{cli_with, harness, json, within};
+use crate::tests::support::{cli_with, harness, json, within};
 
 /// The check called `name` in the doctor's JSON output.
 fn named(checks: &serde_json::Value, name: &str) -> serde_json::Value {
@@ -36,7 +36,7 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
     );
     // Deprecated features as the broker reports them, not as its version
     // suggests: the check agrees with what the management API lists.
-    let mgmt = queuey_ops::mgmt::Management::for_amqp_url(
+    let mgmt = crate::mgmt::Management::for_amqp_url(
         &h.url,
         std::env::var("QUEUEY_MGMT_URL").ok().as_deref(),
     )
@@ -170,7 +170,7 @@ async fn without_the_management_api_the_tools_say_how_to_enable_it() {
 /// failure the doctor names, not a report of the wrong broker's figures.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_fails_when_the_management_api_is_another_brokers() {
-    use crate::private::node::{self, PrivateNode};
+    use crate::tests::private::node::{self, PrivateNode};
 
     let test = "doctor_fails_when_the_management_api_is_another_brokers";
     let h = harness!(test);
@@ -178,7 +178,7 @@ async fn doctor_fails_when_the_management_api_is_another_brokers() {
         return;
     }
     // The management API the tool would use for the test broker.
-    let theirs = queuey_ops::mgmt::Management::for_amqp_url(&h.url, None)
+    let theirs = crate::mgmt::Management::for_amqp_url(&h.url, None)
         .expect("a management URL")
         .base()
         .to_owned();

@@ -7,8 +7,8 @@ use queuey_core::periodic::Leadership;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use serde_json::Value;
 
-use crate::support::{Harness, harness, within};
-use crate::web_exposure::{Dashboard, http};
+use crate::tests::support::{Harness, harness, within};
+use crate::tests::web_exposure::{Dashboard, http};
 
 async fn member(h: &Harness, label: &str) -> RabbitMqBackend {
     let options = RabbitMqOptions::default().connection_name(format!(
@@ -124,7 +124,7 @@ async fn a_status_from_a_stranger_is_not_shown() {
 
     let h = harness!("a_status_from_a_stranger_is_not_shown");
     let queue = h.queue("stranger-status");
-    let key = crate::web_scope::schedule_queue(&h, &queue, "beat").await;
+    let key = crate::tests::web_scope::schedule_queue(&h, &queue, "beat").await;
     let status = format!("{key}.status");
     h.track(&status);
     let channel = h.amqp.channel().await.expect("channel");

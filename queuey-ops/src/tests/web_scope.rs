@@ -7,14 +7,14 @@ use std::time::Duration;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use queuey_core::Uuid;
-use queuey_core::control::Heartbeats;
-use queuey_ops::TlsFiles;
-use queuey_ops::fleet::Fleet;
+use queuey_core::backend::Heartbeats;
 use reqwest::StatusCode;
 use reqwest::header;
 
-use crate::support::{Harness, harness, within};
-use crate::web_exposure::{Dashboard, PageSession, http, page_session};
+use crate::TlsFiles;
+use crate::fleet::Fleet;
+use crate::tests::support::{Harness, harness, within};
+use crate::tests::web_exposure::{Dashboard, PageSession, http, page_session};
 
 /// POSTs a confirmed cancel of `job` with a valid session and CSRF token.
 async fn cancel(dash: &Dashboard, session: &PageSession, job: Uuid) -> (StatusCode, String) {
@@ -65,9 +65,9 @@ async fn a_scoped_dashboard_cancels_and_lists_only_its_own_queues() {
     let outside_queue = h.queue("outside");
     let (backend, _) = h.backend(&inside_queue).await;
     let (inside, outside, nowhere) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-    let worker = crate::fleet::control_backend(&h, "scoped-worker").await;
+    let worker = crate::tests::fleet::control_backend(&h, "scoped-worker").await;
     // One worker runs a job of each queue.
-    let mut beat = crate::fleet::beat(&inside_queue, inside, Duration::from_secs(5));
+    let mut beat = crate::tests::fleet::beat(&inside_queue, inside, Duration::from_secs(5));
     let mut other = beat.running[0].clone();
     other.job_id = outside;
     other.queue = outside_queue.clone();

@@ -5,18 +5,80 @@
 //! handler's output) or a dead letter (with its reason). A retry or a
 //! deferral is not final: the reply address travels on with the job, and
 //! the attempt that ends it answers. Every path that ends a job goes
-//! through the worker's one settle (`run_job`), and so through here: a job
-//! with no handler, or whose payload does not decode, is a dead letter too.
+//! through the worker's one settle, and so through here: a job with no
+//! handler, or whose payload does not decode, is a dead letter too.
+
+use std::sync::Arc;
 
 use queuey_core::backend::{Backend, Reply, ReplyTo};
 use queuey_core::{Disposition, Uuid};
 
+use super::{Ended, Extras, Settled, Starting, Wing};
 use crate::deadline::DEADLINE_PASSED;
 use crate::reply_slot::ReplySlot;
 
+/// The reply wing: answers the callers that wait, through the worker's
+/// backend.
+pub(crate) struct ReplyWing {
+    backend: Arc<dyn Backend>,
+}
+
+impl ReplyWing {
+    pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
+        ReplyWing { backend }
+    }
+}
+
+/// Where a job's answer stands.
+pub(crate) enum Answer {
+    /// Nobody waits for the job.
+    Unasked,
+    /// A caller waits; the handler's output goes in the slot.
+    Waiting(ReplySlot),
+    /// The reply to send once the job is settled (boxed: rare, and every
+    /// job's future has room for this).
+    Due(Box<(ReplyTo, Reply)>),
+}
+
+impl Wing for ReplyWing {
+    type Job = Answer;
+
+    fn start(&self, job: &Starting<'_>, extras: &mut Extras) -> Answer {
+        // Only a job a caller waits for gets a slot for its output.
+        if job.envelope.reply_to.is_none() {
+            return Answer::Unasked;
+        }
+        let slot = ReplySlot::default();
+        extras.reply = Some(slot.clone());
+        Answer::Waiting(slot)
+    }
+
+    fn run_ended(
+        &self,
+        answer: &mut Answer,
+        disposition: Disposition,
+        job: &Ended<'_>,
+    ) -> Disposition {
+        if let Answer::Waiting(slot) = answer {
+            *answer = match due(job.envelope.reply_to.as_ref(), &disposition, Some(slot)) {
+                Some(reply) => Answer::Due(Box::new(reply)),
+                None => Answer::Unasked,
+            };
+        }
+        disposition
+    }
+
+    async fn settled(&self, answer: Answer, job: &Settled<'_>) {
+        if let Answer::Due(due) = answer {
+            let (to, reply) = *due;
+            Box::pin(send(&*self.backend, job.queue, job.job_id, &to, reply)).await;
+        }
+    }
+}
+
 /// The reply `disposition` calls for, if a caller waits (`to`) and the
 /// disposition is final. The output comes from the job's `slot`.
-pub(crate) fn due(
+fn due(
     to: Option<&ReplyTo>,
     disposition: &Disposition,
     slot: Option<&ReplySlot>,
@@ -42,13 +104,7 @@ pub(crate) fn due(
 /// Sends `reply` to `to` through the backend. The job is settled already:
 /// a reply that cannot be sent is logged, and its caller's timeout ends
 /// the wait.
-pub(crate) async fn send(
-    backend: &dyn Backend,
-    queue: &str,
-    job_id: Uuid,
-    to: &ReplyTo,
-    reply: Reply,
-) {
+async fn send(backend: &dyn Backend, queue: &str, job_id: Uuid, to: &ReplyTo, reply: Reply) {
     let Some(replies) = backend.capabilities().replies() else {
         tracing::warn!(
             %queue,

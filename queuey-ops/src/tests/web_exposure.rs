@@ -5,12 +5,12 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use queuey_ops::web::{self, Auth, WebConfig};
 use reqwest::StatusCode;
 use reqwest::header::{self, HeaderMap};
 use serde_json::json;
 
-use crate::support::{Harness, dead_letter_jobs, harness, within};
+use crate::tests::support::{Harness, dead_letter_jobs, harness, queuey_bin, within};
+use crate::web::{self, Auth, WebConfig};
 
 /// A dashboard serving one test on a fresh loopback port, stopped on drop.
 pub(crate) struct Dashboard {
@@ -18,7 +18,7 @@ pub(crate) struct Dashboard {
     pub(crate) base: String,
     /// The listening port.
     pub(crate) port: u16,
-    task: tokio::task::JoinHandle<queuey_ops::Result<()>>,
+    task: tokio::task::JoinHandle<crate::Result<()>>,
 }
 
 impl Drop for Dashboard {
@@ -437,7 +437,7 @@ async fn queues_outside_the_allow_list_are_refused() {
 /// Runs `queuey web ARGS` with `env`, which must refuse to start; returns
 /// its stderr. A dashboard that starts instead is killed and fails the test.
 fn refused_at_start(h: &Harness, args: &[&str], env: &[(&str, &str)]) -> String {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_queuey"));
+    let mut command = Command::new(queuey_bin());
     command
         .arg("web")
         .args(args)
@@ -451,7 +451,7 @@ fn refused_at_start(h: &Harness, args: &[&str], env: &[(&str, &str)]) -> String 
         command.env(k, v);
     }
     let mut child = command.spawn().expect("the queuey binary runs");
-    let deadline = std::time::Instant::now() + crate::support::WAIT;
+    let deadline = std::time::Instant::now() + crate::tests::support::WAIT;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

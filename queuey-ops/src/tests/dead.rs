@@ -4,11 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use lapin::BasicProperties;
-use queuey_ops::dead;
 use serde_json::{Value, json};
 
-use crate::support::{
-    Harness, Made, dead_letter_jobs, fingerprint_counts, harness, json, ok, process_all, within,
+use crate::dead;
+use crate::tests::support::{
+    Harness, Made, dead_letter_jobs, fingerprint_counts, harness, json, ok, process_all,
+    queuey_bin, within,
 };
 
 const TYPES: [&str; 3] = ["send_email", "charge_invoice", "make_thumbnail"];
@@ -206,7 +207,7 @@ async fn redrive_in_background(
     rate: &str,
     moved: u32,
 ) -> std::process::Child {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_queuey"))
+    let child = std::process::Command::new(queuey_bin())
         .args([
             "dead",
             "redrive",

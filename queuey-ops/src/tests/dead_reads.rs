@@ -6,10 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use queuey_ops::browse::WINDOW;
-
-use crate::letters::{delivered_before, forge_many};
-use crate::support::{fingerprint_counts, harness, json, ok};
+use crate::browse::WINDOW;
+use crate::tests::letters::{delivered_before, forge_many};
+use crate::tests::support::{fingerprint_counts, harness, json, ok};
 
 const LETTERS: usize = 100;
 

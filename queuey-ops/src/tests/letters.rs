@@ -7,7 +7,7 @@ use lapin::options::BasicGetOptions;
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use queuey_core::Envelope;
 
-use crate::support::{Harness, within};
+use crate::tests::support::{Harness, within};
 
 /// What one forged dead letter says about itself.
 #[derive(Debug, Clone)]

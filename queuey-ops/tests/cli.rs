@@ -1,4 +1,8 @@
-//! `queuey --help` (no broker needed).
+//! `queuey --help` (no broker needed), run as the built binary.
+//!
+//! The broker suites are the binary's unit tests (`src/tests/`); they run
+//! this binary too, which cargo builds for an integration test like this
+//! one.
 
 use std::process::Command;
 

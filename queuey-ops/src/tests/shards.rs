@@ -10,8 +10,8 @@ use queuey_core::backend::Backend;
 use queuey_core::{Envelope, QueueConfig, QueueType};
 use serde_json::{Value, json};
 
-use crate::support::{Harness, Made, dead_letter_jobs, harness, json, ok, within};
-use crate::web_exposure::{Dashboard, http};
+use crate::tests::support::{Harness, Made, dead_letter_jobs, harness, json, ok, within};
+use crate::tests::web_exposure::{Dashboard, http};
 
 /// Dead-letters `n` jobs through the broker queue `physical` (the lane or
 /// one shard of a sharded queue), each with a reason naming `tag`.
@@ -39,7 +39,7 @@ fn ids(made: &[Made]) -> Vec<String> {
 
 /// The job ids waiting on `queue`, read from its head and put back.
 async fn waiting(h: &Harness, queue: &str) -> Vec<String> {
-    within("browse", queuey_ops::browse::browse(&h.amqp, queue, None))
+    within("browse", crate::browse::browse(&h.amqp, queue, None))
         .await
         .unwrap_or_else(|e| panic!("{queue}: {e}"))
         .iter()

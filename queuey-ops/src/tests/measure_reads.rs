@@ -1,26 +1,33 @@
 //! Measures the ways of reading a queue without removing anything, and the
-//! cost of a transactional redrive, on the broker at `AMQP_URL`.
+//! cost of a transactional redrive, on the broker at `AMQP_URL`, over
+//! `QUEUEY_MEASURE_MESSAGES` messages (default 10,000).
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo run --release -p queuey-ops --example measure_reads -- 10000
+//!     cargo test -p queuey-ops --bin queuey -- --ignored measure_reads --nocapture
 //! ```
 //!
 //! Creates two queues named `queuey-ops-measure.<uuid>` (and `.dead`),
-//! deletes them at the end.
+//! deletes them at the end. A measurement, not a test: it asserts nothing,
+//! and only runs when asked for.
 
 use std::time::Instant;
 
 use lapin::BasicProperties;
 use lapin::options::{BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions};
 use lapin::types::{AMQPValue, FieldTable, ShortString};
-use queuey_ops::mgmt::Management;
-use queuey_ops::{Amqp, browse, dead};
 
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("AMQP_URL")?;
-    let n: usize = std::env::args().nth(1).map_or(Ok(10_000), |a| a.parse())?;
+use crate::mgmt::Management;
+use crate::tests::support::amqp_url;
+use crate::{Amqp, browse, dead};
+
+#[tokio::test]
+#[ignore = "a measurement: run it with --ignored measure_reads --nocapture"]
+async fn measure_reads() -> Result<(), Box<dyn std::error::Error>> {
+    let Some(url) = amqp_url("measure_reads") else {
+        return Ok(());
+    };
+    let n: usize = std::env::var("QUEUEY_MEASURE_MESSAGES").map_or(Ok(10_000), |a| a.parse())?;
     let amqp = Amqp::connect(&url, "queuey-ops-measure").await?;
     let q = format!("queuey-ops-measure.{}", uuid::Uuid::new_v4().simple());
     let dq = format!("{q}.dead");

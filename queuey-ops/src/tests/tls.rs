@@ -7,12 +7,11 @@
 use std::process::{Command, Output};
 
 use queuey_core::backend::Backend;
-
 use queuey_core::{Disposition, Envelope, QueueConfig};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions, TlsOptions};
 
-use crate::private::node::{self, PrivateNode};
-use crate::support::{amqp_url, within};
+use crate::tests::private::node::{self, PrivateNode};
+use crate::tests::support::{amqp_url, queuey_bin, within};
 
 async fn tls_node(test: &str) -> Option<PrivateNode> {
     amqp_url(test)?;
@@ -21,7 +20,7 @@ async fn tls_node(test: &str) -> Option<PrivateNode> {
 }
 
 fn queuey(args: &[&str]) -> (Option<i32>, String) {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_queuey"))
+    let out: Output = Command::new(queuey_bin())
         .args(args)
         .env_remove("AMQP_URL")
         .env_remove("QUEUEY_MGMT_URL")

@@ -9,12 +9,12 @@ use lapin::options::{BasicConsumeOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use queuey_core::Envelope;
 use queuey_core::backend::Backend;
-use queuey_ops::holds::regex_escape;
 use queuey_rabbitmq::__private::field_table;
 use queuey_rabbitmq::topology::hold_queue_arguments;
 use serde_json::Value;
 
-use crate::support::{Harness, harness, json, ok, within};
+use crate::holds::regex_escape;
+use crate::tests::support::{Harness, harness, json, ok, queuey_bin, within};
 
 /// Declares `{queue}.deferred.{ttl}` with exactly the backend's arguments.
 async fn declare_hold(h: &Harness, queue: &str, ttl: u64) -> String {
@@ -79,7 +79,7 @@ async fn holds_counts_match_rabbitmqctl_and_release_times_come_from_due_at() {
     // A classic hold (a process with the first version's holds) whose jobs
     // carry due-at headers: only classic holds are read for release times.
     let long = declare_hold(&h, &q, 300_000).await;
-    let now = queuey_ops::time::now_ms();
+    let now = crate::time::now_ms();
     let dues = [now + 290_000, now + 299_000];
     for due in dues {
         let mut headers = FieldTable::default();
@@ -408,7 +408,7 @@ async fn holds_prune_previews_then_deletes_only_the_empty_holds() {
         let url = h.url.clone();
         let control = h.control_stream();
         tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_queuey"))
+            Command::new(queuey_bin())
                 .args(&args)
                 .env("AMQP_URL", url)
                 .env("QUEUEY_CONTROL_STREAM", control)
@@ -453,7 +453,7 @@ async fn holds_prune_leaves_a_queue_that_only_looks_like_a_hold() {
     let _ = ch.close(200, "".into()).await;
     // Once the management API has statistics for it, an empty queue with
     // a hold's name is all a name-based check could ask for.
-    let mgmt = queuey_ops::mgmt::Management::for_amqp_url(&h.url, None).unwrap();
+    let mgmt = crate::mgmt::Management::for_amqp_url(&h.url, None).unwrap();
     within("statistics for the queue", async {
         while mgmt
             .queue(&lookalike)
@@ -472,7 +472,7 @@ async fn holds_prune_leaves_a_queue_that_only_looks_like_a_hold() {
     assert_eq!(item["hold"], lookalike.as_str(), "{plan}");
     assert_eq!(item["prune"], false, "{plan}");
     let reason = item["reason"].as_str().unwrap();
-    assert!(reason.starts_with(queuey_ops::prune::LOOKALIKE), "{reason}");
+    assert!(reason.starts_with(crate::prune::LOOKALIKE), "{reason}");
     assert!(reason.contains("a classic queue, not quorum"), "{reason}");
 
     let args = ["holds", "prune", q.as_str(), "--yes"].map(str::to_owned);
@@ -480,7 +480,7 @@ async fn holds_prune_leaves_a_queue_that_only_looks_like_a_hold() {
         let url = h.url.clone();
         let control = h.control_stream();
         tokio::task::spawn_blocking(move || {
-            Command::new(env!("CARGO_BIN_EXE_queuey"))
+            Command::new(queuey_bin())
                 .args(&args)
                 .env("AMQP_URL", url)
                 .env("QUEUEY_CONTROL_STREAM", control)

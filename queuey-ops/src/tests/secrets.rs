@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use crate::support::{amqp_url, harness};
+use crate::tests::support::{amqp_url, harness, queuey_bin};
 
 /// The forms a secret may take in output: as written, percent-decoded, its
 /// bytes as a decimal list (how a byte buffer's `Debug` prints them) and in
@@ -25,7 +25,7 @@ fn forms(secret: &str) -> Vec<String> {
 }
 
 fn printed(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_queuey"))
+    let out = Command::new(queuey_bin())
         .args(args)
         .env_remove("AMQP_URL")
         .env_remove("QUEUEY_MGMT_URL")

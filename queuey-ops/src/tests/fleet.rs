@@ -5,14 +5,14 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuey_core::Uuid;
-use queuey_core::control::Heartbeats;
+use queuey_core::backend::Heartbeats;
 use queuey_core::control::{ControlState, Heartbeat, QueueTotals, RunningJob};
-use queuey_ops::TlsFiles;
-use queuey_ops::fleet::Fleet;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{Harness, harness, json, ok, within};
-use crate::web_exposure::{Dashboard, http};
+use crate::TlsFiles;
+use crate::fleet::Fleet;
+use crate::tests::support::{Harness, harness, json, ok, within};
+use crate::tests::web_exposure::{Dashboard, http};
 
 pub(crate) fn now_ms() -> u64 {
     SystemTime::now()

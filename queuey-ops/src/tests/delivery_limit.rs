@@ -13,12 +13,12 @@ use lapin::BasicProperties;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use queuey_core::{QueueConfig, QueueType};
-use queuey_ops::mgmt::Management;
-use queuey_ops::topology::{self, AtRisk, ProblemKind, QueueSpec, TopologySpec};
 use queuey_rabbitmq::topology as names;
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
-use crate::support::{harness, within};
+use crate::mgmt::Management;
+use crate::tests::support::{harness, within};
+use crate::topology::{self, AtRisk, ProblemKind, QueueSpec, TopologySpec};
 
 fn management(url: &str) -> Management {
     let base = std::env::var("QUEUEY_MGMT_URL")
@@ -90,7 +90,7 @@ async fn a_quorum_dead_letter_survives_a_thousand_reads_by_the_tool() {
             }
         })
         .await;
-        let letters = within("read", queuey_ops::dead::read(&h.amqp, &dead, 10))
+        let letters = within("read", crate::dead::read(&h.amqp, &dead, 10))
             .await
             .unwrap_or_else(|e| panic!("read {read}: {e}"));
         assert_eq!(letters.len(), 1, "read {read}");
@@ -107,11 +107,11 @@ async fn a_quorum_dead_letter_survives_a_thousand_reads_by_the_tool() {
 }
 
 /// The doctor's check `name` on the broker at `url`.
-async fn doctor_check(url: &str, name: &str) -> queuey_ops::doctor::Check {
-    queuey_ops::doctor::doctor(
+async fn doctor_check(url: &str, name: &str) -> crate::doctor::Check {
+    crate::doctor::doctor(
         url,
         std::env::var("QUEUEY_MGMT_URL").ok().as_deref(),
-        &queuey_ops::TlsFiles::default(),
+        &crate::TlsFiles::default(),
         ".dead",
     )
     .await
@@ -211,9 +211,9 @@ async fn queues_on_the_default_limit_are_found_and_given_a_policy() {
     // doctor: warns on RabbitMQ 4, says what to do before upgrading on 3.x.
     let check = doctor_check(&h.url, "delivery limits").await;
     let expected = if four {
-        queuey_ops::doctor::Status::Warn
+        crate::doctor::Status::Warn
     } else {
-        queuey_ops::doctor::Status::Ok
+        crate::doctor::Status::Ok
     };
     assert_eq!(check.status, expected, "{}", check.detail);
 

@@ -1,0 +1,36 @@
+//! The backend's side of workers' heartbeats: a capability of its own.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+
+use super::Backend;
+use crate::Error;
+use crate::control::Heartbeat;
+
+/// A backend that keeps workers' heartbeats and lists the live workers.
+///
+/// A worker sends its heartbeats through it when its backend lists it in
+/// [`Backend::capabilities`].
+pub trait Heartbeats: Backend {
+    /// Publishes a worker's [`Heartbeat`] for [`workers`](Heartbeats::workers)
+    /// to list. A heartbeat with [`stopping`](Heartbeat::stopping) set is
+    /// the worker's last. Best effort: a lost heartbeat is made up for by
+    /// the next one.
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// The workers whose latest heartbeat is recent (within
+    /// [`Heartbeat::lifetime`]) and not their last, each with that
+    /// heartbeat, oldest worker first.
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>>;
+}
+
+impl<B: Heartbeats + ?Sized> Heartbeats for Arc<B> {
+    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
+        (**self).heartbeat(beat)
+    }
+
+    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
+        (**self).workers()
+    }
+}

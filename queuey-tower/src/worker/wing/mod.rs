@@ -1,0 +1,201 @@
+//! The worker's per-job features, each a wing on one seam.
+//!
+//! The consume loop and a job's run know nothing of any feature: they call
+//! the worker's [`Wings`] at four points of every job, and each wing does
+//! its part there.
+//!
+//! | wing | the job starts | beside its run | its run ends | it is settled |
+//! |---|---|---|---|---|
+//! | [`cancel`] | refuses a job cancelled before; hands the job its cancel signal | trips the signal when the job is cancelled | a cancelled job that did not complete is dead-lettered as cancelled | |
+//! | [`reply`] | hands a job a caller waits for a slot for its output | | the reply the final disposition calls for | sends it |
+//! | [`ledger`] | lists the job among the running ones the heartbeats report | | takes it off the list | counts it in its queue's totals |
+//! | [`unique`] | | | a unique job done for good keeps its envelope | gives its key back |
+//!
+//! Adding a feature is a file here with a [`Wing`], and its place in
+//! [`Wings`]. Wings see each point in the order of that list, so a wing
+//! that changes a job's disposition comes before those that read it.
+
+mod cancel;
+mod ledger;
+mod reply;
+pub(crate) mod unique;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use queuey_core::backend::Backend;
+use queuey_core::control::{CancelSignal, ControlView};
+use queuey_core::{Disposition, Envelope, Uuid};
+
+use super::handle::HandleInner;
+use super::heartbeat::Ledger;
+use crate::reply_slot::ReplySlot;
+
+pub(crate) use unique::UniqueKeys;
+
+/// Every wing of a worker, in order.
+pub(crate) type Wings = (
+    cancel::CancelWing,
+    (reply::ReplyWing, (ledger::LedgerWing, unique::UniqueWing)),
+);
+
+/// The wings of a worker: the fleet's control commands when it follows
+/// them (`control`), replies through `backend`, the heartbeats' `ledger`
+/// of the worker's `queues`, and the unique keys to give back.
+pub(crate) fn wings(
+    control: Option<ControlView>,
+    handle: &Arc<HandleInner>,
+    backend: Arc<dyn Backend>,
+    ledger: &Arc<Ledger>,
+    queues: &[Arc<str>],
+    unique_keys: Option<UniqueKeys>,
+) -> Wings {
+    (
+        cancel::CancelWing::new(control, Arc::clone(handle)),
+        (
+            reply::ReplyWing::new(backend),
+            (
+                ledger::LedgerWing::new(ledger, queues),
+                unique::UniqueWing::new(unique_keys),
+            ),
+        ),
+    )
+}
+
+/// A job about to start, as the wings see it.
+pub(crate) struct Starting<'a> {
+    pub(crate) envelope: &'a Envelope,
+    /// The logical queue it was consumed for.
+    pub(crate) queue: &'a Arc<str>,
+    /// Its handler's job type; `None` when no handler of this worker takes it.
+    pub(crate) job_type: Option<&'static str>,
+    /// Whether a wing refused it: it goes straight to its end, unrun.
+    pub(crate) refused: bool,
+}
+
+/// What the wings hand a starting job's context.
+#[derive(Default)]
+pub(crate) struct Extras {
+    /// Where the handler's output goes, for a job a caller waits for.
+    pub(crate) reply: Option<ReplySlot>,
+    /// Trips when an operator cancels the job while it runs.
+    pub(crate) cancel: Option<CancelSignal>,
+}
+
+/// A job whose run ended, as the wings see it.
+pub(crate) struct Ended<'a> {
+    pub(crate) envelope: &'a Envelope,
+    pub(crate) queue: &'a Arc<str>,
+}
+
+/// A job settled on the broker, as the wings see it.
+pub(crate) struct Settled<'a> {
+    pub(crate) queue: &'a Arc<str>,
+    pub(crate) job_id: Uuid,
+    /// What it was settled as ([`Disposition::as_str`]).
+    pub(crate) what: &'static str,
+}
+
+/// One per-job feature of the worker.
+pub(crate) trait Wing: Send + Sync + 'static {
+    /// What the wing keeps of one job, from its start until it is settled.
+    type Job: Send + Sync + 'static;
+
+    /// Why the job must not run (a dead-letter reason), if it must not.
+    /// Asked of every wing before any starts it.
+    fn refuses(&self, job: &Starting<'_>) -> Option<String> {
+        let _ = job;
+        None
+    }
+
+    /// The job starts (or, refused, goes straight to its end): the wing
+    /// sets up what it keeps and what the job's context gets.
+    fn start(&self, job: &Starting<'_>, extras: &mut Extras) -> Self::Job;
+
+    /// Runs beside the job until the job's run ends; it never ends the run.
+    fn beside<'a>(
+        &'a self,
+        state: &'a Self::Job,
+        envelope: &'a Envelope,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let _ = (state, envelope);
+        std::future::pending()
+    }
+
+    /// The run ended with `disposition`, already classified and never
+    /// early; the wing may change it, and keeps what it needs for later.
+    fn run_ended(
+        &self,
+        state: &mut Self::Job,
+        disposition: Disposition,
+        job: &Ended<'_>,
+    ) -> Disposition {
+        let _ = (state, job);
+        disposition
+    }
+
+    /// The job was settled on the broker as decided.
+    fn settled<'a>(
+        &'a self,
+        state: Self::Job,
+        job: &'a Settled<'a>,
+    ) -> impl Future<Output = ()> + Send + 'a {
+        let _ = (state, job);
+        async {}
+    }
+}
+
+impl<A: Wing, B: Wing> Wing for (A, B) {
+    type Job = (A::Job, B::Job);
+
+    fn refuses(&self, job: &Starting<'_>) -> Option<String> {
+        self.0.refuses(job).or_else(|| self.1.refuses(job))
+    }
+
+    fn start(&self, job: &Starting<'_>, extras: &mut Extras) -> Self::Job {
+        (self.0.start(job, extras), self.1.start(job, extras))
+    }
+
+    async fn beside(&self, state: &Self::Job, envelope: &Envelope) {
+        futures::future::join(
+            self.0.beside(&state.0, envelope),
+            self.1.beside(&state.1, envelope),
+        )
+        .await;
+    }
+
+    fn run_ended(
+        &self,
+        state: &mut Self::Job,
+        disposition: Disposition,
+        job: &Ended<'_>,
+    ) -> Disposition {
+        let disposition = self.0.run_ended(&mut state.0, disposition, job);
+        self.1.run_ended(&mut state.1, disposition, job)
+    }
+
+    async fn settled(&self, state: Self::Job, job: &Settled<'_>) {
+        self.0.settled(state.0, job).await;
+        self.1.settled(state.1, job).await;
+    }
+}
+
+/// Runs `job` with `wings`' [`beside`](Wing::beside) futures beside it,
+/// until the job ends.
+pub(crate) async fn run_beside<W: Wing, F: Future>(
+    wings: &W,
+    state: &W::Job,
+    envelope: &Envelope,
+    job: F,
+) -> F::Output {
+    let beside = wings.beside(state, envelope);
+    tokio::pin!(job, beside);
+    let mut beside_over = false;
+    loop {
+        tokio::select! {
+            biased;
+            output = &mut job => return output,
+            () = &mut beside, if !beside_over => beside_over = true,
+        }
+    }
+}
