@@ -23,9 +23,11 @@ use super::{ControlChannel, Heartbeats, Replies};
 ///
 /// A worker answers waiting callers only through [`replies`](Self::replies),
 /// follows pauses and cancellations only through [`control`](Self::control),
-/// and sends heartbeats only through [`heartbeats`](Self::heartbeats); each
-/// one missing is logged once when the worker starts, so a backend that
-/// lists nothing runs its jobs and nothing else.
+/// and sends heartbeats only through [`heartbeats`](Self::heartbeats), so a
+/// backend that lists nothing runs its jobs and nothing else. A missing
+/// control channel or heartbeat store is logged (at DEBUG) when the worker
+/// starts; a job whose caller waits on a backend without replies is logged
+/// (at WARN) when it is settled.
 #[derive(Clone, Copy, Default)]
 pub struct Capabilities<'a> {
     replies: Option<&'a dyn Replies>,

@@ -12,9 +12,8 @@
 //! besides is a trait of its own, and each feature that needs one says so
 //! in its bounds: [`Replies`] for callers that wait for a job's result,
 //! [`ControlChannel`] for cancelling jobs and pausing queues,
-//! [`Heartbeats`] for the
-//! list of running workers, [`Leadership`](crate::periodic::Leadership) for
-//! periodic jobs. [`Backend::capabilities`] lists the ones a backend has,
+//! [`Heartbeats`] for the list of running workers,
+//! [`Leadership`](crate::periodic::Leadership) for periodic jobs. [`Backend::capabilities`] lists the ones a backend has,
 //! for the worker, which uses each one it finds.
 //!
 //! The traits are object safe: `Arc<dyn Backend>` works, and so does any

@@ -5,8 +5,8 @@
 //! [`Producer::cancel`](crate::Producer::cancel) and its siblings, the
 //! `queuey` tool, the dashboard) sends a [`Command`]; the backend carries it
 //! to every worker of the fleet and keeps it for workers started later
-//! ([`ControlChannel::send_control`](crate::backend::ControlChannel::send_control)). Each worker follows the commands in
-//! a [`ControlView`] ([`ControlChannel::follow_control`](crate::backend::ControlChannel::follow_control)) and obeys them:
+//! ([`ControlChannel::send_control`]). Each worker follows the commands in
+//! a [`ControlView`] ([`ControlChannel::follow_control`]) and obeys them:
 //!
 //! - a **cancelled** job is not run again: whichever worker takes it next,
 //!   from the queue, a hold or anywhere else, dead-letters it with the
@@ -19,8 +19,8 @@
 //!   while the queue is paused stays off it until it is resumed.
 //!
 //! Every worker also sends a [`Heartbeat`] every few seconds
-//! ([`Heartbeats::heartbeat`](crate::backend::Heartbeats::heartbeat)): its host, process, queues, connection, the
-//! jobs it runs right now and its totals per queue. [`Heartbeats::workers`](crate::backend::Heartbeats::workers) lists
+//! ([`Heartbeats::heartbeat`]): its host, process, queues, connection, the
+//! jobs it runs right now and its totals per queue. [`Heartbeats::workers`] lists
 //! the workers whose last heartbeat is recent; a worker that stops sending
 //! them drops off the list after [`MISSED_HEARTBEATS`] intervals.
 //!
@@ -40,6 +40,11 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [`ControlChannel::send_control`]: crate::backend::ControlChannel::send_control
+//! [`ControlChannel::follow_control`]: crate::backend::ControlChannel::follow_control
+//! [`Heartbeats::heartbeat`]: crate::backend::Heartbeats::heartbeat
+//! [`Heartbeats::workers`]: crate::backend::Heartbeats::workers
 
 mod check;
 mod command;

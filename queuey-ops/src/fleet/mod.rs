@@ -125,21 +125,18 @@ impl Fleet {
     /// act on a state it has not caught up with.
     pub(crate) async fn state(&self) -> Result<ControlState> {
         let mut followed = self.view.lock().await;
-        let sync = followed.is_none() || self.sent.swap(false, Ordering::AcqRel);
-        if sync {
-            let view = self
+        let view = match followed.take() {
+            Some(view) if !self.sent.swap(false, Ordering::AcqRel) => view,
+            _ => self
                 .backend
                 .follow_control()
                 .await
                 .map_err(|source| OpsError::Fleet {
                     what: "reading the control commands".to_owned(),
                     source,
-                })?;
-            *followed = Some(view);
-        }
-        let Some(view) = followed.as_ref() else {
-            return Ok(ControlState::default());
+                })?,
         };
+        let view = followed.insert(view);
         if !view.is_caught_up() {
             return Err(OpsError::Refused(
                 "the control stream could not be read to its end in time, so the fleet's state \

@@ -127,17 +127,7 @@ impl Harness {
         queue: &str,
         shards: u16,
     ) -> (RabbitMqBackend, QueueConfig) {
-        let options = RabbitMqOptions::default()
-            .connection_name(format!("queuey-ops-test-backend-{queue}"))
-            .retry_granularity(Duration::from_secs(1));
-        let backend = within("backend", RabbitMqBackend::with_options(&self.url, options))
-            .await
-            .expect("backend connects");
-        let config = QueueConfig::new(queue).shards(shards);
-        within("declare", backend.declare(std::slice::from_ref(&config)))
-            .await
-            .expect("declare");
-        (backend, config)
+        self.declared(QueueConfig::new(queue).shards(shards)).await
     }
 
     /// Tracks another queue for deletion.
@@ -147,14 +137,18 @@ impl Harness {
 
     /// A backend on its own named connection, with `queue` declared.
     pub(crate) async fn backend(&self, queue: &str) -> (RabbitMqBackend, QueueConfig) {
+        self.declared(QueueConfig::new(queue)).await
+    }
+
+    /// A backend on its own named connection, with `config` declared.
+    async fn declared(&self, config: QueueConfig) -> (RabbitMqBackend, QueueConfig) {
         // Whole seconds, so that a test knows which hold queue a delay uses.
         let options = RabbitMqOptions::default()
-            .connection_name(format!("queuey-ops-test-backend-{queue}"))
+            .connection_name(format!("queuey-ops-test-backend-{}", config.name()))
             .retry_granularity(Duration::from_secs(1));
         let backend = within("backend", RabbitMqBackend::with_options(&self.url, options))
             .await
             .expect("backend connects");
-        let config = QueueConfig::new(queue);
         within("declare", backend.declare(std::slice::from_ref(&config)))
             .await
             .expect("declare");
@@ -172,11 +166,8 @@ impl Harness {
     /// Runs the `queuey` binary with `args` against the test broker, on this
     /// test's control stream.
     pub(crate) fn cli(&self, args: &[&str]) -> Output {
-        Command::new(queuey_bin())
-            .args(args)
-            .env("AMQP_URL", &self.url)
+        queuey(&self.url, args)
             .env("QUEUEY_CONTROL_STREAM", self.control_stream())
-            .env_remove("QUEUEY_MGMT_URL")
             .output()
             .expect("the queuey binary runs")
     }
@@ -266,14 +257,20 @@ pub(crate) fn queuey_bin() -> PathBuf {
     bin
 }
 
-/// Runs the `queuey` binary with `args` against `url`.
-pub(crate) fn cli_with(url: &str, args: &[&str]) -> Output {
-    Command::new(queuey_bin())
+/// The `queuey` binary with `args`, against `url` and the management API
+/// it finds from there.
+fn queuey(url: &str, args: &[&str]) -> Command {
+    let mut command = Command::new(queuey_bin());
+    command
         .args(args)
         .env("AMQP_URL", url)
-        .env_remove("QUEUEY_MGMT_URL")
-        .output()
-        .expect("the queuey binary runs")
+        .env_remove("QUEUEY_MGMT_URL");
+    command
+}
+
+/// Runs the `queuey` binary with `args` against `url`.
+pub(crate) fn cli_with(url: &str, args: &[&str]) -> Output {
+    queuey(url, args).output().expect("the queuey binary runs")
 }
 
 /// Stdout of a run that must have succeeded.

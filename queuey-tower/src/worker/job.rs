@@ -11,7 +11,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::handle::{Counting, HandleInner};
 use super::route::JobFuture;
-use super::wing::{Ended, Settled, Wing, Wings, run_beside};
+use super::wing::{Ended, Settled, Wing, Wings, done_for_good, run_beside};
 use crate::classifier::{Classify, SharedClassifier, last_resort};
 use metrics::{Key, Label, Level, Metadata};
 
@@ -93,10 +93,7 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
         );
     }
     let what = disposition.as_str();
-    let done_for_good = matches!(
-        disposition,
-        Disposition::Ack | Disposition::DeadLetter { .. }
-    );
+    let for_good = done_for_good(&disposition);
     let settled = {
         let _settling = Counting::new(&env.handle.jobs_settling);
         let gauge = metrics::with_recorder(|r| r.register_gauge(&settling, &METADATA));
@@ -114,7 +111,7 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
                 what,
             };
             env.wings.settled(state, &settled).await;
-            if done_for_good {
+            if for_good {
                 env.handle.jobs_finished.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -13,8 +13,8 @@ use crate::worker::heartbeat::{Ledger, Tally};
 /// The ledger wing.
 pub(crate) struct LedgerWing {
     ledger: Arc<Ledger>,
-    /// Each queue's tally, found once: a job looks its own up without a
-    /// lock.
+    /// Each queue's tally, found once: a settled job counts in its own
+    /// without a lock.
     tallies: Vec<Arc<Tally>>,
 }
 
@@ -27,38 +27,23 @@ impl LedgerWing {
     }
 }
 
-/// One job in the ledger.
-pub(crate) struct Entry {
-    /// Its key among the running jobs, while it runs; `None` for a job
-    /// that does not run.
-    running: Option<u64>,
-    /// Its queue's tally.
-    tally: Option<Arc<Tally>>,
-}
-
 impl Wing for LedgerWing {
-    type Job = Entry;
+    /// The job's key among the running jobs, while it runs; `None` for a
+    /// job that does not run.
+    type Job = Option<u64>;
 
-    fn start(&self, job: &Starting<'_>, _extras: &mut Extras) -> Entry {
-        let running = job
-            .job_type
-            .filter(|_| !job.refused)
-            .map(|job_type| self.ledger.started(job.envelope, job_type, job.queue));
-        let tally = self
-            .tallies
-            .iter()
-            .find(|tally| tally.is_of(job.queue))
-            .map(Arc::clone);
-        Entry { running, tally }
+    fn start(&self, job: &Starting<'_>, _extras: &mut Extras) -> Option<u64> {
+        let job_type = job.job_type.filter(|_| !job.refused)?;
+        Some(self.ledger.started(job.envelope, job_type, job.queue))
     }
 
     fn run_ended(
         &self,
-        entry: &mut Entry,
+        running: &mut Option<u64>,
         disposition: Disposition,
         _job: &Ended<'_>,
     ) -> Disposition {
-        if let Some(key) = entry.running.take() {
+        if let Some(key) = running.take() {
             self.ledger.finished(key);
         }
         disposition
@@ -66,10 +51,10 @@ impl Wing for LedgerWing {
 
     fn settled<'a>(
         &'a self,
-        entry: Entry,
+        _running: Option<u64>,
         job: &'a Settled<'a>,
     ) -> impl Future<Output = ()> + Send + 'a {
-        if let Some(tally) = entry.tally {
+        if let Some(tally) = self.tallies.iter().find(|tally| tally.is_of(job.queue)) {
             tally.settled(job.what);
         }
         async {}

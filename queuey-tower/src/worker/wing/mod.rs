@@ -62,6 +62,15 @@ pub(crate) fn wings(
     )
 }
 
+/// Whether a job settled as `disposition` is done for good: acknowledged
+/// or dead-lettered, never to come back.
+pub(crate) fn done_for_good(disposition: &Disposition) -> bool {
+    matches!(
+        disposition,
+        Disposition::Ack | Disposition::DeadLetter { .. }
+    )
+}
+
 /// A job about to start, as the wings see it.
 pub(crate) struct Starting<'a> {
     pub(crate) envelope: &'a Envelope,

@@ -59,9 +59,9 @@ impl Wing for ReplyWing {
         disposition: Disposition,
         job: &Ended<'_>,
     ) -> Disposition {
-        if let Answer::Waiting(slot) = answer {
-            *answer = match due(job.envelope.reply_to.as_ref(), &disposition, Some(slot)) {
-                Some(reply) => Answer::Due(Box::new(reply)),
+        if let (Answer::Waiting(slot), Some(to)) = (&*answer, &job.envelope.reply_to) {
+            *answer = match due(&disposition, slot) {
+                Some(reply) => Answer::Due(Box::new((to.clone(), reply))),
                 None => Answer::Unasked,
             };
         }
@@ -76,16 +76,11 @@ impl Wing for ReplyWing {
     }
 }
 
-/// The reply `disposition` calls for, if a caller waits (`to`) and the
-/// disposition is final. The output comes from the job's `slot`.
-fn due(
-    to: Option<&ReplyTo>,
-    disposition: &Disposition,
-    slot: Option<&ReplySlot>,
-) -> Option<(ReplyTo, Reply)> {
-    let to = to?;
+/// The reply `disposition` calls for, if it is final. The output comes
+/// from the job's `slot`.
+fn due(disposition: &Disposition, slot: &ReplySlot) -> Option<Reply> {
     let reply = match disposition {
-        Disposition::Ack => match slot.and_then(ReplySlot::take) {
+        Disposition::Ack => match slot.take() {
             Some(Ok(value)) => Reply::Value(value),
             Some(Err(why)) => Reply::NoValue(why),
             None => Reply::NoValue(
@@ -98,7 +93,7 @@ fn due(
         Disposition::DeadLetter { reason } => Reply::DeadLettered(reason.clone()),
         _ => return None,
     };
-    Some((to.clone(), reply))
+    Some(reply)
 }
 
 /// Sends `reply` to `to` through the backend. The job is settled already:
@@ -128,42 +123,60 @@ async fn send(backend: &dyn Backend, queue: &str, job_id: Uuid, to: &ReplyTo, re
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuey_core::Envelope;
+    use queuey_core::memory::MemoryBackend;
     use std::time::Duration;
 
     #[test]
     fn only_final_dispositions_answer_and_only_a_waiting_caller() {
-        let to = ReplyTo::new("a", "1");
         let slot = ReplySlot::default();
         slot.fill(&5);
-        let (_, ack) = due(Some(&to), &Disposition::Ack, Some(&slot)).unwrap();
+        let ack = due(&Disposition::Ack, &slot).unwrap();
         assert_eq!(
             ack,
             Reply::Value(serde_json::value::to_raw_value(&5).unwrap())
         );
-        let (_, bare) = due(Some(&to), &Disposition::Ack, None).unwrap();
+        let empty = ReplySlot::default();
+        let bare = due(&Disposition::Ack, &empty).unwrap();
         assert!(matches!(bare, Reply::NoValue(_)));
         let dead = Disposition::DeadLetter {
             reason: "boom".into(),
         };
         assert_eq!(
-            due(Some(&to), &dead, None).unwrap().1,
+            due(&dead, &empty).unwrap(),
             Reply::DeadLettered("boom".into())
         );
         let late = Disposition::DeadLetter {
             reason: DEADLINE_PASSED.into(),
         };
-        assert_eq!(
-            due(Some(&to), &late, None).unwrap().1,
-            Reply::DeadlinePassed
-        );
+        assert_eq!(due(&late, &empty).unwrap(), Reply::DeadlinePassed);
         let delay = Duration::from_secs(1);
         for not_final in [
             Disposition::Retry { delay },
             Disposition::Defer { delay },
             Disposition::Requeue,
         ] {
-            assert!(due(Some(&to), &not_final, None).is_none());
+            assert!(due(&not_final, &empty).is_none());
         }
-        assert!(due(None, &Disposition::Ack, Some(&slot)).is_none());
+
+        // A job nobody waits for gets no slot, and answers nothing.
+        let wing = ReplyWing::new(Arc::new(MemoryBackend::new()));
+        let queue: Arc<str> = Arc::from("q");
+        let unasked = Envelope::new("t", "q", serde_json::value::to_raw_value(&1).unwrap());
+        let starting = Starting {
+            envelope: &unasked,
+            queue: &queue,
+            job_type: Some("t"),
+            refused: false,
+        };
+        let mut extras = Extras::default();
+        let mut answer = wing.start(&starting, &mut extras);
+        assert!(extras.reply.is_none());
+        let ended = Ended {
+            envelope: &unasked,
+            queue: &queue,
+        };
+        wing.run_ended(&mut answer, Disposition::Ack, &ended);
+        assert!(matches!(answer, Answer::Unasked));
     }
 }

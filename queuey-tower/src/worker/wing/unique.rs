@@ -15,7 +15,7 @@ use queuey_core::store::Store;
 use queuey_core::{Disposition, Envelope, Job, Unique};
 use serde_json::value::RawValue;
 
-use super::{Ended, Extras, Settled, Starting, Wing};
+use super::{Ended, Extras, Settled, Starting, Wing, done_for_good};
 
 /// What a job type declares about uniqueness for a payload: the decoded
 /// job's [`Job::unique`], or `None` (not unique, or not this job type).
@@ -101,13 +101,9 @@ impl Wing for UniqueWing {
         disposition: Disposition,
         job: &Ended<'_>,
     ) -> Disposition {
-        let for_good = matches!(
-            disposition,
-            Disposition::Ack | Disposition::DeadLetter { .. }
-        );
         // Only a unique job carries a key; every other job skips this. The
         // key is computed again from the job before it is given back.
-        if self.keys.is_some() && for_good && job.envelope.unique_key.is_some() {
+        if self.keys.is_some() && job.envelope.unique_key.is_some() && done_for_good(&disposition) {
             *done = Some(Box::new(job.envelope.clone()));
         }
         disposition
