@@ -15,7 +15,7 @@
 # $QUEUEY_CI_RABBITMQ4_PORT (5682), distribution on 127.0.0.1 port
 # $QUEUEY_CI_RABBITMQ4_DIST_PORT (25682), and the management API on
 # [::1]:15672. Code that derives the management API from the AMQP URL as
-# http://HOST:15672 (the queuey tool, the hold watchdog, tests) then finds
+# http://HOST:15672 (the queuey tool, the hold census, tests) then finds
 # this node's API through amqp://guest:guest@[::1]:5682/%2f, while the
 # machine's broker keeps 127.0.0.1:15672 (its listener is IPv4 only).
 #

@@ -7,15 +7,17 @@
 //! A caller waits for a job's output with `enqueue_and_wait`: one order is
 //! priced at once, one after two failed attempts (the retries are not seen
 //! by the caller), one is refused and dead-lettered (the caller gets the
-//! reason), and one takes longer than its caller will wait. A job nobody
+//! reason), and one takes longer than its caller will wait. A large order
+//! is watched with `enqueue_and_watch`: its handler reports how far it got,
+//! and the caller prints each report before the answer. A job nobody
 //! waits for (`enqueue`) costs nothing extra: its output is dropped. The
 //! program prints each answer and exits.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuey::WaitError;
 use queuey::prelude::*;
+use queuey::producer::WaitError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +52,12 @@ impl JobHandler for Pricing {
     type Job = PriceOrder;
 
     async fn handle(&self, order: PriceOrder, ctx: JobContext) -> Result<Quote, JobError> {
-        tokio::time::sleep(Duration::from_millis(order.takes_ms)).await;
+        // Priced in four steps; each says how far it got (a report nobody
+        // watches costs nothing).
+        for step in 1..=4u8 {
+            tokio::time::sleep(Duration::from_millis(order.takes_ms / 4)).await;
+            ctx.progress(step * 25, &format!("priced {} of 4 price lists", step));
+        }
         if order.quantity == 0 {
             return Err(JobError::fatal("an order of nothing has no price"));
         }
@@ -111,16 +118,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Err(other) => println!("{at:>5} ms  {sku}: {other}"),
             }
         }
+        // A large order, watched: its progress, then its quote.
+        let mut watch = producer
+            .enqueue_and_watch(&order("wedding-cake", 40, 0, 400), Duration::from_secs(5))
+            .await?;
+        while let Some(progress) = watch.progress().await {
+            println!(
+                "{:>5} ms  wedding-cake: {progress}",
+                started.elapsed().as_millis()
+            );
+        }
+        let quote = watch.output().await?;
+        println!(
+            "{:>5} ms  wedding-cake: {} cents (attempt {})",
+            started.elapsed().as_millis(),
+            quote.cents,
+            quote.attempt
+        );
         // Fire-and-forget stays the default: nobody waits, nothing is sent.
-        producer.enqueue(&order("tea", 1, 0, 0)).await
+        producer.enqueue(&order("tea", 1, 0, 0)).await?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
     });
 
     // The main loop: the worker runs until Ctrl-C or SIGTERM, and, in this
-    // example, until its five jobs are done.
+    // example, until its six jobs are done.
     let all_done = {
         let handle = handle.clone();
         async move {
-            while handle.jobs_finished() < 5 {
+            while handle.jobs_finished() < 6 {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
@@ -134,7 +159,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tokio::time::timeout(Duration::from_secs(10), worker.run_until(stop))
         .await
         .map_err(|_| "the jobs did not finish within 10 s")??;
-    callers.await??;
+    callers.await?.map_err(|e| e.to_string())?;
 
     println!(
         "\n{} jobs finished, {} dead letter(s), {} ms",

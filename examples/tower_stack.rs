@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use queuey::Backoff;
 use queuey::JobHandler;
-use queuey::RetryPolicy;
 use queuey::layers::dead_letter::DeadLetterLayer;
 use queuey::layers::trace::TraceLayer;
 use queuey::prelude::*;
+use queuey::retry::Backoff;
+use queuey::retry::RetryPolicy;
 use serde::{Deserialize, Serialize};
 use tower::limit::ConcurrencyLimitLayer;
 

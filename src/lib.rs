@@ -79,15 +79,28 @@
 //!
 //! # Where things are
 //!
-//! Each name has one path:
+//! Each name has one path. The root holds what a first job needs: the
+//! [`Job`] and [`Queues`] traits and derives, [`JobHandler`], [`handler_fn`],
+//! [`JobContext`] and [`JobError`], the [`Producer`] and its
+//! [`EnqueueOptions`], the [`Worker`], tower's [`ServiceBuilder`], the
+//! [`Error`] of producing and backends, and [`shutdown_signal`]. The rest
+//! is in modules:
 //!
 //! | path | what it holds |
 //! |---|---|
-//! | the root | jobs, queue sets, handlers and their errors, the [`Producer`], the [`Worker`], retry policies, errors |
+//! | [`job`] | the envelope a job travels in, job ids, unique keys, message size limits |
+//! | [`handler`] | the tower service a handler becomes, the request and disposition of a stack, the causes a [`JobError`] carries |
+//! | [`producer`] | the producer's builder, the watch of a job's progress, the error of waiting for a result |
+//! | [`worker`] | the worker's builder, handle, error, default stack and timeouts |
+//! | [`queue`] | queue configuration, settings, types, namespaces and limits |
+//! | [`retry`] | retry policies and backoffs |
 //! | [`layers`] | the tower layers of a job's stack, one module each |
-//! | [`backend`] | the [`Backend`](backend::Backend) and [`Delivery`](backend::Delivery) traits, for implementing a backend |
+//! | [`backend`] | the [`Backend`](backend::Backend) and [`Delivery`](backend::Delivery) traits and backend errors, for implementing a backend |
 //! | [`memory`] | the in-process backend, with the broker's semantics |
 //! | [`rabbitmq`] | the RabbitMQ backend, its options, topology and wire names |
+//! | [`control`] | cancelling jobs, pausing queues, and each worker's heartbeat |
+//! | [`shard`] | sharded queues: one logical queue over several broker queues |
+//! | [`periodic`] | periodic jobs and who fires each tick |
 //! | [`trace_context`] | W3C trace context carried in job headers |
 //! | [`store`] | keys shared by a fleet: the store trait, an in-process store, the Redis store |
 //! | [`prelude`] | the names most applications need, for `use queuey::prelude::*` |
@@ -106,7 +119,7 @@
 //! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
 //! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
-//! | `hold-watch` | yes | the RabbitMQ backend's hold watchdog, which reads the management API and reports quorum hold queues that stopped releasing their jobs |
+//! | `management` | no | a client of the RabbitMQ management API (`queuey::rabbitmq::management`), which the backend then asks before it prunes an idle quorum hold queue |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |
 //! | `redis` | no | the Redis store, for unique jobs and jobs handled once across a fleet |
 //!
@@ -129,31 +142,125 @@ extern crate self as queuey;
 
 #[doc(inline)]
 pub use queuey_core::{
-    BackendError, BackendErrorKind, Backoff, BoxError, DecodeError, DeferredError, Disposition,
-    EnqueueOptions, Envelope, Error, ExponentialBackoff, FatalError, FnHandler,
-    IN_PLACE_PAYLOAD_BYTES, InvalidBackoff, InvalidRetryPolicy, Job, JobContext, JobError,
-    JobHandler, LONGEST_WAIT, MAX_DEFERRAL_MS, MAX_MESSAGE_BYTES, MAX_QUEUE_NAME_BYTES, Namespace,
-    Producer, ProducerBuilder, QueueConfig, QueueSettings, QueueType, Queues, RetryPolicy,
-    RetryableError, Unique, Uuid, WaitError, handler_fn,
+    EnqueueOptions, Error, Job, JobContext, JobError, JobHandler, Producer, Queues, handler_fn,
 };
 
 #[doc(inline)]
-pub use queuey_core::{backend, control, memory, shard, trace_context};
+pub use queuey_tower::{ServiceBuilder, Worker, shutdown_signal};
 
 #[doc(inline)]
-pub use queuey_tower::{
-    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, HandlerExt,
-    HandlerFuture, HandlerPanicked, HandlerService, Handlers, JobRequest, ServiceBuilder, Worker,
-    WorkerBuilder, WorkerError, WorkerHandle, shutdown_signal,
-};
+pub use queuey_core::{control, memory, shard, trace_context};
+
+/// A job as data: the [`Envelope`](job::Envelope) it travels in and the
+/// [`DecodeError`](job::DecodeError) of one that cannot be read, the
+/// [`Uuid`](job::Uuid) that identifies it, the [`Unique`](job::Unique) key
+/// that keeps a second copy from waiting beside it, and the size limits of
+/// its message. The [`Job`] trait and derive themselves are at the root.
+pub mod job {
+    #[doc(inline)]
+    pub use queuey_core::{
+        DecodeError, Envelope, IN_PLACE_PAYLOAD_BYTES, MAX_MESSAGE_BYTES, Unique, Uuid,
+    };
+}
+
+/// What a handler becomes inside a worker, for writing handlers and tower
+/// services by hand: [`handler_fn`]'s [`FnHandler`](handler::FnHandler),
+/// the [`HandlerService`](handler::HandlerService) that adapts a
+/// [`JobHandler`] to a tower service (through
+/// [`HandlerExt::into_service`](handler::HandlerExt::into_service)), the
+/// [`JobRequest`](handler::JobRequest) a stack receives, the
+/// [`Disposition`](handler::Disposition) it answers with and its
+/// [`BoxError`](handler::BoxError), the causes a [`JobError`] carries
+/// ([`RetryableError`](handler::RetryableError),
+/// [`FatalError`](handler::FatalError), [`DeferredError`](handler::DeferredError)),
+/// and the [`HandlerPanicked`](handler::HandlerPanicked) error of a handler
+/// that panicked.
+pub mod handler {
+    #[doc(inline)]
+    pub use queuey_core::{
+        BoxError, DeferredError, Disposition, FatalError, FnHandler, RetryableError,
+    };
+    #[doc(inline)]
+    pub use queuey_tower::{
+        HandlerExt, HandlerFuture, HandlerPanicked, HandlerService, JobRequest,
+    };
+}
+
+/// Building a [`Producer`] with a [`Namespace`](queue::Namespace) or a
+/// store ([`ProducerBuilder`](producer::ProducerBuilder)), the
+/// [`JobWatch`](producer::JobWatch) of a caller that follows a job's
+/// progress, and the [`WaitError`](producer::WaitError) of a caller that
+/// waits for a job's result. The [`Producer`] and its [`EnqueueOptions`]
+/// are at the root.
+pub mod producer {
+    #[doc(inline)]
+    pub use queuey_core::{JobWatch, ProducerBuilder, WaitError};
+}
+
+/// Configuring and running a [`Worker`]: its
+/// [`WorkerBuilder`](worker::WorkerBuilder), the
+/// [`WorkerHandle`](worker::WorkerHandle) that watches and stops it, its
+/// [`WorkerError`](worker::WorkerError), the
+/// [`DefaultStack`](worker::DefaultStack) it puts around each handler and
+/// the [`Defaults`](worker::Defaults) trait a builder's default stack
+/// implements, the [`Handlers`](worker::Handlers) its builder collects,
+/// and its default job and shutdown timeouts.
+pub mod worker {
+    #[doc(inline)]
+    pub use queuey_tower::{
+        DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers,
+        WorkerBuilder, WorkerError, WorkerHandle,
+    };
+}
+
+/// Queues and their settings: the [`QueueConfig`](queue::QueueConfig) of
+/// each queue of a [`Queues`] set and the
+/// [`QueueSettings`](queue::QueueSettings) it reads back as, the [`QueueType`](queue::QueueType), the
+/// [`Namespace`](queue::Namespace) that prefixes a set's queue names at run
+/// time, and the limits: how long a queue name may be, and how long a hold
+/// keeps a job waiting ([`LONGEST_WAIT`](queue::LONGEST_WAIT),
+/// [`MAX_DEFERRAL_MS`](queue::MAX_DEFERRAL_MS)).
+pub mod queue {
+    #[doc(inline)]
+    pub use queuey_core::{
+        LONGEST_WAIT, MAX_DEFERRAL_MS, MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings,
+        QueueType,
+    };
+}
+
+/// Retry policies: a [`RetryPolicy`](retry::RetryPolicy) (how many
+/// attempts, and the [`Backoff`](retry::Backoff) between them, such as an
+/// [`ExponentialBackoff`](retry::ExponentialBackoff)) and the errors of one
+/// that cannot be built. The layer that applies them is
+/// [`layers::retry`].
+pub mod retry {
+    #[doc(inline)]
+    pub use queuey_core::{
+        Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy,
+    };
+}
+
+/// The contract between queuey and a message broker, for implementing or
+/// driving a backend: the [`Backend`](backend::Backend) and
+/// [`Delivery`](backend::Delivery) traits, the capability traits a backend
+/// may add, hold granularities, and the
+/// [`BackendError`](backend::BackendError) a backend reports, with its
+/// [`BackendErrorKind`](backend::BackendErrorKind). See
+/// [`queuey_core::backend`] for the contract in full.
+pub mod backend {
+    #[doc(inline)]
+    pub use queuey_core::backend::*;
+    #[doc(inline)]
+    pub use queuey_core::{BackendError, BackendErrorKind};
+}
 
 /// The tower layers of a job's stack, one module each: the layer, its
 /// service, its future and the names it reports under.
 ///
-/// The [`DefaultStack`] is, from the outside in: trace, metrics,
-/// dead-letter, deadline, retry and deferral layers, then the job timeout
-/// around the handler. Add layers of your own around one handler with
-/// [`WorkerBuilder::handler_with`].
+/// The [`DefaultStack`](worker::DefaultStack) is, from the outside in:
+/// trace, metrics, dead-letter, deadline, retry and deferral layers, then
+/// the job timeout around the handler. Add layers of your own around one
+/// handler with [`WorkerBuilder::handler_with`](worker::WorkerBuilder::handler_with).
 pub mod layers {
     #[doc(inline)]
     pub use queuey_tower::{

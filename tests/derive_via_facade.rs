@@ -3,7 +3,8 @@
 
 mod through_prelude {
     use queuey::prelude::*;
-    use queuey::{Backoff, QueueConfig, RetryPolicy};
+    use queuey::queue::QueueConfig;
+    use queuey::retry::{Backoff, RetryPolicy};
     use serde::{Deserialize, Serialize};
 
     #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,6 +82,9 @@ mod through_root_reexports {
         assert_eq!(BuildReport::QUEUE.name(), "daily");
         assert_eq!(BuildReport::NAME, "BuildReport");
         assert_eq!(BuildReport::retry_policy(), None);
-        assert_eq!(Reports::Daily.config(), queuey::QueueConfig::new("daily"));
+        assert_eq!(
+            Reports::Daily.config(),
+            queuey::queue::QueueConfig::new("daily")
+        );
     }
 }

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use queuey::job::Unique;
 use queuey::prelude::*;
 use queuey::store::{Inserted, MemoryStore, Store, StoreError};
-use queuey::{EnqueueOptions, Error, Unique};
+use queuey::{EnqueueOptions, Error};
 use serde::{Deserialize, Serialize};
 
 #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,7 +62,7 @@ async fn producer(
         .unwrap()
 }
 
-fn duplicate_of(result: Result<queuey::Uuid, Error>) -> queuey::Uuid {
+fn duplicate_of(result: Result<queuey::job::Uuid, Error>) -> queuey::job::Uuid {
     match result {
         Err(Error::Duplicate { existing_id }) => existing_id,
         other => panic!("expected a duplicate, got {other:?}"),
@@ -71,8 +72,8 @@ fn duplicate_of(result: Result<queuey::Uuid, Error>) -> queuey::Uuid {
 /// A running worker of `RebuildIndex` jobs answering with `answer`,
 /// giving keys back to `store` if one is given; counts the runs.
 struct Running {
-    handle: queuey::WorkerHandle,
-    task: tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
+    handle: queuey::worker::WorkerHandle,
+    task: tokio::task::JoinHandle<Result<(), queuey::worker::WorkerError>>,
     runs: Arc<AtomicU32>,
 }
 
@@ -208,7 +209,7 @@ async fn the_same_job_enqueued_again_under_its_own_id_is_not_a_duplicate() {
     let backend = Arc::new(MemoryBackend::new());
     let store = MemoryStore::new();
     let producer = producer(&backend, &store).await;
-    let id = queuey::Uuid::new_v4();
+    let id = queuey::job::Uuid::new_v4();
     let options = EnqueueOptions::default().job_id(id);
     let job = RebuildIndex { tenant: 3 };
     assert_eq!(
@@ -435,7 +436,7 @@ async fn a_caller_key_never_collides_with_a_payload_key() {
     producer.enqueue(&job).await.unwrap();
     // The digest the payload key ends with, given as a caller's key.
     let payload = serde_json::to_string(&job).unwrap();
-    let digest = queuey::Uuid::new_v5(&queuey::Uuid::NAMESPACE_OID, payload.as_bytes());
+    let digest = queuey::job::Uuid::new_v5(&queuey::job::Uuid::NAMESPACE_OID, payload.as_bytes());
     let forged = Unique::key(format!("payload:{}", digest.simple()), MINUTE);
     let options = EnqueueOptions::default().unique(forged);
     producer.enqueue_with(&job, options).await.unwrap();
@@ -448,7 +449,7 @@ async fn a_message_naming_another_jobs_key_does_not_give_it_back() {
     let store = MemoryStore::new();
     let producer = producer(&backend, &store).await;
     // A `Recount` of tenant 1 holds its key, as its producer claimed it.
-    let holder = queuey::Uuid::new_v4();
+    let holder = queuey::job::Uuid::new_v4();
     let other_key = "queuey:unique:unique-test.work:Recount:caller:tenant-1";
     store
         .insert(other_key, &holder.to_string(), MINUTE)
@@ -456,7 +457,7 @@ async fn a_message_naming_another_jobs_key_does_not_give_it_back() {
         .unwrap();
     // A message of another job type, under the holder's id, naming that key.
     let payload = serde_json::value::to_raw_value(&RebuildIndex { tenant: 2 }).unwrap();
-    let mut forged = queuey::Envelope::new("RebuildIndex", WORK, payload);
+    let mut forged = queuey::job::Envelope::new("RebuildIndex", WORK, payload);
     forged.job_id = holder;
     forged.unique_key = Some(other_key.to_owned());
     use queuey::backend::Backend;
@@ -505,7 +506,7 @@ async fn logs_name_a_key_by_its_digest_only() {
     // A worker asked to give back a key the job does not compute to.
     let store = MemoryStore::new();
     let payload = serde_json::value::to_raw_value(&RebuildIndex { tenant: 3 }).unwrap();
-    let mut forged = queuey::Envelope::new("RebuildIndex", WORK, payload);
+    let mut forged = queuey::job::Envelope::new("RebuildIndex", WORK, payload);
     forged.unique_key = Some("queuey:unique:unique-test.work:Recount:caller:tenant-515151".into());
     use queuey::backend::Backend;
     backend.publish(&forged).await.unwrap();

@@ -24,11 +24,13 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use futures::StreamExt;
-use queuey::DefaultStack;
+use queuey::JobHandler;
 use queuey::backend::{Backend, hold_delay_ms, round_up_ms};
+use queuey::handler::{Disposition, HandlerService, JobRequest};
+use queuey::job::{Envelope, Uuid};
 use queuey::layers::{dead_letter::DeadLetterLayer, metrics::MetricsLayer, trace::TraceLayer};
 use queuey::prelude::*;
-use queuey::{Disposition, Envelope, HandlerService, JobHandler, JobRequest, Uuid};
+use queuey::worker::DefaultStack;
 use serde::{Deserialize, Serialize};
 use tower::timeout::TimeoutLayer;
 use tower::{Layer, Service, ServiceBuilder, ServiceExt};
@@ -68,7 +70,7 @@ fn request(queue: &Arc<str>) -> JobRequest<Noop> {
 
 async fn call<S>(service: &S, queue: &Arc<str>)
 where
-    S: Service<JobRequest<Noop>, Response = Disposition, Error = queuey::BoxError> + Clone,
+    S: Service<JobRequest<Noop>, Response = Disposition, Error = queuey::handler::BoxError> + Clone,
 {
     let answer = service.clone().oneshot(request(queue)).await;
     black_box(answer.ok());
@@ -78,7 +80,7 @@ where
 /// each job type's stack: no clone per job.
 async fn call_owned<S>(service: &RefCell<S>, queue: &Arc<str>)
 where
-    S: Service<JobRequest<Noop>, Response = Disposition, Error = queuey::BoxError>,
+    S: Service<JobRequest<Noop>, Response = Disposition, Error = queuey::handler::BoxError>,
 {
     let ready = std::future::poll_fn(|cx| service.borrow_mut().poll_ready(cx)).await;
     if ready.is_err() {

@@ -30,8 +30,9 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 use lapin::{BasicProperties, Confirmation, Connection, ConnectionProperties};
+use queuey::job::Uuid;
 use queuey::prelude::*;
-use queuey::{QueueConfig, Uuid};
+use queuey::queue::QueueConfig;
 use serde::{Deserialize, Serialize};
 
 type BenchResult<T> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -113,8 +114,8 @@ fn control_stream(id: &str) -> String {
 
 struct QueueySide {
     producer: Producer<BenchQueues, Arc<RabbitMqBackend>>,
-    handle: queuey::WorkerHandle,
-    running: tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
+    handle: queuey::worker::WorkerHandle,
+    running: tokio::task::JoinHandle<Result<(), queuey::worker::WorkerError>>,
     backends: [Arc<RabbitMqBackend>; 2],
 }
 
@@ -336,7 +337,7 @@ async fn measure(url: &str) -> BenchResult<()> {
     let id = Uuid::new_v4().simple().to_string();
     let body_len = {
         let payload = serde_json::value::to_raw_value(&echo(1000))?;
-        queuey::Envelope::new(Echo::NAME, BenchQueues::Work.name(), payload)
+        queuey::job::Envelope::new(Echo::NAME, BenchQueues::Work.name(), payload)
             .encode()?
             .len()
     };

@@ -99,7 +99,7 @@ pub use handler::{
     handler_fn,
 };
 pub use job::Job;
-pub use producer::{EnqueueOptions, Producer, ProducerBuilder, WaitError};
+pub use producer::{EnqueueOptions, JobWatch, Producer, ProducerBuilder, WaitError};
 pub use queue::shard;
 pub use queue::{MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings, QueueType, Queues};
 pub use retry::{Backoff, ExponentialBackoff, InvalidBackoff, InvalidRetryPolicy, RetryPolicy};

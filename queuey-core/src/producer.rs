@@ -2,7 +2,9 @@
 
 mod builder;
 mod control;
+mod outcome;
 mod wait;
+mod watch;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -18,7 +20,8 @@ use crate::unique::{self, Claim};
 use crate::{BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Queues, Unique};
 
 pub use builder::ProducerBuilder;
-pub use wait::WaitError;
+pub use outcome::WaitError;
+pub use watch::JobWatch;
 
 /// Options for [`Producer::enqueue_with`].
 ///

@@ -2,11 +2,12 @@
 //! healthy? Connectivity and credentials (the password is never shown),
 //! heartbeat, broker version and what it implies, plugins, alarms.
 
+use queuey_rabbitmq::HoldQueues;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::amqp::Amqp;
-use crate::holds::effective;
+use crate::holds::{Stall, effective, hold_mismatch, quorum_hold_of};
 use crate::mgmt::{Management, QueueInfo};
 use crate::time::format_duration_ms;
 use crate::tls::TlsFiles;
@@ -93,12 +94,14 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
 /// Runs every check against the broker at `url` (management API at
 /// `mgmt_base`, else the AMQP host on port 15672, or 15671 over https for
 /// an `amqps://` URL), with `tls` for encrypted connections; dead-letter
-/// queues are the queues named with `dead_suffix`.
+/// queues are the queues named with `dead_suffix`, hold queues those named
+/// with `deferred_suffix`.
 pub(crate) async fn doctor(
     url: &str,
     mgmt_base: Option<&str>,
     tls: &TlsFiles,
     dead_suffix: &str,
+    deferred_suffix: &str,
 ) -> Vec<Check> {
     let mut out = Vec::new();
     let name = format!("queuey-doctor-{}", std::process::id());
@@ -146,7 +149,8 @@ pub(crate) async fn doctor(
             format!("{e}; check the host, port, vhost and credentials"),
         )),
     }
-    let management = management_checks(url, mgmt_base, tls, dead_suffix, &probe, &opened).await;
+    let suffixes = (dead_suffix, deferred_suffix);
+    let management = management_checks(url, mgmt_base, tls, suffixes, &probe, &opened).await;
     out.extend(management);
     if let Some((amqp, _)) = opened {
         amqp.close().await;
@@ -160,7 +164,7 @@ async fn management_checks(
     url: &str,
     mgmt_base: Option<&str>,
     tls: &TlsFiles,
-    dead_suffix: &str,
+    (dead_suffix, deferred_suffix): (&str, &str),
     probe: &str,
     opened: &Option<(Amqp, bool)>,
 ) -> Vec<Check> {
@@ -232,6 +236,7 @@ async fn management_checks(
             out.push(control_stream_bound_check(&control_stream_policies(
                 &queues,
             )));
+            out.push(stalled_holds_check(&mgmt, &quorum_holds(&queues, deferred_suffix)).await);
         }
         Err(e) => {
             out.push(consumer_timeout_check(&version, None));
@@ -630,6 +635,51 @@ pub(crate) fn quorum_holds_check(version: &str) -> Check {
     }
 }
 
+/// The quorum holds among `queues` that are holds as queuey declares them
+/// (named with `deferred_suffix`), each with its work queue.
+pub(crate) fn quorum_holds(queues: &[QueueInfo], deferred_suffix: &str) -> Vec<(String, String)> {
+    queues
+        .iter()
+        .filter_map(|info| {
+            let (work_queue, delay_ms) = quorum_hold_of(&info.name, deferred_suffix)?;
+            hold_mismatch(info, work_queue, HoldQueues::Quorum, delay_ms)
+                .is_none()
+                .then(|| (info.name.clone(), work_queue.to_owned()))
+        })
+        .collect()
+}
+
+/// Whether a quorum hold of `holds` stopped releasing: those holding jobs
+/// past their delay are read again [`STALL_RECHECK`](crate::holds::STALL_RECHECK) later.
+async fn stalled_holds_check(mgmt: &Management, holds: &[(String, String)]) -> Check {
+    let name = "stalled holds";
+    match crate::holds::stalled(mgmt, holds).await {
+        Ok(stalls) if stalls.is_empty() => check(
+            name,
+            Status::Ok,
+            format!(
+                "none of the {} quorum hold queue(s) keeps jobs past their delay without \
+                 releasing them",
+                holds.len()
+            ),
+        ),
+        Ok(stalls) => check(
+            name,
+            Status::Fail,
+            stalls
+                .iter()
+                .map(Stall::describe)
+                .collect::<Vec<_>>()
+                .join("; "),
+        ),
+        Err(e) => check(
+            name,
+            Status::Warn,
+            format!("could not read the quorum holds again: {e}"),
+        ),
+    }
+}
+
 fn stalling(version: &str, fixed_in: &str) -> Check {
     check(
         "quorum holds",
@@ -637,9 +687,8 @@ fn stalling(version: &str, fixed_in: &str) -> Check {
         format!(
             "RabbitMQ {version}: a quorum hold queue's at-least-once dead-letter worker can stop \
              for good (fixed in {fixed_in}), and the jobs in that hold are then kept but never \
-             released; upgrade, or use `HoldQueues::Classic`. A stalled hold shows `messages` \
-             above `messages_ready` + `messages_unacknowledged`, not moving; restarting the \
-             hold's Raft member on its leader node usually releases it"
+             released; upgrade, or use `HoldQueues::Classic`. The \"stalled holds\" check below \
+             and `queuey holds` report a hold that stopped releasing, and what to do"
         ),
     )
 }

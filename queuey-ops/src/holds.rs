@@ -21,6 +21,8 @@
 //! queue goes through its returns path (and counts as a delivery on
 //! RabbitMQ 4), which a hold must not see.
 
+use std::time::Duration;
+
 use queuey_rabbitmq::HoldQueues;
 use queuey_rabbitmq::topology::ArgumentValue;
 use serde::Serialize;
@@ -86,6 +88,11 @@ pub(crate) struct HoldQueue {
     /// [`hold_mismatch`]). Says what differs. `queuey holds prune` never
     /// deletes such a queue.
     pub(crate) mismatch: Option<String>,
+    /// Quorum holds only: set when the hold held jobs past their delay and
+    /// released none of them between two reads [`STALL_RECHECK`] apart
+    /// (`queuey holds` makes the second read only when a hold holds such
+    /// jobs, and not with `--prometheus`).
+    pub(crate) stalled: bool,
 }
 
 /// Every hold queue of one work queue.
@@ -210,10 +217,123 @@ pub(crate) fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> O
 /// Jobs of a quorum hold waiting for its dead-letter worker, from the
 /// management API's statistics (see [`HoldQueue::releasing`]).
 pub(crate) fn releasing(info: &QueueInfo) -> Option<u64> {
-    let counted = info.messages?;
-    let ready = info.messages_ready?;
-    let unacked = info.messages_unacknowledged.unwrap_or(0);
-    Some(counted.saturating_sub(ready.saturating_add(unacked)))
+    info.releasing()
+}
+
+/// How long `queuey holds` and `queuey doctor` wait before reading again
+/// the quorum holds that hold jobs past their delay, to tell a hold that
+/// stopped releasing from a busy one: more than twice the broker's default
+/// statistics interval (5 s), so that the second read sees new figures.
+pub(crate) const STALL_RECHECK: Duration = Duration::from_secs(12);
+
+/// What an operator does about a quorum hold that stopped releasing.
+pub(crate) const REMEDY: &str = "restart the hold's Raft member on the node that leads it \
+     (`rabbitmq-queues quorum_status HOLD` names the leader; then `rabbitmqctl -n LEADER eval` \
+     with `ra:stop_server(quorum_queues, ServerId)` and `ra:restart_server(quorum_queues, \
+     ServerId)`), or move its leader to another node; its jobs are kept, not lost, and come \
+     back once it releases. RabbitMQ 3.10.20, 3.11.12 and later fix the cause";
+
+/// A quorum hold that held jobs past their delay and released none of them
+/// between two reads of the management API.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Stall {
+    /// The hold queue.
+    pub(crate) hold: String,
+    /// The work queue it releases into.
+    pub(crate) work_queue: String,
+    /// Jobs past their delay still in the hold at the second read.
+    pub(crate) jobs: u64,
+    /// Seconds between the two reads.
+    pub(crate) seconds: u64,
+}
+
+impl Stall {
+    /// One line saying what is wrong and what to do.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "quorum hold `{}` of queue `{}` holds {} job(s) past their delay and released none \
+             in {} s: its dead-letter worker has stopped. To release them, {REMEDY}",
+            self.hold, self.work_queue, self.jobs, self.seconds
+        )
+    }
+}
+
+/// Whether a quorum hold read as `earlier` then as `later` (with new
+/// statistics in between) released none of the jobs that were past their
+/// delay at the first read.
+///
+/// It released some when its figure of jobs past their delay fell, or,
+/// where the API counts the jobs published into it, when at least as many
+/// jobs left it as were past their delay at the first read: a working hold
+/// moves a job back within moments of its delay ending, so under a steady
+/// flow the jobs due at one read are gone by the next even when the figure
+/// read then is no lower. A stalled hold releases none: jobs only arrive,
+/// and its figure only grows.
+pub(crate) fn released_nothing(earlier: &QueueInfo, later: &QueueInfo) -> bool {
+    let (Some(before), Some(after)) = (earlier.releasing(), later.releasing()) else {
+        return false;
+    };
+    if before == 0 || after == 0 || after < before {
+        return false;
+    }
+    match (
+        earlier.count("publish"),
+        later.count("publish"),
+        earlier.messages,
+        later.messages,
+    ) {
+        (Some(published_then), Some(published_now), Some(held_then), Some(held_now)) => {
+            let left = i128::from(published_now) - i128::from(published_then)
+                + i128::from(held_then)
+                - i128::from(held_now);
+            left < i128::from(before)
+        }
+        _ => true,
+    }
+}
+
+/// The quorum holds among `holds` (each a hold queue and its work queue)
+/// that hold jobs past their delay now and released none of them
+/// [`STALL_RECHECK`] later: read once, and again after that wait only when
+/// one of them holds such jobs.
+pub(crate) async fn stalled(mgmt: &Management, holds: &[(String, String)]) -> Result<Vec<Stall>> {
+    let mut due = Vec::new();
+    for (hold, work_queue) in holds {
+        if let Some(info) = mgmt.queue(hold).await?
+            && info.releasing().unwrap_or(0) > 0
+        {
+            due.push((info, work_queue));
+        }
+    }
+    if due.is_empty() {
+        return Ok(Vec::new());
+    }
+    tokio::time::sleep(STALL_RECHECK).await;
+    let mut out = Vec::new();
+    for (earlier, work_queue) in due {
+        if let Some(later) = mgmt.queue(&earlier.name).await?
+            && released_nothing(&earlier, &later)
+        {
+            out.push(Stall {
+                hold: earlier.name.clone(),
+                work_queue: work_queue.clone(),
+                jobs: later.releasing().unwrap_or(0),
+                seconds: STALL_RECHECK.as_secs(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The work queue and delay of a quorum hold's name, when it is one:
+/// `{queue}{deferred_suffix}.quorum.{ttl_ms}`.
+pub(crate) fn quorum_hold_of<'a>(name: &'a str, deferred_suffix: &str) -> Option<(&'a str, u64)> {
+    let at = name.rfind(&format!("{deferred_suffix}.quorum."))?;
+    let queue = &name[..at];
+    Some((
+        queue,
+        HoldQueues::Quorum.parse(queue, deferred_suffix, name)?,
+    ))
 }
 
 /// The census of `queue`'s hold queues, and for a sharded queue those of
@@ -323,6 +443,7 @@ async fn read_hold(
             .cloned()
             .collect(),
         mismatch,
+        stalled: false,
     }))
 }
 
@@ -443,6 +564,7 @@ mod tests {
             jobs_read: 0,
             policies: vec![],
             mismatch: None,
+            stalled: false,
         };
         let mut census = Census {
             queue: "q\"x".into(),
@@ -578,5 +700,85 @@ mod tests {
         assert_eq!(releasing(&waiting), Some(2));
         // No statistics emitted yet: unknown, not zero.
         assert_eq!(releasing(&info(serde_json::json!({}))), None);
+    }
+
+    fn stats(name: &str, messages: u64, ready: u64, published: Option<u64>) -> QueueInfo {
+        let mut queue = serde_json::json!({
+            "name": name, "messages": messages, "messages_ready": ready,
+            "messages_unacknowledged": 0,
+        });
+        if let Some(published) = published {
+            queue["message_stats"] = serde_json::json!({ "publish": published });
+        }
+        serde_json::from_value(queue).unwrap()
+    }
+
+    #[test]
+    fn a_hold_that_released_nothing_between_two_reads_is_stalled() {
+        let hold = "q.deferred.quorum.1000";
+        // Jobs only arrive, none leaves: stalled.
+        assert!(released_nothing(
+            &stats(hold, 20, 0, Some(20)),
+            &stats(hold, 25, 0, Some(25))
+        ));
+        // Without publish counts, a figure that does not fall is enough.
+        assert!(released_nothing(
+            &stats(hold, 20, 0, None),
+            &stats(hold, 20, 0, None)
+        ));
+        // The figure fell, or is 0: released.
+        assert!(!released_nothing(
+            &stats(hold, 20, 0, Some(20)),
+            &stats(hold, 12, 0, Some(20))
+        ));
+        assert!(!released_nothing(
+            &stats(hold, 20, 20, Some(20)),
+            &stats(hold, 5, 5, Some(25))
+        ));
+        // A steady flow: 3 due at each read, but 50 published and the
+        // hold no fuller, so every job due at the first read has left.
+        assert!(!released_nothing(
+            &stats(hold, 40, 37, Some(100)),
+            &stats(hold, 40, 37, Some(150))
+        ));
+        // No statistics at one read: nothing can be said.
+        let bare: QueueInfo = serde_json::from_value(serde_json::json!({"name": hold})).unwrap();
+        assert!(!released_nothing(&bare, &stats(hold, 5, 0, None)));
+    }
+
+    #[test]
+    fn quorum_hold_names_lead_back_to_their_work_queue() {
+        assert_eq!(
+            quorum_hold_of("app.emails.deferred.quorum.5000", ".deferred"),
+            Some(("app.emails", 5000))
+        );
+        assert_eq!(
+            quorum_hold_of("a.deferred.quorum.5.deferred.quorum.1000", ".deferred"),
+            Some(("a.deferred.quorum.5", 1000))
+        );
+        for not_a_quorum_hold in [
+            "app.emails",
+            "app.emails.deferred.5000",
+            "app.emails.deferred.quorum.",
+            "app.emails.deferred.quorum.5s",
+            "app.emails.wait.quorum.5000",
+        ] {
+            assert_eq!(quorum_hold_of(not_a_quorum_hold, ".deferred"), None);
+        }
+    }
+
+    #[test]
+    fn a_stall_says_what_to_do() {
+        let said = Stall {
+            hold: "q.deferred.quorum.1000".into(),
+            work_queue: "q".into(),
+            jobs: 20,
+            seconds: 12,
+        }
+        .describe();
+        assert!(
+            said.contains("20 job(s)") && said.contains("ra:restart_server"),
+            "{said}"
+        );
     }
 }

@@ -50,7 +50,7 @@ mod web;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use amqp::{Amqp, redact_url};
+pub(crate) use amqp::Amqp;
 pub(crate) use error::{OpsError, Result};
 pub(crate) use tls::TlsFiles;
 

@@ -164,7 +164,6 @@ pub(crate) async fn prune(
     let options = RabbitMqOptions::default()
         .deferred_suffix(deferred_suffix)
         .prune_holds_after(None)
-        .hold_watch(false)
         .hold_census(ManagementCensus::new(mgmt, deferred_suffix));
     let backend = crate::amqp::backend(url, tls, name, options).await?;
     let backend_ref = &backend;
@@ -223,6 +222,7 @@ mod tests {
             jobs_read: 0,
             policies: Vec::new(),
             mismatch: None,
+            stalled: false,
         }
     }
 

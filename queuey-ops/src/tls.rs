@@ -26,8 +26,9 @@ pub(crate) struct TlsFiles {
 }
 
 impl TlsFiles {
-    /// The options of the AMQP connection. A certificate without its key
-    /// (or a key without its certificate) is refused.
+    /// The options of the AMQP connection, and of the management API's
+    /// client over https (which ignores the server name). A certificate
+    /// without its key (or a key without its certificate) is refused.
     pub(crate) fn amqp(&self) -> Result<TlsOptions> {
         let mut options = TlsOptions::default();
         for ca in &self.ca {
@@ -42,46 +43,6 @@ impl TlsFiles {
         Ok(options)
     }
 
-    /// Applies the CA certificates and the client certificate to an HTTP
-    /// client: the platform's roots stay trusted.
-    pub(crate) fn http(
-        &self,
-        mut builder: reqwest::ClientBuilder,
-    ) -> Result<reqwest::ClientBuilder> {
-        for ca in &self.ca {
-            let pem = read(ca, "CA certificate")?;
-            let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                OpsError::Invalid(format!(
-                    "the TLS CA certificate file `{}` is not PEM: {e}",
-                    ca.display()
-                ))
-            })?;
-            if certificates.is_empty() {
-                return Err(OpsError::Invalid(format!(
-                    "the TLS CA certificate file `{}` holds no certificate",
-                    ca.display()
-                )));
-            }
-            for certificate in certificates {
-                builder = builder.add_root_certificate(certificate);
-            }
-        }
-        if let Some((cert, key)) = self.identity()? {
-            let mut pem = read(cert, "client certificate")?;
-            pem.push(b'\n');
-            pem.extend(read(key, "client key")?);
-            let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
-                OpsError::Invalid(format!(
-                    "the TLS client certificate `{}` or its key `{}` is not usable: {e}",
-                    cert.display(),
-                    key.display()
-                ))
-            })?;
-            builder = builder.identity(identity);
-        }
-        Ok(builder)
-    }
-
     fn identity(&self) -> Result<Option<(&PathBuf, &PathBuf)>> {
         match (&self.cert, &self.key) {
             (Some(cert), Some(key)) => Ok(Some((cert, key))),
@@ -94,15 +55,6 @@ impl TlsFiles {
             )),
         }
     }
-}
-
-fn read(path: &PathBuf, what: &str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| {
-        OpsError::Invalid(format!(
-            "cannot read the TLS {what} file `{}`: {e}",
-            path.display()
-        ))
-    })
 }
 
 #[cfg(test)]
@@ -121,15 +73,5 @@ mod tests {
             ..TlsFiles::default()
         };
         assert!(half.amqp().unwrap_err().to_string().contains("--tls-cert"));
-    }
-
-    #[test]
-    fn a_missing_ca_file_is_named() {
-        let files = TlsFiles {
-            ca: vec!["/nonexistent/ca.pem".into()],
-            ..TlsFiles::default()
-        };
-        let error = files.http(reqwest::Client::builder()).err().unwrap();
-        assert!(error.to_string().contains("/nonexistent/ca.pem"), "{error}");
     }
 }

@@ -22,7 +22,6 @@ use crate::link::{FleetLink, Link};
 use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
 use crate::trust::Senders;
-use crate::watch::{HoldWatch, StalledHold};
 use crate::{RabbitMqOptions, consumer, declare};
 
 /// The RabbitMQ backend: one AMQP connection shared by every producer and
@@ -54,12 +53,24 @@ struct Inner {
     heartbeats: HeartbeatStream,
     /// Consumers of dropped streams handing their deliveries back.
     retirements: Arc<consumer::Retirements>,
-    /// The hold watchdog.
-    watch: HoldWatch,
     /// What counts a hold's jobs before a prune, when anything can.
     census: Option<Arc<dyn HoldCensus>>,
     /// Who this backend signs as, and whom it trusts on the fleet plane.
     senders: Arc<Senders>,
+}
+
+/// The census of the management API of the first address, with the
+/// `management` feature.
+#[cfg(feature = "management")]
+fn default_census(addresses: &[String], options: &RabbitMqOptions) -> Option<Arc<dyn HoldCensus>> {
+    crate::management::census(addresses.first().map(String::as_str), options)
+}
+
+/// Without the `management` feature nothing counts a hold's jobs unless a
+/// census is given.
+#[cfg(not(feature = "management"))]
+fn default_census(_: &[String], _: &RabbitMqOptions) -> Option<Arc<dyn HoldCensus>> {
+    None
 }
 
 impl RabbitMqBackend {
@@ -99,7 +110,7 @@ impl RabbitMqBackend {
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
         let census = options
             .census()
-            .or_else(|| crate::watch::census(addresses.first().map(String::as_str), &options));
+            .or_else(|| default_census(&addresses, &options));
         if let (Some(after), Some(census)) = (options.prune_holds_after, &census) {
             tokio::spawn(crate::outbox::prune_idle_holds(
                 Arc::downgrade(&outbox),
@@ -132,16 +143,6 @@ impl RabbitMqBackend {
             &options,
             Arc::clone(&senders),
         );
-        let declared_through = Arc::downgrade(&link);
-        let watch = HoldWatch::start(
-            addresses.first().map(String::as_str),
-            &options,
-            Arc::new(move |queue: &str| {
-                declared_through
-                    .upgrade()
-                    .is_some_and(|link| link.declared(queue).is_some())
-            }),
-        );
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
@@ -153,7 +154,6 @@ impl RabbitMqBackend {
                 control,
                 heartbeats,
                 retirements: Arc::default(),
-                watch,
                 census,
                 senders,
             }),
@@ -186,22 +186,14 @@ impl RabbitMqBackend {
         self.inner.link.state() == ConnectionState::Connected
     }
 
-    /// The quorum holds of this backend's queues that the [hold
-    /// watchdog](crate#hold-watchdog) found stalled: holding jobs past
-    /// their delay without releasing any. Empty while the watchdog is off
-    /// or cannot read the management API. A worker or a health endpoint
-    /// may ask as often as it likes: it reads what the watchdog last saw.
-    pub fn stalled_holds(&self) -> Vec<StalledHold> {
-        self.inner.watch.stalled()
-    }
-
     /// Deletes `hold`, a quorum hold queue of the work queue `queue`, if it
     /// is empty and nobody uses it, without ever deleting a job with it.
     /// The jobs AMQP cannot see are counted by the backend's census (the
-    /// one given with [`RabbitMqOptions::hold_census`], else the management
-    /// API the [hold watchdog](crate#hold-watchdog) reads): the hold is
-    /// kept unless it counts no job after the watch, and a backend
-    /// with no census keeps every hold ([`HoldPruned::Unverified`]).
+    /// one given with [`RabbitMqOptions::hold_census`], else, with the
+    /// `management` feature, the management API): the hold is kept unless
+    /// it counts no job after the watch, and a backend with no census (the
+    /// default build, when none is given) keeps every hold
+    /// ([`HoldPruned::Unverified`]).
     ///
     /// The backend does this by itself for the holds it used (see
     /// [`RabbitMqOptions::prune_holds_after`]); this is for the others, such
@@ -249,7 +241,6 @@ impl RabbitMqBackend {
     /// is a no-op.
     pub async fn close(&self) -> Result<(), Error> {
         self.finish_settles().await;
-        self.inner.watch.stop();
         self.inner.outbox.close();
         self.inner.requests.close().await;
         let fleet = self.inner.fleet.close().await;

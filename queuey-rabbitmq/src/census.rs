@@ -13,11 +13,16 @@ use queuey_core::Error;
 /// RabbitMQ shows those jobs only in the management API's statistics (a
 /// queue's `messages`), so a pruner asks this before it watches a hold
 /// (jobs counted keep it at once) and again before it deletes it, and keeps
-/// the hold unless that second answer is `Some(0)`. The statistics must be emitted more often than every ten
-/// seconds (RabbitMQ's `collect_statistics_interval`, 5 s by default), so
-/// that the second answer is younger than the watch.
+/// the hold unless that second answer is `Some(0)`. The statistics must
+/// be emitted more often than every ten seconds (RabbitMQ's
+/// `collect_statistics_interval`, 5 s by default), so that the second
+/// answer is younger than the watch.
 ///
-/// `queuey-ops` implements it over the management API.
+/// A backend has none unless one is given
+/// ([`RabbitMqOptions::hold_census`](crate::RabbitMqOptions::hold_census))
+/// or it is built with the `management` feature, which counts through the
+/// management API; without one it prunes no hold (see [Pruning hold
+/// queues](crate#pruning-hold-queues)).
 pub trait HoldCensus: Send + Sync {
     /// Every job `hold` holds, or `None` when it cannot be told.
     fn jobs<'a>(&'a self, hold: &'a str) -> BoxFuture<'a, Result<Option<u64>, Error>>;

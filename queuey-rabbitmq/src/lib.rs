@@ -161,6 +161,24 @@
 //! pruned: by the backend itself for the holds it stopped using (an hour
 //! by default: [`RabbitMqOptions::prune_holds_after`]), by
 //! [`RabbitMqBackend::prune_hold`], or by the `queuey holds prune` tool.
+//! Until then their number stays bounded by the granularity: about 150
+//! per work queue at most with the default one
+//! ([`RabbitMqOptions::hold_queues`]).
+//!
+//! **The backend prunes only holds whose jobs it can count**, and AMQP
+//! does not count the jobs a quorum hold keeps past their delay while they
+//! wait to be moved back. It asks a [`HoldCensus`] for them: the one given
+//! with [`RabbitMqOptions::hold_census`], else, with the `management`
+//! feature, the broker's management API (the `management` module; at
+//! `RabbitMqOptions::management_url`, by default derived from the first
+//! AMQP address). **In the default build, without the feature and without
+//! a census, the backend prunes nothing by itself** and
+//! [`RabbitMqBackend::prune_hold`] keeps every hold
+//! ([`HoldPruned::Unverified`]). To prune, do one of: enable the
+//! `management` feature (the API's user needs a management tag such as
+//! `monitoring`), give a census, or run `queuey holds prune` now and then
+//! (it reads the management API itself).
+//!
 //! Deleting a quorum queue deletes its jobs, RabbitMQ refuses a deletion
 //! conditional on the queue being empty, and it even confirms a publish
 //! that was on its way into a queue being deleted. So a prune never
@@ -168,10 +186,8 @@
 //! handshake:
 //!
 //! - the pruner keeps a hold that has jobs waiting, a consumer, or jobs
-//!   past their delay waiting to be moved back (AMQP does not count those:
-//!   the backend asks the management API, the one the [hold
-//!   watchdog](#hold-watchdog) reads, or the [`HoldCensus`] given; a hold
-//!   that cannot be counted is kept);
+//!   past their delay waiting to be moved back (counted by the census; a
+//!   hold that cannot be counted is kept);
 //! - it consumes an empty hold and watches it for ten seconds: any job
 //!   that reaches it keeps the hold (the job goes back, untouched);
 //! - a publisher relies only on a declaration of the hold that counted no
@@ -449,75 +465,6 @@
 //! [`Unroutable`](queuey_core::BackendErrorKind::Unroutable), naming the
 //! exchange.
 //!
-//! # Hold watchdog
-//!
-//! On RabbitMQ before 3.10.20 and 3.11.12, the broker's dead-letter worker
-//! that moves a quorum hold's jobs back to their work queue can stop for
-//! good: after the hold's leader changes, and rarely with no failure at
-//! all. Nothing is lost (the jobs stay in the hold, past their delay), but
-//! nothing comes back either, and AMQP cannot see it: a passive declare of
-//! the hold counts only the jobs still waiting for their delay, so a
-//! stalled hold reads as empty.
-//!
-//! So the backend runs a watchdog, on by default: a task that reads the
-//! management HTTP API every
-//! [`hold_watch_interval`](RabbitMqOptions::hold_watch_interval) (30 s),
-//! one request listing the virtual host's queues with four statistics
-//! each. It follows the quorum holds (`q{deferred_suffix}.quorum.{ttl}`)
-//! of the queues declared through this backend, and for each the jobs past
-//! their delay that the broker still holds (`messages − messages_ready −
-//! messages_unacknowledged`). A hold is **stalled** when that figure stays
-//! above 0 for [`hold_stall_after`](RabbitMqOptions::hold_stall_after)
-//! (60 s) without the hold releasing any job: the figure never falls and,
-//! where the API counts the jobs published into the hold, fewer jobs left
-//! it than were due. With the defaults a stall is reported within about
-//! two minutes of its first job being due. A stalled hold gets:
-//!
-//! - one WARN line naming the hold, its work queue, the jobs stuck and the
-//!   remedy;
-//! - the gauge `queuey_hold_stalled` (labels `queue` and `hold`) at 1;
-//! - a [`StalledHold`] in [`RabbitMqBackend::stalled_holds`] (hold, work
-//!   queue, jobs stuck, since when), for a health check to read.
-//!
-//! When it releases again (or holds nothing past its delay), an INFO line
-//! and the gauge at 0.
-//!
-//! **The remedy** is to restart the hold's Raft member on the node that
-//! leads it, whose next term as leader starts a new dead-letter worker
-//! (`rabbitmq-queues quorum_status HOLD` names the leader):
-//!
-//! ```text
-//! rabbitmqctl -n LEADER eval '{ok, Q} = rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, <<"HOLD">>)),
-//!   {Name, _} = amqqueue:get_pid(Q), ok = ra:stop_server(quorum_queues, {Name, node()}),
-//!   ra:restart_server(quorum_queues, {Name, node()}).'
-//! ```
-//!
-//! or to move its leader to another node. The cure is RabbitMQ 3.10.20,
-//! 3.11.12 or later. `queuey holds` shows the stuck jobs under RELEASING,
-//! and `queuey doctor` checks the broker's version.
-//!
-//! **What it needs**: the `rabbitmq_management` plugin, reachable from the
-//! process. By default the API is read at the first AMQP address's host,
-//! `http://HOST:15672` (`https://HOST:15671` for `amqps://`, trusting the
-//! platform's roots; this needs the `rustls` feature), as the AMQP user, in
-//! the AMQP virtual host; [`management_url`](RabbitMqOptions::management_url)
-//! gives another address or user. The user needs a management tag
-//! (`management` or `monitoring`). An API that cannot be read (plugin off,
-//! nothing listening, credentials refused) never fails or slows the
-//! backend: one INFO line says that holds are not watched and why (never
-//! with a password), the watchdog tries again every interval without
-//! logging more than DEBUG, and says at INFO when it can read again. Each
-//! request is bounded by the interval, at most 10 s.
-//!
-//! Every backend watches the holds of its own queues, so a fleet of many
-//! processes makes as many requests per interval, each listing every queue
-//! of the virtual host: in a large fleet, lengthen the interval or keep the
-//! watchdog on in a few processes only. Turn it off with
-//! [`hold_watch(false)`](RabbitMqOptions::hold_watch), or build without the
-//! `hold-watch` feature, which also drops the HTTP client. Classic holds
-//! ([`HoldQueues::Classic`]) have no dead-letter worker and are not
-//! watched.
-//!
 //! # Logging and secrets
 //!
 //! The backend logs through `tracing` and never logs a password: addresses
@@ -584,7 +531,7 @@
 //! | `rustls` (default) | `amqps://` through rustls with the ring provider, trusting the platform's roots |
 //! | `rustls-aws-lc` | the same with the aws-lc-rs provider |
 //! | `native-tls` | `amqps://` through the platform's TLS library (OpenSSL on Linux) |
-//! | `hold-watch` (default) | the [hold watchdog](#hold-watchdog), through an HTTP client (reqwest) |
+//! | `management` | the `management` module, a client of the management HTTP API (reqwest; over https with `rustls`), and through it the pruning of idle quorum holds |
 //!
 //! With `default-features = false` and no TLS feature, plain `amqp://` works
 //! and `amqps://` is refused with an error naming the feature to enable.
@@ -602,7 +549,7 @@
 //! | `heartbeats` | the workers' heartbeats: published to the heartbeat stream, and the list of workers read back from it |
 //! | `leader` | leadership of periodic schedules: one quorum queue with a single active consumer per schedule |
 //! | `reply` | job results: requests sent with direct reply-to, and the replies to waiting callers |
-//! | `watch` | the hold watchdog: reads the management API, decides which quorum holds stalled, reports them |
+//! | `management` | the management HTTP API: where it is, a client, the queues it lists, and the hold census over it |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, pruning holds, dead letters, suspect copies |
 //! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
 //! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |
@@ -630,6 +577,9 @@ mod error;
 mod heartbeats;
 mod leader;
 mod link;
+#[cfg(feature = "management")]
+#[cfg_attr(docsrs, doc(cfg(feature = "management")))]
+pub mod management;
 pub mod options;
 mod outbox;
 mod properties;
@@ -638,7 +588,6 @@ mod reply;
 mod tls;
 pub mod topology;
 mod trust;
-mod watch;
 
 pub use addresses::Addresses;
 pub use backend::RabbitMqBackend;
@@ -648,7 +597,6 @@ pub use options::builder::RabbitMqOptions;
 pub use options::settings::RabbitMqSettings;
 pub use outbox::HoldPruned;
 pub use tls::TlsOptions;
-pub use watch::StalledHold;
 /// A `tracing_subscriber::EnvFilter` directive that keeps the AMQP
 /// client's frame-level trace logs, which print the login frame and so the
 /// password, out of a subscriber: `lapin=debug`. Append it to any filter

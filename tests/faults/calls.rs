@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use queuey::backend::Backend;
 
-use queuey::{BackendErrorKind, QueueConfig};
+use queuey::backend::BackendErrorKind;
+use queuey::queue::QueueConfig;
 
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 // The facade does not re-export it (yet).
@@ -112,7 +113,7 @@ async fn a_publish_past_its_bound_fails_with_timed_out_and_is_not_stored() {
     broker.wait_ready(&q, 1).await;
     let only = broker.get(&q).await.expect("one message");
     assert_eq!(
-        crate::support::n_of(&queuey::Envelope::decode(&only.delivery.data).unwrap()),
+        crate::support::n_of(&queuey::job::Envelope::decode(&only.delivery.data).unwrap()),
         2
     );
     within("close", backend.close()).await.unwrap();
@@ -283,8 +284,9 @@ async fn close_returns_within_its_bound_after_the_broker_cancelled_a_consumer() 
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_uncertain_enqueue_the_same_id_enqueues_again_and_others_are_duplicates() {
+    use queuey::job::{Envelope, Unique, Uuid};
     use queuey::store::RedisStore;
-    use queuey::{EnqueueOptions, Envelope, Error, Unique, Uuid};
+    use queuey::{EnqueueOptions, Error};
     use queuey_redis::__testing::PrivateRedis;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,9 +18,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuey::Error;
 use queuey::prelude::*;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
-use queuey::{Backoff, Error, RetryPolicy};
+use queuey::retry::{Backoff, RetryPolicy};
 
 use crate::fault::node::PrivateNode;
 use crate::fault::scenario::{Numbered as _, fault_queue};
@@ -30,7 +31,7 @@ fault_queue!(PlainQueues, PlainJob, "consumer-timeout-plain", |c| c
     .prefetch(1));
 fault_queue!(QuorumQueues, QuorumJob, "consumer-timeout-quorum", |c| c
     .prefetch(1)
-    .queue_type(queuey::QueueType::Quorum));
+    .queue_type(queuey::queue::QueueType::Quorum));
 fault_queue!(BoundQueues, BoundJob, "consumer-timeout-bound", |c| c
     .prefetch(1)
     .retry(

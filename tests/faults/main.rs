@@ -31,7 +31,6 @@ mod cluster;
 mod cluster_kit;
 mod consumer_timeout;
 mod control;
-mod hold_watch;
 mod kit;
 mod poison;
 mod restart;

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queuey::QueueType;
 use queuey::prelude::*;
+use queuey::queue::QueueType;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use queuey::shard::{parse_shard_name, shard_for_key};
 
@@ -63,8 +63,8 @@ impl queuey::Queues for ShardedQueues {
         })
     }
 
-    fn config(&self) -> queuey::QueueConfig {
-        queuey::QueueConfig::new(self.name())
+    fn config(&self) -> queuey::queue::QueueConfig {
+        queuey::queue::QueueConfig::new(self.name())
             .queue_type(QueueType::Quorum)
             .shards(SHARDS)
             .prefetch(32)

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 use lapin::BasicProperties;
 use lapin::options::{BasicGetOptions, BasicPublishOptions};
 use lapin::types::AMQPValue;
-use queuey::Envelope;
 use queuey::control::CANCELLED_REASON;
+use queuey::job::Envelope;
 use queuey::rabbitmq::topology::REASON_HEADER;
 
 use crate::child::{FleetQueues, JobA};
@@ -100,7 +100,7 @@ async fn cancelled_jobs_are_dead_lettered_wherever_they_wait() {
     p.cancel(held).await.unwrap();
 
     // On the suspect queue: a copy that came back unsettled once.
-    let suspect = queuey::Envelope::new(
+    let suspect = queuey::job::Envelope::new(
         "a",
         a.clone(),
         serde_json::value::to_raw_value(&job(4, 0)).unwrap(),

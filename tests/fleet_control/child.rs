@@ -9,9 +9,10 @@ use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::time::Duration;
 
+use queuey::handler_fn;
 use queuey::prelude::*;
+use queuey::queue::Namespace;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
-use queuey::{Namespace, handler_fn};
 use serde::{Deserialize, Serialize};
 
 /// The variable that makes this binary a fleet process: the namespace.

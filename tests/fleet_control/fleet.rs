@@ -6,8 +6,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queuey::Namespace;
 use queuey::prelude::*;
+use queuey::queue::Namespace;
 use queuey::rabbitmq::RabbitMqBackend;
 
 use crate::child::{CHILD_ENV, FleetQueues, STREAM_ENV, options};

@@ -109,8 +109,7 @@ impl<'a> Roles<'a> {
             self.url(user),
             options
                 .connection_name(format!("fleet-trust-{user}"))
-                .prune_holds_after(None)
-                .hold_watch(false),
+                .prune_holds_after(None),
         )
         .await
         .unwrap_or_else(|e| panic!("connecting as {user}: {e}"))

@@ -4,9 +4,9 @@
 use std::io::BufRead;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use queuey::Namespace;
 use queuey::periodic::{Missed, Periodic, Schedule, Scheduler};
 use queuey::prelude::*;
+use queuey::queue::Namespace;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use serde::{Deserialize, Serialize};
 

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use futures::StreamExt;
 use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
-use queuey::Envelope;
-use queuey::Namespace;
+use queuey::job::Envelope;
 use queuey::periodic::tick_job_id;
 use queuey::prelude::*;
+use queuey::queue::Namespace;
 use queuey::rabbitmq::RabbitMqOptions;
 
 use crate::child::{Beat, CHILD_ENV, FleetQueues, HEARTBEAT_ENV, LEADING};

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use queuey::JobRequest;
+use queuey::handler::JobRequest;
 use queuey::layers::cooldown::CooldownLayer;
 use queuey::prelude::*;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};

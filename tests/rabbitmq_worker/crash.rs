@@ -94,7 +94,7 @@ async fn a_worker_killed_mid_job_loses_nothing() {
     }
 
     // A new worker gets the same job again, marked redelivered.
-    let again: Arc<Mutex<Vec<(queuey::Uuid, bool)>>> = Arc::default();
+    let again: Arc<Mutex<Vec<(queuey::job::Uuid, bool)>>> = Arc::default();
     let log = Arc::clone(&again);
     let worker = Worker::<CrashQueues, _>::builder(producer_backend.clone())
         .handler(handler_fn(move |_: CrashJob, ctx: JobContext| {

@@ -3,9 +3,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuey::job::Envelope;
 use queuey::prelude::*;
 use queuey::rabbitmq::RabbitMqOptions;
-use queuey::{Backoff, Envelope, RetryPolicy};
+use queuey::retry::{Backoff, RetryPolicy};
 
 use crate::scenario::{backend, wait_for};
 use crate::support::{header, within};

@@ -22,6 +22,7 @@ mod cooldown;
 mod crash;
 mod flows;
 mod namespaces;
+mod progress;
 mod results;
 mod shard_retries;
 mod shards;

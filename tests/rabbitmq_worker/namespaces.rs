@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuey::Error;
-use queuey::Namespace;
-use queuey::WorkerHandle;
+use queuey::job::Envelope;
 use queuey::prelude::*;
+use queuey::queue::Namespace;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
-use queuey::{Envelope, WorkerError};
+use queuey::worker::WorkerError;
+use queuey::worker::WorkerHandle;
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::wait_for;

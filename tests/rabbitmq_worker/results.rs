@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use queuey::EnqueueOptions;
 use queuey::prelude::*;
+use queuey::producer::WaitError;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
-use queuey::{Backoff, EnqueueOptions, RetryPolicy, WaitError, WorkerError, WorkerHandle};
+use queuey::retry::{Backoff, RetryPolicy};
+use queuey::worker::{WorkerError, WorkerHandle};
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{backend, wait_for};
@@ -50,10 +53,13 @@ macro_rules! priced {
                 NAME.get_or_init(|| crate::scenario::unique_name($label))
             }
 
-            fn config(&self) -> queuey::QueueConfig {
-                queuey::QueueConfig::new(self.name()).prefetch(64).retry(
-                    RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(1)).unwrap()).unwrap(),
-                )
+            fn config(&self) -> queuey::queue::QueueConfig {
+                queuey::queue::QueueConfig::new(self.name())
+                    .prefetch(64)
+                    .retry(
+                        RetryPolicy::new(3, Backoff::fixed(Duration::from_secs(1)).unwrap())
+                            .unwrap(),
+                    )
             }
         }
 
@@ -411,7 +417,7 @@ async fn a_wait_on_a_queue_that_does_not_exist_fails_as_unroutable() {
     let job = MissingJob::from(Order::default());
     let error = producer.enqueue_and_wait(&job, LONG).await.unwrap_err();
     assert!(
-        matches!(&error, WaitError::Enqueue(queuey::Error::Backend(e)) if e.kind() == queuey::BackendErrorKind::Unroutable),
+        matches!(&error, WaitError::Enqueue(queuey::Error::Backend(e)) if e.kind() == queuey::backend::BackendErrorKind::Unroutable),
         "{error:?}"
     );
     assert!(error.to_string().contains("does not exist"), "{error}");

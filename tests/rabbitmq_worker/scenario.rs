@@ -59,9 +59,9 @@ macro_rules! scenario {
                 NAME.get_or_init(|| $crate::scenario::unique_name($label))
             }
 
-            fn config(&self) -> queuey::QueueConfig {
-                let config: fn(queuey::QueueConfig) -> queuey::QueueConfig = $config;
-                config(queuey::QueueConfig::new(self.name()))
+            fn config(&self) -> queuey::queue::QueueConfig {
+                let config: fn(queuey::queue::QueueConfig) -> queuey::queue::QueueConfig = $config;
+                config(queuey::queue::QueueConfig::new(self.name()))
             }
         }
 

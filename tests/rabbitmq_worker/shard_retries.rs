@@ -8,9 +8,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lapin::BasicProperties;
+use queuey::job::Envelope;
 use queuey::prelude::*;
+use queuey::queue::QueueType;
+use queuey::retry::{Backoff, RetryPolicy};
 use queuey::shard::{shard_for_key, shard_name};
-use queuey::{Backoff, Envelope, QueueType, RetryPolicy};
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{backend, unique_name, wait_for};
@@ -33,10 +35,10 @@ impl queuey::Queues for ShardedQueues {
         NAME.get_or_init(|| unique_name("shards"))
     }
 
-    fn config(&self) -> queuey::QueueConfig {
+    fn config(&self) -> queuey::queue::QueueConfig {
         let retry = RetryPolicy::new(2, Backoff::fixed(HOLD).expect("a fixed backoff"))
             .expect("a retry policy");
-        queuey::QueueConfig::new(self.name())
+        queuey::queue::QueueConfig::new(self.name())
             .queue_type(QueueType::Quorum)
             .shards(SHARDS)
             .retry(retry)

@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use queuey::prelude::*;
-use queuey::{Backoff, QueueConfig, QueueType, RetryPolicy, WorkerHandle};
+use queuey::queue::{QueueConfig, QueueType};
+use queuey::retry::{Backoff, RetryPolicy};
+use queuey::worker::WorkerHandle;
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::{backend, unique_name, wait_for};

@@ -7,10 +7,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use queuey::job::{Envelope, Unique, Uuid};
 use queuey::prelude::*;
 use queuey::rabbitmq::RabbitMqOptions;
+use queuey::retry::{Backoff, RetryPolicy};
 use queuey::store::RedisStore;
-use queuey::{Backoff, EnqueueOptions, Envelope, Error, RetryPolicy, Unique, Uuid};
+use queuey::{EnqueueOptions, Error};
 use queuey_redis::__testing::PrivateRedis;
 
 use crate::scenario::{backend, wait_for};
@@ -80,8 +82,8 @@ async fn noop_worker<Q: queuey::Queues, J: queuey::Job<Queues = Q, Output = ()>>
     backend: &Arc<queuey::rabbitmq::RabbitMqBackend>,
     store: Option<RedisStore>,
 ) -> (
-    queuey::WorkerHandle,
-    tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
+    queuey::worker::WorkerHandle,
+    tokio::task::JoinHandle<Result<(), queuey::worker::WorkerError>>,
 ) {
     let builder = Worker::<Q, _>::builder(backend.clone());
     let builder = match store {

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use queuey::backend::Backend;
+use queuey::handler::Disposition;
+use queuey::queue::QueueConfig;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions, TlsOptions};
-use queuey::{Disposition, QueueConfig};
 
 use crate::fault::certs::{CLIENT_USER, OTHER_NAME};
 use crate::fault::node::{PrivateNode, free_port};

@@ -13,7 +13,8 @@ use lapin::tcp::OwnedTLSConfig;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Confirmation, Connection, ConnectionProperties};
-use queuey::{Envelope, Job, Uuid};
+use queuey::Job;
+use queuey::job::{Envelope, Uuid};
 
 use crate::BenchResult;
 use crate::queuey_side::BenchJob;

@@ -12,7 +12,7 @@ use std::task::Poll;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::ShortString;
 use lapin::{Channel, Confirmation, Connection, PublisherConfirm};
-use queuey::Uuid;
+use queuey::job::Uuid;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::broker::{Broker, close, job_message, message_properties};

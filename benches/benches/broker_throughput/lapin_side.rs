@@ -13,7 +13,7 @@ use lapin::options::{
 };
 use lapin::types::{FieldTable, ShortString};
 use lapin::{BasicProperties, Channel, Connection};
-use queuey::{Envelope, Uuid};
+use queuey::job::{Envelope, Uuid};
 use tokio::sync::Semaphore;
 
 use crate::broker::{Broker, bounded, close, expect_ack, job_message, message_properties};

@@ -6,11 +6,14 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use queuey::backend::hold_delay_ms;
+use queuey::job::Unique;
 use queuey::layers::idempotency::IdempotencyLayer;
 use queuey::prelude::*;
+use queuey::queue::QueueConfig;
 use queuey::rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
 use queuey::store::RedisStore;
-use queuey::{EnqueueOptions, JobHandler, QueueConfig, Unique, WorkerHandle};
+use queuey::worker::WorkerHandle;
+use queuey::{EnqueueOptions, JobHandler};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Barrier;
 

@@ -4,7 +4,8 @@
 
 use std::sync::RwLock;
 
-use queuey::{Job, QueueConfig, QueueType, Queues};
+use queuey::queue::{QueueConfig, QueueType};
+use queuey::{Job, Queues};
 use serde::{Deserialize, Serialize};
 
 /// The queue set. Queue names in queuey are static (a queue set is a

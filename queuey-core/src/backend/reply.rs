@@ -7,19 +7,25 @@
 //! correlation id) and hands back a [`PendingReply`]. The address travels
 //! with the job through every hold, retry and deferral; once the job's
 //! final outcome is settled, the worker sends one [`Reply`] to it through
-//! its own backend's [`reply`](Replies::reply).
+//! its own backend's [`reply`](Replies::reply). While the job runs, the
+//! worker sends the handler's progress reports there too
+//! ([`Reply::Progress`]), which do not end the wait.
 //!
 //! Nothing guarantees the reply arrives: the caller's timeout is the only
 //! bound. A reply to a caller that went away is dropped, and a job that is
 //! delivered again may reply twice (the caller takes the first).
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::Backend;
+use crate::control::{Progress, ProgressUpdates};
 use crate::{Envelope, Error};
 
 pub use crate::envelope::ReplyTo;
@@ -55,10 +61,14 @@ impl<B: Replies + ?Sized> Replies for std::sync::Arc<B> {
     }
 }
 
-/// The final outcome of a job, as its waiting caller receives it.
+/// What a worker sends a caller that waits for a job: progress reports
+/// while it runs, then the job's final outcome.
 ///
-/// It is JSON on the wire (`{"value": ..}`, `{"dead_lettered": ".."}`, ...),
-/// so a backend can carry it as a message body.
+/// It is JSON on the wire (`{"value": ..}`, `{"dead_lettered": ".."}`,
+/// `{"progress": {"percent": 40}}`, ...), so a backend can carry it as a
+/// message body. A backend hands a final reply to the caller's
+/// [`PendingReply`], ending the wait, and a [`Reply::Progress`] to its
+/// progress reports, keeping the wait.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -73,9 +83,18 @@ pub enum Reply {
     /// encode as JSON, or the stack acknowledged the job without running
     /// the handler. Says which.
     NoValue(String),
+    /// Not an outcome: the job is still running and reported how far it
+    /// got.
+    Progress(Progress),
 }
 
 impl Reply {
+    /// Whether this reply ends the caller's wait (every reply but
+    /// [`Reply::Progress`] does).
+    pub fn is_final(&self) -> bool {
+        !matches!(self, Reply::Progress(_))
+    }
+
     /// The reply as the JSON a backend sends.
     pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
         serde_json::to_vec(self)
@@ -94,6 +113,7 @@ impl PartialEq for Reply {
             (Reply::DeadLettered(a), Reply::DeadLettered(b)) => a == b,
             (Reply::NoValue(a), Reply::NoValue(b)) => a == b,
             (Reply::DeadlinePassed, Reply::DeadlinePassed) => true,
+            (Reply::Progress(a), Reply::Progress(b)) => a == b,
             _ => false,
         }
     }
@@ -129,10 +149,49 @@ impl fmt::Display for ReplyLost {
 
 impl std::error::Error for ReplyLost {}
 
-/// The caller's side of a request: resolves with the job's [`Reply`], or
-/// with why it can no longer come. Dropping it gives up the wait: a reply
-/// that arrives later is dropped.
-pub type PendingReply = BoxFuture<'static, Result<Reply, ReplyLost>>;
+/// The caller's side of a request: resolves with the job's final
+/// [`Reply`], or with why it can no longer come, and meanwhile carries the
+/// job's [`Progress`] reports when its backend passes them on. Dropping it
+/// gives up the wait: a reply that arrives later is dropped.
+pub struct PendingReply {
+    pub(crate) answer: BoxFuture<'static, Result<Reply, ReplyLost>>,
+    pub(crate) progress: Option<ProgressUpdates>,
+}
+
+impl PendingReply {
+    /// A wait that ends with `answer`'s outcome, with no progress reports.
+    pub fn new(answer: impl Future<Output = Result<Reply, ReplyLost>> + Send + 'static) -> Self {
+        PendingReply {
+            answer: Box::pin(answer),
+            progress: None,
+        }
+    }
+
+    /// The same wait, seeing the job's progress through `updates`: the
+    /// backend reports each [`Reply::Progress`] that comes for this caller
+    /// on the [`ProgressReporter`](crate::control::ProgressReporter) that
+    /// `updates` came from.
+    pub fn with_progress(mut self, updates: ProgressUpdates) -> Self {
+        self.progress = Some(updates);
+        self
+    }
+}
+
+impl Future for PendingReply {
+    type Output = Result<Reply, ReplyLost>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.answer.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for PendingReply {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingReply")
+            .field("progress", &self.progress.is_some())
+            .finish_non_exhaustive()
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -151,13 +210,19 @@ mod tests {
         let value = Reply::Value(serde_json::value::to_raw_value(&[1, 2]).unwrap());
         let dead = Reply::DeadLettered("boom".into());
         let none = Reply::NoValue("no output".into());
+        let progress = Reply::Progress(Progress::new(40, "half"));
+        assert_eq!(
+            progress.encode().unwrap(),
+            br#"{"progress":{"percent":40,"message":"half"}}"#
+        );
+        assert!(!progress.is_final() && dead.is_final());
         assert_eq!(value.encode().unwrap(), br#"{"value":[1,2]}"#);
         assert_eq!(dead.encode().unwrap(), br#"{"dead_lettered":"boom"}"#);
         assert_eq!(
             Reply::DeadlinePassed.encode().unwrap(),
             br#""deadline_passed""#
         );
-        for reply in [value, dead, none, Reply::DeadlinePassed] {
+        for reply in [value, dead, none, progress, Reply::DeadlinePassed] {
             assert_eq!(Reply::decode(&reply.encode().unwrap()).unwrap(), reply);
         }
         assert!(Reply::decode(b"garbage").is_err());

@@ -5,6 +5,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::Progress;
+
 /// How often a worker sends its [`Heartbeat`] unless told otherwise.
 pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -78,6 +80,10 @@ pub struct RunningJob {
     pub attempt: u32,
     /// When it started, in milliseconds since the Unix epoch.
     pub started_at_ms: u64,
+    /// How far it got, as its handler last reported; `None` until it
+    /// reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Progress>,
 }
 
 /// What a worker has done with one queue's jobs since it started: each
@@ -156,6 +162,7 @@ mod tests {
                     queue: "app.emails".into(),
                     attempt: 1,
                     started_at_ms: 99_000,
+                    progress: None,
                 },
                 RunningJob {
                     job_id: Uuid::new_v4(),
@@ -163,6 +170,7 @@ mod tests {
                     queue: "app.emails".into(),
                     attempt: 2,
                     started_at_ms: 10_000,
+                    progress: Some(Progress::new(40, "4 of 10 pages")),
                 },
             ],
             totals: vec![QueueTotals {

@@ -49,6 +49,7 @@
 mod check;
 mod command;
 mod heartbeat;
+mod progress;
 mod refusal;
 mod signal;
 mod state;
@@ -62,6 +63,7 @@ pub use heartbeat::{
     DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,
     MAX_WORKERS_LISTED, MISSED_HEARTBEATS, QueueTotals, RunningJob,
 };
+pub use progress::{MAX_PROGRESS_MESSAGE_BYTES, Progress, ProgressReporter, ProgressUpdates};
 pub use refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};
 pub use signal::{CancelSignal, Canceller};
 pub use state::{CancelTarget, Cancellation, ControlState, MAX_CANCEL_FILTERS};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::Envelope;
-use crate::control::CancelSignal;
+use crate::control::{CancelSignal, ProgressReporter};
 
 /// The bookkeeping of one delivery of a job, handed to the handler next to
 /// the job itself.
@@ -37,6 +37,7 @@ pub struct JobContext {
     traceparent: Option<String>,
     tracestate: Option<String>,
     cancel: CancelSignal,
+    progress: ProgressReporter,
     shard: Option<u16>,
 }
 
@@ -58,6 +59,7 @@ impl JobContext {
             traceparent: None,
             tracestate: None,
             cancel: CancelSignal::never(),
+            progress: ProgressReporter::never(),
             shard: None,
         }
     }
@@ -94,6 +96,7 @@ impl JobContext {
             traceparent: envelope.traceparent.clone(),
             tracestate: envelope.tracestate.clone(),
             cancel: CancelSignal::never(),
+            progress: ProgressReporter::never(),
         }
     }
 
@@ -139,6 +142,42 @@ impl JobContext {
     /// Whether an operator cancelled this job while it runs.
     pub fn is_cancelled(&self) -> bool {
         self.cancel.is_cancelled()
+    }
+
+    /// Sets where the handler's [`progress`](JobContext::progress) reports
+    /// go (the worker sets one on a job whose progress someone can see).
+    pub fn with_progress(mut self, reporter: ProgressReporter) -> Self {
+        self.progress = reporter;
+        self
+    }
+
+    /// Reports how far the job got: `percent` done (at most 100) and a
+    /// short `message` (may be empty; at most
+    /// [`MAX_PROGRESS_MESSAGE_BYTES`](crate::control::MAX_PROGRESS_MESSAGE_BYTES)
+    /// are kept).
+    ///
+    /// Operators see the latest report beside the running job (`queuey
+    /// workers`, the dashboard's workers page), and a caller waiting for
+    /// the job with [`Producer::enqueue_and_watch`](crate::Producer::enqueue_and_watch)
+    /// receives it. Each report replaces the one before; report as often as
+    /// is useful: a report nobody can see costs nothing, and the worker
+    /// sends a waiting caller the latest one as fast as it can, skipping
+    /// those it could not send in time.
+    ///
+    /// ```
+    /// use queuey_core::{JobContext, JobError};
+    ///
+    /// async fn export(ctx: JobContext, chunks: u32) -> Result<(), JobError> {
+    ///     for done in 1..=chunks {
+    ///         // ... write one chunk ...
+    ///         let percent = (done * 100 / chunks) as u8;
+    ///         ctx.progress(percent, &format!("{done} of {chunks} chunks"));
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn progress(&self, percent: u8, message: &str) {
+        self.progress.report(percent, message);
     }
 
     /// Sets the attempt (1-based).

@@ -1,5 +1,6 @@
-//! Job results in one process: each waiting caller is a oneshot, found by
-//! its correlation id.
+//! Job results in one process: each waiting caller is a oneshot for its
+//! answer and a reporter for its job's progress, found by its correlation
+//! id.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -8,13 +9,18 @@ use tokio::sync::oneshot;
 
 use super::Broker;
 use crate::backend::{PendingReply, Reply, ReplyLost, ReplyTo};
+use crate::control::ProgressReporter;
 use crate::{Envelope, Error};
 
 /// The address every reply of the memory backend goes to: its callers are
 /// told apart by correlation id alone.
 const ADDRESS: &str = "memory";
 
-type Waiter = oneshot::Sender<Result<Reply, ReplyLost>>;
+/// One waiting caller.
+struct Waiter {
+    answer: oneshot::Sender<Result<Reply, ReplyLost>>,
+    progress: ProgressReporter,
+}
 
 /// The callers waiting for a reply.
 #[derive(Default)]
@@ -30,7 +36,9 @@ impl Replies {
     /// Gives up every wait: the backend closed.
     pub(crate) fn close(&self) {
         for (_, waiter) in self.waiting().drain() {
-            let _ = waiter.send(Err(ReplyLost::new("the memory backend was closed")));
+            let _ = waiter
+                .answer
+                .send(Err(ReplyLost::new("the memory backend was closed")));
         }
     }
 }
@@ -39,37 +47,52 @@ impl Replies {
 /// publish so that the quickest reply finds its caller.
 pub(crate) fn request(shared: &Arc<Broker>, mut envelope: Envelope) -> Result<PendingReply, Error> {
     let correlation_id = uuid::Uuid::new_v4().to_string();
-    let (sender, receiver) = oneshot::channel();
+    let (answer, receiver) = oneshot::channel();
+    let (progress, updates) = ProgressReporter::channel();
     shared
         .replies
         .waiting()
-        .insert(correlation_id.clone(), sender);
+        .insert(correlation_id.clone(), Waiter { answer, progress });
     let forget = Forget {
         shared: Arc::clone(shared),
         correlation_id: correlation_id.clone(),
     };
     envelope.reply_to = Some(ReplyTo::new(ADDRESS, correlation_id));
     shared.publish_now(&envelope)?;
-    Ok(Box::pin(async move {
+    Ok(PendingReply::new(async move {
         let _forget = forget;
         receiver
             .await
             .unwrap_or_else(|_| Err(ReplyLost::new("the memory backend was closed")))
-    }))
+    })
+    .with_progress(updates))
 }
 
-/// Hands `reply` to the caller waiting at `to`, if it still waits.
+/// Hands `reply` to the caller waiting at `to`, if it still waits: a
+/// progress report keeps it waiting, a final reply ends its wait.
 pub(crate) fn reply(shared: &Broker, to: &ReplyTo, reply: Reply) {
-    let waiter = shared.replies.waiting().remove(to.correlation_id());
-    match waiter {
-        Some(waiter) if to.address() == ADDRESS => {
-            let _ = waiter.send(Ok(reply));
+    if to.address() == ADDRESS {
+        let mut waiting = shared.replies.waiting();
+        match reply {
+            Reply::Progress(progress) => {
+                if let Some(waiter) = waiting.get(to.correlation_id()) {
+                    waiter.progress.set(progress);
+                    return;
+                }
+            }
+            reply => {
+                if let Some(waiter) = waiting.remove(to.correlation_id()) {
+                    drop(waiting);
+                    let _ = waiter.answer.send(Ok(reply));
+                    return;
+                }
+            }
         }
-        _ => tracing::debug!(
-            correlation_id = to.correlation_id(),
-            "no caller waits for this reply any more; dropped"
-        ),
     }
+    tracing::debug!(
+        correlation_id = to.correlation_id(),
+        "no caller waits for this reply any more; dropped"
+    );
 }
 
 /// Forgets a caller that stopped waiting (its timeout passed, or it was

@@ -1,12 +1,12 @@
-//! Waiting for a job's result: the error a waiting caller gets, and how a
-//! reply becomes the job's output.
+//! Waiting for a job's result, or watching it: enqueueing for a caller
+//! that waits.
 
 use std::time::Duration;
 
-use uuid::Uuid;
-
 use super::Producer;
-use crate::backend::{Replies, Reply};
+use super::outcome::WaitError;
+use super::watch::JobWatch;
+use crate::backend::Replies;
 use crate::{EnqueueOptions, Error, Job, Queues};
 
 /// A wait that never ends in practice, for a timeout too large to add to
@@ -86,6 +86,61 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
             .await
     }
 
+    /// Enqueues a job and watches it: the returned [`JobWatch`] yields the
+    /// handler's [progress reports](crate::JobContext::progress) while the
+    /// job runs, then its final outcome, as
+    /// [`enqueue_and_wait`](Producer::enqueue_and_wait) returns it. The
+    /// `timeout` bounds the whole watch, enqueueing included.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use futures::StreamExt;
+    /// use queuey_core::backend::{Backend, Replies, Reply};
+    /// use queuey_core::control::Progress;
+    /// use queuey_core::memory::MemoryBackend;
+    /// use queuey_core::{Job, Producer, Queues};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    /// enum AppQueues {
+    ///     Exports,
+    /// }
+    ///
+    /// #[derive(Job, Serialize, Deserialize)]
+    /// #[job(queue = AppQueues::Exports, output = String)]
+    /// struct Export {
+    ///     rows: u64,
+    /// }
+    ///
+    /// let backend = Arc::new(MemoryBackend::new());
+    /// let producer = Producer::<AppQueues, _>::new(backend.clone()).await?;
+    /// let mut watch = producer.enqueue_and_watch(&Export { rows: 10 }, Duration::from_secs(5)).await?;
+    /// // A worker would run the handler; here its reports are sent by hand.
+    /// let mut deliveries = backend.consume(&AppQueues::Exports.config()).await?;
+    /// let delivery = deliveries.next().await.expect("a job")?;
+    /// let to = delivery.envelope().reply_to.clone().expect("a watching caller");
+    /// backend.reply(&to, Reply::Progress(Progress::new(50, "5 of 10 rows"))).await?;
+    /// assert_eq!(watch.progress().await, Some(Progress::new(50, "5 of 10 rows")));
+    /// delivery.ack().await?;
+    /// let done = serde_json::value::to_raw_value("export.csv")?;
+    /// backend.reply(&to, Reply::Value(done)).await?;
+    /// assert_eq!(watch.progress().await, None, "the outcome is in");
+    /// assert_eq!(watch.output().await?, "export.csv");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn enqueue_and_watch<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        timeout: Duration,
+    ) -> Result<JobWatch<J::Output>, WaitError> {
+        self.enqueue_and_watch_with(job, EnqueueOptions::default(), timeout)
+            .await
+    }
+
     /// Enqueues a job with [`EnqueueOptions`] and waits for its final
     /// outcome, as [`enqueue_and_wait`](Producer::enqueue_and_wait) does.
     ///
@@ -96,9 +151,24 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
     pub async fn enqueue_and_wait_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
-        mut options: EnqueueOptions,
+        options: EnqueueOptions,
         timeout: Duration,
     ) -> Result<J::Output, WaitError> {
+        self.enqueue_and_watch_with(job, options, timeout)
+            .await?
+            .output()
+            .await
+    }
+
+    /// Enqueues a job with [`EnqueueOptions`] and watches it, as
+    /// [`enqueue_and_watch`](Producer::enqueue_and_watch) does; the options
+    /// work as for [`enqueue_and_wait_with`](Producer::enqueue_and_wait_with).
+    pub async fn enqueue_and_watch_with<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        mut options: EnqueueOptions,
+        timeout: Duration,
+    ) -> Result<JobWatch<J::Output>, WaitError> {
         let unique = options.unique.take().or_else(|| job.unique());
         let (mut envelope, wait) = self.envelope_with(job, options)?;
         if wait.is_some() {
@@ -134,164 +204,6 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
             }
             Err(_) => return Err(timed_out()),
         };
-        match tokio::time::timeout_at(deadline, pending).await {
-            Ok(Ok(reply)) => output(reply, job_id, J::NAME),
-            Ok(Err(lost)) => Err(WaitError::ReplyLost {
-                job_id,
-                job_type: J::NAME,
-                reason: lost.reason().to_owned(),
-            }),
-            Err(_) => Err(timed_out()),
-        }
-    }
-}
-
-/// Why [`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait)
-/// has no output to return.
-///
-/// Only the job's final outcome answers: retries and deferrals in between
-/// are not seen by the caller. The variants that say "the job may still
-/// run" mean just that: the job keeps its at-least-once guarantee whether
-/// or not anyone waits for it.
-///
-/// The enum is `#[non_exhaustive]`: keep a wildcard arm.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum WaitError {
-    /// The job could not be enqueued (the error says whether the broker may
-    /// hold it all the same).
-    #[error("could not enqueue the job to wait for: {0}")]
-    Enqueue(#[from] Error),
-
-    /// The job failed for good: it was dead-lettered, for `reason`.
-    #[error(
-        "the `{job_type}` job {job_id} failed for good and was dead-lettered: {reason}; \
-         its dead-letter queue holds it for inspection or replay"
-    )]
-    DeadLettered {
-        /// The job's id.
-        job_id: Uuid,
-        /// The job's type name.
-        job_type: &'static str,
-        /// The dead-letter reason.
-        reason: String,
-    },
-
-    /// The job was dead-lettered because its deadline passed before it
-    /// could finish.
-    #[error(
-        "the `{job_type}` job {job_id} was dead-lettered because its deadline passed \
-         before it could finish; give it a later deadline, or more workers"
-    )]
-    DeadlinePassed {
-        /// The job's id.
-        job_id: Uuid,
-        /// The job's type name.
-        job_type: &'static str,
-    },
-
-    /// No reply came within the caller's timeout. The job may still run:
-    /// it stays queued or in progress, and its reply will be dropped.
-    #[error(
-        "no result for the `{job_type}` job {job_id} within {timeout:?}; the job may still \
-         run (it is queued, held for a retry or running), but its result will be dropped; \
-         wait longer, or look the outcome up elsewhere"
-    )]
-    TimedOut {
-        /// The job's id.
-        job_id: Uuid,
-        /// The job's type name.
-        job_type: &'static str,
-        /// The caller's timeout.
-        timeout: Duration,
-    },
-
-    /// The reply can no longer come (the connection that carried the reply
-    /// address dropped, or the backend closed). The job may still run.
-    #[error(
-        "the result of the `{job_type}` job {job_id} cannot reach this caller any more: \
-         {reason}; the job may still run, and its result will be dropped"
-    )]
-    ReplyLost {
-        /// The job's id.
-        job_id: Uuid,
-        /// The job's type name.
-        job_type: &'static str,
-        /// What the backend knows.
-        reason: String,
-    },
-
-    /// The job succeeded, but its reply did not decode as the job's
-    /// output type (producer and worker disagree on the type), or the
-    /// worker had no output to send.
-    #[error(
-        "the `{job_type}` job {job_id} succeeded, but its result is unusable: {detail}; \
-         check that the producer and the worker run the same version of the job's output type"
-    )]
-    Decode {
-        /// The job's id.
-        job_id: Uuid,
-        /// The job's type name.
-        job_type: &'static str,
-        /// What went wrong.
-        detail: String,
-    },
-}
-
-/// The job's output from its reply, or the error the reply stands for.
-fn output<O: serde::de::DeserializeOwned>(
-    reply: Reply,
-    job_id: Uuid,
-    job_type: &'static str,
-) -> Result<O, WaitError> {
-    match reply {
-        Reply::Value(json) => serde_json::from_str(json.get()).map_err(|e| WaitError::Decode {
-            job_id,
-            job_type,
-            detail: format!("the output does not decode: {e}"),
-        }),
-        Reply::DeadLettered(reason) => Err(WaitError::DeadLettered {
-            job_id,
-            job_type,
-            reason,
-        }),
-        Reply::DeadlinePassed => Err(WaitError::DeadlinePassed { job_id, job_type }),
-        Reply::NoValue(detail) => Err(WaitError::Decode {
-            job_id,
-            job_type,
-            detail,
-        }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_reply_becomes_the_output_or_its_error() {
-        let id = Uuid::new_v4();
-        let value = Reply::Value(serde_json::value::to_raw_value(&7u32).unwrap());
-        assert_eq!(output::<u32>(value.clone(), id, "t").unwrap(), 7);
-        let wrong = output::<String>(value, id, "t").unwrap_err();
-        assert!(matches!(wrong, WaitError::Decode { .. }), "{wrong}");
-        assert!(wrong.to_string().contains("same version"), "{wrong}");
-        let dead = output::<u32>(Reply::DeadLettered("boom".into()), id, "t").unwrap_err();
-        assert!(
-            matches!(&dead, WaitError::DeadLettered { reason, .. } if reason == "boom"),
-            "{dead}"
-        );
-        let late = output::<u32>(Reply::DeadlinePassed, id, "t").unwrap_err();
-        assert!(late.to_string().contains("deadline passed"), "{late}");
-    }
-
-    #[test]
-    fn a_timeout_says_the_job_may_still_run() {
-        let e = WaitError::TimedOut {
-            job_id: Uuid::nil(),
-            job_type: "t",
-            timeout: Duration::from_secs(2),
-        };
-        assert!(e.to_string().contains("may still run"), "{e}");
+        Ok(JobWatch::new(pending, deadline, job_id, J::NAME, timeout))
     }
 }

@@ -13,6 +13,7 @@ pub(crate) async fn run(global: &Global) -> Result<ExitCode> {
         global.mgmt_url.as_deref(),
         &global.tls(),
         &global.dead_suffix,
+        &global.deferred_suffix,
     )
     .await;
     if global.json {

@@ -3,7 +3,8 @@
 use std::process::ExitCode;
 
 use crate::Result;
-use crate::holds::{self, Census};
+use crate::holds::{self, Census, Stall};
+use crate::mgmt::Management;
 use crate::prune;
 use crate::shards::{self, Shards};
 use crate::time::{format_duration_ms, format_ms, now_ms};
@@ -23,7 +24,9 @@ pub(crate) struct HoldsArgs {
     queues: Vec<String>,
     /// Print Prometheus text exposition (gauges `queuey_hold_jobs`,
     /// `queuey_hold_consumers` and, for quorum holds,
-    /// `queuey_hold_releasing`) instead of a table.
+    /// `queuey_hold_releasing`) instead of a table, without waiting for the
+    /// second read that tells a stalled quorum hold (alert on a
+    /// `queuey_hold_releasing` that stays above 0 instead).
     #[arg(long)]
     prometheus: bool,
     /// Read at most N jobs of each hold queue for the release times (0: none).
@@ -68,6 +71,11 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
         }
     }
     amqp.close().await;
+    let stalls = if args.prometheus {
+        Vec::new()
+    } else {
+        mark_stalls(&mgmt, &mut censuses).await?
+    };
     let fleet = global.fleet("holds").await?;
     let state = fleet.state().await;
     fleet.close().await;
@@ -96,6 +104,9 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
             }
         }
     }
+    for stall in &stalls {
+        eprintln!("problem: {}", crate::escape::line(&stall.describe()));
+    }
     if consumers > 0 {
         eprintln!(
             "problem: {consumers} consumer(s) on hold queues; a consumer takes delayed jobs before \
@@ -103,7 +114,36 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_PROBLEM));
     }
+    if !stalls.is_empty() {
+        return Ok(ExitCode::from(EXIT_PROBLEM));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads again, [`holds::STALL_RECHECK`] later, the quorum holds of
+/// `censuses` that hold jobs past their delay, marks those that released
+/// none of them, and returns them.
+async fn mark_stalls(mgmt: &Management, censuses: &mut [Census]) -> Result<Vec<Stall>> {
+    let due: Vec<(String, String)> = censuses
+        .iter()
+        .flat_map(|c| &c.holds)
+        .filter(|h| h.kind == "quorum" && h.mismatch.is_none() && h.releasing.unwrap_or(0) > 0)
+        .map(|h| (h.name.clone(), h.work_queue.clone()))
+        .collect();
+    if due.is_empty() {
+        return Ok(Vec::new());
+    }
+    eprintln!(
+        "{} quorum hold(s) hold jobs past their delay; reading them again in {} s to tell a \
+         stalled hold from a busy one",
+        due.len(),
+        holds::STALL_RECHECK.as_secs()
+    );
+    let stalls = holds::stalled(mgmt, &due).await?;
+    for hold in censuses.iter_mut().flat_map(|c| &mut c.holds) {
+        hold.stalled = stalls.iter().any(|s| s.hold == hold.name);
+    }
+    Ok(stalls)
 }
 
 async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
@@ -286,11 +326,18 @@ fn print_census(census: &Census) {
         .iter()
         .filter_map(|h| h.releasing)
         .fold(0, u64::saturating_add);
-    if releasing > 0 {
+    let stalled = census.holds.iter().filter(|h| h.stalled).count();
+    if stalled > 0 {
+        println!(
+            "note: {stalled} quorum hold(s) released none of their jobs past their delay between \
+             two reads {} s apart: they stopped releasing (see the problem below).",
+            holds::STALL_RECHECK.as_secs()
+        );
+    } else if releasing > 0 {
         println!(
             "note: {releasing} job(s) in quorum holds are past their delay and wait for the broker \
-             to move them back. A figure that stays and does not fall means a hold stopped \
-             releasing (see `queuey doctor`, \"quorum holds\")."
+             to move them back; the holds released jobs between two reads, so they are busy, not \
+             stalled."
         );
     }
 }

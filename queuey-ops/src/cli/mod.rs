@@ -230,8 +230,8 @@ pub(crate) enum Command {
     /// Dead letters: list, group, show, redrive, purge with an export, import.
     #[command(subcommand)]
     Dead(dead::DeadCommand),
-    /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times;
-    /// `holds prune` deletes the empty ones.
+    /// Hold queues of a work queue: delay, jobs waiting, consumers, lease, release times,
+    /// quorum holds that stopped releasing; `holds prune` deletes the empty ones.
     #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
     Holds(holds::HoldsArgs),
     /// Schedules of periodic jobs: whether the fleet has a leader, who waits, last and next tick.

@@ -73,6 +73,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> 
         "ATTEMPT",
         "WORKER",
         "RUNNING FOR",
+        "PROGRESS",
     ]);
     let mut any = false;
     for (worker, job) in fleet::running_where(&workers, |_| true) {
@@ -86,6 +87,9 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> 
             job.attempt.to_string(),
             fleet::label(worker),
             format_duration_ms(ms(running)),
+            job.progress
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), ToString::to_string),
         ]);
     }
     if any {

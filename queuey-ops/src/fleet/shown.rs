@@ -5,6 +5,8 @@
 //! escaper, [`escape::line`]: a control sequence in them is printed as an
 //! escape instead of being run by the terminal.
 
+#[cfg(test)]
+use queuey_core::control::Progress;
 use queuey_core::control::{Heartbeat, RunningJob};
 
 use super::{label, running_for};
@@ -26,10 +28,16 @@ pub(crate) fn consumers_of(workers: &[Heartbeat], queue: &str) -> Vec<String> {
 }
 
 /// One running job as a preview line: its id, type and attempt, the worker
-/// running it and for how long, every heartbeat string escaped.
+/// running it and for how long, and its progress, every heartbeat string
+/// escaped.
 pub(crate) fn running_line(worker: &Heartbeat, job: &RunningJob) -> String {
+    let progress = job
+        .progress
+        .as_ref()
+        .map(|progress| format!(", at {}", escape::line(&progress.to_string())))
+        .unwrap_or_default();
     format!(
-        "  running now: {} ({}, attempt {}) on {} for {}",
+        "  running now: {} ({}, attempt {}) on {} for {}{progress}",
         job.job_id,
         escape::line(&job.job_type),
         job.attempt,
@@ -53,6 +61,10 @@ pub(crate) mod tests {
             queue: "app.emails".into(),
             attempt: 1,
             started_at_ms: 1_000,
+            progress: Some(Progress {
+                percent: 40,
+                message: "half\u{1b}[2J".into(),
+            }),
         };
         Heartbeat {
             worker_id: Uuid::nil(),
@@ -89,6 +101,7 @@ pub(crate) mod tests {
             line.contains(r"on web-1\e]0;owned\x07\r\u{9b}31m:7"),
             "{line}"
         );
+        assert!(line.ends_with(r", at 40% half\e[2J"), "{line}");
     }
 
     #[test]

@@ -113,6 +113,7 @@ async fn doctor_check(url: &str, name: &str) -> crate::doctor::Check {
         std::env::var("QUEUEY_MGMT_URL").ok().as_deref(),
         &crate::TlsFiles::default(),
         ".dead",
+        ".deferred",
     )
     .await
     .into_iter()

@@ -70,6 +70,15 @@ async fn doctor_reports_a_healthy_broker_and_never_prints_a_password() {
         holds["status"] == "ok" || detail.contains("HoldQueues::Classic"),
         "{holds}"
     );
+    // Every quorum hold of the vhost is looked at for a stall; one named
+    // stalled comes with the remedy.
+    let stalls = by_name("stalled holds");
+    let detail = stalls["detail"].as_str().unwrap();
+    assert!(
+        (stalls["status"] == "ok" && detail.contains("quorum hold"))
+            || (stalls["status"] == "fail" && detail.contains("ra:restart_server")),
+        "{stalls}"
+    );
 
     // Wrong credentials: a failure that names the problem, not the password.
     let secret = format!("pw-{}", uuid::Uuid::new_v4().simple());

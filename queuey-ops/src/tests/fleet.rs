@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuey_core::Uuid;
 use queuey_core::backend::Heartbeats;
-use queuey_core::control::{ControlState, Heartbeat, QueueTotals, RunningJob};
+use queuey_core::control::{ControlState, Heartbeat, Progress, QueueTotals, RunningJob};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::TlsFiles;
@@ -56,6 +56,7 @@ pub(crate) fn beat(queue: &str, job: Uuid, ran: Duration) -> Heartbeat {
             queue: queue.to_owned(),
             attempt: 2,
             started_at_ms: now - ran.as_millis() as u64,
+            progress: Some(Progress::new(40, "4 of 10 pages")),
         }],
         totals: vec![QueueTotals {
             queue: queue.to_owned(),
@@ -167,10 +168,12 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     assert!(listed.contains("ops-test-host:4242"), "{listed}");
     assert!(listed.contains(&job.to_string()), "{listed}");
     assert!(listed.contains("LONG"), "{listed}");
+    assert!(listed.contains("40% 4 of 10 pages"), "{listed}");
     let quiet = ok(&h.cli(&["workers", "--long", "1h"]));
     assert!(!quiet.contains("LONG"), "{quiet}");
     let as_json = json(&h.cli(&["--json", "workers"]));
     assert_eq!(as_json[0]["running"][0]["job_id"], job.to_string());
+    assert_eq!(as_json[0]["running"][0]["progress"]["percent"], 40);
 
     let mut config = h.web_config();
     config.queues = vec![q.clone()];
@@ -203,7 +206,12 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     .await
     .unwrap();
     assert!(page.contains("ops-test-host:4242"), "{page}");
-    assert!(page.contains("class=long"), "{page}");
+    assert!(page.contains("class=\"long\""), "{page}");
+    assert!(
+        page.contains("<progress max=\"100\" value=\"40\">"),
+        "{page}"
+    );
+    assert!(page.contains("40% 4 of 10 pages"), "{page}");
 
     // Its last heartbeat takes it off the list at once.
     let mut last = beat(&q, job, Duration::from_secs(901));

@@ -4,6 +4,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use fantoccini::elements::Element;
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
@@ -101,10 +102,9 @@ async fn text(client: &Client, css: &str) -> String {
     .await
 }
 
-/// Clicks the element `css` names, waiting for the page that has it. The
-/// click itself is never repeated: it may submit a form.
-async fn click(client: &Client, css: &str) {
-    let element = within(css, async {
+/// The element `css` names, waiting for the page that has it.
+async fn element(client: &Client, css: &str) -> Element {
+    within(css, async {
         loop {
             if let Ok(element) = client.find(Locator::Css(css)).await {
                 return element;
@@ -112,8 +112,14 @@ async fn click(client: &Client, css: &str) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     })
-    .await;
-    element
+    .await
+}
+
+/// Clicks the element `css` names, waiting for the page that has it. The
+/// click itself is never repeated: it may submit a form.
+async fn click(client: &Client, css: &str) {
+    element(client, css)
+        .await
         .click()
         .await
         .unwrap_or_else(|e| panic!("click {css}: {e}"));
@@ -392,7 +398,18 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     short.job_id = queuey_core::Uuid::new_v4();
     short.job_type = "send_email".into();
     short.started_at_ms = beat.at_ms - 4_000;
-    beat.running.push(short);
+    // A forged report: markup and script in the message, which the page
+    // must show as text.
+    let forged = "<img src=x id=forged><script>document.title='owned'</script>";
+    short.progress = Some(queuey_core::control::Progress {
+        percent: 7,
+        message: forged.into(),
+    });
+    let mut quiet = short.clone();
+    quiet.job_id = queuey_core::Uuid::new_v4();
+    quiet.progress = None;
+    let (short_id, quiet_id) = (short.job_id, quiet.job_id);
+    beat.running.extend([short, quiet]);
     queuey_core::backend::Heartbeats::heartbeat(&worker, &beat)
         .await
         .unwrap();
@@ -409,10 +426,29 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     click(&client, "#workers-link").await;
     let workers = text(&client, "#workers").await;
     assert!(workers.contains("ops-test-host:4242"), "{workers}");
-    assert!(workers.contains("2/8"), "{workers}");
+    assert!(workers.contains("3/8"), "{workers}");
     let busy = text(&client, "#busy").await;
     assert!(busy.contains(&long.to_string()), "{busy}");
     assert!(busy.contains("long"), "{busy}");
+    // Each running job's progress: a bar, its percentage and its message.
+    let bar = element(&client, &format!("#progress-{long} progress")).await;
+    assert_eq!(bar.attr("max").await.unwrap().as_deref(), Some("100"));
+    assert_eq!(bar.attr("value").await.unwrap().as_deref(), Some("40"));
+    let shown = text(&client, &format!("#progress-{long}")).await;
+    assert!(shown.contains("40% 4 of 10 pages"), "{shown}");
+    let shown = text(&client, &format!("#progress-{short_id}")).await;
+    assert!(shown.contains(&format!("7% {forged}")), "{shown}");
+    let forged_bar = element(&client, &format!("#progress-{short_id} progress")).await;
+    assert_eq!(
+        forged_bar.attr("value").await.unwrap().as_deref(),
+        Some("7")
+    );
+    for css in ["#forged", "#busy img", "#busy script"] {
+        let found = client.find_all(Locator::Css(css)).await.unwrap();
+        assert!(found.is_empty(), "{css}: the message became markup");
+    }
+    assert_ne!(client.title().await.unwrap(), "owned");
+    assert_eq!(text(&client, &format!("#progress-{quiet_id}")).await, "-");
     screenshot(&client, "queuey-dashboard-workers.png").await;
 
     click(&client, &format!("#cancel-{long}")).await;

@@ -1,10 +1,9 @@
 //! The per-minute chart of a queue's settled jobs, drawn as inline SVG on
 //! the server (no script on the page).
 
-use std::fmt::Write as _;
+use maud::{Markup, html};
 
 use crate::fleet::Counts;
-use crate::web::html::esc;
 
 const WIDTH: usize = 600;
 const HEIGHT: usize = 90;
@@ -20,9 +19,19 @@ const SERIES: [Series; 4] = [
     ("dead-lettered", "#b3261e", |c| c.dead_lettered),
 ];
 
+/// One segment of a bar: where it is drawn and what it stands for.
+struct Segment {
+    x: usize,
+    y: usize,
+    height: usize,
+    colour: &'static str,
+    count: u64,
+    label: &'static str,
+}
+
 /// A stacked bar per minute, oldest left, with a legend of the hour's
 /// totals; `id` names the chart for tests and links.
-pub(crate) fn minutes(id: &str, minutes: &[(i64, Counts)]) -> String {
+pub(crate) fn minutes(id: &str, minutes: &[(i64, Counts)]) -> Markup {
     let peak = minutes
         .iter()
         .map(|(_, c)| c.sum())
@@ -30,18 +39,7 @@ pub(crate) fn minutes(id: &str, minutes: &[(i64, Counts)]) -> String {
         .unwrap_or(0)
         .max(1);
     let bar = WIDTH / minutes.len().max(1);
-    let mut svg = format!(
-        "<svg id=\"{}\" class=chart width=\"{WIDTH}\" height=\"{}\" viewBox=\"0 0 {WIDTH} {}\" \
-         role=\"img\" aria-label=\"jobs settled per minute over the last hour\" \
-         xmlns=\"http://www.w3.org/2000/svg\">",
-        esc(id),
-        HEIGHT + 14,
-        HEIGHT + 14
-    );
-    let _ = write!(
-        svg,
-        "<rect x=\"0\" y=\"0\" width=\"{WIDTH}\" height=\"{HEIGHT}\" fill=\"#ffffff\" stroke=\"#e3e6ea\"/>"
-    );
+    let mut segments = Vec::new();
     for (i, (_, counts)) in minutes.iter().enumerate() {
         let mut y = HEIGHT;
         for (label, colour, count) in SERIES {
@@ -52,36 +50,47 @@ pub(crate) fn minutes(id: &str, minutes: &[(i64, Counts)]) -> String {
             let h = ((n as f64 / peak as f64) * (HEIGHT as f64 - 4.0)).ceil() as usize;
             let h = h.clamp(1, y);
             y -= h;
-            let _ = write!(
-                svg,
-                "<rect x=\"{}\" y=\"{y}\" width=\"{}\" height=\"{h}\" fill=\"{colour}\"><title>{n} {label}</title></rect>",
-                i * bar + 1,
-                bar.saturating_sub(2).max(1),
-            );
+            segments.push(Segment {
+                x: i * bar + 1,
+                y,
+                height: h,
+                colour,
+                count: n,
+                label,
+            });
         }
     }
-    let _ = write!(
-        svg,
-        "<text x=\"2\" y=\"{}\" font-size=\"10\" fill=\"#5b6573\">-60 min</text>\
-         <text x=\"{}\" y=\"{}\" font-size=\"10\" fill=\"#5b6573\" text-anchor=\"end\">now · peak {peak}/min</text></svg>",
-        HEIGHT + 12,
-        WIDTH - 2,
-        HEIGHT + 12
-    );
     let mut hour = Counts::default();
     for (_, c) in minutes {
         hour += *c;
     }
-    let mut legend = String::from("<div class=note>");
-    for (label, colour, count) in SERIES {
-        let _ = write!(
-            legend,
-            "<svg width=\"10\" height=\"10\" xmlns=\"http://www.w3.org/2000/svg\"><rect width=\"10\" height=\"10\" fill=\"{colour}\"/></svg> {label} {} &nbsp; ",
-            count(&hour)
-        );
+    let full = HEIGHT + 14;
+    html! {
+        svg id=(id) class="chart" width=(WIDTH) height=(full) viewBox={ "0 0 " (WIDTH) " " (full) }
+            role="img" aria-label="jobs settled per minute over the last hour"
+            xmlns="http://www.w3.org/2000/svg" {
+            rect x="0" y="0" width=(WIDTH) height=(HEIGHT) fill="#ffffff" stroke="#e3e6ea" {}
+            @for s in &segments {
+                rect x=(s.x) y=(s.y) width=(bar.saturating_sub(2).max(1)) height=(s.height)
+                    fill=(s.colour) {
+                    title { (s.count) " " (s.label) }
+                }
+            }
+            text x="2" y=(HEIGHT + 12) font-size="10" fill="#5b6573" { "-60 min" }
+            text x=(WIDTH - 2) y=(HEIGHT + 12) font-size="10" fill="#5b6573" text-anchor="end" {
+                "now · peak " (peak) "/min"
+            }
+        }
+        div.note {
+            @for (label, colour, count) in SERIES {
+                svg width="10" height="10" xmlns="http://www.w3.org/2000/svg" {
+                    rect width="10" height="10" fill=(colour) {}
+                }
+                " " (label) " " (count(&hour)) "\u{a0} "
+            }
+            "in the last hour"
+        }
     }
-    legend.push_str("in the last hour</div>");
-    svg + &legend
 }
 
 #[cfg(test)]
@@ -103,6 +112,6 @@ mod tests {
     }
 
     fn minutes_svg(m: &[(i64, Counts)]) -> String {
-        minutes("chart-q", m)
+        minutes("chart-q", m).into_string()
     }
 }

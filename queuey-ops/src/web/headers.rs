@@ -5,13 +5,17 @@
 //! Content-Security-Policy allows exactly that (the style sheet by its
 //! SHA-256 hash, so no other inline style runs), and no page may be shown
 //! in a frame. Every answer may hold a payload, so none is cached.
+//!
+//! Each header is set by a `tower_http` [`SetResponseHeaderLayer`] around
+//! the whole router ([`layer`]), so it is on every answer, the refusals
+//! of the Host, Origin and authentication checks included, and replaces
+//! whatever an inner handler set.
 
 use std::sync::LazyLock;
 
-use axum::extract::Request;
+use axum::Router;
 use axum::http::{HeaderName, HeaderValue, header};
-use axum::middleware::Next;
-use axum::response::Response;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::html::STYLE;
 
@@ -25,7 +29,7 @@ pub(crate) static CONTENT_SECURITY_POLICY: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// The headers [`add`] sets, policy first.
+/// The headers [`layer`] sets, policy first.
 pub(crate) fn all() -> Vec<(HeaderName, HeaderValue)> {
     let fixed = [
         (header::X_FRAME_OPTIONS, "DENY"),
@@ -49,14 +53,14 @@ pub(crate) fn all() -> Vec<(HeaderName, HeaderValue)> {
     out
 }
 
-/// Adds the security headers to the response, whatever answered.
-pub(crate) async fn add(req: Request, next: Next) -> Response {
-    let mut response = next.run(req).await;
-    let headers = response.headers_mut();
-    for (name, value) in all() {
-        headers.insert(name, value);
-    }
-    response
+/// `router` with the security headers set on every answer it gives.
+pub(crate) fn layer<S>(router: Router<S>) -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+{
+    all().into_iter().fold(router, |router, (name, value)| {
+        router.layer(SetResponseHeaderLayer::overriding(name, value))
+    })
 }
 
 #[cfg(test)]
@@ -77,7 +81,7 @@ mod tests {
         }
         assert!(!csp.contains("unsafe-inline"), "{csp}");
         // The hash is of the exact text between <style> and </style>.
-        let html = page("t", "<p>x</p>");
+        let html = page("t", maud::html! { p { "x" } }).into_string();
         let start = html.find("<style>").unwrap() + "<style>".len();
         let end = html.find("</style>").unwrap();
         let digest = ring::digest::digest(&ring::digest::SHA256, &html.as_bytes()[start..end]);

@@ -1,27 +1,42 @@
-//! HTML building blocks: escaping, the page layout, links.
+//! What every page shares: the layout, the one style sheet, forms that
+//! post, links to queues, and how untrusted text is shown.
+//!
+//! The pages are [maud](https://maud.lambda.xyz/) templates: every value
+//! spliced into one is HTML-escaped unless wrapped in `PreEscaped`, which
+//! only the style sheet is. Text from the broker (queue names, job types,
+//! hosts, progress messages, reasons, payloads) is spliced through
+//! [`shown`], which also shows its control characters and bidirectional
+//! overrides escaped, as the command line shows them.
 
-/// `text` safe inside HTML text and double-quoted attributes.
-pub(crate) fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            // Line breaks and tabs lay out payloads; every other control
-            // character and the bidirectional overrides, which would reorder
-            // what the page shows, are shown escaped, as the command line
-            // shows them.
-            '\n' | '\t' => out.push(c),
-            c if crate::escape::is_unsafe(c) => {
-                out.push_str(&crate::escape::line(c.encode_utf8(&mut [0; 4])));
-            }
-            c => out.push(c),
+use std::fmt::Write as _;
+
+use maud::{DOCTYPE, Escaper, Markup, PreEscaped, Render, html};
+
+/// Text from the broker as the page shows it: HTML-escaped by the
+/// template, every control character but line breaks and tabs, and every
+/// bidirectional override (which would reorder what the page shows),
+/// written as an escape (`\e`, `\u{202e}`…).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shown<'a>(&'a str);
+
+/// `text` as the page shows it (see [`Shown`]).
+pub(crate) fn shown(text: &str) -> Shown<'_> {
+    Shown(text)
+}
+
+impl Render for Shown<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        let mut out = Escaper::new(buffer);
+        let mut rest = self.0;
+        // Line breaks and tabs lay out payloads.
+        let escaped = |c: char| crate::escape::is_unsafe(c) && !matches!(c, '\n' | '\t');
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| escaped(c)) {
+            let _ = out.write_str(&rest[..at]);
+            let _ = out.write_str(&crate::escape::line(c.encode_utf8(&mut [0; 4])));
+            rest = &rest[at + c.len_utf8()..];
         }
+        let _ = out.write_str(rest);
     }
-    out
 }
 
 /// A path segment, percent-encoded.
@@ -31,10 +46,19 @@ pub(crate) fn seg(text: &str) -> String {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out
+}
+
+/// The path of `queue`'s page, or of one under it (`/queue/{q}/{rest}`).
+pub(crate) fn queue_path(queue: &str, rest: &str) -> String {
+    if rest.is_empty() {
+        format!("/queue/{}", seg(queue))
+    } else {
+        format!("/queue/{}/{rest}", seg(queue))
+    }
 }
 
 /// The one style sheet, inline in every page (the CSP allows it by hash).
@@ -47,18 +71,31 @@ th{background:#eef0f3;font-weight:600}td.n{text-align:right;font-variant-numeric
 code,pre{font:12px ui-monospace,monospace}pre{background:#fff;padding:10px;overflow:auto;border:1px solid #e3e6ea}\
 form{display:inline}button{cursor:pointer;padding:3px 10px;border:1px solid #8a94a3;border-radius:4px;background:#fff}\
 button.danger{border-color:#b3261e;color:#b3261e}button.go{background:#1f6feb;color:#fff;border-color:#1f6feb}\
+progress{width:90px;vertical-align:middle;margin-right:6px}\
 .ok{color:#1a7f37}.bad{color:#b3261e;font-weight:600}.note{color:#5b6573}.box{background:#fff;border:1px solid #e3e6ea;padding:12px;margin:8px 0}";
 
 /// A whole page.
-pub(crate) fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width\"><title>{} · queuey</title>\
-         <style>{STYLE}</style></head><body><header><a href=\"/\">queuey</a></header>\
-         <main><h1>{}</h1>{body}</main></body></html>",
-        esc(title),
-        esc(title)
-    )
+pub(crate) fn page(title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width";
+                title { (shown(title)) " · queuey" }
+                // CSS is not HTML: escaping would change it, and the
+                // policy allows exactly this text by its hash.
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header { a href="/" { "queuey" } }
+                main {
+                    h1 { (shown(title)) }
+                    (body)
+                }
+            }
+        }
+    }
 }
 
 /// A POST form with the CSRF token, hidden fields and one button.
@@ -69,47 +106,74 @@ pub(crate) fn post_form(
     label: &str,
     class: &str,
     id: &str,
-) -> String {
-    let mut hidden = format!(
-        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
-        esc(csrf)
-    );
-    for (name, value) in fields {
-        hidden.push_str(&format!(
-            "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-            esc(name),
-            esc(value)
-        ));
+) -> Markup {
+    html! {
+        form method="post" action=(action) {
+            input type="hidden" name="csrf" value=(csrf);
+            @for (name, value) in fields {
+                input type="hidden" name=(name) value=(value);
+            }
+            button type="submit" class=(class) id=(id) { (label) }
+        }
     }
-    format!(
-        "<form method=\"post\" action=\"{}\">{hidden}<button type=\"submit\" class=\"{class}\" id=\"{}\">{}</button></form>",
-        esc(action),
-        esc(id),
-        esc(label)
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn render(text: &str) -> String {
+        html! { (shown(text)) }.into_string()
+    }
+
     #[test]
     fn bidi_overrides_and_controls_are_shown_not_obeyed() {
-        let shown = esc("exe.\u{202e}fdp\u{1b}[2J line\nnext");
+        let shown = render("exe.\u{202e}fdp\u{1b}[2J line\nnext\u{9b}");
         assert!(
-            !shown.chars().any(|c| c == '\u{202e}' || c == '\u{1b}'),
+            !shown
+                .chars()
+                .any(|c| matches!(c, '\u{202e}' | '\u{1b}' | '\u{9b}')),
             "{shown}"
         );
         assert!(shown.contains("\\u{202e}"), "{shown}");
+        assert!(shown.contains("\\e[2J"), "{shown}");
         assert!(shown.contains("line\nnext"), "{shown}");
     }
 
     #[test]
-    fn text_and_paths_are_escaped() {
+    fn text_attributes_and_paths_are_escaped() {
         assert_eq!(
-            esc("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+            render("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;'"
         );
+        let form = post_form(
+            "/queue/a%20b/purge",
+            "t\"ok",
+            &[("fingerprint", "\"><script>")],
+            "<b>Go</b>",
+            "danger",
+            "purge-0",
+        )
+        .into_string();
+        assert!(
+            !form.contains("<script>") && !form.contains("<b>"),
+            "{form}"
+        );
+        assert!(
+            form.contains("value=\"&quot;&gt;&lt;script&gt;\""),
+            "{form}"
+        );
+        assert!(form.contains("name=\"csrf\" value=\"t&quot;ok\""), "{form}");
         assert_eq!(seg("a b/c.d"), "a%20b%2Fc.d");
+        assert_eq!(queue_path("a b", "redrive"), "/queue/a%20b/redrive");
+        assert_eq!(queue_path("a/b", ""), "/queue/a%2Fb");
+    }
+
+    #[test]
+    fn a_page_escapes_its_title_and_keeps_its_body() {
+        let html = page("Queue <i>", html! { p #x { "body" } }).into_string();
+        assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+        assert!(html.contains("<h1>Queue &lt;i&gt;</h1>"), "{html}");
+        assert!(html.contains("<p id=\"x\">body</p>"), "{html}");
     }
 }

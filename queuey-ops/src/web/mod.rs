@@ -254,7 +254,7 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
     let state = || app.clone();
     // Outermost last: headers on every answer, then the Host and Origin
     // checks, then authentication, then the session.
-    Ok(Router::new()
+    let routes = Router::new()
         .route("/", get(pages::index))
         .route("/schedules", get(pages::schedules))
         .route("/workers", get(pages::workers))
@@ -274,9 +274,8 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
         .layer(axum::middleware::from_fn_with_state(
             state(),
             exposure::check,
-        ))
-        .layer(axum::middleware::from_fn(headers::add))
-        .with_state(app))
+        ));
+    Ok(headers::layer(routes).with_state(app))
 }
 
 /// Serves the dashboard on `listener` until the process ends.

@@ -67,7 +67,8 @@ pub struct RabbitMqOptions {
     pub(crate) worker_senders: Vec<String>,
     pub(crate) authenticated_user: Option<String>,
     pub(crate) job_exchange: Option<String>,
-    pub(crate) hold_watch: super::watch_settings::HoldWatchSettings,
+    #[cfg(feature = "management")]
+    pub(crate) management_url: super::management_settings::ManagementUrl,
     pub(crate) census: SharedCensus,
 }
 
@@ -79,8 +80,8 @@ impl Default for RabbitMqOptions {
     /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
     /// 128 publishes in flight on each, a 16 MiB message limit, control
     /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM),
-    /// the [hold watchdog](crate#hold-watchdog) on, and quorum holds the
-    /// backend has not used for an hour [pruned](crate#pruning-hold-queues).
+    /// and quorum holds the backend has not used for an hour
+    /// [pruned](crate#pruning-hold-queues) when it can count their jobs.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -114,7 +115,8 @@ impl Default for RabbitMqOptions {
             worker_senders: Vec::new(),
             authenticated_user: None,
             job_exchange: None,
-            hold_watch: super::watch_settings::HoldWatchSettings::default(),
+            #[cfg(feature = "management")]
+            management_url: super::management_settings::ManagementUrl::default(),
             census: SharedCensus::default(),
         }
     }
@@ -401,8 +403,11 @@ impl RabbitMqOptions {
     /// rounded delay is a queue that stays on the broker, about 130 KB of
     /// broker memory each, until it is pruned: the backend deletes the
     /// empty ones it has not used for an hour
-    /// ([`prune_holds_after`](Self::prune_holds_after)), and
-    /// `queuey holds prune` deletes any empty, idle one. With the default
+    /// ([`prune_holds_after`](Self::prune_holds_after)) when it can count
+    /// their jobs (the `management` feature, or a
+    /// [`hold_census`](Self::hold_census); in the default build it cannot,
+    /// and prunes none), and `queuey holds prune` deletes any empty, idle
+    /// one. With the default
     /// granularity a work queue needs at most about 150 of them; a fixed
     /// granularity set explicitly bounds them by `longest delay / step`
     /// instead. `queuey holds` lists them. Never delete a quorum hold by
@@ -429,14 +434,26 @@ impl RabbitMqOptions {
     /// looks at the holds it has not used for that long and deletes those
     /// that are empty and unused, after watching each for ten seconds, so
     /// that no job is ever deleted with a hold and no publish races its
-    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues). It
-    /// asks the management API (the [hold watchdog](crate#hold-watchdog)'s,
-    /// or a [`hold_census`](Self::hold_census) given) for the jobs AMQP does
-    /// not count, and keeps a hold the API cannot count. A hold still in use by another process is kept and looked at again
-    /// later; one deleted and then needed again is declared again on its
-    /// next use. Holds the process never used (those of an earlier
-    /// version's delays, say) are left to `queuey holds prune`. Classic
-    /// holds expire by themselves and are never pruned.
+    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues).
+    ///
+    /// **It prunes only when it can count a hold's jobs.** AMQP does not
+    /// count the jobs a quorum hold keeps past their delay, so the pruner
+    /// asks a [`HoldCensus`]: the one given with
+    /// [`hold_census`](Self::hold_census), else, with the `management`
+    /// feature, the management API. In the default build, without the
+    /// feature and without a census, the backend can count nothing and
+    /// prunes nothing by itself, whatever this setting says: enable the
+    /// feature, give a census, or run `queuey holds prune` from time to
+    /// time. Holds stay bounded meanwhile by the granularity: about 150
+    /// per work queue at most with the default one (see
+    /// [`hold_queues`](Self::hold_queues)).
+    ///
+    /// A hold the census cannot count is kept. A hold still in use by
+    /// another process is kept and looked at again later; one deleted and
+    /// then needed again is declared again on its next use. Holds the
+    /// process never used (those of an earlier version's delays, say) are
+    /// left to `queuey holds prune`. Classic holds expire by themselves and
+    /// are never pruned.
     ///
     /// ```
     /// use std::time::Duration;
@@ -451,11 +468,15 @@ impl RabbitMqOptions {
     }
 
     /// What the backend's pruner asks for the jobs of a hold that AMQP
-    /// cannot count (see [`HoldCensus`]). By default (with the `hold-watch`
-    /// feature) it asks the management API the [hold
-    /// watchdog](crate#hold-watchdog) reads; a hold it cannot count is
-    /// kept. Without the feature and without a census, the backend prunes
-    /// nothing by itself.
+    /// cannot count (see [`HoldCensus`]); a hold it cannot count is kept.
+    ///
+    /// Without it the backend asks the management API when built with the
+    /// `management` feature, and otherwise has no census: it then prunes
+    /// nothing by itself ([`prune_holds_after`](Self::prune_holds_after)
+    /// does nothing) and
+    /// [`RabbitMqBackend::prune_hold`](crate::RabbitMqBackend::prune_hold)
+    /// keeps every hold. Give one, enable the feature, or run `queuey holds
+    /// prune`.
     pub fn hold_census(mut self, census: impl HoldCensus + 'static) -> Self {
         self.census = SharedCensus(Some(std::sync::Arc::new(census)));
         self

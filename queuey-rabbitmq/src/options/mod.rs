@@ -7,14 +7,15 @@
 
 pub(crate) mod builder;
 mod defaults;
+#[cfg(feature = "management")]
+mod management;
+#[cfg(feature = "management")]
+mod management_settings;
 pub(crate) mod settings;
 mod validate;
-mod watch;
-mod watch_settings;
 
 #[cfg(test)]
 mod tests;
 
 pub(crate) use builder::RabbitMqOptions;
 pub use defaults::*;
-pub use watch_settings::{DEFAULT_HOLD_STALL_AFTER, DEFAULT_HOLD_WATCH_INTERVAL};

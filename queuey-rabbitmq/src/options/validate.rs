@@ -145,7 +145,9 @@ impl RabbitMqOptions {
                 locale.len()
             )));
         }
-        self.validate_hold_watch()
+        #[cfg(feature = "management")]
+        self.validate_management()?;
+        Ok(())
     }
 }
 

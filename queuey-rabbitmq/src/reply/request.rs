@@ -96,7 +96,7 @@ impl Requests {
         let mut slot = self.channel.lock().await;
         loop {
             let (id, channel, generation) = self.channel(&mut slot, deadline, &what).await?;
-            let Some(receiver) = self.waiting.register(id, &correlation_id) else {
+            let Some((receiver, progress)) = self.waiting.register(id, &correlation_id) else {
                 // Its reader saw it close just now: open another.
                 self.retire(&mut slot);
                 continue;
@@ -153,13 +153,14 @@ impl Requests {
                 }
             };
             drop(slot);
-            return outcome.map(|()| -> PendingReply {
-                Box::pin(async move {
+            return outcome.map(|()| {
+                PendingReply::new(async move {
                     let _forget = forget;
                     receiver
                         .await
                         .unwrap_or_else(|_| Err(ReplyLost::new("the backend was dropped")))
                 })
+                .with_progress(progress)
             });
         }
     }

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use queuey_core::backend::{Reply, ReplyLost};
+use queuey_core::control::{ProgressReporter, ProgressUpdates};
 use tokio::sync::oneshot;
 
 /// What a waiting caller receives.
@@ -14,6 +15,8 @@ struct Waiter {
     /// The request channel whose address the job carries.
     channel: u64,
     sender: oneshot::Sender<Answer>,
+    /// Where the job's progress reports go until its answer comes.
+    progress: ProgressReporter,
 }
 
 #[derive(Default)]
@@ -41,28 +44,44 @@ impl Waiting {
     }
 
     /// Registers the caller of `correlation_id`, whose request goes on
-    /// `channel`; `None` if that channel is gone already.
+    /// `channel`: its answer, and its job's progress reports; `None` if
+    /// that channel is gone already.
     pub(super) fn register(
         &self,
         channel: u64,
         correlation_id: &str,
-    ) -> Option<oneshot::Receiver<Answer>> {
+    ) -> Option<(oneshot::Receiver<Answer>, ProgressUpdates)> {
         let mut inner = self.lock();
         if !inner.live.contains(&channel) {
             return None;
         }
         let (sender, receiver) = oneshot::channel();
-        inner
-            .waiters
-            .insert(correlation_id.to_owned(), Waiter { channel, sender });
-        Some(receiver)
+        let (progress, updates) = ProgressReporter::channel();
+        inner.waiters.insert(
+            correlation_id.to_owned(),
+            Waiter {
+                channel,
+                sender,
+                progress,
+            },
+        );
+        Some((receiver, updates))
     }
 
-    /// Hands `reply` to the caller of `correlation_id`, if it still waits.
+    /// Hands `reply` to the caller of `correlation_id`, if it still waits:
+    /// a progress report keeps it waiting, a final reply ends its wait.
     pub(super) fn resolve(&self, correlation_id: &str, reply: Reply) {
-        let waiter = self.lock().waiters.remove(correlation_id);
+        let mut inner = self.lock();
+        let waiter = match reply {
+            Reply::Progress(progress) => match inner.waiters.get(correlation_id) {
+                Some(waiter) => return waiter.progress.set(progress),
+                None => None,
+            },
+            reply => inner.waiters.remove(correlation_id).map(|w| (w, reply)),
+        };
+        drop(inner);
         match waiter {
-            Some(waiter) => {
+            Some((waiter, reply)) => {
                 let _ = waiter.sender.send(Ok(reply));
             }
             None => tracing::debug!(
@@ -109,6 +128,7 @@ impl Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use queuey_core::control::Progress;
 
     #[tokio::test]
     async fn a_lost_channel_ends_its_callers_waits_and_no_other() {
@@ -116,8 +136,8 @@ mod tests {
         assert!(waiting.register(1, "a").is_none(), "not opened yet");
         waiting.opened(1);
         waiting.opened(2);
-        let a = waiting.register(1, "a").unwrap();
-        let b = waiting.register(2, "b").unwrap();
+        let (a, _) = waiting.register(1, "a").unwrap();
+        let (b, mut b_progress) = waiting.register(2, "b").unwrap();
         waiting.lost(1, "the connection dropped");
         assert_eq!(
             a.await.unwrap(),
@@ -127,11 +147,14 @@ mod tests {
             waiting.register(1, "c").is_none(),
             "a lost channel takes no caller"
         );
+        waiting.resolve("b", Reply::Progress(Progress::new(60, "most")));
+        assert_eq!(b_progress.next().await, Some(Progress::new(60, "most")));
         waiting.resolve("b", Reply::DeadlinePassed);
         assert_eq!(b.await.unwrap(), Ok(Reply::DeadlinePassed));
+        assert_eq!(b_progress.next().await, None, "no report after the answer");
         // A second reply, or one for a caller that gave up, is dropped.
         waiting.resolve("b", Reply::DeadlinePassed);
-        let d = waiting.register(2, "d").unwrap();
+        let (d, _) = waiting.register(2, "d").unwrap();
         waiting.forget("d");
         assert!(d.await.is_err());
         assert_eq!(waiting.len(), 0);

@@ -25,6 +25,11 @@ use super::{
 ///   reads, so no lease can be kept by a producer), so their number per work
 ///   queue is bounded by the granularity instead: see
 ///   [`RabbitMqOptions::hold_queues`](crate::RabbitMqOptions::hold_queues).
+///   The backend prunes the empty ones it stopped using only when it can
+///   count their jobs, which AMQP cannot: with the `management` feature or
+///   a [`RabbitMqOptions::hold_census`](crate::RabbitMqOptions::hold_census).
+///   In the default build it prunes none; `queuey holds prune` does (see
+///   [Pruning hold queues](crate#pruning-hold-queues)).
 ///   Needs RabbitMQ 3.10 or later.
 /// - [`HoldQueues::Classic`]: the first version's holds, classic queues with
 ///   an `x-expires` lease. The broker releases their jobs **at most once**:

@@ -71,7 +71,7 @@
 //! | the control state survives a broker restart | the workspace's `tests/faults/control.rs` (a private node) |
 //! | `Disposition::Requeue` and a dropped stream's buffered deliveries go back as new messages: not redelivered, count unchanged, nothing moved by the guard | `hand_back::a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliveries`, `hand_back::five_pause_and_resume_rounds_under_a_backlog_dead_letter_nothing`; unit `outbox::hand_back::tests` |
 //! | `close()` waits for dropped streams to finish handing back | `hand_back::closing_the_backend_right_after_dropping_a_stream_still_hands_everything_back` |
-//! | the hold watchdog: an API it cannot read (hung up, 401) is logged once at INFO without the password, then again when it reads, while the backend works on; a quorum hold of a declared queue held stuck is reported (WARN with the remedy, `stalled_holds`) and cleared when it releases | `watch::an_api_that_hangs_up_is_logged_once_and_the_backend_works_on`, `watch::an_api_that_refuses_the_credentials_says_so_once_and_when_it_reads_again`, `watch::a_hold_the_api_shows_stuck_is_reported_and_cleared_when_it_releases`; the stall on a real broker: the workspace's `tests/faults/hold_watch.rs` (a private node); unit `watch::stall::tests` |
+//! | pruning needs a census: without the `management` feature and without one, the backend prunes no hold by itself and `prune_hold` keeps every hold; with the feature the management API counts the jobs, and an API that cannot be read keeps every hold and says so once at INFO without the password | `prune::without_the_management_feature_or_a_census_no_hold_is_pruned`, `prune::with_the_management_feature_the_api_counts_the_jobs_of_a_pruned_hold`, `prune::a_management_api_that_cannot_be_read_keeps_every_hold_and_says_so_once` |
 //! | a schedule keeps its last tick through 100 leader changes in a row, on a schedule queue created without a delivery limit (each new leader publishes the state afresh) | `schedule_memory::a_schedule_keeps_its_last_tick_through_a_hundred_leader_changes` |
 //! | a new schedule queue has `x-delivery-limit = SAFE_DELIVERY_LIMIT`; one created without it is still led | `schedule_memory::a_new_schedule_queue_has_the_safe_delivery_limit`, `schedule_memory::a_schedule_keeps_its_last_tick_through_a_hundred_leader_changes`; unit `topology::schedule::tests` |
 //! | a lost state message: the next leader, in line or new, recovers the last tick from the status queue | `schedule_memory::a_lost_state_is_recovered_from_the_status_queue`, `schedule_memory::a_waiting_candidate_leads_with_the_last_tick_when_the_state_is_lost` |
@@ -96,4 +96,3 @@ mod publish;
 mod quorum;
 mod rehold;
 mod schedule_memory;
-mod watch;

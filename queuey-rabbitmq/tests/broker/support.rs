@@ -738,7 +738,7 @@ static FILTERED_LEAKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static EVENTS: AtomicUsize = AtomicUsize::new(0);
 static WARNINGS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-static WATCH_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static MANAGEMENT_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static CONTROL_NOTICES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Every event and span field of every test, at every level down to
@@ -828,9 +828,11 @@ pub(crate) fn guard_notices_mentioning(needle: &str) -> Vec<String> {
     mentioning(&NOTICES, needle)
 }
 
-/// Every info line of the hold watchdog so far that mentions `needle`.
-pub(crate) fn watch_notices_mentioning(needle: &str) -> Vec<String> {
-    mentioning(&WATCH_NOTICES, needle)
+/// Every info line of the management API's client so far that mentions
+/// `needle`.
+#[cfg_attr(not(feature = "management"), allow(dead_code))]
+pub(crate) fn management_notices_mentioning(needle: &str) -> Vec<String> {
+    mentioning(&MANAGEMENT_NOTICES, needle)
 }
 
 /// Every line of the control plane so far, down to debug, that mentions
@@ -890,8 +892,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
             && target.starts_with("queuey_rabbitmq::consumer::guard")
         {
             NOTICES.lock().unwrap().push(line.0);
-        } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::watch") {
-            WATCH_NOTICES.lock().unwrap().push(line.0);
+        } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::management")
+        {
+            MANAGEMENT_NOTICES.lock().unwrap().push(line.0);
         } else if level <= tracing::Level::DEBUG && target.starts_with("queuey_rabbitmq::control") {
             CONTROL_NOTICES.lock().unwrap().push(line.0);
         }

@@ -15,9 +15,9 @@ use queuey_core::{Disposition, QueueConfig};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::WorkerError;
+use super::gate::QueueGate;
 use super::handle::stopped;
 use super::job::{JobEnv, Started, run_job};
-use super::pause::QueueControl;
 use super::reconnect::{
     Lost, Reconnect, Reconnecting, Stream, gave_up, note_lost, open, set_reconnecting,
 };
@@ -82,13 +82,13 @@ async fn first_poll<F: Future>(future: F) -> Poll<F::Output> {
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
 
-/// How a wait that watches for shutdown, a lost connection and a pause
-/// ended.
+/// How a wait that watches for shutdown, a lost connection and the queue's
+/// gate ended.
 enum Watched<T> {
     Done(T),
     Stopped,
     Lost,
-    Paused,
+    Closed,
 }
 
 /// What the loop does after a wait for the peeked delivery.
@@ -100,8 +100,8 @@ enum Step<T> {
     /// The connection was lost: the (stale) delivery was dropped; look at
     /// the stream again.
     Retake,
-    /// The queue was paused: the delivery was handed back.
-    Pause,
+    /// The queue's gate closed: the delivery was handed back.
+    Closed,
 }
 
 /// Hands back or drops the peeked delivery when a wait ended without it.
@@ -116,9 +116,9 @@ async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) ->
             drop_stale(stream, queue).await;
             Step::Retake
         }
-        Watched::Paused => {
+        Watched::Closed => {
             hand_back(stream, queue).await;
-            Step::Pause
+            Step::Closed
         }
     }
 }
@@ -139,19 +139,17 @@ pub(crate) async fn consume<B: Backend>(
     reconnect: Reconnect,
 ) -> Result<(), WorkerError> {
     let mut stop = shared.env.handle.stop.subscribe();
-    let mut control = shared
-        .control
-        .as_ref()
-        .map(|view| QueueControl::new(view, &queue.queue));
+    let mut gate = QueueGate::new(shared.control.as_ref(), &queue.queue);
     let mut lost: Option<Lost> = None;
     let mut reconnecting: Option<Reconnecting<'_>> = None;
     let mut current: Option<Stream> = None;
     loop {
-        if let Some(control) = control.as_mut().filter(|c| c.is_paused()) {
+        if gate.is_closed() {
             // Dropping the stream gives back what it had taken from the
-            // broker; nothing of this queue is held while it is paused.
+            // broker; nothing of this queue is held while its gate is
+            // closed.
             current = None;
-            if !control.wait_resumed(&mut stop, &shared.env.handle).await {
+            if !gate.wait_open(&mut stop, &shared.env.handle).await {
                 return Ok(());
             }
         }
@@ -198,7 +196,7 @@ pub(crate) async fn consume<B: Backend>(
             None => tokio::select! {
                 biased;
                 () = stopped(&mut stop) => return Ok(()),
-                () = paused(control.as_mut()) => continue,
+                () = gate.closed() => continue,
                 next = Pin::new(&mut *stream).peek() => Next::of(next),
             },
         };
@@ -250,7 +248,7 @@ pub(crate) async fn consume<B: Backend>(
         let slot = watch(
             &mut stop,
             &*backend,
-            control.as_mut(),
+            &mut gate,
             Arc::clone(&shared.permits).acquire_owned(),
         )
         .await;
@@ -258,13 +256,13 @@ pub(crate) async fn consume<B: Backend>(
             Step::Go(Ok(permit)) => permit,
             // The semaphore is never closed while the loops run.
             Step::Go(Err(_)) | Step::Stop => return Ok(()),
-            Step::Retake | Step::Pause => continue,
+            Step::Retake | Step::Closed => continue,
         };
         if let Some(route) = key.and_then(|key| queue.routes.get_mut(key)) {
             let ready = watch(
                 &mut stop,
                 &*backend,
-                control.as_mut(),
+                &mut gate,
                 poll_fn(|cx| route.poll_ready(cx)),
             )
             .await;
@@ -278,7 +276,7 @@ pub(crate) async fn consume<B: Backend>(
                     });
                 }
                 Step::Stop => return Ok(()),
-                Step::Retake | Step::Pause => continue,
+                Step::Retake | Step::Closed => continue,
             }
         }
         // Peeked above, so this returns at once.
@@ -364,20 +362,21 @@ fn start(
     });
 }
 
-/// Waits for `future`, unless shutdown is requested or the backend reports
-/// its connection is not up (checked every [`STATE_CHECK`]).
+/// Waits for `future`, unless shutdown is requested, the queue's gate
+/// closes, or the backend reports its connection is not up (checked every
+/// [`STATE_CHECK`]).
 async fn watch<B: Backend + ?Sized, F: Future>(
     stop: &mut watch::Receiver<bool>,
     backend: &B,
-    mut control: Option<&mut QueueControl>,
+    gate: &mut QueueGate,
     future: F,
 ) -> Watched<F::Output> {
     tokio::pin!(future);
     if *stop.borrow() {
         return Watched::Stopped;
     }
-    if control.as_ref().is_some_and(|c| c.is_paused()) {
-        return Watched::Paused;
+    if gate.is_closed() {
+        return Watched::Closed;
     }
     if let Poll::Ready(output) = first_poll(future.as_mut()).await {
         return Watched::Done(output);
@@ -386,7 +385,7 @@ async fn watch<B: Backend + ?Sized, F: Future>(
         tokio::select! {
             biased;
             () = stopped(stop) => return Watched::Stopped,
-            () = paused(control.as_deref_mut()) => return Watched::Paused,
+            () = gate.closed() => return Watched::Closed,
             output = &mut future => return Watched::Done(output),
             () = tokio::time::sleep(STATE_CHECK) => {
                 if backend.connection_state() != ConnectionState::Connected {
@@ -397,17 +396,9 @@ async fn watch<B: Backend + ?Sized, F: Future>(
     }
 }
 
-/// Resolves when the queue gets paused; never, for a worker without
-/// control commands.
-async fn paused(control: Option<&mut QueueControl>) {
-    match control {
-        Some(control) => control.paused().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// Hands the delivery the stream has peeked back to the broker, at once,
-/// on shutdown or pause: it was taken but not started.
+/// on shutdown or when the queue's gate closes: it was taken but not
+/// started.
 async fn hand_back(stream: &mut Stream, queue: &str) {
     if let Some(Some(Ok(delivery))) = stream.next().now_or_never() {
         let job_id = delivery.envelope().job_id;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use queuey_core::__private::now_ms;
 use queuey_core::backend::Backend;
-use queuey_core::control::{Heartbeat, QueueTotals, RunningJob};
+use queuey_core::control::{Heartbeat, ProgressReporter, QueueTotals, RunningJob};
 use queuey_core::{Envelope, Uuid};
 use tokio::sync::watch;
 
@@ -79,16 +79,20 @@ struct Running {
     queue: Arc<str>,
     attempt: u32,
     started_at_ms: u64,
+    /// Where its handler reports its progress.
+    progress: ProgressReporter,
 }
 
 impl Ledger {
-    /// A job of the type `job_type` started; returns the key to
+    /// A job of the type `job_type` started, reporting its progress on
+    /// `progress`; returns the key to
     /// [`finished`](Ledger::finished).
     pub(crate) fn started(
         &self,
         envelope: &Envelope,
         job_type: &'static str,
         queue: &Arc<str>,
+        progress: ProgressReporter,
     ) -> u64 {
         let job = Running {
             job_id: envelope.job_id,
@@ -96,6 +100,7 @@ impl Ledger {
             queue: Arc::clone(queue),
             attempt: envelope.attempt,
             started_at_ms: now_ms(),
+            progress,
         };
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         lock(&self.running).insert(key, job);
@@ -133,6 +138,7 @@ impl Ledger {
                 queue: job.queue.to_string(),
                 attempt: job.attempt,
                 started_at_ms: job.started_at_ms,
+                progress: job.progress.latest(),
             })
             .collect();
         running.sort_by_key(|job| (job.started_at_ms, job.job_id));

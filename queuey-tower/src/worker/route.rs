@@ -12,7 +12,6 @@ use super::wing::Extras;
 use crate::JobRequest;
 use crate::classifier::SharedClassifier;
 use queuey_core::Disposition;
-use queuey_core::control::CancelSignal;
 
 /// The future of one job through its stack.
 pub(crate) type JobFuture = BoxFuture<'static, Result<Disposition, BoxError>>;
@@ -89,7 +88,7 @@ where
         super::wing::unique::declared::<J>
     }
 
-    fn call(&mut self, delivered: Delivered<'_>) -> Result<JobFuture, String> {
+    fn call(&mut self, mut delivered: Delivered<'_>) -> Result<JobFuture, String> {
         let job: J = delivered
             .envelope
             .payload_as()
@@ -97,13 +96,12 @@ where
         // One attempt unless a retry layer allows more: the retry layer
         // resolves the policy that applies and records its attempts in the
         // context (a stack without one dead-letters the first failure).
-        let ctx = JobContext::from_envelope(
+        let ctx = delivered.extras.context(JobContext::from_envelope(
             delivered.envelope,
             Arc::clone(delivered.queue),
             1,
             delivered.redelivered,
-        )
-        .with_cancel_signal(delivered.extras.cancel.unwrap_or_else(CancelSignal::never));
+        ));
         let mut request = JobRequest::new(job, ctx);
         if let Some(policy) = &self.retry {
             request = request.with_retry_policy(Arc::clone(policy));

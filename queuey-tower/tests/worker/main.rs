@@ -14,6 +14,7 @@ mod heartbeats;
 mod idempotency;
 mod lifecycle;
 mod namespaces;
+mod progress;
 mod reconnect;
 mod results;
 mod routing;

@@ -199,7 +199,7 @@ pub(crate) async fn child_worker<J: Numbered>() {
         handler,
         store,
         CONCURRENCY,
-        queuey::DEFAULT_SHUTDOWN_TIMEOUT,
+        queuey::worker::DEFAULT_SHUTDOWN_TIMEOUT,
     )
     .await;
     let result = worker.run().await;

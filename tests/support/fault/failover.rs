@@ -29,12 +29,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use queuey::Backoff;
-use queuey::QueueType;
-use queuey::RetryPolicy;
 use queuey::prelude::*;
+use queuey::queue::QueueType;
 use queuey::rabbitmq::HoldQueues;
 use queuey::rabbitmq::{RabbitMqBackend, RabbitMqOptions};
+use queuey::retry::Backoff;
+use queuey::retry::RetryPolicy;
 
 use super::cluster::{Cluster, Placement};
 pub(crate) use super::failover_report::FailoverReport;
@@ -51,7 +51,7 @@ pub(crate) const HOLD: Duration = Duration::from_millis(500);
 /// The run's work queue: a quorum queue (with a quorum dead-letter queue),
 /// prefetch 32, retried after [`HOLD`] through a quorum hold; used as the
 /// configuration of [`fault_queue!`](super::scenario::fault_queue).
-pub(crate) fn quorum_config(config: queuey::QueueConfig) -> queuey::QueueConfig {
+pub(crate) fn quorum_config(config: queuey::queue::QueueConfig) -> queuey::queue::QueueConfig {
     let retry = RetryPolicy::new(
         3,
         Backoff::fixed(HOLD).expect("a fixed backoff of HOLD is valid"),

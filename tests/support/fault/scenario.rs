@@ -63,9 +63,9 @@ macro_rules! fault_queue {
                 })
             }
 
-            fn config(&self) -> queuey::QueueConfig {
-                let config: fn(queuey::QueueConfig) -> queuey::QueueConfig = $config;
-                config(queuey::QueueConfig::new(self.name()))
+            fn config(&self) -> queuey::queue::QueueConfig {
+                let config: fn(queuey::queue::QueueConfig) -> queuey::queue::QueueConfig = $config;
+                config(queuey::queue::QueueConfig::new(self.name()))
             }
         }
 
@@ -449,8 +449,8 @@ pub(crate) async fn producer<J: Numbered>(
 /// Asks a running worker to shut down and says how its `run` ended
 /// (`"Ok"`, the error, or that it did not return within 60 s).
 pub(crate) async fn shut_down(
-    handle: &queuey::WorkerHandle,
-    running: tokio::task::JoinHandle<Result<(), queuey::WorkerError>>,
+    handle: &queuey::worker::WorkerHandle,
+    running: tokio::task::JoinHandle<Result<(), queuey::worker::WorkerError>>,
 ) -> String {
     handle.shutdown();
     match tokio::time::timeout(Duration::from_secs(60), running).await {

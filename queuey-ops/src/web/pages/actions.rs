@@ -2,19 +2,18 @@
 //! Over a sharded queue both cover the lane and every shard, and a redrive
 //! sends each dead letter back to its own shard.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::response::Html;
 use axum::{Extension, Form};
+use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::PageResult;
 use crate::dead::{Filter, RedriveOptions};
 use crate::time::now_ms;
 use crate::web::App;
-use crate::web::html::{esc, page, post_form, seg};
+use crate::web::html::{page, post_form, queue_path, shown};
 use crate::web::session::Session;
 
 /// The fields of a redrive or purge form.
@@ -54,24 +53,22 @@ impl ActionForm {
         f
     }
 
-    fn scope(&self) -> String {
-        match (self.fingerprint.is_empty(), self.id.is_empty()) {
-            (true, true) => "every dead letter".to_owned(),
-            (false, _) => format!(
-                "the dead letters with fingerprint <code>{}</code>",
-                esc(&self.fingerprint)
-            ),
-            (true, false) => format!("dead letter <code>{}</code>", esc(&self.id)),
+    fn scope(&self) -> Markup {
+        html! {
+            @if !self.fingerprint.is_empty() {
+                "the dead letters with fingerprint " code { (shown(&self.fingerprint)) }
+            } @else if !self.id.is_empty() {
+                "dead letter " code { (shown(&self.id)) }
+            } @else {
+                "every dead letter"
+            }
         }
     }
 }
 
-fn back(queue: &str) -> String {
-    format!(
-        "<a href=\"/queue/{}\" id=\"back\">back to {}</a>",
-        seg(queue),
-        esc(queue)
-    )
+/// The link back to `queue`'s page.
+pub(super) fn back(queue: &str) -> Markup {
+    html! { a href=(queue_path(queue, "")) #back { "back to " (shown(queue)) } }
 }
 
 /// POST `/queue/{q}/redrive`: a preview, or with `confirm=yes` the move.
@@ -91,69 +88,58 @@ pub(crate) async fn redrive(
     };
     if form.confirm != "yes" {
         let plan = queues.plan_redrive(&app.amqp, &options).await?;
-        let mut body = format!(
-            "<div class=box id=\"preview\"><p>Redrive {}: <b id=\"would-move\">would move {} of {}</b> dead letters back.</p><ul>",
-            form.scope(),
-            plan.would_move,
-            plan.read
-        );
-        for t in &plan.targets {
-            let flag = match (t.moves, t.exists) {
-                (false, _) => " <span class=bad>another queue: left in place</span>",
-                (true, false) => " <span class=bad>missing: the redrive stops there</span>",
-                (true, true) => "",
-            };
-            let _ = write!(
-                body,
-                "<li>{} → <code>{}</code>{flag}</li>",
-                t.letters,
-                esc(&t.queue)
-            );
-        }
-        for (id, why) in &plan.unmovable_samples {
-            let _ = write!(
-                body,
-                "<li class=bad>cannot move {}: {}</li>",
-                esc(id),
-                esc(why)
-            );
-        }
-        let _ = write!(
-            body,
-            "</ul><p>Each job goes back with its attempt counter reset to 1. Nothing has changed yet.</p><p>{} {}</p></div>",
-            post_form(
-                &format!("/queue/{}/redrive", seg(&queue)),
-                csrf,
-                &form.fields(),
-                "Confirm redrive",
-                "go",
-                "confirm"
-            ),
-            back(&queue)
-        );
-        return Ok(Html(page(&format!("Redrive {queue}: preview"), &body)));
+        let body = html! {
+            div.box #preview {
+                p {
+                    "Redrive " (form.scope()) ": "
+                    b #would-move { "would move " (plan.would_move) " of " (plan.read) }
+                    " dead letters back."
+                }
+                ul {
+                    @for t in &plan.targets {
+                        li {
+                            (t.letters) " → " code { (shown(&t.queue)) }
+                            @match (t.moves, t.exists) {
+                                (false, _) => { " " span.bad { "another queue: left in place" } }
+                                (true, false) => { " " span.bad { "missing: the redrive stops there" } }
+                                (true, true) => {}
+                            }
+                        }
+                    }
+                    @for (id, why) in &plan.unmovable_samples {
+                        li.bad { "cannot move " (shown(id)) ": " (shown(why)) }
+                    }
+                }
+                p { "Each job goes back with its attempt counter reset to 1. Nothing has changed yet." }
+                p {
+                    (post_form(&queue_path(&queue, "redrive"), csrf, &form.fields(), "Confirm redrive", "go", "confirm"))
+                    " "
+                    (back(&queue))
+                }
+            }
+        };
+        return Ok(page(&format!("Redrive {queue}: preview"), body));
     }
     let report = queues.redrive(&app.amqp, &options, &mut |_| {}).await?;
-    let mut body = format!(
-        "<div class=box><p class=ok id=\"result\">Moved {} dead letters back (redrive id <code>{}</code>).</p>",
-        report.moved,
-        esc(&report.redrive_id)
-    );
-    if report.foreign > 0 {
-        let _ = write!(
-            body,
-            "<p class=bad>left {} whose original queue is another queue</p>",
-            report.foreign
-        );
-    }
-    for (id, why) in &report.unmovable_samples {
-        let _ = write!(body, "<p class=bad>left {}: {}</p>", esc(id), esc(why));
-    }
-    if let Some(why) = &report.stopped {
-        let _ = write!(body, "<p class=bad>stopped early: {}</p>", esc(why));
-    }
-    let _ = write!(body, "<p>{}</p></div>", back(&queue));
-    Ok(Html(page(&format!("Redrive {queue}: done"), &body)))
+    let body = html! {
+        div.box {
+            p.ok #result {
+                "Moved " (report.moved) " dead letters back (redrive id "
+                code { (shown(&report.redrive_id)) } ")."
+            }
+            @if report.foreign > 0 {
+                p.bad { "left " (report.foreign) " whose original queue is another queue" }
+            }
+            @for (id, why) in &report.unmovable_samples {
+                p.bad { "left " (shown(id)) ": " (shown(why)) }
+            }
+            @if let Some(why) = &report.stopped {
+                p.bad { "stopped early: " (shown(why)) }
+            }
+            p { (back(&queue)) }
+        }
+    };
+    Ok(page(&format!("Redrive {queue}: done"), body))
 }
 
 /// POST `/queue/{q}/purge`: a preview, or with `confirm=yes` the export and removal.
@@ -171,23 +157,23 @@ pub(crate) async fn purge(
     let filter = form.filter();
     if form.confirm != "yes" {
         let plan = queues.plan_purge(&app.amqp, &filter).await?;
-        let n = plan.matching;
-        let body = format!(
-            "<div class=box id=\"preview\"><p>Purge {}: <b>would export {n} of {} dead letters</b> to a file in <code>{}</code>, flush it, then remove them.</p><p>Nothing has changed yet.</p><p>{} {}</p></div>",
-            form.scope(),
-            plan.read,
-            esc(&app.config.export_dir.display().to_string()),
-            post_form(
-                &format!("/queue/{}/purge", seg(&queue)),
-                csrf,
-                &form.fields(),
-                "Confirm purge",
-                "danger",
-                "confirm"
-            ),
-            back(&queue)
-        );
-        return Ok(Html(page(&format!("Purge {queue}: preview"), &body)));
+        let body = html! {
+            div.box #preview {
+                p {
+                    "Purge " (form.scope()) ": "
+                    b { "would export " (plan.matching) " of " (plan.read) " dead letters" }
+                    " to a file in " code { (shown(&app.config.export_dir.display().to_string())) }
+                    ", flush it, then remove them."
+                }
+                p { "Nothing has changed yet." }
+                p {
+                    (post_form(&queue_path(&queue, "purge"), csrf, &form.fields(), "Confirm purge", "danger", "confirm"))
+                    " "
+                    (back(&queue))
+                }
+            }
+        };
+        return Ok(page(&format!("Purge {queue}: preview"), body));
     }
     let file_name: String = format!("{dq}-{}.jsonl", now_ms())
         .chars()
@@ -201,12 +187,16 @@ pub(crate) async fn purge(
         .collect();
     let path = app.config.export_dir.join(file_name);
     let report = queues.purge_with_export(&app.amqp, &filter, &path).await?;
-    let body = format!(
-        "<div class=box><p class=ok id=\"result\">Exported {} dead letters to <code>{}</code>, then removed them.</p><p>Restore them with <code>queuey dead import {}</code>.</p><p>{}</p></div>",
-        report.purged,
-        esc(&path.display().to_string()),
-        esc(&path.display().to_string()),
-        back(&queue)
-    );
-    Ok(Html(page(&format!("Purge {queue}: done"), &body)))
+    let path = path.display().to_string();
+    let body = html! {
+        div.box {
+            p.ok #result {
+                "Exported " (report.purged) " dead letters to " code { (shown(&path)) }
+                ", then removed them."
+            }
+            p { "Restore them with " code { "queuey dead import " (shown(&path)) } "." }
+            p { (back(&queue)) }
+        }
+    };
+    Ok(page(&format!("Purge {queue}: done"), body))
 }

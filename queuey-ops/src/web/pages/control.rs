@@ -1,20 +1,20 @@
 //! Pause, resume and cancel: a preview first, then the command on
 //! confirmation.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::response::Html;
 use axum::{Extension, Form};
+use maud::html;
 use queuey_core::Uuid;
 use queuey_core::control::{Command, Heartbeat};
 use serde::Deserialize;
 
+use super::actions::back;
 use super::{PageError, PageResult};
 use crate::fleet;
 use crate::web::App;
-use crate::web::html::{esc, page, post_form, seg};
+use crate::web::html::{page, post_form, queue_path, shown};
 use crate::web::session::Session;
 
 /// The fields of a pause, resume or cancel form.
@@ -85,11 +85,6 @@ async fn switch(
     } else {
         ("Resume", "resume")
     };
-    let back = format!(
-        "<a href=\"/queue/{}\" id=\"back\">back to {}</a>",
-        seg(&queue),
-        esc(&queue)
-    );
     let workers = app.fleet.workers().await?;
     let consumers = app.amqp.require(&queue).await?.consumers;
     let unheard = unheard(&app, &queue, consumers, &workers).await;
@@ -102,43 +97,43 @@ async fn switch(
         } else {
             "every worker takes its jobs again"
         };
-        let (warning, fields, label): (String, &[(&str, &str)], String) = match &unheard {
-            Some(unheard) => (
-                format!(
-                    "<p class=bad id=\"unheard\">{}. Sending it anyway reaches only the workers \
-                     that follow <code>{}</code>.</p>",
-                    esc(&unheard.to_string()),
-                    esc(&app.config.control_stream)
-                ),
+        let (fields, label): (&[(&str, &str)], String) = match &unheard {
+            Some(_) => (
                 &[("confirm", "yes"), ("force", "yes")],
                 format!("{verb} anyway"),
             ),
-            None => (
-                String::new(),
-                &[("confirm", "yes")],
-                format!("Confirm {path}"),
-            ),
+            None => (&[("confirm", "yes")], format!("Confirm {path}")),
         };
-        let body = format!(
-            "<div class=box id=\"preview\"><p>{verb} <code>{}</code>: {what}.</p>\
-             <p>{} worker(s) consume it now{}.</p>{warning}<p>Nothing has changed yet.</p><p>{} {back}</p></div>",
-            esc(&queue),
-            consuming.len(),
-            if consuming.is_empty() {
-                String::new()
-            } else {
-                format!(": {}", esc(&consuming.join(", ")))
-            },
-            post_form(
-                &format!("/queue/{}/{path}", seg(&queue)),
-                session.csrf.as_str(),
-                fields,
-                &label,
-                if pause { "danger" } else { "go" },
-                "confirm"
-            ),
-        );
-        return Ok(Html(page(&format!("{verb} {queue}: preview"), &body)));
+        let body = html! {
+            div.box #preview {
+                p { (verb) " " code { (shown(&queue)) } ": " (what) "." }
+                p {
+                    (consuming.len()) " worker(s) consume it now"
+                    @if !consuming.is_empty() { ": " (shown(&consuming.join(", "))) }
+                    "."
+                }
+                @if let Some(unheard) = &unheard {
+                    p.bad #unheard {
+                        (shown(&unheard.to_string())) ". Sending it anyway reaches only the \
+                         workers that follow " code { (shown(&app.config.control_stream)) } "."
+                    }
+                }
+                p { "Nothing has changed yet." }
+                p {
+                    (post_form(
+                        &queue_path(&queue, path),
+                        session.csrf.as_str(),
+                        fields,
+                        &label,
+                        if pause { "danger" } else { "go" },
+                        "confirm",
+                    ))
+                    " "
+                    (back(&queue))
+                }
+            }
+        };
+        return Ok(page(&format!("{verb} {queue}: preview"), body));
     }
     let command = if pause {
         Command::Pause {
@@ -150,12 +145,15 @@ async fn switch(
         }
     };
     app.fleet.send(command, &by()).await?;
-    let body = format!(
-        "<div class=box><p class=ok id=\"result\">{} <code>{}</code>.</p><p>{back}</p></div>",
-        if pause { "Paused" } else { "Resumed" },
-        esc(&queue)
-    );
-    Ok(Html(page(&format!("{verb} {queue}: done"), &body)))
+    let body = html! {
+        div.box {
+            p.ok #result {
+                (if pause { "Paused" } else { "Resumed" }) " " code { (shown(&queue)) } "."
+            }
+            p { (back(&queue)) }
+        }
+    };
+    Ok(page(&format!("{verb} {queue}: done"), body))
 }
 
 /// Refuses, on a dashboard started with `--queue`, a cancel of a job it
@@ -194,43 +192,51 @@ pub(crate) async fn cancel(
             format!("`{}` is not a job id", form.job_id),
         )
     })?;
-    let back = "<a href=\"/workers\" id=\"back\">back to the workers</a>";
+    let back = html! { a href="/workers" #back { "back to the workers" } };
     let workers = app.fleet.workers().await?;
     admit_cancel(&app, job_id, &workers)?;
     if form.confirm != "yes" {
-        let mut body = format!(
-            "<div class=box id=\"preview\"><p>Cancel job <code>{job_id}</code>: wherever it \
-             waits, it is not run again; the next worker to take it dead-letters it with the \
-             reason <code>cancelled</code>.</p>"
-        );
-        for (worker, job) in fleet::running_where(&workers, |j| j.job_id == job_id) {
-            let _ = write!(
-                body,
-                "<p>It runs now on {} ({}, attempt {}): its handler is told and decides; \
-                 nothing is killed.</p>",
-                esc(&fleet::label(worker)),
-                esc(&job.job_type),
-                job.attempt
-            );
-        }
         let id = job_id.to_string();
-        let _ = write!(
-            body,
-            "<p>Nothing has changed yet.</p><p>{} {back}</p></div>",
-            post_form(
-                "/job/cancel",
-                session.csrf.as_str(),
-                &[("job_id", id.as_str()), ("confirm", "yes")],
-                "Confirm cancel",
-                "danger",
-                "confirm"
-            )
-        );
-        return Ok(Html(page("Cancel a job: preview", &body)));
+        let body = html! {
+            div.box #preview {
+                p {
+                    "Cancel job " code { (id) } ": wherever it waits, it is not run again; the \
+                     next worker to take it dead-letters it with the reason "
+                    code { "cancelled" } "."
+                }
+                @for (worker, job) in fleet::running_where(&workers, |j| j.job_id == job_id) {
+                    p {
+                        "It runs now on " (shown(&fleet::label(worker))) " ("
+                        (shown(&job.job_type)) ", attempt " (job.attempt)
+                        @if let Some(progress) = &job.progress {
+                            ", at " (shown(&progress.to_string()))
+                        }
+                        "): its handler is told and decides; nothing is killed."
+                    }
+                }
+                p { "Nothing has changed yet." }
+                p {
+                    (post_form(
+                        "/job/cancel",
+                        session.csrf.as_str(),
+                        &[("job_id", id.as_str()), ("confirm", "yes")],
+                        "Confirm cancel",
+                        "danger",
+                        "confirm",
+                    ))
+                    " "
+                    (back)
+                }
+            }
+        };
+        return Ok(page("Cancel a job: preview", body));
     }
     app.fleet.send(Command::Cancel { job_id }, &by()).await?;
-    let body = format!(
-        "<div class=box><p class=ok id=\"result\">Cancelled job <code>{job_id}</code>.</p><p>{back}</p></div>"
-    );
-    Ok(Html(page("Cancel a job: done", &body)))
+    let body = html! {
+        div.box {
+            p.ok #result { "Cancelled job " code { (job_id) } "." }
+            p { (back) }
+        }
+    };
+    Ok(page("Cancel a job: done", body))
 }

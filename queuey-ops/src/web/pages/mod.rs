@@ -14,10 +14,11 @@ mod workers;
 use std::collections::HashSet;
 
 use axum::http::StatusCode;
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
+use maud::{Markup, html};
 
 use super::App;
-use super::html::{esc, page};
+use super::html::{page, shown};
 use super::session::Session;
 use crate::dead::DeadQueues;
 use crate::error::OpsError;
@@ -53,15 +54,15 @@ impl From<OpsError> for PageError {
 
 impl IntoResponse for PageError {
     fn into_response(self) -> Response {
-        let body = format!(
-            "<p class=\"bad\" id=\"error\">{}</p><p><a href=\"/\">back</a></p>",
-            esc(&self.1)
-        );
-        (self.0, Html(page("Error", &body))).into_response()
+        let body = html! {
+            p.bad #error { (shown(&self.1)) }
+            p { a href="/" { "back" } }
+        };
+        (self.0, page("Error", body)).into_response()
     }
 }
 
-type PageResult = Result<Html<String>, PageError>;
+type PageResult = Result<Markup, PageError>;
 
 impl App {
     fn dead_queue(&self, queue: &str) -> Result<String, OpsError> {

@@ -2,12 +2,11 @@
 //! queue's: of its lane and every shard, with a row per shard); and one
 //! dead letter in full.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use axum::Extension;
 use axum::extract::{Path, State};
-use axum::response::Html;
+use maud::{Markup, html};
 
 use super::{LISTED, PageResult, READ_CAP};
 use crate::dead;
@@ -16,7 +15,7 @@ use crate::shards::{self, Shards};
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use crate::topology;
 use crate::web::App;
-use crate::web::html::{esc, page, post_form, seg};
+use crate::web::html::{page, post_form, queue_path, seg, shown};
 use crate::web::session::Session;
 
 /// `/queue/{q}`: dead letters, holds and topology of one queue.
@@ -42,7 +41,7 @@ pub(crate) async fn queue(
         })
         .await?;
     let stats = grouped.finish();
-    let action = |verb: &str| format!("/queue/{}/{verb}", seg(&queue));
+    let action = |verb: &str| queue_path(&queue, verb);
     let (ready, consumers) = if shards.is_sharded() {
         members
             .iter()
@@ -50,146 +49,118 @@ pub(crate) async fn queue(
     } else {
         (work.messages, work.consumers)
     };
-    let mut body = format!(
-        "<p>{ready} ready · {consumers} consumer(s) · <b id=\"dead-count\">{}</b> dead letter(s) in <code>{}</code></p>",
-        pass.read,
-        esc(&queues.describe())
-    );
-    if shards.is_sharded() {
-        body.push_str(&shards_table(&shards, &members));
-    }
     let paused = app.fleet.state().await?.is_paused(&queue);
     let workers = app.fleet.workers().await?;
-    if let Some(unheard) = super::control::unheard(&app, &queue, work.consumers, &workers).await {
-        let _ = write!(
-            body,
-            "<p class=bad id=\"unheard\">{}: pausing or resuming it here reaches only the \
-             workers that follow <code>{}</code>.</p>",
-            esc(&unheard.to_string()),
-            esc(&app.config.control_stream)
-        );
-    }
-    let _ = write!(
-        body,
-        "<div class=box id=\"control\"><p>{} {}</p>\
-         <form method=\"post\" action=\"/job/cancel\"><input type=\"hidden\" name=\"csrf\" value=\"{}\">\
-         <label>Cancel a job by id <input name=\"job_id\" id=\"cancel-id\" size=\"38\" \
-         placeholder=\"67e55044-10b1-426f-9247-bb680e5fe0c8\"></label> \
-         <button type=\"submit\" class=\"danger\" id=\"cancel-job\">Cancel…</button></form></div>",
-        if paused {
-            "<span class=bad id=\"paused\">Paused: no worker takes its jobs.</span>"
-        } else {
-            "<span class=ok id=\"running\">Running.</span>"
-        },
-        if paused {
-            post_form(&action("resume"), csrf, &[], "Resume…", "go", "resume")
-        } else {
-            post_form(&action("pause"), csrf, &[], "Pause…", "danger", "pause")
-        },
-        esc(csrf),
-    );
-    body.push_str("<h2>Dead letters by reason</h2>");
-    if !pass.complete {
-        let _ = write!(
-            body,
-            "<p class=note>Showing the oldest {READ_CAP}; `queuey dead stats` reads them all.</p>"
-        );
-    }
-    if pass.read == 0 {
-        body.push_str("<p class=ok id=\"no-dead\">No dead letters.</p>");
-    } else {
-        let _ = write!(
-            body,
-            "<p>{} {}</p>",
-            post_form(
-                &action("redrive"),
-                csrf,
-                &[],
-                "Redrive all…",
-                "",
-                "redrive-all"
-            ),
-            post_form(
-                &action("purge"),
-                csrf,
-                &[],
-                "Purge all (with export)…",
-                "danger",
-                "purge-all"
-            ),
-        );
-        body.push_str("<table id=\"groups\"><tr><th>count</th><th>fingerprint</th><th>job types</th><th>example</th><th></th></tr>");
-        for (i, g) in stats.by_fingerprint.iter().enumerate() {
-            let types: Vec<String> = g
-                .job_types
-                .iter()
-                .map(|(t, n)| format!("{} ×{n}", esc(t)))
-                .collect();
-            let fields = [("fingerprint", g.fingerprint.as_str())];
-            let _ = write!(
-                body,
-                "<tr><td class=n>{}</td><td><code>{}</code></td><td>{}</td>\
-                 <td><a href=\"/queue/{}/dead/{}\">{}</a></td><td>{} {}</td></tr>",
-                g.count,
-                esc(&g.fingerprint),
-                types.join("<br>"),
-                seg(&queue),
-                seg(&g.example_id),
-                esc(&g.example_reason),
-                post_form(
-                    &action("redrive"),
-                    csrf,
-                    &fields,
-                    "Redrive…",
-                    "",
-                    &format!("redrive-{i}")
-                ),
-                post_form(
-                    &action("purge"),
-                    csrf,
-                    &fields,
-                    "Purge…",
-                    "danger",
-                    &format!("purge-{i}")
-                ),
-            );
+    let unheard = super::control::unheard(&app, &queue, work.consumers, &workers).await;
+    let holds = holds_section(&app, &shards).await;
+    let topology = topology_section(&app, &queue, shards.count).await;
+    let body = html! {
+        p {
+            (ready) " ready · " (consumers) " consumer(s) · " b #dead-count { (pass.read) }
+            " dead letter(s) in " code { (shown(&queues.describe())) }
         }
-        body.push_str("</table>");
-        let _ = write!(body, "<h2>Oldest {} dead letters</h2>", oldest.len());
-        let shard_header = if queues.sharded { "<th>shard</th>" } else { "" };
-        let _ = write!(
-            body,
-            "<table id=\"dead\"><tr>{shard_header}<th>#</th><th>id</th><th>type</th><th>attempts</th><th>reason</th></tr>"
-        );
-        for s in &oldest {
-            let shard_cell = if queues.sharded {
-                format!("<td>{}</td>", esc(&queues.label(s.shard)))
-            } else {
-                String::new()
-            };
-            // A position names a letter in one dead-letter queue: the
-            // shard's page finds it.
-            let page_queue = match queues.queues.iter().find(|q| q.shard == s.shard) {
-                Some(q) if s.id.starts_with('#') => q.work_queue.as_str(),
-                _ => queue.as_str(),
-            };
-            let _ = write!(
-                body,
-                "<tr>{shard_cell}<td class=n>{}</td><td><a href=\"/queue/{}/dead/{}\"><code>{}</code></a></td><td>{}</td><td class=n>{}</td><td>{}</td></tr>",
-                s.position,
-                seg(page_queue),
-                seg(&s.id),
-                esc(&s.id),
-                esc(s.job_type.as_deref().unwrap_or("-")),
-                s.attempts.map_or("-".into(), |a| a.to_string()),
-                esc(&s.reason)
-            );
+        @if shards.is_sharded() { (shards_table(&shards, &members)) }
+        @if let Some(unheard) = &unheard {
+            p.bad #unheard {
+                (shown(&unheard.to_string())) ": pausing or resuming it here reaches only the \
+                 workers that follow " code { (shown(&app.config.control_stream)) } "."
+            }
         }
-        body.push_str("</table>");
-    }
-    body.push_str(&holds_section(&app, &shards).await);
-    body.push_str(&topology_section(&app, &queue, shards.count).await);
-    Ok(Html(page(&format!("Queue {queue}"), &body)))
+        div.box #control {
+            p {
+                @if paused {
+                    span.bad #paused { "Paused: no worker takes its jobs." } " "
+                    (post_form(&action("resume"), csrf, &[], "Resume…", "go", "resume"))
+                } @else {
+                    span.ok #running { "Running." } " "
+                    (post_form(&action("pause"), csrf, &[], "Pause…", "danger", "pause"))
+                }
+            }
+            form method="post" action="/job/cancel" {
+                input type="hidden" name="csrf" value=(csrf);
+                label {
+                    "Cancel a job by id "
+                    input name="job_id" #cancel-id size="38"
+                        placeholder="67e55044-10b1-426f-9247-bb680e5fe0c8";
+                }
+                " "
+                button type="submit" .danger #cancel-job { "Cancel…" }
+            }
+        }
+        h2 { "Dead letters by reason" }
+        @if !pass.complete {
+            p.note { "Showing the oldest " (READ_CAP) "; `queuey dead stats` reads them all." }
+        }
+        @if pass.read == 0 {
+            p.ok #no-dead { "No dead letters." }
+        } @else {
+            p {
+                (post_form(&action("redrive"), csrf, &[], "Redrive all…", "", "redrive-all"))
+                " "
+                (post_form(&action("purge"), csrf, &[], "Purge all (with export)…", "danger", "purge-all"))
+            }
+            table #groups {
+                tr {
+                    th { "count" } th { "fingerprint" } th { "job types" } th { "example" } th {}
+                }
+                @for (i, g) in stats.by_fingerprint.iter().enumerate() {
+                    @let fields = [("fingerprint", g.fingerprint.as_str())];
+                    tr {
+                        td.n { (g.count) }
+                        td { code { (shown(&g.fingerprint)) } }
+                        td {
+                            @for (n, (t, count)) in g.job_types.iter().enumerate() {
+                                @if n > 0 { br; }
+                                (shown(t)) " ×" (count)
+                            }
+                        }
+                        td {
+                            a href={ (queue_path(&queue, "dead")) "/" (seg(&g.example_id)) } {
+                                (shown(&g.example_reason))
+                            }
+                        }
+                        td {
+                            (post_form(&action("redrive"), csrf, &fields, "Redrive…", "", &format!("redrive-{i}")))
+                            " "
+                            (post_form(&action("purge"), csrf, &fields, "Purge…", "danger", &format!("purge-{i}")))
+                        }
+                    }
+                }
+            }
+            h2 { "Oldest " (oldest.len()) " dead letters" }
+            table #dead {
+                tr {
+                    @if queues.sharded { th { "shard" } }
+                    th { "#" } th { "id" } th { "type" } th { "attempts" } th { "reason" }
+                }
+                @for s in &oldest {
+                    // A position names a letter in one dead-letter queue:
+                    // the shard's page finds it.
+                    @let page_queue = match queues.queues.iter().find(|q| q.shard == s.shard) {
+                        Some(q) if s.id.starts_with('#') => q.work_queue.as_str(),
+                        _ => queue.as_str(),
+                    };
+                    tr {
+                        @if queues.sharded { td { (shown(&queues.label(s.shard))) } }
+                        td.n { (s.position) }
+                        td {
+                            a href={ (queue_path(page_queue, "dead")) "/" (seg(&s.id)) } {
+                                code { (shown(&s.id)) }
+                            }
+                        }
+                        td { (shown(s.job_type.as_deref().unwrap_or("-"))) }
+                        td.n {
+                            @match s.attempts { Some(a) => (a), None => "-" }
+                        }
+                        td { (shown(&s.reason)) }
+                    }
+                }
+            }
+        }
+        (holds)
+        (topology)
+    };
+    Ok(page(&format!("Queue {queue}"), body))
 }
 
 /// One broker queue of a sharded queue, counted exactly.
@@ -226,123 +197,116 @@ async fn member_counts(
 }
 
 /// The table of a sharded queue's lane and shards.
-fn shards_table(shards: &Shards, members: &[MemberCount]) -> String {
-    let mut out = format!(
-        "<h2>Shards</h2><p class=note>{} is spread over {} shards besides itself (the lane, \
-         where producers that do not shard publish).</p><table id=\"shards\"><tr><th>shard</th>\
-         <th>queue</th><th>ready</th><th>consumers</th><th>dead letters</th></tr>",
-        esc(&shards.queue),
-        shards.count
-    );
+fn shards_table(shards: &Shards, members: &[MemberCount]) -> Markup {
     let names = shards.members();
-    for m in members {
-        let name = names
-            .iter()
-            .find(|n| n.shard == m.shard)
-            .map_or("", |n| n.queue.as_str());
-        let _ = write!(
-            out,
-            "<tr><td>{}</td><td><a href=\"/queue/{}\"><code>{}</code></a></td><td class=n>{}</td>\
-             <td class=n>{}</td><td class=n>{}</td></tr>",
-            esc(&shards::label(true, m.shard)),
-            seg(name),
-            esc(name),
-            m.ready,
-            m.consumers,
-            m.dead.map_or("-".into(), |n| n.to_string()),
-        );
+    html! {
+        h2 { "Shards" }
+        p.note {
+            (shown(&shards.queue)) " is spread over " (shards.count) " shards besides itself (the \
+             lane, where producers that do not shard publish)."
+        }
+        table #shards {
+            tr {
+                th { "shard" } th { "queue" } th { "ready" } th { "consumers" }
+                th { "dead letters" }
+            }
+            @for m in members {
+                @let name = names
+                    .iter()
+                    .find(|n| n.shard == m.shard)
+                    .map_or("", |n| n.queue.as_str());
+                tr {
+                    td { (shown(&shards::label(true, m.shard))) }
+                    td { a href=(queue_path(name, "")) { code { (shown(name)) } } }
+                    td.n { (m.ready) }
+                    td.n { (m.consumers) }
+                    td.n { @match m.dead { Some(n) => (n), None => "-" } }
+                }
+            }
+        }
     }
-    out.push_str("</table>");
-    out
 }
 
-async fn holds_section(app: &App, shards: &Shards) -> String {
-    let mut out = String::from("<h2>Hold queues</h2>");
-    match holds::census_of(
+async fn holds_section(app: &App, shards: &Shards) -> Markup {
+    let census = holds::census_of(
         &app.mgmt,
         &app.amqp,
         shards,
         &app.config.deferred_suffix,
         100,
     )
-    .await
-    {
-        Err(e) => {
-            let _ = write!(out, "<p class=bad>{}</p>", esc(&e.to_string()));
-        }
-        Ok(c) if c.holds.is_empty() => {
-            out.push_str("<p class=note>No hold queues: nothing is waiting.</p>")
-        }
-        Ok(c) => {
-            let now = now_ms();
-            let when = |ms: Option<i64>| {
-                ms.map_or("-".into(), |ms| {
-                    format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now))
-                })
-            };
-            let sharded = c.shards > 0;
-            let _ = write!(
-                out,
-                "<table id=\"holds\"><tr>{}<th>delay</th><th>jobs</th><th>consumers</th><th>lease left</th><th>earliest release</th><th>latest release</th></tr>",
-                if sharded { "<th>shard</th>" } else { "" }
-            );
-            for h in &c.holds {
-                let shard = if sharded {
-                    format!("<td>{}</td>", esc(&shards::label(true, h.shard)))
-                } else {
-                    String::new()
-                };
-                let consumers = if h.consumers > 0 {
-                    format!(
-                        "<span class=bad>{} (steals delayed jobs)</span>",
-                        h.consumers
-                    )
-                } else {
-                    "0".into()
-                };
-                let _ = write!(
-                    out,
-                    "<tr>{shard}<td>{}</td><td class=n>{}</td><td class=n>{consumers}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                    format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
-                    h.jobs,
-                    h.lease_left_ms.map_or("in use".into(), format_duration_ms),
-                    when(h.earliest_release_ms),
-                    when(h.latest_release_ms),
-                );
+    .await;
+    let now = now_ms();
+    let when = |ms: Option<i64>| {
+        ms.map_or("-".into(), |ms| {
+            format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now))
+        })
+    };
+    html! {
+        h2 { "Hold queues" }
+        @match census {
+            Err(e) => p.bad { (shown(&e.to_string())) },
+            Ok(c) if c.holds.is_empty() => {
+                p.note { "No hold queues: nothing is waiting." }
             }
-            out.push_str("</table>");
+            Ok(c) => {
+                @let sharded = c.shards > 0;
+                table #holds {
+                    tr {
+                        @if sharded { th { "shard" } }
+                        th { "delay" } th { "jobs" } th { "consumers" } th { "lease left" }
+                        th { "earliest release" } th { "latest release" }
+                    }
+                    @for h in &c.holds {
+                        tr {
+                            @if sharded { td { (shown(&shards::label(true, h.shard))) } }
+                            td { (format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX))) }
+                            td.n { (h.jobs) }
+                            td.n {
+                                @if h.consumers > 0 {
+                                    span.bad { (h.consumers) " (steals delayed jobs)" }
+                                } @else {
+                                    "0"
+                                }
+                            }
+                            td { (h.lease_left_ms.map_or("in use".into(), format_duration_ms)) }
+                            td { (when(h.earliest_release_ms)) }
+                            td { (when(h.latest_release_ms)) }
+                        }
+                    }
+                }
+            }
         }
     }
-    out
 }
 
-async fn topology_section(app: &App, queue: &str, shards: u16) -> String {
+async fn topology_section(app: &App, queue: &str, shards: u16) -> Markup {
     let (spec, configured) = app.spec_for(queue, shards);
-    let mut out = String::from("<h2>Topology</h2>");
-    if !configured {
-        out.push_str("<p class=note>Checked against queuey's defaults (priorities 0–10, durable, dead letters on); start the dashboard with --config to check against your queue set.</p>");
-    }
-    match topology::verify(&app.mgmt, Some(&app.amqp), &spec).await {
-        Err(e) => {
-            let _ = write!(out, "<p class=bad>{}</p>", esc(&e.to_string()));
-        }
-        Ok(problems) if problems.is_empty() => {
-            out.push_str("<p class=ok id=\"topology-ok\">No problems.</p>")
-        }
-        Ok(problems) => {
-            out.push_str("<table id=\"problems\"><tr><th>queue</th><th>problem</th></tr>");
-            for p in problems {
-                let _ = write!(
-                    out,
-                    "<tr><td><code>{}</code></td><td class=bad>{}</td></tr>",
-                    esc(&p.queue),
-                    esc(&p.detail)
-                );
+    let verified = topology::verify(&app.mgmt, Some(&app.amqp), &spec).await;
+    html! {
+        h2 { "Topology" }
+        @if !configured {
+            p.note {
+                "Checked against queuey's defaults (priorities 0–10, durable, dead letters on); \
+                 start the dashboard with --config to check against your queue set."
             }
-            out.push_str("</table>");
+        }
+        @match verified {
+            Err(e) => p.bad { (shown(&e.to_string())) },
+            Ok(problems) if problems.is_empty() => p.ok #topology-ok { "No problems." },
+            Ok(problems) => {
+                table #problems {
+                    tr { th { "queue" } th { "problem" } }
+                    @for p in &problems {
+                        tr {
+                            td { code { (shown(&p.queue)) } }
+                            td.bad { (shown(&p.detail)) }
+                        }
+                    }
+                }
+            }
         }
     }
-    out
 }
 
 /// `/queue/{q}/dead/{id}`: one dead letter.
@@ -356,45 +320,31 @@ pub(crate) async fn show(
     let (_, queues) = app.dead_queues(&queue).await?;
     let detail = dead::show(&queues.find(&app.amqp, &id, Some(READ_CAP)).await?);
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let json = |v: Result<serde_json::Value, _>| pretty(&v.unwrap_or_default());
     let fields = [("id", detail.summary.id.as_str())];
-    let action = format!("/queue/{}/redrive", seg(&queue));
-    let body = format!(
-        "<p>reason: <b>{}</b><br>fingerprint: <code>{}</code><br>back to: <code>{}</code>{}</p>\
-         <p>{}</p><h2>Headers</h2><pre>{}</pre><h2>Properties</h2><pre>{}</pre>\
-         <h2>Envelope</h2><pre>{}</pre><h2>Payload</h2><pre id=\"payload\">{}</pre>",
-        esc(&detail.summary.reason),
-        esc(&detail.summary.fingerprint),
-        esc(detail.summary.original_queue.as_deref().unwrap_or("-")),
-        if queues.sharded {
-            format!(
-                "<br>shard: <span id=\"shard\">{}</span>",
-                esc(&queues.label(detail.summary.shard))
-            )
-        } else {
-            String::new()
-        },
-        post_form(
-            &action,
-            csrf,
-            &fields,
-            "Redrive this one…",
-            "",
-            "redrive-one"
-        ),
-        esc(&pretty(
-            &serde_json::to_value(&detail.headers).unwrap_or_default()
-        )),
-        esc(&pretty(
-            &serde_json::to_value(&detail.properties).unwrap_or_default()
-        )),
-        esc(&detail
-            .envelope
-            .as_ref()
-            .map_or("(not a queuey envelope)".to_owned(), pretty)),
-        esc(&pretty(&detail.payload)),
-    );
-    Ok(Html(page(
-        &format!("Dead letter {}", detail.summary.id),
-        &body,
-    )))
+    let body = html! {
+        p {
+            "reason: " b { (shown(&detail.summary.reason)) } br;
+            "fingerprint: " code { (shown(&detail.summary.fingerprint)) } br;
+            "back to: " code { (shown(detail.summary.original_queue.as_deref().unwrap_or("-"))) }
+            @if queues.sharded {
+                br;
+                "shard: " span #shard { (shown(&queues.label(detail.summary.shard))) }
+            }
+        }
+        p {
+            (post_form(&queue_path(&queue, "redrive"), csrf, &fields, "Redrive this one…", "", "redrive-one"))
+        }
+        h2 { "Headers" }
+        pre { (shown(&json(serde_json::to_value(&detail.headers)))) }
+        h2 { "Properties" }
+        pre { (shown(&json(serde_json::to_value(&detail.properties)))) }
+        h2 { "Envelope" }
+        pre {
+            (shown(&detail.envelope.as_ref().map_or("(not a queuey envelope)".to_owned(), pretty)))
+        }
+        h2 { "Payload" }
+        pre #payload { (shown(&pretty(&detail.payload))) }
+    };
+    Ok(page(&format!("Dead letter {}", detail.summary.id), body))
 }

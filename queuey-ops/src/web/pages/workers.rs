@@ -1,22 +1,23 @@
 //! `/workers`: every worker heard from recently and the jobs it runs, like
-//! a busy page; long-running jobs stand out and can be cancelled. A
-//! dashboard started with `--queue` shows the workers of its queues, and
-//! of their jobs only those of its queues.
+//! a busy page, each with the progress its handler last reported;
+//! long-running jobs stand out and can be cancelled. A dashboard started
+//! with `--queue` shows the workers of its queues, and of their jobs only
+//! those of its queues.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::{Query, State};
-use axum::response::Html;
+use maud::{Markup, html};
+use queuey_core::control::Progress;
 use serde::Deserialize;
 
 use super::PageResult;
 use crate::fleet;
 use crate::time::{format_duration_ms, format_ms};
 use crate::web::App;
-use crate::web::html::{esc, page, post_form};
+use crate::web::html::{page, post_form, shown};
 use crate::web::session::Session;
 
 /// A job running longer than this is highlighted unless `?long=` says
@@ -33,6 +34,20 @@ fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A running job's progress: a bar, its percentage and its handler's
+/// message; `-` before its first report.
+fn progress(reported: Option<&Progress>) -> Markup {
+    html! {
+        @match reported {
+            Some(p) => {
+                progress max="100" value=(p.percent) { (p.percent) "%" }
+                span.progress { (shown(&p.to_string())) }
+            }
+            None => "-",
+        }
+    }
+}
+
 /// `/workers`: the workers table, then every running job.
 pub(crate) async fn workers(
     State(app): State<Arc<App>>,
@@ -42,90 +57,87 @@ pub(crate) async fn workers(
     let long = query.long.map_or(LONG, Duration::from_secs);
     let mut workers = app.fleet.workers().await?;
     workers.retain(|w| w.queues.iter().any(|q| app.in_scope(q)));
-    let mut body = String::from(
-        "<table id=\"workers\"><tr><th>worker</th><th>version</th><th>queues</th>\
-         <th>paused</th><th>connection</th><th>busy</th><th>up</th><th>last heartbeat</th></tr>",
-    );
-    for w in &workers {
-        let connection = if w.connection == "connected" {
-            format!("<span class=ok>{}</span>", esc(&w.connection))
-        } else {
-            format!("<span class=bad>{}</span>", esc(&w.connection))
-        };
-        let _ = write!(
-            body,
-            "<tr class=worker><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{connection}</td>\
-             <td class=n>{}/{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&fleet::label(w)),
-            esc(&w.version),
-            esc(&w.queues.join(", ")),
-            esc(&if w.paused.is_empty() {
-                "-".to_owned()
-            } else {
-                w.paused.join(", ")
-            }),
-            w.running.len(),
-            w.concurrency,
-            esc(&format_duration_ms(
-                i64::try_from(w.at_ms.saturating_sub(w.started_at_ms)).unwrap_or(i64::MAX)
-            )),
-            esc(&format_ms(i64::try_from(w.at_ms).unwrap_or(i64::MAX))),
-        );
-    }
-    body.push_str("</table>");
-    if workers.is_empty() {
-        body.push_str(
-            "<p class=note id=\"no-workers\">No worker has sent a heartbeat in the last few \
-             intervals.</p>",
-        );
-    }
-    let _ = write!(
-        body,
-        "<h2>Busy</h2><table id=\"busy\"><tr><th>job</th><th>type</th><th>queue</th>\
-         <th>attempt</th><th>worker</th><th>running for</th><th></th></tr>"
-    );
+    let running: Vec<_> = fleet::running_where(&workers, |j| app.in_scope(&j.queue))
+        .map(|(worker, job)| (worker, job, fleet::running_for(worker, job)))
+        .collect();
     let csrf = session.csrf.as_str();
-    let mut any = false;
-    for (worker, job) in fleet::running_where(&workers, |j| app.in_scope(&j.queue)) {
-        any = true;
-        let running = fleet::running_for(worker, job);
-        let class = if running > long { " class=long" } else { "" };
-        let flag = if running > long {
-            " <span class=bad>long</span>"
-        } else {
-            ""
-        };
-        let id = job.job_id.to_string();
-        let _ = write!(
-            body,
-            "<tr{class}><td><code>{}</code></td><td>{}</td><td>{}</td><td class=n>{}</td>\
-             <td>{}</td><td>{}{flag}</td><td>{}</td></tr>",
-            esc(&id),
-            esc(&job.job_type),
-            esc(&job.queue),
-            job.attempt,
-            esc(&fleet::label(worker)),
-            esc(&format_duration_ms(ms(running))),
-            post_form(
-                "/job/cancel",
-                csrf,
-                &[("job_id", id.as_str())],
-                "Cancel…",
-                "danger",
-                &format!("cancel-{id}")
-            ),
-        );
-    }
-    body.push_str("</table>");
-    if !any {
-        body.push_str("<p class=note>No job is running.</p>");
-    }
-    let _ = write!(
-        body,
-        "<p class=note>From the workers' heartbeats (every few seconds); a worker that stops \
-         sending them leaves this page after three intervals. Jobs running longer than {} are \
-         marked long (<code>?long=SECONDS</code> to change).</p>",
-        esc(&format_duration_ms(ms(long)))
-    );
-    Ok(Html(page("Workers", &body)))
+    let body = html! {
+        table #workers {
+            tr {
+                th { "worker" } th { "version" } th { "queues" } th { "paused" }
+                th { "connection" } th { "busy" } th { "up" } th { "last heartbeat" }
+            }
+            @for w in &workers {
+                tr.worker {
+                    td { (shown(&fleet::label(w))) }
+                    td { (shown(&w.version)) }
+                    td { (shown(&w.queues.join(", "))) }
+                    td {
+                        @if w.paused.is_empty() { "-" } @else { (shown(&w.paused.join(", "))) }
+                    }
+                    td {
+                        span class=(if w.connection == "connected" { "ok" } else { "bad" }) {
+                            (shown(&w.connection))
+                        }
+                    }
+                    td.n { (w.running.len()) "/" (w.concurrency) }
+                    td {
+                        (format_duration_ms(
+                            i64::try_from(w.at_ms.saturating_sub(w.started_at_ms))
+                                .unwrap_or(i64::MAX)
+                        ))
+                    }
+                    td { (format_ms(i64::try_from(w.at_ms).unwrap_or(i64::MAX))) }
+                }
+            }
+        }
+        @if workers.is_empty() {
+            p.note #no-workers {
+                "No worker has sent a heartbeat in the last few intervals."
+            }
+        }
+        h2 { "Busy" }
+        table #busy {
+            tr {
+                th { "job" } th { "type" } th { "queue" } th { "attempt" } th { "worker" }
+                th { "running for" } th { "progress" } th {}
+            }
+            @for (worker, job, running) in &running {
+                @let id = job.job_id.to_string();
+                tr class=[(*running > long).then_some("long")] {
+                    td { code { (id) } }
+                    td { (shown(&job.job_type)) }
+                    td { (shown(&job.queue)) }
+                    td.n { (job.attempt) }
+                    td { (shown(&fleet::label(worker))) }
+                    td {
+                        (format_duration_ms(ms(*running)))
+                        @if *running > long { " " span.bad { "long" } }
+                    }
+                    td #{ "progress-" (id) } { (progress(job.progress.as_ref())) }
+                    td {
+                        (post_form(
+                            "/job/cancel",
+                            csrf,
+                            &[("job_id", id.as_str())],
+                            "Cancel…",
+                            "danger",
+                            &format!("cancel-{id}"),
+                        ))
+                    }
+                }
+            }
+        }
+        @if running.is_empty() {
+            p.note { "No job is running." }
+        }
+        p.note {
+            "From the workers' heartbeats (every few seconds); a worker that stops sending them \
+             leaves this page after three intervals. Jobs running longer than "
+            (format_duration_ms(ms(long)))
+            " are marked long (" code { "?long=SECONDS" } " to change). A job's progress is what \
+             its handler last reported."
+        }
+    };
+    Ok(page("Workers", body))
 }

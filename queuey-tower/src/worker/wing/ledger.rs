@@ -1,6 +1,6 @@
 //! What the heartbeats report of the jobs: a job is listed among the
-//! running ones from its start until its run ends, and counted in its
-//! queue's totals once it is settled.
+//! running ones, with its latest progress report, from its start until its
+//! run ends, and counted in its queue's totals once it is settled.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -32,9 +32,13 @@ impl Wing for LedgerWing {
     /// job that does not run.
     type Job = Option<u64>;
 
-    fn start(&self, job: &Starting<'_>, _extras: &mut Extras) -> Option<u64> {
+    fn start(&self, job: &Starting<'_>, extras: &mut Extras) -> Option<u64> {
         let job_type = job.job_type.filter(|_| !job.refused)?;
-        Some(self.ledger.started(job.envelope, job_type, job.queue))
+        let progress = extras.progress.clone().unwrap_or_default();
+        Some(
+            self.ledger
+                .started(job.envelope, job_type, job.queue, progress),
+        )
     }
 
     fn run_ended(

@@ -8,15 +8,18 @@
 //! |---|---|---|---|---|
 //! | [`cancel`] | refuses a job cancelled before; hands the job its cancel signal | trips the signal when the job is cancelled | a cancelled job that did not complete is dead-lettered as cancelled | |
 //! | [`reply`] | hands a job a caller waits for a slot for its output | | the reply the final disposition calls for | sends it |
-//! | [`ledger`] | lists the job among the running ones the heartbeats report | | takes it off the list | counts it in its queue's totals |
+//! | [`progress`] | hands a job someone can see a progress reporter | sends each report to a caller waiting for the job | | |
+//! | [`ledger`] | lists the job among the running ones the heartbeats report, with its progress reporter | | takes it off the list | counts it in its queue's totals |
 //! | [`unique`] | | | a unique job done for good keeps its envelope | gives its key back |
 //!
 //! Adding a feature is a file here with a [`Wing`], and its place in
 //! [`Wings`]. Wings see each point in the order of that list, so a wing
-//! that changes a job's disposition comes before those that read it.
+//! that changes a job's disposition, or puts something in its [`Extras`],
+//! comes before those that read it.
 
 mod cancel;
 mod ledger;
+mod progress;
 mod reply;
 pub(crate) mod unique;
 
@@ -24,8 +27,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use queuey_core::backend::Backend;
-use queuey_core::control::{CancelSignal, ControlView};
-use queuey_core::{Disposition, Envelope, Uuid};
+use queuey_core::control::{CancelSignal, ControlView, ProgressReporter};
+use queuey_core::{Disposition, Envelope, JobContext, Uuid};
 
 use super::handle::HandleInner;
 use super::heartbeat::Ledger;
@@ -36,11 +39,18 @@ pub(crate) use unique::UniqueKeys;
 /// Every wing of a worker, in order.
 pub(crate) type Wings = (
     cancel::CancelWing,
-    (reply::ReplyWing, (ledger::LedgerWing, unique::UniqueWing)),
+    (
+        reply::ReplyWing,
+        (
+            progress::ProgressWing,
+            (ledger::LedgerWing, unique::UniqueWing),
+        ),
+    ),
 );
 
 /// The wings of a worker: the fleet's control commands when it follows
-/// them (`control`), replies through `backend`, the heartbeats' `ledger`
+/// them (`control`), replies and progress reports through `backend`, the
+/// heartbeats' `ledger`
 /// of the worker's `queues`, and the unique keys to give back.
 pub(crate) fn wings(
     control: Option<ControlView>,
@@ -53,10 +63,13 @@ pub(crate) fn wings(
     (
         cancel::CancelWing::new(control, Arc::clone(handle)),
         (
-            reply::ReplyWing::new(backend),
+            reply::ReplyWing::new(Arc::clone(&backend)),
             (
-                ledger::LedgerWing::new(ledger, queues),
-                unique::UniqueWing::new(unique_keys),
+                progress::ProgressWing::new(backend),
+                (
+                    ledger::LedgerWing::new(ledger, queues),
+                    unique::UniqueWing::new(unique_keys),
+                ),
             ),
         ),
     )
@@ -89,6 +102,17 @@ pub(crate) struct Extras {
     pub(crate) reply: Option<ReplySlot>,
     /// Trips when an operator cancels the job while it runs.
     pub(crate) cancel: Option<CancelSignal>,
+    /// Where the handler reports its progress, for a job someone can see.
+    pub(crate) progress: Option<ProgressReporter>,
+}
+
+impl Extras {
+    /// The job's context `ctx`, with what the wings made for it (the reply
+    /// slot stays: it goes to the request).
+    pub(crate) fn context(&mut self, ctx: JobContext) -> JobContext {
+        ctx.with_cancel_signal(self.cancel.take().unwrap_or_default())
+            .with_progress(self.progress.take().unwrap_or_default())
+    }
 }
 
 /// A job whose run ended, as the wings see it.

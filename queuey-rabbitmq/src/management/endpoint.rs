@@ -1,37 +1,31 @@
-//! Where the management API is and who reads it, and which work queue a
-//! hold queue's name belongs to. Pure: no I/O.
+//! Where the management API is and who reads it. Pure: no I/O.
 //!
-//! The base URL is the one given ([`RabbitMqOptions::management_url`]),
-//! else the first AMQP address's host on RabbitMQ's default management
-//! port for its scheme: `http://HOST:15672` for `amqp://`,
-//! `https://HOST:15671` for `amqps://`. The user and password are those of
-//! the given URL when it carries any (they are then taken out of it, so
-//! the base can be logged), else the AMQP address's; the virtual host is
-//! the AMQP address's.
+//! The base URL is the one given, else the AMQP address's host on
+//! RabbitMQ's default management port for its scheme: `http://HOST:15672`
+//! for `amqp://`, `https://HOST:15671` for `amqps://`. The user and
+//! password are those of the given URL when it carries any (they are then
+//! taken out of it, so the base can be shown), else the AMQP address's;
+//! the virtual host is the AMQP address's.
 //!
 //! A given plain `http://` URL on another host than this machine is
 //! refused when the AMQP address is `amqps://` ([`EndpointError::PlainHttp`]):
 //! the password would cross the network in clear beside a connection the
-//! application chose to encrypt. It is the rule of the `queuey` operator
-//! tool for its own management URL.
-//!
-//! [`RabbitMqOptions::management_url`]: crate::RabbitMqOptions::management_url
+//! application chose to encrypt.
 
 use std::fmt;
 
 use queuey_core::uri::{percent_decode, percent_encode, redact};
 
-use crate::topology::HoldQueues;
-
 /// RabbitMQ's default management port over http.
-const HTTP_PORT: u16 = 15672;
+pub const HTTP_PORT: u16 = 15672;
 /// RabbitMQ's default management port over https.
-const HTTPS_PORT: u16 = 15671;
+pub const HTTPS_PORT: u16 = 15671;
 
-/// Why no management API endpoint follows from the options. Its messages
-/// quote no password.
+/// Why no management API endpoint follows from an AMQP address and a
+/// given URL. Its messages quote no password.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum EndpointError {
+#[non_exhaustive]
+pub enum EndpointError {
     /// The AMQP address is not an `amqp://` or `amqps://` URI.
     NotAmqp {
         /// The address, its password masked.
@@ -61,12 +55,14 @@ impl fmt::Display for EndpointError {
             EndpointError::NotAmqp { amqp, why } => {
                 write!(f, "`{amqp}` is not an AMQP URI: {why}")
             }
-            EndpointError::NotHttp { given, why } => write!(f, "management_url `{given}` {why}"),
+            EndpointError::NotHttp { given, why } => {
+                write!(f, "the management URL `{given}` {why}")
+            }
             EndpointError::PlainHttp { base } => write!(
                 f,
-                "management_url `{base}` is plain http to another host while the AMQP address \
-                 is amqps://: the management password would cross the network in clear, so the \
-                 management API is not read; give an https:// management_url"
+                "the management URL `{base}` is plain http to another host while the AMQP \
+                 address is amqps://: the management password would cross the network in clear, \
+                 so the management API is not read; give an https:// URL"
             ),
         }
     }
@@ -75,14 +71,14 @@ impl fmt::Display for EndpointError {
 impl std::error::Error for EndpointError {}
 
 /// The management API of one virtual host, and the credentials to read it.
-/// Its `Debug` output masks the password.
+/// Its `Debug` output masks the password, and no accessor returns it.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct Endpoint {
+pub struct Endpoint {
     /// `scheme://host:port[/prefix]`, without credentials or a final `/`.
-    pub(crate) base: String,
-    pub(crate) user: String,
-    pub(crate) password: String,
-    pub(crate) vhost: String,
+    base: String,
+    user: String,
+    pub(super) password: String,
+    vhost: String,
 }
 
 impl fmt::Debug for Endpoint {
@@ -97,9 +93,22 @@ impl fmt::Debug for Endpoint {
 }
 
 impl Endpoint {
-    /// The endpoint for the AMQP address `amqp`, at `given` when set. The
-    /// error quotes no password.
-    pub(crate) fn new(amqp: &str, given: Option<&str>) -> Result<Endpoint, EndpointError> {
+    /// The endpoint for the AMQP address `amqp` (`amqp://` or
+    /// `amqps://`), at the management URL `given` when set
+    /// (`http(s)://[user:password@]host[:port][/prefix]`). The error quotes
+    /// no password.
+    ///
+    /// ```
+    /// use queuey_rabbitmq::management::Endpoint;
+    ///
+    /// let e = Endpoint::new("amqps://app:secret@rabbit.internal/prod", None)?;
+    /// assert_eq!(e.base(), "https://rabbit.internal:15671");
+    /// assert_eq!((e.user(), e.vhost()), ("app", "prod"));
+    /// assert_eq!(e.vhost_path("queues", &["q.deferred.quorum.500"]), "queues/prod/q.deferred.quorum.500");
+    /// assert!(!format!("{e:?}").contains("secret"));
+    /// # Ok::<(), queuey_rabbitmq::management::EndpointError>(())
+    /// ```
+    pub fn new(amqp: &str, given: Option<&str>) -> Result<Endpoint, EndpointError> {
         let not_amqp = |why: String| EndpointError::NotAmqp {
             amqp: redact(amqp),
             why,
@@ -167,36 +176,38 @@ impl Endpoint {
         })
     }
 
-    /// The URL of one queue's statistics, with its job count only.
-    pub(crate) fn queue_url(&self, queue: &str) -> String {
-        format!(
-            "{}/api/queues/{}/{}?columns=name,messages",
-            self.base,
-            percent_encode(&self.vhost),
-            percent_encode(queue)
-        )
+    /// The base URL, `scheme://host:port[/prefix]`, without credentials or
+    /// a final `/`: fit to be shown.
+    pub fn base(&self) -> &str {
+        &self.base
     }
 
-    /// The URL listing the virtual host's queues with the columns the
-    /// watchdog reads, and nothing else.
-    pub(crate) fn queues_url(&self) -> String {
-        format!(
-            "{}/api/queues/{}?columns=name,messages,messages_ready,\
-             messages_unacknowledged,message_stats.publish",
-            self.base,
-            percent_encode(&self.vhost)
-        )
+    /// The user the API is read as.
+    pub fn user(&self) -> &str {
+        &self.user
     }
-}
 
-/// The work queue and delay of a quorum hold queue's name, when it is one:
-/// `{queue}{deferred_suffix}.quorum.{ttl_ms}`.
-pub(crate) fn work_queue_of<'a>(hold: &'a str, deferred_suffix: &str) -> Option<(&'a str, u64)> {
-    let marker = format!("{deferred_suffix}.quorum.");
-    let at = hold.rfind(&marker)?;
-    let queue = &hold[..at];
-    let ttl = HoldQueues::Quorum.parse(queue, deferred_suffix, hold)?;
-    Some((queue, ttl))
+    /// The virtual host, decoded (`/` for the default one).
+    pub fn vhost(&self) -> &str {
+        &self.vhost
+    }
+
+    /// Whether the API is read over https.
+    pub fn is_https(&self) -> bool {
+        self.base.starts_with("https:")
+    }
+
+    /// The path under `/api/` of `collection` in this virtual host, then
+    /// `names`, each percent-encoded as one path segment:
+    /// `queues/%2F/app.emails` for `("queues", &["app.emails"])` in `/`.
+    pub fn vhost_path(&self, collection: &str, names: &[&str]) -> String {
+        let mut path = format!("{collection}/{}", percent_encode(&self.vhost));
+        for name in names {
+            path.push('/');
+            path.push_str(&percent_encode(name));
+        }
+        path
+    }
 }
 
 /// Whether the URL names this machine: `localhost` or a loopback address.
@@ -230,16 +241,12 @@ mod tests {
         assert_eq!(e.base, "http://rabbit.local:15672");
         assert_eq!((e.user.as_str(), e.password.as_str()), ("app", "p@ss"));
         assert_eq!(e.vhost, "prod");
-        assert_eq!(
-            e.queues_url(),
-            "http://rabbit.local:15672/api/queues/prod?columns=name,messages,messages_ready,\
-             messages_unacknowledged,message_stats.publish"
-        );
+        assert_eq!(e.vhost_path("queues", &["a b"]), "queues/prod/a%20b");
 
         let e = Endpoint::new("amqps://app:pw@rabbit.local/%2f", None).unwrap();
         assert_eq!(e.base, "https://rabbit.local:15671");
         assert_eq!(e.vhost, "/");
-        assert!(e.queues_url().contains("/api/queues/%2F?"));
+        assert_eq!(e.vhost_path("queues", &[]), "queues/%2F");
 
         let e = Endpoint::new("amqp://[::1]:5672/%2f", None).unwrap();
         assert_eq!(e.base, "http://[::1]:15672");
@@ -322,32 +329,5 @@ mod tests {
         assert!(!bad.contains("SECRETPW"), "{bad}");
         let e = Endpoint::new("amqp://app:SECRETPW@rabbit/%2f", None).unwrap();
         assert!(!format!("{e:?}").contains("SECRETPW"));
-    }
-
-    #[test]
-    fn hold_names_lead_back_to_their_work_queue() {
-        assert_eq!(
-            work_queue_of("app.emails.deferred.quorum.5000", ".deferred"),
-            Some(("app.emails", 5000))
-        );
-        // A work queue whose own name looks like a hold's.
-        assert_eq!(
-            work_queue_of("a.deferred.quorum.5.deferred.quorum.1000", ".deferred"),
-            Some(("a.deferred.quorum.5", 1000))
-        );
-        for not_a_quorum_hold in [
-            "app.emails",
-            "app.emails.deferred.5000",
-            "app.emails.deferred.quorum.",
-            "app.emails.deferred.quorum.05",
-            "app.emails.deferred.quorum.5s",
-            "app.emails.wait.quorum.5000",
-        ] {
-            assert_eq!(work_queue_of(not_a_quorum_hold, ".deferred"), None);
-        }
-        assert_eq!(
-            work_queue_of("jobs-wait.quorum.10", "-wait"),
-            Some(("jobs", 10))
-        );
     }
 }
