@@ -118,6 +118,7 @@
 //! | `rustls` | yes | `amqps://` through rustls (ring provider, the platform's roots) |
 //! | `rustls-aws-lc` | no | `amqps://` through rustls with the aws-lc-rs provider |
 //! | `native-tls` | no | `amqps://` through the platform's TLS library |
+//! | `fleet` | yes | control commands, heartbeats and leadership for periodic jobs on RabbitMQ |
 //! | `cron` | yes | cron schedules with seconds and time zones for periodic jobs |
 //! | `management` | no | a client of the RabbitMQ management API (`queuey::rabbitmq::management`), which the backend then asks before it prunes an idle quorum hold queue |
 //! | `opentelemetry` | no | W3C trace context from producer to handler |

@@ -79,15 +79,13 @@ async fn jobs_published_by_pika_run_and_their_dead_letter_reads_back_as_document
         ],
     };
 
+    let options = RabbitMqOptions::default().connection_name(format!("queuey-test-interop-{id}"));
+    #[cfg(feature = "fleet")]
+    let options = options.control_stream(format!("queuey-test.interop.{id}.control"));
     let backend = Arc::new(
         within(
             "connecting",
-            RabbitMqBackend::with_options(
-                url.as_str(),
-                RabbitMqOptions::default()
-                    .connection_name(format!("queuey-test-interop-{id}"))
-                    .control_stream(format!("queuey-test.interop.{id}.control")),
-            ),
+            RabbitMqBackend::with_options(url.as_str(), options),
         )
         .await
         .expect("the backend connects"),

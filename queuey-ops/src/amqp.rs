@@ -48,13 +48,6 @@ pub(crate) struct Amqp {
 }
 
 impl Amqp {
-    /// Connects to `url`, naming the connection `name`, with the platform's
-    /// TLS roots for an `amqps://` URL.
-    #[cfg(test)]
-    pub(crate) async fn connect(url: &str, name: &str) -> Result<Self> {
-        Amqp::connect_tls(url, name, &TlsFiles::default()).await
-    }
-
     /// Connects to `url`, naming the connection `name`; an `amqps://` URL
     /// uses `tls`. The connection is opened exactly as the library's
     /// backend opens its own: verified TLS or nothing, never a fallback to
@@ -215,14 +208,9 @@ fn is_not_found(e: &lapin::Error) -> bool {
 
 /// `url` with any password replaced by `***`; text that only looks like a
 /// URL with credentials is masked whole.
-pub(crate) fn redact_url(url: &str) -> String {
-    queuey_core::uri::redact(url)
-}
-
+pub(crate) use queuey_core::uri::redact as redact_url;
 /// `text` with every form of `url`'s password removed.
-pub(crate) fn scrub(text: &str, url: &str) -> String {
-    queuey_core::uri::scrub(text, url)
-}
+pub(crate) use queuey_core::uri::scrub;
 
 #[cfg(test)]
 mod tests {

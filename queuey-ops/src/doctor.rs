@@ -21,21 +21,15 @@ use crate::topology::{
 /// was verified (nothing falls back to plaintext).
 fn transport_check(url: &str) -> Check {
     if url.starts_with("amqps://") {
-        check(
-            "tls",
-            Status::Ok,
-            "encrypted; the broker's certificate was verified",
-        )
+        ok("tls", "encrypted; the broker's certificate was verified")
     } else if names_this_machine(url) {
-        check(
+        ok(
             "tls",
-            Status::Ok,
             "plaintext to this machine (use amqps:// for a broker elsewhere)",
         )
     } else {
-        check(
+        warn(
             "tls",
-            Status::Warn,
             "plaintext: the password and every job cross the network in clear; use amqps:// \
              (RabbitMQ's TLS listener, port 5671 by default)",
         )
@@ -91,6 +85,21 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
     }
 }
 
+/// An [`Ok`](Status::Ok) check.
+fn ok(name: &'static str, detail: impl Into<String>) -> Check {
+    check(name, Status::Ok, detail)
+}
+
+/// A [`Warn`](Status::Warn) check.
+fn warn(name: &'static str, detail: impl Into<String>) -> Check {
+    check(name, Status::Warn, detail)
+}
+
+/// A [`Fail`](Status::Fail) check.
+fn fail(name: &'static str, detail: impl Into<String>) -> Check {
+    check(name, Status::Fail, detail)
+}
+
 /// Runs every check against the broker at `url` (management API at
 /// `mgmt_base`, else the AMQP host on port 15672, or 15671 over https for
 /// an `amqps://` URL), with `tls` for encrypted connections; dead-letter
@@ -112,9 +121,8 @@ pub(crate) async fn doctor(
     match Amqp::connect_tls(url, &name, tls).await {
         Ok(amqp) => {
             let status = amqp.connection().status();
-            out.push(check(
+            out.push(ok(
                 "amqp",
-                Status::Ok,
                 format!(
                     "connected to {} as `{}` (vhost `{}`)",
                     amqp.url(),
@@ -125,27 +133,24 @@ pub(crate) async fn doctor(
             out.push(transport_check(url));
             let heartbeat = amqp.connection().configuration().heartbeat();
             out.push(if heartbeat == 0 {
-                check(
+                warn(
                     "heartbeat",
-                    Status::Warn,
                     "heartbeats are off: a dead peer goes unnoticed until TCP gives up",
                 )
             } else {
-                check("heartbeat", Status::Ok, format!("{heartbeat}s negotiated"))
+                ok("heartbeat", format!("{heartbeat}s negotiated"))
             });
             if status.blocked() {
-                out.push(check(
+                out.push(fail(
                     "publishing",
-                    Status::Fail,
                     "the broker blocks publishers (a memory or disk alarm)",
                 ));
             }
             let declared = amqp.declare_exclusive(&probe).await.is_ok();
             opened = Some((amqp, declared));
         }
-        Err(e) => out.push(check(
+        Err(e) => out.push(fail(
             "amqp",
-            Status::Fail,
             format!("{e}; check the host, port, vhost and credentials"),
         )),
     }
@@ -172,16 +177,15 @@ async fn management_checks(
     let mgmt = match Management::for_amqp_url_tls(url, mgmt_base, tls) {
         Ok(m) => m,
         Err(e) => {
-            out.push(check("management", Status::Fail, e.to_string()));
+            out.push(fail("management", e.to_string()));
             return out;
         }
     };
     let overview = match mgmt.overview().await {
         Ok(v) => v,
         Err(e) => {
-            out.push(check(
+            out.push(fail(
                 "management",
-                Status::Fail,
                 format!("{e} (needed by `holds`, `topology` and the dashboard)"),
             ));
             return out;
@@ -191,9 +195,8 @@ async fn management_checks(
         .as_str()
         .unwrap_or("?")
         .to_owned();
-    out.push(check(
+    out.push(ok(
         "management",
-        Status::Ok,
         format!(
             "{} answers: RabbitMQ {version}, Erlang {}, cluster `{}`",
             mgmt.base(),
@@ -205,9 +208,8 @@ async fn management_checks(
         out.push(same_broker_check(mgmt.base(), mgmt.queue(probe).await));
     }
     if !mgmt.base().starts_with("https://") && !names_this_machine(mgmt.base()) {
-        out.push(check(
+        out.push(warn(
             "management tls",
-            Status::Warn,
             format!(
                 "{} is plain http: the credentials cross the network in clear; serve the \
                  management API over https (management.ssl.*) and give --mgmt-url https://…",
@@ -218,9 +220,8 @@ async fn management_checks(
     out.push(version_check(&version));
     match mgmt.deprecated_features().await {
         Ok(features) => out.push(deprecated_features_check(&version, features.as_deref())),
-        Err(e) => out.push(check(
+        Err(e) => out.push(warn(
             "deprecated features",
-            Status::Warn,
             format!("could not read them: {e}"),
         )),
     }
@@ -240,9 +241,8 @@ async fn management_checks(
         }
         Err(e) => {
             out.push(consumer_timeout_check(&version, None));
-            out.push(check(
+            out.push(warn(
                 "delivery limits",
-                Status::Warn,
                 format!("could not list the queues: {e}"),
             ));
         }
@@ -254,9 +254,8 @@ async fn management_checks(
     if let Ok(Some(vhost)) = mgmt.vhost_info().await {
         let dqt = vhost["default_queue_type"].as_str().unwrap_or("undefined");
         out.push(if dqt == "quorum" || dqt == "stream" {
-            check(
+            warn(
                 "default queue type",
-                Status::Warn,
                 format!(
                     "vhost `{}` defaults to {dqt} queues; queuey declares classic explicitly, \
                      but queues declared by other tools without a type become {dqt}",
@@ -264,7 +263,7 @@ async fn management_checks(
                 ),
             )
         } else {
-            check("default queue type", Status::Ok, format!("{dqt} (classic)"))
+            ok("default queue type", format!("{dqt} (classic)"))
         });
     }
     out
@@ -279,15 +278,13 @@ pub(crate) fn same_broker_check(
 ) -> Check {
     let name = "same broker";
     match found {
-        Ok(Some(_)) => check(
+        Ok(Some(_)) => ok(
             name,
-            Status::Ok,
             "the management API sees the queue this AMQP connection declared: both are the same \
              broker and virtual host",
         ),
-        Ok(None) => check(
+        Ok(None) => fail(
             name,
-            Status::Fail,
             format!(
                 "the management API at {base} does not know the queue this AMQP connection just \
                  declared: it belongs to another broker (or the URL names another virtual host), \
@@ -295,9 +292,8 @@ pub(crate) fn same_broker_check(
                  with --mgmt-url"
             ),
         ),
-        Err(e) => check(
+        Err(e) => warn(
             name,
-            Status::Warn,
             format!("could not ask the management API for this connection's queue: {e}"),
         ),
     }
@@ -315,37 +311,29 @@ fn version_numbers(version: &str) -> (u32, u32, u32) {
 pub(crate) fn version_check(version: &str) -> Check {
     let (major, minor, _) = version_numbers(version);
     match (major, minor) {
-        (0..=2, _) => check(
+        (0..=2, _) => fail("version", format!("RabbitMQ {version} is too old")),
+        (3, m) if m < 13 => warn(
             "version",
-            Status::Fail,
-            format!("RabbitMQ {version} is too old"),
-        ),
-        (3, m) if m < 13 => check(
-            "version",
-            Status::Warn,
             format!(
                 "RabbitMQ {version}: out of support; an upgrade to 4.x goes through 3.13 with every \
                  feature flag enabled. Max message 128 MiB"
             ),
         ),
-        (3, _) => check(
+        (3, _) => warn(
             "version",
-            Status::Warn,
             format!(
                 "RabbitMQ {version}: the last 3.x; enable all feature flags, then upgrade to 4.x"
             ),
         ),
-        (4, m) if m < 3 => check(
+        (4, m) if m < 3 => ok(
             "version",
-            Status::Ok,
             format!(
                 "RabbitMQ {version}: client x-death is not interpreted; max message 16 MiB; \
                  classic mirroring is gone"
             ),
         ),
-        _ => check(
+        _ => ok(
             "version",
-            Status::Ok,
             format!(
                 "RabbitMQ {version}: max message 16 MiB; classic queues have no consumer timeout"
             ),
@@ -364,9 +352,8 @@ pub(crate) fn deprecated_features_check(
 ) -> Check {
     let name = "deprecated features";
     let Some(features) = features else {
-        return check(
+        return ok(
             name,
-            Status::Ok,
             format!("RabbitMQ {version} reports none (3.13 and later do); nothing is refused"),
         );
     };
@@ -516,9 +503,8 @@ pub(crate) fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]
 pub(crate) fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
     let name = "control streams";
     if unbounded.is_empty() {
-        return check(
+        return ok(
             name,
-            Status::Ok,
             "every control stream has a bound in bytes (or none exists yet)",
         );
     }
@@ -526,9 +512,8 @@ pub(crate) fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
         .iter()
         .map(|p| format!("`{}`: {}", p.queue, p.advice()))
         .collect();
-    check(
+    warn(
         name,
-        Status::Warn,
         format!(
             "{} control stream(s) without a bound in bytes, where {}: {}",
             unbounded.len(),
@@ -546,9 +531,8 @@ pub(crate) fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
 pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Check {
     let name = "delivery limits";
     if at_risk.is_empty() {
-        return check(
+        return ok(
             name,
-            Status::Ok,
             "every dead-letter and schedule queue of queuey's that is a quorum queue has a \
              delivery limit of its own",
         );
@@ -581,9 +565,8 @@ pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Ch
             .filter(|k| at_risk.iter().any(|p| p.kind == *k))
             .map(AtRisk::risk)
             .collect();
-        check(
+        warn(
             name,
-            Status::Warn,
             format!(
                 "quorum queues on RabbitMQ {version}'s default delivery limit \
                  ({BROKER_DEFAULT_LIMIT}): {found}. On such a queue {}; {fix}",
@@ -591,9 +574,8 @@ pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Ch
             ),
         )
     } else {
-        check(
+        ok(
             name,
-            Status::Ok,
             format!(
                 "quorum queues with no delivery limit of their own: {found}. RabbitMQ {version} \
                  has no default limit, but 4.0 and later give them {BROKER_DEFAULT_LIMIT} and \
@@ -614,9 +596,8 @@ pub(crate) fn quorum_holds_check(version: &str) -> Check {
     let (major, minor, patch) = version_numbers(version);
     let name = "quorum holds";
     match (major, minor, patch) {
-        (0..=2, _, _) | (3, 0..=9, _) => check(
+        (0..=2, _, _) | (3, 0..=9, _) => warn(
             name,
-            Status::Warn,
             format!(
                 "RabbitMQ {version} cannot expire messages in quorum queues: quorum hold queues \
                  (the default) need 3.10 or later; use `HoldQueues::Classic` until the upgrade"
@@ -624,9 +605,8 @@ pub(crate) fn quorum_holds_check(version: &str) -> Check {
         ),
         (3, 10, p) if p < 20 => stalling(version, "3.10.20"),
         (3, 11, p) if p < 12 => stalling(version, "3.11.12"),
-        _ => check(
+        _ => ok(
             name,
-            Status::Ok,
             format!(
                 "RabbitMQ {version} releases held jobs from quorum hold queues with at-least-once \
                  dead-lettering"
@@ -654,36 +634,29 @@ pub(crate) fn quorum_holds(queues: &[QueueInfo], deferred_suffix: &str) -> Vec<(
 async fn stalled_holds_check(mgmt: &Management, holds: &[(String, String)]) -> Check {
     let name = "stalled holds";
     match crate::holds::stalled(mgmt, holds).await {
-        Ok(stalls) if stalls.is_empty() => check(
+        Ok(stalls) if stalls.is_empty() => ok(
             name,
-            Status::Ok,
             format!(
                 "none of the {} quorum hold queue(s) keeps jobs past their delay without \
                  releasing them",
                 holds.len()
             ),
         ),
-        Ok(stalls) => check(
+        Ok(stalls) => fail(
             name,
-            Status::Fail,
             stalls
                 .iter()
                 .map(Stall::describe)
                 .collect::<Vec<_>>()
                 .join("; "),
         ),
-        Err(e) => check(
-            name,
-            Status::Warn,
-            format!("could not read the quorum holds again: {e}"),
-        ),
+        Err(e) => warn(name, format!("could not read the quorum holds again: {e}")),
     }
 }
 
 fn stalling(version: &str, fixed_in: &str) -> Check {
-    check(
+    warn(
         "quorum holds",
-        Status::Warn,
         format!(
             "RabbitMQ {version}: a quorum hold queue's at-least-once dead-letter worker can stop \
              for good (fixed in {fixed_in}), and the jobs in that hold are then kept but never \
@@ -702,15 +675,10 @@ fn plugins_check(nodes: &[Value]) -> Check {
         })
     };
     if has("rabbitmq_prometheus") {
-        check(
-            "plugins",
-            Status::Ok,
-            "rabbitmq_management, rabbitmq_prometheus",
-        )
+        ok("plugins", "rabbitmq_management, rabbitmq_prometheus")
     } else {
-        check(
+        ok(
             "plugins",
-            Status::Ok,
             "rabbitmq_management (rabbitmq_prometheus is off: optional, for broker metrics)",
         )
     }
@@ -732,10 +700,9 @@ fn alarm_checks(nodes: &[Value]) -> Vec<Check> {
                 gib(&n["disk_free_limit"])
             );
             match (mem, disk) {
-                (false, false) => check("alarms", Status::Ok, format!("none; {detail}")),
-                _ => check(
+                (false, false) => ok("alarms", format!("none; {detail}")),
+                _ => fail(
                     "alarms",
-                    Status::Fail,
                     format!(
                         "{}{}: publishers are blocked; {detail}",
                         if mem { "MEMORY ALARM " } else { "" },

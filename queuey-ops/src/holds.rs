@@ -117,12 +117,6 @@ impl Census {
             .map(|h| h.jobs.saturating_add(h.releasing.unwrap_or(0)))
             .fold(0, u64::saturating_add)
     }
-
-    /// The census as Prometheus text exposition.
-    #[cfg(test)]
-    pub(crate) fn prometheus(&self) -> String {
-        prometheus(std::slice::from_ref(self))
-    }
 }
 
 /// A regex (for the management API) matching the hold queues of both
@@ -212,12 +206,6 @@ pub(crate) fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> O
         (Some(a), Some(p)) => Some(a.min(p)),
         (a, p) => a.or(p),
     }
-}
-
-/// Jobs of a quorum hold waiting for its dead-letter worker, from the
-/// management API's statistics (see [`HoldQueue::releasing`]).
-pub(crate) fn releasing(info: &QueueInfo) -> Option<u64> {
-    info.releasing()
 }
 
 /// How long `queuey holds` and `queuey doctor` wait before reading again
@@ -424,7 +412,7 @@ async fn read_hold(
         kind: if quorum { "quorum" } else { "classic" },
         delay_ms,
         jobs: u64::from(counts.messages),
-        releasing: if quorum { releasing(info) } else { None },
+        releasing: if quorum { info.releasing() } else { None },
         consumers: u64::from(counts.consumers),
         expires_ms,
         message_ttl_ms: effective(info, "x-message-ttl", "message-ttl"),
@@ -693,13 +681,13 @@ mod tests {
         let stalled = info(serde_json::json!({
             "messages": 1251, "messages_ready": 0, "messages_unacknowledged": 0
         }));
-        assert_eq!(releasing(&stalled), Some(1251));
+        assert_eq!(stalled.releasing(), Some(1251));
         let waiting = info(serde_json::json!({
             "messages": 40, "messages_ready": 38, "messages_unacknowledged": 0
         }));
-        assert_eq!(releasing(&waiting), Some(2));
+        assert_eq!(waiting.releasing(), Some(2));
         // No statistics emitted yet: unknown, not zero.
-        assert_eq!(releasing(&info(serde_json::json!({}))), None);
+        assert_eq!(info(serde_json::json!({})).releasing(), None);
     }
 
     fn stats(name: &str, messages: u64, ready: u64, published: Option<u64>) -> QueueInfo {

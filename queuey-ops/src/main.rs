@@ -141,7 +141,7 @@ use clap::Parser;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    let secrets = args.secrets();
+    let secrets = args.global.secrets();
     match cli::run(args).await {
         Ok(code) => code,
         Err(e) => {

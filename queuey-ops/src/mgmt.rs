@@ -44,13 +44,6 @@ pub(crate) struct Management {
 }
 
 impl Management {
-    /// A client for the broker that `amqp_url` names, with the platform's
-    /// TLS roots. See [`for_amqp_url_tls`](Self::for_amqp_url_tls).
-    #[cfg(test)]
-    pub(crate) fn for_amqp_url(amqp_url: &str, base: Option<&str>) -> Result<Self> {
-        Management::for_amqp_url_tls(amqp_url, base, &TlsFiles::default())
-    }
-
     /// A client for the broker that `amqp_url` names, at `base` when given
     /// (see [`Endpoint::new`] for the address, the credentials and the
     /// refusal of plain http beside `amqps://`). Over https, `tls`'s CA

@@ -65,15 +65,6 @@ pub(crate) struct Shards {
 }
 
 impl Shards {
-    /// `queue` alone, without shards.
-    #[cfg(test)]
-    pub(crate) fn unsharded(queue: impl Into<String>) -> Self {
-        Shards {
-            queue: queue.into(),
-            count: 0,
-        }
-    }
-
     /// Whether the queue has shards.
     pub(crate) fn is_sharded(&self) -> bool {
         self.count > 0

@@ -55,8 +55,9 @@ pub(crate) fn parse_ms(text: &str) -> Option<i64> {
     Some(secs * 1000 + millis)
 }
 
-/// `ms` as `2026-11-30 16:44:50Z`.
-pub(crate) fn format_ms(ms: i64) -> String {
+/// `ms` as `2026-11-30 16:44:50Z`; a value beyond `i64` counts as `i64::MAX`.
+pub(crate) fn format_ms(ms: impl TryInto<i64>) -> String {
+    let ms = ms.try_into().unwrap_or(i64::MAX);
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     let (y, m, d) = civil_from_days(days);
@@ -68,8 +69,10 @@ pub(crate) fn format_ms(ms: i64) -> String {
     )
 }
 
-/// A duration in ms as `1h02m`, `3m05s`, `12s` or `450ms`.
-pub(crate) fn format_duration_ms(ms: i64) -> String {
+/// A duration in ms as `1h02m`, `3m05s`, `12s` or `450ms`; a value beyond
+/// `i64` counts as `i64::MAX`.
+pub(crate) fn format_duration_ms(ms: impl TryInto<i64>) -> String {
+    let ms: i64 = ms.try_into().unwrap_or(i64::MAX);
     let sign = if ms < 0 { "-" } else { "" };
     let ms = ms.unsigned_abs();
     let s = ms / 1000;

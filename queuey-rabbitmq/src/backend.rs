@@ -10,15 +10,17 @@ use queuey_core::backend::HoldKind;
 use queuey_core::backend::{
     Backend, Capabilities, ConnectionState, DeliveryStream, PendingReply, Replies, Reply, ReplyTo,
 };
+#[cfg(feature = "fleet")]
 use queuey_core::backend::{ControlChannel, Heartbeats};
+#[cfg(feature = "fleet")]
 use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
 use queuey_core::{Envelope, Error, QueueConfig};
 
 use crate::addresses::Addresses;
 use crate::census::HoldCensus;
-use crate::control::Control;
-use crate::heartbeats::HeartbeatStream;
-use crate::link::{FleetLink, Link};
+#[cfg(feature = "fleet")]
+use crate::fleet::Fleet;
+use crate::link::Link;
 use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
 use crate::trust::Senders;
@@ -39,18 +41,16 @@ struct Inner {
     options: Arc<RabbitMqOptions>,
     /// The connection of the moment, replaced when it dies.
     link: Arc<Link>,
-    /// The fleet plane's stream reads, on a connection of their own.
-    fleet: Arc<FleetLink>,
     /// Every publish: enqueues, holds, dead letters and suspect copies.
     outbox: Arc<Outbox>,
     /// Jobs a caller waits for, on a channel of their own.
     requests: Requests,
     /// Job results, sent to the callers that wait for them.
     responder: Responder,
-    /// Control commands: sent to the control stream, and followed there.
-    control: Control,
-    /// The workers' heartbeats.
-    heartbeats: HeartbeatStream,
+    /// Control commands, heartbeats and leadership, with the `fleet`
+    /// feature.
+    #[cfg(feature = "fleet")]
+    fleet: Fleet,
     /// Consumers of dropped streams handing their deliveries back.
     retirements: Arc<consumer::Retirements>,
     /// What counts a hold's jobs before a prune, when anything can.
@@ -128,31 +128,17 @@ impl RabbitMqBackend {
             Arc::clone(&options),
             Arc::clone(&senders),
         );
-        let fleet = Arc::new(FleetLink::new(&addresses, &options));
-        let control = Control::new(
-            Arc::clone(&link),
-            Arc::clone(&fleet),
-            Arc::clone(&outbox),
-            Arc::clone(&options),
-            Arc::clone(&senders),
-        );
-        let heartbeats = HeartbeatStream::new(
-            Arc::clone(&link),
-            Arc::clone(&fleet),
-            Arc::clone(&outbox),
-            &options,
-            Arc::clone(&senders),
-        );
+        #[cfg(feature = "fleet")]
+        let fleet = Fleet::new(&addresses, &link, &outbox, &options, &senders);
         Ok(RabbitMqBackend {
             inner: Arc::new(Inner {
                 options,
                 link,
-                fleet,
                 outbox,
                 requests,
                 responder,
-                control,
-                heartbeats,
+                #[cfg(feature = "fleet")]
+                fleet,
                 retirements: Arc::default(),
                 census,
                 senders,
@@ -243,7 +229,10 @@ impl RabbitMqBackend {
         self.finish_settles().await;
         self.inner.outbox.close();
         self.inner.requests.close().await;
+        #[cfg(feature = "fleet")]
         let fleet = self.inner.fleet.close().await;
+        #[cfg(not(feature = "fleet"))]
+        let fleet = Ok(());
         self.inner.link.close().await.and(fleet)
     }
 }
@@ -261,16 +250,14 @@ impl RabbitMqBackend {
 /// Leadership of periodic schedules through a single-active-consumer
 /// quorum queue per schedule, on the backend's connection: see the guide's
 /// section on periodic jobs for why it holds and its limits.
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 impl queuey_core::periodic::Leadership for RabbitMqBackend {
     fn lead<'a>(
         &'a self,
         key: &'a str,
     ) -> BoxFuture<'a, Result<Box<dyn queuey_core::periodic::Lease>, Error>> {
-        Box::pin(crate::leader::lead(
-            &self.inner.link,
-            Arc::clone(&self.inner.senders),
-            key,
-        ))
+        Box::pin(self.inner.fleet.lead(key))
     }
 }
 
@@ -350,11 +337,19 @@ impl Backend for RabbitMqBackend {
     }
 
     /// Replies, control commands and heartbeats: all three.
+    #[cfg(feature = "fleet")]
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
             .with_replies(self)
             .with_control(self)
             .with_heartbeats(self)
+    }
+
+    /// Replies only: control commands and heartbeats need the `fleet`
+    /// feature.
+    #[cfg(not(feature = "fleet"))]
+    fn capabilities(&self) -> Capabilities<'_> {
+        Capabilities::none().with_replies(self)
     }
 
     fn flush(&self) -> BoxFuture<'_, ()> {
@@ -377,13 +372,15 @@ impl Replies for RabbitMqBackend {
     }
 }
 
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 impl ControlChannel for RabbitMqBackend {
     /// Publishes the command to the control stream (declared first, once
     /// per backend) and waits for the broker's confirm. A record without a
     /// sender (`by`) is sent as this backend's: its connection name and
     /// its host name. See [Control commands](crate#control-commands).
     fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.control.send(record))
+        Box::pin(self.inner.fleet.send_control(record))
     }
 
     /// Starts the backend's follower of the control stream on the first
@@ -391,23 +388,25 @@ impl ControlChannel for RabbitMqBackend {
     /// call (within the call timeout). See [Control
     /// commands](crate#control-commands).
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>> {
-        Box::pin(self.inner.control.follow())
+        Box::pin(self.inner.fleet.follow_control())
     }
 }
 
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 impl Heartbeats for RabbitMqBackend {
     /// Publishes the heartbeat to the heartbeat stream (the control
     /// stream's name with `.workers`), declared first, once per backend.
     /// See [Control commands](crate#control-commands).
     fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.heartbeats.send(beat))
+        Box::pin(self.inner.fleet.heartbeat(beat))
     }
 
     /// Reads the heartbeat stream's last minute and lists the workers whose
     /// latest heartbeat is within its lifetime (by this host's clock, with
     /// two seconds of slack) and not their last.
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        Box::pin(self.inner.heartbeats.workers())
+        Box::pin(self.inner.fleet.workers())
     }
 }
 

@@ -287,6 +287,13 @@
 //!
 //! # Control commands
 //!
+//! Control commands, heartbeats and the leadership of periodic schedules
+//! are the backend's fleet plane, built with the `fleet` feature (on by
+//! default). Without it the backend carries jobs and their results only:
+//! its [`capabilities`](queuey_core::backend::Backend::capabilities) list
+//! replies alone, and it implements neither `ControlChannel`, `Heartbeats`
+//! nor `Leadership`.
+//!
 //! [`send_control`](queuey_core::backend::ControlChannel::send_control) and
 //! [`follow_control`](queuey_core::backend::ControlChannel::follow_control)
 //! carry a fleet's commands (cancel a job, pause or resume a queue; see
@@ -531,6 +538,7 @@
 //! | `rustls` (default) | `amqps://` through rustls with the ring provider, trusting the platform's roots |
 //! | `rustls-aws-lc` | the same with the aws-lc-rs provider |
 //! | `native-tls` | `amqps://` through the platform's TLS library (OpenSSL on Linux) |
+//! | `fleet` (default) | the [fleet plane](#control-commands): control commands, the workers' heartbeats and leadership of periodic schedules, with their options and broker names |
 //! | `management` | the `management` module, a client of the management HTTP API (reqwest; over https with `rustls`), and through it the pruning of idle quorum holds |
 //!
 //! With `default-features = false` and no TLS feature, plain `amqp://` works
@@ -545,9 +553,7 @@
 //! |---|---|
 //! | `backend` | [`RabbitMqBackend`]: puts the parts below together and implements [`Backend`](queuey_core::backend::Backend) |
 //! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
-//! | `control` | control commands: sent to the control stream, and followed there by one task per backend |
-//! | `heartbeats` | the workers' heartbeats: published to the heartbeat stream, and the list of workers read back from it |
-//! | `leader` | leadership of periodic schedules: one quorum queue with a single active consumer per schedule |
+//! | `fleet` | the fleet plane, with the `fleet` feature: control commands (`control`, sent to the control stream and followed there by one task per backend), the workers' heartbeats (`heartbeats`), leadership of periodic schedules (`leader`, one quorum queue with a single active consumer per schedule), and the connection their stream reads use (`link`) |
 //! | `reply` | job results: requests sent with direct reply-to, and the replies to waiting callers |
 //! | `management` | the management HTTP API: where it is, a client, the queues it lists, and the hold census over it |
 //! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, pruning holds, dead letters, suspect copies |
@@ -571,11 +577,10 @@ mod bound;
 mod census;
 mod connection_properties;
 mod consumer;
-mod control;
 mod declare;
 mod error;
-mod heartbeats;
-mod leader;
+#[cfg(feature = "fleet")]
+mod fleet;
 mod link;
 #[cfg(feature = "management")]
 #[cfg_attr(docsrs, doc(cfg(feature = "management")))]

@@ -30,6 +30,7 @@ mod calls;
 mod cluster;
 mod cluster_kit;
 mod consumer_timeout;
+#[cfg(feature = "fleet")]
 mod control;
 mod kit;
 mod poison;

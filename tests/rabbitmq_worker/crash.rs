@@ -29,11 +29,12 @@ async fn a_worker_killed_mid_job_loses_nothing() {
         .build()
         .expect("a runtime");
     let (url, name, seen) = (broker.url.clone(), doomed.clone(), Arc::clone(&started));
+    #[cfg(feature = "fleet")]
     let stream = broker.control_stream();
     runtime.spawn(async move {
-        let options = RabbitMqOptions::default()
-            .connection_name(name)
-            .control_stream(stream);
+        let options = RabbitMqOptions::default().connection_name(name);
+        #[cfg(feature = "fleet")]
+        let options = options.control_stream(stream);
         let backend = Arc::new(
             RabbitMqBackend::with_options(&url, options)
                 .await

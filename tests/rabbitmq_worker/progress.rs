@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(feature = "fleet")]
 use queuey::backend::Heartbeats;
 use queuey::control::Progress;
 use queuey::prelude::*;
@@ -54,6 +55,7 @@ async fn a_watching_caller_and_the_heartbeats_see_the_handlers_reports() {
         .enqueue_and_watch(&ProgressJob { n: 4 }, Duration::from_secs(120))
         .await
         .unwrap();
+    #[cfg(feature = "fleet")]
     let job_id = watch.job_id();
     gate.add_permits(1);
     let first = within("the first report", watch.progress()).await;
@@ -63,6 +65,7 @@ async fn a_watching_caller_and_the_heartbeats_see_the_handlers_reports() {
     gate.add_permits(1);
     let second = within("the second report", watch.progress()).await;
     assert_eq!(second, Some(Progress::new(50, "step 2 of 4")));
+    #[cfg(feature = "fleet")]
     within("the heartbeats show the report", async {
         loop {
             let workers = backend.workers().await.unwrap();

@@ -59,27 +59,15 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
         return run_prune(global, prune).await;
     }
     let mgmt = global.management()?;
-    let amqp = global.connect("holds").await?;
-    let mut censuses = Vec::new();
-    for queue in &args.queues {
-        match holds::census(&mgmt, &amqp, queue, &global.deferred_suffix, args.peek).await {
-            Ok(c) => censuses.push(c),
-            Err(e) => {
-                amqp.close().await;
-                return Err(e);
-            }
-        }
-    }
-    amqp.close().await;
+    let mut censuses = censuses(global, &mgmt, "holds", &args.queues, args.peek).await?;
     let stalls = if args.prometheus {
         Vec::new()
     } else {
         mark_stalls(&mgmt, &mut censuses).await?
     };
-    let fleet = global.fleet("holds").await?;
-    let state = fleet.state().await;
-    fleet.close().await;
-    let state = state?;
+    let state = global
+        .with_fleet("holds", async |f| f.state().await)
+        .await?;
     let consumers: u64 = censuses
         .iter()
         .flat_map(|c| &c.holds)
@@ -120,6 +108,27 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The census of each of `queues`' holds, reading at most `peek` jobs of
+/// each hold (see [`holds::census`]).
+async fn censuses(
+    global: &Global,
+    mgmt: &Management,
+    what: &str,
+    queues: &[String],
+    peek: usize,
+) -> Result<Vec<Census>> {
+    global
+        .with_amqp(what, async |amqp| {
+            let mut censuses = Vec::new();
+            for queue in queues {
+                censuses
+                    .push(holds::census(mgmt, amqp, queue, &global.deferred_suffix, peek).await?);
+            }
+            Ok(censuses)
+        })
+        .await
+}
+
 /// Reads again, [`holds::STALL_RECHECK`] later, the quorum holds of
 /// `censuses` that hold jobs past their delay, marks those that released
 /// none of them, and returns them.
@@ -148,18 +157,8 @@ async fn mark_stalls(mgmt: &Management, censuses: &mut [Census]) -> Result<Vec<S
 
 async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
     let mgmt = global.management()?;
-    let amqp = global.connect("holds-prune").await?;
-    let mut items = Vec::new();
-    for queue in &args.queues {
-        match holds::census(&mgmt, &amqp, queue, &global.deferred_suffix, 0).await {
-            Ok(census) => items.extend(prune::plan(&census)),
-            Err(e) => {
-                amqp.close().await;
-                return Err(e);
-            }
-        }
-    }
-    amqp.close().await;
+    let censuses = censuses(global, &mgmt, "holds-prune", &args.queues, 0).await?;
+    let items: Vec<_> = censuses.iter().flat_map(prune::plan).collect();
     let candidates = items.iter().filter(|i| i.prune).count();
     if !args.yes {
         if global.json {
@@ -169,7 +168,7 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
             for item in &items {
                 table.row(vec![
                     crate::escape::line(&item.hold).into_owned(),
-                    format_duration_ms(i64::try_from(item.delay_ms).unwrap_or(i64::MAX)),
+                    format_duration_ms(item.delay_ms),
                     if item.prune { "yes" } else { "no" }.to_owned(),
                     item.reason.clone(),
                 ]);
@@ -285,7 +284,7 @@ fn print_census(census: &Census) {
             shard
                 .into_iter()
                 .chain([
-                    format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX)),
+                    format_duration_ms(h.delay_ms),
                     h.jobs.to_string(),
                     match (h.kind, h.releasing) {
                         ("quorum", Some(n)) => n.to_string(),

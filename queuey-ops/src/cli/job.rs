@@ -55,16 +55,12 @@ pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<ExitCode> {
     match cmd {
         JobCommand::Cancel(args) => {
             let commands = commands(&args)?;
-            let fleet = global.fleet("job").await?;
-            let result = cancel(&fleet, &args, commands).await;
-            fleet.close().await;
-            result
+            let cancel = async |fleet: &_| cancel(fleet, &args, commands).await;
+            global.with_fleet("job", cancel).await
         }
         JobCommand::Cancellations => {
-            let fleet = global.fleet("job").await?;
-            let result = cancellations(global, &fleet).await;
-            fleet.close().await;
-            result
+            let list = async |fleet: &_| cancellations(global, fleet).await;
+            global.with_fleet("job", list).await
         }
         JobCommand::Revoke { record, yes } => {
             let record = Uuid::parse_str(&record).map_err(|_| {
@@ -73,10 +69,8 @@ pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<ExitCode> {
                     escape::line(&record)
                 ))
             })?;
-            let fleet = global.fleet("job").await?;
-            let result = revoke(&fleet, record, yes).await;
-            fleet.close().await;
-            result
+            let revoke = async |fleet: &_| revoke(fleet, record, yes).await;
+            global.with_fleet("job", revoke).await
         }
     }
 }
@@ -119,7 +113,7 @@ async fn cancellations(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
     for c in &all {
         table.row(vec![
             c.record.to_string(),
-            crate::time::format_ms(i64::try_from(c.at_ms).unwrap_or(i64::MAX)),
+            crate::time::format_ms(c.at_ms),
             target(&c.target),
         ]);
     }

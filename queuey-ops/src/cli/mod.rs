@@ -14,6 +14,8 @@ mod workers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::dead::DeadQueues;
+use crate::fleet::Fleet;
 use crate::mgmt::Management;
 use crate::{Amqp, Result, TlsFiles};
 use clap::{Args, Parser, Subcommand};
@@ -129,21 +131,54 @@ pub(crate) struct Global {
 }
 
 impl Global {
-    pub(crate) async fn connect(&self, what: &str) -> Result<Amqp> {
+    /// Runs `f` on a new AMQP connection named after `what`, then closes it.
+    pub(crate) async fn with_amqp<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&Amqp) -> Result<T>,
+    ) -> Result<T> {
         let name = format!("queuey-cli-{what}-{}", std::process::id());
-        Amqp::connect_tls(&self.url, &name, &self.tls()).await
+        let amqp = Amqp::connect_tls(&self.url, &name, &self.tls()).await?;
+        let out = f(&amqp).await;
+        amqp.close().await;
+        out
     }
 
-    /// The fleet's control plane, on a connection of its own.
-    pub(crate) async fn fleet(&self, what: &str) -> Result<crate::fleet::Fleet> {
+    /// Runs `f` on the fleet's control plane (a connection of its own),
+    /// then closes it.
+    pub(crate) async fn with_fleet<T>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&Fleet) -> Result<T>,
+    ) -> Result<T> {
         let name = format!("queuey-cli-{what}-control-{}", std::process::id());
-        crate::fleet::Fleet::connect_with(
+        let fleet = Fleet::connect_with(
             &self.url,
             &self.tls(),
             &name,
             &self.control_stream,
             &self.trust(),
         )
+        .await?;
+        let out = f(&fleet).await;
+        fleet.close().await;
+        out
+    }
+
+    /// Runs `f` on the dead-letter queues QUEUE stands for (its own, and
+    /// each of its shards' when it is sharded), over a connection named
+    /// after `what`; returns them with what `f` returned.
+    pub(crate) async fn with_dead_queues<T>(
+        &self,
+        what: &str,
+        queue: &str,
+        f: impl AsyncFnOnce(&Amqp, &DeadQueues) -> Result<T>,
+    ) -> Result<(DeadQueues, T)> {
+        self.with_amqp(what, async |amqp| {
+            let queues = DeadQueues::discover(amqp, queue, &self.dead_suffix).await?;
+            let out = f(amqp, &queues).await?;
+            Ok((queues, out))
+        })
         .await
     }
 
@@ -175,23 +210,14 @@ impl Global {
         self.secrets().scrub(text)
     }
 
-    fn secrets(&self) -> Secrets {
+    /// The URLs whose passwords nothing printed may contain.
+    pub(crate) fn secrets(&self) -> Secrets {
         Secrets(
             std::iter::once(&self.url)
                 .chain(&self.mgmt_url)
                 .cloned()
                 .collect(),
         )
-    }
-
-    /// The dead-letter queues QUEUE stands for: its own, and each of its
-    /// shards' when it is sharded.
-    pub(crate) async fn dead_queues(
-        &self,
-        amqp: &Amqp,
-        queue: &str,
-    ) -> Result<crate::dead::DeadQueues> {
-        crate::dead::DeadQueues::discover(amqp, queue, &self.dead_suffix).await
     }
 
     /// Refuses an empty suffix, or one suffix for two roles: either would
@@ -202,13 +228,6 @@ impl Global {
             &self.deferred_suffix,
             &self.suspect_suffix,
         )
-    }
-}
-
-impl Cli {
-    /// The URLs whose passwords nothing printed may contain.
-    pub(crate) fn secrets(&self) -> Secrets {
-        self.global.secrets()
     }
 }
 

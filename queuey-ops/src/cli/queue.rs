@@ -43,18 +43,17 @@ pub(crate) enum QueueCommand {
 }
 
 pub(crate) async fn run(global: &Global, cmd: QueueCommand) -> Result<ExitCode> {
-    let fleet = global.fleet("queue").await?;
-    let result = match cmd {
-        QueueCommand::Pause { queue, yes, force } => {
-            switch(global, &fleet, &queue, true, Act { yes, force }).await
-        }
-        QueueCommand::Resume { queue, yes, force } => {
-            switch(global, &fleet, &queue, false, Act { yes, force }).await
-        }
-        QueueCommand::Paused => paused(global, &fleet).await,
-    };
-    fleet.close().await;
-    result
+    global
+        .with_fleet("queue", async |fleet| match cmd {
+            QueueCommand::Pause { queue, yes, force } => {
+                switch(global, fleet, &queue, true, Act { yes, force }).await
+            }
+            QueueCommand::Resume { queue, yes, force } => {
+                switch(global, fleet, &queue, false, Act { yes, force }).await
+            }
+            QueueCommand::Paused => paused(global, fleet).await,
+        })
+        .await
 }
 
 /// What the operator allowed: acting at all, and acting against the
@@ -73,12 +72,9 @@ async fn switch(
     act: Act,
 ) -> Result<ExitCode> {
     let Act { yes, force } = act;
-    let amqp = global.connect("queue").await?;
-    let counts = amqp.counts(queue).await;
-    amqp.close().await;
-    let Some(counts) = counts? else {
-        return Err(crate::OpsError::UnknownQueue(queue.to_owned()));
-    };
+    let counts = global
+        .with_amqp("queue", async |amqp| amqp.require(queue).await)
+        .await?;
     let state = fleet.state().await?;
     let workers = fleet.workers().await?;
     let consuming = fleet::consumers_of(&workers, queue);

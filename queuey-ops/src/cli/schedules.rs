@@ -19,18 +19,11 @@ pub(crate) struct SchedulesArgs {
 
 pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode> {
     let mgmt = global.management()?;
-    let amqp = global.connect("schedules").await?;
-    let fleet = match global.fleet("schedules").await {
-        Ok(fleet) => fleet,
-        Err(e) => {
-            amqp.close().await;
-            return Err(e);
-        }
+    let list = async |amqp: &_| {
+        let list = async |fleet: &_| schedules::list(&mgmt, amqp, fleet).await;
+        global.with_fleet("schedules", list).await
     };
-    let listed = schedules::list(&mgmt, &amqp, &fleet).await;
-    amqp.close().await;
-    fleet.close().await;
-    let mut listed = listed?;
+    let mut listed = global.with_amqp("schedules", list).await?;
     if !args.queues.is_empty() {
         listed.retain(|s| args.queues.contains(&s.job_queue));
     }

@@ -140,10 +140,8 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
     match cmd {
         TopologyCommand::Verify(set) => {
             let spec = set.spec(global)?;
-            let amqp = global.connect("topology-verify").await?;
-            let problems = topology::verify(&mgmt, Some(&amqp), &spec).await;
-            amqp.close().await;
-            let mut problems = problems?;
+            let verify = async |amqp: &_| topology::verify(&mgmt, Some(amqp), &spec).await;
+            let mut problems = global.with_amqp("topology-verify", verify).await?;
             if let Some(policy) =
                 topology::plan_control_stream_policy(&mgmt, &global.control_stream).await?
             {
@@ -214,10 +212,8 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let amqp = global.connect("topology-apply").await?;
-            let done = topology::apply(&amqp, &plan).await;
-            amqp.close().await;
-            done?;
+            let apply = async |amqp: &_| topology::apply(amqp, &plan).await;
+            global.with_amqp("topology-apply", apply).await?;
             let set = topology::apply_limit_policies(&mgmt, &limits).await?;
             let left: Vec<_> = limits
                 .iter()

@@ -22,10 +22,9 @@ pub(crate) struct WorkersArgs {
 }
 
 pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> {
-    let fleet = global.fleet("workers").await?;
-    let workers = fleet.workers().await;
-    fleet.close().await;
-    let mut workers = workers?;
+    let mut workers = global
+        .with_fleet("workers", async |f| f.workers().await)
+        .await?;
     if let Some(queue) = &args.queue {
         workers.retain(|w| w.queues.iter().any(|q| q == queue));
     }
@@ -37,7 +36,6 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> 
         println!("no worker has sent a heartbeat in the last few intervals");
         return Ok(ExitCode::SUCCESS);
     }
-    let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
     let mut table = Table::new([
         "WORKER",
         "VERSION",
@@ -59,9 +57,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> 
             },
             w.connection.clone(),
             format!("{}/{}", w.running.len(), w.concurrency),
-            format_duration_ms(
-                i64::try_from(w.at_ms.saturating_sub(w.started_at_ms)).unwrap_or(i64::MAX),
-            ),
+            format_duration_ms(w.at_ms.saturating_sub(w.started_at_ms)),
         ]);
     }
     print!("{}", table.render());
@@ -86,7 +82,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> 
             job.queue.clone(),
             job.attempt.to_string(),
             fleet::label(worker),
-            format_duration_ms(ms(running)),
+            format_duration_ms(running.as_millis()),
             job.progress
                 .as_ref()
                 .map_or_else(|| "-".to_owned(), ToString::to_string),

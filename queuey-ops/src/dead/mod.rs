@@ -46,6 +46,7 @@ pub(crate) use fingerprint::fingerprint;
 pub(crate) use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
 pub(crate) use list::Order;
 pub(crate) use plan::{PREVIEW_SAMPLES, RedrivePlan};
+pub(crate) use purge::PurgeReport;
 pub(crate) use queues::{DeadQueue, DeadQueues, QueueCount};
 #[cfg(test)]
 pub(crate) use redrive::redrive;

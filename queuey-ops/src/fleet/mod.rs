@@ -86,17 +86,6 @@ impl Fleet {
         Ok(Fleet::from_backend(backend))
     }
 
-    /// Like [`connect_with`](Fleet::connect_with), trusting no other user.
-    #[cfg(test)]
-    pub(crate) async fn connect_to(
-        url: &str,
-        tls: &TlsFiles,
-        name: &str,
-        control_stream: &str,
-    ) -> Result<Fleet> {
-        Fleet::connect_with(url, tls, name, control_stream, &Trust::default()).await
-    }
-
     /// A fleet over a backend already connected.
     pub(crate) fn from_backend(backend: RabbitMqBackend) -> Fleet {
         Fleet {

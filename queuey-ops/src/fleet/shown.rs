@@ -42,7 +42,7 @@ pub(crate) fn running_line(worker: &Heartbeat, job: &RunningJob) -> String {
         escape::line(&job.job_type),
         job.attempt,
         shown_label(worker),
-        format_duration_ms(i64::try_from(running_for(worker, job).as_millis()).unwrap_or(i64::MAX))
+        format_duration_ms(running_for(worker, job).as_millis())
     )
 }
 

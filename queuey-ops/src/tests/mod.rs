@@ -9,6 +9,7 @@
 //! queuey-ops` builds it, for `tests/cli.rs`; with `--bin queuey` alone,
 //! run `cargo build -p queuey-ops` first.
 
+mod helpers;
 mod support;
 
 mod letters;

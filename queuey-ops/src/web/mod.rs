@@ -27,29 +27,14 @@
 //! - **Credentials.** A token has at least [`MIN_TOKEN_LEN`] characters; a
 //!   basic-auth user and password are not empty. [`router`] and [`serve`]
 //!   refuse anything else before they listen.
-//! - **Host.** The dashboard answers only requests whose `Host` names it:
-//!   `localhost`, `127.0.0.1`, `[::1]` or the address the connection arrived
-//!   on, each with the listening port (without a port only when it listens
-//!   on port 80), or a name of [`WebConfig::public_hosts`] (`--public-host`;
-//!   without a port, that name's default port). Anything else gets
-//!   `421 Misdirected Request` and a text saying how to allow the name. This
-//!   defeats DNS rebinding, where a hostile site's name points at the
-//!   dashboard.
-//! - **Origin.** A request that changes something (a POST) is refused with
-//!   `403` when its `Origin` is not one of the dashboard's own
-//!   (`http://` + an accepted Host, or `https://NAME` for a public host given
-//!   as `https://NAME`), or when `Sec-Fetch-Site` is `cross-site` or
-//!   `same-site` (another port or subdomain is another application).
-//!   `Origin: null`, which browsers send for the dashboard's own forms
-//!   because of its `Referrer-Policy: no-referrer`, passes only beside
-//!   `Sec-Fetch-Site: same-origin`. Browsers send at least one of these
-//!   headers; a client that sends neither passes on the Host check and the
-//!   CSRF token.
-//! - **CSRF.** Each browser gets a random session cookie; the CSRF token of
-//!   its forms is an HMAC of that session and the dashboard's credential
-//!   under a key drawn at start-up, compared in constant time. A client
-//!   that posts keeps the `queuey_session` cookie of the page it read the
-//!   token from.
+//! - **Host and Origin** (see `exposure`): a request must name the
+//!   dashboard in its `Host` (else `421 Misdirected Request`), and one that
+//!   changes something must come from the dashboard's own origin (else
+//!   `403`); this defeats DNS rebinding and cross-site forms.
+//! - **CSRF** (see `session`): each browser gets a random session cookie,
+//!   and its forms a token bound to that session and the credential. A
+//!   client that posts keeps the `queuey_session` cookie of the page it
+//!   read the token from.
 //! - **Queues.** Only the queues of [`WebConfig::queues`] and their shards
 //!   can be read or changed (`404` for others); with none given, every
 //!   queue that has a dead-letter queue. With queues given, `/schedules`
@@ -57,11 +42,8 @@
 //!   workers and running jobs, and `/job/cancel` cancels only a job the
 //!   heartbeats show running on one of them (a cancel reaches a job
 //!   wherever it waits, so one the dashboard cannot place is refused).
-//! - **Headers.** Every answer carries `Content-Security-Policy` (nothing but
-//!   the pages' own style sheet and forms posting to the dashboard,
-//!   `frame-ancestors 'none'`), `X-Frame-Options: DENY`,
-//!   `Referrer-Policy: no-referrer`, `X-Content-Type-Options: nosniff`,
-//!   `Cross-Origin-Resource-Policy: same-origin` and `Cache-Control: no-store`.
+//! - **Headers** (see `headers`): a strict `Content-Security-Policy`, no
+//!   framing, no referrer, no caching, on every answer.
 //! - **Cookies** (`queuey_token`, `queuey_session`) are `HttpOnly` and
 //!   `SameSite=Strict`, and `Secure` on requests that name a public host
 //!   given as `https://NAME`: the dashboard itself speaks plain http, and
@@ -150,27 +132,6 @@ impl fmt::Debug for WebConfig {
             .field("control_stream", &self.control_stream)
             .field("trust", &self.trust)
             .finish()
-    }
-}
-
-impl WebConfig {
-    /// A dashboard for the broker at `amqp_url` with every default.
-    #[cfg(test)]
-    pub(crate) fn new(amqp_url: impl Into<String>) -> Self {
-        WebConfig {
-            amqp_url: amqp_url.into(),
-            mgmt_base: None,
-            tls: TlsFiles::default(),
-            queues: Vec::new(),
-            topology: None,
-            dead_suffix: crate::DEFAULT_DEAD_SUFFIX.to_owned(),
-            deferred_suffix: crate::DEFAULT_DEFERRED_SUFFIX.to_owned(),
-            auth: Auth::None,
-            public_hosts: Vec::new(),
-            export_dir: PathBuf::from("."),
-            control_stream: queuey_rabbitmq::topology::CONTROL_STREAM.to_owned(),
-            trust: crate::fleet::Trust::default(),
-        }
     }
 }
 

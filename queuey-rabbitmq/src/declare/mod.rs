@@ -1,6 +1,7 @@
 //! Queue declarations: the work, dead-letter and suspect queues on a
 //! throwaway channel per `declare` (here), hold queues on channels of their
-//! own (`holds`, over the slots of `pool`), the control stream (`stream`),
+//! own (`holds`, over the slots of `pool`), the fleet's streams (`stream`,
+//! with the `fleet` feature),
 //! the job exchange and its bindings (`exchange`), the checks made before
 //! anything is declared (`check`), and what a refusal tells the user to do
 //! (`explain`).
@@ -15,6 +16,7 @@ mod exchange;
 mod explain;
 mod holds;
 mod pool;
+#[cfg(feature = "fleet")]
 mod stream;
 
 use lapin::options::QueueDeclareOptions;
@@ -28,6 +30,7 @@ use crate::topology::{self, ArgumentValue, QueueArguments};
 pub(crate) use check::check;
 use explain::explain;
 pub(crate) use holds::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
+#[cfg(feature = "fleet")]
 pub(crate) use stream::{Stream, declare_control_stream, declare_stream};
 
 /// Declares each work queue and, when enabled, its dead-letter queue and

@@ -23,14 +23,12 @@
 //! `backoff`, and the queues to replay are kept by `declared`.
 
 mod backoff;
+#[cfg(feature = "fleet")]
 pub(crate) use backoff::{jitter, random_below};
 mod declared;
 pub(crate) mod dial;
 mod first;
-mod fleet;
 mod supervisor;
-
-pub(crate) use fleet::FleetLink;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -100,9 +98,10 @@ pub(crate) enum Purpose {
     /// The job path: publishes, consumers, settles. Its state is what the
     /// connection metrics report.
     Jobs,
-    /// The fleet plane's stream reads ([`FleetLink`]), kept apart so that
+    /// The fleet plane's stream reads (`fleet::link`), kept apart so that
     /// a broker that closes their connection never takes the job path's
     /// down with it. Logged, not counted in the connection metrics.
+    #[cfg(feature = "fleet")]
     Fleet,
 }
 

@@ -61,8 +61,11 @@ pub struct RabbitMqOptions {
     pub(crate) consumer_timeout: Option<Duration>,
     pub(crate) refuse_long_delays: bool,
     pub(crate) tls: TlsOptions,
+    #[cfg(feature = "fleet")]
     pub(crate) control_stream: String,
+    #[cfg(feature = "fleet")]
     pub(crate) control_senders: Vec<String>,
+    #[cfg(feature = "fleet")]
     pub(crate) control_snapshot_interval: Duration,
     pub(crate) worker_senders: Vec<String>,
     pub(crate) authenticated_user: Option<String>,
@@ -79,7 +82,7 @@ impl Default for RabbitMqOptions {
     /// queues with their default granularity
     /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
     /// 128 publishes in flight on each, a 16 MiB message limit, control
-    /// commands in the stream [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM),
+    /// commands in the stream `queuey.control` (with the `fleet` feature),
     /// and quorum holds the backend has not used for an hour
     /// [pruned](crate#pruning-hold-queues) when it can count their jobs.
     fn default() -> Self {
@@ -109,8 +112,11 @@ impl Default for RabbitMqOptions {
             consumer_timeout: Some(DEFAULT_CONSUMER_TIMEOUT),
             refuse_long_delays: false,
             tls: TlsOptions::default(),
+            #[cfg(feature = "fleet")]
             control_stream: crate::topology::CONTROL_STREAM.to_owned(),
+            #[cfg(feature = "fleet")]
             control_senders: Vec::new(),
+            #[cfg(feature = "fleet")]
             control_snapshot_interval: DEFAULT_CONTROL_SNAPSHOT_INTERVAL,
             worker_senders: Vec::new(),
             authenticated_user: None,
@@ -508,81 +514,6 @@ impl RabbitMqOptions {
     /// confirmation before the channel's next publish.
     pub fn publish_window(mut self, publishes: usize) -> Self {
         self.publish_window = publishes;
-        self
-    }
-
-    /// The stream that carries the fleet's control commands (cancel a job,
-    /// pause or resume a queue): default
-    /// [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM), `queuey.control`.
-    /// Every process that should obey the same commands must use the same
-    /// stream; fleets sharing a virtual host can keep their commands apart
-    /// with a stream each. The workers' heartbeats go to the stream of the
-    /// same name with `.workers` added. See
-    /// [Control commands](crate#control-commands). At most 247 bytes, not
-    /// empty.
-    ///
-    /// ```
-    /// use queuey_rabbitmq::RabbitMqOptions;
-    ///
-    /// let options = RabbitMqOptions::default().control_stream("billing.control");
-    /// assert_eq!(options.settings().control_stream(), "billing.control");
-    /// ```
-    pub fn control_stream(mut self, stream: impl Into<String>) -> Self {
-        self.control_stream = stream.into();
-        self
-    }
-
-    /// How often the control state (the paused queues and the live
-    /// cancellations) is written to the control stream as a snapshot
-    /// (default [`DEFAULT_CONTROL_SNAPSHOT_INTERVAL`], ten minutes; from
-    /// [`MIN_CONTROL_SNAPSHOT_INTERVAL`] to
-    /// [`MAX_CONTROL_SNAPSHOT_INTERVAL`]).
-    ///
-    /// A process that starts following the commands reads only the
-    /// stream's last records (or, when it cannot read where the stream
-    /// ends, its last three intervals) and goes on from the first snapshot
-    /// among them, so it starts in about the same time whatever the stream
-    /// holds from before. The processes that follow the stream take turns
-    /// writing the snapshots: about one per interval for the whole fleet. A
-    /// stream without a snapshot that recent is read from its start. See
-    /// [Control commands](crate#control-commands).
-    ///
-    /// ```
-    /// use std::time::Duration;
-    /// use queuey_rabbitmq::RabbitMqOptions;
-    ///
-    /// let options = RabbitMqOptions::default().control_snapshot_interval(Duration::from_secs(60));
-    /// assert_eq!(options.settings().control_snapshot_interval(), Duration::from_secs(60));
-    /// ```
-    pub fn control_snapshot_interval(mut self, interval: Duration) -> Self {
-        self.control_snapshot_interval = interval;
-        self
-    }
-
-    /// RabbitMQ users, besides the one this backend logs in as, whose
-    /// control commands (cancel, revoke, pause, resume) this backend
-    /// obeys. By default none: only commands sent with this backend's own
-    /// credentials count, and commands from any other user are ignored
-    /// (and counted in `queuey_rabbitmq_fleet_refused_total`).
-    ///
-    /// RabbitMQ vouches for the sender: it refuses a message whose
-    /// `user_id` is not the user of its connection. Give workers the users
-    /// of your operators (the `queuey` tool, the dashboard, programs that
-    /// cancel) when those log in with credentials of their own, as they
-    /// should; see [Who may send what](crate#who-may-send-what).
-    ///
-    /// ```
-    /// use queuey_rabbitmq::RabbitMqOptions;
-    ///
-    /// let options = RabbitMqOptions::default().control_senders(["ops"]);
-    /// assert_eq!(options.settings().control_senders(), ["ops"]);
-    /// ```
-    pub fn control_senders<I, S>(mut self, users: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.control_senders = users.into_iter().map(Into::into).collect();
         self
     }
 

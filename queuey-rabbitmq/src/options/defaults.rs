@@ -76,9 +76,15 @@ pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);
 
 /// The default interval between snapshots of the control state:
 /// [`RabbitMqOptions::control_snapshot_interval`](crate::RabbitMqOptions::control_snapshot_interval).
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 pub const DEFAULT_CONTROL_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(10 * 60);
 /// The shortest interval between snapshots of the control state.
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 pub const MIN_CONTROL_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(1);
 /// The longest interval between snapshots of the control state: a day,
 /// well inside the stream's 30 days.
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 pub const MAX_CONTROL_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(24 * 3600);

@@ -7,6 +7,8 @@
 
 pub(crate) mod builder;
 mod defaults;
+#[cfg(feature = "fleet")]
+mod fleet;
 #[cfg(feature = "management")]
 mod management;
 #[cfg(feature = "management")]

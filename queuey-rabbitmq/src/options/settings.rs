@@ -213,24 +213,6 @@ impl<'a> RabbitMqSettings<'a> {
         self.options.max_message_size
     }
 
-    /// The stream of control commands
-    /// ([`RabbitMqOptions::control_stream`]).
-    pub fn control_stream(&self) -> &'a str {
-        &self.options.control_stream
-    }
-
-    /// How often the control state is snapshotted
-    /// ([`RabbitMqOptions::control_snapshot_interval`]).
-    pub fn control_snapshot_interval(&self) -> std::time::Duration {
-        self.options.control_snapshot_interval
-    }
-
-    /// The users besides this backend's own whose commands it obeys
-    /// ([`RabbitMqOptions::control_senders`]).
-    pub fn control_senders(&self) -> &'a [String] {
-        &self.options.control_senders
-    }
-
     /// The users besides this backend's own whose heartbeats, schedule
     /// states and results it accepts ([`RabbitMqOptions::worker_senders`]).
     pub fn worker_senders(&self) -> &'a [String] {
@@ -310,6 +292,7 @@ mod tests {
         assert_eq!(s.publish_concurrency(), DEFAULT_PUBLISH_CONCURRENCY);
         assert_eq!(s.publish_window(), DEFAULT_PUBLISH_WINDOW);
         assert_eq!(s.max_message_size(), 16 * 1024 * 1024);
+        #[cfg(feature = "fleet")]
         assert_eq!(s.control_stream(), crate::topology::CONTROL_STREAM);
     }
 
@@ -339,8 +322,9 @@ mod tests {
             .hold_queues(HoldQueues::Classic)
             .publish_concurrency(1)
             .publish_window(2)
-            .max_message_size(1024)
-            .control_stream("c");
+            .max_message_size(1024);
+        #[cfg(feature = "fleet")]
+        let o = o.control_stream("c");
         let s = o.settings();
         assert_eq!(s.heartbeat(), second * 3);
         assert_eq!(s.connect_timeout(), second * 4);
@@ -374,6 +358,7 @@ mod tests {
         assert_eq!(s.publish_concurrency(), 1);
         assert_eq!(s.publish_window(), 2);
         assert_eq!(s.max_message_size(), 1024);
+        #[cfg(feature = "fleet")]
         assert_eq!(s.control_stream(), "c");
     }
 }

@@ -3,10 +3,7 @@
 
 use queuey_core::Error;
 
-use super::{
-    MAX_CONTROL_SNAPSHOT_INTERVAL, MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW,
-    MIN_CONTROL_SNAPSHOT_INTERVAL, RabbitMqOptions,
-};
+use super::{MAX_PUBLISH_CONCURRENCY, MAX_PUBLISH_WINDOW, RabbitMqOptions};
 
 impl RabbitMqOptions {
     /// Checks the values that could break the backend.
@@ -43,37 +40,9 @@ impl RabbitMqOptions {
                 self.publish_window
             )));
         }
-        if self.control_stream.is_empty()
-            || self.control_stream.len() > crate::topology::MAX_CONTROL_STREAM_BYTES
-        {
-            return Err(Error::invalid_config(format!(
-                "control_stream must be a queue name of 1 to {} bytes (its heartbeat stream \
-                 adds `{}`), got {} bytes",
-                crate::topology::MAX_CONTROL_STREAM_BYTES,
-                crate::topology::HEARTBEAT_STREAM_SUFFIX,
-                self.control_stream.len()
-            )));
-        }
-        let interval = self.control_snapshot_interval;
-        if !(MIN_CONTROL_SNAPSHOT_INTERVAL..=MAX_CONTROL_SNAPSHOT_INTERVAL).contains(&interval) {
-            return Err(Error::invalid_config(format!(
-                "control_snapshot_interval must be from {MIN_CONTROL_SNAPSHOT_INTERVAL:?} to \
-                 {MAX_CONTROL_SNAPSHOT_INTERVAL:?}, got {interval:?}"
-            )));
-        }
-        let users = self
-            .control_senders
-            .iter()
-            .chain(&self.worker_senders)
-            .chain(&self.authenticated_user);
-        for user in users {
-            if user.is_empty() || user.len() > 255 {
-                return Err(Error::invalid_config(format!(
-                    "a RabbitMQ user name of a sender must be 1 to 255 bytes, got {} bytes",
-                    user.len()
-                )));
-            }
-        }
+        #[cfg(feature = "fleet")]
+        self.validate_fleet()?;
+        check_sender_names(self.worker_senders.iter().chain(&self.authenticated_user))?;
         if let Some(exchange) = &self.job_exchange {
             if exchange.is_empty() || exchange.len() > 255 {
                 return Err(Error::invalid_config(format!(
@@ -151,6 +120,21 @@ impl RabbitMqOptions {
     }
 }
 
+/// The check on the RabbitMQ user names of senders: 1 to 255 bytes.
+pub(super) fn check_sender_names<'a>(
+    users: impl IntoIterator<Item = &'a String>,
+) -> Result<(), Error> {
+    for user in users {
+        if user.is_empty() || user.len() > 255 {
+            return Err(Error::invalid_config(format!(
+                "a RabbitMQ user name of a sender must be 1 to 255 bytes, got {} bytes",
+                user.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,15 +153,11 @@ mod tests {
             RabbitMqOptions::default().poison_guard(Some(0)),
             RabbitMqOptions::default().suspect_suffix(""),
             RabbitMqOptions::default().suspect_suffix(".dead"),
-            RabbitMqOptions::default().control_stream(""),
-            RabbitMqOptions::default().control_stream("c".repeat(248)),
             RabbitMqOptions::default().consumer_timeout(Some(std::time::Duration::ZERO)),
             RabbitMqOptions::default().job_exchange(""),
             RabbitMqOptions::default().job_exchange("amq.direct"),
             RabbitMqOptions::default().job_exchange("x".repeat(256)),
-            RabbitMqOptions::default().control_snapshot_interval(std::time::Duration::ZERO),
-            RabbitMqOptions::default()
-                .control_snapshot_interval(std::time::Duration::from_secs(2 * 24 * 3600)),
+            RabbitMqOptions::default().worker_senders([""]),
         ];
         for options in bad {
             let e = options.validate().unwrap_err();

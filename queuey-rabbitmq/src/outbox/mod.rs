@@ -265,12 +265,14 @@ impl Outbox {
     /// Publishes a message of the control stream (a command or a sync
     /// marker, built by `control`), declaring the stream again if it is
     /// gone.
+    #[cfg(feature = "fleet")]
     pub(crate) async fn control(&self, out: Outgoing) -> Result<(), Error> {
         self.stream(out, declare::Stream::Control).await
     }
 
     /// Publishes a message of a stream of `kind`, declaring the stream
     /// again if it is gone.
+    #[cfg(feature = "fleet")]
     pub(crate) async fn stream(&self, out: Outgoing, kind: declare::Stream) -> Result<(), Error> {
         let stream = out.queue.clone();
         let declare = |current: crate::link::Current| async move {

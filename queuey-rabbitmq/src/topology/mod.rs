@@ -14,9 +14,9 @@
 //! | `q{suspect_suffix}` | `declare`, when the poison guard is on | those of `q` without `x-max-priority` (a quorum suspect queue also has `q`'s delivery limit and dead-letters into `q{dead_suffix}`) |
 //! | `q{deferred_suffix}.quorum.{ttl_ms}` | a hold publish with [`HoldQueues::Quorum`] (the default), once per process unless found gone | `x-queue-type = quorum`, `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-dead-letter-strategy = at-least-once`, `x-overflow = reject-publish`; durable; **no** `x-expires`, no delivery limit of its own (see below) |
 //! | `q{deferred_suffix}.{ttl_ms}` | a hold publish with [`HoldQueues::Classic`], unless a declaration of it sent less than a quarter of a TTL ago can be relied on | `x-message-ttl = ttl_ms`, `x-dead-letter-exchange = ""`, `x-dead-letter-routing-key = q`, `x-expires = 2 * ttl_ms`, `x-queue-type = classic` |
-//! | [`CONTROL_STREAM`] (`queuey.control`, one per virtual host) | the first control command a backend sends or follows | `x-queue-type = stream`, `x-max-age = 30D`, `x-stream-max-segment-size-bytes = 1000000`; durable |
-//! | its heartbeat stream (`queuey.control.workers`, [`heartbeat_stream_name`]) | the first heartbeat a backend sends, or the first list of workers | `x-queue-type = stream`, `x-max-age = 1h`, `x-stream-max-segment-size-bytes = 1000000`; durable |
-//! | `{queue}.periodic.{name}` ([`schedule_queue_name`]) | every process that campaigns for the schedule | `x-queue-type = quorum`, `x-single-active-consumer = true`, `x-delivery-limit = ` [`SAFE_DELIVERY_LIMIT`]; durable ([`schedule_queue_arguments`]) |
+//! | [`CONTROL_STREAM`] (`queuey.control`, one per virtual host) | with the `fleet` feature: the first control command a backend sends or follows | `x-queue-type = stream`, `x-max-age = 30D`, `x-stream-max-segment-size-bytes = 1000000`; durable |
+//! | its heartbeat stream (`queuey.control.workers`, [`heartbeat_stream_name`]) | with the `fleet` feature: the first heartbeat a backend sends, or the first list of workers | `x-queue-type = stream`, `x-max-age = 1h`, `x-stream-max-segment-size-bytes = 1000000`; durable |
+//! | `{queue}.periodic.{name}` ([`schedule_queue_name`]) | with the `fleet` feature: every process that campaigns for the schedule | `x-queue-type = quorum`, `x-single-active-consumer = true`, `x-delivery-limit = ` [`SAFE_DELIVERY_LIMIT`]; durable ([`schedule_queue_arguments`]) |
 //! | `{queue}.periodic.{name}.status` ([`schedule_status_queue_name`]) | the same | `x-queue-type = classic`, `x-max-length = 1`, `x-overflow = drop-head`; durable |
 //! | the job exchange ([`RabbitMqOptions::job_exchange`](crate::RabbitMqOptions::job_exchange), none by default) | `declare`, before the work queues | an exchange, not a queue: durable, `direct`; each work queue (and shard) bound to it with its own name as the binding key |
 //!
@@ -52,10 +52,14 @@ use std::collections::BTreeMap;
 
 use queuey_core::{Error, QueueConfig};
 
+#[cfg(feature = "fleet")]
 mod control;
 pub(crate) mod holds;
+#[cfg(feature = "fleet")]
 mod schedule;
 
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 pub use control::{
     CONTROL_MAX_BYTES, CONTROL_SEGMENT_BYTES, CONTROL_STREAM, HEARTBEAT_MAX_AGE,
     HEARTBEAT_STREAM_SUFFIX, HEARTBEAT_TYPE, MAX_CONTROL_STREAM_BYTES, RENEWS_AFTER_HEADER,
@@ -66,6 +70,8 @@ pub use holds::{
     check_room, hold_queue_arguments, hold_queue_name, quorum_hold_queue_arguments,
     quorum_hold_queue_name,
 };
+#[cfg(feature = "fleet")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
 pub use schedule::{
     SCHEDULE_INFIX, SCHEDULE_STATUS_SUFFIX, SINGLE_ACTIVE_CONSUMER, schedule_queue_arguments,
     schedule_queue_arguments_without_limit, schedule_queue_name, schedule_status_queue_arguments,
@@ -471,11 +477,14 @@ mod tests {
         }
         assert!(safe(&dead_letter_queue_arguments(&quorum)));
         assert!(safe(&quorum_hold_queue_arguments("q", 5_000)));
-        assert!(safe(&schedule_queue_arguments()));
-        assert_eq!(
-            dead_letter_queue_arguments(&quorum).get("x-delivery-limit"),
-            schedule_queue_arguments().get("x-delivery-limit")
-        );
+        #[cfg(feature = "fleet")]
+        {
+            assert!(safe(&schedule_queue_arguments()));
+            assert_eq!(
+                dead_letter_queue_arguments(&quorum).get("x-delivery-limit"),
+                schedule_queue_arguments().get("x-delivery-limit")
+            );
+        }
     }
 
     #[test]

@@ -50,6 +50,7 @@ pub(crate) use refused::{Kind, Refusal, refused};
 pub(crate) struct Senders {
     /// The user this backend's connections log in as, when known.
     own: Option<String>,
+    #[cfg(feature = "fleet")]
     control: BTreeSet<String>,
     workers: BTreeSet<String>,
 }
@@ -58,10 +59,12 @@ pub(crate) struct Senders {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Role {
     /// A command: from a command sender.
+    #[cfg(feature = "fleet")]
     Control,
     /// A heartbeat, a schedule state, a job result: from a worker.
     Worker,
     /// A renewed pause: from either.
+    #[cfg(feature = "fleet")]
     Renewal,
 }
 
@@ -94,12 +97,14 @@ impl Senders {
         }
         Ok(Senders {
             own: own.flatten(),
+            #[cfg(feature = "fleet")]
             control: options.control_senders.iter().cloned().collect(),
             workers: options.worker_senders.iter().cloned().collect(),
         })
     }
 
     /// The user this backend signs as, if known.
+    #[cfg(any(feature = "fleet", test))]
     pub(crate) fn own(&self) -> Option<&str> {
         self.own.as_deref()
     }
@@ -126,6 +131,7 @@ impl Senders {
     /// `properties` signed when the user is known, as they are otherwise
     /// (for messages whose readers do not need to know the sender, such as
     /// a sync marker matched by its nonce).
+    #[cfg(any(feature = "fleet", test))]
     pub(crate) fn sign_if_known(&self, properties: BasicProperties) -> BasicProperties {
         match &self.own {
             Some(user) => properties.with_user_id(properties::short(user)),
@@ -142,8 +148,10 @@ impl Senders {
         };
         let trusted = self.own.as_deref() == Some(user)
             || match role {
+                #[cfg(feature = "fleet")]
                 Role::Control => self.control.contains(user),
                 Role::Worker => self.workers.contains(user),
+                #[cfg(feature = "fleet")]
                 Role::Renewal => self.control.contains(user) || self.workers.contains(user),
             };
         if trusted {
@@ -170,7 +178,10 @@ mod tests {
     fn by_default_only_the_own_user_is_trusted() {
         let s = senders(RabbitMqOptions::default());
         assert_eq!(s.own(), Some("app"));
-        for role in [Role::Control, Role::Worker, Role::Renewal] {
+        let roles = [Role::Worker].into_iter();
+        #[cfg(feature = "fleet")]
+        let roles = roles.chain([Role::Control, Role::Renewal]);
+        for role in roles {
             assert_eq!(s.admit(role, &from("app")), Ok(()));
             assert_eq!(
                 s.admit(role, &from("intruder")),
@@ -185,6 +196,7 @@ mod tests {
         assert_eq!(signed.user_id().as_ref().map(|u| u.as_str()), Some("app"));
     }
 
+    #[cfg(feature = "fleet")]
     #[test]
     fn named_senders_are_trusted_for_their_role_only() {
         let s = senders(

@@ -16,19 +16,26 @@ const LOG_EVERY: Duration = Duration::from_secs(60);
 /// The kinds of message the fleet plane reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
+    #[cfg(feature = "fleet")]
     Command,
+    #[cfg(feature = "fleet")]
     Heartbeat,
+    #[cfg(feature = "fleet")]
     ScheduleState,
     Reply,
 }
 
 impl Kind {
+    /// At least as many as there are kinds: every index is below it.
     const ALL: usize = 4;
 
     fn as_str(self) -> &'static str {
         match self {
+            #[cfg(feature = "fleet")]
             Kind::Command => "command",
+            #[cfg(feature = "fleet")]
             Kind::Heartbeat => "heartbeat",
+            #[cfg(feature = "fleet")]
             Kind::ScheduleState => "schedule_state",
             Kind::Reply => "reply",
         }
@@ -49,6 +56,7 @@ pub(crate) enum Refusal {
     /// It is larger than its kind's limit.
     TooLarge(usize),
     /// It does not decode as its kind.
+    #[cfg(feature = "fleet")]
     Malformed,
     /// Its content breaks a rule (a command's, or a state from the future).
     Invalid(String),
@@ -60,6 +68,7 @@ impl Refusal {
             Refusal::Unsigned => "unsigned",
             Refusal::Stranger(_) => "untrusted_sender",
             Refusal::TooLarge(_) => "too_large",
+            #[cfg(feature = "fleet")]
             Refusal::Malformed => "malformed",
             Refusal::Invalid(_) => "invalid",
         }
@@ -85,6 +94,7 @@ impl std::fmt::Display for Refusal {
                 queuey_core::escape::Untrusted(user)
             ),
             Refusal::TooLarge(bytes) => write!(f, "it is {bytes} bytes, over its limit"),
+            #[cfg(feature = "fleet")]
             Refusal::Malformed => f.write_str("it does not decode"),
             Refusal::Invalid(why) => f.write_str(why),
         }

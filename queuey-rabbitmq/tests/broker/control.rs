@@ -389,7 +389,8 @@ async fn a_deleted_or_replaced_stream_is_followed_anew() {
     within("send", third.send_control(&pause(&new)))
         .await
         .unwrap();
-    until(&view, Duration::from_secs(30), |v| {
+    // Back on a fresh connection, the follower starts anew: a start's bound.
+    until(&view, FOLLOW_BOUND, |v| {
         v.is_paused(&new) && !v.is_paused(&old)
     })
     .await;

@@ -63,10 +63,10 @@
 //! | `dead_suffix` and `deferred_suffix` name the dead-letter and hold queues (`dead_suffix("-dlq")` as in the README's example) | `dead_letters::custom_suffixes_name_the_dead_letter_and_hold_queues` |
 //! | option defaults | unit `options::tests::defaults` |
 //! | a control command sent by one backend reaches another's view (within 2 s; latency printed) | `control::a_command_sent_by_one_backend_reaches_another_within_two_seconds` |
-//! | `follow_control` returns caught up with every command sent before it (sync marker); later calls return the same view | `control::a_backend_started_after_the_commands_has_them_all_when_follow_control_returns`; unit `control::message::tests`, `control::syncs::tests` |
+//! | `follow_control` returns caught up with every command sent before it (sync marker); later calls return the same view | `control::a_backend_started_after_the_commands_has_them_all_when_follow_control_returns`; unit `fleet::control::message::tests`, `fleet::control::syncs::tests` |
 //! | the follower consumes again after a lost connection from the offset after the last record read: commands sent meanwhile arrive, nothing is applied twice | `control::the_follower_resumes_after_its_connection_is_closed_and_applies_nothing_twice` |
 //! | catching up with 10,000 cancellations (time and memory printed) | `control::ten_thousand_cancellations_are_caught_up_with` |
-//! | a pause a week old is published again; a resume read after the renewer's offset wins | `control::a_pause_a_week_old_is_renewed_and_a_resume_still_wins`; unit `control::renew::tests` |
+//! | a pause a week old is published again; a resume read after the renewer's offset wins | `control::a_pause_a_week_old_is_renewed_and_a_resume_still_wins`; unit `fleet::control::renew::tests` |
 //! | the control stream's arguments are constant; a queue of its name declared otherwise is refused with what to do | `control::a_control_stream_declared_otherwise_is_refused_with_what_to_do`; unit `topology::control::tests`, `declare::stream::tests` |
 //! | the control state survives a broker restart | the workspace's `tests/faults/control.rs` (a private node) |
 //! | `Disposition::Requeue` and a dropped stream's buffered deliveries go back as new messages: not redelivered, count unchanged, nothing moved by the guard | `hand_back::a_job_handed_back_and_a_dropped_streams_jobs_come_back_as_first_deliveries`, `hand_back::five_pause_and_resume_rounds_under_a_backlog_dead_letter_nothing`; unit `outbox::hand_back::tests` |
@@ -83,6 +83,7 @@ mod support;
 mod buckets;
 mod connection;
 mod consume;
+#[cfg(feature = "fleet")]
 mod control;
 mod dead_letters;
 mod declare;
@@ -90,9 +91,11 @@ mod guard;
 mod hand_back;
 mod holds;
 mod job_exchange;
+#[cfg(feature = "fleet")]
 mod leader;
 mod prune;
 mod publish;
 mod quorum;
 mod rehold;
+#[cfg(feature = "fleet")]
 mod schedule_memory;

@@ -108,11 +108,11 @@ impl Broker {
 
     /// `options` on this test's control stream, unless they name one.
     pub(crate) fn isolate(&self, options: RabbitMqOptions) -> RabbitMqOptions {
+        #[cfg(feature = "fleet")]
         if options.settings().control_stream() == queuey_rabbitmq::topology::CONTROL_STREAM {
-            options.control_stream(self.control_stream())
-        } else {
-            options
+            return options.control_stream(self.control_stream());
         }
+        options
     }
 
     /// A fresh queue name, tracked (with its `.dead` and `.suspect`
@@ -143,6 +143,7 @@ impl Broker {
 
     /// A fresh stream name (for a control stream of the test's own),
     /// tracked for cleanup.
+    #[cfg(feature = "fleet")]
     pub(crate) fn stream(&self, label: &str) -> String {
         let name = format!(
             "queuey-test.{label}.{}.stream",
@@ -837,6 +838,7 @@ pub(crate) fn management_notices_mentioning(needle: &str) -> Vec<String> {
 
 /// Every line of the control plane so far, down to debug, that mentions
 /// `needle` (a test's own control stream picks out its lines).
+#[cfg(feature = "fleet")]
 pub(crate) fn control_notices_mentioning(needle: &str) -> Vec<String> {
     mentioning(&CONTROL_NOTICES, needle)
 }
@@ -895,7 +897,9 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for SecretScanner {
         } else if level == tracing::Level::INFO && target.starts_with("queuey_rabbitmq::management")
         {
             MANAGEMENT_NOTICES.lock().unwrap().push(line.0);
-        } else if level <= tracing::Level::DEBUG && target.starts_with("queuey_rabbitmq::control") {
+        } else if level <= tracing::Level::DEBUG
+            && target.starts_with("queuey_rabbitmq::fleet::control")
+        {
             CONTROL_NOTICES.lock().unwrap().push(line.0);
         }
     }

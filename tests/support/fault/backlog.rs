@@ -105,11 +105,13 @@ pub(crate) async fn run<J: Numbered>(
     let queue = <J as Job>::QUEUE.name().to_owned();
     let control = super::child::control_stream(&queue);
     let options = |role: &str| {
-        RabbitMqOptions::default()
-            .connection_name(format!("queuey-backlog-{role}"))
-            .control_stream(&control)
-            .connect_timeout(Duration::from_secs(3))
-            .call_timeout(Duration::from_secs(10))
+        super::child::on_control_stream(
+            RabbitMqOptions::default()
+                .connection_name(format!("queuey-backlog-{role}"))
+                .connect_timeout(Duration::from_secs(3))
+                .call_timeout(Duration::from_secs(10)),
+            &control,
+        )
     };
     let (producer_backend, producer) = scenario::producer::<J>(&url, options("producer")).await;
     let ledger = Arc::new(Ledger::default());

@@ -157,9 +157,11 @@ pub(crate) async fn child_worker<J: Numbered>() {
     // A control stream of the test's own (see `control_stream`), never the
     // shared broker's `queuey.control`.
     let queue = std::env::var("QUEUEY_FAULT_QUEUE").expect("QUEUEY_FAULT_QUEUE");
-    let options = RabbitMqOptions::default()
-        .connection_name(format!("queuey-fault-child-{}", std::process::id()))
-        .control_stream(control_stream(&queue));
+    let options = on_control_stream(
+        RabbitMqOptions::default()
+            .connection_name(format!("queuey-fault-child-{}", std::process::id())),
+        &control_stream(&queue),
+    );
     let backend = Arc::new(
         RabbitMqBackend::with_options(&url, options)
             .await
@@ -210,4 +212,18 @@ pub(crate) async fn child_worker<J: Numbered>() {
 /// shared broker tracks it (and its `.workers` stream) for deletion.
 pub(crate) fn control_stream(queue: &str) -> String {
     format!("{queue}.control")
+}
+
+/// `options` on the control stream `stream` (without the `fleet` feature
+/// there is none).
+#[cfg(feature = "fleet")]
+pub(crate) fn on_control_stream(options: RabbitMqOptions, stream: &str) -> RabbitMqOptions {
+    options.control_stream(stream)
+}
+
+/// `options` as they are: without the `fleet` feature there is no control
+/// stream.
+#[cfg(not(feature = "fleet"))]
+pub(crate) fn on_control_stream(options: RabbitMqOptions, _stream: &str) -> RabbitMqOptions {
+    options
 }

@@ -267,14 +267,16 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
     // queue: never the shared broker's `queuey.control`.
     let control = super::child::control_stream(&queue);
     let options = |role: &str| {
-        RabbitMqOptions::default()
-            .connection_name(format!("queuey-fault-{role}-{run_id}"))
-            .control_stream(&control)
-            .heartbeat(plan.heartbeat)
-            .connect_timeout(Duration::from_secs(3))
-            .call_timeout(Duration::from_secs(10))
-            .hold_queues(plan.holds)
-            .tls(site.tls.clone())
+        super::child::on_control_stream(
+            RabbitMqOptions::default()
+                .connection_name(format!("queuey-fault-{role}-{run_id}"))
+                .heartbeat(plan.heartbeat)
+                .connect_timeout(Duration::from_secs(3))
+                .call_timeout(Duration::from_secs(10))
+                .hold_queues(plan.holds)
+                .tls(site.tls.clone()),
+            &control,
+        )
     };
     let (producer_backend, producer) = producer::<J>(&url, options("producer")).await;
     let mut store_server = plan.once.then(queuey_redis::__testing::PrivateRedis::start);

@@ -188,16 +188,13 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             } else {
                 Order::OldestFirst
             };
-            let amqp = global.connect("dead-ls").await?;
-            let listing = match global.dead_queues(&amqp, &queue).await {
-                Ok(queues) => queues
-                    .list(&amqp, &filter.filter(), order, offset, limit)
-                    .await
-                    .map(|listing| (queues, listing)),
-                Err(e) => Err(e),
-            };
-            amqp.close().await;
-            let (queues, listing) = listing?;
+            let (queues, listing) = global
+                .with_dead_queues("dead-ls", &queue, async |amqp, queues| {
+                    queues
+                        .list(amqp, &filter.filter(), order, offset, limit)
+                        .await
+                })
+                .await?;
             let dq = queues.first();
             if global.json {
                 print_json(&serde_json::json!({
@@ -247,16 +244,11 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Stats { queue, filter } => {
-            let amqp = global.connect("dead-stats").await?;
-            let stats = match global.dead_queues(&amqp, &queue).await {
-                Ok(queues) => queues
-                    .read_stats(&amqp, &filter.filter())
-                    .await
-                    .map(|stats| (queues, stats)),
-                Err(e) => Err(e),
-            };
-            amqp.close().await;
-            let (queues, stats) = stats?;
+            let (queues, stats) = global
+                .with_dead_queues("dead-stats", &queue, async |amqp, queues| {
+                    queues.read_stats(amqp, &filter.filter()).await
+                })
+                .await?;
             if global.json {
                 print_json(&stats);
                 return Ok(ExitCode::SUCCESS);
@@ -309,16 +301,11 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Show { queue, id } => {
-            let amqp = global.connect("dead-show").await?;
-            let letter = match global.dead_queues(&amqp, &queue).await {
-                Ok(queues) => queues
-                    .find(&amqp, &id, None)
-                    .await
-                    .map(|letter| (queues, letter)),
-                Err(e) => Err(e),
-            };
-            amqp.close().await;
-            let (queues, letter) = letter?;
+            let (queues, letter) = global
+                .with_dead_queues("dead-show", &queue, async |amqp, queues| {
+                    queues.find(amqp, &id, None).await
+                })
+                .await?;
             let detail = dead::show(&letter);
             if global.json {
                 print_json(&detail);
@@ -361,7 +348,10 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                     println!("\nenvelope:");
                     print_json(env);
                 }
-                None => println!("\nthe body is not a queuey envelope ({MALFORMED})"),
+                None => println!(
+                    "\nthe body is not a queuey envelope ({})",
+                    dead::MALFORMED_REASON
+                ),
             }
             println!("\npayload:");
             print_json(&detail.payload);
@@ -403,15 +393,13 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 batch,
                 ..RedriveOptions::new(home)
             };
-            let amqp = global.connect("dead-redrive").await?;
-            let outcome = match global.dead_queues(&amqp, &queue).await {
-                Ok(queues) => {
-                    redrive::run(global, &amqp, &queues, &options, yes, canary, no_progress).await
-                }
-                Err(e) => Err(e),
+            let redrive = async |amqp: &_, queues: &_| {
+                redrive::run(global, amqp, queues, &options, yes, canary, no_progress).await
             };
-            amqp.close().await;
-            outcome
+            let (_, code) = global
+                .with_dead_queues("dead-redrive", &queue, redrive)
+                .await?;
+            Ok(code)
         }
         DeadCommand::Purge {
             queue,
@@ -420,31 +408,32 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             yes,
         } => {
             let filter = filter.filter();
-            let amqp = global.connect("dead-purge").await?;
-            let outcome = match global.dead_queues(&amqp, &queue).await {
-                Ok(queues) if yes => queues
-                    .purge_with_export(&amqp, &filter, &export)
-                    .await
-                    .map(|report| {
-                        if global.json {
-                            print_json(&report);
-                        } else {
-                            println!(
-                                "exported {} dead letters to {} (flushed to disk), then removed them from {}{}; {} left in place",
-                                report.purged,
-                                esc(&report.file.display().to_string()),
-                                esc(&queues.describe()),
-                                per_queue(&queues, &report.queues),
-                                report.kept
-                            );
-                        }
-                        ExitCode::SUCCESS
-                    }),
-                Ok(queues) => preview_purge(global, &amqp, &queues, &filter, &export).await,
-                Err(e) => Err(e),
-            };
-            amqp.close().await;
-            outcome
+            let (queues, report) = global
+                .with_dead_queues("dead-purge", &queue, async |amqp, queues| {
+                    if !yes {
+                        return preview_purge(global, amqp, queues, &filter, &export).await;
+                    }
+                    queues
+                        .purge_with_export(amqp, &filter, &export)
+                        .await
+                        .map(Some)
+                })
+                .await?;
+            if let Some(report) = report {
+                if global.json {
+                    print_json(&report);
+                } else {
+                    println!(
+                        "exported {} dead letters to {} (flushed to disk), then removed them from {}{}; {} left in place",
+                        report.purged,
+                        esc(&report.file.display().to_string()),
+                        esc(&queues.describe()),
+                        per_queue(&queues, &report.queues),
+                        report.kept
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
         }
         DeadCommand::Import { file, to, yes } => {
             let records = dead::read_export(&file)?;
@@ -466,10 +455,11 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let amqp = global.connect("dead-import").await?;
-            let outcome = dead::import(&amqp, &records, to.as_deref()).await;
-            amqp.close().await;
-            let n = outcome?;
+            let n = global
+                .with_amqp("dead-import", async |amqp| {
+                    dead::import(amqp, &records, to.as_deref()).await
+                })
+                .await?;
             if global.json {
                 print_json(&serde_json::json!({ "imported": n, "plan": plan }));
             } else {
@@ -479,8 +469,6 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
         }
     }
 }
-
-const MALFORMED: &str = dead::MALFORMED_REASON;
 
 /// `: lane 3, s0 4, s1 0` after a count over a sharded queue's dead-letter
 /// queues; nothing for one queue.
@@ -501,7 +489,7 @@ async fn preview_purge(
     queues: &DeadQueues,
     filter: &Filter,
     export: &std::path::Path,
-) -> Result<ExitCode> {
+) -> Result<Option<dead::PurgeReport>> {
     let plan = queues.plan_purge(amqp, filter).await?;
     if global.json {
         print_json(&serde_json::json!({
@@ -510,7 +498,7 @@ async fn preview_purge(
             "sharded": queues.sharded,
             "plan": plan,
         }));
-        return Ok(ExitCode::SUCCESS);
+        return Ok(None);
     }
     println!(
         "preview: would export {} of {} dead letters of {} to {} and then remove them",
@@ -530,5 +518,5 @@ async fn preview_purge(
         );
     }
     println!("nothing was changed; add --yes to purge");
-    Ok(ExitCode::SUCCESS)
+    Ok(None)
 }

@@ -260,7 +260,7 @@ async fn holds_section(app: &App, shards: &Shards) -> Markup {
                     @for h in &c.holds {
                         tr {
                             @if sharded { td { (shown(&shards::label(true, h.shard))) } }
-                            td { (format_duration_ms(i64::try_from(h.delay_ms).unwrap_or(i64::MAX))) }
+                            td { (format_duration_ms(h.delay_ms)) }
                             td.n { (h.jobs) }
                             td.n {
                                 @if h.consumers > 0 {

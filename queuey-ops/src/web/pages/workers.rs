@@ -30,10 +30,6 @@ pub(crate) struct WorkersQuery {
     long: Option<u64>,
 }
 
-fn ms(d: Duration) -> i64 {
-    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
 /// A running job's progress: a bar, its percentage and its handler's
 /// message; `-` before its first report.
 fn progress(reported: Option<&Progress>) -> Markup {
@@ -82,12 +78,9 @@ pub(crate) async fn workers(
                     }
                     td.n { (w.running.len()) "/" (w.concurrency) }
                     td {
-                        (format_duration_ms(
-                            i64::try_from(w.at_ms.saturating_sub(w.started_at_ms))
-                                .unwrap_or(i64::MAX)
-                        ))
+                        (format_duration_ms(w.at_ms.saturating_sub(w.started_at_ms)))
                     }
-                    td { (format_ms(i64::try_from(w.at_ms).unwrap_or(i64::MAX))) }
+                    td { (format_ms(w.at_ms)) }
                 }
             }
         }
@@ -111,7 +104,7 @@ pub(crate) async fn workers(
                     td.n { (job.attempt) }
                     td { (shown(&fleet::label(worker))) }
                     td {
-                        (format_duration_ms(ms(*running)))
+                        (format_duration_ms(running.as_millis()))
                         @if *running > long { " " span.bad { "long" } }
                     }
                     td #{ "progress-" (id) } { (progress(job.progress.as_ref())) }
@@ -134,7 +127,7 @@ pub(crate) async fn workers(
         p.note {
             "From the workers' heartbeats (every few seconds); a worker that stops sending them \
              leaves this page after three intervals. Jobs running longer than "
-            (format_duration_ms(ms(long)))
+            (format_duration_ms(long.as_millis()))
             " are marked long (" code { "?long=SECONDS" } " to change). A job's progress is what \
              its handler last reported."
         }

@@ -55,7 +55,8 @@ use uuid::Uuid;
 
 use crate::RabbitMqOptions;
 use crate::declare;
-use crate::link::{FleetLink, Link};
+use crate::fleet::link::FleetLink;
+use crate::link::Link;
 use crate::outbox::{Outbox, Outgoing};
 use crate::trust::Senders;
 use follower::Follower;

@@ -25,10 +25,11 @@ use queuey_core::{BackendError, BackendErrorKind, Error, Uuid};
 use tokio::sync::OnceCell;
 
 use crate::RabbitMqOptions;
-use crate::control::message;
 use crate::declare::{self, Stream};
 use crate::error::Failure;
-use crate::link::{FleetLink, Link};
+use crate::fleet::control::message;
+use crate::fleet::link::FleetLink;
+use crate::link::Link;
 use crate::outbox::{Outbox, Outgoing};
 use crate::properties::{self, PERSISTENT};
 use crate::topology::{self, HEARTBEAT_TYPE};

@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use queuey_core::Error;
 use tokio::sync::OnceCell;
 
-use super::{Link, Purpose};
 use crate::RabbitMqOptions;
+use crate::link::{Link, Purpose};
 
 /// The suffix of the fleet connection's name.
 const NAME_SUFFIX: &str = " (fleet)";

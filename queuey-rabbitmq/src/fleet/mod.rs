@@ -1,0 +1,123 @@
+//! The fleet plane, with the `fleet` feature: what operators use to see and
+//! steer a running fleet, beside the job path.
+//!
+//! - **Commands** (`control`): cancel a job, pause or resume a queue. They
+//!   are sent to the control stream, and one follower per backend applies
+//!   them to the backend's view in stream order.
+//! - **Heartbeats** (`heartbeats`): the workers say what they do in the
+//!   heartbeat stream beside the control stream, and the list of workers
+//!   is read back from it.
+//! - **Leadership** (`leader`): one quorum queue with a single active
+//!   consumer per periodic schedule elects the process that ticks it.
+//!
+//! The streams are read on a connection of their own (`link`), opened the
+//! first time one is needed, so that a broker closing it never takes the
+//! job path's connection down. Commands, heartbeats and markers are
+//! published on the job path's publishing lanes, and leadership campaigns
+//! on the job path's connection. Everything the fleet reads is checked
+//! against who sent it: the rules are in `trust`, which job results follow
+//! too.
+//!
+//! The backend holds one [`Fleet`] and its implementations of the fleet's
+//! capability traits call it; nothing here knows the backend.
+
+mod control;
+mod heartbeats;
+mod leader;
+mod link;
+
+use std::sync::Arc;
+
+use queuey_core::Error;
+use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
+use queuey_core::periodic::Lease;
+
+use crate::RabbitMqOptions;
+use crate::link::Link;
+use crate::outbox::Outbox;
+use crate::trust::Senders;
+use control::Control;
+use heartbeats::HeartbeatStream;
+use link::FleetLink;
+
+/// A backend's fleet plane: its commands, its heartbeats, its leadership
+/// campaigns and the connection its stream reads use.
+pub(crate) struct Fleet {
+    /// The job path's connection, where leadership campaigns.
+    link: Arc<Link>,
+    /// The fleet's own connection, where the streams are read.
+    reads: Arc<FleetLink>,
+    /// Control commands: sent to the control stream, and followed there.
+    control: Control,
+    /// The workers' heartbeats.
+    heartbeats: HeartbeatStream,
+    /// Who this backend signs as, and whom it trusts.
+    senders: Arc<Senders>,
+}
+
+impl Fleet {
+    /// The fleet plane of a backend connecting to `addresses`; nothing is
+    /// declared, consumed or connected until it is first used.
+    pub(crate) fn new(
+        addresses: &[String],
+        link: &Arc<Link>,
+        outbox: &Arc<Outbox>,
+        options: &Arc<RabbitMqOptions>,
+        senders: &Arc<Senders>,
+    ) -> Self {
+        let reads = Arc::new(FleetLink::new(addresses, options));
+        let control = Control::new(
+            Arc::clone(link),
+            Arc::clone(&reads),
+            Arc::clone(outbox),
+            Arc::clone(options),
+            Arc::clone(senders),
+        );
+        let heartbeats = HeartbeatStream::new(
+            Arc::clone(link),
+            Arc::clone(&reads),
+            Arc::clone(outbox),
+            options,
+            Arc::clone(senders),
+        );
+        Fleet {
+            link: Arc::clone(link),
+            reads,
+            control,
+            heartbeats,
+            senders: Arc::clone(senders),
+        }
+    }
+
+    /// Sends a command to the control stream and waits for its confirm.
+    pub(crate) async fn send_control(&self, record: &ControlRecord) -> Result<(), Error> {
+        self.control.send(record).await
+    }
+
+    /// The control view, once the follower has read every command sent
+    /// before the call.
+    pub(crate) async fn follow_control(&self) -> Result<ControlView, Error> {
+        self.control.follow().await
+    }
+
+    /// Publishes a worker's heartbeat and waits for its confirm.
+    pub(crate) async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), Error> {
+        self.heartbeats.send(beat).await
+    }
+
+    /// The workers whose latest heartbeat is alive.
+    pub(crate) async fn workers(&self) -> Result<Vec<Heartbeat>, Error> {
+        self.heartbeats.workers().await
+    }
+
+    /// Campaigns for the schedule `key`: returns once this process leads it.
+    pub(crate) async fn lead(&self, key: &str) -> Result<Box<dyn Lease>, Error> {
+        leader::lead(&self.link, Arc::clone(&self.senders), key).await
+    }
+
+    /// Closes the fleet's own connection, if it was opened; the job path's
+    /// is the backend's to close.
+    pub(crate) async fn close(&self) -> Result<(), Error> {
+        self.reads.close().await
+    }
+}
