@@ -564,7 +564,14 @@ impl Follower {
                         tracing::warn!(stream = %self.stream, read_up_to = next, tail, "the control stream was deleted and declared again since it was last read; forgetting what was read from the old one and following the new one from its start");
                         self.rebuild();
                     }
-                    Ok(_) => {}
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        // Without the end, consuming from the old offset
+                        // could wait past the end of a replaced stream
+                        // for good: look again after the pause.
+                        tracing::debug!(stream = %self.stream, "did not find the control stream's end; looking again");
+                        continue;
+                    }
                     Err(error) => {
                         tracing::debug!(stream = %self.stream, %error, "cannot look at the control stream's end yet; trying again");
                         continue;

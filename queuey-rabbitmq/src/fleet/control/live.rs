@@ -30,6 +30,9 @@ pub(super) struct Live {
 pub(super) enum StartAt {
     /// At the stream's first record.
     First,
+    /// At the stream's end: only records written after the consumer
+    /// attached.
+    Next,
     /// At this offset.
     Offset(u64),
     /// At the first chunk holding a record written at or after this time,
@@ -72,101 +75,52 @@ pub(super) async fn start(link: &Link, stream: &str, from: StartAt) -> Result<Li
     .await
 }
 
-/// The offset at the stream's end now: a sync marker is published (signed
-/// when the backend knows its user) through `outbox`, and its offset read
-/// back on `link` ([`offset_of`]); a marker not found (records published
-/// meanwhile closed its chunk) is followed by another, up to
-/// [`TAIL_TRIES`]. `None` when none was found. A stream deleted and
-/// declared again counts from 0 again.
+/// The offset at the stream's end now: a consumer attaches at the end
+/// ([`StartAt::Next`]), a sync marker is published (signed when the backend
+/// knows its user) through `outbox`, and the consumer reads up to it; the
+/// marker's offset is the end. Each step is bound by the call bound.
+/// `None` if the consumer ended first (the stream was deleted meanwhile). A
+/// stream deleted and declared again counts from 0 again.
 pub(super) async fn tail(
     link: &Link,
     outbox: &Outbox,
     senders: &Senders,
     stream: &str,
 ) -> Result<Option<u64>, Error> {
-    for _ in 0..TAIL_TRIES {
-        let nonce = uuid::Uuid::new_v4();
-        let mut marker = message::sync_marker(stream, nonce);
-        marker.properties = senders.sign_if_known(marker.properties);
-        outbox.control(marker).await?;
-        if let Some(offset) = offset_of(link, stream, nonce).await? {
-            return Ok(Some(offset));
-        }
-    }
-    Ok(None)
-}
-
-/// How long the reader of the stream's end waits for one more delivery
-/// before it concludes that the marker is not there.
-const TAIL_IDLE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// How many markers [`tail`] publishes, one after the other, before it
-/// gives up finding the stream's end.
-const TAIL_TRIES: u32 = 3;
-
-/// The offset of the sync marker `nonce`, published just before, read by a
-/// short-lived consumer of the stream's last chunk on a channel of its own
-/// (acknowledging only, as a stream requires); `None` if it is not there:
-/// records published after the marker may have closed its chunk before the
-/// consumer asked for the last one, and then no delivery brings it. So the
-/// reader gives up once [`TAIL_IDLE`] passes without a delivery. Bounded by
-/// the call bound.
-pub(super) async fn offset_of(
-    link: &Link,
-    stream: &str,
-    nonce: uuid::Uuid,
-) -> Result<Option<u64>, Error> {
-    let what = format!("looking at the end of the control stream `{stream}`");
-    let failing = what.as_str();
-    link.call(&what, |current| async move {
-        let connection = &current.connection;
-        let fail =
-            |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(failing);
-        let channel = connection.create_channel().await.map_err(fail)?;
-        let read = async {
-            channel
-                .basic_qos(PREFETCH, BasicQosOptions { global: false })
-                .await
-                .map_err(fail)?;
-            let tag = format!("queuey.control.tail.{}", uuid::Uuid::new_v4().simple());
-            let mut args = FieldTable::default();
-            args.insert(
-                properties::short("x-stream-offset"),
-                AMQPValue::LongString(LongString::from("last")),
-            );
-            let mut consumer = channel
-                .basic_consume(
-                    properties::short(stream),
-                    properties::short(&tag),
-                    BasicConsumeOptions::default(),
-                    args,
-                )
-                .await
-                .map_err(fail)?;
-            while let Ok(Some(delivery)) = tokio::time::timeout(TAIL_IDLE, consumer.next()).await {
-                let delivery = delivery.map_err(fail)?;
-                delivery
-                    .acker
-                    .ack(BasicAckOptions { multiple: true })
-                    .await
-                    .map_err(fail)?;
-                if message::is_sync_marker(&delivery.properties)
-                    && message::sync_nonce(&delivery.data) == Some(nonce)
-                {
-                    return Ok(message::offset(&delivery.properties));
+    let mut live = start(link, stream, StartAt::Next).await?;
+    let nonce = uuid::Uuid::new_v4();
+    let mut marker = message::sync_marker(stream, nonce);
+    marker.properties = senders.sign_if_known(marker.properties);
+    let found = match outbox.control(marker).await {
+        Ok(()) => {
+            let what = format!("looking at the end of the control stream `{stream}`");
+            let failing = what.as_str();
+            let consumer = &mut live.consumer;
+            link.call(&what, |current| async move {
+                let connected = current.connection.status().connected();
+                while let Some(delivery) = consumer.next().await {
+                    let delivery =
+                        delivery.map_err(|e| Failure::of(&e, connected).into_error(failing))?;
+                    let _ = delivery.acker.ack(BasicAckOptions { multiple: true }).await;
+                    if message::is_sync_marker(&delivery.properties)
+                        && message::sync_nonce(&delivery.data) == Some(nonce)
+                    {
+                        return Ok(message::offset(&delivery.properties));
+                    }
                 }
-            }
-            Ok(None)
-        };
-        let found = read.await;
-        if channel.status().connected() {
-            let _ = channel
-                .close(200, lapin::types::ShortString::default())
-                .await;
+                Ok(None)
+            })
+            .await
         }
-        found
-    })
-    .await
+        Err(error) => Err(error),
+    };
+    if live.channel.status().connected() {
+        let _ = live
+            .channel
+            .close(200, lapin::types::ShortString::default())
+            .await;
+    }
+    found
 }
 
 /// Whether `error` says the stream exists but cannot be reached yet: a
@@ -196,6 +150,7 @@ pub(super) fn try_again(error: &Error) -> bool {
 fn offset_argument(from: StartAt) -> FieldTable {
     let value = match from {
         StartAt::First => AMQPValue::LongString(LongString::from("first")),
+        StartAt::Next => AMQPValue::LongString(LongString::from("next")),
         StartAt::Offset(offset) => {
             AMQPValue::LongLongInt(i64::try_from(offset).unwrap_or(i64::MAX))
         }
@@ -233,11 +188,17 @@ mod tests {
     }
 
     #[test]
-    fn the_offset_is_first_a_64_bit_integer_or_a_timestamp() {
+    fn the_offset_is_first_next_a_64_bit_integer_or_a_timestamp() {
         let first = offset_argument(StartAt::First);
         assert_eq!(
             first.inner().get("x-stream-offset"),
             Some(&AMQPValue::LongString("first".into()))
+        );
+        assert_eq!(
+            offset_argument(StartAt::Next)
+                .inner()
+                .get("x-stream-offset"),
+            Some(&AMQPValue::LongString("next".into()))
         );
         let later = offset_argument(StartAt::Offset(42));
         assert_eq!(
