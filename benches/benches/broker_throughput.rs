@@ -116,6 +116,8 @@ mod lapin_pipelined;
 mod lapin_side;
 #[path = "broker_throughput/once.rs"]
 mod once;
+#[path = "../../queuey-redis/tests/support/private_redis.rs"]
+mod private_redis;
 #[path = "broker_throughput/queuey_side.rs"]
 mod queuey_side;
 #[path = "broker_throughput/report.rs"]
@@ -945,9 +947,7 @@ pub(crate) async fn measure_row(
     };
     let mut result = RowResult::new(row.clone());
     // A Redis of the row's own, stopped when the row is done.
-    let redis = row
-        .unique
-        .then(queuey_redis::__testing::PrivateRedis::start);
+    let redis = row.unique.then(private_redis::PrivateRedis::start);
     let store = match &redis {
         Some(redis) => Some(queuey::store::RedisStore::connect(&redis.url()).await?),
         None => None,

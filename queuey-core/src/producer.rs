@@ -119,7 +119,10 @@ impl EnqueueOptions {
                  keep one of them"
             ))),
             (delay, None) => Ok(delay),
-            (None, Some(at)) => Ok(time_until(at)),
+            (None, Some(at)) => Ok(at
+                .duration_since(SystemTime::now())
+                .ok()
+                .filter(|wait| !wait.is_zero())),
         }
     }
 
@@ -263,8 +266,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 
     /// Enqueues a job for immediate delivery at priority 0.
     pub async fn enqueue<J: Job<Queues = Q>>(&self, job: &J) -> Result<Uuid, Error> {
-        let envelope = self.envelope_for(job)?;
-        self.send(envelope, job.unique().as_ref(), Send::Now).await
+        self.enqueue_with(job, EnqueueOptions::default()).await
     }
 
     /// Enqueues a job with a priority, a correlation id, a delay, a
@@ -291,9 +293,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         at: SystemTime,
     ) -> Result<Uuid, Error> {
-        let envelope = self.envelope_for(job)?;
-        let how = time_until(at).map_or(Send::Now, Send::After);
-        self.send(envelope, job.unique().as_ref(), how).await
+        self.enqueue_with(job, EnqueueOptions::default().run_at(at))
+            .await
     }
 
     /// Enqueues a job to be delivered after `delay` (rounded up to the
@@ -303,8 +304,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         job: &J,
         delay: Duration,
     ) -> Result<Uuid, Error> {
-        let envelope = self.envelope_for(job)?;
-        self.send(envelope, job.unique().as_ref(), Send::After(delay))
+        self.enqueue_with(job, EnqueueOptions::default().delay(delay))
             .await
     }
 
@@ -492,13 +492,6 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         crate::trace_context::inject_current(&mut envelope);
         Ok(envelope)
     }
-}
-
-/// How long until `at` on the wall clock; `None` once it has passed.
-fn time_until(at: SystemTime) -> Option<Duration> {
-    at.duration_since(SystemTime::now())
-        .ok()
-        .filter(|wait| !wait.is_zero())
 }
 
 /// The deadline in ms since the epoch, refusing one that has passed already

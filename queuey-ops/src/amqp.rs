@@ -24,10 +24,7 @@ pub(crate) async fn backend(
         .tls(tls.amqp()?);
     queuey_rabbitmq::RabbitMqBackend::with_options(url, options)
         .await
-        .map_err(|source| OpsError::Connect {
-            url: redact_url(url),
-            source,
-        })
+        .map_err(OpsError::Connect)
 }
 
 /// A queue's counts as a passive declare reports them.
@@ -58,10 +55,7 @@ impl Amqp {
             .tls(tls.amqp()?);
         let connection = queuey_rabbitmq::__private::connect_plain_lapin(url, &options)
             .await
-            .map_err(|source| OpsError::Connect {
-                url: redact_url(url),
-                source,
-            })?;
+            .map_err(OpsError::Connect)?;
         Ok(Amqp {
             connection,
             url: redact_url(url),
@@ -73,12 +67,10 @@ impl Amqp {
         &self.url
     }
 
-    /// The underlying connection.
     pub(crate) fn connection(&self) -> &Connection {
         &self.connection
     }
 
-    /// A new channel.
     pub(crate) async fn channel(&self) -> Result<Channel> {
         self.connection
             .create_channel()
@@ -118,7 +110,7 @@ impl Amqp {
                     consumers: ok.consumer_count(),
                 }))
             }
-            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) if e.to_string().contains("NOT_FOUND") => Ok(None),
             Err(e) => Err(OpsError::amqp(format!("checking queue `{queue}`"), e)),
         }
     }
@@ -148,7 +140,6 @@ impl Amqp {
             .ok_or_else(|| OpsError::UnknownQueue(queue.to_owned()))
     }
 
-    /// Closes the connection.
     pub(crate) async fn close(self) {
         let _ = self.connection.close(200, ShortString::default()).await;
     }
@@ -200,10 +191,6 @@ pub(crate) fn short(name: &str) -> Result<ShortString> {
             name.len()
         ))
     })
-}
-
-fn is_not_found(e: &lapin::Error) -> bool {
-    e.to_string().contains("NOT_FOUND")
 }
 
 /// `url` with any password replaced by `***`; text that only looks like a

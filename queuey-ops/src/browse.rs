@@ -61,9 +61,7 @@ pub(crate) struct Held {
     /// 1-based position in the pass (1 = the head of the queue when the
     /// cursor was opened).
     pub(crate) position: usize,
-    /// The body.
     pub(crate) body: Vec<u8>,
-    /// The properties.
     pub(crate) properties: BasicProperties,
 }
 
@@ -252,13 +250,6 @@ impl InOrder {
         self.next_tag = held.tag + 1;
         Some(held)
     }
-}
-
-/// Reads up to `max` messages from the head of `queue` and puts them all
-/// back, in order.
-#[cfg(test)]
-pub(crate) async fn browse(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Vec<Held>> {
-    browse_counted(amqp, queue, max).await.map(|(held, _)| held)
 }
 
 /// Reads up to `max` messages from the head of `queue` and puts them all

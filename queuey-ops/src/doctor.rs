@@ -13,7 +13,7 @@ use crate::time::format_duration_ms;
 use crate::tls::TlsFiles;
 use crate::topology::{
     AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, broker_has_default_limit, control_stream_policies,
-    limit_policies,
+    limit_policies, version_numbers,
 };
 
 /// Whether the connection to `url` is encrypted, and what that means. Only
@@ -69,9 +69,7 @@ pub(crate) enum Status {
 /// One check of the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Check {
-    /// What was checked.
     pub(crate) name: &'static str,
-    /// How it came out.
     pub(crate) status: Status,
     /// What was found, and what to do about it.
     pub(crate) detail: String,
@@ -85,17 +83,14 @@ fn check(name: &'static str, status: Status, detail: impl Into<String>) -> Check
     }
 }
 
-/// An [`Ok`](Status::Ok) check.
 fn ok(name: &'static str, detail: impl Into<String>) -> Check {
     check(name, Status::Ok, detail)
 }
 
-/// A [`Warn`](Status::Warn) check.
 fn warn(name: &'static str, detail: impl Into<String>) -> Check {
     check(name, Status::Warn, detail)
 }
 
-/// A [`Fail`](Status::Fail) check.
 fn fail(name: &'static str, detail: impl Into<String>) -> Check {
     check(name, Status::Fail, detail)
 }
@@ -155,8 +150,7 @@ pub(crate) async fn doctor(
         )),
     }
     let suffixes = (dead_suffix, deferred_suffix);
-    let management = management_checks(url, mgmt_base, tls, suffixes, &probe, &opened).await;
-    out.extend(management);
+    out.extend(management_checks(url, mgmt_base, tls, suffixes, &probe, &opened).await);
     if let Some((amqp, _)) = opened {
         amqp.close().await;
     }
@@ -173,24 +167,18 @@ async fn management_checks(
     probe: &str,
     opened: &Option<(Amqp, bool)>,
 ) -> Vec<Check> {
-    let mut out = Vec::new();
     let mgmt = match Management::for_amqp_url_tls(url, mgmt_base, tls) {
         Ok(m) => m,
-        Err(e) => {
-            out.push(fail("management", e.to_string()));
-            return out;
-        }
+        Err(e) => return vec![fail("management", e.to_string())],
     };
     let overview = match mgmt.overview().await {
         Ok(v) => v,
         Err(e) => {
-            out.push(fail(
-                "management",
-                format!("{e} (needed by `holds`, `topology` and the dashboard)"),
-            ));
-            return out;
+            let needed = "needed by `holds`, `topology` and the dashboard";
+            return vec![fail("management", format!("{e} ({needed})"))];
         }
     };
+    let mut out = Vec::new();
     let version = overview["rabbitmq_version"]
         .as_str()
         .unwrap_or("?")
@@ -218,13 +206,10 @@ async fn management_checks(
         ));
     }
     out.push(version_check(&version));
-    match mgmt.deprecated_features().await {
-        Ok(features) => out.push(deprecated_features_check(&version, features.as_deref())),
-        Err(e) => out.push(warn(
-            "deprecated features",
-            format!("could not read them: {e}"),
-        )),
-    }
+    out.push(match mgmt.deprecated_features().await {
+        Ok(features) => deprecated_features_check(&version, features.as_deref()),
+        Err(e) => warn("deprecated features", format!("could not read them: {e}")),
+    });
     out.push(quorum_holds_check(&version));
     match mgmt.queues(None).await {
         Ok(queues) => {
@@ -297,14 +282,6 @@ pub(crate) fn same_broker_check(
             format!("could not ask the management API for this connection's queue: {e}"),
         ),
     }
-}
-
-/// Major, minor and patch of a version such as `3.10.8`; a missing or
-/// unreadable part is 0.
-fn version_numbers(version: &str) -> (u32, u32, u32) {
-    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let mut next = || parts.next().unwrap_or(0);
-    (next(), next(), next())
 }
 
 /// What the broker version means for queuey.
@@ -537,34 +514,27 @@ pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Ch
              delivery limit of its own",
         );
     }
-    let listed = |kind: AtRisk| {
+    let (mut found, mut risks) = (Vec::new(), Vec::new());
+    for (kind, label) in [
+        (AtRisk::DeadLetterQueue, "dead-letter queues"),
+        (AtRisk::ScheduleQueue, "schedule queues"),
+    ] {
         let names: Vec<&str> = at_risk
             .iter()
             .filter(|p| p.kind == kind)
             .map(|p| p.queue.as_str())
             .collect();
-        match names.len() {
-            0 => None,
-            n if n <= 5 => Some(format!("{n} ({})", names.join(", "))),
-            n => Some(format!("{n} ({}, …)", names[..5].join(", "))),
+        if !names.is_empty() {
+            let more = if names.len() > 5 { ", …" } else { "" };
+            let shown = names[..names.len().min(5)].join(", ");
+            found.push(format!("{label}: {} ({shown}{more})", names.len()));
+            risks.push(kind.risk());
         }
-    };
-    let mut found = Vec::new();
-    if let Some(dead) = listed(AtRisk::DeadLetterQueue) {
-        found.push(format!("dead-letter queues: {dead}"));
-    }
-    if let Some(schedules) = listed(AtRisk::ScheduleQueue) {
-        found.push(format!("schedule queues: {schedules}"));
     }
     let found = found.join("; ");
     let fix = "`queuey topology apply --yes` (with the queue set) gives each a `delivery-limit` \
                policy of 1000000 without touching a message";
     if broker_has_default_limit(version) {
-        let risks: Vec<&str> = [AtRisk::DeadLetterQueue, AtRisk::ScheduleQueue]
-            .into_iter()
-            .filter(|k| at_risk.iter().any(|p| p.kind == *k))
-            .map(AtRisk::risk)
-            .collect();
         warn(
             name,
             format!(
@@ -674,14 +644,14 @@ fn plugins_check(nodes: &[Value]) -> Check {
                 .is_some_and(|apps| apps.iter().any(|a| a["name"] == plugin))
         })
     };
-    if has("rabbitmq_prometheus") {
-        ok("plugins", "rabbitmq_management, rabbitmq_prometheus")
-    } else {
-        ok(
-            "plugins",
-            "rabbitmq_management (rabbitmq_prometheus is off: optional, for broker metrics)",
-        )
-    }
+    ok(
+        "plugins",
+        if has("rabbitmq_prometheus") {
+            "rabbitmq_management, rabbitmq_prometheus"
+        } else {
+            "rabbitmq_management (rabbitmq_prometheus is off: optional, for broker metrics)"
+        },
+    )
 }
 
 fn alarm_checks(nodes: &[Value]) -> Vec<Check> {

@@ -6,15 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum OpsError {
-    /// The AMQP connection could not be opened.
-    #[error("cannot connect to the broker: {source}")]
-    Connect {
-        /// The URL, password masked.
-        url: String,
-        /// What went wrong (it names the URL, password masked).
-        #[source]
-        source: queuey_core::Error,
-    },
+    /// The AMQP connection could not be opened: what went wrong (it names
+    /// the URL, password masked).
+    #[error("cannot connect to the broker: {0}")]
+    Connect(#[source] queuey_core::Error),
     /// An AMQP call failed.
     #[error("{what}: {source}")]
     Amqp {
@@ -33,7 +28,6 @@ pub(crate) enum OpsError {
         /// The dead-letter queue searched (a sharded queue's: the lane's,
         /// and how many shards' were searched besides).
         queue: String,
-        /// The id asked for.
         id: String,
     },
     /// The management HTTP API cannot be reached.
@@ -42,7 +36,6 @@ pub(crate) enum OpsError {
          broker with `rabbitmq-plugins enable rabbitmq_management`, or point --mgmt-url at it"
     )]
     ManagementMissing {
-        /// The base URL tried.
         url: String,
         /// Why it failed.
         detail: String,
@@ -50,9 +43,7 @@ pub(crate) enum OpsError {
     /// The management API answered with an error.
     #[error("the management API answered {status} for {path}: {body}")]
     Management {
-        /// The HTTP status.
         status: u16,
-        /// The path asked for.
         path: String,
         /// The start of the answer.
         body: String,
@@ -60,7 +51,6 @@ pub(crate) enum OpsError {
     /// A file could not be read or written.
     #[error("{path}: {source}")]
     Io {
-        /// The file.
         path: PathBuf,
         /// What the OS reported.
         #[source]
@@ -69,9 +59,7 @@ pub(crate) enum OpsError {
     /// An import file is not a complete export.
     #[error("{path}, line {line}: {detail}; nothing was imported")]
     BadImport {
-        /// The file.
         path: PathBuf,
-        /// The 1-based line.
         line: usize,
         /// What is wrong with it.
         detail: String,

@@ -12,7 +12,8 @@
 //!
 //! A sharded queue's census covers the holds of its lane and of every
 //! shard (`emails.s2.deferred.quorum.500`), each naming the shard it
-//! belongs to; the shards are found once, by [`shards::discover`].
+//! belongs to; the shards are found once, by
+//! [`shards::discover`](crate::shards::discover).
 //!
 //! Reading a classic hold queue is "use" to the broker: the declare and the
 //! reads renew its lease (never shorten it), and the few milliseconds a
@@ -33,13 +34,12 @@ use crate::browse::browse_counted;
 use crate::error::Result;
 use crate::headers;
 use crate::mgmt::{Management, QueueInfo};
-use crate::shards::{self, Member, Shards};
+use crate::shards::{Member, Shards};
 use crate::time::{now_ms, parse_ms};
 
 /// One hold queue in the census.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct HoldQueue {
-    /// The hold queue's name.
     pub(crate) name: String,
     /// The work queue its jobs go back to: the queue's, or for a sharded
     /// queue's shard, that shard's.
@@ -120,20 +120,13 @@ impl Census {
 }
 
 /// A regex (for the management API) matching the hold queues of both
-/// families: `{queue}{suffix}.{digits}` and `{queue}{suffix}.quorum.{digits}`.
-pub(crate) fn hold_pattern(queue: &str, deferred_suffix: &str) -> String {
+/// families, `{queue}{suffix}.{digits}` and `{queue}{suffix}.quorum.{digits}`,
+/// and with `sharded` those of its shards too (`.s{digits}` after the
+/// queue's name).
+pub(crate) fn hold_pattern(queue: &str, deferred_suffix: &str, sharded: bool) -> String {
+    let shards = if sharded { "(\\.s[0-9]+)?" } else { "" };
     format!(
-        "^{}(\\.quorum)?\\.[0-9]+$",
-        regex_escape(&format!("{queue}{deferred_suffix}"))
-    )
-}
-
-/// A regex (for the management API) matching the hold queues of a sharded
-/// queue's lane and shards: [`hold_pattern`] with an optional `.s{digits}`
-/// after the queue's name.
-pub(crate) fn sharded_hold_pattern(queue: &str, deferred_suffix: &str) -> String {
-    format!(
-        "^{}(\\.s[0-9]+)?{}(\\.quorum)?\\.[0-9]+$",
+        "^{}{shards}{}(\\.quorum)?\\.[0-9]+$",
         regex_escape(queue),
         regex_escape(deferred_suffix)
     )
@@ -225,7 +218,6 @@ pub(crate) const REMEDY: &str = "restart the hold's Raft member on the node that
 /// between two reads of the management API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Stall {
-    /// The hold queue.
     pub(crate) hold: String,
     /// The work queue it releases into.
     pub(crate) work_queue: String,
@@ -324,20 +316,6 @@ pub(crate) fn quorum_hold_of<'a>(name: &'a str, deferred_suffix: &str) -> Option
     ))
 }
 
-/// The census of `queue`'s hold queues, and for a sharded queue those of
-/// its lane and every shard (found by [`shards::discover`]). Reads at most
-/// `peek` jobs of each hold queue for the release times (0 reads none).
-pub(crate) async fn census(
-    mgmt: &Management,
-    amqp: &Amqp,
-    queue: &str,
-    deferred_suffix: &str,
-    peek: usize,
-) -> Result<Census> {
-    let shards = shards::discover(amqp, queue).await?;
-    census_of(mgmt, amqp, &shards, deferred_suffix, peek).await
-}
-
 /// The census of the hold queues of `shards`' queues (the lane's and each
 /// shard's). Reads at most `peek` jobs of each hold queue for the release
 /// times (0 reads none).
@@ -349,11 +327,7 @@ pub(crate) async fn census_of(
     peek: usize,
 ) -> Result<Census> {
     let queue = shards.queue.as_str();
-    let pattern = if shards.is_sharded() {
-        sharded_hold_pattern(queue, deferred_suffix)
-    } else {
-        hold_pattern(queue, deferred_suffix)
-    };
+    let pattern = hold_pattern(queue, deferred_suffix, shards.is_sharded());
     let members = shards.members();
     let infos = mgmt.queues(Some(&pattern)).await?;
     let mut holds = Vec::new();
@@ -418,11 +392,7 @@ async fn read_hold(
         message_ttl_ms: effective(info, "x-message-ttl", "message-ttl"),
         lease_left_ms,
         earliest_release_ms: dues.first().copied().flatten(),
-        latest_release_ms: if all_read {
-            dues.last().copied().flatten()
-        } else {
-            None
-        },
+        latest_release_ms: dues.last().copied().flatten().filter(|_| all_read),
         jobs_read: held.len() as u64,
         policies: info
             .policy
@@ -524,11 +494,11 @@ mod tests {
         );
         assert_eq!(hold_delay("q.deferred.quorum.", "q", ".deferred"), None);
         assert_eq!(
-            hold_pattern("a.b", ".deferred"),
+            hold_pattern("a.b", ".deferred", false),
             "^a\\.b\\.deferred(\\.quorum)?\\.[0-9]+$"
         );
         assert_eq!(
-            sharded_hold_pattern("a.b", ".deferred"),
+            hold_pattern("a.b", ".deferred", true),
             "^a\\.b(\\.s[0-9]+)?\\.deferred(\\.quorum)?\\.[0-9]+$"
         );
     }

@@ -1,24 +1,6 @@
 //! `queuey`: the operator's command-line tool for queuey deployments, and
 //! its web dashboard.
 //!
-//! The `queuey` tool's modules:
-//!
-//! | module | what it does |
-//! |---|---|
-//! | [`dead`] | list, group, show, redrive, purge (with an export) and import dead letters |
-//! | [`holds`] | the census of a queue's hold queues |
-//! | [`shards`] | the broker queues of a sharded queue, found once for every command |
-//! | [`prune`] | which empty hold queues to delete, and deleting them without losing a job |
-//! | [`topology`] | compare the broker with a queue set; declare what is missing |
-//! | [`schedules`] | the schedules of periodic jobs: leader, last and next tick |
-//! | [`fleet`] | the running workers, and the commands that pause queues and cancel jobs |
-//! | [`mgmt`] | the RabbitMQ management API client |
-//! | [`doctor`] | connectivity, broker version, plugins, alarms |
-//! | [`web`] | the dashboard: server-rendered pages over the same operations |
-//! | [`browse`] | reading a queue without losing a message or its order |
-//! | [`escape`] | broker text made safe to print on a terminal |
-//! | [`cli`] | the command-line arguments, and what each command prints |
-//!
 //! A sharded queue (`QueueConfig::shards`) is one queue to the tools: its
 //! lane and every shard, each with its own dead-letter and hold queues, are
 //! read, counted and acted on together, and what they list says which
@@ -141,13 +123,13 @@ use clap::Parser;
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    let secrets = args.global.secrets();
+    let scrub = args.global.scrubber();
     match cli::run(args).await {
         Ok(code) => code,
         Err(e) => {
             // Every error text, the broker client's included, leaves without
             // the passwords the tool was given and without control characters.
-            let text = secrets.scrub(&e.to_string());
+            let text = scrub(&e.to_string());
             eprintln!("error: {}", crate::escape::line(&text));
             ExitCode::FAILURE
         }

@@ -64,15 +64,8 @@ impl Management {
         self.api.endpoint().base()
     }
 
-    /// The vhost.
     pub(crate) fn vhost(&self) -> &str {
         self.api.endpoint().vhost()
-    }
-
-    /// The user the API is called as.
-    #[cfg(test)]
-    pub(crate) fn user(&self) -> &str {
-        self.api.endpoint().user()
     }
 
     /// `path` of `collection` in the vhost, then `names`, for `/api/`.
@@ -122,13 +115,6 @@ impl Management {
             .api
             .put(&self.path("policies", &[name]), policy)
             .await?)
-    }
-
-    /// Removes the policy `name` of this vhost; `Ok` when it was not there.
-    #[cfg(test)]
-    pub(crate) async fn delete_policy(&self, name: &str) -> Result<()> {
-        self.api.delete(&self.path("policies", &[name])).await?;
-        Ok(())
     }
 
     /// `/api/overview`.
@@ -182,6 +168,19 @@ impl DeprecatedFeature {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Management {
+        /// The user the API is called as.
+        pub(crate) fn user(&self) -> &str {
+            self.api.endpoint().user()
+        }
+
+        /// Removes the policy `name` of this vhost; `Ok` when it was not there.
+        pub(crate) async fn delete_policy(&self, name: &str) -> Result<()> {
+            self.api.delete(&self.path("policies", &[name])).await?;
+            Ok(())
+        }
+    }
 
     #[test]
     fn the_management_client_follows_the_amqp_url() {

@@ -39,19 +39,9 @@ const PRUNED_AT_ONCE: usize = 8;
 /// deleted and declared again as something else since the census fails the
 /// count, and the pruner keeps it.
 #[derive(Debug, Clone)]
-pub(crate) struct ManagementCensus {
+struct ManagementCensus {
     mgmt: Management,
     deferred_suffix: String,
-}
-
-impl ManagementCensus {
-    /// A census over `mgmt`, of hold queues named with `deferred_suffix`.
-    pub(crate) fn new(mgmt: Management, deferred_suffix: impl Into<String>) -> Self {
-        ManagementCensus {
-            mgmt,
-            deferred_suffix: deferred_suffix.into(),
-        }
-    }
 }
 
 impl HoldCensus for ManagementCensus {
@@ -99,9 +89,7 @@ pub(crate) struct PruneItem {
     /// The work queue the hold releases into (for a shard's hold, that
     /// shard).
     pub(crate) queue: String,
-    /// The hold queue.
     pub(crate) hold: String,
-    /// Its delay.
     pub(crate) delay_ms: u64,
     /// Whether it is a candidate (empty, unconsumed quorum hold).
     pub(crate) prune: bool,
@@ -164,7 +152,10 @@ pub(crate) async fn prune(
     let options = RabbitMqOptions::default()
         .deferred_suffix(deferred_suffix)
         .prune_holds_after(None)
-        .hold_census(ManagementCensus::new(mgmt, deferred_suffix));
+        .hold_census(ManagementCensus {
+            mgmt,
+            deferred_suffix: deferred_suffix.to_owned(),
+        });
     let backend = crate::amqp::backend(url, tls, name, options).await?;
     let backend_ref = &backend;
     let outcomes = futures::stream::iter(items.iter().filter(|i| i.prune))

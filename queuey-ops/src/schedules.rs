@@ -8,11 +8,11 @@
 //! ticks come from the status it copies into `{queue}.periodic.{name}.status`
 //! (read with a get and handed back, which changes nothing).
 
-use lapin::options::{BasicGetOptions, BasicNackOptions};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::amqp::Amqp;
+use crate::browse::browse_counted;
 use crate::error::{OpsError, Result};
 use crate::fleet::Fleet;
 use crate::mgmt::{Management, QueueInfo};
@@ -26,7 +26,6 @@ const STATUS_SUFFIX: &str = ".status";
 /// A process consuming a schedule queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Member {
-    /// Its consumer tag.
     pub(crate) consumer_tag: String,
     /// The name of its connection, as the process gave it (else the
     /// connection's addresses).
@@ -55,7 +54,6 @@ pub(crate) struct ScheduleInfo {
     pub(crate) queue: String,
     /// The job queue its jobs go to.
     pub(crate) job_queue: String,
-    /// The schedule's name.
     pub(crate) name: String,
     /// The process that fires its ticks; `None`: no process does.
     pub(crate) leader: Option<Member>,
@@ -227,38 +225,19 @@ pub(crate) async fn list(
 /// and the user who sent it, read and handed back; `None` when there is
 /// none (no leader ever wrote one, or the queue is missing).
 async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<(Option<Value>, Option<String>)>> {
-    if amqp.counts(queue).await?.is_none() {
-        return Ok(None);
-    }
-    let channel = amqp.channel().await?;
-    let got = channel
-        .basic_get(queue.into(), BasicGetOptions { no_ack: false })
-        .await
-        .map_err(|e| OpsError::amqp("reading a schedule's status", e))?;
-    let status = match got {
-        Some(message) => {
-            let value = serde_json::from_slice(&message.delivery.data).ok();
-            let sender = message
-                .delivery
-                .properties
-                .user_id()
-                .as_ref()
-                .map(|u| u.as_str().to_owned());
-            message
-                .delivery
-                .acker
-                .nack(BasicNackOptions {
-                    requeue: true,
-                    multiple: false,
-                })
-                .await
-                .map_err(|e| OpsError::amqp("handing a schedule's status back", e))?;
-            Some((value, sender))
-        }
-        None => None,
+    let held = match browse_counted(amqp, queue, Some(1)).await {
+        Ok((held, _)) => held,
+        Err(OpsError::UnknownQueue(_)) => return Ok(None),
+        Err(e) => return Err(e),
     };
-    let _ = channel.close(200, "".into()).await;
-    Ok(status)
+    Ok(held.into_iter().next().map(|status| {
+        let sender = status
+            .properties
+            .user_id()
+            .as_ref()
+            .map(|u| u.as_str().to_owned());
+        (serde_json::from_slice(&status.body).ok(), sender)
+    }))
 }
 
 #[cfg(test)]

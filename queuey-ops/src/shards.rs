@@ -109,16 +109,13 @@ pub(crate) fn label(sharded: bool, shard: Option<u16>) -> String {
 /// [module documentation](self)).
 pub(crate) async fn discover(amqp: &Amqp, queue: &str) -> Result<Shards> {
     let mut count: u16 = 0;
-    while count < MAX_SHARDS {
-        let batch: Vec<u16> = (count..MAX_SHARDS).take(PROBES_AT_ONCE).collect();
-        let probes = batch.iter().map(|&index| probe(amqp, queue, index));
-        let found = futures::future::join_all(probes).await;
-        for exists in found {
+    'probing: while count < MAX_SHARDS {
+        let probes = (count..MAX_SHARDS)
+            .take(PROBES_AT_ONCE)
+            .map(|index| probe(amqp, queue, index));
+        for exists in futures::future::join_all(probes).await {
             if !exists? {
-                return Ok(Shards {
-                    queue: queue.to_owned(),
-                    count,
-                });
+                break 'probing;
             }
             count += 1;
         }

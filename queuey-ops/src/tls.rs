@@ -34,26 +34,24 @@ impl TlsFiles {
         for ca in &self.ca {
             options = options.ca_file(ca);
         }
-        if let Some((cert, key)) = self.identity()? {
-            options = options.client_cert_files(cert, key);
+        match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => options = options.client_cert_files(cert, key),
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(OpsError::Invalid(
+                    "a TLS client certificate needs its key: give --tls-key too".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(OpsError::Invalid(
+                    "a TLS client key needs its certificate: give --tls-cert too".into(),
+                ));
+            }
         }
         if let Some(name) = &self.server_name {
             options = options.server_name(name);
         }
         Ok(options)
-    }
-
-    fn identity(&self) -> Result<Option<(&PathBuf, &PathBuf)>> {
-        match (&self.cert, &self.key) {
-            (Some(cert), Some(key)) => Ok(Some((cert, key))),
-            (None, None) => Ok(None),
-            (Some(_), None) => Err(OpsError::Invalid(
-                "a TLS client certificate needs its key: give --tls-key too".into(),
-            )),
-            (None, Some(_)) => Err(OpsError::Invalid(
-                "a TLS client key needs its certificate: give --tls-cert too".into(),
-            )),
-        }
     }
 }
 

@@ -59,20 +59,6 @@ struct Inner {
     senders: Arc<Senders>,
 }
 
-/// The census of the management API of the first address, with the
-/// `management` feature.
-#[cfg(feature = "management")]
-fn default_census(addresses: &[String], options: &RabbitMqOptions) -> Option<Arc<dyn HoldCensus>> {
-    crate::management::census(addresses.first().map(String::as_str), options)
-}
-
-/// Without the `management` feature nothing counts a hold's jobs unless a
-/// census is given.
-#[cfg(not(feature = "management"))]
-fn default_census(_: &[String], _: &RabbitMqOptions) -> Option<Arc<dyn HoldCensus>> {
-    None
-}
-
 impl RabbitMqBackend {
     /// Connects with the default options.
     ///
@@ -108,9 +94,12 @@ impl RabbitMqBackend {
         let senders = Arc::new(Senders::of(&addresses, &options)?);
         let link = Link::connect(&addresses, Arc::clone(&options)).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
-        let census = options
-            .census()
-            .or_else(|| default_census(&addresses, &options));
+        // Else, with the `management` feature, the first address's
+        // management API counts a hold's jobs.
+        let census = options.census();
+        #[cfg(feature = "management")]
+        let census = census
+            .or_else(|| crate::management::census(addresses.first().map(String::as_str), &options));
         if let (Some(after), Some(census)) = (options.prune_holds_after, &census) {
             tokio::spawn(crate::outbox::prune_idle_holds(
                 Arc::downgrade(&outbox),
@@ -173,26 +162,17 @@ impl RabbitMqBackend {
     }
 
     /// Deletes `hold`, a quorum hold queue of the work queue `queue`, if it
-    /// is empty and nobody uses it, without ever deleting a job with it.
-    /// The jobs AMQP cannot see are counted by the backend's census (the
-    /// one given with [`RabbitMqOptions::hold_census`], else, with the
-    /// `management` feature, the management API): the hold is kept unless
-    /// it counts no job after the watch, and a backend with no census (the
-    /// default build, when none is given) keeps every hold
+    /// is empty and nobody uses it, without ever deleting a job with it:
+    /// see [Pruning hold queues](crate#pruning-hold-queues). A backend with
+    /// no census (the default build, when none is given) keeps every hold
     /// ([`HoldPruned::Unverified`]).
     ///
     /// The backend does this by itself for the holds it used (see
     /// [`RabbitMqOptions::prune_holds_after`]); this is for the others, such
-    /// as the holds of a delay no longer in use, or a program's own holds
-    /// once its work is done. `queuey holds prune` calls it.
-    ///
-    /// It takes at least ten seconds for a hold that is empty: the hold is
-    /// consumed and watched that long first, and a job that reaches it
-    /// meanwhile keeps it ([`HoldPruned::InUse`]). Every queuey process
-    /// publishing into the hold must be of this version or later: they
-    /// step over a hold being pruned and publish a job again when its
-    /// confirmation came too late to be sure it was stored before a prune.
-    /// See [Pruning hold queues](crate#pruning-hold-queues).
+    /// as the holds of a delay no longer in use. `queuey holds prune` calls
+    /// it. It takes at least ten seconds for a hold that is empty (the
+    /// watch), and a job that reaches it meanwhile keeps it
+    /// ([`HoldPruned::InUse`]).
     ///
     /// Fails with [`Error::InvalidConfig`] when `hold` is not a quorum
     /// hold of `queue` with this backend's deferred suffix (classic holds
@@ -226,7 +206,7 @@ impl RabbitMqBackend {
     /// and every later call fails with [`Error::ShutDown`]. Closing twice
     /// is a no-op.
     pub async fn close(&self) -> Result<(), Error> {
-        self.finish_settles().await;
+        self.flush().await;
         self.inner.outbox.close();
         self.inner.requests.close().await;
         #[cfg(feature = "fleet")]
@@ -234,16 +214,6 @@ impl RabbitMqBackend {
         #[cfg(not(feature = "fleet"))]
         let fleet = Ok(());
         self.inner.link.close().await.and(fleet)
-    }
-}
-
-impl RabbitMqBackend {
-    /// Waits, up to the call bound, for the settles under way on the
-    /// backend's own tasks: acknowledgements its writers have yet to send,
-    /// deliveries of dropped streams being handed back.
-    async fn finish_settles(&self) {
-        let retiring = self.inner.retirements.finished();
-        let _ = tokio::time::timeout(self.inner.options.call_timeout, retiring).await;
     }
 }
 
@@ -329,6 +299,11 @@ impl Backend for RabbitMqBackend {
         self.inner.link.state()
     }
 
+    /// Told by the link as its state changes: no polling.
+    fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
+        Box::pin(self.inner.link.changed(seen))
+    }
+
     /// The broker's consumer timeout as
     /// [`RabbitMqOptions::consumer_timeout`] gives it (30 minutes unless
     /// set), for every queue.
@@ -336,24 +311,22 @@ impl Backend for RabbitMqBackend {
         self.inner.options.consumer_timeout
     }
 
-    /// Replies, control commands and heartbeats: all three.
-    #[cfg(feature = "fleet")]
+    /// Replies, and with the `fleet` feature control commands and
+    /// heartbeats.
     fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none()
-            .with_replies(self)
-            .with_control(self)
-            .with_heartbeats(self)
+        let capabilities = Capabilities::none().with_replies(self);
+        #[cfg(feature = "fleet")]
+        let capabilities = capabilities.with_control(self).with_heartbeats(self);
+        capabilities
     }
 
-    /// Replies only: control commands and heartbeats need the `fleet`
-    /// feature.
-    #[cfg(not(feature = "fleet"))]
-    fn capabilities(&self) -> Capabilities<'_> {
-        Capabilities::none().with_replies(self)
-    }
-
+    /// Waits, up to the call bound, for the deliveries of dropped streams
+    /// being handed back.
     fn flush(&self) -> BoxFuture<'_, ()> {
-        Box::pin(self.finish_settles())
+        Box::pin(async move {
+            let retiring = self.inner.retirements.finished();
+            let _ = tokio::time::timeout(self.inner.options.call_timeout, retiring).await;
+        })
     }
 }
 
@@ -380,7 +353,7 @@ impl ControlChannel for RabbitMqBackend {
     /// sender (`by`) is sent as this backend's: its connection name and
     /// its host name. See [Control commands](crate#control-commands).
     fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.fleet.send_control(record))
+        Box::pin(self.inner.fleet.control.send(record))
     }
 
     /// Starts the backend's follower of the control stream on the first
@@ -388,7 +361,7 @@ impl ControlChannel for RabbitMqBackend {
     /// call (within the call timeout). See [Control
     /// commands](crate#control-commands).
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>> {
-        Box::pin(self.inner.fleet.follow_control())
+        Box::pin(self.inner.fleet.control.follow())
     }
 }
 
@@ -399,14 +372,14 @@ impl Heartbeats for RabbitMqBackend {
     /// stream's name with `.workers`), declared first, once per backend.
     /// See [Control commands](crate#control-commands).
     fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(self.inner.fleet.heartbeat(beat))
+        Box::pin(self.inner.fleet.heartbeats.send(beat))
     }
 
     /// Reads the heartbeat stream's last minute and lists the workers whose
     /// latest heartbeat is within its lifetime (by this host's clock, with
     /// two seconds of slack) and not their last.
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        Box::pin(self.inner.fleet.workers())
+        Box::pin(self.inner.fleet.heartbeats.workers())
     }
 }
 

@@ -56,35 +56,27 @@
 //! the producer and every worker of a process. On it:
 //!
 //! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) channels
-//!   in confirm mode (4 by default) carry every publish: enqueues, retries,
-//!   deferrals and dead letters. Each is owned by one task that keeps up to
+//!   in confirm mode (4 by default), each with up to
 //!   [`publish_window`](RabbitMqOptions::publish_window) publishes in flight
-//!   (128 by default) and matches every confirmation and every returned
-//!   message to its own publish by message id, so an unroutable message is
-//!   never reported as stored. Nothing is declared on them. A channel that
-//!   fails is dropped and a fresh one opened; the publishes in flight on it
-//!   are published again within
+//!   (128 by default), carry every publish: enqueues, retries, deferrals and
+//!   dead letters. The publishes in flight on a channel that fails are
+//!   published again within
 //!   [`publish_timeout`](RabbitMqOptions::publish_timeout).
-//! - Up to eight more channels (opened only once holds are used) declare
-//!   hold queues, each carrying one declaration at a time. A refused
-//!   declaration closes only its channel, which is reopened on next use.
-//! - Each [`consume`](queuey_core::backend::Backend::consume) opens a fresh channel
-//!   and sets `basic_qos(prefetch, global = false)` before consuming; with
-//!   the [poison guard](#poison-guard) on, a second fresh channel consumes
-//!   the queue's suspect queue with a prefetch of 1.
-//! - Each [`declare`](queuey_core::backend::Backend::declare) runs on a throwaway
-//!   channel, so a refused declaration cannot take the others down.
-//! - On the first [`enqueue_and_wait`](queuey_core::Producer::enqueue_and_wait),
-//!   one more channel carries the jobs callers wait for: in confirm mode,
-//!   consuming `amq.rabbitmq.reply-to` without acknowledgements (RabbitMQ
-//!   requires the reply consumer on the channel that publishes the
-//!   requests), one request at a time. A worker answers on a plain channel
-//!   of its own, opened on its first answer. When the connection drops,
-//!   every caller still waiting is told at once that its answer cannot
-//!   come, and the next wait opens a fresh channel.
-//! - On the first [`follow_control`](queuey_core::backend::ControlChannel::follow_control),
-//!   one more channel follows the [control stream](#control-commands),
-//!   with a prefetch of 1000; it only ever acknowledges.
+//! - Up to eight more channels declare hold queues, once holds are used.
+//! - Each [`consume`](queuey_core::backend::Backend::consume) opens a fresh
+//!   channel with `basic_qos(prefetch, global = false)`; with the
+//!   [poison guard](#poison-guard) on, a second one consumes the queue's
+//!   suspect queue with a prefetch of 1.
+//! - Each [`declare`](queuey_core::backend::Backend::declare) runs on a
+//!   throwaway channel, so a refused declaration cannot take the others down.
+//! - The callers that wait for a result
+//!   ([`enqueue_and_wait`](queuey_core::Producer::enqueue_and_wait)) share
+//!   one more channel, opened on the first wait, and a worker answers on one
+//!   of its own. When the connection drops, every caller still waiting is
+//!   told at once that its answer cannot come.
+//!
+//! The [control and heartbeat streams](#control-commands) are read on a
+//! second connection.
 //!
 //! # Reconnection
 //!
@@ -98,8 +90,9 @@
 //! - publishes wait for the new connection up to
 //!   [`publish_timeout`](RabbitMqOptions::publish_timeout), then fail with
 //!   [`TimedOut`](queuey_core::BackendErrorKind::TimedOut);
-//! - consumer streams carry on, consuming again with the same prefetch on the
-//!   new connection; a delivery taken on the old one can no longer be
+//! - consumer streams carry on, consuming again with the same prefetch as
+//!   soon as the new connection is up (no pause of their own: the
+//!   reconnection's is the one pace of an outage); a delivery taken on the old one can no longer be
 //!   settled (its settle fails with
 //!   [`NotSettled`](queuey_core::BackendErrorKind::NotSettled)) and the
 //!   broker delivers it again;
@@ -179,35 +172,15 @@
 //! `monitoring`), give a census, or run `queuey holds prune` now and then
 //! (it reads the management API itself).
 //!
-//! Deleting a quorum queue deletes its jobs, RabbitMQ refuses a deletion
-//! conditional on the queue being empty, and it even confirms a publish
-//! that was on its way into a queue being deleted. So a prune never
-//! deletes a hold on a count alone; publishers and pruners keep a
-//! handshake:
-//!
-//! - the pruner keeps a hold that has jobs waiting, a consumer, or jobs
-//!   past their delay waiting to be moved back (counted by the census; a
-//!   hold that cannot be counted is kept);
-//! - it consumes an empty hold and watches it for ten seconds: any job
-//!   that reaches it keeps the hold (the job goes back, untouched);
-//! - a publisher relies only on a declaration of the hold that counted no
-//!   consumer (while a prune watches one, it holds the job in the hold one
-//!   millisecond longer instead) and trusts a job as held only when its
-//!   confirmation came within five seconds of that declaration, else it
-//!   publishes the job again;
-//! - after the watch the pruner asks the census again and deletes the hold,
-//!   then moves anything that still reached it to the work queue, where the
-//!   consumer holds it again until its due time.
-//!
-//! A trusted job reaches the pruner's consumer at least five seconds
-//! before the watch ends, so it can never be deleted; a job whose
-//! confirmation came later is published again by its publisher. A publish
-//! that meets a hold already deleted comes back `NO_ROUTE` and declares it
-//! again. Every process publishing into a hold must be of this version or
-//! later before any prune runs. Measured on one RabbitMQ 3.10.8 node: 60
-//! jobs held in bursts while another backend pruned the hold over and over
-//! (three to five deletions a run, publishes stepping over watched holds
-//! and meeting deleted ones), none lost.
+//! Deleting a quorum queue deletes its jobs, and RabbitMQ even confirms a
+//! publish that was on its way into a queue being deleted. So a prune
+//! never deletes a hold on a count alone: it watches an empty hold for ten
+//! seconds and keeps it if any job reaches it, and a publisher whose job
+//! could have met a prune publishes it again (a duplicate at worst). Every
+//! process publishing into a hold must be of this version or later before
+//! any prune runs. Measured on one RabbitMQ 3.10.8 node: 60 jobs held in
+//! bursts while another backend pruned the hold over and over (three to
+//! five deletions a run), none lost.
 //!
 //! # Messages
 //!
@@ -229,26 +202,18 @@
 //!
 //! - a first delivery (`redelivered` false) goes to the worker as always,
 //!   at no extra cost;
-//! - a redelivered one does not: its count goes up by one and the job is
-//!   published (confirmed, `mandatory`) with the new count, then the
-//!   delivery is acknowledged. At its first return (count 1) the job goes
-//!   back to its work queue, behind the jobs already waiting; at later
-//!   ones to the work queue's **suspect queue** `q{suspect_suffix}`
-//!   (`q.suspect`);
+//! - a redelivered one is published again (confirmed) with its count one
+//!   higher, then acknowledged: at its first return back to its work queue,
+//!   behind the jobs already waiting (a lost connection or a broker restart
+//!   returns many innocent jobs at once, and they run at full speed again);
+//!   at later ones to the work queue's **suspect queue** `q{suspect_suffix}`
+//!   (`q.suspect`, of the work queue's type), which every consumer of `q`
+//!   also consumes with a prefetch of 1, so the job runs alone there;
 //! - once the count reaches the limit, the job goes to `q.dead` instead,
 //!   with the count and the reason ``delivered N times without being
 //!   settled: the worker died or lost its connection while handling it``,
 //!   and a WARN log line.
 //!
-//! A first return is nearly always innocent: a lost connection returns
-//! every job the worker held, and a broker restart returns a classic
-//! queue's whole backlog marked redelivered, jobs no worker ever saw
-//! included. Sent back to the work queue, they run at full speed again.
-//! Every consumer of `q` also consumes `q.suspect`, on a channel of its own
-//! with a prefetch of 1. A job that came back twice thus runs alone: the
-//! jobs that were prefetched beside a poison job come back with it, go
-//! back to the work queue once and then run normally, while the poison job
-//! climbs to the limit by itself (it runs twice beside others, then alone).
 //! The worker sees a job that came back as
 //! [`redelivered`](queuey_core::backend::Delivery::redelivered), whichever
 //! queue it came from. A job that is settled (acknowledged, retried,
@@ -259,24 +224,14 @@
 //! Hand-backs do not count. A delivery settled with
 //! [`Disposition::Requeue`](queuey_core::Disposition::Requeue) (a worker
 //! pausing a queue or shutting down returns the jobs it took but did not
-//! start) is published again to the queue it came from as it was received
-//! (its body, and queuey's own headers, so its count is unchanged) at the
-//! queue's top priority, so it is served ahead of the backlog as before;
-//! once the broker confirms the copy, the delivery is acknowledged. A
-//! suspect goes back to the suspect queue, where it still runs alone; a
-//! quorum queue has no priorities, so a job handed back there joins the
-//! back of the queue. If the copy cannot be published, the delivery is
-//! handed back with `basic.nack` instead, which counts. Dropping a consumer
-//! stream does the same for every delivery the stream had received but not
-//! handed out: the consumer is cancelled, each delivery is handed back,
-//! then the channel closes (once the deliveries handed out are settled);
-//! [`close`](RabbitMqBackend::close) waits for that (within the call
-//! timeout). Only where no runtime is left to do it (the process is
-//! exiting) does the broker requeue them, marked redelivered.
-//!
-//! The suspect queue has the work queue's type: for a quorum `q` it is a
-//! quorum queue with the same delivery limit, dead-lettering into `q.dead`
-//! at least once.
+//! start) is published again, as it was received, to the queue it came
+//! from, at the queue's top priority (a quorum queue has none: there it
+//! joins the back), then acknowledged; if the copy cannot be published, it
+//! is handed back with `basic.nack` instead, which counts. Dropping a
+//! consumer stream hands back every delivery the stream had received but
+//! not handed out; [`close`](RabbitMqBackend::close) waits for that (within
+//! the call timeout). Only where no runtime is left to do it (the process
+//! is exiting) does the broker requeue them, marked redelivered.
 //!
 //! Counted in `queuey_rabbitmq_first_returns_total` (logged at debug
 //! level only, one line per job would flood the log after a restart),
@@ -298,73 +253,41 @@
 //! [`follow_control`](queuey_core::backend::ControlChannel::follow_control)
 //! carry a fleet's commands (cancel a job, pause or resume a queue; see
 //! [`queuey_core::control`]) through one RabbitMQ stream per virtual host,
-//! [`topology::CONTROL_STREAM`] (`queuey.control`; another with
-//! [`RabbitMqOptions::control_stream`]). The stream is both the log that a
-//! process started later reads from its start and the channel that brings
-//! a command to every running process within milliseconds. Streams need
-//! RabbitMQ 3.9 or later.
+//! `queuey.control` (another with `RabbitMqOptions::control_stream`). A
+//! command reaches every running process within milliseconds, and a
+//! process started later reads it from the stream. Streams need RabbitMQ
+//! 3.9 or later.
 //!
-//! - It is declared durable with `x-queue-type = stream`, `x-max-age =
-//!   30D` (as long as cancellations are remembered), `x-max-length-bytes =
-//!   100000000` ([`topology::CONTROL_MAX_BYTES`]: what a flood of records
-//!   can cost the broker's disk) and 1 MB segments, so that the broker
-//!   drops old commands soon after they are forgotten. Every process
-//!   declares it with exactly these arguments; a queue of that name with
-//!   others is refused with an error saying what to do. A stream an
-//!   earlier version created without the bound in bytes is used as it is,
-//!   with a warning: `queuey topology apply` gives it a `max-length-bytes`
-//!   policy, and `queuey doctor` lists every such stream.
+//! - The stream keeps 30 days of commands (as long as cancellations are
+//!   remembered) and at most 100 MB. Every process declares it with
+//!   exactly the same arguments; a queue of that name with others is
+//!   refused with an error saying what to do. A stream an earlier version
+//!   created without the bound in bytes is used as it is, with a warning:
+//!   `queuey topology apply` gives it a `max-length-bytes` policy, and
+//!   `queuey doctor` lists every such stream.
 //! - A command is published like a job (confirmed, `mandatory`,
 //!   persistent), signed with the backend's RabbitMQ user (see
 //!   [Who may send what](#who-may-send-what)); a record that names no
 //!   sender goes out under the backend's user, connection name and host
 //!   name.
-//! - The first `follow_control` starts the backend's follower: a task that
-//!   applies each command in stream order to the backend's
-//!   [`ControlView`](queuey_core::control::ControlView), and after a lost
-//!   connection reads on from the offset after the last record it read, so
-//!   nothing is applied twice or missed. It does not read the whole
-//!   stream: it starts 40,000 records before the stream's end (or, when it
-//!   cannot read where the end is, three snapshot intervals back) and goes
-//!   on from the first snapshot of the state it finds there (a message of
-//!   type [`topology::SNAPSHOT_TYPE`] listing the paused queues and the
-//!   live cancellations, with the offset it was taken at). Only without a
-//!   snapshot that recent (a young stream, a fleet that was down for
-//!   longer) does it read the stream from its first record.
-//!   Once it holds the whole state, each follower writes a snapshot when
-//!   none was read for an interval, at a moment of its own within the
-//!   interval, so a fleet writes about one per interval
-//!   ([`RabbitMqOptions::control_snapshot_interval`], ten minutes by
-//!   default), and one more after every ten to twenty thousand records it
-//!   refuses, so that a flood never leaves the stream's end without one. Snapshots are
-//!   signed and accepted from the same users as renewed pauses (this
-//!   backend's own, [`RabbitMqOptions::control_senders`] and
-//!   [`RabbitMqOptions::worker_senders`]); a state too large for one
-//!   (8 MiB, tens of thousands of cancellations by id) is not snapshotted,
-//!   and a warning says so. Each call returns once the
-//!   follower has read back a marker the call published, so the view holds
-//!   every command sent before the call; past the call timeout it fails
-//!   with [`TimedOut`](queuey_core::BackendErrorKind::TimedOut).
-//! - The follower forgets cancellations older than 30 days. A pause lasts
-//!   until it is resumed, but the stream drops what is older than 30 days,
-//!   so a follower publishes a pause again once it is a week old. The
-//!   renewal carries the stream offset its follower had read up to
-//!   ([`topology::RENEWS_AFTER_HEADER`]), and every follower ignores it if
-//!   it read a resume of the same queue after that offset: a resume sent
-//!   meanwhile is never undone. What remains: a pause outlives the stream's
-//!   30 days only if some process follows the commands at least once in
-//!   about three weeks; a whole fleet shut down for longer comes back
-//!   without it.
-//! - The follower's channel only ever acknowledges: RabbitMQ closes the
-//!   whole connection when a stream's consumer is sent a `basic.get`, a
-//!   nack, a reject or an automatic acknowledgement, and lapin sends none
-//!   of them by itself. RabbitMQ 4.3 also closes it when a consumer asks
-//!   for a stream whose leader is still starting after a restart. So the
-//!   follower and the heartbeat reads consume on a second connection of
-//!   the backend's, opened the first time one is needed and named after
-//!   the backend's connection with ` (fleet)` added: whatever happens to
-//!   it, the job path's connection carries on. Commands, heartbeats and
-//!   markers are still published on the job path's connection.
+//! - Each `follow_control` returns once the backend's
+//!   [`ControlView`](queuey_core::control::ControlView) holds every command
+//!   sent before the call; past the call timeout it fails with
+//!   [`TimedOut`](queuey_core::BackendErrorKind::TimedOut). A backend
+//!   starts from the last snapshot of the state within the stream's last
+//!   40,000 records, or from the stream's first record when there is none
+//!   that recent. The followers of a fleet write about one snapshot per
+//!   `control_snapshot_interval` (ten minutes by default) between them; a
+//!   state too large for one (8 MiB, tens of thousands of cancellations by
+//!   id) is not snapshotted, and a warning says so.
+//! - A pause lasts until it is resumed: a follower publishes it again once
+//!   it is a week old, and a resume sent meanwhile is never undone. A fleet
+//!   that no process follows for about three weeks comes back without its
+//!   pauses.
+//! - The streams are read on a second connection of the backend's, opened
+//!   the first time one is needed and named after the backend's connection
+//!   with ` (fleet)` added: RabbitMQ closes a stream reader's whole
+//!   connection on some errors, and the job path's connection carries on.
 //!
 //! Measured on one RabbitMQ 3.10 node (debug build): a command reaches
 //! another backend's view 1 to 2 ms after it is sent at the median, under
@@ -385,25 +308,21 @@
 //! [`heartbeat`](queuey_core::backend::Heartbeats::heartbeat) publishes a
 //! worker's heartbeat (confirmed) to the heartbeat stream beside the
 //! control stream, its name with `.workers` added
-//! ([`topology::heartbeat_stream_name`]; `x-max-age = 1h`, 1 MB segments).
-//! [`workers`](queuey_core::backend::Heartbeats::workers) reads the stream's
-//! last minute (an interval the broker resolves on its own clock) on a
-//! channel of its own, up to a marker it publishes, keeps each worker's
-//! latest heartbeat and lists the workers whose latest one is not their
-//! last and is within three of their intervals of this host's clock, with
-//! two seconds of slack for clocks that disagree. A worker whose interval
-//! is longer than 20 seconds does not appear.
+//! (kept for an hour).
+//! [`workers`](queuey_core::backend::Heartbeats::workers) reads the
+//! stream's last minute and lists the workers whose latest heartbeat is
+//! not their last and is within three of their intervals, with two seconds
+//! of slack for clocks that disagree. A worker whose interval is longer
+//! than 20 seconds does not appear.
 //!
 //! ## Who may send what
 //!
 //! Everything above travels through the default exchange, where any user
-//! allowed to publish one job may publish anything: RabbitMQ checks the
-//! right to write on the exchange, not on the queue. So a follower obeys a
+//! allowed to publish one job may publish anything. So a follower obeys a
 //! command, a listing counts a heartbeat, a leader believes a schedule's
 //! state and a waiting caller takes a result only when it was **sent by a
-//! user it trusts**, and RabbitMQ says who sent it: it refuses a message
-//! whose `user_id` property is not the user of its connection (unless that
-//! user has the `impersonator` tag), so `user_id` cannot be forged.
+//! user it trusts**, as RabbitMQ vouches in the `user_id` property (which
+//! only a user with the `impersonator` tag can forge).
 //!
 //! - Everything this backend sends to the fleet carries its user as
 //!   `user_id`: the URI's user, or
@@ -411,17 +330,15 @@
 //!   client certificate. Every address of one backend must log in as the
 //!   same user.
 //! - Commands are obeyed from the backend's own user and from the users of
-//!   [`control_senders`](RabbitMqOptions::control_senders); heartbeats,
+//!   `control_senders`; heartbeats,
 //!   schedule states and results are accepted from the backend's own user
 //!   and from the users of
 //!   [`worker_senders`](RabbitMqOptions::worker_senders). A message with no
 //!   `user_id` counts as a stranger's.
 //! - Whoever sent it, a command is checked before it is applied
-//!   ([`ControlRecord::check`](queuey_core::control::ControlRecord::check)):
-//!   at most 64 KiB, not stamped more than five minutes ahead of the
-//!   reader's clock, and a cancel filter needs a condition and a time
-//!   bound. A heartbeat over 256 KiB, a schedule state whose last tick is
-//!   in the future and a result over
+//!   ([`ControlRecord::check`](queuey_core::control::ControlRecord::check));
+//!   a heartbeat over 256 KiB, a schedule state whose last tick is in the
+//!   future and a result over
 //!   [`max_message_size`](RabbitMqOptions::max_message_size) are skipped
 //!   unread; a listing keeps at most 10,000 workers.
 //! - A worker answers a job only at a direct reply-to address
@@ -439,28 +356,21 @@
 //!
 //! Ignored is not the same as kept out: a producer allowed to publish on
 //! the default exchange can still fill the control stream with records
-//! every follower must read past before it starts. With
-//! [`job_exchange`](RabbitMqOptions::job_exchange), jobs go through an
-//! exchange of the application's, bound to each work queue under the
-//! queue's name, and a producer needs no right on the default exchange:
-//! RabbitMQ refuses every message it sends anywhere else, so it cannot put
-//! a single record in the control stream, the heartbeat stream or a
-//! schedule queue.
+//! every follower must read past. With
+//! [`job_exchange`](RabbitMqOptions::job_exchange), given alike to every
+//! backend of the fleet, jobs go through a durable `direct` exchange of the
+//! application's, which declaring the queues declares and binds to each
+//! work queue and shard under its name, and a producer needs no right on
+//! the default exchange.
 //!
-//! - Every backend of the fleet gets the same `job_exchange`. Declaring
-//!   queues declares the exchange (durable, `direct`) and binds each work
-//!   queue and shard; `enqueue`, `enqueue_in`, `defer` and
-//!   `enqueue_and_wait` publish through it.
 //! - A job for later goes straight to its work queue, stamped with its due
 //!   time (`queuey-due-at`), and the first worker that receives it holds
-//!   it until then: hold queues dead-letter through the default exchange,
-//!   so only workers declare and publish to them. It still never runs
-//!   early; what it costs is one extra trip through the work queue.
+//!   it until then (hold queues are the workers' alone): never early, at
+//!   the cost of one extra trip through the work queue.
 //! - Retries, deferrals by a handler, dead letters, suspect copies and
 //!   hand-backs are the worker's, through the default exchange, as before.
 //! - A quorum work queue dead-letters through the default exchange too, so
-//!   only a user allowed to publish there may declare one: producers of
-//!   quorum queues use
+//!   producers of quorum queues use
 //!   [`Producer::new_undeclared`](queuey_core::Producer::new_undeclared)
 //!   and let the workers declare.
 //!
@@ -546,26 +456,11 @@
 //!
 //! # How the crate is organised
 //!
-//! For contributors. Each module has one role, and modules depend on each
-//! other in one direction only, roughly from the top of this list down:
-//!
-//! | module | role |
-//! |---|---|
-//! | `backend` | [`RabbitMqBackend`]: puts the parts below together and implements [`Backend`](queuey_core::backend::Backend) |
-//! | `consumer` | a consumer per queue across connections; each delivery decoded, routed (worker, hold again, poison guard, dead-letter queue) and settled |
-//! | `fleet` | the fleet plane, with the `fleet` feature: control commands (`control`, sent to the control stream and followed there by one task per backend), the workers' heartbeats (`heartbeats`), leadership of periodic schedules (`leader`, one quorum queue with a single active consumer per schedule), and the connection their stream reads use (`link`) |
-//! | `reply` | job results: requests sent with direct reply-to, and the replies to waiting callers |
-//! | `management` | the management HTTP API: where it is, a client, the queues it lists, and the hold census over it |
-//! | `outbox` | everything published, with its retries: the confirm-mode lanes, holds and their leases, pruning holds, dead letters, suspect copies |
-//! | `link` | the connection and its supervision: dialling one address (TCP, TLS, AMQP), reconnecting, replaying the declared queues |
-//! | `declare` | declaring queues on a connection it is given, and what a refusal tells the user to do |
-//! | `trust` | who may send what on the fleet plane, as the broker vouches for the sending user |
-//! | `options`, `topology`, `addresses`, `rehold`, `properties`, `error`, `bound`, `tls`, `connection_properties`, `census` | settings, queue names and arguments, broker addresses, due times, message properties, error mapping, bounded calls, what a pruner must be told: no broker I/O of their own |
-//!
-//! Inside a folder, the files lean on each other the same way, one
-//! direction only. A test of the workspace (`tests/module_graph.rs` at its
-//! root) reads every crate's sources and fails on any import circle
-//! between sibling modules.
+//! For contributors: each module's own documentation gives its role
+//! (`backend` puts the others together), and the modules, like the files
+//! inside a folder, depend on each other in one direction only. A test of
+//! the workspace (`tests/module_graph.rs` at its root) fails on any import
+//! circle between sibling modules.
 //!
 //! [queuey]: https://docs.rs/queuey
 

@@ -173,56 +173,62 @@ fn long(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s))
 }
 
-/// The properties of a message as plain values, read back from the wire.
+/// Message properties as plain values, for tests to compare.
 #[cfg(test)]
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct PlainProperties {
-    pub(crate) delivery_mode: Option<u8>,
-    pub(crate) content_type: Option<String>,
-    pub(crate) message_id: Option<String>,
-    pub(crate) job_type: Option<String>,
-    pub(crate) priority: Option<u8>,
-    pub(crate) timestamp: Option<u64>,
-    pub(crate) headers: Vec<(String, String)>,
-}
+pub(crate) mod plain {
+    use lapin::BasicProperties;
+    use lapin::types::{AMQPValue, ShortString};
 
-#[cfg(test)]
-impl PlainProperties {
-    pub(crate) fn read(p: &BasicProperties) -> Self {
-        let text = |s: &Option<ShortString>| s.as_ref().map(|s| s.as_str().to_owned());
-        let headers = p
-            .headers()
-            .as_ref()
-            .map(|h| {
-                h.inner()
-                    .iter()
-                    .map(|(k, v)| {
-                        let v = match v {
-                            AMQPValue::LongString(s) => {
-                                String::from_utf8_lossy(s.as_bytes()).into_owned()
-                            }
-                            AMQPValue::LongLongInt(n) => format!("i64:{n}"),
-                            other => format!("{other:?}"),
-                        };
-                        (k.as_str().to_owned(), v)
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        PlainProperties {
-            delivery_mode: *p.delivery_mode(),
-            content_type: text(p.content_type()),
-            message_id: text(p.message_id()),
-            job_type: text(p.kind()),
-            priority: *p.priority(),
-            timestamp: *p.timestamp(),
-            headers,
+    /// The properties of a message as plain values, read back from the wire.
+    #[derive(Debug, PartialEq, Eq)]
+    pub(crate) struct PlainProperties {
+        pub(crate) delivery_mode: Option<u8>,
+        pub(crate) content_type: Option<String>,
+        pub(crate) message_id: Option<String>,
+        pub(crate) job_type: Option<String>,
+        pub(crate) priority: Option<u8>,
+        pub(crate) timestamp: Option<u64>,
+        pub(crate) headers: Vec<(String, String)>,
+    }
+
+    impl PlainProperties {
+        pub(crate) fn read(p: &BasicProperties) -> Self {
+            let text = |s: &Option<ShortString>| s.as_ref().map(|s| s.as_str().to_owned());
+            let headers = p
+                .headers()
+                .as_ref()
+                .map(|h| {
+                    h.inner()
+                        .iter()
+                        .map(|(k, v)| {
+                            let v = match v {
+                                AMQPValue::LongString(s) => {
+                                    String::from_utf8_lossy(s.as_bytes()).into_owned()
+                                }
+                                AMQPValue::LongLongInt(n) => format!("i64:{n}"),
+                                other => format!("{other:?}"),
+                            };
+                            (k.as_str().to_owned(), v)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            PlainProperties {
+                delivery_mode: *p.delivery_mode(),
+                content_type: text(p.content_type()),
+                message_id: text(p.message_id()),
+                job_type: text(p.kind()),
+                priority: *p.priority(),
+                timestamp: *p.timestamp(),
+                headers,
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::plain::PlainProperties;
     use super::*;
 
     fn envelope() -> Envelope {

@@ -66,7 +66,3 @@ pub(crate) fn is_tls(url: &str) -> bool {
     url.get(..9)
         .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
 }
-
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub mod __testing;

@@ -4,8 +4,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use private_redis::PrivateRedis;
 use queuey_core::store::{Inserted, Store, StoreError, bounded};
-use queuey_redis::__testing::PrivateRedis;
+
+#[path = "support/private_redis.rs"]
+mod private_redis;
 use queuey_redis::{RedisStore, RedisStoreError};
 
 const MINUTE: Duration = Duration::from_secs(60);

@@ -7,8 +7,11 @@
 
 use std::time::Duration;
 
+use private_redis::PrivateRedis;
 use queuey_core::store::{Inserted, Store};
-use queuey_redis::__testing::PrivateRedis;
+
+#[path = "support/private_redis.rs"]
+mod private_redis;
 use queuey_redis::{RedisStore, RedisStoreError};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,

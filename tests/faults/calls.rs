@@ -284,10 +284,10 @@ async fn close_returns_within_its_bound_after_the_broker_cancelled_a_consumer() 
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_uncertain_enqueue_the_same_id_enqueues_again_and_others_are_duplicates() {
+    use crate::fault::private_redis::PrivateRedis;
     use queuey::job::{Envelope, Unique, Uuid};
     use queuey::store::RedisStore;
     use queuey::{EnqueueOptions, Error};
-    use queuey_redis::__testing::PrivateRedis;
 
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     struct OneQueue;

@@ -17,6 +17,9 @@ mod support;
 #[macro_use]
 mod scenario;
 
+#[path = "../../queuey-redis/tests/support/private_redis.rs"]
+mod private_redis;
+
 mod at_time;
 mod cooldown;
 mod crash;

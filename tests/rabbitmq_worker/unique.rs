@@ -7,13 +7,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::private_redis::PrivateRedis;
 use queuey::job::{Envelope, Unique, Uuid};
 use queuey::prelude::*;
 use queuey::rabbitmq::RabbitMqOptions;
 use queuey::retry::{Backoff, RetryPolicy};
 use queuey::store::RedisStore;
 use queuey::{EnqueueOptions, Error};
-use queuey_redis::__testing::PrivateRedis;
 
 use crate::scenario::{backend, wait_for};
 use crate::support::within;

@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 
 use std::time::Duration;
 
+use crate::private_redis::PrivateRedis;
 use queuey::layers::idempotency::IdempotencyLayer;
 use queuey::store::MemoryStore;
-use queuey_redis::__testing::PrivateRedis;
 use queuey_redis::RedisStore;
 
 use crate::broker::Broker;

@@ -168,6 +168,24 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         ConnectionState::Connected
     }
 
+    /// Resolves with the [connection state](Backend::connection_state)
+    /// once it is no longer `seen` (at once if it is not now). A worker
+    /// learns of a lost connection, and of its return, from it.
+    ///
+    /// A backend that can tell when its state changes overrides this; the
+    /// default looks at `connection_state` every 100 ms.
+    fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
+        Box::pin(async move {
+            loop {
+                let now = self.connection_state();
+                if now != seen {
+                    return now;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+    }
+
     /// How long the broker lets a delivery of `queue` go unacknowledged
     /// before it takes it back and delivers it again, or `None` when it
     /// never does (the default, and the in-memory backend's answer).
@@ -274,6 +292,10 @@ impl<B: Backend + ?Sized> Backend for Arc<B> {
 
     fn connection_state(&self) -> ConnectionState {
         (**self).connection_state()
+    }
+
+    fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
+        (**self).connection_changed(seen)
     }
 
     fn consumer_timeout(&self, queue: &QueueConfig) -> Option<Duration> {

@@ -2,7 +2,7 @@
 //! that follows the commands and the worker that obeys them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::watch;
 
@@ -62,17 +62,19 @@ impl ControlView {
         self.inner
             .state
             .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, ControlState> {
+        self.inner
+            .state
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Applies a record, and tells the watchers if anything changed.
     pub fn apply(&self, record: &ControlRecord) {
-        let changed = self
-            .inner
-            .state
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .apply(record);
+        let changed = self.write().apply(record);
         if changed {
             self.inner.version.send_modify(|v| *v += 1);
             // Pauses are few and matter to an operator reading the log; a
@@ -115,22 +117,14 @@ impl ControlView {
     /// Forgets everything: the commands it followed came from a stream
     /// that was deleted or replaced, and are read again from the new one.
     pub fn reset(&self) {
-        *self
-            .inner
-            .state
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = ControlState::default();
+        *self.write() = ControlState::default();
         self.inner.version.send_modify(|v| *v += 1);
     }
 
     /// Forgets cancellations sent before `cutoff_ms` (milliseconds since
     /// the Unix epoch).
     pub fn forget_before(&self, cutoff_ms: u64) {
-        self.inner
-            .state
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .forget_before(cutoff_ms);
+        self.write().forget_before(cutoff_ms);
     }
 
     /// Whether `queue` (its name on the broker) is paused.

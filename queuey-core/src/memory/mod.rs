@@ -52,7 +52,7 @@ mod state;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, ready};
@@ -132,29 +132,43 @@ impl Broker {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the state half
         // updated in a way that matters more than refusing all further work.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn publish_now(&self, envelope: &Envelope) -> Result<(), Error> {
         let body = encode(envelope)?;
+        self.push(
+            &envelope.queue,
+            body,
+            envelope.priority,
+            envelope.reply_to.clone(),
+        )
+    }
+
+    /// Puts a message at the back of `queue`'s ready list.
+    fn push(
+        &self,
+        queue: &str,
+        body: Arc<[u8]>,
+        priority: u8,
+        reply_to: Option<ReplyTo>,
+    ) -> Result<(), Error> {
         let mut state = self.lock();
         if state.closed {
             return Err(Error::ShutDown);
         }
-        if !state.queues.contains_key(&envelope.queue) {
-            return Err(unroutable(&envelope.queue));
+        if !state.queues.contains_key(queue) {
+            return Err(unroutable(queue));
         }
         let seq = state.next_seq();
         let message = Message {
             body,
-            priority: envelope.priority,
+            priority,
             redelivered: false,
             arrived: Instant::now(),
-            reply_to: envelope.reply_to.clone(),
+            reply_to,
         };
-        state.push_ready(&envelope.queue, message, seq);
+        state.push_ready(queue, message, seq);
         drop(state);
         self.notify.notify_waiters();
         Ok(())
@@ -185,18 +199,12 @@ impl Broker {
             HoldKind::Retry => envelope.priority,
             HoldKind::Deferral => top,
         };
+        let mut stamped = envelope.clone();
+        stamped.priority = priority;
         if ms == 0 {
-            let mut now = envelope.clone();
-            now.priority = priority;
-            return self.publish_now(&now);
+            return self.publish_now(&stamped);
         }
-        let body = if priority == envelope.priority {
-            encode(envelope)?
-        } else {
-            let mut stamped = envelope.clone();
-            stamped.priority = priority;
-            encode(&stamped)?
-        };
+        let body = encode(&stamped)?;
         let due = Instant::now() + Duration::from_millis(ms);
         let mut state = self.lock();
         let seq = state.next_seq();
@@ -285,25 +293,7 @@ impl MemoryBackend {
     /// for bodies a foreign producer might send. Fails if the queue does not
     /// exist.
     pub fn publish_raw(&self, queue: &str, body: impl Into<Vec<u8>>) -> Result<(), Error> {
-        let mut state = self.shared.lock();
-        if state.closed {
-            return Err(Error::ShutDown);
-        }
-        if !state.queues.contains_key(queue) {
-            return Err(unroutable(queue));
-        }
-        let seq = state.next_seq();
-        let message = Message {
-            body: body.into().into(),
-            priority: 0,
-            redelivered: false,
-            arrived: Instant::now(),
-            reply_to: None,
-        };
-        state.push_ready(queue, message, seq);
-        drop(state);
-        self.shared.notify.notify_waiters();
-        Ok(())
+        self.shared.push(queue, body.into().into(), 0, None)
     }
 
     /// Messages waiting on the queue (holds that are due count as waiting).
@@ -423,6 +413,22 @@ impl Backend for MemoryBackend {
         }
     }
 
+    /// Resolves once [`close`](MemoryBackend::close) was called, when
+    /// `seen` is [`Connected`](ConnectionState::Connected).
+    fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
+        Box::pin(async move {
+            loop {
+                // Registered before the look, so a close in between wakes it.
+                let notified = self.shared.notify.notified();
+                let now = self.connection_state();
+                if now != seen {
+                    return now;
+                }
+                notified.await;
+            }
+        })
+    }
+
     /// Replies, control commands and heartbeats: all three.
     fn capabilities(&self) -> Capabilities<'_> {
         Capabilities::none()
@@ -506,7 +512,7 @@ impl Heartbeats for MemoryBackend {
             .shared
             .heartbeats
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(PoisonError::into_inner);
         if beat.stopping {
             beats.remove(&beat.worker_id);
         } else {
@@ -523,7 +529,7 @@ impl Heartbeats for MemoryBackend {
             .shared
             .heartbeats
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+            .unwrap_or_else(PoisonError::into_inner);
         beats.retain(|_, (at, beat)| now.saturating_duration_since(*at) <= beat.lifetime());
         let mut workers: Vec<Heartbeat> = beats.values().map(|(_, beat)| beat.clone()).collect();
         workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));

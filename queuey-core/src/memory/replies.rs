@@ -73,20 +73,14 @@ pub(crate) fn request(shared: &Arc<Broker>, mut envelope: Envelope) -> Result<Pe
 pub(crate) fn reply(shared: &Broker, to: &ReplyTo, reply: Reply) {
     if to.address() == ADDRESS {
         let mut waiting = shared.replies.waiting();
-        match reply {
-            Reply::Progress(progress) => {
-                if let Some(waiter) = waiting.get(to.correlation_id()) {
-                    waiter.progress.set(progress);
-                    return;
-                }
+        if let Reply::Progress(progress) = reply {
+            if let Some(waiter) = waiting.get(to.correlation_id()) {
+                return waiter.progress.set(progress);
             }
-            reply => {
-                if let Some(waiter) = waiting.remove(to.correlation_id()) {
-                    drop(waiting);
-                    let _ = waiter.answer.send(Ok(reply));
-                    return;
-                }
-            }
+        } else if let Some(waiter) = waiting.remove(to.correlation_id()) {
+            drop(waiting);
+            let _ = waiter.answer.send(Ok(reply));
+            return;
         }
     }
     tracing::debug!(

@@ -244,3 +244,25 @@ async fn a_wait_past_the_longest_hold_is_dead_lettered_never_shortened() {
         dead[1].reason
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_close_is_told_to_whoever_waits_for_the_connection_to_change() {
+    use queuey_core::backend::ConnectionState;
+    let (backend, producer) = setup().await;
+    let changed = backend.connection_changed(ConnectionState::Connected);
+    tokio::pin!(changed);
+    // Traffic wakes nobody for good: the state is still the one seen.
+    producer.enqueue(&Task { n: 1 }).await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3600), &mut changed)
+            .await
+            .is_err()
+    );
+    backend.close();
+    assert_eq!(changed.await, ConnectionState::Closed);
+    // Asked with a state it no longer has, it answers at once.
+    assert_eq!(
+        backend.connection_changed(ConnectionState::Connected).await,
+        ConnectionState::Closed
+    );
+}

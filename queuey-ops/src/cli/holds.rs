@@ -1,7 +1,5 @@
 //! `queuey holds` and `queuey holds prune`.
 
-use std::process::ExitCode;
-
 use crate::Result;
 use crate::holds::{self, Census, Stall};
 use crate::mgmt::Management;
@@ -12,7 +10,7 @@ use clap::{Args, Subcommand};
 use queuey_rabbitmq::HoldPruned;
 
 use super::table::Table;
-use super::{EXIT_PROBLEM, Global, print_json};
+use super::{Global, print_json};
 
 #[derive(Debug, Args)]
 pub(crate) struct HoldsArgs {
@@ -54,7 +52,7 @@ struct PruneArgs {
     yes: bool,
 }
 
-pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<bool> {
     if let Some(HoldsAction::Prune(prune)) = args.action {
         return run_prune(global, prune).await;
     }
@@ -100,16 +98,13 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<ExitCode> {
             "problem: {consumers} consumer(s) on hold queues; a consumer takes delayed jobs before \
              they are due. Find and stop it (the management UI lists a queue's consumers)."
         );
-        return Ok(ExitCode::from(EXIT_PROBLEM));
     }
-    if !stalls.is_empty() {
-        return Ok(ExitCode::from(EXIT_PROBLEM));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(consumers > 0 || !stalls.is_empty())
 }
 
-/// The census of each of `queues`' holds, reading at most `peek` jobs of
-/// each hold (see [`holds::census`]).
+/// The census of each of `queues`' holds, a sharded queue's with those of
+/// its lane and every shard, reading at most `peek` jobs of each hold (see
+/// [`holds::census_of`]).
 async fn censuses(
     global: &Global,
     mgmt: &Management,
@@ -121,8 +116,9 @@ async fn censuses(
         .with_amqp(what, async |amqp| {
             let mut censuses = Vec::new();
             for queue in queues {
-                censuses
-                    .push(holds::census(mgmt, amqp, queue, &global.deferred_suffix, peek).await?);
+                let shards = shards::discover(amqp, queue).await?;
+                let suffix = &global.deferred_suffix;
+                censuses.push(holds::census_of(mgmt, amqp, &shards, suffix, peek).await?);
             }
             Ok(censuses)
         })
@@ -155,15 +151,13 @@ async fn mark_stalls(mgmt: &Management, censuses: &mut [Census]) -> Result<Vec<S
     Ok(stalls)
 }
 
-async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
+async fn run_prune(global: &Global, args: PruneArgs) -> Result<bool> {
     let mgmt = global.management()?;
     let censuses = censuses(global, &mgmt, "holds-prune", &args.queues, 0).await?;
     let items: Vec<_> = censuses.iter().flat_map(prune::plan).collect();
     let candidates = items.iter().filter(|i| i.prune).count();
     if !args.yes {
-        if global.json {
-            print_json(&items);
-        } else {
+        global.print(&items, || {
             let mut table = Table::new(["HOLD QUEUE", "DELAY", "PRUNE", "WHY"]);
             for item in &items {
                 table.row(vec![
@@ -178,8 +172,8 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
                 "would prune {candidates} hold queue(s), each after watching it for ten seconds \
                  (a job that reaches it keeps it); run again with --yes to prune"
             );
-        }
-        return Ok(ExitCode::SUCCESS);
+        });
+        return Ok(false);
     }
     let name = format!("queuey-cli-holds-prune-{}", std::process::id());
     let outcomes = prune::prune(
@@ -226,10 +220,11 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
             );
         }
         let mut table = Table::new(["HOLD QUEUE", "OUTCOME"]);
+        let scrub = global.scrubber();
         for (item, outcome) in &outcomes {
             table.row(vec![
                 crate::escape::line(&item.hold).into_owned(),
-                global.scrub(&prune::describe(outcome)),
+                scrub(&prune::describe(outcome)),
             ]);
         }
         print!("{}", table.render());
@@ -239,10 +234,7 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<ExitCode> {
             .count();
         println!("deleted {deleted} of {candidates} hold queue(s)");
     }
-    if failed > 0 {
-        return Ok(ExitCode::from(EXIT_PROBLEM));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(failed > 0)
 }
 
 fn print_census(census: &Census) {

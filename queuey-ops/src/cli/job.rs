@@ -1,7 +1,5 @@
 //! `queuey job cancel`, `queuey job cancellations` and `queuey job revoke`.
 
-use std::process::ExitCode;
-
 use crate::escape;
 use crate::fleet::{self, Fleet};
 use crate::{OpsError, Result};
@@ -51,7 +49,7 @@ pub(crate) struct CancelArgs {
     yes: bool,
 }
 
-pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<bool> {
     match cmd {
         JobCommand::Cancel(args) => {
             let commands = commands(&args)?;
@@ -88,7 +86,7 @@ fn target(target: &CancelTarget<'_>) -> String {
     }
 }
 
-async fn cancellations(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
+async fn cancellations(global: &Global, fleet: &Fleet) -> Result<bool> {
     let state = fleet.state().await?;
     let all = state.cancellations_sent();
     if global.json {
@@ -103,11 +101,11 @@ async fn cancellations(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
             })
             .collect();
         super::print_json(&listed);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     if all.is_empty() {
         println!("no cancellation is in force");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     let mut table = super::table::Table::new(["COMMAND ID", "SENT", "CANCELS"]);
     for c in &all {
@@ -118,10 +116,10 @@ async fn cancellations(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
         ]);
     }
     print!("{}", table.render());
-    Ok(ExitCode::SUCCESS)
+    Ok(false)
 }
 
-async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<ExitCode> {
+async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<bool> {
     let state = fleet.state().await?;
     let Some(found) = state
         .cancellations_sent()
@@ -132,7 +130,7 @@ async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<ExitCode> {
             "no cancellation in force was sent by command {record}; nothing to withdraw (`queuey \
              job cancellations` lists them)"
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     };
     println!(
         "would withdraw the cancellation of {}",
@@ -140,7 +138,7 @@ async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<ExitCode> {
     );
     if !yes {
         println!("run again with --yes to withdraw it");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     fleet
         .send(Command::Revoke { record }, &fleet::signature("queuey"))
@@ -149,7 +147,7 @@ async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<ExitCode> {
         "withdrawn: the jobs it covered run again when next taken; those it already sent to the \
          dead-letter queue stay there until redriven"
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(false)
 }
 
 /// The commands the arguments ask for, checked before anything connects.
@@ -192,7 +190,7 @@ fn commands(args: &CancelArgs) -> Result<Vec<Command>> {
     Ok(commands)
 }
 
-async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Result<ExitCode> {
+async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Result<bool> {
     let workers = fleet.workers().await?;
     for command in &commands {
         println!("{}", describe(command));
@@ -212,7 +210,7 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
     }
     if !args.yes {
         println!("run again with --yes to cancel");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     let by = fleet::signature("queuey");
     for command in commands {
@@ -227,7 +225,7 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
          `cancelled` (redrive it from there if needed); a running one is told through its \
          context and is not killed"
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(false)
 }
 
 fn describe(command: &Command) -> String {

@@ -24,7 +24,7 @@ use clap::{Args, Parser, Subcommand};
 const DEFAULT_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 
 /// Exit code when a check found a problem or a run stopped early.
-pub(crate) const EXIT_PROBLEM: u8 = 3;
+const EXIT_PROBLEM: u8 = 3;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -205,19 +205,27 @@ impl Global {
         }
     }
 
-    /// `text` with every password the tool was given removed.
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        self.secrets().scrub(text)
+    /// What removes from a text, before it is printed, the passwords of
+    /// the URLs the tool was given (the AMQP URL's and the management
+    /// URL's, in each of their written forms).
+    pub(crate) fn scrubber(&self) -> impl Fn(&str) -> String + use<> {
+        let urls: Vec<String> = std::iter::once(&self.url)
+            .chain(&self.mgmt_url)
+            .cloned()
+            .collect();
+        move |text| {
+            urls.iter()
+                .fold(text.to_owned(), |text, url| crate::amqp::scrub(&text, url))
+        }
     }
 
-    /// The URLs whose passwords nothing printed may contain.
-    pub(crate) fn secrets(&self) -> Secrets {
-        Secrets(
-            std::iter::once(&self.url)
-                .chain(&self.mgmt_url)
-                .cloned()
-                .collect(),
-        )
+    /// Prints `value` as JSON with `--json`, else what `text` prints.
+    pub(crate) fn print<T: serde::Serialize>(&self, value: &T, text: impl FnOnce()) {
+        if self.json {
+            print_json(value);
+        } else {
+            text();
+        }
     }
 
     /// Refuses an empty suffix, or one suffix for two roles: either would
@@ -228,19 +236,6 @@ impl Global {
             &self.deferred_suffix,
             &self.suspect_suffix,
         )
-    }
-}
-
-/// The URLs the tool was given, kept to remove their passwords (the AMQP
-/// URL's and the management URL's, in each of their written forms) from
-/// any text before it is printed.
-pub(crate) struct Secrets(Vec<String>);
-
-impl Secrets {
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        self.0
-            .iter()
-            .fold(text.to_owned(), |text, url| crate::amqp::scrub(&text, url))
     }
 }
 
@@ -272,9 +267,11 @@ pub(crate) enum Command {
     Job(job::JobCommand),
 }
 
+/// Runs a command; each answers whether it found a problem or stopped
+/// early ([`EXIT_PROBLEM`]).
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
     cli.global.check_suffixes()?;
-    match cli.command {
+    let problem = match cli.command {
         Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
         Command::Holds(args) => holds::run(&cli.global, args).await,
         Command::Schedules(args) => schedules::run(&cli.global, args).await,
@@ -284,7 +281,12 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Workers(args) => workers::run(&cli.global, args).await,
         Command::Queue(cmd) => queue::run(&cli.global, cmd).await,
         Command::Job(cmd) => job::run(&cli.global, cmd).await,
-    }
+    }?;
+    Ok(if problem {
+        ExitCode::from(EXIT_PROBLEM)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 /// Prints `value` as pretty JSON, every terminal control character escaped.

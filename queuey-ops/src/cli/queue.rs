@@ -1,7 +1,5 @@
 //! `queuey queue pause|resume|paused`.
 
-use std::process::ExitCode;
-
 use crate::Result;
 use crate::escape;
 use crate::fleet::{self, Fleet};
@@ -42,36 +40,30 @@ pub(crate) enum QueueCommand {
     Paused,
 }
 
-pub(crate) async fn run(global: &Global, cmd: QueueCommand) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, cmd: QueueCommand) -> Result<bool> {
     global
         .with_fleet("queue", async |fleet| match cmd {
             QueueCommand::Pause { queue, yes, force } => {
-                switch(global, fleet, &queue, true, Act { yes, force }).await
+                switch(global, fleet, &queue, true, yes, force).await
             }
             QueueCommand::Resume { queue, yes, force } => {
-                switch(global, fleet, &queue, false, Act { yes, force }).await
+                switch(global, fleet, &queue, false, yes, force).await
             }
             QueueCommand::Paused => paused(global, fleet).await,
         })
         .await
 }
 
-/// What the operator allowed: acting at all, and acting against the
-/// state's or the heartbeats' account.
-#[derive(Debug, Clone, Copy)]
-struct Act {
-    yes: bool,
-    force: bool,
-}
-
+/// Pauses (`pause`) or resumes `queue`: with `yes` only, and against the
+/// state's or the heartbeats' account only with `force`.
 async fn switch(
     global: &Global,
     fleet: &Fleet,
     queue: &str,
     pause: bool,
-    act: Act,
-) -> Result<ExitCode> {
-    let Act { yes, force } = act;
+    yes: bool,
+    force: bool,
+) -> Result<bool> {
     let counts = global
         .with_amqp("queue", async |amqp| amqp.require(queue).await)
         .await?;
@@ -85,7 +77,7 @@ async fn switch(
             "`{queue_shown}` is {} already; nothing to do (--force sends it all the same)",
             if pause { "paused" } else { "not paused" }
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     let unheard = fleet::Unheard::of(queue, counts.consumers, &consuming, &global.control_stream);
     if let Some(unheard) = unheard {
@@ -114,7 +106,7 @@ async fn switch(
             counts.messages
         );
         println!("run again with --yes to {verb} it");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     let command = if pause {
         Command::Pause {
@@ -134,10 +126,10 @@ async fn switch(
     } else {
         println!("resumed `{queue_shown}`: every worker takes its jobs again; {who}");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(false)
 }
 
-async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
+async fn paused(global: &Global, fleet: &Fleet) -> Result<bool> {
     let state = fleet.state().await?;
     let paused: Vec<(String, i64)> = state
         .paused()
@@ -149,11 +141,11 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
             .map(|(q, at)| serde_json::json!({"queue": q, "paused_at_ms": at}))
             .collect();
         print_json(&listed);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     if paused.is_empty() {
         println!("no queue is paused");
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     let now = now_ms();
     let mut table = Table::new(["QUEUE", "PAUSED SINCE", "FOR"]);
@@ -165,5 +157,5 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<ExitCode> {
         ]);
     }
     print!("{}", table.render());
-    Ok(ExitCode::SUCCESS)
+    Ok(false)
 }

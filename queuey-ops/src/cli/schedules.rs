@@ -1,14 +1,12 @@
 //! `queuey schedules`.
 
-use std::process::ExitCode;
-
 use crate::Result;
 use crate::schedules::{self, Member, ScheduleInfo};
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use clap::Args;
 
+use super::Global;
 use super::table::Table;
-use super::{EXIT_PROBLEM, Global, print_json};
 
 #[derive(Debug, Args)]
 pub(crate) struct SchedulesArgs {
@@ -17,7 +15,7 @@ pub(crate) struct SchedulesArgs {
     queues: Vec<String>,
 }
 
-pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<bool> {
     let mgmt = global.management()?;
     let list = async |amqp: &_| {
         let list = async |fleet: &_| schedules::list(&mgmt, amqp, fleet).await;
@@ -27,11 +25,9 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode
     if !args.queues.is_empty() {
         listed.retain(|s| args.queues.contains(&s.job_queue));
     }
-    if global.json {
-        print_json(&listed);
-    } else {
+    global.print(&listed, || {
         print!("{}", render(&listed, now_ms()));
-    }
+    });
     for warning in schedules::untrusted_status_warnings(&listed) {
         eprintln!("{warning}");
     }
@@ -49,9 +45,8 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<ExitCode
              declares the periodic job, or delete the schedule queue if the job is gone for good.",
             leaderless.join(", ")
         );
-        return Ok(ExitCode::from(EXIT_PROBLEM));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(!leaderless.is_empty())
 }
 
 pub(crate) fn render(listed: &[ScheduleInfo], now: i64) -> String {

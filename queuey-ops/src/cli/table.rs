@@ -9,9 +9,7 @@ pub(crate) struct Table {
 
 impl Table {
     pub(crate) fn new<const N: usize>(header: [&str; N]) -> Self {
-        Table {
-            rows: vec![header.iter().map(|s| (*s).to_owned()).collect()],
-        }
+        Table::with_first(None, header)
     }
 
     /// A table whose header is `header`, after a `first` column when one

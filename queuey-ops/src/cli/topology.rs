@@ -1,14 +1,13 @@
 //! `queuey topology verify|apply`.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use crate::topology::{self, QueueSpec, TopologySpec};
 use crate::{OpsError, Result, escape};
 use clap::{Args, Subcommand};
 
 use super::table::Table;
-use super::{EXIT_PROBLEM, Global, print_json};
+use super::{Global, print_json};
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum TopologyCommand {
@@ -135,7 +134,7 @@ fn sharded_note(spec: &TopologySpec) -> String {
     }
 }
 
-pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
     let mgmt = global.management()?;
     match cmd {
         TopologyCommand::Verify(set) => {
@@ -175,11 +174,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
                 print!("{}", table.render());
                 println!("{} problem(s)", problems.len());
             }
-            Ok(if problems.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(EXIT_PROBLEM)
-            })
+            Ok(!problems.is_empty())
         }
         TopologyCommand::Apply { set, yes } => {
             let spec = set.spec(global)?;
@@ -190,27 +185,28 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
             limits
                 .extend(topology::plan_control_stream_policy(&mgmt, &global.control_stream).await?);
             if !yes {
-                if global.json {
-                    print_json(&serde_json::json!({
+                global.print(
+                    &serde_json::json!({
                         "preview": true,
                         "declare": plan,
                         "policies": limits,
-                    }));
-                } else {
-                    println!("preview: would declare {} queue(s):", plan.len());
-                    for d in &plan {
-                        let arguments = format!("{:?}", d.arguments);
-                        println!(
-                            "  {} durable={} {}",
-                            escape::line(&d.name),
-                            d.durable,
-                            escape::line(&arguments)
-                        );
-                    }
-                    print_limits(&limits);
-                    println!("nothing was changed; add --yes to declare them");
-                }
-                return Ok(ExitCode::SUCCESS);
+                    }),
+                    || {
+                        println!("preview: would declare {} queue(s):", plan.len());
+                        for d in &plan {
+                            let arguments = format!("{:?}", d.arguments);
+                            println!(
+                                "  {} durable={} {}",
+                                escape::line(&d.name),
+                                d.durable,
+                                escape::line(&arguments)
+                            );
+                        }
+                        print_limits(&limits);
+                        println!("nothing was changed; add --yes to declare them");
+                    },
+                );
+                return Ok(false);
             }
             let apply = async |amqp: &_| topology::apply(amqp, &plan).await;
             global.with_amqp("topology-apply", apply).await?;
@@ -219,37 +215,38 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<ExitCod
                 .iter()
                 .filter(|p| p.existing_policy.is_some())
                 .collect();
-            if global.json {
-                print_json(&serde_json::json!({
+            global.print(
+                &serde_json::json!({
                     "declared": plan,
                     "policies": set,
                     "left_to_you": left,
-                }));
-            } else {
-                println!("declared {} queue(s)", plan.len());
-                for d in &plan {
-                    println!("  {}", escape::line(&d.name));
-                }
-                if !set.is_empty() {
-                    println!("set {} polic(ies)", set.len());
-                    for p in &set {
-                        let (key, value) = p.kind.policy();
+                }),
+                || {
+                    println!("declared {} queue(s)", plan.len());
+                    for d in &plan {
+                        println!("  {}", escape::line(&d.name));
+                    }
+                    if !set.is_empty() {
+                        println!("set {} polic(ies)", set.len());
+                        for p in &set {
+                            let (key, value) = p.kind.policy();
+                            println!(
+                                "  {} on {} ({key} = {value})",
+                                escape::line(&p.name),
+                                escape::line(&p.queue)
+                            );
+                        }
+                    }
+                    for p in &left {
                         println!(
-                            "  {} on {} ({key} = {value})",
-                            escape::line(&p.name),
-                            escape::line(&p.queue)
+                            "left to you: {}: {}",
+                            escape::line(&p.queue),
+                            escape::line(&p.advice())
                         );
                     }
-                }
-                for p in &left {
-                    println!(
-                        "left to you: {}: {}",
-                        escape::line(&p.queue),
-                        escape::line(&p.advice())
-                    );
-                }
-            }
-            Ok(ExitCode::SUCCESS)
+                },
+            );
+            Ok(false)
         }
     }
 }

@@ -2,7 +2,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use crate::topology::TopologySpec;
 use crate::web::{self, Auth, PublicHost, WebConfig};
@@ -76,7 +75,7 @@ pub(crate) struct WebArgs {
     export_dir: PathBuf,
 }
 
-pub(crate) async fn run(global: &Global, args: WebArgs) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, args: WebArgs) -> Result<bool> {
     let auth = match (&args.token, &args.basic_auth) {
         (Some(token), _) => Auth::Token(token.clone()),
         (None, Some(pair)) => {
@@ -129,5 +128,5 @@ pub(crate) async fn run(global: &Global, args: WebArgs) -> Result<ExitCode> {
     } else {
         web::serve(listener, config).await
     };
-    serving.map(|()| ExitCode::SUCCESS)
+    serving.map(|()| false)
 }

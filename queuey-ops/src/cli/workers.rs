@@ -1,6 +1,5 @@
 //! `queuey workers`.
 
-use std::process::ExitCode;
 use std::time::Duration;
 
 use crate::Result;
@@ -8,8 +7,8 @@ use crate::fleet;
 use crate::time::format_duration_ms;
 use clap::Args;
 
+use super::Global;
 use super::table::Table;
-use super::{Global, print_json};
 
 #[derive(Debug, Args)]
 pub(crate) struct WorkersArgs {
@@ -21,76 +20,74 @@ pub(crate) struct WorkersArgs {
     queue: Option<String>,
 }
 
-pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
     let mut workers = global
         .with_fleet("workers", async |f| f.workers().await)
         .await?;
     if let Some(queue) = &args.queue {
         workers.retain(|w| w.queues.iter().any(|q| q == queue));
     }
-    if global.json {
-        print_json(&workers);
-        return Ok(ExitCode::SUCCESS);
-    }
-    if workers.is_empty() {
-        println!("no worker has sent a heartbeat in the last few intervals");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let mut table = Table::new([
-        "WORKER",
-        "VERSION",
-        "QUEUES",
-        "PAUSED",
-        "CONNECTION",
-        "BUSY",
-        "UP",
-    ]);
-    for w in &workers {
-        table.row(vec![
-            fleet::label(w),
-            w.version.clone(),
-            w.queues.join(","),
-            if w.paused.is_empty() {
-                "-".to_owned()
-            } else {
-                w.paused.join(",")
-            },
-            w.connection.clone(),
-            format!("{}/{}", w.running.len(), w.concurrency),
-            format_duration_ms(w.at_ms.saturating_sub(w.started_at_ms)),
+    global.print(&workers, || {
+        if workers.is_empty() {
+            println!("no worker has sent a heartbeat in the last few intervals");
+            return;
+        }
+        let mut table = Table::new([
+            "WORKER",
+            "VERSION",
+            "QUEUES",
+            "PAUSED",
+            "CONNECTION",
+            "BUSY",
+            "UP",
         ]);
-    }
-    print!("{}", table.render());
-    let mut jobs = Table::new([
-        "",
-        "JOB",
-        "TYPE",
-        "QUEUE",
-        "ATTEMPT",
-        "WORKER",
-        "RUNNING FOR",
-        "PROGRESS",
-    ]);
-    let mut any = false;
-    for (worker, job) in fleet::running_where(&workers, |_| true) {
-        any = true;
-        let running = fleet::running_for(worker, job);
-        jobs.row(vec![
-            if running > args.long { "LONG" } else { "" }.to_owned(),
-            job.job_id.to_string(),
-            job.job_type.clone(),
-            job.queue.clone(),
-            job.attempt.to_string(),
-            fleet::label(worker),
-            format_duration_ms(running.as_millis()),
-            job.progress
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), ToString::to_string),
+        for w in &workers {
+            table.row(vec![
+                fleet::label(w),
+                w.version.clone(),
+                w.queues.join(","),
+                if w.paused.is_empty() {
+                    "-".to_owned()
+                } else {
+                    w.paused.join(",")
+                },
+                w.connection.clone(),
+                format!("{}/{}", w.running.len(), w.concurrency),
+                format_duration_ms(w.at_ms.saturating_sub(w.started_at_ms)),
+            ]);
+        }
+        print!("{}", table.render());
+        let mut jobs = Table::new([
+            "",
+            "JOB",
+            "TYPE",
+            "QUEUE",
+            "ATTEMPT",
+            "WORKER",
+            "RUNNING FOR",
+            "PROGRESS",
         ]);
-    }
-    if any {
-        println!();
-        print!("{}", jobs.render());
-    }
-    Ok(ExitCode::SUCCESS)
+        let mut any = false;
+        for (worker, job) in fleet::running_where(&workers, |_| true) {
+            any = true;
+            let running = fleet::running_for(worker, job);
+            jobs.row(vec![
+                if running > args.long { "LONG" } else { "" }.to_owned(),
+                job.job_id.to_string(),
+                job.job_type.clone(),
+                job.queue.clone(),
+                job.attempt.to_string(),
+                fleet::label(worker),
+                format_duration_ms(running.as_millis()),
+                job.progress
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), ToString::to_string),
+            ]);
+        }
+        if any {
+            println!();
+            print!("{}", jobs.render());
+        }
+    });
+    Ok(false)
 }

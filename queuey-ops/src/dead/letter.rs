@@ -101,7 +101,11 @@ impl DeadLetter {
         headers::text(self.headers(), headers::REASON).unwrap_or_else(|| "(no reason)".to_owned())
     }
 
-    /// The reason's fingerprint.
+    /// The first 200 characters of the reason, as a preview sample keeps it.
+    pub(crate) fn reason_sample(&self) -> String {
+        self.reason().chars().take(200).collect()
+    }
+
     pub(crate) fn fingerprint(&self) -> String {
         fingerprint(&self.reason())
     }
@@ -125,11 +129,6 @@ impl DeadLetter {
         self.envelope.is_none()
     }
 
-    /// How many times it was redriven already.
-    pub(crate) fn redrive_count(&self) -> i64 {
-        headers::integer(self.headers(), headers::REDRIVE_COUNT).unwrap_or(0)
-    }
-
     /// A one-line summary for listings.
     pub(crate) fn summary(&self) -> Summary {
         Summary {
@@ -143,52 +142,48 @@ impl DeadLetter {
             original_queue: self.original_queue(),
             enqueued_at_ms: self.envelope.as_ref().map(|e| e.enqueued_at_ms),
             malformed: self.is_malformed(),
-            redrives: self.redrive_count(),
+            redrives: headers::integer(self.headers(), headers::REDRIVE_COUNT).unwrap_or(0),
             bytes: self.body.len(),
         }
     }
 }
 
-/// What `dead ls` shows of one dead letter.
+/// What `dead ls` shows of one dead letter: each field is what the
+/// [`DeadLetter`] field or method of its name says; `enqueued_at_ms` is the
+/// envelope's, `malformed` [`DeadLetter::is_malformed`], `redrives` the
+/// earlier redrives (`queuey-redrive-count`) and `bytes` the body's size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Summary {
-    /// 1-based position in its dead-letter queue (1 = oldest).
     pub(crate) position: usize,
-    /// The shard whose dead-letter queue holds it (see
-    /// [`DeadLetter::shard`]).
     pub(crate) shard: Option<u16>,
-    /// Job id, message id or `#position`.
     pub(crate) id: String,
-    /// Job type, when known.
     pub(crate) job_type: Option<String>,
-    /// Why it died.
     pub(crate) reason: String,
-    /// The reason's fingerprint.
     pub(crate) fingerprint: String,
-    /// Attempts made.
     pub(crate) attempts: Option<i64>,
-    /// The queue it died on (`x-original-queue`, else the envelope's).
     pub(crate) original_queue: Option<String>,
-    /// When the job was first enqueued.
     pub(crate) enqueued_at_ms: Option<u64>,
-    /// Whether the body is not an envelope.
     pub(crate) malformed: bool,
-    /// Earlier redrives.
     pub(crate) redrives: i64,
-    /// Body size.
     pub(crate) bytes: usize,
 }
 
-/// Which dead letters an operation applies to. Every set condition must hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Which dead letters an operation applies to. Every set condition must
+/// hold. The `queuey dead` commands take it as options, documented here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
 pub(crate) struct Filter {
-    /// The reason contains this text (case-insensitive).
+    /// Reason contains TEXT (case-insensitive).
+    #[arg(long = "filter", value_name = "TEXT")]
     pub(crate) reason: Option<String>,
-    /// The job type is exactly this.
+    /// Job type is exactly TYPE.
+    #[arg(long = "type", value_name = "TYPE")]
     pub(crate) job_type: Option<String>,
-    /// The reason's fingerprint is exactly this.
+    /// Reason fingerprint is exactly FP (as `dead stats` prints it).
+    #[arg(long, value_name = "FP")]
     pub(crate) fingerprint: Option<String>,
-    /// The dead letter answers to one of these ids.
+    /// Only this id (repeatable); a #POSITION only with one dead-letter
+    /// queue (name the shard of a sharded queue).
+    #[arg(long = "id", value_name = "ID")]
     pub(crate) ids: Vec<String>,
 }
 

@@ -65,17 +65,7 @@ struct Window<'a> {
     items: Vec<Summary>,
 }
 
-impl<'a> Window<'a> {
-    fn new(filter: &'a Filter, start: usize, end: usize) -> Self {
-        Window {
-            filter,
-            start,
-            end,
-            seen: 0,
-            items: Vec::new(),
-        }
-    }
-
+impl Window<'_> {
     fn offer(&mut self, letter: &DeadLetter) -> ControlFlow<()> {
         if self.seen >= self.end {
             return ControlFlow::Break(());
@@ -142,7 +132,13 @@ impl DeadQueues {
                 (end.saturating_sub(limit), end, Some(matching))
             }
         };
-        let mut window = Window::new(filter, start, end);
+        let mut window = Window {
+            filter,
+            start,
+            end,
+            seen: 0,
+            items: Vec::new(),
+        };
         let mut complete = false;
         if start < end {
             let pass = self.scan(amqp, None, |l| window.offer(&l)).await?;
@@ -171,7 +167,13 @@ mod tests {
     use crate::dead::tests::letters;
 
     fn positions(filter: &Filter, start: usize, end: usize) -> (Vec<usize>, usize) {
-        let mut window = Window::new(filter, start, end);
+        let mut window = Window {
+            filter,
+            start,
+            end,
+            seen: 0,
+            items: Vec::new(),
+        };
         let mut offered = 0;
         for letter in letters() {
             offered += 1;

@@ -50,15 +50,29 @@ pub(crate) use purge::PurgeReport;
 pub(crate) use queues::{DeadQueue, DeadQueues, QueueCount};
 #[cfg(test)]
 pub(crate) use redrive::redrive;
-pub(crate) use redrive::{DEFAULT_BATCH, Destination, MAX_TARGETS, Moved, RedriveOptions};
-#[cfg(test)]
-pub(crate) use scan::read;
+pub(crate) use redrive::{DEFAULT_BATCH, Destination, Left, MAX_TARGETS, Moved, RedriveOptions};
 pub(crate) use scan::scan;
 pub(crate) use show::show;
-#[cfg(test)]
-pub(crate) use stats::stats;
 pub(crate) use stats::{MAX_GROUPS, MAX_JOB_TYPES, StatsBuilder};
 pub(crate) use transfer::{ExportRecord, import, plan_import, read_export};
+
+/// Adds `n` to the count of `key` in `map`, which names at most `max`
+/// keys; whether `key` is named there (if not, the caller counts it apart).
+pub(crate) fn count_in(
+    map: &mut std::collections::BTreeMap<String, usize>,
+    key: &str,
+    n: usize,
+    max: usize,
+) -> bool {
+    if let Some(count) = map.get_mut(key) {
+        *count += n;
+    } else if map.len() < max {
+        map.insert(key.to_owned(), n);
+    } else {
+        return false;
+    }
+    true
+}
 
 #[cfg(test)]
 pub(crate) mod tests {
@@ -133,7 +147,9 @@ pub(crate) mod tests {
 
     #[test]
     fn stats_group_by_fingerprint_and_type_largest_first() {
-        let s = stats(&letters());
+        let mut builder = StatsBuilder::new();
+        letters().iter().for_each(|l| builder.add(l));
+        let s = builder.finish();
         assert_eq!((s.total, s.malformed), (4, 1));
         assert_eq!(s.by_fingerprint[0].fingerprint, "order <n> not found");
         assert_eq!(s.by_fingerprint[0].count, 2);

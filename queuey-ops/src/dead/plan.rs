@@ -3,7 +3,7 @@
 //!
 //! The preview reads the queue once and keeps counts, not letters: per
 //! target (at most [`MAX_TARGETS`] named, each checked for existence), the
-//! first [`PREVIEW_SAMPLES`] moves and the first [`MAX_SAMPLES`] dead letters
+//! first [`PREVIEW_SAMPLES`] moves and the first [`MAX_SAMPLES`](crate::dead::redrive::MAX_SAMPLES) dead letters
 //! that cannot move. With a [`limit`](RedriveOptions::limit) it stops once
 //! the limit is reached, and its counts are then those of the letters read
 //! ([`RedrivePlan::complete`] is false).
@@ -14,14 +14,12 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
-use crate::dead::redrive::{Decision, MAX_SAMPLES, MAX_TARGETS, count_target, decide, options_for};
-use crate::dead::{DeadQueues, RedriveOptions, scan};
+use crate::dead::redrive::{Decision, Left, MAX_TARGETS, options_for};
+use crate::dead::{DeadQueues, RedriveOptions, count_in, scan};
 use crate::error::Result;
 
 /// Moves a preview lists one by one; the rest are counted.
 pub(crate) const PREVIEW_SAMPLES: usize = 20;
-/// Characters of a reason a preview sample keeps.
-const SAMPLE_REASON_CHARS: usize = 200;
 
 /// What a redrive would move, computed without changing anything.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -48,18 +46,14 @@ pub(crate) struct RedrivePlan {
     /// Matching dead letters that would stay because their original queue
     /// is foreign (another queue than [`queue`](Self::queue)).
     pub(crate) foreign: usize,
-    /// Matching dead letters that cannot move.
-    pub(crate) unmovable: usize,
-    /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
-    pub(crate) unmovable_samples: Vec<(String, String)>,
-    /// Dead letters read that do not match the filter.
-    pub(crate) not_matching: usize,
+    /// The other dead letters that would stay.
+    #[serde(flatten)]
+    pub(crate) left: Left,
 }
 
 /// One target of a redrive preview.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct TargetPlan {
-    /// The queue.
     pub(crate) queue: String,
     /// Matching dead letters for it.
     pub(crate) letters: usize,
@@ -76,9 +70,7 @@ pub(crate) struct TargetPlan {
 /// One planned move.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PlannedMove {
-    /// The dead letter's id.
     pub(crate) id: String,
-    /// Its job type.
     pub(crate) job_type: Option<String>,
     /// Its reason (the start of it).
     pub(crate) reason: String,
@@ -103,21 +95,17 @@ pub(crate) async fn plan_redrive(
         if options.limit.is_some_and(|n| plan.would_move >= n) {
             return ControlFlow::Break(());
         }
-        if !options.filter.matches(&letter) {
-            plan.not_matching += 1;
-            return ControlFlow::Continue(());
-        }
-        match decide(&letter, options) {
-            Decision::Move(target) => {
+        match plan.left.decide(&letter, options) {
+            Some(Decision::Move(target)) => {
                 plan.would_move += 1;
-                if !count_target(&mut moving, &target) {
+                if !count_in(&mut moving, &target, 1, MAX_TARGETS) {
                     plan.other_targets += 1;
                 }
                 if plan.samples.len() < PREVIEW_SAMPLES {
                     plan.samples.push(PlannedMove {
                         id: letter.id(),
                         job_type: letter.job_type(),
-                        reason: letter.reason().chars().take(SAMPLE_REASON_CHARS).collect(),
+                        reason: letter.reason_sample(),
                         target,
                     });
                 }
@@ -125,18 +113,13 @@ pub(crate) async fn plan_redrive(
                     return ControlFlow::Break(());
                 }
             }
-            Decision::Foreign(original) => {
+            Some(Decision::Foreign(original)) => {
                 plan.foreign += 1;
-                if !count_target(&mut staying, &original) {
+                if !count_in(&mut staying, &original, 1, MAX_TARGETS) {
                     plan.other_targets += 1;
                 }
             }
-            Decision::Unmovable(why) => {
-                plan.unmovable += 1;
-                if plan.unmovable_samples.len() < MAX_SAMPLES {
-                    plan.unmovable_samples.push((letter.id(), why));
-                }
-            }
+            _ => {}
         }
         ControlFlow::Continue(())
     })
@@ -221,10 +204,6 @@ impl RedrivePlan {
         let room = PREVIEW_SAMPLES.saturating_sub(self.samples.len());
         self.samples.extend(plan.samples.into_iter().take(room));
         self.foreign += plan.foreign;
-        self.unmovable += plan.unmovable;
-        let room = MAX_SAMPLES.saturating_sub(self.unmovable_samples.len());
-        self.unmovable_samples
-            .extend(plan.unmovable_samples.into_iter().take(room));
-        self.not_matching += plan.not_matching;
+        self.left.add(plan.left);
     }
 }

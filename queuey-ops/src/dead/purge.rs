@@ -24,9 +24,6 @@ use crate::dead::{
 };
 use crate::error::{OpsError, Result};
 
-/// Characters of a reason a preview sample keeps.
-const SAMPLE_REASON_CHARS: usize = 200;
-
 /// What a purge would remove, computed without changing anything.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct PurgePlan {
@@ -54,8 +51,7 @@ impl DeadQueues {
                 if filter.matches(&letter) {
                     plan.matching += 1;
                     if plan.samples.len() < PREVIEW_SAMPLES {
-                        let reason = letter.reason().chars().take(SAMPLE_REASON_CHARS).collect();
-                        plan.samples.push((letter.id(), reason));
+                        plan.samples.push((letter.id(), letter.reason_sample()));
                     }
                 }
                 ControlFlow::Continue(())
@@ -70,7 +66,6 @@ impl DeadQueues {
 /// What a purge did.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PurgeReport {
-    /// The export file.
     pub(crate) file: PathBuf,
     /// Dead letters written to it and then removed.
     pub(crate) purged: usize,

@@ -10,7 +10,6 @@ use crate::shards::{self, Shards};
 /// One dead-letter queue, and the work queue its letters died on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct DeadQueue {
-    /// The dead-letter queue.
     pub(crate) dead_queue: String,
     /// The work queue it belongs to (a shard's, for a shard's dead-letter
     /// queue): where a redrive sends its letters back.
@@ -24,7 +23,6 @@ pub(crate) struct DeadQueue {
 /// covers several.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct QueueCount {
-    /// The dead-letter queue.
     pub(crate) dead_queue: String,
     /// The shard it belongs to (`None`: the lane, or an unsharded queue).
     pub(crate) shard: Option<u16>,
@@ -49,7 +47,6 @@ pub(crate) struct QueueCount {
 pub(crate) struct DeadQueues {
     /// The queue named (the lane of a sharded queue).
     pub(crate) queue: String,
-    /// Whether it is sharded.
     pub(crate) sharded: bool,
     /// Its dead-letter queues: the lane's (or the queue's own) first.
     pub(crate) queues: Vec<DeadQueue>,
@@ -64,10 +61,16 @@ impl DeadQueues {
     pub(crate) async fn discover(amqp: &Amqp, queue: &str, dead_suffix: &str) -> Result<Self> {
         let dead_queue = crate::dead_queue_of(queue, dead_suffix)?;
         if dead_queue == queue {
-            return Ok(DeadQueues::single(
-                dead_queue,
-                crate::work_queue_of(queue, dead_suffix)?,
-            ));
+            let work_queue = crate::work_queue_of(queue, dead_suffix)?;
+            return Ok(DeadQueues {
+                queue: work_queue.clone(),
+                sharded: false,
+                queues: vec![DeadQueue {
+                    dead_queue,
+                    work_queue,
+                    shard: None,
+                }],
+            });
         }
         let shards = shards::discover(amqp, queue).await?;
         DeadQueues::of(&shards, dead_suffix)
@@ -91,20 +94,6 @@ impl DeadQueues {
             sharded: shards.is_sharded(),
             queues,
         })
-    }
-
-    /// One dead-letter queue of `work_queue`.
-    pub(crate) fn single(dead_queue: impl Into<String>, work_queue: impl Into<String>) -> Self {
-        let work_queue = work_queue.into();
-        DeadQueues {
-            queue: work_queue.clone(),
-            sharded: false,
-            queues: vec![DeadQueue {
-                dead_queue: dead_queue.into(),
-                work_queue,
-                shard: None,
-            }],
-        }
     }
 
     /// The first dead-letter queue: the lane's, or the only one.

@@ -47,7 +47,7 @@ use tokio::time::Instant;
 
 use crate::amqp::{Amqp, short};
 use crate::browse::Cursor;
-use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter};
+use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, count_in};
 use crate::error::{OpsError, Result};
 use crate::headers;
 
@@ -129,7 +129,6 @@ pub(crate) const MAX_SAMPLES: usize = 20;
 /// One dead letter moved.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Moved {
-    /// The dead letter's id.
     pub(crate) id: String,
     /// The queue it went to.
     pub(crate) target: String,
@@ -140,7 +139,6 @@ pub(crate) struct Moved {
 pub(crate) struct RedriveReport {
     /// The redrive id stamped on the moved messages.
     pub(crate) redrive_id: String,
-    /// Dead letters moved.
     pub(crate) moved: usize,
     /// Dead letters moved, per target queue.
     pub(crate) moved_to: BTreeMap<String, usize>,
@@ -149,14 +147,57 @@ pub(crate) struct RedriveReport {
     pub(crate) foreign: usize,
     /// `foreign`, per original queue (at most [`MAX_TARGETS`] named).
     pub(crate) foreign_targets: BTreeMap<String, usize>,
-    /// Matching dead letters left in place because they cannot move.
+    /// The other dead letters left in place.
+    #[serde(flatten)]
+    pub(crate) left: Left,
+    /// Set when the run stopped early: why.
+    pub(crate) stopped: Option<String>,
+}
+
+/// The dead letters a redrive, or its preview, reads and leaves in place
+/// because they cannot move or do not match.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Left {
+    /// Matching dead letters that cannot move.
     pub(crate) unmovable: usize,
     /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
     pub(crate) unmovable_samples: Vec<(String, String)>,
-    /// Dead letters read but not matching the filter, left in place.
+    /// Dead letters read but not matching the filter.
     pub(crate) not_matching: usize,
-    /// Set when the run stopped early: why.
-    pub(crate) stopped: Option<String>,
+}
+
+impl Left {
+    /// What `options` do with `letter` ([`decide`]); `None`, and counted
+    /// here, when it does not match or cannot move.
+    pub(crate) fn decide(
+        &mut self,
+        letter: &DeadLetter,
+        options: &RedriveOptions,
+    ) -> Option<Decision> {
+        if !options.filter.matches(letter) {
+            self.not_matching += 1;
+            return None;
+        }
+        match decide(letter, options) {
+            Decision::Unmovable(why) => {
+                self.unmovable += 1;
+                if self.unmovable_samples.len() < MAX_SAMPLES {
+                    self.unmovable_samples.push((letter.id(), why));
+                }
+                None
+            }
+            decision => Some(decision),
+        }
+    }
+
+    /// Adds what one more dead-letter queue left.
+    pub(crate) fn add(&mut self, other: Left) {
+        self.unmovable += other.unmovable;
+        let room = MAX_SAMPLES.saturating_sub(self.unmovable_samples.len());
+        self.unmovable_samples
+            .extend(other.unmovable_samples.into_iter().take(room));
+        self.not_matching += other.not_matching;
+    }
 }
 
 /// What a redrive does with one matching dead letter.
@@ -189,20 +230,6 @@ pub(crate) fn decide(letter: &DeadLetter, options: &RedriveOptions) -> Decision 
         }
         // It is in this queue's dead-letter queue and names no other.
         (Destination::Home, _) => Decision::Move(options.queue.clone()),
-    }
-}
-
-/// Counts one more dead letter for `target` in `map`, naming at most
-/// [`MAX_TARGETS`] targets; whether it was named.
-pub(crate) fn count_target(map: &mut BTreeMap<String, usize>, target: &str) -> bool {
-    if let Some(n) = map.get_mut(target) {
-        *n += 1;
-        true
-    } else if map.len() < MAX_TARGETS {
-        map.insert(target.to_owned(), 1);
-        true
-    } else {
-        false
     }
 }
 
@@ -255,11 +282,7 @@ async fn run(
         .map(|r| Duration::from_secs_f64(1.0 / r));
     let mut next_at = Instant::now();
     let mut exists: HashMap<String, bool> = HashMap::new();
-    let batch = if period.is_some() {
-        1
-    } else {
-        options.batch.max(1)
-    };
+    let batch = period.map_or(options.batch.max(1), |_| 1);
     let mut report = RedriveReport {
         redrive_id: options.redrive_id.clone(),
         ..RedriveReport::default()
@@ -277,34 +300,19 @@ async fn run(
             break;
         };
         let letter = DeadLetter::new(held.position, held.body, held.properties);
-        if !options.filter.matches(&letter) {
-            report.not_matching += 1;
-            continue;
-        }
-        let target = match decide(&letter, options) {
-            Decision::Move(target) => target,
-            Decision::Foreign(original) => {
+        let target = match report.left.decide(&letter, options) {
+            Some(Decision::Move(target)) => target,
+            Some(Decision::Foreign(original)) => {
                 report.foreign += 1;
-                count_target(&mut report.foreign_targets, &original);
+                count_in(&mut report.foreign_targets, &original, 1, MAX_TARGETS);
                 continue;
             }
-            Decision::Unmovable(why) => {
-                report.unmovable += 1;
-                if report.unmovable_samples.len() < MAX_SAMPLES {
-                    report.unmovable_samples.push((letter.id(), why));
-                }
-                continue;
-            }
+            _ => continue,
         };
-        let present = match exists.get(&target) {
-            Some(present) => *present,
-            None => {
-                let present = amqp.counts(&target).await?.is_some();
-                exists.insert(target.clone(), present);
-                present
-            }
-        };
-        if !present {
+        if !exists.contains_key(&target) {
+            exists.insert(target.clone(), amqp.counts(&target).await?.is_some());
+        }
+        if !exists[&target] {
             report.stopped = Some(format!(
                 "the target queue `{target}` of {} does not exist; nothing was moved to it. \
                  Declare it (topology apply) and run the redrive again",
@@ -379,9 +387,8 @@ impl DeadQueues {
                 on_move,
             )
             .await?;
-            let stopped = report.stopped.is_some();
             all.add(report);
-            if stopped {
+            if all.stopped.is_some() {
                 break;
             }
         }
@@ -412,17 +419,9 @@ impl RedriveReport {
         }
         self.foreign += report.foreign;
         for (original, n) in report.foreign_targets {
-            if let Some(m) = self.foreign_targets.get_mut(&original) {
-                *m += n;
-            } else if self.foreign_targets.len() < MAX_TARGETS {
-                self.foreign_targets.insert(original, n);
-            }
+            count_in(&mut self.foreign_targets, &original, n, MAX_TARGETS);
         }
-        self.unmovable += report.unmovable;
-        let room = MAX_SAMPLES.saturating_sub(self.unmovable_samples.len());
-        self.unmovable_samples
-            .extend(report.unmovable_samples.into_iter().take(room));
-        self.not_matching += report.not_matching;
+        self.left.add(report.left);
         self.stopped = self.stopped.take().or(report.stopped);
     }
 }
@@ -521,11 +520,12 @@ mod tests {
     #[test]
     fn targets_past_the_bound_are_counted_but_not_named() {
         let mut map = BTreeMap::new();
+        let mut count_target = |target: &str| count_in(&mut map, target, 1, MAX_TARGETS);
         for i in 0..MAX_TARGETS + 3 {
-            count_target(&mut map, &format!("q{i}"));
+            count_target(&format!("q{i}"));
         }
-        assert!(count_target(&mut map, "q0"));
-        assert!(!count_target(&mut map, "another"));
+        assert!(count_target("q0"));
+        assert!(!count_target("another"));
         assert_eq!(map.len(), MAX_TARGETS);
         assert_eq!(map["q0"], 2);
     }

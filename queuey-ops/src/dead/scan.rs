@@ -108,17 +108,3 @@ async fn walk(
     }
     Ok(false)
 }
-
-/// Reads up to `max` dead letters of `dead_queue`, oldest first, leaving
-/// the queue as it was. Everything read is kept: for counting or searching
-/// a queue of any length, [`scan`] it.
-#[cfg(test)]
-pub(crate) async fn read(amqp: &Amqp, dead_queue: &str, max: usize) -> Result<Vec<DeadLetter>> {
-    let mut letters = Vec::new();
-    scan(amqp, dead_queue, Some(max), |letter| {
-        letters.push(letter);
-        ControlFlow::Continue(())
-    })
-    .await?;
-    Ok(letters)
-}

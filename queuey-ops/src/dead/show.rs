@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use lapin::types::AMQPValue;
+use lapin::types::{AMQPValue, ShortString};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -56,7 +56,6 @@ impl DeadQueues {
 /// One dead letter in full.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Detail {
-    /// The summary line.
     pub(crate) summary: crate::dead::Summary,
     /// The message properties other than headers.
     pub(crate) properties: BTreeMap<String, Value>,
@@ -68,7 +67,6 @@ pub(crate) struct Detail {
     pub(crate) payload: Value,
 }
 
-/// The detail of `letter`.
 pub(crate) fn show(letter: &DeadLetter) -> Detail {
     let p = &letter.properties;
     let mut properties = BTreeMap::new();
@@ -77,19 +75,11 @@ pub(crate) fn show(letter: &DeadLetter) -> Detail {
             properties.insert(k.to_owned(), v);
         }
     };
-    put(
-        "message_id",
-        p.message_id().as_ref().map(|s| json!(s.as_str())),
-    );
-    put("type", p.kind().as_ref().map(|s| json!(s.as_str())));
-    put(
-        "content_type",
-        p.content_type().as_ref().map(|s| json!(s.as_str())),
-    );
-    put(
-        "correlation_id",
-        p.correlation_id().as_ref().map(|s| json!(s.as_str())),
-    );
+    let text = |s: &Option<ShortString>| s.as_ref().map(|s| json!(s.as_str()));
+    put("message_id", text(p.message_id()));
+    put("type", text(p.kind()));
+    put("content_type", text(p.content_type()));
+    put("correlation_id", text(p.correlation_id()));
     put("priority", p.priority().map(|n| json!(n)));
     put("delivery_mode", p.delivery_mode().map(|n| json!(n)));
     put("timestamp", p.timestamp().map(|n| json!(n)));

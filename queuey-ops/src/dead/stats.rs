@@ -16,7 +16,7 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
-use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, QueueCount};
+use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, QueueCount, count_in};
 use crate::error::Result;
 
 /// Fingerprint groups kept; letters of further fingerprints are counted in
@@ -34,7 +34,6 @@ pub(crate) const TEXT_MAX_CHARS: usize = 500;
 /// The dead letters of one reason fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Group {
-    /// The fingerprint.
     pub(crate) fingerprint: String,
     /// How many dead letters have it.
     pub(crate) count: usize,
@@ -61,7 +60,6 @@ pub(crate) struct TypeCount {
     /// The job type (`(unknown)` for a body that is not an envelope and has
     /// no `type` property).
     pub(crate) job_type: String,
-    /// How many.
     pub(crate) count: usize,
 }
 
@@ -89,15 +87,8 @@ pub(crate) struct Stats {
 
 const UNKNOWN_TYPE: &str = "(unknown)";
 
-/// Folds dead letters into [`Stats`] one at a time.
-///
-/// It keeps aggregates, never the letters, and bounds them too: at most
-/// [`MAX_GROUPS`] fingerprints, [`MAX_JOB_TYPES`] job types (and
-/// [`MAX_GROUP_JOB_TYPES`] per group), example reasons and job types of at
-/// most [`TEXT_MAX_CHARS`]. Letters past a bound are still counted, under
-/// [`Stats::other_fingerprints`], [`Stats::other_job_types`] and
-/// [`Group::other_job_types`], so totals stay exact. The groups kept are the
-/// first ones met from the head of the queue (the oldest).
+/// Folds dead letters into [`Stats`] one at a time, keeping aggregates
+/// bounded as the [module documentation](self) says.
 #[derive(Debug, Default)]
 pub(crate) struct StatsBuilder {
     total: usize,
@@ -109,12 +100,10 @@ pub(crate) struct StatsBuilder {
 }
 
 impl StatsBuilder {
-    /// Nothing counted yet.
     pub(crate) fn new() -> Self {
         StatsBuilder::default()
     }
 
-    /// Counts `letter`.
     pub(crate) fn add(&mut self, letter: &DeadLetter) {
         self.total += 1;
         if letter.is_malformed() {
@@ -127,11 +116,7 @@ impl StatsBuilder {
             Some(t) => t,
             None => UNKNOWN_TYPE.to_owned(),
         };
-        if let Some(n) = self.types.get_mut(&job_type) {
-            *n += 1;
-        } else if self.types.len() < MAX_JOB_TYPES {
-            self.types.insert(job_type.clone(), 1);
-        } else {
+        if !count_in(&mut self.types, &job_type, 1, MAX_JOB_TYPES) {
             self.other_job_types += 1;
         }
         let groups = self.groups.len();
@@ -157,11 +142,7 @@ impl StatsBuilder {
         };
         group.count += 1;
         group.last_position = letter.position;
-        if let Some(n) = group.job_types.get_mut(&job_type) {
-            *n += 1;
-        } else if group.job_types.len() < MAX_GROUP_JOB_TYPES {
-            group.job_types.insert(job_type, 1);
-        } else {
+        if !count_in(&mut group.job_types, &job_type, 1, MAX_GROUP_JOB_TYPES) {
             group.other_job_types += 1;
         }
     }
@@ -190,14 +171,6 @@ impl StatsBuilder {
             queues: Vec::new(),
         }
     }
-}
-
-/// Groups `letters` by fingerprint and by job type.
-#[cfg(test)]
-pub(crate) fn stats(letters: &[DeadLetter]) -> Stats {
-    let mut builder = StatsBuilder::new();
-    letters.iter().for_each(|l| builder.add(l));
-    builder.finish()
 }
 
 impl DeadQueues {

@@ -46,7 +46,6 @@ impl ExportRecord {
         }
     }
 
-    /// The body.
     pub(crate) fn body(&self) -> Result<Vec<u8>, String> {
         data_encoding::BASE64
             .decode(self.body_base64.as_bytes())

@@ -91,7 +91,6 @@ struct Inner {
 }
 
 impl History {
-    /// An empty history.
     pub(crate) fn new() -> Self {
         History::default()
     }

@@ -83,16 +83,11 @@ impl Fleet {
     ) -> Result<Fleet> {
         let options = trust.apply(RabbitMqOptions::default().control_stream(control_stream));
         let backend = crate::amqp::backend(url, tls, name, options).await?;
-        Ok(Fleet::from_backend(backend))
-    }
-
-    /// A fleet over a backend already connected.
-    pub(crate) fn from_backend(backend: RabbitMqBackend) -> Fleet {
-        Fleet {
+        Ok(Fleet {
             backend,
             view: Arc::default(),
             sent: Arc::default(),
-        }
+        })
     }
 
     /// Sends `command`, signed `by`; returns the record sent.
@@ -155,7 +150,6 @@ impl Fleet {
         self.backend.trusts_worker(user_id)
     }
 
-    /// Closes the connection.
     pub(crate) async fn close(&self) {
         let _ = self.backend.close().await;
     }

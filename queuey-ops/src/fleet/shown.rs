@@ -5,8 +5,6 @@
 //! escaper, [`escape::line`]: a control sequence in them is printed as an
 //! escape instead of being run by the terminal.
 
-#[cfg(test)]
-use queuey_core::control::Progress;
 use queuey_core::control::{Heartbeat, RunningJob};
 
 use super::{label, running_for};
@@ -61,7 +59,7 @@ pub(crate) mod tests {
             queue: "app.emails".into(),
             attempt: 1,
             started_at_ms: 1_000,
-            progress: Some(Progress {
+            progress: Some(queuey_core::control::Progress {
                 percent: 40,
                 message: "half\u{1b}[2J".into(),
             }),

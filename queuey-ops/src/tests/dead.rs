@@ -283,7 +283,9 @@ async fn purge_writes_a_complete_export_first_and_import_restores_it() {
     let (backend, config) = h.backend(&q).await;
     let jobs: Vec<_> = (0..12).map(job).collect();
     dead_letter_jobs(&backend, &config, &jobs).await;
-    let before = dead::read(&h.amqp, &dq, 1_000).await.unwrap();
+    let before = crate::tests::helpers::read_dead(&h.amqp, &dq, 1_000)
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("dead.jsonl");
     let file_arg = file.to_str().unwrap();
@@ -312,7 +314,9 @@ async fn purge_writes_a_complete_export_first_and_import_restores_it() {
     assert_eq!(h.ready(&dq).await, 0);
     let out = ok(&h.cli(&["dead", "import", file_arg, "--yes"]));
     assert!(out.contains("imported 12"), "{out}");
-    let after = dead::read(&h.amqp, &dq, 1_000).await.unwrap();
+    let after = crate::tests::helpers::read_dead(&h.amqp, &dq, 1_000)
+        .await
+        .unwrap();
     assert_eq!(
         snapshot(&after),
         snapshot(&before),

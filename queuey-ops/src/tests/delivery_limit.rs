@@ -90,7 +90,7 @@ async fn a_quorum_dead_letter_survives_a_thousand_reads_by_the_tool() {
             }
         })
         .await;
-        let letters = within("read", crate::dead::read(&h.amqp, &dead, 10))
+        let letters = within("read", crate::tests::helpers::read_dead(&h.amqp, &dead, 10))
             .await
             .unwrap_or_else(|e| panic!("read {read}: {e}"));
         assert_eq!(letters.len(), 1, "read {read}");

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::dead::DeadLetter;
 use crate::fleet::{Fleet, Trust};
 use crate::holds::Census;
 use crate::mgmt::Management;
@@ -73,4 +74,33 @@ impl Census {
     pub(crate) fn prometheus(&self) -> String {
         crate::holds::prometheus(std::slice::from_ref(self))
     }
+}
+
+/// Reads up to `max` dead letters of `dead_queue`, oldest first, leaving
+/// the queue as it was. Everything read is kept: for counting or searching
+/// a queue of any length, [`scan`](crate::dead::scan) it.
+pub(crate) async fn read_dead(
+    amqp: &Amqp,
+    dead_queue: &str,
+    max: usize,
+) -> Result<Vec<DeadLetter>> {
+    let mut letters = Vec::new();
+    crate::dead::scan(amqp, dead_queue, Some(max), |letter| {
+        letters.push(letter);
+        std::ops::ControlFlow::Continue(())
+    })
+    .await?;
+    Ok(letters)
+}
+
+/// Reads up to `max` messages from the head of `queue` and puts them all
+/// back, in order.
+pub(crate) async fn browse(
+    amqp: &Amqp,
+    queue: &str,
+    max: Option<usize>,
+) -> Result<Vec<crate::browse::Held>> {
+    crate::browse::browse_counted(amqp, queue, max)
+        .await
+        .map(|(held, _)| held)
 }

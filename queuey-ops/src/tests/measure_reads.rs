@@ -94,7 +94,7 @@ async fn in_order(
     queue: &str,
     bodies: &[Vec<u8>],
 ) -> Result<bool, Box<dyn std::error::Error>> {
-    let read = browse::browse(amqp, queue, None).await?;
+    let read = crate::tests::helpers::browse(amqp, queue, None).await?;
     Ok(read.len() == bodies.len() && read.iter().zip(bodies).all(|(h, b)| &h.body == b))
 }
 
@@ -117,7 +117,7 @@ async fn measure(
     println!("{n} messages of {} bytes", bodies[0].len());
 
     let started = Instant::now();
-    let read = browse::browse(amqp, q, None).await?;
+    let read = crate::tests::helpers::browse(amqp, q, None).await?;
     let took = started.elapsed();
     println!(
         "browse (basic.get, {} in flight) + hold + requeue: {} read in {:.2?} ({:.0}/s); order kept: {}",

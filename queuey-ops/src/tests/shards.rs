@@ -39,17 +39,20 @@ fn ids(made: &[Made]) -> Vec<String> {
 
 /// The job ids waiting on `queue`, read from its head and put back.
 async fn waiting(h: &Harness, queue: &str) -> Vec<String> {
-    within("browse", crate::browse::browse(&h.amqp, queue, None))
-        .await
-        .unwrap_or_else(|e| panic!("{queue}: {e}"))
-        .iter()
-        .map(|held| {
-            Envelope::decode(&held.body)
-                .expect("an envelope")
-                .job_id
-                .to_string()
-        })
-        .collect()
+    within(
+        "browse",
+        crate::tests::helpers::browse(&h.amqp, queue, None),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{queue}: {e}"))
+    .iter()
+    .map(|held| {
+        Envelope::decode(&held.body)
+            .expect("an envelope")
+            .job_id
+            .to_string()
+    })
+    .collect()
 }
 
 /// `queue → count` of a `queues` array of the JSON output.

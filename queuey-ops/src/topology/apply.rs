@@ -17,9 +17,7 @@ use crate::mgmt::Management;
 /// A queue `apply` would declare.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Declaration {
-    /// The queue.
     pub(crate) name: String,
-    /// Durable or not.
     pub(crate) durable: bool,
     /// Its arguments, as text.
     pub(crate) arguments: BTreeMap<String, String>,

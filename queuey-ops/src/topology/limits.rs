@@ -94,11 +94,15 @@ pub(crate) fn unbounded_stream(info: &QueueInfo) -> bool {
 /// Whether the broker of `version` (as the management API reports it)
 /// gives quorum queues a default delivery limit: 4.0 and later.
 pub(crate) fn broker_has_default_limit(version: &str) -> bool {
-    version
-        .split('.')
-        .next()
-        .and_then(|major| major.parse::<u32>().ok())
-        .is_some_and(|major| major >= 4)
+    version_numbers(version).0 >= 4
+}
+
+/// Major, minor and patch of a version such as `3.10.8`; a missing or
+/// unreadable part is 0.
+pub(crate) fn version_numbers(version: &str) -> (u32, u32, u32) {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let mut next = || parts.next().unwrap_or(0);
+    (next(), next(), next())
 }
 
 /// Whether `info` is a quorum queue with no delivery limit of its own
@@ -133,7 +137,6 @@ pub(crate) fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
 /// control stream without a bound in bytes).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct LimitPolicy {
-    /// The queue.
     pub(crate) queue: String,
     /// What kind of queuey queue it is.
     pub(crate) kind: AtRisk,

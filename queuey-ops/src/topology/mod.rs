@@ -40,6 +40,7 @@ pub(crate) use apply::{apply, plan_apply};
 pub(crate) use limits::{
     AtRisk, BROKER_DEFAULT_LIMIT, LimitPolicy, apply_limit_policies, broker_has_default_limit,
     control_stream_policies, limit_policies, plan_control_stream_policy, plan_limit_policies,
+    version_numbers,
 };
 pub(crate) use verify::{Problem, ProblemKind, verify};
 
@@ -82,7 +83,6 @@ pub(crate) struct TopologySpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueueSpec {
-    /// The work queue's name.
     pub(crate) name: String,
     /// Priority levels (`x-max-priority`); 0 for none. Unset: 10 on a
     /// classic queue, none on a quorum queue.

@@ -53,9 +53,7 @@ pub(crate) enum ProblemKind {
 /// One difference between the broker and the queue set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Problem {
-    /// The queue concerned.
     pub(crate) queue: String,
-    /// What kind of problem.
     pub(crate) kind: ProblemKind,
     /// What is wrong and what it does, in words.
     pub(crate) detail: String,
@@ -196,7 +194,7 @@ async fn check_holds(
 ) -> Result<()> {
     let work_exists = mgmt.queue(work).await?.is_some();
     for info in mgmt
-        .queues(Some(&hold_pattern(work, &spec.deferred_suffix)))
+        .queues(Some(&hold_pattern(work, &spec.deferred_suffix, false)))
         .await?
     {
         let Some((family, ttl)) = hold_kind(&info.name, work, &spec.deferred_suffix) else {

@@ -1,6 +1,7 @@
 //! Who may use the dashboard: nobody but localhost by default; a token or
 //! basic auth when it listens elsewhere.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -8,7 +9,6 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::Deserialize;
 
 use super::App;
 use super::exposure::Served;
@@ -56,49 +56,47 @@ impl Auth {
     /// Refuses credentials that do not protect anything: an empty or short
     /// token, an empty user or password. The message never repeats them.
     pub(crate) fn validate(&self) -> Result<()> {
-        match self {
-            Auth::None => Ok(()),
+        let refusal = match self {
+            Auth::None => None,
             Auth::Token(token) => {
                 let len = token.chars().count();
-                if len == 0 {
-                    return Err(OpsError::Invalid(format!(
-                        "the dashboard token is empty; give one of at least {MIN_TOKEN_LEN} \
-                         characters (make one with `openssl rand -hex 16`)"
-                    )));
-                }
-                if len < MIN_TOKEN_LEN {
-                    return Err(OpsError::Invalid(format!(
-                        "the dashboard token is {len} characters long; it must have at least \
-                         {MIN_TOKEN_LEN} (make one with `openssl rand -hex 16`)"
-                    )));
-                }
                 let cookie_safe = token
                     .bytes()
                     .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\'));
-                if !cookie_safe {
-                    return Err(OpsError::Invalid(
+                if len == 0 {
+                    Some(format!(
+                        "the dashboard token is empty; give one of at least {MIN_TOKEN_LEN} \
+                         characters (make one with `openssl rand -hex 16`)"
+                    ))
+                } else if len < MIN_TOKEN_LEN {
+                    Some(format!(
+                        "the dashboard token is {len} characters long; it must have at least \
+                         {MIN_TOKEN_LEN} (make one with `openssl rand -hex 16`)"
+                    ))
+                } else if !cookie_safe {
+                    Some(
                         "the dashboard token may only hold printable ASCII characters other \
                          than space, `\"`, `,`, `;` and `\\` (browsers keep it in a cookie)"
-                            .into(),
-                    ));
+                            .to_owned(),
+                    )
+                } else {
+                    None
                 }
-                Ok(())
             }
             Auth::Basic { user, password } => {
                 if user.is_empty() || password.is_empty() {
-                    return Err(OpsError::Invalid(
+                    Some(
                         "basic auth needs a user and a password, neither empty (USER:PASSWORD)"
-                            .into(),
-                    ));
+                            .to_owned(),
+                    )
+                } else if user.contains(':') || user.chars().any(char::is_control) {
+                    Some("the basic-auth user may not contain `:` or control characters".to_owned())
+                } else {
+                    None
                 }
-                if user.contains(':') || user.chars().any(char::is_control) {
-                    return Err(OpsError::Invalid(
-                        "the basic-auth user may not contain `:` or control characters".into(),
-                    ));
-                }
-                Ok(())
             }
-        }
+        };
+        refusal.map_or(Ok(()), |message| Err(OpsError::Invalid(message)))
     }
 }
 
@@ -123,38 +121,25 @@ pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .map(|(_, v)| v.to_owned())
 }
 
-#[derive(Deserialize)]
-struct TokenQuery {
-    token: Option<String>,
-}
-
-fn query_token(req: &Request) -> Option<String> {
-    Query::<TokenQuery>::try_from_uri(req.uri())
-        .ok()
-        .and_then(|q| q.0.token)
-}
-
 /// The authentication middleware.
 pub(crate) async fn require(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
-    match &app.auth {
+    let authorization = req.headers().get(header::AUTHORIZATION);
+    let given = |scheme: &str| {
+        let value = authorization.and_then(|v| v.to_str().ok())?;
+        value.strip_prefix(scheme).map(str::to_owned)
+    };
+    match &app.config.auth {
         Auth::None => next.run(req).await,
         Auth::Token(token) => {
-            let headers = req.headers();
-            let bearer = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .map(str::to_owned);
-            let from_query = query_token(&req);
-            let given = bearer
-                .or_else(|| cookie(headers, "queuey_token"))
+            let from_query = Query::<HashMap<String, String>>::try_from_uri(req.uri())
+                .ok()
+                .and_then(|mut q| q.0.remove("token"));
+            let given = given("Bearer ")
+                .or_else(|| cookie(req.headers(), "queuey_token"))
                 .or_else(|| from_query.clone());
             if !given.is_some_and(|g| !token.is_empty() && same(&g, token)) {
-                return (
-                    StatusCode::UNAUTHORIZED,
-                    "a token is required: open the dashboard with ?token=…",
-                )
-                    .into_response();
+                let why = "a token is required: open the dashboard with ?token=…";
+                return (StatusCode::UNAUTHORIZED, why).into_response();
             }
             let served = Served::of(&req);
             let mut response = next.run(req).await;
@@ -167,22 +152,17 @@ pub(crate) async fn require(State(app): State<Arc<App>>, req: Request, next: Nex
             let expected = data_encoding::BASE64.encode(format!("{user}:{password}").as_bytes());
             let ok = !user.is_empty()
                 && !password.is_empty()
-                && req
-                    .headers()
-                    .get(header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Basic "))
-                    .is_some_and(|given| same(given.trim(), &expected));
+                && given("Basic ").is_some_and(|given| same(given.trim(), &expected));
             if ok {
-                next.run(req).await
-            } else {
-                (
-                    StatusCode::UNAUTHORIZED,
-                    [(header::WWW_AUTHENTICATE, "Basic realm=\"queuey\"")],
-                    "authentication required",
-                )
-                    .into_response()
+                return next.run(req).await;
             }
+            let challenge = [(header::WWW_AUTHENTICATE, "Basic realm=\"queuey\"")];
+            (
+                StatusCode::UNAUTHORIZED,
+                challenge,
+                "authentication required",
+            )
+                .into_response()
         }
     }
 }

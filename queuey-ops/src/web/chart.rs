@@ -19,50 +19,27 @@ const SERIES: [Series; 4] = [
     ("dead-lettered", "#b3261e", |c| c.dead_lettered),
 ];
 
-/// One segment of a bar: where it is drawn and what it stands for.
-struct Segment {
-    x: usize,
-    y: usize,
-    height: usize,
-    colour: &'static str,
-    count: u64,
-    label: &'static str,
-}
-
 /// A stacked bar per minute, oldest left, with a legend of the hour's
 /// totals; `id` names the chart for tests and links.
 pub(crate) fn minutes(id: &str, minutes: &[(i64, Counts)]) -> Markup {
-    let peak = minutes
-        .iter()
-        .map(|(_, c)| c.sum())
-        .max()
-        .unwrap_or(0)
-        .max(1);
+    let sums = minutes.iter().map(|(_, c)| c.sum());
+    let peak = sums.max().unwrap_or(0).max(1);
     let bar = WIDTH / minutes.len().max(1);
+    let mut hour = Counts::default();
+    // Each bar's segments, bottom up: x, y, height, colour, count, label.
     let mut segments = Vec::new();
     for (i, (_, counts)) in minutes.iter().enumerate() {
+        hour += *counts;
         let mut y = HEIGHT;
         for (label, colour, count) in SERIES {
             let n = count(counts);
-            if n == 0 {
-                continue;
+            if n > 0 {
+                let h = ((n as f64 / peak as f64) * (HEIGHT as f64 - 4.0)).ceil() as usize;
+                let h = h.clamp(1, y);
+                y -= h;
+                segments.push((i * bar + 1, y, h, colour, n, label));
             }
-            let h = ((n as f64 / peak as f64) * (HEIGHT as f64 - 4.0)).ceil() as usize;
-            let h = h.clamp(1, y);
-            y -= h;
-            segments.push(Segment {
-                x: i * bar + 1,
-                y,
-                height: h,
-                colour,
-                count: n,
-                label,
-            });
         }
-    }
-    let mut hour = Counts::default();
-    for (_, c) in minutes {
-        hour += *c;
     }
     let full = HEIGHT + 14;
     html! {
@@ -70,10 +47,10 @@ pub(crate) fn minutes(id: &str, minutes: &[(i64, Counts)]) -> Markup {
             role="img" aria-label="jobs settled per minute over the last hour"
             xmlns="http://www.w3.org/2000/svg" {
             rect x="0" y="0" width=(WIDTH) height=(HEIGHT) fill="#ffffff" stroke="#e3e6ea" {}
-            @for s in &segments {
-                rect x=(s.x) y=(s.y) width=(bar.saturating_sub(2).max(1)) height=(s.height)
-                    fill=(s.colour) {
-                    title { (s.count) " " (s.label) }
+            @for (x, y, height, colour, count, label) in &segments {
+                rect x=(x) y=(y) width=(bar.saturating_sub(2).max(1)) height=(height)
+                    fill=(colour) {
+                    title { (count) " " (label) }
                 }
             }
             text x="2" y=(HEIGHT + 12) font-size="10" fill="#5b6573" { "-60 min" }

@@ -23,23 +23,23 @@ use std::sync::Arc;
 
 use axum::extract::connect_info::{ConnectInfo, Connected};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::serve::IncomingStream;
 
 use super::App;
-use super::public_host::{HostName, PublicHost, default_port, parse_authority};
+use super::public_host::{HostName, PublicHost, parse_authority, split_scheme};
 
 /// The rules of one dashboard: its listening address and public hosts.
 #[derive(Debug, Clone)]
 pub(crate) struct Exposure {
-    listen: SocketAddr,
-    public: Vec<PublicHost>,
+    pub(super) listen: SocketAddr,
+    pub(super) public: Vec<PublicHost>,
 }
 
 /// What the checks learnt about a request that passed them.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Served {
     /// The request named a `--public-host https://…`: cookies get `Secure`.
     pub(crate) https: bool,
@@ -48,55 +48,35 @@ pub(crate) struct Served {
 impl Served {
     /// How `req` was served, as the exposure check recorded it (plain http
     /// when it did not run).
-    pub(crate) fn of(req: &axum::extract::Request) -> Served {
+    pub(crate) fn of(req: &Request) -> Served {
         req.extensions()
             .get::<Served>()
             .copied()
-            .unwrap_or(Served { https: false })
+            .unwrap_or_default()
     }
 
-    /// The attributes every cookie of the dashboard carries.
-    pub(crate) fn cookie_attributes(self) -> &'static str {
-        if self.https {
-            "HttpOnly; SameSite=Strict; Path=/; Secure"
-        } else {
-            "HttpOnly; SameSite=Strict; Path=/"
-        }
-    }
-
-    /// Sets the cookie `name` to `value` on `response`, with
-    /// [`cookie_attributes`](Self::cookie_attributes).
-    pub(crate) fn set_cookie(
-        self,
-        response: &mut axum::response::Response,
-        name: &str,
-        value: &str,
-    ) {
-        let cookie = format!("{name}={value}; {}", self.cookie_attributes());
-        if let Ok(v) = axum::http::HeaderValue::from_str(&cookie) {
-            response
-                .headers_mut()
-                .append(axum::http::header::SET_COOKIE, v);
+    /// Sets the cookie `name` to `value` on `response`: `HttpOnly`,
+    /// `SameSite=Strict`, and `Secure` when served over https.
+    pub(crate) fn set_cookie(self, response: &mut Response, name: &str, value: &str) {
+        let secure = if self.https { "; Secure" } else { "" };
+        let cookie = format!("{name}={value}; HttpOnly; SameSite=Strict; Path=/{secure}");
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, v);
         }
     }
 }
 
 impl Exposure {
-    pub(crate) fn new(listen: SocketAddr, public: Vec<PublicHost>) -> Self {
-        Exposure { listen, public }
-    }
-
     /// Whether `name` is the local side of the connection: a loopback name
     /// or the address it arrived on.
     fn is_local(name: &HostName, local: SocketAddr) -> bool {
         let local_ip = local.ip().to_canonical();
+        let loopback: [IpAddr; 2] = [Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()];
         match name {
             HostName::Name(n) => n == "localhost",
             HostName::Ip(ip) => {
                 let ip = ip.to_canonical();
-                ip == IpAddr::V4(Ipv4Addr::LOCALHOST)
-                    || ip == IpAddr::V6(Ipv6Addr::LOCALHOST)
-                    || (!local_ip.is_unspecified() && ip == local_ip)
+                loopback.contains(&ip) || (!local_ip.is_unspecified() && ip == local_ip)
             }
         }
     }
@@ -118,30 +98,22 @@ impl Exposure {
     /// Whether `origin` (an `Origin` value) is one of this dashboard's.
     pub(crate) fn origin(&self, origin: &str, local: SocketAddr) -> bool {
         let origin = origin.to_ascii_lowercase();
-        let (https, authority) = if let Some(rest) = origin.strip_prefix("https://") {
-            (true, rest)
-        } else if let Some(rest) = origin.strip_prefix("http://") {
-            (false, rest)
-        } else {
+        let Some((https, (name, port))) = split_scheme(&origin)
+            .and_then(|(https, authority)| Some((https, parse_authority(authority)?)))
+        else {
             return false;
         };
-        let Some((name, port)) = parse_authority(authority) else {
-            return false;
-        };
-        let port = port.unwrap_or(default_port(https));
+        let port = port.unwrap_or(if https { 443 } else { 80 });
         (!https && Exposure::is_local(&name, local) && port == local.port())
             || self
                 .public
                 .iter()
-                .any(|p| p.https == https && p.name == name && p.effective_port() == port)
+                .any(|p| p.https == https && p.matches(&name, Some(port)))
     }
 
-    /// Why a request that may change something is refused, if it is.
-    ///
-    /// `Sec-Fetch-Site`, which pages cannot forge, decides when present.
-    /// An `Origin` must be the dashboard's, except `null` next to
-    /// `Sec-Fetch-Site: same-origin`: browsers hide the origin of the
-    /// dashboard's own forms because of its `Referrer-Policy: no-referrer`.
+    /// Why a request that may change something is refused, if it is (the
+    /// Origin rule above); `Sec-Fetch-Site`, which pages cannot forge,
+    /// decides when present.
     pub(crate) fn foreign(&self, headers: &HeaderMap, local: SocketAddr) -> Option<String> {
         let site = headers
             .get("sec-fetch-site")
@@ -154,17 +126,10 @@ impl Exposure {
                 shown(site)
             ));
         }
-        if let Some(origin) = headers.get(header::ORIGIN) {
-            let text = origin.to_str().unwrap_or("");
-            let hidden = text == "null" && site == Some("same-origin");
-            if !hidden && !self.origin(text, local) {
-                return Some(format!(
-                    "its Origin `{}` is not this dashboard",
-                    shown(text)
-                ));
-            }
-        }
-        None
+        let origin = headers.get(header::ORIGIN)?.to_str().unwrap_or("");
+        let hidden = origin == "null" && site == Some("same-origin");
+        (!hidden && !self.origin(origin, local))
+            .then(|| format!("its Origin `{}` is not this dashboard", shown(origin)))
     }
 }
 
@@ -187,10 +152,6 @@ impl Connected<IncomingStream<'_, tokio::net::TcpListener>> for LocalAddr {
     }
 }
 
-fn is_safe(method: &Method) -> bool {
-    matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
-}
-
 /// The Host and Origin checks, before authentication.
 pub(crate) async fn check(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let rules = &app.exposure;
@@ -199,26 +160,19 @@ pub(crate) async fn check(State(app): State<Arc<App>>, mut req: Request, next: N
         .get::<ConnectInfo<LocalAddr>>()
         .and_then(|c| c.0.0)
         .unwrap_or(rules.listen);
-    let authority = req
-        .uri()
-        .authority()
-        .map(|a| a.as_str().to_owned())
-        .or_else(|| {
-            req.headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned)
-        });
-    let host_header = req.headers().get(header::HOST).map(|h| h.to_str().ok());
-    let hosts = req.headers().get_all(header::HOST).iter().count();
-    let served = match (&authority, host_header) {
-        _ if hosts > 1 => None,
+    // The request line's authority, if any, and the one Host header must
+    // agree.
+    let uri = req.uri().authority().map(|a| a.as_str());
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let host = hosts.next().map(|h| h.to_str().ok());
+    let asked = uri.or(host.flatten());
+    let served = match (uri, host) {
+        _ if hosts.next().is_some() => None,
         (Some(a), Some(Some(h))) if a != h => None,
-        (Some(a), _) => rules.host(a, local),
-        (None, _) => None,
+        _ => asked.and_then(|a| rules.host(a, local)),
     };
     let Some(served) = served else {
-        let asked = authority.as_deref().map(shown).unwrap_or_default();
+        let asked = asked.map(shown).unwrap_or_default();
         let body = if asked.is_empty() {
             "this dashboard answers only requests that name it in their Host header".to_owned()
         } else {
@@ -232,7 +186,7 @@ pub(crate) async fn check(State(app): State<Arc<App>>, mut req: Request, next: N
         };
         return (StatusCode::MISDIRECTED_REQUEST, body).into_response();
     };
-    if !is_safe(req.method())
+    if !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS)
         && let Some(why) = rules.foreign(req.headers(), local)
     {
         let body = format!(
@@ -251,10 +205,10 @@ mod tests {
     use super::*;
 
     fn rules(public: &[&str]) -> Exposure {
-        Exposure::new(
-            "127.0.0.1:18431".parse().unwrap(),
-            public.iter().map(|p| p.parse().unwrap()).collect(),
-        )
+        Exposure {
+            listen: "127.0.0.1:18431".parse().unwrap(),
+            public: public.iter().map(|p| p.parse().unwrap()).collect(),
+        }
     }
 
     fn local() -> SocketAddr {
@@ -301,7 +255,10 @@ mod tests {
 
     #[test]
     fn the_address_a_connection_arrived_on_is_the_dashboard() {
-        let r = Exposure::new("0.0.0.0:18431".parse().unwrap(), vec![]);
+        let r = Exposure {
+            listen: "0.0.0.0:18431".parse().unwrap(),
+            public: vec![],
+        };
         let lan: SocketAddr = "192.168.1.5:18431".parse().unwrap();
         assert!(r.host("192.168.1.5:18431", lan).is_some());
         assert!(r.host("192.168.1.6:18431", lan).is_none());

@@ -11,26 +11,14 @@
 //! of the Host, Origin and authentication checks included, and replaces
 //! whatever an inner handler set.
 
-use std::sync::LazyLock;
-
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, header};
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use super::html::STYLE;
 
-/// The Content-Security-Policy of every answer.
-pub(crate) static CONTENT_SECURITY_POLICY: LazyLock<String> = LazyLock::new(|| {
-    let hash = ring::digest::digest(&ring::digest::SHA256, STYLE.as_bytes());
-    format!(
-        "default-src 'none'; style-src 'sha256-{}'; form-action 'self'; \
-         frame-ancestors 'none'; base-uri 'none'",
-        data_encoding::BASE64.encode(hash.as_ref())
-    )
-});
-
 /// The headers [`layer`] sets, policy first.
-pub(crate) fn all() -> Vec<(HeaderName, HeaderValue)> {
+pub(crate) fn all() -> impl Iterator<Item = (HeaderName, HeaderValue)> {
     let fixed = [
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::REFERRER_POLICY, "no-referrer"),
@@ -41,16 +29,16 @@ pub(crate) fn all() -> Vec<(HeaderName, HeaderValue)> {
             "same-origin",
         ),
     ];
-    let mut out = Vec::with_capacity(fixed.len() + 1);
-    if let Ok(csp) = HeaderValue::from_str(&CONTENT_SECURITY_POLICY) {
-        out.push((header::CONTENT_SECURITY_POLICY, csp));
-    }
-    out.extend(
-        fixed
-            .into_iter()
-            .map(|(name, value)| (name, HeaderValue::from_static(value))),
+    // The style sheet by its hash: no other inline style runs.
+    let hash = ring::digest::digest(&ring::digest::SHA256, STYLE.as_bytes());
+    let csp = format!(
+        "default-src 'none'; style-src 'sha256-{}'; form-action 'self'; \
+         frame-ancestors 'none'; base-uri 'none'",
+        data_encoding::BASE64.encode(hash.as_ref())
     );
-    out
+    let csp = HeaderValue::from_str(&csp).expect("the policy is ASCII");
+    std::iter::once((header::CONTENT_SECURITY_POLICY, csp))
+        .chain(fixed.map(|(name, value)| (name, HeaderValue::from_static(value))))
 }
 
 /// `router` with the security headers set on every answer it gives.
@@ -58,7 +46,7 @@ pub(crate) fn layer<S>(router: Router<S>) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
 {
-    all().into_iter().fold(router, |router, (name, value)| {
+    all().fold(router, |router, (name, value)| {
         router.layer(SetResponseHeaderLayer::overriding(name, value))
     })
 }
@@ -70,7 +58,8 @@ mod tests {
 
     #[test]
     fn the_policy_allows_the_pages_own_style_and_nothing_else() {
-        let csp = CONTENT_SECURITY_POLICY.as_str();
+        let (_, csp) = all().next().unwrap();
+        let csp = csp.to_str().unwrap();
         for directive in [
             "default-src 'none'",
             "form-action 'self'",
@@ -95,7 +84,7 @@ mod tests {
 
     #[test]
     fn every_header_is_set() {
-        let names: Vec<String> = all().iter().map(|(n, _)| n.to_string()).collect();
+        let names: Vec<String> = all().map(|(n, _)| n.to_string()).collect();
         for name in [
             "content-security-policy",
             "x-frame-options",

@@ -54,11 +54,8 @@ pub(crate) fn seg(text: &str) -> String {
 
 /// The path of `queue`'s page, or of one under it (`/queue/{q}/{rest}`).
 pub(crate) fn queue_path(queue: &str, rest: &str) -> String {
-    if rest.is_empty() {
-        format!("/queue/{}", seg(queue))
-    } else {
-        format!("/queue/{}/{rest}", seg(queue))
-    }
+    let slash = if rest.is_empty() { "" } else { "/" };
+    format!("/queue/{}{slash}{rest}", seg(queue))
 }
 
 /// The one style sheet, inline in every page (the CSP allows it by hash).
@@ -116,6 +113,32 @@ pub(crate) fn post_form(
             button type="submit" class=(class) id=(id) { (label) }
         }
     }
+}
+
+/// A table's header row.
+pub(crate) fn heads(names: &[&str]) -> Markup {
+    html! { tr { @for name in names { th { (name) } } } }
+}
+
+/// A change's preview page: `what` it would do, that nothing has changed
+/// yet, the form that `confirm`s it and a link `back`.
+pub(crate) fn preview(title: &str, what: Markup, confirm: Markup, back: Markup) -> Markup {
+    let body = html! {
+        div.box #preview {
+            (what)
+            p { "Nothing has changed yet." }
+            p { (confirm) " " (back) }
+        }
+    };
+    page(&format!("{title}: preview"), body)
+}
+
+/// A change's result page: `what` it did and a link `back`.
+pub(crate) fn done(title: &str, what: Markup, back: Markup) -> Markup {
+    page(
+        &format!("{title}: done"),
+        html! { div.box { (what) p { (back) } } },
+    )
 }
 
 #[cfg(test)]

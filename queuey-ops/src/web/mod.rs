@@ -1,20 +1,9 @@
 //! The web dashboard (`queuey web`): server-rendered pages over the same
-//! operations as the command line.
-//!
-//! - `/`: the dashboard's queues with their ready, unacked, dead and held
-//!   counts and rates;
-//! - `/queue/{q}`: dead letters grouped by fingerprint with redrive and purge
-//!   (each a preview first, then a confirmation), the latest dead letters,
-//!   the hold census and the topology problems of that queue;
-//! - `/queue/{q}/dead/{id}`: one dead letter in full.
-//!
-//! A sharded queue is one row of the index, its counts those of its lane
-//! and every shard together (the shards are not listed on their own), and
-//! one page, with a row per shard, the shard of each dead letter and hold,
-//! and redrives that send each dead letter back to its own shard. The
-//! index and `/metrics` find the shards in the management API's queue list
-//! they read anyway, the other pages over AMQP, by the same rule (see
-//! [`shards`](crate::shards)).
+//! operations as the command line, one module each under `pages` (where
+//! the routes are). A sharded queue is one row of the index and one page,
+//! with a row per shard; the index and `/metrics` find the shards in the
+//! management API's queue list they read anyway, the other pages over
+//! AMQP, by the same rule (see [`shards`](crate::shards)).
 //!
 //! Every change is a POST carrying the page's CSRF token, and shows what it
 //! would do before it does it.
@@ -27,14 +16,10 @@
 //! - **Credentials.** A token has at least [`MIN_TOKEN_LEN`] characters; a
 //!   basic-auth user and password are not empty. [`router`] and [`serve`]
 //!   refuse anything else before they listen.
-//! - **Host and Origin** (see `exposure`): a request must name the
-//!   dashboard in its `Host` (else `421 Misdirected Request`), and one that
-//!   changes something must come from the dashboard's own origin (else
-//!   `403`); this defeats DNS rebinding and cross-site forms.
-//! - **CSRF** (see `session`): each browser gets a random session cookie,
-//!   and its forms a token bound to that session and the credential. A
-//!   client that posts keeps the `queuey_session` cookie of the page it
-//!   read the token from.
+//! - **Host and Origin** (see `exposure`): `421` for a request that does
+//!   not name the dashboard, `403` for a change from another origin.
+//! - **CSRF** (see `session`): every form carries a token bound to the
+//!   browser's `queuey_session` cookie and to the credential.
 //! - **Queues.** Only the queues of [`WebConfig::queues`] and their shards
 //!   can be read or changed (`404` for others); with none given, every
 //!   queue that has a dead-letter queue. With queues given, `/schedules`
@@ -42,12 +27,9 @@
 //!   workers and running jobs, and `/job/cancel` cancels only a job the
 //!   heartbeats show running on one of them (a cancel reaches a job
 //!   wherever it waits, so one the dashboard cannot place is refused).
-//! - **Headers** (see `headers`): a strict `Content-Security-Policy`, no
-//!   framing, no referrer, no caching, on every answer.
-//! - **Cookies** (`queuey_token`, `queuey_session`) are `HttpOnly` and
-//!   `SameSite=Strict`, and `Secure` on requests that name a public host
-//!   given as `https://NAME`: the dashboard itself speaks plain http, and
-//!   that is how it learns that a TLS-terminating proxy serves it.
+//! - **Headers** (see `headers`) on every answer; cookies `HttpOnly`,
+//!   `SameSite=Strict`, and `Secure` on requests naming an `https://`
+//!   public host (see [`PublicHost`]).
 
 mod auth;
 mod chart;
@@ -65,7 +47,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::middleware::from_fn_with_state;
 
 pub(crate) use auth::Auth;
 pub(crate) use public_host::PublicHost;
@@ -138,7 +120,6 @@ impl fmt::Debug for WebConfig {
 /// The state every handler shares.
 pub(crate) struct App {
     pub(crate) config: WebConfig,
-    pub(crate) auth: Auth,
     pub(crate) sessions: Sessions,
     pub(crate) exposure: Exposure,
     pub(crate) amqp: Amqp,
@@ -154,18 +135,6 @@ pub(crate) struct App {
 impl Drop for App {
     fn drop(&mut self) {
         self.sampler.abort();
-    }
-}
-
-impl fmt::Debug for App {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("App")
-            .field("config", &self.config)
-            .field("sessions", &self.sessions)
-            .field("exposure", &self.exposure)
-            .field("amqp", &self.amqp.url())
-            .field("mgmt", &self.mgmt)
-            .finish_non_exhaustive()
     }
 }
 
@@ -188,7 +157,10 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
     let mgmt =
         Management::for_amqp_url_tls(&config.amqp_url, config.mgmt_base.as_deref(), &config.tls)?;
     let sessions = Sessions::new(&config.auth)?;
-    let exposure = Exposure::new(listen, config.public_hosts.clone());
+    let exposure = Exposure {
+        listen,
+        public: config.public_hosts.clone(),
+    };
     let name = format!("queuey-web-{}", std::process::id());
     let amqp = Amqp::connect_tls(&config.amqp_url, &name, &config.tls).await?;
     let fleet = Fleet::connect_with(
@@ -202,7 +174,6 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
     let history = Arc::new(History::new());
     let sampler = tokio::spawn(sampler::run(fleet.clone(), Arc::clone(&history))).abort_handle();
     let app = Arc::new(App {
-        auth: config.auth.clone(),
         config,
         sessions,
         exposure,
@@ -212,30 +183,12 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
         history,
         sampler,
     });
-    let state = || app.clone();
     // Outermost last: headers on every answer, then the Host and Origin
     // checks, then authentication, then the session.
-    let routes = Router::new()
-        .route("/", get(pages::index))
-        .route("/schedules", get(pages::schedules))
-        .route("/workers", get(pages::workers))
-        .route("/metrics", get(pages::metrics))
-        .route("/job/cancel", post(pages::cancel))
-        .route("/queue/{queue}/pause", post(pages::pause))
-        .route("/queue/{queue}/resume", post(pages::resume))
-        .route("/queue/{queue}", get(pages::queue))
-        .route("/queue/{queue}/dead/{id}", get(pages::show))
-        .route("/queue/{queue}/redrive", post(pages::redrive))
-        .route("/queue/{queue}/purge", post(pages::purge))
-        .layer(axum::middleware::from_fn_with_state(
-            state(),
-            session::attach,
-        ))
-        .layer(axum::middleware::from_fn_with_state(state(), auth::require))
-        .layer(axum::middleware::from_fn_with_state(
-            state(),
-            exposure::check,
-        ));
+    let routes = pages::routes()
+        .layer(from_fn_with_state(app.clone(), session::attach))
+        .layer(from_fn_with_state(app.clone(), auth::require))
+        .layer(from_fn_with_state(app.clone(), exposure::check));
     Ok(headers::layer(routes).with_state(app))
 }
 
@@ -244,7 +197,6 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
 /// Refuses, before connecting to the broker, credentials [`Auth::validate`]
 /// refuses and an unauthenticated address beyond localhost.
 pub(crate) async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
-    config.auth.validate()?;
     let local = listener.local_addr().ok();
     if config.auth == Auth::None && local.is_some_and(|a| !a.ip().is_loopback()) {
         return Err(OpsError::Invalid(
@@ -263,16 +215,10 @@ pub(crate) async fn serve_unchecked(
     listener: tokio::net::TcpListener,
     config: WebConfig,
 ) -> Result<()> {
-    let listen = listener
-        .local_addr()
-        .map_err(|e| OpsError::io("the dashboard's socket", e))?;
-    let app = router(config, listen).await?;
-    axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<LocalAddr>(),
-    )
-    .await
-    .map_err(|e| OpsError::io("the dashboard's socket", e))
+    let io = |e| OpsError::io("the dashboard's socket", e);
+    let app = router(config, listener.local_addr().map_err(io)?).await?;
+    let service = app.into_make_service_with_connect_info::<LocalAddr>();
+    axum::serve(listener, service).await.map_err(io)
 }
 
 #[cfg(test)]

@@ -1,8 +1,7 @@
 //! The names of `--public-host`, and the strict reading of `Host` and
 //! `Origin` authorities they are compared with.
 
-use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::error::{OpsError, Result};
@@ -24,20 +23,18 @@ pub(crate) struct PublicHost {
 }
 
 impl PublicHost {
-    /// Whether clients reach this name over https.
-    #[cfg(test)]
-    pub(crate) fn is_https(&self) -> bool {
-        self.https
-    }
-
-    pub(super) fn effective_port(&self) -> u16 {
-        self.port.unwrap_or(default_port(self.https))
-    }
-
-    /// Whether a request's `Host` (already parsed) names this host.
+    /// Whether an authority (already parsed) names this host; no port
+    /// stands for the scheme's default.
     pub(super) fn matches(&self, name: &HostName, port: Option<u16>) -> bool {
-        self.name == *name && port.unwrap_or(default_port(self.https)) == self.effective_port()
+        let default = if self.https { 443 } else { 80 };
+        self.name == *name && port.unwrap_or(default) == self.port.unwrap_or(default)
     }
+}
+
+/// `https://REST` or `http://REST`: whether it is https, and REST.
+pub(super) fn split_scheme(text: &str) -> Option<(bool, &str)> {
+    (text.strip_prefix("https://").map(|rest| (true, rest)))
+        .or_else(|| text.strip_prefix("http://").map(|rest| (false, rest)))
 }
 
 impl FromStr for PublicHost {
@@ -45,13 +42,7 @@ impl FromStr for PublicHost {
 
     fn from_str(text: &str) -> Result<Self> {
         let lower = text.to_ascii_lowercase();
-        let (https, authority) = if let Some(rest) = lower.strip_prefix("https://") {
-            (true, rest)
-        } else if let Some(rest) = lower.strip_prefix("http://") {
-            (false, rest)
-        } else {
-            (false, lower.as_str())
-        };
+        let (https, authority) = split_scheme(&lower).unwrap_or((false, &lower[..]));
         let authority = authority.strip_suffix('/').unwrap_or(authority);
         let (name, port) = parse_authority(authority).ok_or_else(|| {
             OpsError::Invalid(format!(
@@ -63,19 +54,6 @@ impl FromStr for PublicHost {
     }
 }
 
-impl fmt::Display for PublicHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.https {
-            f.write_str("https://")?;
-        }
-        write!(f, "{}", self.name)?;
-        if let Some(port) = self.port {
-            write!(f, ":{port}")?;
-        }
-        Ok(())
-    }
-}
-
 /// A host as it appears in `Host` and `Origin`: an IP address or a name
 /// (lowercase).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,56 +62,35 @@ pub(super) enum HostName {
     Name(String),
 }
 
-impl fmt::Display for HostName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HostName::Ip(IpAddr::V6(ip)) => write!(f, "[{ip}]"),
-            HostName::Ip(ip) => write!(f, "{ip}"),
-            HostName::Name(name) => f.write_str(name),
-        }
-    }
-}
-
-pub(super) fn default_port(https: bool) -> u16 {
-    if https { 443 } else { 80 }
-}
-
 /// `host[:port]` or `[v6][:port]`, strictly: no user, path or stray
 /// characters, a port of digits only.
 pub(super) fn parse_authority(text: &str) -> Option<(HostName, Option<u16>)> {
-    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let (inside, after) = rest.split_once(']')?;
-        let ip: Ipv6Addr = inside.parse().ok()?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':')?),
-        };
-        (HostName::Ip(IpAddr::V6(ip)), port)
-    } else {
-        let (host, port) = match text.split_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (text, None),
-        };
-        let valid = !host.is_empty()
-            && host
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-        if !valid {
-            return None;
+    let (host, port) = match text.strip_prefix('[') {
+        Some(rest) => {
+            let (inside, after) = rest.split_once(']')?;
+            let port = match after {
+                "" => None,
+                p => Some(p.strip_prefix(':')?),
+            };
+            (HostName::Ip(IpAddr::V6(inside.parse().ok()?)), port)
         }
-        let host = host.to_ascii_lowercase();
-        let name = match host.parse::<Ipv4Addr>() {
-            Ok(ip) => HostName::Ip(IpAddr::V4(ip)),
-            Err(_) => HostName::Name(host),
-        };
-        (name, port)
+        None => {
+            let (host, port) = text
+                .split_once(':')
+                .map_or((text, None), |(h, p)| (h, Some(p)));
+            let allowed = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+            if host.is_empty() || !host.bytes().all(allowed) {
+                return None;
+            }
+            let host = host.to_ascii_lowercase();
+            let ip = host.parse().map(|ip| HostName::Ip(IpAddr::V4(ip)));
+            (ip.unwrap_or(HostName::Name(host)), port)
+        }
     };
     let port = match port {
+        Some(p) if p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) => return None,
+        Some(p) => Some(p.parse().ok()?),
         None => None,
-        Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
-            Some(p.parse().ok()?)
-        }
-        Some(_) => return None,
     };
     Some((host, port))
 }
@@ -145,12 +102,11 @@ mod tests {
     #[test]
     fn public_hosts_parse_strictly() {
         let p: PublicHost = "HTTPS://Ops.Example.com:8443/".parse().unwrap();
-        assert_eq!(p.to_string(), "https://ops.example.com:8443");
-        assert!(p.is_https());
-        assert_eq!(
-            "[::1]:9".parse::<PublicHost>().unwrap().to_string(),
-            "[::1]:9"
-        );
+        let name = HostName::Name("ops.example.com".into());
+        assert_eq!((p.https, p.name, p.port), (true, name, Some(8443)));
+        let p: PublicHost = "[::1]:9".parse().unwrap();
+        let ip = HostName::Ip("::1".parse().unwrap());
+        assert_eq!((p.https, p.name, p.port), (false, ip, Some(9)));
         for bad in [
             "",
             "a b",

@@ -8,42 +8,57 @@
 //! Stopping the supervisor (aborting its task) stops the sampler with it.
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
+use futures::FutureExt;
 
-use crate::error::OpsError;
 use crate::fleet::{Fleet, History};
 
 /// How often the dashboard samples the workers' heartbeats for its charts
 /// and `/metrics`.
 pub(crate) const SAMPLE_EVERY: Duration = Duration::from_secs(10);
 
-/// Samples `fleet`'s heartbeats into `history` until the task is aborted,
-/// starting the sampler again whenever it ends or panics.
+/// Samples `fleet`'s heartbeats into `history` until the task is aborted;
+/// a failed sample is a warning (the dashboard logs nothing else) and a gap.
 pub(crate) async fn run(fleet: Fleet, history: Arc<History>) {
     supervise(
-        move || sample(fleet.clone(), Arc::clone(&history)),
+        move || {
+            let (fleet, history) = (fleet.clone(), Arc::clone(&history));
+            async move {
+                let mut ticks = tokio::time::interval(SAMPLE_EVERY);
+                loop {
+                    ticks.tick().await;
+                    match fleet.workers().await {
+                        Ok(workers) => history.record(&workers, crate::time::now_ms()),
+                        Err(e) => eprintln!("warning: could not read the workers' heartbeats: {e}"),
+                    }
+                }
+            }
+        },
         SAMPLE_EVERY,
     )
     .await
 }
 
-/// Runs the task `start` makes; whenever it ends or panics, logs an error
-/// and, after `pause`, starts a new one. Never returns; dropping it aborts
-/// the task it runs.
+/// Runs the future `start` makes; whenever it ends or panics, logs an error
+/// and, after `pause`, starts a new one. Never returns; dropping it drops
+/// the future it runs.
 async fn supervise<F, Fut>(mut start: F, pause: Duration)
 where
     F: FnMut() -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
+    Fut: Future<Output = ()>,
 {
     loop {
-        let mut running = Aborting(tokio::spawn(start()));
-        let why = match (&mut running.0).await {
+        let why = match AssertUnwindSafe(start()).catch_unwind().await {
             Ok(()) => "it ended".to_owned(),
-            Err(e) if e.is_panic() => format!("it panicked: {}", panic_text(e.into_panic())),
-            Err(_) => "it was cancelled".to_owned(),
+            Err(payload) => {
+                let text = (payload.downcast_ref::<&str>().copied())
+                    .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("no message");
+                format!("it panicked: {text}")
+            }
         };
         eprintln!(
             "error: the dashboard's heartbeat sampler stopped ({why}); starting it again in {}s",
@@ -51,41 +66,6 @@ where
         );
         tokio::time::sleep(pause).await;
     }
-}
-
-/// A task aborted when dropped.
-struct Aborting(JoinHandle<()>);
-
-impl Drop for Aborting {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// The message of a panic's payload, when it has one.
-fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".to_owned())
-}
-
-/// Samples the heartbeats into the history, every [`SAMPLE_EVERY`].
-async fn sample(fleet: Fleet, history: Arc<History>) {
-    let mut ticks = tokio::time::interval(SAMPLE_EVERY);
-    loop {
-        ticks.tick().await;
-        match fleet.workers().await {
-            Ok(workers) => history.record(&workers, crate::time::now_ms()),
-            Err(error) => warn_sample_failed(&error),
-        }
-    }
-}
-
-/// The dashboard logs nothing else; a failed sample shows as a gap.
-fn warn_sample_failed(error: &OpsError) {
-    eprintln!("warning: could not read the workers' heartbeats: {error}");
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::App;
-use super::auth::{Auth, cookie};
+use super::auth::{Auth, cookie, same};
 use super::exposure::Served;
 use crate::error::{OpsError, Result};
 
@@ -31,7 +31,6 @@ const ID_BYTES: usize = 16;
 /// The per-process key and the credential CSRF tokens are bound to.
 pub(crate) struct Sessions {
     key: hmac::Key,
-    rng: SystemRandom,
     credential: Vec<u8>,
 }
 
@@ -62,8 +61,7 @@ fn framed(parts: &[&[u8]]) -> Vec<u8> {
 impl Sessions {
     /// A fresh key, bound to the credential `auth` accepts.
     pub(crate) fn new(auth: &Auth) -> Result<Self> {
-        let rng = SystemRandom::new();
-        let key = hmac::Key::generate(hmac::HMAC_SHA256, &rng)
+        let key = hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new())
             .map_err(|_| OpsError::Invalid("the system's random number generator failed".into()))?;
         let credential = match auth {
             Auth::None => framed(&[b"none"]),
@@ -72,43 +70,30 @@ impl Sessions {
                 framed(&[b"basic", user.as_bytes(), password.as_bytes()])
             }
         };
-        Ok(Sessions {
-            key,
-            rng,
-            credential,
-        })
-    }
-
-    /// A new random session id, or `None` if the system could not draw one.
-    fn new_id(&self) -> Option<String> {
-        let mut bytes = [0u8; ID_BYTES];
-        self.rng.fill(&mut bytes).ok()?;
-        Some(data_encoding::HEXLOWER.encode(&bytes))
-    }
-
-    fn message(&self, id: &str) -> Vec<u8> {
-        framed(&[b"queuey-web csrf", &self.credential, id.as_bytes()])
+        Ok(Sessions { key, credential })
     }
 
     /// The CSRF token of session `id`.
     fn csrf(&self, id: &str) -> String {
-        let tag = hmac::sign(&self.key, &self.message(id));
-        data_encoding::HEXLOWER.encode(tag.as_ref())
+        let message = framed(&[b"queuey-web csrf", &self.credential, id.as_bytes()]);
+        data_encoding::HEXLOWER.encode(hmac::sign(&self.key, &message).as_ref())
     }
 
     /// Whether `given` is the CSRF token of `session`, in constant time.
     pub(crate) fn verify(&self, session: &Session, given: &str) -> bool {
-        let Ok(tag) = data_encoding::HEXLOWER.decode(given.as_bytes()) else {
-            return false;
-        };
-        hmac::verify(&self.key, &self.message(&session.id), &tag).is_ok()
+        same(&self.csrf(&session.id), given)
     }
 
-    /// The session of a request: the one its cookie names, or a new one.
+    /// The session of a request: the one its cookie names, or a new one
+    /// (`true`); `None` if the system could not draw a random id.
     fn session(&self, cookie_value: Option<&str>) -> Option<(Session, bool)> {
         let (id, new) = match cookie_value {
             Some(id) if is_id(id) => (id.to_owned(), false),
-            _ => (self.new_id()?, true),
+            _ => {
+                let mut bytes = [0u8; ID_BYTES];
+                SystemRandom::new().fill(&mut bytes).ok()?;
+                (data_encoding::HEXLOWER.encode(&bytes), true)
+            }
         };
         let csrf = self.csrf(&id);
         Some((Session { id, csrf }, new))
@@ -124,11 +109,8 @@ fn is_id(text: &str) -> bool {
 pub(crate) async fn attach(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
     let given = cookie(req.headers(), COOKIE);
     let Some((session, new)) = app.sessions.session(given.as_deref()) else {
-        return (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the system's random number generator failed; no session could be opened",
-        )
-            .into_response();
+        let why = "the system's random number generator failed; no session could be opened";
+        return (StatusCode::INTERNAL_SERVER_ERROR, why).into_response();
     };
     let served = Served::of(&req);
     let id = session.id.clone();

@@ -160,7 +160,7 @@ impl Consumer {
             }
             Err(error) if error.is_transient() => {
                 tracing::debug!(queue = %self.consumed, %error, "could not consume yet; trying again");
-                self.back_off().await;
+                self.pause().await;
             }
             Err(Error::ShutDown) => return Resumed::End(None),
             Err(error) => {
@@ -180,7 +180,7 @@ impl Consumer {
         tracing::warn!(queue = %self.consumed, consumer_tag = %live.tag, %error, "the consumer was lost; consuming again once the connection is back");
         self.link.suspect(live.generation);
         drop(live);
-        self.back_off().await;
+        self.pause().await;
     }
 
     /// The consumer ended: the broker cancelled it (its queue was deleted),
@@ -235,7 +235,7 @@ impl Consumer {
             tracing::warn!(queue = %self.consumed, consumer_tag = %tag, "the consumer's channel closed; consuming again once the connection is back");
             self.link.suspect(generation);
         }
-        self.back_off().await;
+        self.pause().await;
         Resumed::Again
     }
 

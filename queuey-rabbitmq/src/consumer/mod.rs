@@ -99,8 +99,9 @@ enum Source {
     Suspects(Arc<str>),
 }
 
-/// The first pause before consuming again after the consumer was lost; it
-/// doubles on every loss in a row, up to [`RESUME_PAUSE_MAX`].
+/// The first pause before consuming again after the broker refused or
+/// ended the consumer on a working connection; it doubles on every such
+/// loss in a row, up to [`RESUME_PAUSE_MAX`].
 const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 
@@ -228,10 +229,25 @@ impl Consumer {
         }
     }
 
-    /// Waits before consuming again, longer after each loss in a row.
-    async fn back_off(&mut self) {
-        tokio::time::sleep(self.pause).await;
-        self.pause = (self.pause * 2).min(RESUME_PAUSE_MAX);
+    /// Waits before consuming again. While the connection is down, for
+    /// nothing: the link's reconnection, which starting the consumer waits
+    /// for, is the one pace of an outage (a dead connection the link has not
+    /// noticed yet is reported to it and waited out). On a working
+    /// connection the broker refused or ended the consumer (a deleted
+    /// queue, a consume that timed out): asking again at once would be a
+    /// hot loop, so it waits, longer after each such loss in a row.
+    async fn pause(&mut self) {
+        match self.link.current() {
+            None => {}
+            Some(current) if current.connection.status().connected() => {
+                tokio::time::sleep(self.pause).await;
+                self.pause = (self.pause * 2).min(RESUME_PAUSE_MAX);
+            }
+            Some(dead) => {
+                self.link.suspect(dead.generation);
+                self.link.gone(dead.generation).await;
+            }
+        }
     }
 }
 

@@ -19,7 +19,7 @@
 //! too.
 //!
 //! The backend holds one [`Fleet`] and its implementations of the fleet's
-//! capability traits call it; nothing here knows the backend.
+//! capability traits call its parts; nothing here knows the backend.
 
 mod control;
 mod heartbeats;
@@ -29,7 +29,6 @@ mod link;
 use std::sync::Arc;
 
 use queuey_core::Error;
-use queuey_core::control::{ControlRecord, ControlView, Heartbeat};
 use queuey_core::periodic::Lease;
 
 use crate::RabbitMqOptions;
@@ -48,9 +47,9 @@ pub(crate) struct Fleet {
     /// The fleet's own connection, where the streams are read.
     reads: Arc<FleetLink>,
     /// Control commands: sent to the control stream, and followed there.
-    control: Control,
+    pub(crate) control: Control,
     /// The workers' heartbeats.
-    heartbeats: HeartbeatStream,
+    pub(crate) heartbeats: HeartbeatStream,
     /// Who this backend signs as, and whom it trusts.
     senders: Arc<Senders>,
 }
@@ -87,27 +86,6 @@ impl Fleet {
             heartbeats,
             senders: Arc::clone(senders),
         }
-    }
-
-    /// Sends a command to the control stream and waits for its confirm.
-    pub(crate) async fn send_control(&self, record: &ControlRecord) -> Result<(), Error> {
-        self.control.send(record).await
-    }
-
-    /// The control view, once the follower has read every command sent
-    /// before the call.
-    pub(crate) async fn follow_control(&self) -> Result<ControlView, Error> {
-        self.control.follow().await
-    }
-
-    /// Publishes a worker's heartbeat and waits for its confirm.
-    pub(crate) async fn heartbeat(&self, beat: &Heartbeat) -> Result<(), Error> {
-        self.heartbeats.send(beat).await
-    }
-
-    /// The workers whose latest heartbeat is alive.
-    pub(crate) async fn workers(&self) -> Result<Vec<Heartbeat>, Error> {
-        self.heartbeats.workers().await
     }
 
     /// Campaigns for the schedule `key`: returns once this process leads it.

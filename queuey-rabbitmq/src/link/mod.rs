@@ -302,6 +302,15 @@ impl Link {
         self.state.borrow().public()
     }
 
+    /// Resolves with the link's state once it is no longer `seen`.
+    pub(crate) async fn changed(&self, seen: ConnectionState) -> ConnectionState {
+        let mut state = self.state.subscribe();
+        match state.wait_for(|s| s.public() != seen).await {
+            Ok(now) => now.public(),
+            Err(_) => ConnectionState::Closed,
+        }
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }

@@ -30,28 +30,15 @@ const SERVER_ERROR_PAUSES: [Duration; 3] = [
 
 /// The error of a `GET` still answered in the 5xx range after every new
 /// ask, saying so.
-fn asked_again(error: Error) -> Error {
-    match error {
-        Error::Status {
-            base,
-            status,
-            path,
-            body,
-        } => {
-            let times = SERVER_ERROR_PAUSES.len() + 1;
-            let body = match body.trim() {
-                "" => format!("no explanation given, {times} times"),
-                said => format!("{said} ({times} times)"),
-            };
-            Error::Status {
-                base,
-                status,
-                path,
-                body,
-            }
-        }
-        other => other,
+fn asked_again(mut error: Error) -> Error {
+    if let Error::Status { body, .. } = &mut error {
+        let times = SERVER_ERROR_PAUSES.len() + 1;
+        *body = match body.trim() {
+            "" => format!("no explanation given, {times} times"),
+            said => format!("{said} ({times} times)"),
+        };
     }
+    error
 }
 
 /// Queues asked for per page of a listing.
@@ -148,25 +135,18 @@ impl Client {
             .put(self.url(path))
             .header("content-type", "application/json")
             .body(body.to_string());
-        let response = self.send(request).await?;
-        if response.status().is_success() {
-            return Ok(());
+        let response = self.send(path, request).await?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
+            return Err(self.refused(path, response).await);
         }
-        Err(self.refused(path, response).await)
+        Ok(())
     }
 
     /// `DELETE {base}/api/{path}`; `Ok(false)` when there was nothing to
     /// delete (404).
     pub async fn delete(&self, path: &str) -> Result<bool, Error> {
-        let response = self.send(self.http.delete(self.url(path))).await?;
-        let status = response.status();
-        if status == reqwest::StatusCode::NOT_FOUND {
-            return Ok(false);
-        }
-        if status.is_success() {
-            return Ok(true);
-        }
-        Err(self.refused(path, response).await)
+        let response = self.send(path, self.http.delete(self.url(path))).await?;
+        Ok(response.status() != reqwest::StatusCode::NOT_FOUND)
     }
 
     /// The queues of the virtual host whose names match the regular
@@ -211,13 +191,9 @@ impl Client {
 
     /// One `GET {base}/api/{path}`.
     async fn get_once(&self, path: &str) -> Result<Option<Value>, Error> {
-        let response = self.send(self.http.get(self.url(path))).await?;
-        let status = response.status();
-        if status == reqwest::StatusCode::NOT_FOUND {
+        let response = self.send(path, self.http.get(self.url(path))).await?;
+        if response.status() == reqwest::StatusCode::NOT_FOUND {
             return Ok(None);
-        }
-        if !status.is_success() {
-            return Err(self.refused(path, response).await);
         }
         let body = response.bytes().await.map_err(|e| self.unreachable(&e))?;
         serde_json::from_slice(&body)
@@ -229,13 +205,23 @@ impl Client {
             })
     }
 
-    /// Sends `request` with the credentials.
-    async fn send(&self, request: reqwest::RequestBuilder) -> Result<reqwest::Response, Error> {
-        request
+    /// Sends `request` for `/api/{path}` with the credentials: its answer
+    /// when that is a success or a 404, else the error of its status.
+    async fn send(
+        &self,
+        path: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Error> {
+        let response = request
             .basic_auth(self.endpoint.user(), Some(&self.endpoint.password))
             .send()
             .await
-            .map_err(|e| self.unreachable(&e))
+            .map_err(|e| self.unreachable(&e))?;
+        let status = response.status();
+        if status.is_success() || status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(response);
+        }
+        Err(self.refused(path, response).await)
     }
 
     /// The error of an answer with an error status to `/api/{path}`.

@@ -121,11 +121,11 @@ impl Endpoint {
             "amqps" => true,
             other => return Err(not_amqp(format!("scheme `{other}`"))),
         };
+        // An IPv6 literal comes in brackets, as a URL needs it.
         let host = uri
             .host_str()
             .filter(|h| !h.is_empty())
-            .unwrap_or("localhost")
-            .to_owned();
+            .unwrap_or("localhost");
         let vhost = match percent_decode(uri.path().strip_prefix('/').unwrap_or_default()) {
             vhost if vhost.is_empty() => "/".to_owned(),
             vhost => vhost,
@@ -165,8 +165,8 @@ impl Endpoint {
                 }
                 base
             }
-            None if secure => format!("https://{}:{HTTPS_PORT}", bracketed(&host)),
-            None => format!("http://{}:{HTTP_PORT}", bracketed(&host)),
+            None if secure => format!("https://{host}:{HTTPS_PORT}"),
+            None => format!("http://{host}:{HTTP_PORT}"),
         };
         Ok(Endpoint {
             base,
@@ -220,15 +220,6 @@ fn is_local(url: &reqwest::Url) -> bool {
         || host
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// An IPv6 literal in brackets, as a URL needs it.
-fn bracketed(host: &str) -> String {
-    if host.contains(':') && !host.starts_with('[') {
-        format!("[{host}]")
-    } else {
-        host.to_owned()
-    }
 }
 
 #[cfg(test)]

@@ -128,24 +128,36 @@ impl Default for RabbitMqOptions {
     }
 }
 
-impl RabbitMqOptions {
+/// Builder methods that set the field of their name to a value made of
+/// their arguments: `name(arg: Type) = value;`.
+macro_rules! set {
+    ($($(#[$attr:meta])* $name:ident($($arg:ident: $ty:ty),+) = $value:expr;)*) => {
+        impl RabbitMqOptions {
+            $(
+                $(#[$attr])*
+                pub fn $name(mut self, $($arg: $ty),+) -> Self {
+                    self.$name = $value;
+                    self
+                }
+            )*
+        }
+    };
+}
+#[cfg(any(feature = "fleet", feature = "management"))]
+pub(super) use set;
+
+set! {
     /// The heartbeat interval asked of the broker (default
     /// [`DEFAULT_HEARTBEAT`], 10 s). A connection that hears nothing for two
     /// intervals is declared dead and replaced, so this bounds how long a
     /// silent network partition goes unnoticed. A `heartbeat=` in the URI's
     /// query wins. Zero turns heartbeats off (not recommended).
-    pub fn heartbeat(mut self, interval: Duration) -> Self {
-        self.heartbeat = interval;
-        self
-    }
+    heartbeat(interval: Duration) = interval;
 
     /// The bound on opening one connection, TCP and AMQP handshake together
     /// (default [`DEFAULT_CONNECT_TIMEOUT`], 10 s). A `connection_timeout=`
     /// in the URI's query wins.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
+    connect_timeout(timeout: Duration) = timeout;
 
     /// How long [`RabbitMqBackend::with_options`](crate::RabbitMqBackend::with_options)
     /// waits for a broker it cannot reach yet (default
@@ -182,19 +194,13 @@ impl RabbitMqOptions {
     /// let worker = RabbitMqOptions::default().connect_wait(Duration::from_secs(600));
     /// # let _ = (tool, worker);
     /// ```
-    pub fn connect_wait(mut self, wait: Duration) -> Self {
-        self.connect_wait = wait;
-        self
-    }
+    connect_wait(wait: Duration) = wait;
 
     /// The bound on every broker call other than a publish: declarations,
     /// acks and nacks, opening channels, consuming, closing (default
     /// [`DEFAULT_CALL_TIMEOUT`], 30 s). A call past it fails with
     /// [`BackendErrorKind::TimedOut`](queuey_core::BackendErrorKind::TimedOut).
-    pub fn call_timeout(mut self, timeout: Duration) -> Self {
-        self.call_timeout = timeout;
-        self
-    }
+    call_timeout(timeout: Duration) = timeout;
 
     /// The bound on one publish (enqueue, hold, dead letter), from the call
     /// to the broker's confirmation, including any wait for a reconnection
@@ -202,18 +208,12 @@ impl RabbitMqOptions {
     /// with [`BackendErrorKind::TimedOut`](queuey_core::BackendErrorKind::TimedOut):
     /// the broker may still have taken the message, so publishing it again
     /// (same job id) is the safe answer.
-    pub fn publish_timeout(mut self, timeout: Duration) -> Self {
-        self.publish_timeout = timeout;
-        self
-    }
+    publish_timeout(timeout: Duration) = timeout;
 
     /// The pauses between reconnection attempts: the first is `min`, each
     /// next one doubles up to `max`, each with full jitter (defaults
     /// 100 ms and 5 s).
-    pub fn reconnect_delay(mut self, min: Duration, max: Duration) -> Self {
-        self.reconnect_delay = (min, max);
-        self
-    }
+    reconnect_delay(min: Duration, max: Duration) = (min, max);
 
     /// Refuse delays longer than one hold queue keeps a job (about 24
     /// days) with [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong), as the first version did, instead
@@ -222,18 +222,12 @@ impl RabbitMqOptions {
     /// holds a job that comes back before it again; see [Topology and
     /// holds](crate#topology-and-holds)). Holding in legs needs every
     /// consumer of the queue to be a version that checks due times.
-    pub fn refuse_long_delays(mut self, refuse: bool) -> Self {
-        self.refuse_long_delays = refuse;
-        self
-    }
+    refuse_long_delays(refuse: bool) = refuse;
 
     /// How long the backend keeps trying to reconnect before it gives up
     /// for good (its calls then fail and workers stop). `None`, the
     /// default, keeps trying for as long as the process runs.
-    pub fn reconnect_deadline(mut self, deadline: Option<Duration>) -> Self {
-        self.reconnect_deadline = deadline;
-        self
-    }
+    reconnect_deadline(deadline: Option<Duration>) = deadline;
 
     /// The broker's delivery acknowledgement timeout, `consumer_timeout` in
     /// `rabbitmq.conf` (default [`DEFAULT_CONSUMER_TIMEOUT`], RabbitMQ's own
@@ -265,56 +259,24 @@ impl RabbitMqOptions {
     /// let options = RabbitMqOptions::default().consumer_timeout(Some(Duration::from_secs(2 * 3600)));
     /// # let _ = options;
     /// ```
-    pub fn consumer_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.consumer_timeout = timeout;
-        self
-    }
+    consumer_timeout(timeout: Option<Duration>) = timeout;
 
     /// How `amqps://` addresses are secured: extra CA certificates, a
     /// client certificate, the server name to verify (default: the
     /// platform's roots, no client certificate, the URI's host). See
     /// [`TlsOptions`]; plain `amqp://` addresses ignore it.
-    pub fn tls(mut self, tls: TlsOptions) -> Self {
-        self.tls = tls;
-        self
-    }
+    tls(tls: TlsOptions) = tls;
 
     /// The name the connection shows on the broker (management UI,
     /// `rabbitmqctl list_connections client_properties`). Unset by default.
-    pub fn connection_name(mut self, name: impl Into<String>) -> Self {
-        self.connection_name = Some(name.into());
-        self
-    }
-
-    /// Sets the connection's name, client properties and locale at once,
-    /// replacing any set before (the first version's `connection_properties` option,
-    /// with queuey's own [`ConnectionProperties`](crate::ConnectionProperties)).
-    pub fn connection_properties(mut self, properties: crate::ConnectionProperties) -> Self {
-        self.connection_name = properties.connection_name;
-        self.client_properties = properties.client_properties;
-        self.locale = properties.locale;
-        self
-    }
-
-    /// Adds a client property sent to the broker when connecting (as a
-    /// string). Keys are at most 255 bytes.
-    pub fn client_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.client_properties.insert(key.into(), value.into());
-        self
-    }
+    connection_name(name: impl Into<String>) = Some(name.into());
 
     /// The AMQP locale sent when connecting (default: the client's, `en_US`).
-    pub fn locale(mut self, locale: impl Into<String>) -> Self {
-        self.locale = Some(locale.into());
-        self
-    }
+    locale(locale: impl Into<String>) = Some(locale.into());
 
     /// Suffix of the dead-letter queue's name (default `.dead`); must not be
     /// empty.
-    pub fn dead_suffix(mut self, suffix: impl Into<String>) -> Self {
-        self.dead_suffix = suffix.into();
-        self
-    }
+    dead_suffix(suffix: impl Into<String>) = suffix.into();
 
     /// Whether `declare` creates `q{dead_suffix}` and dead letters are
     /// published there (default `true`).
@@ -322,17 +284,11 @@ impl RabbitMqOptions {
     /// When `false`, a dead-lettered delivery is rejected without requeue,
     /// so whatever dead-letter policy the broker has for the queue applies
     /// (without one, the broker drops it); each such rejection is logged.
-    pub fn declare_dead_letter_queues(mut self, declare: bool) -> Self {
-        self.declare_dead_letter_queues = declare;
-        self
-    }
+    declare_dead_letter_queues(declare: bool) = declare;
 
     /// Suffix in hold-queue names, before the `.{ttl_ms}` (default
     /// `.deferred`; quorum hold queues add `.quorum` after it).
-    pub fn deferred_suffix(mut self, suffix: impl Into<String>) -> Self {
-        self.deferred_suffix = suffix.into();
-        self
-    }
+    deferred_suffix(suffix: impl Into<String>) = suffix.into();
 
     /// The [poison guard](crate#poison-guard): `Some(limit)` dead-letters a
     /// job once `limit` of its deliveries in a row ended without being
@@ -347,17 +303,11 @@ impl RabbitMqOptions {
     /// the jobs prefetched with it down too. Turning the guard off leaves
     /// jobs already in a suspect queue there: drain it first (move its jobs
     /// back to `q`) or keep one consumer with the guard on.
-    pub fn poison_guard(mut self, limit: Option<u32>) -> Self {
-        self.poison_guard = limit;
-        self
-    }
+    poison_guard(limit: Option<u32>) = limit;
 
     /// Suffix of the suspect queue's name (default `.suspect`); must not be
     /// empty or the dead-letter suffix.
-    pub fn suspect_suffix(mut self, suffix: impl Into<String>) -> Self {
-        self.suspect_suffix = suffix.into();
-        self
-    }
+    suspect_suffix(suffix: impl Into<String>) = suffix.into();
 
     /// Rounding for retry backoffs and delayed enqueues: a step
     /// (`Duration`) or any [`Granularity`]. The default depends on the hold
@@ -382,19 +332,13 @@ impl RabbitMqOptions {
     ///     .retry_granularity(Granularity::relative(10, Duration::from_secs(1)));
     /// # let _ = options;
     /// ```
-    pub fn retry_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
-        self.retry_granularity = Some(granularity.into());
-        self
-    }
+    retry_granularity(granularity: impl Into<Granularity>) = Some(granularity.into());
 
     /// Rounding for deferrals: a step (`Duration`) or any [`Granularity`],
     /// with the same default as
     /// [`retry_granularity`](Self::retry_granularity). Zero or
     /// sub-millisecond steps count as 1 ms.
-    pub fn deferred_granularity(mut self, granularity: impl Into<Granularity>) -> Self {
-        self.deferred_granularity = Some(granularity.into());
-        self
-    }
+    deferred_granularity(granularity: impl Into<Granularity>) = Some(granularity.into());
 
     /// Which hold queues park retried, deferred and delayed jobs (default
     /// [`HoldQueues::Quorum`]).
@@ -404,21 +348,12 @@ impl RabbitMqOptions {
     /// their work queue when the broker died (see [`HoldQueues`]), and
     /// cannot serve a quorum work queue.
     ///
-    /// The broker never deletes a quorum hold queue by itself (no lease can
-    /// keep a quorum queue alive from the producing side), so each distinct
-    /// rounded delay is a queue that stays on the broker, about 130 KB of
-    /// broker memory each, until it is pruned: the backend deletes the
-    /// empty ones it has not used for an hour
-    /// ([`prune_holds_after`](Self::prune_holds_after)) when it can count
-    /// their jobs (the `management` feature, or a
-    /// [`hold_census`](Self::hold_census); in the default build it cannot,
-    /// and prunes none), and `queuey holds prune` deletes any empty, idle
-    /// one. With the default
-    /// granularity a work queue needs at most about 150 of them; a fixed
-    /// granularity set explicitly bounds them by `longest delay / step`
-    /// instead. `queuey holds` lists them. Never delete a quorum hold by
-    /// hand while jobs may be held in it: RabbitMQ deletes its jobs with it,
-    /// and may confirm a job published into it as it is deleted.
+    /// Each distinct rounded delay is a quorum hold queue that stays on the
+    /// broker until it is [pruned](crate#pruning-hold-queues): at most about
+    /// 150 per work queue with the default granularity, `longest delay /
+    /// step` with a fixed one. `queuey holds` lists them. Never delete a
+    /// quorum hold by hand while jobs may be held in it: RabbitMQ deletes
+    /// its jobs with it.
     ///
     /// ```
     /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
@@ -427,10 +362,7 @@ impl RabbitMqOptions {
     /// let options = RabbitMqOptions::default().hold_queues(HoldQueues::Classic);
     /// # let _ = options;
     /// ```
-    pub fn hold_queues(mut self, holds: HoldQueues) -> Self {
-        self.hold_queues = holds;
-        self
-    }
+    hold_queues(holds: HoldQueues) = holds;
 
     /// How long a quorum hold queue this backend parked jobs in may go
     /// unused by it before the backend deletes it (default
@@ -442,17 +374,10 @@ impl RabbitMqOptions {
     /// that no job is ever deleted with a hold and no publish races its
     /// deletion: see [Pruning hold queues](crate#pruning-hold-queues).
     ///
-    /// **It prunes only when it can count a hold's jobs.** AMQP does not
-    /// count the jobs a quorum hold keeps past their delay, so the pruner
-    /// asks a [`HoldCensus`]: the one given with
-    /// [`hold_census`](Self::hold_census), else, with the `management`
-    /// feature, the management API. In the default build, without the
-    /// feature and without a census, the backend can count nothing and
-    /// prunes nothing by itself, whatever this setting says: enable the
-    /// feature, give a census, or run `queuey holds prune` from time to
-    /// time. Holds stay bounded meanwhile by the granularity: about 150
-    /// per work queue at most with the default one (see
-    /// [`hold_queues`](Self::hold_queues)).
+    /// **It prunes only when it can count a hold's jobs**, through a
+    /// [`HoldCensus`] ([`hold_census`](Self::hold_census), or the
+    /// `management` feature): in the default build it prunes nothing by
+    /// itself, whatever this setting says.
     ///
     /// A hold the census cannot count is kept. A hold still in use by
     /// another process is kept and looked at again later; one deleted and
@@ -468,30 +393,7 @@ impl RabbitMqOptions {
     /// let options = RabbitMqOptions::default().prune_holds_after(Some(Duration::from_secs(6 * 3600)));
     /// assert_eq!(options.settings().prune_holds_after(), Some(Duration::from_secs(6 * 3600)));
     /// ```
-    pub fn prune_holds_after(mut self, idle: Option<Duration>) -> Self {
-        self.prune_holds_after = idle;
-        self
-    }
-
-    /// What the backend's pruner asks for the jobs of a hold that AMQP
-    /// cannot count (see [`HoldCensus`]); a hold it cannot count is kept.
-    ///
-    /// Without it the backend asks the management API when built with the
-    /// `management` feature, and otherwise has no census: it then prunes
-    /// nothing by itself ([`prune_holds_after`](Self::prune_holds_after)
-    /// does nothing) and
-    /// [`RabbitMqBackend::prune_hold`](crate::RabbitMqBackend::prune_hold)
-    /// keeps every hold. Give one, enable the feature, or run `queuey holds
-    /// prune`.
-    pub fn hold_census(mut self, census: impl HoldCensus + 'static) -> Self {
-        self.census = SharedCensus(Some(std::sync::Arc::new(census)));
-        self
-    }
-
-    /// The census the pruner asks, if any.
-    pub(crate) fn census(&self) -> Option<std::sync::Arc<dyn HoldCensus>> {
-        self.census.0.clone()
-    }
+    prune_holds_after(idle: Option<Duration>) = idle;
 
     /// How many publishing channels the backend keeps (default
     /// [`DEFAULT_PUBLISH_CONCURRENCY`], at most [`MAX_PUBLISH_CONCURRENCY`]).
@@ -502,35 +404,14 @@ impl RabbitMqOptions {
     /// publish. A publish goes to the channel with the fewest publishes
     /// outstanding, so a producer publishing one job at a time keeps to
     /// one channel. Each channel is opened on first use.
-    pub fn publish_concurrency(mut self, channels: usize) -> Self {
-        self.publish_concurrency = channels;
-        self
-    }
+    publish_concurrency(channels: usize) = channels;
 
     /// How many publishes may be in flight (sent, not yet confirmed) on one
     /// publishing channel (default [`DEFAULT_PUBLISH_WINDOW`], at most
     /// [`MAX_PUBLISH_WINDOW`]). A larger window lets the broker confirm
     /// many messages with one acknowledgement; `1` waits for each
     /// confirmation before the channel's next publish.
-    pub fn publish_window(mut self, publishes: usize) -> Self {
-        self.publish_window = publishes;
-        self
-    }
-
-    /// RabbitMQ users, besides the one this backend logs in as, whose
-    /// heartbeats, schedule states and job results this backend accepts:
-    /// the users your workers log in as. By default none. An operator tool
-    /// or a program that waits for results with credentials of its own
-    /// names the workers' user here; see
-    /// [Who may send what](crate#who-may-send-what).
-    pub fn worker_senders<I, S>(mut self, users: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.worker_senders = users.into_iter().map(Into::into).collect();
-        self
-    }
+    publish_window(publishes: usize) = publishes;
 
     /// The RabbitMQ user this backend is, when it logs in with a client
     /// certificate (`EXTERNAL`) and so has no user name in its URI: the
@@ -540,10 +421,7 @@ impl RabbitMqOptions {
     /// the fleet (commands, heartbeats, results) is signed with it, and
     /// RabbitMQ refuses it when it is not the connection's user. Without
     /// it, such a backend cannot send to the fleet.
-    pub fn authenticated_user(mut self, user: impl Into<String>) -> Self {
-        self.authenticated_user = Some(user.into());
-        self
-    }
+    authenticated_user(user: impl Into<String>) = Some(user.into());
 
     /// Publishes jobs through `exchange`, an exchange of the application's,
     /// instead of RabbitMQ's default exchange. By default jobs go through
@@ -572,16 +450,64 @@ impl RabbitMqOptions {
     /// let options = RabbitMqOptions::default().job_exchange("billing.jobs");
     /// assert_eq!(options.settings().job_exchange(), Some("billing.jobs"));
     /// ```
-    pub fn job_exchange(mut self, exchange: impl Into<String>) -> Self {
-        self.job_exchange = Some(exchange.into());
-        self
-    }
+    job_exchange(exchange: impl Into<String>) = Some(exchange.into());
 
     /// The largest message body the backend publishes, in bytes (default
     /// 16 MiB, RabbitMQ 4's own limit). Larger bodies are refused with
     /// [`Error::MessageTooLarge`](queuey_core::Error::MessageTooLarge) before anything is sent.
-    pub fn max_message_size(mut self, bytes: usize) -> Self {
-        self.max_message_size = bytes;
+    max_message_size(bytes: usize) = bytes;
+}
+
+impl RabbitMqOptions {
+    /// Sets the connection's name, client properties and locale at once,
+    /// replacing any set before (the first version's `connection_properties` option,
+    /// with queuey's own [`ConnectionProperties`](crate::ConnectionProperties)).
+    pub fn connection_properties(mut self, properties: crate::ConnectionProperties) -> Self {
+        self.connection_name = properties.connection_name;
+        self.client_properties = properties.client_properties;
+        self.locale = properties.locale;
+        self
+    }
+
+    /// Adds a client property sent to the broker when connecting (as a
+    /// string). Keys are at most 255 bytes.
+    pub fn client_property(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.client_properties.insert(key.into(), value.into());
+        self
+    }
+
+    /// What the backend's pruner asks for the jobs of a hold that AMQP
+    /// cannot count (see [`HoldCensus`]); a hold it cannot count is kept.
+    ///
+    /// Without it the backend asks the management API when built with the
+    /// `management` feature, and otherwise has no census: it then prunes
+    /// nothing by itself ([`prune_holds_after`](Self::prune_holds_after)
+    /// does nothing) and
+    /// [`RabbitMqBackend::prune_hold`](crate::RabbitMqBackend::prune_hold)
+    /// keeps every hold. Give one, enable the feature, or run `queuey holds
+    /// prune`.
+    pub fn hold_census(mut self, census: impl HoldCensus + 'static) -> Self {
+        self.census = SharedCensus(Some(std::sync::Arc::new(census)));
+        self
+    }
+
+    /// The census the pruner asks, if any.
+    pub(crate) fn census(&self) -> Option<std::sync::Arc<dyn HoldCensus>> {
+        self.census.0.clone()
+    }
+
+    /// RabbitMQ users, besides the one this backend logs in as, whose
+    /// heartbeats, schedule states and job results this backend accepts:
+    /// the users your workers log in as. By default none. An operator tool
+    /// or a program that waits for results with credentials of its own
+    /// names the workers' user here; see
+    /// [Who may send what](crate#who-may-send-what).
+    pub fn worker_senders<I, S>(mut self, users: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.worker_senders = users.into_iter().map(Into::into).collect();
         self
     }
 

@@ -8,7 +8,7 @@ use queuey_core::Error;
 use super::settings::RabbitMqSettings;
 use super::{MAX_CONTROL_SNAPSHOT_INTERVAL, MIN_CONTROL_SNAPSHOT_INTERVAL, RabbitMqOptions};
 
-impl RabbitMqOptions {
+super::builder::set! {
     /// The stream that carries the fleet's control commands (cancel a job,
     /// pause or resume a queue): default
     /// [`CONTROL_STREAM`](crate::topology::CONTROL_STREAM), `queuey.control`.
@@ -26,10 +26,7 @@ impl RabbitMqOptions {
     /// assert_eq!(options.settings().control_stream(), "billing.control");
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
-    pub fn control_stream(mut self, stream: impl Into<String>) -> Self {
-        self.control_stream = stream.into();
-        self
-    }
+    control_stream(stream: impl Into<String>) = stream.into();
 
     /// How often the control state (the paused queues and the live
     /// cancellations) is written to the control stream as a snapshot
@@ -55,11 +52,10 @@ impl RabbitMqOptions {
     /// assert_eq!(options.settings().control_snapshot_interval(), Duration::from_secs(60));
     /// ```
     #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
-    pub fn control_snapshot_interval(mut self, interval: Duration) -> Self {
-        self.control_snapshot_interval = interval;
-        self
-    }
+    control_snapshot_interval(interval: Duration) = interval;
+}
 
+impl RabbitMqOptions {
     /// RabbitMQ users, besides the one this backend logs in as, whose
     /// control commands (cancel, revoke, pause, resume) this backend
     /// obeys. By default none: only commands sent with this backend's own
@@ -113,27 +109,13 @@ impl RabbitMqOptions {
     }
 }
 
-impl<'a> RabbitMqSettings<'a> {
-    /// The stream of control commands
-    /// ([`RabbitMqOptions::control_stream`]).
+super::settings::read_back! {
     #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
-    pub fn control_stream(&self) -> &'a str {
-        &self.options.control_stream
-    }
-
-    /// How often the control state is snapshotted
-    /// ([`RabbitMqOptions::control_snapshot_interval`]).
+    control_stream -> &'a str, as_str;
     #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
-    pub fn control_snapshot_interval(&self) -> Duration {
-        self.options.control_snapshot_interval
-    }
-
-    /// The users besides this backend's own whose commands it obeys
-    /// ([`RabbitMqOptions::control_senders`]).
+    control_snapshot_interval -> Duration;
     #[cfg_attr(docsrs, doc(cfg(feature = "fleet")))]
-    pub fn control_senders(&self) -> &'a [String] {
-        &self.options.control_senders
-    }
+    control_senders -> &'a [String], as_slice;
 }
 
 #[cfg(test)]

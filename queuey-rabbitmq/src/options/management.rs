@@ -8,7 +8,7 @@ use super::RabbitMqOptions;
 use super::management_settings::ManagementUrl;
 use super::settings::RabbitMqSettings;
 
-impl RabbitMqOptions {
+super::builder::set! {
     /// The management API's base URL, where the backend counts the jobs
     /// of the quorum holds it prunes (see [Pruning hold
     /// queues](crate#pruning-hold-queues)): `http://host:port` or
@@ -22,11 +22,10 @@ impl RabbitMqOptions {
     /// user and password, and the AMQP virtual host (see
     /// [`management::Endpoint`](crate::management::Endpoint)). The password
     /// never appears in logs or `Debug` output.
-    pub fn management_url(mut self, url: impl Into<String>) -> Self {
-        self.management_url = ManagementUrl(Some(url.into()));
-        self
-    }
+    management_url(url: impl Into<String>) = ManagementUrl(Some(url.into()));
+}
 
+impl RabbitMqOptions {
     /// The check on the management URL; the URL is quoted without its
     /// password.
     pub(super) fn validate_management(&self) -> Result<(), Error> {

@@ -42,74 +42,56 @@ impl RabbitMqOptions {
     }
 }
 
+/// Read-backs of settings kept as given: `name -> Type` returns the field
+/// of that name, through `.method()` when one follows. Each is documented
+/// as what its builder method set: the builder method's doc says what it
+/// means.
+macro_rules! read_back {
+    ($($(#[$attr:meta])* $name:ident -> $ty:ty $(, $how:ident)?;)*) => {
+        impl<'a> RabbitMqSettings<'a> {
+            $(
+                #[doc = concat!("[`RabbitMqOptions::", stringify!($name), "`] as set, else its default.")]
+                $(#[$attr])*
+                pub fn $name(&self) -> $ty {
+                    self.options.$name$(.$how())?
+                }
+            )*
+        }
+    };
+}
+#[cfg(feature = "fleet")]
+pub(super) use read_back;
+
+read_back! {
+    heartbeat -> Duration;
+    connect_timeout -> Duration;
+    connect_wait -> Duration;
+    call_timeout -> Duration;
+    publish_timeout -> Duration;
+    reconnect_delay -> (Duration, Duration);
+    refuse_long_delays -> bool;
+    reconnect_deadline -> Option<Duration>;
+    prune_holds_after -> Option<Duration>;
+    consumer_timeout -> Option<Duration>;
+    connection_name -> Option<&'a str>, as_deref;
+    locale -> Option<&'a str>, as_deref;
+    dead_suffix -> &'a str, as_str;
+    declare_dead_letter_queues -> bool;
+    deferred_suffix -> &'a str, as_str;
+    suspect_suffix -> &'a str, as_str;
+    poison_guard -> Option<u32>;
+    hold_queues -> HoldQueues;
+    publish_concurrency -> usize;
+    publish_window -> usize;
+    max_message_size -> usize;
+    worker_senders -> &'a [String], as_slice;
+    authenticated_user -> Option<&'a str>, as_deref;
+    job_exchange -> Option<&'a str>, as_deref;
+}
+
 impl<'a> RabbitMqSettings<'a> {
     pub(crate) fn new(options: &'a RabbitMqOptions) -> Self {
         RabbitMqSettings { options }
-    }
-
-    /// The heartbeat interval asked of the broker
-    /// ([`RabbitMqOptions::heartbeat`]).
-    pub fn heartbeat(&self) -> Duration {
-        self.options.heartbeat
-    }
-
-    /// The bound on opening one connection
-    /// ([`RabbitMqOptions::connect_timeout`]).
-    pub fn connect_timeout(&self) -> Duration {
-        self.options.connect_timeout
-    }
-
-    /// How long the first connection waits for a broker it cannot reach
-    /// yet ([`RabbitMqOptions::connect_wait`]).
-    pub fn connect_wait(&self) -> Duration {
-        self.options.connect_wait
-    }
-
-    /// The bound on a broker call other than a publish
-    /// ([`RabbitMqOptions::call_timeout`]).
-    pub fn call_timeout(&self) -> Duration {
-        self.options.call_timeout
-    }
-
-    /// The bound on one publish ([`RabbitMqOptions::publish_timeout`]).
-    pub fn publish_timeout(&self) -> Duration {
-        self.options.publish_timeout
-    }
-
-    /// The first and the longest pause between reconnection attempts
-    /// ([`RabbitMqOptions::reconnect_delay`]).
-    pub fn reconnect_delay(&self) -> (Duration, Duration) {
-        self.options.reconnect_delay
-    }
-
-    /// Whether delays longer than one hold are refused
-    /// ([`RabbitMqOptions::refuse_long_delays`]).
-    pub fn refuse_long_delays(&self) -> bool {
-        self.options.refuse_long_delays
-    }
-
-    /// How long reconnecting goes on before the backend gives up, `None`
-    /// for ever ([`RabbitMqOptions::reconnect_deadline`]).
-    pub fn reconnect_deadline(&self) -> Option<Duration> {
-        self.options.reconnect_deadline
-    }
-
-    /// How long a quorum hold this backend used may go unused before the
-    /// backend deletes it, `None` for never
-    /// ([`RabbitMqOptions::prune_holds_after`]).
-    pub fn prune_holds_after(&self) -> Option<Duration> {
-        self.options.prune_holds_after
-    }
-
-    /// The broker's consumer timeout as given, `None` when it does not
-    /// apply ([`RabbitMqOptions::consumer_timeout`]).
-    pub fn consumer_timeout(&self) -> Option<Duration> {
-        self.options.consumer_timeout
-    }
-
-    /// The connection's name, if set ([`RabbitMqOptions::connection_name`]).
-    pub fn connection_name(&self) -> Option<&'a str> {
-        self.options.connection_name.as_deref()
     }
 
     /// The connection's name, client properties and locale together
@@ -134,39 +116,6 @@ impl<'a> RabbitMqSettings<'a> {
         &self.options.client_properties
     }
 
-    /// The AMQP locale, if set ([`RabbitMqOptions::locale`]).
-    pub fn locale(&self) -> Option<&'a str> {
-        self.options.locale.as_deref()
-    }
-
-    /// The dead-letter queue's suffix ([`RabbitMqOptions::dead_suffix`]).
-    pub fn dead_suffix(&self) -> &'a str {
-        &self.options.dead_suffix
-    }
-
-    /// Whether dead-letter queues are declared and used
-    /// ([`RabbitMqOptions::declare_dead_letter_queues`]).
-    pub fn declare_dead_letter_queues(&self) -> bool {
-        self.options.declare_dead_letter_queues
-    }
-
-    /// The suffix in hold-queue names ([`RabbitMqOptions::deferred_suffix`]).
-    pub fn deferred_suffix(&self) -> &'a str {
-        &self.options.deferred_suffix
-    }
-
-    /// The suffix of the suspect queue's name
-    /// ([`RabbitMqOptions::suspect_suffix`]).
-    pub fn suspect_suffix(&self) -> &'a str {
-        &self.options.suspect_suffix
-    }
-
-    /// The [poison guard](crate#poison-guard)'s limit, `None` when the guard
-    /// is off ([`RabbitMqOptions::poison_guard`]).
-    pub fn poison_guard(&self) -> Option<u32> {
-        self.options.poison_guard
-    }
-
     /// The rounding of retries and delayed enqueues as configured
     /// ([`RabbitMqOptions::retry_granularity`]; see
     /// [`effective_granularity_ms`](queuey_core::backend::effective_granularity_ms)
@@ -185,50 +134,9 @@ impl<'a> RabbitMqSettings<'a> {
             .unwrap_or(self.options.default_granularity())
     }
 
-    /// The kind of hold queues ([`RabbitMqOptions::hold_queues`]).
-    pub fn hold_queues(&self) -> HoldQueues {
-        self.options.hold_queues
-    }
-
     /// How `amqps://` addresses are secured ([`RabbitMqOptions::tls`]).
     pub fn tls(&self) -> &'a TlsOptions {
         &self.options.tls
-    }
-
-    /// The number of publishing channels
-    /// ([`RabbitMqOptions::publish_concurrency`]).
-    pub fn publish_concurrency(&self) -> usize {
-        self.options.publish_concurrency
-    }
-
-    /// The publishes in flight on one publishing channel
-    /// ([`RabbitMqOptions::publish_window`]).
-    pub fn publish_window(&self) -> usize {
-        self.options.publish_window
-    }
-
-    /// The largest body published, in bytes
-    /// ([`RabbitMqOptions::max_message_size`]).
-    pub fn max_message_size(&self) -> usize {
-        self.options.max_message_size
-    }
-
-    /// The users besides this backend's own whose heartbeats, schedule
-    /// states and results it accepts ([`RabbitMqOptions::worker_senders`]).
-    pub fn worker_senders(&self) -> &'a [String] {
-        &self.options.worker_senders
-    }
-
-    /// The user a certificate login is
-    /// ([`RabbitMqOptions::authenticated_user`]).
-    pub fn authenticated_user(&self) -> Option<&'a str> {
-        self.options.authenticated_user.as_deref()
-    }
-
-    /// The exchange jobs are published through, if not the default one
-    /// ([`RabbitMqOptions::job_exchange`]).
-    pub fn job_exchange(&self) -> Option<&'a str> {
-        self.options.job_exchange.as_deref()
     }
 }
 

@@ -33,7 +33,7 @@ pub(crate) fn letter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::properties::PlainProperties;
+    use crate::properties::plain::PlainProperties;
 
     #[test]
     fn a_dead_letter_says_why_where_from_and_after_how_many_attempts() {

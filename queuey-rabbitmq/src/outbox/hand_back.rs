@@ -32,7 +32,7 @@ pub(crate) fn copy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::properties::PlainProperties;
+    use crate::properties::plain::PlainProperties;
     use crate::topology::UNSETTLED_DELIVERIES_HEADER;
     use lapin::types::{AMQPValue, FieldTable, LongString};
 

@@ -37,7 +37,7 @@ pub(crate) fn copy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::properties::PlainProperties;
+    use crate::properties::plain::PlainProperties;
     use lapin::types::{AMQPValue, FieldTable, LongString};
 
     #[test]

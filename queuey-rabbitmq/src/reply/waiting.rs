@@ -72,19 +72,13 @@ impl Waiting {
     /// a progress report keeps it waiting, a final reply ends its wait.
     pub(super) fn resolve(&self, correlation_id: &str, reply: Reply) {
         let mut inner = self.lock();
-        let waiter = match reply {
-            Reply::Progress(progress) => match inner.waiters.get(correlation_id) {
-                Some(waiter) => return waiter.progress.set(progress),
-                None => None,
-            },
-            reply => inner.waiters.remove(correlation_id).map(|w| (w, reply)),
-        };
-        drop(inner);
-        match waiter {
-            Some((waiter, reply)) => {
-                let _ = waiter.sender.send(Ok(reply));
+        match (reply, inner.waiters.get(correlation_id)) {
+            (Reply::Progress(progress), Some(waiter)) => waiter.progress.set(progress),
+            (reply, Some(_)) if reply.is_final() => {
+                let waiter = inner.waiters.remove(correlation_id);
+                let _ = waiter.map(|waiter| waiter.sender.send(Ok(reply)));
             }
-            None => tracing::debug!(
+            _ => tracing::debug!(
                 correlation_id,
                 "a reply came for a caller that no longer waits (it timed out, or an earlier \
                  reply answered it); dropped"

@@ -16,7 +16,6 @@ use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
 use super::periodic::PeriodicStart;
 use super::reconnect::Reconnect;
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
-use super::wing::UniqueKeys;
 use crate::HandlerService;
 use crate::classifier::{Classify, SharedClassifier};
 
@@ -45,23 +44,24 @@ pub struct WorkerBuilder<Q, B, H = (), L = Identity, D = DefaultStack> {
     _queues: PhantomData<fn() -> Q>,
 }
 
-/// What a builder keeps whatever its type parameters.
-struct Settings {
+/// What a builder keeps whatever its type parameters, and hands the
+/// worker besides its routes.
+pub(super) struct Settings {
     /// Whether `layer` was called.
     layered: bool,
-    concurrency: Option<usize>,
-    shutdown_timeout: Duration,
-    job_timeout: Option<Duration>,
-    classifier: SharedClassifier,
-    reconnect: Reconnect,
-    namespace: Namespace,
-    periodic: Vec<PeriodicStart>,
-    store: Option<Arc<dyn Store>>,
-    store_timeout: Duration,
-    follow_control: bool,
-    heartbeat_interval: Duration,
+    pub(super) concurrency: Option<usize>,
+    pub(super) shutdown_timeout: Duration,
+    pub(super) job_timeout: Option<Duration>,
+    pub(super) classifier: SharedClassifier,
+    pub(super) reconnect: Reconnect,
+    pub(super) namespace: Namespace,
+    pub(super) periodic: Vec<PeriodicStart>,
+    pub(super) store: Option<Arc<dyn Store>>,
+    pub(super) store_timeout: Duration,
+    pub(super) follow_control: bool,
+    pub(super) heartbeat_interval: Duration,
     /// The shards to take, for the sharded queues given to `only_shards`.
-    only_shards: Vec<(&'static str, Vec<u16>)>,
+    pub(super) only_shards: Vec<(&'static str, Vec<u16>)>,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -395,30 +395,7 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         };
         let mut routes = Vec::new();
         self.handlers.into_routes(&frame, &mut routes);
-        let unique_keys = self.settings.store.map(|store| {
-            let handled = routes
-                .iter()
-                .map(|route| (route.job_type(), route.declared_unique()));
-            UniqueKeys::new(store, self.settings.store_timeout, handled)
-        });
-        Worker::new(
-            self.backend,
-            routes,
-            super::Settings {
-                concurrency: self.settings.concurrency,
-                job_timeout,
-                shutdown_timeout: self.settings.shutdown_timeout,
-                classifier: self.settings.classifier,
-                reconnect: self.settings.reconnect,
-                namespace: self.settings.namespace,
-                periodic: self.settings.periodic,
-                unique_keys,
-                follow_control: self.settings.follow_control,
-                heartbeat_interval: self.settings.heartbeat_interval,
-                only_shards: self.settings.only_shards,
-            },
-        )
-        .await
+        Worker::new(self.backend, routes, self.settings).await
     }
 }
 

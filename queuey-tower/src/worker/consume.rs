@@ -6,7 +6,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
-use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use queuey_core::backend::{Backend, ConnectionState, Delivery};
@@ -26,10 +25,6 @@ use super::routes::Routes;
 use super::tasks::JobTasks;
 use super::wing::{Extras, Starting, Wing};
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
-
-/// How often a loop waiting for a job slot or a ready stack looks at the
-/// backend's connection state.
-const STATE_CHECK: Duration = Duration::from_millis(100);
 
 /// The job types handled on one queue, each with its own stack.
 pub(crate) struct QueueRoutes {
@@ -75,8 +70,8 @@ impl Next {
 ///
 /// The loop's waits (a delivery, a slot, a ready stack) are usually over at
 /// once while deliveries flow; trying them first spares those waits the
-/// shutdown subscription and the connection-check timer that a wait which
-/// does block needs.
+/// shutdown subscription and the connection watch that a wait which does
+/// block needs.
 async fn first_poll<F: Future>(future: F) -> Poll<F::Output> {
     let mut future = std::pin::pin!(future);
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
@@ -130,8 +125,9 @@ async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) ->
 /// idle queue never sits on a concurrency slot another queue could use),
 /// look up its job type's stack, wait for a free slot and for that stack to
 /// be ready, and only then take the delivery and call the stack with it.
-/// While waiting, a lost connection is noticed within [`STATE_CHECK`], and a
-/// shutdown hands the waiting delivery back to the broker.
+/// While waiting, a lost connection is noticed as the backend reports it
+/// ([`Backend::connection_changed`]), and a shutdown hands the waiting
+/// delivery back to the broker.
 pub(crate) async fn consume<B: Backend>(
     mut queue: QueueRoutes,
     backend: Arc<B>,
@@ -363,8 +359,7 @@ fn start(
 }
 
 /// Waits for `future`, unless shutdown is requested, the queue's gate
-/// closes, or the backend reports its connection is not up (checked every
-/// [`STATE_CHECK`]).
+/// closes, or the backend reports its connection is not up.
 async fn watch<B: Backend + ?Sized, F: Future>(
     stop: &mut watch::Receiver<bool>,
     backend: &B,
@@ -381,18 +376,12 @@ async fn watch<B: Backend + ?Sized, F: Future>(
     if let Poll::Ready(output) = first_poll(future.as_mut()).await {
         return Watched::Done(output);
     }
-    loop {
-        tokio::select! {
-            biased;
-            () = stopped(stop) => return Watched::Stopped,
-            () = gate.closed() => return Watched::Closed,
-            output = &mut future => return Watched::Done(output),
-            () = tokio::time::sleep(STATE_CHECK) => {
-                if backend.connection_state() != ConnectionState::Connected {
-                    return Watched::Lost;
-                }
-            }
-        }
+    tokio::select! {
+        biased;
+        () = stopped(stop) => Watched::Stopped,
+        () = gate.closed() => Watched::Closed,
+        output = &mut future => Watched::Done(output),
+        _ = backend.connection_changed(ConnectionState::Connected) => Watched::Lost,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use queuey_core::__private::now_ms;
@@ -29,7 +29,7 @@ pub(crate) struct Ledger {
 }
 
 /// What one queue's jobs were settled as.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Tally {
     queue: Arc<str>,
     finished: AtomicU64,
@@ -120,10 +120,7 @@ impl Ledger {
         }
         let tally = Arc::new(Tally {
             queue: Arc::clone(queue),
-            finished: AtomicU64::new(0),
-            retried: AtomicU64::new(0),
-            deferred: AtomicU64::new(0),
-            dead_lettered: AtomicU64::new(0),
+            ..Tally::default()
         });
         tallies.push(Arc::clone(&tally));
         tally
@@ -159,9 +156,7 @@ impl Ledger {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Who the worker is, fixed for its life.

@@ -31,35 +31,17 @@ use queuey_core::{Error, Namespace, Queues};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use builder::Settings;
 pub use builder::{DEFAULT_SHUTDOWN_TIMEOUT, WorkerBuilder};
 pub use error::WorkerError;
 pub use handle::WorkerHandle;
 pub use handlers::Handlers;
 pub use stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
 
-use crate::classifier::SharedClassifier;
 use consume::{QueueRoutes, WorkerShared};
 use handle::HandleInner;
-use reconnect::Reconnect;
 use route::Route;
 use wing::UniqueKeys;
-
-/// What the builder hands the worker besides its routes.
-pub(crate) struct Settings {
-    pub(crate) concurrency: Option<usize>,
-    /// The job timeout every handler runs under.
-    pub(crate) job_timeout: Duration,
-    pub(crate) shutdown_timeout: Duration,
-    pub(crate) classifier: SharedClassifier,
-    pub(crate) reconnect: Reconnect,
-    pub(crate) namespace: Namespace,
-    pub(crate) periodic: Vec<periodic::PeriodicStart>,
-    pub(crate) unique_keys: Option<UniqueKeys>,
-    pub(crate) follow_control: bool,
-    pub(crate) heartbeat_interval: Duration,
-    /// The shards to take of some sharded queues (all, for the others).
-    pub(crate) only_shards: Vec<(&'static str, Vec<u16>)>,
-}
 
 /// Runs jobs of the queue set `Q` from the backend `B`: consumes its queues,
 /// runs each job through its stack, and settles the outcome on the broker.
@@ -295,11 +277,13 @@ pub(crate) struct Settings {
 ///
 /// - when a queue's consumer is lost anyway (its stream yields a transient
 ///   error, or ends while the backend is still up), the queue's loop
-///   consumes again after a jittered backoff (100 ms growing to 5 s) until
-///   it works, and the [`WorkerHandle`] shows the queue as reconnecting
-///   meanwhile;
-/// - while a loop waits for a free slot or a ready stack it watches the
-///   backend's [`connection_state`](queuey_core::backend::Backend::connection_state),
+///   consumes again as soon as the backend is connected: the backend's
+///   reconnection is the one pace of an outage. Only a consumer lost on a
+///   connection that works (the broker refused the consume) is tried again
+///   after a jittered backoff of the worker's own (100 ms growing to 5 s).
+///   The [`WorkerHandle`] shows the queue as reconnecting meanwhile;
+/// - while a loop waits for a free slot or a ready stack it listens for the
+///   backend's [connection changes](queuey_core::backend::Backend::connection_changed),
 ///   so a loss is noticed at once even with every slot busy, and the
 ///   delivery it was about to take (stale now) is left to the broker;
 /// - [`Worker::run`] gives up only on what cannot heal: a non-transient
@@ -333,15 +317,10 @@ pub struct Worker<Q, B> {
     backend: Arc<B>,
     queues: Vec<QueueRoutes>,
     concurrency: usize,
-    shutdown_timeout: Duration,
-    classifier: SharedClassifier,
-    reconnect: Reconnect,
     handle: WorkerHandle,
-    namespace: Namespace,
-    periodic: Vec<periodic::PeriodicStart>,
     unique_keys: Option<UniqueKeys>,
     control: Option<ControlView>,
-    heartbeat_interval: Duration,
+    settings: Settings,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -354,7 +333,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     async fn new(
         backend: B,
         routes: Vec<Box<dyn Route>>,
-        settings: Settings,
+        mut settings: Settings,
     ) -> Result<Self, Error> {
         if routes.is_empty() {
             return Err(Error::invalid_config(
@@ -362,7 +341,11 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                  ::handler_with or ::handler_without_default_stack",
             ));
         }
-        let namespace = settings.namespace;
+        let unique_keys = settings.store.take().map(|store| {
+            let handled = routes.iter().map(|r| (r.job_type(), r.declared_unique()));
+            UniqueKeys::new(store, settings.store_timeout, handled)
+        });
+        let namespace = &settings.namespace;
         periodic::check_all(&settings.periodic)?;
         let mut by_queue: Vec<(&'static str, QueueRoutes)> = Vec::new();
         for route in routes {
@@ -426,7 +409,8 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                 "the worker's concurrency must be at least 1",
             ));
         }
-        consumer_timeout::check(&backend, &by_queue, settings.job_timeout, concurrency)?;
+        let job_timeout = settings.job_timeout.unwrap_or(DEFAULT_JOB_TIMEOUT);
+        consumer_timeout::check(&backend, &by_queue, job_timeout, concurrency)?;
         backend
             .declare(&namespace.configs::<Q>())
             .await
@@ -450,17 +434,12 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             backend,
             queues: by_queue,
             concurrency,
-            shutdown_timeout: settings.shutdown_timeout,
-            classifier: settings.classifier,
-            reconnect: settings.reconnect,
             handle: WorkerHandle {
                 inner: Arc::new(HandleInner::new(Box::new(move || state.connection_state()))),
             },
-            namespace,
-            periodic: settings.periodic,
-            unique_keys: settings.unique_keys,
+            unique_keys,
             control,
-            heartbeat_interval: settings.heartbeat_interval,
+            settings,
             _queues: PhantomData,
         })
     }
@@ -477,7 +456,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
 
     /// The namespace of the queues this worker consumes.
     pub fn namespace(&self) -> &Namespace {
-        &self.namespace
+        &self.settings.namespace
     }
 
     /// Consumes every handled queue until [`WorkerHandle::shutdown`] is
@@ -492,17 +471,21 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
             backend,
             queues,
             concurrency,
+            handle,
+            unique_keys,
+            control,
+            settings,
+            _queues,
+        } = self;
+        let Settings {
             shutdown_timeout,
             classifier,
             reconnect,
-            handle,
             namespace,
             periodic,
-            unique_keys,
-            control,
             heartbeat_interval,
-            _queues,
-        } = self;
+            ..
+        } = settings;
         let ledger = Arc::new(heartbeat::Ledger::default());
         let queue_names: Vec<Arc<str>> = queues.iter().map(|q| Arc::clone(&q.queue)).collect();
         let identity = heartbeat::Identity::new(
@@ -635,9 +618,9 @@ impl<Q, B: fmt::Debug> fmt::Debug for Worker<Q, B> {
             )
             .field("backend", &self.backend)
             .field("concurrency", &self.concurrency)
-            .field("shutdown_timeout", &self.shutdown_timeout)
-            .field("classifier", &self.classifier)
-            .field("namespace", &self.namespace)
+            .field("shutdown_timeout", &self.settings.shutdown_timeout)
+            .field("classifier", &self.settings.classifier)
+            .field("namespace", &self.settings.namespace)
             .finish()
     }
 }

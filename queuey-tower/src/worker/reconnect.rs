@@ -1,10 +1,13 @@
 //! Starting a lost consumer again: when and how often.
 //!
 //! Whether the connection can heal is the backend's call, not the
-//! worker's: the backend reconnects (or not) with its own deadline, and
-//! reports [`ConnectionState::Failed`] when it gives up. The worker only
-//! consumes again, with a jittered backoff, while the backend has not given
-//! up, and stops when it has, with the backend's reason.
+//! worker's: the backend reconnects (or not) at its own pace and with its
+//! own deadline, and reports [`ConnectionState::Failed`] when it gives up.
+//! The worker consumes again once the backend is connected, and stops when
+//! it gave up, with the backend's reason. Only a consumer lost while the
+//! backend reports itself connected (a consume the broker refused, a
+//! stream that failed on a working connection) is consumed again after a
+//! jittered backoff of the worker's own, so that it is no hot loop.
 
 use std::time::Duration;
 
@@ -28,7 +31,7 @@ pub(crate) type Stream = Peekable<DeliveryStream>;
 /// the backoff from its shortest wait.
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// The worker's pace of consuming again.
+/// The worker's pace of consuming again on a working connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Reconnect {
     backoff: Backoff,
@@ -80,9 +83,10 @@ impl Lost {
 }
 
 /// Consumes the queue (every broker queue of `physical`, as one stream),
-/// again after a loss: waits a jittered backoff first, retries what may
-/// heal, and gives up on what cannot (a backend that gave up included).
-/// `None` when shutdown was requested meanwhile.
+/// again after a loss: waits first (while the backend reconnects, until
+/// its state changes; while it reports itself connected, a jittered
+/// backoff), retries what may heal, and gives up on what cannot (a backend
+/// that gave up included). `None` when shutdown was requested meanwhile.
 pub(crate) async fn open<B: Backend>(
     physical: &[QueueConfig],
     queue: &Arc<str>,
@@ -93,12 +97,25 @@ pub(crate) async fn open<B: Backend>(
 ) -> Result<Option<Stream>, WorkerError> {
     loop {
         if let Some(lost) = lost.as_mut() {
-            let delay = reconnect.delay(lost.tries);
-            lost.tries = lost.tries.saturating_add(1);
+            let pause = async {
+                match backend.connection_state() {
+                    ConnectionState::Connected => {
+                        tokio::time::sleep(reconnect.delay(lost.tries)).await;
+                        lost.tries = lost.tries.saturating_add(1);
+                    }
+                    ConnectionState::Reconnecting => {
+                        backend
+                            .connection_changed(ConnectionState::Reconnecting)
+                            .await;
+                    }
+                    // Given up or closed: what follows says so.
+                    _ => {}
+                }
+            };
             tokio::select! {
                 biased;
                 () = stopped(stop) => return Ok(None),
-                () = tokio::time::sleep(delay) => {}
+                () = pause => {}
             }
         }
         if *stop.borrow() {

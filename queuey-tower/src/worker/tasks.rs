@@ -3,7 +3,7 @@
 //! the shutdown timeout passes.
 
 use std::future::{Future, poll_fn};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 
 use tokio::sync::watch;
@@ -60,9 +60,7 @@ enum Handed<T> {
 /// Locks `mutex`; a panic elsewhere while it was held leaves nothing half
 /// done here, so a poisoned lock is used as it is.
 fn lock<U>(mutex: &Mutex<U>) -> MutexGuard<'_, U> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<T: Send + 'static> JobTasks<T> {

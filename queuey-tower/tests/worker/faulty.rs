@@ -1,8 +1,8 @@
 //! A backend that fails on command, to test what the worker does when the
 //! broker says no or the connection goes away.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -38,14 +38,14 @@ pub(crate) struct FaultyBackend {
 #[derive(Debug)]
 struct Connection {
     generation: watch::Sender<u64>,
-    state: Mutex<ConnectionState>,
+    state: watch::Sender<ConnectionState>,
 }
 
 impl Default for Connection {
     fn default() -> Self {
         Connection {
             generation: watch::channel(0).0,
-            state: Mutex::new(ConnectionState::Connected),
+            state: watch::channel(ConnectionState::Connected).0,
         }
     }
 }
@@ -72,7 +72,7 @@ impl FaultyBackend {
 
     /// Sets what `connection_state` reports.
     pub(crate) fn set_state(&self, state: ConnectionState) {
-        *self.connection.state.lock().unwrap() = state;
+        self.connection.state.send_replace(state);
     }
 }
 
@@ -153,7 +153,17 @@ impl Backend for FaultyBackend {
     }
 
     fn connection_state(&self) -> ConnectionState {
-        *self.connection.state.lock().unwrap()
+        *self.connection.state.borrow()
+    }
+
+    fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
+        let mut state = self.connection.state.subscribe();
+        Box::pin(async move {
+            *state
+                .wait_for(|now| *now != seen)
+                .await
+                .expect("the backend holds the sender")
+        })
     }
 
     fn capabilities(&self) -> Capabilities<'_> {

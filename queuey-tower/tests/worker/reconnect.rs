@@ -148,14 +148,25 @@ async fn a_loss_is_noticed_at_once_with_every_slot_busy_and_stale_settles_are_co
     backend.set_state(ConnectionState::Reconnecting);
     backend.cut();
     let cut_at = tokio::time::Instant::now();
-    wait_until(|| running.handle.consumer_restarts() == 1).await;
+    wait_until(|| running.handle.queues_reconnecting() == 1).await;
     assert!(
         cut_at.elapsed() <= Duration::from_secs(1),
         "noticed after {:?}",
         cut_at.elapsed()
     );
     assert_eq!(running.handle.jobs_running(), 1, "job 0 is still running");
+    // The worker waits for the backend's reconnection, not on a pace of
+    // its own: no consume while it reconnects, one as soon as it is back.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(backend.consumes.load(Ordering::SeqCst), 1);
     backend.set_state(ConnectionState::Connected);
+    let back_at = tokio::time::Instant::now();
+    wait_until(|| running.handle.consumer_restarts() == 1).await;
+    assert!(
+        back_at.elapsed() < Duration::from_millis(50),
+        "consumed again after {:?}",
+        back_at.elapsed()
+    );
 
     // Job 0's delivery came on the old connection: its settle fails, and the
     // broker delivers it again.

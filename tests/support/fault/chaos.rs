@@ -21,7 +21,7 @@ pub(crate) struct Chaos<'a> {
     pub(crate) node: Option<&'a mut PrivateNode>,
     pub(crate) children: Option<&'a mut Children>,
     /// The store of a run whose worker handles each job once.
-    pub(crate) store: Option<&'a mut queuey_redis::__testing::PrivateRedis>,
+    pub(crate) store: Option<&'a mut super::private_redis::PrivateRedis>,
     /// The names of the run's connections: the only ones ever closed.
     pub(crate) connections: [String; 2],
 }

@@ -24,5 +24,7 @@ pub(crate) mod ledger;
 pub(crate) mod node;
 pub(crate) mod once;
 pub(crate) mod plan;
+#[path = "../../../queuey-redis/tests/support/private_redis.rs"]
+pub(crate) mod private_redis;
 pub(crate) mod proxy;
 pub(crate) mod scenario;

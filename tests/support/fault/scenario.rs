@@ -279,7 +279,7 @@ pub(crate) async fn run<J: Numbered>(plan: &Plan, site: Site<'_>) -> Report {
         )
     };
     let (producer_backend, producer) = producer::<J>(&url, options("producer")).await;
-    let mut store_server = plan.once.then(queuey_redis::__testing::PrivateRedis::start);
+    let mut store_server = plan.once.then(super::private_redis::PrivateRedis::start);
 
     // The worker: in process, or a child process for the crash scenario.
     let mut in_process = None;

@@ -5,12 +5,11 @@
 //! move the cursor, retitle the terminal or reorder the text around it.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use crate::dead::{self, DeadQueues, Destination, Filter, Order, QueueCount, RedriveOptions};
 use crate::escape::{json as esc_json, line as esc};
 use crate::{OpsError, Result};
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 
 mod redrive;
 
@@ -32,7 +31,7 @@ pub(crate) enum DeadCommand {
         /// lane's and every shard's, a shard's name just that shard's).
         queue: String,
         #[command(flatten)]
-        filter: FilterArgs,
+        filter: Filter,
         /// Start from the newest dead letter.
         #[arg(long)]
         newest: bool,
@@ -53,7 +52,7 @@ pub(crate) enum DeadCommand {
         /// The work queue (a sharded queue's name covers every shard).
         queue: String,
         #[command(flatten)]
-        filter: FilterArgs,
+        filter: Filter,
     },
     /// Show one dead letter: properties, headers, envelope, payload.
     ///
@@ -85,7 +84,7 @@ pub(crate) enum DeadCommand {
         /// The work queue (a sharded queue's name covers every shard).
         queue: String,
         #[command(flatten)]
-        filter: FilterArgs,
+        filter: Filter,
         /// Move every dead letter to QUEUE instead, whatever queue it died on.
         #[arg(long, value_name = "QUEUE", conflicts_with = "any_target")]
         to: Option<String>,
@@ -122,7 +121,7 @@ pub(crate) enum DeadCommand {
         /// one export file).
         queue: String,
         #[command(flatten)]
-        filter: FilterArgs,
+        filter: Filter,
         /// The export file to create (must not exist; created readable by
         /// you only, as it holds full payloads); written and flushed before
         /// anything is removed, deleted again if the export fails.
@@ -145,36 +144,7 @@ pub(crate) enum DeadCommand {
     },
 }
 
-/// Which dead letters a command applies to; every given condition must hold.
-#[derive(Debug, Args, Clone, Default)]
-pub(crate) struct FilterArgs {
-    /// Reason contains TEXT (case-insensitive).
-    #[arg(long, value_name = "TEXT")]
-    filter: Option<String>,
-    /// Job type is exactly TYPE.
-    #[arg(long = "type", value_name = "TYPE")]
-    job_type: Option<String>,
-    /// Reason fingerprint is exactly FP (as `dead stats` prints it).
-    #[arg(long, value_name = "FP")]
-    fingerprint: Option<String>,
-    /// Only this id (repeatable); a #POSITION only with one dead-letter
-    /// queue (name the shard of a sharded queue).
-    #[arg(long = "id", value_name = "ID")]
-    ids: Vec<String>,
-}
-
-impl FilterArgs {
-    fn filter(&self) -> Filter {
-        Filter {
-            reason: self.filter.clone(),
-            job_type: self.job_type.clone(),
-            fingerprint: self.fingerprint.clone(),
-            ids: self.ids.clone(),
-        }
-    }
-}
-
-pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
+pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
     match cmd {
         DeadCommand::Ls {
             queue,
@@ -190,9 +160,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             };
             let (queues, listing) = global
                 .with_dead_queues("dead-ls", &queue, async |amqp, queues| {
-                    queues
-                        .list(amqp, &filter.filter(), order, offset, limit)
-                        .await
+                    queues.list(amqp, &filter, order, offset, limit).await
                 })
                 .await?;
             let dq = queues.first();
@@ -208,25 +176,26 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                     "read": listing.read,
                     "items": listing.items,
                 }));
-                return Ok(ExitCode::SUCCESS);
+                return Ok(false);
             }
             let mut table = Table::with_first(
                 queues.sharded.then_some("SHARD"),
                 ["#", "ID", "TYPE", "ATT", "REASON"],
             );
             for s in &listing.items {
-                let mut row = Vec::with_capacity(6);
-                if queues.sharded {
-                    row.push(queues.label(s.shard));
-                }
-                row.extend([
-                    s.position.to_string(),
-                    s.id.clone(),
-                    s.job_type.clone().unwrap_or_else(|| "-".into()),
-                    s.attempts.map_or("-".into(), |n| n.to_string()),
-                    clip(&s.reason, 80),
-                ]);
-                table.row(row);
+                let shard = queues.sharded.then(|| queues.label(s.shard));
+                table.row(
+                    shard
+                        .into_iter()
+                        .chain([
+                            s.position.to_string(),
+                            s.id.clone(),
+                            s.job_type.clone().unwrap_or_else(|| "-".into()),
+                            s.attempts.map_or("-".into(), |n| n.to_string()),
+                            clip(&s.reason, 80),
+                        ])
+                        .collect(),
+                );
             }
             print!("{}", table.render());
             let at_least = if listing.matching_exact { "" } else { "≥ " };
@@ -241,18 +210,15 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             if listing.more() {
                 println!("next page: --offset {}", offset + listing.items.len());
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(false)
         }
         DeadCommand::Stats { queue, filter } => {
             let (queues, stats) = global
                 .with_dead_queues("dead-stats", &queue, async |amqp, queues| {
-                    queues.read_stats(amqp, &filter.filter()).await
+                    queues.read_stats(amqp, &filter).await
                 })
                 .await?;
-            if global.json {
-                print_json(&stats);
-                return Ok(ExitCode::SUCCESS);
-            }
+            global.print(&stats, || {
             println!(
                 "{}: {} dead letters ({} malformed){}\n",
                 esc(&queues.describe()),
@@ -298,7 +264,8 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                     dead::MAX_JOB_TYPES
                 );
             }
-            Ok(ExitCode::SUCCESS)
+            });
+            Ok(false)
         }
         DeadCommand::Show { queue, id } => {
             let (queues, letter) = global
@@ -307,55 +274,53 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 })
                 .await?;
             let detail = dead::show(&letter);
-            if global.json {
-                print_json(&detail);
-                return Ok(ExitCode::SUCCESS);
-            }
-            let s = &detail.summary;
-            let on = queues
-                .queues
-                .iter()
-                .find(|q| q.shard == s.shard)
-                .map_or(queues.first(), |q| q.dead_queue.as_str());
-            let shard = if queues.sharded {
-                format!(", shard {}", queues.label(s.shard))
-            } else {
-                String::new()
-            };
-            println!(
-                "dead letter {} (#{} in {}{shard})",
-                esc(&s.id),
-                s.position,
-                esc(on)
-            );
-            println!("reason:      {}", esc(&s.reason));
-            println!("fingerprint: {}", esc(&s.fingerprint));
-            println!("job type:    {}", esc(s.job_type.as_deref().unwrap_or("-")));
-            println!(
-                "died on:     {}",
-                esc(s.original_queue.as_deref().unwrap_or("- (unknown)"))
-            );
-            println!("\nproperties:");
-            for (k, v) in &detail.properties {
-                println!("  {}: {}", esc(k), esc_json(&v.to_string()));
-            }
-            println!("\nheaders:");
-            for (k, v) in &detail.headers {
-                println!("  {}: {}", esc(k), esc_json(&v.to_string()));
-            }
-            match &detail.envelope {
-                Some(env) => {
-                    println!("\nenvelope:");
-                    print_json(env);
+            global.print(&detail, || {
+                let s = &detail.summary;
+                let on = queues
+                    .queues
+                    .iter()
+                    .find(|q| q.shard == s.shard)
+                    .map_or(queues.first(), |q| q.dead_queue.as_str());
+                let shard = if queues.sharded {
+                    format!(", shard {}", queues.label(s.shard))
+                } else {
+                    String::new()
+                };
+                println!(
+                    "dead letter {} (#{} in {}{shard})",
+                    esc(&s.id),
+                    s.position,
+                    esc(on)
+                );
+                println!("reason:      {}", esc(&s.reason));
+                println!("fingerprint: {}", esc(&s.fingerprint));
+                println!("job type:    {}", esc(s.job_type.as_deref().unwrap_or("-")));
+                println!(
+                    "died on:     {}",
+                    esc(s.original_queue.as_deref().unwrap_or("- (unknown)"))
+                );
+                println!("\nproperties:");
+                for (k, v) in &detail.properties {
+                    println!("  {}: {}", esc(k), esc_json(&v.to_string()));
                 }
-                None => println!(
-                    "\nthe body is not a queuey envelope ({})",
-                    dead::MALFORMED_REASON
-                ),
-            }
-            println!("\npayload:");
-            print_json(&detail.payload);
-            Ok(ExitCode::SUCCESS)
+                println!("\nheaders:");
+                for (k, v) in &detail.headers {
+                    println!("  {}: {}", esc(k), esc_json(&v.to_string()));
+                }
+                match &detail.envelope {
+                    Some(env) => {
+                        println!("\nenvelope:");
+                        print_json(env);
+                    }
+                    None => println!(
+                        "\nthe body is not a queuey envelope ({})",
+                        dead::MALFORMED_REASON
+                    ),
+                }
+                println!("\npayload:");
+                print_json(&detail.payload);
+            });
+            Ok(false)
         }
         DeadCommand::Redrive {
             queue,
@@ -383,7 +348,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             };
             let options = RedriveOptions {
                 destination,
-                filter: filter.filter(),
+                filter,
                 limit: match (limit, canary) {
                     (Some(l), Some(c)) => Some(l.min(c)),
                     (l, c) => l.or(c),
@@ -407,7 +372,6 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
             export,
             yes,
         } => {
-            let filter = filter.filter();
             let (queues, report) = global
                 .with_dead_queues("dead-purge", &queue, async |amqp, queues| {
                     if !yes {
@@ -420,9 +384,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                 })
                 .await?;
             if let Some(report) = report {
-                if global.json {
-                    print_json(&report);
-                } else {
+                global.print(&report, || {
                     println!(
                         "exported {} dead letters to {} (flushed to disk), then removed them from {}{}; {} left in place",
                         report.purged,
@@ -431,41 +393,40 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<ExitCode> {
                         per_queue(&queues, &report.queues),
                         report.kept
                     );
-                }
+                });
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(false)
         }
         DeadCommand::Import { file, to, yes } => {
             let records = dead::read_export(&file)?;
             let plan = dead::plan_import(&records, to.as_deref());
             let file_name = file.display().to_string();
             if !yes {
-                if global.json {
-                    print_json(&serde_json::json!({ "preview": true, "plan": plan }));
-                } else {
-                    println!(
-                        "preview: would publish {} messages from {}:",
-                        plan.records,
-                        esc(&file_name)
-                    );
-                    for (q, n) in &plan.by_queue {
-                        println!("  {n:>6}  → {}", esc(q));
-                    }
-                    println!("nothing was changed; add --yes to import");
-                }
-                return Ok(ExitCode::SUCCESS);
+                global.print(
+                    &serde_json::json!({ "preview": true, "plan": plan }),
+                    || {
+                        println!(
+                            "preview: would publish {} messages from {}:",
+                            plan.records,
+                            esc(&file_name)
+                        );
+                        for (q, n) in &plan.by_queue {
+                            println!("  {n:>6}  → {}", esc(q));
+                        }
+                        println!("nothing was changed; add --yes to import");
+                    },
+                );
+                return Ok(false);
             }
             let n = global
                 .with_amqp("dead-import", async |amqp| {
                     dead::import(amqp, &records, to.as_deref()).await
                 })
                 .await?;
-            if global.json {
-                print_json(&serde_json::json!({ "imported": n, "plan": plan }));
-            } else {
+            global.print(&serde_json::json!({ "imported": n, "plan": plan }), || {
                 println!("imported {n} messages from {}", esc(&file_name));
-            }
-            Ok(ExitCode::SUCCESS)
+            });
+            Ok(false)
         }
     }
 }
@@ -483,6 +444,16 @@ fn per_queue(queues: &DeadQueues, counts: &[QueueCount]) -> String {
     format!(": {}", parts.join(", "))
 }
 
+/// A preview over `queues` as JSON.
+fn print_preview(queues: &DeadQueues, plan: &impl serde::Serialize) {
+    print_json(&serde_json::json!({
+        "preview": true,
+        "queue": queues.first(),
+        "sharded": queues.sharded,
+        "plan": plan,
+    }));
+}
+
 async fn preview_purge(
     global: &Global,
     amqp: &crate::Amqp,
@@ -492,12 +463,7 @@ async fn preview_purge(
 ) -> Result<Option<dead::PurgeReport>> {
     let plan = queues.plan_purge(amqp, filter).await?;
     if global.json {
-        print_json(&serde_json::json!({
-            "preview": true,
-            "queue": queues.first(),
-            "sharded": queues.sharded,
-            "plan": plan,
-        }));
+        print_preview(queues, &plan);
         return Ok(None);
     }
     println!(

@@ -1,14 +1,12 @@
 //! `queuey dead redrive`: the preview, the progress bar and the summary.
 
-use std::process::ExitCode;
-
 use crate::Result;
 use crate::dead::{self, DeadQueues, RedriveOptions};
 use crate::escape::line as esc;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::cli::Global;
 use crate::cli::table::clip;
-use crate::cli::{EXIT_PROBLEM, Global, print_json};
 
 fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
     if plan.complete {
@@ -75,16 +73,21 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
             esc(&plan.queue)
         );
     }
-    for (id, why) in &plan.unmovable_samples {
-        println!("  cannot move {}: {}", esc(id), esc(why));
+    print_unmovable(&plan.left, "cannot move");
+    println!("nothing was changed; add --yes to move them");
+}
+
+/// The dead letters that cannot move, the first ones named after `verb`.
+fn print_unmovable(left: &dead::Left, verb: &str) {
+    for (id, why) in &left.unmovable_samples {
+        println!("  {verb} {}: {}", esc(id), esc(why));
     }
-    if plan.unmovable > plan.unmovable_samples.len() {
+    if left.unmovable > left.unmovable_samples.len() {
         println!(
             "  … and {} more that cannot move",
-            plan.unmovable - plan.unmovable_samples.len()
+            left.unmovable - left.unmovable_samples.len()
         );
     }
-    println!("nothing was changed; add --yes to move them");
 }
 
 pub(super) async fn run(
@@ -95,21 +98,16 @@ pub(super) async fn run(
     yes: bool,
     canary: Option<usize>,
     no_progress: bool,
-) -> Result<ExitCode> {
+) -> Result<bool> {
     let dq = &queues.describe();
     let plan = queues.plan_redrive(amqp, options).await?;
     if !yes {
         if global.json {
-            print_json(&serde_json::json!({
-                "preview": true,
-                "queue": queues.first(),
-                "sharded": queues.sharded,
-                "plan": plan,
-            }));
+            super::print_preview(queues, &plan);
         } else {
             print_plan(dq, &plan, queues.sharded);
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(false);
     }
     let bar = if no_progress || global.json {
         ProgressBar::hidden()
@@ -137,9 +135,7 @@ pub(super) async fn run(
     watcher.abort();
     bar.finish_and_clear();
     let report = report?;
-    if global.json {
-        print_json(&report);
-    } else {
+    global.print(&report, || {
         println!(
             "moved {} dead letters of {} (redrive id {})",
             report.moved,
@@ -160,25 +156,16 @@ pub(super) async fn run(
                 println!("  {n:>6}  of {}", esc(target));
             }
         }
-        for (id, why) in &report.unmovable_samples {
-            println!("  left {}: {}", esc(id), esc(why));
-        }
-        if report.unmovable > report.unmovable_samples.len() {
-            println!(
-                "  … and {} more that cannot move",
-                report.unmovable - report.unmovable_samples.len()
-            );
-        }
+        print_unmovable(&report.left, "left");
         if let Some(n) = canary {
             println!(
                 "canary: moved {} and stopped; watch them, then run again without --canary",
                 report.moved.min(n)
             );
         }
-    }
+    });
     if let Some(why) = &report.stopped {
         eprintln!("stopped early: {}", esc(why));
-        return Ok(ExitCode::from(EXIT_PROBLEM));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(report.stopped.is_some())
 }

@@ -13,19 +13,16 @@ use super::PageResult;
 use crate::dead::{Filter, RedriveOptions};
 use crate::time::now_ms;
 use crate::web::App;
-use crate::web::html::{page, post_form, queue_path, shown};
+use crate::web::html::{done, post_form, preview, queue_path, shown};
 use crate::web::session::Session;
 
 /// The fields of a redrive or purge form.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct ActionForm {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     fingerprint: String,
-    #[serde(default)]
     id: String,
-    #[serde(default)]
     confirm: String,
 }
 
@@ -33,24 +30,20 @@ impl ActionForm {
     fn filter(&self) -> Filter {
         Filter {
             fingerprint: (!self.fingerprint.is_empty()).then(|| self.fingerprint.clone()),
-            ids: if self.id.is_empty() {
-                vec![]
-            } else {
-                vec![self.id.clone()]
-            },
+            ids: (!self.id.is_empty())
+                .then(|| self.id.clone())
+                .into_iter()
+                .collect(),
             ..Filter::all()
         }
     }
 
     fn fields(&self) -> Vec<(&'static str, &str)> {
-        let mut f = vec![("confirm", "yes")];
-        if !self.fingerprint.is_empty() {
-            f.push(("fingerprint", self.fingerprint.as_str()));
-        }
-        if !self.id.is_empty() {
-            f.push(("id", self.id.as_str()));
-        }
-        f
+        let given = [("fingerprint", &self.fingerprint), ("id", &self.id)];
+        let given = given.into_iter().filter(|(_, v)| !v.is_empty());
+        std::iter::once(("confirm", "yes"))
+            .chain(given.map(|(name, v)| (name, v.as_str())))
+            .collect()
     }
 
     fn scope(&self) -> Markup {
@@ -86,60 +79,60 @@ pub(crate) async fn redrive(
         filter: form.filter(),
         ..RedriveOptions::new(&queue)
     };
+    let title = format!("Redrive {queue}");
     if form.confirm != "yes" {
         let plan = queues.plan_redrive(&app.amqp, &options).await?;
+        let action = queue_path(&queue, "redrive");
+        let confirm = post_form(
+            &action,
+            csrf,
+            &form.fields(),
+            "Confirm redrive",
+            "go",
+            "confirm",
+        );
         let body = html! {
-            div.box #preview {
-                p {
-                    "Redrive " (form.scope()) ": "
-                    b #would-move { "would move " (plan.would_move) " of " (plan.read) }
-                    " dead letters back."
-                }
-                ul {
-                    @for t in &plan.targets {
-                        li {
-                            (t.letters) " → " code { (shown(&t.queue)) }
-                            @match (t.moves, t.exists) {
-                                (false, _) => { " " span.bad { "another queue: left in place" } }
-                                (true, false) => { " " span.bad { "missing: the redrive stops there" } }
-                                (true, true) => {}
-                            }
+            p {
+                "Redrive " (form.scope()) ": "
+                b #would-move { "would move " (plan.would_move) " of " (plan.read) }
+                " dead letters back."
+            }
+            ul {
+                @for t in &plan.targets {
+                    li {
+                        (t.letters) " → " code { (shown(&t.queue)) }
+                        @match (t.moves, t.exists) {
+                            (false, _) => { " " span.bad { "another queue: left in place" } }
+                            (true, false) => { " " span.bad { "missing: the redrive stops there" } }
+                            (true, true) => {}
                         }
                     }
-                    @for (id, why) in &plan.unmovable_samples {
-                        li.bad { "cannot move " (shown(id)) ": " (shown(why)) }
-                    }
                 }
-                p { "Each job goes back with its attempt counter reset to 1. Nothing has changed yet." }
-                p {
-                    (post_form(&queue_path(&queue, "redrive"), csrf, &form.fields(), "Confirm redrive", "go", "confirm"))
-                    " "
-                    (back(&queue))
+                @for (id, why) in &plan.left.unmovable_samples {
+                    li.bad { "cannot move " (shown(id)) ": " (shown(why)) }
                 }
             }
+            p { "Each job goes back with its attempt counter reset to 1." }
         };
-        return Ok(page(&format!("Redrive {queue}: preview"), body));
+        return Ok(preview(&title, body, confirm, back(&queue)));
     }
     let report = queues.redrive(&app.amqp, &options, &mut |_| {}).await?;
-    let body = html! {
-        div.box {
-            p.ok #result {
-                "Moved " (report.moved) " dead letters back (redrive id "
-                code { (shown(&report.redrive_id)) } ")."
-            }
-            @if report.foreign > 0 {
-                p.bad { "left " (report.foreign) " whose original queue is another queue" }
-            }
-            @for (id, why) in &report.unmovable_samples {
-                p.bad { "left " (shown(id)) ": " (shown(why)) }
-            }
-            @if let Some(why) = &report.stopped {
-                p.bad { "stopped early: " (shown(why)) }
-            }
-            p { (back(&queue)) }
+    let result = html! {
+        p.ok #result {
+            "Moved " (report.moved) " dead letters back (redrive id "
+            code { (shown(&report.redrive_id)) } ")."
+        }
+        @if report.foreign > 0 {
+            p.bad { "left " (report.foreign) " whose original queue is another queue" }
+        }
+        @for (id, why) in &report.left.unmovable_samples {
+            p.bad { "left " (shown(id)) ": " (shown(why)) }
+        }
+        @if let Some(why) = &report.stopped {
+            p.bad { "stopped early: " (shown(why)) }
         }
     };
-    Ok(page(&format!("Redrive {queue}: done"), body))
+    Ok(done(&title, result, back(&queue)))
 }
 
 /// POST `/queue/{q}/purge`: a preview, or with `confirm=yes` the export and removal.
@@ -155,48 +148,44 @@ pub(crate) async fn purge(
     let (_, queues) = app.dead_queues(&queue).await?;
     let dq = queues.first().to_owned();
     let filter = form.filter();
+    let title = format!("Purge {queue}");
     if form.confirm != "yes" {
         let plan = queues.plan_purge(&app.amqp, &filter).await?;
+        let action = queue_path(&queue, "purge");
+        let confirm = post_form(
+            &action,
+            csrf,
+            &form.fields(),
+            "Confirm purge",
+            "danger",
+            "confirm",
+        );
         let body = html! {
-            div.box #preview {
-                p {
-                    "Purge " (form.scope()) ": "
-                    b { "would export " (plan.matching) " of " (plan.read) " dead letters" }
-                    " to a file in " code { (shown(&app.config.export_dir.display().to_string())) }
-                    ", flush it, then remove them."
-                }
-                p { "Nothing has changed yet." }
-                p {
-                    (post_form(&queue_path(&queue, "purge"), csrf, &form.fields(), "Confirm purge", "danger", "confirm"))
-                    " "
-                    (back(&queue))
-                }
+            p {
+                "Purge " (form.scope()) ": "
+                b { "would export " (plan.matching) " of " (plan.read) " dead letters" }
+                " to a file in " code { (shown(&app.config.export_dir.display().to_string())) }
+                ", flush it, then remove them."
             }
         };
-        return Ok(page(&format!("Purge {queue}: preview"), body));
+        return Ok(preview(&title, body, confirm, back(&queue)));
     }
     let file_name: String = format!("{dq}-{}.jsonl", now_ms())
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
-                c
-            } else {
-                '_'
-            }
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '-' | '_' => c,
+            _ => '_',
         })
         .collect();
     let path = app.config.export_dir.join(file_name);
     let report = queues.purge_with_export(&app.amqp, &filter, &path).await?;
     let path = path.display().to_string();
-    let body = html! {
-        div.box {
-            p.ok #result {
-                "Exported " (report.purged) " dead letters to " code { (shown(&path)) }
-                ", then removed them."
-            }
-            p { "Restore them with " code { "queuey dead import " (shown(&path)) } "." }
-            p { (back(&queue)) }
+    let result = html! {
+        p.ok #result {
+            "Exported " (report.purged) " dead letters to " code { (shown(&path)) }
+            ", then removed them."
         }
+        p { "Restore them with " code { "queuey dead import " (shown(&path)) } "." }
     };
-    Ok(page(&format!("Purge {queue}: done"), body))
+    Ok(done(&title, result, back(&queue)))
 }

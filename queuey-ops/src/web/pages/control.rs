@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
+use axum::http::{StatusCode, Uri};
 use axum::{Extension, Form};
 use maud::html;
 use queuey_core::Uuid;
@@ -14,21 +15,18 @@ use super::actions::back;
 use super::{PageError, PageResult};
 use crate::fleet;
 use crate::web::App;
-use crate::web::html::{page, post_form, queue_path, shown};
+use crate::web::html::{done, post_form, preview, queue_path, shown};
 use crate::web::session::Session;
 
 /// The fields of a pause, resume or cancel form.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub(crate) struct ControlForm {
-    #[serde(default)]
     csrf: String,
-    #[serde(default)]
     job_id: String,
-    #[serde(default)]
     confirm: String,
     /// `yes`: send a pause or resume although no worker that would read it
     /// is heard consuming the queue.
-    #[serde(default)]
     force: String,
 }
 
@@ -46,50 +44,25 @@ pub(super) async fn unheard(
     Some(unheard.look_elsewhere(&app.mgmt).await)
 }
 
-/// Who the dashboard says sent a command.
-fn by() -> String {
-    fleet::signature("queuey web")
-}
-
-/// POST `/queue/{q}/pause`.
-pub(crate) async fn pause(
+/// POST `/queue/{q}/pause` and `/queue/{q}/resume`: a preview, or with
+/// `confirm=yes` the command.
+pub(crate) async fn switch(
     State(app): State<Arc<App>>,
     Extension(session): Extension<Session>,
     Path(queue): Path<String>,
+    uri: Uri,
     Form(form): Form<ControlForm>,
 ) -> PageResult {
-    switch(app, session, queue, form, true).await
-}
-
-/// POST `/queue/{q}/resume`.
-pub(crate) async fn resume(
-    State(app): State<Arc<App>>,
-    Extension(session): Extension<Session>,
-    Path(queue): Path<String>,
-    Form(form): Form<ControlForm>,
-) -> PageResult {
-    switch(app, session, queue, form, false).await
-}
-
-async fn switch(
-    app: Arc<App>,
-    session: Session,
-    queue: String,
-    form: ControlForm,
-    pause: bool,
-) -> PageResult {
+    let pause = uri.path().ends_with("/pause");
     app.check_csrf(&session, &form.csrf)?;
     app.admit(&queue).await?;
-    let (verb, path) = if pause {
-        ("Pause", "pause")
-    } else {
-        ("Resume", "resume")
-    };
+    let verb = if pause { "Pause" } else { "Resume" };
+    let path = verb.to_ascii_lowercase();
     let workers = app.fleet.workers().await?;
     let consumers = app.amqp.require(&queue).await?.consumers;
     let unheard = unheard(&app, &queue, consumers, &workers).await;
-    let forced = form.force == "yes";
-    if form.confirm != "yes" || (unheard.is_some() && !forced) {
+    let title = format!("{verb} {queue}");
+    if form.confirm != "yes" || (unheard.is_some() && form.force != "yes") {
         let consuming = fleet::consumers_of(&workers, &queue);
         let what = if pause {
             "every worker stops taking its jobs within a second or two, lets the running ones \
@@ -97,63 +70,45 @@ async fn switch(
         } else {
             "every worker takes its jobs again"
         };
-        let (fields, label): (&[(&str, &str)], String) = match &unheard {
+        let (fields, label) = match &unheard {
             Some(_) => (
-                &[("confirm", "yes"), ("force", "yes")],
+                &[("confirm", "yes"), ("force", "yes")][..],
                 format!("{verb} anyway"),
             ),
-            None => (&[("confirm", "yes")], format!("Confirm {path}")),
+            None => (&[("confirm", "yes")][..], format!("Confirm {path}")),
         };
+        let class = if pause { "danger" } else { "go" };
+        let action = queue_path(&queue, &path);
+        let confirm = post_form(&action, &session.csrf, fields, &label, class, "confirm");
         let body = html! {
-            div.box #preview {
-                p { (verb) " " code { (shown(&queue)) } ": " (what) "." }
-                p {
-                    (consuming.len()) " worker(s) consume it now"
-                    @if !consuming.is_empty() { ": " (shown(&consuming.join(", "))) }
-                    "."
-                }
-                @if let Some(unheard) = &unheard {
-                    p.bad #unheard {
-                        (shown(&unheard.to_string())) ". Sending it anyway reaches only the \
-                         workers that follow " code { (shown(&app.config.control_stream)) } "."
-                    }
-                }
-                p { "Nothing has changed yet." }
-                p {
-                    (post_form(
-                        &queue_path(&queue, path),
-                        session.csrf.as_str(),
-                        fields,
-                        &label,
-                        if pause { "danger" } else { "go" },
-                        "confirm",
-                    ))
-                    " "
-                    (back(&queue))
+            p { (verb) " " code { (shown(&queue)) } ": " (what) "." }
+            p {
+                (consuming.len()) " worker(s) consume it now"
+                @if !consuming.is_empty() { ": " (shown(&consuming.join(", "))) }
+                "."
+            }
+            @if let Some(unheard) = &unheard {
+                p.bad #unheard {
+                    (shown(&unheard.to_string())) ". Sending it anyway reaches only the \
+                     workers that follow " code { (shown(&app.config.control_stream)) } "."
                 }
             }
         };
-        return Ok(page(&format!("{verb} {queue}: preview"), body));
+        return Ok(preview(&title, body, confirm, back(&queue)));
     }
+    let q = queue.clone();
     let command = if pause {
-        Command::Pause {
-            queue: queue.clone(),
-        }
+        Command::Pause { queue: q }
     } else {
-        Command::Resume {
-            queue: queue.clone(),
-        }
+        Command::Resume { queue: q }
     };
-    app.fleet.send(command, &by()).await?;
-    let body = html! {
-        div.box {
-            p.ok #result {
-                (if pause { "Paused" } else { "Resumed" }) " " code { (shown(&queue)) } "."
-            }
-            p { (back(&queue)) }
-        }
+    app.fleet
+        .send(command, &fleet::signature("queuey web"))
+        .await?;
+    let result = html! {
+        p.ok #result { (if pause { "Paused" } else { "Resumed" }) " " code { (shown(&queue)) } "." }
     };
-    Ok(page(&format!("{verb} {queue}: done"), body))
+    Ok(done(&title, result, back(&queue)))
 }
 
 /// Refuses, on a dashboard started with `--queue`, a cancel of a job it
@@ -170,7 +125,7 @@ fn admit_cancel(app: &App, job_id: Uuid, workers: &[Heartbeat]) -> Result<(), Pa
         return Ok(());
     }
     Err(PageError(
-        axum::http::StatusCode::NOT_FOUND,
+        StatusCode::NOT_FOUND,
         format!(
             "job {job_id} is not on this dashboard: it was started with --queue, and cancels \
              only the jobs it sees running on those queues; cancel others with \
@@ -186,57 +141,44 @@ pub(crate) async fn cancel(
     Form(form): Form<ControlForm>,
 ) -> PageResult {
     app.check_csrf(&session, &form.csrf)?;
-    let job_id = Uuid::parse_str(form.job_id.trim()).map_err(|_| {
-        PageError(
-            axum::http::StatusCode::BAD_REQUEST,
-            format!("`{}` is not a job id", form.job_id),
-        )
-    })?;
+    let not_an_id = format!("`{}` is not a job id", form.job_id);
+    let job_id = Uuid::parse_str(form.job_id.trim())
+        .map_err(|_| PageError(StatusCode::BAD_REQUEST, not_an_id))?;
     let back = html! { a href="/workers" #back { "back to the workers" } };
     let workers = app.fleet.workers().await?;
     admit_cancel(&app, job_id, &workers)?;
     if form.confirm != "yes" {
         let id = job_id.to_string();
+        let fields = [("job_id", id.as_str()), ("confirm", "yes")];
+        let form = post_form(
+            "/job/cancel",
+            &session.csrf,
+            &fields,
+            "Confirm cancel",
+            "danger",
+            "confirm",
+        );
         let body = html! {
-            div.box #preview {
+            p {
+                "Cancel job " code { (id) } ": wherever it waits, it is not run again; the \
+                 next worker to take it dead-letters it with the reason "
+                code { "cancelled" } "."
+            }
+            @for (worker, job) in fleet::running_where(&workers, |j| j.job_id == job_id) {
                 p {
-                    "Cancel job " code { (id) } ": wherever it waits, it is not run again; the \
-                     next worker to take it dead-letters it with the reason "
-                    code { "cancelled" } "."
-                }
-                @for (worker, job) in fleet::running_where(&workers, |j| j.job_id == job_id) {
-                    p {
-                        "It runs now on " (shown(&fleet::label(worker))) " ("
-                        (shown(&job.job_type)) ", attempt " (job.attempt)
-                        @if let Some(progress) = &job.progress {
-                            ", at " (shown(&progress.to_string()))
-                        }
-                        "): its handler is told and decides; nothing is killed."
+                    "It runs now on " (shown(&fleet::label(worker))) " ("
+                    (shown(&job.job_type)) ", attempt " (job.attempt)
+                    @if let Some(progress) = &job.progress {
+                        ", at " (shown(&progress.to_string()))
                     }
-                }
-                p { "Nothing has changed yet." }
-                p {
-                    (post_form(
-                        "/job/cancel",
-                        session.csrf.as_str(),
-                        &[("job_id", id.as_str()), ("confirm", "yes")],
-                        "Confirm cancel",
-                        "danger",
-                        "confirm",
-                    ))
-                    " "
-                    (back)
+                    "): its handler is told and decides; nothing is killed."
                 }
             }
         };
-        return Ok(page("Cancel a job: preview", body));
+        return Ok(preview("Cancel a job", body, form, back));
     }
-    app.fleet.send(Command::Cancel { job_id }, &by()).await?;
-    let body = html! {
-        div.box {
-            p.ok #result { "Cancelled job " code { (job_id) } "." }
-            p { (back) }
-        }
-    };
-    Ok(page("Cancel a job: done", body))
+    let by = fleet::signature("queuey web");
+    app.fleet.send(Command::Cancel { job_id }, &by).await?;
+    let result = html! { p.ok #result { "Cancelled job " code { (job_id) } "." } };
+    Ok(done("Cancel a job", result, back))
 }

@@ -14,15 +14,7 @@ use crate::shards;
 use crate::time::now_ms;
 use crate::web::App;
 use crate::web::chart;
-use crate::web::html::{page, queue_path, shown};
-
-fn rate(r: Option<f64>) -> String {
-    r.map_or("-".into(), |r| format!("{r:.1}/s"))
-}
-
-fn count(v: Option<u64>) -> String {
-    v.map_or("-".into(), |v| v.to_string())
-}
+use crate::web::html::{heads, page, queue_path, shown};
 
 /// The broker's queues by name.
 type ByName<'a> = BTreeMap<&'a str, &'a QueueInfo>;
@@ -38,24 +30,24 @@ fn row(app: &App, infos: &[QueueInfo], names: &ByName<'_>, q: &str, paused: bool
         .filter_map(|m| app.dead_queue(&m.queue).ok())
         .filter_map(|dq| by_name(&dq))
         .collect();
+    let suffix = &app.config.deferred_suffix;
+    let is_hold = |i: &&QueueInfo| {
+        (members.iter()).any(|m| holds::hold_delay(&i.name, &m.queue, suffix).is_some())
+    };
     let held: u64 = infos
         .iter()
-        .filter(|i| {
-            members.iter().any(|m| {
-                holds::hold_delay(&i.name, &m.queue, &app.config.deferred_suffix).is_some()
-            })
-        })
+        .filter(is_hold)
         .filter_map(|i| i.messages)
         .sum();
     let sum = |infos: &[&QueueInfo], f: fn(&QueueInfo) -> Option<u64>| {
-        count(infos.iter().filter_map(|i| f(i)).reduce(|a, b| a + b))
+        let total = infos.iter().filter_map(|i| f(i)).reduce(|a, b| a + b);
+        total.map_or("-".into(), |n| n.to_string())
     };
     let rate_of = |stat: &str| {
-        rate(
-            work.iter()
-                .filter_map(|i| i.rate(stat))
-                .reduce(|a, b| a + b),
-        )
+        let rates = work.iter().filter_map(|i| i.rate(stat));
+        rates
+            .reduce(|a, b| a + b)
+            .map_or("-".into(), |r| format!("{r:.1}/s"))
     };
     html! {
         tr {
@@ -87,10 +79,10 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
     let now = now_ms();
     let body = html! {
         table #queues {
-            tr {
-                th { "queue" } th { "state" } th { "ready" } th { "unacked" } th { "consumers" }
-                th { "dead" } th { "held" } th { "publish" } th { "deliver" } th { "ack" }
-            }
+            (heads(&[
+                "queue", "state", "ready", "unacked", "consumers", "dead", "held", "publish",
+                "deliver", "ack",
+            ]))
             @for q in &queues { (row(&app, &infos, &names, q, paused.is_paused(q))) }
         }
         @if queues.is_empty() {

@@ -2,7 +2,7 @@
 //! exposition format.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
+use std::fmt::{Display, Write as _};
 use std::sync::Arc;
 
 use axum::extract::State;
@@ -11,11 +11,32 @@ use axum::response::{IntoResponse, Response};
 
 use super::PageError;
 use crate::holds::{self, label};
-use crate::shards::{self, Shards};
+use crate::shards;
 use crate::web::App;
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// Writes a metric family: its help and type (a counter when its name ends
+/// in `_total`, else a gauge), then a sample per `(labels, value)`, the
+/// labels already in Prometheus form.
+fn family<V: Display>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (String, V)>,
+) {
+    let kind = if name.ends_with("_total") {
+        "counter"
+    } else {
+        "gauge"
+    };
     let _ = write!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n");
+    for (labels, value) in samples {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
+/// The `queue` label of `queue`.
+fn on(queue: &str) -> String {
+    format!("queue=\"{}\"", label(queue))
 }
 
 /// GET `/metrics`: queue, dead-letter and hold counts from the broker (a
@@ -23,157 +44,90 @@ fn family(out: &mut String, name: &str, kind: &str, help: &str) {
 /// shard); the fleet's workers, running jobs, paused queues and settled
 /// jobs from the workers' heartbeats.
 pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, PageError> {
-    let queues = app.shown_queues().await?;
     let infos = app.mgmt.queues(None).await?;
+    let queues = app.queues_of(&infos);
     let workers = app.fleet.workers().await?;
     let state = app.fleet.state().await?;
-    let mut out = String::new();
-
-    // A sharded queue counts as one: its lane's and every shard's counts
-    // together, its shards found in the listing.
     let names: HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
-    let sharded: Vec<Shards> = queues
-        .iter()
-        .map(|q| shards::in_listing(q, |n| names.contains(n)))
-        .collect();
-    // Ready and dead-letter counts exactly (a passive declare), as a
-    // queue's page reads them; the management API's statistics lag.
-    let mut ready = Vec::new();
-    let mut dead = Vec::new();
-    for shards in &sharded {
-        let (mut r, mut d) = (None, None);
-        for member in shards.members() {
-            let add = |sum: &mut Option<u32>, n: Option<u32>| {
-                if let Some(n) = n {
-                    *sum = Some(sum.unwrap_or(0) + n);
-                }
-            };
-            add(
-                &mut r,
-                app.amqp.counts(&member.queue).await?.map(|c| c.messages),
-            );
-            let dq = app.dead_queue(&member.queue)?;
-            add(&mut d, app.amqp.counts(&dq).await?.map(|c| c.messages));
-        }
-        ready.push(r);
-        dead.push(d);
+    // A sharded queue counts as one: its lane's and every shard's counts
+    // together, its shards found in the listing. Ready and dead-letter
+    // counts are exact, as a queue's page reads them; unacknowledged ones
+    // come from the management API's statistics.
+    let mut counts = Vec::new();
+    let mut censuses = Vec::new();
+    for q in &queues {
+        let shards = shards::in_listing(q, |n| names.contains(n));
+        let members = app.member_counts(&shards).await?;
+        let ready = members
+            .iter()
+            .filter_map(|(_, work, _)| work.map(|w| w.messages));
+        let dead = members.iter().filter_map(|(_, _, dead)| *dead);
+        let unacked = members
+            .iter()
+            .filter_map(|(m, _, _)| infos.iter().find(|i| i.name == m.queue))
+            .filter_map(|i| i.messages_unacknowledged);
+        let sums = [
+            ready.map(u64::from).reduce(|a, b| a + b),
+            unacked.reduce(|a, b| a + b),
+            dead.map(u64::from).reduce(|a, b| a + b),
+        ];
+        counts.push((on(q), sums));
+        let suffix = &app.config.deferred_suffix;
+        censuses.push(holds::census_of(&app.mgmt, &app.amqp, &shards, suffix, 0).await?);
     }
+    let mut out = String::new();
+    let exact = |i: usize| {
+        let sums = counts.iter();
+        sums.filter_map(move |(q, sums): &(String, [Option<u64>; 3])| Some((q.clone(), sums[i]?)))
+    };
     family(
         &mut out,
         "queuey_queue_ready",
-        "gauge",
         "Jobs ready in a work queue.",
+        exact(0),
     );
-    for (q, n) in queues.iter().zip(&ready) {
-        if let Some(n) = n {
-            let _ = writeln!(out, "queuey_queue_ready{{queue=\"{}\"}} {n}", label(q));
-        }
-    }
-    family(
-        &mut out,
-        "queuey_queue_unacked",
-        "gauge",
-        "Jobs of a work queue delivered to a worker and not yet settled, by the management \
-         API's statistics (a few seconds behind).",
-    );
-    for (q, shards) in queues.iter().zip(&sharded) {
-        if let Some(v) = shards
-            .members()
-            .iter()
-            .filter_map(|m| infos.iter().find(|i| i.name == m.queue))
-            .filter_map(|i| i.messages_unacknowledged)
-            .reduce(|a, b| a + b)
-        {
-            let _ = writeln!(out, "queuey_queue_unacked{{queue=\"{}\"}} {v}", label(q));
-        }
-    }
-    family(
-        &mut out,
-        "queuey_dead_letters",
-        "gauge",
-        "Jobs in a work queue's dead-letter queue.",
-    );
-    for (q, n) in queues.iter().zip(&dead) {
-        if let Some(n) = n {
-            let _ = writeln!(out, "queuey_dead_letters{{queue=\"{}\"}} {n}", label(q));
-        }
-    }
-    family(
-        &mut out,
-        "queuey_queue_paused",
-        "gauge",
-        "1 while a work queue is paused for the whole fleet.",
-    );
-    for q in &queues {
-        let _ = writeln!(
-            out,
-            "queuey_queue_paused{{queue=\"{}\"}} {}",
-            label(q),
-            u8::from(state.is_paused(q))
-        );
-    }
+    let help = "Jobs of a work queue delivered to a worker and not yet settled, by the management \
+                API's statistics (a few seconds behind).";
+    family(&mut out, "queuey_queue_unacked", help, exact(1));
+    let help = "Jobs in a work queue's dead-letter queue.";
+    family(&mut out, "queuey_dead_letters", help, exact(2));
+    let help = "1 while a work queue is paused for the whole fleet.";
+    let paused = queues.iter().map(|q| (on(q), u8::from(state.is_paused(q))));
+    family(&mut out, "queuey_queue_paused", help, paused);
+    let help = "Workers heard from recently that consume a queue.";
+    let consuming = |q: &String| workers.iter().filter(|w| w.queues.contains(q)).count();
     family(
         &mut out,
         "queuey_workers",
-        "gauge",
-        "Workers heard from recently that consume a queue.",
+        help,
+        queues.iter().map(|q| (on(q), consuming(q))),
     );
+    let help = "Jobs the fleet runs right now, by queue.";
+    let running = |q: &String| {
+        let jobs = workers.iter().flat_map(|w| &w.running);
+        jobs.filter(|j| &j.queue == q).count()
+    };
     family(
         &mut out,
         "queuey_jobs_running",
-        "gauge",
-        "Jobs the fleet runs right now, by queue.",
+        help,
+        queues.iter().map(|q| (on(q), running(q))),
     );
-    for q in &queues {
-        let consuming = workers.iter().filter(|w| w.queues.contains(q)).count();
-        let running: usize = workers
-            .iter()
-            .map(|w| w.running.iter().filter(|j| &j.queue == q).count())
-            .sum();
-        let _ = writeln!(out, "queuey_workers{{queue=\"{}\"}} {consuming}", label(q));
-        let _ = writeln!(
-            out,
-            "queuey_jobs_running{{queue=\"{}\"}} {running}",
-            label(q)
-        );
-    }
-    family(
-        &mut out,
-        "queuey_fleet_jobs_total",
-        "counter",
-        "Jobs the fleet settled since this dashboard started, by queue and outcome \
-         (from the workers' heartbeats).",
-    );
-    for (q, counts) in app.history.totals() {
-        if !queues.contains(&q) {
-            continue;
-        }
-        for (outcome, n) in [
-            ("finished", counts.finished),
-            ("retried", counts.retried),
-            ("deferred", counts.deferred),
-            ("dead_lettered", counts.dead_lettered),
-        ] {
-            let _ = writeln!(
-                out,
-                "queuey_fleet_jobs_total{{queue=\"{}\",outcome=\"{outcome}\"}} {n}",
-                label(&q)
-            );
-        }
-    }
-    let mut censuses = Vec::new();
-    for shards in &sharded {
-        censuses.push(
-            holds::census_of(&app.mgmt, &app.amqp, shards, &app.config.deferred_suffix, 0).await?,
-        );
-    }
+    let help = "Jobs the fleet settled since this dashboard started, by queue and outcome (from \
+                the workers' heartbeats).";
+    let totals = app.history.totals();
+    let settled = totals.iter().filter(|(q, _)| queues.contains(q));
+    let settled = settled.flat_map(|(q, c)| {
+        [
+            ("finished", c.finished),
+            ("retried", c.retried),
+            ("deferred", c.deferred),
+            ("dead_lettered", c.dead_lettered),
+        ]
+        .map(|(outcome, n)| (format!("{},outcome=\"{outcome}\"", on(q)), n))
+    });
+    family(&mut out, "queuey_fleet_jobs_total", help, settled);
     out.push_str(&holds::prometheus(&censuses));
-    Ok((
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        out,
-    )
-        .into_response())
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    Ok(([(header::CONTENT_TYPE, content_type)], out).into_response())
 }

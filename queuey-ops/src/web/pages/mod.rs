@@ -1,7 +1,5 @@
-//! The dashboard's pages and actions: the index (`index`), a queue's page
-//! and one dead letter (`queue`), the schedules of periodic jobs
-//! (`schedules`), redrive and purge (`actions`), and what
-//! they share here: the error page, the allow-list, the CSRF check.
+//! The dashboard's pages and actions, one module each, and what they share
+//! here: the error page, the allow-list, the CSRF check, exact counts.
 
 mod actions;
 mod control;
@@ -12,26 +10,37 @@ mod schedules;
 mod workers;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
+use axum::Router;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use maud::{Markup, html};
 
 use super::App;
 use super::html::{page, shown};
 use super::session::Session;
+use crate::amqp::QueueCounts;
 use crate::dead::DeadQueues;
 use crate::error::OpsError;
-use crate::shards::{self, Shards};
-use crate::topology::{QueueSpec, TopologySpec};
+use crate::shards::{self, Member, Shards};
 
-pub(crate) use actions::{purge, redrive};
-pub(crate) use control::{cancel, pause, resume};
-pub(crate) use index::index;
-pub(crate) use metrics::metrics;
-pub(crate) use queue::{queue, show};
-pub(crate) use schedules::schedules;
-pub(crate) use workers::workers;
+/// The dashboard's pages and actions.
+pub(super) fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/", get(index::index))
+        .route("/schedules", get(schedules::schedules))
+        .route("/workers", get(workers::workers))
+        .route("/metrics", get(metrics::metrics))
+        .route("/job/cancel", post(control::cancel))
+        .route("/queue/{queue}/pause", post(control::switch))
+        .route("/queue/{queue}/resume", post(control::switch))
+        .route("/queue/{queue}", get(queue::queue))
+        .route("/queue/{queue}/dead/{id}", get(queue::show))
+        .route("/queue/{queue}/redrive", post(actions::redrive))
+        .route("/queue/{queue}/purge", post(actions::purge))
+}
 
 /// Dead letters read for one page view at most.
 const READ_CAP: usize = 10_000;
@@ -100,43 +109,19 @@ impl App {
             .collect()
     }
 
-    /// The queues the dashboard shows, read from the management API.
-    async fn shown_queues(&self) -> Result<Vec<String>, OpsError> {
-        let infos = self.mgmt.queues(None).await?;
-        Ok(self.queues_of(&infos))
-    }
-
-    /// The queue set the topology section checks `queue` against: the
-    /// configured one, else queuey's defaults with the `shards` found.
-    fn spec_for(&self, queue: &str, shards: u16) -> (TopologySpec, bool) {
-        let configured = self
-            .config
-            .topology
-            .as_ref()
-            .and_then(|t| t.queues.iter().find(|q| q.name == queue).map(|q| (t, q)));
-        match configured {
-            Some((t, q)) => (
-                TopologySpec {
-                    dead_suffix: t.dead_suffix.clone(),
-                    deferred_suffix: t.deferred_suffix.clone(),
-                    suspect_suffix: t.suspect_suffix.clone(),
-                    queues: vec![q.clone()],
-                },
-                true,
-            ),
-            None => (
-                TopologySpec {
-                    dead_suffix: self.config.dead_suffix.clone(),
-                    deferred_suffix: self.config.deferred_suffix.clone(),
-                    suspect_suffix: crate::DEFAULT_SUSPECT_SUFFIX.to_owned(),
-                    queues: vec![QueueSpec {
-                        shards: shards.max(1),
-                        ..QueueSpec::new(queue)
-                    }],
-                },
-                false,
-            ),
+    /// The exact counts (a passive declare each) of `shards`' members and
+    /// of their dead-letter queues; `None` for a queue missing on the broker.
+    async fn member_counts(
+        &self,
+        shards: &Shards,
+    ) -> Result<Vec<(Member, Option<QueueCounts>, Option<u32>)>, OpsError> {
+        let mut out = Vec::new();
+        for member in shards.members() {
+            let work = self.amqp.counts(&member.queue).await?;
+            let dead = self.amqp.counts(&self.dead_queue(&member.queue)?).await?;
+            out.push((member, work, dead.map(|c| c.messages)));
         }
+        Ok(out)
     }
 
     /// Whether `queue` is one of the dashboard's: one of `--queue` or a
@@ -144,21 +129,9 @@ impl App {
     /// dead-letter queue (what the index lists, and the shards it lists
     /// under their queue). Others are answered as if they did not exist.
     async fn admit(&self, queue: &str) -> Result<(), PageError> {
-        let refused = || {
-            PageError(
-                StatusCode::NOT_FOUND,
-                format!(
-                    "queue `{queue}` is not on this dashboard: it shows {}",
-                    if self.config.queues.is_empty() {
-                        "the queues that have a dead-letter queue"
-                    } else {
-                        "only the queues it was started with (--queue)"
-                    }
-                ),
-            )
-        };
+        let listed = &self.config.queues;
         let dq = self.dead_queue(queue)?;
-        let (work, dead) = if self.config.queues.is_empty() && dq != queue {
+        let (work, dead) = if listed.is_empty() && dq != queue {
             (
                 self.amqp.counts(queue).await?.is_some(),
                 self.amqp.counts(&dq).await?.is_some(),
@@ -167,11 +140,18 @@ impl App {
             (false, false)
         };
         let exists = |name: &str| (name == queue && work) || (name == dq && dead);
-        if on_dashboard(&self.config.queues, queue, &dq, exists) {
-            Ok(())
-        } else {
-            Err(refused())
+        if on_dashboard(listed, queue, &dq, exists) {
+            return Ok(());
         }
+        let shows = if listed.is_empty() {
+            "the queues that have a dead-letter queue"
+        } else {
+            "only the queues it was started with (--queue)"
+        };
+        Err(PageError(
+            StatusCode::NOT_FOUND,
+            format!("queue `{queue}` is not on this dashboard: it shows {shows}"),
+        ))
     }
 
     /// Whether the jobs and schedules of `queue` are within the
@@ -182,14 +162,10 @@ impl App {
     }
 
     fn check_csrf(&self, session: &Session, given: &str) -> Result<(), PageError> {
-        if self.sessions.verify(session, given) {
-            Ok(())
-        } else {
-            Err(PageError(
-                StatusCode::FORBIDDEN,
-                "the form's CSRF token is missing or stale: reload the page and try again".into(),
-            ))
-        }
+        let stale = "the form's CSRF token is missing or stale: reload the page and try again";
+        let ok = self.sessions.verify(session, given);
+        ok.then_some(())
+            .ok_or_else(|| PageError(StatusCode::FORBIDDEN, stale.into()))
     }
 }
 

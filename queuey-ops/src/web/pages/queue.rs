@@ -9,13 +9,14 @@ use axum::extract::{Path, State};
 use maud::{Markup, html};
 
 use super::{LISTED, PageResult, READ_CAP};
+use crate::amqp::QueueCounts;
 use crate::dead;
 use crate::holds;
-use crate::shards::{self, Shards};
+use crate::shards::{self, Member, Shards};
 use crate::time::{format_duration_ms, format_ms, now_ms};
-use crate::topology;
+use crate::topology::{self, QueueSpec, TopologySpec};
 use crate::web::App;
-use crate::web::html::{page, post_form, queue_path, seg, shown};
+use crate::web::html::{heads, page, post_form, queue_path, seg, shown};
 use crate::web::session::Session;
 
 /// `/queue/{q}`: dead letters, holds and topology of one queue.
@@ -28,7 +29,7 @@ pub(crate) async fn queue(
     let csrf = session.csrf.as_str();
     let work = app.amqp.require(&queue).await?;
     let (shards, queues) = app.dead_queues(&queue).await?;
-    let members = member_counts(&app, &shards, &queues).await?;
+    let members = app.member_counts(&shards).await?;
     let mut grouped = dead::StatsBuilder::new();
     let mut oldest = Vec::new();
     let pass = queues
@@ -42,13 +43,8 @@ pub(crate) async fn queue(
         .await?;
     let stats = grouped.finish();
     let action = |verb: &str| queue_path(&queue, verb);
-    let (ready, consumers) = if shards.is_sharded() {
-        members
-            .iter()
-            .fold((0, 0), |(r, c), m| (r + m.ready, c + m.consumers))
-    } else {
-        (work.messages, work.consumers)
-    };
+    let counts = members.iter().filter_map(|(_, work, _)| *work);
+    let (ready, consumers) = counts.fold((0, 0), |(r, c), w| (r + w.messages, c + w.consumers));
     let paused = app.fleet.state().await?.is_paused(&queue);
     let workers = app.fleet.workers().await?;
     let unheard = super::control::unheard(&app, &queue, work.consumers, &workers).await;
@@ -100,9 +96,7 @@ pub(crate) async fn queue(
                 (post_form(&action("purge"), csrf, &[], "Purge all (with export)…", "danger", "purge-all"))
             }
             table #groups {
-                tr {
-                    th { "count" } th { "fingerprint" } th { "job types" } th { "example" } th {}
-                }
+                (heads(&["count", "fingerprint", "job types", "example", ""]))
                 @for (i, g) in stats.by_fingerprint.iter().enumerate() {
                     @let fields = [("fingerprint", g.fingerprint.as_str())];
                     tr {
@@ -129,10 +123,8 @@ pub(crate) async fn queue(
             }
             h2 { "Oldest " (oldest.len()) " dead letters" }
             table #dead {
-                tr {
-                    @if queues.sharded { th { "shard" } }
-                    th { "#" } th { "id" } th { "type" } th { "attempts" } th { "reason" }
-                }
+                @let columns = ["shard", "#", "id", "type", "attempts", "reason"];
+                (heads(&columns[usize::from(!queues.sharded)..]))
                 @for s in &oldest {
                     // A position names a letter in one dead-letter queue:
                     // the shard's page finds it.
@@ -163,42 +155,9 @@ pub(crate) async fn queue(
     Ok(page(&format!("Queue {queue}"), body))
 }
 
-/// One broker queue of a sharded queue, counted exactly.
-struct MemberCount {
-    shard: Option<u16>,
-    ready: u32,
-    consumers: u32,
-    dead: Option<u32>,
-}
-
-/// The counts of the lane and of each shard (a passive declare each); a
-/// member missing on the broker is left out.
-async fn member_counts(
-    app: &App,
-    shards: &Shards,
-    queues: &dead::DeadQueues,
-) -> Result<Vec<MemberCount>, crate::OpsError> {
-    if !shards.is_sharded() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for (member, dead) in shards.members().iter().zip(&queues.queues) {
-        let Some(work) = app.amqp.counts(&member.queue).await? else {
-            continue;
-        };
-        out.push(MemberCount {
-            shard: member.shard,
-            ready: work.messages,
-            consumers: work.consumers,
-            dead: app.amqp.counts(&dead.dead_queue).await?.map(|c| c.messages),
-        });
-    }
-    Ok(out)
-}
-
-/// The table of a sharded queue's lane and shards.
-fn shards_table(shards: &Shards, members: &[MemberCount]) -> Markup {
-    let names = shards.members();
+/// The table of a sharded queue's lane and shards; a member missing on
+/// the broker is left out.
+fn shards_table(shards: &Shards, members: &[(Member, Option<QueueCounts>, Option<u32>)]) -> Markup {
     html! {
         h2 { "Shards" }
         p.note {
@@ -206,21 +165,16 @@ fn shards_table(shards: &Shards, members: &[MemberCount]) -> Markup {
              lane, where producers that do not shard publish)."
         }
         table #shards {
-            tr {
-                th { "shard" } th { "queue" } th { "ready" } th { "consumers" }
-                th { "dead letters" }
-            }
-            @for m in members {
-                @let name = names
-                    .iter()
-                    .find(|n| n.shard == m.shard)
-                    .map_or("", |n| n.queue.as_str());
-                tr {
-                    td { (shown(&shards::label(true, m.shard))) }
-                    td { a href=(queue_path(name, "")) { code { (shown(name)) } } }
-                    td.n { (m.ready) }
-                    td.n { (m.consumers) }
-                    td.n { @match m.dead { Some(n) => (n), None => "-" } }
+            (heads(&["shard", "queue", "ready", "consumers", "dead letters"]))
+            @for (m, work, dead) in members {
+                @if let Some(work) = work {
+                    tr {
+                        td { (shown(&shards::label(true, m.shard))) }
+                        td { a href=(queue_path(&m.queue, "")) { code { (shown(&m.queue)) } } }
+                        td.n { (work.messages) }
+                        td.n { (work.consumers) }
+                        td.n { @match dead { Some(n) => (n), None => "-" } }
+                    }
                 }
             }
         }
@@ -228,14 +182,8 @@ fn shards_table(shards: &Shards, members: &[MemberCount]) -> Markup {
 }
 
 async fn holds_section(app: &App, shards: &Shards) -> Markup {
-    let census = holds::census_of(
-        &app.mgmt,
-        &app.amqp,
-        shards,
-        &app.config.deferred_suffix,
-        100,
-    )
-    .await;
+    let suffix = &app.config.deferred_suffix;
+    let census = holds::census_of(&app.mgmt, &app.amqp, shards, suffix, 100).await;
     let now = now_ms();
     let when = |ms: Option<i64>| {
         ms.map_or("-".into(), |ms| {
@@ -252,11 +200,11 @@ async fn holds_section(app: &App, shards: &Shards) -> Markup {
             Ok(c) => {
                 @let sharded = c.shards > 0;
                 table #holds {
-                    tr {
-                        @if sharded { th { "shard" } }
-                        th { "delay" } th { "jobs" } th { "consumers" } th { "lease left" }
-                        th { "earliest release" } th { "latest release" }
-                    }
+                    @let columns = [
+                        "shard", "delay", "jobs", "consumers", "lease left", "earliest release",
+                        "latest release",
+                    ];
+                    (heads(&columns[usize::from(!sharded)..]))
                     @for h in &c.holds {
                         tr {
                             @if sharded { td { (shown(&shards::label(true, h.shard))) } }
@@ -280,12 +228,30 @@ async fn holds_section(app: &App, shards: &Shards) -> Markup {
     }
 }
 
+/// The topology problems of `queue`, checked against the configured queue
+/// set, else queuey's defaults with the `shards` found.
 async fn topology_section(app: &App, queue: &str, shards: u16) -> Markup {
-    let (spec, configured) = app.spec_for(queue, shards);
+    let configured = (app.config.topology.as_ref()).and_then(|t| {
+        let q = t.queues.iter().find(|q| q.name == queue)?;
+        Some(TopologySpec {
+            queues: vec![q.clone()],
+            ..t.clone()
+        })
+    });
+    let defaults = configured.is_none();
+    let spec = configured.unwrap_or_else(|| TopologySpec {
+        dead_suffix: app.config.dead_suffix.clone(),
+        deferred_suffix: app.config.deferred_suffix.clone(),
+        suspect_suffix: crate::DEFAULT_SUSPECT_SUFFIX.to_owned(),
+        queues: vec![QueueSpec {
+            shards: shards.max(1),
+            ..QueueSpec::new(queue)
+        }],
+    });
     let verified = topology::verify(&app.mgmt, Some(&app.amqp), &spec).await;
     html! {
         h2 { "Topology" }
-        @if !configured {
+        @if defaults {
             p.note {
                 "Checked against queuey's defaults (priorities 0–10, durable, dead letters on); \
                  start the dashboard with --config to check against your queue set."
@@ -296,7 +262,7 @@ async fn topology_section(app: &App, queue: &str, shards: u16) -> Markup {
             Ok(problems) if problems.is_empty() => p.ok #topology-ok { "No problems." },
             Ok(problems) => {
                 table #problems {
-                    tr { th { "queue" } th { "problem" } }
+                    (heads(&["queue", "problem"]))
                     @for p in &problems {
                         tr {
                             td { code { (shown(&p.queue)) } }

@@ -9,7 +9,7 @@ use super::PageResult;
 use crate::schedules;
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use crate::web::App;
-use crate::web::html::{page, shown};
+use crate::web::html::{heads, page, shown};
 
 /// `/schedules`: every schedule queue with its leader, the processes in
 /// line, and the last and next tick; on a dashboard started with
@@ -25,10 +25,9 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
     };
     let body = html! {
         table #schedules {
-            tr {
-                th { "queue" } th { "schedule" } th { "every" } th { "leader" } th { "waiting" }
-                th { "last tick" } th { "next tick" }
-            }
+            (heads(&[
+                "queue", "schedule", "every", "leader", "waiting", "last tick", "next tick",
+            ]))
             @for s in &listed {
                 tr {
                     td { (shown(&s.job_queue)) }

@@ -9,15 +9,14 @@ use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::{Query, State};
-use maud::{Markup, html};
-use queuey_core::control::Progress;
+use maud::html;
 use serde::Deserialize;
 
 use super::PageResult;
 use crate::fleet;
 use crate::time::{format_duration_ms, format_ms};
 use crate::web::App;
-use crate::web::html::{page, post_form, shown};
+use crate::web::html::{heads, page, post_form, shown};
 use crate::web::session::Session;
 
 /// A job running longer than this is highlighted unless `?long=` says
@@ -28,20 +27,6 @@ const LONG: Duration = Duration::from_secs(300);
 pub(crate) struct WorkersQuery {
     /// Seconds after which a running job is highlighted.
     long: Option<u64>,
-}
-
-/// A running job's progress: a bar, its percentage and its handler's
-/// message; `-` before its first report.
-fn progress(reported: Option<&Progress>) -> Markup {
-    html! {
-        @match reported {
-            Some(p) => {
-                progress max="100" value=(p.percent) { (p.percent) "%" }
-                span.progress { (shown(&p.to_string())) }
-            }
-            None => "-",
-        }
-    }
 }
 
 /// `/workers`: the workers table, then every running job.
@@ -59,10 +44,10 @@ pub(crate) async fn workers(
     let csrf = session.csrf.as_str();
     let body = html! {
         table #workers {
-            tr {
-                th { "worker" } th { "version" } th { "queues" } th { "paused" }
-                th { "connection" } th { "busy" } th { "up" } th { "last heartbeat" }
-            }
+            (heads(&[
+                "worker", "version", "queues", "paused", "connection", "busy", "up",
+                "last heartbeat",
+            ]))
             @for w in &workers {
                 tr.worker {
                     td { (shown(&fleet::label(w))) }
@@ -91,10 +76,9 @@ pub(crate) async fn workers(
         }
         h2 { "Busy" }
         table #busy {
-            tr {
-                th { "job" } th { "type" } th { "queue" } th { "attempt" } th { "worker" }
-                th { "running for" } th { "progress" } th {}
-            }
+            (heads(&[
+                "job", "type", "queue", "attempt", "worker", "running for", "progress", "",
+            ]))
             @for (worker, job, running) in &running {
                 @let id = job.job_id.to_string();
                 tr class=[(*running > long).then_some("long")] {
@@ -107,7 +91,17 @@ pub(crate) async fn workers(
                         (format_duration_ms(running.as_millis()))
                         @if *running > long { " " span.bad { "long" } }
                     }
-                    td #{ "progress-" (id) } { (progress(job.progress.as_ref())) }
+                    // A bar, its percentage and its handler's message;
+                    // `-` before its first report.
+                    td #{ "progress-" (id) } {
+                        @match &job.progress {
+                            Some(p) => {
+                                progress max="100" value=(p.percent) { (p.percent) "%" }
+                                span.progress { (shown(&p.to_string())) }
+                            }
+                            None => "-",
+                        }
+                    }
                     td {
                         (post_form(
                             "/job/cancel",

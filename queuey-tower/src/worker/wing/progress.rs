@@ -20,18 +20,16 @@ const SEND_PACE: Duration = Duration::from_millis(100);
 pub(crate) struct ProgressWing {
     /// Whether the worker's heartbeats show running jobs.
     heartbeats: bool,
-    /// Where reports go to a waiting caller, if the backend carries replies.
-    replies: Option<Arc<dyn Backend>>,
+    /// Where reports go to a waiting caller, if it carries replies.
+    backend: Arc<dyn Backend>,
 }
 
 impl ProgressWing {
     pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
-        let capabilities = backend.capabilities();
-        let heartbeats = capabilities.heartbeats().is_some();
-        let replies = capabilities.replies().is_some();
+        let heartbeats = backend.capabilities().heartbeats().is_some();
         ProgressWing {
             heartbeats,
-            replies: replies.then_some(backend),
+            backend,
         }
     }
 }
@@ -44,7 +42,8 @@ impl Wing for ProgressWing {
         if job.refused || job.job_type.is_none() {
             return None;
         }
-        let watched = job.envelope.reply_to.is_some() && self.replies.is_some();
+        let replies = self.backend.capabilities().replies().is_some();
+        let watched = job.envelope.reply_to.is_some() && replies;
         if !(watched || self.heartbeats) {
             // Nobody can see this job's progress: its reports cost nothing.
             return None;
@@ -55,11 +54,10 @@ impl Wing for ProgressWing {
     }
 
     async fn beside(&self, updates: &Self::Job, envelope: &Envelope) {
-        let (Some(backend), Some(to), Some(updates)) = (&self.replies, &envelope.reply_to, updates)
+        let capabilities = self.backend.capabilities();
+        let (Some(replies), Some(to), Some(updates)) =
+            (capabilities.replies(), &envelope.reply_to, updates)
         else {
-            return std::future::pending().await;
-        };
-        let Some(replies) = backend.capabilities().replies() else {
             return std::future::pending().await;
         };
         // A clone has seen what the original saw: no report is sent twice.

@@ -1,6 +1,9 @@
 //! A private `redis-server` for tests: its own port and directory, nothing
 //! kept on disk, plaintext or TLS only, killed when dropped. Tests that
 //! stop or kill Redis use one of these and never touch a shared server.
+//! Shared by the test suites and benchmarks of the workspace, each
+//! including this file as a module of its own and using part of it.
+#![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -9,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// A `redis-server` this test started.
 #[derive(Debug)]
-pub struct PrivateRedis {
+pub(crate) struct PrivateRedis {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
@@ -24,7 +27,7 @@ impl PrivateRedis {
     ///
     /// When `redis-server` is not installed or does not come up; this is
     /// for tests only.
-    pub fn start() -> PrivateRedis {
+    pub(crate) fn start() -> PrivateRedis {
         let port = queuey_core::__private::free_local_port().expect("a free port");
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut redis = PrivateRedis {
@@ -45,7 +48,7 @@ impl PrivateRedis {
     ///
     /// As [`start`](Self::start), and when `redis-server` is built without
     /// TLS.
-    pub fn start_tls(certificate: &str, key: &str, ca: &str) -> PrivateRedis {
+    pub(crate) fn start_tls(certificate: &str, key: &str, ca: &str) -> PrivateRedis {
         let port = queuey_core::__private::free_local_port().expect("a free port");
         let dir = tempfile::tempdir().expect("a temporary directory");
         for (name, pem) in [
@@ -66,18 +69,18 @@ impl PrivateRedis {
     }
 
     /// `redis://127.0.0.1:PORT` (`rediss://` for a TLS server).
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         let scheme = if self.tls { "rediss" } else { "redis" };
         format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// The port it listens on.
-    pub fn port(&self) -> u16 {
+    pub(crate) fn port(&self) -> u16 {
         self.port
     }
 
     /// Kills the server (`SIGKILL`) and waits for it to be gone.
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -85,7 +88,7 @@ impl PrivateRedis {
     }
 
     /// Starts the server again on the same port (empty: it keeps nothing).
-    pub fn restart(&mut self) {
+    pub(crate) fn restart(&mut self) {
         self.kill();
         let mut command = Command::new("redis-server");
         let port = self.port.to_string();
