@@ -22,6 +22,7 @@ mod headers;
 mod holds;
 mod mgmt;
 mod prune;
+mod queues;
 mod schedules;
 mod shards;
 mod time;
@@ -38,7 +39,8 @@ pub(crate) use tls::TlsFiles;
 
 /// The default dead-letter suffix (`q` → `q.dead`).
 pub(crate) const DEFAULT_DEAD_SUFFIX: &str = ".dead";
-/// The default hold-queue suffix (`q` → `q.deferred.{ttl_ms}`).
+/// The default hold-queue suffix (`q` → `q.deferred.quorum.{ttl_ms}`, or
+/// `q.deferred.{ttl_ms}` for classic holds).
 pub(crate) const DEFAULT_DEFERRED_SUFFIX: &str = ".deferred";
 /// The default suspect-queue suffix of the poison guard (`q` → `q.suspect`).
 pub(crate) const DEFAULT_SUSPECT_SUFFIX: &str = ".suspect";
@@ -75,7 +77,7 @@ pub(crate) fn work_queue_of(queue: &str, dead_suffix: &str) -> Result<String> {
 
 /// Refuses suffixes that would make the tools act on the wrong queues: an
 /// empty one (the dead-letter or suspect "queue" of `q` would be `q`
-/// itself, its hold queues `q.<ms>`), or one suffix used for two roles (the
+/// itself, its hold queues `q.quorum.<ms>`), or one suffix used for two roles (the
 /// dead-letter queue would also be the suspect queue, or a hold family).
 ///
 /// The `queuey` tool checks its `--dead-suffix`, `--deferred-suffix` and
@@ -116,6 +118,7 @@ fn empty_suffix(role: &str, setting: &str, queue: &str) -> OpsError {
     ))
 }
 
+use crate::cli::out::errln;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -125,12 +128,15 @@ async fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let scrub = args.global.scrubber();
     match cli::run(args).await {
+        // Output cut short by a failing stdout is a failed run; a reader
+        // that went away (`| head`) is not.
+        Ok(_) if cli::out::failed() => ExitCode::FAILURE,
         Ok(code) => code,
         Err(e) => {
             // Every error text, the broker client's included, leaves without
             // the passwords the tool was given and without control characters.
             let text = scrub(&e.to_string());
-            eprintln!("error: {}", crate::escape::line(&text));
+            errln!("error: {}", crate::escape::line(&text));
             ExitCode::FAILURE
         }
     }

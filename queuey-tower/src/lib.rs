@@ -101,6 +101,7 @@ pub mod deadline;
 pub mod defer;
 mod handler;
 pub mod idempotency;
+mod job_fields;
 pub mod metrics;
 pub mod periodic;
 mod reply_slot;

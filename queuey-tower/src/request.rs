@@ -30,6 +30,9 @@ pub struct JobRequest<J> {
     classifier: SharedClassifier,
     /// Where the handler's output goes, for a job a caller waits for.
     reply: Option<ReplySlot>,
+    /// The job type's name, for log lines: set by the worker, which knows
+    /// it; `None` for a request built by hand.
+    job_type: Option<&'static str>,
 }
 
 impl<J> JobRequest<J> {
@@ -42,7 +45,18 @@ impl<J> JobRequest<J> {
             retry: None,
             classifier: SharedClassifier::default(),
             reply: None,
+            job_type: None,
         }
+    }
+
+    /// Names the request's job type, for the layers' log lines.
+    pub(crate) fn set_job_type(&mut self, name: &'static str) {
+        self.job_type = Some(name);
+    }
+
+    /// The job type's name, when the worker gave it.
+    pub(crate) fn job_type(&self) -> Option<&'static str> {
+        self.job_type
     }
 
     /// Gives the request the slot its handler's output goes into (the

@@ -17,15 +17,7 @@ use support::{Captured, Task, TestQueues, WithConsumerTimeout};
 
 #[tokio::test(flavor = "current_thread")]
 async fn prefetched_deliveries_that_may_wait_past_the_consumer_timeout_are_warned_about() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let (captured, _default) = Captured::on_this_thread(tracing::Level::WARN);
 
     let backend = WithConsumerTimeout::new(Duration::from_secs(30 * 60));
     let build = |concurrency: Option<usize>| {
@@ -72,5 +64,5 @@ async fn prefetched_deliveries_that_may_wait_past_the_consumer_timeout_are_warne
 }
 
 fn text(captured: &Captured) -> String {
-    String::from_utf8(captured.0.lock().unwrap().clone()).unwrap()
+    captured.text()
 }

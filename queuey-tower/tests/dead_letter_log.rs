@@ -21,18 +21,7 @@ use support::{Captured, Task, TestQueues, spawn, wait_until};
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn every_dead_letter_is_one_warn_line_naming_its_reason() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    // The worker's tasks run on this thread, so they see the subscriber.
-    let _default = tracing::subscriber::set_default(subscriber);
-    // The only test of this binary; ask every call site again anyway, now
-    // that this thread has a subscriber.
-    tracing::callsite::rebuild_interest_cache();
+    let (captured, _default) = Captured::on_this_thread(tracing::Level::WARN);
     let backend = Arc::new(MemoryBackend::new());
     let worker = Worker::<TestQueues, _>::builder(backend.clone())
         .handler(handler_fn(|_: Task, _: JobContext| async {
@@ -56,7 +45,7 @@ async fn every_dead_letter_is_one_warn_line_naming_its_reason() {
     wait_until(|| backend.dead_letters("t.work").len() == 2).await;
     running.stop().await;
 
-    let out = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let out = captured.text();
     let lines: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("dead-lettered"))

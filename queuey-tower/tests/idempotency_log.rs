@@ -18,15 +18,7 @@ use support::{Captured, Down, Task, TestQueues, producer, spawn, wait_until};
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_store_that_is_down_lets_every_job_run_with_one_warning() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
-    tracing::callsite::rebuild_interest_cache();
+    let (captured, _default) = Captured::on_this_thread(tracing::Level::WARN);
 
     let backend = Arc::new(MemoryBackend::new());
     let runs = Arc::new(AtomicU32::new(0));
@@ -54,7 +46,7 @@ async fn a_store_that_is_down_lets_every_job_run_with_one_warning() {
     running.stop().await;
     assert_eq!(runs.load(Ordering::SeqCst), 20);
 
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let text = captured.text();
     let warnings: Vec<&str> = text
         .lines()
         .filter(|line| line.contains("WARN") && line.contains("idempotency store"))

@@ -1,6 +1,7 @@
 //! `queuey doctor`.
 
 use crate::Result;
+use crate::cli::out::outln;
 use crate::doctor::{self, Status};
 
 use super::Global;
@@ -28,7 +29,7 @@ pub(crate) async fn run(global: &Global) -> Result<bool> {
                 Status::Warn => "WARN",
                 Status::Fail => "FAIL",
             };
-            println!("{mark}  {:<19} {}", c.name, crate::escape::line(&c.detail));
+            outln!("{mark}  {:<19} {}", c.name, crate::escape::line(&c.detail));
         }
     });
     Ok(checks.iter().any(|c| c.status == Status::Fail))

@@ -1,6 +1,7 @@
 //! `queuey holds` and `queuey holds prune`.
 
 use crate::Result;
+use crate::cli::out::{errln, out, outln};
 use crate::holds::{self, Census, Stall};
 use crate::mgmt::Management;
 use crate::prune;
@@ -72,7 +73,7 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<bool> {
         .map(|h| h.consumers)
         .sum();
     if args.prometheus {
-        print!("{}", holds::prometheus(&censuses));
+        out!("{}", holds::prometheus(&censuses));
     } else if global.json {
         print_json(&censuses);
     } else {
@@ -80,7 +81,7 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<bool> {
             print_census(census);
             if let Some((_, at)) = state.paused().find(|(q, _)| *q == census.queue) {
                 let at = i64::try_from(at).unwrap_or(i64::MAX);
-                println!(
+                outln!(
                     "paused since {} ({} ago): no worker takes its jobs, and jobs released from \
                      its holds wait in the queue until `queuey queue resume {}`",
                     format_ms(at),
@@ -91,10 +92,10 @@ pub(crate) async fn run(global: &Global, args: HoldsArgs) -> Result<bool> {
         }
     }
     for stall in &stalls {
-        eprintln!("problem: {}", crate::escape::line(&stall.describe()));
+        errln!("problem: {}", crate::escape::line(&stall.describe()));
     }
     if consumers > 0 {
-        eprintln!(
+        errln!(
             "problem: {consumers} consumer(s) on hold queues; a consumer takes delayed jobs before \
              they are due. Find and stop it (the management UI lists a queue's consumers)."
         );
@@ -138,7 +139,7 @@ async fn mark_stalls(mgmt: &Management, censuses: &mut [Census]) -> Result<Vec<S
     if due.is_empty() {
         return Ok(Vec::new());
     }
-    eprintln!(
+    errln!(
         "{} quorum hold(s) hold jobs past their delay; reading them again in {} s to tell a \
          stalled hold from a busy one",
         due.len(),
@@ -167,8 +168,8 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<bool> {
                     item.reason.clone(),
                 ]);
             }
-            print!("{}", table.render());
-            println!(
+            out!("{}", table.render());
+            outln!(
                 "would prune {candidates} hold queue(s), each after watching it for ten seconds \
                  (a job that reaches it keeps it); run again with --yes to prune"
             );
@@ -213,7 +214,7 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<bool> {
         print_json(&rows);
     } else {
         for item in &lookalikes {
-            println!(
+            outln!(
                 "skipped {}: named like a quorum hold, but {}",
                 crate::escape::line(&item.hold),
                 crate::escape::line(&item.reason)
@@ -227,12 +228,12 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<bool> {
                 scrub(&prune::describe(outcome)),
             ]);
         }
-        print!("{}", table.render());
+        out!("{}", table.render());
         let deleted = outcomes
             .iter()
             .filter(|(_, o)| matches!(o, Ok(HoldPruned::Deleted { .. })))
             .count();
-        println!("deleted {deleted} of {candidates} hold queue(s)");
+        outln!("deleted {deleted} of {candidates} hold queue(s)");
     }
     Ok(failed > 0)
 }
@@ -242,7 +243,7 @@ fn print_census(census: &Census) {
         queue: census.queue.clone(),
         count: census.shards,
     };
-    println!(
+    outln!(
         "{}: {} hold queues, {} jobs waiting",
         crate::escape::line(&shards.describe()),
         census.holds.len(),
@@ -301,10 +302,10 @@ fn print_census(census: &Census) {
                 .collect(),
         );
     }
-    print!("{}", table.render());
+    out!("{}", table.render());
     for h in &census.holds {
         if let Some(why) = &h.mismatch {
-            println!(
+            outln!(
                 "note: {} is named like a hold but is not one queuey declared ({}); \
                  `queuey holds prune` leaves it alone",
                 crate::escape::line(&h.name),
@@ -319,13 +320,13 @@ fn print_census(census: &Census) {
         .fold(0, u64::saturating_add);
     let stalled = census.holds.iter().filter(|h| h.stalled).count();
     if stalled > 0 {
-        println!(
+        outln!(
             "note: {stalled} quorum hold(s) released none of their jobs past their delay between \
              two reads {} s apart: they stopped releasing (see the problem below).",
             holds::STALL_RECHECK.as_secs()
         );
     } else if releasing > 0 {
-        println!(
+        outln!(
             "note: {releasing} job(s) in quorum holds are past their delay and wait for the broker \
              to move them back; the holds released jobs between two reads, so they are busy, not \
              stalled."

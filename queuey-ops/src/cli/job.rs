@@ -1,5 +1,6 @@
 //! `queuey job cancel`, `queuey job cancellations` and `queuey job revoke`.
 
+use crate::cli::out::{out, outln};
 use crate::escape;
 use crate::fleet::{self, Fleet};
 use crate::{OpsError, Result};
@@ -104,7 +105,7 @@ async fn cancellations(global: &Global, fleet: &Fleet) -> Result<bool> {
         return Ok(false);
     }
     if all.is_empty() {
-        println!("no cancellation is in force");
+        outln!("no cancellation is in force");
         return Ok(false);
     }
     let mut table = super::table::Table::new(["COMMAND ID", "SENT", "CANCELS"]);
@@ -115,7 +116,7 @@ async fn cancellations(global: &Global, fleet: &Fleet) -> Result<bool> {
             target(&c.target),
         ]);
     }
-    print!("{}", table.render());
+    out!("{}", table.render());
     Ok(false)
 }
 
@@ -126,24 +127,24 @@ async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<bool> {
         .into_iter()
         .find(|c| c.record == record)
     else {
-        println!(
+        outln!(
             "no cancellation in force was sent by command {record}; nothing to withdraw (`queuey \
              job cancellations` lists them)"
         );
         return Ok(false);
     };
-    println!(
+    outln!(
         "would withdraw the cancellation of {}",
         target(&found.target)
     );
     if !yes {
-        println!("run again with --yes to withdraw it");
+        outln!("run again with --yes to withdraw it");
         return Ok(false);
     }
     fleet
         .send(Command::Revoke { record }, &fleet::signature("queuey"))
         .await?;
-    println!(
+    outln!(
         "withdrawn: the jobs it covered run again when next taken; those it already sent to the \
          dead-letter queue stay there until redriven"
     );
@@ -193,7 +194,7 @@ fn commands(args: &CancelArgs) -> Result<Vec<Command>> {
 async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Result<bool> {
     let workers = fleet.workers().await?;
     for command in &commands {
-        println!("{}", describe(command));
+        outln!("{}", describe(command));
         let running: Vec<String> = fleet::running_where(&workers, |job| match command {
             Command::Cancel { job_id } => job.job_id == *job_id,
             Command::CancelMatching { filter } => filter.may_match(&job.queue, &job.job_type),
@@ -202,25 +203,26 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
         .map(|(worker, job)| fleet::running_line(worker, job))
         .collect();
         if running.is_empty() {
-            println!("  running now: none that matches");
+            outln!("  running now: none that matches");
         }
         for line in running {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     if !args.yes {
-        println!("run again with --yes to cancel");
+        outln!("run again with --yes to cancel");
         return Ok(false);
     }
     let by = fleet::signature("queuey");
     for command in commands {
         let sent = fleet.send(command, &by).await?;
-        println!(
+        outln!(
             "sent command {} (withdraw it with `queuey job revoke {} --yes`)",
-            sent.id, sent.id
+            sent.id,
+            sent.id
         );
     }
-    println!(
+    outln!(
         "cancelled: the next worker to take each job dead-letters it with the reason \
          `cancelled` (redrive it from there if needed); a running one is told through its \
          context and is not killed"

@@ -4,7 +4,9 @@ mod dead;
 mod doctor;
 mod holds;
 mod job;
+pub(crate) mod out;
 mod queue;
+mod queues;
 mod schedules;
 mod table;
 mod topology;
@@ -14,6 +16,7 @@ mod workers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::cli::out::{errln, outln};
 use crate::dead::DeadQueues;
 use crate::fleet::Fleet;
 use crate::mgmt::Management;
@@ -33,8 +36,8 @@ const EXIT_PROBLEM: u8 = 3;
     about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, workers, pauses, cancellations, topology and health",
     long_about = "Operate queuey job queues on RabbitMQ: dead letters, hold queues, topology and \
                   health.\n\nQUEUE is always the work queue's name (`emails`); its dead-letter \
-                  queue (`emails.dead`) and hold queues (`emails.deferred.<ms>`) follow from the \
-                  suffixes. A sharded queue's name covers its lane and every shard (`emails.s0`, \
+                  queue (`emails.dead`) and hold queues (`emails.deferred.quorum.<ms>`, or \
+                  `emails.deferred.<ms>` with classic holds) follow from the suffixes. A sharded queue's name covers its lane and every shard (`emails.s0`, \
                   `emails.s1`, …, found by passive declares up to the first missing one), each \
                   with its own dead-letter and hold queues; a shard's own name (`emails.s2`) \
                   covers that shard alone. Every command that changes something previews by default and acts \
@@ -60,7 +63,8 @@ pub(crate) struct Global {
     /// Suffix of dead-letter queues (not empty, and not the same as another suffix).
     #[arg(long, default_value = crate::DEFAULT_DEAD_SUFFIX, global = true)]
     pub(crate) dead_suffix: String,
-    /// Suffix of hold queues (before `.<ms>`; not empty, and not the same as another suffix).
+    /// Suffix of hold queues (before `.quorum.<ms>`, or `.<ms>` for classic holds; not empty,
+    /// and not the same as another suffix).
     #[arg(long, default_value = crate::DEFAULT_DEFERRED_SUFFIX, global = true)]
     pub(crate) deferred_suffix: String,
     /// Suffix of the poison guard's suspect queues (not empty, and not the same as another suffix).
@@ -259,6 +263,16 @@ pub(crate) enum Command {
     Web(web::WebArgs),
     /// The running workers: host, queues, connection, and the jobs each runs right now.
     Workers(workers::WorkersArgs),
+    /// Each work queue on one line: jobs ready, unacknowledged, consumers, paused, dead letters.
+    ///
+    /// Without QUEUE, the fleet's queues as the dashboard's overview lists
+    /// them: those its workers report consuming in their heartbeats, or
+    /// every queue that has its dead-letter queue when no worker is heard
+    /// from (or with --all). A sharded queue is one line, its lane's and
+    /// every shard's counts summed. Counts are the management API's
+    /// statistics (no message is read) and can lag a few seconds; PAUSED is
+    /// the fleet's control state, as `queuey queue paused` reads it.
+    Queues(queues::QueuesArgs),
     /// Pause or resume a queue on every worker, or list the paused ones.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
@@ -279,6 +293,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor => doctor::run(&cli.global).await,
         Command::Web(args) => web::run(&cli.global, args).await,
         Command::Workers(args) => workers::run(&cli.global, args).await,
+        Command::Queues(args) => queues::run(&cli.global, args).await,
         Command::Queue(cmd) => queue::run(&cli.global, cmd).await,
         Command::Job(cmd) => job::run(&cli.global, cmd).await,
     }?;
@@ -292,7 +307,7 @@ pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
 /// Prints `value` as pretty JSON, every terminal control character escaped.
 pub(crate) fn print_json<T: serde::Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{}", crate::escape::json(&text)),
-        Err(e) => eprintln!("error: cannot print JSON: {e}"),
+        Ok(text) => outln!("{}", crate::escape::json(&text)),
+        Err(e) => errln!("error: cannot print JSON: {e}"),
     }
 }

@@ -1,6 +1,7 @@
 //! `queuey queue pause|resume|paused`.
 
 use crate::Result;
+use crate::cli::out::{errln, out, outln};
 use crate::escape;
 use crate::fleet::{self, Fleet};
 use crate::time::{format_ms, now_ms};
@@ -73,7 +74,7 @@ async fn switch(
     let queue_shown = escape::line(queue);
     let verb = if pause { "pause" } else { "resume" };
     if state.is_paused(queue) == pause && !force {
-        println!(
+        outln!(
             "`{queue_shown}` is {} already; nothing to do (--force sends it all the same)",
             if pause { "paused" } else { "not paused" }
         );
@@ -85,7 +86,7 @@ async fn switch(
             Ok(mgmt) => unheard.look_elsewhere(&mgmt).await,
             Err(_) => unheard,
         };
-        eprintln!("warning: {}", escape::line(&unheard.to_string()));
+        errln!("warning: {}", escape::line(&unheard.to_string()));
         if yes && !force {
             return Err(crate::OpsError::Refused(format!(
                 "not sending the {verb} of `{queue_shown}`: no worker that would read it consumes \
@@ -101,11 +102,11 @@ async fn switch(
         n => format!("{n} worker(s) consume it: {}", consuming.join(", ")),
     };
     if !yes {
-        println!(
+        outln!(
             "would {verb} `{queue_shown}` ({} jobs ready); {who}",
             counts.messages
         );
-        println!("run again with --yes to {verb} it");
+        outln!("run again with --yes to {verb} it");
         return Ok(false);
     }
     let command = if pause {
@@ -119,12 +120,12 @@ async fn switch(
     };
     fleet.send(command, &fleet::signature("queuey")).await?;
     if pause {
-        println!(
+        outln!(
             "paused `{queue_shown}`: every worker stops taking its jobs within a second or two, lets \
              the running ones finish and hands back the ones it had not started; {who}"
         );
     } else {
-        println!("resumed `{queue_shown}`: every worker takes its jobs again; {who}");
+        outln!("resumed `{queue_shown}`: every worker takes its jobs again; {who}");
     }
     Ok(false)
 }
@@ -144,7 +145,7 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<bool> {
         return Ok(false);
     }
     if paused.is_empty() {
-        println!("no queue is paused");
+        outln!("no queue is paused");
         return Ok(false);
     }
     let now = now_ms();
@@ -156,6 +157,6 @@ async fn paused(global: &Global, fleet: &Fleet) -> Result<bool> {
             crate::time::format_duration_ms(now - at),
         ]);
     }
-    print!("{}", table.render());
+    out!("{}", table.render());
     Ok(false)
 }

@@ -1,6 +1,7 @@
 //! `queuey schedules`.
 
 use crate::Result;
+use crate::cli::out::{errln, out};
 use crate::schedules::{self, Member, ScheduleInfo};
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use clap::Args;
@@ -26,13 +27,13 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<bool> {
         listed.retain(|s| args.queues.contains(&s.job_queue));
     }
     global.print(&listed, || {
-        print!("{}", render(&listed, now_ms()));
+        out!("{}", render(&listed, now_ms()));
     });
     for warning in schedules::untrusted_status_warnings(&listed) {
-        eprintln!("{warning}");
+        errln!("{warning}");
     }
     for warning in schedules::future_tick_warnings(&listed) {
-        eprintln!("{warning}");
+        errln!("{warning}");
     }
     let leaderless: Vec<_> = listed
         .iter()
@@ -40,7 +41,7 @@ pub(crate) async fn run(global: &Global, args: SchedulesArgs) -> Result<bool> {
         .map(|s| crate::escape::line(&s.queue))
         .collect();
     if !leaderless.is_empty() {
-        eprintln!(
+        errln!(
             "problem: no process leads {}, so its ticks are not fired. Start a process that \
              declares the periodic job, or delete the schedule queue if the job is gone for good.",
             leaderless.join(", ")

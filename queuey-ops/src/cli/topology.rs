@@ -1,5 +1,6 @@
 //! `queuey topology verify|apply`.
 
+use crate::cli::out::{out, outln};
 use std::path::PathBuf;
 
 use crate::topology::{self, QueueSpec, TopologySpec};
@@ -157,7 +158,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
             if global.json {
                 print_json(&problems);
             } else if problems.is_empty() {
-                println!(
+                outln!(
                     "topology ok: {} queue(s) match{}",
                     spec.queues.len(),
                     sharded_note(&spec)
@@ -171,8 +172,8 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
                         .unwrap_or_default();
                     table.row(vec![p.queue.clone(), kind, p.detail.clone()]);
                 }
-                print!("{}", table.render());
-                println!("{} problem(s)", problems.len());
+                out!("{}", table.render());
+                outln!("{} problem(s)", problems.len());
             }
             Ok(!problems.is_empty())
         }
@@ -192,10 +193,10 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
                         "policies": limits,
                     }),
                     || {
-                        println!("preview: would declare {} queue(s):", plan.len());
+                        outln!("preview: would declare {} queue(s):", plan.len());
                         for d in &plan {
                             let arguments = format!("{:?}", d.arguments);
-                            println!(
+                            outln!(
                                 "  {} durable={} {}",
                                 escape::line(&d.name),
                                 d.durable,
@@ -203,7 +204,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
                             );
                         }
                         print_limits(&limits);
-                        println!("nothing was changed; add --yes to declare them");
+                        outln!("nothing was changed; add --yes to declare them");
                     },
                 );
                 return Ok(false);
@@ -222,15 +223,15 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
                     "left_to_you": left,
                 }),
                 || {
-                    println!("declared {} queue(s)", plan.len());
+                    outln!("declared {} queue(s)", plan.len());
                     for d in &plan {
-                        println!("  {}", escape::line(&d.name));
+                        outln!("  {}", escape::line(&d.name));
                     }
                     if !set.is_empty() {
-                        println!("set {} polic(ies)", set.len());
+                        outln!("set {} polic(ies)", set.len());
                         for p in &set {
                             let (key, value) = p.kind.policy();
-                            println!(
+                            outln!(
                                 "  {} on {} ({key} = {value})",
                                 escape::line(&p.name),
                                 escape::line(&p.queue)
@@ -238,7 +239,7 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
                         }
                     }
                     for p in &left {
-                        println!(
+                        outln!(
                             "left to you: {}: {}",
                             escape::line(&p.queue),
                             escape::line(&p.advice())
@@ -256,13 +257,13 @@ fn print_limits(limits: &[topology::LimitPolicy]) {
     if limits.is_empty() {
         return;
     }
-    println!(
+    outln!(
         "would give {} queue(s) a policy (a delivery limit, or the control stream's bound in \
          bytes):",
         limits.len()
     );
     for p in limits {
-        println!(
+        outln!(
             "  {}: {}; {}",
             escape::line(&p.queue),
             p.kind.risk(),

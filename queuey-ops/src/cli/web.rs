@@ -1,5 +1,6 @@
 //! `queuey web`.
 
+use crate::cli::out::errln;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -119,7 +120,7 @@ pub(crate) async fn run(global: &Global, args: WebArgs) -> Result<bool> {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| OpsError::Invalid(format!("cannot listen on {}: {e}", args.listen)))?;
-    eprintln!(
+    errln!(
         "queuey dashboard on http://{}/ (Ctrl-C stops it)",
         args.listen
     );

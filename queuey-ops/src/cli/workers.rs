@@ -1,5 +1,6 @@
 //! `queuey workers`.
 
+use crate::cli::out::{out, outln};
 use std::time::Duration;
 
 use crate::Result;
@@ -29,7 +30,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
     }
     global.print(&workers, || {
         if workers.is_empty() {
-            println!("no worker has sent a heartbeat in the last few intervals");
+            outln!("no worker has sent a heartbeat in the last few intervals");
             return;
         }
         let mut table = Table::new([
@@ -56,7 +57,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
                 format_duration_ms(w.at_ms.saturating_sub(w.started_at_ms)),
             ]);
         }
-        print!("{}", table.render());
+        out!("{}", table.render());
         let mut jobs = Table::new([
             "",
             "JOB",
@@ -85,8 +86,8 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
             ]);
         }
         if any {
-            println!();
-            print!("{}", jobs.render());
+            outln!();
+            out!("{}", jobs.render());
         }
     });
     Ok(false)

@@ -54,7 +54,7 @@ pub(crate) use redrive::{DEFAULT_BATCH, Destination, Left, MAX_TARGETS, Moved, R
 pub(crate) use scan::scan;
 pub(crate) use show::show;
 pub(crate) use stats::{MAX_GROUPS, MAX_JOB_TYPES, StatsBuilder};
-pub(crate) use transfer::{ExportRecord, import, plan_import, read_export};
+pub(crate) use transfer::{ExportRecord, TRAILER_KEY, import, plan_import, read_export};
 
 /// Adds `n` to the count of `key` in `map`, which names at most `max`
 /// keys; whether `key` is named there (if not, the caller counts it apart).

@@ -18,9 +18,9 @@ use serde::Serialize;
 
 use crate::amqp::Amqp;
 use crate::browse::Cursor;
-use crate::dead::transfer::TRAILER_KEY;
 use crate::dead::{
     DeadLetter, DeadQueue, DeadQueues, ExportRecord, Filter, PREVIEW_SAMPLES, QueueCount,
+    TRAILER_KEY,
 };
 use crate::error::{OpsError, Result};
 

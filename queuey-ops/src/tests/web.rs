@@ -1,5 +1,5 @@
-//! The dashboard in a real headless Chromium, driven over WebDriver, and
-//! its authentication.
+//! The dashboard in a real headless Chromium, driven over WebDriver, its
+//! authentication, and how its pages lead back and style their buttons.
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -9,7 +9,8 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::json;
 
 use crate::tests::support::{dead_letter_jobs, harness, target_dir, within};
-use crate::tests::web_exposure::{Dashboard, http};
+use crate::tests::web_exposure::{Dashboard, PageSession, http, page_session};
+use crate::tests::web_scope::element as inner_html;
 use crate::web;
 
 /// A chromedriver process, killed on drop with the browsers it started
@@ -202,6 +203,27 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
     for m in &made {
         assert!(listed.contains(&m.job_id.to_string()), "{listed}");
     }
+    // Pausing loses nothing: a neutral button, not the purge's red one.
+    let colours = client
+        .execute(
+            "return ['pause', 'purge-all', 'redrive-all'].map(id => { \
+               const b = document.getElementById(id); \
+               return [b.className, getComputedStyle(b).color, getComputedStyle(b).borderColor]; })",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (pause, purge, redrive) = (&colours[0], &colours[1], &colours[2]);
+    assert_eq!(pause[0], json!("neutral"), "{colours}");
+    assert_eq!(purge[0], json!("danger"), "{colours}");
+    assert_eq!(purge[1], json!("rgb(179, 38, 30)"), "{colours}");
+    assert_eq!(pause[1], json!("rgb(29, 36, 48)"), "{colours}");
+    assert_ne!(pause[2], purge[2], "{colours}");
+    assert_eq!(
+        (&pause[1], &pause[2]),
+        (&redrive[1], &redrive[2]),
+        "{colours}"
+    );
     screenshot(&client, "queuey-dashboard-queue.png").await;
 
     // Preview: says what would move; nothing moves.
@@ -220,6 +242,8 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
     assert_eq!((h.ready(&dq).await, h.ready(&q).await), (0, 6));
     click(&client, "#back").await;
     assert!(text(&client, "#no-dead").await.contains("No dead letters"));
+    click(&client, "#back-to-queues").await;
+    assert!(text(&client, "#queues").await.contains(&q));
 
     // A page of another origin frames the dashboard: the browser refuses to
     // render it, while the same page's own frame renders.
@@ -261,6 +285,161 @@ async fn the_dashboard_shows_dead_letters_and_redrives_them_after_a_preview() {
 
     client.close().await.expect("browser closes");
     backend.close().await.unwrap();
+}
+
+/// The attribute `name` of the element with `id` in `html`, if it has one.
+fn attr<'a>(html: &'a str, id: &str, name: &str) -> Option<&'a str> {
+    let at = html.find(&format!(" id=\"{id}\""))?;
+    let start = html[..at].rfind('<')?;
+    let tag = &html[start..start + html[start..].find('>')?];
+    let value = tag.split(&format!(" {name}=\"")).nth(1)?;
+    value.split('"').next()
+}
+
+/// The class of the element with `id` in `html`, if it has one.
+fn class_of<'a>(html: &'a str, id: &str) -> Option<&'a str> {
+    attr(html, id, "class")
+}
+
+/// GETs `path` with `session`'s cookie; the page, which must be there.
+async fn get(dash: &Dashboard, session: &PageSession, path: &str) -> String {
+    let response = within(
+        path,
+        http()
+            .get(format!("{}{path}", dash.base))
+            .header("cookie", &session.cookie)
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.text().await.unwrap()
+}
+
+/// POSTs `fields` to `path` with `session`'s cookie and CSRF token; the
+/// page answered, which must be there.
+async fn post(
+    dash: &Dashboard,
+    session: &PageSession,
+    path: &str,
+    fields: &[(&str, &str)],
+) -> String {
+    let mut form = vec![("csrf", session.csrf.as_str())];
+    form.extend_from_slice(fields);
+    let response = within(
+        path,
+        http()
+            .post(format!("{}{path}", dash.base))
+            .header("cookie", &session.cookie)
+            .form(&form)
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), 200, "{path}");
+    response.text().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_leads_back_and_styles_its_buttons_by_consequence() {
+    let h = harness!("dashboard_links");
+    let q = h.queue("links");
+    let (backend, config) = h.backend(&q).await;
+    let job = ("send_email".to_owned(), "HTTP 503".to_owned(), json!({}));
+    let made = dead_letter_jobs(&backend, &config, &[job]).await;
+    let id = made[0].job_id.to_string();
+    let sharded = h.sharded_queue("links-sharded", 2);
+    let (sharded_backend, _) = h.sharded_backend(&sharded, 2).await;
+    let mut web_config = h.web_config();
+    web_config.queues = vec![q.clone(), sharded.clone()];
+    let dash = Dashboard::start(web_config).await;
+    let queue_page = format!("/queue/{q}");
+    let session = page_session(&http(), &format!("{}{queue_page}", dash.base)).await;
+    let leads_to = |html: &str, id: &str, path: &str| attr(html, id, "href") == Some(path);
+
+    // The queue page: back to the overview; red only for what loses
+    // something for good.
+    let page = get(&dash, &session, &queue_page).await;
+    assert!(
+        inner_html(&page, "back-to-queues").contains("all queues"),
+        "{page}"
+    );
+    assert!(leads_to(&page, "back-to-queues", "/"), "{page}");
+    assert!(!page.contains("id=\"lane\""), "{page}");
+    for (button, class) in [
+        ("pause", "neutral"),
+        ("redrive-all", "neutral"),
+        ("redrive-0", "neutral"),
+        ("purge-all", "danger"),
+        ("purge-0", "danger"),
+        ("cancel-job", "danger"),
+    ] {
+        assert_eq!(class_of(&page, button), Some(class), "{button}: {page}");
+    }
+
+    // One dead letter's page: back to its queue and to the overview.
+    let letter = get(&dash, &session, &format!("{queue_page}/dead/{id}")).await;
+    assert!(leads_to(&letter, "back", &queue_page), "{letter}");
+    assert!(leads_to(&letter, "back-to-queues", "/"), "{letter}");
+    assert_eq!(
+        class_of(&letter, "redrive-one"),
+        Some("neutral"),
+        "{letter}"
+    );
+
+    // A shard's page: up to its sharded queue.
+    let shard = get(&dash, &session, &format!("/queue/{sharded}.s1")).await;
+    let lane = format!("/queue/{sharded}");
+    assert!(leads_to(&shard, "lane", &lane), "{shard}");
+    assert!(leads_to(&shard, "back-to-queues", "/"), "{shard}");
+
+    // The workers and schedules pages: back to the overview.
+    for path in ["/workers", "/schedules"] {
+        let page = get(&dash, &session, path).await;
+        assert!(leads_to(&page, "back-to-queues", "/"), "{path}: {page}");
+    }
+
+    // Previews: a reversible change is confirmed with the main button, a
+    // purge with the danger one; each leads back to the queue.
+    for (verb, class) in [
+        ("pause", "go"),
+        ("resume", "go"),
+        ("redrive", "go"),
+        ("purge", "danger"),
+    ] {
+        let preview = post(&dash, &session, &format!("{queue_page}/{verb}"), &[]).await;
+        assert!(
+            preview.contains("Nothing has changed yet"),
+            "{verb}: {preview}"
+        );
+        assert_eq!(
+            class_of(&preview, "confirm"),
+            Some(class),
+            "{verb}: {preview}"
+        );
+        assert!(leads_to(&preview, "back", &queue_page), "{verb}: {preview}");
+    }
+    assert_eq!(
+        (h.ready(&format!("{q}.dead")).await, h.ready(&q).await),
+        (1, 0)
+    );
+
+    // Paused: the state stands out without alarm, and resuming is neutral.
+    let confirm = [("confirm", "yes")];
+    let done = post(&dash, &session, &format!("{queue_page}/pause"), &confirm).await;
+    assert!(done.contains("id=\"result\""), "{done}");
+    let page = get(&dash, &session, &queue_page).await;
+    assert_eq!(class_of(&page, "paused"), Some("warn"), "{page}");
+    assert_eq!(class_of(&page, "resume"), Some("neutral"), "{page}");
+    let index = get(&dash, &session, "/").await;
+    assert!(
+        index.contains("<span class=\"warn\">paused</span>"),
+        "{index}"
+    );
+    post(&dash, &session, &format!("{queue_page}/resume"), &confirm).await;
+
+    backend.close().await.unwrap();
+    sharded_backend.close().await.unwrap();
 }
 
 /// A page on another local port that frames `target` and one page of its own.

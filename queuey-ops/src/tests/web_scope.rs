@@ -1,6 +1,8 @@
 //! A dashboard started with `--queue` acts on those queues only: it
 //! cancels only the jobs it sees running on them and lists only their
-//! schedules.
+//! schedules. Without `--queue`, its overview lists the fleet's queues
+//! (those its workers' heartbeats name) and says so, while every queue with
+//! a dead-letter queue stays reachable.
 
 use std::time::Duration;
 
@@ -137,4 +139,132 @@ async fn a_scoped_dashboard_cancels_and_lists_only_its_own_queues() {
     );
     worker.close().await.unwrap();
     backend.close().await.unwrap();
+}
+
+/// The body of `path` on `dash` (status 200 required).
+async fn page(dash: &Dashboard, path: &str) -> String {
+    let response = within(path, http().get(format!("{}{path}", dash.base)).send())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{path}");
+    response.text().await.unwrap()
+}
+
+/// The overview of `dash` at `path` once `ready` holds for it: the
+/// management API may list a queue just declared a moment late.
+async fn overview_when(dash: &Dashboard, path: &str, ready: impl Fn(&str) -> bool) -> String {
+    within("the overview lists the queues", async {
+        loop {
+            let body = page(dash, path).await;
+            if ready(&body) {
+                return body;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+}
+
+/// The inner HTML of the element with `id` in `html` (one that holds no
+/// element of its own kind).
+pub(crate) fn element<'a>(html: &'a str, id: &str) -> &'a str {
+    let at = html
+        .find(&format!(" id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no #{id}: {html}"));
+    let tag_start = html[..at].rfind('<').expect("an opening tag") + 1;
+    let tag = html[tag_start..].split([' ', '>']).next().unwrap();
+    let start = at + html[at..].find('>').expect("a whole tag") + 1;
+    let end = html[start..]
+        .find(&format!("</{tag}>"))
+        .map_or(html.len(), |e| start + e);
+    &html[start..end]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_lists_the_fleets_queues_and_says_which_rule_chose_them() {
+    let h = harness!("web_overview");
+    let ours = h.queue("overview-ours");
+    let theirs = h.queue("overview-theirs");
+    let sharded = h.sharded_queue("overview-sharded", 2);
+    let (ours_backend, _) = h.backend(&ours).await;
+    let (theirs_backend, _) = h.backend(&theirs).await;
+    let (sharded_backend, _) = h.sharded_backend(&sharded, 2).await;
+    let no_dead = format!("queuey-ops-test.no-dead.{}", Uuid::new_v4().simple());
+    let dash = Dashboard::start(h.web_config()).await;
+    let both = |body: &str| body.contains(&ours) && body.contains(&theirs);
+
+    // No worker heard from yet: every queue with a dead-letter queue, and
+    // the page says why.
+    let index = overview_when(&dash, "/", both).await;
+    let why = element(&index, "chosen-by");
+    assert!(why.contains("No worker has sent a heartbeat"), "{why}");
+    assert!(why.contains(&h.control_stream()), "{why}");
+
+    // A worker of the fleet consumes ours, the sharded queue's shards and
+    // a queue without a dead-letter queue: the overview lists ours and the
+    // sharded queue (once), not theirs, and names the one it leaves out.
+    let worker = crate::tests::fleet::control_backend(&h, "overview-worker").await;
+    let mut beat = crate::tests::fleet::beat(&ours, Uuid::new_v4(), Duration::from_secs(1));
+    beat.queues.extend([
+        format!("{sharded}.s0"),
+        format!("{sharded}.s1"),
+        no_dead.clone(),
+    ]);
+    worker.heartbeat(&beat).await.unwrap();
+    let index = overview_when(&dash, "/", |body| !body.contains(&theirs)).await;
+    let listed = element(&index, "queues");
+    assert!(
+        listed.contains(&format!("href=\"/queue/{ours}\"")),
+        "{listed}"
+    );
+    assert!(
+        listed.contains(&format!("href=\"/queue/{sharded}\"")),
+        "{listed}"
+    );
+    assert!(!listed.contains(&format!("{sharded}.s0")), "{listed}");
+    assert!(listed.contains("lane and 2 shards"), "{listed}");
+    let why = element(&index, "chosen-by");
+    assert!(why.contains("1 worker(s) report consuming"), "{why}");
+    assert!(why.contains("href=\"/?all=true\""), "{why}");
+    assert!(element(&index, "unlisted").contains(&no_dead), "{index}");
+
+    // Asked for every queue: theirs again, with the way back.
+    let all = overview_when(&dash, "/?all=true", both).await;
+    let why = element(&all, "chosen-by");
+    assert!(
+        why.contains("as asked") && why.contains("id=\"show-fleet\""),
+        "{why}"
+    );
+    // Listing less opens nothing less, and nothing more: theirs' page is
+    // reachable as before, its dead-letter queue's not.
+    page(&dash, &format!("/queue/{theirs}")).await;
+    let dead = http()
+        .get(format!("{}/queue/{theirs}.dead", dash.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dead.status(), StatusCode::NOT_FOUND);
+
+    // With --queue: the allow-list, whatever the workers consume or the
+    // page asks for.
+    let mut config = h.web_config();
+    config.queues = vec![theirs.clone()];
+    let scoped = Dashboard::start(config).await;
+    for path in ["/", "/?all=true"] {
+        let index = page(&scoped, path).await;
+        assert!(index.contains(&theirs), "{path}: {index}");
+        assert!(
+            !index.contains(&ours) && !index.contains(&sharded),
+            "{path}: {index}"
+        );
+        assert!(
+            element(&index, "chosen-by").contains("--queue"),
+            "{path}: {index}"
+        );
+    }
+
+    worker.close().await.unwrap();
+    for backend in [ours_backend, theirs_backend, sharded_backend] {
+        backend.close().await.unwrap();
+    }
 }

@@ -66,10 +66,12 @@ table{border-collapse:collapse;background:#fff;width:100%;margin:8px 0}\
 th,td{border-bottom:1px solid #e3e6ea;padding:6px 8px;text-align:left;vertical-align:top}\
 th{background:#eef0f3;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums}\
 code,pre{font:12px ui-monospace,monospace}pre{background:#fff;padding:10px;overflow:auto;border:1px solid #e3e6ea}\
-form{display:inline}button{cursor:pointer;padding:3px 10px;border:1px solid #8a94a3;border-radius:4px;background:#fff}\
-button.danger{border-color:#b3261e;color:#b3261e}button.go{background:#1f6feb;color:#fff;border-color:#1f6feb}\
-progress{width:90px;vertical-align:middle;margin-right:6px}\
-.ok{color:#1a7f37}.bad{color:#b3261e;font-weight:600}.note{color:#5b6573}.box{background:#fff;border:1px solid #e3e6ea;padding:12px;margin:8px 0}";
+form{display:inline}button{cursor:pointer;padding:3px 10px;border:1px solid #8a94a3;border-radius:4px;background:#fff;color:#1d2430}\
+button.neutral{border-color:#8a94a3;color:#1d2430}button.go{background:#1f6feb;color:#fff;border-color:#1f6feb}\
+button.danger{border-color:#b3261e;color:#b3261e}\
+progress{width:90px;vertical-align:middle;margin-right:6px}nav{margin:0 0 8px}\
+.ok{color:#1a7f37}.bad{color:#b3261e;font-weight:600}.warn{color:#9a6700;font-weight:600}.note{color:#5b6573}\
+.box{background:#fff;border:1px solid #e3e6ea;padding:12px;margin:8px 0}";
 
 /// A whole page.
 pub(crate) fn page(title: &str, body: Markup) -> Markup {
@@ -95,13 +97,38 @@ pub(crate) fn page(title: &str, body: Markup) -> Markup {
     }
 }
 
+/// How a button looks, by the consequence of what it does rather than by
+/// its verb: red only for what loses something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tone {
+    /// Opens the preview of a change that loses nothing and can be undone
+    /// or repeated: pause, resume, redrive.
+    Neutral,
+    /// Carries out such a change from its preview: the page's main button.
+    Primary,
+    /// Opens the preview of, or carries out, a change that loses something
+    /// for good: a purge (its export aside), a cancel.
+    Danger,
+}
+
+impl Tone {
+    /// The button's class in [`STYLE`].
+    pub(crate) fn class(self) -> &'static str {
+        match self {
+            Tone::Neutral => "neutral",
+            Tone::Primary => "go",
+            Tone::Danger => "danger",
+        }
+    }
+}
+
 /// A POST form with the CSRF token, hidden fields and one button.
 pub(crate) fn post_form(
     action: &str,
     csrf: &str,
     fields: &[(&str, &str)],
     label: &str,
-    class: &str,
+    tone: Tone,
     id: &str,
 ) -> Markup {
     html! {
@@ -110,7 +137,23 @@ pub(crate) fn post_form(
             @for (name, value) in fields {
                 input type="hidden" name=(name) value=(value);
             }
-            button type="submit" class=(class) id=(id) { (label) }
+            button type="submit" class=(tone.class()) id=(id) { (label) }
+        }
+    }
+}
+
+/// The link back to `queue`'s page.
+pub(crate) fn back_to_queue(queue: &str) -> Markup {
+    html! { a href=(queue_path(queue, "")) #back { "back to " (shown(queue)) } }
+}
+
+/// The line above a page's content that leads back to the overview, and
+/// to `up` (a page between, such as a sharded queue's) when given.
+pub(crate) fn nav(up: Option<Markup>) -> Markup {
+    html! {
+        nav {
+            a href="/" #back-to-queues { "all queues" }
+            @if let Some(up) = up { " · " (up) }
         }
     }
 }
@@ -174,7 +217,7 @@ mod tests {
             "t\"ok",
             &[("fingerprint", "\"><script>")],
             "<b>Go</b>",
-            "danger",
+            Tone::Danger,
             "purge-0",
         )
         .into_string();
@@ -190,6 +233,20 @@ mod tests {
         assert_eq!(seg("a b/c.d"), "a%20b%2Fc.d");
         assert_eq!(queue_path("a b", "redrive"), "/queue/a%20b/redrive");
         assert_eq!(queue_path("a/b", ""), "/queue/a%2Fb");
+    }
+
+    #[test]
+    fn every_tone_has_its_own_style_and_only_a_danger_is_red() {
+        let rule = |class: &str| {
+            let selector = format!("button.{class}{{");
+            let start = STYLE.find(&selector).unwrap_or_else(|| panic!("{class}")) + selector.len();
+            STYLE[start..].split('}').next().unwrap().to_owned()
+        };
+        let red = "#b3261e";
+        assert!(rule(Tone::Danger.class()).contains(red));
+        for tone in [Tone::Neutral, Tone::Primary] {
+            assert!(!rule(tone.class()).contains(red), "{tone:?}");
+        }
     }
 
     #[test]

@@ -22,7 +22,9 @@
 //!   browser's `queuey_session` cookie and to the credential.
 //! - **Queues.** Only the queues of [`WebConfig::queues`] and their shards
 //!   can be read or changed (`404` for others); with none given, every
-//!   queue that has a dead-letter queue. With queues given, `/schedules`
+//!   queue that has a dead-letter queue. The overview lists those of
+//!   them the fleet's workers consume (see `pages::chosen`), which opens
+//!   or closes nothing. With queues given, `/schedules`
 //!   lists only the schedules whose jobs go to them, `/workers` only their
 //!   workers and running jobs, and `/job/cancel` cancels only a job the
 //!   heartbeats show running on one of them (a cancel reaches a job
@@ -74,7 +76,8 @@ pub(crate) struct WebConfig {
     /// Certificate files for `amqps://` and an https management API.
     pub(crate) tls: TlsFiles,
     /// The work queues the dashboard may show and change (with their
-    /// shards); empty: every queue that has a dead-letter queue.
+    /// shards); empty: every queue that has a dead-letter queue (the
+    /// overview then lists the fleet's by default).
     pub(crate) queues: Vec<String>,
     /// The queue set the topology section checks against (default: queuey's
     /// defaults for each queue shown).

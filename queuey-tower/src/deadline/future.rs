@@ -10,6 +10,7 @@ use queuey_core::BoxError;
 use tokio::time::{Instant, Sleep};
 
 use super::{DEADLINE_PASSED, past};
+use crate::job_fields::JobFields;
 use queuey_core::Disposition;
 
 pin_project! {
@@ -36,6 +37,7 @@ pin_project! {
             #[pin]
             sleep: Sleep,
             deadline: Instant,
+            job: JobFields,
         },
     }
 }
@@ -53,13 +55,14 @@ impl<F> ResponseFuture<F> {
         }
     }
 
-    pub(super) fn bounded(inner: F, left: Duration) -> Self {
+    pub(super) fn bounded(inner: F, job: JobFields, left: Duration) -> Self {
         let deadline = Instant::now() + left;
         ResponseFuture {
             kind: Kind::Bounded {
                 inner,
                 sleep: tokio::time::sleep_until(deadline),
                 deadline,
+                job,
             },
         }
     }
@@ -85,6 +88,7 @@ where
                 inner,
                 sleep,
                 deadline,
+                job,
             } => {
                 if let Poll::Ready(answer) = inner.poll(cx) {
                     let left = deadline.saturating_duration_since(Instant::now());
@@ -93,8 +97,11 @@ where
                             if past(delay, left) =>
                         {
                             tracing::warn!(
-                                ?delay,
-                                ?left,
+                                queue = %job.queue,
+                                job_type = job.job_type(),
+                                job_id = %job.job_id,
+                                delay_ms = delay.as_millis() as u64,
+                                left_ms = left.as_millis() as u64,
                                 "the job would come back after its deadline; dead-lettering it now"
                             );
                             Ok(dead_letter())
@@ -103,7 +110,12 @@ where
                     });
                 }
                 ready!(sleep.poll(cx));
-                tracing::warn!("the job's deadline passed while it ran; dead-lettering it");
+                tracing::warn!(
+                    queue = %job.queue,
+                    job_type = job.job_type(),
+                    job_id = %job.job_id,
+                    "the job's deadline passed while it ran; dead-lettering it"
+                );
                 Poll::Ready(Ok(dead_letter()))
             }
         }

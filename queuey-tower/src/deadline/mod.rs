@@ -64,6 +64,7 @@ use tower_service::Service;
 use queuey_core::Disposition;
 
 use crate::JobRequest;
+use crate::job_fields::JobFields;
 
 /// The dead-letter reason of a job whose deadline passed.
 pub const DEADLINE_PASSED: &str = "deadline passed";
@@ -115,14 +116,19 @@ where
         match request.ctx().remaining() {
             None => future::ResponseFuture::passed(self.inner.call(request)),
             Some(left) if left.is_zero() => {
+                let job = JobFields::of(&request);
                 tracing::warn!(
-                    queue = %request.ctx().queue(),
-                    job_id = %request.ctx().job_id(),
+                    queue = %job.queue,
+                    job_type = job.job_type(),
+                    job_id = %job.job_id,
                     "the job's deadline passed before it was taken; dead-lettering it"
                 );
                 future::ResponseFuture::expired()
             }
-            Some(left) => future::ResponseFuture::bounded(self.inner.call(request), left),
+            Some(left) => {
+                let job = JobFields::of(&request);
+                future::ResponseFuture::bounded(self.inner.call(request), job, left)
+            }
         }
     }
 }

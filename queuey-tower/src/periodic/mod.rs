@@ -72,6 +72,7 @@ mod clock;
 mod missed;
 #[allow(clippy::module_inception)]
 mod periodic;
+mod rfc3339;
 pub(crate) mod run;
 mod scheduler;
 

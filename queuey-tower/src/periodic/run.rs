@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::missed::{Plan, plan};
 use super::periodic::Entry;
+use super::rfc3339::Rfc3339;
 use super::{LAG_SECONDS, LEADER, TICKS_DUPLICATE_TOTAL, TICKS_SKIPPED_TOTAL, TICKS_TOTAL};
 
 /// The first wait before campaigning again after a failure.
@@ -70,7 +71,7 @@ pub(crate) async fn run<Q, B>(
                 continue;
             }
         };
-        tracing::info!(schedule = %name, last_tick = ?lease.last_tick(), "leading the schedule");
+        tracing::info!(schedule = %name, last_tick = lease.last_tick().map(|t| tracing::field::display(Rfc3339(t))), "leading the schedule");
         metrics::gauge!(LEADER, "schedule" => name.clone()).set(1.0);
         let ended = lead_schedule(&producer, &*entry, &mut *lease, &mut stop).await;
         metrics::gauge!(LEADER, "schedule" => name.clone()).set(0.0);
@@ -172,7 +173,7 @@ where
             // same tick enqueued by the leader before a failover): the
             // tick is done, its job is on the queue already.
             Err(Error::Duplicate { existing_id }) => {
-                tracing::info!(schedule = %name, ?tick, %existing_id, "tick not enqueued: a job of its key is waiting");
+                tracing::info!(schedule = %name, tick = %Rfc3339(tick), %existing_id, "tick not enqueued: a job of its key is waiting");
                 metrics::counter!(TICKS_DUPLICATE_TOTAL, "schedule" => name.to_owned())
                     .increment(1);
                 lease.record(tick).await?;
@@ -183,7 +184,7 @@ where
         let lag = now().duration_since(tick).unwrap_or(Duration::ZERO);
         metrics::counter!(TICKS_TOTAL, "schedule" => name.to_owned()).increment(1);
         metrics::histogram!(LAG_SECONDS, "schedule" => name.to_owned()).record(lag.as_secs_f64());
-        tracing::debug!(schedule = %name, job_id = %id, ?tick, ?lag, "tick enqueued");
+        tracing::debug!(schedule = %name, job_id = %id, tick = %Rfc3339(tick), ?lag, "tick enqueued");
         lease.record(tick).await?;
     }
     if let Some(through) = due.through

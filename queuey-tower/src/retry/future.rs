@@ -10,6 +10,7 @@ use queuey_core::escape::Untrusted;
 use queuey_core::{BoxError, RetryPolicy};
 
 use crate::classifier::{Classify, FailureClass, SharedClassifier, error_chain};
+use crate::job_fields::JobFields;
 use queuey_core::Disposition;
 
 pin_project! {
@@ -18,6 +19,7 @@ pin_project! {
     pub struct ResponseFuture<F> {
         #[pin]
         inner: F,
+        job: JobFields,
         attempt: u32,
         policy: Arc<RetryPolicy>,
         classifier: SharedClassifier,
@@ -27,12 +29,14 @@ pin_project! {
 impl<F> ResponseFuture<F> {
     pub(crate) fn new(
         inner: F,
+        job: JobFields,
         attempt: u32,
         policy: Arc<RetryPolicy>,
         classifier: SharedClassifier,
     ) -> Self {
         ResponseFuture {
             inner,
+            job,
             attempt,
             policy,
             classifier,
@@ -69,7 +73,11 @@ where
         let delay = policy.delay_after(attempt);
         let retry = Disposition::Retry { delay }.never_early();
         if let Disposition::Retry { .. } = retry {
+            let job = &*this.job;
             tracing::warn!(
+                queue = %job.queue,
+                job_type = job.job_type(),
+                job_id = %job.job_id,
                 attempt,
                 max_attempts = policy.max_attempts(),
                 delay_ms = delay.as_millis() as u64,

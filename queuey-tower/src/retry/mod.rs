@@ -8,7 +8,8 @@
 //! around it (a [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) and a
 //! [`DeferOn429`](struct@crate::defer::DeferOn429)). Which errors are transient is the
 //! request's [classifier](crate::classify)'s call, the same one every other
-//! layer asks. Each retry is logged at WARN with the error.
+//! layer asks. Each retry is logged at WARN with the error, the job's
+//! `queue`, `job_type` and `job_id`, its attempt and the delay.
 //!
 //! A backoff longer than [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (only a
 //! `Backoff::Fixed` built from its variant can be) is dead-lettered with a
@@ -72,6 +73,7 @@ pub use layer::RetryLayer;
 use queuey_core::Disposition;
 
 use crate::JobRequest;
+use crate::job_fields::JobFields;
 
 /// The service [`RetryLayer`](struct@RetryLayer) produces.
 #[derive(Debug, Clone)]
@@ -108,6 +110,7 @@ where
         let attempt = request.ctx().attempt();
         request.ctx_mut().set_max_attempts(policy.max_attempts());
         let classifier = request.classifier().clone();
-        future::ResponseFuture::new(self.inner.call(request), attempt, policy, classifier)
+        let job = JobFields::of(&request);
+        future::ResponseFuture::new(self.inner.call(request), job, attempt, policy, classifier)
     }
 }

@@ -11,6 +11,7 @@ use queuey_core::escape::Untrusted;
 use tracing::Span;
 
 use crate::classifier::error_chain;
+use crate::job_fields::JobFields;
 use queuey_core::Disposition;
 
 pin_project! {
@@ -20,16 +21,18 @@ pin_project! {
         #[pin]
         inner: F,
         span: Span,
+        job: JobFields,
         // When the job started, read only if some event could be recorded.
         started: Option<Instant>,
     }
 }
 
 impl<F> ResponseFuture<F> {
-    pub(crate) fn new(inner: F, span: Span) -> Self {
+    pub(crate) fn new(inner: F, span: Span, job: JobFields) -> Self {
         ResponseFuture {
             inner,
             span,
+            job,
             // Every outcome event is at ERROR or below: with nothing
             // listening even at ERROR, no clock is read.
             started: tracing::level_enabled!(tracing::Level::ERROR).then(Instant::now),
@@ -50,10 +53,17 @@ where
         let elapsed_ms = this
             .started
             .map_or(0.0, |started| started.elapsed().as_secs_f64() * 1000.0);
+        let job = &*this.job;
+        let (queue, job_type, job_id) = (&*job.queue, job.job_type(), job.job_id);
         match &result {
-            Ok(Disposition::Ack) => tracing::debug!(elapsed_ms, "job done"),
+            Ok(Disposition::Ack) => {
+                tracing::debug!(%queue, job_type, %job_id, elapsed_ms, "job done")
+            }
             Ok(Disposition::Defer { delay }) => {
                 tracing::info!(
+                    %queue,
+                    job_type,
+                    %job_id,
                     elapsed_ms,
                     delay_ms = delay.as_millis() as u64,
                     "job deferred"
@@ -64,17 +74,41 @@ where
             // only close the span.
             Ok(Disposition::Retry { delay }) => {
                 tracing::debug!(
+                    %queue,
+                    job_type,
+                    %job_id,
                     elapsed_ms,
                     delay_ms = delay.as_millis() as u64,
                     "job to be retried"
                 )
             }
             Ok(Disposition::DeadLetter { reason }) => {
-                tracing::debug!(elapsed_ms, reason = %Untrusted(reason), "job to be dead-lettered")
+                tracing::debug!(
+                    %queue,
+                    job_type,
+                    %job_id,
+                    elapsed_ms,
+                    reason = %Untrusted(reason),
+                    "job to be dead-lettered"
+                )
             }
-            Ok(other) => tracing::debug!(elapsed_ms, disposition = %other, "job answered"),
+            Ok(other) => tracing::debug!(
+                %queue,
+                job_type,
+                %job_id,
+                elapsed_ms,
+                disposition = %other,
+                "job answered"
+            ),
             Err(error) => {
-                tracing::error!(elapsed_ms, error = %Untrusted(&error_chain(&**error)), "job failed")
+                tracing::error!(
+                    %queue,
+                    job_type,
+                    %job_id,
+                    elapsed_ms,
+                    error = %Untrusted(&error_chain(&**error)),
+                    "job failed"
+                )
             }
         }
         Poll::Ready(result)

@@ -1,9 +1,9 @@
 //! One `tracing` span per job, and an event for what happens to it.
 //!
-//! [`TraceLayer`] opens a span named `job` with the fields `queue`,
-//! `job_type`, `job_id`, `attempt`, `deferrals` and `correlation_id`, runs
-//! the inner service inside it, and records the outcome as an event whose
-//! level fits it:
+//! [`TraceLayer`] opens a span named `job` with the fields `attempt`,
+//! `deferrals` and `correlation_id` (and the messaging attributes below),
+//! runs the inner service inside it, and records the outcome as an event
+//! whose level fits it:
 //!
 //! | outcome | level |
 //! |---|---|
@@ -14,9 +14,22 @@
 //! | an error reaching the layer | ERROR |
 //!
 //! So every retry and every dead letter is one WARN line, and it says why.
-//! Each event carries the disposition, its delay or reason, and the time the
-//! job took. Spans opened by the handler nest inside the job's span, and so
-//! do the retry layer's events when it runs inside this one.
+//! Each event carries the job's `queue`, `job_type` and `job_id`, the
+//! disposition, its delay or reason, and the time the job took. Spans opened
+//! by the handler nest inside the job's span, and so do the retry layer's
+//! events when it runs inside this one.
+//!
+//! # Which job a line is about
+//!
+//! Every line of the job's life — this layer's outcome events, each retry,
+//! deferral, dead letter, passed deadline and cancellation — carries
+//! `queue`, `job_type` and `job_id` as fields of the event itself, never
+//! only of a span: a filter such as `warn` drops this INFO span, and a
+//! formatter may print no span at all, but it always prints the event's
+//! own fields. The span does not repeat them, so a line names its job once.
+//! It still tells a handler's own log lines which job they belong to:
+//! `messaging.destination.name` is the queue and `messaging.message.id` the
+//! job id.
 //!
 //! The span also carries the OpenTelemetry messaging attributes of a
 //! consumer: `otel.kind = "consumer"`, `messaging.operation.type =
@@ -46,6 +59,7 @@ use tower_service::Service;
 use queuey_core::Disposition;
 
 use crate::JobRequest;
+use crate::job_fields::JobFields;
 
 /// Traces every job; see the [module documentation](self).
 #[derive(Debug, Clone, Copy, Default)]
@@ -91,13 +105,13 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+    fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
+        // The layers inside this one name the job type in their lines too.
+        request.set_job_type(J::NAME);
+        let job = JobFields::of(&request);
         let ctx = request.ctx();
         let span = tracing::info_span!(
             "job",
-            queue = ctx.queue(),
-            job_type = J::NAME,
-            job_id = %ctx.job_id(),
             attempt = ctx.attempt(),
             deferrals = ctx.deferrals(),
             correlation_id = ctx.correlation_id(),
@@ -118,6 +132,6 @@ where
             let _entered = span.enter();
             self.inner.call(request)
         };
-        future::ResponseFuture::new(inner, span)
+        future::ResponseFuture::new(inner, span, job)
     }
 }

@@ -103,6 +103,7 @@ where
             delivered.redelivered,
         ));
         let mut request = JobRequest::new(job, ctx);
+        request.set_job_type(J::NAME);
         if let Some(policy) = &self.retry {
             request = request.with_retry_policy(Arc::clone(policy));
         }

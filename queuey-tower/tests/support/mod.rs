@@ -122,6 +122,31 @@ pub(crate) async fn bounded<F: Future>(future: F) -> F::Output {
 #[derive(Clone, Default)]
 pub(crate) struct Captured(pub(crate) Arc<Mutex<Vec<u8>>>);
 
+impl Captured {
+    /// Captures, on this thread until the guard drops, every line of
+    /// `level` and above, without colours. Every call site is asked again,
+    /// so one that a thread without a subscriber met first logs here too.
+    pub(crate) fn on_this_thread(
+        level: tracing::Level,
+    ) -> (Captured, tracing::subscriber::DefaultGuard) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_max_level(level)
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        tracing::callsite::rebuild_interest_cache();
+        (captured, guard)
+    }
+
+    /// What was written so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0.lock().unwrap().extend_from_slice(buf);

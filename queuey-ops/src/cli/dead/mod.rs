@@ -4,6 +4,7 @@
 //! queue names) goes through [`escape`](crate::escape): a reason cannot
 //! move the cursor, retitle the terminal or reorder the text around it.
 
+use crate::cli::out::{out, outln};
 use std::path::PathBuf;
 
 use crate::dead::{self, DeadQueues, Destination, Filter, Order, QueueCount, RedriveOptions};
@@ -197,9 +198,9 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                         .collect(),
                 );
             }
-            print!("{}", table.render());
+            out!("{}", table.render());
             let at_least = if listing.matching_exact { "" } else { "≥ " };
-            println!(
+            outln!(
                 "{}: showing {} of {at_least}{} matching ({} dead letters{})",
                 esc(&queues.describe()),
                 listing.items.len(),
@@ -208,7 +209,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                 per_queue(&queues, &listing.queues)
             );
             if listing.more() {
-                println!("next page: --offset {}", offset + listing.items.len());
+                outln!("next page: --offset {}", offset + listing.items.len());
             }
             Ok(false)
         }
@@ -219,7 +220,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                 })
                 .await?;
             global.print(&stats, || {
-            println!(
+            outln!(
                 "{}: {} dead letters ({} malformed){}\n",
                 esc(&queues.describe()),
                 stats.total,
@@ -243,22 +244,22 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                     g.example_id.clone(),
                 ]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render());
             if stats.other_fingerprints > 0 {
-                println!(
+                outln!(
                     "… and {} dead letters with further fingerprints (only the first {} are grouped)",
                     stats.other_fingerprints,
                     dead::MAX_GROUPS
                 );
             }
-            println!();
+            outln!();
             let mut table = Table::new(["COUNT", "JOB TYPE"]);
             for t in &stats.by_job_type {
                 table.row(vec![t.count.to_string(), t.job_type.clone()]);
             }
-            print!("{}", table.render());
+            out!("{}", table.render());
             if stats.other_job_types > 0 {
-                println!(
+                outln!(
                     "… and {} dead letters of further job types (only the first {} are counted apart)",
                     stats.other_job_types,
                     dead::MAX_JOB_TYPES
@@ -286,38 +287,38 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                 } else {
                     String::new()
                 };
-                println!(
+                outln!(
                     "dead letter {} (#{} in {}{shard})",
                     esc(&s.id),
                     s.position,
                     esc(on)
                 );
-                println!("reason:      {}", esc(&s.reason));
-                println!("fingerprint: {}", esc(&s.fingerprint));
-                println!("job type:    {}", esc(s.job_type.as_deref().unwrap_or("-")));
-                println!(
+                outln!("reason:      {}", esc(&s.reason));
+                outln!("fingerprint: {}", esc(&s.fingerprint));
+                outln!("job type:    {}", esc(s.job_type.as_deref().unwrap_or("-")));
+                outln!(
                     "died on:     {}",
                     esc(s.original_queue.as_deref().unwrap_or("- (unknown)"))
                 );
-                println!("\nproperties:");
+                outln!("\nproperties:");
                 for (k, v) in &detail.properties {
-                    println!("  {}: {}", esc(k), esc_json(&v.to_string()));
+                    outln!("  {}: {}", esc(k), esc_json(&v.to_string()));
                 }
-                println!("\nheaders:");
+                outln!("\nheaders:");
                 for (k, v) in &detail.headers {
-                    println!("  {}: {}", esc(k), esc_json(&v.to_string()));
+                    outln!("  {}: {}", esc(k), esc_json(&v.to_string()));
                 }
                 match &detail.envelope {
                     Some(env) => {
-                        println!("\nenvelope:");
+                        outln!("\nenvelope:");
                         print_json(env);
                     }
-                    None => println!(
+                    None => outln!(
                         "\nthe body is not a queuey envelope ({})",
                         dead::MALFORMED_REASON
                     ),
                 }
-                println!("\npayload:");
+                outln!("\npayload:");
                 print_json(&detail.payload);
             });
             Ok(false)
@@ -385,7 +386,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                 .await?;
             if let Some(report) = report {
                 global.print(&report, || {
-                    println!(
+                    outln!(
                         "exported {} dead letters to {} (flushed to disk), then removed them from {}{}; {} left in place",
                         report.purged,
                         esc(&report.file.display().to_string()),
@@ -405,15 +406,15 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                 global.print(
                     &serde_json::json!({ "preview": true, "plan": plan }),
                     || {
-                        println!(
+                        outln!(
                             "preview: would publish {} messages from {}:",
                             plan.records,
                             esc(&file_name)
                         );
                         for (q, n) in &plan.by_queue {
-                            println!("  {n:>6}  → {}", esc(q));
+                            outln!("  {n:>6}  → {}", esc(q));
                         }
-                        println!("nothing was changed; add --yes to import");
+                        outln!("nothing was changed; add --yes to import");
                     },
                 );
                 return Ok(false);
@@ -424,7 +425,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                 })
                 .await?;
             global.print(&serde_json::json!({ "imported": n, "plan": plan }), || {
-                println!("imported {n} messages from {}", esc(&file_name));
+                outln!("imported {n} messages from {}", esc(&file_name));
             });
             Ok(false)
         }
@@ -466,7 +467,7 @@ async fn preview_purge(
         print_preview(queues, &plan);
         return Ok(None);
     }
-    println!(
+    outln!(
         "preview: would export {} of {} dead letters of {} to {} and then remove them",
         plan.matching,
         plan.read,
@@ -474,15 +475,15 @@ async fn preview_purge(
         esc(&export.display().to_string())
     );
     for (id, reason) in &plan.samples {
-        println!("  {}  {}", esc(id), esc(&clip(reason, 70)));
+        outln!("  {}  {}", esc(id), esc(&clip(reason, 70)));
     }
     if plan.matching > plan.samples.len() {
-        println!(
+        outln!(
             "  … and {} more (the first {} are named)",
             plan.matching - plan.samples.len(),
             plan.samples.len()
         );
     }
-    println!("nothing was changed; add --yes to purge");
+    outln!("nothing was changed; add --yes to purge");
     Ok(None)
 }

@@ -1,6 +1,7 @@
 //! `queuey dead redrive`: the preview, the progress bar and the summary.
 
 use crate::Result;
+use crate::cli::out::{errln, outln};
 use crate::dead::{self, DeadQueues, RedriveOptions};
 use crate::escape::line as esc;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,14 +11,14 @@ use crate::cli::table::clip;
 
 fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
     if plan.complete {
-        println!(
+        outln!(
             "preview: would move {} of {} dead letters of {}:",
             plan.would_move,
             plan.read,
             esc(dq)
         );
     } else {
-        println!(
+        outln!(
             "preview: would move {} of the first {} of {} dead letters of {} (stopped at the limit):",
             plan.would_move,
             plan.read,
@@ -34,17 +35,17 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
             (true, true, true) => "  another queue than the one redriven",
             (true, true, false) => "",
         };
-        println!("  {:>6}  → {}{flag}", t.letters, esc(&t.queue));
+        outln!("  {:>6}  → {}{flag}", t.letters, esc(&t.queue));
     }
     if plan.other_targets > 0 {
-        println!(
+        outln!(
             "  {:>6}  → further queues (only {} are named)",
             plan.other_targets,
             dead::MAX_TARGETS
         );
     }
     if !plan.samples.is_empty() {
-        println!(
+        outln!(
             "showing {} of {}{} moves:",
             plan.samples.len(),
             if plan.complete { "" } else { "≥ " },
@@ -52,7 +53,7 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
         );
     }
     for m in &plan.samples {
-        println!(
+        outln!(
             "  {}  {}  {}  → {}",
             esc(&m.id),
             esc(m.job_type.as_deref().unwrap_or("-")),
@@ -66,7 +67,7 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
         } else {
             ""
         };
-        println!(
+        outln!(
             "{} dead letters stay: they died on another queue than {}{own} (their \
              x-original-queue); add --any-target to send each to its own queue, or --to QUEUE",
             plan.foreign,
@@ -74,16 +75,16 @@ fn print_plan(dq: &str, plan: &dead::RedrivePlan, sharded: bool) {
         );
     }
     print_unmovable(&plan.left, "cannot move");
-    println!("nothing was changed; add --yes to move them");
+    outln!("nothing was changed; add --yes to move them");
 }
 
 /// The dead letters that cannot move, the first ones named after `verb`.
 fn print_unmovable(left: &dead::Left, verb: &str) {
     for (id, why) in &left.unmovable_samples {
-        println!("  {verb} {}: {}", esc(id), esc(why));
+        outln!("  {verb} {}: {}", esc(id), esc(why));
     }
     if left.unmovable > left.unmovable_samples.len() {
-        println!(
+        outln!(
             "  … and {} more that cannot move",
             left.unmovable - left.unmovable_samples.len()
         );
@@ -136,36 +137,36 @@ pub(super) async fn run(
     bar.finish_and_clear();
     let report = report?;
     global.print(&report, || {
-        println!(
+        outln!(
             "moved {} dead letters of {} (redrive id {})",
             report.moved,
             esc(dq),
             esc(&report.redrive_id)
         );
         for (target, n) in &report.moved_to {
-            println!("  {n:>6}  → {}", esc(target));
+            outln!("  {n:>6}  → {}", esc(target));
         }
         if report.foreign > 0 {
-            println!(
+            outln!(
                 "left {} dead letters in place: they died on another queue than {} (add \
                  --any-target to send each to its own queue, or --to QUEUE):",
                 report.foreign,
                 esc(&options.queue)
             );
             for (target, n) in &report.foreign_targets {
-                println!("  {n:>6}  of {}", esc(target));
+                outln!("  {n:>6}  of {}", esc(target));
             }
         }
         print_unmovable(&report.left, "left");
         if let Some(n) = canary {
-            println!(
+            outln!(
                 "canary: moved {} and stopped; watch them, then run again without --canary",
                 report.moved.min(n)
             );
         }
     });
     if let Some(why) = &report.stopped {
-        eprintln!("stopped early: {}", esc(why));
+        errln!("stopped early: {}", esc(why));
     }
     Ok(report.stopped.is_some())
 }

@@ -13,7 +13,7 @@ use super::PageResult;
 use crate::dead::{Filter, RedriveOptions};
 use crate::time::now_ms;
 use crate::web::App;
-use crate::web::html::{done, post_form, preview, queue_path, shown};
+use crate::web::html::{Tone, back_to_queue, done, post_form, preview, queue_path, shown};
 use crate::web::session::Session;
 
 /// The fields of a redrive or purge form.
@@ -59,11 +59,6 @@ impl ActionForm {
     }
 }
 
-/// The link back to `queue`'s page.
-pub(super) fn back(queue: &str) -> Markup {
-    html! { a href=(queue_path(queue, "")) #back { "back to " (shown(queue)) } }
-}
-
 /// POST `/queue/{q}/redrive`: a preview, or with `confirm=yes` the move.
 pub(crate) async fn redrive(
     State(app): State<Arc<App>>,
@@ -88,7 +83,7 @@ pub(crate) async fn redrive(
             csrf,
             &form.fields(),
             "Confirm redrive",
-            "go",
+            Tone::Primary,
             "confirm",
         );
         let body = html! {
@@ -114,7 +109,7 @@ pub(crate) async fn redrive(
             }
             p { "Each job goes back with its attempt counter reset to 1." }
         };
-        return Ok(preview(&title, body, confirm, back(&queue)));
+        return Ok(preview(&title, body, confirm, back_to_queue(&queue)));
     }
     let report = queues.redrive(&app.amqp, &options, &mut |_| {}).await?;
     let result = html! {
@@ -132,7 +127,7 @@ pub(crate) async fn redrive(
             p.bad { "stopped early: " (shown(why)) }
         }
     };
-    Ok(done(&title, result, back(&queue)))
+    Ok(done(&title, result, back_to_queue(&queue)))
 }
 
 /// POST `/queue/{q}/purge`: a preview, or with `confirm=yes` the export and removal.
@@ -157,7 +152,7 @@ pub(crate) async fn purge(
             csrf,
             &form.fields(),
             "Confirm purge",
-            "danger",
+            Tone::Danger,
             "confirm",
         );
         let body = html! {
@@ -168,7 +163,7 @@ pub(crate) async fn purge(
                 ", flush it, then remove them."
             }
         };
-        return Ok(preview(&title, body, confirm, back(&queue)));
+        return Ok(preview(&title, body, confirm, back_to_queue(&queue)));
     }
     let file_name: String = format!("{dq}-{}.jsonl", now_ms())
         .chars()
@@ -187,5 +182,5 @@ pub(crate) async fn purge(
         }
         p { "Restore them with " code { "queuey dead import " (shown(&path)) } "." }
     };
-    Ok(done(&title, result, back(&queue)))
+    Ok(done(&title, result, back_to_queue(&queue)))
 }

@@ -11,11 +11,10 @@ use queuey_core::Uuid;
 use queuey_core::control::{Command, Heartbeat};
 use serde::Deserialize;
 
-use super::actions::back;
 use super::{PageError, PageResult};
 use crate::fleet;
 use crate::web::App;
-use crate::web::html::{done, post_form, preview, queue_path, shown};
+use crate::web::html::{Tone, back_to_queue, done, post_form, preview, queue_path, shown};
 use crate::web::session::Session;
 
 /// The fields of a pause, resume or cancel form.
@@ -77,9 +76,15 @@ pub(crate) async fn switch(
             ),
             None => (&[("confirm", "yes")][..], format!("Confirm {path}")),
         };
-        let class = if pause { "danger" } else { "go" };
         let action = queue_path(&queue, &path);
-        let confirm = post_form(&action, &session.csrf, fields, &label, class, "confirm");
+        let confirm = post_form(
+            &action,
+            &session.csrf,
+            fields,
+            &label,
+            Tone::Primary,
+            "confirm",
+        );
         let body = html! {
             p { (verb) " " code { (shown(&queue)) } ": " (what) "." }
             p {
@@ -94,7 +99,7 @@ pub(crate) async fn switch(
                 }
             }
         };
-        return Ok(preview(&title, body, confirm, back(&queue)));
+        return Ok(preview(&title, body, confirm, back_to_queue(&queue)));
     }
     let q = queue.clone();
     let command = if pause {
@@ -108,7 +113,7 @@ pub(crate) async fn switch(
     let result = html! {
         p.ok #result { (if pause { "Paused" } else { "Resumed" }) " " code { (shown(&queue)) } "." }
     };
-    Ok(done(&title, result, back(&queue)))
+    Ok(done(&title, result, back_to_queue(&queue)))
 }
 
 /// Refuses, on a dashboard started with `--queue`, a cancel of a job it
@@ -155,7 +160,7 @@ pub(crate) async fn cancel(
             &session.csrf,
             &fields,
             "Confirm cancel",
-            "danger",
+            Tone::Danger,
             "confirm",
         );
         let body = html! {

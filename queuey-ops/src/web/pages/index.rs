@@ -1,15 +1,18 @@
-//! `/`: every queue of the dashboard with its counts (a sharded queue's:
-//! its lane's and every shard's together).
+//! `/`: the fleet's queues with their counts (a sharded queue's: its
+//! lane's and every shard's together), and which rule chose them (see
+//! `chosen`); `/?all=true` lists every queue of the dashboard.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::State;
+use axum::extract::{Query, State};
 use maud::{Markup, html};
+use serde::Deserialize;
 
 use super::PageResult;
 use crate::holds;
 use crate::mgmt::QueueInfo;
+use crate::queues::{self, Rule};
 use crate::shards;
 use crate::time::now_ms;
 use crate::web::App;
@@ -57,7 +60,7 @@ fn row(app: &App, infos: &[QueueInfo], names: &ByName<'_>, q: &str, paused: bool
                     " " span.note { "lane and " (shards.count) " shards" }
                 }
             }
-            td { @if paused { span.bad { "paused" } } @else { "running" } }
+            td { @if paused { span.warn { "paused" } } @else { "running" } }
             td.n { (sum(&work, |i| i.messages_ready)) }
             td.n { (sum(&work, |i| i.messages_unacknowledged)) }
             td.n { (sum(&work, |i| i.consumers)) }
@@ -70,11 +73,65 @@ fn row(app: &App, infos: &[QueueInfo], names: &ByName<'_>, q: &str, paused: bool
     }
 }
 
-/// `/`: every queue with its counts.
-pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
+/// The overview's query.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct IndexQuery {
+    /// List every queue of the dashboard, not only the fleet's.
+    all: bool,
+}
+
+/// The line saying which rule chose the queues listed, with the way to
+/// the other list where there is one.
+fn chosen_by(app: &App, rule: &Rule) -> Markup {
+    let stream = &app.config.control_stream;
+    html! {
+        p.note #chosen-by {
+            @match rule {
+                Rule::AllowList => {
+                    "Listing the queues this dashboard was started with (--queue); it reads and \
+                     changes no other."
+                }
+                Rule::Fleet { workers, .. } => {
+                    "Listing the queues the fleet's " (workers) " worker(s) report consuming in \
+                     their heartbeats on " code { (shown(stream)) } ". "
+                    a href="/?all=true" #show-all {
+                        "List every queue of the vhost that has a dead-letter queue"
+                    }
+                    "."
+                }
+                Rule::NoWorkerHeard => {
+                    "No worker has sent a heartbeat on " code { (shown(stream)) } " recently, so \
+                     this lists every queue of the vhost that has a dead-letter queue, other \
+                     teams' included; start the dashboard with --queue to list and act on yours \
+                     only."
+                }
+                Rule::Everything => {
+                    "Listing every queue of the vhost that has a dead-letter queue, as asked. "
+                    a href="/" #show-fleet { "List only the fleet's queues" } "."
+                }
+            }
+        }
+        @if let Rule::Fleet { unlisted, .. } = rule && !unlisted.is_empty() {
+            p.note #unlisted {
+                "Also consumed, not listed (no dead-letter queue): "
+                (shown(&unlisted.join(", "))) "."
+            }
+        }
+    }
+}
+
+/// `/`: the fleet's queues (or every one, `?all=true`) with their counts.
+pub(crate) async fn index(
+    State(app): State<Arc<App>>,
+    Query(query): Query<IndexQuery>,
+) -> PageResult {
     let infos = app.mgmt.queues(None).await?;
     let names: ByName<'_> = infos.iter().map(|i| (i.name.as_str(), i)).collect();
-    let queues = app.queues_of(&infos);
+    let workers = app.fleet.workers().await?;
+    let allow_listed = !app.config.queues.is_empty();
+    let (queues, rule) = queues::choose(allow_listed, app.queues_of(&infos), &workers, query.all);
+    let queues = &queues;
     let paused = app.fleet.state().await?;
     let now = now_ms();
     let body = html! {
@@ -83,11 +140,18 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
                 "queue", "state", "ready", "unacked", "consumers", "dead", "held", "publish",
                 "deliver", "ack",
             ]))
-            @for q in &queues { (row(&app, &infos, &names, q, paused.is_paused(q))) }
+            @for q in queues { (row(&app, &infos, &names, q, paused.is_paused(q))) }
         }
         @if queues.is_empty() {
-            p.note { "No queue with a dead-letter queue found in this vhost." }
+            p.note #no-queues {
+                @if matches!(rule, Rule::Fleet { .. }) {
+                    "None of the queues the fleet's workers consume has a dead-letter queue."
+                } @else {
+                    "No queue with a dead-letter queue found in this vhost."
+                }
+            }
         }
+        (chosen_by(&app, &rule))
         p.note {
             "Counts come from the management API's statistics and can lag a few seconds; a \
              queue's own page reads them exactly. A sharded queue's counts are those of its \
@@ -99,7 +163,7 @@ pub(crate) async fn index(State(app): State<Arc<App>>) -> PageResult {
             a href="/schedules" #schedules-link { "Schedules of periodic jobs" }
         }
         h2 { "Jobs settled per minute" }
-        @for q in &queues {
+        @for q in queues {
             h3 { (shown(q)) }
             (chart::minutes(&format!("chart-{q}"), &app.history.per_minute(q, now)))
         }

@@ -9,7 +9,6 @@ mod queue;
 mod schedules;
 mod workers;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use axum::Router;
@@ -86,7 +85,7 @@ impl App {
         Ok((shards, queues))
     }
 
-    /// The queues the dashboard shows, among `infos` (the broker's
+    /// The queues the dashboard may show, among `infos` (the broker's
     /// queues): those of `--queue` when given, else every work queue that
     /// has its dead-letter queue and is not a shard of another one shown
     /// (a sharded queue's shards are shown under it).
@@ -94,19 +93,7 @@ impl App {
         if !self.config.queues.is_empty() {
             return self.config.queues.clone();
         }
-        let suffix = &self.config.dead_suffix;
-        let names: HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
-        let exists = |n: &str| names.contains(n);
-        infos
-            .iter()
-            .filter_map(|i| i.name.strip_suffix(suffix.as_str()))
-            .filter(|q| {
-                self.dead_queue(q)
-                    .is_ok_and(|dq| on_dashboard(&[], q, &dq, exists))
-                    && !shards::is_listed_shard(q, exists)
-            })
-            .map(str::to_owned)
-            .collect()
+        crate::queues::work_queues(infos, &self.config.dead_suffix)
     }
 
     /// The exact counts (a passive declare each) of `shards`' members and

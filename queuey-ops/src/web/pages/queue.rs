@@ -16,7 +16,7 @@ use crate::shards::{self, Member, Shards};
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use crate::topology::{self, QueueSpec, TopologySpec};
 use crate::web::App;
-use crate::web::html::{heads, page, post_form, queue_path, seg, shown};
+use crate::web::html::{Tone, back_to_queue, heads, nav, page, post_form, queue_path, seg, shown};
 use crate::web::session::Session;
 
 /// `/queue/{q}`: dead letters, holds and topology of one queue.
@@ -50,7 +50,9 @@ pub(crate) async fn queue(
     let unheard = super::control::unheard(&app, &queue, work.consumers, &workers).await;
     let holds = holds_section(&app, &shards).await;
     let topology = topology_section(&app, &queue, shards.count).await;
+    let lane = lane_link(&app, &queue).await;
     let body = html! {
+        (nav(lane))
         p {
             (ready) " ready · " (consumers) " consumer(s) · " b #dead-count { (pass.read) }
             " dead letter(s) in " code { (shown(&queues.describe())) }
@@ -65,11 +67,11 @@ pub(crate) async fn queue(
         div.box #control {
             p {
                 @if paused {
-                    span.bad #paused { "Paused: no worker takes its jobs." } " "
-                    (post_form(&action("resume"), csrf, &[], "Resume…", "go", "resume"))
+                    span.warn #paused { "Paused: no worker takes its jobs." } " "
+                    (post_form(&action("resume"), csrf, &[], "Resume…", Tone::Neutral, "resume"))
                 } @else {
                     span.ok #running { "Running." } " "
-                    (post_form(&action("pause"), csrf, &[], "Pause…", "danger", "pause"))
+                    (post_form(&action("pause"), csrf, &[], "Pause…", Tone::Neutral, "pause"))
                 }
             }
             form method="post" action="/job/cancel" {
@@ -80,7 +82,7 @@ pub(crate) async fn queue(
                         placeholder="67e55044-10b1-426f-9247-bb680e5fe0c8";
                 }
                 " "
-                button type="submit" .danger #cancel-job { "Cancel…" }
+                button type="submit" class=(Tone::Danger.class()) #cancel-job { "Cancel…" }
             }
         }
         h2 { "Dead letters by reason" }
@@ -91,9 +93,9 @@ pub(crate) async fn queue(
             p.ok #no-dead { "No dead letters." }
         } @else {
             p {
-                (post_form(&action("redrive"), csrf, &[], "Redrive all…", "", "redrive-all"))
+                (post_form(&action("redrive"), csrf, &[], "Redrive all…", Tone::Neutral, "redrive-all"))
                 " "
-                (post_form(&action("purge"), csrf, &[], "Purge all (with export)…", "danger", "purge-all"))
+                (post_form(&action("purge"), csrf, &[], "Purge all (with export)…", Tone::Danger, "purge-all"))
             }
             table #groups {
                 (heads(&["count", "fingerprint", "job types", "example", ""]))
@@ -114,9 +116,9 @@ pub(crate) async fn queue(
                             }
                         }
                         td {
-                            (post_form(&action("redrive"), csrf, &fields, "Redrive…", "", &format!("redrive-{i}")))
+                            (post_form(&action("redrive"), csrf, &fields, "Redrive…", Tone::Neutral, &format!("redrive-{i}")))
                             " "
-                            (post_form(&action("purge"), csrf, &fields, "Purge…", "danger", &format!("purge-{i}")))
+                            (post_form(&action("purge"), csrf, &fields, "Purge…", Tone::Danger, &format!("purge-{i}")))
                         }
                     }
                 }
@@ -153,6 +155,20 @@ pub(crate) async fn queue(
         (topology)
     };
     Ok(page(&format!("Queue {queue}"), body))
+}
+
+/// The link from a shard's page to its sharded queue's, when `queue` is a
+/// shard by the rule the queue pages follow ([`shards::discover`]) and
+/// that queue's page is on the dashboard.
+async fn lane_link(app: &App, queue: &str) -> Option<Markup> {
+    let (lane, index) = shards::parse_shard_name(queue)?;
+    app.admit(lane).await.ok()?;
+    let shards = shards::discover(&app.amqp, lane).await.ok()?;
+    (shards.count > index).then(|| {
+        html! {
+            "shard of " a href=(queue_path(lane, "")) #lane { (shown(lane)) }
+        }
+    })
 }
 
 /// The table of a sharded queue's lane and shards; a member missing on
@@ -289,6 +305,7 @@ pub(crate) async fn show(
     let json = |v: Result<serde_json::Value, _>| pretty(&v.unwrap_or_default());
     let fields = [("id", detail.summary.id.as_str())];
     let body = html! {
+        (nav(Some(back_to_queue(&queue))))
         p {
             "reason: " b { (shown(&detail.summary.reason)) } br;
             "fingerprint: " code { (shown(&detail.summary.fingerprint)) } br;
@@ -299,7 +316,7 @@ pub(crate) async fn show(
             }
         }
         p {
-            (post_form(&queue_path(&queue, "redrive"), csrf, &fields, "Redrive this one…", "", "redrive-one"))
+            (post_form(&queue_path(&queue, "redrive"), csrf, &fields, "Redrive this one…", Tone::Neutral, "redrive-one"))
         }
         h2 { "Headers" }
         pre { (shown(&json(serde_json::to_value(&detail.headers)))) }

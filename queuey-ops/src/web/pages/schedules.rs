@@ -9,7 +9,7 @@ use super::PageResult;
 use crate::schedules;
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use crate::web::App;
-use crate::web::html::{heads, page, shown};
+use crate::web::html::{heads, nav, page, shown};
 
 /// `/schedules`: every schedule queue with its leader, the processes in
 /// line, and the last and next tick; on a dashboard started with
@@ -24,6 +24,7 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
         None => "-".to_owned(),
     };
     let body = html! {
+        (nav(None))
         table #schedules {
             (heads(&[
                 "queue", "schedule", "every", "leader", "waiting", "last tick", "next tick",

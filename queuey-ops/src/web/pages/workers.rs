@@ -16,7 +16,7 @@ use super::PageResult;
 use crate::fleet;
 use crate::time::{format_duration_ms, format_ms};
 use crate::web::App;
-use crate::web::html::{heads, page, post_form, shown};
+use crate::web::html::{Tone, heads, nav, page, post_form, shown};
 use crate::web::session::Session;
 
 /// A job running longer than this is highlighted unless `?long=` says
@@ -43,6 +43,7 @@ pub(crate) async fn workers(
         .collect();
     let csrf = session.csrf.as_str();
     let body = html! {
+        (nav(None))
         table #workers {
             (heads(&[
                 "worker", "version", "queues", "paused", "connection", "busy", "up",
@@ -108,7 +109,7 @@ pub(crate) async fn workers(
                             csrf,
                             &[("job_id", id.as_str())],
                             "Cancel…",
-                            "danger",
+                            Tone::Danger,
                             &format!("cancel-{id}"),
                         ))
                     }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use queuey_core::control::{CANCELLED_REASON, CancelSignal, Canceller, ControlView};
+use queuey_core::escape::Untrusted;
 use queuey_core::{Disposition, Envelope};
 
 use super::{Ended, Extras, Starting, Wing};
@@ -43,8 +44,8 @@ impl Wing for CancelWing {
         self.count(job.queue);
         tracing::info!(
             queue = %job.queue,
+            job_type = %Untrusted(&job.envelope.job_type),
             job_id = %job.envelope.job_id,
-            job_type = %job.envelope.job_type,
             "job cancelled: dead-lettering it without running it"
         );
         Some(CANCELLED_REASON.to_owned())
@@ -66,7 +67,12 @@ impl Wing for CancelWing {
         // happen, but must not spin either.
         while changes.changed().await.is_ok() {
             if view.is_cancelled(envelope) {
-                tracing::info!(queue = %envelope.queue, job_id = %envelope.job_id, "job cancelled while it runs: telling its handler");
+                tracing::info!(
+                    queue = %envelope.queue,
+                    job_type = %Untrusted(&envelope.job_type),
+                    job_id = %envelope.job_id,
+                    "job cancelled while it runs: telling its handler"
+                );
                 canceller.cancel();
                 break;
             }
