@@ -19,7 +19,7 @@ use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::App;
-use super::auth::{Auth, cookie, same};
+use super::auth::{Auth, cookie};
 use super::exposure::Served;
 use crate::error::{OpsError, Result};
 
@@ -73,15 +73,22 @@ impl Sessions {
         Ok(Sessions { key, credential })
     }
 
-    /// The CSRF token of session `id`.
-    fn csrf(&self, id: &str) -> String {
-        let message = framed(&[b"queuey-web csrf", &self.credential, id.as_bytes()]);
-        data_encoding::HEXLOWER.encode(hmac::sign(&self.key, &message).as_ref())
+    /// What the CSRF token of session `id` signs.
+    fn message(&self, id: &str) -> Vec<u8> {
+        framed(&[b"queuey-web csrf", &self.credential, id.as_bytes()])
     }
 
-    /// Whether `given` is the CSRF token of `session`, in constant time.
+    /// The CSRF token of session `id`.
+    fn csrf(&self, id: &str) -> String {
+        data_encoding::HEXLOWER.encode(hmac::sign(&self.key, &self.message(id)).as_ref())
+    }
+
+    /// Whether `given` is the CSRF token of `session` (ring compares in
+    /// constant time).
     pub(crate) fn verify(&self, session: &Session, given: &str) -> bool {
-        same(&self.csrf(&session.id), given)
+        data_encoding::HEXLOWER
+            .decode(given.as_bytes())
+            .is_ok_and(|tag| hmac::verify(&self.key, &self.message(&session.id), &tag).is_ok())
     }
 
     /// The session of a request: the one its cookie names, or a new one
