@@ -11,3 +11,25 @@ fn the_readme_example_is_examples_readme_rs_as_it_is() {
         "README.md's ```rust example differs from examples/readme.rs: copy the file into it"
     );
 }
+
+/// The README names the facade's default features as `Cargo.toml` lists
+/// them, in the same order.
+#[test]
+fn the_readme_names_the_default_features() {
+    let readme = include_str!("../README.md");
+    let manifest = include_str!("../Cargo.toml");
+    let listed = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("default = ["))
+        .and_then(|l| l.strip_suffix(']'))
+        .expect("Cargo.toml has `default = [...]` on one line");
+    let features: Vec<&str> = listed
+        .split(',')
+        .map(|f| f.trim().trim_matches('"'))
+        .collect();
+    let said = format!("# default features: {}", features.join(", "));
+    assert!(
+        readme.lines().any(|l| l.ends_with(&said)),
+        "README.md should say `{said}` beside the dependency line"
+    );
+}
