@@ -329,8 +329,9 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     /// How often the worker sends its [heartbeat](queuey_core::control::Heartbeat)
     /// (default [`DEFAULT_HEARTBEAT_INTERVAL`], 5 seconds): who it is,
     /// what it consumes, the jobs it runs right now and its totals. A
-    /// worker drops off the list of workers three intervals after its last
-    /// heartbeat. Refused at build when zero.
+    /// worker that dies drops off the list of workers three intervals after
+    /// its last heartbeat (on RabbitMQ, plus two seconds of slack for clocks
+    /// that disagree). Refused at build when zero.
     pub fn heartbeat_interval(mut self, interval: Duration) -> Self {
         self.settings.heartbeat_interval = interval;
         self

@@ -121,7 +121,7 @@ pub(crate) async fn workers(
         }
         p.note {
             "From the workers' heartbeats (every few seconds); a worker that stops sending them \
-             leaves this page after three intervals. Jobs running longer than "
+             leaves this page three intervals and two seconds after its last one. Jobs running              longer than "
             (format_duration_ms(long.as_millis()))
             " are marked long (" code { "?long=SECONDS" } " to change). A job's progress is what \
              its handler last reported."
