@@ -117,6 +117,9 @@ pub struct MemoryBackend {
 pub(crate) struct Broker {
     state: Mutex<State>,
     notify: Notify,
+    /// Woken once, by [`MemoryBackend::close`]: what waits for the
+    /// connection state to change waits for this, not for every push.
+    closing: Notify,
     options: MemoryOptions,
     /// Schedule leases, for periodic jobs.
     leases: leadership::Leases,
@@ -343,6 +346,7 @@ impl MemoryBackend {
         self.shared.lock().closed = true;
         self.shared.replies.close();
         self.shared.notify.notify_waiters();
+        self.shared.closing.notify_waiters();
     }
 }
 
@@ -419,7 +423,7 @@ impl Backend for MemoryBackend {
         Box::pin(async move {
             loop {
                 // Registered before the look, so a close in between wakes it.
-                let notified = self.shared.notify.notified();
+                let notified = self.shared.closing.notified();
                 let now = self.connection_state();
                 if now != seen {
                     return now;
