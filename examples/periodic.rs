@@ -2,8 +2,8 @@
 //! Amsterdam time, declared next to the worker that runs them.
 //!
 //! ```sh
-//! cargo run --example periodic                 # in memory, no broker
-//! AMQP_URL=amqp://guest:guest@localhost:5672/%2f cargo run --example periodic
+//! cargo run --example periodic --features rabbitmq  # in memory, no broker
+//! AMQP_URL=amqp://guest:guest@localhost:5672/%2f cargo run --example periodic --features rabbitmq
 //! ```
 //!
 //! It runs for four seconds and prints each heartbeat job it runs, with the

@@ -1,7 +1,7 @@
 //! A producer and a worker on a real RabbitMQ:
 //!
 //! ```sh
-//! cargo run --example rabbitmq_end_to_end
+//! cargo run --example rabbitmq_end_to_end --features rabbitmq
 //! ```
 //!
 //! It reads `AMQP_URL` (default `amqp://guest:guest@localhost:5672/%2f`).

@@ -71,7 +71,6 @@ impl JobHandler for PaymentHandler {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt().with_env_filter("warn").init();
     let backend = Arc::new(MemoryBackend::new());
     let handler = Arc::new(PaymentHandler {
         running: AtomicU32::new(0),

@@ -36,7 +36,7 @@ pub fn free_local_port() -> io::Result<u16> {
             .map(|address| address.port());
     }
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
-    pick(FLOOR, ceiling, &mut handed_out, rand::random::<u64>).ok_or_else(|| {
+    pick(FLOOR, ceiling, &mut handed_out, || fastrand::u64(..)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::AddrInUse,
             format!("no free port on 127.0.0.1 between {FLOOR} and {ceiling} after {TRIES} tries"),

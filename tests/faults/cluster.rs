@@ -12,7 +12,7 @@
 //! hold whose leader was killed can keep its expired jobs until the dead
 //! node is back, or for good (RELIABILITY.md has the counts), so it only
 //! checks that nothing is unaccounted for. Its full-size run is
-//! `cargo run --release --example soak -- cluster JOBS`.
+//! `cargo run -p queuey --release --example soak -- cluster JOBS`.
 
 use crate::fault::cluster::Cluster;
 use crate::fault::failover::{self, FailoverPlan, FailoverReport};

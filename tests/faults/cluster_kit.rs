@@ -31,7 +31,7 @@ async fn channel(url: &str, name: &str) -> (Connection, lapin::Channel) {
 /// Ignored in the suite: the failover test (`cluster.rs`) exercises every
 /// part of the kit and a second cluster would double the suite's cost. Run
 /// it alone to check the kit:
-/// `cargo test --test faults cluster_kit -- --ignored`.
+/// `cargo test -p queuey --test faults cluster_kit -- --ignored`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the failover test covers the kit in the suite; run alone to check the kit"]
 async fn a_cluster_forms_loses_a_node_and_takes_it_back() {

@@ -4,7 +4,7 @@
 //! The same scenarios with the idempotency layer on a private Redis (fewer
 //! jobs, the same faults) must also run every job's handler once; and with
 //! that Redis killed mid-run, every job still runs (at-least-once).
-//! `cargo run --release --example soak -- SCENARIO JOBS [once]` runs the
+//! `cargo run -p queuey --release --example soak -- SCENARIO JOBS [once]` runs the
 //! same at any size.
 
 use crate::fault::scenario::{self, Fault, Plan, Site, fault_queue};
@@ -129,7 +129,7 @@ async fn a_20_s_black_hole_loses_nothing() {
 /// with every job failing its first attempt and waiting 1 s in a quorum hold
 /// queue (the default), so that jobs are in holds and on their way back to
 /// the work queue at each kill. The first version's classic holds lost jobs
-/// there (`cargo run --release --example soak -- kill-9 20000 classic`
+/// there (`cargo run -p queuey --release --example soak -- kill-9 20000 classic`
 /// measures it); quorum holds move them at least once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_stopped_or_killed_loses_nothing() {

@@ -124,7 +124,7 @@ impl Backoff {
     /// The wait after the given attempt failed, with jitter drawn from the
     /// thread's random number generator.
     pub fn delay(&self, attempt: u32) -> Duration {
-        self.delay_with(attempt, rand::random::<f64>())
+        self.delay_with(attempt, fastrand::f64())
     }
 
     /// The wait after the given attempt failed, with `sample` (clamped to

@@ -3,7 +3,7 @@
 //!
 //! ```sh
 //! AMQP_URL=amqp://guest:guest@127.0.0.1:5672/%2f \
-//!     cargo run --release --example soak -- SCENARIO [JOBS] [HOLDS | once]
+//!     cargo run -p queuey --release --example soak -- SCENARIO [JOBS] [HOLDS | once]
 //! ```
 //!
 //! `SCENARIO` is one of `none`, `close`, `reset`, `black-hole`,
@@ -43,7 +43,7 @@
 //! again and where the poison guard sent the jobs the broker returned.
 //! Runs are heavy: one at a time.
 
-#[path = "../tests/support/fault/mod.rs"]
+#[path = "fault/mod.rs"]
 mod fault;
 
 use fault::scenario::{self, Fault, Plan, Site, fault_queue};
