@@ -21,9 +21,18 @@ struct SendEmail {
 async fn send(job: SendEmail, ctx: JobContext) -> Result<(), JobError> {
     println!("to {}: attempt {}", job.to, ctx.attempt());
     match (ctx.deferrals(), ctx.attempt()) {
-        (0, _) => Err(JobError::deferred(Duration::from_secs(30))), // a 429: no attempt spent
-        (_, 1) => Err(JobError::retryable("mail server busy")),     // attempt 2 in about 1 s
-        _ => Ok(()),
+        (0, _) => {
+            println!("  rate limited: back in 30 s, no attempt spent (Ctrl-C stops the worker)");
+            Err(JobError::deferred(Duration::from_secs(30))) // a 429
+        }
+        (_, 1) => {
+            println!("  mail server busy: attempt 2 in about 1 s");
+            Err(JobError::retryable("mail server busy"))
+        }
+        _ => {
+            println!("  sent; the worker waits for more jobs until Ctrl-C");
+            Ok(())
+        }
     }
 }
 

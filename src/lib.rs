@@ -75,7 +75,7 @@
 //! The [`guide`] walks through typed jobs, the worker and its default stack,
 //! composing a stack from tower middleware, classification, retries and
 //! deferrals, dead letters, the RabbitMQ topology and options, what queuey
-//! guarantees, periodic jobs, and metrics and tracing.
+//! guarantees, periodic jobs, metrics and tracing, and testing handlers.
 //!
 //! # Where things are
 //!
@@ -103,6 +103,7 @@
 //! | [`periodic`] | periodic jobs and who fires each tick |
 //! | [`trace_context`] | W3C trace context carried in job headers |
 //! | [`store`] | keys shared by a fleet: the store trait, an in-process store, the Redis store |
+//! | [`testing`] | running a worker on the memory backend until idle, and the report of what happened |
 //! | [`prelude`] | the names most applications need, for `use queuey::prelude::*` |
 //!
 //! The facade re-exports five crates: `queuey-core` (the model, the
@@ -287,6 +288,17 @@ pub mod store {
     #[cfg(feature = "redis")]
     #[doc(inline)]
     pub use queuey_redis::{RedisStore, RedisStoreBuilder, RedisStoreError};
+}
+
+/// Testing handlers: [`run_until_idle`](testing::run_until_idle) and
+/// [`TestRun`](testing::TestRun) run a [`Worker`] on the
+/// [`MemoryBackend`](memory::MemoryBackend) until it has nothing left to
+/// do and hand back a [`Report`](testing::Report) of every retry,
+/// deferral and dead letter. See the guide's chapter
+/// [Testing your handlers](guide#testing-your-handlers).
+pub mod testing {
+    #[doc(inline)]
+    pub use queuey_tower::testing::*;
 }
 
 /// The RabbitMQ backend.

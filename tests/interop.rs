@@ -200,7 +200,12 @@ async fn jobs_published_by_pika_run_and_their_dead_letter_reads_back_as_document
     names.sort_unstable();
     assert_eq!(
         names,
-        ["x-attempts", "x-death-reason", "x-original-queue"],
+        [
+            "x-attempts",
+            "x-death-reason",
+            "x-died-at",
+            "x-original-queue"
+        ],
         "only the documented headers: {headers:?}"
     );
     // The handler's error and what it wraps, joined by ": ".
@@ -211,6 +216,7 @@ async fn jobs_published_by_pika_run_and_their_dead_letter_reads_back_as_document
     assert_eq!(headers["x-original-queue"], json!(queue));
     // A JSON number: pika decoded an AMQP integer, not a string.
     assert_eq!(headers["x-attempts"], json!(1));
+    assert!(headers["x-died-at"].as_i64().is_some_and(|ms| ms > 0));
 
     drop(backend);
 }

@@ -1,5 +1,7 @@
 //! Typed jobs bound to one queue of one queue set.
 
+use std::time::Duration;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -80,6 +82,15 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 
     /// The job type's own retry policy, which wins over its queue's.
     fn retry_policy() -> Option<RetryPolicy> {
+        None
+    }
+
+    /// The time a job of this type has to finish, counted from when it is
+    /// due (enqueued, or its delay over): the deadline every enqueue of it
+    /// gets unless [`EnqueueOptions::deadline`](crate::EnqueueOptions::deadline)
+    /// gives one. `None`, the default, gives none.
+    /// `#[job(deadline = "30m")]` sets it.
+    fn deadline() -> Option<Duration> {
         None
     }
 }

@@ -92,7 +92,10 @@ pub mod uri;
 mod wait;
 
 pub use backend::disposition::Disposition;
-pub use envelope::{DecodeError, Envelope, IN_PLACE_PAYLOAD_BYTES, MAX_MESSAGE_BYTES};
+pub use envelope::{
+    AttemptError, DecodeError, Envelope, IN_PLACE_PAYLOAD_BYTES, MAX_ERROR_BYTES,
+    MAX_MESSAGE_BYTES, MAX_RECORDED_ERRORS,
+};
 pub use error::{BackendError, BackendErrorKind, BoxError, Error};
 pub use handler::{
     DeferredError, FatalError, FnHandler, JobContext, JobError, JobHandler, RetryableError,

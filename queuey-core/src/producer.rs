@@ -312,7 +312,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// backend's deferral granularity) at the queue's top priority, ahead of
     /// whatever is waiting on the queue by then.
     pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
-        let envelope = self.envelope_for(job)?;
+        let envelope = self.envelope_for(job, Some(delay))?;
         self.send(envelope, job.unique().as_ref(), Send::Defer(delay))
             .await
     }
@@ -405,7 +405,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         let mut claims = Vec::new();
         let mut outcomes: Vec<Result<Uuid, Error>> = Vec::new();
         for job in jobs {
-            let mut envelope = match self.envelope_for(job) {
+            let mut envelope = match self.envelope_for(job, None) {
                 Ok(envelope) => envelope,
                 Err(e) => {
                     outcomes.push(Err(e));
@@ -462,16 +462,26 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         if let Some(job_id) = options.job_id {
             envelope.job_id = job_id;
         }
-        if let Some(deadline) = options.deadline {
+        let deadline = options.deadline.or_else(|| type_deadline::<J>(wait));
+        if let Some(deadline) = deadline {
             envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, wait)?);
         }
         Ok((envelope, wait))
     }
 
-    /// The envelope of a job, addressed to its queue (to the shard of its
-    /// [key](Job::key) on a sharded queue).
-    fn envelope_for<J: Job<Queues = Q>>(&self, job: &J) -> Result<Envelope, Error> {
-        self.envelope_to(job, job.key().as_deref())
+    /// The envelope of a job due after `wait`, addressed to its queue (to
+    /// the shard of its [key](Job::key) on a sharded queue), with its
+    /// type's deadline.
+    fn envelope_for<J: Job<Queues = Q>>(
+        &self,
+        job: &J,
+        wait: Option<Duration>,
+    ) -> Result<Envelope, Error> {
+        let mut envelope = self.envelope_to(job, job.key().as_deref())?;
+        if let Some(deadline) = type_deadline::<J>(wait) {
+            envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, wait)?);
+        }
+        Ok(envelope)
     }
 
     /// The envelope of a job, addressed to its queue (to the shard of `key`
@@ -492,6 +502,14 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         crate::trace_context::inject_current(&mut envelope);
         Ok(envelope)
     }
+}
+
+/// The deadline a job of type `J` gets when its enqueue names none:
+/// [`Job::deadline`] counted from when the job is due (now, or once `wait`
+/// has passed).
+fn type_deadline<J: Job>(wait: Option<Duration>) -> Option<SystemTime> {
+    let budget = J::deadline()?;
+    Some(SystemTime::now() + wait.unwrap_or_default() + budget)
 }
 
 /// The deadline in ms since the epoch, refusing one that has passed already

@@ -9,7 +9,9 @@ use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
 use crate::attr::{self, Millis, RetrySpec};
 use crate::crate_path::core_path;
 
-const KEYS: &[&str] = &["queue", "name", "retry", "output", "unique", "key"];
+const KEYS: &[&str] = &[
+    "queue", "name", "retry", "output", "unique", "key", "deadline",
+];
 
 /// The keys of `unique(..)`.
 const UNIQUE_KEYS: &[&str] = &["window", "key"];
@@ -27,6 +29,8 @@ struct JobSpec {
     unique: Option<UniqueSpec>,
     /// `key = field` or `key = Self::method`.
     key: Option<Path>,
+    /// `deadline = "30m"`: the type's default deadline.
+    deadline: Option<Millis>,
 }
 
 /// `unique(window = "10m", key = Self::tenant)`.
@@ -114,6 +118,14 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     });
+    let deadline = spec.deadline.map(|budget| {
+        let ms = budget.get();
+        quote! {
+            fn deadline() -> ::core::option::Option<#core::__private::Duration> {
+                ::core::option::Option::Some(#core::__private::Duration::from_millis(#ms))
+            }
+        }
+    });
     Ok(quote! {
         #[automatically_derived]
         impl #core::Job for #ident {
@@ -124,6 +136,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             #retry
             #unique
             #key
+            #deadline
         }
     })
 }
@@ -148,6 +161,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut unique = None;
     let mut output = None;
     let mut key = None;
+    let mut deadline = None;
     for arg in &list.args {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
@@ -156,6 +170,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
             "unique" => unique = Some(unique_spec(arg)?),
             "output" => output = Some(arg.ty()?.clone()),
             "key" => key = Some(arg.path("customer_id")?.clone()),
+            "deadline" => deadline = Some(arg.duration()?),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -170,6 +185,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         unique,
         output,
         key,
+        deadline,
     })
 }
 

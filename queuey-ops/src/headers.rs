@@ -8,6 +8,10 @@ pub(crate) const REASON: &str = queuey_rabbitmq::topology::REASON_HEADER;
 pub(crate) const ORIGINAL_QUEUE: &str = queuey_rabbitmq::topology::ORIGINAL_QUEUE_HEADER;
 /// The attempts the job had made when it died.
 pub(crate) const ATTEMPTS: &str = queuey_rabbitmq::topology::ATTEMPTS_HEADER;
+/// When the job died, in ms since the Unix epoch.
+pub(crate) const DIED_AT: &str = queuey_rabbitmq::topology::DIED_AT_HEADER;
+/// Why a malformed body did not decode as an envelope.
+pub(crate) const PARSE_ERROR: &str = queuey_rabbitmq::topology::PARSE_ERROR_HEADER;
 /// On a hold publish: when the job becomes due, in ms since the Unix epoch.
 pub(crate) const DUE_AT: &str = queuey_rabbitmq::topology::DUE_AT_HEADER;
 /// Stamped by a redrive: the id of the redrive run that moved the job.
@@ -17,7 +21,14 @@ pub(crate) const REDRIVE_COUNT: &str = "queuey-redrive-count";
 
 /// Headers the broker owns or queuey's dead-lettering set; none of them may
 /// travel back onto a work queue.
-const STRIPPED_ON_REDRIVE: &[&str] = &[REASON, ORIGINAL_QUEUE, ATTEMPTS, "x-death"];
+const STRIPPED_ON_REDRIVE: &[&str] = &[
+    REASON,
+    ORIGINAL_QUEUE,
+    ATTEMPTS,
+    DIED_AT,
+    PARSE_ERROR,
+    "x-death",
+];
 const STRIPPED_PREFIXES: &[&str] = &["x-first-death-", "x-last-death-"];
 
 /// The text of a header, when it is a string.

@@ -7,8 +7,9 @@
 //! queues). Counts and consumers come from a passive declare, which is exact
 //! where the API's statistics lag by up to their emission interval. Release
 //! times come from the `queuey-due-at` header of the waiting jobs, read from
-//! the head of each hold queue and handed back in order (see
-//! [`browse`](crate::browse)).
+//! the head of each classic hold queue and handed back in order (see
+//! [`browse`](crate::browse)); a hold that is only partly read, or not read
+//! at all, still bounds its latest release ([`HoldQueue::releases_by_ms`]).
 //!
 //! A sharded queue's census covers the holds of its lane and of every
 //! shard (`emails.s2.deferred.quorum.500`), each naming the shard it
@@ -20,7 +21,10 @@
 //! message is held can only make it later, never earlier. Quorum hold
 //! queues are counted but never read: a message handed back to a quorum
 //! queue goes through its returns path (and counts as a delivery on
-//! RabbitMQ 4), which a hold must not see.
+//! RabbitMQ 4), which a hold must not see, and a census may run every few
+//! seconds (the dashboard's queue page). Their release times are bounded
+//! instead: a hold releases each job its delay after it entered, so every
+//! job waiting now leaves within the delay from now.
 
 use std::time::Duration;
 
@@ -81,6 +85,17 @@ pub(crate) struct HoldQueue {
     pub(crate) latest_release_ms: Option<i64>,
     /// Jobs read for the release times.
     pub(crate) jobs_read: u64,
+    /// When every job waiting has left the hold at the latest: now plus
+    /// its delay (the hold releases a job its delay after it entered, and
+    /// every job waiting entered by now). `None` when it holds no job. A
+    /// bound, not a due time: exact where every job was read
+    /// ([`latest_release_ms`](Self::latest_release_ms)); a quorum hold that
+    /// stopped releasing ([`stalled`](Self::stalled)) keeps its jobs past it.
+    pub(crate) releases_by_ms: Option<i64>,
+    /// Why the release times are not all read, when they are not: a quorum
+    /// hold that is not read, a partial read, jobs without a
+    /// `queuey-due-at` header.
+    pub(crate) release_note: Option<String>,
     /// The policy and operator policy applied, if any.
     pub(crate) policies: Vec<String>,
     /// Set when the queue only looks like a hold: it has a hold's name but
@@ -326,28 +341,61 @@ pub(crate) async fn census_of(
     deferred_suffix: &str,
     peek: usize,
 ) -> Result<Census> {
-    let queue = shards.queue.as_str();
-    let pattern = hold_pattern(queue, deferred_suffix, shards.is_sharded());
-    let members = shards.members();
-    let infos = mgmt.queues(Some(&pattern)).await?;
     let mut holds = Vec::new();
-    for info in infos {
-        let Some((member, family, delay_ms)) = members
-            .iter()
-            .find_map(|m| hold_kind(&info.name, &m.queue, deferred_suffix).map(|(f, d)| (m, f, d)))
-        else {
-            continue;
-        };
-        if let Some(hold) = read_hold(amqp, &info, member, family, delay_ms, peek).await? {
+    for listed in listed_holds(mgmt, shards, deferred_suffix).await? {
+        let Listed {
+            info,
+            member,
+            family,
+            delay_ms,
+        } = &listed;
+        if let Some(hold) = read_hold(amqp, info, member, *family, *delay_ms, peek).await? {
             holds.push(hold);
         }
     }
     holds.sort_by_key(|h| (h.shard, h.delay_ms, h.kind));
     Ok(Census {
-        queue: queue.to_owned(),
+        queue: shards.queue.clone(),
         shards: shards.count,
         holds,
     })
+}
+
+/// A hold queue of a work queue, as the management API lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub(crate) info: QueueInfo,
+    /// The work queue (or shard) it releases into.
+    pub(crate) member: Member,
+    pub(crate) family: HoldQueues,
+    /// Its delay (the TTL in its name).
+    pub(crate) delay_ms: u64,
+}
+
+/// The hold queues of `shards`' queues (the lane's and each shard's), in
+/// the management API's order: AMQP cannot list queues.
+pub(crate) async fn listed_holds(
+    mgmt: &Management,
+    shards: &Shards,
+    deferred_suffix: &str,
+) -> Result<Vec<Listed>> {
+    let pattern = hold_pattern(&shards.queue, deferred_suffix, shards.is_sharded());
+    let members = shards.members();
+    let infos = mgmt.queues(Some(&pattern)).await?;
+    Ok(infos
+        .into_iter()
+        .filter_map(|info| {
+            let (member, family, delay_ms) = members.iter().find_map(|m| {
+                hold_kind(&info.name, &m.queue, deferred_suffix).map(|(f, d)| (m.clone(), f, d))
+            })?;
+            Some(Listed {
+                info,
+                member,
+                family,
+                delay_ms,
+            })
+        })
+        .collect())
 }
 
 /// One hold queue of `member` as the census shows it, or `None` when it
@@ -378,14 +426,33 @@ async fn read_hold(
         .iter()
         .map(|h| headers::integer(h.properties.headers().as_ref(), headers::DUE_AT))
         .collect();
-    let all_read = held.len() as u64 == u64::from(counts.messages);
+    let jobs = u64::from(counts.messages);
+    let jobs_read = held.len() as u64;
+    let all_read = jobs_read == jobs;
+    let release_note = if jobs == 0 {
+        None
+    } else if quorum {
+        Some(QUORUM_NOT_READ.to_owned())
+    } else if !all_read {
+        Some(format!(
+            "read {jobs_read} of {jobs} jobs (--peek): the latest release is a bound"
+        ))
+    } else if dues.iter().any(Option::is_none) {
+        Some(format!(
+            "some jobs carry no `{}` header (not published by queuey)",
+            headers::DUE_AT
+        ))
+    } else {
+        None
+    };
+    let now = now_ms();
     Ok(Some(HoldQueue {
         name: info.name.clone(),
         work_queue: member.queue.clone(),
         shard: member.shard,
         kind: if quorum { "quorum" } else { "classic" },
         delay_ms,
-        jobs: u64::from(counts.messages),
+        jobs,
         releasing: if quorum { info.releasing() } else { None },
         consumers: u64::from(counts.consumers),
         expires_ms,
@@ -393,7 +460,10 @@ async fn read_hold(
         lease_left_ms,
         earliest_release_ms: dues.first().copied().flatten(),
         latest_release_ms: dues.last().copied().flatten().filter(|_| all_read),
-        jobs_read: held.len() as u64,
+        jobs_read,
+        releases_by_ms: (jobs > 0)
+            .then(|| now.saturating_add(i64::try_from(delay_ms).unwrap_or(i64::MAX))),
+        release_note,
         policies: info
             .policy
             .iter()
@@ -403,6 +473,37 @@ async fn read_hold(
         mismatch,
         stalled: false,
     }))
+}
+
+/// Why a quorum hold's release times are not read.
+pub(crate) const QUORUM_NOT_READ: &str = "a quorum hold is not read: a job handed back to a \
+     quorum queue counts as a delivery (RabbitMQ 4 releases it early past its limit); every job \
+     leaves within the delay from now (`queuey job show ID` reads one job's release time)";
+
+impl HoldQueue {
+    /// The earliest release as the tool and the dashboard show it: the
+    /// first job's due time, `due now` for a quorum hold holding jobs past
+    /// their delay, else why it is not known.
+    pub(crate) fn earliest_text(&self, now_ms: i64) -> String {
+        match (self.earliest_release_ms, self.releasing) {
+            (Some(ms), _) => crate::time::when(ms, now_ms),
+            _ if self.jobs == 0 && self.releasing.unwrap_or(0) == 0 => "-".to_owned(),
+            (None, Some(n)) if n > 0 => format!("due now ({n} past their delay)"),
+            _ if self.kind == "quorum" => "not read (quorum)".to_owned(),
+            _ => "unknown (no due-at header)".to_owned(),
+        }
+    }
+
+    /// The latest release as the tool and the dashboard show it: the last
+    /// job's due time when every job was read, else `by` the bound
+    /// [`releases_by_ms`](Self::releases_by_ms).
+    pub(crate) fn latest_text(&self, now_ms: i64) -> String {
+        match (self.latest_release_ms, self.releases_by_ms) {
+            (Some(ms), _) => crate::time::when(ms, now_ms),
+            (None, Some(by)) => format!("by {}", crate::time::when(by, now_ms)),
+            (None, None) => "-".to_owned(),
+        }
+    }
 }
 
 /// A gauge: name, help text, value of one hold queue (if it has one).
@@ -520,6 +621,8 @@ mod tests {
             earliest_release_ms: None,
             latest_release_ms: None,
             jobs_read: 0,
+            releases_by_ms: None,
+            release_note: None,
             policies: vec![],
             mismatch: None,
             stalled: false,

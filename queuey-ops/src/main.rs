@@ -17,10 +17,12 @@ mod dead;
 mod doctor;
 mod error;
 mod escape;
+mod find;
 mod fleet;
 mod headers;
 mod holds;
 mod mgmt;
+mod out;
 mod prune;
 mod queues;
 mod schedules;
@@ -118,7 +120,7 @@ fn empty_suffix(role: &str, setting: &str, queue: &str) -> OpsError {
     ))
 }
 
-use crate::cli::out::errln;
+use crate::out::errln;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -130,7 +132,7 @@ async fn main() -> ExitCode {
     match cli::run(args).await {
         // Output cut short by a failing stdout is a failed run; a reader
         // that went away (`| head`) is not.
-        Ok(_) if cli::out::failed() => ExitCode::FAILURE,
+        Ok(_) if out::failed() => ExitCode::FAILURE,
         Ok(code) => code,
         Err(e) => {
             // Every error text, the broker client's included, leaves without

@@ -211,6 +211,8 @@ mod tests {
             earliest_release_ms: None,
             latest_release_ms: None,
             jobs_read: 0,
+            releases_by_ms: None,
+            release_note: None,
             policies: Vec::new(),
             mismatch: None,
             stalled: false,

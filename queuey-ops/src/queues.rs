@@ -251,6 +251,7 @@ mod tests {
         Heartbeat {
             worker_id: queuey_core::Uuid::new_v4(),
             host: "host".into(),
+            name: None,
             pid: 1,
             version: "0".into(),
             queues: queues.iter().map(|q| (*q).to_owned()).collect(),

@@ -89,6 +89,17 @@ pub(crate) fn format_duration_ms(ms: impl TryInto<i64>) -> String {
     }
 }
 
+/// `ms` as a UTC time with how far it is from `now_ms`:
+/// `2026-11-30 16:44:50Z (in 3s)`, `… (2s ago)`.
+pub(crate) fn when(ms: i64, now_ms: i64) -> String {
+    let gap = ms.saturating_sub(now_ms);
+    if gap >= 0 {
+        format!("{} (in {})", format_ms(ms), format_duration_ms(gap))
+    } else {
+        format!("{} ({} ago)", format_ms(ms), format_duration_ms(-gap))
+    }
+}
+
 // Howard Hinnant's civil-date algorithms.
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
@@ -142,5 +153,8 @@ mod tests {
         assert_eq!(format_duration_ms(185_000), "3m05s");
         assert_eq!(format_duration_ms(3_720_000), "1h02m");
         assert_eq!(format_duration_ms(-2000), "-2s");
+        let t = parse_ms("2026-11-30T16:44:50Z").unwrap();
+        assert_eq!(when(t, t - 3000), "2026-11-30 16:44:50Z (in 3s)");
+        assert_eq!(when(t, t + 2000), "2026-11-30 16:44:50Z (2s ago)");
     }
 }

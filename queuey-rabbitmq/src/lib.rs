@@ -187,7 +187,9 @@
 //! A job's body is its JSON envelope; its properties are persistence
 //! (delivery mode 2), its job id as message id and its priority when it is
 //! not 0, and nothing else. Dead letters keep the body as delivered and
-//! carry the headers `x-death-reason`, `x-original-queue` and `x-attempts`.
+//! carry the headers `x-death-reason`, `x-original-queue`, `x-attempts`
+//! and `x-died-at` (and, for a body that is not an envelope,
+//! `x-parse-error`).
 //! The repository's `docs/wire-format.md` describes the whole format, for
 //! producers and dead-letter readers in other languages.
 //!

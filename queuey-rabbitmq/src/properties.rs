@@ -27,8 +27,8 @@ pub(crate) const PERSISTENT: u8 = 2;
 pub(crate) const MAX_REASON_BYTES: usize = 4096;
 
 pub(crate) use crate::topology::{
-    ATTEMPTS_HEADER, DUE_AT_HEADER, ORIGINAL_QUEUE_HEADER, REASON_HEADER,
-    UNSETTLED_DELIVERIES_HEADER,
+    ATTEMPTS_HEADER, DIED_AT_HEADER, DUE_AT_HEADER, ORIGINAL_QUEUE_HEADER, PARSE_ERROR_HEADER,
+    REASON_HEADER, UNSETTLED_DELIVERIES_HEADER,
 };
 
 /// The properties of an envelope: persistent, its job id as message id,
@@ -92,12 +92,29 @@ pub(crate) fn reply_to(properties: &BasicProperties) -> Option<ReplyTo> {
     Some(ReplyTo::new(address.as_str(), correlation_id.as_str()))
 }
 
-/// What a dead letter records about why and where it died.
+/// What a dead letter records about why, where and when it died.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DeadLetterInfo<'a> {
     pub(crate) reason: &'a str,
     pub(crate) original_queue: &'a str,
     pub(crate) attempts: u32,
+    /// When, in milliseconds since the Unix epoch.
+    pub(crate) died_at_ms: u64,
+    /// Why the body is not an envelope, for a malformed one.
+    pub(crate) parse_error: Option<&'a str>,
+}
+
+impl<'a> DeadLetterInfo<'a> {
+    /// A job from `original_queue` dying now, after `attempts`, for `reason`.
+    pub(crate) fn now(reason: &'a str, original_queue: &'a str, attempts: u32) -> Self {
+        DeadLetterInfo {
+            reason,
+            original_queue,
+            attempts,
+            died_at_ms: queuey_core::__private::now_ms(),
+            parse_error: None,
+        }
+    }
 }
 
 /// Adds the dead-letter headers to `properties`, replacing any headers.
@@ -112,6 +129,13 @@ pub(crate) fn with_dead_letter_headers(
         short(ATTEMPTS_HEADER),
         AMQPValue::LongLongInt(i64::from(info.attempts)),
     );
+    headers.insert(
+        short(DIED_AT_HEADER),
+        AMQPValue::LongLongInt(i64::try_from(info.died_at_ms).unwrap_or(i64::MAX)),
+    );
+    if let Some(error) = info.parse_error {
+        headers.insert(short(PARSE_ERROR_HEADER), long(cap_reason(error)));
+    }
     properties.with_headers(headers)
 }
 
@@ -284,9 +308,8 @@ mod tests {
     fn dead_letter_headers_are_typed_and_only_ours() {
         let env = envelope();
         let info = DeadLetterInfo {
-            reason: "boom",
-            original_queue: "app.emails",
-            attempts: 3,
+            died_at_ms: 1_767_225_600_000,
+            ..DeadLetterInfo::now("boom", "app.emails", 3)
         };
         let read = PlainProperties::read(&with_dead_letter_headers(job_properties(&env, 0), &info));
         assert_eq!(
@@ -294,6 +317,7 @@ mod tests {
             vec![
                 ("x-attempts".to_owned(), "i64:3".to_owned()),
                 ("x-death-reason".to_owned(), "boom".to_owned()),
+                ("x-died-at".to_owned(), "i64:1767225600000".to_owned()),
                 ("x-original-queue".to_owned(), "app.emails".to_owned()),
             ]
         );
@@ -329,11 +353,7 @@ mod tests {
 
     #[test]
     fn header_values_are_never_short_strings() {
-        let info = DeadLetterInfo {
-            reason: "r",
-            original_queue: "q",
-            attempts: 1,
-        };
+        let info = DeadLetterInfo::now("r", "q", 1);
         let p = with_dead_letter_headers(BasicProperties::default(), &info);
         for value in p.headers().as_ref().unwrap().inner().values() {
             assert!(!matches!(value, AMQPValue::ShortString(_)), "{value:?}");

@@ -99,6 +99,7 @@ pub mod cooldown;
 pub mod dead_letter;
 pub mod deadline;
 pub mod defer;
+mod failure_slot;
 mod handler;
 pub mod idempotency;
 mod job_fields;
@@ -108,6 +109,7 @@ mod reply_slot;
 mod request;
 pub mod retry;
 mod signal;
+pub mod testing;
 pub mod trace;
 mod worker;
 

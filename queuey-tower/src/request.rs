@@ -5,6 +5,7 @@ use std::sync::Arc;
 use queuey_core::{JobContext, RetryPolicy};
 
 use crate::classifier::SharedClassifier;
+use crate::failure_slot::FailureSlot;
 use crate::reply_slot::ReplySlot;
 
 /// One delivery of a job, decoded: the job, its [`JobContext`], the retry
@@ -30,6 +31,9 @@ pub struct JobRequest<J> {
     classifier: SharedClassifier,
     /// Where the handler's output goes, for a job a caller waits for.
     reply: Option<ReplySlot>,
+    /// Where a retry layer notes the error of an attempt it retries (set
+    /// by the worker).
+    failure: Option<FailureSlot>,
     /// The job type's name, for log lines: set by the worker, which knows
     /// it; `None` for a request built by hand.
     job_type: Option<&'static str>,
@@ -45,6 +49,7 @@ impl<J> JobRequest<J> {
             retry: None,
             classifier: SharedClassifier::default(),
             reply: None,
+            failure: None,
             job_type: None,
         }
     }
@@ -63,6 +68,17 @@ impl<J> JobRequest<J> {
     /// worker does this for a job a caller waits for).
     pub(crate) fn set_reply(&mut self, slot: ReplySlot) {
         self.reply = Some(slot);
+    }
+
+    /// Gives the request the slot a retry layer notes its error in (the
+    /// worker does this for every job).
+    pub(crate) fn set_failure(&mut self, slot: FailureSlot) {
+        self.failure = Some(slot);
+    }
+
+    /// The slot a retry layer notes its error in, when the worker gave one.
+    pub(crate) fn failure(&self) -> Option<&FailureSlot> {
+        self.failure.as_ref()
     }
 
     /// Splits the request into the job, its context and its reply slot.

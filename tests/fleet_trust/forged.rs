@@ -202,6 +202,7 @@ fn heartbeat(host: &str) -> Heartbeat {
     Heartbeat {
         worker_id: Uuid::new_v4(),
         host: host.to_owned(),
+        name: None,
         pid: 1,
         version: "0".into(),
         queues: vec![],

@@ -244,6 +244,18 @@ pub trait Delivery: fmt::Debug + Send + Sync {
     /// than [`LONGEST_WAIT`](crate::LONGEST_WAIT) is dead-lettered with a reason, never shortened.
     fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>>;
 
+    /// The envelope, to change before it is settled, or `None` when the
+    /// backend does not allow it (the default).
+    ///
+    /// A worker records the error of an attempt it retries here
+    /// ([`Envelope::record_error`]), so the next attempt, and in the end
+    /// its dead letter, carries it. Whatever a backend publishes for a
+    /// [`Disposition::Retry`] or [`Disposition::Defer`] is built from this
+    /// envelope; a dead letter keeps the body as it was delivered.
+    fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        None
+    }
+
     /// Acknowledges the job: [`settle`](Delivery::settle) with
     /// [`Disposition::Ack`].
     fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {

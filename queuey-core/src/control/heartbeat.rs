@@ -35,6 +35,11 @@ pub struct Heartbeat {
     pub worker_id: Uuid,
     /// The host it runs on.
     pub host: String,
+    /// The name its application gave its connection to the broker
+    /// (`RabbitMqOptions::connection_name`), which names it in listings;
+    /// `None` when none was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Its process id.
     pub pid: u32,
     /// The version of queuey it runs.
@@ -145,6 +150,7 @@ mod tests {
         let beat = Heartbeat {
             worker_id: Uuid::new_v4(),
             host: "web-1".into(),
+            name: Some("emails-worker".into()),
             pid: 42,
             version: "0.1.0".into(),
             queues: vec!["app.emails".into()],
@@ -193,6 +199,7 @@ mod tests {
         let mut beat = Heartbeat {
             worker_id: Uuid::new_v4(),
             host: "h".into(),
+            name: None,
             pid: 1,
             version: "0".into(),
             queues: vec![],

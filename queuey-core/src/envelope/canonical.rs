@@ -3,8 +3,11 @@
 //! The encoder always writes the same keys in the same order, without
 //! whitespace: `job_id`, `job_type`, `queue`, `attempt`, `enqueued_at_ms`,
 //! `deferrals`, `priority`, then whichever of `correlation_id`,
-//! `deadline_ms`, `traceparent`, `tracestate` and `unique_key` are set, and
-//! `payload` last. A body in that layout is read here by matching those
+//! `deadline_ms`, `traceparent`, `tracestate` and `unique_key` are set,
+//! then `errors` and `errors_cut` when the job has a history of failed
+//! attempts, and `payload` last. Only a body without a history is read
+//! here (a retried job's is left to the general decoder: retries are rare
+//! next to first attempts). A body in that layout is read here by matching those
 //! keys in place, which costs a fraction of serde's general decoding (a
 //! key's name looked up for every field, every string scanned twice).
 //!
@@ -67,6 +70,10 @@ pub(super) fn read(text: &str) -> Option<Wire<'_>> {
         traceparent,
         tracestate,
         unique_key,
+        // A body with recorded errors has them before its payload, so it
+        // never reaches here: the general decoder reads it.
+        errors: Vec::new(),
+        errors_cut: 0,
         payload,
     })
 }

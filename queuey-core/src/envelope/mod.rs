@@ -1,8 +1,10 @@
 //! The JSON envelope every job travels in.
 
 mod canonical;
+mod history;
 mod reply_to;
 
+pub use history::{AttemptError, MAX_ERROR_BYTES, MAX_RECORDED_ERRORS};
 pub use reply_to::ReplyTo;
 
 use std::fmt;
@@ -88,6 +90,15 @@ pub struct Envelope {
     /// done for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
+    /// The errors of the job's earlier failed attempts, oldest first, at
+    /// most [`MAX_RECORDED_ERRORS`] (see [`record_error`](Envelope::record_error)).
+    /// Empty, it is not written at all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<AttemptError>,
+    /// How many older errors were left out of [`errors`](Envelope::errors)
+    /// to keep it bounded. Zero, it is not written at all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub errors_cut: u32,
     /// Where the job's final outcome goes, when a caller waits for it
     /// (see [`Replies::request`](crate::backend::Replies::request)).
     ///
@@ -125,6 +136,10 @@ struct Wire<'a> {
     tracestate: Option<String>,
     #[serde(default)]
     unique_key: Option<String>,
+    #[serde(default)]
+    errors: Vec<AttemptError>,
+    #[serde(default)]
+    errors_cut: u32,
     #[serde(borrow)]
     payload: &'a RawValue,
 }
@@ -177,6 +192,8 @@ impl<'a> Wire<'a> {
             traceparent: self.traceparent,
             tracestate: self.tracestate,
             unique_key: self.unique_key,
+            errors: self.errors,
+            errors_cut: self.errors_cut,
             reply_to: None,
             payload,
         }
@@ -192,6 +209,14 @@ pub const IN_PLACE_PAYLOAD_BYTES: usize = 4 * 1024;
 /// values (job id, numbers, `null`s), so that [`Envelope::encode`] allocates
 /// once.
 const ENCODED_FIELDS_BYTES: usize = 256;
+
+/// Room for one recorded error's field names, punctuation and numbers.
+const ENCODED_ERROR_BYTES: usize = 64;
+
+/// Whether a count is zero, to leave it out of the JSON.
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 impl Envelope {
     /// A first attempt of a new job with a fresh id, enqueued now, priority 0.
@@ -213,6 +238,8 @@ impl Envelope {
             traceparent: None,
             tracestate: None,
             unique_key: None,
+            errors: Vec::new(),
+            errors_cut: 0,
             reply_to: None,
             payload,
         }
@@ -283,6 +310,11 @@ impl Envelope {
             + self.traceparent.as_ref().map_or(0, String::len)
             + self.tracestate.as_ref().map_or(0, String::len)
             + self.unique_key.as_ref().map_or(0, String::len)
+            + self
+                .errors
+                .iter()
+                .map(|e| e.error.len() + ENCODED_ERROR_BYTES)
+                .sum::<usize>()
             + self.payload.get().len();
         let mut body = Vec::with_capacity(capacity);
         serde_json::to_writer(&mut body, self)?;
@@ -423,6 +455,8 @@ impl PartialEq for Envelope {
             && self.traceparent == other.traceparent
             && self.tracestate == other.tracestate
             && self.unique_key == other.unique_key
+            && self.errors == other.errors
+            && self.errors_cut == other.errors_cut
             && self.reply_to == other.reply_to
             && self.payload.get() == other.payload.get()
     }
@@ -446,6 +480,9 @@ impl fmt::Debug for Envelope {
             .field("traceparent", &self.traceparent)
             // A caller's key may name a person; say only that there is one.
             .field("unique", &self.unique_key.is_some())
+            // An error's text may quote the job; say how many there are.
+            .field("errors", &self.errors.len())
+            .field("errors_cut", &self.errors_cut)
             .field("reply_to", &self.reply_to)
             .field("payload_bytes", &self.payload.get().len())
             .finish()

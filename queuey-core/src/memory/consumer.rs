@@ -88,6 +88,8 @@ async fn next(consumer: &Consumer) -> Option<Result<Box<dyn Delivery>, Error>> {
                                 reason: MALFORMED_ENVELOPE_REASON.to_owned(),
                                 original_queue: consumer.queue.to_string(),
                                 attempts: 0,
+                                died_at_ms: crate::clock::now_ms(),
+                                parse_error: Some(error.to_string()),
                                 body: taken.message.body.to_vec(),
                             });
                             continue;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, ready};
 
-use super::{Broker, DeadLetter};
+use super::{Broker, DeadLetter, Settlement};
 use crate::backend::Delivery;
 use crate::backend::Plan;
 use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error};
@@ -24,11 +24,13 @@ pub struct MemoryDelivery {
 }
 
 impl MemoryDelivery {
-    /// Runs `publish`, then acknowledges the delivery; if `publish` fails,
-    /// the delivery is dropped unsettled and goes back on its queue.
+    /// Runs `publish`, then acknowledges the delivery and records
+    /// `settlement` for whoever records; if `publish` fails, the delivery is
+    /// dropped unsettled and goes back on its queue.
     fn settle_after(
         mut self,
         publish: impl FnOnce(&Broker) -> Result<(), Error>,
+        settlement: Option<Settlement>,
     ) -> Result<(), Error> {
         let shared = Arc::clone(&self.shared);
         let mut state = shared.lock();
@@ -44,6 +46,10 @@ impl MemoryDelivery {
             Some(_) => {
                 self.settled = true;
                 drop(state);
+                // Recorded before waking anyone: whoever wakes finds it.
+                if let Some(settlement) = settlement {
+                    shared.journal.record(settlement);
+                }
                 shared.notify.notify_waiters();
                 Ok(())
             }
@@ -67,31 +73,49 @@ impl Delivery for MemoryDelivery {
         self.redelivered
     }
 
+    fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        Some(&mut self.envelope)
+    }
+
     fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {
+        let settlement = self.shared.journal.is_recording().then(|| {
+            Settlement::new(
+                &self.envelope,
+                &self.queue,
+                disposition.clone().never_early(),
+            )
+        });
         let result = match disposition.plan(&self.envelope, &self.queue) {
-            Plan::Ack => self.settle_after(|_| Ok(())),
-            Plan::Hold { next, delay, kind } => self.settle_after(|s| s.hold(&next, delay, kind)),
-            Plan::DeadLetter { reason } => self.dead_letter(reason),
-            Plan::Requeue => self.requeue(),
+            Plan::Ack => self.settle_after(|_| Ok(()), settlement),
+            Plan::Hold { next, delay, kind } => {
+                self.settle_after(|s| s.hold(&next, delay, kind), settlement)
+            }
+            Plan::DeadLetter { reason } => self.dead_letter(reason, settlement),
+            Plan::Requeue => self.requeue(settlement),
         };
         Box::pin(ready(result))
     }
 }
 
 impl MemoryDelivery {
-    fn dead_letter(self, reason: String) -> Result<(), Error> {
+    fn dead_letter(self, reason: String, settlement: Option<Settlement>) -> Result<(), Error> {
         match self.envelope.encode() {
             Ok(body) => {
                 let letter = DeadLetter {
                     reason,
                     original_queue: self.queue.to_string(),
                     attempts: self.envelope.attempt,
+                    died_at_ms: crate::clock::now_ms(),
+                    parse_error: None,
                     body,
                 };
-                self.settle_after(|s| {
-                    s.store_dead_letter(letter);
-                    Ok(())
-                })
+                self.settle_after(
+                    |s| {
+                        s.store_dead_letter(letter);
+                        Ok(())
+                    },
+                    settlement,
+                )
             }
             Err(source) => Err(Error::Encode {
                 queue: self.queue.to_string(),
@@ -100,7 +124,7 @@ impl MemoryDelivery {
         }
     }
 
-    fn requeue(mut self) -> Result<(), Error> {
+    fn requeue(mut self, settlement: Option<Settlement>) -> Result<(), Error> {
         let mut state = self.shared.lock();
         let result = if state.closed {
             Err(Error::ShutDown)
@@ -109,6 +133,9 @@ impl MemoryDelivery {
             Ok(())
         };
         drop(state);
+        if let (Ok(()), Some(settlement)) = (&result, settlement) {
+            self.shared.journal.record(settlement);
+        }
         self.settled = true;
         self.shared.notify.notify_waiters();
         result

@@ -46,12 +46,14 @@
 mod consumer;
 mod dead_letter;
 mod delivery;
+mod journal;
 mod leadership;
 mod replies;
 mod state;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -62,6 +64,7 @@ use uuid::Uuid;
 
 pub use dead_letter::DeadLetter;
 pub use delivery::MemoryDelivery;
+pub use journal::{Settlement, SettlementLog};
 
 use self::state::{Held, Message, QueueState, State};
 use crate::backend::{
@@ -129,6 +132,8 @@ pub(crate) struct Broker {
     control: ControlView,
     /// The latest heartbeat of each worker, with when it came.
     heartbeats: Mutex<HashMap<Uuid, (Instant, Heartbeat)>>,
+    /// Who records the deliveries settled.
+    journal: journal::Journal,
 }
 
 impl Broker {
@@ -309,6 +314,65 @@ impl MemoryBackend {
         let mut state = self.shared.lock();
         state.release_due(Instant::now());
         state.holds.values().filter(|h| h.queue == queue).count()
+    }
+
+    /// When the first message held for the queue comes back to it (by
+    /// tokio's clock), or `None` when nothing is held for it.
+    pub fn next_release(&self, queue: &str) -> Option<Instant> {
+        let mut state = self.shared.lock();
+        state.release_due(Instant::now());
+        state
+            .holds
+            .iter()
+            .find(|(_, held)| held.queue == queue)
+            .map(|((due, _), _)| *due)
+    }
+
+    /// Resolves at the next change of this backend's queues: a publish, a
+    /// hold, a delivery settled or handed back, or [`close`](Self::close).
+    /// It waits from this call on, not from its first poll, so a test can
+    /// look at the queues and then wait without missing a change in
+    /// between.
+    pub fn changed(&self) -> impl Future<Output = ()> + Send + '_ {
+        let mut notified = Box::pin(self.shared.notify.notified());
+        // Registered now: a wake-up before the first poll is kept.
+        notified.as_mut().enable();
+        notified
+    }
+
+    /// Starts recording every delivery this backend settles, with its job
+    /// and what became of it, until the returned log is dropped. Tests read
+    /// it to see each retry, deferral and dead letter of a run.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), queuey_core::Error> {
+    /// use futures::StreamExt;
+    /// use std::time::Duration;
+    /// use queuey_core::{Disposition, Envelope, QueueConfig};
+    /// use queuey_core::memory::MemoryBackend;
+    /// use queuey_core::backend::Backend;
+    ///
+    /// let backend = MemoryBackend::new();
+    /// let queue = QueueConfig::new("q");
+    /// backend.declare(std::slice::from_ref(&queue)).await?;
+    /// let payload = serde_json::value::to_raw_value(&"hi").unwrap();
+    /// backend.publish(&Envelope::new("greet", "q", payload)).await?;
+    ///
+    /// let log = backend.record_settlements();
+    /// let mut deliveries = backend.consume(&queue).await?;
+    /// let delivery = deliveries.next().await.unwrap()?;
+    /// delivery.settle(Disposition::Retry { delay: Duration::from_secs(1) }).await?;
+    ///
+    /// let settled = log.take();
+    /// assert_eq!(settled.len(), 1);
+    /// assert_eq!(settled[0].job_type, "greet");
+    /// assert_eq!(settled[0].disposition, Disposition::Retry { delay: Duration::from_secs(1) });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn record_settlements(&self) -> SettlementLog {
+        self.shared.journal.open()
     }
 
     /// Deliveries from the queue not yet settled.

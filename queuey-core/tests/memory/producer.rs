@@ -251,6 +251,59 @@ async fn a_deadline_travels_in_the_envelope_and_a_passed_one_is_refused() {
     assert_eq!(backend.ready_count(WORK) + backend.held_count(WORK), 0);
 }
 
+#[tokio::test]
+async fn a_job_type_deadline_counts_from_when_the_job_is_due_and_an_enqueue_deadline_wins() {
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    #[derive(queuey_core::Job, serde::Serialize, serde::Deserialize)]
+    #[job(queue = TestQueues::Work, name = "budgeted", deadline = "1m")]
+    struct Budgeted;
+
+    let ms = |t: SystemTime| t.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = Producer::<TestQueues, _>::new(backend.clone())
+        .await
+        .unwrap();
+    let before = SystemTime::now();
+    producer.enqueue(&Budgeted).await.unwrap();
+    producer
+        .enqueue_batch([&Budgeted])
+        .await
+        .pop()
+        .unwrap()
+        .unwrap();
+    producer
+        .enqueue_with(
+            &Budgeted,
+            EnqueueOptions::default().deadline_in(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap();
+    let mut stream = backend.consume(&TestQueues::Work.config()).await.unwrap();
+    // Each delivery is kept: one dropped unsettled comes back.
+    let deliveries = [
+        next(&mut stream).await,
+        next(&mut stream).await,
+        next(&mut stream).await,
+    ];
+    let mut deadlines = deliveries
+        .iter()
+        .map(|d| (d.envelope().deadline_ms.unwrap() - ms(before)) / 1_000)
+        .collect::<Vec<_>>();
+    deadlines.sort_unstable();
+    // Seconds after the first enqueue: the enqueue's own 5 s, then the
+    // type's minute twice.
+    assert_eq!(deadlines, [5, 60, 60]);
+
+    // A delayed job's budget starts when its delay ends, so a delay longer
+    // than the budget is not refused.
+    producer
+        .enqueue_after(&Budgeted, Duration::from_secs(120))
+        .await
+        .unwrap();
+    assert_eq!(backend.held_count(WORK), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn enqueue_at_holds_a_job_until_its_time_and_a_past_time_enqueues_it_at_once() {
     let backend = Arc::new(MemoryBackend::new());

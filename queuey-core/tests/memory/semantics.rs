@@ -179,6 +179,12 @@ async fn a_body_that_is_not_an_envelope_is_dead_lettered_verbatim_and_never_deli
         vec![&b"not json {"[..], &b""[..], &[0xff, 0xfe, 0x00][..]]
     );
     assert!(dead.iter().all(|l| l.reason == MALFORMED_ENVELOPE_REASON));
+    // Each keeps why it did not decode, and when it died.
+    assert!(
+        dead.iter()
+            .all(|l| l.parse_error.as_ref().is_some_and(|e| !e.is_empty()) && l.died_at_ms > 0),
+        "{dead:?}"
+    );
     assert!(
         dead.iter()
             .all(|l| l.attempts == 0 && l.original_queue == WORK)

@@ -1,8 +1,8 @@
 //! `queuey doctor`.
 
 use crate::Result;
-use crate::cli::out::outln;
 use crate::doctor::{self, Status};
+use crate::out::outln;
 
 use super::Global;
 

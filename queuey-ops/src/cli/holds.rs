@@ -1,9 +1,9 @@
 //! `queuey holds` and `queuey holds prune`.
 
 use crate::Result;
-use crate::cli::out::{errln, out, outln};
 use crate::holds::{self, Census, Stall};
 use crate::mgmt::Management;
+use crate::out::{errln, out, outln};
 use crate::prune;
 use crate::shards::{self, Shards};
 use crate::time::{format_duration_ms, format_ms, now_ms};
@@ -253,10 +253,6 @@ fn print_census(census: &Census) {
         return;
     }
     let now = now_ms();
-    let when = |ms: Option<i64>| match ms {
-        Some(ms) => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
-        None => "-".to_owned(),
-    };
     let sharded = shards.is_sharded();
     let mut table = Table::with_first(
         sharded.then_some("SHARD"),
@@ -287,12 +283,8 @@ fn print_census(census: &Census) {
                     h.consumers.to_string(),
                     h.lease_left_ms
                         .map_or("in use".to_owned(), format_duration_ms),
-                    when(h.earliest_release_ms),
-                    if h.jobs_read < h.jobs {
-                        format!("(read {} of {})", h.jobs_read, h.jobs)
-                    } else {
-                        when(h.latest_release_ms)
-                    },
+                    h.earliest_text(now),
+                    h.latest_text(now),
                     if h.policies.is_empty() {
                         "-".to_owned()
                     } else {
@@ -313,6 +305,9 @@ fn print_census(census: &Census) {
             );
         }
     }
+    for note in release_notes(census) {
+        outln!("note: {note}");
+    }
     let releasing: u64 = census
         .holds
         .iter()
@@ -332,4 +327,24 @@ fn print_census(census: &Census) {
              stalled."
         );
     }
+}
+
+/// Why some release times of `census` are bounds rather than read, each
+/// reason once, with the holds it applies to.
+pub(crate) fn release_notes(census: &Census) -> Vec<String> {
+    let mut notes: Vec<(String, Vec<String>)> = Vec::new();
+    for h in &census.holds {
+        let Some(note) = &h.release_note else {
+            continue;
+        };
+        let hold = crate::escape::line(&h.name).into_owned();
+        match notes.iter_mut().find(|(n, _)| n == note) {
+            Some((_, holds)) => holds.push(hold),
+            None => notes.push((note.clone(), vec![hold])),
+        }
+    }
+    notes
+        .into_iter()
+        .map(|(note, holds)| format!("{}: {note}", holds.join(", ")))
+        .collect()
 }

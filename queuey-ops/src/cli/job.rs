@@ -1,8 +1,10 @@
-//! `queuey job cancel`, `queuey job cancellations` and `queuey job revoke`.
+//! `queuey job show`, `queuey job cancel`, `queuey job cancellations` and
+//! `queuey job revoke`.
 
-use crate::cli::out::{out, outln};
 use crate::escape;
+use crate::find;
 use crate::fleet::{self, Fleet};
+use crate::out::{out, outln};
 use crate::{OpsError, Result};
 use clap::{Args, Subcommand};
 use queuey_core::Uuid;
@@ -12,6 +14,27 @@ use super::Global;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum JobCommand {
+    /// Where a job is: running on a worker, ready in a work queue, held until its release
+    /// time, in a suspect queue, or dead with its reason.
+    ///
+    /// Searched in that order, stopping at the first hit: the workers' heartbeats, then the
+    /// work queues (with --ready), their hold queues, their suspect queues (with --ready) and
+    /// their dead-letter queues, each shard's too. A job that finished leaves no trace on the
+    /// broker unless it had a result waiting for its caller.
+    ///
+    /// Cost: queues are read from their head with basic.get, at most --max-per-queue
+    /// messages each, and every message read is handed back in place: while read, messages
+    /// are invisible to consumers, and they come back marked redelivered. Holds and
+    /// dead-letter queues have no consumer, so that is harmless there (a held job leaves its
+    /// hold a few milliseconds later at most, never earlier; on RabbitMQ 4 each read counts
+    /// as a delivery of a quorum hold's jobs, and a job read more than 20 times goes back to
+    /// its queue early, where the worker holds it again for the rest of its delay). Work and
+    /// suspect queues are read only with --ready: a worker's poison guard counts a job that
+    /// comes back redelivered as returned unsettled, sends it to the back of its queue, and
+    /// after more such returns to the suspect queue and then the dead-letter queue.
+    ///
+    /// Exit code 0 when found, 3 when not found.
+    Show(ShowArgs),
     /// Cancel jobs wherever they wait (queue, hold, suspect queue, a retry on its way): they are
     /// dead-lettered with the reason `cancelled` instead of run; running ones are told.
     Cancel(CancelArgs),
@@ -28,6 +51,27 @@ pub(crate) enum JobCommand {
         #[arg(long)]
         yes: bool,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The job id (a UUID).
+    #[arg(value_name = "ID")]
+    id: String,
+    /// A work queue to search, with its holds, suspect and dead-letter queues (repeatable; a
+    /// sharded queue's name covers every shard) [default: the fleet's queues, as `queuey
+    /// queues` lists them].
+    #[arg(long = "queue", value_name = "QUEUE")]
+    queues: Vec<String>,
+    /// Read at most N messages of each queue; the output says which queues were only partly
+    /// read.
+    #[arg(long, value_name = "N", default_value_t = find::DEFAULT_MAX_PER_QUEUE)]
+    max_per_queue: usize,
+    /// Also read the work queues and suspect queues (jobs waiting for a worker): every job
+    /// read ahead of this one comes back redelivered, which the workers' poison guard counts
+    /// (see above).
+    #[arg(long)]
+    ready: bool,
 }
 
 #[derive(Debug, Args)]
@@ -52,6 +96,7 @@ pub(crate) struct CancelArgs {
 
 pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<bool> {
     match cmd {
+        JobCommand::Show(args) => show(global, args).await,
         JobCommand::Cancel(args) => {
             let commands = commands(&args)?;
             let cancel = async |fleet: &_| cancel(fleet, &args, commands).await;
@@ -72,6 +117,50 @@ pub(crate) async fn run(global: &Global, cmd: JobCommand) -> Result<bool> {
             global.with_fleet("job", revoke).await
         }
     }
+}
+
+/// `job show`: where the job is; `true` (exit code 3) when not found.
+async fn show(global: &Global, args: ShowArgs) -> Result<bool> {
+    let job_id = find::parse_job_id(&args.id)?;
+    if args.max_per_queue == 0 {
+        return Err(OpsError::Invalid(
+            "--max-per-queue 0 would read nothing; give at least 1".to_owned(),
+        ));
+    }
+    let mgmt = global.management()?;
+    let workers = global
+        .with_fleet("job-show", async |fleet| fleet.workers().await)
+        .await?;
+    let queues = if args.queues.is_empty() {
+        let infos = mgmt.queues(None).await?;
+        let every = crate::queues::work_queues(&infos, &global.dead_suffix);
+        crate::queues::choose(false, every, &workers, false).0
+    } else {
+        args.queues
+    };
+    let search = find::Search {
+        job_id,
+        queues: &queues,
+        max_per_queue: args.max_per_queue,
+        read_ready: args.ready,
+        dead_suffix: &global.dead_suffix,
+        deferred_suffix: &global.deferred_suffix,
+        suspect_suffix: &global.suspect_suffix,
+    };
+    let mut answer = global
+        .with_amqp("job-show", async |amqp| {
+            find::find(&search, amqp, &mgmt, &workers).await
+        })
+        .await?;
+    // A listing's error may quote the management URL.
+    let scrub = global.scrubber();
+    answer.unsearched = answer.unsearched.iter().map(|t| scrub(t)).collect();
+    global.print(&answer, || {
+        for line in answer.lines() {
+            outln!("{}", escape::line(&line));
+        }
+    });
+    Ok(!answer.found())
 }
 
 /// What a cancellation covers, for a line of text.
@@ -141,9 +230,7 @@ async fn revoke(fleet: &Fleet, record: Uuid, yes: bool) -> Result<bool> {
         outln!("run again with --yes to withdraw it");
         return Ok(false);
     }
-    fleet
-        .send(Command::Revoke { record }, &fleet::signature("queuey"))
-        .await?;
+    fleet.send(Command::Revoke { record }).await?;
     outln!(
         "withdrawn: the jobs it covered run again when next taken; those it already sent to the \
          dead-letter queue stay there until redriven"
@@ -213,9 +300,8 @@ async fn cancel(fleet: &Fleet, args: &CancelArgs, commands: Vec<Command>) -> Res
         outln!("run again with --yes to cancel");
         return Ok(false);
     }
-    let by = fleet::signature("queuey");
     for command in commands {
-        let sent = fleet.send(command, &by).await?;
+        let sent = fleet.send(command).await?;
         outln!(
             "sent command {} (withdraw it with `queuey job revoke {} --yes`)",
             sent.id,

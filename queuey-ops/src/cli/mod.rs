@@ -4,7 +4,6 @@ mod dead;
 mod doctor;
 mod holds;
 mod job;
-pub(crate) mod out;
 mod queue;
 mod queues;
 mod schedules;
@@ -16,10 +15,10 @@ mod workers;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::cli::out::{errln, outln};
 use crate::dead::DeadQueues;
 use crate::fleet::Fleet;
 use crate::mgmt::Management;
+use crate::out::{errln, outln};
 use crate::{Amqp, Result, TlsFiles};
 use clap::{Args, Parser, Subcommand};
 
@@ -276,7 +275,7 @@ pub(crate) enum Command {
     /// Pause or resume a queue on every worker, or list the paused ones.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
-    /// Cancel jobs wherever they wait.
+    /// Find a job by its id (`job show`), or cancel jobs wherever they wait.
     #[command(subcommand)]
     Job(job::JobCommand),
 }

@@ -1,9 +1,9 @@
 //! `queuey queue pause|resume|paused`.
 
 use crate::Result;
-use crate::cli::out::{errln, out, outln};
 use crate::escape;
 use crate::fleet::{self, Fleet};
+use crate::out::{errln, out, outln};
 use crate::time::{format_ms, now_ms};
 use clap::Subcommand;
 use queuey_core::control::Command;
@@ -118,7 +118,7 @@ async fn switch(
             queue: queue.to_owned(),
         }
     };
-    fleet.send(command, &fleet::signature("queuey")).await?;
+    fleet.send(command).await?;
     if pause {
         outln!(
             "paused `{queue_shown}`: every worker stops taking its jobs within a second or two, lets \

@@ -1,7 +1,7 @@
 //! `queuey queues`.
 
 use crate::Result;
-use crate::cli::out::{out, outln};
+use crate::out::{out, outln};
 use crate::queues::{self, QueueLine, Rule};
 use clap::Args;
 

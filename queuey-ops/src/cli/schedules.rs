@@ -1,7 +1,7 @@
 //! `queuey schedules`.
 
 use crate::Result;
-use crate::cli::out::{errln, out};
+use crate::out::{errln, out};
 use crate::schedules::{self, Member, ScheduleInfo};
 use crate::time::{format_duration_ms, format_ms, now_ms};
 use clap::Args;

@@ -1,6 +1,6 @@
 //! `queuey topology verify|apply`.
 
-use crate::cli::out::{out, outln};
+use crate::out::{out, outln};
 use std::path::PathBuf;
 
 use crate::topology::{self, QueueSpec, TopologySpec};

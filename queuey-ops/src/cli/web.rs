@@ -1,6 +1,6 @@
 //! `queuey web`.
 
-use crate::cli::out::errln;
+use crate::out::errln;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 

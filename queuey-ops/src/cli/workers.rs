@@ -1,6 +1,6 @@
 //! `queuey workers`.
 
-use crate::cli::out::{out, outln};
+use crate::out::{out, outln};
 use std::time::Duration;
 
 use crate::Result;

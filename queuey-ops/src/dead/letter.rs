@@ -129,6 +129,49 @@ impl DeadLetter {
         self.envelope.is_none()
     }
 
+    /// When it died (`x-died-at`, ms since the Unix epoch); `None` for a
+    /// dead letter written before queuey recorded it, or by the broker.
+    pub(crate) fn died_at_ms(&self) -> Option<i64> {
+        headers::integer(self.headers(), headers::DIED_AT)
+    }
+
+    /// Why a malformed body did not decode (`x-parse-error`).
+    pub(crate) fn parse_error(&self) -> Option<String> {
+        headers::text(self.headers(), headers::PARSE_ERROR)
+    }
+
+    /// The error of each attempt, oldest first: those its envelope
+    /// recorded, then the one it died of (the reason, after the attempt in
+    /// `x-attempts`); with how many older errors the envelope left out.
+    pub(crate) fn history(&self) -> History {
+        let Some(env) = &self.envelope else {
+            return History::default();
+        };
+        let mut errors: Vec<AttemptRow> = env
+            .errors
+            .iter()
+            .map(|e| AttemptRow {
+                attempt: e.attempt,
+                at_ms: Some(e.at_ms).filter(|&ms| ms > 0),
+                error: e.error.clone(),
+                last: false,
+            })
+            .collect();
+        errors.push(AttemptRow {
+            attempt: self
+                .attempts()
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(env.attempt),
+            at_ms: self.died_at_ms().and_then(|ms| u64::try_from(ms).ok()),
+            error: self.reason(),
+            last: true,
+        });
+        History {
+            errors,
+            cut: env.errors_cut,
+        }
+    }
+
     /// A one-line summary for listings.
     pub(crate) fn summary(&self) -> Summary {
         Summary {
@@ -141,6 +184,7 @@ impl DeadLetter {
             attempts: self.attempts(),
             original_queue: self.original_queue(),
             enqueued_at_ms: self.envelope.as_ref().map(|e| e.enqueued_at_ms),
+            died_at_ms: self.died_at_ms(),
             malformed: self.is_malformed(),
             redrives: headers::integer(self.headers(), headers::REDRIVE_COUNT).unwrap_or(0),
             bytes: self.body.len(),
@@ -150,7 +194,7 @@ impl DeadLetter {
 
 /// What `dead ls` shows of one dead letter: each field is what the
 /// [`DeadLetter`] field or method of its name says; `enqueued_at_ms` is the
-/// envelope's, `malformed` [`DeadLetter::is_malformed`], `redrives` the
+/// envelope's, `died_at_ms` the `x-died-at` header, `malformed` [`DeadLetter::is_malformed`], `redrives` the
 /// earlier redrives (`queuey-redrive-count`) and `bytes` the body's size.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Summary {
@@ -163,9 +207,33 @@ pub(crate) struct Summary {
     pub(crate) attempts: Option<i64>,
     pub(crate) original_queue: Option<String>,
     pub(crate) enqueued_at_ms: Option<u64>,
+    pub(crate) died_at_ms: Option<i64>,
     pub(crate) malformed: bool,
     pub(crate) redrives: i64,
     pub(crate) bytes: usize,
+}
+
+/// The story of a dead letter's attempts: the error of each, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub(crate) struct History {
+    /// One row per attempt the envelope recorded, and last the one it
+    /// died of.
+    pub(crate) errors: Vec<AttemptRow>,
+    /// How many older errors the envelope left out to stay bounded.
+    pub(crate) cut: u32,
+}
+
+/// The error of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct AttemptRow {
+    /// The attempt, from 1.
+    pub(crate) attempt: u32,
+    /// When it failed (ms since the Unix epoch), when known.
+    pub(crate) at_ms: Option<u64>,
+    /// Its error (for the last, the dead letter's reason).
+    pub(crate) error: String,
+    /// Whether this is the attempt the job died of.
+    pub(crate) last: bool,
 }
 
 /// Which dead letters an operation applies to. Every set condition must

@@ -43,7 +43,7 @@ mod stats;
 mod transfer;
 
 pub(crate) use fingerprint::fingerprint;
-pub(crate) use letter::{DeadLetter, Filter, MALFORMED_REASON, Summary};
+pub(crate) use letter::{DeadLetter, Filter, History, MALFORMED_REASON, Summary};
 pub(crate) use list::Order;
 pub(crate) use plan::{PREVIEW_SAMPLES, RedrivePlan};
 pub(crate) use purge::PurgeReport;

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::amqp::Amqp;
-use crate::dead::{DeadLetter, DeadQueues};
+use crate::dead::{DeadLetter, DeadQueues, History};
 use crate::error::{OpsError, Result};
 
 impl DeadQueues {
@@ -65,6 +65,10 @@ pub(crate) struct Detail {
     pub(crate) envelope: Option<Value>,
     /// The payload (or, for a malformed body, the body as text or base64).
     pub(crate) payload: Value,
+    /// The error of each attempt, the last one the reason it died of.
+    pub(crate) history: History,
+    /// Why a malformed body did not decode.
+    pub(crate) parse_error: Option<String>,
 }
 
 pub(crate) fn show(letter: &DeadLetter) -> Detail {
@@ -122,6 +126,8 @@ pub(crate) fn show(letter: &DeadLetter) -> Detail {
         headers,
         envelope,
         payload,
+        history: letter.history(),
+        parse_error: letter.parse_error(),
     }
 }
 

@@ -185,6 +185,7 @@ mod tests {
         Heartbeat {
             worker_id: id,
             host: "h".into(),
+            name: None,
             pid: 1,
             version: "0".into(),
             queues: vec!["q".into()],

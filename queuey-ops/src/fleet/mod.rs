@@ -91,8 +91,10 @@ impl Fleet {
     }
 
     /// Sends `command`, signed `by`; returns the record sent.
-    pub(crate) async fn send(&self, command: Command, by: &str) -> Result<ControlRecord> {
-        let record = ControlRecord::new(command).by(by);
+    /// Sends `command`, signed by the backend as the tool's broker user,
+    /// connection name and host: what the workers log as its sender.
+    pub(crate) async fn send(&self, command: Command) -> Result<ControlRecord> {
+        let record = ControlRecord::new(command);
         self.backend
             .send_control(&record)
             .await
@@ -155,17 +157,13 @@ impl Fleet {
     }
 }
 
-/// Who the tool says sent a command: `queuey` with the user and host.
-pub(crate) fn signature(tool: &str) -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("USERNAME"))
-        .unwrap_or_else(|_| "unknown".to_owned());
-    format!("{tool} ({user})")
-}
-
-/// A worker's label: `host:pid`.
+/// A worker's label: the name its connection was given and `host:pid`,
+/// or `host:pid` alone for a worker whose connection has no name.
 pub(crate) fn label(beat: &Heartbeat) -> String {
-    format!("{}:{}", beat.host, beat.pid)
+    match &beat.name {
+        Some(name) => format!("{name} ({}:{})", beat.host, beat.pid),
+        None => format!("{}:{}", beat.host, beat.pid),
+    }
 }
 
 /// The running jobs of `workers` that match, with their worker.

@@ -11,7 +11,7 @@ use super::{label, running_for};
 use crate::escape;
 use crate::time::format_duration_ms;
 
-/// A worker's [`label`] (`host:pid`), escaped for a terminal.
+/// A worker's [`label`], escaped for a terminal.
 pub(crate) fn shown_label(beat: &Heartbeat) -> String {
     escape::line(&label(beat)).into_owned()
 }
@@ -67,6 +67,7 @@ pub(crate) mod tests {
         Heartbeat {
             worker_id: Uuid::nil(),
             host: "web-1\u{1b}]0;owned\u{7}\r\u{9b}31m".into(),
+            name: None,
             pid: 7,
             version: "0".into(),
             queues: vec!["app.emails".into()],

@@ -40,6 +40,7 @@ pub(crate) fn beat(queue: &str, job: Uuid, ran: Duration) -> Heartbeat {
     Heartbeat {
         worker_id: Uuid::new_v4(),
         host: "ops-test-host".into(),
+        name: None,
         pid: 4242,
         version: "0.1.0".into(),
         queues: vec![queue.to_owned()],
@@ -165,7 +166,11 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
         .unwrap();
 
     let listed = ok(&h.cli(&["workers", "--long", "10m"]));
-    assert!(listed.contains("ops-test-host:4242"), "{listed}");
+    // Named by its backend's connection name, then host and pid.
+    assert!(
+        listed.contains("queuey-ops-test-worker-") && listed.contains("(ops-test-host:4242)"),
+        "{listed}"
+    );
     assert!(listed.contains(&job.to_string()), "{listed}");
     assert!(listed.contains("LONG"), "{listed}");
     assert!(listed.contains("40% 4 of 10 pages"), "{listed}");

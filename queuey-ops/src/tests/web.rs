@@ -634,7 +634,7 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     assert!(
         text(&client, "#preview")
             .await
-            .contains("runs now on ops-test-host:4242")
+            .contains("(ops-test-host:4242)")
     );
     click(&client, "#confirm").await;
     assert!(text(&client, "#result").await.contains(&long.to_string()));
@@ -650,5 +650,83 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     fleet.close().await;
     let _ = client.close().await;
     worker.close().await.unwrap();
+    backend.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_letters_page_shows_when_it_died_and_the_error_of_each_attempt() {
+    use futures::StreamExt;
+    use queuey_core::backend::Backend;
+
+    let h = harness!("dashboard_story");
+    let Some(driver) = Driver::start().await else {
+        return;
+    };
+    let q = h.queue("web-story");
+    let (backend, config) = h.backend(&q).await;
+    // The third attempt of a job whose first two failed and were retried.
+    let raw = serde_json::value::to_raw_value(&json!({ "n": 1 })).unwrap();
+    let mut env = queuey_core::Envelope::new("send_email", q.as_str(), raw);
+    env.record_error(
+        "HTTP 503 from upstream",
+        crate::time::now_ms() as u64 - 2_000,
+    );
+    env.attempt = 2;
+    env.record_error("connection reset", crate::time::now_ms() as u64 - 1_000);
+    env.attempt = 3;
+    within("publish", backend.publish(&env))
+        .await
+        .expect("publish");
+    let mut stream = within("consume", backend.consume(&config))
+        .await
+        .expect("consume");
+    let delivery = within("delivery", stream.next())
+        .await
+        .expect("a delivery")
+        .expect("delivery ok");
+    let dead = queuey_core::Disposition::DeadLetter {
+        reason: "fatal: HTTP 410 gone".into(),
+    };
+    within("dead-letter", delivery.settle(dead))
+        .await
+        .expect("dead-lettered");
+    drop(stream);
+
+    let mut web_config = h.web_config();
+    web_config.queues = vec![q.clone()];
+    let dash = Dashboard::start(web_config).await;
+    let client = driver.client().await;
+    within(
+        "queue page",
+        client.goto(&format!("{}/queue/{q}", dash.base)),
+    )
+    .await
+    .unwrap();
+    let listed = text(&client, "#dead").await;
+    assert!(
+        listed.contains("died") && listed.contains("ago)"),
+        "{listed}"
+    );
+    click(&client, &format!("#dead a[href$=\"/{}\"]", env.job_id)).await;
+    let died_at = text(&client, "#died-at").await;
+    assert!(died_at.ends_with("ago)"), "{died_at}");
+    assert!(!text(&client, "#enqueued-at").await.is_empty());
+    let attempts = text(&client, "#attempts").await;
+    for (i, error) in [
+        "HTTP 503 from upstream",
+        "connection reset",
+        "fatal: HTTP 410 gone",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let at = attempts
+            .find(error)
+            .unwrap_or_else(|| panic!("{error:?} not in {attempts}"));
+        assert!(attempts[..at].contains(&(i + 1).to_string()), "{attempts}");
+    }
+    assert!(attempts.contains("3 (died)"), "{attempts}");
+    screenshot(&client, "queuey-dashboard-dead-letter.png").await;
+    client.close().await.expect("browser closes");
     backend.close().await.unwrap();
 }

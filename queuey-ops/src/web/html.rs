@@ -158,6 +158,20 @@ pub(crate) fn nav(up: Option<Markup>) -> Markup {
     }
 }
 
+/// The job search box: a GET form to `/job` (nothing changes, so no
+/// CSRF token), filled with `id`.
+pub(crate) fn job_search(id: &str) -> Markup {
+    html! {
+        form method="get" action="/job" #job-search {
+            label for="job-id" { "Find a job by its id " }
+            input type="search" name="id" id="job-id" value=(id) size="38" maxlength="64"
+                placeholder="67e55044-10b1-426f-9247-bb680e5fe0c8";
+            " "
+            button type="submit" class=(Tone::Neutral.class()) id="job-find" { "find" }
+        }
+    }
+}
+
 /// A table's header row.
 pub(crate) fn heads(names: &[&str]) -> Markup {
     html! { tr { @for name in names { th { (name) } } } }

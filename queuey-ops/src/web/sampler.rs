@@ -15,6 +15,7 @@ use std::time::Duration;
 use futures::FutureExt;
 
 use crate::fleet::{Fleet, History};
+use crate::out::errln;
 
 /// How often the dashboard samples the workers' heartbeats for its charts
 /// and `/metrics`.
@@ -32,7 +33,7 @@ pub(crate) async fn run(fleet: Fleet, history: Arc<History>) {
                     ticks.tick().await;
                     match fleet.workers().await {
                         Ok(workers) => history.record(&workers, crate::time::now_ms()),
-                        Err(e) => eprintln!("warning: could not read the workers' heartbeats: {e}"),
+                        Err(e) => errln!("warning: could not read the workers' heartbeats: {e}"),
                     }
                 }
             }
@@ -60,7 +61,7 @@ where
                 format!("it panicked: {text}")
             }
         };
-        eprintln!(
+        errln!(
             "error: the dashboard's heartbeat sampler stopped ({why}); starting it again in {}s",
             pause.as_secs()
         );

@@ -133,11 +133,7 @@ impl RabbitMqDelivery {
             self.settled.store(true, Ordering::Relaxed);
             return self.settler.reject().await;
         };
-        let info = DeadLetterInfo {
-            reason: &reason,
-            original_queue: queue,
-            attempts: self.envelope.attempt,
-        };
+        let info = DeadLetterInfo::now(&reason, queue, self.envelope.attempt);
         let letter = dead_letter::letter(
             &info,
             suffix,
@@ -211,6 +207,12 @@ impl Delivery for RabbitMqDelivery {
 
     fn redelivered(&self) -> bool {
         self.redelivered
+    }
+
+    fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        // A dead letter's body is rebuilt from the bytes around the
+        // payload, so it stays as delivered; holds re-encode the envelope.
+        Some(&mut self.envelope)
     }
 
     fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>> {

@@ -22,6 +22,9 @@ use crate::rehold::Due;
 pub(crate) const REHOLDS_TOTAL: &str = "queuey_rabbitmq_reholds_total";
 
 /// What a delivery needs beyond its decoding: the ways that wait.
+// An errand is boxed whole where it is made (the rare path), so the size
+// of its largest variant costs nothing on the common one.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Errand {
     /// Not an envelope: to the dead-letter queue.
     Malformed(LapinDelivery, DecodeError, Acks),

@@ -52,10 +52,10 @@ impl Consumer {
             .as_ref()
             .map(ShortString::to_string)
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let parse_error = error.to_string();
         let info = DeadLetterInfo {
-            reason: MALFORMED_ENVELOPE_REASON,
-            original_queue: queue,
-            attempts: 0,
+            parse_error: Some(&parse_error),
+            ..DeadLetterInfo::now(MALFORMED_ENVELOPE_REASON, queue, 0)
         };
         let letter = dead_letter::letter(
             &info,

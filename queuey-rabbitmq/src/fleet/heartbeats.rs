@@ -57,6 +57,8 @@ pub(crate) struct HeartbeatStream {
     declared: OnceCell<()>,
     /// Who signs the heartbeats sent, and whose are listed.
     senders: Arc<Senders>,
+    /// The connection's name, which names the workers of this backend.
+    name: Option<Arc<str>>,
 }
 
 impl HeartbeatStream {
@@ -76,17 +78,25 @@ impl HeartbeatStream {
             )),
             declared: OnceCell::new(),
             senders,
+            name: options.settings().connection_name().map(Arc::from),
         }
     }
 
-    /// Publishes `beat`, signed with this backend's user (declaring the
-    /// stream first, once per backend), and waits for the broker's
-    /// confirm.
+    /// Publishes `beat`, signed with this backend's user and named after
+    /// its connection unless it names itself (declaring the stream first,
+    /// once per backend), and waits for the broker's confirm.
     pub(crate) async fn send(&self, beat: &Heartbeat) -> Result<(), Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
         }
-        let body = beat.encode();
+        let body = match (&self.name, &beat.name) {
+            (Some(name), None) => Heartbeat {
+                name: Some(name.to_string()),
+                ..beat.clone()
+            }
+            .encode(),
+            _ => beat.encode(),
+        };
         if body.len() > MAX_HEARTBEAT_BYTES {
             return Err(Error::MessageTooLarge {
                 queue: self.stream.to_string(),
@@ -281,6 +291,7 @@ mod tests {
         Heartbeat {
             worker_id: id,
             host: "h".into(),
+            name: None,
             pid: 1,
             version: "0".into(),
             queues: vec![],

@@ -13,7 +13,8 @@ use crate::topology;
 /// queue's dead-letter queue `{queue}{suffix}`: `properties` with the
 /// dead-letter headers (`x-death-reason`, cut to
 /// [`MAX_REASON_BYTES`](properties::MAX_REASON_BYTES); `x-original-queue`;
-/// `x-attempts`) in place of any others, and `body` as it was received.
+/// `x-attempts`; `x-died-at`; for a malformed body `x-parse-error`) in
+/// place of any others, and `body` as it was received.
 pub(crate) fn letter(
     info: &DeadLetterInfo<'_>,
     suffix: &str,
@@ -40,9 +41,8 @@ mod tests {
         let body = Bytes::from_static(b"{ \"not\": \"reformatted\" }");
         let reason = "é".repeat(properties::MAX_REASON_BYTES);
         let info = DeadLetterInfo {
-            reason: &reason,
-            original_queue: "app.emails",
-            attempts: 3,
+            parse_error: Some("expected value at line 1 column 1"),
+            ..DeadLetterInfo::now(&reason, "app.emails", 3)
         };
         let base = properties::malformed_properties("m-1");
         let out = letter(&info, "-dlq", base, "m-1".to_owned(), body.clone());
@@ -73,6 +73,11 @@ mod tests {
             header(properties::ATTEMPTS_HEADER).as_deref(),
             Some("i64:3")
         );
-        assert_eq!(read.headers.len(), 3);
+        assert!(header(properties::DIED_AT_HEADER).is_some());
+        assert_eq!(
+            header(properties::PARSE_ERROR_HEADER).as_deref(),
+            Some("expected value at line 1 column 1")
+        );
+        assert_eq!(read.headers.len(), 5);
     }
 }

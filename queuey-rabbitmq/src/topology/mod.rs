@@ -87,6 +87,12 @@ pub const REASON_HEADER: &str = "x-death-reason";
 pub const ORIGINAL_QUEUE_HEADER: &str = "x-original-queue";
 /// Header of a dead letter: the attempts the job had made.
 pub const ATTEMPTS_HEADER: &str = "x-attempts";
+/// Header of a dead letter: when the job died, in milliseconds since the
+/// Unix epoch, as a 64-bit integer.
+pub const DIED_AT_HEADER: &str = "x-died-at";
+/// Header of a dead letter whose body is not an envelope (reason
+/// `malformed envelope`): why it did not decode.
+pub const PARSE_ERROR_HEADER: &str = "x-parse-error";
 /// Header of every hold publish: when the job becomes due, in milliseconds
 /// since the Unix epoch, as a 64-bit integer. Operators' tools and the
 /// consumers' never-early check read it under exactly this name.

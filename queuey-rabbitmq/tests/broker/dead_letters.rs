@@ -146,7 +146,12 @@ async fn republishes_never_carry_cc_bcc_or_death_headers() {
     let copy = broker.get(&format!("{q}.dead")).await.expect("dead letter");
     assert_eq!(
         header_names(&copy),
-        ["x-attempts", "x-death-reason", "x-original-queue"],
+        [
+            "x-attempts",
+            "x-death-reason",
+            "x-died-at",
+            "x-original-queue"
+        ],
         "only queuey's own headers"
     );
     assert_eq!(

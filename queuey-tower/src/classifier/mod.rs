@@ -131,32 +131,52 @@ fn defaults(error: &(dyn StdError + 'static)) -> FailureClass {
 
 /// What an error that no layer turned into a disposition becomes: a
 /// deferral for a `Retry-After` (a dead letter past the longest hold), else
-/// a dead letter with the error's chain as the reason.
+/// a dead letter with the error's chain as the reason; a fatal one's reads
+/// `fatal: …` ([`fatal_reason`]), whoever called it fatal.
 pub(crate) fn last_resort(
     class: FailureClass,
     error: &(dyn StdError + 'static),
 ) -> queuey_core::Disposition {
     match class {
         FailureClass::RetryAfter(delay) => queuey_core::Disposition::Defer { delay }.never_early(),
-        FailureClass::Transient | FailureClass::Fatal => queuey_core::Disposition::DeadLetter {
+        FailureClass::Transient => queuey_core::Disposition::DeadLetter {
             reason: error_chain(error),
         },
+        FailureClass::Fatal => queuey_core::Disposition::DeadLetter {
+            reason: fatal_reason(error),
+        },
     }
+}
+
+/// The one spelling of a fatal failure's dead-letter reason: `fatal: `
+/// and the error's chain, whether the handler said so
+/// (`JobError::fatal`) or a classifier did (an `HTTP 410` becomes
+/// `fatal: HTTP 410`). A [`FatalError`] in the chain adds no second
+/// `fatal: ` of its own.
+pub(crate) fn fatal_reason(error: &(dyn StdError + 'static)) -> String {
+    let chain = chain_of(chain(error).filter(|e| !e.is::<FatalError>()));
+    format!("fatal: {chain}")
 }
 
 /// Joins an error and its sources with `": "`, the form dead-letter reasons
 /// take.
 pub(crate) fn error_chain(error: &(dyn StdError + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut current = error.source();
-    while let Some(e) = current {
+    chain_of(chain(error))
+}
+
+/// Joins the texts of `errors` (an error and its sources, outermost first)
+/// with `": "`, leaving out a text its wrapper already ends with.
+fn chain_of<'a>(errors: impl Iterator<Item = &'a (dyn StdError + 'static)>) -> String {
+    let mut text = String::new();
+    for e in errors {
         let next = e.to_string();
-        // Wrappers that display as their source would repeat it.
-        if !text.ends_with(&next) {
+        if text.is_empty() {
+            text = next;
+        } else if !text.ends_with(&next) {
+            // Wrappers that display as their source would repeat it.
             text.push_str(": ");
             text.push_str(&next);
         }
-        current = e.source();
     }
     text
 }
@@ -334,5 +354,35 @@ mod tests {
         );
         let e = JobError::retryable(std::io::Error::other("reset")).into_box_error();
         assert_eq!(error_chain(&*e), "reset");
+    }
+
+    #[test]
+    fn a_fatal_failure_reads_the_same_whoever_called_it_fatal() {
+        let calls_429_fatal = SharedClassifier::new(|e: &(dyn StdError + 'static)| {
+            e.is::<TooManyRequests>().then_some(FailureClass::Fatal)
+        });
+        let reason = |error: BoxError| match last_resort(calls_429_fatal.classify(&*error), &*error)
+        {
+            queuey_core::Disposition::DeadLetter { reason } => reason,
+            other => panic!("{other:?}"),
+        };
+        // The handler's own word, and the classifier's.
+        assert_eq!(
+            reason(JobError::fatal(TooManyRequests).into_box_error()),
+            "fatal: HTTP 429"
+        );
+        assert_eq!(reason(Box::new(TooManyRequests)), "fatal: HTTP 429");
+        assert_eq!(
+            reason(JobError::retryable(TooManyRequests).into_box_error()),
+            "fatal: HTTP 429"
+        );
+        // Wrapped, the fatal marker is said once, at the front.
+        let wrapped: BoxError = Box::new(Context::new(
+            "calling the API",
+            JobError::fatal(TooManyRequests).into_box_error(),
+        ));
+        assert_eq!(reason(wrapped), "fatal: calling the API: HTTP 429");
+        // A transient failure that reached the end keeps its own text.
+        assert_eq!(reason("reset".into()), "reset");
     }
 }

@@ -38,7 +38,7 @@ use crate::JobRequest;
 /// let request = JobRequest::new((), JobContext::new(Uuid::new_v4(), "q"));
 /// assert_eq!(
 ///     stack.oneshot(request).await.unwrap(),
-///     Disposition::DeadLetter { reason: "connection reset".into() }
+///     Disposition::DeadLetter { reason: "fatal: connection reset".into() }
 /// );
 /// # }
 /// ```

@@ -10,6 +10,7 @@ use queuey_core::escape::Untrusted;
 use queuey_core::{BoxError, RetryPolicy};
 
 use crate::classifier::{Classify, FailureClass, SharedClassifier, error_chain};
+use crate::failure_slot::FailureSlot;
 use crate::job_fields::JobFields;
 use queuey_core::Disposition;
 
@@ -23,6 +24,7 @@ pin_project! {
         attempt: u32,
         policy: Arc<RetryPolicy>,
         classifier: SharedClassifier,
+        failure: Option<FailureSlot>,
     }
 }
 
@@ -33,6 +35,7 @@ impl<F> ResponseFuture<F> {
         attempt: u32,
         policy: Arc<RetryPolicy>,
         classifier: SharedClassifier,
+        failure: Option<FailureSlot>,
     ) -> Self {
         ResponseFuture {
             inner,
@@ -40,6 +43,7 @@ impl<F> ResponseFuture<F> {
             attempt,
             policy,
             classifier,
+            failure,
         }
     }
 }
@@ -84,6 +88,11 @@ where
                 error = %Untrusted(&chain),
                 "job failed, will retry"
             );
+            // The error goes into the job's history, carried by the next
+            // attempt and shown on its dead letter.
+            if let Some(slot) = this.failure.take() {
+                slot.note(chain);
+            }
         }
         Poll::Ready(Ok(retry))
     }

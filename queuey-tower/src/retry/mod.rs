@@ -9,7 +9,10 @@
 //! [`DeferOn429`](struct@crate::defer::DeferOn429)). Which errors are transient is the
 //! request's [classifier](crate::classify)'s call, the same one every other
 //! layer asks. Each retry is logged at WARN with the error, the job's
-//! `queue`, `job_type` and `job_id`, its attempt and the delay.
+//! `queue`, `job_type` and `job_id`, its attempt and the delay, and kept
+//! in the job's error history: the worker records it in the envelope of
+//! the next attempt ([`Envelope::errors`](queuey_core::Envelope::errors)),
+//! so a dead letter tells the error of every attempt.
 //!
 //! A backoff longer than [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (only a
 //! `Backoff::Fixed` built from its variant can be) is dead-lettered with a
@@ -111,6 +114,14 @@ where
         request.ctx_mut().set_max_attempts(policy.max_attempts());
         let classifier = request.classifier().clone();
         let job = JobFields::of(&request);
-        future::ResponseFuture::new(self.inner.call(request), job, attempt, policy, classifier)
+        let failure = request.failure().cloned();
+        future::ResponseFuture::new(
+            self.inner.call(request),
+            job,
+            attempt,
+            policy,
+            classifier,
+            failure,
+        )
     }
 }

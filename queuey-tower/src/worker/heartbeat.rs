@@ -188,6 +188,7 @@ impl Identity {
         Heartbeat {
             worker_id: self.worker_id,
             host: self.host.clone(),
+            name: None,
             pid: self.pid,
             version: env!("CARGO_PKG_VERSION").to_owned(),
             queues: self.queues.clone(),

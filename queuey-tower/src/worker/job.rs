@@ -57,7 +57,7 @@ pub(crate) fn settling_key(queue: &Arc<str>) -> Key {
 /// disposition is settled, a caller waiting for the job gets its outcome.
 pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
     let Started {
-        delivery,
+        mut delivery,
         job,
         queue,
         wings: mut state,
@@ -75,12 +75,11 @@ pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
         Ok(disposition) => disposition.never_early(),
         Err(error) => last_resort(env.classifier.classify(&*error), &*error),
     };
-    let envelope = delivery.envelope();
-    let ended = Ended {
-        envelope,
-        queue: &queue,
+    let disposition = {
+        let mut ended = Ended::new(&mut delivery, &queue);
+        env.wings.run_ended(&mut state, disposition, &mut ended)
     };
-    let disposition = env.wings.run_ended(&mut state, disposition, &ended);
+    let envelope = delivery.envelope();
     let job_id = envelope.job_id;
     if let Disposition::DeadLetter { reason } = &disposition {
         tracing::warn!(

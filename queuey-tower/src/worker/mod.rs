@@ -459,6 +459,25 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         &self.settings.namespace
     }
 
+    /// The backend the worker consumes, for the test runner.
+    pub(crate) fn backend(&self) -> &Arc<B> {
+        &self.backend
+    }
+
+    /// Every broker queue the worker consumes: each queue's lane and the
+    /// shards it takes.
+    pub(crate) fn broker_queues(&self) -> Vec<String> {
+        self.queues
+            .iter()
+            .flat_map(|q| q.physical.iter().map(|c| c.name().to_owned()))
+            .collect()
+    }
+
+    /// Whether periodic jobs fire beside the handlers.
+    pub(crate) fn has_periodic(&self) -> bool {
+        !self.settings.periodic.is_empty()
+    }
+
     /// Consumes every handled queue until [`WorkerHandle::shutdown`] is
     /// called, consuming again whenever a consumer is lost, then lets jobs
     /// in flight finish (up to the shutdown timeout) and returns.

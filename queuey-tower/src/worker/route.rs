@@ -108,6 +108,9 @@ where
             request = request.with_retry_policy(Arc::clone(policy));
         }
         request.set_classifier(delivered.classifier.clone());
+        if let Some(slot) = delivered.extras.failure.take() {
+            request.set_failure(slot);
+        }
         if let Some(slot) = delivered.extras.reply {
             request.set_reply(slot);
         }

@@ -107,7 +107,20 @@ async fn attempts_exhausted_dead_letters_with_the_attempts_made() {
     assert_eq!(dead.attempts, 3);
     assert_eq!(dead.original_queue, "t.work");
     assert_eq!(dead.reason, "attempts exhausted (3 of 3): still down");
-    assert_eq!(dead.envelope().unwrap().job_id, id);
+    let envelope = dead.envelope().unwrap();
+    assert_eq!(envelope.job_id, id);
+    // The two retried attempts carried their errors on; the third is the
+    // reason. The letter says when it died.
+    let history: Vec<(u32, &str)> = envelope
+        .errors
+        .iter()
+        .map(|e| (e.attempt, e.error.as_str()))
+        .collect();
+    assert_eq!(history, [(1, "still down"), (2, "still down")]);
+    assert!(envelope.errors.iter().all(|e| e.at_ms > 0));
+    assert_eq!(envelope.errors_cut, 0);
+    assert!(dead.died_at_ms >= envelope.errors[1].at_ms);
+    assert_eq!(dead.parse_error, None);
     running.stop().await;
 }
 

@@ -343,7 +343,7 @@ async fn one_classifier_is_read_by_retry_deferral_and_dead_letter() {
     assert_eq!(calls.iter().filter(|c| c.0 == 404).count(), 1, "{calls:?}");
     let dead = backend.dead_letters("t.work");
     assert_eq!(dead.len(), 1);
-    assert_eq!(dead[0].reason, "HTTP 404");
+    assert_eq!(dead[0].reason, "fatal: HTTP 404");
     assert!(classified.load(Ordering::SeqCst) >= 2);
     running.stop().await;
 

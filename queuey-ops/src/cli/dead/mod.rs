@@ -4,12 +4,12 @@
 //! queue names) goes through [`escape`](crate::escape): a reason cannot
 //! move the cursor, retitle the terminal or reorder the text around it.
 
-use crate::cli::out::{out, outln};
+use crate::out::{out, outln};
 use std::path::PathBuf;
 
 use crate::dead::{self, DeadQueues, Destination, Filter, Order, QueueCount, RedriveOptions};
 use crate::escape::{json as esc_json, line as esc};
-use crate::{OpsError, Result};
+use crate::{OpsError, Result, time};
 use clap::Subcommand;
 
 mod redrive;
@@ -181,8 +181,9 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
             }
             let mut table = Table::with_first(
                 queues.sharded.then_some("SHARD"),
-                ["#", "ID", "TYPE", "ATT", "REASON"],
+                ["#", "ID", "TYPE", "ATT", "DIED", "REASON"],
             );
+            let now = crate::time::now_ms();
             for s in &listing.items {
                 let shard = queues.sharded.then(|| queues.label(s.shard));
                 table.row(
@@ -193,6 +194,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                             s.id.clone(),
                             s.job_type.clone().unwrap_or_else(|| "-".into()),
                             s.attempts.map_or("-".into(), |n| n.to_string()),
+                            s.died_at_ms.map_or("-".into(), |ms| time::when(ms, now)),
                             clip(&s.reason, 80),
                         ])
                         .collect(),
@@ -300,6 +302,30 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
                     "died on:     {}",
                     esc(s.original_queue.as_deref().unwrap_or("- (unknown)"))
                 );
+                let now = time::now_ms();
+                let at =
+                    |ms: Option<i64>| ms.map_or("- (unknown)".into(), |ms| time::when(ms, now));
+                outln!("died at:     {}", at(s.died_at_ms));
+                if let Some(ms) = s.enqueued_at_ms.filter(|&ms| ms > 0) {
+                    outln!("enqueued at: {}", at(i64::try_from(ms).ok()));
+                }
+                if let Some(error) = &detail.parse_error {
+                    outln!("parse error: {}", esc(error));
+                }
+                let history = &detail.history;
+                if !history.errors.is_empty() {
+                    outln!("\nattempts:");
+                    if history.cut > 0 {
+                        outln!("  ({} earlier errors not kept)", history.cut);
+                    }
+                    for row in &history.errors {
+                        let when = row.at_ms.map_or(String::new(), |ms| {
+                            format!(" at {}", at(i64::try_from(ms).ok()))
+                        });
+                        let died = if row.last { ", died" } else { "" };
+                        outln!("  #{}{when}{died}: {}", row.attempt, esc(&row.error));
+                    }
+                }
                 outln!("\nproperties:");
                 for (k, v) in &detail.properties {
                     outln!("  {}: {}", esc(k), esc_json(&v.to_string()));

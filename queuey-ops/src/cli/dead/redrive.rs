@@ -1,9 +1,9 @@
 //! `queuey dead redrive`: the preview, the progress bar and the summary.
 
 use crate::Result;
-use crate::cli::out::{errln, outln};
 use crate::dead::{self, DeadQueues, RedriveOptions};
 use crate::escape::line as esc;
+use crate::out::{errln, outln};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::Global;

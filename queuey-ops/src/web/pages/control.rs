@@ -107,9 +107,7 @@ pub(crate) async fn switch(
     } else {
         Command::Resume { queue: q }
     };
-    app.fleet
-        .send(command, &fleet::signature("queuey web"))
-        .await?;
+    app.fleet.send(command).await?;
     let result = html! {
         p.ok #result { (if pause { "Paused" } else { "Resumed" }) " " code { (shown(&queue)) } "." }
     };
@@ -182,8 +180,7 @@ pub(crate) async fn cancel(
         };
         return Ok(preview("Cancel a job", body, form, back));
     }
-    let by = fleet::signature("queuey web");
-    app.fleet.send(Command::Cancel { job_id }, &by).await?;
+    app.fleet.send(Command::Cancel { job_id }).await?;
     let result = html! { p.ok #result { "Cancelled job " code { (job_id) } "." } };
     Ok(done("Cancel a job", result, back))
 }

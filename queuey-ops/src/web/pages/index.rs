@@ -17,7 +17,7 @@ use crate::shards;
 use crate::time::now_ms;
 use crate::web::App;
 use crate::web::chart;
-use crate::web::html::{heads, page, queue_path, shown};
+use crate::web::html::{heads, job_search, page, queue_path, shown};
 
 /// The broker's queues by name.
 type ByName<'a> = BTreeMap<&'a str, &'a QueueInfo>;
@@ -135,6 +135,7 @@ pub(crate) async fn index(
     let paused = app.fleet.state().await?;
     let now = now_ms();
     let body = html! {
+        (job_search(""))
         table #queues {
             (heads(&[
                 "queue", "state", "ready", "unacked", "consumers", "dead", "held", "publish",

@@ -4,6 +4,7 @@
 mod actions;
 mod control;
 mod index;
+mod job;
 mod metrics;
 mod queue;
 mod schedules;
@@ -32,6 +33,7 @@ pub(super) fn routes() -> Router<Arc<App>> {
         .route("/schedules", get(schedules::schedules))
         .route("/workers", get(workers::workers))
         .route("/metrics", get(metrics::metrics))
+        .route("/job", get(job::job))
         .route("/job/cancel", post(control::cancel))
         .route("/queue/{queue}/pause", post(control::switch))
         .route("/queue/{queue}/resume", post(control::switch))

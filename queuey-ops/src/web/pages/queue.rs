@@ -13,7 +13,7 @@ use crate::amqp::QueueCounts;
 use crate::dead;
 use crate::holds;
 use crate::shards::{self, Member, Shards};
-use crate::time::{format_duration_ms, format_ms, now_ms};
+use crate::time::{format_duration_ms, now_ms, when};
 use crate::topology::{self, QueueSpec, TopologySpec};
 use crate::web::App;
 use crate::web::html::{Tone, back_to_queue, heads, nav, page, post_form, queue_path, seg, shown};
@@ -124,8 +124,9 @@ pub(crate) async fn queue(
                 }
             }
             h2 { "Oldest " (oldest.len()) " dead letters" }
+            @let now = now_ms();
             table #dead {
-                @let columns = ["shard", "#", "id", "type", "attempts", "reason"];
+                @let columns = ["shard", "#", "id", "type", "attempts", "died", "reason"];
                 (heads(&columns[usize::from(!queues.sharded)..]))
                 @for s in &oldest {
                     // A position names a letter in one dead-letter queue:
@@ -146,6 +147,7 @@ pub(crate) async fn queue(
                         td.n {
                             @match s.attempts { Some(a) => (a), None => "-" }
                         }
+                        td.died { (s.died_at_ms.map_or("-".to_owned(), |ms| when(ms, now))) }
                         td { (shown(&s.reason)) }
                     }
                 }
@@ -201,11 +203,6 @@ async fn holds_section(app: &App, shards: &Shards) -> Markup {
     let suffix = &app.config.deferred_suffix;
     let census = holds::census_of(&app.mgmt, &app.amqp, shards, suffix, 100).await;
     let now = now_ms();
-    let when = |ms: Option<i64>| {
-        ms.map_or("-".into(), |ms| {
-            format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now))
-        })
-    };
     html! {
         h2 { "Hold queues" }
         @match census {
@@ -234,9 +231,15 @@ async fn holds_section(app: &App, shards: &Shards) -> Markup {
                                 }
                             }
                             td { (h.lease_left_ms.map_or("in use".into(), format_duration_ms)) }
-                            td { (when(h.earliest_release_ms)) }
-                            td { (when(h.latest_release_ms)) }
+                            td { (h.earliest_text(now)) }
+                            td { (h.latest_text(now)) }
                         }
+                    }
+                }
+                @for h in c.holds.iter().filter(|h| h.release_note.is_some()) {
+                    p.note.release-note {
+                        code { (shown(&h.name)) } ": "
+                        (shown(h.release_note.as_deref().unwrap_or_default()))
                     }
                 }
             }
@@ -304,10 +307,25 @@ pub(crate) async fn show(
     let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
     let json = |v: Result<serde_json::Value, _>| pretty(&v.unwrap_or_default());
     let fields = [("id", detail.summary.id.as_str())];
+    let now = now_ms();
+    let at = |ms: Option<i64>| ms.map_or("- (unknown)".to_owned(), |ms| when(ms, now));
+    let enqueued = detail
+        .summary
+        .enqueued_at_ms
+        .filter(|&ms| ms > 0)
+        .and_then(|ms| i64::try_from(ms).ok());
+    let history = &detail.history;
     let body = html! {
         (nav(Some(back_to_queue(&queue))))
         p {
             "reason: " b { (shown(&detail.summary.reason)) } br;
+            "died at: " span #died-at { (at(detail.summary.died_at_ms)) } br;
+            @if enqueued.is_some() {
+                "first enqueued: " span #enqueued-at { (at(enqueued)) } br;
+            }
+            @if let Some(error) = &detail.parse_error {
+                "parse error: " code #parse-error { (shown(error)) } br;
+            }
             "fingerprint: " code { (shown(&detail.summary.fingerprint)) } br;
             "back to: " code { (shown(detail.summary.original_queue.as_deref().unwrap_or("-"))) }
             @if queues.sharded {
@@ -317,6 +335,22 @@ pub(crate) async fn show(
         }
         p {
             (post_form(&queue_path(&queue, "redrive"), csrf, &fields, "Redrive this one…", Tone::Neutral, "redrive-one"))
+        }
+        @if !history.errors.is_empty() {
+            h2 { "Attempts" }
+            @if history.cut > 0 {
+                p.note #errors-cut { (history.cut) " earlier errors were not kept." }
+            }
+            table #attempts {
+                (heads(&["attempt", "failed at", "error"]))
+                @for row in &history.errors {
+                    tr {
+                        td.n { (row.attempt) @if row.last { " (died)" } }
+                        td { (at(row.at_ms.and_then(|ms| i64::try_from(ms).ok()))) }
+                        td { (shown(&row.error)) }
+                    }
+                }
+            }
         }
         h2 { "Headers" }
         pre { (shown(&json(serde_json::to_value(&detail.headers)))) }

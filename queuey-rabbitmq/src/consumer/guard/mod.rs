@@ -135,11 +135,7 @@ impl Guard {
                     reject(&settler, queue).await;
                     return;
                 };
-                let info = DeadLetterInfo {
-                    reason,
-                    original_queue: queue,
-                    attempts: envelope.attempt,
-                };
+                let info = DeadLetterInfo::now(reason, queue, envelope.attempt);
                 let mut letter = dead_letter::letter(
                     &info,
                     dead_suffix,

@@ -84,7 +84,7 @@ impl Wing for CancelWing {
         &self,
         canceller: &mut Self::Job,
         disposition: Disposition,
-        job: &Ended<'_>,
+        job: &mut Ended<'_>,
     ) -> Disposition {
         let cancelled = canceller.as_ref().is_some_and(Canceller::is_cancelled);
         match disposition {

@@ -45,7 +45,7 @@ impl Wing for LedgerWing {
         &self,
         running: &mut Option<u64>,
         disposition: Disposition,
-        _job: &Ended<'_>,
+        _job: &mut Ended<'_>,
     ) -> Disposition {
         if let Some(key) = running.take() {
             self.ledger.finished(key);

@@ -11,6 +11,7 @@
 //! | [`progress`] | hands a job someone can see a progress reporter | sends each report to a caller waiting for the job | | |
 //! | [`ledger`] | lists the job among the running ones the heartbeats report, with its progress reporter | | takes it off the list | counts it in its queue's totals |
 //! | [`unique`] | | | a unique job done for good keeps its envelope | gives its key back |
+//! | [`history`] | hands the job's request a slot for its attempt's error | | a job to be retried records that error in its envelope | |
 //!
 //! Adding a feature is a file here with a [`Wing`], and its place in
 //! [`Wings`]. Wings see each point in the order of that list, so a wing
@@ -18,6 +19,7 @@
 //! comes before those that read it.
 
 mod cancel;
+mod history;
 mod ledger;
 mod progress;
 mod reply;
@@ -26,12 +28,13 @@ pub(crate) mod unique;
 use std::future::Future;
 use std::sync::Arc;
 
-use queuey_core::backend::Backend;
+use queuey_core::backend::{Backend, Delivery};
 use queuey_core::control::{CancelSignal, ControlView, ProgressReporter};
 use queuey_core::{Disposition, Envelope, JobContext, Uuid};
 
 use super::handle::HandleInner;
 use super::heartbeat::Ledger;
+use crate::failure_slot::FailureSlot;
 use crate::reply_slot::ReplySlot;
 
 pub(crate) use unique::UniqueKeys;
@@ -43,7 +46,10 @@ pub(crate) type Wings = (
         reply::ReplyWing,
         (
             progress::ProgressWing,
-            (ledger::LedgerWing, unique::UniqueWing),
+            (
+                ledger::LedgerWing,
+                (unique::UniqueWing, history::HistoryWing),
+            ),
         ),
     ),
 );
@@ -68,7 +74,7 @@ pub(crate) fn wings(
                 progress::ProgressWing::new(backend),
                 (
                     ledger::LedgerWing::new(ledger, queues),
-                    unique::UniqueWing::new(unique_keys),
+                    (unique::UniqueWing::new(unique_keys), history::HistoryWing),
                 ),
             ),
         ),
@@ -104,6 +110,8 @@ pub(crate) struct Extras {
     pub(crate) cancel: Option<CancelSignal>,
     /// Where the handler reports its progress, for a job someone can see.
     pub(crate) progress: Option<ProgressReporter>,
+    /// Where a retry layer notes the error of the attempt it retries.
+    pub(crate) failure: Option<FailureSlot>,
 }
 
 impl Extras {
@@ -117,8 +125,53 @@ impl Extras {
 
 /// A job whose run ended, as the wings see it.
 pub(crate) struct Ended<'a> {
-    pub(crate) envelope: &'a Envelope,
+    carrier: &'a mut dyn Carrier,
     pub(crate) queue: &'a Arc<str>,
+}
+
+impl<'a> Ended<'a> {
+    /// The job held by `carrier` (its delivery), consumed for `queue`.
+    pub(crate) fn new(carrier: &'a mut dyn Carrier, queue: &'a Arc<str>) -> Self {
+        Ended { carrier, queue }
+    }
+
+    /// The job's envelope, as delivered.
+    pub(crate) fn envelope(&self) -> &Envelope {
+        self.carrier.envelope()
+    }
+
+    /// The envelope the backend publishes the job's next attempt from, if
+    /// its deliveries let it change.
+    pub(crate) fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        self.carrier.envelope_mut()
+    }
+}
+
+/// What holds a job's envelope when its run ends: its delivery (or, in a
+/// wing's own tests, an envelope).
+pub(crate) trait Carrier {
+    fn envelope(&self) -> &Envelope;
+    fn envelope_mut(&mut self) -> Option<&mut Envelope>;
+}
+
+impl Carrier for Box<dyn Delivery> {
+    fn envelope(&self) -> &Envelope {
+        (**self).envelope()
+    }
+
+    fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        (**self).envelope_mut()
+    }
+}
+
+impl Carrier for Envelope {
+    fn envelope(&self) -> &Envelope {
+        self
+    }
+
+    fn envelope_mut(&mut self) -> Option<&mut Envelope> {
+        Some(self)
+    }
 }
 
 /// A job settled on the broker, as the wings see it.
@@ -161,7 +214,7 @@ pub(crate) trait Wing: Send + Sync + 'static {
         &self,
         state: &mut Self::Job,
         disposition: Disposition,
-        job: &Ended<'_>,
+        job: &mut Ended<'_>,
     ) -> Disposition {
         let _ = (state, job);
         disposition
@@ -201,7 +254,7 @@ impl<A: Wing, B: Wing> Wing for (A, B) {
         &self,
         state: &mut Self::Job,
         disposition: Disposition,
-        job: &Ended<'_>,
+        job: &mut Ended<'_>,
     ) -> Disposition {
         let disposition = self.0.run_ended(&mut state.0, disposition, job);
         self.1.run_ended(&mut state.1, disposition, job)

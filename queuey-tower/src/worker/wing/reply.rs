@@ -57,9 +57,9 @@ impl Wing for ReplyWing {
         &self,
         answer: &mut Answer,
         disposition: Disposition,
-        job: &Ended<'_>,
+        job: &mut Ended<'_>,
     ) -> Disposition {
-        if let (Answer::Waiting(slot), Some(to)) = (&*answer, &job.envelope.reply_to) {
+        if let (Answer::Waiting(slot), Some(to)) = (&*answer, &job.envelope().reply_to) {
             *answer = match due(&disposition, slot) {
                 Some(reply) => Answer::Due(Box::new((to.clone(), reply))),
                 None => Answer::Unasked,
@@ -172,11 +172,9 @@ mod tests {
         let mut extras = Extras::default();
         let mut answer = wing.start(&starting, &mut extras);
         assert!(extras.reply.is_none());
-        let ended = Ended {
-            envelope: &unasked,
-            queue: &queue,
-        };
-        wing.run_ended(&mut answer, Disposition::Ack, &ended);
+        let mut unasked = unasked;
+        let mut ended = Ended::new(&mut unasked, &queue);
+        wing.run_ended(&mut answer, Disposition::Ack, &mut ended);
         assert!(matches!(answer, Answer::Unasked));
     }
 }

@@ -99,12 +99,13 @@ impl Wing for UniqueWing {
         &self,
         done: &mut Self::Job,
         disposition: Disposition,
-        job: &Ended<'_>,
+        job: &mut Ended<'_>,
     ) -> Disposition {
         // Only a unique job carries a key; every other job skips this. The
         // key is computed again from the job before it is given back.
-        if self.keys.is_some() && job.envelope.unique_key.is_some() && done_for_good(&disposition) {
-            *done = Some(Box::new(job.envelope.clone()));
+        if self.keys.is_some() && job.envelope().unique_key.is_some() && done_for_good(&disposition)
+        {
+            *done = Some(Box::new(job.envelope().clone()));
         }
         disposition
     }

@@ -72,24 +72,24 @@ pub(crate) fn failed() -> bool {
 /// `println!` for the tool's output: see the [module](self).
 macro_rules! outln {
     () => {
-        $crate::cli::out::line(format_args!(""))
+        $crate::out::line(format_args!(""))
     };
     ($($arg:tt)*) => {
-        $crate::cli::out::line(format_args!($($arg)*))
+        $crate::out::line(format_args!($($arg)*))
     };
 }
 
 /// `print!` for the tool's output: see the [module](self).
 macro_rules! out {
     ($($arg:tt)*) => {
-        $crate::cli::out::text(format_args!($($arg)*))
+        $crate::out::text(format_args!($($arg)*))
     };
 }
 
 /// `eprintln!` that ignores a closed stderr: see the [module](self).
 macro_rules! errln {
     ($($arg:tt)*) => {
-        $crate::cli::out::error_line(format_args!($($arg)*))
+        $crate::out::error_line(format_args!($($arg)*))
     };
 }
 
