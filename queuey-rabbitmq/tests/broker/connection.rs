@@ -129,11 +129,12 @@ async fn several_addresses_are_tried_in_turn() {
 }
 
 /// A port that was free a moment ago: nothing listens on it.
+/// A port where nothing listens, below the range the kernel picks the
+/// local ports of outgoing connections from: a port of that range can
+/// become a connection's own source port, and a connect to it then reaches
+/// itself and hangs in the handshake instead of being refused.
 fn unused_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free local port")
-        .port()
+    queuey_core::__private::free_local_port().expect("a free local port")
 }
 
 /// A port where nothing listens, with the wait turned off: the error comes
