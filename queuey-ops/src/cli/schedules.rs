@@ -3,7 +3,7 @@
 use crate::Result;
 use crate::out::{errln, out};
 use crate::schedules::{self, Member, ScheduleInfo};
-use crate::time::{format_duration_ms, format_ms, now_ms};
+use crate::time::{self, now_ms};
 use clap::Args;
 
 use super::Global;
@@ -54,11 +54,7 @@ pub(crate) fn render(listed: &[ScheduleInfo], now: i64) -> String {
     if listed.is_empty() {
         return "no schedule queue (`{queue}.periodic.{name}`) in this vhost\n".to_owned();
     }
-    let when = |ms: Option<i64>| match ms {
-        Some(ms) if ms >= now => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
-        Some(ms) => format!("{} ({} ago)", format_ms(ms), format_duration_ms(now - ms)),
-        None => "-".to_owned(),
-    };
+    let when = |ms: Option<i64>| ms.map_or_else(|| "-".to_owned(), |ms| time::when(ms, now));
     let mut table = Table::new([
         "QUEUE",
         "SCHEDULE",

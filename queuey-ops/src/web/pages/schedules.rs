@@ -7,7 +7,7 @@ use maud::html;
 
 use super::PageResult;
 use crate::schedules;
-use crate::time::{format_duration_ms, format_ms, now_ms};
+use crate::time::{self, now_ms};
 use crate::web::App;
 use crate::web::html::{heads, nav, page, shown};
 
@@ -18,11 +18,7 @@ pub(crate) async fn schedules(State(app): State<Arc<App>>) -> PageResult {
     let mut listed = schedules::list(&app.mgmt, &app.amqp, &app.fleet).await?;
     listed.retain(|s| app.in_scope(&s.job_queue));
     let now = now_ms();
-    let when = |ms: Option<i64>| match ms {
-        Some(ms) if ms >= now => format!("{} (in {})", format_ms(ms), format_duration_ms(ms - now)),
-        Some(ms) => format!("{} ({} ago)", format_ms(ms), format_duration_ms(now - ms)),
-        None => "-".to_owned(),
-    };
+    let when = |ms: Option<i64>| ms.map_or_else(|| "-".to_owned(), |ms| time::when(ms, now));
     let body = html! {
         (nav(None))
         table #schedules {
