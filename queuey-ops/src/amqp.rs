@@ -8,10 +8,7 @@ use queuey_rabbitmq::RabbitMqOptions;
 use crate::error::{OpsError, Result};
 use crate::tls::TlsFiles;
 
-/// A RabbitMQ backend of an operator tool on `url` (an `amqps://` URL with
-/// `tls`), its connection named `name`, with `options` besides. The first
-/// connection is not retried: a tool should say at once that the broker is
-/// unreachable.
+/// A RabbitMQ backend on `url`, its connection named `name`, not retried.
 pub(crate) async fn backend(
     url: &str,
     tls: &TlsFiles,
@@ -27,17 +24,14 @@ pub(crate) async fn backend(
         .map_err(OpsError::Connect)
 }
 
-/// A queue's counts as a passive declare reports them.
+/// A queue's ready messages and consumers, as a passive declare reports them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueCounts {
-    /// Messages ready for delivery.
     pub(crate) messages: u32,
-    /// Consumers attached.
     pub(crate) consumers: u32,
 }
 
-/// One AMQP connection of an operator tool, named so that it is easy to find
-/// in the broker's connection list.
+/// One named AMQP connection of an operator tool.
 #[derive(Debug)]
 pub(crate) struct Amqp {
     connection: Connection,
@@ -45,10 +39,7 @@ pub(crate) struct Amqp {
 }
 
 impl Amqp {
-    /// Connects to `url`, naming the connection `name`; an `amqps://` URL
-    /// uses `tls`. The connection is opened exactly as the library's
-    /// backend opens its own: verified TLS or nothing, never a fallback to
-    /// plaintext, and errors without the password.
+    /// Connects to `url` as `name`, as the library's backend does.
     pub(crate) async fn connect_tls(url: &str, name: &str, tls: &TlsFiles) -> Result<Self> {
         let options = RabbitMqOptions::default()
             .connection_name(name)
@@ -88,11 +79,8 @@ impl Amqp {
         Ok(channel)
     }
 
-    /// The counts of `queue`, or `None` when it does not exist.
-    ///
-    /// A passive declare on a throwaway channel: it creates nothing. On a hold
-    /// queue it counts as use and renews the queue's `x-expires` lease, which
-    /// only ever keeps the queue longer.
+    /// The counts of `queue`, or `None` when it does not exist (a passive
+    /// declare on a throwaway channel; renews a hold's lease).
     pub(crate) async fn counts(&self, queue: &str) -> Result<Option<QueueCounts>> {
         let channel = self.channel().await?;
         let options = QueueDeclareOptions {
@@ -115,8 +103,7 @@ impl Amqp {
         }
     }
 
-    /// Declares `queue` exclusive to this connection (gone when it closes),
-    /// on a throwaway channel.
+    /// Declares `queue` exclusive to this connection.
     pub(crate) async fn declare_exclusive(&self, queue: &str) -> Result<()> {
         let channel = self.channel().await?;
         let options = QueueDeclareOptions {
@@ -145,9 +132,8 @@ impl Amqp {
     }
 }
 
-/// Publishes `body` to `queue` through the default exchange, mandatory, and
-/// waits for the broker's confirmation. A return (no such queue) or a nack is
-/// [`OpsError::Refused`].
+/// Publishes `body` to `queue`, mandatory, and waits for the confirmation;
+/// a return or a nack is [`OpsError::Refused`].
 pub(crate) async fn publish_confirmed(
     channel: &Channel,
     queue: &str,
@@ -193,10 +179,7 @@ pub(crate) fn short(name: &str) -> Result<ShortString> {
     })
 }
 
-/// `url` with any password replaced by `***`; text that only looks like a
-/// URL with credentials is masked whole.
 pub(crate) use queuey_core::uri::redact as redact_url;
-/// `text` with every form of `url`'s password removed.
 pub(crate) use queuey_core::uri::scrub;
 
 #[cfg(test)]

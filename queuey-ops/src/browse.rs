@@ -1,39 +1,17 @@
 //! Reading a queue on AMQP 0-9-1 without losing a message or its place.
 //!
-//! AMQP 0-9-1 has no "peek". A read takes messages off the head and keeps
-//! every one of them unacknowledged; closing the channel hands them all
-//! back, and a classic queue puts requeued messages back at their original
-//! positions. So a read leaves the queue as it found it, in the same order,
-//! with two visible traces: the messages come back with
-//! `redelivered = true`, and while they are held no other consumer can see
-//! them. If the reading process dies, the broker requeues them the same way
-//! when the connection drops; nothing is lost, nothing is duplicated.
+//! AMQP 0-9-1 has no "peek": a read keeps every message it takes
+//! unacknowledged, and closing the channel (or a dropped connection) hands
+//! them back to their original positions. The traces: they come back
+//! `redelivered`, and while held no other consumer sees them.
 //!
-//! A [`Cursor`] reads with `basic.get`, [`WINDOW`] requests in flight at a
-//! time, and hands the messages out one by one in queue order (by delivery
-//! tag, which the broker numbers in the order it hands messages out). A
-//! consumer cannot do this job: without acknowledgements its prefetch
-//! window is all it ever receives, and a window as large as the queue (or
-//! unlimited, past 65,535) makes the broker push the whole queue into the
-//! reader's memory at once. With the cursor, what the reader holds in
-//! memory is at most [`WINDOW`] messages whatever the queue's length; the
-//! broker keeps the rest, unacknowledged, until [`Cursor::release`]. A
-//! caller that keeps only what it needs of each message (a count, a page,
-//! the one it looks for) reads any queue in bounded memory, and can stop
-//! as soon as it has its answer.
-//!
-//! The cursor stops after the number of messages the queue held when it was
-//! opened, so a message that arrives during a long run (a job that fails
-//! again right after a redrive) is not read in the same pass: it waits at
-//! the tail for the next one. A message that another reader holds at that
-//! moment is skipped by this pass (it is not ready); the pass then reads
-//! one newer message in its place if one arrived, and ends early if none
-//! did. No message is read twice in one pass.
-//!
-//! The management API's "get messages" does the same get-and-requeue inside
-//! the broker, but hands back headers without their AMQP types and bodies
-//! that are not UTF-8 as base64, so it cannot support a lossless export or a
-//! faithful redrive; it is not used.
+//! A [`Cursor`] reads with `basic.get`, [`WINDOW`] requests in flight, and
+//! hands messages out in queue order (by delivery tag), so a reader holds
+//! at most [`WINDOW`] messages in memory (a consumer's prefetch would push
+//! the whole queue). A pass stops after the count the queue held when
+//! opened: later arrivals wait for the next pass; a message another reader
+//! holds is skipped; none is read twice. The management API's "get
+//! messages" loses header types and non-UTF-8 bodies, so it is not used.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -49,17 +27,14 @@ use lapin::{BasicProperties, Channel};
 use crate::amqp::{Amqp, QueueCounts, short};
 use crate::error::{OpsError, Result};
 
-/// `basic.get` requests a [`Cursor`] keeps in flight: the most messages a
-/// reader holds in memory at once, whatever the queue's length.
+/// `basic.get` requests a [`Cursor`] keeps in flight.
 pub(crate) const WINDOW: usize = 32;
 
 /// One message read off a queue and held unacknowledged.
 #[derive(Clone)]
 pub(crate) struct Held {
-    /// The delivery tag on the cursor's channel.
     pub(crate) tag: u64,
-    /// 1-based position in the pass (1 = the head of the queue when the
-    /// cursor was opened).
+    /// 1-based position in the pass.
     pub(crate) position: usize,
     pub(crate) body: Vec<u8>,
     pub(crate) properties: BasicProperties,
@@ -77,22 +52,17 @@ impl fmt::Debug for Held {
 
 type Get = BoxFuture<'static, std::result::Result<Option<BasicGetMessage>, lapin::Error>>;
 
-/// A pass over a queue from its head, holding what it reads.
-///
-/// Call [`release`](Cursor::release) when done: it hands every held message
-/// back. (A cursor that is only dropped keeps them until the connection
-/// closes.)
+/// A pass over a queue from its head, holding what it reads until
+/// [`release`](Cursor::release) (or the connection closes).
 pub(crate) struct Cursor {
     channel: Channel,
     queue: String,
     routing: ShortString,
     counts: QueueCounts,
-    /// `basic.get` requests still to send in this pass.
     unrequested: usize,
     in_flight: FuturesUnordered<Get>,
-    /// Answers that came back before an earlier one.
     arrived: InOrder,
-    /// A request came back empty: the queue has nothing more ready.
+    /// A request came back empty: nothing more is ready.
     drained: bool,
     handed_out: usize,
 }
@@ -109,15 +79,12 @@ impl fmt::Debug for Cursor {
 }
 
 impl Cursor {
-    /// Opens a cursor over at most `max` of the messages `queue` holds now
-    /// (all of them when `None`). A missing queue is
-    /// [`OpsError::UnknownQueue`].
+    /// Opens a cursor over at most `max` of the messages `queue` holds now.
     pub(crate) async fn open(amqp: &Amqp, queue: &str, max: Option<usize>) -> Result<Self> {
         let counts = amqp.require(queue).await?;
         let total = counts.messages as usize;
         Ok(Cursor {
-            // A channel of its own: its delivery tags count this pass's
-            // messages from 1, in the order the broker handed them out.
+            // Its own channel: delivery tags count this pass from 1.
             channel: amqp.channel().await?,
             queue: queue.to_owned(),
             routing: short(queue)?,
@@ -130,18 +97,17 @@ impl Cursor {
         })
     }
 
-    /// The queue's counts when the cursor was opened (exact: a passive
-    /// declare, not management statistics).
+    /// The queue's exact counts when the cursor was opened.
     pub(crate) fn counts(&self) -> QueueCounts {
         self.counts
     }
 
-    /// How many messages the cursor has handed out so far.
+    /// Messages handed out so far.
     pub(crate) fn read(&self) -> usize {
         self.handed_out
     }
 
-    /// The cursor's channel (for publishing in the same transaction).
+    /// The cursor's channel (to publish in its transaction).
     pub(crate) fn channel(&self) -> &Channel {
         &self.channel
     }
@@ -203,10 +169,8 @@ impl Cursor {
             .map_err(|e| OpsError::amqp(format!("acknowledging a message of `{}`", self.queue), e))
     }
 
-    /// Ends the pass: every message still held goes back to its place.
-    ///
-    /// Waits for the requests in flight first (at most [`WINDOW`]), so that
-    /// the channel closes with nothing on the way.
+    /// Ends the pass, once the requests in flight are in: every message
+    /// still held goes back to its place.
     pub(crate) async fn release(mut self) {
         while self.in_flight.next().await.is_some() {}
         self.arrived = InOrder::default();
@@ -214,12 +178,10 @@ impl Cursor {
     }
 }
 
-/// Answers that may come back out of order, handed out by delivery tag:
-/// the broker numbers a channel's deliveries 1, 2, 3… in queue order.
+/// Answers that may come back out of order, handed out by delivery tag.
 #[derive(Debug)]
 struct InOrder {
     arrived: BTreeMap<u64, Held>,
-    /// The delivery tag of the next message to hand out.
     next_tag: u64,
 }
 
@@ -252,11 +214,8 @@ impl InOrder {
     }
 }
 
-/// Reads up to `max` messages from the head of `queue` and puts them all
-/// back, in order, with the queue's exact counts when the read began.
-///
-/// Every message read is kept in the returned vector: give a `max` that
-/// fits in memory, or read with a [`Cursor`] and keep less.
+/// Reads up to `max` messages from the head of `queue` into memory and puts
+/// them back, with the queue's exact counts when the read began.
 pub(crate) async fn browse_counted(
     amqp: &Amqp,
     queue: &str,

@@ -16,9 +16,8 @@ use crate::topology::{
     limit_policies, version_numbers,
 };
 
-/// Whether the connection to `url` is encrypted, and what that means. Only
-/// called once the connection is open: an `amqps://` connection that opened
-/// was verified (nothing falls back to plaintext).
+/// Whether the open connection to `url` is encrypted (an open `amqps://`
+/// one was verified).
 fn transport_check(url: &str) -> Check {
     if url.starts_with("amqps://") {
         ok("tls", "encrypted; the broker's certificate was verified")
@@ -54,24 +53,20 @@ fn names_this_machine(url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// How a check came out.
+/// How a check came out: fine, works but read the detail, or broken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Status {
-    /// Fine.
     Ok,
-    /// Works, but read the detail.
     Warn,
-    /// Broken.
     Fail,
 }
 
-/// One check of the report.
+/// One check of the report: what was found, and what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Check {
     pub(crate) name: &'static str,
     pub(crate) status: Status,
-    /// What was found, and what to do about it.
     pub(crate) detail: String,
 }
 
@@ -95,11 +90,8 @@ fn fail(name: &'static str, detail: impl Into<String>) -> Check {
     check(name, Status::Fail, detail)
 }
 
-/// Runs every check against the broker at `url` (management API at
-/// `mgmt_base`, else the AMQP host on port 15672, or 15671 over https for
-/// an `amqps://` URL), with `tls` for encrypted connections; dead-letter
-/// queues are the queues named with `dead_suffix`, hold queues those named
-/// with `deferred_suffix`.
+/// Runs every check against the broker at `url` and its management API
+/// (`mgmt_base`, else found from `url`).
 pub(crate) async fn doctor(
     url: &str,
     mgmt_base: Option<&str>,
@@ -109,8 +101,8 @@ pub(crate) async fn doctor(
 ) -> Vec<Check> {
     let mut out = Vec::new();
     let name = format!("queuey-doctor-{}", std::process::id());
-    // A queue only this connection has, for the management API to find:
-    // proof that both speak for the same broker and virtual host.
+    // Only this connection has it: if the management API sees it, both
+    // speak for the same broker and vhost.
     let probe = format!("queuey-doctor-probe-{}", uuid::Uuid::new_v4().simple());
     let mut opened = None;
     match Amqp::connect_tls(url, &name, tls).await {
@@ -158,7 +150,7 @@ pub(crate) async fn doctor(
 }
 
 /// The checks through the management API; `opened`: the AMQP connection,
-/// and whether it declared the queue `probe`.
+/// and whether it declared `probe`.
 async fn management_checks(
     url: &str,
     mgmt_base: Option<&str>,
@@ -254,9 +246,8 @@ async fn management_checks(
     out
 }
 
-/// Whether the management API at `base` speaks for the broker of the AMQP
-/// connection: `found` is its answer for the queue only that connection
-/// declared.
+/// Whether the management API at `base` speaks for the AMQP connection's
+/// broker: `found` is its answer for the queue only that one declared.
 pub(crate) fn same_broker_check(
     base: &str,
     found: crate::Result<Option<crate::mgmt::QueueInfo>>,
@@ -318,11 +309,8 @@ pub(crate) fn version_check(version: &str) -> Check {
     }
 }
 
-/// What the broker's deprecated features, as it reports them (`None`:
-/// before RabbitMQ 3.13, which reports none), mean for queuey: whether
-/// transient non-exclusive queues are refused (read, not guessed from the
-/// version: a distribution's package may permit them), and whether the
-/// management API still collects the statistics the tool's counts read.
+/// What the broker's deprecated features (`None` before 3.13) mean for
+/// queuey: transient queues refused, statistics not collected.
 pub(crate) fn deprecated_features_check(
     version: &str,
     features: Option<&[crate::mgmt::DeprecatedFeature]>,
@@ -374,8 +362,7 @@ pub(crate) fn deprecated_features_check(
     check(name, status, said.join("; "))
 }
 
-/// The queues with a consumer timeout of their own (the `x-consumer-timeout`
-/// argument or a `consumer-timeout` policy, the lower where both are set),
+/// The queues with a consumer timeout of their own (argument or policy),
 /// in milliseconds, lowest first.
 pub(crate) fn queue_consumer_timeouts(queues: &[QueueInfo]) -> Vec<(String, i64)> {
     let mut own: Vec<(String, i64)> = queues
@@ -389,14 +376,9 @@ pub(crate) fn queue_consumer_timeouts(queues: &[QueueInfo]) -> Vec<(String, i64)
     own
 }
 
-/// What the broker's consumer timeout (a delivery unacknowledged for that
-/// long is taken back and delivered again) means at this version, what the
-/// broker says of its queues' own timeouts (`own`, from
-/// [`queue_consumer_timeouts`]; `None` when the queues could not be read),
-/// and how `RabbitMqOptions::consumer_timeout`, which workers check their
-/// job timeout against, should follow it. Below the backend's default of
-/// 30 minutes a queue's own timeout is a warning: a worker left at the
-/// default accepts job timeouts the broker cuts short.
+/// What the broker's consumer timeout means at this version, with the
+/// queues' own (`None`: not read; below the backend's 30 min: a warning),
+/// and how `RabbitMqOptions::consumer_timeout` should follow it.
 pub(crate) fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]>) -> Check {
     let (major, minor, _) = version_numbers(version);
     let name = "consumer timeout";
@@ -421,8 +403,6 @@ pub(crate) fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]
              can set `RabbitMqOptions::consumer_timeout(None)`; otherwise {option}"
         ),
     };
-    // The broker-wide value lives in the node's configuration, which the
-    // management API does not show.
     detail.push_str(
         ". The broker-wide value is not shown by the management API: `rabbitmqctl eval \
          'application:get_env(rabbit, consumer_timeout).'` prints it",
@@ -475,8 +455,7 @@ pub(crate) fn consumer_timeout_check(version: &str, own: Option<&[(String, i64)]
     check(name, status, detail)
 }
 
-/// Whether every control stream on the virtual host is bounded in bytes:
-/// `unbounded` lists those created before queuey declared the bound.
+/// Whether every control stream is bounded in bytes (`unbounded`: those not).
 pub(crate) fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
     let name = "control streams";
     if unbounded.is_empty() {
@@ -500,11 +479,8 @@ pub(crate) fn control_stream_bound_check(unbounded: &[LimitPolicy]) -> Check {
     )
 }
 
-/// What the broker's default delivery limit means for queuey's quorum
-/// queues that have none of their own (`at_risk`, found in the vhost):
-/// on RabbitMQ 4.0 and later it is 20, and a dead letter read 20 times or
-/// a schedule's state handed back 20 times is dropped; RabbitMQ 3.x has no
-/// default, so they are only at risk once it is upgraded.
+/// What the broker's default delivery limit (20 from 4.0, none before)
+/// means for queuey's quorum queues without one of their own (`at_risk`).
 pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Check {
     let name = "delivery limits";
     if at_risk.is_empty() {
@@ -555,13 +531,9 @@ pub(crate) fn delivery_limit_check(version: &str, at_risk: &[LimitPolicy]) -> Ch
     }
 }
 
-/// Whether the broker releases jobs from quorum hold queues (the default
-/// kind) reliably. They need message TTL and at-least-once dead-lettering
-/// on quorum queues (3.10 and later). Before 3.10.20 and 3.11.12 the
-/// broker's at-least-once dead-letter worker could stop for good after
-/// failing to register with its queue's leader (its supervisor gave up
-/// after two crashes in five seconds), leaving held jobs in the hold: kept,
-/// never released.
+/// Whether the broker releases jobs from quorum holds reliably: they need
+/// 3.10, and before 3.10.20 and 3.11.12 the at-least-once dead-letter
+/// worker could stop for good, keeping held jobs unreleased.
 pub(crate) fn quorum_holds_check(version: &str) -> Check {
     let (major, minor, patch) = version_numbers(version);
     let name = "quorum holds";
@@ -585,8 +557,7 @@ pub(crate) fn quorum_holds_check(version: &str) -> Check {
     }
 }
 
-/// The quorum holds among `queues` that are holds as queuey declares them
-/// (named with `deferred_suffix`), each with its work queue.
+/// The quorum holds queuey declared among `queues`, each with its work queue.
 pub(crate) fn quorum_holds(queues: &[QueueInfo], deferred_suffix: &str) -> Vec<(String, String)> {
     queues
         .iter()
@@ -599,8 +570,7 @@ pub(crate) fn quorum_holds(queues: &[QueueInfo], deferred_suffix: &str) -> Vec<(
         .collect()
 }
 
-/// Whether a quorum hold of `holds` stopped releasing: those holding jobs
-/// past their delay are read again [`STALL_RECHECK`](crate::holds::STALL_RECHECK) later.
+/// Whether a quorum hold of `holds` stopped releasing.
 async fn stalled_holds_check(mgmt: &Management, holds: &[(String, String)]) -> Check {
     let name = "stalled holds";
     match crate::holds::stalled(mgmt, holds).await {

@@ -1,23 +1,10 @@
 //! Text from the broker made safe to print on a terminal.
 //!
-//! A dead letter's reason is often partly user-supplied (an error message
-//! that quotes an input), and job types, ids, header names and queue names
-//! are whatever a producer put there. Printed raw, a control sequence in
-//! them is executed by the terminal: `\e]0;…\a` sets the window title,
-//! `\e[2K\r` erases the line and lets the text forge the output around it,
-//! and the bidirectional overrides (U+202A–U+202E, U+2066–U+2069) reorder
-//! what is displayed.
-//!
-//! [`line()`] shows every such character escaped, by the rule of
-//! [`queuey_core::escape`] (the one the library's logs follow too): `\e`
-//! for ESC, `\t`, `\n`, `\r`, `\xHH` for the other C0 controls and DEL,
-//! `\u{HHHH}` for the C1 controls and the bidirectional formatting
-//! characters. Everything else, backslashes included, is printed as it is.
-//!
-//! [`json()`] does the same for JSON text: JSON encoding escapes the C0
-//! controls but leaves DEL, the C1 controls and the bidirectional
-//! characters raw, so a `--json` output needs it too. Its result is still
-//! valid JSON that decodes to the same values.
+//! Reasons, job types, ids and queue names are whatever a producer put
+//! there; printed raw, control sequences retitle or rewrite the terminal
+//! and bidirectional overrides reorder the text. [`line()`] escapes them by
+//! the rule of [`queuey_core::escape`]; [`json()`] escapes what JSON
+//! encoding leaves raw (DEL, C1, bidi), still decoding to the same values.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -36,13 +23,8 @@ pub(crate) fn line(text: &str) -> Cow<'_, str> {
     }
 }
 
-/// Serialized JSON with the [unsafe](is_unsafe) characters that JSON
-/// encoding leaves raw written as `\uHHHH` escapes.
-///
-/// `json` must be the output of a JSON encoder (such as `serde_json`),
-/// which already escapes the C0 controls inside strings; the C0 characters
-/// left are the layout's line breaks and are kept. The characters replaced
-/// can only occur inside strings, so the result decodes to the same value.
+/// Encoder output `json` with the [unsafe](is_unsafe) characters it left
+/// raw as `\uHHHH` (its C0 characters are layout, and kept).
 pub(crate) fn json(json: &str) -> Cow<'_, str> {
     let raw = |c: char| is_unsafe(c) && c >= ' ';
     if !json.chars().any(raw) {

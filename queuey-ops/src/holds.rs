@@ -1,30 +1,14 @@
-//! The hold census: for each hold queue of a work queue, its delay, the jobs
-//! waiting in it, its consumers (which must be 0: a consumed message never
-//! expires, so a consumer on a hold queue steals delayed jobs), the time left
-//! on its `x-expires` lease, and when its jobs come back.
+//! The hold census: for each hold queue of a work queue (a sharded queue's
+//! lane and every shard), its delay, jobs waiting, consumers (must be 0: a
+//! consumer steals delayed jobs), lease left and when its jobs come back.
 //!
-//! Hold queues are found through the management API (AMQP cannot list
-//! queues). Counts and consumers come from a passive declare, which is exact
-//! where the API's statistics lag by up to their emission interval. Release
-//! times come from the `queuey-due-at` header of the waiting jobs, read from
-//! the head of each classic hold queue and handed back in order (see
-//! [`browse`](crate::browse)); a hold that is only partly read, or not read
-//! at all, still bounds its latest release ([`HoldQueue::releases_by_ms`]).
-//!
-//! A sharded queue's census covers the holds of its lane and of every
-//! shard (`emails.s2.deferred.quorum.500`), each naming the shard it
-//! belongs to; the shards are found once, by
-//! [`shards::discover`](crate::shards::discover).
-//!
-//! Reading a classic hold queue is "use" to the broker: the declare and the
-//! reads renew its lease (never shorten it), and the few milliseconds a
-//! message is held can only make it later, never earlier. Quorum hold
-//! queues are counted but never read: a message handed back to a quorum
-//! queue goes through its returns path (and counts as a delivery on
-//! RabbitMQ 4), which a hold must not see, and a census may run every few
-//! seconds (the dashboard's queue page). Their release times are bounded
-//! instead: a hold releases each job its delay after it entered, so every
-//! job waiting now leaves within the delay from now.
+//! Holds are listed by the management API; counts come from a passive
+//! declare (exact). Release times are the `queuey-due-at` headers read from
+//! the head of each classic hold and handed back in order; reading renews
+//! its lease and can only delay a job by milliseconds. Quorum holds are
+//! never read (a handed-back message counts as a delivery on RabbitMQ 4):
+//! every job waiting leaves within the delay from now, which bounds the
+//! latest release ([`HoldQueue::releases_by_ms`]).
 
 use std::time::Duration;
 
@@ -45,27 +29,20 @@ use crate::time::{now_ms, parse_ms};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct HoldQueue {
     pub(crate) name: String,
-    /// The work queue its jobs go back to: the queue's, or for a sharded
-    /// queue's shard, that shard's.
+    /// The work queue (or shard) its jobs go back to.
     pub(crate) work_queue: String,
-    /// The shard whose hold it is; `None` for the lane and for an
-    /// unsharded queue.
+    /// Its shard; `None` for the lane and an unsharded queue.
     pub(crate) shard: Option<u16>,
     /// `quorum` (durable, never expires) or `classic` (with a lease).
     pub(crate) kind: &'static str,
     /// Its delay (the TTL in its name).
     pub(crate) delay_ms: u64,
-    /// Jobs waiting (a passive declare's count: for a quorum hold, those
-    /// whose delay is not over yet).
+    /// Jobs waiting (passive declare; for a quorum hold, those whose delay
+    /// is not over).
     pub(crate) jobs: u64,
-    /// Quorum holds only: jobs whose delay is over and that wait for the
-    /// broker's dead-letter worker to move them back to the work queue
-    /// (`messages − messages_ready − messages_unacknowledged` of the
-    /// management API's statistics, which lag by up to their emission
-    /// interval; `None` before the first emission). A few dozen at most
-    /// while a hold releases normally; a figure that stays up and does not
-    /// fall is a hold that stopped releasing (RabbitMQ before 3.10.20 and
-    /// 3.11.12: see `queuey doctor`).
+    /// Quorum holds only: jobs past their delay the broker has not moved
+    /// back yet (management statistics; `None` before the first emission).
+    /// A figure that stays up means the hold stopped releasing.
     pub(crate) releasing: Option<u64>,
     /// Consumers attached (must be 0).
     pub(crate) consumers: u64,
@@ -73,40 +50,27 @@ pub(crate) struct HoldQueue {
     pub(crate) expires_ms: Option<i64>,
     /// Effective TTL (the smaller of the argument and any policy).
     pub(crate) message_ttl_ms: Option<i64>,
-    /// Time left on the lease before this census renewed it:
-    /// `x-expires − (now − idle_since)`; `None` while the queue is in use.
-    /// An upper bound: the broker's idle clock also restarts on a publish,
-    /// which does not renew the lease.
+    /// Lease left before this census renewed it, `x-expires − (now −
+    /// idle_since)`, an upper bound; `None` while the queue is in use.
     pub(crate) lease_left_ms: Option<i64>,
     /// Due time of the first job waiting, when it carries `queuey-due-at`.
     pub(crate) earliest_release_ms: Option<i64>,
-    /// Due time of the last job waiting, when every job was read and it
-    /// carries `queuey-due-at`.
+    /// Due time of the last job waiting, when every job was read.
     pub(crate) latest_release_ms: Option<i64>,
     /// Jobs read for the release times.
     pub(crate) jobs_read: u64,
-    /// When every job waiting has left the hold at the latest: now plus
-    /// its delay (the hold releases a job its delay after it entered, and
-    /// every job waiting entered by now). `None` when it holds no job. A
-    /// bound, not a due time: exact where every job was read
-    /// ([`latest_release_ms`](Self::latest_release_ms)); a quorum hold that
-    /// stopped releasing ([`stalled`](Self::stalled)) keeps its jobs past it.
+    /// Now plus its delay: when every job waiting has left at the latest
+    /// (`None` when empty). A bound; a stalled quorum hold keeps jobs past it.
     pub(crate) releases_by_ms: Option<i64>,
-    /// Why the release times are not all read, when they are not: a quorum
-    /// hold that is not read, a partial read, jobs without a
-    /// `queuey-due-at` header.
+    /// Why the release times are not all read, when they are not.
     pub(crate) release_note: Option<String>,
     /// The policy and operator policy applied, if any.
     pub(crate) policies: Vec<String>,
-    /// Set when the queue only looks like a hold: it has a hold's name but
-    /// not the type or arguments queuey declares a hold with (see
-    /// [`hold_mismatch`]). Says what differs. `queuey holds prune` never
-    /// deletes such a queue.
+    /// What differs from the hold queuey declares, when only the name is a
+    /// hold's ([`hold_mismatch`]); `holds prune` never deletes such a queue.
     pub(crate) mismatch: Option<String>,
-    /// Quorum holds only: set when the hold held jobs past their delay and
-    /// released none of them between two reads [`STALL_RECHECK`] apart
-    /// (`queuey holds` makes the second read only when a hold holds such
-    /// jobs, and not with `--prometheus`).
+    /// Quorum holds only: released none of its jobs past their delay
+    /// between two reads [`STALL_RECHECK`] apart.
     pub(crate) stalled: bool,
 }
 
@@ -115,17 +79,14 @@ pub(crate) struct HoldQueue {
 pub(crate) struct Census {
     /// The work queue (the lane of a sharded queue).
     pub(crate) queue: String,
-    /// How many shards it has (0: not sharded); their holds are in
-    /// `holds` too.
+    /// How many shards it has (0: not sharded).
     pub(crate) shards: u16,
-    /// Its hold queues, the lane's (or the queue's own) first and then each
-    /// shard's, shortest delay first within each.
+    /// Its hold queues, the lane's first, then each shard's, by delay.
     pub(crate) holds: Vec<HoldQueue>,
 }
 
 impl Census {
-    /// Jobs in all hold queues: those waiting for their delay, and those
-    /// past it that a quorum hold has not moved back yet.
+    /// Jobs in all hold queues, those past their delay included.
     pub(crate) fn total_jobs(&self) -> u64 {
         self.holds
             .iter()
@@ -134,10 +95,8 @@ impl Census {
     }
 }
 
-/// A regex (for the management API) matching the hold queues of both
-/// families, `{queue}{suffix}.{digits}` and `{queue}{suffix}.quorum.{digits}`,
-/// and with `sharded` those of its shards too (`.s{digits}` after the
-/// queue's name).
+/// A management API regex for `queue`'s holds of both families (and with
+/// `sharded` its shards', `.s{digits}` after the name).
 pub(crate) fn hold_pattern(queue: &str, deferred_suffix: &str, sharded: bool) -> String {
     let shards = if sharded { "(\\.s[0-9]+)?" } else { "" };
     format!(
@@ -163,8 +122,7 @@ pub(crate) fn hold_delay(name: &str, queue: &str, deferred_suffix: &str) -> Opti
     hold_kind(name, queue, deferred_suffix).map(|(_, delay)| delay)
 }
 
-/// The arguments that make a queue named like a hold one of queuey's: its
-/// delay, and its dead-letter arguments pointing back at its work queue.
+/// The arguments that make a queue named like a hold one of queuey's.
 const HOLD_ARGUMENTS: [&str; 4] = [
     "x-message-ttl",
     "x-dead-letter-exchange",
@@ -172,10 +130,8 @@ const HOLD_ARGUMENTS: [&str; 4] = [
     "x-dead-letter-strategy",
 ];
 
-/// What makes `info`, named like `work_queue`'s hold of `family` for
-/// `delay_ms`, other than the hold queuey declares there: its type (from
-/// the management API's listing), or one of its delay and dead-letter
-/// arguments. `None` when it is such a hold.
+/// What makes `info` other than the hold of `family` for `delay_ms`
+/// queuey declares for `work_queue` (type or arguments); `None` if it is one.
 pub(crate) fn hold_mismatch(
     info: &QueueInfo,
     work_queue: &str,
@@ -208,18 +164,12 @@ pub(crate) fn hold_mismatch(
 /// The effective value of a limit set both as an argument and by policy:
 /// the broker applies the smaller.
 pub(crate) fn effective(info: &QueueInfo, argument: &str, policy_key: &str) -> Option<i64> {
-    let arg = info.int_argument(argument);
     let policy = info.policy_keys().get(policy_key).and_then(|v| v.as_i64());
-    match (arg, policy) {
-        (Some(a), Some(p)) => Some(a.min(p)),
-        (a, p) => a.or(p),
-    }
+    info.int_argument(argument).into_iter().chain(policy).min()
 }
 
-/// How long `queuey holds` and `queuey doctor` wait before reading again
-/// the quorum holds that hold jobs past their delay, to tell a hold that
-/// stopped releasing from a busy one: more than twice the broker's default
-/// statistics interval (5 s), so that the second read sees new figures.
+/// The wait before reading again quorum holds with jobs past their delay:
+/// over twice the broker's statistics interval (5 s), for new figures.
 pub(crate) const STALL_RECHECK: Duration = Duration::from_secs(12);
 
 /// What an operator does about a quorum hold that stopped releasing.
@@ -229,21 +179,18 @@ pub(crate) const REMEDY: &str = "restart the hold's Raft member on the node that
      ServerId)`), or move its leader to another node; its jobs are kept, not lost, and come \
      back once it releases. RabbitMQ 3.10.20, 3.11.12 and later fix the cause";
 
-/// A quorum hold that held jobs past their delay and released none of them
-/// between two reads of the management API.
+/// A quorum hold that released none of its jobs past their delay between
+/// two reads `seconds` apart; `jobs`: those still there at the second.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Stall {
     pub(crate) hold: String,
-    /// The work queue it releases into.
     pub(crate) work_queue: String,
-    /// Jobs past their delay still in the hold at the second read.
     pub(crate) jobs: u64,
-    /// Seconds between the two reads.
     pub(crate) seconds: u64,
 }
 
 impl Stall {
-    /// One line saying what is wrong and what to do.
+    /// What is wrong and what to do, on one line.
     pub(crate) fn describe(&self) -> String {
         format!(
             "quorum hold `{}` of queue `{}` holds {} job(s) past their delay and released none \
@@ -253,17 +200,9 @@ impl Stall {
     }
 }
 
-/// Whether a quorum hold read as `earlier` then as `later` (with new
-/// statistics in between) released none of the jobs that were past their
-/// delay at the first read.
-///
-/// It released some when its figure of jobs past their delay fell, or,
-/// where the API counts the jobs published into it, when at least as many
-/// jobs left it as were past their delay at the first read: a working hold
-/// moves a job back within moments of its delay ending, so under a steady
-/// flow the jobs due at one read are gone by the next even when the figure
-/// read then is no lower. A stalled hold releases none: jobs only arrive,
-/// and its figure only grows.
+/// Whether a quorum hold read as `earlier` then `later` released none of
+/// the jobs past their delay at the first read: its figure did not fall,
+/// and (where publishes are counted) fewer jobs left than were due then.
 pub(crate) fn released_nothing(earlier: &QueueInfo, later: &QueueInfo) -> bool {
     let (Some(before), Some(after)) = (earlier.releasing(), later.releasing()) else {
         return false;
@@ -287,10 +226,8 @@ pub(crate) fn released_nothing(earlier: &QueueInfo, later: &QueueInfo) -> bool {
     }
 }
 
-/// The quorum holds among `holds` (each a hold queue and its work queue)
-/// that hold jobs past their delay now and released none of them
-/// [`STALL_RECHECK`] later: read once, and again after that wait only when
-/// one of them holds such jobs.
+/// The quorum holds among `holds` (hold, work queue) that released none of
+/// their jobs past their delay in [`STALL_RECHECK`] (waits only if one has such jobs).
 pub(crate) async fn stalled(mgmt: &Management, holds: &[(String, String)]) -> Result<Vec<Stall>> {
     let mut due = Vec::new();
     for (hold, work_queue) in holds {
@@ -331,9 +268,7 @@ pub(crate) fn quorum_hold_of<'a>(name: &'a str, deferred_suffix: &str) -> Option
     ))
 }
 
-/// The census of the hold queues of `shards`' queues (the lane's and each
-/// shard's). Reads at most `peek` jobs of each hold queue for the release
-/// times (0 reads none).
+/// The census of `shards`' hold queues, reading at most `peek` jobs of each.
 pub(crate) async fn census_of(
     mgmt: &Management,
     amqp: &Amqp,
@@ -361,19 +296,17 @@ pub(crate) async fn census_of(
     })
 }
 
-/// A hold queue of a work queue, as the management API lists it.
+/// A hold queue as the management API lists it, with the member it
+/// releases into.
 #[derive(Debug, Clone)]
 pub(crate) struct Listed {
     pub(crate) info: QueueInfo,
-    /// The work queue (or shard) it releases into.
     pub(crate) member: Member,
     pub(crate) family: HoldQueues,
-    /// Its delay (the TTL in its name).
     pub(crate) delay_ms: u64,
 }
 
-/// The hold queues of `shards`' queues (the lane's and each shard's), in
-/// the management API's order: AMQP cannot list queues.
+/// The hold queues of `shards`' queues, in the management API's order.
 pub(crate) async fn listed_holds(
     mgmt: &Management,
     shards: &Shards,
@@ -398,8 +331,7 @@ pub(crate) async fn listed_holds(
         .collect())
 }
 
-/// One hold queue of `member` as the census shows it, or `None` when it
-/// expired since the listing.
+/// One hold of `member` in the census; `None` when it expired since.
 async fn read_hold(
     amqp: &Amqp,
     info: &QueueInfo,
@@ -481,9 +413,8 @@ pub(crate) const QUORUM_NOT_READ: &str = "a quorum hold is not read: a job hande
      leaves within the delay from now (`queuey job show ID` reads one job's release time)";
 
 impl HoldQueue {
-    /// The earliest release as the tool and the dashboard show it: the
-    /// first job's due time, `due now` for a quorum hold holding jobs past
-    /// their delay, else why it is not known.
+    /// The earliest release as shown: the first due time, `due now`, or why
+    /// it is not known.
     pub(crate) fn earliest_text(&self, now_ms: i64) -> String {
         match (self.earliest_release_ms, self.releasing) {
             (Some(ms), _) => crate::time::when(ms, now_ms),
@@ -494,9 +425,7 @@ impl HoldQueue {
         }
     }
 
-    /// The latest release as the tool and the dashboard show it: the last
-    /// job's due time when every job was read, else `by` the bound
-    /// [`releases_by_ms`](Self::releases_by_ms).
+    /// The latest release as shown: the last due time, else `by` the bound.
     pub(crate) fn latest_text(&self, now_ms: i64) -> String {
         match (self.latest_release_ms, self.releases_by_ms) {
             (Some(ms), _) => crate::time::when(ms, now_ms),
@@ -509,11 +438,8 @@ impl HoldQueue {
 /// A gauge: name, help text, value of one hold queue (if it has one).
 type Gauge = (&'static str, &'static str, fn(&HoldQueue) -> Option<u64>);
 
-/// Prometheus text exposition of several censuses: `queuey_hold_jobs`,
-/// `queuey_hold_consumers` and, for quorum holds,
-/// `queuey_hold_releasing` gauges labelled by work queue, kind and delay,
-/// and for a shard's hold by its `shard` number too (the lane's holds have
-/// no `shard` label, which Prometheus reads as an empty one).
+/// Prometheus gauges of several censuses, labelled by work queue, kind,
+/// delay and (for a shard's hold) `shard`.
 pub(crate) fn prometheus(censuses: &[Census]) -> String {
     let mut out = String::new();
     let metrics: [Gauge; 3] = [
@@ -554,8 +480,7 @@ pub(crate) fn prometheus(censuses: &[Census]) -> String {
     out
 }
 
-/// `value` as a Prometheus label value: backslash, quote and newline
-/// escaped.
+/// `value` as a Prometheus label value.
 pub(crate) fn label(value: &str) -> String {
     value
         .replace('\\', "\\\\")

@@ -1,13 +1,6 @@
-//! The RabbitMQ management HTTP API as the tool reads it: the backend
-//! library's client ([`queuey_rabbitmq::management`]: where the API is, the
-//! credentials, the requests, the queues it lists) with the tool's errors,
-//! and the few answers only the tool reads (the overview, nodes, consumers,
-//! connections, the virtual host, deprecated features, policies).
-//!
-//! Plain AMQP 0-9-1 cannot list queues or read a queue's arguments or the
-//! policies applied to it, so the hold census and the topology check need
-//! this API (the `rabbitmq_management` plugin). When it is not there, every
-//! call says so with [`OpsError::ManagementMissing`].
+//! The RabbitMQ management HTTP API (needed to list queues and read their
+//! arguments and policies): the library's client with the tool's errors,
+//! and the answers only the tool reads.
 
 use queuey_rabbitmq::management::{self as api, Client, Endpoint};
 use serde::Deserialize;
@@ -36,19 +29,14 @@ impl From<api::Error> for OpsError {
     }
 }
 
-/// A client of one broker's management API, scoped to one vhost. Cheap to
-/// clone. Its `Debug` output masks the password.
+/// A client of one broker's management API, scoped to one vhost.
 #[derive(Debug, Clone)]
 pub(crate) struct Management {
     api: Client,
 }
 
 impl Management {
-    /// A client for the broker that `amqp_url` names, at `base` when given
-    /// (see [`Endpoint::new`] for the address, the credentials and the
-    /// refusal of plain http beside `amqps://`). Over https, `tls`'s CA
-    /// certificates are trusted besides the platform's roots and its
-    /// client certificate is presented.
+    /// A client for the broker `amqp_url` names, at `base` when given.
     pub(crate) fn for_amqp_url_tls(
         amqp_url: &str,
         base: Option<&str>,
@@ -68,13 +56,11 @@ impl Management {
         self.api.endpoint().vhost()
     }
 
-    /// `path` of `collection` in the vhost, then `names`, for `/api/`.
     fn path(&self, collection: &str, names: &[&str]) -> String {
         self.api.endpoint().vhost_path(collection, names)
     }
 
-    /// `GET {base}/api/{path}` as JSON; `Ok(None)` on 404 (a 5xx is asked
-    /// again, up to three times).
+    /// `GET {base}/api/{path}` as JSON; `Ok(None)` on 404.
     pub(crate) async fn get(&self, path: &str) -> Result<Option<Value>> {
         Ok(self.api.get(path).await?)
     }
@@ -92,24 +78,19 @@ impl Management {
         Ok(self.api.queues(regex).await?)
     }
 
-    /// One queue, or `None` when it does not exist.
     pub(crate) async fn queue(&self, name: &str) -> Result<Option<QueueInfo>> {
         Ok(self.api.queue(name).await?)
     }
 
-    /// The consumers of the vhost, as the management API lists them (for a
-    /// single-active-consumer queue, `active` marks the one delivered to).
     pub(crate) async fn consumers(&self) -> Result<Vec<Value>> {
         self.list(&self.path("consumers", &[])).await
     }
 
-    /// The connections of the vhost, as the management API lists them
-    /// (`client_properties.connection_name` is the name a client gave).
     pub(crate) async fn connections(&self) -> Result<Vec<Value>> {
         self.list(&self.path("vhosts", &["connections"])).await
     }
 
-    /// Sets the policy `name` of this vhost (`PUT /api/policies/{vhost}/{name}`).
+    /// Sets the policy `name` of this vhost.
     pub(crate) async fn put_policy(&self, name: &str, policy: &Value) -> Result<()> {
         Ok(self
             .api
@@ -117,24 +98,19 @@ impl Management {
             .await?)
     }
 
-    /// `/api/overview`.
     pub(crate) async fn overview(&self) -> Result<Value> {
         Ok(self.get("overview").await?.unwrap_or(Value::Null))
     }
 
-    /// `/api/nodes`.
     pub(crate) async fn nodes(&self) -> Result<Vec<Value>> {
         self.list("nodes").await
     }
 
-    /// `/api/vhosts/{vhost}`.
     pub(crate) async fn vhost_info(&self) -> Result<Option<Value>> {
         self.get(&self.path("vhosts", &[])).await
     }
 
-    /// `/api/deprecated-features`: each deprecated feature of the broker
-    /// with its state (`permitted` or `denied`); `None` from a broker that
-    /// has none to report (before RabbitMQ 3.13).
+    /// The broker's deprecated features; `None` before RabbitMQ 3.13.
     pub(crate) async fn deprecated_features(&self) -> Result<Option<Vec<DeprecatedFeature>>> {
         match self.get("deprecated-features").await? {
             Some(list) => Ok(Some(serde_json::from_value(list).map_err(|e| {
@@ -147,19 +123,15 @@ impl Management {
     }
 }
 
-/// A deprecated feature of the broker, as `/api/deprecated-features` lists
-/// it.
+/// A deprecated feature of the broker and its state (`permitted` or `denied`).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[non_exhaustive]
 pub(crate) struct DeprecatedFeature {
-    /// Its name, such as `transient_nonexcl_queues`.
     pub(crate) name: String,
-    /// `permitted` (still works) or `denied` (refused).
     pub(crate) state: String,
 }
 
 impl DeprecatedFeature {
-    /// Whether the broker refuses the feature.
     pub(crate) fn is_denied(&self) -> bool {
         self.state == "denied"
     }

@@ -1,17 +1,11 @@
-//! Pruning hold queues: which hold queues of a work queue `queuey holds
-//! prune` deletes, and the deletion itself.
+//! `queuey holds prune`: which hold queues it deletes, and the deletion.
 //!
-//! Only quorum holds are pruned (classic ones expire by themselves), only
-//! queues that are holds as queuey declares them (a quorum queue whose
-//! delay and dead-letter arguments lead back to its work queue: a queue
-//! that merely has a hold's name is kept, whatever it holds), and only
-//! those the census finds empty: no job waiting for its delay, none
-//! past it waiting to be moved back, no consumer. The deletion goes
-//! through the library's
+//! Only quorum holds (classic ones expire), only as queuey declares them (a
+//! lookalike is kept), and only empty ones: no job waiting or past its
+//! delay, no consumer. The deletion is the library's
 //! [`RabbitMqBackend::prune_hold`](queuey_rabbitmq::RabbitMqBackend::prune_hold),
-//! which watches each hold for ten seconds first and keeps it if a job
-//! reaches it meanwhile, and asks the management API for the jobs that
-//! AMQP does not count before the watch and again before the deletion.
+//! which watches each hold ten seconds and asks the management API for the
+//! jobs AMQP does not count.
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -23,21 +17,15 @@ use crate::holds::{Census, HoldQueue, hold_mismatch};
 use crate::mgmt::{Management, QueueInfo};
 use crate::tls::TlsFiles;
 
-/// How a queue named like a hold but unlike one is described: the start
-/// of its [`PruneItem::reason`].
+/// The start of a lookalike hold's [`PruneItem::reason`].
 pub(crate) const LOOKALIKE: &str = "not a hold queuey declared";
 
 /// How many holds are pruned at once (each takes ten seconds or more).
 const PRUNED_AT_ONCE: usize = 8;
 
-/// Every job of a hold queue by the management API: its `messages`, which
-/// counts the jobs past their delay that a quorum hold has not moved back
-/// yet (AMQP does not).
-///
-/// Each count also checks, from the same answer, that the queue is still a
-/// quorum hold as queuey declares it (see [`hold_mismatch`]): a queue
-/// deleted and declared again as something else since the census fails the
-/// count, and the pruner keeps it.
+/// Every job of a hold queue by the management API (`messages` counts
+/// those past their delay, AMQP does not); a queue that is no longer a
+/// quorum hold queuey declared fails the count, so it is kept.
 #[derive(Debug, Clone)]
 struct ManagementCensus {
     mgmt: Management,
@@ -69,8 +57,7 @@ impl HoldCensus for ManagementCensus {
     }
 }
 
-/// Why the queue `info` is not a quorum hold of the work queue its
-/// dead-letter routing key names, if it is not.
+/// Why `info` is not a quorum hold of its dead-letter routing key's queue.
 fn not_a_quorum_hold(info: &QueueInfo, deferred_suffix: &str) -> Option<String> {
     let work_queue = info
         .arguments
@@ -83,25 +70,18 @@ fn not_a_quorum_hold(info: &QueueInfo, deferred_suffix: &str) -> Option<String> 
     }
 }
 
-/// One hold queue, and whether `queuey holds prune` deletes it.
+/// One hold queue of a work queue (or shard), whether it is pruned, and
+/// why it is kept (`empty` for a candidate).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct PruneItem {
-    /// The work queue the hold releases into (for a shard's hold, that
-    /// shard).
     pub(crate) queue: String,
     pub(crate) hold: String,
     pub(crate) delay_ms: u64,
-    /// Whether it is a candidate (empty, unconsumed quorum hold).
     pub(crate) prune: bool,
-    /// Why it is kept, or `empty` for a candidate. A queue that only looks
-    /// like a hold (its type or arguments are not those of queuey's holds)
-    /// is kept with a reason starting with [`LOOKALIKE`].
     pub(crate) reason: String,
 }
 
-/// The hold queues of `census` (of a sharded queue: the lane's and every
-/// shard's) with, for each, whether it is pruned. Classic holds are left
-/// out: they expire by themselves.
+/// The quorum holds of `census`, each with whether it is pruned.
 pub(crate) fn plan(census: &Census) -> Vec<PruneItem> {
     census
         .holds
@@ -138,9 +118,8 @@ fn keep_reason(h: &HoldQueue) -> Option<String> {
     }
 }
 
-/// Prunes the candidates of `items` through a backend of its own on `url`
-/// (connection `name`), asking `mgmt` for the jobs AMQP does not count.
-/// Returns each candidate with its outcome, in the order given.
+/// Prunes the candidates of `items` through a backend of its own; returns
+/// each with its outcome, in order.
 pub(crate) async fn prune(
     url: &str,
     tls: &TlsFiles,

@@ -1,14 +1,7 @@
-//! The work queues of a vhost at a glance: which queues are the fleet's,
-//! and each one's counts, from one listing of the management API.
-//!
-//! A work queue is one that exists with its dead-letter queue; a sharded
-//! queue's shards are not listed on their own but counted with it, found in
-//! the listing by the rule of [`shards::in_listing`]. A vhost is often
-//! shared by several teams, so the fleet's queues are those its workers
-//! report consuming in their heartbeats, and every work queue only when no
-//! worker was heard from ([`choose`], the dashboard overview's rule).
-//! Counts are the management API's statistics: no message is read, and
-//! they can lag the broker by a few seconds.
+//! The work queues of a vhost at a glance, from one management listing: a
+//! work queue exists with its dead-letter queue (shards counted with it).
+//! The fleet's are those its workers consume, or all when none is heard
+//! from ([`choose`]). Counts are statistics and can lag a few seconds.
 
 use std::collections::BTreeSet;
 
@@ -20,30 +13,20 @@ use crate::shards::{self, Shards};
 use crate::{OpsError, Result};
 use queuey_core::control::ControlState;
 
-/// One work queue's counts, a sharded queue's summed over its lane and
-/// every shard. A count is `None` when the broker has no statistics for it
-/// yet.
+/// One work queue's counts, summed over its lane and shards (`None`: no
+/// statistics yet), and whether the fleet has it paused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct QueueLine {
-    /// The work queue (a sharded queue's lane).
     pub(crate) queue: String,
-    /// Its shards besides the lane; 0 when it is not sharded.
     pub(crate) shards: u16,
-    /// Jobs ready to be taken.
     pub(crate) ready: Option<u64>,
-    /// Jobs taken and not acknowledged yet: running, or prefetched.
     pub(crate) unacked: Option<u64>,
-    /// Consumers of the queue (and of its shards).
     pub(crate) consumers: Option<u64>,
-    /// Whether the fleet's control state has it paused.
     pub(crate) paused: bool,
-    /// Dead letters in its dead-letter queue (and its shards').
     pub(crate) dead: Option<u64>,
 }
 
-/// The work queues among `infos` (a listing of the vhost's queues): every
-/// queue that exists with its dead-letter queue, except a shard of another
-/// one listed (it is counted under that queue). In the listing's order.
+/// The work queues among `infos`, shards left out, in the listing's order.
 pub(crate) fn work_queues(infos: &[QueueInfo], dead_suffix: &str) -> Vec<String> {
     let exists = |name: &str| infos.iter().any(|i| i.name == name);
     infos
@@ -61,12 +44,10 @@ pub(crate) fn work_queues(infos: &[QueueInfo], dead_suffix: &str) -> Vec<String>
 /// The rule that chose the queues listed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Rule {
-    /// The queues an operator gave (the dashboard's `--queue`), whatever
-    /// the fleet consumes or the page asks.
+    /// The queues an operator gave (the dashboard's `--queue`).
     AllowList,
-    /// The queues the fleet's `workers` report consuming (a shard counted
-    /// as its sharded queue); `unlisted` are those they consume that are no
-    /// work queue (no dead-letter queue), by name.
+    /// The queues the fleet's `workers` consume; `unlisted`: those that
+    /// are no work queue.
     Fleet {
         workers: usize,
         unlisted: Vec<String>,
@@ -77,11 +58,7 @@ pub(crate) enum Rule {
     Everything,
 }
 
-/// The queues to list among `every` and the rule that chose them, in the
-/// order of `every`: all of `every` when it is an operator's `allow_list`;
-/// else the work queues (as [`work_queues`] finds them) that `workers`
-/// consume, or every one when no worker was heard from or `all` asks for
-/// them.
+/// The queues to list among `every`, and the rule that chose them.
 pub(crate) fn choose(
     allow_list: bool,
     every: Vec<String>,
@@ -120,10 +97,8 @@ pub(crate) fn choose(
     (queues, rule)
 }
 
-/// The line of each of `queues` (work queue names; a dead-letter queue's
-/// name stands for its work queue) from `infos`, with whether `state` has
-/// it paused. A queue missing from the listing is
-/// [`OpsError::UnknownQueue`].
+/// The line of each of `queues` (a dead-letter queue's name stands for its
+/// work queue) from `infos`.
 pub(crate) fn lines(
     infos: &[QueueInfo],
     queues: &[String],

@@ -1,12 +1,9 @@
 //! The schedules of periodic jobs on the broker: for each, whether the
 //! fleet has a leader, who waits in line, the last tick fired and the next.
 //!
-//! A schedule is a durable single-active-consumer quorum queue
-//! `{queue}.periodic.{name}`; its consumers are the processes that declare
-//! the periodic job, the active one its leader (from the management API's
-//! consumer list). The leader holds the schedule's state message, so the
-//! ticks come from the status it copies into `{queue}.periodic.{name}.status`
-//! (read with a get and handed back, which changes nothing).
+//! A schedule is a single-active-consumer queue `{queue}.periodic.{name}`
+//! whose active consumer is the leader; the ticks come from the status the
+//! leader copies into `….status` (read and handed back).
 
 use serde::Serialize;
 use serde_json::Value;
@@ -23,20 +20,17 @@ const INFIX: &str = ".periodic.";
 /// The suffix of a schedule's status queue.
 const STATUS_SUFFIX: &str = ".status";
 
-/// A process consuming a schedule queue.
+/// A process consuming a schedule queue: its connection's name (as the
+/// process gave it, else its addresses) and where it connects from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Member {
     pub(crate) consumer_tag: String,
-    /// The name of its connection, as the process gave it (else the
-    /// connection's addresses).
     pub(crate) connection: Option<String>,
-    /// Where it connects from.
     pub(crate) peer_host: Option<String>,
 }
 
 impl Member {
-    /// How to show it: its connection's name and where it connects from,
-    /// whichever are known, else its consumer tag.
+    /// Its connection and host, whichever are known, else its consumer tag.
     pub(crate) fn label(&self) -> String {
         match (&self.connection, &self.peer_host) {
             (Some(c), Some(h)) => format!("{c} ({h})"),
@@ -47,40 +41,29 @@ impl Member {
     }
 }
 
-/// One schedule.
+/// One schedule: its queue, the job queue its jobs go to, its leader and
+/// those in line, and what the leader's status says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct ScheduleInfo {
-    /// The schedule queue, `{queue}.periodic.{name}`.
     pub(crate) queue: String,
-    /// The job queue its jobs go to.
     pub(crate) job_queue: String,
     pub(crate) name: String,
-    /// The process that fires its ticks; `None`: no process does.
     pub(crate) leader: Option<Member>,
-    /// The processes in line to take over.
     pub(crate) waiting: Vec<Member>,
-    /// The schedule as its leader describes it (`every 1s`,
-    /// `cron "0 0 3 * * *" in Europe/Amsterdam`).
+    /// As the leader describes it (`every 1s`, `cron "0 0 3 * * *" in …`).
     pub(crate) schedule: Option<String>,
-    /// The last tick fired, in ms since the Unix epoch.
     pub(crate) last_tick_ms: Option<i64>,
-    /// The next tick the leader waits for.
     pub(crate) next_tick_ms: Option<i64>,
     /// When the leader last wrote its status (at least once a minute).
     pub(crate) status_at_ms: Option<i64>,
-    /// Whether the last tick is more than [`FUTURE_TOLERANCE_MS`] past the
-    /// time it was read: the leader's clock runs ahead, or something else
-    /// wrote the status. A leader resumes after its last tick, so the
-    /// ticks until then may not fire.
+    /// The last tick is more than [`FUTURE_TOLERANCE_MS`] past now.
     pub(crate) last_tick_in_future: bool,
-    /// A status written by a RabbitMQ user the tool does not trust as a
-    /// worker (`unsigned` when it names none): not believed, so the
-    /// schedule, ticks and status time above are empty.
+    /// The status's sender (`unsigned`: none), when not trusted as a
+    /// worker: the status is then not believed.
     pub(crate) untrusted_status_from: Option<String>,
 }
 
-/// How far past now a last tick may be before it counts as in the future:
-/// room for clocks a little apart.
+/// How far past now a last tick may be (clocks a little apart).
 pub(crate) const FUTURE_TOLERANCE_MS: i64 = 60_000;
 
 /// Whether `last_tick_ms` is more than [`FUTURE_TOLERANCE_MS`] past `now_ms`.
@@ -88,9 +71,7 @@ pub(crate) fn tick_in_future(last_tick_ms: Option<i64>, now_ms: i64) -> bool {
     last_tick_ms.is_some_and(|tick| tick.saturating_sub(now_ms) > FUTURE_TOLERANCE_MS)
 }
 
-/// A warning line for each schedule of `listed` whose last tick is in the
-/// future (see [`ScheduleInfo::last_tick_in_future`]), names escaped for a
-/// terminal.
+/// A warning line for each schedule whose last tick is in the future.
 pub(crate) fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
     listed
         .iter()
@@ -106,9 +87,7 @@ pub(crate) fn future_tick_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
         .collect()
 }
 
-/// A warning line for each schedule of `listed` whose status came from a
-/// user not trusted as a worker (see
-/// [`ScheduleInfo::untrusted_status_from`]), names escaped for a terminal.
+/// A warning line for each schedule whose status came from an untrusted user.
 pub(crate) fn untrusted_status_warnings(listed: &[ScheduleInfo]) -> Vec<String> {
     listed
         .iter()
@@ -138,8 +117,7 @@ pub(crate) fn split(queue: &str) -> Option<(&str, &str)> {
         .filter(|(q, name)| !q.is_empty() && !name.is_empty())
 }
 
-/// Every schedule of the vhost. A status is believed only when `fleet`
-/// trusts its sender as a worker.
+/// Every schedule of the vhost (a status believed only from a trusted worker).
 pub(crate) async fn list(
     mgmt: &Management,
     amqp: &Amqp,
@@ -147,8 +125,7 @@ pub(crate) async fn list(
 ) -> Result<Vec<ScheduleInfo>> {
     let queues = mgmt.queues(Some("\\.periodic\\.")).await?;
     let consumers = mgmt.consumers().await?;
-    // The broker names a channel's connection by its addresses; the name
-    // the process gave its connection is in the connection's properties.
+    // Connection addresses to the names the processes gave them.
     let given: std::collections::HashMap<String, String> = mgmt
         .connections()
         .await?
@@ -221,9 +198,8 @@ pub(crate) async fn list(
     Ok(out)
 }
 
-/// The status message of a schedule (`None` inside when it is not JSON)
-/// and the user who sent it, read and handed back; `None` when there is
-/// none (no leader ever wrote one, or the queue is missing).
+/// A schedule's status (`None` inside: not JSON) and its sender, read and
+/// handed back; `None` when there is none.
 async fn read_status(amqp: &Amqp, queue: &str) -> Result<Option<(Option<Value>, Option<String>)>> {
     let held = match browse_counted(amqp, queue, Some(1)).await {
         Ok((held, _)) => held,

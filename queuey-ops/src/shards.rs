@@ -1,34 +1,14 @@
-//! The broker queues one queue name stands for: a sharded queue's lane and
-//! its shards.
+//! The broker queues one queue name stands for: a sharded queue's *lane*
+//! (the queue itself) and its shards `NAME.s0` … `NAME.s{N-1}`, each with
+//! its own dead-letter, suspect and hold queues. Naming `emails` covers
+//! them all, listings saying which shard each item is on; naming
+//! `emails.s2` covers that shard alone.
 //!
-//! A queue declared with
-//! [`QueueConfig::shards`](queuey_core::QueueConfig::shards) is several
-//! broker queues: the queue itself, the *lane*, and its shards `NAME.s0` …
-//! `NAME.s{N-1}` (see [`queuey_core::shard`]), each with its own dead-letter
-//! queue, suspect queue and hold queues. The tools treat them as one queue:
-//! naming `emails` covers the lane and every shard, and what they list says
-//! which shard each item is on; naming one shard, `emails.s2`, covers that
-//! shard alone (it has no shards of its own).
-//!
-//! # How shards are found
-//!
-//! [`discover`] asks the broker over AMQP: a passive declare of `NAME.s0`,
-//! `NAME.s1`, … until the first one that does not exist, at most
-//! [`MAX_SHARDS`]. Each probe runs on a throwaway channel (a passive
-//! declare of a missing queue closes the channel it is made on), and
-//! [`PROBES_AT_ONCE`] of them run at a time. An unsharded queue costs one
-//! probe.
-//!
-//! AMQP rather than the management API's queue list, so that every command
-//! finds the same shards the same way: the dead-letter commands work
-//! without the management plugin, and a passive declare is exact. Where a
-//! listing of the broker's queues is at hand anyway (the dashboard's
-//! index and `/metrics`), [`in_listing`] applies the same rule to it.
-//!
-//! Shards are numbered without gaps, so the search stops at the first
-//! missing one: a shard deleted by hand hides those after it. `queuey
-//! topology verify` with the queue's shard count reports such a missing
-//! shard, and a shard beyond the count.
+//! [`discover`] finds shards by passive declares over AMQP (exact, and
+//! without the management plugin): `NAME.s0`, `NAME.s1`, … up to the first
+//! missing one, at most [`MAX_SHARDS`], [`PROBES_AT_ONCE`] at a time. A
+//! shard deleted by hand hides those after it (`topology verify` reports
+//! it). [`in_listing`] applies the same rule to a queue listing at hand.
 
 use serde::Serialize;
 
@@ -40,38 +20,30 @@ pub(crate) use queuey_core::shard::{MAX_SHARDS, parse_shard_name, shard_name};
 /// Probes [`discover`] has in flight at once.
 pub(crate) const PROBES_AT_ONCE: usize = 16;
 
-/// The longest queue name AMQP allows, in bytes: a shard whose name would
-/// be longer cannot exist.
+/// The longest queue name AMQP allows, in bytes.
 const MAX_NAME_BYTES: usize = 255;
 
-/// One broker queue of a queue name: the queue itself (a sharded queue's
-/// lane), or one of its shards.
+/// One broker queue of a queue name, and its shard (`None`: the lane).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub(crate) struct Member {
-    /// Its name on the broker.
     pub(crate) queue: String,
-    /// Its shard number; `None` for the lane and for an unsharded queue.
     pub(crate) shard: Option<u16>,
 }
 
-/// The broker queues one queue name stands for.
+/// The broker queues one queue name stands for: the queue (the lane) and
+/// `count` shards.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Shards {
-    /// The name given: the queue, and the lane of a sharded queue.
     pub(crate) queue: String,
-    /// How many shards it has (`NAME.s0` … `NAME.s{count-1}`); 0 when it
-    /// is not sharded.
     pub(crate) count: u16,
 }
 
 impl Shards {
-    /// Whether the queue has shards.
     pub(crate) fn is_sharded(&self) -> bool {
         self.count > 0
     }
 
-    /// Its broker queues: the queue itself (the lane) first, then each
-    /// shard in order.
+    /// Its broker queues: the lane first, then each shard.
     pub(crate) fn members(&self) -> Vec<Member> {
         std::iter::once(Member {
             queue: self.queue.clone(),
@@ -84,8 +56,7 @@ impl Shards {
         .collect()
     }
 
-    /// The queue name with its shards, for a heading: `emails` or
-    /// `emails (lane and 4 shards)`.
+    /// `emails`, or `emails (lane and 4 shards)`.
     pub(crate) fn describe(&self) -> String {
         match self.count {
             0 => self.queue.clone(),
@@ -95,8 +66,7 @@ impl Shards {
     }
 }
 
-/// What a listing shows in a shard column: `lane` or `s2` for a sharded
-/// queue's queues, `-` for an unsharded queue.
+/// A shard column's cell: `lane`, `s2`, or `-` for an unsharded queue.
 pub(crate) fn label(sharded: bool, shard: Option<u16>) -> String {
     match (sharded, shard) {
         (_, Some(index)) => format!("s{index}"),
@@ -105,8 +75,7 @@ pub(crate) fn label(sharded: bool, shard: Option<u16>) -> String {
     }
 }
 
-/// The shards of `queue`, found by passive declares over AMQP (see the
-/// [module documentation](self)).
+/// The shards of `queue`, found by passive declares.
 pub(crate) async fn discover(amqp: &Amqp, queue: &str) -> Result<Shards> {
     let mut count: u16 = 0;
     'probing: while count < MAX_SHARDS {
@@ -135,9 +104,7 @@ async fn probe(amqp: &Amqp, queue: &str, index: u16) -> Result<bool> {
     Ok(amqp.counts(&name).await?.is_some())
 }
 
-/// The shards of `queue` among queue names at hand, by the rule
-/// [`discover`] follows: `NAME.s0`, `NAME.s1`, … up to the first that
-/// `exists` does not know, at most [`MAX_SHARDS`].
+/// The shards of `queue` among queue names at hand, by [`discover`]'s rule.
 pub(crate) fn in_listing(queue: &str, exists: impl Fn(&str) -> bool) -> Shards {
     let count = (0..MAX_SHARDS)
         .take_while(|&index| exists(&shard_name(queue, index)))
@@ -148,10 +115,8 @@ pub(crate) fn in_listing(queue: &str, exists: impl Fn(&str) -> bool) -> Shards {
     }
 }
 
-/// Whether `name` is a shard of another queue among queue names at hand:
-/// that queue (the lane) is there and, by the rule of [`in_listing`], has
-/// this shard. Such a queue is shown under its logical queue, not on its
-/// own.
+/// Whether `name` is a shard of a lane among queue names at hand (shown
+/// under that queue, not on its own).
 pub(crate) fn is_listed_shard(name: &str, exists: impl Fn(&str) -> bool) -> bool {
     match parse_shard_name(name) {
         Some((queue, index)) => exists(queue) && in_listing(queue, exists).count > index,

@@ -20,7 +20,7 @@ use crate::addresses::Addresses;
 use crate::census::HoldCensus;
 #[cfg(feature = "fleet")]
 use crate::fleet::Fleet;
-use crate::link::Link;
+use crate::link::{Link, Purpose};
 use crate::outbox::{HoldPruned, Outbox};
 use crate::reply::{Requests, Responder};
 use crate::trust::Senders;
@@ -92,7 +92,7 @@ impl RabbitMqBackend {
         let options = Arc::new(options);
         let addresses = addresses.into_addresses();
         let senders = Arc::new(Senders::of(&addresses, &options)?);
-        let link = Link::connect(&addresses, Arc::clone(&options)).await?;
+        let link = Link::connect(&addresses, Arc::clone(&options), Purpose::Jobs).await?;
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
         // Else, with the `management` feature, the first address's
         // management API counts a hold's jobs.

@@ -56,11 +56,10 @@
 //! the producer and every worker of a process. On it:
 //!
 //! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) channels
-//!   in confirm mode (4 by default), each with up to
-//!   [`publish_window`](RabbitMqOptions::publish_window) publishes in flight
-//!   (128 by default), carry every publish: enqueues, retries, deferrals and
-//!   dead letters. The publishes in flight on a channel that fails are
-//!   published again within
+//!   in confirm mode, each with up to
+//!   [`publish_window`](RabbitMqOptions::publish_window) publishes in
+//!   flight, carry every publish; those in flight on a channel that fails
+//!   are published again within
 //!   [`publish_timeout`](RabbitMqOptions::publish_timeout).
 //! - Up to eight more channels declare hold queues, once holds are used.
 //! - Each [`consume`](queuey_core::backend::Backend::consume) opens a fresh
@@ -71,9 +70,8 @@
 //!   throwaway channel, so a refused declaration cannot take the others down.
 //! - The callers that wait for a result
 //!   ([`enqueue_and_wait`](queuey_core::Producer::enqueue_and_wait)) share
-//!   one more channel, opened on the first wait, and a worker answers on one
-//!   of its own. When the connection drops, every caller still waiting is
-//!   told at once that its answer cannot come.
+//!   one more channel, and a worker answers on one of its own. When the
+//!   connection drops, every caller still waiting is told at once.
 //!
 //! The [control and heartbeat streams](#control-commands) are read on a
 //! second connection.
@@ -90,9 +88,8 @@
 //! - publishes wait for the new connection up to
 //!   [`publish_timeout`](RabbitMqOptions::publish_timeout), then fail with
 //!   [`TimedOut`](queuey_core::BackendErrorKind::TimedOut);
-//! - consumer streams carry on, consuming again with the same prefetch as
-//!   soon as the new connection is up (no pause of their own: the
-//!   reconnection's is the one pace of an outage); a delivery taken on the old one can no longer be
+//! - consumer streams consume again with the same prefetch as soon as the
+//!   new connection is up; a delivery taken on the old one can no longer be
 //!   settled (its settle fails with
 //!   [`NotSettled`](queuey_core::BackendErrorKind::NotSettled)) and the
 //!   broker delivers it again;
@@ -104,11 +101,7 @@
 //! after which every call fails with that reason.
 //!
 //! The first connection waits the same way for a broker it cannot reach
-//! yet (down, restarting, still booting), up to
-//! [`connect_wait`](RabbitMqOptions::connect_wait), 2 minutes by default;
-//! [`connect`](RabbitMqBackend::connect) returns once connected. Refused
-//! credentials or virtual host, a TLS handshake that fails and an invalid
-//! address fail at once.
+//! yet, up to [`connect_wait`](RabbitMqOptions::connect_wait).
 //!
 //! # Confirms
 //!
@@ -121,96 +114,76 @@
 //! or
 //! ``publisher confirms are not enabled; cannot confirm publish to `q` ``.
 //!
-//! `312 NO_ROUTE` means no queue `q` exists, so a publish to a work queue
-//! comes back with what to do appended: the queue was never declared
-//! (`Producer::new`, `WorkerBuilder::build` and
-//! [`Backend::declare`](queuey_core::backend::Backend::declare) declare it,
-//! `Producer::new_undeclared` does not), or, when this backend declared
-//! it, it has been deleted since.
+//! `312 NO_ROUTE` means no queue `q` exists: the error says what to do
+//! (the queue was never declared, or was deleted since this backend
+//! declared it).
 //!
 //! # Topology and holds
 //!
 //! See [`topology`] for the queues and their arguments. A delay is rounded
 //! up to the retry or deferral granularity and parked in the hold queue of
-//! that rounded delay, whose only job is to dead-letter it back onto `q`
-//! after its TTL: `q{deferred_suffix}.quorum.{ttl_ms}` with the default
-//! [`HoldQueues::Quorum`], `q{deferred_suffix}.{ttl_ms}` with
-//! [`HoldQueues::Classic`]. A hold needs the queue to have been declared
-//! through the same backend in the same process
+//! that rounded delay, which dead-letters it back onto `q` after its TTL:
+//! `q{deferred_suffix}.quorum.{ttl_ms}` ([`HoldQueues::Quorum`], the
+//! default) or `q{deferred_suffix}.{ttl_ms}` ([`HoldQueues::Classic`]). A
+//! hold needs the queue declared through the same backend
 //! ([`Error::UnknownQueue`](queuey_core::Error::UnknownQueue) otherwise).
 //!
-//! Every hold carries the job's due time
-//! ([`topology::DUE_AT_HEADER`]), and a job that comes back before it is
-//! held again for the rest, never run early. So a delay longer than one hold
-//! queue keeps a job ([`MAX_DEFERRAL_MS`](queuey_core::MAX_DEFERRAL_MS), about 24.8 days) is
-//! held in legs until it is due, unless
-//! [`RabbitMqOptions::refuse_long_delays`] asks for
+//! Every hold carries the job's due time ([`topology::DUE_AT_HEADER`]), and
+//! a job that comes back before it is held again for the rest, never run
+//! early: a delay longer than one hold queue keeps a job (about 24.8 days)
+//! is held in legs, unless [`RabbitMqOptions::refuse_long_delays`] asks for
 //! [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong) instead.
 //!
 //! # Pruning hold queues
 //!
 //! The broker never deletes a quorum hold queue by itself, so every delay
-//! bucket ever used stays (about 130 KB of broker memory each) until it is
-//! pruned: by the backend itself for the holds it stopped using (an hour
-//! by default: [`RabbitMqOptions::prune_holds_after`]), by
-//! [`RabbitMqBackend::prune_hold`], or by the `queuey holds prune` tool.
-//! Until then their number stays bounded by the granularity: about 150
-//! per work queue at most with the default one
-//! ([`RabbitMqOptions::hold_queues`]).
+//! bucket ever used stays (about 130 KB of broker memory each; about 150
+//! per work queue at most with the default granularity) until it is
+//! pruned: by the backend for the holds it stopped using
+//! ([`RabbitMqOptions::prune_holds_after`]), by
+//! [`RabbitMqBackend::prune_hold`], or by `queuey holds prune`.
 //!
 //! **The backend prunes only holds whose jobs it can count**, and AMQP
-//! does not count the jobs a quorum hold keeps past their delay while they
-//! wait to be moved back. It asks a [`HoldCensus`] for them: the one given
-//! with [`RabbitMqOptions::hold_census`], else, with the `management`
-//! feature, the broker's management API (the `management` module; at
+//! does not count the jobs a quorum hold keeps past their delay. It asks a
+//! [`HoldCensus`]: the one given with [`RabbitMqOptions::hold_census`],
+//! else, with the `management` feature, the management API (at
 //! `RabbitMqOptions::management_url`, by default derived from the first
-//! AMQP address). **In the default build, without the feature and without
-//! a census, the backend prunes nothing by itself** and
-//! [`RabbitMqBackend::prune_hold`] keeps every hold
-//! ([`HoldPruned::Unverified`]). To prune, do one of: enable the
-//! `management` feature (the API's user needs a management tag such as
-//! `monitoring`), give a census, or run `queuey holds prune` now and then
-//! (it reads the management API itself).
+//! AMQP address; its user needs a tag such as `monitoring`). **In the
+//! default build, without the feature or a census, the backend prunes
+//! nothing by itself** and [`RabbitMqBackend::prune_hold`] keeps every hold
+//! ([`HoldPruned::Unverified`]); `queuey holds prune` reads the management
+//! API itself.
 //!
-//! Deleting a quorum queue deletes its jobs, and RabbitMQ even confirms a
-//! publish that was on its way into a queue being deleted. So a prune
-//! never deletes a hold on a count alone: it watches an empty hold for ten
-//! seconds and keeps it if any job reaches it, and a publisher whose job
-//! could have met a prune publishes it again (a duplicate at worst). Every
-//! process publishing into a hold must be of this version or later before
-//! any prune runs. Measured on one RabbitMQ 3.10.8 node: 60 jobs held in
-//! bursts while another backend pruned the hold over and over (three to
-//! five deletions a run), none lost.
+//! Deleting a quorum queue deletes its jobs, so a prune watches an empty
+//! hold for ten seconds and keeps it if any job reaches it, and a
+//! publisher whose job could have met a prune publishes it again (a
+//! duplicate at worst). Every process publishing into a hold must be of
+//! this version or later before any prune runs.
 //!
 //! # Messages
 //!
-//! A job's body is its JSON envelope; its properties are persistence
-//! (delivery mode 2), its job id as message id and its priority when it is
-//! not 0, and nothing else. Dead letters keep the body as delivered and
-//! carry the headers `x-death-reason`, `x-original-queue`, `x-attempts`
-//! and `x-died-at` (and, for a body that is not an envelope,
-//! `x-parse-error`).
-//! The repository's `docs/wire-format.md` describes the whole format, for
-//! producers and dead-letter readers in other languages.
+//! A job's body is its JSON envelope; its properties are persistence, its
+//! job id as message id and its priority when not 0. Dead letters keep the
+//! body as delivered and carry the headers `x-death-reason`,
+//! `x-original-queue`, `x-attempts` and `x-died-at` (and `x-parse-error`
+//! for a body that is not an envelope). The repository's
+//! `docs/wire-format.md` describes the whole format.
 //!
 //! # Poison guard
 //!
 //! A job that kills its worker process (a crash, an out-of-memory kill)
-//! would otherwise be delivered again and again for ever: the broker only
-//! sees a delivery come back unacknowledged. The guard, on by default
+//! would otherwise be delivered again for ever. The guard, on by default
 //! ([`RabbitMqOptions::poison_guard`], limit
 //! [`DEFAULT_POISON_GUARD_LIMIT`](options::DEFAULT_POISON_GUARD_LIMIT) = 5), counts those returns in queuey's
 //! own header, [`topology::UNSETTLED_DELIVERIES_HEADER`]:
 //!
-//! - a first delivery (`redelivered` false) goes to the worker as always,
-//!   at no extra cost;
+//! - a first delivery goes to the worker as always, at no extra cost;
 //! - a redelivered one is published again (confirmed) with its count one
-//!   higher, then acknowledged: at its first return back to its work queue,
-//!   behind the jobs already waiting (a lost connection or a broker restart
-//!   returns many innocent jobs at once, and they run at full speed again);
-//!   at later ones to the work queue's **suspect queue** `q{suspect_suffix}`
-//!   (`q.suspect`, of the work queue's type), which every consumer of `q`
-//!   also consumes with a prefetch of 1, so the job runs alone there;
+//!   higher, then acknowledged: at its first return back to its work queue
+//!   (a lost connection returns many innocent jobs at once), at later ones
+//!   to the work queue's **suspect queue** `q{suspect_suffix}`, which every
+//!   consumer of `q` also consumes with a prefetch of 1, so the job runs
+//!   alone there;
 //! - once the count reaches the limit, the job goes to `q.dead` instead,
 //!   with the count and the reason ``delivered N times without being
 //!   settled: the worker died or lost its connection while handling it``,
@@ -218,55 +191,42 @@
 //!
 //! The worker sees a job that came back as
 //! [`redelivered`](queuey_core::backend::Delivery::redelivered), whichever
-//! queue it came from. A job that is settled (acknowledged, retried,
-//! deferred, dead-lettered) starts from 0 again. A crash between the
-//! publish and the acknowledgement leaves the job twice (at-least-once,
-//! never a loss).
+//! queue it came from. A settled job starts from 0 again. A crash between
+//! the publish and the acknowledgement leaves the job twice (at-least-once).
 //!
 //! Hand-backs do not count. A delivery settled with
-//! [`Disposition::Requeue`](queuey_core::Disposition::Requeue) (a worker
-//! pausing a queue or shutting down returns the jobs it took but did not
-//! start) is published again, as it was received, to the queue it came
-//! from, at the queue's top priority (a quorum queue has none: there it
-//! joins the back), then acknowledged; if the copy cannot be published, it
-//! is handed back with `basic.nack` instead, which counts. Dropping a
-//! consumer stream hands back every delivery the stream had received but
-//! not handed out; [`close`](RabbitMqBackend::close) waits for that (within
-//! the call timeout). Only where no runtime is left to do it (the process
-//! is exiting) does the broker requeue them, marked redelivered.
+//! [`Disposition::Requeue`](queuey_core::Disposition::Requeue) is published
+//! again as it was received to the queue it came from, at the queue's top
+//! priority, then acknowledged; if the copy cannot be published, it is
+//! handed back with `basic.nack` instead, which counts. Dropping a consumer
+//! stream hands back every delivery it had received but not handed out;
+//! [`close`](RabbitMqBackend::close) waits for that (within the call
+//! timeout).
 //!
 //! Counted in `queuey_rabbitmq_first_returns_total` (logged at debug
-//! level only, one line per job would flood the log after a restart),
-//! `queuey_rabbitmq_suspects_total` and
+//! level only), `queuey_rabbitmq_suspects_total` and
 //! `queuey_rabbitmq_poison_dead_letters_total` (label `queue`). The
-//! in-memory backend of `queuey-core` has no processes to crash and no
-//! guard.
+//! in-memory backend of `queuey-core` has no guard.
 //!
 //! # Control commands
 //!
 //! Control commands, heartbeats and the leadership of periodic schedules
 //! are the backend's fleet plane, built with the `fleet` feature (on by
-//! default). Without it the backend carries jobs and their results only:
-//! its [`capabilities`](queuey_core::backend::Backend::capabilities) list
-//! replies alone, and it implements neither `ControlChannel`, `Heartbeats`
-//! nor `Leadership`.
+//! default). Without it the backend implements neither `ControlChannel`,
+//! `Heartbeats` nor `Leadership`.
 //!
 //! [`send_control`](queuey_core::backend::ControlChannel::send_control) and
 //! [`follow_control`](queuey_core::backend::ControlChannel::follow_control)
 //! carry a fleet's commands (cancel a job, pause or resume a queue; see
 //! [`queuey_core::control`]) through one RabbitMQ stream per virtual host,
-//! `queuey.control` (another with `RabbitMqOptions::control_stream`). A
-//! command reaches every running process within milliseconds, and a
+//! `queuey.control` (another with `RabbitMqOptions::control_stream`): a
 //! process started later reads it from the stream. Streams need RabbitMQ
 //! 3.9 or later.
 //!
-//! - The stream keeps 30 days of commands (as long as cancellations are
-//!   remembered) and at most 100 MB. Every process declares it with
-//!   exactly the same arguments; a queue of that name with others is
-//!   refused with an error saying what to do. A stream an earlier version
-//!   created without the bound in bytes is used as it is, with a warning:
-//!   `queuey topology apply` gives it a `max-length-bytes` policy, and
-//!   `queuey doctor` lists every such stream.
+//! - The stream keeps 30 days of commands and at most 100 MB. A queue of
+//!   that name with other arguments is refused with an error saying what
+//!   to do; a stream an earlier version created without the bound in bytes
+//!   is used with a warning (`queuey topology apply` gives it a policy).
 //! - A command is published like a job (confirmed, `mandatory`,
 //!   persistent), signed with the backend's RabbitMQ user (see
 //!   [Who may send what](#who-may-send-what)); a record that names no
@@ -276,123 +236,97 @@
 //!   [`ControlView`](queuey_core::control::ControlView) holds every command
 //!   sent before the call; past the call timeout it fails with
 //!   [`TimedOut`](queuey_core::BackendErrorKind::TimedOut). A backend
-//!   starts from the last snapshot of the state within the stream's last
-//!   40,000 records, or from the stream's first record when there is none
-//!   that recent. The followers of a fleet write about one snapshot per
-//!   `control_snapshot_interval` (ten minutes by default) between them; a
-//!   state too large for one (8 MiB, tens of thousands of cancellations by
-//!   id) is not snapshotted, and a warning says so.
+//!   starts from the last snapshot within the stream's last 40,000 records,
+//!   else from the stream's start; a fleet writes about one snapshot per
+//!   `control_snapshot_interval` (a state over 8 MiB is not snapshotted).
 //! - A pause lasts until it is resumed: a follower publishes it again once
-//!   it is a week old, and a resume sent meanwhile is never undone. A fleet
-//!   that no process follows for about three weeks comes back without its
-//!   pauses.
-//! - The streams are read on a second connection of the backend's, opened
-//!   the first time one is needed and named after the backend's connection
-//!   with ` (fleet)` added: RabbitMQ closes a stream reader's whole
-//!   connection on some errors, and the job path's connection carries on.
+//!   it is a week old. A fleet that no process follows for about three
+//!   weeks comes back without its pauses.
+//! - The streams are read on a second connection, opened when first
+//!   needed and named after the backend's with ` (fleet)` added: RabbitMQ
+//!   closes a stream reader's whole connection on some errors.
 //!
-//! Measured on one RabbitMQ 3.10 node (debug build): a command reaches
-//! another backend's view 1 to 2 ms after it is sent at the median, under
-//! 10 ms at the 99th percentile; a new backend that reads the stream from
-//! its start catches up with 10,000 cancellations in 1.3 to 1.7 s, and
-//! they cost it about 2 MB. What a snapshot saves is in `SECURITY.md`.
-//!
-//! Metrics: `queuey_rabbitmq_control_records_total` (commands applied),
+//! Metrics: `queuey_rabbitmq_control_records_total`,
 //! `queuey_rabbitmq_control_follower_restarts_total`,
 //! `queuey_rabbitmq_control_pause_renewals_total`,
-//! `queuey_rabbitmq_control_snapshots_total` (snapshots this process
-//! wrote), and the gauges
+//! `queuey_rabbitmq_control_snapshots_total`, and the gauges
 //! `queuey_rabbitmq_control_cancellations` and
 //! `queuey_rabbitmq_control_paused_queues`.
 //!
 //! ## Heartbeats
 //!
 //! [`heartbeat`](queuey_core::backend::Heartbeats::heartbeat) publishes a
-//! worker's heartbeat (confirmed) to the heartbeat stream beside the
-//! control stream, its name with `.workers` added
-//! (kept for an hour).
-//! [`workers`](queuey_core::backend::Heartbeats::workers) reads the
-//! stream's last minute and lists the workers whose latest heartbeat is
-//! not their last and is within three of their intervals, with two seconds
-//! of slack for clocks that disagree. A worker whose interval is longer
-//! than 20 seconds does not appear.
+//! worker's heartbeat to the stream named after the control stream with
+//! `.workers` added (kept for an hour).
+//! [`workers`](queuey_core::backend::Heartbeats::workers) reads its last
+//! minute and lists the workers whose latest heartbeat is not their last
+//! and is within three of their intervals (plus two seconds of slack): a
+//! worker whose interval is longer than 20 seconds does not appear.
 //!
 //! ## Who may send what
 //!
 //! Everything above travels through the default exchange, where any user
-//! allowed to publish one job may publish anything. So a follower obeys a
-//! command, a listing counts a heartbeat, a leader believes a schedule's
-//! state and a waiting caller takes a result only when it was **sent by a
-//! user it trusts**, as RabbitMQ vouches in the `user_id` property (which
-//! only a user with the `impersonator` tag can forge).
+//! allowed to publish one job may publish anything. So commands,
+//! heartbeats, schedule states and results count only when **sent by a
+//! user the reader trusts**, as RabbitMQ vouches in the `user_id` property
+//! (which only a user with the `impersonator` tag can forge).
 //!
 //! - Everything this backend sends to the fleet carries its user as
-//!   `user_id`: the URI's user, or
-//!   [`authenticated_user`](RabbitMqOptions::authenticated_user) for a
-//!   client certificate. Every address of one backend must log in as the
-//!   same user.
-//! - Commands are obeyed from the backend's own user and from the users of
-//!   `control_senders`; heartbeats,
-//!   schedule states and results are accepted from the backend's own user
-//!   and from the users of
+//!   `user_id` (the URI's user, or
+//!   [`authenticated_user`](RabbitMqOptions::authenticated_user)); every
+//!   address of one backend must log in as the same user.
+//! - Commands are obeyed from the backend's own user and the users of
+//!   `control_senders`; heartbeats, schedule states and results are
+//!   accepted from the backend's own user and the users of
 //!   [`worker_senders`](RabbitMqOptions::worker_senders). A message with no
 //!   `user_id` counts as a stranger's.
-//! - Whoever sent it, a command is checked before it is applied
+//! - Whoever sent it, a command is checked
 //!   ([`ControlRecord::check`](queuey_core::control::ControlRecord::check));
-//!   a heartbeat over 256 KiB, a schedule state whose last tick is in the
-//!   future and a result over
-//!   [`max_message_size`](RabbitMqOptions::max_message_size) are skipped
-//!   unread; a listing keeps at most 10,000 workers.
+//!   a heartbeat over 256 KiB, a schedule state from the future and a
+//!   result over [`max_message_size`](RabbitMqOptions::max_message_size)
+//!   are skipped unread; a listing keeps at most 10,000 workers.
 //! - A worker answers a job only at a direct reply-to address
 //!   (`amq.rabbitmq.reply-to.…`), never at a queue a job names.
 //! - Every refusal is counted in `queuey_rabbitmq_fleet_refused_total`
 //!   (labels `kind` and `reason`) and logged at WARN, once a minute per
 //!   kind at most.
 //!
-//! With no senders named, a backend trusts its own user only, so a fleet
-//! whose programs all log in as one user works as it is (and is not
-//! protected from its own producers). SECURITY.md gives the permissions of
-//! each role when they log in as users of their own.
+//! With no senders named, a backend trusts its own user only: a fleet
+//! whose programs share one user works as it is. SECURITY.md gives the
+//! permissions of each role.
 //!
 //! ### Producers that cannot write to the fleet at all
 //!
-//! Ignored is not the same as kept out: a producer allowed to publish on
-//! the default exchange can still fill the control stream with records
-//! every follower must read past. With
-//! [`job_exchange`](RabbitMqOptions::job_exchange), given alike to every
-//! backend of the fleet, jobs go through a durable `direct` exchange of the
-//! application's, which declaring the queues declares and binds to each
-//! work queue and shard under its name, and a producer needs no right on
-//! the default exchange.
+//! Ignored is not kept out: a producer allowed to publish on the default
+//! exchange can still fill the control stream with records every follower
+//! must read past. With [`job_exchange`](RabbitMqOptions::job_exchange),
+//! given alike to every backend of the fleet, jobs go through an exchange
+//! of the application's, and a producer needs no right on the default
+//! exchange.
 //!
 //! - A job for later goes straight to its work queue, stamped with its due
 //!   time (`queuey-due-at`), and the first worker that receives it holds
-//!   it until then (hold queues are the workers' alone): never early, at
-//!   the cost of one extra trip through the work queue.
+//!   it until then (hold queues are the workers' alone).
 //! - Retries, deferrals by a handler, dead letters, suspect copies and
-//!   hand-backs are the worker's, through the default exchange, as before.
+//!   hand-backs are the worker's, through the default exchange.
 //! - A quorum work queue dead-letters through the default exchange too, so
 //!   producers of quorum queues use
 //!   [`Producer::new_undeclared`](queuey_core::Producer::new_undeclared)
 //!   and let the workers declare.
 //!
-//! To move a running fleet: give the workers the exchange (they declare it
-//! and bind their queues as they start, and jobs from producers still on
-//! the default exchange keep arriving), then the producers, then take the
-//! producers' right on `amq.default` away. A job published through an
-//! exchange that no queue of that name is bound to fails with
-//! [`Unroutable`](queuey_core::BackendErrorKind::Unroutable), naming the
-//! exchange.
+//! To move a running fleet: give the workers the exchange (jobs from
+//! producers still on the default exchange keep arriving), then the
+//! producers, then take the producers' right on `amq.default` away. A job
+//! published through an exchange that no queue of that name is bound to
+//! fails with [`Unroutable`](queuey_core::BackendErrorKind::Unroutable).
 //!
 //! # Logging and secrets
 //!
 //! The backend logs through `tracing` and never logs a password: addresses
 //! appear as `amqp://user:***@host:port/vhost`, and errors are scrubbed.
-//! The AMQP client underneath (lapin) is another matter: at **trace** level
-//! it logs every frame it sends, the login frame included, and that frame's
-//! response field is `\0user\0password`, printed as a byte list
-//! (`LongString([0, 103, 117, …])`). A search for the password's text does
-//! not find it, but anyone reading the log can decode it.
+//! But lapin, at **trace** level, logs every frame it sends, the login
+//! frame included, whose response field `\0user\0password` is printed as
+//! a byte list anyone can decode.
 //!
 //! So never run with lapin at trace level where logs are kept or shared.
 //! Add [`SECRET_SAFE_LOG_DIRECTIVE`] to your filter: it holds lapin's own
@@ -409,38 +343,18 @@
 //! # drop(filter);
 //! ```
 //!
-//! The project's leak test checks both halves: with everything at trace,
-//! the password's bytes show up in lapin's lines only (never in queuey's),
-//! and with the directive they show up nowhere.
-//!
 //! # TLS
 //!
 //! An `amqps://` address is encrypted with the default features: the
 //! broker's certificate is verified against the platform's roots and the
-//! URI's host name (RabbitMQ's TLS port is 5671; `amqps://` without a port
-//! goes there). [`TlsOptions`] adds a private CA, a client certificate
-//! (mutual TLS; with no password in the URI the connection authenticates
-//! by certificate alone, RabbitMQ's `EXTERNAL` mechanism), or another
-//! name to verify:
+//! URI's host name (`amqps://` without a port goes to 5671). [`TlsOptions`]
+//! adds a private CA, a client certificate (with no password in the URI,
+//! RabbitMQ's `EXTERNAL` mechanism), or another name to verify.
 //!
-//! ```no_run
-//! # async fn run() -> Result<(), queuey_core::Error> {
-//! use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions, TlsOptions};
-//!
-//! let backend = RabbitMqBackend::with_options(
-//!     "amqps://app:secret@rabbit.internal/%2f",
-//!     RabbitMqOptions::default().tls(TlsOptions::default().ca_file("/etc/ssl/private-ca.pem")),
-//! )
-//! .await?;
-//! # Ok(()) }
-//! ```
-//!
-//! Nothing ever falls back to plaintext. A certificate that does not
+//! Nothing ever falls back to plaintext: a certificate that does not
 //! verify, a port that does not speak TLS or a missing client certificate
 //! fail the connection before any AMQP byte is sent, with an error that
-//! says what to fix; a build without a TLS backend refuses `amqps://`
-//! addresses at once. Reconnection and several addresses work the same
-//! over TLS, and the certificate files are read again for every new
+//! says what to fix. The certificate files are read again for every new
 //! connection, so renewed certificates are picked up.
 //!
 //! # Feature flags
@@ -456,14 +370,6 @@
 //! With `default-features = false` and no TLS feature, plain `amqp://` works
 //! and `amqps://` is refused with an error naming the feature to enable.
 //!
-//! # How the crate is organised
-//!
-//! For contributors: each module's own documentation gives its role
-//! (`backend` puts the others together), and the modules, like the files
-//! inside a folder, depend on each other in one direction only. A test of
-//! the workspace (`tests/module_graph.rs` at its root) fails on any import
-//! circle between sibling modules.
-//!
 //! [queuey]: https://docs.rs/queuey
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -472,6 +378,7 @@ mod addresses;
 mod backend;
 mod bound;
 mod census;
+mod channel;
 mod connection_properties;
 mod consumer;
 mod declare;

@@ -32,14 +32,10 @@ pub(crate) use crate::topology::{
 };
 
 /// The properties of an envelope: persistent, its job id as message id,
-/// `priority` unless that is 0 (the broker treats a message without one
-/// as priority 0), and for a job a caller waits for its reply address and
-/// correlation id (`reply_to`, `correlation_id`: the envelope's own
-/// correlation id is in the body). Callers pass 0 for a queue without
-/// priorities, which would ignore it.
-///
-/// Every publish of a job goes through here, so the reply address travels
-/// on through holds, retries, deferrals, suspect copies and dead letters.
+/// `priority` unless 0 (callers pass 0 for a queue without priorities),
+/// and for a job a caller waits for, `reply_to` and `correlation_id`. Every
+/// publish of a job goes through here, so the reply address travels on
+/// through holds, retries, deferrals, suspect copies and dead letters.
 pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> BasicProperties {
     let mut id = uuid::Uuid::encode_buffer();
     let mut properties = BasicProperties::default()
@@ -57,12 +53,9 @@ pub(crate) fn job_properties(envelope: &Envelope, priority: u8) -> BasicProperti
     }
 }
 
-/// The properties a delivered job carries when it is published again as
-/// it came (a suspect copy, a job handed back): those of every job
-/// ([`job_properties`] with `priority`) plus queuey's own headers of the
-/// delivery (`queuey-*`: its due time, its count of unsettled deliveries),
-/// and no other header, so the broker's `x-death` and sender-selected
-/// routing never travel on.
+/// The properties of a delivered job published again as it came (a
+/// suspect copy, a hand-back): [`job_properties`] with `priority`, plus the
+/// delivery's `queuey-*` headers and no other.
 pub(crate) fn carried(
     envelope: &Envelope,
     original: &BasicProperties,
@@ -129,10 +122,7 @@ pub(crate) fn with_dead_letter_headers(
         short(ATTEMPTS_HEADER),
         AMQPValue::LongLongInt(i64::from(info.attempts)),
     );
-    headers.insert(
-        short(DIED_AT_HEADER),
-        AMQPValue::LongLongInt(i64::try_from(info.died_at_ms).unwrap_or(i64::MAX)),
-    );
+    headers.insert(short(DIED_AT_HEADER), integer(info.died_at_ms));
     if let Some(error) = info.parse_error {
         headers.insert(short(PARSE_ERROR_HEADER), long(cap_reason(error)));
     }
@@ -141,12 +131,7 @@ pub(crate) fn with_dead_letter_headers(
 
 /// Adds the `queuey-due-at` header to `properties`, keeping other headers.
 pub(crate) fn with_due_at(properties: BasicProperties, due_at_ms: u64) -> BasicProperties {
-    let mut headers = properties.headers().clone().unwrap_or_default();
-    headers.insert(
-        short(DUE_AT_HEADER),
-        AMQPValue::LongLongInt(i64::try_from(due_at_ms).unwrap_or(i64::MAX)),
-    );
-    properties.with_headers(headers)
+    with_header(properties, DUE_AT_HEADER, due_at_ms)
 }
 
 /// Adds the `queuey-unsettled-deliveries` header to `properties`, keeping
@@ -155,12 +140,27 @@ pub(crate) fn with_unsettled_deliveries(
     properties: BasicProperties,
     count: u32,
 ) -> BasicProperties {
+    with_header(properties, UNSETTLED_DELIVERIES_HEADER, u64::from(count))
+}
+
+/// Adds the integer header `name` to `properties`, keeping other headers.
+pub(crate) fn with_header(properties: BasicProperties, name: &str, n: u64) -> BasicProperties {
     let mut headers = properties.headers().clone().unwrap_or_default();
-    headers.insert(
-        short(UNSETTLED_DELIVERIES_HEADER),
-        AMQPValue::LongLongInt(i64::from(count)),
-    );
+    headers.insert(short(name), integer(n));
     properties.with_headers(headers)
+}
+
+/// A 64-bit integer header value (capped at `i64::MAX`).
+pub(crate) fn integer(n: u64) -> AMQPValue {
+    AMQPValue::LongLongInt(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// A delivery's message id, or a fresh one when it has none.
+pub(crate) fn message_id_or_new(properties: &BasicProperties) -> String {
+    properties.message_id().as_ref().map_or_else(
+        || uuid::Uuid::new_v4().to_string(),
+        |id| id.as_str().to_owned(),
+    )
 }
 
 /// The properties of a body that is not an envelope, copied to the
@@ -173,24 +173,22 @@ pub(crate) fn malformed_properties(message_id: &str) -> BasicProperties {
 
 /// `reason`, cut to at most [`MAX_REASON_BYTES`] on a character boundary.
 pub(crate) fn cap_reason(reason: &str) -> &str {
-    if reason.len() <= MAX_REASON_BYTES {
-        return reason;
-    }
-    let mut end = MAX_REASON_BYTES;
-    while !reason.is_char_boundary(end) {
-        end -= 1;
-    }
-    &reason[..end]
+    cut(reason, MAX_REASON_BYTES)
 }
 
 /// A short string from text this crate controls or checked to fit; longer
 /// text is cut on a character boundary rather than panicking.
 pub(crate) fn short(s: &str) -> ShortString {
-    let mut end = s.len().min(255);
+    ShortString::try_new(cut(s, 255)).unwrap_or_default()
+}
+
+/// `s`, cut to at most `max` bytes on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    ShortString::try_new(&s[..end]).unwrap_or_default()
+    &s[..end]
 }
 
 fn long(s: &str) -> AMQPValue {

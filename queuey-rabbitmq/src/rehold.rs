@@ -4,9 +4,8 @@
 //! header: milliseconds since the Unix epoch). A job can come back from its
 //! hold before that time:
 //!
-//! - an operator policy (or operator policy) set a shorter `message-ttl` on
-//!   hold queues — RabbitMQ applies the smaller of the policy and the
-//!   queue's own argument;
+//! - a policy set a shorter `message-ttl` on hold queues (RabbitMQ applies
+//!   the smaller);
 //! - the delay was longer than one hold queue keeps a job (about 24 days),
 //!   so the hold was a first leg of several ("chained holds").
 //!
@@ -15,15 +14,11 @@
 //! time, so every such job arrives early by design.
 //!
 //! Such a job is not run: the consumer holds it again for what remains
-//! (attempt, deferrals and priority unchanged, the same due time), and only
-//! then acknowledges the delivery. A quorum hold also releases a job a
-//! millisecond or so before its time now and then (the broker's clock and
-//! ours): one due within [`WAIT_IN_PLACE`] is not held again (the shortest
-//! hold would make it a whole step late) but waits for the rest where it
-//! is, and then runs. A job whose header is not a number, or is
-//! negative, is treated as having none (it is due); one due more than
-//! [`FAR_FUTURE`] ahead is dead-lettered with a reason that says so rather
-//! than parked for years.
+//! (the same due time), and only then acknowledges the delivery. One due
+//! within [`WAIT_IN_PLACE`] (a quorum hold releases a job a millisecond
+//! early now and then) waits for the rest where it is, then runs. A header
+//! that is not a non-negative number counts as none (the job is due); a
+//! job due more than [`FAR_FUTURE`] ahead is dead-lettered, saying so.
 
 use std::time::Duration;
 

@@ -55,8 +55,10 @@ pub(crate) const BACKEND: Option<&str> = if cfg!(feature = "rustls-aws-lc") {
 /// # Ok(()) }
 /// ```
 ///
-/// Set on a plain `amqp://` address, these options have no effect.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// Set on a plain `amqp://` address, these options have no effect. Its
+/// `Debug` output shows paths and the server name, never key material or a
+/// password.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TlsOptions {
     roots: Vec<Pem>,
     identity: Option<Identity>,
@@ -150,9 +152,7 @@ impl TlsOptions {
     pub(crate) fn load(&self) -> Result<Loaded, Error> {
         let mut chain = String::new();
         for pem in &self.roots {
-            let text = pem.read("CA certificate")?;
-            require_block(&text, "CERTIFICATE", pem, "CA certificate")?;
-            chain.push_str(&text);
+            chain.push_str(&pem.read_block("CERTIFICATE", "CA certificate")?);
             if !chain.ends_with('\n') {
                 chain.push('\n');
             }
@@ -160,13 +160,11 @@ impl TlsOptions {
         let identity = match &self.identity {
             None => None,
             Some(Identity::Pem { cert, key }) => {
-                let cert_text = cert.read("client certificate")?;
-                require_block(&cert_text, "CERTIFICATE", cert, "client certificate")?;
-                let key_text = key.read("client key")?;
-                require_block(&key_text, "PRIVATE KEY", key, "client key")?;
+                let cert = cert.read_block("CERTIFICATE", "client certificate")?;
+                let key = key.read_block("PRIVATE KEY", "client key")?;
                 Some(OwnedIdentity::PKCS8 {
-                    pem: cert_text.into_bytes(),
-                    key: key_text.into_bytes(),
+                    pem: cert.into_bytes(),
+                    key: key.into_bytes(),
                 })
             }
             Some(Identity::Pkcs12 { file, password }) => {
@@ -195,20 +193,26 @@ pub(crate) struct Loaded {
 }
 
 impl Pem {
-    fn read(&self, what: &str) -> Result<String, Error> {
-        match self {
-            Pem::Text(text) => Ok(text.to_string()),
-            Pem::File(path) => {
-                std::fs::read_to_string(path).map_err(|e| unreadable(what, path, &e))
-            }
+    /// The text, refused when it holds no PEM block of the `label` kind
+    /// (`CERTIFICATE`, or any `… PRIVATE KEY`); an error names the source
+    /// but never its contents.
+    fn read_block(&self, label: &str, what: &str) -> Result<String, Error> {
+        let (text, source) = match self {
+            Pem::Text(text) => (text.to_string(), "the PEM text given".to_owned()),
+            Pem::File(path) => (
+                std::fs::read_to_string(path).map_err(|e| unreadable(what, path, &e))?,
+                format!("`{}`", path.display()),
+            ),
+        };
+        let found = text.lines().any(|line| {
+            line.starts_with("-----BEGIN ") && line.trim_end().ends_with(&format!("{label}-----"))
+        });
+        if !found {
+            return Err(Error::invalid_config(format!(
+                "the TLS {what} in {source} holds no PEM `{label}` block"
+            )));
         }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Pem::File(path) => format!("`{}`", path.display()),
-            Pem::Text(_) => "the PEM text given".to_owned(),
-        }
+        Ok(text)
     }
 }
 
@@ -217,33 +221,6 @@ fn unreadable(what: &str, path: &Path, e: &std::io::Error) -> Error {
         "cannot read the TLS {what} file `{}`: {e}",
         path.display()
     ))
-}
-
-/// Refuses text with no PEM block of the `label` kind (`CERTIFICATE`, or
-/// any `… PRIVATE KEY`), naming the source but never its contents.
-fn require_block(text: &str, label: &str, source: &Pem, what: &str) -> Result<(), Error> {
-    let found = text.lines().any(|line| {
-        line.starts_with("-----BEGIN ") && line.trim_end().ends_with(&format!("{label}-----"))
-    });
-    if found {
-        Ok(())
-    } else {
-        Err(Error::invalid_config(format!(
-            "the TLS {what} in {} holds no PEM `{label}` block",
-            source.describe()
-        )))
-    }
-}
-
-impl fmt::Debug for TlsOptions {
-    /// Paths and the server name; never key material or a password.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsOptions")
-            .field("roots", &self.roots)
-            .field("identity", &self.identity)
-            .field("server_name", &self.server_name)
-            .finish()
-    }
 }
 
 impl fmt::Debug for Pem {

@@ -15,19 +15,14 @@ pub(crate) const MALFORMED_REASON: &str = "malformed envelope";
 /// and envelope say about it.
 #[derive(Debug, Clone)]
 pub(crate) struct DeadLetter {
-    /// 1-based position in its dead-letter queue when it was read (1 =
-    /// oldest).
+    /// 1-based position in its dead-letter queue when read (1 = oldest).
     pub(crate) position: usize,
-    /// The body, byte for byte.
     pub(crate) body: Vec<u8>,
-    /// The message properties, headers included.
     pub(crate) properties: BasicProperties,
     /// The envelope, when the body decodes as one.
     pub(crate) envelope: Option<Envelope>,
-    /// The shard of a sharded queue whose dead-letter queue it was read
-    /// from (set by the operations on
-    /// [`DeadQueues`](crate::dead::DeadQueues)); `None` for the lane, an
-    /// unsharded queue, or a letter read from one queue by name.
+    /// The shard whose dead-letter queue it was read from (set by
+    /// [`DeadQueues`](crate::dead::DeadQueues)).
     pub(crate) shard: Option<u16>,
 }
 
@@ -129,8 +124,7 @@ impl DeadLetter {
         self.envelope.is_none()
     }
 
-    /// When it died (`x-died-at`, ms since the Unix epoch); `None` for a
-    /// dead letter written before queuey recorded it, or by the broker.
+    /// When it died (`x-died-at`, ms since the Unix epoch), when recorded.
     pub(crate) fn died_at_ms(&self) -> Option<i64> {
         headers::integer(self.headers(), headers::DIED_AT)
     }
@@ -140,9 +134,7 @@ impl DeadLetter {
         headers::text(self.headers(), headers::PARSE_ERROR)
     }
 
-    /// The error of each attempt, oldest first: those its envelope
-    /// recorded, then the one it died of (the reason, after the attempt in
-    /// `x-attempts`); with how many older errors the envelope left out.
+    /// The error of each attempt, oldest first, the one it died of last.
     pub(crate) fn history(&self) -> History {
         let Some(env) = &self.envelope else {
             return History::default();
@@ -192,10 +184,8 @@ impl DeadLetter {
     }
 }
 
-/// What `dead ls` shows of one dead letter: each field is what the
-/// [`DeadLetter`] field or method of its name says; `enqueued_at_ms` is the
-/// envelope's, `died_at_ms` the `x-died-at` header, `malformed` [`DeadLetter::is_malformed`], `redrives` the
-/// earlier redrives (`queuey-redrive-count`) and `bytes` the body's size.
+/// What `dead ls` shows of one dead letter (the [`DeadLetter`] methods of
+/// the same names; `redrives`: `queuey-redrive-count`; `bytes`: body size).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Summary {
     pub(crate) position: usize,
@@ -213,26 +203,21 @@ pub(crate) struct Summary {
     pub(crate) bytes: usize,
 }
 
-/// The story of a dead letter's attempts: the error of each, oldest first.
+/// The error of each attempt, oldest first, and how many older errors the
+/// envelope left out (`cut`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct History {
-    /// One row per attempt the envelope recorded, and last the one it
-    /// died of.
     pub(crate) errors: Vec<AttemptRow>,
-    /// How many older errors the envelope left out to stay bounded.
     pub(crate) cut: u32,
 }
 
-/// The error of one attempt.
+/// The error of one attempt, when it failed (if known), and whether the
+/// job died of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct AttemptRow {
-    /// The attempt, from 1.
     pub(crate) attempt: u32,
-    /// When it failed (ms since the Unix epoch), when known.
     pub(crate) at_ms: Option<u64>,
-    /// Its error (for the last, the dead letter's reason).
     pub(crate) error: String,
-    /// Whether this is the attempt the job died of.
     pub(crate) last: bool,
 }
 
@@ -256,12 +241,10 @@ pub(crate) struct Filter {
 }
 
 impl Filter {
-    /// Everything.
     pub(crate) fn all() -> Self {
         Filter::default()
     }
 
-    /// Whether `letter` passes.
     pub(crate) fn matches(&self, letter: &DeadLetter) -> bool {
         let reason_ok = self.reason.as_ref().is_none_or(|text| {
             letter

@@ -1,11 +1,7 @@
 //! `dead ls`: one page of dead letters, read without keeping the rest.
 //!
-//! Oldest first, the read stops at the page's last letter. Newest first,
-//! the page is counted back from the tail: without a filter the queue's
-//! count tells where it starts, so the read stops at the page's newest
-//! letter; with a filter a first pass counts the matching letters and a
-//! second one collects the page (the queue is read twice). Either way only
-//! the page is kept in memory.
+//! The read stops at the page's last letter; newest first with a filter,
+//! a first pass counts the matching letters. Only the page is kept.
 
 use std::ops::ControlFlow;
 
@@ -18,32 +14,22 @@ use crate::error::Result;
 /// Which end of the queue a listing starts from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Order {
-    /// The head first: the oldest dead letter.
     #[default]
     OldestFirst,
-    /// The tail first: the newest dead letter.
     NewestFirst,
 }
 
 /// One page of dead letters.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Listing {
-    /// Dead letters in the queue (all of its dead-letter queues) when the
-    /// read began.
+    /// Dead letters when the read began (in all, and per queue).
     pub(crate) total: usize,
-    /// Dead letters that pass the filter: exact when `matching_exact`, else
-    /// the ones met before the read stopped (a lower bound).
+    /// Matching dead letters: a lower bound unless `matching_exact`.
     pub(crate) matching: usize,
-    /// Whether `matching` is the exact count.
     pub(crate) matching_exact: bool,
-    /// Matching dead letters skipped before the page.
     pub(crate) offset: usize,
-    /// Dead letters read (over both passes for a filtered newest-first page).
     pub(crate) read: usize,
-    /// The dead letters in each dead-letter queue read (one, or a sharded
-    /// queue's lane and shards) when the read began.
     pub(crate) queues: Vec<QueueCount>,
-    /// The page, in the order asked for.
     pub(crate) items: Vec<Summary>,
 }
 
@@ -86,14 +72,8 @@ impl Window<'_> {
 }
 
 impl DeadQueues {
-    /// One page of the dead letters of every dead-letter queue that
-    /// passes `filter`, in `order`: `limit` of them after skipping
-    /// `offset`, each with its [`shard`](Summary::shard).
-    ///
-    /// The queues are listed one after the other, the lane's first and
-    /// then each shard's, each oldest first; newest first is that order
-    /// reversed. A position (`#N`) among the filter's ids is refused when
-    /// there are several queues.
+    /// One page of the dead letters that pass `filter`, queue after queue
+    /// (the lane's first, oldest first; `NewestFirst` reverses it).
     pub(crate) async fn list(
         &self,
         amqp: &Amqp,
@@ -106,8 +86,7 @@ impl DeadQueues {
         let queues = self.counts(amqp).await?;
         let total = queues.iter().map(|q| q.count).sum();
         let mut read = 0;
-        // The page's place among the matching letters, oldest first, and
-        // their number when it is known before collecting.
+        // The page's place among the matching letters, oldest first.
         let (start, end, known) = match order {
             Order::OldestFirst => (
                 offset,

@@ -13,22 +13,13 @@
 //! | [`redrive`](DeadQueues::redrive), [`purge_with_export`](DeadQueues::purge_with_export) | the whole queue | counts (a purge: the delivery tags it removes) |
 //! | [`scan`](DeadQueues::scan) | until the visitor stops | what the visitor keeps |
 //!
-//! Each operation is a method of [`DeadQueues`] and reads every
-//! dead-letter queue of a queue name: a sharded queue's lane's and each
-//! shard's (see [`shards`](crate::shards)), one after the other, the
-//! lane's first. Letters read so carry their
-//! [`shard`](DeadLetter::shard), and a redrive sends each back to the
-//! shard it died on.
+//! Each operation reads every dead-letter queue of a queue name, the
+//! lane's first; a redrive sends each letter back to the shard it died on.
 //!
-//! Every read that hands a letter back counts as one delivery of it. A
-//! classic dead-letter queue has no delivery limit; a quorum one has
-//! [`SAFE_DELIVERY_LIMIT`](queuey_rabbitmq::topology::SAFE_DELIVERY_LIMIT)
-//! (a million reads of one letter, out of reach: a thousand a day would
-//! take nearly three years). A quorum dead-letter queue created before
-//! queuey set that limit runs on the broker's default, which on RabbitMQ 4
-//! drops a letter read 20 times: `queuey doctor` and `queuey topology
-//! verify` find such queues, and `queuey topology apply` gives each a
-//! `delivery-limit` policy.
+//! Every read counts as one delivery of each letter handed back: a quorum
+//! dead-letter queue has [`SAFE_DELIVERY_LIMIT`](queuey_rabbitmq::topology::SAFE_DELIVERY_LIMIT)
+//! (out of reach), or, if older, the broker's default (20 on RabbitMQ 4),
+//! which `doctor` and `topology verify` find and `topology apply` fixes.
 
 mod fingerprint;
 mod letter;

@@ -1,12 +1,6 @@
-//! The redrive preview: what a redrive would move, and where, before
-//! anything moves.
-//!
-//! The preview reads the queue once and keeps counts, not letters: per
-//! target (at most [`MAX_TARGETS`] named, each checked for existence), the
-//! first [`PREVIEW_SAMPLES`] moves and the first [`MAX_SAMPLES`](crate::dead::redrive::MAX_SAMPLES) dead letters
-//! that cannot move. With a [`limit`](RedriveOptions::limit) it stops once
-//! the limit is reached, and its counts are then those of the letters read
-//! ([`RedrivePlan::complete`] is false).
+//! The redrive preview: one read of the queue keeping counts per target
+//! (each checked to exist) and the first few moves; with a limit it stops
+//! there and counts what it read.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -26,60 +20,45 @@ pub(crate) const PREVIEW_SAMPLES: usize = 20;
 pub(crate) struct RedrivePlan {
     /// The work queue the redrive runs for.
     pub(crate) queue: String,
-    /// Dead letters in the queue (all of its dead-letter queues) when the
-    /// preview began.
+    /// Dead letters when the preview began, and read.
     pub(crate) total: usize,
-    /// Dead letters read.
     pub(crate) read: usize,
-    /// Whether the whole queue was read (the counts are exact); false when
-    /// the preview stopped at the limit.
+    /// Whether the whole queue was read (false: stopped at the limit).
     pub(crate) complete: bool,
-    /// Dead letters that would move.
     pub(crate) would_move: usize,
-    /// Every target named, with what happens to its dead letters.
     pub(crate) targets: Vec<TargetPlan>,
-    /// Dead letters for targets past [`MAX_TARGETS`] (counted, not named or
-    /// checked).
+    /// Dead letters for targets past [`MAX_TARGETS`] (not named or checked).
     pub(crate) other_targets: usize,
     /// The first [`PREVIEW_SAMPLES`] moves.
     pub(crate) samples: Vec<PlannedMove>,
-    /// Matching dead letters that would stay because their original queue
-    /// is foreign (another queue than [`queue`](Self::queue)).
+    /// Matching foreign dead letters that would stay.
     pub(crate) foreign: usize,
-    /// The other dead letters that would stay.
     #[serde(flatten)]
     pub(crate) left: Left,
 }
 
-/// One target of a redrive preview.
+/// One target of a redrive preview: its matching dead letters, whether
+/// they would move (false: foreign), whether it is another queue than the
+/// redrive's home, and whether it exists.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct TargetPlan {
     pub(crate) queue: String,
-    /// Matching dead letters for it.
     pub(crate) letters: usize,
-    /// Whether they would move there (false: foreign, they stay).
     pub(crate) moves: bool,
-    /// Whether it is another queue than the one the redrive runs for (over
-    /// a sharded queue: than the work queue of the dead-letter queue its
-    /// letters are in).
     pub(crate) foreign: bool,
-    /// Whether it exists now.
     pub(crate) exists: bool,
 }
 
-/// One planned move.
+/// One planned move, with the start of its reason.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PlannedMove {
     pub(crate) id: String,
     pub(crate) job_type: Option<String>,
-    /// Its reason (the start of it).
     pub(crate) reason: String,
-    /// The queue it would go to.
     pub(crate) target: String,
 }
 
 /// What [`redrive`](crate::dead::redrive) with `options` would move now.
-/// Changes nothing.
 pub(crate) async fn plan_redrive(
     amqp: &Amqp,
     dead_queue: &str,
@@ -149,12 +128,8 @@ pub(crate) async fn plan_redrive(
 }
 
 impl DeadQueues {
-    /// What [`redrive`](DeadQueues::redrive) with `options` would move now,
-    /// over every dead-letter queue: each one previewed as
-    /// [`plan_redrive`] does with its own work queue as
-    /// [`RedriveOptions::queue`], and the previews added up (targets named
-    /// once with their letters summed; samples and limits over all).
-    /// Changes nothing.
+    /// [`plan_redrive`] over every dead-letter queue, each with its own
+    /// home, added up.
     pub(crate) async fn plan_redrive(
         &self,
         amqp: &Amqp,

@@ -1,13 +1,10 @@
 //! `dead purge --export`: dead letters removed only after they are safe in
 //! an export file.
 //!
-//! The export file is created only once the dead-letter queue was found,
-//! with `create_new` (an existing file is never overwritten) and, on Unix,
-//! mode `0600`: it holds the full payloads, which are often personal data.
-//! If the export fails before it is complete and flushed to disk, the file
-//! is removed again and nothing is purged, so a rerun starts clean. A
-//! process killed in the middle leaves a file without its end-of-export
-//! trailer, which [`read_export`](crate::dead::read_export) refuses.
+//! The export file is created once the queue is found, never over an
+//! existing one, mode `0600` on Unix (full payloads). If the export fails
+//! before it is flushed, the file is removed and nothing is purged; a file
+//! cut short by a kill lacks the trailer [`read_export`](crate::dead::read_export) wants.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -24,25 +21,19 @@ use crate::dead::{
 };
 use crate::error::{OpsError, Result};
 
-/// What a purge would remove, computed without changing anything.
+/// What a purge would remove: of `total` dead letters, `read`, `matching`,
+/// and the first [`PREVIEW_SAMPLES`] as `(id, start of the reason)`.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct PurgePlan {
-    /// Dead letters in the queue (all of its dead-letter queues) when the
-    /// preview began.
     pub(crate) total: usize,
-    /// Dead letters read.
     pub(crate) read: usize,
-    /// Dead letters that would be exported and removed.
     pub(crate) matching: usize,
-    /// The first [`PREVIEW_SAMPLES`] of them: `(id, start of the reason)`.
     pub(crate) samples: Vec<(String, String)>,
 }
 
 impl DeadQueues {
     /// What [`purge_with_export`](DeadQueues::purge_with_export) with
-    /// `filter` would remove now, over every dead-letter queue. Reads each
-    /// once, keeping counts and a few samples. A position (`#N`) among the
-    /// filter's ids is refused when there are several queues.
+    /// `filter` would remove now.
     pub(crate) async fn plan_purge(&self, amqp: &Amqp, filter: &Filter) -> Result<PurgePlan> {
         self.check_ids(&filter.ids)?;
         let mut plan = PurgePlan::default();
@@ -63,26 +54,19 @@ impl DeadQueues {
     }
 }
 
-/// What a purge did.
+/// What a purge did: dead letters exported then removed (in all, and per
+/// queue), and those that did not match and stayed.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct PurgeReport {
     pub(crate) file: PathBuf,
-    /// Dead letters written to it and then removed.
     pub(crate) purged: usize,
-    /// Dead letters read that did not match and stayed.
     pub(crate) kept: usize,
-    /// Dead letters written and removed, per dead-letter queue.
     pub(crate) queues: Vec<QueueCount>,
 }
 
 impl DeadQueues {
-    /// [`purge_with_export`] over every dead-letter queue, into one file:
-    /// every queue is read and held at once, the matching letters of all
-    /// of them are written (each record names its own dead-letter queue,
-    /// so that `dead import` puts it back there) and flushed, and only then
-    /// are they removed. If anything fails before that, the file is
-    /// removed and nothing is purged from any queue. A position (`#N`)
-    /// among the filter's ids is refused when there are several queues.
+    /// Exports the matching letters of every dead-letter queue (all held at
+    /// once) into one file, flushes it, and only then removes them.
     pub(crate) async fn purge_with_export(
         &self,
         amqp: &Amqp,
@@ -134,8 +118,7 @@ async fn export_then_ack(
     let (tags, kept) = match export(cursors, filter, file, path).await {
         Ok(exported) => exported,
         Err(e) => {
-            // Incomplete: nothing was removed, and the file must not stand
-            // in the way of a rerun.
+            // Nothing was removed; the file must not stop a rerun.
             let _ = std::fs::remove_file(path);
             return Err(e);
         }
@@ -159,9 +142,8 @@ async fn export_then_ack(
     })
 }
 
-/// Writes the matching dead letters of every queue and the trailer, syncs
-/// the file; the delivery tags of the letters written, per cursor, and how
-/// many did not match.
+/// Writes and syncs the matching dead letters and the trailer; returns
+/// their delivery tags per cursor and how many did not match.
 async fn export(
     cursors: &mut [(&DeadQueue, Cursor)],
     filter: &Filter,

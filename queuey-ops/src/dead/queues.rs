@@ -7,57 +7,37 @@ use crate::amqp::{Amqp, QueueCounts};
 use crate::error::{OpsError, Result};
 use crate::shards::{self, Shards};
 
-/// One dead-letter queue, and the work queue its letters died on.
+/// One dead-letter queue, the work queue (or shard) its letters go back
+/// to, and its shard (`None`: the lane).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct DeadQueue {
     pub(crate) dead_queue: String,
-    /// The work queue it belongs to (a shard's, for a shard's dead-letter
-    /// queue): where a redrive sends its letters back.
     pub(crate) work_queue: String,
-    /// The shard of a sharded queue it belongs to; `None` for the lane and
-    /// for an unsharded queue.
     pub(crate) shard: Option<u16>,
 }
 
-/// Dead letters of one dead-letter queue, in a listing or a count that
-/// covers several.
+/// Dead letters of one dead-letter queue among several.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct QueueCount {
     pub(crate) dead_queue: String,
-    /// The shard it belongs to (`None`: the lane, or an unsharded queue).
     pub(crate) shard: Option<u16>,
-    /// How many dead letters (what exactly is counted is said where the
-    /// count appears).
     pub(crate) count: usize,
 }
 
-/// The dead-letter queues of one queue name, which the operations on
-/// [`DeadQueues`] read and act on as one.
-///
-/// For a sharded queue these are the lane's dead-letter queue and then
-/// each shard's, in shard order; for an unsharded queue, a shard named on
-/// its own or a dead-letter queue named directly, the one queue. Letters
-/// read through it carry their [`shard`](crate::dead::DeadLetter::shard),
-/// and a redrive sends each back to the work queue of the dead-letter queue
-/// it is in: a shard's letters to that shard, never to another.
-///
-/// Positions (`#N`) count within one dead-letter queue, so an operation
-/// over several refuses them as ids: name the shard instead.
+/// The dead-letter queues of one queue name, read and acted on as one:
+/// the lane's first, then each shard's. Positions (`#N`) count within one
+/// queue, so an operation over several refuses them ([`Self::check_ids`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct DeadQueues {
     /// The queue named (the lane of a sharded queue).
     pub(crate) queue: String,
     pub(crate) sharded: bool,
-    /// Its dead-letter queues: the lane's (or the queue's own) first.
     pub(crate) queues: Vec<DeadQueue>,
 }
 
 impl DeadQueues {
-    /// The dead-letter queues `queue` stands for: with its shards found by
-    /// [`shards::discover`] when `queue` is a work queue; just `queue`
-    /// when it is a dead-letter queue itself (it ends in `dead_suffix`).
-    /// An empty `dead_suffix` is refused as by
-    /// [`dead_queue_of`](crate::dead_queue_of).
+    /// The dead-letter queues `queue` stands for: with its shards for a
+    /// work queue; just `queue` when it ends in `dead_suffix`.
     pub(crate) async fn discover(amqp: &Amqp, queue: &str, dead_suffix: &str) -> Result<Self> {
         let dead_queue = crate::dead_queue_of(queue, dead_suffix)?;
         if dead_queue == queue {
@@ -101,8 +81,7 @@ impl DeadQueues {
         self.queues.first().map_or("", |q| q.dead_queue.as_str())
     }
 
-    /// The queues for a heading: `emails.dead`, or `emails.dead and the
-    /// dead-letter queues of 4 shards`.
+    /// `emails.dead`, or `emails.dead and the dead-letter queues of 4 shards`.
     pub(crate) fn describe(&self) -> String {
         match self.queues.len() {
             0 | 1 => self.first().to_owned(),
@@ -120,9 +99,8 @@ impl DeadQueues {
         shards::label(self.sharded, shard)
     }
 
-    /// The exact counts of each dead-letter queue that exists (a passive
-    /// declare each), in order. When none exists, the first one is
-    /// [`OpsError::UnknownQueue`].
+    /// The exact counts of each dead-letter queue that exists; when none
+    /// does, the first one is [`OpsError::UnknownQueue`].
     pub(crate) async fn present(&self, amqp: &Amqp) -> Result<Vec<(&DeadQueue, QueueCounts)>> {
         let mut present = Vec::with_capacity(self.queues.len());
         for queue in &self.queues {

@@ -1,39 +1,17 @@
 //! Moving dead letters back to a work queue.
 //!
-//! # Where they go
-//!
-//! A redrive runs for one work queue, [`RedriveOptions::queue`], and by
-//! default moves dead letters only there ([`Destination::Home`]): a dead
-//! letter whose `x-original-queue` names another queue is *foreign*; it is
-//! left in the dead-letter queue untouched and counted in
-//! [`RedriveReport::foreign`]. [`Destination::Queue`] sends every dead
-//! letter to one named queue, [`Destination::Original`] each to its own
-//! original queue. [`plan_redrive`] shows, before anything moves, each
+//! By default a redrive moves dead letters only to the work queue it runs
+//! for ([`Destination::Home`]); one whose `x-original-queue` names another
+//! queue is *foreign* and stays, counted. [`plan_redrive`] previews every
 //! target with its count, whether it exists and whether it is foreign.
 //!
-//! # Safety
-//!
-//! Moves are AMQP transactions on the channel that read the dead letters:
-//! the publishes to the target queue and the acknowledgements of the dead
-//! letters are committed together (`tx.commit`), a batch of
-//! [`RedriveOptions::batch`] moves at a time. If the process dies before a
-//! commit, the broker rolls the batch back and the dead letters are
-//! requeued; if it dies after, all of it happened. There is no state in which a
-//! job is in both queues or in neither, so an interrupted redrive is resumed
-//! by running it again, without a journal and without duplicates. (The
-//! broker makes a transaction that touches two queues atomic against client
-//! failure; a broker crash in the middle of a commit is outside what
-//! AMQP 0-9-1 can promise.)
-//!
-//! The transaction's `commit-ok` is the broker's confirmation of the
-//! publish. Before moving anything to a queue the redrive checks that the
-//! queue exists, because a transactional channel cannot also be in
-//! publisher-confirm mode to learn of a `mandatory` return; at the first
-//! dead letter for a missing queue it stops, with nothing lost.
-//!
-//! The dead letters are read one pass from the head (see
-//! [`browse`](crate::browse)): what the redrive holds in memory does not
-//! grow with the queue.
+//! Safety: each batch of publishes and acks of the dead letters is one AMQP
+//! transaction on the reading channel, so a job is never in both queues or
+//! in neither against client failure, and running an interrupted redrive
+//! again resumes it. `commit-ok` confirms the publishes; as a transactional
+//! channel cannot see `mandatory` returns, a target is checked to exist
+//! first and the redrive stops at the first letter for a missing one. The
+//! queue is read in one pass from its head, in constant memory.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -55,38 +33,25 @@ use crate::headers;
 pub(crate) const DEFAULT_BATCH: usize = 64;
 
 /// Where a redrive sends the dead letters.
-///
-/// The default, [`Home`](Destination::Home), moves nothing to another queue
-/// than the one the redrive runs for; the preview ([`plan_redrive`](crate::dead::plan_redrive))
-/// names every target and flags the foreign and missing ones.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) enum Destination {
-    /// To [`RedriveOptions::queue`] only: a dead letter whose original
-    /// queue is another one is foreign and stays in the dead-letter queue.
+    /// To [`RedriveOptions::queue`] only; foreign letters stay.
     #[default]
     Home,
     /// Every dead letter to this queue, whatever its original queue.
     Queue(String),
-    /// Each dead letter to its own original queue (`x-original-queue`, else
-    /// the envelope's queue).
+    /// Each dead letter to its own original queue.
     Original,
 }
 
 /// How a redrive runs.
 #[derive(Debug, Clone)]
 pub(crate) struct RedriveOptions {
-    /// The work queue the redrive runs for (the one whose dead letters these
-    /// are); with [`Destination::Home`], the only queue anything moves to.
-    ///
-    /// Over [`DeadQueues`] (a sharded queue's lane and shards), the work
-    /// queue of each dead-letter queue takes its place for that queue's
-    /// letters: each goes home to the shard it died on, never to another.
+    /// The work queue the redrive runs for (per dead-letter queue of a
+    /// sharded queue: that shard's).
     pub(crate) queue: String,
-    /// Where the dead letters go.
     pub(crate) destination: Destination,
-    /// Which dead letters move.
     pub(crate) filter: Filter,
-    /// Move at most this many.
     pub(crate) limit: Option<usize>,
     /// At most this many moves per second.
     pub(crate) rate: Option<f64>,
@@ -94,17 +59,14 @@ pub(crate) struct RedriveOptions {
     pub(crate) keep_attempts: bool,
     /// Stamped on every moved message as `queuey-redrive-id`.
     pub(crate) redrive_id: String,
-    /// Moves committed together in one transaction (at least 1). A batch is
-    /// all or nothing; with a `rate`, every move commits on its own.
+    /// Moves per transaction (at least 1; 1 with a `rate`).
     pub(crate) batch: usize,
-    /// Set it to stop after the current batch: what was moved is committed
-    /// and reported, [`RedriveReport::stopped`] says so.
+    /// Set it to stop after the current batch.
     pub(crate) stop: Arc<AtomicBool>,
 }
 
 impl RedriveOptions {
-    /// A redrive of every dead letter of `queue` back to `queue`, with a
-    /// fresh redrive id and the default batch.
+    /// A redrive of every dead letter of `queue` back to `queue`.
     pub(crate) fn new(queue: impl Into<String>) -> Self {
         RedriveOptions {
             queue: queue.into(),
@@ -120,55 +82,47 @@ impl RedriveOptions {
     }
 }
 
-/// Foreign targets a report or plan names one by one; dead letters for
-/// further ones are counted only.
+/// Foreign targets a report or plan names (further ones are counted only).
 pub(crate) const MAX_TARGETS: usize = 100;
-/// Unmovable dead letters a report or plan names one by one.
+/// Unmovable dead letters a report or plan names.
 pub(crate) const MAX_SAMPLES: usize = 20;
 
-/// One dead letter moved.
+/// One dead letter moved, and the queue it went to.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Moved {
     pub(crate) id: String,
-    /// The queue it went to.
     pub(crate) target: String,
 }
 
 /// What a redrive did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct RedriveReport {
-    /// The redrive id stamped on the moved messages.
     pub(crate) redrive_id: String,
     pub(crate) moved: usize,
     /// Dead letters moved, per target queue.
     pub(crate) moved_to: BTreeMap<String, usize>,
-    /// Matching dead letters left in place because their original queue is
-    /// not the queue the redrive runs for (with [`Destination::Home`]).
+    /// Matching foreign dead letters left in place.
     pub(crate) foreign: usize,
     /// `foreign`, per original queue (at most [`MAX_TARGETS`] named).
     pub(crate) foreign_targets: BTreeMap<String, usize>,
-    /// The other dead letters left in place.
     #[serde(flatten)]
     pub(crate) left: Left,
-    /// Set when the run stopped early: why.
+    /// Why the run stopped early, when it did.
     pub(crate) stopped: Option<String>,
 }
 
-/// The dead letters a redrive, or its preview, reads and leaves in place
-/// because they cannot move or do not match.
+/// The dead letters read and left in place: matching but unmovable (the
+/// first [`MAX_SAMPLES`] with why), and not matching.
 #[derive(Debug, Clone, Default, Serialize)]
 pub(crate) struct Left {
-    /// Matching dead letters that cannot move.
     pub(crate) unmovable: usize,
-    /// The first [`MAX_SAMPLES`] of them: `(id, why)`.
     pub(crate) unmovable_samples: Vec<(String, String)>,
-    /// Dead letters read but not matching the filter.
     pub(crate) not_matching: usize,
 }
 
 impl Left {
-    /// What `options` do with `letter` ([`decide`]); `None`, and counted
-    /// here, when it does not match or cannot move.
+    /// What `options` do with `letter`; `None` (counted here) when it does
+    /// not match or cannot move.
     pub(crate) fn decide(
         &mut self,
         letter: &DeadLetter,
@@ -200,14 +154,12 @@ impl Left {
     }
 }
 
-/// What a redrive does with one matching dead letter.
+/// What a redrive does with one matching dead letter: move it to a queue,
+/// or leave it, foreign (its original queue) or unmovable (why).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Decision {
-    /// It moves to this queue.
     Move(String),
-    /// It stays: its original queue, this one, is not the redrive's.
     Foreign(String),
-    /// It stays: it cannot move, for this reason.
     Unmovable(String),
 }
 
@@ -233,8 +185,7 @@ pub(crate) fn decide(letter: &DeadLetter, options: &RedriveOptions) -> Decision 
     }
 }
 
-/// The body a redriven job travels with: the attempt counter reset to 1
-/// unless `keep_attempts`, everything else (payload included) unchanged.
+/// The redriven body: the attempt reset to 1 unless `keep_attempts`.
 fn redriven_body(letter: &DeadLetter, keep_attempts: bool) -> Result<Vec<u8>> {
     match &letter.envelope {
         Some(env) if !keep_attempts && env.attempt != 1 => {
@@ -247,12 +198,8 @@ fn redriven_body(letter: &DeadLetter, keep_attempts: bool) -> Result<Vec<u8>> {
     }
 }
 
-/// Moves the dead letters of `dead_queue` that pass `options` to their
-/// [`Destination`], calling `on_move` after each committed move.
-///
-/// Reads one pass of the queue as it is when the redrive starts. Stops early
-/// (and says why in [`RedriveReport::stopped`]) when a target queue is
-/// missing; what was moved until then stays moved, nothing is lost.
+/// Moves the dead letters of `dead_queue` that pass `options`, calling
+/// `on_move` after each committed move; stops at a missing target.
 pub(crate) async fn redrive(
     amqp: &Amqp,
     dead_queue: &str,
@@ -357,13 +304,9 @@ async fn run(
 }
 
 impl DeadQueues {
-    /// [`redrive`] over every dead-letter queue in turn (the lane's first),
-    /// each with its own work queue as [`RedriveOptions::queue`]: with
-    /// [`Destination::Home`], a shard's dead letters go back to that shard
-    /// and to no other. One redrive id, one limit and one stop flag for
-    /// all; the reports are added up, and the run ends at the first queue
-    /// whose redrive stopped early. A position (`#N`) among the filter's
-    /// ids is refused when there are several queues.
+    /// [`redrive`] over every dead-letter queue in turn, each home to its
+    /// own shard, under one id, limit and stop flag; ends at the first that
+    /// stopped early.
     pub(crate) async fn redrive(
         &self,
         amqp: &Amqp,
@@ -396,8 +339,7 @@ impl DeadQueues {
     }
 }
 
-/// `options` for the letters of one dead-letter queue of several: its own
-/// work queue as the home, at most `limit` moves.
+/// `options` for one dead-letter queue of several: its home, `limit` moves.
 pub(crate) fn options_for(
     options: &RedriveOptions,
     queue: &DeadQueue,

@@ -9,27 +9,17 @@ use crate::browse::Cursor;
 use crate::dead::{DeadLetter, DeadQueues};
 use crate::error::Result;
 
-/// How a pass over a dead-letter queue went.
+/// How a pass went: dead letters when it began (exact), read, and whether
+/// it reached the end (its counts are exact).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub(crate) struct Pass {
-    /// Dead letters in the queue when the pass began (exact, from the
-    /// broker).
     pub(crate) total: usize,
-    /// Dead letters read.
     pub(crate) read: usize,
-    /// Whether the pass went to the end of the queue, so that what was
-    /// counted over it is exact; `false` when it stopped early.
     pub(crate) complete: bool,
 }
 
-/// Reads `dead_queue` from its head, at most `max` letters, and hands each
-/// to `visit` until it answers [`ControlFlow::Break`]; then hands every
-/// letter back in place.
-///
-/// Only the letter being visited is in memory (and the [`WINDOW`] read
-/// ahead): what `visit` keeps is what the pass costs.
-///
-/// [`WINDOW`]: crate::browse::WINDOW
+/// Hands `visit` each of at most `max` letters from the head of
+/// `dead_queue` until it breaks, then hands them all back.
 pub(crate) async fn scan(
     amqp: &Amqp,
     dead_queue: &str,
@@ -55,13 +45,8 @@ pub(crate) async fn scan(
 }
 
 impl DeadQueues {
-    /// [`scan`] over every dead-letter queue that exists, one after the
-    /// other in order, at most `max` letters in all; each letter handed to
-    /// `visit` carries its [`shard`](DeadLetter::shard). The pass stops at
-    /// the first [`ControlFlow::Break`].
-    ///
-    /// The [`Pass`] counts over all of them; [`Pass::complete`] when every
-    /// one was read to its end.
+    /// [`scan`] over every dead-letter queue that exists, in order, at most
+    /// `max` letters in all, each letter with its shard.
     pub(crate) async fn scan(
         &self,
         amqp: &Amqp,

@@ -1,13 +1,9 @@
 //! Counts of dead letters grouped by reason fingerprint and by job type,
 //! folded as the queue is read.
 //!
-//! [`StatsBuilder`] keeps aggregates, never the letters, and bounds them
-//! too: at most [`MAX_GROUPS`] fingerprints, [`MAX_JOB_TYPES`] job types
-//! (and [`MAX_GROUP_JOB_TYPES`] per group), example reasons and job types
-//! of at most [`TEXT_MAX_CHARS`]. Letters beyond a bound are still counted, under
-//! [`Stats::other_fingerprints`], [`Stats::other_job_types`] and
-//! [`Group::other_job_types`], so totals stay exact. The groups kept are the
-//! first ones met from the head of the queue (the oldest).
+//! Only bounded aggregates are kept (the first groups met, from the
+//! oldest); letters past a bound are counted under `other_*`, so totals
+//! stay exact.
 
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
@@ -19,76 +15,53 @@ use crate::amqp::Amqp;
 use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, QueueCount, count_in};
 use crate::error::Result;
 
-/// Fingerprint groups kept; letters of further fingerprints are counted in
-/// [`Stats::other_fingerprints`].
+/// Fingerprint groups kept.
 pub(crate) const MAX_GROUPS: usize = 1_000;
-/// Job types kept; letters of further types are counted in
-/// [`Stats::other_job_types`].
+/// Job types kept.
 pub(crate) const MAX_JOB_TYPES: usize = 1_000;
-/// Job types kept per group; the rest are counted in
-/// [`Group::other_job_types`].
+/// Job types kept per group.
 pub(crate) const MAX_GROUP_JOB_TYPES: usize = 20;
 /// Characters kept of a group's example reason and of a job type.
 pub(crate) const TEXT_MAX_CHARS: usize = 500;
 
-/// The dead letters of one reason fingerprint.
+/// The dead letters of one reason fingerprint: the oldest's reason (cut at
+/// [`TEXT_MAX_CHARS`]), id and position, the newest's position, and counts
+/// per job type.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Group {
     pub(crate) fingerprint: String,
-    /// How many dead letters have it.
     pub(crate) count: usize,
-    /// One full reason of the group, the oldest (cut at
-    /// [`TEXT_MAX_CHARS`]).
     pub(crate) example_reason: String,
-    /// One id of the group, the oldest.
     pub(crate) example_id: String,
-    /// Counts per job type inside the group.
     pub(crate) job_types: BTreeMap<String, usize>,
-    /// Letters of the group whose job type is not in `job_types` (past
-    /// [`MAX_GROUP_JOB_TYPES`]).
     pub(crate) other_job_types: usize,
-    /// Position of the oldest one (1 = head of the queue; of a sharded
-    /// queue, in its own dead-letter queue).
     pub(crate) first_position: usize,
-    /// Position of the newest one (as `first_position`).
     pub(crate) last_position: usize,
 }
 
-/// Dead letters of one job type.
+/// Dead letters of one job type (`(unknown)` without one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct TypeCount {
-    /// The job type (`(unknown)` for a body that is not an envelope and has
-    /// no `type` property).
     pub(crate) job_type: String,
     pub(crate) count: usize,
 }
 
-/// What `dead stats` reports.
+/// What `dead stats` reports: groups and job types largest first, and the
+/// count per dead-letter queue read (from [`DeadQueues::read_stats`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct Stats {
-    /// Dead letters counted.
     pub(crate) total: usize,
-    /// How many are not envelopes.
     pub(crate) malformed: usize,
-    /// Groups by fingerprint, largest first.
     pub(crate) by_fingerprint: Vec<Group>,
-    /// Letters whose fingerprint is in no group (past [`MAX_GROUPS`]).
     pub(crate) other_fingerprints: usize,
-    /// Counts by job type, largest first.
     pub(crate) by_job_type: Vec<TypeCount>,
-    /// Letters whose job type is not in `by_job_type` (past
-    /// [`MAX_JOB_TYPES`]).
     pub(crate) other_job_types: usize,
-    /// The letters counted, per dead-letter queue read (one, or a sharded
-    /// queue's lane and shards); filled by [`DeadQueues::read_stats`],
-    /// empty from [`StatsBuilder`].
     pub(crate) queues: Vec<QueueCount>,
 }
 
 const UNKNOWN_TYPE: &str = "(unknown)";
 
-/// Folds dead letters into [`Stats`] one at a time, keeping aggregates
-/// bounded as the [module documentation](self) says.
+/// Folds dead letters into [`Stats`] one at a time.
 #[derive(Debug, Default)]
 pub(crate) struct StatsBuilder {
     total: usize,
@@ -175,10 +148,7 @@ impl StatsBuilder {
 
 impl DeadQueues {
     /// Reads every dead-letter queue once and groups the dead letters
-    /// that pass `filter` over all of them, keeping only the aggregates,
-    /// bounded as [`StatsBuilder`] says; [`Stats::queues`] counts them per
-    /// dead-letter queue. A position (`#N`) among the filter's ids is
-    /// refused when there are several queues.
+    /// that pass `filter`.
     pub(crate) async fn read_stats(&self, amqp: &Amqp, filter: &Filter) -> Result<Stats> {
         self.check_ids(&filter.ids)?;
         let mut builder = StatsBuilder::new();

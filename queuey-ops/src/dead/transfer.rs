@@ -1,10 +1,8 @@
 //! The export file of `dead purge --export` and `dead import`: a lossless
 //! round trip through a JSON Lines file.
 //!
-//! Each line is one [`ExportRecord`]: the queue, the body as base64 (byte
-//! for byte) and the full AMQP properties with typed headers. The last line
-//! is a trailer, `{"queuey_export_end":{"records":N}}`, so that a file cut
-//! short, even exactly at a line end, is refused on import.
+//! One [`ExportRecord`] a line, then a trailer
+//! `{"queuey_export_end":{"records":N}}`: a file cut short is refused.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -20,18 +18,14 @@ use crate::error::{OpsError, Result};
 
 pub(crate) const TRAILER_KEY: &str = "queuey_export_end";
 
-/// One exported message.
+/// One exported message: its queue (imported back there), id and reason
+/// (for readers), body and properties with typed headers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct ExportRecord {
-    /// The queue it was exported from (and is imported back into).
     pub(crate) queue: String,
-    /// Its id, for reading the file.
     pub(crate) id: String,
-    /// Its reason, for reading the file.
     pub(crate) reason: String,
-    /// The body, base64.
     pub(crate) body_base64: String,
-    /// The properties, headers with their AMQP types.
     pub(crate) properties: BasicProperties,
 }
 
@@ -100,12 +94,10 @@ pub(crate) fn read_export(path: &Path) -> Result<Vec<ExportRecord>> {
     }
 }
 
-/// Where an import would put the records.
+/// Where an import would put the records: how many, per queue.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct ImportPlan {
-    /// Records in the file.
     pub(crate) records: usize,
-    /// Records per destination queue.
     pub(crate) by_queue: BTreeMap<String, usize>,
 }
 
@@ -124,9 +116,8 @@ pub(crate) fn plan_import(records: &[ExportRecord], to: Option<&str>) -> ImportP
     }
 }
 
-/// Publishes every record, confirmed, with its exact body and properties.
-/// Checks first that every destination queue exists: a missing one is
-/// [`OpsError::UnknownQueue`] and nothing is published.
+/// Publishes every record, confirmed and exact, once every destination
+/// queue is found to exist.
 pub(crate) async fn import(
     amqp: &Amqp,
     records: &[ExportRecord],

@@ -1,9 +1,5 @@
 //! What a search answers: where the job is, what was read to find out, and
-//! the same in sentences for the tool and the dashboard.
-//!
-//! The sentences are plain text with broker strings (queue names, job
-//! types, reasons, worker hosts) as they are: the tool prints them through
-//! [`escape::line`](crate::escape::line), the dashboard through its `shown`.
+//! the same in sentences (unescaped) for the tool and the dashboard.
 
 use queuey_core::Uuid;
 use queuey_core::control::{Heartbeat, Progress, RunningJob};
@@ -162,13 +158,9 @@ impl Place {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Role {
-    /// A work queue (or a shard of one).
     Work,
-    /// A hold queue.
     Hold,
-    /// A suspect queue.
     Suspect,
-    /// A dead-letter queue.
     Dead,
 }
 
@@ -189,16 +181,12 @@ pub(crate) struct Searched {
     pub(crate) queue: String,
     pub(crate) role: Role,
     pub(crate) shard: Option<u16>,
-    /// Whether the queue exists.
     pub(crate) exists: bool,
-    /// Messages in it when the search looked (exact: a passive declare).
+    /// Messages in it when the search looked (exact).
     pub(crate) messages: u64,
-    /// Messages read (0 for a queue not read).
     pub(crate) read: u64,
-    /// Whether it was read: work and suspect queues are only on request.
     pub(crate) was_read: bool,
-    /// Whether the read stopped before the end without finding the job
-    /// (the cap per queue, or messages another reader held).
+    /// The read stopped before the end without finding the job.
     pub(crate) partly_read: bool,
 }
 
@@ -280,15 +268,12 @@ impl Searched {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Answer {
     pub(crate) job_id: Uuid,
-    /// Where it is (`state`: `running`, `ready`, `held`, `suspect`,
-    /// `dead`, `not_found`).
     #[serde(flatten)]
     pub(crate) place: Place,
     /// Workers whose heartbeats were searched for it.
     pub(crate) workers_heard: usize,
-    /// The queues looked at, in the order they were.
+    /// The queues looked at, in order.
     pub(crate) searched: Vec<Searched>,
-    /// Messages read off one queue at most.
     pub(crate) max_per_queue: usize,
     /// Places that could not be searched, and why.
     pub(crate) unsearched: Vec<String>,

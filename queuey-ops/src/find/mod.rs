@@ -2,23 +2,11 @@
 //! held in a hold queue until its release time, in a suspect queue, or dead
 //! with its reason (`queuey job show` and the dashboard's job page).
 //!
-//! The places are searched in that order and the search stops at the first
-//! hit. Running jobs come from the workers' heartbeats (nothing is read off
-//! a queue); every other place is read from its head with a
-//! [`Cursor`](crate::browse::Cursor), at most a given number of messages a
-//! queue, and every message read is handed back in place. What a search
-//! read, queue by queue, is part of its [`Answer`], so that "not found"
-//! says exactly where the job is not.
-//!
-//! Reading a queue hands its messages back marked redelivered. That is
-//! harmless for hold and dead-letter queues, which no worker consumes (a
-//! job read in a hold leaves it a few milliseconds later at most, never
-//! earlier). Work queues and suspect queues are different: a worker's
-//! poison guard counts a job that comes back redelivered as one that was
-//! returned unsettled, sends it to the back of its queue, and after more
-//! such returns to the suspect queue and then the dead-letter queue. So
-//! they are read only when asked ([`Search::read_ready`]), and their counts
-//! are reported otherwise.
+//! Searched in that order, stopping at the first hit: heartbeats, then
+//! queues read from their head (a capped number each, handed back); the
+//! [`Answer`] says what was read where. Messages come back redelivered,
+//! which a worker's poison guard counts, so work and suspect queues are
+//! read only when asked ([`Search::read_ready`]), else counted.
 
 mod answer;
 mod look;
@@ -42,15 +30,11 @@ pub(crate) const DEFAULT_MAX_PER_QUEUE: usize = 10_000;
 /// What to search for, and where.
 #[derive(Debug, Clone)]
 pub(crate) struct Search<'a> {
-    /// The job.
     pub(crate) job_id: Uuid,
-    /// The work queues whose places are searched (a sharded queue's name
-    /// covers its lane and every shard).
+    /// The work queues whose places are searched (shards included).
     pub(crate) queues: &'a [String],
-    /// Messages read off one queue at most.
     pub(crate) max_per_queue: usize,
-    /// Whether to read the work queues and suspect queues too (see the
-    /// [module documentation](self) for what that costs the jobs read).
+    /// Whether to read the work and suspect queues too.
     pub(crate) read_ready: bool,
     pub(crate) dead_suffix: &'a str,
     pub(crate) deferred_suffix: &'a str,
@@ -67,9 +51,8 @@ pub(crate) fn parse_job_id(text: &str) -> Result<Uuid> {
     })
 }
 
-/// Where `search`'s job is: running among `workers` (their heartbeats,
-/// those to consider), else in the first place of the search's queues
-/// that holds it, else not found, with what was searched.
+/// Where `search`'s job is: running among `workers`, else in the first
+/// place that holds it, else not found, with what was searched.
 pub(crate) async fn find(
     search: &Search<'_>,
     amqp: &Amqp,
@@ -105,8 +88,7 @@ pub(crate) async fn find(
 
     for queue in search.queues {
         let shards = shards::discover(amqp, queue).await?;
-        // AMQP cannot list queues: without the management API the holds
-        // are not searched, and the answer says so.
+        // Holds are listed by the management API; without it, say so.
         let listed = match holds::listed_holds(mgmt, &shards, search.deferred_suffix).await {
             Ok(listed) => listed,
             Err(e) => {

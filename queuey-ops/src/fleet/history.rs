@@ -12,20 +12,15 @@ use serde::Serialize;
 /// Minutes of history kept.
 pub(crate) const MINUTES: usize = 60;
 
-/// How long a worker not heard from is remembered, so that one that comes
-/// back after a short gap is not counted from zero again.
+/// How long a worker not heard from is remembered.
 const FORGET_AFTER_MS: i64 = 10 * 60_000;
 
 /// Jobs settled, by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub(crate) struct Counts {
-    /// Acknowledged.
     pub(crate) finished: u64,
-    /// Sent to a hold for another attempt.
     pub(crate) retried: u64,
-    /// Deferred.
     pub(crate) deferred: u64,
-    /// Dead-lettered.
     pub(crate) dead_lettered: u64,
 }
 
@@ -39,8 +34,7 @@ impl Counts {
         }
     }
 
-    /// What `self` has beyond `before`; a count that went down (a worker
-    /// restarted under the same id, which does not happen) counts afresh.
+    /// What `self` has beyond `before` (a count that went down, afresh).
     fn since(self, before: Counts) -> Counts {
         let d = |now: u64, then: u64| if now >= then { now - then } else { now };
         Counts {
@@ -60,8 +54,7 @@ impl Counts {
     }
 }
 
-/// Adds each outcome's count, stopping at `u64::MAX`: the counts come from
-/// heartbeats, which any client of the broker can write.
+/// Adds each outcome's count, saturating (heartbeats are untrusted input).
 impl AddAssign for Counts {
     fn add_assign(&mut self, o: Counts) {
         self.finished = self.finished.saturating_add(o.finished);
@@ -79,8 +72,7 @@ pub(crate) struct History {
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// When the first sample was taken: workers that started before it had
-    /// done work nobody saw, which is not counted.
+    /// When the first sample was taken (earlier work is not counted).
     first_ms: Option<i64>,
     /// Each worker's latest totals, and when it was last heard from.
     last: HashMap<Uuid, (i64, HashMap<String, Counts>)>,
@@ -116,8 +108,7 @@ impl History {
             for (queue, counts) in &now {
                 let delta = match before {
                     Some(before) => counts.since(before.get(queue).copied().unwrap_or_default()),
-                    // A worker seen for the first time: all it did is new if
-                    // it started since the first sample.
+                    // New worker: all it did counts if it started since.
                     None if started_ms >= first => *counts,
                     None => Counts::default(),
                 };
@@ -150,9 +141,7 @@ impl History {
         }
     }
 
-    /// The last [`MINUTES`] minutes up to `now_ms`, oldest first, of
-    /// `queue`: each minute's start (ms since the epoch) and its counts
-    /// (zero for a minute with nothing).
+    /// `queue`'s last [`MINUTES`] minutes up to `now_ms`, oldest first.
     pub(crate) fn per_minute(&self, queue: &str, now_ms: i64) -> Vec<(i64, Counts)> {
         let inner = self.lock();
         let last = now_ms.div_euclid(60_000);

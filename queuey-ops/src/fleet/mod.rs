@@ -1,10 +1,5 @@
 //! The running fleet: its workers (from their heartbeats) and the control
-//! commands that pause and resume queues and cancel jobs.
-//!
-//! Everything goes through the library's own RabbitMQ backend, so the tool
-//! and the dashboard send exactly what
-//! [`Producer::cancel`](queuey_core::Producer::cancel) and its siblings send,
-//! and read the same state a worker reads.
+//! commands, sent and read through the library's own backend.
 
 mod history;
 mod shown;
@@ -28,14 +23,9 @@ pub(crate) use history::{Counts, History};
 pub(crate) use shown::{consumers_of, running_line};
 pub(crate) use unheard::Unheard;
 
-/// A connection to the fleet's control plane.
-///
-/// The control state is followed from the first [`state`](Fleet::state)
-/// on: that call waits until every command sent before it is read, and
-/// later calls read the followed state at once, except right after this
-/// fleet sent a command, when the next call waits for it again. So a
-/// dashboard asked for a page every few seconds adds nothing to the
-/// control stream.
+/// A connection to the fleet's control plane. The control state is
+/// followed from the first [`state`](Fleet::state) on, and caught up again
+/// only after this fleet sent a command.
 #[derive(Debug, Clone)]
 pub(crate) struct Fleet {
     backend: RabbitMqBackend,
@@ -44,15 +34,12 @@ pub(crate) struct Fleet {
     sent: Arc<AtomicBool>,
 }
 
-/// Whom the tool trusts on the fleet plane besides the user it logs in as
-/// (see `RabbitMqOptions::control_senders` and `worker_senders`).
+/// Whom the tool trusts besides its own user: other operators' commands,
+/// the workers' heartbeats and states, and its certificate login's user.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Trust {
-    /// Users whose commands count (other operators).
     pub(crate) control_senders: Vec<String>,
-    /// Users whose heartbeats and schedule states count: the workers'.
     pub(crate) worker_senders: Vec<String>,
-    /// The user a certificate login is, when the URL names none.
     pub(crate) authenticated_user: Option<String>,
 }
 
@@ -69,11 +56,7 @@ impl Trust {
 }
 
 impl Fleet {
-    /// Connects to `url` (an `amqps://` URL with `tls`), naming the
-    /// connection `name`, on the fleet's `control_stream`
-    /// (`RabbitMqOptions::control_stream`), trusting `trust`'s users as
-    /// well as its own. The first connection is not retried: an operator
-    /// tool should say at once that the broker is unreachable.
+    /// Connects to `url` as `name` on `control_stream`, without retrying.
     pub(crate) async fn connect_with(
         url: &str,
         tls: &TlsFiles,
@@ -90,9 +73,7 @@ impl Fleet {
         })
     }
 
-    /// Sends `command`, signed `by`; returns the record sent.
-    /// Sends `command`, signed by the backend as the tool's broker user,
-    /// connection name and host: what the workers log as its sender.
+    /// Sends `command`, signed by the backend; returns the record sent.
     pub(crate) async fn send(&self, command: Command) -> Result<ControlRecord> {
         let record = ControlRecord::new(command);
         self.backend
@@ -106,9 +87,8 @@ impl Fleet {
         Ok(record)
     }
 
-    /// The control state: every command sent so far, applied. Fails when
-    /// the commands sent so far could not be read in time: a tool must not
-    /// act on a state it has not caught up with.
+    /// The control state, every command sent so far applied; fails when it
+    /// could not catch up in time.
     pub(crate) async fn state(&self) -> Result<ControlState> {
         let mut followed = self.view.lock().await;
         let view = match followed.take() {
@@ -145,9 +125,7 @@ impl Fleet {
             })
     }
 
-    /// Whether a heartbeat, schedule state or status signed by `user_id`
-    /// comes from a user this tool trusts as a worker (its own user and
-    /// [`Trust::worker_senders`]).
+    /// Whether `user_id` is trusted as a worker.
     pub(crate) fn trusts_worker(&self, user_id: Option<&str>) -> bool {
         self.backend.trusts_worker(user_id)
     }
@@ -157,8 +135,7 @@ impl Fleet {
     }
 }
 
-/// A worker's label: the name its connection was given and `host:pid`,
-/// or `host:pid` alone for a worker whose connection has no name.
+/// A worker's label: its connection's name, if any, and `host:pid`.
 pub(crate) fn label(beat: &Heartbeat) -> String {
     match &beat.name {
         Some(name) => format!("{name} ({}:{})", beat.host, beat.pid),

@@ -1,28 +1,14 @@
 //! queuey's quorum queues on the broker's default delivery limit, and the
 //! policy that gives them one.
 //!
-//! RabbitMQ 4.0 and later give a quorum queue declared without
-//! `x-delivery-limit` a limit of 20 and drop a message returned more often
-//! than that, unless the queue has a dead-letter target; RabbitMQ 3.x has
-//! no default. queuey declares its dead-letter queues and schedule queues
-//! with [`SAFE_DELIVERY_LIMIT`], but a queue created before it did keeps
-//! the arguments it was created with: RabbitMQ cannot add one in place. A
-//! `delivery-limit` policy can, on a running queue, without touching a
-//! message: that is what [`plan_limit_policies`] and [`apply_limit_policies`]
-//! do.
-//!
-//! Two kinds of queuey's quorum queues are at risk (the others have a
-//! limit of their own, or a dead-letter target to move a message to):
-//!
-//! - a dead-letter queue: the `queuey` tool and the dashboard read one by
-//!   taking its letters and handing them back, and each read counts;
-//! - a schedule queue (`{queue}.periodic.{name}`): its leader hands the
-//!   state back at every change of leader.
-//!
-//! The control stream is the same story with another bound: queuey
-//! declares it with `x-max-length-bytes`, which a stream created before
-//! cannot take in place, and a `max-length-bytes` policy gives it
-//! ([`plan_control_stream_policy`]).
+//! RabbitMQ 4.0 and later give a quorum queue without `x-delivery-limit`
+//! and without a dead-letter target a limit of 20, dropping a message
+//! returned more often. queuey declares its dead-letter and schedule
+//! queues with [`SAFE_DELIVERY_LIMIT`], but an older queue cannot take the
+//! argument in place; a `delivery-limit` policy can, touching no message.
+//! At risk: a dead-letter queue (each read by the tools counts) and a
+//! schedule queue (each change of leader counts). An older control stream
+//! likewise gets its bound by a `max-length-bytes` policy.
 
 use queuey_rabbitmq::topology::{
     CONTROL_MAX_BYTES, SAFE_DELIVERY_LIMIT, SCHEDULE_INFIX, SINGLE_ACTIVE_CONSUMER,
@@ -44,15 +30,12 @@ pub(crate) const STREAM_BOUND_KEY: &str = "max-length-bytes";
 /// The limit RabbitMQ 4.0 and later give a quorum queue that has none.
 pub(crate) const BROKER_DEFAULT_LIMIT: i64 = 20;
 
-/// Which of queuey's quorum queues a queue on the default limit is.
+/// Which of queuey's queues lacks its limit or bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum AtRisk {
-    /// A dead-letter queue: reads by the tool and the dashboard count.
     DeadLetterQueue,
-    /// A schedule queue: every change of leader counts.
     ScheduleQueue,
-    /// The control stream, created without a bound in bytes.
     UnboundedControlStream,
 }
 
@@ -83,31 +66,28 @@ impl AtRisk {
     }
 }
 
-/// Whether `info` is a stream with no bound in bytes of its own (argument
-/// or policy).
+/// Whether `info` is a stream with no bound in bytes (argument or policy).
 pub(crate) fn unbounded_stream(info: &QueueInfo) -> bool {
     info.queue_type.as_deref() == Some("stream")
         && !info.arguments.contains_key("x-max-length-bytes")
         && !info.policy_keys().contains_key(STREAM_BOUND_KEY)
 }
 
-/// Whether the broker of `version` (as the management API reports it)
-/// gives quorum queues a default delivery limit: 4.0 and later.
+/// Whether the broker of `version` gives quorum queues a default delivery
+/// limit (4.0 and later).
 pub(crate) fn broker_has_default_limit(version: &str) -> bool {
     version_numbers(version).0 >= 4
 }
 
-/// Major, minor and patch of a version such as `3.10.8`; a missing or
-/// unreadable part is 0.
+/// Major, minor and patch of `3.10.8`; a missing or unreadable part is 0.
 pub(crate) fn version_numbers(version: &str) -> (u32, u32, u32) {
     let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     let mut next = || parts.next().unwrap_or(0);
     (next(), next(), next())
 }
 
-/// Whether `info` is a quorum queue with no delivery limit of its own
-/// (argument or policy) and no dead-letter target: one the broker's
-/// default limit empties.
+/// Whether `info` is a quorum queue with no delivery limit and no
+/// dead-letter target (argument or policy).
 pub(crate) fn on_default_limit(info: &QueueInfo) -> bool {
     let keys = info.policy_keys();
     info.queue_type.as_deref() == Some("quorum")
@@ -117,8 +97,7 @@ pub(crate) fn on_default_limit(info: &QueueInfo) -> bool {
         && !keys.contains_key("dead-letter-exchange")
 }
 
-/// Which of queuey's queues `info` is, if it is a dead-letter queue (by
-/// `dead_suffix`) or a schedule queue on the broker's default limit.
+/// Which of queuey's queues `info` is, if it is one on the default limit.
 pub(crate) fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
     if !on_default_limit(info) {
         return None;
@@ -133,27 +112,20 @@ pub(crate) fn at_risk(info: &QueueInfo, dead_suffix: &str) -> Option<AtRisk> {
     }
 }
 
-/// A policy for one queue on the broker's default delivery limit (or a
-/// control stream without a bound in bytes).
+/// The policy (`queuey.{key}.{queue}`, matching that queue alone) that
+/// gives one queue its limit or bound.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct LimitPolicy {
     pub(crate) queue: String,
-    /// What kind of queuey queue it is.
     pub(crate) kind: AtRisk,
-    /// The policy's name: `queuey.delivery-limit.{queue}` (or
-    /// `queuey.max-length-bytes.{stream}`).
     pub(crate) name: String,
-    /// The policy's pattern: the queue's name, and nothing else.
     pub(crate) pattern: String,
-    /// The policy already applied to the queue, if any. RabbitMQ applies
-    /// one policy per queue, so a new one would take the place of the old
-    /// and drop its keys: such a queue is left for the operator to add
-    /// `delivery-limit` to that policy.
+    /// The policy already applied: a queue takes one policy, so the key is
+    /// left for the operator to add to it.
     pub(crate) existing_policy: Option<String>,
 }
 
 impl LimitPolicy {
-    /// The policy for the queue `info`, of the kind `kind`.
     pub(crate) fn for_queue(info: &QueueInfo, kind: AtRisk) -> Self {
         LimitPolicy {
             queue: info.name.clone(),
@@ -203,8 +175,7 @@ pub(crate) fn limit_policies(candidates: &[QueueInfo], dead_suffix: &str) -> Vec
         .collect()
 }
 
-/// The dead-letter and schedule queues of the work queues `queues` (broker
-/// queue names) that run on the broker's default limit.
+/// The dead-letter and schedule queues of `queues` on the default limit.
 pub(crate) async fn plan_limit_policies(
     mgmt: &Management,
     queues: &[String],
@@ -227,9 +198,8 @@ pub(crate) async fn plan_limit_policies(
     Ok(limit_policies(&found, dead_suffix))
 }
 
-/// The control streams among `candidates` (streams with every argument a
-/// control stream is declared with but the bound, whatever their name)
-/// that have no bound in bytes, each with the policy that gives it one.
+/// The control streams (by their arguments, whatever their name) among
+/// `candidates` without a bound in bytes, each with its policy.
 pub(crate) fn control_stream_policies(candidates: &[QueueInfo]) -> Vec<LimitPolicy> {
     let mut shape = queuey_rabbitmq::topology::control_stream_arguments();
     shape.remove("x-max-length-bytes");

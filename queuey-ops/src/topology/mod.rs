@@ -1,27 +1,11 @@
 //! `topology verify` and `topology apply`: the broker against a queue set.
 //!
-//! A queue set is what the application declares: queue names with the
-//! settings that shape their arguments (priorities, TTL, durability, dead
-//! letters, shards) and the suffixes. [`TopologySpec`] reads it from a small TOML
-//! file or is built on the command line; the expected arguments come from
-//! `queuey_rabbitmq::topology`, the same functions the backend declares with.
-
-//!
-//! The module reads the set ([`TopologySpec`], here), works out the queues
-//! it declares (`expected`), compares them with the broker ([`verify`]) and
-//! declares what is missing ([`plan_apply`], [`apply`]).
-//!
-//! Dead-letter and schedule queues created before queuey gave them a
-//! delivery limit run on the broker's default (20 on RabbitMQ 4): [`verify`]
-//! reports them there, and [`plan_limit_policies`] and
-//! [`apply_limit_policies`] give each a `delivery-limit` policy (see
-//! `limits`).
-//!
-//! A sharded queue of the set is checked and declared as what it is on the
-//! broker: its lane and each shard, with their dead-letter, suspect and
-//! hold queues, each with the arguments the backend gives it (a quorum
-//! shard's `x-queue-leader-locator` included). A shard past the set's count
-//! (`NAME.s{N}`, left from a queue that had more shards) is reported.
+//! A queue set ([`TopologySpec`], from TOML or the command line) is the
+//! queues an application declares; their expected arguments come from
+//! `queuey_rabbitmq::topology`, as the backend declares them (a sharded
+//! queue: lane and every shard; a shard past the count is reported).
+//! [`verify`] compares, [`plan_apply`]/[`apply`] declare what is missing,
+//! and `limits` gives older queues their delivery limit by policy.
 
 mod apply;
 mod expected;
@@ -60,21 +44,16 @@ fn one() -> u16 {
     1
 }
 
-/// The queue set an application declares (a TOML file; the tests below
-/// read an example).
+/// The queue set an application declares: its suffixes and work queues.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TopologySpec {
-    /// Suffix of dead-letter queues.
     #[serde(default = "default_dead_suffix")]
     pub(crate) dead_suffix: String,
-    /// Suffix of hold queues, before `.{ttl_ms}`.
     #[serde(default = "default_deferred_suffix")]
     pub(crate) deferred_suffix: String,
-    /// Suffix of the poison guard's suspect queues.
     #[serde(default = "default_suspect_suffix")]
     pub(crate) suspect_suffix: String,
-    /// The work queues.
     #[serde(default, rename = "queue")]
     pub(crate) queues: Vec<QueueSpec>,
 }
@@ -84,31 +63,20 @@ pub(crate) struct TopologySpec {
 #[serde(deny_unknown_fields)]
 pub(crate) struct QueueSpec {
     pub(crate) name: String,
-    /// Priority levels (`x-max-priority`); 0 for none. Unset: 10 on a
-    /// classic queue, none on a quorum queue.
+    /// Priority levels; unset: 10 on a classic queue, none on a quorum one.
     #[serde(default)]
     pub(crate) max_priority: Option<u8>,
-    /// The queue's `x-message-ttl`, if it has one.
     #[serde(default)]
     pub(crate) message_ttl_ms: Option<u64>,
-    /// Whether the queue is durable (default true).
     #[serde(default = "yes")]
     pub(crate) durable: bool,
-    /// Whether it has a dead-letter queue (default true).
     #[serde(default = "yes")]
     pub(crate) dead_letters: bool,
-    /// Whether it has a suspect queue, i.e. whether its workers run the
-    /// poison guard (default true).
+    /// Whether its workers run the poison guard.
     #[serde(default = "yes")]
     pub(crate) suspect_queue: bool,
-    /// `classic` (the default) or `quorum`; a quorum queue has no priority
-    /// levels.
     #[serde(default)]
     pub(crate) queue_type: QueueType,
-    /// How many shards the queue is spread over (`QueueConfig::shards`;
-    /// default 1, not sharded). A sharded queue is its lane (the queue
-    /// itself) and `NAME.s0` … `NAME.s{N-1}`, each with its dead-letter and
-    /// suspect queues: all of them are checked and declared.
     #[serde(default = "one")]
     pub(crate) shards: u16,
 }
@@ -145,8 +113,7 @@ impl QueueSpec {
 }
 
 impl TopologySpec {
-    /// The broker queues of the set's work queues: each queue's lane and
-    /// shards.
+    /// The broker queues of the set's work queues, shards included.
     pub(crate) fn work_queues(&self) -> Vec<String> {
         self.queues
             .iter()
@@ -172,8 +139,7 @@ impl TopologySpec {
         Ok(spec)
     }
 
-    /// Checks every queue's settings as the library would before declaring
-    /// them (a quorum queue with priority levels, for one).
+    /// Checks every queue's settings as the library would.
     pub(crate) fn validate(&self) -> std::result::Result<(), queuey_core::Error> {
         self.queues.iter().try_for_each(|q| q.config().validate())
     }

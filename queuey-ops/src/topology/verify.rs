@@ -36,17 +36,12 @@ pub(crate) enum ProblemKind {
     PolicyOverride,
     /// A `q.retry` queue left from an older version.
     LeftoverRetryQueue,
-    /// A quorum queue (a dead-letter or schedule queue) with no delivery
-    /// limit of its own, on a broker whose default limit (20, RabbitMQ 4)
-    /// drops its messages; `queuey topology apply` gives it a policy.
+    /// A dead-letter or schedule quorum queue on the broker's default
+    /// delivery limit.
     DefaultDeliveryLimit,
-    /// The control stream, created without a bound in bytes: a flood of
-    /// records grows it for 30 days; `queuey topology apply` gives it a
-    /// policy.
+    /// The control stream without a bound in bytes.
     UnboundedControlStream,
-    /// A shard past the queue's shard count (`q.s{N}` of a queue the set
-    /// gives N shards, `q.s0` of one it does not shard): no worker of the
-    /// set consumes it.
+    /// A shard past the queue's shard count: no worker consumes it.
     ExtraShard,
 }
 
@@ -128,9 +123,7 @@ fn check_queue(info: &QueueInfo, want: &Expected, out: &mut Vec<Problem>) {
     for (key, value) in &want.arguments {
         let found = info.arguments.get(*key);
         if *key == "x-delivery-limit" && found.is_none() {
-            // A queue created before queuey set this limit cannot take it
-            // in place: `limits` reports it where the broker's default
-            // matters, with the policy that fixes it.
+            // `limits` reports it, with the policy that fixes it.
             continue;
         }
         if !crate::argument::matches(key, value, found) {
@@ -181,9 +174,8 @@ fn check_policies(info: &QueueInfo, out: &mut Vec<Problem>) {
     }
 }
 
-/// Checks the hold queues and the leftover `.retry` queue of `work`, one
-/// broker queue of the set's queue `q` (the queue itself, or one of its
-/// shards).
+/// Checks the hold queues and leftover `.retry` queue of `work` (`q` or a
+/// shard of it).
 async fn check_holds(
     mgmt: &Management,
     amqp: Option<&Amqp>,
@@ -260,8 +252,7 @@ async fn check_holds(
     Ok(())
 }
 
-/// Compares the broker with `spec`. With `amqp`, consumer counts on hold
-/// queues are exact (a passive declare) instead of the API's statistics.
+/// Compares the broker with `spec` (with `amqp`, hold consumers are exact).
 pub(crate) async fn verify(
     mgmt: &Management,
     amqp: Option<&Amqp>,
@@ -298,8 +289,7 @@ pub(crate) async fn verify(
         for config in q.config().physical() {
             check_holds(mgmt, amqp, spec, q, config.name(), &mut out).await?;
         }
-        // The first shard past the count: shards are numbered from 0
-        // without gaps, and an unsharded queue has none.
+        // The first shard past the count.
         let extra = shard_name(&q.name, if q.shards > 1 { q.shards } else { 0 });
         if let Some(info) = mgmt.queue(&extra).await? {
             let set = if q.shards > 1 {

@@ -1,22 +1,14 @@
 //! Which names the dashboard answers to, and which pages may change things.
 //!
-//! A page from another site can make a browser send requests to the
-//! dashboard; with DNS rebinding it can even read the answers, because the
-//! browser believes the dashboard *is* that site. Two checks stop both:
+//! Against cross-site requests and DNS rebinding:
 //!
-//! - **Host.** A request must name the dashboard: `localhost`, `127.0.0.1`,
-//!   `[::1]` or the address the connection arrived on, each with the
-//!   listening port (no port only when that port is 80), or one of the
-//!   `--public-host` names. Anything else gets `421 Misdirected Request`.
-//! - **Origin.** A request that changes something (any method but GET,
-//!   HEAD and OPTIONS) is refused with `403` when its `Origin` is not one of
-//!   the dashboard's own origins, or when `Sec-Fetch-Site` says
-//!   `cross-site` or `same-site` (another port or subdomain of the same
-//!   host is another application). `Origin: null` counts as the
-//!   dashboard's only beside `Sec-Fetch-Site: same-origin` (browsers send
-//!   it for the dashboard's own forms because of `Referrer-Policy:
-//!   no-referrer`). A request with neither header, as old clients send,
-//!   passes on the Host check and its CSRF token.
+//! - **Host.** A request must name the dashboard: a loopback name or the
+//!   address the connection arrived on, with the listening port (none only
+//!   for 80), or a `--public-host`; else `421 Misdirected Request`.
+//! - **Origin.** A change (any method but GET, HEAD, OPTIONS) gets `403`
+//!   when its `Origin` is not the dashboard's, or `Sec-Fetch-Site` says
+//!   `cross-site` or `same-site`. `Origin: null` passes only beside
+//!   `Sec-Fetch-Site: same-origin`; neither header: Host and CSRF decide.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -46,8 +38,7 @@ pub(crate) struct Served {
 }
 
 impl Served {
-    /// How `req` was served, as the exposure check recorded it (plain http
-    /// when it did not run).
+    /// How `req` was served (plain http when the check did not run).
     pub(crate) fn of(req: &Request) -> Served {
         req.extensions()
             .get::<Served>()
@@ -111,9 +102,7 @@ impl Exposure {
                 .any(|p| p.https == https && p.matches(&name, Some(port)))
     }
 
-    /// Why a request that may change something is refused, if it is (the
-    /// Origin rule above); `Sec-Fetch-Site`, which pages cannot forge,
-    /// decides when present.
+    /// Why a request that may change something is refused, if it is.
     pub(crate) fn foreign(&self, headers: &HeaderMap, local: SocketAddr) -> Option<String> {
         let site = headers
             .get("sec-fetch-site")
@@ -141,8 +130,7 @@ fn shown(text: &str) -> String {
         .collect()
 }
 
-/// The local address of a connection, for the Host check on a dashboard
-/// that listens on every interface.
+/// The local address of a connection, for the Host check.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LocalAddr(pub(crate) Option<SocketAddr>);
 
@@ -160,8 +148,7 @@ pub(crate) async fn check(State(app): State<Arc<App>>, mut req: Request, next: N
         .get::<ConnectInfo<LocalAddr>>()
         .and_then(|c| c.0.0)
         .unwrap_or(rules.listen);
-    // The request line's authority, if any, and the one Host header must
-    // agree.
+    // The request line's authority and the one Host header must agree.
     let uri = req.uri().authority().map(|a| a.as_str());
     let mut hosts = req.headers().get_all(header::HOST).iter();
     let host = hosts.next().map(|h| h.to_str().ok());

@@ -1,25 +1,16 @@
-//! What every page shares: the layout, the one style sheet, forms that
-//! post, links to queues, and how untrusted text is shown.
-//!
-//! The pages are [maud](https://maud.lambda.xyz/) templates: every value
-//! spliced into one is HTML-escaped unless wrapped in `PreEscaped`, which
-//! only the style sheet is. Text from the broker (queue names, job types,
-//! hosts, progress messages, reasons, payloads) is spliced through
-//! [`shown`], which also shows its control characters and bidirectional
-//! overrides escaped, as the command line shows them.
+//! What every page shares: layout, style sheet, forms, links, and
+//! [`shown`] for text from the broker. Only the style sheet is
+//! `PreEscaped`; maud escapes everything else.
 
 use std::fmt::Write as _;
 
 use maud::{DOCTYPE, Escaper, Markup, PreEscaped, Render, html};
 
-/// Text from the broker as the page shows it: HTML-escaped by the
-/// template, every control character but line breaks and tabs, and every
-/// bidirectional override (which would reorder what the page shows),
-/// written as an escape (`\e`, `\u{202e}`…).
+/// Text from the broker as a page shows it: control characters (but line
+/// breaks and tabs) and bidirectional overrides escaped.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shown<'a>(&'a str);
 
-/// `text` as the page shows it (see [`Shown`]).
 pub(crate) fn shown(text: &str) -> Shown<'_> {
     Shown(text)
 }
@@ -82,8 +73,7 @@ pub(crate) fn page(title: &str, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width";
                 title { (shown(title)) " · queuey" }
-                // CSS is not HTML: escaping would change it, and the
-                // policy allows exactly this text by its hash.
+                // Allowed by the CSP by its hash.
                 style { (PreEscaped(STYLE)) }
             }
             body {
@@ -97,17 +87,13 @@ pub(crate) fn page(title: &str, body: Markup) -> Markup {
     }
 }
 
-/// How a button looks, by the consequence of what it does rather than by
-/// its verb: red only for what loses something.
+/// How a button looks, by consequence: `Neutral` opens the preview of a
+/// change that loses nothing, `Primary` carries it out, `Danger` previews
+/// or carries out one that loses something (purge, cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tone {
-    /// Opens the preview of a change that loses nothing and can be undone
-    /// or repeated: pause, resume, redrive.
     Neutral,
-    /// Carries out such a change from its preview: the page's main button.
     Primary,
-    /// Opens the preview of, or carries out, a change that loses something
-    /// for good: a purge (its export aside), a cancel.
     Danger,
 }
 
@@ -147,8 +133,7 @@ pub(crate) fn back_to_queue(queue: &str) -> Markup {
     html! { a href=(queue_path(queue, "")) #back { "back to " (shown(queue)) } }
 }
 
-/// The line above a page's content that leads back to the overview, and
-/// to `up` (a page between, such as a sharded queue's) when given.
+/// The line leading back to the overview, and to `up` when given.
 pub(crate) fn nav(up: Option<Markup>) -> Markup {
     html! {
         nav {
@@ -158,8 +143,7 @@ pub(crate) fn nav(up: Option<Markup>) -> Markup {
     }
 }
 
-/// The job search box: a GET form to `/job` (nothing changes, so no
-/// CSRF token), filled with `id`.
+/// The job search box (a GET form, no CSRF token), filled with `id`.
 pub(crate) fn job_search(id: &str) -> Markup {
     html! {
         form method="get" action="/job" #job-search {
@@ -177,8 +161,7 @@ pub(crate) fn heads(names: &[&str]) -> Markup {
     html! { tr { @for name in names { th { (name) } } } }
 }
 
-/// A change's preview page: `what` it would do, that nothing has changed
-/// yet, the form that `confirm`s it and a link `back`.
+/// A change's preview page: `what`, the `confirm` form, a link `back`.
 pub(crate) fn preview(title: &str, what: Markup, confirm: Markup, back: Markup) -> Markup {
     let body = html! {
         div.box #preview {

@@ -1,37 +1,23 @@
 //! The web dashboard (`queuey web`): server-rendered pages over the same
-//! operations as the command line, one module each under `pages` (where
-//! the routes are). A sharded queue is one row of the index and one page,
-//! with a row per shard; the index and `/metrics` find the shards in the
-//! management API's queue list they read anyway, the other pages over
-//! AMQP, by the same rule (see [`shards`](crate::shards)).
-//!
-//! Every change is a POST carrying the page's CSRF token, and shows what it
-//! would do before it does it.
+//! operations as the command line (routes in `pages`). A sharded queue is
+//! one row of the index and one page, with a row per shard. Every change is
+//! a POST carrying the page's CSRF token, and previews first.
 //!
 //! # Exposure rules
 //!
-//! - **Listening.** Localhost by default. Bound elsewhere, [`serve`] wants a
-//!   token or basic auth (see [`Auth`]); [`serve_unchecked`] is for a
-//!   dashboard behind a proxy that authenticates.
-//! - **Credentials.** A token has at least [`MIN_TOKEN_LEN`] characters; a
-//!   basic-auth user and password are not empty. [`router`] and [`serve`]
-//!   refuse anything else before they listen.
-//! - **Host and Origin** (see `exposure`): `421` for a request that does
-//!   not name the dashboard, `403` for a change from another origin.
-//! - **CSRF** (see `session`): every form carries a token bound to the
-//!   browser's `queuey_session` cookie and to the credential.
-//! - **Queues.** Only the queues of [`WebConfig::queues`] and their shards
-//!   can be read or changed (`404` for others); with none given, every
-//!   queue that has a dead-letter queue. The overview lists those of
-//!   them the fleet's workers consume (see `pages::chosen`), which opens
-//!   or closes nothing. With queues given, `/schedules`
-//!   lists only the schedules whose jobs go to them, `/workers` only their
-//!   workers and running jobs, and `/job/cancel` cancels only a job the
-//!   heartbeats show running on one of them (a cancel reaches a job
-//!   wherever it waits, so one the dashboard cannot place is refused).
-//! - **Headers** (see `headers`) on every answer; cookies `HttpOnly`,
-//!   `SameSite=Strict`, and `Secure` on requests naming an `https://`
-//!   public host (see [`PublicHost`]).
+//! - **Listening.** Localhost by default; elsewhere [`serve`] wants a token
+//!   (at least [`MIN_TOKEN_LEN`] characters) or basic auth (not empty);
+//!   [`serve_unchecked`] is for a dashboard behind an authenticating proxy.
+//! - **Host and Origin** (`exposure`): `421` for a request that does not
+//!   name the dashboard, `403` for a change from another origin.
+//! - **CSRF** (`session`): every form carries a token bound to the
+//!   `queuey_session` cookie and to the credential.
+//! - **Queues.** Only [`WebConfig::queues`] and their shards (`404` for
+//!   others); none given: every queue with a dead-letter queue. With queues
+//!   given, `/schedules` and `/workers` show only theirs, and `/job/cancel`
+//!   cancels only a job the heartbeats show running on one of them.
+//! - **Headers** (`headers`) on every answer; cookies `HttpOnly`,
+//!   `SameSite=Strict`, and `Secure` behind an `https://` public host.
 
 mod auth;
 mod chart;
@@ -63,41 +49,28 @@ use crate::topology::TopologySpec;
 use exposure::{Exposure, LocalAddr};
 use session::Sessions;
 
-/// What the dashboard serves and how.
-///
-/// Its `Debug` output masks the passwords in the URLs and the credentials.
+/// What the dashboard serves and how; `Debug` masks every secret.
 #[derive(Clone)]
 pub(crate) struct WebConfig {
-    /// The broker's AMQP URL.
     pub(crate) amqp_url: String,
-    /// The management API base URL (default: the AMQP host, on
-    /// `https://…:15671` for an `amqps://` URL, else `http://…:15672`).
+    /// Default: found from the AMQP URL.
     pub(crate) mgmt_base: Option<String>,
-    /// Certificate files for `amqps://` and an https management API.
     pub(crate) tls: TlsFiles,
-    /// The work queues the dashboard may show and change (with their
-    /// shards); empty: every queue that has a dead-letter queue (the
-    /// overview then lists the fleet's by default).
+    /// The work queues shown (with their shards); empty: every queue that
+    /// has a dead-letter queue.
     pub(crate) queues: Vec<String>,
     /// The queue set the topology section checks against (default: queuey's
     /// defaults for each queue shown).
     pub(crate) topology: Option<TopologySpec>,
-    /// Suffix of dead-letter queues.
     pub(crate) dead_suffix: String,
-    /// Suffix of hold queues.
     pub(crate) deferred_suffix: String,
-    /// How requests authenticate.
     pub(crate) auth: Auth,
-    /// Names the dashboard answers to besides localhost and its listening
-    /// address (a DNS name, a proxy's name).
+    /// Names it answers to besides localhost and its listening address.
     pub(crate) public_hosts: Vec<PublicHost>,
     /// Where purges write their exports.
     pub(crate) export_dir: PathBuf,
-    /// The control stream of the fleet the dashboard acts on (default
-    /// `queuey.control`).
     pub(crate) control_stream: String,
-    /// Whom the dashboard trusts on the fleet plane besides its own user
-    /// (the workers' user, for their heartbeats).
+    /// Whom it trusts on the fleet plane besides its own user.
     pub(crate) trust: crate::fleet::Trust,
 }
 
@@ -127,11 +100,9 @@ pub(crate) struct App {
     pub(crate) exposure: Exposure,
     pub(crate) amqp: Amqp,
     pub(crate) mgmt: Management,
-    /// The control plane and the workers' heartbeats.
     pub(crate) fleet: Fleet,
-    /// What the fleet did, sampled from the heartbeats.
+    /// What the fleet did, sampled from the heartbeats by `sampler`.
     pub(crate) history: Arc<History>,
-    /// The task sampling the heartbeats, stopped with the dashboard.
     sampler: tokio::task::AbortHandle,
 }
 
@@ -142,16 +113,9 @@ impl Drop for App {
 }
 
 /// The dashboard's router, connected to the broker, for a server listening
-/// on `listen` (the Host check needs its port).
-///
-/// Refuses credentials [`Auth::validate`] refuses. Served by anything but
-/// [`serve`], it answers to the loopback names on `listen`'s port, to
-/// `listen`'s own address unless that is a wildcard (`0.0.0.0`, `::`), and
-/// to the public hosts; [`serve`] also accepts the address each connection
-/// arrived on.
+/// on `listen` (the Host check needs it); refuses invalid credentials.
 pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Router> {
     config.auth.validate()?;
-    // The same suffix rules as the command line: no empty or shared suffix.
     crate::check_suffixes(
         &config.dead_suffix,
         &config.deferred_suffix,
@@ -195,10 +159,8 @@ pub(crate) async fn router(config: WebConfig, listen: SocketAddr) -> Result<Rout
     Ok(headers::layer(routes).with_state(app))
 }
 
-/// Serves the dashboard on `listener` until the process ends.
-///
-/// Refuses, before connecting to the broker, credentials [`Auth::validate`]
-/// refuses and an unauthenticated address beyond localhost.
+/// Serves the dashboard on `listener`; refuses invalid credentials and an
+/// unauthenticated address beyond localhost before connecting.
 pub(crate) async fn serve(listener: tokio::net::TcpListener, config: WebConfig) -> Result<()> {
     let local = listener.local_addr().ok();
     if config.auth == Auth::None && local.is_some_and(|a| !a.ip().is_loopback()) {
@@ -211,9 +173,8 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, config: WebConfig) 
     serve_unchecked(listener, config).await
 }
 
-/// Like [`serve`], without refusing an unauthenticated non-loopback
-/// address: for a dashboard behind a proxy that authenticates. Credentials
-/// are still checked.
+/// [`serve`] allowing an unauthenticated non-loopback address (behind an
+/// authenticating proxy).
 pub(crate) async fn serve_unchecked(
     listener: tokio::net::TcpListener,
     config: WebConfig,

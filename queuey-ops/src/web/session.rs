@@ -1,13 +1,9 @@
 //! Browser sessions and the CSRF token of each.
 //!
-//! Every browser gets a random session id in an `HttpOnly`,
-//! `SameSite=Strict` cookie (`queuey_session`). The CSRF token its forms
-//! carry is an HMAC-SHA256, under a key drawn when the dashboard starts, of
-//! that session id and of the credential the dashboard accepts (the token,
-//! or the basic-auth user and password). A token read from one browser's
-//! page is worthless in another browser, after a restart, or once the
-//! dashboard is started with another credential. Tokens are checked in
-//! constant time.
+//! Every browser gets a random session id cookie (`queuey_session`); its
+//! CSRF token is an HMAC-SHA256, under a per-process key, of the session id
+//! and the credential, checked in constant time: worthless in another
+//! browser, after a restart, or with another credential.
 
 use std::sync::Arc;
 
@@ -83,8 +79,7 @@ impl Sessions {
         data_encoding::HEXLOWER.encode(hmac::sign(&self.key, &self.message(id)).as_ref())
     }
 
-    /// Whether `given` is the CSRF token of `session` (ring compares in
-    /// constant time).
+    /// Whether `given` is the CSRF token of `session` (constant time).
     pub(crate) fn verify(&self, session: &Session, given: &str) -> bool {
         data_encoding::HEXLOWER
             .decode(given.as_bytes())

@@ -19,18 +19,13 @@ use super::settle::Settler;
 use crate::outbox::{Outbox, dead_letter, hand_back};
 use crate::properties::{self, DeadLetterInfo};
 
-/// One delivery from a consumer.
-///
-/// Publishing (a retry, deferral, dead letter or hand-back) always comes
-/// before the acknowledgement, and any failure leaves the delivery
-/// unacknowledged. A delivery dropped unsettled is handed back to the
-/// broker after [`REQUEUE_DELAY`](crate::options::REQUEUE_DELAY); if its
-/// channel closes first, the broker delivers it again anyway.
+/// One delivery from a consumer. Publishing (a retry, deferral, dead
+/// letter or hand-back) always comes before the acknowledgement, and any
+/// failure leaves the delivery unacknowledged; one dropped unsettled is
+/// handed back after [`REQUEUE_DELAY`](crate::options::REQUEUE_DELAY).
 pub(crate) struct RabbitMqDelivery {
     outbox: Arc<Outbox>,
-    /// Its tag, acker and channel. The channel stays open until this
-    /// delivery is settled, so dropping the stream first does not requeue
-    /// work in progress.
+    /// Its tag, acker and channel, which stays open until it is settled.
     settler: Settler,
     envelope: Envelope,
     /// The body as received without the payload, which the envelope holds:
@@ -89,11 +84,9 @@ impl RabbitMqDelivery {
     }
 
     /// Hands the job back without the broker counting a redelivery: a copy
-    /// (the body as received, queuey's own headers, the hand-back priority)
-    /// is published to the queue the delivery came from and confirmed, then
-    /// the delivery is acknowledged. If the copy cannot be published, the
-    /// delivery goes back with `basic.nack` (requeue) instead: the broker
-    /// keeps the job either way.
+    /// is published to the queue the delivery came from, then the delivery
+    /// is acknowledged; if the copy cannot be published, the delivery goes
+    /// back with `basic.nack` (requeue) instead.
     pub(crate) async fn hand_back_now(&self) -> Result<(), Error> {
         self.settled.store(true, Ordering::Relaxed);
         let origin = &self.origin;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::message::Delivery as LapinDelivery;
-use queuey_core::backend::Delivery;
+use queuey_core::backend::{Delivery, HoldKind};
 use queuey_core::escape::Untrusted;
 use queuey_core::{DecodeError, Disposition, Envelope};
 
@@ -45,10 +45,8 @@ pub(super) enum Errand {
 }
 
 impl Consumer {
-    /// Decodes a delivery and sends it where it belongs: a job due now
-    /// straight to the worker, without waiting; anything else as the
-    /// errand that takes it where it goes (boxed: a delivery's own way
-    /// stays small).
+    /// Decodes a delivery: a job due now goes straight to the worker,
+    /// anything else comes out as the errand that takes it where it goes.
     pub(super) fn dispatch_now(
         &mut self,
         mut delivery: LapinDelivery,
@@ -230,7 +228,7 @@ impl Consumer {
         }
         let held = self
             .outbox
-            .hold_again(&envelope, remaining, due_at_ms)
+            .hold_until(&envelope, remaining, due_at_ms, HoldKind::Retry)
             .await;
         let result = match held {
             Ok(()) => delivery.ack().await,

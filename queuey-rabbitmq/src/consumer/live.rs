@@ -80,10 +80,8 @@ impl Live {
 }
 
 impl Consumer {
-    /// Opens a channel on the current connection (waiting for a
-    /// reconnection up to the call bound) and consumes on it; a suspect
-    /// queue is declared first, in case no `declare` of this process made
-    /// it.
+    /// Opens a channel on the current connection and consumes on it, within
+    /// the call bound; a suspect queue is declared first.
     pub(super) async fn start(&self) -> Result<Live, Error> {
         let queue = &*self.consumed;
         let what = format!("consuming `{queue}`");
@@ -133,8 +131,7 @@ impl Consumer {
     }
 
     /// Looks at the consumer without waiting: a delivery, or what must
-    /// happen before the next one can come (starting the consumer again,
-    /// after a loss or a cancel).
+    /// happen before the next one can come.
     pub(super) fn poll_receive(&mut self, cx: &mut Context<'_>) -> Poll<Received> {
         let Some(live) = self.live.as_mut() else {
             return Poll::Ready(Received::Restart);
@@ -255,16 +252,5 @@ impl Consumer {
 /// Whether `queue` exists, by a passive declaration on `channel` (which a
 /// missing queue closes: use a channel that is done with).
 async fn queue_exists(channel: &lapin::Channel, queue: &str) -> bool {
-    let options = lapin::options::QueueDeclareOptions {
-        passive: true,
-        ..lapin::options::QueueDeclareOptions::default()
-    };
-    channel
-        .queue_declare(
-            crate::properties::short(queue),
-            options,
-            lapin::types::FieldTable::default(),
-        )
-        .await
-        .is_ok()
+    declare::passive(channel, queue).await.is_ok()
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::types::ShortString;
 use queuey_core::DecodeError;
 use queuey_core::backend::MALFORMED_ENVELOPE_REASON;
 use queuey_core::escape::Untrusted;
@@ -46,12 +45,7 @@ impl Consumer {
             }
             return;
         };
-        let message_id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map(ShortString::to_string)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let message_id = properties::message_id_or_new(&delivery.properties);
         let parse_error = error.to_string();
         let info = DeadLetterInfo {
             parse_error: Some(&parse_error),

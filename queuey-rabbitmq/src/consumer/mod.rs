@@ -38,22 +38,16 @@ use dispatch::Errand;
 use live::{Live, Received, Resumed};
 pub(crate) use retirements::Retirements;
 
-/// Starts a consumer of `config`'s queue on a channel of its own, with
-/// `basic_qos(prefetch, global = false)` set before `basic_consume`; with
-/// the [poison guard](crate#poison-guard) on, a second consumer of its
-/// suspect queue on another channel, with a prefetch of 1 (declaring the
-/// suspect queue first), merged into the same stream.
+/// Starts a consumer of `config`'s queue on a channel of its own (and,
+/// with the [poison guard](crate#poison-guard) on, one of its suspect
+/// queue with a prefetch of 1), merged into one stream.
 ///
-/// The stream outlives the connection: when the connection dies (or the
-/// broker cancels a consumer because its queue was deleted), each consumer
-/// consumes again with the same prefetch on the backend's next connection,
-/// declaring the queues again first if they were gone. It ends with an
-/// error only for what cannot heal (the backend gave up, the broker refuses
-/// a queue), and with `None` once the backend is closed.
-///
-/// Dropping the stream retires each consumer on a task of its own: it is
-/// cancelled, and every delivery it had received but not handed out is
-/// handed back as a new message, so none comes back marked redelivered.
+/// The stream outlives the connection: each consumer consumes again on the
+/// next connection (or after the broker cancelled it), declaring the queues
+/// again first if they were gone. It ends with an error only for what
+/// cannot heal, and with `None` once the backend is closed. Dropping it
+/// retires each consumer on a task of its own: every delivery received but
+/// not handed out is handed back as a new message.
 pub(crate) async fn consume(
     link: Arc<Link>,
     outbox: Arc<Outbox>,
@@ -99,9 +93,8 @@ enum Source {
     Suspects(Arc<str>),
 }
 
-/// The first pause before consuming again after the broker refused or
-/// ended the consumer on a working connection; it doubles on every such
-/// loss in a row, up to [`RESUME_PAUSE_MAX`].
+/// The first pause before consuming again on a working connection; it
+/// doubles on every loss in a row, up to [`RESUME_PAUSE_MAX`].
 const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 
@@ -120,14 +113,11 @@ struct Consumer {
     live: Option<Live>,
     ended: bool,
     pause: Duration,
-    /// AckChannel by the consumers of one stream: each move of the poison guard
-    /// holds it (shared) until it is done (publish, acknowledgement, and a
-    /// round trip proving the broker has the acknowledgement), and a
-    /// delivery is handed to the worker only once it is free (exclusive, at
-    /// once released), so no delivery is handed out meanwhile. A job that
-    /// kills the process the moment it runs (the suspect copy of a poison
-    /// job, most likely) thus cannot cut off the acknowledgement of the
-    /// original and leave the job twice.
+    /// Shared by the consumers of one stream: each move of the poison guard
+    /// holds it (shared) until the broker has its acknowledgement, and a
+    /// delivery is handed to the worker only once it is free, so a job that
+    /// kills the process the moment it runs cannot cut off the
+    /// acknowledgement of the original and leave the job twice.
     gate: Arc<RwLock<()>>,
     /// A delivery on its way to the worker, waiting for the gate.
     parked: Option<Box<RabbitMqDelivery>>,
@@ -180,10 +170,9 @@ impl Consumer {
         }
     }
 
-    /// The next delivery for the worker, looked for without waiting: each
-    /// one received is decoded and dispatched, and a job due now comes out
-    /// at once. What must be waited for first (starting the consumer
-    /// again, a delivery's errand) comes out as the wait.
+    /// The next delivery for the worker, looked for without waiting; what
+    /// must be waited for first (a restart, an errand) comes out as the
+    /// wait.
     fn poll_next_delivery(&mut self, cx: &mut Context<'_>) -> Poll<Result<Item, Wait>> {
         if self.ended {
             return Poll::Ready(Ok(None));
@@ -229,13 +218,10 @@ impl Consumer {
         }
     }
 
-    /// Waits before consuming again. While the connection is down, for
-    /// nothing: the link's reconnection, which starting the consumer waits
-    /// for, is the one pace of an outage (a dead connection the link has not
-    /// noticed yet is reported to it and waited out). On a working
-    /// connection the broker refused or ended the consumer (a deleted
-    /// queue, a consume that timed out): asking again at once would be a
-    /// hot loop, so it waits, longer after each such loss in a row.
+    /// Waits before consuming again: not at all while the connection is
+    /// down (the reconnection is the one pace of an outage; a dead
+    /// connection not noticed yet is reported and waited out), else longer
+    /// after each loss in a row, so a refusal is no hot loop.
     async fn pause(&mut self) {
         match self.link.current() {
             None => {}

@@ -102,27 +102,12 @@ impl Settler {
     }
 
     /// Sends a nack, a reject or an acknowledgement with the delivery's own
-    /// acker, then tells the writer once the call is over, whatever its
-    /// outcome (the frame is out, or the channel is gone). A call cut off
-    /// by its bound leaves the delivery open to the writer: its frame may
-    /// still be on its way, and no multiple acknowledgement may overtake it.
+    /// acker within the call bound (a call whose connection is silently
+    /// gone fails instead of holding its caller), then tells the writer
+    /// once the call is over, whatever its outcome. A call cut off by its
+    /// bound leaves the delivery open to the writer: its frame may still be
+    /// on its way, and no multiple acknowledgement may overtake it.
     async fn alone(
-        &self,
-        verb: &str,
-        call: impl Future<Output = lapin::Result<bool>>,
-    ) -> Result<(), Error> {
-        let call = async {
-            let result = call.await;
-            self.acks.settled(self.tag);
-            result
-        };
-        self.bounded(verb, call).await
-    }
-
-    /// Runs one settle call within the call bound. A call that cannot
-    /// complete (its connection is silently gone) fails instead of holding
-    /// its caller: the broker delivers the message again anyway.
-    async fn bounded(
         &self,
         verb: &str,
         call: impl Future<Output = lapin::Result<bool>>,
@@ -132,7 +117,12 @@ impl Settler {
             tag: self.tag,
             queue: &self.queue,
         };
-        let result = bound::within(self.bound, &what, async { Ok(call.await) }).await?;
+        let call = async {
+            let result = call.await;
+            self.acks.settled(self.tag);
+            Ok(result)
+        };
+        let result = bound::within(self.bound, &what, call).await?;
         self.outcome(&what, result)
     }
 

@@ -10,14 +10,10 @@ use crate::topology::HoldQueues;
 /// How many channels hold queues are declared on.
 pub(crate) const HOLD_DECLARATION_CHANNELS: usize = 8;
 
-/// The channels hold queues are declared on: [`HOLD_DECLARATION_CHANNELS`]
-/// of them, each used by one declaration at a time, opened on first use
-/// (the lowest free one first) and reopened after a refusal closed one.
-///
-/// A hold publish may need a declaration that waits for the broker's
-/// answer, so with a single channel the declarations of all concurrent
-/// retries and deferrals of a backend would queue up behind each other,
-/// one broker round trip apiece.
+/// The channels hold queues are declared on: up to
+/// [`HOLD_DECLARATION_CHANNELS`], each used by one declaration at a time
+/// (so concurrent holds do not queue up behind one round trip apiece),
+/// opened on first use and reopened after a refusal closed one.
 #[derive(Debug)]
 pub(crate) struct HoldDeclarer {
     pool: ChannelPool,
@@ -31,10 +27,8 @@ impl HoldDeclarer {
     }
 
     /// Declares the hold queue `hold` of the family `holds` for `config`'s
-    /// queue, waiting for the broker's answer (for a classic hold, only a
-    /// waited-for declaration renews the queue's `x-expires` lease), and
-    /// returns how many consumers it has (a quorum hold being pruned has
-    /// one).
+    /// queue, waiting for the broker's answer (only that renews a classic
+    /// hold's lease), and returns how many consumers it has.
     pub(crate) async fn declare(
         &self,
         connection: &Connection,

@@ -1,10 +1,8 @@
 //! Queue declarations: the work, dead-letter and suspect queues on a
 //! throwaway channel per `declare` (here), hold queues on channels of their
-//! own (`holds`, over the slots of `pool`), the fleet's streams (`stream`,
-//! with the `fleet` feature),
-//! the job exchange and its bindings (`exchange`), the checks made before
-//! anything is declared (`check`), and what a refusal tells the user to do
-//! (`explain`).
+//! own (`holds`, over `pool`), the fleet's streams (`stream`), the job
+//! exchange (`exchange`), the checks made first (`check`), and what a
+//! refusal tells the user to do (`explain`).
 //!
 //! A refused declaration (`PRECONDITION_FAILED`) closes the channel it ran
 //! on, so declarations never share a channel with publishes or consumers.
@@ -24,14 +22,14 @@ use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{Channel, Connection};
 use queuey_core::{Error, QueueConfig};
 
-use crate::RabbitMqOptions;
 use crate::error::{Failure, connection_lost};
 use crate::topology::{self, ArgumentValue, QueueArguments};
+use crate::{RabbitMqOptions, channel};
 pub(crate) use check::check;
 use explain::explain;
 pub(crate) use holds::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
 #[cfg(feature = "fleet")]
-pub(crate) use stream::{Stream, declare_control_stream, declare_stream};
+pub(crate) use stream::{Stream, declare_stream};
 
 /// Declares each work queue and, when enabled, its dead-letter queue and
 /// its suspect queue, on one fresh channel that is closed afterwards. Stops
@@ -88,10 +86,7 @@ pub(crate) async fn declare_queues(
         Ok(())
     }
     .await;
-    if channel.status().connected() {
-        // Best effort: the channel is of no further use either way.
-        let _ = channel.close(200, ShortString::default()).await;
-    }
+    channel::close(&channel).await;
     result
 }
 
@@ -104,20 +99,14 @@ pub(crate) async fn declare_dead_letter_queue(
 ) -> Result<(), Error> {
     let mut channel = new_channel(connection, "opening a channel to declare a queue").await?;
     let result = declare_dead(connection, &mut channel, dead, config).await;
-    if channel.status().connected() {
-        let _ = channel.close(200, ShortString::default()).await;
-    }
+    channel::close(&channel).await;
     result
 }
 
-/// Declares the dead-letter queue `dead` of `config` on `channel`.
-///
-/// A quorum dead-letter queue created before they had a delivery limit
-/// cannot take one in place: RabbitMQ refuses the declaration
-/// (`PRECONDITION_FAILED`, which closes the channel). Such a queue is
-/// declared again as it was, on a new channel that replaces `channel`,
-/// with a warning: it runs on the broker's default limit until a
-/// `delivery-limit` policy (`queuey topology apply`) gives it one.
+/// Declares the dead-letter queue `dead` of `config` on `channel`. A quorum
+/// one created before they had a delivery limit is refused (which closes
+/// the channel): it is declared again as it was, on a new channel that
+/// replaces `channel`, with a warning.
 async fn declare_dead(
     connection: &Connection,
     channel: &mut Channel,
@@ -130,7 +119,7 @@ async fn declare_dead(
         Ok(()) => return Ok(()),
         Err(failure) => failure,
     };
-    if !created_without_delivery_limit(&failure) {
+    if !created_without(&failure, "x-delivery-limit") {
         return Err(explain(failure, dead, config));
     }
     tracing::warn!(
@@ -145,13 +134,6 @@ async fn declare_dead(
     declare(connection, channel, dead, durable, &older)
         .await
         .map_err(|f| explain(f, dead, config))
-}
-
-/// Whether a refused declaration says the queue exists without the
-/// `x-delivery-limit` it was declared with: a quorum queue an earlier
-/// version created, which RabbitMQ cannot change in place.
-pub(crate) fn created_without_delivery_limit(failure: &Failure) -> bool {
-    created_without(failure, "x-delivery-limit")
 }
 
 /// Whether a refused declaration says the queue exists without
@@ -178,19 +160,9 @@ pub(crate) async fn declare_suspect_queue(
         .dead_suffix_in_use()
         .map(|suffix| topology::dead_letter_queue_name(config.name(), suffix));
     let args = topology::suspect_queue_arguments(config, dead.as_deref());
-    declare_alone(connection, suspect, config, &args).await
-}
-
-/// Declares one queue on a fresh channel that is closed afterwards.
-async fn declare_alone(
-    connection: &Connection,
-    queue: &str,
-    config: &QueueConfig,
-    args: &QueueArguments,
-) -> Result<(), Error> {
-    declare_on_fresh_channel(connection, queue, config.settings().durable(), args)
+    declare_on_fresh_channel(connection, suspect, config.settings().durable(), &args)
         .await?
-        .map_err(|f| explain(f, queue, config))
+        .map_err(|f| explain(f, suspect, config))
 }
 
 /// Declares one queue on a fresh channel that is closed afterwards; the
@@ -203,9 +175,7 @@ async fn declare_on_fresh_channel(
 ) -> Result<Result<(), Failure>, Error> {
     let channel = new_channel(connection, "opening a channel to declare a queue").await?;
     let result = declare(connection, &channel, queue, durable, args).await;
-    if channel.status().connected() {
-        let _ = channel.close(200, ShortString::default()).await;
-    }
+    channel::close(&channel).await;
     Ok(result)
 }
 
@@ -258,6 +228,23 @@ async fn declare_counting(
         .await
         .map(|queue| queue.consumer_count())
         .map_err(|e| Failure::of(&e, connection.status().connected()))
+}
+
+/// A passive declaration of `queue` on `channel`: its counts, or an error
+/// when it does not exist (which closes the channel).
+pub(crate) fn passive<'a>(
+    channel: &'a Channel,
+    queue: &str,
+) -> impl Future<Output = lapin::Result<lapin::Queue>> + 'a {
+    let options = QueueDeclareOptions {
+        passive: true,
+        ..QueueDeclareOptions::default()
+    };
+    channel.queue_declare(
+        crate::properties::short(queue),
+        options,
+        FieldTable::default(),
+    )
 }
 
 /// The arguments as AMQP values: integers as 32-bit when they fit, else

@@ -5,10 +5,8 @@ use queuey_core::Error;
 use tokio::sync::{Mutex, MutexGuard, Semaphore, SemaphorePermit};
 
 /// Channel slots, each holding a channel (or none, until one is opened)
-/// that one operation at a time may use.
-///
-/// An operation takes the lowest free slot, so a backend doing one thing at a
-/// time keeps using one channel, and more are opened only under concurrency.
+/// that one operation at a time may use; an operation takes the lowest free
+/// slot, so more channels are opened only under concurrency.
 #[derive(Debug)]
 pub(crate) struct ChannelPool {
     slots: Box<[Mutex<Option<Channel>>]>,

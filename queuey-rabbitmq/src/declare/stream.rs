@@ -18,14 +18,14 @@ pub(crate) enum Stream {
     Heartbeats,
 }
 
-/// Declares the control stream `stream` (durable, the arguments of
-/// [`topology::control_stream_arguments`]) on a fresh channel that is
-/// closed afterwards.
-pub(crate) async fn declare_control_stream(
-    connection: &Connection,
-    stream: &str,
-) -> Result<(), Error> {
-    declare_stream(connection, stream, Stream::Control).await
+impl Stream {
+    /// What the stream is, in messages.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Stream::Control => "control stream",
+            Stream::Heartbeats => "heartbeat stream",
+        }
+    }
 }
 
 /// Declares `stream` as a stream of `kind` on a fresh channel that is
@@ -63,20 +63,19 @@ pub(crate) async fn declare_stream(
 
 /// The error for a refused declaration of a stream.
 fn explain(failure: Failure, stream: &str, kind: Stream) -> Error {
-    let (name, max_age, bytes, lost) = match kind {
+    let (max_age, bytes, lost) = match kind {
         Stream::Control => (
-            "control stream",
             topology::control_stream_max_age(),
             format!("x-max-length-bytes {}, ", topology::CONTROL_MAX_BYTES),
             "the commands in it are lost",
         ),
         Stream::Heartbeats => (
-            "heartbeat stream",
             topology::HEARTBEAT_MAX_AGE.to_owned(),
             String::new(),
             "it holds only recent heartbeats",
         ),
     };
+    let name = kind.name();
     let what = format!("declaring the {name} `{stream}`");
     if failure.reply_code != Some(code::PRECONDITION_FAILED) {
         return failure.into_error(&what);

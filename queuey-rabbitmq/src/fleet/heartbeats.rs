@@ -15,23 +15,21 @@ use std::time::Duration;
 
 use queuey_core::__private::now_ms;
 
-use bytes::Bytes;
-use futures::StreamExt;
 use lapin::BasicProperties;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions};
+use lapin::types::AMQPValue;
 use queuey_core::control::{Heartbeat, MAX_HEARTBEAT_BYTES, MAX_WORKERS_LISTED};
 use queuey_core::{BackendError, BackendErrorKind, Error, Uuid};
 use tokio::sync::OnceCell;
 
 use crate::RabbitMqOptions;
-use crate::declare::{self, Stream};
+use crate::declare::Stream;
 use crate::error::Failure;
-use crate::fleet::control::message;
+use crate::fleet::control::{live, message};
 use crate::fleet::link::FleetLink;
 use crate::link::Link;
-use crate::outbox::{Outbox, Outgoing};
-use crate::properties::{self, PERSISTENT};
+use crate::outbox::Outbox;
+use crate::properties;
 use crate::topology::{self, HEARTBEAT_TYPE};
 use crate::trust::{self, Kind, Refusal, Role, Senders};
 
@@ -104,21 +102,11 @@ impl HeartbeatStream {
                 limit: MAX_HEARTBEAT_BYTES,
             });
         }
-        let properties = self.senders.sign(
-            BasicProperties::default()
-                .with_delivery_mode(PERSISTENT)
-                .with_type(properties::short(HEARTBEAT_TYPE)),
-            "sending a heartbeat",
-        )?;
-        self.declare().await?;
         let message_id = format!("{}.{}", beat.worker_id.simple(), beat.at_ms);
-        let out = Outgoing {
-            exchange: None,
-            queue: self.stream.to_string(),
-            body: Bytes::from(body),
-            properties: properties.with_message_id(properties::short(&message_id)),
-            message_id,
-        };
+        let mut out = message::persistent(&self.stream, body, message_id);
+        let typed = out.properties.with_type(properties::short(HEARTBEAT_TYPE));
+        out.properties = self.senders.sign(typed, "sending a heartbeat")?;
+        self.declare().await?;
         self.outbox.stream(out, Stream::Heartbeats).await
     }
 
@@ -153,7 +141,7 @@ impl HeartbeatStream {
                             properties::short(stream),
                             properties::short(&tag),
                             BasicConsumeOptions::default(),
-                            look_back(),
+                            live::stream_offset(AMQPValue::LongString(LOOK_BACK.into())),
                         )
                         .await
                         .map_err(fail)?;
@@ -162,16 +150,8 @@ impl HeartbeatStream {
                     marker.properties = self.senders.sign_if_known(marker.properties);
                     self.outbox.stream(marker, Stream::Heartbeats).await?;
                     let mut latest: HashMap<Uuid, Heartbeat> = HashMap::new();
-                    while let Some(delivery) = consumer.next().await {
-                        let delivery = delivery.map_err(fail)?;
-                        // Acknowledgements are flow control on a stream.
-                        delivery
-                            .acker
-                            .ack(BasicAckOptions { multiple: true })
-                            .await
-                            .map_err(fail)?;
+                    let marker = live::read_to_marker(&mut consumer, nonce, fail, |delivery| {
                         match read(&self.senders, &delivery.properties, &delivery.data) {
-                            Ok(Read::Marker(seen)) if seen == nonce => return Ok(latest),
                             Ok(Read::Beat(beat)) => {
                                 if let Err(refusal) = keep_latest(&mut latest, beat) {
                                     trust::refused(Kind::Heartbeat, &refusal);
@@ -180,16 +160,17 @@ impl HeartbeatStream {
                             Ok(Read::Marker(_)) => {}
                             Err(refusal) => trust::refused(Kind::Heartbeat, &refusal),
                         }
-                    }
-                    Err(Error::Backend(BackendError::new(
-                        BackendErrorKind::ConnectionLost,
-                        format!("{failing}: the consumer ended before the read did"),
-                    )))
+                    })
+                    .await?;
+                    marker.map(|_| latest).ok_or_else(|| {
+                        Error::Backend(BackendError::new(
+                            BackendErrorKind::ConnectionLost,
+                            format!("{failing}: the consumer ended before the read did"),
+                        ))
+                    })
                 };
                 let result = read.await;
-                if channel.status().connected() {
-                    let _ = channel.close(200, ShortString::default()).await;
-                }
+                crate::channel::close(&channel).await;
                 result
             })
             .await?;
@@ -197,30 +178,8 @@ impl HeartbeatStream {
     }
 
     async fn declare(&self) -> Result<(), Error> {
-        self.declared
-            .get_or_try_init(|| async {
-                let stream = &*self.stream;
-                let what = format!("declaring the heartbeat stream `{stream}`");
-                self.link
-                    .call(&what, |current| async move {
-                        declare::declare_stream(&current.connection, stream, Stream::Heartbeats)
-                            .await
-                    })
-                    .await
-            })
-            .await
-            .map(|_| ())
+        super::declare_once(&self.declared, &self.link, &self.stream, Stream::Heartbeats).await
     }
-}
-
-/// The consumer's `x-stream-offset`: the last [`LOOK_BACK`].
-fn look_back() -> FieldTable {
-    let mut args = FieldTable::default();
-    args.insert(
-        properties::short("x-stream-offset"),
-        AMQPValue::LongString(LongString::from(LOOK_BACK)),
-    );
-    args
 }
 
 /// What a delivery of the heartbeat stream is.

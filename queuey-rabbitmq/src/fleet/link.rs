@@ -5,14 +5,11 @@
 //! the whole connection: a consumer that nacks or rejects (540
 //! `NOT_IMPLEMENTED`), and on RabbitMQ 4.3 a consumer asking for a stream
 //! whose leader is still starting after a restart (541 `INTERNAL_ERROR`).
-//! On the job path's connection that would interrupt every publish,
-//! consumer and settle of the backend for a reconnection. So these reads
-//! run on a second connection of the backend's, opened the first time one
-//! is needed (a producer that never follows commands never opens it), with
-//! the same addresses and options, named after the backend's connection
-//! with ` (fleet)` added, and replaced by its own supervisor when it dies.
-//! Publishing to the streams (commands, heartbeats, markers) stays on the
-//! job path's publishing lanes.
+//! So these reads run on a second connection, never the job path's: opened
+//! when first needed, with the same addresses and options, named after the
+//! backend's connection with ` (fleet)` added, and replaced by its own
+//! supervisor when it dies. Publishing to the streams stays on the job
+//! path's publishing lanes.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +55,7 @@ impl FleetLink {
         let link = self
             .link
             .get_or_try_init(|| {
-                Link::connect_for(&self.uris, Arc::clone(&self.options), Purpose::Fleet)
+                Link::connect(&self.uris, Arc::clone(&self.options), Purpose::Fleet)
             })
             .await?;
         if self.is_closed() {

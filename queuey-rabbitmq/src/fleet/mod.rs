@@ -10,13 +10,10 @@
 //! - **Leadership** (`leader`): one quorum queue with a single active
 //!   consumer per periodic schedule elects the process that ticks it.
 //!
-//! The streams are read on a connection of their own (`link`), opened the
-//! first time one is needed, so that a broker closing it never takes the
-//! job path's connection down. Commands, heartbeats and markers are
-//! published on the job path's publishing lanes, and leadership campaigns
-//! on the job path's connection. Everything the fleet reads is checked
-//! against who sent it: the rules are in `trust`, which job results follow
-//! too.
+//! The streams are read on a connection of their own (`link`); commands,
+//! heartbeats and markers are published on the job path's lanes, and
+//! leadership campaigns on the job path's connection. Everything the fleet
+//! reads is checked against who sent it (`trust`).
 //!
 //! The backend holds one [`Fleet`] and its implementations of the fleet's
 //! capability traits call its parts; nothing here knows the backend.
@@ -30,8 +27,10 @@ use std::sync::Arc;
 
 use queuey_core::Error;
 use queuey_core::periodic::Lease;
+use tokio::sync::OnceCell;
 
 use crate::RabbitMqOptions;
+use crate::declare::{self, Stream};
 use crate::link::Link;
 use crate::outbox::Outbox;
 use crate::trust::Senders;
@@ -98,4 +97,23 @@ impl Fleet {
     pub(crate) async fn close(&self) -> Result<(), Error> {
         self.reads.close().await
     }
+}
+
+/// Declares `stream`, a stream of `kind`, through `link`, once per `declared`.
+async fn declare_once(
+    declared: &OnceCell<()>,
+    link: &Link,
+    stream: &str,
+    kind: Stream,
+) -> Result<(), Error> {
+    declared
+        .get_or_try_init(|| async {
+            let what = format!("declaring the {} `{stream}`", kind.name());
+            link.call(&what, |current| async move {
+                declare::declare_stream(&current.connection, stream, kind).await
+            })
+            .await
+        })
+        .await
+        .map(|_| ())
 }

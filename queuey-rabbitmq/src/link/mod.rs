@@ -1,26 +1,20 @@
 //! The backend's link to RabbitMQ: the current connection, and the task that
 //! replaces it when it dies.
 //!
-//! A [`Link`] outlives its connections. A supervisor task watches the
-//! current one (its error events, its status, and reports from calls that
-//! saw it fail); when it dies, the task connects again — trying each broker
-//! address in turn, with exponential backoff and full jitter between rounds
-//! — and replays every queue declared through the backend before anyone may
-//! use the new connection. Callers ask for [`Link::connection`], which waits
-//! for a reconnection up to their own bound.
+//! A [`Link`] outlives its connections. A supervisor task (`supervisor`)
+//! watches the current one (its events, its status, and reports from calls
+//! that saw it fail); when it dies, the task connects again, trying each
+//! address in turn with backoff and full jitter between rounds (`backoff`),
+//! and replays every queue declared through the backend (`declared`) before
+//! anyone may use the new connection. Callers ask for [`Link::connection`],
+//! which waits for a reconnection up to their own bound. The first
+//! connection waits too, for a broker that cannot be reached yet (`first`);
+//! opening one connection is `dial`.
 //!
-//! The first connection waits too, for a broker that cannot be reached yet
-//! (up to the connect wait, with the same backoff): see `first`.
-//!
-//! Some failures cannot heal by trying again: credentials or a virtual host
-//! the broker refuses, a declared queue the broker now refuses
-//! (`PRECONDITION_FAILED`), or a reconnection deadline that passed. The link
-//! then fails for good and every caller gets that error.
-//!
-//! Here: the link and how callers get a connection from it. Opening one
-//! connection is `dial`, the first connection's wait is `first`, the
-//! supervisor's loop is `supervisor`, the pauses between attempts are
-//! `backoff`, and the queues to replay are kept by `declared`.
+//! Some failures cannot heal: credentials or a virtual host the broker
+//! refuses, a declared queue it now refuses (`PRECONDITION_FAILED`), or a
+//! reconnection deadline that passed. The link then fails for good and
+//! every caller gets that error.
 
 mod backoff;
 #[cfg(feature = "fleet")]
@@ -127,19 +121,10 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// Connects to the first address that answers, then starts the
-    /// supervisor. A broker that cannot be reached yet is waited for, up to
-    /// the connect wait (see `first`); refused credentials, a refused
-    /// virtual host, a TLS handshake refused or a bad address fail at once.
+    /// Connects to the first address that answers, for `purpose`, then
+    /// starts the supervisor; a broker that cannot be reached yet is waited
+    /// for, up to the connect wait (see `first`).
     pub(crate) async fn connect(
-        uris: &[String],
-        options: Arc<RabbitMqOptions>,
-    ) -> Result<Arc<Link>, Error> {
-        Self::connect_for(uris, options, Purpose::Jobs).await
-    }
-
-    /// [`connect`](Self::connect), for `purpose`.
-    pub(crate) async fn connect_for(
         uris: &[String],
         options: Arc<RabbitMqOptions>,
         purpose: Purpose,
@@ -242,10 +227,9 @@ impl Link {
             .await
     }
 
-    /// Runs `call` on the connection to use (waiting for a reconnection up
-    /// to the call bound), within the call bound; a failure that shows the
-    /// connection lost is reported to the supervisor. `what` names the
-    /// operation, for the errors.
+    /// Runs `call` on the connection to use, within the call bound; a
+    /// failure that shows the connection lost is reported to the
+    /// supervisor. `what` names the operation, for the errors.
     pub(crate) async fn call<T, F, Fut>(&self, what: &str, call: F) -> Result<T, Error>
     where
         F: FnOnce(Current) -> Fut,

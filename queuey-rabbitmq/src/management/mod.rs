@@ -1,13 +1,11 @@
 //! A client of RabbitMQ's management HTTP API (the `rabbitmq_management`
 //! plugin), with the `management` feature.
 //!
-//! AMQP cannot list queues, read their arguments and policies, or count
-//! the jobs a quorum hold queue keeps past their delay (a passive declare
-//! counts only those still waiting for it). The management API can. With
-//! this feature the backend asks it, through this client, how many jobs a
-//! hold keeps before it prunes the hold (see [Pruning hold
-//! queues](crate#pruning-hold-queues)), and the `queuey` operator tool
-//! reads it through the same client.
+//! AMQP cannot list queues, read their policies, or count the jobs a
+//! quorum hold queue keeps past their delay; the management API can. The
+//! backend asks it how many jobs a hold keeps before it prunes the hold
+//! (see [Pruning hold queues](crate#pruning-hold-queues)), and the `queuey`
+//! tool reads it through the same client.
 //!
 //! - [`Endpoint`]: where the API is and who reads it, derived from an AMQP
 //!   address (`amqp://HOST` → `http://HOST:15672`, `amqps://HOST` →
@@ -39,10 +37,9 @@ pub use queue::QueueInfo;
 
 use crate::RabbitMqOptions;
 
-/// The management API of `amqp` (the first broker address), at
-/// [`RabbitMqOptions::management_url`] when given, as a hold census for
-/// the backend's pruner; `None` (said at INFO) when no endpoint follows
-/// from them.
+/// The management API of `amqp` (the first broker address), or at
+/// [`RabbitMqOptions::management_url`], as the pruner's hold census;
+/// `None` (said at INFO) when no endpoint follows from them.
 pub(crate) fn census(
     amqp: Option<&str>,
     options: &RabbitMqOptions,

@@ -76,15 +76,7 @@ pub struct RabbitMqOptions {
 }
 
 impl Default for RabbitMqOptions {
-    /// No connection name, no extra client properties, the client's default
-    /// locale, `.dead`, `.deferred` and `.suspect` suffixes, dead-letter
-    /// queues declared, the poison guard on with a limit of 5, quorum hold
-    /// queues with their default granularity
-    /// ([`DEFAULT_QUORUM_GRANULARITY`]), 4 publishing channels with up to
-    /// 128 publishes in flight on each, a 16 MiB message limit, control
-    /// commands in the stream `queuey.control` (with the `fleet` feature),
-    /// and quorum holds the backend has not used for an hour
-    /// [pruned](crate#pruning-hold-queues) when it can count their jobs.
+    /// Every setting at the default its builder method gives.
     fn default() -> Self {
         RabbitMqOptions {
             connection_name: None,
@@ -160,28 +152,21 @@ set! {
     connect_timeout(timeout: Duration) = timeout;
 
     /// How long [`RabbitMqBackend::with_options`](crate::RabbitMqBackend::with_options)
-    /// waits for a broker it cannot reach yet (default
-    /// [`DEFAULT_CONNECT_WAIT`], 2 minutes). A process started while its
-    /// broker is down, restarting or still booting then connects once the
-    /// broker is up, instead of failing at once.
+    /// waits for a broker it cannot reach yet (down, restarting, booting;
+    /// default [`DEFAULT_CONNECT_WAIT`], 2 minutes).
     ///
-    /// While it waits, the backend tries every address in turn, pausing
-    /// between rounds as a reconnection does
-    /// ([`reconnect_delay`](Self::reconnect_delay), with jitter), and logs
-    /// a WARN line with the address (password masked) and the error at the
-    /// first failure, then at most one every 10 s. Only a broker that
-    /// cannot be reached is waited for: a refused or reset connection, a
-    /// timeout, an unreachable network, a host name that does not resolve
-    /// (yet), the broker closing the handshake while it starts or stops.
-    /// Refused credentials, a virtual host that does not exist, a TLS
-    /// handshake that fails (a certificate that does not verify, a port
-    /// that does not speak TLS) and an address that is not a valid AMQP URI
-    /// fail at once, as they would after any wait.
+    /// Meanwhile it tries every address in turn, pausing between rounds as
+    /// a reconnection does ([`reconnect_delay`](Self::reconnect_delay)),
+    /// and logs a WARN line (password masked) at the first failure, then at
+    /// most one every 10 s. Only an unreachable broker is waited for (a
+    /// refused or reset connection, a timeout, an unreachable network, a
+    /// host name that does not resolve yet, a handshake closed while the
+    /// broker starts); refused credentials, a missing virtual host, a TLS
+    /// handshake that fails and an invalid URI fail at once.
     ///
-    /// Once the bound has passed, the last attempt's error is returned,
-    /// naming the bound. [`Duration::ZERO`] fails at once: each address is
-    /// tried once, as the first version did. The wait is
-    /// counted in `queuey_rabbitmq_disconnected_seconds_total`, and
+    /// Past the bound, the last attempt's error is returned, naming the
+    /// bound. [`Duration::ZERO`] tries each address once. The wait counts
+    /// in `queuey_rabbitmq_disconnected_seconds_total`, and
     /// `queuey_rabbitmq_connected` is 0 meanwhile.
     ///
     /// ```
@@ -234,22 +219,18 @@ set! {
     /// 30 minutes); `None` when it does not apply.
     ///
     /// RabbitMQ closes a consumer's channel once a delivery on it has gone
-    /// unacknowledged for that long (checked about once a minute, so it
-    /// fires up to a minute late): the job is delivered again while its
-    /// first run still runs, and so is every other delivery the channel
-    /// held. The backend cannot read the broker's configuration, so it
-    /// answers [`Backend::consumer_timeout`](queuey_core::backend::Backend::consumer_timeout)
-    /// from this value, and a worker whose job timeout
-    /// (`WorkerBuilder::job_timeout`) does not fit under it refuses to
-    /// build. Set the value the broker
-    /// uses when it was raised (or lowered); `None` turns the check off.
+    /// unacknowledged that long (up to a minute late): the job is delivered
+    /// again while its first run still runs, with every other delivery the
+    /// channel held. The backend cannot read the broker's configuration, so
+    /// it answers [`Backend::consumer_timeout`](queuey_core::backend::Backend::consumer_timeout)
+    /// from this value, and a worker whose job timeout does not fit under
+    /// it refuses to build. Set the broker's value when it was changed;
+    /// `None` turns the check off.
     ///
-    /// From RabbitMQ 4.3 on, classic queues (queuey's default) and streams
-    /// have no consumer timeout; quorum queues keep theirs. A backend whose
-    /// workers consume only classic queues on 4.3 or later can say `None`.
-    /// A per-queue timeout (the `consumer-timeout` policy key or the
-    /// `x-consumer-timeout` argument, RabbitMQ 3.12 and later) is not
-    /// seen: give the lowest that applies to the backend's queues.
+    /// From RabbitMQ 4.3 on, classic queues and streams have no consumer
+    /// timeout (quorum queues keep theirs): a backend consuming only
+    /// classic queues there can say `None`. A per-queue timeout (policy or
+    /// `x-consumer-timeout`) is not seen: give the lowest that applies.
     ///
     /// ```
     /// use std::time::Duration;
@@ -297,12 +278,10 @@ set! {
     /// `Some(`[`DEFAULT_POISON_GUARD_LIMIT`]`)`; `Some(0)` is refused.
     ///
     /// With the guard on, `declare` also creates each work queue's suspect
-    /// queue (`q{suspect_suffix}`) and every consumer of `q` takes from it
-    /// too. A job whose delivery came back unsettled waits there and is
-    /// handled on its own, so one job that crashes its worker cannot take
-    /// the jobs prefetched with it down too. Turning the guard off leaves
-    /// jobs already in a suspect queue there: drain it first (move its jobs
-    /// back to `q`) or keep one consumer with the guard on.
+    /// queue (`q{suspect_suffix}`), which every consumer of `q` takes from
+    /// too, one job at a time. Turning the guard off leaves jobs already in
+    /// a suspect queue there: drain it first or keep one consumer with the
+    /// guard on.
     poison_guard(limit: Option<u32>) = limit;
 
     /// Suffix of the suspect queue's name (default `.suspect`); must not be
@@ -314,14 +293,12 @@ set! {
     /// queues: [`DEFAULT_QUORUM_GRANULARITY`] (10 % buckets) with quorum
     /// holds, [`DEFAULT_CLASSIC_GRANULARITY`] (1 s) with classic ones.
     ///
-    /// Delays are rounded up to a multiple of a step, so each value bounds
-    /// how many hold queues a failing queue can have: with backoff capped at
-    /// five minutes, 1 s allows up to 300, 10 s up to 30. Zero or
-    /// sub-millisecond steps count as 1 ms.
+    /// Delays are rounded up to a multiple of a step, which bounds how many
+    /// hold queues a queue can have (with backoff capped at five minutes,
+    /// 1 s allows 300). Zero or sub-millisecond steps count as 1 ms.
     /// [`Granularity::relative`] rounds into buckets that grow by a
-    /// percentage instead: lateness stays under that percentage (or one
-    /// step) and the number of hold queues grows with the logarithm of the
-    /// longest delay (131 buckets from 1 s to a week at 10 %).
+    /// percentage: lateness stays under it, and the number of hold queues
+    /// grows with the logarithm of the longest delay.
     ///
     /// ```
     /// use std::time::Duration;
@@ -344,16 +321,11 @@ set! {
     /// [`HoldQueues::Quorum`]).
     ///
     /// Quorum hold queues keep every job through a broker crash; classic
-    /// ones, the first version's, can lose the jobs that were moving back to
-    /// their work queue when the broker died (see [`HoldQueues`]), and
-    /// cannot serve a quorum work queue.
-    ///
-    /// Each distinct rounded delay is a quorum hold queue that stays on the
-    /// broker until it is [pruned](crate#pruning-hold-queues): at most about
-    /// 150 per work queue with the default granularity, `longest delay /
-    /// step` with a fixed one. `queuey holds` lists them. Never delete a
-    /// quorum hold by hand while jobs may be held in it: RabbitMQ deletes
-    /// its jobs with it.
+    /// ones can lose the jobs moving back to their work queue when the
+    /// broker dies (see [`HoldQueues`]), and cannot serve a quorum work
+    /// queue. Each distinct rounded delay is a quorum hold queue that stays
+    /// until [pruned](crate#pruning-hold-queues) (`queuey holds` lists
+    /// them); never delete one by hand while jobs may be held in it.
     ///
     /// ```
     /// use queuey_rabbitmq::{HoldQueues, RabbitMqOptions};
@@ -369,22 +341,17 @@ set! {
     /// [`DEFAULT_PRUNE_HOLDS_AFTER`], an hour; `None` keeps every hold).
     ///
     /// Every quarter of that time (at most every 15 minutes) the backend
-    /// looks at the holds it has not used for that long and deletes those
-    /// that are empty and unused, after watching each for ten seconds, so
-    /// that no job is ever deleted with a hold and no publish races its
-    /// deletion: see [Pruning hold queues](crate#pruning-hold-queues).
+    /// deletes the holds it has not used for that long that are empty and
+    /// unused, after watching each for ten seconds: see [Pruning hold
+    /// queues](crate#pruning-hold-queues).
     ///
     /// **It prunes only when it can count a hold's jobs**, through a
     /// [`HoldCensus`] ([`hold_census`](Self::hold_census), or the
     /// `management` feature): in the default build it prunes nothing by
-    /// itself, whatever this setting says.
-    ///
-    /// A hold the census cannot count is kept. A hold still in use by
-    /// another process is kept and looked at again later; one deleted and
-    /// then needed again is declared again on its next use. Holds the
-    /// process never used (those of an earlier version's delays, say) are
-    /// left to `queuey holds prune`. Classic holds expire by themselves and
-    /// are never pruned.
+    /// itself. A hold it cannot count, or still in use, is kept; one
+    /// deleted and needed again is declared again. Holds the process never
+    /// used are left to `queuey holds prune`; classic holds expire by
+    /// themselves.
     ///
     /// ```
     /// use std::time::Duration;
@@ -398,12 +365,9 @@ set! {
     /// How many publishing channels the backend keeps (default
     /// [`DEFAULT_PUBLISH_CONCURRENCY`], at most [`MAX_PUBLISH_CONCURRENCY`]).
     ///
-    /// Each channel is owned by one task that keeps up to
-    /// [`publish_window`](Self::publish_window) publishes in flight on it
-    /// and matches every confirmation and returned message to its own
-    /// publish. A publish goes to the channel with the fewest publishes
-    /// outstanding, so a producer publishing one job at a time keeps to
-    /// one channel. Each channel is opened on first use.
+    /// Each channel keeps up to [`publish_window`](Self::publish_window)
+    /// publishes in flight, and is opened on first use. A publish goes to
+    /// the channel with the fewest outstanding.
     publish_concurrency(channels: usize) = channels;
 
     /// How many publishes may be in flight (sent, not yet confirmed) on one
@@ -413,36 +377,28 @@ set! {
     /// confirmation before the channel's next publish.
     publish_window(publishes: usize) = publishes;
 
-    /// The RabbitMQ user this backend is, when it logs in with a client
-    /// certificate (`EXTERNAL`) and so has no user name in its URI: the
-    /// name RabbitMQ maps the certificate to (by default its subject's
-    /// distinguished name, or its common name with
-    /// `ssl_cert_login_from = common_name`). What the backend sends to
-    /// the fleet (commands, heartbeats, results) is signed with it, and
-    /// RabbitMQ refuses it when it is not the connection's user. Without
-    /// it, such a backend cannot send to the fleet.
+    /// The RabbitMQ user this backend is when it logs in with a client
+    /// certificate (`EXTERNAL`, no user name in its URI): the name RabbitMQ
+    /// maps the certificate to (its subject's distinguished name, or its
+    /// common name with `ssl_cert_login_from = common_name`). What the
+    /// backend sends to the fleet is signed with it; without it, such a
+    /// backend cannot send to the fleet.
     authenticated_user(user: impl Into<String>) = Some(user.into());
 
     /// Publishes jobs through `exchange`, an exchange of the application's,
-    /// instead of RabbitMQ's default exchange. By default jobs go through
-    /// the default exchange, as they always have.
+    /// instead of RabbitMQ's default exchange (the default). A credential
+    /// that may publish on the default exchange may write into every queue
+    /// of the virtual host, the fleet's streams included; through an
+    /// exchange of its own, a producer reaches only the queues bound to it.
     ///
-    /// RabbitMQ checks the right to publish on the exchange, and the
-    /// default exchange reaches every queue of the virtual host: a
-    /// credential that may publish there may also write into the control
-    /// stream, the heartbeat stream and every schedule queue. Through an
-    /// exchange of its own, a producer needs no right on the default
-    /// exchange at all, and can reach only the queues bound to it.
-    ///
-    /// With it, the backend declares `exchange` (durable, `direct`) with
-    /// its queues and binds each work queue, shard and hold queue to it
-    /// under its own name; every job it enqueues, retries or defers is
-    /// published there. Dead letters, suspect copies, hand-backs and
-    /// messages to the fleet still use the default exchange: they are
-    /// the workers' and operators' part. Give every producer and worker of
-    /// the queues the same exchange; see
-    /// [Who may send what](crate#who-may-send-what) for the permissions
-    /// and how to move a running fleet.
+    /// The backend declares `exchange` (durable, `direct`) with its queues
+    /// and binds each work queue, shard and hold queue to it under its own
+    /// name; every job it enqueues, retries or defers is published there.
+    /// Dead letters, suspect copies, hand-backs and fleet messages still
+    /// use the default exchange. Give every producer and worker of the
+    /// queues the same exchange; see [Who may send
+    /// what](crate#who-may-send-what) for the permissions and how to move a
+    /// running fleet.
     ///
     /// ```
     /// use queuey_rabbitmq::RabbitMqOptions;

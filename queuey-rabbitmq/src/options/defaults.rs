@@ -7,12 +7,9 @@ use queuey_core::backend::Granularity;
 /// The most publishing channels a backend opens.
 pub const MAX_PUBLISH_CONCURRENCY: usize = 1024;
 
-/// The default number of publishing channels. Chosen by measurement
-/// (`BENCHMARKS.md`): with 128 publishes in flight on each and their
-/// writes overlapping, every setting from one to eight channels beat the
-/// best single-channel lapin publisher (by 6–31 % from 64 producer tasks);
-/// four let the broker work on several channel processes at once, and more
-/// gained nothing there.
+/// The default number of publishing channels, chosen by measurement
+/// (`BENCHMARKS.md`): four let the broker work on several channel
+/// processes at once, and more gained nothing.
 pub const DEFAULT_PUBLISH_CONCURRENCY: usize = 4;
 /// The default number of publishes in flight on one publishing channel.
 pub const DEFAULT_PUBLISH_WINDOW: usize = 128;
@@ -63,15 +60,11 @@ pub const DEFAULT_PRUNE_HOLDS_AFTER: Duration = Duration::from_secs(60 * 60);
 /// job that crashes its worker stops doing so within minutes.
 pub const DEFAULT_POISON_GUARD_LIMIT: u32 = 5;
 
-/// How long a delivery that was dropped unsettled — its retry, deferral or
-/// dead letter failed, or its job was abandoned — stays unacknowledged before
-/// it is handed back to the broker (`basic.nack` with requeue) for delivery
-/// again.
-///
-/// Left unacknowledged for good, it would hold one of its consumer's
-/// prefetch slots until the channel closed, and a few such failures would
-/// stall the consumer. The pause keeps a failure that repeats (a hold queue
-/// someone declared with other arguments, say) from becoming a busy loop.
+/// How long a delivery dropped unsettled (its retry, deferral or dead
+/// letter failed, or its job was abandoned) stays unacknowledged before it
+/// is handed back (`basic.nack` with requeue): it would otherwise hold a
+/// prefetch slot until its channel closed, and the pause keeps a failure
+/// that repeats from becoming a busy loop.
 pub const REQUEUE_DELAY: Duration = Duration::from_secs(1);
 
 /// The default interval between snapshots of the control state:

@@ -35,14 +35,11 @@ super::builder::set! {
     /// ten minutes; from [`MIN_CONTROL_SNAPSHOT_INTERVAL`] to
     /// [`MAX_CONTROL_SNAPSHOT_INTERVAL`]).
     ///
-    /// A process that starts following the commands reads only the
-    /// stream's last records (or, when it cannot read where the stream
-    /// ends, its last three intervals) and goes on from the first snapshot
-    /// among them, so it starts in about the same time whatever the stream
-    /// holds from before. The processes that follow the stream take turns
-    /// writing the snapshots: about one per interval for the whole fleet. A
-    /// stream without a snapshot that recent is read from its start. See
-    /// [Control commands](crate#control-commands).
+    /// A process that starts following reads only the stream's last
+    /// records (or its last three intervals) and goes on from the first
+    /// snapshot among them; without one that recent, it reads the stream
+    /// from its start. The followers take turns writing snapshots: about
+    /// one per interval for the whole fleet.
     ///
     /// ```
     /// use std::time::Duration;
@@ -57,16 +54,12 @@ super::builder::set! {
 
 impl RabbitMqOptions {
     /// RabbitMQ users, besides the one this backend logs in as, whose
-    /// control commands (cancel, revoke, pause, resume) this backend
-    /// obeys. By default none: only commands sent with this backend's own
-    /// credentials count, and commands from any other user are ignored
-    /// (and counted in `queuey_rabbitmq_fleet_refused_total`).
-    ///
-    /// RabbitMQ vouches for the sender: it refuses a message whose
-    /// `user_id` is not the user of its connection. Give workers the users
-    /// of your operators (the `queuey` tool, the dashboard, programs that
-    /// cancel) when those log in with credentials of their own, as they
-    /// should; see [Who may send what](crate#who-may-send-what).
+    /// control commands this backend obeys. By default none: commands from
+    /// any other user are ignored (and counted in
+    /// `queuey_rabbitmq_fleet_refused_total`). Give workers the users of
+    /// your operators (the `queuey` tool, the dashboard) when those log in
+    /// with credentials of their own; see [Who may send
+    /// what](crate#who-may-send-what).
     ///
     /// ```
     /// use queuey_rabbitmq::RabbitMqOptions;

@@ -28,17 +28,19 @@ impl RabbitMqOptions {
                 self.suspect_suffix
             )));
         }
-        if !(1..=MAX_PUBLISH_CONCURRENCY).contains(&self.publish_concurrency) {
-            return Err(Error::invalid_config(format!(
-                "publish_concurrency must be between 1 and {MAX_PUBLISH_CONCURRENCY}, got {}",
-                self.publish_concurrency
-            )));
-        }
-        if !(1..=MAX_PUBLISH_WINDOW).contains(&self.publish_window) {
-            return Err(Error::invalid_config(format!(
-                "publish_window must be between 1 and {MAX_PUBLISH_WINDOW}, got {}",
-                self.publish_window
-            )));
+        for (name, value, max) in [
+            (
+                "publish_concurrency",
+                self.publish_concurrency,
+                MAX_PUBLISH_CONCURRENCY,
+            ),
+            ("publish_window", self.publish_window, MAX_PUBLISH_WINDOW),
+        ] {
+            if !(1..=max).contains(&value) {
+                return Err(Error::invalid_config(format!(
+                    "{name} must be between 1 and {max}, got {value}"
+                )));
+            }
         }
         #[cfg(feature = "fleet")]
         self.validate_fleet()?;

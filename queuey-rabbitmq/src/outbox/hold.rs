@@ -5,29 +5,25 @@
 //! # Quorum hold queues (the default)
 //!
 //! A quorum hold queue `q.deferred.quorum.{ttl}` has no lease: the broker
-//! never deletes it by itself. The broker moves a job to `q` when its TTL
-//! runs out, keeping it in the hold until `q` has confirmed it
-//! (at-least-once dead-lettering), so a broker crash during the move cannot
-//! lose it. What can delete a quorum hold is a prune (see `retire`): the
-//! backend's own, another process's, or the operator tool's. Deleting a
-//! quorum queue takes its jobs with it, and RabbitMQ even confirms a
-//! publish that was on its way into the queue when it was deleted (measured
-//! on 3.10.8: one or two confirmed publishes in every deletion under load
-//! were in no queue). Quorum queues refuse a delete that is conditional on
-//! being empty. So publishers and pruners keep a handshake, on the broker,
+//! never deletes it by itself, and keeps a job in the hold until `q` has
+//! confirmed it (at-least-once dead-lettering). What can delete it is a
+//! prune (see `retire`): the backend's own, another process's, or the
+//! operator tool's. Deleting a quorum queue takes its jobs with it, and
+//! RabbitMQ even confirms a publish that was on its way into the queue when
+//! it was deleted (measured on 3.10.8); quorum queues refuse a delete
+//! conditional on being empty. So publishers and pruners keep a handshake
 //! with two durations, [`TRUSTED_CONFIRM`] and the pruner's longer
 //! [`RETIRE_GRACE`]:
 //!
 //! - a **pruner** first consumes the hold, then watches it for
-//!   [`RETIRE_GRACE`]; any job that reaches it meanwhile means the hold is
-//!   in use, and the pruner gives it back and keeps the queue. Only then
-//!   does it delete the queue, and it republishes what still reaches its
-//!   consumer before the broker cancels it.
-//! - a **publisher** declares the hold (waiting for the answer) before it
-//!   relies on it, and relies only on a declaration that counted **no
-//!   consumer**: one that counts a consumer means a prune is under way, so
-//!   it steps over that hold to the hold one millisecond longer (never
-//!   early, and never waiting on a pruner). A job it publishes counts as
+//!   [`RETIRE_GRACE`]; any job that reaches it means the hold is in use, and
+//!   the pruner gives it back and keeps the queue. Only then does it delete
+//!   the queue, and it republishes what still reaches its consumer before
+//!   the broker cancels it.
+//! - a **publisher** declares the hold (waiting for the answer) and relies
+//!   only on a declaration that counted **no consumer**: one that counts a
+//!   consumer means a prune is under way, so it steps over that hold to the
+//!   hold one millisecond longer (never early). A job it publishes counts as
 //!   held only when its confirmation came within [`TRUSTED_CONFIRM`] of
 //!   sending that declaration; otherwise it publishes the job again (a
 //!   duplicate at worst).
@@ -36,15 +32,12 @@
 //! after it was sent at `t0`, and counted no consumer, so a pruner's
 //! consumer came at `c > h`. The job was stored at `L`, before its
 //! confirmation: `L < t0 + TRUSTED_CONFIRM < c + TRUSTED_CONFIRM`. Stored
-//! before `c`, it is delivered to the pruner as soon as it consumes;
-//! stored after, as soon as it is stored. Either way the pruner receives it
-//! before `c + TRUSTED_CONFIRM` plus the network's delay, well inside its
-//! [`RETIRE_GRACE`] (five seconds later), and keeps the hold. A job whose
-//! confirmation came later may have been in flight at the deletion; its
-//! publisher holds it again. A declaration is reused for
+//! before `c`, it is delivered to the pruner as soon as it consumes; after,
+//! as soon as it is stored. Either way the pruner receives it before
+//! `c + TRUSTED_CONFIRM` plus the network's delay, well inside its
+//! [`RETIRE_GRACE`], and keeps the hold. A declaration is reused for
 //! [`QUORUM_REUSE`], so that a publish relying on it has the rest of
-//! [`TRUSTED_CONFIRM`] for its round trip; a backend busy retrying into one
-//! hold declares it about every [`QUORUM_REUSE`].
+//! [`TRUSTED_CONFIRM`] for its round trip.
 //!
 //! A hold that something else consumes (which would take held jobs before
 //! they are due) is stepped over the same way; after [`STEPS`] consumed
@@ -55,43 +48,39 @@
 //! A classic hold queue `q.deferred.{ttl}` has `x-message-ttl = ttl` and
 //! `x-expires = 2 * ttl`: the broker deletes it, **with the messages in
 //! it**, once nobody has declared it for `2 * ttl`. Only a declaration whose
-//! reply we waited for counts as renewing that lease; a publish renews
-//! nothing. A job lands at `L` and is released at `L + ttl`. So a job is safe
-//! when the lease still runs at `L + ttl`.
+//! reply we waited for renews that lease; a publish renews nothing. A job
+//! lands at `L` and is released at `L + ttl`, so it is safe when the lease
+//! still runs at `L + ttl`.
 //!
-//! **Reusing a declaration.** Let a declaration of the hold queue be sent at
-//! `S` and answered. The broker handled it no earlier than `S`, so the lease
-//! runs at least until `S + 2 * ttl`. If a publish into the queue is then
-//! confirmed at `C < S + ttl / 2`, the job landed at `L <= C` and is
-//! released by `L + ttl < S + 1.5 * ttl`: half a TTL before the lease can
-//! end. (`C < S + ttl` would already be inside the lease, but with no room
-//! to spare: a broker busy dead-lettering a backlog can handle the lease's
-//! expiry before the release of jobs due just before it, and a benchmark run
-//! on a loaded machine lost jobs that way. Half a TTL is the margin.) So one
-//! declaration serves every publish confirmed within half a TTL of sending
-//! it; a hold declares the queue again once the last declaration is older
-//! than a quarter of a TTL (`Leases`), keeping the rest as room for the
-//! publish's own round trip.
+//! **Reusing a declaration.** A declaration sent at `S` and answered was
+//! handled no earlier than `S`, so the lease runs at least until
+//! `S + 2 * ttl`. A publish confirmed at `C < S + ttl / 2` landed at
+//! `L <= C` and is released by `L + ttl < S + 1.5 * ttl`: half a TTL before
+//! the lease can end. (`C < S + ttl` would do with no room to spare: a
+//! broker busy dead-lettering a backlog can expire the lease before
+//! releasing jobs due just before it, and a loaded benchmark lost jobs that
+//! way.) So one declaration serves every publish confirmed within half a
+//! TTL of sending it; a hold declares the queue again once the last
+//! declaration is older than a quarter of a TTL (`Leases`), keeping the
+//! rest for the publish's round trip.
 //!
 //! **A late confirmation.** A publish confirmed at `C >= S + ttl / 2` is not
-//! trusted by itself. The queue is then declared once more, which renews the
-//! lease from the moment the broker handles it, `R > C`, to
-//! `R + 2 * ttl > L + 2 * ttl`, a whole TTL past the job's release, but only
-//! if the queue still existed at `R`: that holds when the reply came back
-//! before `S + 2 * ttl`. Otherwise the job may have gone with its queue and
-//! is published again (a duplicate at worst), up to [`LATE_HOLD_ATTEMPTS`]
+//! trusted by itself. The queue is declared once more, renewing the lease
+//! from `R > C` to `R + 2 * ttl > L + 2 * ttl`, but only if the queue still
+//! existed at `R`: that holds when the reply came back before
+//! `S + 2 * ttl`. Otherwise the job may have gone with its queue and is
+//! published again (a duplicate at worst), up to [`LATE_HOLD_ATTEMPTS`]
 //! times.
 //!
 //! **A queue already gone.** Every publish is `mandatory`, so a publish
-//! into a hold queue that expired (or that an operator deleted) comes back
-//! `NO_ROUTE` rather than vanishing; the queue is then declared and the job
-//! published again, until the publish bound.
+//! into a hold queue that expired (or was deleted) comes back `NO_ROUTE`;
+//! the queue is then declared and the job published again, until the
+//! publish bound.
 //!
 //! **Short holds.** The argument needs the declaration, the publish and its
-//! confirmation to fit in about one TTL. Holds shorter than
-//! [`SHORTEST_HOLD`](crate::topology::SHORTEST_HOLD) cannot count on that
-//! on a loaded broker, so they are rounded up to it: never early, and the
-//! lease rule can be honoured.
+//! confirmation to fit in about one TTL, so holds shorter than
+//! [`SHORTEST_HOLD`](crate::topology::SHORTEST_HOLD) are rounded up to it:
+//! never early.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -1,23 +1,16 @@
 //! The publishing side: everything the backend publishes, and the retries
 //! that make a publish either confirmed or a clear error.
 //!
-//! - `publisher`: the confirm-mode lanes that carry every publish (see its
-//!   documentation for how confirmations and returns are attributed);
-//! - `send`: one publish, tried again after a lost channel or connection
-//!   until the publish bound, and a queue of the backend's own declared
-//!   again when a publish into it comes back `NO_ROUTE`;
-//! - `prepare`: an envelope encoded and checked before anything is sent
-//!   (also for the requests of callers that wait, which go on a channel of
-//!   their own: see `reply`);
+//! - `publisher`: the confirm-mode lanes that carry every publish;
+//! - `send`: one publish, tried again until the publish bound, and a queue
+//!   of the backend's own declared again when it comes back `NO_ROUTE`;
+//! - `prepare`: an envelope encoded and checked before anything is sent;
 //! - `hold` and `leases`: parking a job in a hold queue until its delay has
-//!   passed, without the queue's lease running out under it, nor a prune
-//!   deleting it under it;
-//! - `retire` and `prune`: deleting a quorum hold queue nobody uses without
-//!   deleting a job with it, and the backend's own pruner of the holds it
-//!   used;
-//! - `dead_letter` and `suspect`: the messages for a queue's dead-letter
-//!   and suspect queues; `hand_back`: a delivered job returned to its
-//!   queue as a new message.
+//!   passed, without a lease or a prune deleting it under it;
+//! - `retire` and `prune`: deleting an unused quorum hold queue without
+//!   deleting a job with it, and the backend's own pruner;
+//! - `dead_letter`, `suspect` and `hand_back`: the messages for a queue's
+//!   dead-letter and suspect queues, and a job handed back.
 //!
 //! The consumer side decides what to publish; this module publishes it.
 
@@ -155,18 +148,6 @@ impl Outbox {
             .await
     }
 
-    /// Holds a job that came back from its hold before its due time again
-    /// for the `remaining` time, keeping its first due time.
-    pub(crate) async fn hold_again(
-        &self,
-        envelope: &Envelope,
-        remaining: Duration,
-        due_at_ms: u64,
-    ) -> Result<(), Error> {
-        self.hold_until(envelope, remaining, due_at_ms, HoldKind::Retry)
-            .await
-    }
-
     /// Encodes a job held as `kind`: a deferral comes back at its queue's
     /// top priority (`config`, the queue's declared configuration).
     fn prepare_held(
@@ -185,8 +166,9 @@ impl Outbox {
         }
     }
 
-    /// Parks `envelope` for `delay`, stamping `due_at_ms` as its due time.
-    async fn hold_until(
+    /// Parks `envelope` for `delay`, stamping `due_at_ms` as its due time
+    /// (a job that came back before it is held again with its first).
+    pub(crate) async fn hold_until(
         &self,
         envelope: &Envelope,
         delay: Duration,
@@ -278,11 +260,7 @@ impl Outbox {
         let declare = |current: crate::link::Current| async move {
             declare::declare_stream(&current.connection, &stream, kind).await
         };
-        let what = match kind {
-            declare::Stream::Control => "control stream",
-            declare::Stream::Heartbeats => "heartbeat stream",
-        };
-        self.sender.send_declaring(out, what, declare).await
+        self.sender.send_declaring(out, kind.name(), declare).await
     }
 
     /// Closes the publishing side: later publishes and holds fail with

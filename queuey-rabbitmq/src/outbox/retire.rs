@@ -31,9 +31,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{
-    BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions, QueueDeleteOptions,
-};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeleteOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{Channel, Connection};
 use queuey_core::{BackendErrorKind, Error, QueueConfig};
@@ -44,8 +42,8 @@ use super::hold::RETIRE_GRACE;
 use super::publisher::Outgoing;
 use crate::census::HoldCensus;
 use crate::error::Failure;
-use crate::properties;
 use crate::topology::HoldQueues;
+use crate::{channel, properties};
 
 /// How many jobs the pruner's consumer may be handed at once: far more
 /// than can race a deletion, so none waits in the queue unseen.
@@ -151,11 +149,9 @@ impl Outbox {
         let result = self
             .watch_and_delete(connection, &watch, queue, hold, ttl_ms, census)
             .await;
-        if watch.status().connected() {
-            // Gives back whatever the consumer holds unacknowledged (kept
-            // holds), or closes a channel whose queue is gone.
-            let _ = watch.close(200, ShortString::default()).await;
-        }
+        // Gives back whatever the consumer holds unacknowledged (kept
+        // holds), or closes a channel whose queue is gone.
+        channel::close(&watch).await;
         result.map_err(|e| match e {
             Step::Lapin(e) => fail(e),
             Step::Queuey(e) => e,
@@ -211,9 +207,7 @@ impl Outbox {
         let deleted = deleter
             .queue_delete(properties::short(hold), QueueDeleteOptions::default())
             .await;
-        if deleter.status().connected() {
-            let _ = deleter.close(200, ShortString::default()).await;
-        }
+        channel::close(&deleter).await;
         let unseen = deleted?;
         if unseen > 0 {
             // Jobs the queue held that never reached the consumer (it was
@@ -262,12 +256,7 @@ impl Outbox {
         hold: &str,
         ttl_ms: u64,
     ) -> Result<(), Error> {
-        let message_id = delivery
-            .properties
-            .message_id()
-            .as_ref()
-            .map(|id| id.as_str().to_owned())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let message_id = properties::message_id_or_new(&delivery.properties);
         let out = Outgoing {
             exchange: None,
             queue: queue.to_owned(),
@@ -313,17 +302,7 @@ async fn passive_counts(
     queue: &str,
 ) -> Result<Option<(u32, u32)>, lapin::Error> {
     let channel = connection.create_channel().await?;
-    let declared = channel
-        .queue_declare(
-            properties::short(queue),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await;
-    match declared {
+    match crate::declare::passive(&channel, queue).await {
         Ok(q) => {
             let _ = channel.close(200, ShortString::default()).await;
             Ok(Some((q.message_count(), q.consumer_count())))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicPublishOptions, ConfirmSelectOptions};
+use lapin::options::{BasicConsumeOptions, BasicPublishOptions};
 use lapin::types::{FieldTable, ShortString};
 use lapin::{Channel, Confirmation};
 use queuey_core::backend::{PendingReply, Reply, ReplyLost, ReplyTo};
@@ -20,14 +20,17 @@ use crate::RabbitMqOptions;
 use crate::error::{self, Confirmed, Failure};
 use crate::link::Link;
 use crate::outbox::prepare::Prepared;
-use crate::properties;
 use crate::trust::{self, Kind, Refusal, Role, Senders};
+use crate::{channel, properties};
 
 /// Why every caller waiting on a request channel is told its reply cannot
 /// come.
 const CHANNEL_LOST: &str = "the channel its reply was to come back on closed (the connection to \
                             RabbitMQ dropped, or the backend was closed), and RabbitMQ drops a \
                             reply to a closed channel";
+
+/// The step of opening the request channel, as errors name it.
+const OPENING: &str = "opening the channel for callers that wait for results";
 
 /// The request channel of a backend, opened on the first wait.
 pub(crate) struct Requests {
@@ -185,17 +188,11 @@ impl Requests {
             None => self.link.connection_until(deadline, what).await?,
         };
         let connection = Arc::clone(&current.connection);
-        let fail = |e: lapin::Error| {
-            Failure::of(&e, connection.status().connected())
-                .into_error("opening the channel for callers that wait for results")
-        };
+        let fail =
+            |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(OPENING);
         let id = self.opened.fetch_add(1, Ordering::Relaxed) + 1;
         let opening = async {
-            let channel = connection.create_channel().await.map_err(fail)?;
-            channel
-                .confirm_select(ConfirmSelectOptions::default())
-                .await
-                .map_err(fail)?;
+            let channel = channel::open_confirmed(&connection, OPENING).await?;
             let consumer = channel
                 .basic_consume(
                     ShortString::from(DIRECT_REPLY_TO),
@@ -218,7 +215,7 @@ impl Requests {
             }
             Err(_) => {
                 return Err(crate::bound::timed_out(
-                    "opening the channel for callers that wait for results",
+                    OPENING,
                     self.options.publish_timeout,
                 ));
             }
@@ -228,10 +225,8 @@ impl Requests {
             consumer,
             id,
             Arc::clone(&self.waiting),
-            Admit {
-                senders: Arc::clone(&self.senders),
-                max_bytes: self.options.settings().max_message_size(),
-            },
+            Arc::clone(&self.senders),
+            self.options.settings().max_message_size(),
             self.link.gone(current.generation),
         ));
         *slot = Some(Open {
@@ -248,12 +243,7 @@ impl Requests {
     fn retire(&self, slot: &mut Option<Open>) {
         let Some(open) = slot.take() else { return };
         self.waiting.lost(open.id, CHANNEL_LOST);
-        if open.channel.status().connected() {
-            let channel = open.channel.clone();
-            tokio::spawn(async move {
-                let _ = channel.close(200, ShortString::default()).await;
-            });
-        }
+        channel::close_later(&open.channel);
     }
 
     /// Closes the request channel: every caller still waiting is told its
@@ -267,32 +257,17 @@ impl Requests {
     }
 }
 
-/// What a reply must be to be believed: from a trusted worker user, and
-/// no larger than the backend's message limit.
-struct Admit {
-    senders: Arc<Senders>,
-    max_bytes: usize,
-}
-
-impl Admit {
-    fn check(&self, delivery: &lapin::message::Delivery) -> Result<(), Refusal> {
-        self.senders.admit(Role::Worker, &delivery.properties)?;
-        if delivery.data.len() > self.max_bytes {
-            return Err(Refusal::TooLarge(delivery.data.len()));
-        }
-        Ok(())
-    }
-}
-
 /// Reads the replies of request channel `id` until it closes or its
 /// connection is `gone`, then tells every caller still waiting on it. A
-/// reply that is not believed is dropped (and counted): the caller keeps
+/// reply is believed only from a trusted worker user and within
+/// `max_bytes`; another is dropped (and counted), and the caller keeps
 /// waiting for the real one.
 async fn read(
     mut consumer: lapin::Consumer,
     id: u64,
     waiting: Arc<Waiting>,
-    admit: Admit,
+    senders: Arc<Senders>,
+    max_bytes: usize,
     gone: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(gone);
@@ -313,7 +288,12 @@ async fn read(
             tracing::debug!("a reply without a correlation id; dropped");
             continue;
         };
-        if let Err(refusal) = admit.check(&delivery) {
+        let size = delivery.data.len();
+        let admitted = match senders.admit(Role::Worker, &delivery.properties) {
+            Ok(()) if size > max_bytes => Err(Refusal::TooLarge(size)),
+            admitted => admitted,
+        };
+        if let Err(refusal) = admitted {
             trust::refused(Kind::Reply, &refusal);
             continue;
         }

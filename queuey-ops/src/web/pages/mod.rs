@@ -79,18 +79,15 @@ impl App {
         crate::dead_queue_of(queue, &self.config.dead_suffix)
     }
 
-    /// The dead-letter queues of `queue` and of its shards, found over
-    /// AMQP ([`shards::discover`]).
+    /// The dead-letter queues of `queue` and of its shards.
     async fn dead_queues(&self, queue: &str) -> Result<(Shards, DeadQueues), OpsError> {
         let shards = shards::discover(&self.amqp, queue).await?;
         let queues = DeadQueues::of(&shards, &self.config.dead_suffix)?;
         Ok((shards, queues))
     }
 
-    /// The queues the dashboard may show, among `infos` (the broker's
-    /// queues): those of `--queue` when given, else every work queue that
-    /// has its dead-letter queue and is not a shard of another one shown
-    /// (a sharded queue's shards are shown under it).
+    /// The queues the dashboard may show among `infos`: `--queue`'s, else
+    /// every work queue (shards under theirs).
     fn queues_of(&self, infos: &[crate::mgmt::QueueInfo]) -> Vec<String> {
         if !self.config.queues.is_empty() {
             return self.config.queues.clone();
@@ -98,8 +95,7 @@ impl App {
         crate::queues::work_queues(infos, &self.config.dead_suffix)
     }
 
-    /// The exact counts (a passive declare each) of `shards`' members and
-    /// of their dead-letter queues; `None` for a queue missing on the broker.
+    /// The exact counts of `shards`' members and their dead-letter queues.
     async fn member_counts(
         &self,
         shards: &Shards,
@@ -113,10 +109,8 @@ impl App {
         Ok(out)
     }
 
-    /// Whether `queue` is one of the dashboard's: one of `--queue` or a
-    /// shard of one when given, else a work queue that exists with its
-    /// dead-letter queue (what the index lists, and the shards it lists
-    /// under their queue). Others are answered as if they did not exist.
+    /// Whether `queue` is one of the dashboard's; others are answered as if
+    /// they did not exist.
     async fn admit(&self, queue: &str) -> Result<(), PageError> {
         let listed = &self.config.queues;
         let dq = self.dead_queue(queue)?;
@@ -143,9 +137,8 @@ impl App {
         ))
     }
 
-    /// Whether the jobs and schedules of `queue` are within the
-    /// dashboard's reach: with `--queue`, those of the queues given and
-    /// their shards only; without, every queue's.
+    /// Whether `queue`'s jobs and schedules are within reach (with
+    /// `--queue`, only those queues' and their shards').
     fn in_scope(&self, queue: &str) -> bool {
         self.config.queues.is_empty() || on_dashboard(&self.config.queues, queue, "", |_| false)
     }
@@ -158,9 +151,8 @@ impl App {
     }
 }
 
-/// Whether `queue` (whose dead-letter queue is `dead_queue`) is one of the
-/// dashboard's: one of `listed` or a shard of one (`NAME.s{i}`), or with
-/// none listed, a work queue that `exists` with its dead-letter queue.
+/// Whether `queue` is one of `listed` or a shard of one, or with none
+/// listed, a work queue that `exists` with its `dead_queue`.
 fn on_dashboard(
     listed: &[String],
     queue: &str,

@@ -1,12 +1,11 @@
 //! The acknowledgements of one consumer channel, coalesced.
 //!
-//! A broker spends less on one `basic.ack` with `multiple` set, covering a
-//! run of deliveries, than on one acknowledgement per delivery; on a
-//! priority queue the difference is the broker's whole throughput. A
-//! consumer channel therefore has one writer task that every successful
-//! job's acknowledgement goes through. The writer knows every delivery the
-//! channel received and not yet settled (**open**), and whether its job
-//! asked for an acknowledgement. Each time it wakes it sends:
+//! One `basic.ack` with `multiple` set costs a broker less than one per
+//! delivery (on a priority queue, the whole throughput). So every
+//! successful job's acknowledgement goes through one writer task per
+//! consumer channel, which knows every delivery received and not yet
+//! settled (**open**) and whether its job asked for an acknowledgement.
+//! Each time it wakes it sends:
 //!
 //! - for the longest run of open deliveries, from the lowest, whose jobs all
 //!   asked for an acknowledgement: one `basic.ack` of the run's last tag with
@@ -20,25 +19,21 @@
 //! has been sent ([`Acks::settled`]). A delivery that is never reported
 //! settled only keeps the runs short: the safe side.
 //!
-//! The writer waits for the sends of one round before the next, so the
-//! acknowledgements that arrive meanwhile make the next run longer: under
-//! load, the broker sees a few acknowledgements a round; at a trickle, each
-//! job is acknowledged on its own. Woken from idle by the first job of a
-//! burst, it lets the jobs already ready to run go first, so that the
-//! burst shares one round instead of waiting behind the first one's. A
-//! delivery that is the channel's only open one (always, at a prefetch
-//! of 1) is acknowledged by the task running its job while the writer is
-//! idle, without the hop through the writer.
+//! The writer waits for one round's sends before the next, so what
+//! arrives meanwhile makes the next run longer. Woken from idle by the
+//! first job of a burst, it lets the jobs already ready to run go first,
+//! so the burst shares one round. The channel's only open delivery
+//! (always, at a prefetch of 1) is acknowledged by the task running its
+//! job while the writer is idle, without the hop through the writer.
 //!
 //! A job does not wait for its round: once its acknowledgement is handed
-//! to the writer (or queued on the connection) it is done, and the task
-//! that ran it is not woken again for it. What a job hears is what is
-//! known when it asks: a channel already closed is a failure (nothing is
-//! sent, and the broker delivers the job again); a channel that closes
-//! before the round goes out loses that round's acknowledgements, which
-//! the writer logs and counts, and the broker delivers those jobs again
-//! too. Until every acknowledgement handed to it is sent, a writer counts
-//! as a retirement under way, so closing the backend waits for them.
+//! to the writer (or queued on the connection) it is done. A channel
+//! already closed when it asks is a failure (nothing is sent, the broker
+//! delivers the job again); a channel that closes before the round goes
+//! out loses that round's acknowledgements, which the writer logs and
+//! counts (those jobs are delivered again too). Until every
+//! acknowledgement handed to it is sent, a writer counts as a retirement
+//! under way, so closing the backend waits for them.
 
 mod open;
 
@@ -108,9 +103,8 @@ impl AckChannel {
 
 impl Acks {
     /// Starts the writer of a fresh consumer channel of `queue`, whose
-    /// rounds wait at most `bound` for their sends. It ends when the
-    /// channel's consumer and every delivery from it are gone. Must be
-    /// called inside a tokio runtime.
+    /// rounds wait at most `bound` for their sends; it ends with the last
+    /// handle. Must be called inside a tokio runtime.
     pub(crate) fn start(
         channel: Channel,
         queue: Arc<str>,
@@ -142,35 +136,29 @@ impl Acks {
         &self.shared.channel
     }
 
-    /// Records a delivery, before anything else may settle it.
     /// How many deliveries of the channel its workers still hold (not
     /// settled yet).
     pub(crate) fn working(&self) -> usize {
         self.shared.state().open.working()
     }
 
+    /// Records a delivery, before anything else may settle it.
     pub(crate) fn delivered(&self, tag: u64) {
         self.shared.state().open.delivered(tag);
     }
 
-    /// Records that a delivery's settle (a nack, a reject, an
-    /// acknowledgement made by its own acker) is out: later runs may reach
-    /// past it. Call it only once the settle call returned, whatever its
-    /// outcome: lapin sends an acker's frame from a task of its own, so the
-    /// call's return is the first moment the frame is known to be queued.
+    /// Records that a delivery's own settle (by its acker) is out, so later
+    /// runs may reach past it. Call it only once the settle call returned,
+    /// whatever its outcome: only then is the frame known to be queued.
     pub(crate) fn settled(&self, tag: u64) {
         self.shared.state().open.settled(tag);
     }
 
-    /// Acknowledges a delivery: hands the acknowledgement to the writer,
-    /// which sends it with its next round, and returns at once. `Ok(false)`
-    /// when the channel is closed already: nothing was sent.
-    ///
-    /// A delivery that is the channel's only open one, while the writer is
-    /// idle, has nothing to share an acknowledgement with: its frame is
-    /// queued on the connection here, sparing a prefetch-1 consumer the
-    /// writer's hop, before the state is released, so no later multiple
-    /// acknowledgement can overtake it.
+    /// Acknowledges a delivery: hands the acknowledgement to the writer and
+    /// returns at once (`Ok(false)`: the channel is closed, nothing was
+    /// sent). The channel's only open delivery, while the writer is idle,
+    /// has its frame queued here, before the state is released, so no
+    /// later multiple acknowledgement can overtake it.
     pub(crate) fn ack(&self, tag: u64) -> Acked {
         if !self.shared.channel.status().connected() {
             return Ok(false);
@@ -284,14 +272,10 @@ fn lost_acks(queue: &str, lost: usize, error: Option<&lapin::Error>) {
     }
 }
 
-/// Sends one `basic.ack` on the channel itself, not through a delivery's
-/// acker: lapin hands an acker's acknowledgement to a task of its own, so
-/// two of them can reach the wire in either order, and a plain
-/// acknowledgement landing after a multiple one that covered it would
-/// close the channel (`PRECONDITION_FAILED - unknown delivery tag`). The
-/// channel's own call queues its frame when first polled, in call order.
-///
-/// `Ok(false)` when the channel is closed: nothing was sent.
+/// Sends one `basic.ack` on the channel itself, which queues its frame
+/// when first polled, in call order; an acker's goes through a task of its
+/// own, and a plain acknowledgement landing after a multiple one that
+/// covered it would close the channel. `Ok(false)`: the channel is closed.
 async fn ack(channel: &Channel, tag: u64, multiple: bool) -> Acked {
     match channel.basic_ack(tag, BasicAckOptions { multiple }).await {
         Ok(()) => Ok(true),

@@ -47,11 +47,10 @@ pub(crate) enum Verdict {
     DeadLetter { count: u32, reason: String },
 }
 
-/// The verdict on a delivery that came back unsettled, which had ended
-/// unsettled `recorded` times before: this return makes one more. The job is
-/// dead-lettered once the count reaches `limit`, so it has run at most
-/// `limit` times without a settlement; below it, a first return goes back
-/// to the work queue and a later one to the suspect queue.
+/// The verdict on a delivery that came back unsettled `recorded` times
+/// before, this return making one more: dead-lettered once the count
+/// reaches `limit`; below it, a first return goes back to the work queue
+/// and a later one to the suspect queue.
 pub(crate) fn verdict(recorded: u32, limit: u32) -> Verdict {
     let count = recorded.saturating_add(1);
     if count >= limit {

@@ -11,15 +11,13 @@
 //! limit to its dead-letter queue; only then is the delivery acknowledged.
 //! A crash between the two leaves two copies, never none.
 //!
-//! A first return costs the job nothing but a place in the queue: after a
-//! broker restart or a lost connection the jobs come back by the thousand,
-//! nearly all innocent, and run at full speed again. The suspect queue is
-//! consumed by every consumer of the work queue, on a channel of its own
-//! with a prefetch of 1, so a job that came back twice runs alone: when it
-//! kills its worker again, the jobs prefetched from the work queue beside
-//! it come back once, go back to the work queue once, while the poison job
-//! climbs to the limit by itself. A first delivery costs nothing; a
-//! redelivery costs one confirmed publish and an acknowledgement.
+//! A first return costs the job only a place in the queue (after a lost
+//! connection jobs come back by the thousand, nearly all innocent). The
+//! suspect queue is consumed by every consumer of the work queue with a
+//! prefetch of 1, so a job that came back twice runs alone: the jobs
+//! prefetched beside it come back once, while the poison job climbs to the
+//! limit by itself. A redelivery costs one confirmed publish and an
+//! acknowledgement.
 //!
 //! [`UNSETTLED_DELIVERIES_HEADER`]: crate::topology::UNSETTLED_DELIVERIES_HEADER
 
@@ -61,12 +59,10 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    /// Takes a delivery that came back unsettled (`redelivered`) from the
-    /// work queue or the suspect queue: publishes it to the suspect queue or
-    /// the dead-letter queue, then acknowledges it, and waits until the
-    /// broker has the acknowledgement. On failure the delivery is handed
-    /// back to the broker after a pause, to be judged again (its count
-    /// unchanged).
+    /// Takes a delivery that came back unsettled: publishes it where its
+    /// verdict says, then acknowledges it and waits until the broker has the
+    /// acknowledgement. On failure it is handed back after a pause, to be
+    /// judged again (its count unchanged).
     pub(crate) async fn divert(
         &self,
         mut delivery: LapinDelivery,

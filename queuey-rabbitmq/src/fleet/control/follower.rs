@@ -44,11 +44,10 @@ const RESUME_PAUSE_MIN: Duration = Duration::from_millis(50);
 const RESUME_PAUSE_MAX: Duration = Duration::from_secs(2);
 /// The longest pause between tries after the broker refused the stream.
 const REFUSED_PAUSE_MAX: Duration = Duration::from_secs(30);
-/// How many records a follower refuses (a flood from a user it does not
-/// trust) before it writes a snapshot without waiting for the interval, at
-/// least: each follower draws its own number up to twice this, so that a
-/// fleet reading the same flood does not write at once. A flood then never
-/// pushes every snapshot out of the stream's bound in bytes.
+/// At least how many refused records (a flood from an untrusted user) make
+/// a follower write a snapshot at once, so a flood never pushes every
+/// snapshot out of the stream's bound; each draws its own number up to
+/// twice this, so a fleet does not write at once.
 const SNAPSHOT_AFTER_REFUSALS: u64 = 10_000;
 
 /// One backend's follower of its control stream.
@@ -98,10 +97,9 @@ enum Ended {
 }
 
 impl Follower {
-    /// The follower of `control`'s stream on `link` (its fleet
-    /// connection), applying to `view` and telling `syncs`, seeking a
-    /// snapshot as `seek` says (`None`: reading from the stream's start)
-    /// and writing one every `interval`.
+    /// The follower of `control`'s stream on `link`, applying to `view`,
+    /// telling `syncs`, seeking a snapshot as `seek` says and writing one
+    /// every `interval`.
     pub(super) fn new(
         control: &super::Control,
         link: Arc<Link>,
@@ -152,18 +150,17 @@ impl Follower {
         snapshots.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut live = first;
         let reason = loop {
-            let ticks = Ticks {
-                housekeeping: &mut housekeeping,
-                snapshots: &mut snapshots,
-            };
-            let moved = match self.follow(&mut live, ticks).await {
+            let moved = match self
+                .follow(&mut live, &mut housekeeping, &mut snapshots)
+                .await
+            {
                 Ended::Closed => break "the backend was closed".to_owned(),
                 Ended::Lost => {
                     metrics::counter!(metric::FOLLOWER_RESTARTS).increment(1);
                     false
                 }
                 Ended::Moved => {
-                    close(&live).await;
+                    crate::channel::close(&live.channel).await;
                     true
                 }
             };
@@ -175,8 +172,14 @@ impl Follower {
         self.syncs.end(&reason);
     }
 
-    /// Reads `live` until it ends.
-    async fn follow(&mut self, live: &mut Live, ticks: Ticks<'_>) -> Ended {
+    /// Reads `live` until it ends, keeping house and writing snapshots on
+    /// the timers' ticks.
+    async fn follow(
+        &mut self,
+        live: &mut Live,
+        housekeeping: &mut Interval,
+        snapshots: &mut Interval,
+    ) -> Ended {
         let gone = self.link.gone(live.generation);
         tokio::pin!(gone);
         // The last delivery read and not acknowledged, and how many.
@@ -195,11 +198,11 @@ impl Follower {
                     self.gauges();
                     tokio::select! {
                         item = live.consumer.next() => item,
-                        _ = ticks.housekeeping.tick() => {
+                        _ = housekeeping.tick() => {
                             self.housekeep();
                             continue;
                         }
-                        _ = ticks.snapshots.tick() => {
+                        _ = snapshots.tick() => {
                             self.snapshot_if_due();
                             continue;
                         }
@@ -264,11 +267,9 @@ impl Follower {
         self.dirty = true;
     }
 
-    /// Applies one delivery, in stream order; skips what was read before,
-    /// and refuses (counting it) a command from a sender it does not
-    /// trust or that breaks a rule of
-    /// [`ControlRecord::check`]. While seeking, looks only for a snapshot
-    /// and for its own sync markers.
+    /// Applies one delivery in stream order, skipping what was read before
+    /// and refusing (counting) a command from an untrusted sender or one
+    /// that breaks [`ControlRecord::check`]; while seeking, only seeks.
     fn read(&mut self, delivery: Delivery) -> Step {
         if self.seeking.is_some() {
             return self.seek(&delivery);
@@ -317,10 +318,12 @@ impl Follower {
                 if let Err(refusal) = &admitted {
                     trust::refused(Kind::Command, refusal);
                     self.count_refusal();
-                } else if self
-                    .resumes
-                    .accepts(&record, renews_after, self.paused(&record))
-                {
+                } else if self.resumes.accepts(
+                    &record,
+                    renews_after,
+                    // Whether the queue a pause names is paused now.
+                    matches!(&record.command, Command::Pause { queue } if self.view.is_paused(queue)),
+                ) {
                     self.view.apply(&record);
                     self.dirty = true;
                     metrics::counter!(metric::RECORDS).increment(1);
@@ -345,19 +348,10 @@ impl Follower {
         Step::On
     }
 
-    /// Whether the queue a pause names is paused now.
-    fn paused(&self, record: &ControlRecord) -> bool {
-        match &record.command {
-            Command::Pause { queue } => self.view.is_paused(queue),
-            _ => false,
-        }
-    }
-
     /// One delivery read while seeking: a trusted snapshot becomes the
-    /// view and the follower moves past its offset; the follower's own
-    /// sync marker means there is no snapshot that recent, and it moves
-    /// to the stream's start. Anything else (commands are not even
-    /// decoded) waits for that.
+    /// view (move past its offset); the follower's own sync marker means
+    /// none that recent (move to the stream's start); nothing else is
+    /// decoded.
     fn seek(&mut self, delivery: &Delivery) -> Step {
         let properties = &delivery.properties;
         if !message::is_snapshot(properties) && !message::is_sync_marker(properties) {
@@ -404,8 +398,7 @@ impl Follower {
     }
 
     /// One more record refused; past this follower's share of a flood, a
-    /// snapshot is written at once (the state read so far is whole up to
-    /// the record before).
+    /// snapshot is written at once.
     fn count_refusal(&mut self) {
         self.refused += 1;
         if self.refused >= self.refusals_for_snapshot {
@@ -529,12 +522,10 @@ impl Follower {
         metrics::gauge!(metric::PAUSED_QUEUES).set(state.paused().count() as f64);
     }
 
-    /// Consumes again on the connection of the moment, from the offset
-    /// after the last record read (at once when the follower `moved`, after
-    /// a pause when the consumer was lost). Keeps trying while the backend
-    /// lives, longer apart after a refusal (a stream an operator declared
-    /// otherwise: it heals once fixed); `Err` with the reason once the
-    /// backend is closed or gave up.
+    /// Consumes again from the offset after the last record read (at once
+    /// when the follower `moved`, else after a pause), trying while the
+    /// backend lives, longer apart after a refusal; `Err` with the reason
+    /// once the backend is closed or gave up.
     async fn restart(&mut self, moved: bool) -> Result<Live, String> {
         let mut refused = false;
         let mut first_try = true;
@@ -614,22 +605,6 @@ enum Step {
     On,
     /// Consume again from where the follower now stands.
     Move,
-}
-
-/// The follower's timers.
-struct Ticks<'a> {
-    housekeeping: &'a mut Interval,
-    snapshots: &'a mut Interval,
-}
-
-/// Closes the channel of a consumer the follower leaves.
-async fn close(live: &Live) {
-    if live.channel.status().connected() {
-        let _ = live
-            .channel
-            .close(200, lapin::types::ShortString::default())
-            .await;
-    }
 }
 
 /// Acknowledges every delivery up to `tag` on the stream's channel. A

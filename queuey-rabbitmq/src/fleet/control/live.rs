@@ -1,6 +1,8 @@
-//! The follower's consumer of the stream on one connection.
+//! Consuming a fleet stream: the follower's consumer on one connection,
+//! and reads up to a sync marker.
 
 use futures::StreamExt;
+use lapin::message::Delivery;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Consumer};
@@ -49,7 +51,7 @@ pub(super) async fn start(link: &Link, stream: &str, from: StartAt) -> Result<Li
         let connection = &current.connection;
         let fail =
             |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(failing);
-        declare::declare_control_stream(connection, stream).await?;
+        declare::declare_stream(connection, stream, declare::Stream::Control).await?;
         let channel = connection.create_channel().await.map_err(fail)?;
         channel
             .basic_qos(PREFETCH, BasicQosOptions { global: false })
@@ -75,12 +77,10 @@ pub(super) async fn start(link: &Link, stream: &str, from: StartAt) -> Result<Li
     .await
 }
 
-/// The offset at the stream's end now: a consumer attaches at the end
-/// ([`StartAt::Next`]), a sync marker is published (signed when the backend
-/// knows its user) through `outbox`, and the consumer reads up to it; the
-/// marker's offset is the end. Each step is bound by the call bound.
-/// `None` if the consumer ended first (the stream was deleted meanwhile). A
-/// stream deleted and declared again counts from 0 again.
+/// The offset at the stream's end now: a consumer attaches at the end, a
+/// sync marker is published through `outbox`, and the consumer reads up to
+/// it, each step within the call bound. `None` if the consumer ended first
+/// (the stream was deleted meanwhile).
 pub(super) async fn tail(
     link: &Link,
     outbox: &Outbox,
@@ -98,41 +98,49 @@ pub(super) async fn tail(
             let consumer = &mut live.consumer;
             link.call(&what, |current| async move {
                 let connected = current.connection.status().connected();
-                while let Some(delivery) = consumer.next().await {
-                    let delivery =
-                        delivery.map_err(|e| Failure::of(&e, connected).into_error(failing))?;
-                    let _ = delivery.acker.ack(BasicAckOptions { multiple: true }).await;
-                    if message::is_sync_marker(&delivery.properties)
-                        && message::sync_nonce(&delivery.data) == Some(nonce)
-                    {
-                        return Ok(message::offset(&delivery.properties));
-                    }
-                }
-                Ok(None)
+                let fail = |e: lapin::Error| Failure::of(&e, connected).into_error(failing);
+                let marker = read_to_marker(consumer, nonce, fail, |_| {}).await?;
+                Ok(marker.and_then(|marker| message::offset(&marker.properties)))
             })
             .await
         }
         Err(error) => Err(error),
     };
-    if live.channel.status().connected() {
-        let _ = live
-            .channel
-            .close(200, lapin::types::ShortString::default())
-            .await;
-    }
+    crate::channel::close(&live.channel).await;
     found
 }
 
-/// Whether `error` says the stream exists but cannot be reached yet: a
-/// broker that just restarted starts its streams a moment after it
-/// accepts connections, and answers `NOT_FOUND - home node ... of durable
-/// queue ... is down or inaccessible` until then; a stream declared a moment
-/// ago answers `PRECONDITION_FAILED - queue ... does not have a replica on
-/// the local node` until its member on this node has started.
-///
-/// RabbitMQ 4.3 may instead close the whole connection (`INTERNAL_ERROR`)
-/// when a consumer asks for a stream still starting: [`try_again`] covers
-/// both.
+/// Reads `consumer` up to the sync marker carrying `nonce`, acknowledging
+/// every delivery (with `multiple`: on a stream that is flow control) and
+/// handing every other one to `each`. The marker, or `None` if the
+/// consumer ended first.
+pub(crate) async fn read_to_marker(
+    consumer: &mut Consumer,
+    nonce: uuid::Uuid,
+    fail: impl Fn(lapin::Error) -> Error,
+    mut each: impl FnMut(Delivery),
+) -> Result<Option<Delivery>, Error> {
+    while let Some(delivery) = consumer.next().await {
+        let delivery = delivery.map_err(&fail)?;
+        delivery
+            .acker
+            .ack(BasicAckOptions { multiple: true })
+            .await
+            .map_err(&fail)?;
+        if message::is_sync_marker(&delivery.properties)
+            && message::sync_nonce(&delivery.data) == Some(nonce)
+        {
+            return Ok(Some(delivery));
+        }
+        each(delivery);
+    }
+    Ok(None)
+}
+
+/// Whether `error` says the stream exists but is not up yet: after a
+/// broker restart (`... is down or inaccessible`), or just declared (`...
+/// does not have a replica on the local node`). RabbitMQ 4.3 may close the
+/// whole connection instead, which [`try_again`] covers too.
 fn not_ready(error: &Error) -> bool {
     matches!(error, Error::Backend(e)
         if e.message().contains("is down or inaccessible")
@@ -148,16 +156,18 @@ pub(super) fn try_again(error: &Error) -> bool {
 /// The consumer's `x-stream-offset`: `"first"`, the offset to start at,
 /// or a time (an AMQP timestamp).
 fn offset_argument(from: StartAt) -> FieldTable {
-    let value = match from {
+    stream_offset(match from {
         StartAt::First => AMQPValue::LongString(LongString::from("first")),
         StartAt::Next => AMQPValue::LongString(LongString::from("next")),
-        StartAt::Offset(offset) => {
-            AMQPValue::LongLongInt(i64::try_from(offset).unwrap_or(i64::MAX))
-        }
+        StartAt::Offset(offset) => properties::integer(offset),
         StartAt::Since(seconds) => AMQPValue::Timestamp(seconds),
-    };
+    })
+}
+
+/// A consumer's arguments starting it at `offset` (`x-stream-offset`).
+pub(crate) fn stream_offset(offset: AMQPValue) -> FieldTable {
     let mut args = FieldTable::default();
-    args.insert(properties::short("x-stream-offset"), value);
+    args.insert(properties::short("x-stream-offset"), offset);
     args
 }
 

@@ -16,10 +16,8 @@ use crate::topology::{RENEWS_AFTER_HEADER, SNAPSHOT_OF_HEADER, SNAPSHOT_TYPE, SY
 /// The header every delivery from a stream carries: its offset.
 const STREAM_OFFSET_HEADER: &str = "x-stream-offset";
 
-/// The largest snapshot published or read, in bytes: far below the 16 MiB
-/// RabbitMQ 4 accepts by default, and room for tens of thousands of
-/// cancellations. A state too large for it is not snapshotted (a process
-/// that starts reads the stream from its start instead).
+/// The largest snapshot published or read, in bytes: far below RabbitMQ 4's
+/// default 16 MiB, and room for tens of thousands of cancellations.
 pub(super) const MAX_SNAPSHOT_BYTES: usize = 8 * 1024 * 1024;
 
 /// A snapshot's body: the records that rebuild the state.
@@ -32,13 +30,12 @@ struct SnapshotBody {
     records: Vec<ControlRecord>,
 }
 
-/// A command for `stream`: its JSON as the body, its id as the message id.
-pub(super) fn command(stream: &str, record: &ControlRecord) -> Outgoing {
-    let message_id = record.id.to_string();
+/// A persistent message for `stream` with `body`, carrying `message_id`.
+pub(crate) fn persistent(stream: &str, body: Vec<u8>, message_id: String) -> Outgoing {
     Outgoing {
         exchange: None,
         queue: stream.to_owned(),
-        body: Bytes::from(record.encode()),
+        body: Bytes::from(body),
         properties: BasicProperties::default()
             .with_delivery_mode(PERSISTENT)
             .with_message_id(properties::short(&message_id)),
@@ -46,24 +43,22 @@ pub(super) fn command(stream: &str, record: &ControlRecord) -> Outgoing {
     }
 }
 
+/// A command for `stream`: its JSON as the body, its id as the message id.
+pub(super) fn command(stream: &str, record: &ControlRecord) -> Outgoing {
+    persistent(stream, record.encode(), record.id.to_string())
+}
+
 /// A pause published again by a follower that had read the stream up to
 /// offset `after` (see [`RENEWS_AFTER_HEADER`]).
 pub(super) fn renewal(stream: &str, record: &ControlRecord, after: u64) -> Outgoing {
     let mut out = command(stream, record);
-    let mut headers = lapin::types::FieldTable::default();
-    headers.insert(
-        properties::short(RENEWS_AFTER_HEADER),
-        AMQPValue::LongLongInt(i64::try_from(after).unwrap_or(i64::MAX)),
-    );
-    out.properties = out.properties.with_headers(headers);
+    out.properties = properties::with_header(out.properties, RENEWS_AFTER_HEADER, after);
     out
 }
 
-/// A snapshot of `state` taken at `at_ms` by a follower that had read the
-/// stream up to offset `of`: type [`SNAPSHOT_TYPE`], the offset in
-/// [`SNAPSHOT_OF_HEADER`], the records that rebuild the state as the
-/// body. `Err` with the body's size when it is over
-/// [`MAX_SNAPSHOT_BYTES`].
+/// A snapshot of `state` taken at `at_ms`, having read up to offset `of`
+/// ([`SNAPSHOT_TYPE`], [`SNAPSHOT_OF_HEADER`]); `Err` with the body's size
+/// when it is over [`MAX_SNAPSHOT_BYTES`].
 pub(super) fn snapshot(
     stream: &str,
     state: &ControlState,
@@ -80,39 +75,20 @@ pub(super) fn snapshot(
     if body.len() > MAX_SNAPSHOT_BYTES {
         return Err(body.len());
     }
-    let message_id = Uuid::new_v4().to_string();
-    let mut headers = lapin::types::FieldTable::default();
-    headers.insert(
-        properties::short(SNAPSHOT_OF_HEADER),
-        AMQPValue::LongLongInt(i64::try_from(of).unwrap_or(i64::MAX)),
-    );
-    Ok(Outgoing {
-        exchange: None,
-        queue: stream.to_owned(),
-        body: Bytes::from(body),
-        properties: BasicProperties::default()
-            .with_delivery_mode(PERSISTENT)
-            .with_message_id(properties::short(&message_id))
-            .with_type(properties::short(SNAPSHOT_TYPE))
-            .with_headers(headers),
-        message_id,
-    })
+    let mut out = persistent(stream, body, Uuid::new_v4().to_string());
+    let typed = out.properties.with_type(properties::short(SNAPSHOT_TYPE));
+    out.properties = properties::with_header(typed, SNAPSHOT_OF_HEADER, of);
+    Ok(out)
 }
 
 /// A sync marker: type [`SYNC_MARKER_TYPE`], the nonce as body and
 /// message id. The heartbeat stream's reads use the same markers.
 pub(crate) fn sync_marker(stream: &str, nonce: Uuid) -> Outgoing {
-    let message_id = nonce.to_string();
-    Outgoing {
-        exchange: None,
-        queue: stream.to_owned(),
-        body: Bytes::from(message_id.clone().into_bytes()),
-        properties: BasicProperties::default()
-            .with_delivery_mode(PERSISTENT)
-            .with_message_id(properties::short(&message_id))
-            .with_type(properties::short(SYNC_MARKER_TYPE)),
-        message_id,
-    }
+    let mut out = persistent(stream, nonce.to_string().into_bytes(), nonce.to_string());
+    out.properties = out
+        .properties
+        .with_type(properties::short(SYNC_MARKER_TYPE));
+    out
 }
 
 /// What a delivery from the control stream is.

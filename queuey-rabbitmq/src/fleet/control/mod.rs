@@ -26,19 +26,15 @@
 //!   pause lasts until it is resumed, so a follower publishes a pause again
 //!   once it is a week old (`renew`).
 //!
-//! Why the follower consumes on a connection of its own ([`FleetLink`]):
-//! RabbitMQ closes the whole connection (540 `NOT_IMPLEMENTED`) when a
-//! stream's consumer gets a `basic.get`, a nack, a reject or an automatic
-//! acknowledgement, and RabbitMQ 4.3 closes it (541 `INTERNAL_ERROR`) when
-//! a consumer asks for a stream whose leader is not up yet. The follower's
-//! channel only ever acknowledges, and lapin itself sends none of those on
-//! its own: deliveries arriving for a consumer it no longer knows are
-//! dropped without a frame, deliveries buffered when a consumer is reset
-//! are invalidated without one, and dropping a delivery sends nothing. The
-//! second case is the broker's, so the job path never shares the risk.
+//! The follower consumes on a connection of its own ([`FleetLink`]; see
+//! there why). Its channel only ever acknowledges, since RabbitMQ closes
+//! the whole connection when a stream's consumer gets a `basic.get`, a
+//! nack, a reject or an automatic acknowledgement; lapin sends none of
+//! those on its own (deliveries for a consumer it no longer knows, or
+//! buffered when a consumer is reset, are dropped without a frame).
 
 mod follower;
-mod live;
+pub(crate) mod live;
 pub(crate) mod message;
 mod renew;
 mod seek;
@@ -54,7 +50,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::RabbitMqOptions;
-use crate::declare;
+use crate::declare::Stream;
 use crate::fleet::link::FleetLink;
 use crate::link::Link;
 use crate::outbox::{Outbox, Outgoing};
@@ -148,10 +144,9 @@ impl Control {
         }
     }
 
-    /// Checks `record` as every follower will, publishes it to the stream
-    /// (declared first, once per backend) signed with this backend's user,
-    /// and waits for the broker's confirm. A record without a sender is
-    /// sent as this backend's: its user, connection name and host name.
+    /// Checks `record` as every follower will and publishes it, signed, to
+    /// the stream (declared once per backend), confirmed. A record without
+    /// a sender is sent as this backend's.
     pub(crate) async fn send(&self, record: &ControlRecord) -> Result<(), Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
@@ -177,17 +172,11 @@ impl Control {
     }
 
     /// The backend's view of the control state, caught up with every
-    /// command sent before the call. The first call starts the follower;
-    /// every call returns the same view.
-    ///
-    /// When the first call's follower cannot read that far within the call
-    /// bound (a stream holding a great many records, a slow broker), the
-    /// view is returned all the same, marked as not caught up
-    /// ([`ControlView::is_caught_up`]), with a warning and the gauge
-    /// `queuey_rabbitmq_control_caught_up` at 0: the follower keeps
-    /// reading, and marks the view once it has caught up. A worker starts
-    /// rather than not at all; a tool that must know the state checks the
-    /// mark. Later calls that cannot catch up in time fail.
+    /// command sent before the call; the first call starts the follower.
+    /// When the first call cannot catch up within the call bound, the view
+    /// is returned marked as not caught up ([`ControlView::is_caught_up`],
+    /// a warning, the gauge at 0) until the follower has; later calls that
+    /// cannot catch up in time fail.
     pub(crate) async fn follow(&self) -> Result<ControlView, Error> {
         if self.link.is_closed() {
             return Err(Error::ShutDown);
@@ -332,18 +321,7 @@ impl Control {
 
     /// Declares the stream once per backend.
     async fn declare(&self) -> Result<(), Error> {
-        self.declared
-            .get_or_try_init(|| async {
-                let stream = &*self.stream;
-                let what = format!("declaring the control stream `{stream}`");
-                self.link
-                    .call(&what, |current| async move {
-                        declare::declare_control_stream(&current.connection, stream).await
-                    })
-                    .await
-            })
-            .await
-            .map(|_| ())
+        super::declare_once(&self.declared, &self.link, &self.stream, Stream::Control).await
     }
 }
 

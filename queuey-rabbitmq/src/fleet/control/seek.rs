@@ -18,9 +18,8 @@ use super::live::StartAt;
 pub(super) const SEEK_RECORDS: u64 = 40_000;
 
 /// How many snapshot intervals back a follower looks when it cannot read
-/// where the stream ends: each follower writes a snapshot once none was
-/// read for an interval and looks every interval, so two intervals apart
-/// at most; three leave room for a slow writer.
+/// where the stream ends: snapshots are two intervals apart at most, and a
+/// third leaves room for a slow writer.
 pub(super) const SEEK_INTERVALS: u32 = 3;
 
 /// Where a follower looks for a snapshot.

@@ -8,10 +8,8 @@ use std::time::SystemTime;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use lapin::message::Delivery;
-use lapin::options::{
-    BasicAckOptions, BasicGetOptions, BasicPublishOptions, BasicRejectOptions, QueueDeclareOptions,
-};
-use lapin::types::{FieldTable, ShortString};
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions, BasicRejectOptions};
+use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Confirmation, Consumer};
 use queuey_core::periodic::Lease;
 use queuey_core::{BackendError, BackendErrorKind, Error};
@@ -96,11 +94,9 @@ impl RabbitLease {
         )
     }
 
-    /// The last tick the schedule's status queue records, if it records
-    /// one that is believed (the same rules as a state message's): the
-    /// schedule's memory when its state message is gone. Every status
-    /// message is read (a reader may have handed an older one back beside
-    /// the newest) and handed back; the latest tick wins.
+    /// The latest believed tick the schedule's status queue records (its
+    /// memory when the state message is gone). Every status message is
+    /// read and handed back; the latest tick wins.
     pub(super) async fn recorded_in_status(&self) -> Result<Option<u64>, Error> {
         let status = schedule_status_queue_name(&self.queue);
         let mut latest: Option<u64> = None;
@@ -142,16 +138,10 @@ impl RabbitLease {
         outcome.map(|()| latest)
     }
 
-    /// Becomes the leader for good, right after the first delivery made
-    /// this process the active consumer and every other state was folded
-    /// in: publishes the state again, with the status queue's last tick if
-    /// that is later (the state message was lost), and holds the new
-    /// message instead of the one received.
-    ///
-    /// Every change of leader hands the state message back to the queue,
-    /// and RabbitMQ counts each return as a delivery (RabbitMQ 4 drops a
-    /// message past its queue's delivery limit, 20 by default); a fresh
-    /// message starts from none, so no number of leader changes adds up.
+    /// Becomes the leader for good, once every state was folded in:
+    /// publishes the state again (with the status queue's last tick if
+    /// later) and holds the fresh message, whose delivery count starts from
+    /// none, so no number of leader changes reaches a delivery limit.
     pub(super) async fn take_over(&mut self) -> Result<(), Error> {
         let recorded = self.recorded_in_status().await?;
         let held = self.state().last_tick_ms;
@@ -162,32 +152,30 @@ impl RabbitLease {
         .await
     }
 
-    /// How many state messages the schedule queue has ready (a passive
-    /// declaration), `what` naming the step in an error.
+    /// The properties of a state or status message: JSON, persistent,
+    /// signed when the backend knows its user.
+    fn properties(&self) -> BasicProperties {
+        self.senders.sign_if_known(
+            BasicProperties::default()
+                .with_content_type(ShortString::from("application/json"))
+                .with_delivery_mode(2),
+        )
+    }
+
+    /// How many state messages the schedule queue has ready, `what` naming
+    /// the step in an error.
     async fn ready(&self, what: &str) -> Result<u32, Error> {
-        let declared = self
-            .channel
-            .queue_declare(
-                crate::properties::short(&self.queue),
-                QueueDeclareOptions {
-                    passive: true,
-                    ..QueueDeclareOptions::default()
-                },
-                FieldTable::default(),
-            )
+        let declared = crate::declare::passive(&self.channel, &self.queue)
             .await
             .map_err(|e| self.failed(what, &e))?;
         Ok(declared.message_count())
     }
 
     /// While waiting in line: if the schedule queue has no state message
-    /// ready, publishes one with the last tick the status queue records.
-    ///
-    /// A leader holding the state folds it away (it keeps the later tick).
-    /// But when the state message is gone (the broker dropped it, or
-    /// someone deleted it), the next consumer in line becomes the active
-    /// one with nothing to receive, and only such a message tells it that
-    /// it leads.
+    /// ready, publishes one with the last tick the status queue records. A
+    /// leader folds it away; but when the state message is gone, the next
+    /// consumer in line is active with nothing to receive, and only such a
+    /// message tells it that it leads.
     pub(super) async fn probe(&self) -> Result<(), Error> {
         let ready = self.ready("checking the state messages").await?;
         if ready > 0 {
@@ -204,12 +192,7 @@ impl RabbitLease {
             v: 1,
             last_tick_ms: self.recorded_in_status().await?,
         };
-        let properties = self.senders.sign_if_known(
-            BasicProperties::default()
-                .with_content_type(ShortString::from("application/json"))
-                .with_delivery_mode(2),
-        );
-        self.publish_confirmed(&self.queue, &state.encode(), properties, what)
+        self.publish_confirmed(&self.queue, &state.encode(), self.properties(), what)
             .await
     }
 
@@ -227,24 +210,19 @@ impl RabbitLease {
         }
     }
 
-    /// Checks with the broker, by a round trip on the lease's channel, that
-    /// the lease still holds, right before its holder fires a tick. A
-    /// process that hung past its heartbeat and woke up learns here that
-    /// its connection is gone, instead of enqueueing a tick its successor
-    /// may have enqueued already.
+    /// Checks by a round trip on the lease's channel, right before a tick,
+    /// that the lease still holds: a process that hung past its heartbeat
+    /// learns here that it lost it, instead of enqueueing the tick twice.
     async fn still_held(&mut self) -> Result<(), Error> {
         if !self.channel.status().connected() {
             return Err(self.lost("holding", "the channel is closed"));
         }
-        let check = self.channel.queue_declare(
-            crate::properties::short(&self.queue),
-            QueueDeclareOptions {
-                passive: true,
-                ..QueueDeclareOptions::default()
-            },
-            FieldTable::default(),
-        );
-        match timeout_at(Instant::now() + RECEIVE_BOUND, check).await {
+        match timeout_at(
+            Instant::now() + RECEIVE_BOUND,
+            crate::declare::passive(&self.channel, &self.queue),
+        )
+        .await
+        {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.failed("checking the lease", &e)),
             Err(_) => Err(self.lost("checking the lease", "the broker did not answer in time")),
@@ -327,15 +305,10 @@ impl RabbitLease {
             return Ok(());
         };
         let body = status::encode(self.state().last_tick(), *next, schedule);
-        let properties = self.senders.sign_if_known(
-            BasicProperties::default()
-                .with_content_type(ShortString::from("application/json"))
-                .with_delivery_mode(2),
-        );
         self.publish_confirmed(
             &schedule_status_queue_name(&self.queue),
             &body,
-            properties,
+            self.properties(),
             "publishing the status",
         )
         .await
@@ -346,12 +319,9 @@ impl RabbitLease {
     /// which acknowledges the state held before.
     async fn publish(&mut self, state: State) -> Result<(), Error> {
         let id = queuey_core::Uuid::new_v4().to_string();
-        let properties = self.senders.sign_if_known(
-            BasicProperties::default()
-                .with_message_id(ShortString::from(id.as_str()))
-                .with_content_type(ShortString::from("application/json"))
-                .with_delivery_mode(2),
-        );
+        let properties = self
+            .properties()
+            .with_message_id(ShortString::from(id.as_str()));
         let queue = self.queue.clone();
         self.publish_confirmed(&queue, &state.encode(), properties, "publishing the state")
             .await?;
@@ -377,11 +347,9 @@ impl RabbitLease {
     }
 }
 
-/// What a state message (or a status, read as one) with `properties`
-/// says, if it is believed: it comes from a trusted worker user, and its
-/// last tick is not in the future (beyond the clock skew hosts may have).
-/// A state that is not believed counts as "never fired", so folding drops
-/// it.
+/// A state message (or a status, read as one), if believed: from a trusted
+/// worker user, its last tick not in the future (beyond clock skew).
+/// Callers count one not believed as "never fired".
 fn believe(
     senders: &Senders,
     queue: &str,

@@ -79,9 +79,7 @@ mod status;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::{
-    BasicConsumeOptions, BasicQosOptions, ConfirmSelectOptions, QueueDeclareOptions,
-};
+use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 use queuey_core::Error;
@@ -129,29 +127,19 @@ fn arguments(with_limit: bool) -> FieldTable {
 /// Opens the channel a campaign and its lease run on: confirms on, and a
 /// prefetch to fold state messages with.
 async fn open_channel(connection: &lapin::Connection, what: &str) -> Result<Channel, Error> {
-    let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(what);
-    let channel = connection.create_channel().await.map_err(fail)?;
-    channel
-        .confirm_select(ConfirmSelectOptions::default())
-        .await
-        .map_err(fail)?;
+    let channel = crate::channel::open_confirmed(connection, what).await?;
     channel
         .basic_qos(PREFETCH, BasicQosOptions { global: false })
         .await
-        .map_err(fail)?;
+        .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(what))?;
     Ok(channel)
 }
 
 /// Declares the schedule queue `key` and returns the channel to go on
-/// with and how many state messages are ready.
-///
-/// A schedule queue created before schedule queues had a delivery limit
-/// cannot take one in place: RabbitMQ refuses the declaration
-/// (`PRECONDITION_FAILED`, which closes the channel). Such a queue is
-/// declared again as it was, on a new channel, and used: its leaders
-/// publish the state afresh as they take over, so it survives any number
-/// of leader changes anyway, and a `delivery-limit` policy (`queuey
-/// topology apply`) gives it the limit. Any other refusal is an error.
+/// with and how many state messages are ready. One created before schedule
+/// queues had a delivery limit is refused (which closes the channel): it is
+/// declared again as it was, on a new channel, and used (leaders publish
+/// the state afresh as they take over, so no limit is reached).
 async fn declare_schedule_queue(
     connection: &lapin::Connection,
     channel: Channel,
@@ -169,7 +157,7 @@ async fn declare_schedule_queue(
         Ok(queue) => return Ok((channel, queue.message_count())),
         Err(e) => Failure::of(&e, connection.status().connected()),
     };
-    if !crate::declare::created_without_delivery_limit(&failure) {
+    if !crate::declare::created_without(&failure, "x-delivery-limit") {
         return Err(failure.into_error(what));
     }
     tracing::warn!(

@@ -1,20 +1,14 @@
 //! The status of a schedule, for operators' tools: what its leader
 //! expects, in a one-message queue beside the schedule's queue.
 //!
-//! The schedule queue's state message is held by the leader and so cannot
-//! be read; the leader copies what a tool needs (the last tick, the next
-//! one, the schedule as text) into `{key}.status`, a classic queue that
-//! keeps only its latest message
-//! ([`schedule_status_queue_arguments`](crate::topology::schedule_status_queue_arguments)).
-//! A tool reads it with a get and hands it back; being classic, it has no
-//! delivery limit that such reads could spend.
+//! The leader holds the state message, so it copies what a tool needs (the
+//! last tick, the next one, the schedule as text) into `{key}.status`, a
+//! classic queue keeping only its latest message: a tool reads it with a
+//! get and hands it back (a classic queue has no delivery limit to spend).
 //!
-//! It is also the schedule's second memory: a process that takes over
-//! leadership reads the last tick here too, so a state message the broker
-//! lost (or a schedule queue deleted and declared again) does not make the
-//! schedule start over. The rules that make a state believed apply to the
-//! status as well: it is signed by a trusted worker user, and a last tick
-//! in the future is ignored.
+//! It is also the schedule's second memory: a process taking over reads
+//! the last tick here too, so a lost state message does not make the
+//! schedule start over. It is believed by the same rules as a state.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -22,12 +22,10 @@ impl Address {
     }
 }
 
-/// Parses a URI, adding the heartbeat and connect timeout from the options
-/// where the URI does not set them, and the `EXTERNAL` mechanism when a
-/// client certificate stands in for a password.
-///
-/// `amqps://` in a build without a TLS backend is refused here, before
-/// anything is sent: a TLS address must never be dialled in plaintext.
+/// Parses a URI, adding the options' heartbeat and connect timeout where
+/// the URI sets none, and `EXTERNAL` when a client certificate stands in
+/// for a password. `amqps://` without a TLS backend is refused here: a TLS
+/// address must never be dialled in plaintext.
 pub(crate) fn parse(raw: &str, options: &RabbitMqOptions) -> Result<Address, Error> {
     let redacted = uri::redact(raw);
     let mut parsed: AMQPUri = raw.parse().map_err(|e: String| {

@@ -54,12 +54,8 @@ pub(super) struct Returned {
 
 /// Polls every outstanding confirmation, repeating until a full pass finds
 /// none newly complete (rule 3); resolves once at least one completed.
-/// Returns found on any confirmation are recorded by `message_id`.
-///
-/// Publishes on several channels may be in flight at once (a refused
-/// channel draining next to its replacement): a return only ever rides a
-/// confirmation of its own channel, and message ids are unique, so one
-/// record serves them all.
+/// Returns found on any confirmation are recorded by `message_id` (unique,
+/// so one record serves every channel in flight).
 pub(super) fn sweep<'a>(
     in_flight: &'a mut Vec<InFlight>,
     returned: &'a mut HashMap<String, Returned>,

@@ -3,11 +3,10 @@
 //!
 //! # Why one owner per channel
 //!
-//! lapin gives a returned (unroutable) message to whichever confirmation
-//! completes next, not to the publish it belongs to, and publishes issued
-//! on one channel from several threads can reach the broker in another
-//! order than their delivery tags, so a confirmation can even resolve on
-//! another message's ack. Both break the obvious designs. What holds:
+//! lapin gives a returned message to whichever confirmation completes
+//! next, and publishes issued on one channel from several threads can
+//! reach the broker out of delivery-tag order, so a confirmation can even
+//! resolve on another message's ack. What holds:
 //!
 //! 1. **One task owns each channel** and issues every `basic.publish` on
 //!    it; producers hand it requests over a queue. lapin's tag order is then
@@ -30,38 +29,32 @@
 //! # Writes overlap
 //!
 //! lapin's `basic_publish` takes the delivery tag and queues the frames at
-//! its first poll, then waits until its io thread has written them to the
-//! socket. The owner polls each publish once, in the order of the requests,
-//! keeps it among the publishes in flight while it is written, and takes
-//! the next request at once, draining every request already waiting before
-//! it yields: the frames of many publishes leave in one write instead of
-//! one write per publish, and the owner never waits on the socket. The
-//! sweep of rule 3 polls a publish's write before its confirmation; lapin's
-//! io thread writes a message before it reads the broker's answer to it, so
-//! a publish whose confirmation may carry a return has always finished
-//! writing by the time the sweep reaches it.
+//! its first poll, then waits for its io thread to write them. The owner
+//! polls each publish once, in request order, keeps it in flight while it
+//! is written, and drains every request already waiting before it yields:
+//! many publishes leave in one write, and the owner never waits on the
+//! socket. The sweep of rule 3 polls a publish's write before its
+//! confirmation; lapin writes a message before it reads the broker's
+//! answer to it, so a publish whose confirmation may carry a return has
+//! finished writing by the time the sweep reaches it.
 //!
 //! # Failures
 //!
-//! A channel that fails (a channel exception, the connection dying) is
-//! dropped with whatever lapin still holds for it, never reused. Each
-//! publish in flight on it then fails with
-//! [`BackendErrorKind::Uncertain`] (it was sent, the broker may or may not
-//! have it), a publish not yet sent with
-//! [`BackendErrorKind::ConnectionLost`]; the caller publishes again
-//! within its bound (a duplicate at worst, never a loss, never a false
-//! success). The lane opens a fresh channel on the link's current
-//! connection for its next request, waiting for a reconnection if needed.
+//! A channel that fails is dropped with whatever lapin still holds for
+//! it, never reused. Each publish in flight on it fails with
+//! [`BackendErrorKind::Uncertain`], one not yet sent with
+//! [`BackendErrorKind::ConnectionLost`]; the caller publishes again within
+//! its bound (a duplicate at worst, never a loss or a false success). The
+//! lane opens a fresh channel for its next request, waiting for a
+//! reconnection if needed.
 //!
 //! # Refusals
 //!
 //! A nacked publish is the broker refusing it (a queue over its length
-//! limit with `x-overflow=reject-publish`). The lane then stops sending on
-//! that channel and opens a fresh one for the next request: a quorum queue
-//! can go on refusing a channel it refused once after its limit is lifted,
-//! while it accepts a new channel at once. The refused channel is closed
-//! when its last publish in flight is decided; requests keep flowing on
-//! the fresh channel meanwhile.
+//! limit with `x-overflow=reject-publish`). The lane stops sending on that
+//! channel and opens a fresh one: a quorum queue can go on refusing a
+//! channel it refused once after its limit is lifted. The refused channel
+//! is closed when its last publish in flight is decided.
 
 mod confirms;
 mod owner;

@@ -2,15 +2,12 @@
 //! broker refused, and dropping one that failed, answering what was in
 //! flight on it.
 
-use std::sync::Arc;
-
 use lapin::Channel;
-use lapin::options::ConfirmSelectOptions;
-use lapin::types::ShortString;
 use queuey_core::Error;
 use tokio::time::Instant;
 
 use super::{Open, Owner};
+use crate::channel;
 use crate::error::Failure;
 use crate::outbox::publisher::confirms::{InFlight, uncertain};
 
@@ -40,24 +37,12 @@ impl Owner {
             Some(current) => current,
             None => self.link.connection_until(deadline, &what()).await?,
         };
-        let connection = Arc::clone(&current.connection);
-        let connection = &*connection;
-        let fail = |e: lapin::Error| {
-            Failure::of(&e, connection.status().connected())
-                .into_error(&format!("opening a publishing channel for `{queue}`"))
-        };
-        let opening = async {
-            let channel = connection.create_channel().await.map_err(fail)?;
-            channel
-                .confirm_select(ConfirmSelectOptions::default())
-                .await
-                .map_err(fail)?;
-            Ok::<_, Error>(channel)
-        };
-        let opened = match tokio::time::timeout_at(deadline, opening).await {
+        let opening = format!("opening a publishing channel for `{queue}`");
+        let open = channel::open_confirmed(&current.connection, &opening);
+        let opened = match tokio::time::timeout_at(deadline, open).await {
             Ok(opened) => opened,
             Err(_) => Err(crate::bound::timed_out(
-                format!("opening a publishing channel for `{queue}`"),
+                &opening,
                 deadline.saturating_duration_since(Instant::now()),
             )),
         };
@@ -81,13 +66,10 @@ impl Owner {
         }
     }
 
-    /// Stops sending on the current channel: the broker refused a publish
-    /// on it. A quorum queue that refused a channel while over its length
-    /// limit may go on refusing that channel after the limit is lifted
-    /// (it tells a refused publisher to resume only when its length falls
-    /// back under the limit), while a fresh channel is accepted at once.
-    /// The next request opens a fresh channel; this one is closed once the
-    /// publishes still in flight on it are decided.
+    /// Stops sending on the current channel, which the broker refused a
+    /// publish on (see the module docs of `publisher`): the next request
+    /// opens a fresh one; this one is closed once its publishes in flight
+    /// are decided.
     pub(super) fn retire(&mut self) {
         if let Some(open) = self.channel.take() {
             tracing::debug!(
@@ -104,7 +86,7 @@ impl Owner {
         self.refused.retain(|open| {
             let busy = in_flight.iter().any(|entry| entry.channel == open.id);
             if !busy {
-                close(&open.channel);
+                channel::close_later(&open.channel);
             }
             busy
         });
@@ -128,12 +110,11 @@ impl Owner {
     /// publishes still in flight on it are answered and the channel
     /// dropped, together with every return lapin may still hold for it.
     ///
-    /// When the broker closed only the channel (a refused publish: access
-    /// refused, a message over the broker's size limit), the oldest publish
-    /// in flight gets the broker's reason: it is the first the broker can
-    /// have refused. Every other one is
-    /// [`BackendErrorKind::Uncertain`](queuey_core::BackendErrorKind::Uncertain),
-    /// and its caller publishes it again on a fresh channel.
+    /// When the broker closed only the channel (a refused publish), the
+    /// oldest publish in flight, the first it can have refused, gets the
+    /// broker's reason; every other one is
+    /// [`BackendErrorKind::Uncertain`](queuey_core::BackendErrorKind::Uncertain)
+    /// and is published again by its caller.
     pub(super) fn channel_failed(&mut self, id: u64, failed: Vec<(InFlight, lapin::Error)>) {
         let connection_alive = self
             .open(id)
@@ -208,17 +189,7 @@ impl Owner {
             if connection_suspect {
                 self.link.suspect(open.current.generation);
             }
-            close(&open.channel);
+            channel::close_later(&open.channel);
         }
-    }
-}
-
-/// Closes a channel that is still open, without waiting for the broker.
-fn close(channel: &Channel) {
-    if channel.status().connected() {
-        let channel = channel.clone();
-        tokio::spawn(async move {
-            let _ = channel.close(200, ShortString::default()).await;
-        });
     }
 }
