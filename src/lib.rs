@@ -263,10 +263,16 @@ pub mod backend {
 /// trace, metrics, dead-letter, deadline, retry and deferral layers, then
 /// the job timeout around the handler. Add layers of your own around one
 /// handler with [`WorkerBuilder::handler_with`](worker::WorkerBuilder::handler_with).
+/// [`limit`](layers::limit) keeps per-key limits shared by a fleet (at
+/// most K jobs of a key at once, at most N starting per period); a worker
+/// given a [`LimitStore`](store::LimitStore) with
+/// [`WorkerBuilder::limit_store`](worker::WorkerBuilder::limit_store)
+/// applies the limits a job type declares with `#[job(limit(..))]` by
+/// itself. See the guide's [Per-key limits](guide#per-key-limits).
 pub mod layers {
     #[doc(inline)]
     pub use queuey_tower::{
-        classify, cooldown, dead_letter, deadline, defer, idempotency, metrics, retry, trace,
+        classify, cooldown, dead_letter, deadline, defer, idempotency, limit, metrics, retry, trace,
     };
 }
 

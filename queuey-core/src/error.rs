@@ -1,7 +1,5 @@
 //! The error type shared by producers and backends.
 
-use std::fmt;
-
 use crate::envelope::DecodeError;
 use uuid::Uuid;
 
@@ -16,11 +14,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum Error {
     /// A retry, delayed enqueue or deferral named a queue this backend has not
-    /// declared.
-    ///
-    /// Holds dead-letter back onto their queue, so the backend must know that
-    /// queue's configuration. Declare the queue set first: `Producer::new` and
-    /// `WorkerBuilder::build` both do.
+    /// declared (holds dead-letter back onto it, so the backend must know its
+    /// configuration). `Producer::new` and `WorkerBuilder::build` declare.
     #[error(
         "queue `{queue}` was not declared through this backend in this process; \
          declare the queue set (Producer::new or WorkerBuilder::build) before \
@@ -50,11 +45,9 @@ pub enum Error {
         source: serde_json::Error,
     },
 
-    /// A delay is longer than a hold can promise to keep.
-    ///
-    /// Holds refuse such delays instead of clamping them, because releasing a
-    /// job early is the one thing a hold must never do. The check runs after
-    /// the delay was rounded up to the backend's granularity.
+    /// A delay, rounded up to the backend's granularity, is longer than a
+    /// hold can keep; refused rather than clamped, as a hold never releases
+    /// a job early.
     #[error(
         "a delay of {delay_ms} ms for queue `{queue}` is over the maximum of \
          {max_ms} ms (about 24.8 days); the hold is refused rather than released early"
@@ -109,10 +102,9 @@ impl Error {
         Error::InvalidConfig(message.into())
     }
 
-    /// Whether this error means the connection to the broker is gone (or
-    /// the backend was shut down), so nothing on that connection will
-    /// succeed again. A backend that reconnects may still succeed later:
-    /// see [`Error::is_transient`].
+    /// Whether the connection to the broker is gone (or the backend was shut
+    /// down): nothing on that connection will succeed again, though a
+    /// reconnecting backend may later (see [`Error::is_transient`]).
     pub fn is_connection_lost(&self) -> bool {
         matches!(self, Error::Backend(e) if e.kind() == BackendErrorKind::ConnectionLost)
             || matches!(self, Error::ShutDown)
@@ -143,14 +135,12 @@ pub enum BackendErrorKind {
     /// The connection is gone; nothing on it will succeed again. A backend
     /// that reconnects answers later calls on its next connection.
     ConnectionLost,
-    /// The connection was lost after a message was sent and before the
-    /// broker confirmed it: the broker may or may not hold it. Never a
-    /// success; publishing the same message again (same id) is safe and at
-    /// worst duplicates it.
+    /// The connection was lost before the broker confirmed a sent message,
+    /// which it may or may not hold. Publishing it again (same id) is safe
+    /// and at worst duplicates it.
     Uncertain,
-    /// A broker call did not finish within its bound (a silent network
-    /// partition, a broker blocking publishers under a resource alarm, a
-    /// reconnection that took longer than the caller may wait).
+    /// A broker call did not finish within its bound (a silent partition, a
+    /// resource alarm blocking publishers, a reconnection too slow).
     TimedOut,
     /// A settle was attempted on a delivery whose channel is gone, or that was
     /// already settled.
@@ -175,9 +165,12 @@ impl BackendErrorKind {
 
 /// A failure reported by a backend, with a message that names the queue and
 /// the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
 pub struct BackendError {
     kind: BackendErrorKind,
     message: String,
+    #[source]
     source: Option<BoxError>,
 }
 
@@ -206,30 +199,6 @@ impl BackendError {
     /// The message, without the source.
     pub fn message(&self) -> &str {
         &self.message
-    }
-}
-
-impl fmt::Debug for BackendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BackendError")
-            .field("kind", &self.kind)
-            .field("message", &self.message)
-            .field("source", &self.source)
-            .finish()
-    }
-}
-
-impl fmt::Display for BackendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for BackendError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 

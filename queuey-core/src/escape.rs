@@ -1,20 +1,16 @@
 //! Text that came from a message, made safe to write to a terminal or a
 //! log.
 //!
-//! A job's type, a dead letter's reason, a worker's host in a heartbeat:
-//! whoever published the message chose them. Written raw to a terminal, a
-//! control sequence in them is run by the terminal instead of shown:
-//! `\e]0;…\a` sets the window title, `\e[2K\r` erases the line and lets the
-//! text forge the output around it, and the bidirectional overrides
-//! (U+202A–U+202E, U+2066–U+2069) reorder what is displayed.
+//! A job's type, a dead letter's reason, a heartbeat's host: the publisher
+//! chose them. Written raw to a terminal, a control sequence in them runs
+//! instead of showing (`\e]0;…\a` sets the window title, `\e[2K\r` erases
+//! the line to forge output) and bidirectional overrides reorder the text.
 //!
 //! [`Untrusted`] displays such a string with every [unsafe](is_unsafe)
-//! character escaped, in the notation of a Rust or C string: `\e` for ESC,
-//! `\t`, `\n`, `\r`, `\xHH` for the other C0 controls and DEL, `\u{HHHH}`
-//! for the C1 controls (U+0080–U+009F, which some terminals obey like their
-//! ESC-prefixed forms) and the bidirectional formatting characters.
-//! Everything else, backslashes included, is shown as it is: ordinary text
-//! reads the same, and what cannot be shown is visible as an escape.
+//! character escaped as in a Rust or C string: `\e` for ESC, `\t`, `\n`,
+//! `\r`, `\xHH` for the other C0 controls and DEL, `\u{HHHH}` for the C1
+//! controls (which some terminals obey) and bidirectional formatting
+//! characters. Everything else, backslashes included, shows as it is.
 //!
 //! Log a string from a message through it, as a `%` field of `tracing`:
 //!
@@ -27,7 +23,7 @@
 //! assert_eq!(Untrusted("plain C:\\path ✓").to_string(), "plain C:\\path ✓");
 //! ```
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 /// Whether `c` changes what a terminal does or displays instead of being
 /// shown: the C0 controls (tab and line breaks included), DEL, the C1
@@ -71,11 +67,7 @@ impl fmt::Display for Untrusted<'_> {
                 '\n' => f.write_str("\\n")?,
                 '\r' => f.write_str("\\r")?,
                 '\u{0}'..='\u{7f}' => write!(f, "\\x{:02x}", u32::from(c))?,
-                _ => {
-                    f.write_str("\\u{")?;
-                    write!(f, "{:x}", u32::from(c))?;
-                    f.write_char('}')?;
-                }
+                _ => write!(f, "\\u{{{:x}}}", u32::from(c))?,
             }
             rest = &rest[at + c.len_utf8()..];
         }

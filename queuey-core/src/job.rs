@@ -1,10 +1,12 @@
 //! Typed jobs bound to one queue of one queue set.
 
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::store::Rate;
 use crate::{Queues, RetryPolicy, Unique};
 
 /// A job type: serializable, named, and bound to one queue of one
@@ -92,6 +94,82 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// `#[job(deadline = "30m")]` sets it.
     fn deadline() -> Option<Duration> {
         None
+    }
+
+    /// The key whose [`limits`](Job::limits) this job counts against (a
+    /// host, a tenant); `None`, the default, runs it without limits.
+    /// `#[job(limit(key = Self::host, ..))]` makes it the value a method
+    /// of the job gives (`key = tenant`: a field), anything `Display`.
+    fn limit_key(&self) -> Option<String> {
+        None
+    }
+
+    /// How many jobs of this type with the same
+    /// [`limit_key`](Job::limit_key) may run at once and start per period,
+    /// across every worker sharing a limit store; `None`, the default,
+    /// limits nothing. `#[job(limit(key = Self::host, concurrency = 3,
+    /// rate = "10/s", burst = 5))]` sets it, checked when the program is
+    /// compiled.
+    fn limits() -> Option<Limits> {
+        None
+    }
+}
+
+/// The per-key limits a job type declares (see [`Job::limits`]): at most
+/// `concurrency` jobs of a key run at once, at most `rate` start per
+/// period. A worker given a limit store applies them.
+///
+/// ```
+/// use std::num::NonZeroU32;
+/// use queuey_core::Limits;
+///
+/// let limits = Limits::new()
+///     .with_concurrency(NonZeroU32::new(3).unwrap())
+///     .with_rate("10/s".parse().unwrap());
+/// assert_eq!(limits.concurrency().map(NonZeroU32::get), Some(3));
+/// assert_eq!(limits.rate().unwrap().count(), 10);
+/// assert!(!limits.is_empty());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Limits {
+    concurrency: Option<NonZeroU32>,
+    rate: Option<Rate>,
+}
+
+impl Limits {
+    /// No limit.
+    pub const fn new() -> Self {
+        Limits {
+            concurrency: None,
+            rate: None,
+        }
+    }
+
+    /// At most `limit` jobs of a key run at once.
+    pub const fn with_concurrency(mut self, limit: NonZeroU32) -> Self {
+        self.concurrency = Some(limit);
+        self
+    }
+
+    /// At most `rate` jobs of a key start per period.
+    pub const fn with_rate(mut self, rate: Rate) -> Self {
+        self.rate = Some(rate);
+        self
+    }
+
+    /// How many jobs of a key run at once, at most, if limited.
+    pub fn concurrency(&self) -> Option<NonZeroU32> {
+        self.concurrency
+    }
+
+    /// How many jobs of a key start per period, at most, if limited.
+    pub fn rate(&self) -> Option<Rate> {
+        self.rate
+    }
+
+    /// Whether it limits nothing.
+    pub fn is_empty(&self) -> bool {
+        self.concurrency.is_none() && self.rate.is_none()
     }
 }
 

@@ -101,7 +101,7 @@ pub use handler::{
     DeferredError, FatalError, FnHandler, JobContext, JobError, JobHandler, RetryableError,
     handler_fn,
 };
-pub use job::Job;
+pub use job::{Job, Limits};
 pub use producer::{EnqueueOptions, JobWatch, Producer, ProducerBuilder, WaitError};
 pub use queue::shard;
 pub use queue::{MAX_QUEUE_NAME_BYTES, Namespace, QueueConfig, QueueSettings, QueueType, Queues};

@@ -41,43 +41,37 @@ pub use watch::JobWatch;
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EnqueueOptions {
-    /// The message priority (0 by default). Brokers serve higher priorities
-    /// first and treat values above the queue's top level as the top level.
+    /// The message priority (0 by default); higher is served first, values
+    /// above the queue's top level count as the top level.
     pub priority: u8,
     /// An id tying the job to what caused it; it shows up in the handler's
     /// context and in traces.
     pub correlation_id: Option<String>,
-    /// Deliver the job only after this delay (rounded up to the backend's
-    /// retry granularity). Needs the queue to be declared through the
-    /// backend. Set this or [`run_at`](Self::run_at), not both.
+    /// Deliver the job only after this delay (rounded up to the retry
+    /// granularity; the queue must be declared through the backend). Not
+    /// with [`run_at`](Self::run_at).
     pub delay: Option<Duration>,
-    /// Deliver the job at this instant of the wall clock, never earlier
-    /// (rounded up like a [`delay`](Self::delay)); an instant that has
-    /// passed enqueues the job at once. Set this or `delay`, not both.
+    /// Deliver the job at this wall-clock instant, never earlier (rounded up
+    /// like a [`delay`](Self::delay); a past one is at once). Not with `delay`.
     pub run_at: Option<SystemTime>,
-    /// Run the job only before this instant: taken later, or due back from a
-    /// retry or deferral later, it is dead-lettered with the reason
-    /// `deadline passed` instead. The handler sees the time left in
+    /// Run the job only before this instant: taken, or due back, later, it is
+    /// dead-lettered as `deadline passed`. The handler sees the time left in
     /// [`JobContext::remaining`](crate::JobContext::remaining).
     pub deadline: Option<SystemTime>,
-    /// The job's id, instead of a fresh random one: an id derived from what
-    /// the job is for (a periodic job's tick, an order number) makes two
-    /// enqueues of the same work recognisable as such. The id stays the
-    /// job's through retries, deferrals, holds and dead letters.
+    /// The job's id instead of a random one: an id derived from the work (a
+    /// tick, an order number) makes two enqueues of it recognisable. It stays
+    /// the job's through retries, deferrals, holds and dead letters.
     ///
-    /// It is also how to recover from an enqueue whose outcome is unknown
-    /// ([`Error::is_transient`]): enqueue the same job again with the same
-    /// id. If the first try reached the broker the job is there twice under
-    /// one id, which the idempotency layer of the worker runs once; a unique
-    /// job's claim already belongs to that id, so the second try is not
-    /// answered [`Error::Duplicate`].
+    /// It also recovers an enqueue whose outcome is unknown
+    /// ([`Error::is_transient`]): enqueue again with the same id. A job that
+    /// reached the broker twice under one id runs once with the worker's
+    /// idempotency layer, and a unique job's claim already belongs to the id
+    /// (no [`Error::Duplicate`]).
     pub job_id: Option<Uuid>,
-    /// Makes this enqueue a unique job (see [`Unique`]), whatever the job
-    /// type declares; needs a [`store`](ProducerBuilder::store). Its window
-    /// is checked by [`check_window`](crate::store::check_window) (an
-    /// enqueue with a window of zero or over 365 days is refused with
-    /// [`Error::InvalidConfig`]). The worker gives the key back once the
-    /// job is done for good.
+    /// Makes this enqueue a unique job (see [`Unique`]), whatever the type
+    /// declares; needs a [`store`](ProducerBuilder::store). A window of zero
+    /// or over 365 days is an [`Error::InvalidConfig`]
+    /// ([`check_window`](crate::store::check_window)).
     pub unique: Option<Unique>,
     /// The job's key on a [sharded](crate::QueueConfig::shards) queue,
     /// whatever the job type declares ([`Job::key`]): jobs with one key go
@@ -158,9 +152,8 @@ impl EnqueueOptions {
 
 /// Enqueues jobs of the queue set `Q` through the backend `B`.
 ///
-/// Every method returns once the broker holds the job (or failed to), and
-/// returns the job's id. Jobs of another queue set do not compile:
-/// `enqueue` takes only `J: Job<Queues = Q>`.
+/// Every method returns the job's id once the broker holds it (or fails).
+/// Jobs of another queue set do not compile (`J: Job<Queues = Q>`).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -226,9 +219,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     }
 
     /// A producer that declares nothing, for processes that must not create
-    /// topology. It can [`enqueue`](Producer::enqueue) onto queues that exist;
-    /// delays and deferrals need the queue declared through this backend and
-    /// otherwise fail with [`Error::UnknownQueue`].
+    /// topology: delays and deferrals onto a queue not declared through this
+    /// backend fail with [`Error::UnknownQueue`].
     pub fn new_undeclared(backend: B) -> Self {
         Self::builder(backend).build_undeclared()
     }
@@ -283,11 +275,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     }
 
     /// Enqueues a job to be delivered at `at` on the wall clock, never
-    /// earlier (the wait is held on the broker like any delay, rounded up to
-    /// the backend's retry granularity). A time that has passed enqueues
-    /// the job at once.
-    ///
-    /// The wait is measured on this machine's clock when the call is made.
+    /// earlier (held on the broker like a delay, measured on this machine's
+    /// clock now); a time that has passed enqueues it at once.
     pub async fn enqueue_at<J: Job<Queues = Q>>(
         &self,
         job: &J,
@@ -312,14 +301,13 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// backend's deferral granularity) at the queue's top priority, ahead of
     /// whatever is waiting on the queue by then.
     pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
-        let envelope = self.envelope_for(job, Some(delay))?;
+        let (envelope, _) = self.envelope_with(job, EnqueueOptions::default().delay(delay))?;
         self.send(envelope, job.unique().as_ref(), Send::Defer(delay))
             .await
     }
 
-    /// Publishes one envelope; for a unique job, claims its key first and
-    /// gives it back if the job surely did not reach the broker. Every
-    /// single-job enqueue goes through here.
+    /// Publishes one envelope (every single-job enqueue does), claiming a
+    /// unique job's key first.
     async fn send(
         &self,
         mut envelope: Envelope,
@@ -346,8 +334,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         }
     }
 
-    /// Claims `unique`'s key for the envelope's job, and marks the envelope
-    /// as its holder.
+    /// Claims `unique`'s key for the envelope's job, marking it the holder.
     async fn claim(&self, envelope: &mut Envelope, unique: &Unique) -> Result<Claim, Error> {
         let Some(handle) = &self.store else {
             return Err(Error::invalid_config(format!(
@@ -372,10 +359,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         Ok(claim)
     }
 
-    /// Gives a key this enqueue claimed back when its publish failed in a
-    /// way that surely did not reach the broker; after a transient error
-    /// the job may be there, so its claim stays (a retry under the same id
-    /// goes through it).
+    /// Gives back a key this enqueue claimed when its publish surely did not
+    /// reach the broker (after a transient error the job may be there).
     async fn give_back_if_unsent(
         &self,
         claim: Option<Claim>,
@@ -391,11 +376,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         }
     }
 
-    /// Enqueues many jobs at once; the backend may publish them concurrently.
-    ///
-    /// Each job gets its own outcome, in order: a failure of one does not
-    /// stop the others, and a job whose outcome is `Ok` is held by the
-    /// broker.
+    /// Enqueues many jobs, maybe concurrently. Each gets its own outcome, in
+    /// order (one failing stops no other); an `Ok` job is held by the broker.
     pub async fn enqueue_batch<'j, J, I>(&self, jobs: I) -> Vec<Result<Uuid, Error>>
     where
         J: Job<Queues = Q>,
@@ -405,8 +387,8 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         let mut claims = Vec::new();
         let mut outcomes: Vec<Result<Uuid, Error>> = Vec::new();
         for job in jobs {
-            let mut envelope = match self.envelope_for(job, None) {
-                Ok(envelope) => envelope,
+            let mut envelope = match self.envelope_with(job, EnqueueOptions::default()) {
+                Ok((envelope, _)) => envelope,
                 Err(e) => {
                     outcomes.push(Err(e));
                     continue;
@@ -446,17 +428,23 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         outcomes
     }
 
-    /// The envelope of a job with `options` applied, and the wait before
-    /// it is due.
+    /// The envelope of a job with `options` applied, addressed to its queue
+    /// (to the shard of its key on a sharded queue), and the wait before it
+    /// is due.
     fn envelope_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
         mut options: EnqueueOptions,
     ) -> Result<(Envelope, Option<Duration>), Error> {
         let key = options.key.take().or_else(|| job.key());
-        let mut envelope = self
-            .envelope_to(job, key.as_deref())?
-            .with_priority(options.priority);
+        let queue = self.names.target(J::QUEUE.name(), key.as_deref());
+        let payload = serde_json::value::to_raw_value(job).map_err(|source| Error::Encode {
+            queue: queue.to_owned(),
+            source,
+        })?;
+        let mut envelope = Envelope::new(J::NAME, queue, payload).with_priority(options.priority);
+        #[cfg(feature = "opentelemetry")]
+        crate::trace_context::inject_current(&mut envelope);
         let wait = options.wait(&envelope.queue)?;
         envelope.correlation_id = options.correlation_id;
         if let Some(job_id) = options.job_id {
@@ -468,53 +456,17 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         }
         Ok((envelope, wait))
     }
-
-    /// The envelope of a job due after `wait`, addressed to its queue (to
-    /// the shard of its [key](Job::key) on a sharded queue), with its
-    /// type's deadline.
-    fn envelope_for<J: Job<Queues = Q>>(
-        &self,
-        job: &J,
-        wait: Option<Duration>,
-    ) -> Result<Envelope, Error> {
-        let mut envelope = self.envelope_to(job, job.key().as_deref())?;
-        if let Some(deadline) = type_deadline::<J>(wait) {
-            envelope.deadline_ms = Some(deadline_ms(&envelope, deadline, wait)?);
-        }
-        Ok(envelope)
-    }
-
-    /// The envelope of a job, addressed to its queue (to the shard of `key`
-    /// on a sharded queue).
-    fn envelope_to<J: Job<Queues = Q>>(
-        &self,
-        job: &J,
-        key: Option<&str>,
-    ) -> Result<Envelope, Error> {
-        let queue = self.names.target(J::QUEUE.name(), key);
-        let payload = serde_json::value::to_raw_value(job).map_err(|source| Error::Encode {
-            queue: queue.to_owned(),
-            source,
-        })?;
-        #[cfg_attr(not(feature = "opentelemetry"), allow(unused_mut))]
-        let mut envelope = Envelope::new(J::NAME, queue, payload);
-        #[cfg(feature = "opentelemetry")]
-        crate::trace_context::inject_current(&mut envelope);
-        Ok(envelope)
-    }
 }
 
-/// The deadline a job of type `J` gets when its enqueue names none:
-/// [`Job::deadline`] counted from when the job is due (now, or once `wait`
-/// has passed).
+/// The deadline a `J` gets when its enqueue names none: [`Job::deadline`]
+/// counted from when the job is due.
 fn type_deadline<J: Job>(wait: Option<Duration>) -> Option<SystemTime> {
     let budget = J::deadline()?;
     Some(SystemTime::now() + wait.unwrap_or_default() + budget)
 }
 
-/// The deadline in ms since the epoch, refusing one that has passed already
-/// or would pass before the job's delay ends: such a job could only ever be
-/// dead-lettered.
+/// The deadline in ms since the epoch, refusing one that passes before the
+/// job's delay ends (the job could only be dead-lettered).
 fn deadline_ms(
     envelope: &Envelope,
     deadline: SystemTime,

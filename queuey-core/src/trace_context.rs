@@ -1,15 +1,11 @@
 //! The W3C trace context a job carries from its producer to its handler.
 //!
-//! With the `opentelemetry` feature, every enqueue records the trace context
-//! of the current [`tracing`] span (through `tracing-opentelemetry`) in the
-//! envelope's `traceparent` and `tracestate` fields, in the W3C Trace
-//! Context format; the worker's trace layer makes the job's span a child of
-//! it. The fields live in the envelope, not in broker headers, so they work
-//! on every backend and survive retries, deferrals and dead-lettering: every
-//! attempt of a job is a child of the span that enqueued it.
-//!
-//! Without the feature the fields are never written, and envelopes that
-//! carry them are read as usual.
+//! With the `opentelemetry` feature, an enqueue records the current
+//! [`tracing`] span's context (through `tracing-opentelemetry`) in the
+//! envelope's `traceparent` and `tracestate`, and the worker's trace layer
+//! makes each attempt's span its child. In the envelope, not broker
+//! headers, they work on every backend and survive retries, deferrals and
+//! dead letters. Without the feature they are never written (but read).
 
 #[cfg(feature = "opentelemetry")]
 pub use otel::{inject_current, parent_context};

@@ -1,26 +1,21 @@
 //! Unique jobs: at most one job of a key waiting at a time.
 //!
-//! The claim is taken in a [`Store`](crate::store::Store) before the job is
-//! published, under the job's id and for the job's window; the worker gives
-//! it back once the job is done for good (acknowledged or dead-lettered).
-//! A process that dies between the two leaves the claim to expire with its
-//! window. This module is the one place that names the keys, claims and
-//! releases them.
+//! A claim is taken in a [`Store`](crate::store::Store) before the job is
+//! published, under the job's id for its window; the worker gives it back
+//! once the job is done for good (acknowledged or dead-lettered), and a
+//! process dying in between leaves it to expire. This module alone names,
+//! claims and releases the keys. Rules:
 //!
-//! Rules:
-//!
-//! - Every window goes through [`check_window`] before a claim: more than
-//!   zero, at most [`MAX_WINDOW`](crate::store::MAX_WINDOW).
+//! - Every window goes through [`check_window`] before a claim.
 //! - Keys live in two namespaces that cannot meet:
-//!   `queuey:unique:{queue}:{type}:caller:{key}` for a key of the caller's
-//!   and `queuey:unique:{queue}:{type}:payload:{digest}` for the payload.
-//! - A worker gives back only a key it recomputes from the job it ran (its
-//!   queue, type and payload, through the job type's own
-//!   [`Job::unique`](crate::Job::unique)); the key a message names is a
-//!   claim to compare, never a key to remove.
-//! - Keys are never logged: logs carry [`digest`] of a key.
-//! - A store that fails lets the job go without a claim (fail open); each
-//!   such job is counted in [`UNIQUE_UNCHECKED_TOTAL`](crate::store::UNIQUE_UNCHECKED_TOTAL).
+//!   `queuey:unique:{queue}:{type}:caller:{key}` (a caller's key) and
+//!   `queuey:unique:{queue}:{type}:payload:{digest}`.
+//! - A worker gives back only a key it recomputes from the job it ran
+//!   (queue, type, payload, the type's [`Job::unique`](crate::Job::unique));
+//!   the key a message names is a claim to compare, never one to remove.
+//! - Keys are never logged, only their [`digest`].
+//! - A failing store lets the job go without a claim (fail open), counted in
+//!   [`UNIQUE_UNCHECKED_TOTAL`](crate::store::UNIQUE_UNCHECKED_TOTAL).
 
 use std::fmt;
 use std::time::Duration;
@@ -37,23 +32,17 @@ const PREFIX: &str = "queuey:unique:";
 /// Which jobs count as the same, and for how long.
 ///
 /// Declare it on the job type (`#[job(unique(window = "10m"))]`, or
-/// [`Job::unique`](crate::Job::unique) by hand) or per enqueue with
-/// [`EnqueueOptions::unique`](crate::EnqueueOptions::unique). A second
-/// enqueue of the same key while the first job waits (or runs, or is held
-/// for a retry) and its window lasts is answered
-/// [`Error::Duplicate`] and not published.
+/// [`Job::unique`](crate::Job::unique)) or per enqueue with
+/// [`EnqueueOptions::unique`](crate::EnqueueOptions::unique). Enqueueing the
+/// same key again while the first job waits, runs or is held, within its
+/// window, is answered [`Error::Duplicate`] and not published. A window of
+/// zero or over [`MAX_WINDOW`](crate::store::MAX_WINDOW) (365 days) is
+/// refused with [`Error::InvalidConfig`] (see [`check_window`]).
 ///
-/// The window must be more than zero and at most
-/// [`MAX_WINDOW`](crate::store::MAX_WINDOW) (365 days); an enqueue with
-/// another is refused with [`Error::InvalidConfig`] (see
-/// [`check_window`]).
-///
-/// The worker gives a job's key back when the job is done for good only if
-/// the key belongs to the job: one it computes again from the job (a key
-/// the job type declares, or a [`payload`](Unique::payload) key), or a
-/// caller's [`key`](Unique::key) of the job's own queue and type; and only
-/// while the key still holds the job's own id. A message naming another
-/// queue's or type's key gives nothing back.
+/// When the job is done for good the worker gives its key back only if it
+/// belongs to the job (computed again from it, or a caller's
+/// [`key`](Unique::key) of the job's own queue and type) and still holds
+/// the job's id; another queue's or type's key is never given back.
 ///
 /// ```
 /// use std::time::Duration;
@@ -79,12 +68,9 @@ enum Key {
 }
 
 impl Unique {
-    /// Jobs of the same type whose JSON is the same are the same.
-    ///
-    /// The JSON is the job as serde encodes it: fields in declaration
-    /// order, so equal structs give equal keys. A job holding a `HashMap`
-    /// encodes its entries in no fixed order; give such a job a
-    /// [`key`](Unique::key) instead.
+    /// Jobs of the same type whose JSON (as serde encodes it, fields in
+    /// declaration order) is the same are the same. A `HashMap` encodes in
+    /// no fixed order; give such a job a [`key`](Unique::key) instead.
     pub fn payload(window: Duration) -> Unique {
         Unique {
             key: Key::Payload,
@@ -102,9 +88,8 @@ impl Unique {
         }
     }
 
-    /// How long the claim lasts at most: a job still waiting after its
-    /// window no longer blocks a new one, and a claim left by a process that
-    /// died is gone after it.
+    /// How long the claim lasts at most: after it, a waiting job no longer
+    /// blocks a new one, and a dead process's claim is gone.
     pub fn window(&self) -> Duration {
         self.window
     }
@@ -119,9 +104,7 @@ impl Unique {
         })
     }
 
-    /// The store key of a job of type `job_type` on `queue` with this
-    /// payload: the caller's key in the `caller:` namespace, the payload as
-    /// a digest of it in the `payload:` one.
+    /// The store key of a `job_type` job on `queue` with this payload.
     pub(crate) fn store_key(&self, queue: &str, job_type: &str, payload: &RawValue) -> String {
         match &self.key {
             Key::Given(key) => format!("{PREFIX}{queue}:{job_type}:caller:{key}"),
@@ -129,10 +112,9 @@ impl Unique {
         }
     }
 
-    /// The key a producer before the `caller:` namespace gave a caller's
-    /// key, so that a worker can give back the claims of jobs such a
-    /// producer enqueued. `None` for a payload key, and for a caller's key
-    /// that reads like a namespaced one (it could name another job's key).
+    /// The key producers before the `caller:` namespace gave a caller's key,
+    /// to give their claims back; `None` for a payload key or one that reads
+    /// like a namespaced key (it could name another job's).
     fn legacy_store_key(&self, queue: &str, job_type: &str) -> Option<String> {
         match &self.key {
             Key::Given(key) if !key.starts_with("payload:") && !key.starts_with("caller:") => {
@@ -149,10 +131,8 @@ fn payload_key(queue: &str, job_type: &str, payload: &RawValue) -> String {
     format!("{PREFIX}{queue}:{job_type}:payload:{}", digest.simple())
 }
 
-/// A short digest of a store key, for logs: the first 8 hex digits of a
-/// name-based UUID (SHA-1) of it. Equal keys give equal digests, so log
-/// lines about one key can be found together; the key itself (which may
-/// hold a caller's data) never shows.
+/// A short digest of a store key for logs (8 hex digits of a SHA-1 UUID):
+/// equal keys match, and the key (maybe a caller's data) never shows.
 pub(crate) fn digest(key: &str) -> String {
     let mut hex = Uuid::new_v5(&Uuid::NAMESPACE_OID, key.as_bytes())
         .simple()
@@ -166,9 +146,8 @@ pub(crate) fn digest(key: &str) -> String {
 pub(crate) enum Claim {
     /// The key is this job's now: release it if the job is not published.
     Taken,
-    /// The key was this job's already (the same job enqueued again, say
-    /// after an uncertain publish): publish, but leave the claim alone on
-    /// failure, as the first try may have reached the broker.
+    /// The key was this job's already (enqueued again after an uncertain
+    /// publish): publish, and on failure leave the claim alone.
     Ours,
     /// The store could not be asked; the job goes without a claim.
     Unchecked,
@@ -183,9 +162,7 @@ pub(crate) struct ClaimFor<'a> {
 }
 
 /// Claims `key` for the job for `window` (checked already), or answers the
-/// job that holds it as [`Error::Duplicate`]. A store that fails answers
-/// [`Claim::Unchecked`]: the job goes without its check, counted and
-/// logged.
+/// holder as [`Error::Duplicate`]; a failing store gives [`Claim::Unchecked`].
 pub(crate) async fn claim(
     store: &dyn Store,
     timeout: Duration,
@@ -207,25 +184,27 @@ pub(crate) async fn claim(
     }
 }
 
-/// Gives `key`, which this process claimed for `job_id`, back if the job
-/// still holds it. A store that cannot be asked leaves the key to expire
-/// with its window.
+/// Gives `key` back if `job_id` still holds it; a failing store leaves it to
+/// expire with its window.
 pub(crate) async fn give_back(store: &dyn Store, timeout: Duration, key: &str, job_id: Uuid) {
     if let Err(error) = bounded(timeout, store.remove(key, &job_id.to_string())).await {
-        not_released(key, job_id, &error);
+        tracing::warn!(
+            key_digest = %digest(key),
+            %job_id,
+            reason = error.kind(),
+            %error,
+            "could not release a unique job's key; it expires with its window"
+        );
     }
 }
 
-/// Gives back the key of a unique job that is done for good, if the job
-/// holds it: the key the envelope names is given back only if it belongs
-/// to the job on `queue` (the logical queue, as the producer named it): a
-/// caller's key of the job's own queue and type, or one computed again from
-/// the job itself, with `declared` the uniqueness the job type declares for
-/// this payload (each handler of the job type's name gives its own). Even
-/// then the store removes it only while it holds the job's id. A key the
-/// job cannot account for is left to expire with its window, and logged.
-///
-/// Answers whether the key was recomputed (and so asked to be removed).
+/// Gives back the key a job done for good names, if it belongs to the job on
+/// `queue` (the logical queue): a caller's key of the job's own queue and
+/// type, or one computed again from the job, `declared` being what each
+/// handler of its type declares for this payload. The store removes it only
+/// while it holds the job's id; a key the job cannot account for is logged
+/// and left to expire. Answers whether the key was recomputed (and so asked
+/// to be removed).
 pub async fn release(
     store: &dyn Store,
     timeout: Duration,
@@ -260,16 +239,6 @@ pub async fn release(
     }
     give_back(store, timeout, named, envelope.job_id).await;
     true
-}
-
-fn not_released(key: &str, job_id: Uuid, error: &StoreError) {
-    tracing::warn!(
-        key_digest = %digest(key),
-        %job_id,
-        reason = error.kind(),
-        %error,
-        "could not release a unique job's key; it expires with its window"
-    );
 }
 
 fn unchecked(key: &str, job: ClaimFor<'_>, error: &StoreError) {

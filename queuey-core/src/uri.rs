@@ -3,11 +3,9 @@
 //! ([`percent_decode`], [`percent_encode`]) that reading one needs.
 //!
 //! The backends format a broker or store address only through [`redact`],
-//! and run every error text that may quote one through [`scrub`]. Both work
-//! on any `scheme://user:password@host…` URI (`amqp`, `amqps`, `http`,
-//! `https`, `redis`, `rediss`)
-//! and on text that only looks like one, so a tool printing a URI a user
-//! typed wrong can use them too.
+//! and run error texts that may quote one through [`scrub`]. Both work on
+//! any `scheme://user:password@host…` URI and on text that only looks like
+//! one (a URI a user typed wrong).
 //!
 //! ```
 //! use queuey_core::uri::{redact, scrub};
@@ -22,8 +20,7 @@ const MASK: &str = "***";
 
 /// The URI with its password (if any) replaced by `***`.
 ///
-/// A string that does not look like `scheme://…` but contains `@` is masked
-/// entirely, since its user-info part cannot be told apart reliably.
+/// A string that is not `scheme://…` but contains `@` is masked entirely.
 pub fn redact(uri: &str) -> String {
     match split(uri) {
         Some(parts) => match parts.password {
@@ -41,20 +38,18 @@ pub fn redact(uri: &str) -> String {
 /// Removes every occurrence of the URI's password, as written and
 /// percent-decoded, from `text`.
 ///
-/// A string that is not a well-formed `scheme://…` URI but holds an `@`
-/// (`amqp:user:secret@host`, `user:secret@host`) has no password that can
-/// be told apart for sure, so every part of what precedes the `@` that
-/// could be one is removed.
+/// For a malformed URI holding an `@` (`amqp:user:secret@host`,
+/// `user:secret@host`), every part before the `@` that could be the
+/// password is removed.
 pub fn scrub(text: &str, uri: &str) -> String {
     let candidates: Vec<&str> = match split(uri) {
         Some(parts) => parts.password.into_iter().collect(),
         None => loose_secrets(uri),
     };
-    let mut secrets: Vec<String> = Vec::new();
-    for candidate in candidates {
-        secrets.push(candidate.to_owned());
-        secrets.push(percent_decode(candidate));
-    }
+    let mut secrets: Vec<String> = candidates
+        .into_iter()
+        .flat_map(|c| [c.to_owned(), percent_decode(c)])
+        .collect();
     // Longest first, so that a secret holding another is masked whole.
     secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     let mut out = text.to_owned();
@@ -71,14 +66,11 @@ fn loose_secrets(uri: &str) -> Vec<&str> {
         return Vec::new();
     };
     let userinfo = uri[..at].rsplit("://").next().unwrap_or_default();
-    let mut found = Vec::new();
-    if let Some((_, after_first)) = userinfo.split_once(':') {
-        found.push(after_first);
-    }
-    if let Some((_, after_last)) = userinfo.rsplit_once(':') {
-        found.push(after_last);
-    }
-    found
+    [userinfo.split_once(':'), userinfo.rsplit_once(':')]
+        .into_iter()
+        .flatten()
+        .map(|(_, secret)| secret)
+        .collect()
 }
 
 /// Whether the URI carries a password (`user:password@`), even an empty one.

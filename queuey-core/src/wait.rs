@@ -5,20 +5,17 @@ use std::time::Duration;
 
 /// The longest delay a hold accepts: 2^31 − 1 ms, about 24.8 days.
 ///
-/// RabbitMQ hold queues expire after twice their TTL, and this keeps both
-/// numbers within a signed 32-bit millisecond count. Longer delays are
-/// refused ([`Error::DelayTooLong`](crate::Error::DelayTooLong)), never clamped: clamping would release a
-/// job early.
+/// RabbitMQ hold queues expire after twice their TTL; this keeps both within
+/// a signed 32-bit millisecond count. Longer delays are refused
+/// ([`Error::DelayTooLong`](crate::Error::DelayTooLong)), never clamped.
 pub const MAX_DEFERRAL_MS: u64 = (1 << 31) - 1;
 
 /// The longest wait worth asking a hold for: 24 days.
 ///
-/// A whole number of days under [`MAX_DEFERRAL_MS`] (about 24.8 days), so
-/// rounding it up to any granularity of up to 20 hours stays under the cap.
-/// Backoffs are refused above it when they are built, and the worker's retry
-/// and deferral layers never ask for longer, so a wait can never be refused
-/// by the hold (which would leave the job to be delivered again at once).
-/// [`fits_a_hold`] is the one test against it.
+/// Whole days under [`MAX_DEFERRAL_MS`], so rounding up to any granularity
+/// of up to 20 hours stays under the cap. Backoffs above it are refused when
+/// built and the worker's layers never ask for longer, so a hold never
+/// refuses a wait. [`fits_a_hold`] is the one test against it.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(24 * 24 * 60 * 60);
 
 /// Whether one hold keeps a job for `delay`: at most [`LONGEST_WAIT`].

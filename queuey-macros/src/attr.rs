@@ -9,6 +9,7 @@
 //! offending token.
 
 mod duration;
+mod limit;
 mod retry;
 
 use proc_macro2::{Group, TokenTree};
@@ -16,6 +17,7 @@ use syn::parse::{Parse, ParseStream, Parser};
 use syn::{Attribute, Expr, ExprLit, ExprUnary, Ident, Lit, LitStr, Path, Token, UnOp, token};
 
 pub(crate) use duration::Millis;
+pub(crate) use limit::LimitSpec;
 pub(crate) use retry::RetrySpec;
 
 /// The keys whose value is a type (`output = Vec<String>`), which does not

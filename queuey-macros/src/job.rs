@@ -6,11 +6,11 @@ use syn::ext::IdentExt;
 use syn::punctuated::Punctuated;
 use syn::{Data, DeriveInput, Fields, LitStr, Path, PathArguments};
 
-use crate::attr::{self, Millis, RetrySpec};
+use crate::attr::{self, LimitSpec, Millis, RetrySpec};
 use crate::crate_path::core_path;
 
 const KEYS: &[&str] = &[
-    "queue", "name", "retry", "output", "unique", "key", "deadline",
+    "queue", "name", "retry", "output", "unique", "key", "deadline", "limit",
 ];
 
 /// The keys of `unique(..)`.
@@ -31,6 +31,8 @@ struct JobSpec {
     key: Option<Path>,
     /// `deadline = "30m"`: the type's default deadline.
     deadline: Option<Millis>,
+    /// `limit(key = Self::host, concurrency = 3, rate = "10/s")`.
+    limit: Option<LimitSpec>,
 }
 
 /// `unique(window = "10m", key = Self::tenant)`.
@@ -126,6 +128,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     });
+    let limit = spec.limit.as_ref().map(|limit| limit.to_tokens(&core));
     Ok(quote! {
         #[automatically_derived]
         impl #core::Job for #ident {
@@ -137,6 +140,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             #unique
             #key
             #deadline
+            #limit
         }
     })
 }
@@ -162,6 +166,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut output = None;
     let mut key = None;
     let mut deadline = None;
+    let mut limit = None;
     for arg in &list.args {
         match arg.key.to_string().as_str() {
             "queue" => queue = Some(queue_path(arg)?),
@@ -171,6 +176,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
             "output" => output = Some(arg.ty()?.clone()),
             "key" => key = Some(arg.path("customer_id")?.clone()),
             "deadline" => deadline = Some(arg.duration()?),
+            "limit" => limit = Some(LimitSpec::parse(arg, &arg.list()?)?),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
         }
     }
@@ -186,6 +192,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         output,
         key,
         deadline,
+        limit,
     })
 }
 

@@ -7,6 +7,13 @@
 //! every key starts with and small server-side scripts for "extend or
 //! remove, only if it still holds my value".
 //!
+//! It is also a [`LimitStore`](queuey_core::store::LimitStore): per-key
+//! running slots with leases and turns to start under a rate, shared by
+//! every worker of a fleet. Each limit operation is one Lua script on the
+//! server's clock (Redis 5 or later), and every key it writes expires by
+//! itself once idle (see `RedisStore`'s `LimitStore` implementation for the
+//! keys and how long each lives).
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! use queuey_core::store::{Inserted, Store};
@@ -51,6 +58,7 @@
 
 mod builder;
 mod error;
+mod limit_scripts;
 mod scripts;
 mod store;
 #[cfg(feature = "rustls")]

@@ -1,5 +1,7 @@
 //! The store itself.
 
+mod limit;
+
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;

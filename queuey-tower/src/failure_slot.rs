@@ -1,31 +1,32 @@
-//! Where a retry layer leaves the error of an attempt it retries, for the
-//! worker to record in the job's envelope.
-//!
-//! The worker makes a slot for every job it runs and hands it to the stack
-//! inside the [`JobRequest`](crate::JobRequest); a
-//! [`RetryLayer`](struct@crate::retry::RetryLayer) that turns an error
-//! into a retry notes the error's text in it, and the worker, once the job
-//! is to be retried, records it in the delivered envelope
-//! ([`Envelope::record_error`](queuey_core::Envelope::record_error)) so
-//! the next attempt carries it. A request built by hand has no slot: its
-//! retries record nothing.
+//! Slots a job's stack leaves a value in for the worker: here, the error of
+//! an attempt a [`RetryLayer`](struct@crate::retry::RetryLayer) retries,
+//! which the worker records in the envelope (see the history wing). A
+//! request built by hand has no slot: its retries record nothing.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// The slot of one job, shared by the request (and its clones) and the
-/// worker.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct FailureSlot(Arc<Mutex<Option<String>>>);
+/// One value a job's stack leaves for the worker, shared by the request
+/// (and its clones) and the worker; the last one put wins.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot<T>(Arc<Mutex<Option<T>>>);
 
-impl FailureSlot {
-    /// Notes the error of the attempt being retried (the last note wins,
-    /// should a middleware call the stack twice).
-    pub(crate) fn note(&self, error: String) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
+/// The error of the attempt being retried.
+pub(crate) type FailureSlot = Slot<String>;
+
+impl<T> Default for Slot<T> {
+    fn default() -> Self {
+        Slot(Arc::default())
+    }
+}
+
+impl<T> Slot<T> {
+    /// Puts `value` in the slot, replacing what was there.
+    pub(crate) fn put(&self, value: T) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
     }
 
-    /// The noted error, once; `None` when no retry layer noted one.
-    pub(crate) fn take(&self) -> Option<String> {
+    /// What was put, once; `None` when nothing was.
+    pub(crate) fn take(&self) -> Option<T> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
@@ -38,8 +39,8 @@ mod tests {
     fn a_slot_gives_its_last_note_once() {
         let slot = FailureSlot::default();
         assert_eq!(slot.take(), None);
-        slot.clone().note("first".into());
-        slot.note("second".into());
+        slot.clone().put("first".into());
+        slot.put("second".into());
         assert_eq!(slot.take().as_deref(), Some("second"));
         assert_eq!(slot.take(), None);
     }

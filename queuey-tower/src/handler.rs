@@ -11,22 +11,18 @@ use std::task::{Context, Poll, ready};
 use futures::FutureExt;
 use futures::future::{BoxFuture, CatchUnwind};
 use pin_project_lite::pin_project;
-use queuey_core::{BoxError, JobError, JobHandler};
+use queuey_core::{BoxError, Disposition, JobError, JobHandler};
 use tower_service::Service;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 
 /// The innermost service of a worker stack: runs a [`JobHandler`].
 ///
-/// `Ok(output)` becomes [`Disposition::Ack`] (the output goes back to a
-/// caller that waits for the job, and is dropped unserialized when nobody
-/// does); a [`JobError`] becomes the boxed
-/// error that keeps its intent ([`JobError::into_box_error`]) for the layers
-/// around it to classify. A panic in the handler is caught and becomes a
-/// [`HandlerPanicked`] error, which classifies as transient: the job is
-/// retried like any other failure, and the worker keeps running.
+/// `Ok(output)` becomes [`Disposition::Ack`] (the output goes to a waiting
+/// caller, else is dropped unserialized); a [`JobError`] becomes the boxed
+/// error that keeps its intent ([`JobError::into_box_error`]). A panic is
+/// caught as a transient [`HandlerPanicked`] error: the job is retried, and
+/// the worker keeps running.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -103,10 +99,8 @@ impl<H: JobHandler> Service<JobRequest<H::Job>> for HandlerService<H> {
     fn call(&mut self, request: JobRequest<H::Job>) -> Self::Future {
         let handler = Arc::clone(&self.handler);
         let (job, ctx, reply) = request.into_parts_with_reply();
-        // A handler's future is an unnameable `impl Future`, so it is boxed
-        // once here; the layers around it add no further allocation. The
-        // output is serialized only for a job a caller waits for (it has a
-        // reply slot); otherwise it is dropped as it is.
+        // Boxed once here (an unnameable `impl Future`); the layers add no
+        // allocation. The output is serialized only into a reply slot.
         let future: BoxFuture<'static, Result<(), JobError>> = Box::pin(async move {
             let output = handler.handle(job, ctx).await?;
             if let Some(slot) = reply {
@@ -176,7 +170,8 @@ pub trait HandlerExt: JobHandler + Sized {
 impl<H: JobHandler> HandlerExt for H {}
 
 /// A handler panicked; the message is the panic's, when it had one.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the handler panicked: {message}")]
 pub struct HandlerPanicked {
     message: String,
 }
@@ -196,11 +191,3 @@ impl HandlerPanicked {
         &self.message
     }
 }
-
-impl fmt::Display for HandlerPanicked {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "the handler panicked: {}", self.message)
-    }
-}
-
-impl std::error::Error for HandlerPanicked {}

@@ -16,6 +16,7 @@
 //! | [`DeadLetterLayer`](dead_letter::DeadLetterLayer) | any failure (a wait: a deferral) | `DeadLetter { reason }` |
 //! | [`DeadlineLayer`](deadline::DeadlineLayer) | a job past its deadline | `DeadLetter { reason }`, instead of running, retrying or deferring it |
 //! | [`CooldownLayer`](cooldown::CooldownLayer) | a deferral of one job of a key | deferrals of that key's other jobs for the time left, without calling the handler |
+//! | [`LimitLayer`](limit::LimitLayer) | a job whose key is at its concurrency or rate limit, across the fleet | `Defer { delay }` until its turn or a free slot, without calling the handler |
 //! | [`IdempotencyLayer`](idempotency::IdempotencyLayer) | a delivery of a job that already ran | `Ack`, without calling the handler again |
 //! | [`MetricsLayer`](metrics::MetricsLayer) | – | counters, a histogram and a gauge per queue and job type |
 //! | [`TraceLayer`](trace::TraceLayer) | – | a span per job and an event per outcome |
@@ -103,6 +104,7 @@ mod failure_slot;
 mod handler;
 pub mod idempotency;
 mod job_fields;
+pub mod limit;
 pub mod metrics;
 pub mod periodic;
 mod reply_slot;

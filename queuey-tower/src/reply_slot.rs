@@ -1,38 +1,27 @@
 //! Where a handler's output waits for the worker, for a job a caller waits
-//! for.
-//!
-//! The worker makes a slot only for a job that carries a reply address and
-//! hands it to the stack inside the [`JobRequest`](crate::JobRequest);
-//! [`HandlerService`](crate::HandlerService) serializes the handler's
-//! output into it, and the worker reads it once the job is settled. A job
-//! nobody waits for has no slot: its output is dropped unserialized.
-
-use std::sync::{Arc, Mutex, PoisonError};
+//! for: [`HandlerService`](crate::HandlerService) serializes it into the
+//! slot the request carries. A job nobody waits for has no slot: its output
+//! is dropped unserialized.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::failure_slot::Slot;
+
 /// A handler's output as JSON, or why there is none.
 type Filled = Result<Box<RawValue>, String>;
 
-/// The slot of one waited-for job, shared by the request (and its clones)
-/// and the worker.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ReplySlot(Arc<Mutex<Option<Filled>>>);
+/// The slot of one waited-for job. `take` gives `None` when the handler
+/// never answered `Ok` (a layer acknowledged the job without it).
+pub(crate) type ReplySlot = Slot<Filled>;
 
 impl ReplySlot {
-    /// Serializes `output` into the slot (the last call wins, should a
-    /// middleware call the handler twice).
+    /// Serializes `output` into the slot.
     pub(crate) fn fill<O: Serialize>(&self, output: &O) {
-        let filled = serde_json::value::to_raw_value(output)
-            .map_err(|e| format!("the handler's output did not encode as JSON: {e}"));
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(filled);
-    }
-
-    /// The output, once the job is over; `None` when the handler never
-    /// answered `Ok` (a layer acknowledged the job without it).
-    pub(crate) fn take(&self) -> Option<Filled> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+        self.put(
+            serde_json::value::to_raw_value(output)
+                .map_err(|e| format!("the handler's output did not encode as JSON: {e}")),
+        );
     }
 }
 

@@ -1,6 +1,7 @@
 //! The request every service in a worker stack receives.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use queuey_core::{JobContext, RetryPolicy};
 
@@ -31,12 +32,13 @@ pub struct JobRequest<J> {
     classifier: SharedClassifier,
     /// Where the handler's output goes, for a job a caller waits for.
     reply: Option<ReplySlot>,
-    /// Where a retry layer notes the error of an attempt it retries (set
-    /// by the worker).
+    /// Where a retry layer notes the error of an attempt it retries.
     failure: Option<FailureSlot>,
-    /// The job type's name, for log lines: set by the worker, which knows
-    /// it; `None` for a request built by hand.
+    /// The job type's name, for log lines; `None` for a request built by hand.
     job_type: Option<&'static str>,
+    /// Raised by a limit layer that defers the job, for a cool-down
+    /// around it to tell a limit's wait from the API's.
+    limit_wait: Option<Arc<AtomicBool>>,
 }
 
 impl<J> JobRequest<J> {
@@ -51,6 +53,20 @@ impl<J> JobRequest<J> {
             reply: None,
             failure: None,
             job_type: None,
+            limit_wait: None,
+        }
+    }
+
+    /// Asks a limit layer inside to raise `flag` if it defers the job
+    /// for its limit (a wait of queuey's own, not one the handler was told).
+    pub(crate) fn watch_limit_wait(&mut self, flag: Arc<AtomicBool>) {
+        self.limit_wait = Some(flag);
+    }
+
+    /// Tells whoever watches that the job was deferred for its limit.
+    pub(crate) fn note_limit_wait(&self) {
+        if let Some(flag) = &self.limit_wait {
+            flag.store(true, Ordering::Relaxed);
         }
     }
 
@@ -64,16 +80,11 @@ impl<J> JobRequest<J> {
         self.job_type
     }
 
-    /// Gives the request the slot its handler's output goes into (the
-    /// worker does this for a job a caller waits for).
-    pub(crate) fn set_reply(&mut self, slot: ReplySlot) {
-        self.reply = Some(slot);
-    }
-
-    /// Gives the request the slot a retry layer notes its error in (the
-    /// worker does this for every job).
-    pub(crate) fn set_failure(&mut self, slot: FailureSlot) {
-        self.failure = Some(slot);
+    /// Gives the request the worker's slots for the handler's output and
+    /// for the error of an attempt a retry layer retries.
+    pub(crate) fn set_slots(&mut self, reply: Option<ReplySlot>, failure: Option<FailureSlot>) {
+        self.reply = reply;
+        self.failure = failure;
     }
 
     /// The slot a retry layer notes its error in, when the worker gave one.

@@ -4,17 +4,14 @@
 /// Unix, `SIGTERM`, which Kubernetes, systemd and Docker send first.
 ///
 /// Give it to [`Worker::run_until`](crate::Worker::run_until): on either
-/// signal the worker takes no further deliveries, lets the jobs it started
-/// finish and settle (up to its
+/// signal the worker takes no further deliveries, lets started jobs finish
+/// and settle (up to its
 /// [`shutdown_timeout`](crate::WorkerBuilder::shutdown_timeout), 30 s by
-/// default), and leaves every other job with the broker, which delivers it
-/// to another worker. Keep the service manager's grace period (Kubernetes'
-/// `terminationGracePeriodSeconds`, systemd's `TimeoutStopSec`) above the
-/// shutdown timeout, or jobs still running when it kills the process are
-/// delivered again.
-///
-/// A signal it cannot listen for is logged as a warning and ignored; the
-/// future then completes on the other one only.
+/// default) and leaves every other job with the broker. Keep the service
+/// manager's grace period (`terminationGracePeriodSeconds`,
+/// `TimeoutStopSec`) above the shutdown timeout, or jobs still running at
+/// the kill are delivered again. A signal it cannot listen for is logged as
+/// a warning and ignored.
 ///
 /// ```no_run
 /// # async fn run(worker: queuey_tower::Worker<impl queuey_core::Queues, impl queuey_core::backend::Backend>)
@@ -57,6 +54,11 @@ pub(crate) async fn run_until<R: Future, S: Future>(
         _ = signal => stop(),
     }
     run.await
+}
+
+/// Resolves once `stop` turns true, or its sender is gone (a stop too).
+pub(crate) async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
 /// Ctrl-C, or never if it cannot be listened for.

@@ -7,8 +7,8 @@ use super::{ControlChannel, Heartbeats, Replies};
 /// The capability traits a backend implements, as
 /// [`Backend::capabilities`](super::Backend::capabilities) lists them.
 ///
-/// A capability is listed by handing the backend itself to its setter,
-/// which only compiles when the backend implements the trait:
+/// A capability is listed by handing the backend to its setter, which only
+/// compiles when the backend implements the trait:
 ///
 /// ```
 /// # use queuey_core::backend::Capabilities;
@@ -21,13 +21,10 @@ use super::{ControlChannel, Heartbeats, Replies};
 /// assert!(listed.control().is_some());
 /// ```
 ///
-/// A worker answers waiting callers only through [`replies`](Self::replies),
-/// follows pauses and cancellations only through [`control`](Self::control),
-/// and sends heartbeats only through [`heartbeats`](Self::heartbeats), so a
-/// backend that lists nothing runs its jobs and nothing else. A missing
-/// control channel or heartbeat store is logged (at DEBUG) when the worker
-/// starts; a job whose caller waits on a backend without replies is logged
-/// (at WARN) when it is settled.
+/// A worker uses only what is listed: a backend that lists nothing runs its
+/// jobs and nothing else. A missing control channel or heartbeat store is
+/// logged at DEBUG when the worker starts; a waited-for job on a backend
+/// without replies is logged at WARN when settled.
 #[derive(Clone, Copy, Default)]
 pub struct Capabilities<'a> {
     replies: Option<&'a dyn Replies>,

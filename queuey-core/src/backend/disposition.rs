@@ -10,10 +10,8 @@ use crate::wait::{LONGEST_WAIT, fits_a_hold};
 /// The outcome of running a job, which a [`Delivery`](super::Delivery)
 /// carries out on the broker with [`settle`](super::Delivery::settle).
 ///
-/// The worker's layers decide a disposition without touching the broker; the
-/// backend then builds whatever it publishes from the delivered envelope
-/// (see [`Disposition::plan`]), so the two can never disagree about the next
-/// attempt:
+/// The worker's layers decide it without touching the broker; the backend
+/// builds what it publishes from the delivered envelope ([`Disposition::plan`]):
 ///
 /// | disposition | on the broker |
 /// |---|---|
@@ -24,8 +22,7 @@ use crate::wait::{LONGEST_WAIT, fits_a_hold};
 /// | `Requeue` | hand the message back for delivery again at once, spending nothing: no attempt, and it does not count as a delivery that came back unsettled |
 ///
 /// A `Retry` or `Defer` longer than [`LONGEST_WAIT`] is dead-lettered with a
-/// reason saying so: a hold could not keep it that long, and releasing it
-/// early is the one thing a hold must never do.
+/// reason saying so, never released early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Disposition {
@@ -46,9 +43,8 @@ pub enum Disposition {
         /// Why, for the operator reading the dead-letter queue.
         reason: String,
     },
-    /// Hand the message back to the broker unchanged, for delivery again at
-    /// once (a worker shutting down returns a delivery it took but did not
-    /// start this way).
+    /// Hand the message back unchanged for delivery again at once (how a
+    /// worker shutting down returns a delivery it did not start).
     Requeue,
 }
 
@@ -63,8 +59,7 @@ pub enum HoldKind {
 
 /// What a backend does to settle a delivery: a [`Disposition`] with the
 /// next envelope built. See [`Disposition::plan`].
-// A plan lives for one settle and is consumed by it; boxing the envelope of
-// a hold would cost an allocation per retry and deferral to save stack.
+// Boxing a hold's envelope would cost an allocation per retry and deferral.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
@@ -103,9 +98,7 @@ impl Disposition {
     }
 
     /// This disposition, except that a retry or deferral longer than
-    /// [`LONGEST_WAIT`] becomes a dead letter whose reason says so: no hold
-    /// keeps a job that long, and shortening the wait would release it
-    /// early.
+    /// [`LONGEST_WAIT`] becomes a dead letter whose reason says so.
     ///
     /// ```
     /// use std::time::Duration;
@@ -127,13 +120,11 @@ impl Disposition {
         }
     }
 
-    /// Builds what a backend publishes for this disposition of a delivery of
-    /// `delivered` from `queue`: the one place the next envelope is made.
-    ///
-    /// A retry goes back to the queue it was consumed from with attempt + 1
-    /// and priority 0; a deferral keeps the attempt and counts one more
-    /// deferral (the backend gives it the queue's top priority). A wait
-    /// longer than [`LONGEST_WAIT`] becomes a dead letter with a reason.
+    /// Builds what a backend publishes for this disposition of `delivered`
+    /// from `queue`, the one place the next envelope is made: a retry goes
+    /// back to `queue` with attempt + 1 and priority 0; a deferral keeps the
+    /// attempt, one more deferral (the backend gives it the top priority);
+    /// a wait past [`LONGEST_WAIT`] becomes a dead letter.
     ///
     /// ```
     /// use std::time::Duration;
@@ -177,26 +168,16 @@ pub fn too_long_reason(disposition: &Disposition, delay: Duration) -> String {
         Disposition::Defer { .. } => "deferral",
         _ => "retry",
     };
+    // Whole seconds, or milliseconds below one second.
+    let wait = match delay.as_secs() {
+        0 => format!("{} ms", delay.as_millis()),
+        secs => format!("{secs} s"),
+    };
     format!(
-        "a {what} of {} is longer than a hold can keep ({} days); dead-lettered rather than \
+        "a {what} of {wait} is longer than a hold can keep ({} days); dead-lettered rather than \
          released early",
-        HumanDuration(delay),
         LONGEST_WAIT.as_secs() / 86_400
     )
-}
-
-/// Whole seconds, or milliseconds below one second.
-struct HumanDuration(Duration);
-
-impl fmt::Display for HumanDuration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let d = self.0;
-        if d < Duration::from_secs(1) {
-            write!(f, "{} ms", d.as_millis())
-        } else {
-            write!(f, "{} s", d.as_secs())
-        }
-    }
 }
 
 impl fmt::Display for Disposition {

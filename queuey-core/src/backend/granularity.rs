@@ -7,30 +7,23 @@ use std::time::Duration;
 /// How a hold rounds a delay up to the delay of a hold queue.
 ///
 /// Each distinct rounded delay is one hold queue on the broker, so the
-/// granularity bounds how many a queue can have. Rounding is always **up**:
-/// a job is never released early.
+/// granularity bounds how many a queue has. Rounding is always **up**: a job
+/// is never released early.
 ///
-/// - [`Granularity::Fixed`] rounds up to a multiple of a step (the first version's
-///   `retry_granularity` and `deferred_granularity`). Lateness is at most one
-///   step, and a policy capped at `C` needs up to `C / step` hold queues:
-///   with exponential backoff capped at a week, a 1 s step means up to
-///   604,800 of them.
-/// - [`Granularity::Relative`] rounds up to buckets that grow by at most a
-///   fixed percentage: each bucket is the longest whole number of steps at
-///   most `percent` % past the one before (and one step past it where
-///   `percent` % of it is less than a step). So a delay is late by less than
-///   `percent` % of itself, or less than one `step` where that is more, and
-///   the number of buckets grows with the logarithm of the longest delay.
-///   From 1 s to a week, 10 % needs 131 buckets and 25 % needs 60.
+/// - [`Granularity::Fixed`] rounds up to a multiple of a step: at most one
+///   step late, but a policy capped at `C` needs up to `C / step` hold
+///   queues (a week at 1 s: 604,800).
+/// - [`Granularity::Relative`] rounds up to buckets each the longest whole
+///   number of steps at most `percent` % past the one before (one step past
+///   it where that is less): a delay is late by less than `percent` % of
+///   itself or one `step`, and buckets grow with the logarithm of the
+///   longest delay (1 s to a week: 131 at 10 %, 60 at 25 %).
 ///
-/// The bucket boundaries are a pure function of the delay, the step and the
-/// percentage, computed in integers, so every process with the same settings
-/// agrees on them, and thus on the hold queues' names. (Processes with
-/// different settings merely use different hold queues: a hold queue's
-/// arguments follow from its name alone.)
+/// Boundaries are computed in integers from the delay, step and percentage
+/// alone, so processes with the same settings agree on the hold queues'
+/// names (with other settings they merely use other hold queues).
 ///
-/// A `Duration` converts into a fixed granularity, so options that take a
-/// granularity still accept one:
+/// A `Duration` converts into a fixed granularity:
 ///
 /// ```
 /// use std::time::Duration;
@@ -53,9 +46,7 @@ pub enum Granularity {
     /// Round up to a multiple of this step (zero or sub-millisecond steps
     /// count as 1 ms).
     Fixed(Duration),
-    /// Round up to the next of the buckets `step`, then each bucket the
-    /// longest multiple of `step` at most `percent` % longer than the one
-    /// before (and one `step` longer where that would not be longer at all).
+    /// Round up to growing buckets of whole `step`s (see above).
     Relative {
         /// The percentage by which each bucket exceeds the one before: the
         /// most a delay is late, relatively. At least 1.
@@ -88,7 +79,7 @@ impl Granularity {
     /// `delay` rounded **up** to this granularity, in milliseconds. A zero
     /// delay stays zero (the job needs no hold).
     pub fn round_up_ms(self, delay: Duration) -> u128 {
-        let ms = delay.as_nanos().div_ceil(1_000_000);
+        let ms = ceil_ms(delay);
         if ms == 0 {
             return 0;
         }
@@ -99,9 +90,7 @@ impl Granularity {
                 let percent = u128::from(percent.max(1));
                 let mut bucket = step;
                 while bucket < ms {
-                    // At most `percent` % past the bucket before, on a whole
-                    // step: rounding this boundary up would make a job late
-                    // by more than the percentage.
+                    // Rounded down to a step: up would be late past `percent`.
                     let grown = bucket * (100 + percent) / 100;
                     let next = grown / step * step;
                     bucket = next.max(bucket + step);
@@ -136,16 +125,14 @@ impl fmt::Debug for Granularity {
     }
 }
 
-/// The granularity actually used: zero or sub-millisecond granularities are
-/// raised to 1 ms, others rounded up to whole milliseconds.
+/// The granularity actually used, in whole milliseconds (rounded up, at
+/// least 1).
 pub fn effective_granularity_ms(granularity: Duration) -> u64 {
     ceil_ms(granularity).clamp(1, u128::from(u64::MAX)) as u64
 }
 
-/// A delay rounded **up** to a multiple of the granularity, in ms.
-///
-/// Rounding is never down, so a job is never released early. A zero delay
-/// stays zero (the job needs no hold).
+/// A delay rounded **up** (never early) to a multiple of the granularity, in
+/// ms; a zero delay stays zero.
 ///
 /// ```
 /// use std::time::Duration;
@@ -159,9 +146,7 @@ pub fn effective_granularity_ms(granularity: Duration) -> u64 {
 /// assert_eq!(round_up_ms(Duration::ZERO, s), 0);
 /// ```
 pub fn round_up_ms(delay: Duration, granularity: Duration) -> u128 {
-    let granularity = u128::from(effective_granularity_ms(granularity));
-    let ms = ceil_ms(delay);
-    ms.div_ceil(granularity) * granularity
+    Granularity::Fixed(granularity).round_up_ms(delay)
 }
 
 pub(super) fn ceil_ms(d: Duration) -> u128 {

@@ -14,9 +14,8 @@ use crate::control::Heartbeat;
 /// [`Backend::capabilities`].
 pub trait Heartbeats: Backend {
     /// Publishes a worker's [`Heartbeat`] for [`workers`](Heartbeats::workers)
-    /// to list. A heartbeat with [`stopping`](Heartbeat::stopping) set is
-    /// the worker's last. Best effort: a lost heartbeat is made up for by
-    /// the next one.
+    /// to list (one with [`stopping`](Heartbeat::stopping) set is its last).
+    /// Best effort: the next one makes up for a lost one.
     fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>>;
 
     /// The workers whose latest heartbeat is recent (within

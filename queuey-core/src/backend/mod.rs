@@ -1,23 +1,20 @@
 //! The contract between queuey and a message broker.
 //!
 //! A [`Backend`] declares queues, publishes envelopes (now, after a delay, or
-//! as a deferral) and consumes queues as streams of [`Delivery`]s. Every
-//! method that publishes returns `Ok` only once the broker holds the message
-//! durably (for RabbitMQ: a publisher confirm that is a bare ack). A delivery
-//! is settled exactly once, by one of its consuming methods; publishing
-//! always comes before acknowledging, so a crash in between duplicates a job
-//! and never loses one.
+//! as a deferral) and consumes queues as streams of [`Delivery`]s. A publish
+//! returns `Ok` only once the broker holds the message durably (RabbitMQ: a
+//! bare-ack publisher confirm). A delivery is settled exactly once; publishing
+//! comes before acknowledging, so a crash in between duplicates a job and
+//! never loses one.
 //!
-//! Moving jobs is all [`Backend`] asks for. What a backend may carry
-//! besides is a trait of its own, and each feature that needs one says so
-//! in its bounds: [`Replies`] for callers that wait for a job's result,
-//! [`ControlChannel`] for cancelling jobs and pausing queues,
-//! [`Heartbeats`] for the list of running workers,
-//! [`Leadership`](crate::periodic::Leadership) for periodic jobs. [`Backend::capabilities`] lists the ones a backend has,
-//! for the worker, which uses each one it finds.
+//! Anything beyond moving jobs is a trait of its own, named in the bounds of
+//! the feature that needs it: [`Replies`] (waiting for a job's result),
+//! [`ControlChannel`] (cancels, pauses), [`Heartbeats`] (running workers),
+//! [`Leadership`](crate::periodic::Leadership) (periodic jobs).
+//! [`Backend::capabilities`] lists the ones a backend has for the worker.
 //!
-//! The traits are object safe: `Arc<dyn Backend>` works, and so does any
-//! `Arc<B>`. Backends can live outside this crate.
+//! The traits are object safe (`Arc<dyn Backend>` and any `Arc<B>` work);
+//! backends can live outside this crate.
 
 mod capabilities;
 mod control_channel;
@@ -48,11 +45,9 @@ use crate::{Disposition, Envelope, Error, QueueConfig};
 /// The dead-letter reason of a message whose body is not an [`Envelope`].
 pub const MALFORMED_ENVELOPE_REASON: &str = "malformed envelope";
 
-/// A stream of deliveries from one queue.
-///
-/// It yields `Err` when the consumer failed (for example because the
-/// connection dropped), after which it ends. It ends with `None` when the
-/// consumer was cancelled or the backend closed.
+/// A stream of deliveries from one queue. It yields `Err` when the consumer
+/// failed (say, the connection dropped) and then ends; it ends with `None`
+/// when the consumer was cancelled or the backend closed.
 pub type DeliveryStream = BoxStream<'static, Result<Box<dyn Delivery>, Error>>;
 
 /// How a backend's link to its broker stands, as far as the backend knows.
@@ -92,44 +87,33 @@ impl fmt::Display for ConnectionState {
 
 /// A message broker as queuey uses it.
 pub trait Backend: fmt::Debug + Send + Sync + 'static {
-    /// Creates each queue (and whatever companions the backend needs, such as
-    /// a dead-letter queue) if it does not exist, and remembers its
-    /// configuration. Idempotent. Validates every configuration first and
-    /// creates nothing if one is invalid.
-    ///
-    /// A [sharded](QueueConfig::shards) queue is declared as every broker
-    /// queue of [`QueueConfig::physical`]: its lane and its shards.
-    ///
-    /// Delayed publishes and deferrals are only accepted for queues declared
-    /// through this backend.
+    /// Creates each queue (and companions such as its dead-letter queue) if
+    /// missing, and remembers its configuration. Idempotent; validates every
+    /// configuration first and creates nothing if one is invalid. A
+    /// [sharded](QueueConfig::shards) queue is declared as every queue of
+    /// [`QueueConfig::physical`]. Delayed publishes and deferrals are only
+    /// accepted for queues declared through this backend.
     fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>>;
 
-    /// Publishes the envelope to its queue (`envelope.queue`) with its
-    /// priority. `Ok` means the broker holds it durably.
-    ///
-    /// The queue need not have been declared through this backend, but it
-    /// must exist: publishing to a missing queue is an error, never a silent
-    /// drop.
+    /// Publishes the envelope to `envelope.queue` with its priority. `Ok`
+    /// means the broker holds it durably. The queue must exist (declared here
+    /// or not): a missing queue is an error, never a silent drop.
     fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>>;
 
-    /// Publishes the envelope so that it reaches its queue after `delay`,
-    /// rounded up to the backend's retry granularity, never earlier. Used for
-    /// retries and delayed enqueues. A zero delay publishes at once.
-    ///
-    /// Fails with [`Error::UnknownQueue`] for a queue not declared through
-    /// this backend and [`Error::DelayTooLong`] past
-    /// [`MAX_DEFERRAL_MS`](crate::MAX_DEFERRAL_MS), before anything is published.
+    /// Publishes the envelope so that it reaches its queue after `delay`
+    /// rounded up to the retry granularity, never earlier (retries, delayed
+    /// enqueues); a zero delay publishes at once. Fails, publishing nothing,
+    /// with [`Error::UnknownQueue`] for a queue not declared here and
+    /// [`Error::DelayTooLong`] past [`MAX_DEFERRAL_MS`](crate::MAX_DEFERRAL_MS).
     fn publish_after<'a>(
         &'a self,
         envelope: &'a Envelope,
         delay: Duration,
     ) -> BoxFuture<'a, Result<(), Error>>;
 
-    /// Publishes the envelope as a deferral: it reaches its queue after
-    /// `delay`, rounded up to the backend's deferral granularity, with the
-    /// queue's top priority, so it is served ahead of the backlog.
-    ///
-    /// Fails like [`publish_after`](Backend::publish_after).
+    /// Publishes the envelope as a deferral: after `delay` rounded up to the
+    /// deferral granularity, at the queue's top priority (ahead of the
+    /// backlog). Fails like [`publish_after`](Backend::publish_after).
     fn defer<'a>(
         &'a self,
         envelope: &'a Envelope,
@@ -147,33 +131,25 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
         ))
     }
 
-    /// Starts consuming a queue. At most `queue.settings().prefetch()` deliveries
-    /// of this consumer are unsettled at any time.
-    ///
-    /// One broker queue: the one `queue` names. For a sharded queue that is
-    /// its lane; the worker consumes each of [`QueueConfig::physical`].
-    ///
-    /// Bodies that are not envelopes never reach the stream: the backend
-    /// copies them to the dead-letter store with the reason
-    /// `malformed envelope` and acknowledges them.
+    /// Starts consuming the one broker queue `queue` names (a sharded
+    /// queue's lane; the worker consumes each of [`QueueConfig::physical`]),
+    /// with at most `queue.settings().prefetch()` deliveries unsettled. Bodies
+    /// that are not envelopes never reach the stream: they are dead-lettered
+    /// with the reason `malformed envelope` and acknowledged.
     fn consume<'a>(
         &'a self,
         queue: &'a QueueConfig,
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>>;
 
-    /// How the backend's connection stands now. A backend with no
-    /// connection to lose (the in-memory one) is always
-    /// [`Connected`](ConnectionState::Connected), which is the default.
+    /// How the backend's connection stands now; by default (a backend with
+    /// no connection to lose) always [`Connected`](ConnectionState::Connected).
     fn connection_state(&self) -> ConnectionState {
         ConnectionState::Connected
     }
 
-    /// Resolves with the [connection state](Backend::connection_state)
-    /// once it is no longer `seen` (at once if it is not now). A worker
-    /// learns of a lost connection, and of its return, from it.
-    ///
-    /// A backend that can tell when its state changes overrides this; the
-    /// default looks at `connection_state` every 100 ms.
+    /// Resolves with the [connection state](Backend::connection_state) once
+    /// it is no longer `seen`; a worker learns of a lost connection, and its
+    /// return, from it. The default looks at `connection_state` every 100 ms.
     fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
         Box::pin(async move {
             loop {
@@ -187,35 +163,24 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
     }
 
     /// How long the broker lets a delivery of `queue` go unacknowledged
-    /// before it takes it back and delivers it again, or `None` when it
-    /// never does (the default, and the in-memory backend's answer).
-    ///
-    /// A worker refuses to build when its job timeout, plus a margin to
-    /// settle the job, reaches this bound: past it the broker would deliver
-    /// a job again while its first run still runs. A backend that cannot
-    /// know the broker's setting answers from its own configuration.
+    /// before it delivers it again, or `None` (the default) when it never
+    /// does. A worker whose job timeout plus a settle margin reaches it
+    /// refuses to build: the broker would redeliver a job that still runs.
     fn consumer_timeout(&self, queue: &QueueConfig) -> Option<Duration> {
         let _ = queue;
         None
     }
 
-    /// What this backend carries besides moving jobs: replies to waiting
-    /// callers, the fleet's control commands, workers' heartbeats. A
-    /// backend lists each capability trait it implements (see
-    /// [`Capabilities`]); a worker uses what is listed and tells apart what
-    /// is not, so a backend that carries none of them answers
-    /// [`Capabilities::none`].
+    /// The capability traits this backend implements (replies, control
+    /// commands, heartbeats; see [`Capabilities`]), for the worker to use;
+    /// [`Capabilities::none`] when it carries none.
     fn capabilities(&self) -> Capabilities<'_>;
 
-    /// Resolves once the settles this backend took on and finishes on its
-    /// own are out: acknowledgements a [`Delivery::settle`] handed to a
-    /// writer and returned before they were sent, deliveries of a dropped
-    /// stream being handed back. A worker waits for it once its jobs have
-    /// ended, so that `run` returns with every job it settled sent to the
-    /// broker. Bounded by the backend's own call bound; never an error.
-    ///
-    /// The default resolves at once: the backend finishes every settle
-    /// before `settle` returns.
+    /// Resolves once the settles this backend finishes on its own are out
+    /// (acknowledgements handed to a writer, deliveries of a dropped stream
+    /// handed back); a worker waits for it before `run` returns. Bounded by
+    /// the backend's call bound, never an error. The default resolves at
+    /// once, for a backend whose `settle` finishes before it returns.
     fn flush(&self) -> BoxFuture<'_, ()> {
         Box::pin(futures::future::ready(()))
     }
@@ -223,14 +188,10 @@ pub trait Backend: fmt::Debug + Send + Sync + 'static {
 
 /// One delivered job, to be settled exactly once.
 ///
-/// A backend implements three methods: the envelope, the redelivery flag,
-/// and [`settle`](Delivery::settle), which carries out a [`Disposition`].
-/// The backend builds whatever it publishes itself, from its own envelope
-/// ([`Disposition::plan`]), so no caller can hand it the wrong one.
-///
-/// When settling fails, nothing was acknowledged: the message stays with the
-/// broker, which delivers it again (with [`redelivered`](Delivery::redelivered)
-/// set). A delivery dropped without being settled is likewise never lost.
+/// [`settle`](Delivery::settle) carries out a [`Disposition`], building what
+/// it publishes from the delivery's own envelope ([`Disposition::plan`]).
+/// When settling fails, or a delivery is dropped unsettled, nothing was
+/// acknowledged: the broker delivers the message again, `redelivered` set.
 pub trait Delivery: fmt::Debug + Send + Sync {
     /// The decoded envelope.
     fn envelope(&self) -> &Envelope;
@@ -238,20 +199,17 @@ pub trait Delivery: fmt::Debug + Send + Sync {
     /// Whether the broker delivered this message before.
     fn redelivered(&self) -> bool;
 
-    /// Carries out `disposition`: publishes first (a hold, a dead letter)
-    /// and waits for the broker to hold the message, then acknowledges; or
-    /// acknowledges, or hands the message back. A retry or deferral longer
-    /// than [`LONGEST_WAIT`](crate::LONGEST_WAIT) is dead-lettered with a reason, never shortened.
+    /// Carries out `disposition`: publishes first (a hold, a dead letter),
+    /// waits for the broker to hold it, then acknowledges; or acknowledges,
+    /// or hands the message back. A retry or deferral longer than
+    /// [`LONGEST_WAIT`](crate::LONGEST_WAIT) is dead-lettered, never shortened.
     fn settle(self: Box<Self>, disposition: Disposition) -> BoxFuture<'static, Result<(), Error>>;
 
-    /// The envelope, to change before it is settled, or `None` when the
-    /// backend does not allow it (the default).
-    ///
-    /// A worker records the error of an attempt it retries here
-    /// ([`Envelope::record_error`]), so the next attempt, and in the end
-    /// its dead letter, carries it. Whatever a backend publishes for a
-    /// [`Disposition::Retry`] or [`Disposition::Defer`] is built from this
-    /// envelope; a dead letter keeps the body as it was delivered.
+    /// The envelope, to change before it is settled, or `None` (the
+    /// default) when the backend does not allow it. A worker records a
+    /// retried attempt's error here ([`Envelope::record_error`]); a
+    /// [`Disposition::Retry`] or [`Disposition::Defer`] publishes this
+    /// envelope, a dead letter the body as delivered.
     fn envelope_mut(&mut self) -> Option<&mut Envelope> {
         None
     }

@@ -2,18 +2,16 @@
 //! caller's side of the wait.
 //!
 //! A caller that waits for a job ([`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait))
-//! asks its backend to [`request`](Replies::request): the backend
-//! gives the envelope a [`ReplyTo`] (an address of its own and a
-//! correlation id) and hands back a [`PendingReply`]. The address travels
-//! with the job through every hold, retry and deferral; once the job's
-//! final outcome is settled, the worker sends one [`Reply`] to it through
-//! its own backend's [`reply`](Replies::reply). While the job runs, the
-//! worker sends the handler's progress reports there too
-//! ([`Reply::Progress`]), which do not end the wait.
+//! has its backend [`request`](Replies::request) it: the envelope gets a
+//! [`ReplyTo`] (an address and a correlation id) that travels through every
+//! hold, retry and deferral, and the caller a [`PendingReply`]. Once the
+//! final outcome is settled, the worker sends one [`Reply`] there through
+//! its own backend's [`reply`](Replies::reply), and progress reports
+//! ([`Reply::Progress`]) meanwhile.
 //!
 //! Nothing guarantees the reply arrives: the caller's timeout is the only
-//! bound. A reply to a caller that went away is dropped, and a job that is
-//! delivered again may reply twice (the caller takes the first).
+//! bound. A reply to a caller that went away is dropped; a job delivered
+//! again may reply twice (the caller takes the first).
 
 use std::fmt;
 use std::future::Future;
@@ -30,24 +28,17 @@ use crate::{Envelope, Error};
 
 pub use crate::envelope::ReplyTo;
 
-/// A backend that carries job results: it publishes a job for a caller that
-/// waits, and carries the worker's [`Reply`] back to that caller.
-///
-/// [`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait) needs
-/// it; a worker replies through it when its backend lists it in
-/// [`Backend::capabilities`].
+/// A backend that carries job results back to a waiting caller
+/// ([`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait)); a
+/// worker replies through it when [`Backend::capabilities`] lists it.
 pub trait Replies: Backend {
-    /// Publishes the envelope like [`publish`](Backend::publish), for a
-    /// caller that waits for the job's final outcome: the backend sets the
-    /// envelope's [`reply_to`](Envelope::reply_to) to an address of its
-    /// own, and the [`PendingReply`] resolves with the [`Reply`] a worker
-    /// sends there (see [`reply`](Replies::reply)). `Ok` means the broker
-    /// holds the job.
+    /// Publishes the envelope like [`publish`](Backend::publish), with its
+    /// [`reply_to`](Envelope::reply_to) set to an address of the backend's;
+    /// the [`PendingReply`] resolves with the [`Reply`] a worker sends there.
     fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>>;
 
-    /// Sends a job's final outcome to the caller waiting at `to` (an
-    /// address some backend's [`request`](Replies::request) chose). A
-    /// caller that went away is not an error: the reply is dropped.
+    /// Sends a reply to the caller waiting at `to`; a caller that went away
+    /// is not an error (the reply is dropped).
     fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>>;
 }
 
@@ -64,11 +55,9 @@ impl<B: Replies + ?Sized> Replies for std::sync::Arc<B> {
 /// What a worker sends a caller that waits for a job: progress reports
 /// while it runs, then the job's final outcome.
 ///
-/// It is JSON on the wire (`{"value": ..}`, `{"dead_lettered": ".."}`,
-/// `{"progress": {"percent": 40}}`, ...), so a backend can carry it as a
-/// message body. A backend hands a final reply to the caller's
-/// [`PendingReply`], ending the wait, and a [`Reply::Progress`] to its
-/// progress reports, keeping the wait.
+/// JSON on the wire (`{"value": ..}`, `{"dead_lettered": ".."}`,
+/// `{"progress": {"percent": 40}}`, ...). A final reply ends the caller's
+/// [`PendingReply`]; a [`Reply::Progress`] goes to its progress reports.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -79,12 +68,10 @@ pub enum Reply {
     DeadLettered(String),
     /// The job was dead-lettered because its deadline passed.
     DeadlinePassed,
-    /// The job succeeded but has no output to send: the output did not
-    /// encode as JSON, or the stack acknowledged the job without running
-    /// the handler. Says which.
+    /// The job succeeded without an output to send (it did not encode as
+    /// JSON, or the stack acknowledged the job without the handler): which.
     NoValue(String),
-    /// Not an outcome: the job is still running and reported how far it
-    /// got.
+    /// Not an outcome: how far the running job got.
     Progress(Progress),
 }
 
@@ -119,10 +106,10 @@ impl PartialEq for Reply {
     }
 }
 
-/// Why a reply can no longer come: what the backend knows, in words for the
-/// caller (for example that the connection carrying the reply address
-/// dropped).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why a reply can no longer come, in words for the caller (say, the
+/// connection carrying the reply address dropped).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
 pub struct ReplyLost {
     reason: String,
 }
@@ -141,18 +128,9 @@ impl ReplyLost {
     }
 }
 
-impl fmt::Display for ReplyLost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
-
-impl std::error::Error for ReplyLost {}
-
-/// The caller's side of a request: resolves with the job's final
-/// [`Reply`], or with why it can no longer come, and meanwhile carries the
-/// job's [`Progress`] reports when its backend passes them on. Dropping it
-/// gives up the wait: a reply that arrives later is dropped.
+/// The caller's side of a request: resolves with the job's final [`Reply`]
+/// or why it cannot come, carrying [`Progress`] reports meanwhile when the
+/// backend passes them on. Dropping it gives up the wait.
 pub struct PendingReply {
     pub(crate) answer: BoxFuture<'static, Result<Reply, ReplyLost>>,
     pub(crate) progress: Option<ProgressUpdates>,
@@ -167,10 +145,9 @@ impl PendingReply {
         }
     }
 
-    /// The same wait, seeing the job's progress through `updates`: the
-    /// backend reports each [`Reply::Progress`] that comes for this caller
-    /// on the [`ProgressReporter`](crate::control::ProgressReporter) that
-    /// `updates` came from.
+    /// The same wait, seeing progress through `updates`: the backend reports
+    /// each [`Reply::Progress`] for this caller on the
+    /// [`ProgressReporter`](crate::control::ProgressReporter) paired with it.
     pub fn with_progress(mut self, updates: ProgressUpdates) -> Self {
         self.progress = Some(updates);
         self

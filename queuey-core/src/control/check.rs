@@ -1,20 +1,17 @@
 //! What makes a control record acceptable, whoever sent it.
 //!
-//! A record is checked twice: by the sender before it is published, so a
-//! mistake is an error at the call, and by every reader before it is
-//! applied, so a record that reached the fleet some other way changes
-//! nothing. The rules:
+//! A record is checked by the sender before publishing (a mistake is an
+//! error at the call) and by every reader before applying (a record that
+//! came some other way changes nothing). The rules:
 //!
 //! 1. its encoded form is at most [`MAX_RECORD_BYTES`];
-//! 2. it was not sent from the future: `at_ms` is at most
-//!    [`CLOCK_SKEW`] past the reader's clock (a record stamped far ahead
-//!    would otherwise outlive every retention rule);
+//! 2. `at_ms` is at most [`CLOCK_SKEW`] past the reader's clock (a record
+//!    from the future would outlive every retention rule);
 //! 3. a queue it names is a name RabbitMQ could have (1 to 255 bytes);
-//! 4. a [`CancelMatching`](Command::CancelMatching) filter has at least
-//!    one condition (a queue, a job type or a payload field), at most
-//!    [`MAX_PAYLOAD_CONDITIONS`] payload conditions, and an
-//!    `enqueued_before_ms` bound no later than the record itself (plus the
-//!    skew): a filter reaches only jobs that existed when it was sent.
+//! 4. a [`CancelMatching`](Command::CancelMatching) filter has a condition
+//!    (queue, job type or payload field), at most [`MAX_PAYLOAD_CONDITIONS`]
+//!    payload conditions, and an `enqueued_before_ms` no later than the
+//!    record (plus the skew): it reaches only jobs that existed when sent.
 
 use super::command::{CancelFilter, Command, ControlRecord};
 use super::refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};
@@ -23,11 +20,10 @@ use super::refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, Recor
 const MAX_QUEUE_NAME: usize = 255;
 
 impl ControlRecord {
-    /// Checks the record against every rule above, by a sender or a reader
-    /// whose clock reads `now_ms`; the size rule on the record encoded. A
-    /// reader that checked the size of the bytes it decoded
-    /// ([`check_size`]) asks [`check_content`](Self::check_content)
-    /// instead, which encodes nothing.
+    /// Checks the record against every rule above at `now_ms`, the size rule
+    /// on the record encoded. A reader that checked the decoded bytes'
+    /// size ([`check_size`]) asks [`check_content`](Self::check_content),
+    /// which encodes nothing.
     ///
     /// ```
     /// use queuey_core::control::{CancelFilter, Command, ControlRecord, RecordRefusal};

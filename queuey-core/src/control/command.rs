@@ -16,24 +16,20 @@ use crate::clock::now_ms;
 #[serde(tag = "command", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Command {
-    /// Cancel one job, wherever it is: it is never run again, and the next
-    /// worker to take it dead-letters it with the reason
-    /// [`CANCELLED_REASON`](super::CANCELLED_REASON). A worker running it
-    /// right now tells its handler through the job's
-    /// [`CancelSignal`](super::CancelSignal).
+    /// Cancel one job, wherever it is: the next worker to take it
+    /// dead-letters it as [`CANCELLED_REASON`](super::CANCELLED_REASON); one
+    /// running it tells its handler through its [`CancelSignal`](super::CancelSignal).
     Cancel {
         /// The job's id.
         job_id: Uuid,
     },
-    /// Cancel every job that matches, enqueued before the command was sent:
-    /// jobs enqueued later are not touched.
+    /// Cancel every matching job enqueued before the command was sent.
     CancelMatching {
         /// Which jobs.
         filter: CancelFilter,
     },
-    /// Stop taking deliveries of a queue, on every worker: jobs running
-    /// finish, jobs taken but not started go back to the broker, and the
-    /// queue's jobs wait there until it is resumed.
+    /// Stop taking deliveries of a queue on every worker: running jobs
+    /// finish, those taken but not started go back to the broker to wait.
     Pause {
         /// The queue's name on the broker (its namespace included).
         queue: String,
@@ -43,12 +39,10 @@ pub enum Command {
         /// The queue's name on the broker (its namespace included).
         queue: String,
     },
-    /// Withdraw the cancellation sent in another record (a
-    /// [`Cancel`](Command::Cancel) or a
-    /// [`CancelMatching`](Command::CancelMatching)), named by that record's
-    /// id: the jobs it covered run again when they are next taken. Jobs
-    /// already dead-lettered as cancelled stay there until redriven. A
-    /// pause is withdrawn by [`Resume`](Command::Resume).
+    /// Withdraw the cancellation ([`Cancel`](Command::Cancel) or
+    /// [`CancelMatching`](Command::CancelMatching)) sent in the record with
+    /// this id: its jobs run when next taken; those already dead-lettered
+    /// stay there until redriven.
     Revoke {
         /// The id of the record whose cancellation is withdrawn.
         record: Uuid,
@@ -145,19 +139,12 @@ impl PayloadMatch {
     }
 
     fn holds(&self, payload: &Value) -> bool {
-        let mut at = payload;
-        for key in &self.path {
-            let next = match at {
-                Value::Object(map) => map.get(key),
-                Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
-                _ => None,
-            };
-            match next {
-                Some(value) => at = value,
-                None => return false,
-            }
-        }
-        *at == self.value
+        let found = self.path.iter().try_fold(payload, |at, key| match at {
+            Value::Object(map) => map.get(key),
+            Value::Array(items) => key.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        });
+        found == Some(&self.value)
     }
 }
 
@@ -190,9 +177,9 @@ impl CancelFilter {
         self
     }
 
-    /// Only jobs enqueued at or before `ms` (milliseconds since the Unix
-    /// epoch). [`into_command`](Self::into_command) sets it to now when it
-    /// is not set; a later bound than the command's own time is refused.
+    /// Only jobs enqueued at or before `ms` (ms since the Unix epoch; unset,
+    /// [`into_command`](Self::into_command) sets now). A bound later than the
+    /// command's own time is refused.
     pub fn enqueued_before(mut self, ms: u64) -> Self {
         self.enqueued_before_ms = Some(ms);
         self
@@ -222,9 +209,8 @@ impl CancelFilter {
         Ok(Command::CancelMatching { filter: self })
     }
 
-    /// Whether a job of `job_type` on `queue` may match: its queue and
-    /// type conditions hold (its payload and enqueue time are not looked
-    /// at). What a tool can tell of a job it knows only from a heartbeat.
+    /// Whether a job of `job_type` on `queue` may match by queue and type
+    /// alone (all a tool knows of a job from a heartbeat).
     pub fn may_match(&self, queue: &str, job_type: &str) -> bool {
         let of_queue = |q: &str| {
             q == queue || crate::shard::parse_shard_name(queue).is_some_and(|(base, _)| base == q)
@@ -233,8 +219,8 @@ impl CancelFilter {
             && self.job_type.as_deref().is_none_or(|t| t == job_type)
     }
 
-    /// Whether `envelope`'s job matches. The payload is parsed only when a
-    /// payload condition is given and the other conditions hold.
+    /// Whether `envelope`'s job matches; the payload is parsed only when a
+    /// payload condition needs it.
     pub fn matches(&self, envelope: &Envelope) -> bool {
         self.matches_with(envelope, &mut Payload::new(envelope))
     }
@@ -291,7 +277,7 @@ pub struct ControlRecord {
     /// clock).
     pub at_ms: u64,
     /// Who sent it, as the sender described itself (`queuey` and the user,
-    /// a host name), for the operator reading a log.
+    /// a host name), for logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
     /// The command.

@@ -13,18 +13,15 @@ pub const DEFAULT_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 /// How many intervals without a heartbeat make a worker count as gone.
 pub const MISSED_HEARTBEATS: u32 = 3;
 
-/// The most running jobs one heartbeat lists: a worker running more lists
-/// those that started first.
+/// The most running jobs one heartbeat lists (those that started first).
 pub const MAX_RUNNING_LISTED: usize = 500;
 
-/// The largest heartbeat a reader decodes, in bytes; a larger one is
-/// skipped unread. A heartbeat listing [`MAX_RUNNING_LISTED`] jobs stays
-/// well below it.
+/// The largest heartbeat a reader decodes, in bytes (well above one listing
+/// [`MAX_RUNNING_LISTED`] jobs); a larger one is skipped unread.
 pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
 
-/// The most workers one listing holds: heartbeats of further workers are
-/// skipped (and counted), so a flood of made-up workers cannot grow a
-/// reader without bound.
+/// The most workers one listing holds; further ones are skipped (and
+/// counted), so made-up workers cannot grow a reader without bound.
 pub const MAX_WORKERS_LISTED: usize = 10_000;
 
 /// One worker's account of itself: who it is, what it consumes, what it
@@ -35,9 +32,8 @@ pub struct Heartbeat {
     pub worker_id: Uuid,
     /// The host it runs on.
     pub host: String,
-    /// The name its application gave its connection to the broker
-    /// (`RabbitMqOptions::connection_name`), which names it in listings;
-    /// `None` when none was given.
+    /// The name its application gave its broker connection
+    /// (`RabbitMqOptions::connection_name`), shown in listings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Its process id.
@@ -85,8 +81,7 @@ pub struct RunningJob {
     pub attempt: u32,
     /// When it started, in milliseconds since the Unix epoch.
     pub started_at_ms: u64,
-    /// How far it got, as its handler last reported; `None` until it
-    /// reports.
+    /// How far it got, as its handler last reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
 }
@@ -122,8 +117,8 @@ impl Heartbeat {
         serde_json::from_slice(bytes).ok()
     }
 
-    /// How long after this heartbeat its worker counts as gone if no other
-    /// comes: [`MISSED_HEARTBEATS`] intervals.
+    /// How long after this heartbeat, without another, its worker counts as
+    /// gone: [`MISSED_HEARTBEATS`] intervals.
     pub fn lifetime(&self) -> Duration {
         Duration::from_millis(
             self.interval_ms

@@ -1,28 +1,25 @@
 //! Acting on a running fleet (cancelling jobs, pausing and resuming
 //! queues) and seeing it (each worker's [`Heartbeat`]).
 //!
-//! An operator (a program through
-//! [`Producer::cancel`](crate::Producer::cancel) and its siblings, the
-//! `queuey` tool, the dashboard) sends a [`Command`]; the backend carries it
-//! to every worker of the fleet and keeps it for workers started later
-//! ([`ControlChannel::send_control`]). Each worker follows the commands in
-//! a [`ControlView`] ([`ControlChannel::follow_control`]) and obeys them:
+//! An operator ([`Producer::cancel`](crate::Producer::cancel) and its
+//! siblings, the `queuey` tool, the dashboard) sends a [`Command`]; the
+//! backend carries it to every worker, and keeps it for workers started
+//! later ([`ControlChannel::send_control`]). Each worker follows the
+//! commands in a [`ControlView`] ([`ControlChannel::follow_control`]):
 //!
-//! - a **cancelled** job is not run again: whichever worker takes it next,
-//!   from the queue, a hold or anywhere else, dead-letters it with the
-//!   reason [`CANCELLED_REASON`] and acknowledges it, so it can still be
-//!   read and redriven. A job running at that moment is told through the
-//!   [`CancelSignal`] of its [`JobContext`](crate::JobContext), and is never
-//!   killed;
+//! - a **cancelled** job is not run again: whichever worker takes it next
+//!   (from the queue, a hold, anywhere) dead-letters it with the reason
+//!   [`CANCELLED_REASON`], so it can still be read and redriven. A job
+//!   running then is told through its [`JobContext`](crate::JobContext)'s
+//!   [`CancelSignal`], never killed;
 //! - a **paused** queue is not consumed: running jobs finish, deliveries
 //!   taken but not started go back to the broker, and a worker started
-//!   while the queue is paused stays off it until it is resumed.
+//!   meanwhile stays off it until it is resumed.
 //!
 //! Every worker also sends a [`Heartbeat`] every few seconds
-//! ([`Heartbeats::heartbeat`]): its host, process, queues, connection, the
-//! jobs it runs right now and its totals per queue. [`Heartbeats::workers`] lists
-//! the workers whose last heartbeat is recent; a worker that stops sending
-//! them drops off the list after [`MISSED_HEARTBEATS`] intervals.
+//! ([`Heartbeats::heartbeat`]): host, process, queues, connection, running
+//! jobs, totals per queue. [`Heartbeats::workers`] lists the recent ones; a
+//! silent worker drops off after [`MISSED_HEARTBEATS`] intervals.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]

@@ -5,9 +5,8 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-/// The longest progress message kept, in bytes: a longer one is cut at a
-/// character boundary, so that a heartbeat listing many running jobs stays
-/// small.
+/// The longest progress message kept, in bytes (cut at a character
+/// boundary), so a heartbeat listing many running jobs stays small.
 pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 200;
 
 /// How far a running job got, as its handler last reported it.
@@ -30,8 +29,7 @@ pub struct Progress {
 
 impl Progress {
     /// Progress of `percent` (at most 100) with `message` (at most
-    /// [`MAX_PROGRESS_MESSAGE_BYTES`], control characters replaced by
-    /// spaces so that no report can break a line of a listing).
+    /// [`MAX_PROGRESS_MESSAGE_BYTES`], control characters made spaces).
     pub fn new(percent: u8, message: &str) -> Progress {
         let mut end = message.len().min(MAX_PROGRESS_MESSAGE_BYTES);
         while !message.is_char_boundary(end) {
@@ -59,17 +57,10 @@ impl fmt::Display for Progress {
 }
 
 /// Where a running job's handler reports its [`Progress`]
-/// ([`JobContext::progress`](crate::JobContext::progress)); the worker
-/// shows the latest report in its heartbeats and sends it to a caller
-/// waiting for the job.
-///
-/// A report replaces the one before: readers see the latest, never a
-/// queue of them. A reporter made by [`never`](ProgressReporter::never)
-/// (the default, for a job nobody looks at) drops every report without
-/// allocating.
-///
-/// In a handler's unit test, hand the context a reporter and read what the
-/// handler reported:
+/// ([`JobContext::progress`](crate::JobContext::progress)), shown in the
+/// worker's heartbeats and sent to a waiting caller. A report replaces the
+/// one before; a [`never`](ProgressReporter::never) reporter (the default)
+/// drops every report without allocating. In a handler's unit test:
 ///
 /// ```
 /// use queuey_core::control::{Progress, ProgressReporter};
@@ -132,8 +123,7 @@ impl ProgressReporter {
     }
 }
 
-/// A reporter is equal to any other: a job's context is equal to another
-/// by its bookkeeping, not by what its handler reported.
+/// Every reporter is equal: contexts compare by bookkeeping, not reports.
 impl PartialEq for ProgressReporter {
     fn eq(&self, _: &Self) -> bool {
         true
@@ -159,8 +149,8 @@ pub struct ProgressUpdates {
 }
 
 impl ProgressUpdates {
-    /// The next report: the latest one made since the last call. Reports
-    /// made in between are skipped. `None` once every reporter is dropped.
+    /// The latest report made since the last call (others are skipped);
+    /// `None` once every reporter is dropped.
     pub async fn next(&mut self) -> Option<Progress> {
         loop {
             self.receiver.changed().await.ok()?;

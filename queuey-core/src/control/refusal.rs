@@ -1,6 +1,5 @@
 //! The limits a control record must keep, and why one is refused.
 
-use std::fmt;
 use std::time::Duration;
 
 /// The largest control record accepted, encoded: far above any honest
@@ -15,15 +14,21 @@ pub const CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
 pub const MAX_PAYLOAD_CONDITIONS: usize = 16;
 
 /// Why a control record is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RecordRefusal {
     /// The encoded record is larger than [`MAX_RECORD_BYTES`].
+    #[error("the command is {bytes} bytes encoded, over the {MAX_RECORD_BYTES}-byte limit")]
     TooLarge {
         /// Its size in bytes.
         bytes: usize,
     },
     /// It says it was sent after the reader's clock plus [`CLOCK_SKEW`].
+    #[error(
+        "the command is stamped {at_ms} ms since the epoch, more than {} s after this host's \
+         clock ({now_ms}); check the sending host's clock",
+        CLOCK_SKEW.as_secs()
+    )]
     FromTheFuture {
         /// Its `at_ms`.
         at_ms: u64,
@@ -31,14 +36,24 @@ pub enum RecordRefusal {
         now_ms: u64,
     },
     /// A queue name that is empty or over 255 bytes.
+    #[error("the command names a queue that is empty or over 255 bytes")]
     BadQueueName,
     /// A cancel filter with no condition: it would cancel every job.
+    #[error(
+        "a cancel filter needs at least one condition (a queue, a job type or a payload \
+         field); to stop a whole queue, pause it instead"
+    )]
     NoCondition,
     /// A cancel filter with more than [`MAX_PAYLOAD_CONDITIONS`] payload
     /// conditions.
+    #[error("a cancel filter may hold at most {MAX_PAYLOAD_CONDITIONS} payload conditions")]
     TooManyConditions,
     /// A cancel filter without `enqueued_before_ms`, or with one later
     /// than the record: it would cancel jobs not yet enqueued.
+    #[error(
+        "a cancel filter must say which jobs existed when it was sent (`enqueued_before_ms` \
+         no later than the command): build it with `CancelFilter::into_command`"
+    )]
     Unbounded,
 }
 
@@ -57,41 +72,6 @@ impl RecordRefusal {
         }
     }
 }
-
-impl fmt::Display for RecordRefusal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RecordRefusal::TooLarge { bytes } => write!(
-                f,
-                "the command is {bytes} bytes encoded, over the {MAX_RECORD_BYTES}-byte limit"
-            ),
-            RecordRefusal::FromTheFuture { at_ms, now_ms } => write!(
-                f,
-                "the command is stamped {at_ms} ms since the epoch, more than {} s after \
-                 this host's clock ({now_ms}); check the sending host's clock",
-                CLOCK_SKEW.as_secs()
-            ),
-            RecordRefusal::BadQueueName => {
-                f.write_str("the command names a queue that is empty or over 255 bytes")
-            }
-            RecordRefusal::NoCondition => f.write_str(
-                "a cancel filter needs at least one condition (a queue, a job type or a \
-                 payload field); to stop a whole queue, pause it instead",
-            ),
-            RecordRefusal::TooManyConditions => write!(
-                f,
-                "a cancel filter may hold at most {MAX_PAYLOAD_CONDITIONS} payload conditions"
-            ),
-            RecordRefusal::Unbounded => f.write_str(
-                "a cancel filter must say which jobs existed when it was sent \
-                 (`enqueued_before_ms` no later than the command): build it with \
-                 `CancelFilter::into_command`",
-            ),
-        }
-    }
-}
-
-impl std::error::Error for RecordRefusal {}
 
 impl From<RecordRefusal> for crate::Error {
     fn from(refusal: RecordRefusal) -> Self {

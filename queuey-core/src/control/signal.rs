@@ -6,11 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::Notify;
 
-/// Tells a running handler that its job was cancelled. The handler decides
-/// what to do: finish, stop at a safe point, or ignore it; nothing is
-/// killed. A job cancelled while it runs is dead-lettered with the reason
-/// [`CANCELLED_REASON`](super::CANCELLED_REASON) unless its handler
-/// completes it.
+/// Tells a running handler that its job was cancelled; the handler decides
+/// whether to finish, stop at a safe point or ignore it (nothing is killed).
+/// Unless it completes the job, the job is dead-lettered with the reason
+/// [`CANCELLED_REASON`](super::CANCELLED_REASON).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

@@ -8,10 +8,8 @@ use uuid::Uuid;
 use super::command::{CancelFilter, Command, ControlRecord, Payload};
 use crate::Envelope;
 
-/// The most cancel filters a state holds at once. A filter past it is not
-/// applied (and a warning says so): each job is checked against the
-/// filters of its queue and type, and an unbounded list would slow every
-/// job.
+/// The most cancel filters a state holds at once; one past it is not
+/// applied (a warning says so), as every job is checked against them.
 pub const MAX_CANCEL_FILTERS: usize = 1_000;
 
 /// The state the commands sent so far add up to, applied in the order they
@@ -99,9 +97,8 @@ impl ControlState {
         self.paused.iter().map(|(q, at)| (q.as_str(), *at))
     }
 
-    /// Whether the job of `envelope` was cancelled, by its id or by a
-    /// filter. Only the filters of the job's queue and type (and those
-    /// naming neither) are asked, and the payload is parsed at most once.
+    /// Whether the job of `envelope` was cancelled, by id or by a filter
+    /// (only those that can match it, the payload parsed at most once).
     pub fn is_cancelled(&self, envelope: &Envelope) -> bool {
         self.cancelled.contains_key(&envelope.job_id) || self.filters.match_any(envelope)
     }
@@ -136,11 +133,10 @@ impl ControlState {
         all
     }
 
-    /// Records that, applied in order to an empty state, give this one:
-    /// a pause per paused queue (sent when it was paused) and every live
-    /// cancellation under its own record's id and time, so that a
-    /// [`Command::Revoke`] naming it still withdraws it. What a snapshot
-    /// of the state carries.
+    /// Records that, applied in order to an empty state, give this one (what
+    /// a snapshot carries): a pause per paused queue and every live
+    /// cancellation under its own record's id and time, so a
+    /// [`Command::Revoke`] naming it still withdraws it.
     ///
     /// ```
     /// use queuey_core::control::{Command, ControlRecord, ControlState};
@@ -194,8 +190,7 @@ impl ControlState {
     }
 }
 
-/// The cancel filters, indexed by the queue and the job type they name,
-/// so a job is checked only against those that can match it.
+/// The cancel filters, indexed by the queue and job type they name.
 #[derive(Debug, Clone, Default)]
 struct Filters {
     /// Filters naming a queue, by that queue.
@@ -203,8 +198,7 @@ struct Filters {
     /// Filters naming no queue.
     any_queue: ByType,
     len: usize,
-    /// Whether the cap was met since the last filter was removed (so the
-    /// warning is given once).
+    /// Whether the cap was met since a filter was last removed (one warning).
     capped: bool,
 }
 

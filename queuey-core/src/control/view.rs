@@ -98,10 +98,8 @@ impl ControlView {
     }
 
     /// Whether the view holds every command sent before its follower
-    /// started. A backend whose follower could not read that far in time
-    /// hands out a view that is not caught up yet (see
-    /// [`ControlChannel::follow_control`](crate::backend::ControlChannel::follow_control)):
-    /// it keeps following, and says so here once it has.
+    /// started; a backend that could not read that far in time hands out a
+    /// view that is not caught up yet, and keeps following.
     pub fn is_caught_up(&self) -> bool {
         self.inner.caught_up.load(Ordering::Acquire)
     }

@@ -1,22 +1,17 @@
 //! Reading an envelope laid out exactly as [`Envelope::encode`] writes it.
 //!
-//! The encoder always writes the same keys in the same order, without
-//! whitespace: `job_id`, `job_type`, `queue`, `attempt`, `enqueued_at_ms`,
-//! `deferrals`, `priority`, then whichever of `correlation_id`,
-//! `deadline_ms`, `traceparent`, `tracestate` and `unique_key` are set,
-//! then `errors` and `errors_cut` when the job has a history of failed
-//! attempts, and `payload` last. Only a body without a history is read
-//! here (a retried job's is left to the general decoder: retries are rare
-//! next to first attempts). A body in that layout is read here by matching those
-//! keys in place, which costs a fraction of serde's general decoding (a
-//! key's name looked up for every field, every string scanned twice).
+//! The encoder writes the same keys in the same order, without whitespace:
+//! `job_id`, `job_type`, `queue`, `attempt`, `enqueued_at_ms`, `deferrals`,
+//! `priority`, whichever of `correlation_id`, `deadline_ms`, `traceparent`,
+//! `tracestate` and `unique_key` are set, `errors` and `errors_cut` for a
+//! job with failed attempts, and `payload` last. A body in that layout
+//! without errors (retries are rare) is read here by matching the keys in
+//! place, at a fraction of serde's cost.
 //!
-//! Anything else (another order, whitespace, an escape in a string, a
-//! number that is not a plain integer, an unknown key) is not an error
-//! here: [`read`] answers `None`, and the general decoder reads the body,
-//! with its own errors. So this reader only ever accepts bodies that the
-//! general decoder reads to the same fields and the same payload bytes,
-//! which a test checks on generated envelopes.
+//! Anything else (another order, whitespace, an escape, a number that is
+//! not a plain integer, an unknown key) makes [`read`] answer `None` for the
+//! general decoder to read, so this reader only accepts bodies the general
+//! decoder reads to the same fields and payload bytes (a test checks it).
 //!
 //! [`Envelope::encode`]: super::Envelope::encode
 
@@ -91,17 +86,12 @@ impl<'a> Cursor<'a> {
 
     /// Steps over `key` (with its punctuation) if it comes next.
     fn key(&mut self, key: &str) -> Option<()> {
-        if self.rest().starts_with(key.as_bytes()) {
-            self.at += key.len();
-            Some(())
-        } else {
-            None
-        }
+        let next = self.rest().starts_with(key.as_bytes());
+        next.then(|| self.at += key.len())
     }
 
-    /// A string without escapes or control characters: its text between
-    /// the quotes. The body is UTF-8, and the quotes are ASCII, so the text
-    /// between them is too.
+    /// The text between the quotes of a string without escapes or control
+    /// characters (UTF-8, as the body is).
     fn string(&mut self) -> Option<&'a str> {
         let rest = self.rest().strip_prefix(b"\"")?;
         let len = memchr::memchr(b'"', rest)?;
@@ -126,9 +116,8 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// A non-negative integer as JSON writes it: digits, without a leading
-    /// zero, that fit in a `u64`. What follows it is checked by the next
-    /// key, so `1.5` or `1e3` are not read here.
+    /// A non-negative integer as JSON writes it (no leading zero) that fits
+    /// a `u64`; the next key refuses `1.5` or `1e3`.
     fn integer(&mut self) -> Option<u64> {
         let rest = self.rest();
         let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();

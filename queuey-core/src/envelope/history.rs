@@ -1,12 +1,10 @@
 //! The errors of a job's earlier attempts, carried in its envelope.
 //!
-//! Each failed attempt that is retried adds one [`AttemptError`] to the
-//! envelope it is republished with ([`Envelope::record_error`]), so the
-//! next attempt, a deferral of it, and finally its dead letter carry the
-//! story of every attempt before. The history is bounded: the last
-//! [`MAX_RECORDED_ERRORS`] errors are kept, each cut to
-//! [`MAX_ERROR_BYTES`], and [`Envelope::errors_cut`] counts the older
-//! ones that were left out.
+//! Each retried attempt adds an [`AttemptError`] to the envelope it is
+//! republished with ([`Envelope::record_error`]), so later attempts and the
+//! dead letter carry every attempt's story. Only the last
+//! [`MAX_RECORDED_ERRORS`] are kept, each cut to [`MAX_ERROR_BYTES`];
+//! [`Envelope::errors_cut`] counts the older ones left out.
 
 use serde::{Deserialize, Serialize};
 
@@ -73,9 +71,8 @@ fn cap_error(error: &str) -> String {
 }
 
 impl Envelope {
-    /// Records that this delivery's attempt failed with `error` at `at_ms`
-    /// (milliseconds since the Unix epoch), keeping the history bounded:
-    /// past [`MAX_RECORDED_ERRORS`] the oldest error is dropped and
+    /// Records that this attempt failed with `error` at `at_ms` (ms since the
+    /// Unix epoch); past [`MAX_RECORDED_ERRORS`] the oldest is dropped and
     /// counted in [`errors_cut`](Envelope::errors_cut).
     ///
     /// A worker calls it on a delivery it retries, before the next attempt

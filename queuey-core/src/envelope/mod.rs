@@ -72,10 +72,8 @@ pub struct Envelope {
     /// An id tying the job to whatever caused it, for tracing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlation_id: Option<String>,
-    /// When the job stops being worth running, in milliseconds since the
-    /// Unix epoch: taken after it, or due back from a retry or deferral
-    /// after it, the job is dead-lettered with the reason `deadline passed`
-    /// instead of run.
+    /// When the job stops being worth running (ms since the Unix epoch):
+    /// taken, or due back, after it, it is dead-lettered as `deadline passed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_ms: Option<u64>,
     /// The W3C `traceparent` of the span that enqueued the job (see
@@ -102,10 +100,9 @@ pub struct Envelope {
     /// Where the job's final outcome goes, when a caller waits for it
     /// (see [`Replies::request`](crate::backend::Replies::request)).
     ///
-    /// Not part of the JSON: the backend carries it beside the body (on
-    /// RabbitMQ, in the `reply_to` and `correlation_id` properties), and
-    /// every publish of the envelope (a retry, a deferral, a hold again, a
-    /// dead letter) carries it on unchanged.
+    /// Not part of the JSON: the backend carries it beside the body
+    /// (RabbitMQ: `reply_to` and `correlation_id` properties), unchanged
+    /// through every retry, deferral, hold and dead letter.
     #[serde(skip)]
     pub reply_to: Option<ReplyTo>,
     /// The job itself, as the raw JSON it was encoded to.
@@ -153,11 +150,9 @@ impl<'a> Wire<'a> {
                 limit: MAX_MESSAGE_BYTES,
             });
         }
-        // One UTF-8 check of the whole body, instead of one per string the
-        // parser borrows; a body that is not UTF-8 goes to the byte parser,
-        // which says where and why it fails. A body laid out as queuey's
-        // own encoder writes it is read in place; any other goes to serde's
-        // general decoder.
+        // One UTF-8 check of the whole body, not one per borrowed string (the
+        // byte parser says where a non-UTF-8 body fails). A body in queuey's
+        // own layout is read in place, any other by serde.
         let wire: Result<Wire<'_>, _> = match std::str::from_utf8(body) {
             Ok(text) => match canonical::read(text) {
                 Some(wire) => Ok(wire),
@@ -200,14 +195,13 @@ impl<'a> Wire<'a> {
     }
 }
 
-/// Payloads of this many bytes or more are kept in the received body's own
-/// allocation by [`Envelope::decode_taking`] instead of being copied out of
-/// it (smaller ones are copied: cheaper than checking them a second time).
+/// Payloads of this many bytes or more stay in the received body's
+/// allocation in [`Envelope::decode_taking`] (smaller ones are copied:
+/// cheaper than a second check).
 pub const IN_PLACE_PAYLOAD_BYTES: usize = 4 * 1024;
 
-/// Room for an encoded envelope's field names, punctuation and fixed-size
-/// values (job id, numbers, `null`s), so that [`Envelope::encode`] allocates
-/// once.
+/// Room for an encoded envelope's names, punctuation and fixed-size values
+/// (under 200 bytes), so that [`Envelope::encode`] allocates once.
 const ENCODED_FIELDS_BYTES: usize = 256;
 
 /// Room for one recorded error's field names, punctuation and numbers.
@@ -283,9 +277,8 @@ impl Envelope {
         }
     }
 
-    /// The envelope aimed at `queue`. A delivery's retry or deferral goes back
-    /// to the queue it was consumed from, even if a message moved between
-    /// queues still names its first one.
+    /// The envelope aimed at `queue`: a retry or deferral goes back to the
+    /// queue it was consumed from, whatever queue the message names.
     pub fn for_queue(mut self, queue: &str) -> Envelope {
         if self.queue != queue {
             self.queue = queue.to_owned();
@@ -300,9 +293,7 @@ impl Envelope {
 
     /// Encodes the envelope as JSON.
     pub fn encode(&self) -> Result<Vec<u8>, serde_json::Error> {
-        // Sized for the whole envelope up front (the fixed fields take under
-        // 200 bytes), so the buffer is not regrown, and the payload copied
-        // again, as it fills.
+        // Sized up front, so the buffer (and payload) is never copied again.
         let capacity = ENCODED_FIELDS_BYTES
             + self.job_type.len()
             + self.queue.len()
@@ -323,10 +314,9 @@ impl Envelope {
 
     /// Decodes a message body.
     ///
-    /// Arbitrary bytes give an error, never a panic: bodies larger than
-    /// [`MAX_MESSAGE_BYTES`] are refused before parsing, nesting deeper than
-    /// serde_json's recursion limit is an error, and an attempt of 0 is
-    /// refused because attempts count from 1.
+    /// Arbitrary bytes give an error, never a panic: a body over
+    /// [`MAX_MESSAGE_BYTES`] is refused unparsed, nesting past serde_json's
+    /// recursion limit is an error, and so is an attempt of 0.
     pub fn decode(body: &[u8]) -> Result<Envelope, DecodeError> {
         Self::decode_located(body).map(|(envelope, _)| envelope)
     }
@@ -334,11 +324,9 @@ impl Envelope {
     /// Decodes a message body like [`decode`](Self::decode), and also says
     /// where in `body` the payload's bytes are.
     ///
-    /// The payload is copied out of the body exactly as it was, so
-    /// `body[..range.start]`, the payload and `body[range.end..]` together
-    /// are the body again, byte for byte. A consumer can keep only the bytes
-    /// around the payload to copy the message verbatim later (a dead letter)
-    /// without holding the payload twice.
+    /// `body[..range.start]`, the payload and `body[range.end..]` are the
+    /// body again, byte for byte, so a consumer can keep only the bytes
+    /// around the payload to copy the message verbatim later (a dead letter).
     ///
     /// ```
     /// use queuey_core::Envelope;
@@ -359,16 +347,11 @@ impl Envelope {
         Ok((wire.into_envelope(payload), range))
     }
 
-    /// Decodes a body it takes, like [`decode_located`](Self::decode_located),
-    /// and returns the envelope with the body's bytes around its payload:
-    /// the body without the payload, and the offset the payload was cut
-    /// out at.
-    ///
-    /// A payload of [`IN_PLACE_PAYLOAD_BYTES`] or more stays in the body's
-    /// own allocation (moved to its front, checked once more as JSON)
-    /// instead of being copied out of it, so a large job is never held
-    /// twice while it is decoded. On error the body is handed back as it
-    /// came.
+    /// Decodes a body it takes, like [`decode_located`](Self::decode_located):
+    /// the envelope, the body without its payload, and the offset it was cut
+    /// at. A payload of [`IN_PLACE_PAYLOAD_BYTES`] or more stays in the
+    /// body's allocation (moved to its front, checked again as JSON), so a
+    /// large job is never held twice. On error the body is handed back.
     ///
     /// ```
     /// use queuey_core::Envelope;
@@ -404,11 +387,9 @@ impl Envelope {
         let mut payload = body;
         payload.truncate(range.end);
         payload.drain(..range.start);
-        // The parser took these bytes as one JSON value in UTF-8, so both
-        // checks pass. Were the UTF-8 one to fail, the body goes back
-        // whole; the JSON one consumes the text, so its failure (which
-        // would mean the parser disagrees with itself) hands back the body
-        // without its payload.
+        // Both checks pass (the parser took these bytes as UTF-8 JSON). Were
+        // one to fail, the body goes back: whole for UTF-8, without its
+        // payload for JSON, which consumes the text.
         let text = match String::from_utf8(payload) {
             Ok(text) => text,
             Err(e) => {

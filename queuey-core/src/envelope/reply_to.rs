@@ -6,10 +6,9 @@ use std::sync::Arc;
 /// Where the final outcome of a job goes: an address the requesting backend
 /// chose, and the id that matches the reply to its waiting caller.
 ///
-/// Set only on jobs enqueued by a waiting caller; a backend carries it next
-/// to the envelope (RabbitMQ: in the `reply_to` and `correlation_id`
-/// properties), never in the job's own JSON. Cheap to clone (shared), and
-/// one pointer wide, so an envelope nobody waits for is no larger for it.
+/// Set only on jobs of a waiting caller, carried beside the envelope's JSON
+/// (RabbitMQ: `reply_to` and `correlation_id` properties). Shared and one
+/// pointer wide: cheap to clone, and no weight on other envelopes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ReplyTo(Arc<(String, String)>);
 

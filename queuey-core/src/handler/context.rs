@@ -64,12 +64,9 @@ impl JobContext {
         }
     }
 
-    /// The context of a delivered envelope. `queue` is shared between all
-    /// jobs of one consumer, so building a context copies no queue name.
-    ///
-    /// `queue` is the logical queue: for a job taken from one of its
-    /// shards (the envelope names `{queue}.s{n}`), [`shard`](JobContext::shard)
-    /// is `n`.
+    /// The context of a delivered envelope. `queue` (shared by a consumer's
+    /// jobs, so nothing is copied) is the logical queue: for a job taken from
+    /// shard `{queue}.s{n}`, [`shard`](JobContext::shard) is `n`.
     pub fn from_envelope(
         envelope: &Envelope,
         queue: Arc<str>,
@@ -83,8 +80,6 @@ impl JobContext {
             .map(|(_, index)| index);
         JobContext {
             shard,
-            job_id: envelope.job_id,
-            queue,
             attempt: envelope.attempt,
             max_attempts,
             deferrals: envelope.deferrals,
@@ -95,8 +90,7 @@ impl JobContext {
             deadline_ms: envelope.deadline_ms,
             traceparent: envelope.traceparent.clone(),
             tracestate: envelope.tracestate.clone(),
-            cancel: CancelSignal::never(),
-            progress: ProgressReporter::never(),
+            ..JobContext::new(envelope.job_id, queue)
         }
     }
 
@@ -108,9 +102,9 @@ impl JobContext {
     }
 
     /// The signal that trips when an operator cancels this job while it
-    /// runs. Await [`CancelSignal::cancelled`] beside the work to stop at a
-    /// safe point, or look at [`is_cancelled`](JobContext::is_cancelled)
-    /// between steps; a handler that ignores it runs to its end.
+    /// runs: await [`CancelSignal::cancelled`] beside the work, or look at
+    /// [`is_cancelled`](JobContext::is_cancelled) between steps; a handler
+    /// that ignores it runs to its end.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -157,12 +151,11 @@ impl JobContext {
     /// are kept).
     ///
     /// Operators see the latest report beside the running job (`queuey
-    /// workers`, the dashboard's workers page), and a caller waiting for
-    /// the job with [`Producer::enqueue_and_watch`](crate::Producer::enqueue_and_watch)
-    /// receives it. Each report replaces the one before; report as often as
-    /// is useful: a report nobody can see costs nothing, and the worker
-    /// sends a waiting caller the latest one as fast as it can, skipping
-    /// those it could not send in time.
+    /// workers`, the dashboard), and a caller of
+    /// [`Producer::enqueue_and_watch`](crate::Producer::enqueue_and_watch)
+    /// receives it. Each replaces the one before; report as often as useful:
+    /// one nobody can see costs nothing, and a waiting caller gets the latest
+    /// as fast as the worker can send it, skipping those it could not.
     ///
     /// ```
     /// use queuey_core::{JobContext, JobError};

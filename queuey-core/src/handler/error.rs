@@ -8,13 +8,12 @@ use crate::BoxError;
 
 /// Why a job did not succeed, as the handler sees it.
 ///
-/// - [`retryable`](JobError::retryable): a transient failure; the job is
-///   retried while its policy has attempts left.
-/// - [`fatal`](JobError::fatal): retrying cannot help; the job is
-///   dead-lettered at once.
-/// - [`deferred`](JobError::deferred): not a failure; the job is put back
-///   for the given time without spending an attempt and returns ahead of the
-///   backlog (the answer to a `429` with `Retry-After`).
+/// - [`retryable`](JobError::retryable): transient; retried while the
+///   policy has attempts left.
+/// - [`fatal`](JobError::fatal): retrying cannot help; dead-lettered at once.
+/// - [`deferred`](JobError::deferred): not a failure; put back for the given
+///   time without spending an attempt, ahead of the backlog (the answer to a
+///   `429` with `Retry-After`).
 ///
 /// Any `std::error::Error + Send + Sync + 'static` converts into a retryable
 /// `JobError`, so `?` works in handlers:
@@ -33,10 +32,9 @@ use crate::BoxError;
 /// assert!(parse("0").unwrap_err().is_fatal());
 /// ```
 ///
-/// `JobError` deliberately does not implement `std::error::Error` (that
-/// would clash with the blanket conversion); [`into_box_error`](JobError::into_box_error)
-/// turns it into one of [`RetryableError`], [`FatalError`] or
-/// [`DeferredError`], which layers recognise by downcasting.
+/// `JobError` is not a `std::error::Error` (that would clash with the
+/// blanket conversion); [`into_box_error`](JobError::into_box_error) makes a
+/// [`RetryableError`], [`FatalError`] or [`DeferredError`] for the layers.
 #[non_exhaustive]
 pub enum JobError {
     /// A transient failure.
@@ -154,36 +152,14 @@ fn write_deferral(
 }
 
 /// A failure the handler marked as transient; it displays as its cause.
-#[derive(Debug)]
-pub struct RetryableError(pub BoxError);
-
-impl fmt::Display for RetryableError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.0, f)
-    }
-}
-
-impl std::error::Error for RetryableError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
-    }
-}
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct RetryableError(#[source] pub BoxError);
 
 /// A failure the handler marked as permanent.
-#[derive(Debug)]
-pub struct FatalError(pub BoxError);
-
-impl fmt::Display for FatalError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "fatal: {}", self.0)
-    }
-}
-
-impl std::error::Error for FatalError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.0)
-    }
-}
+#[derive(Debug, thiserror::Error)]
+#[error("fatal: {0}")]
+pub struct FatalError(#[source] pub BoxError);
 
 /// A request to put the job back for `delay` without spending an attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]

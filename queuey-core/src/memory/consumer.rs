@@ -7,8 +7,7 @@ use tokio::time::Instant;
 
 use super::delivery::MemoryDelivery;
 use super::{Broker, DeadLetter};
-use crate::backend::MALFORMED_ENVELOPE_REASON;
-use crate::backend::{Delivery, DeliveryStream};
+use crate::backend::{Delivery, DeliveryStream, MALFORMED_ENVELOPE_REASON};
 use crate::{Envelope, Error};
 
 /// One consumer; unregisters itself when the stream is dropped.
@@ -50,8 +49,7 @@ async fn next(consumer: &Consumer) -> Option<Result<Box<dyn Delivery>, Error>> {
     loop {
         let notified = shared.notify.notified();
         tokio::pin!(notified);
-        // Register before looking, so a change between the look and the
-        // wait still wakes us.
+        // Registered before looking, so a change in between wakes us.
         notified.as_mut().enable();
         let due = {
             let mut state = shared.lock();
@@ -81,9 +79,7 @@ async fn next(consumer: &Consumer) -> Option<Result<Box<dyn Delivery>, Error>> {
                                 %error,
                                 "dead-lettering a message whose body is not a job envelope"
                             );
-                            let mut state = shared.lock();
-                            state.settle(&consumer.queue, taken.tag);
-                            drop(state);
+                            shared.lock().settle(&consumer.queue, taken.tag);
                             shared.store_dead_letter(DeadLetter {
                                 reason: MALFORMED_ENVELOPE_REASON.to_owned(),
                                 original_queue: consumer.queue.to_string(),

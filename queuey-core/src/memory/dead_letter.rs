@@ -7,9 +7,8 @@ use crate::{DecodeError, Envelope};
 /// `q.dead` message (`x-death-reason`, `x-original-queue`, `x-attempts`,
 /// `x-died-at`, `x-parse-error`).
 ///
-/// The errors of the attempts before the one that died are in the body's
-/// envelope ([`Envelope::errors`]); the error of the last one is the
-/// reason.
+/// Earlier attempts' errors are in the body's [`Envelope::errors`]; the
+/// last one's is the reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeadLetter {

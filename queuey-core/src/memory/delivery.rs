@@ -6,8 +6,7 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, ready};
 
 use super::{Broker, DeadLetter, Settlement};
-use crate::backend::Delivery;
-use crate::backend::Plan;
+use crate::backend::{Delivery, Plan};
 use crate::{BackendError, BackendErrorKind, Disposition, Envelope, Error};
 
 /// A delivered job from a [`MemoryBackend`](super::MemoryBackend).
@@ -25,23 +24,18 @@ pub struct MemoryDelivery {
 
 impl MemoryDelivery {
     /// Runs `publish`, then acknowledges the delivery and records
-    /// `settlement` for whoever records; if `publish` fails, the delivery is
-    /// dropped unsettled and goes back on its queue.
+    /// `settlement`.
     fn settle_after(
         mut self,
         publish: impl FnOnce(&Broker) -> Result<(), Error>,
         settlement: Option<Settlement>,
     ) -> Result<(), Error> {
         let shared = Arc::clone(&self.shared);
-        let mut state = shared.lock();
-        if state.closed {
-            return Err(Error::ShutDown);
-        }
-        drop(state);
+        drop(shared.open()?);
         // Publishing first: if it fails, the delivery is dropped unsettled
         // below and goes back on the queue.
         publish(&shared)?;
-        state = shared.lock();
+        let mut state = shared.lock();
         match state.settle(&self.queue, self.tag) {
             Some(_) => {
                 self.settled = true;
@@ -99,40 +93,30 @@ impl Delivery for MemoryDelivery {
 
 impl MemoryDelivery {
     fn dead_letter(self, reason: String, settlement: Option<Settlement>) -> Result<(), Error> {
-        match self.envelope.encode() {
-            Ok(body) => {
-                let letter = DeadLetter {
-                    reason,
-                    original_queue: self.queue.to_string(),
-                    attempts: self.envelope.attempt,
-                    died_at_ms: crate::clock::now_ms(),
-                    parse_error: None,
-                    body,
-                };
-                self.settle_after(
-                    |s| {
-                        s.store_dead_letter(letter);
-                        Ok(())
-                    },
-                    settlement,
-                )
-            }
-            Err(source) => Err(Error::Encode {
-                queue: self.queue.to_string(),
-                source,
-            }),
-        }
+        let body = self.envelope.encode().map_err(|source| Error::Encode {
+            queue: self.queue.to_string(),
+            source,
+        })?;
+        let letter = DeadLetter {
+            reason,
+            original_queue: self.queue.to_string(),
+            attempts: self.envelope.attempt,
+            died_at_ms: crate::clock::now_ms(),
+            parse_error: None,
+            body,
+        };
+        let store = |s: &Broker| {
+            s.store_dead_letter(letter);
+            Ok(())
+        };
+        self.settle_after(store, settlement)
     }
 
     fn requeue(mut self, settlement: Option<Settlement>) -> Result<(), Error> {
-        let mut state = self.shared.lock();
-        let result = if state.closed {
-            Err(Error::ShutDown)
-        } else {
-            state.requeue(&self.queue, self.tag);
-            Ok(())
-        };
-        drop(state);
+        let result = self
+            .shared
+            .open()
+            .map(|mut state| state.requeue(&self.queue, self.tag));
         if let (Ok(()), Some(settlement)) = (&result, settlement) {
             self.shared.journal.record(settlement);
         }
@@ -144,13 +128,10 @@ impl MemoryDelivery {
 
 impl Drop for MemoryDelivery {
     fn drop(&mut self) {
-        if self.settled {
-            return;
+        if !self.settled {
+            self.shared.lock().requeue(&self.queue, self.tag);
+            self.shared.notify.notify_waiters();
         }
-        let mut state = self.shared.lock();
-        state.requeue(&self.queue, self.tag);
-        drop(state);
-        self.shared.notify.notify_waiters();
     }
 }
 

@@ -12,11 +12,9 @@ use crate::{Disposition, Envelope};
 /// One delivery the [`MemoryBackend`](super::MemoryBackend) settled: which
 /// job, which attempt, and what became of it.
 ///
-/// The disposition is the one the backend carried out: a retry or a
-/// deferral longer than a hold can keep reads as the dead letter it became
-/// ([`Disposition::never_early`]).
-///
-/// Its `Debug` is one line, made to be read in a failed assertion:
+/// The disposition is the one carried out (a wait too long for a hold reads
+/// as the dead letter it became, [`Disposition::never_early`]). Its `Debug`
+/// is one line, for a failed assertion:
 /// `send_email 67e55044-10b1-426f-9247-bb680e5fe0c8 attempt 2 on app.emails: retry in 2s`.
 #[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -73,8 +71,7 @@ impl fmt::Debug for Settlement {
 /// The settlements a [`MemoryBackend`](super::MemoryBackend) records while
 /// this log lives; from [`MemoryBackend::record_settlements`](super::MemoryBackend::record_settlements).
 ///
-/// Dropping it stops the recording, so a backend kept for a long time
-/// holds no history nobody reads.
+/// Dropping it stops the recording.
 pub struct SettlementLog {
     entries: Arc<Mutex<Vec<Settlement>>>,
 }

@@ -1,9 +1,8 @@
 //! Leadership in one process: one lease per schedule key at a time.
 //!
-//! Every scheduler on the same [`MemoryBackend`] campaigns here; the first
-//! to ask for a key leads it until it releases or drops its lease, and the
-//! next one waiting takes over with the last tick recorded, as a fleet
-//! does on RabbitMQ.
+//! The first scheduler on a [`MemoryBackend`] to ask for a key leads it until
+//! it releases or drops its lease; the next one waiting takes over with the
+//! last tick recorded.
 
 use std::collections::HashMap;
 use std::fmt;

@@ -143,6 +143,21 @@ impl Broker {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The state, or [`Error::ShutDown`] once the backend is closed.
+    fn open(&self) -> Result<MutexGuard<'_, State>, Error> {
+        let state = self.lock();
+        if state.closed {
+            return Err(Error::ShutDown);
+        }
+        Ok(state)
+    }
+
+    fn heartbeats(&self) -> MutexGuard<'_, HashMap<Uuid, (Instant, Heartbeat)>> {
+        self.heartbeats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn publish_now(&self, envelope: &Envelope) -> Result<(), Error> {
         let body = encode(envelope)?;
         self.push(
@@ -161,10 +176,7 @@ impl Broker {
         priority: u8,
         reply_to: Option<ReplyTo>,
     ) -> Result<(), Error> {
-        let mut state = self.lock();
-        if state.closed {
-            return Err(Error::ShutDown);
-        }
+        let mut state = self.open()?;
         if !state.queues.contains_key(queue) {
             return Err(unroutable(queue));
         }
@@ -184,29 +196,20 @@ impl Broker {
 
     fn hold(&self, envelope: &Envelope, delay: Duration, kind: HoldKind) -> Result<(), Error> {
         let queue = envelope.queue.as_str();
-        let top = {
-            let state = self.lock();
-            if state.closed {
-                return Err(Error::ShutDown);
-            }
-            match state.queues.get(queue).and_then(|q| q.declared.as_ref()) {
-                Some(config) => config.top_priority(),
-                None => {
-                    return Err(Error::UnknownQueue {
-                        queue: queue.to_owned(),
-                    });
-                }
-            }
-        };
-        let granularity = match kind {
-            HoldKind::Retry => self.options.retry_granularity,
-            HoldKind::Deferral => self.options.deferred_granularity,
+        let top = self
+            .open()?
+            .queues
+            .get(queue)
+            .and_then(|q| q.declared.as_ref())
+            .map(QueueConfig::top_priority)
+            .ok_or_else(|| Error::UnknownQueue {
+                queue: queue.to_owned(),
+            })?;
+        let (granularity, priority) = match kind {
+            HoldKind::Retry => (self.options.retry_granularity, envelope.priority),
+            HoldKind::Deferral => (self.options.deferred_granularity, top),
         };
         let ms = hold_delay_ms(queue, delay, granularity)?;
-        let priority = match kind {
-            HoldKind::Retry => envelope.priority,
-            HoldKind::Deferral => top,
-        };
         let mut stamped = envelope.clone();
         stamped.priority = priority;
         if ms == 0 {
@@ -420,10 +423,7 @@ impl Backend for MemoryBackend {
             for config in queues {
                 config.validate()?;
             }
-            let mut state = self.shared.lock();
-            if state.closed {
-                return Err(Error::ShutDown);
-            }
+            let mut state = self.shared.open()?;
             for config in queues.iter().flat_map(QueueConfig::physical) {
                 let config = &config;
                 let queue = state
@@ -511,11 +511,7 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
         let result = (|| {
             queue.validate()?;
-            let state = self.shared.lock();
-            if state.closed {
-                return Err(Error::ShutDown);
-            }
-            if !state.queues.contains_key(queue.name()) {
+            if !self.shared.open()?.queues.contains_key(queue.name()) {
                 return Err(Error::Backend(BackendError::new(
                     BackendErrorKind::Refused,
                     format!(
@@ -524,7 +520,6 @@ impl Backend for MemoryBackend {
                     ),
                 )));
             }
-            drop(state);
             Ok(consumer::stream(
                 Arc::clone(&self.shared),
                 Arc::from(queue.name()),
@@ -554,17 +549,11 @@ impl ControlChannel for MemoryBackend {
     /// Applies the command to the one view every worker of this backend
     /// follows.
     fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        let result = if self.shared.lock().closed {
-            Err(Error::ShutDown)
-        } else {
-            match record.check(crate::clock::now_ms()) {
-                Ok(()) => {
-                    self.shared.control.apply(record);
-                    Ok(())
-                }
-                Err(refusal) => Err(refusal.into()),
-            }
-        };
+        let result = self.shared.open().map(drop).and_then(|()| {
+            record.check(crate::clock::now_ms())?;
+            self.shared.control.apply(record);
+            Ok(())
+        });
         Box::pin(ready(result))
     }
 
@@ -576,11 +565,7 @@ impl ControlChannel for MemoryBackend {
 impl Heartbeats for MemoryBackend {
     /// Keeps the worker's latest heartbeat; its last one removes it.
     fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        let mut beats = self
-            .shared
-            .heartbeats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut beats = self.shared.heartbeats();
         if beat.stopping {
             beats.remove(&beat.worker_id);
         } else {
@@ -593,11 +578,7 @@ impl Heartbeats for MemoryBackend {
     /// time), oldest first.
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
         let now = Instant::now();
-        let mut beats = self
-            .shared
-            .heartbeats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut beats = self.shared.heartbeats();
         beats.retain(|_, (at, beat)| now.saturating_duration_since(*at) <= beat.lifetime());
         let mut workers: Vec<Heartbeat> = beats.values().map(|(_, beat)| beat.clone()).collect();
         workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));

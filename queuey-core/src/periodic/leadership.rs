@@ -13,14 +13,9 @@ use crate::Error;
 /// schedule's ticks, and remember the last tick fired.
 ///
 /// [`lead`](Leadership::lead) waits until this process leads the schedule
-/// named `key`, then returns a [`Lease`]: while it holds, no other process
-/// leading through the same broker holds one for that key. The in-memory
-/// backend hands out one lease per key at a time within the process; the
-/// RabbitMQ backend elects a leader among every process connected to the
-/// broker through a single-active-consumer queue per key.
-///
-/// Object safe, like [`Backend`](crate::backend::Backend): `Arc<dyn Leadership>`
-/// works, and so does any `Arc<L>`.
+/// `key`, then returns a [`Lease`] no other process on the broker holds at
+/// the same time (RabbitMQ: a single-active-consumer queue per key). Object
+/// safe: `Arc<dyn Leadership>` and any `Arc<L>` work.
 pub trait Leadership: fmt::Debug + Send + Sync + 'static {
     /// Waits until this process leads `key`, and returns the lease. Fails
     /// when the backend cannot campaign (connection lost, closed).
@@ -30,9 +25,8 @@ pub trait Leadership: fmt::Debug + Send + Sync + 'static {
 /// The right to fire one schedule's ticks, and what the fleet remembers of
 /// them.
 ///
-/// A lease can be lost at any time (the connection drops, the broker hands
-/// the schedule to another process): every method then fails, and the
-/// holder must stop firing and [`lead`](Leadership::lead) again.
+/// A lease can be lost at any time (a dropped connection, a handover): every
+/// method then fails, and the holder must stop and [`lead`](Leadership::lead) again.
 pub trait Lease: fmt::Debug + Send {
     /// The last tick any leader [recorded](Lease::record), `None` for a
     /// schedule that never fired.
@@ -47,10 +41,9 @@ pub trait Lease: fmt::Debug + Send {
     /// not have been kept.
     fn record<'a>(&'a mut self, tick: SystemTime) -> BoxFuture<'a, Result<(), Error>>;
 
-    /// Tells operators' tools what the leader expects: the next tick, and
-    /// the schedule as text (`every 1s`). A backend may keep it where a tool
-    /// can read it (the RabbitMQ backend does, for `queuey schedules`); the
-    /// default keeps nothing. `Err` means the lease was lost.
+    /// Tells operators' tools the next tick and the schedule as text
+    /// (`every 1s`), kept where a tool can read it (RabbitMQ: for `queuey
+    /// schedules`; the default keeps nothing). `Err`: the lease was lost.
     fn announce<'a>(
         &'a mut self,
         next_tick: Option<SystemTime>,

@@ -1,16 +1,12 @@
 //! Periodic jobs: schedules, and how a fleet agrees on who fires them.
 //!
-//! A [`Schedule`] says when a periodic job's ticks fall: a fixed interval
-//! aligned to the Unix epoch ([`Schedule::every`]) or, with the `cron`
-//! feature, a cron expression with seconds in an IANA time zone
-//! ([`Schedule::cron`]). Every process computes the same ticks.
-//!
-//! [`Leadership`] is how the processes sharing a broker pick one to fire a
-//! schedule and remember the last tick it fired, so each tick is enqueued
-//! once across the fleet; [`tick_job_id`] gives each tick's job the same id
-//! in every process. The scheduler that puts these together (declaring a
-//! periodic job next to its handler, missed-tick policies) is the worker
-//! crate's `periodic` module.
+//! A [`Schedule`] says when ticks fall, the same in every process: a fixed
+//! interval aligned to the Unix epoch ([`Schedule::every`]) or, with the
+//! `cron` feature, a cron expression with seconds in an IANA time zone
+//! ([`Schedule::cron`]). [`Leadership`] picks one process per schedule to
+//! fire it and remembers the last tick, so each tick is enqueued once, with
+//! the same id everywhere ([`tick_job_id`]). The scheduler itself is the
+//! worker crate's `periodic` module.
 
 #[cfg(feature = "cron")]
 mod cron;

@@ -73,14 +73,10 @@ impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
 
     /// Checks unique jobs (see [`Unique`](crate::Unique)) in `store`: a
     /// [`MemoryStore`](crate::store::MemoryStore) for one process, a Redis
-    /// store for a fleet. The workers that run the jobs need the same store
-    /// to give each key back when its job is done; without it a key lasts
-    /// its whole window.
-    ///
-    /// A store that fails or does not answer within the
-    /// [`store_timeout`](Self::store_timeout) does not stop the enqueue:
-    /// the job is published without its uniqueness check, with a warning
-    /// and a count in
+    /// store for a fleet. Workers need the same store to give keys back
+    /// (else a key lasts its window). A store that fails or misses the
+    /// [`store_timeout`](Self::store_timeout) does not stop the enqueue: the
+    /// job goes unchecked, with a warning and a count in
     /// [`UNIQUE_UNCHECKED_TOTAL`](crate::store::UNIQUE_UNCHECKED_TOTAL).
     pub fn store(mut self, store: impl Store) -> Self {
         self.store = Some(Arc::new(store));
@@ -94,10 +90,9 @@ impl<Q: Queues, B: Backend> ProducerBuilder<Q, B> {
         self
     }
 
-    /// Declares every queue of `Q` (in the namespace) on the backend, then
-    /// returns the producer. A name the backend refuses (too long once
-    /// namespaced, for example) is an [`Error::InvalidConfig`] that names
-    /// the namespace.
+    /// Declares every queue of `Q` (in the namespace), then returns the
+    /// producer; a refused name is an [`Error::InvalidConfig`] naming the
+    /// namespace.
     pub async fn build(self) -> Result<Producer<Q, B>, Error> {
         self.backend
             .declare(&self.namespace.configs::<Q>())

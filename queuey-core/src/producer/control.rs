@@ -11,17 +11,12 @@ use crate::{Error, Queues};
 
 impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
     /// Cancels the job with this id wherever it waits (its queue, a hold, a
-    /// retry on its way): it is not run again. The next worker to take it
-    /// dead-letters it with the reason
-    /// [`CANCELLED_REASON`](crate::control::CANCELLED_REASON), and a worker
-    /// running it right now tells its handler through
-    /// [`JobContext::cancel_signal`](crate::JobContext::cancel_signal).
-    ///
-    /// Cancelling a job that already finished, or an unknown id, changes
-    /// nothing. Cancellations are remembered for
-    /// [`CANCELLATION_MEMORY`](crate::control::CANCELLATION_MEMORY).
-    /// Returns the id of the command sent, which [`revoke`](Self::revoke)
-    /// takes to withdraw it.
+    /// retry on its way): the next worker to take it dead-letters it as
+    /// [`CANCELLED_REASON`](crate::control::CANCELLED_REASON); one running it
+    /// tells its handler ([`JobContext::cancel_signal`](crate::JobContext::cancel_signal)).
+    /// A finished job or an unknown id changes nothing; cancellations are
+    /// remembered for [`CANCELLATION_MEMORY`](crate::control::CANCELLATION_MEMORY).
+    /// Returns the command's id, for [`revoke`](Self::revoke).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -48,12 +43,10 @@ impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
         self.send_control(Command::Cancel { job_id }).await
     }
 
-    /// Cancels every job that matches `filter` and was enqueued before now,
-    /// wherever it waits; jobs enqueued later are not touched. A filter
-    /// without a queue applies to every queue of the fleet. Returns the id
-    /// of the command sent, which [`revoke`](Self::revoke) takes.
-    ///
-    /// Fails with [`Error::InvalidConfig`] for a filter with no condition.
+    /// Cancels every job matching `filter` enqueued before now, wherever it
+    /// waits (every queue, for a filter without one). Returns the command's
+    /// id, for [`revoke`](Self::revoke); a filter with no condition is an
+    /// [`Error::InvalidConfig`].
     pub async fn cancel_matching(&self, filter: CancelFilter) -> Result<Uuid, Error> {
         self.send_control(filter.into_command()?).await
     }
@@ -89,10 +82,8 @@ impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
             .map(|_| ())
     }
 
-    /// Pauses `queue` on every worker: each stops taking its deliveries
-    /// within a moment, lets its running jobs finish, hands back the ones it
-    /// took but did not start, and keeps consuming its other queues. A
-    /// worker started while the queue is paused stays off it.
+    /// Pauses `queue` on every worker (and any started meanwhile): running
+    /// jobs finish, those taken but not started go back, other queues flow.
     pub async fn pause(&self, queue: &Q) -> Result<(), Error> {
         let queue = self.queue_name(queue).to_owned();
         self.send_control(Command::Pause { queue })
@@ -108,11 +99,9 @@ impl<Q: Queues, B: ControlChannel> Producer<Q, B> {
             .map(|_| ())
     }
 
-    /// Sends any control command, as the `queuey` tool does, and returns
-    /// the id of the record sent. The backend checks the command before it
-    /// sends anything, as every worker checks it on receipt
-    /// ([`ControlRecord::check`]): a cancel filter with no condition or no
-    /// time bound is refused with [`Error::InvalidConfig`].
+    /// Sends any control command, as the `queuey` tool does, and returns the
+    /// record's id. It is checked first ([`ControlRecord::check`]): a cancel
+    /// filter with no condition or time bound is an [`Error::InvalidConfig`].
     pub async fn send_control(&self, command: Command) -> Result<Uuid, Error> {
         let record = ControlRecord::new(command);
         self.backend.send_control(&record).await?;

@@ -11,12 +11,9 @@ use crate::backend::Reply;
 /// Why [`Producer::enqueue_and_wait`](crate::Producer::enqueue_and_wait)
 /// has no output to return.
 ///
-/// Only the job's final outcome answers: retries and deferrals in between
-/// are not seen by the caller. The variants that say "the job may still
-/// run" mean just that: the job keeps its at-least-once guarantee whether
-/// or not anyone waits for it.
-///
-/// The enum is `#[non_exhaustive]`: keep a wildcard arm.
+/// Only the final outcome answers; retries and deferrals are not seen. "The
+/// job may still run" means just that: the job stays at-least-once whether
+/// anyone waits or not. `#[non_exhaustive]`: keep a wildcard arm.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WaitError {

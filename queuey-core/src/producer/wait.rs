@@ -18,18 +18,13 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
     /// [`Output`](Job::Output) once the job succeeded, or why there is
     /// none. Waits at most `timeout` in all, enqueueing included.
     ///
-    /// Only the final outcome answers: a job that is retried or deferred
-    /// answers once it succeeds or is dead-lettered. The timeout is the
-    /// only bound: a job that is still queued, held or running when it
-    /// passes goes on (its result is then dropped), and so does a job whose
-    /// reply cannot come back ([`WaitError::ReplyLost`]). A job that is
-    /// delivered twice (at least once, as always) may answer twice; the
-    /// first answer wins.
-    ///
-    /// Fire-and-forget ([`enqueue`](Producer::enqueue)) stays the default
-    /// and costs nothing: only a waited-for job's output is serialized and
-    /// sent back. The backend must carry results ([`Replies`]: the memory
-    /// and RabbitMQ backends do).
+    /// Only the final outcome answers (after retries and deferrals). The
+    /// timeout is the only bound: a job still queued, held or running then
+    /// goes on (its result dropped), as does one whose reply cannot come back
+    /// ([`WaitError::ReplyLost`]). A job delivered twice may answer twice;
+    /// the first answer wins. Only a waited-for job's output is serialized,
+    /// so [`enqueue`](Producer::enqueue) costs nothing more. The backend must
+    /// carry results ([`Replies`]: the memory and RabbitMQ backends do).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -86,11 +81,10 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
             .await
     }
 
-    /// Enqueues a job and watches it: the returned [`JobWatch`] yields the
-    /// handler's [progress reports](crate::JobContext::progress) while the
-    /// job runs, then its final outcome, as
-    /// [`enqueue_and_wait`](Producer::enqueue_and_wait) returns it. The
-    /// `timeout` bounds the whole watch, enqueueing included.
+    /// Enqueues a job and watches it: the [`JobWatch`] yields the handler's
+    /// [progress reports](crate::JobContext::progress), then its final
+    /// outcome as [`enqueue_and_wait`](Producer::enqueue_and_wait) does,
+    /// within `timeout` (enqueueing included).
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -141,13 +135,9 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
             .await
     }
 
-    /// Enqueues a job with [`EnqueueOptions`] and waits for its final
-    /// outcome, as [`enqueue_and_wait`](Producer::enqueue_and_wait) does.
-    ///
-    /// A priority, a correlation id, a deadline and a job id work as for
-    /// [`enqueue_with`](Producer::enqueue_with); a delay or a `run_at` is
-    /// refused with [`Error::InvalidConfig`] (enqueue such a job without
-    /// waiting for it).
+    /// [`enqueue_and_wait`](Producer::enqueue_and_wait) with
+    /// [`EnqueueOptions`], as for [`enqueue_with`](Producer::enqueue_with),
+    /// except that a delay or a `run_at` is an [`Error::InvalidConfig`].
     pub async fn enqueue_and_wait_with<J: Job<Queues = Q>>(
         &self,
         job: &J,
@@ -160,9 +150,8 @@ impl<Q: Queues, B: Replies> Producer<Q, B> {
             .await
     }
 
-    /// Enqueues a job with [`EnqueueOptions`] and watches it, as
-    /// [`enqueue_and_watch`](Producer::enqueue_and_watch) does; the options
-    /// work as for [`enqueue_and_wait_with`](Producer::enqueue_and_wait_with).
+    /// [`enqueue_and_watch`](Producer::enqueue_and_watch) with options, as
+    /// for [`enqueue_and_wait_with`](Producer::enqueue_and_wait_with).
     pub async fn enqueue_and_watch_with<J: Job<Queues = Q>>(
         &self,
         job: &J,

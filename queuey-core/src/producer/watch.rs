@@ -17,9 +17,8 @@ use crate::control::Progress;
 /// [`progress`](JobWatch::progress) yields its handler's reports while it
 /// runs, [`output`](JobWatch::output) its final outcome.
 ///
-/// Reports replace one another: a caller that reads them slowly sees the
-/// latest, never a backlog. The timeout given when the job was enqueued
-/// bounds the whole watch.
+/// A slow reader sees the latest report, never a backlog. The enqueue's
+/// timeout bounds the whole watch.
 pub struct JobWatch<O> {
     pending: PendingReply,
     /// The final answer, once it came while progress was awaited.
@@ -55,9 +54,8 @@ impl<O: DeserializeOwned> JobWatch<O> {
         self.job_id
     }
 
-    /// The next progress report: the latest one since the last call.
-    /// `None` once there will be none: the outcome is in, the timeout
-    /// passed, or the backend passes no reports on. Then call
+    /// The latest progress report since the last call; `None` once none will
+    /// come (outcome in, timeout passed, or no reports passed on): then call
     /// [`output`](JobWatch::output).
     pub async fn progress(&mut self) -> Option<Progress> {
         if self.answer.is_some() {

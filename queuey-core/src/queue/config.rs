@@ -15,10 +15,9 @@ const MAX_TTL_MS: u128 = 10 * 365 * 24 * 60 * 60 * 1000;
 
 /// The settings of one logical queue.
 ///
-/// Builders take and return `self`; nothing is checked until
-/// [`validate`](QueueConfig::validate), which every backend runs when it
-/// declares the queue, so a bad value is an [`Error::InvalidConfig`] naming the
-/// queue, never a panic.
+/// Nothing is checked until [`validate`](QueueConfig::validate), which every
+/// backend runs when it declares the queue: a bad value is an
+/// [`Error::InvalidConfig`] naming the queue, never a panic.
 ///
 /// ```
 /// use std::time::Duration;
@@ -75,19 +74,15 @@ impl QueueConfig {
     }
 
     /// How many unacknowledged deliveries one consumer may hold (default 16).
-    ///
-    /// 0 is refused by [`validate`](QueueConfig::validate): AMQP reads a
-    /// prefetch of 0 as "unlimited", which lets the broker push the whole
-    /// queue into the worker's memory.
+    /// [`validate`](QueueConfig::validate) refuses 0, which AMQP reads as
+    /// "unlimited" (the whole queue pushed into the worker's memory).
     pub fn prefetch(mut self, prefetch: u16) -> Self {
         self.prefetch = prefetch;
         self
     }
 
-    /// Whether the queue survives a broker restart (default `true`).
-    ///
-    /// RabbitMQ 4.3 refuses transient queues that are not exclusive, so
-    /// leave this on unless your broker is older and you mean it.
+    /// Whether the queue survives a broker restart (default `true`). RabbitMQ
+    /// 4.3 refuses transient queues that are not exclusive.
     pub fn durable(mut self, durable: bool) -> Self {
         self.durable = durable;
         self
@@ -116,13 +111,9 @@ impl QueueConfig {
         self
     }
 
-    /// Spreads the queue over `shards` broker queues (default 1: one
-    /// queue), to go past what one broker queue can carry; see
-    /// [`shard`](crate::shard) for how jobs are spread and
-    /// [`physical`](QueueConfig::physical) for the broker queues declared.
-    ///
-    /// Between 1 and [`MAX_SHARDS`]; checked by
-    /// [`validate`](QueueConfig::validate).
+    /// Spreads the queue over `shards` broker queues (default 1, at most
+    /// [`MAX_SHARDS`]) to carry more than one can; see [`shard`](crate::shard)
+    /// and [`physical`](QueueConfig::physical).
     pub fn shards(mut self, shards: u16) -> Self {
         self.shards = shards;
         self
@@ -160,25 +151,17 @@ impl QueueConfig {
         self.queue_type == QueueType::Quorum
     }
 
-    /// Which shard of a sharded queue these settings declare, for one of
-    /// the broker queues [`physical`](QueueConfig::physical) gives; `None`
-    /// for an unsharded queue and for the lane.
+    /// Which shard these settings (from [`physical`](QueueConfig::physical))
+    /// declare; `None` for an unsharded queue and for the lane.
     pub fn shard(&self) -> Option<Shard> {
         self.shard
     }
 
-    /// The broker queues behind this logical queue, each with its own
-    /// settings: the queue itself, unchanged, when it is not sharded;
-    /// otherwise the lane (named like the queue) and then each shard
-    /// (`NAME.s0`, `NAME.s1`, …), in that order.
-    ///
-    /// The prefetch is split: each of them takes the queue's prefetch over
-    /// the number of shards, rounded up, so that the shards together hold
-    /// about what one queue would (the lane, which is normally empty,
-    /// takes a shard's part as well).
-    ///
-    /// Backends declare every one of them when asked to declare a sharded
-    /// queue; a worker consumes every one of them.
+    /// The broker queues behind this logical queue, which backends declare
+    /// and a worker consumes: the queue itself, unchanged, when not sharded;
+    /// else the lane (named like the queue), then each shard (`NAME.s0`, …).
+    /// Each takes the prefetch over the number of shards, rounded up, so the
+    /// shards together hold about what one queue would (the lane too).
     ///
     /// ```
     /// use queuey_core::QueueConfig;
@@ -197,13 +180,10 @@ impl QueueConfig {
         self.physical_of(&(0..self.shards).collect::<Vec<_>>())
     }
 
-    /// The lane and only the shards listed (each once, in order), for a
-    /// worker of a large fleet that takes part of a sharded queue; the
-    /// prefetch is split over the shards listed. Every shard needs some
-    /// worker, and every worker takes the lane.
-    ///
-    /// Refused with [`Error::InvalidConfig`]: an empty list, a shard the
-    /// queue does not have, and a queue that is not sharded.
+    /// The lane and only the shards listed (each once, in order, the
+    /// prefetch split over them), for a worker that takes part of a sharded
+    /// queue; every shard needs some worker. An empty list, a shard the queue
+    /// lacks, or an unsharded queue is an [`Error::InvalidConfig`].
     ///
     /// ```
     /// use queuey_core::QueueConfig;
@@ -242,8 +222,7 @@ impl QueueConfig {
         }
     }
 
-    /// The lane and the shards `indices` (each below `shards`), the
-    /// prefetch split over them.
+    /// The lane and the shards `indices`, the prefetch split over them.
     fn physical_of(&self, indices: &[u16]) -> Vec<QueueConfig> {
         let count = u16::try_from(indices.len()).unwrap_or(u16::MAX).max(1);
         let share = self.prefetch.div_ceil(count).max(1);

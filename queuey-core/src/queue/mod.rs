@@ -2,10 +2,9 @@
 //!
 //! # Reading settings back
 //!
-//! One rule for every settings builder of queuey ([`QueueConfig`] here,
-//! `RabbitMqOptions` in the RabbitMQ backend): set a value with the builder
-//! method, read it back with `.settings()` and the same name. There is no
-//! `get_` prefix and no second spelling:
+//! Every settings builder ([`QueueConfig`], `RabbitMqOptions`): set a value
+//! with the builder method, read it back with `.settings()` and the same
+//! name (no `get_` prefix, no second spelling):
 //!
 //! ```
 //! use queuey_core::QueueConfig;
@@ -14,8 +13,8 @@
 //! assert_eq!(config.settings().prefetch(), 32);
 //! ```
 //!
-//! What is derived from several settings rather than read back from one
-//! stays on the config itself: [`QueueConfig::name`],
+//! What is derived from several settings stays on the config:
+//! [`QueueConfig::name`],
 //! [`priority_levels`](QueueConfig::priority_levels),
 //! [`top_priority`](QueueConfig::top_priority),
 //! [`validate`](QueueConfig::validate).
@@ -35,13 +34,9 @@ pub use settings::QueueSettings;
 /// A set of queues an application uses, normally an enum with one fieldless
 /// variant per queue, implemented with `#[derive(Queues)]`.
 ///
-/// Jobs name their queue as a value of such a set (`Job::QUEUE`), and
-/// producers and workers are generic over the set, so a job of one set cannot
-/// be enqueued through or handled by another set's producer or worker.
-///
-/// The set is static; for names that are only known at run time (one set
-/// of queues per tenant), give the producer and the worker the same
-/// [`Namespace`].
+/// Jobs name their queue in a set (`Job::QUEUE`), and producers and workers
+/// are generic over it, so one set's job cannot go through another's. For
+/// names known only at run time (per tenant), use a [`Namespace`].
 ///
 /// ```
 /// use queuey_core::{QueueConfig, Queues};
@@ -63,10 +58,8 @@ pub trait Queues: Sized + Send + Sync + 'static {
     /// Every queue of the set, in declaration order.
     const ALL: &'static [Self];
 
-    /// The queue's name in the set, prefix included: its name on the broker
-    /// in the root namespace. A [`Namespace`] chosen at run time puts
-    /// itself in front (`{namespace}.{name}`) for the producers and workers
-    /// built with it.
+    /// The queue's name in the set, prefix included: its broker name in the
+    /// root namespace (a [`Namespace`] puts itself in front).
     fn name(&self) -> &'static str;
 
     /// The queue's settings.

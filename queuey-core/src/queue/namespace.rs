@@ -11,22 +11,17 @@ use crate::Error;
 /// A prefix chosen at run time (a tenant, a region, a test run) that a
 /// producer and a worker put in front of every queue name of their set.
 ///
-/// The queue set stays static and typed; the namespace only changes the
-/// names on the broker. The rule is one dot: in the namespace `tenant-42`,
-/// the queue `app.emails` is `tenant-42.app.emails`, and everything derived
-/// from it follows (`tenant-42.app.emails.dead`, its hold queues). The
-/// default namespace, [`Namespace::root`], adds nothing.
+/// The queue set stays static and typed; only the broker names change, by
+/// one dot: in namespace `tenant-42`, queue `app.emails` is
+/// `tenant-42.app.emails`, and its derived queues follow
+/// (`tenant-42.app.emails.dead`, its holds). [`Namespace::root`] adds nothing.
+/// Give the producer and the worker the same one
+/// (`Producer::builder(..).namespace(..)`, `WorkerBuilder::namespace`): only
+/// workers of a namespace see its jobs.
 ///
-/// Give the same namespace to the producer and to the worker
-/// (`Producer::builder(..).namespace(..)`, `WorkerBuilder::namespace`): jobs
-/// of one namespace are only ever seen by workers of the same one.
-///
-/// [`new`](Namespace::new) checks what it can alone (not blank, no
-/// reserved prefix, short enough for one more name); the full names are
-/// checked when the producer or worker declares them, where the backend
-/// also makes sure its longest derived names (dead-letter and hold queues)
-/// fit AMQP's 255 bytes. Either way a bad name is an
-/// [`Error::InvalidConfig`], never a panic.
+/// [`new`](Namespace::new) checks what it can alone; the full names, and
+/// the backend's longest derived ones, are checked at declaration. A bad
+/// name is an [`Error::InvalidConfig`], never a panic.
 ///
 /// ```
 /// use queuey_core::{Namespace, Queues};
@@ -56,13 +51,10 @@ impl Namespace {
     /// The separator between a namespace and a queue name.
     pub const SEPARATOR: char = '.';
 
-    /// A namespace named `name`.
-    ///
-    /// Refused with [`Error::InvalidConfig`]: an empty or blank name (use
-    /// [`Namespace::root`] for none), a name with whitespace at either end
-    /// or ending in the separator, a name that would make queue names start
-    /// with `amq.` (reserved by RabbitMQ), and a name too long to leave room
-    /// for a queue name within 255 bytes.
+    /// A namespace named `name`. Refused with [`Error::InvalidConfig`]: a
+    /// blank name (use [`Namespace::root`]), whitespace at either end, a
+    /// trailing separator, queue names starting with `amq.` (reserved by
+    /// RabbitMQ), or no room left for a queue name within 255 bytes.
     pub fn new(name: impl Into<String>) -> Result<Self, Error> {
         let name = name.into();
         if name.trim().is_empty() {
@@ -136,8 +128,8 @@ impl Namespace {
         Q::ALL.iter().map(|q| self.config(q)).collect()
     }
 
-    /// Adds context to an error met while declaring this namespace's queues,
-    /// so that a name refused for its length points at the namespace.
+    /// Adds the namespace to an error met declaring its queues (a name
+    /// refused for its length then points at it).
     pub fn explain(&self, error: Error) -> Error {
         match (error, &self.prefix) {
             (Error::InvalidConfig(message), Some(prefix)) => Error::invalid_config(format!(
@@ -171,13 +163,11 @@ impl fmt::Display for Namespace {
     }
 }
 
-/// The names of a queue set's queues in one namespace, computed once,
-/// and for a sharded queue the names of its shards.
+/// A queue set's names in one namespace (and its shards'), computed once.
 #[derive(Debug, Clone)]
 pub(crate) struct QueueNames {
-    /// The queues whose name changes in the namespace or which are sharded;
-    /// empty for the root namespace without sharded queues, where every
-    /// job goes to the queue the set names.
+    /// The queues renamed by the namespace or sharded; the others go to the
+    /// queue the set names.
     names: Arc<[Named]>,
 }
 
@@ -227,8 +217,7 @@ impl QueueNames {
         self.find(name).map_or(name, |named| &named.full)
     }
 
-    /// The logical queue a broker queue this set enqueues onto belongs to:
-    /// a shard's queue, `queue` itself otherwise.
+    /// The logical queue of a shard's queue; `queue` itself otherwise.
     pub(crate) fn logical<'a>(&'a self, queue: &'a str) -> &'a str {
         self.names
             .iter()
@@ -236,9 +225,8 @@ impl QueueNames {
             .map_or(queue, |named| &named.full)
     }
 
-    /// The broker queue a job for the queue the set calls `name` goes to:
-    /// the queue itself unless it is sharded; then the shard of `key`, or
-    /// the next shard in turn for a job without one.
+    /// The broker queue a job for `name` goes to: on a sharded queue, the
+    /// shard of `key`, or the next in turn without one.
     pub(crate) fn target<'a>(&'a self, name: &'static str, key: Option<&str>) -> &'a str {
         let Some(named) = self.find(name) else {
             return name;

@@ -10,15 +10,12 @@ use crate::Error;
 /// The kind of broker queue a work queue (and its dead-letter queue) is
 /// declared as.
 ///
-/// - [`QueueType::Classic`] (the default): a single-node queue. It supports
-///   priorities (`max_priority`), so deferred jobs return ahead of the
-///   backlog.
-/// - [`QueueType::Quorum`]: a queue replicated across a RabbitMQ cluster
-///   (Raft), for deployments that must survive losing a node. Quorum queues
-///   are always durable and have no priority levels, so a queue of this type
-///   must not set `max_priority` above 0, and deferred jobs return in FIFO
-///   order behind the backlog. Backends that have no such queues treat it
-///   like a classic queue.
+/// - [`QueueType::Classic`] (the default): a single-node queue with
+///   priorities, so deferred jobs return ahead of the backlog.
+/// - [`QueueType::Quorum`]: replicated across a RabbitMQ cluster (Raft), to
+///   survive losing a node. Always durable, without priorities (so no
+///   `max_priority` above 0; deferred jobs return FIFO, behind the backlog).
+///   Backends without such queues treat it as classic.
 ///
 /// ```
 /// use queuey_core::{QueueConfig, QueueType};

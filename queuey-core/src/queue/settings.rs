@@ -32,15 +32,11 @@ impl QueueConfig {
     /// What was set, read back under the builder methods' names:
     /// `settings().prefetch()`, `settings().message_ttl()`, ...
     pub fn settings(&self) -> QueueSettings<'_> {
-        QueueSettings::new(self)
+        QueueSettings { config: self }
     }
 }
 
 impl<'a> QueueSettings<'a> {
-    pub(super) fn new(config: &'a QueueConfig) -> Self {
-        QueueSettings { config }
-    }
-
     /// How many unacknowledged deliveries one consumer may hold
     /// ([`QueueConfig::prefetch`]).
     pub fn prefetch(&self) -> u16 {

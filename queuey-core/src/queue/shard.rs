@@ -1,29 +1,20 @@
 //! Sharded queues: one logical queue spread over several broker queues.
 //!
-//! A broker queue is served by one process on one node, so one queue tops
-//! out near what one broker core does. A queue declared with
-//! [`QueueConfig::shards`](crate::QueueConfig::shards) is N broker queues instead, `NAME.s0` …
-//! `NAME.s{N-1}`, each with its own holds, suspect queue and dead-letter
-//! queue, plus the queue `NAME` itself: the *lane* that producers which do
-//! not shard (an older version, another language, a queue being resharded)
-//! publish to. A worker consumes the lane and every shard; a producer
-//! publishes to the shards only.
+//! One broker queue tops out near one broker core. A queue declared with
+//! [`QueueConfig::shards`](crate::QueueConfig::shards) is N broker queues,
+//! `NAME.s0` … `NAME.s{N-1}`, each with its own holds, suspect and
+//! dead-letter queue, plus `NAME` itself: the *lane* that producers which do
+//! not shard (an older version, another language, a resharding) publish to.
+//! A worker consumes the lane and every shard; a producer publishes to the
+//! shards only: a job with a key
+//! ([`EnqueueOptions::key`](crate::EnqueueOptions::key), `#[job(key = ..)]`)
+//! to [`shard_for_key`] (one key, one shard, its jobs in order), others
+//! round-robin. A retried or deferred job returns to the shard it came from.
 //!
-//! Which shard a job goes to:
-//! - a job with a key ([`EnqueueOptions::key`](crate::EnqueueOptions::key),
-//!   `#[job(key = ..)]`) goes to [`shard_for_key`]: the same key always to
-//!   the same shard, so one key's jobs keep their order;
-//! - a job without one goes round-robin.
-//!
-//! A retried or deferred job comes back to the queue it was taken from: its
-//! envelope names that shard.
-//!
-//! Each shard keeps its own dead-letter queue (`NAME.s2.dead`) rather than
-//! sharing one: a shard's dead letters, holds and suspects then live beside
-//! it and fail over with it, a dead letter names the shard it came from
-//! (and goes back there when redriven), and no queue of one shard becomes
-//! the bottleneck of all of them. The `queuey` tool reads a queue's
-//! dead-letter queues together.
+//! Each shard has its own dead-letter queue (`NAME.s2.dead`), so its dead
+//! letters, holds and suspects fail over with it, a dead letter is redriven
+//! to its shard, and no shard's queue bottlenecks the others. The `queuey`
+//! tool reads a queue's dead-letter queues together.
 
 use std::fmt;
 

@@ -110,9 +110,8 @@ impl Backoff {
         }
     }
 
-    /// The wait after the given attempt failed, before any jitter.
-    ///
-    /// `attempt` counts from 1; 0 is treated as 1.
+    /// The wait after the given attempt (from 1; 0 counts as 1) failed,
+    /// before any jitter.
     pub fn base_delay(&self, attempt: u32) -> Duration {
         match self {
             Backoff::None => Duration::ZERO,
@@ -167,11 +166,9 @@ impl Default for ExponentialBackoff {
 }
 
 impl ExponentialBackoff {
-    /// Validates and builds an exponential backoff, jitter on.
-    ///
-    /// `base` must be non-zero and at most `max`, `max` at most
-    /// [`LONGEST_WAIT`](crate::LONGEST_WAIT); `factor` must be finite and at
-    /// least 1.
+    /// Validates and builds an exponential backoff, jitter on: `base`
+    /// non-zero and at most `max`, `max` at most
+    /// [`LONGEST_WAIT`](crate::LONGEST_WAIT), `factor` finite and at least 1.
     pub fn new(base: Duration, factor: f64, max: Duration) -> Result<Self, InvalidBackoff> {
         if base.is_zero() {
             return Err(InvalidBackoff::ZeroDelay("base"));

@@ -9,9 +9,8 @@ pub use backoff::{Backoff, ExponentialBackoff, InvalidBackoff};
 
 /// How many attempts a job gets, and the [`Backoff`] between them.
 ///
-/// A policy comes from the job (`#[job(retry(..))]`), else from its queue
-/// (`#[queue(retry(..))]` or [`QueueConfig::retry`](crate::QueueConfig::retry)),
-/// else from the worker's retry layer.
+/// The job's (`#[job(retry(..))]`), else its queue's (`#[queue(retry(..))]`,
+/// [`QueueConfig::retry`](crate::QueueConfig::retry)), else the retry layer's.
 ///
 /// ```
 /// use std::time::Duration;

@@ -11,6 +11,10 @@
 //! a fleet. Any other store with an atomic "set if absent, with expiry" can
 //! implement the trait.
 //!
+//! Both are also a [`LimitStore`]: per-key limits on how many jobs run at
+//! once and how many start per period, shared the same way (see
+//! [`limit`] for the rules).
+//!
 //! ```
 //! use std::time::Duration;
 //! use queuey_core::store::{Inserted, MemoryStore, Store};
@@ -33,6 +37,7 @@
 
 mod bounded;
 mod error;
+pub mod limit;
 mod memory;
 mod window;
 
@@ -44,6 +49,9 @@ use futures::future::BoxFuture;
 
 pub use bounded::{DEFAULT_STORE_TIMEOUT, bounded};
 pub use error::StoreError;
+pub use limit::{
+    HOLD_MEMORY, HOLD_WEIGHT, LimitStore, LimitUsage, Rate, RateError, Slot, TURN_GRACE, Turn,
+};
 pub use memory::MemoryStore;
 pub use window::{MAX_WINDOW, WindowError, check_window};
 

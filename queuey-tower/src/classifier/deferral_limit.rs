@@ -1,16 +1,14 @@
 //! The deferral layer's decision to stop deferring: an intent marker that
 //! the classifier reads before anything else.
 
-use std::fmt;
-
 use queuey_core::BoxError;
 
 /// A job asked to be deferred once more than its layer allows.
 ///
-/// It classifies as a transient failure, before any classifier of yours is
-/// asked about the error inside it, so the job spends an attempt instead of
-/// waiting again, and is dead-lettered once it has none left.
-#[derive(Debug)]
+/// A transient failure whatever your classifier says of the error inside:
+/// the job spends an attempt instead of waiting again.
+#[derive(Debug, thiserror::Error)]
+#[error("deferred {deferrals} times already, the limit is {max}")]
 pub struct DeferralLimitReached {
     deferrals: u32,
     max: u32,
@@ -34,21 +32,5 @@ impl DeferralLimitReached {
     /// The layer's limit.
     pub fn max(&self) -> u32 {
         self.max
-    }
-}
-
-impl fmt::Display for DeferralLimitReached {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "deferred {} times already, the limit is {}",
-            self.deferrals, self.max
-        )
-    }
-}
-
-impl std::error::Error for DeferralLimitReached {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&*self.source)
     }
 }

@@ -31,12 +31,10 @@ pub enum FailureClass {
     RetryAfter(Duration),
 }
 
-/// Decides what an error means. One instance serves a whole stack (it is
-/// shared behind an `Arc`), so it needs no `Clone`.
-///
-/// Inside a stack a classifier is asked only about errors that carry none
-/// of queuey's own intent errors (see [Precedence](crate::classify#precedence)): what
-/// it answers for the rest is final.
+/// Decides what an error means. One instance, behind an `Arc`, serves a
+/// whole stack, so it needs no `Clone`. It is asked only about errors that
+/// carry none of queuey's intent errors (see
+/// [Precedence](crate::classify#precedence)).
 pub trait Classify: Send + Sync + 'static {
     /// Classifies one error.
     fn classify(&self, error: &(dyn StdError + 'static)) -> FailureClass;
@@ -63,10 +61,9 @@ impl Classify for DefaultClassifier {
     }
 }
 
-/// A closure asked about the error and then each of its sources in turn (so
-/// it sees a client error a handler wrapped in `JobError::retryable`); the
-/// first answer wins, and the defaults decide when none comes. queuey's own
-/// intent errors are decided before it is asked.
+/// A closure asked about the error, then each source (so it sees a client
+/// error wrapped in `JobError::retryable`); the first answer wins, else the
+/// defaults decide.
 impl<F> Classify for F
 where
     F: Fn(&(dyn StdError + 'static)) -> Option<FailureClass> + Send + Sync + 'static,
@@ -76,10 +73,8 @@ where
     }
 }
 
-/// The one order every classification follows: queuey's intent errors,
-/// then `custom` (a classifier of the user's), then the defaults. Every
-/// classifier, and through [`SharedClassifier`] every layer and the worker,
-/// decides here.
+/// The one order every classification (every layer and the worker, through
+/// [`SharedClassifier`]) follows: intent errors, `custom`, the defaults.
 pub(crate) fn class_of(
     error: &(dyn StdError + 'static),
     custom: impl FnOnce(&(dyn StdError + 'static)) -> Option<FailureClass>,
@@ -129,10 +124,9 @@ fn defaults(error: &(dyn StdError + 'static)) -> FailureClass {
     FailureClass::Transient
 }
 
-/// What an error that no layer turned into a disposition becomes: a
-/// deferral for a `Retry-After` (a dead letter past the longest hold), else
-/// a dead letter with the error's chain as the reason; a fatal one's reads
-/// `fatal: …` ([`fatal_reason`]), whoever called it fatal.
+/// What an error no layer turned into a disposition becomes: a deferral for
+/// a `Retry-After` (never early), else a dead letter with the error's chain
+/// ([`fatal_reason`] for a fatal one).
 pub(crate) fn last_resort(
     class: FailureClass,
     error: &(dyn StdError + 'static),
@@ -148,24 +142,20 @@ pub(crate) fn last_resort(
     }
 }
 
-/// The one spelling of a fatal failure's dead-letter reason: `fatal: `
-/// and the error's chain, whether the handler said so
-/// (`JobError::fatal`) or a classifier did (an `HTTP 410` becomes
-/// `fatal: HTTP 410`). A [`FatalError`] in the chain adds no second
-/// `fatal: ` of its own.
+/// The one spelling of a fatal dead-letter reason, whoever called it fatal:
+/// `fatal: ` and the error's chain (a [`FatalError`] adds no second one).
 pub(crate) fn fatal_reason(error: &(dyn StdError + 'static)) -> String {
     let chain = chain_of(chain(error).filter(|e| !e.is::<FatalError>()));
     format!("fatal: {chain}")
 }
 
-/// Joins an error and its sources with `": "`, the form dead-letter reasons
-/// take.
+/// An error and its sources joined with `": "`, as dead-letter reasons are.
 pub(crate) fn error_chain(error: &(dyn StdError + 'static)) -> String {
     chain_of(chain(error))
 }
 
-/// Joins the texts of `errors` (an error and its sources, outermost first)
-/// with `": "`, leaving out a text its wrapper already ends with.
+/// Joins the texts of `errors` with `": "`, leaving out a text its wrapper
+/// already ends with.
 fn chain_of<'a>(errors: impl Iterator<Item = &'a (dyn StdError + 'static)>) -> String {
     let mut text = String::new();
     for e in errors {

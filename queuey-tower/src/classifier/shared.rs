@@ -8,12 +8,9 @@ use super::{Classify, FailureClass, class_of};
 
 /// The classifier a [`JobRequest`](crate::JobRequest) carries: the
 /// [`DefaultClassifier`](super::DefaultClassifier) unless a worker or a
-/// [`ClassifyLayer`](crate::classify::ClassifyLayer) set one of yours. Cloning it is
-/// cheap (the default is free, yours is an `Arc`).
-///
-/// Whichever it holds, it classifies in queuey's one
-/// [precedence](crate::classify#precedence): a classifier of yours is asked only
-/// about errors queuey's own intent errors do not decide.
+/// [`ClassifyLayer`](crate::classify::ClassifyLayer) set yours (an `Arc`,
+/// cheap to clone). Either classifies in queuey's one
+/// [precedence](crate::classify#precedence).
 #[derive(Clone, Default)]
 pub struct SharedClassifier {
     custom: Option<Arc<dyn Classify>>,

@@ -1,51 +1,44 @@
 //! Classifying errors into what should happen next.
 //!
-//! A service stack's errors are `BoxError`s of any type: a handler's
-//! [`JobError`](queuey_core::JobError), tower's `Elapsed` from a timeout or
-//! `Overloaded` from a load shed, a client library's error surfacing from a
-//! layer of the user's own. What each one means is decided **once per
-//! stack**, in the spirit of tower-http's response classifiers: the request
-//! carries one [`Classify`] implementation ([`JobRequest::classifier`]) and
-//! the retry, deferral and dead-letter layers, and the worker itself, all
-//! ask it:
+//! A stack's errors are `BoxError`s of any type (a handler's
+//! [`JobError`](queuey_core::JobError), tower's `Elapsed` or `Overloaded`, a
+//! client library's error). Their meaning is decided **once per stack**, as
+//! tower-http's response classifiers do: the request carries one [`Classify`]
+//! ([`JobRequest::classifier`]) that the retry, deferral and dead-letter
+//! layers and the worker all ask:
 //!
 //! - [`FailureClass::RetryAfter`]: not a failure; defer the job
-//!   ([`DeferOn429`](struct@crate::defer::DeferOn429) acts on it, and so do
-//!   [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) and the worker when no
-//!   deferral layer did);
+//!   ([`DeferOn429`](struct@crate::defer::DeferOn429), else
+//!   [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) or the worker);
 //! - [`FailureClass::Transient`]: retry while attempts are left
-//!   ([`RetryLayer`](struct@crate::retry::RetryLayer) acts on it);
+//!   ([`RetryLayer`](struct@crate::retry::RetryLayer));
 //! - [`FailureClass::Fatal`]: give up at once.
 //!
-//! Set it for a whole worker with
+//! Set it for a worker with
 //! [`WorkerBuilder::classifier`](crate::WorkerBuilder::classifier), or for
 //! one stack with a [`ClassifyLayer`] outside the layers that read it.
 //!
 //! # Precedence
 //!
-//! Every layer and the worker classify through the same function, which
-//! decides in one order:
+//! Every layer and the worker decide in one order:
 //!
-//! 1. **queuey's own intent errors**, found walking the error's chain from
-//!    the outside in: a [`DeferralLimitReached`] (the deferral layer's decision to
-//!    stop deferring) is transient, a [`FatalError`] (`JobError::fatal`) is
-//!    fatal, a [`DeferredError`] (`JobError::deferred`) is a wait. The search
-//!    stops at a [`RetryableError`] (`JobError::retryable`, or `?`): what it
-//!    wraps is the cause, which the next steps classify;
+//! 1. **queuey's own intent errors**, walking the chain from the outside in:
+//!    [`DeferralLimitReached`] is transient, [`FatalError`]
+//!    (`JobError::fatal`) fatal, [`DeferredError`] (`JobError::deferred`) a
+//!    wait. The walk stops at a [`RetryableError`] (`JobError::retryable`,
+//!    or `?`), whose cause the next steps classify;
 //! 2. **your classifier**, if the worker or a [`ClassifyLayer`] set one;
-//! 3. **the defaults**: tower's `Overloaded` (a load shed) is a wait of
-//!    [`OVERLOADED_WAIT`], everything else (a `RetryableError`, tower's
-//!    `Elapsed`, a panic, any other error) is transient.
+//! 3. **the defaults**: tower's `Overloaded` is a wait of
+//!    [`OVERLOADED_WAIT`], anything else transient.
 //!
-//! So a classifier of yours never overrides what queuey decided itself: a
-//! job deferred as often as [`DeferOn429::max_deferrals`](crate::defer::DeferOn429::max_deferrals)
-//! allows fails transiently and spends an attempt, even when your
-//! classifier calls the 429 inside it a wait.
+//! So your classifier never overrides queuey: a job deferred as often as
+//! [`DeferOn429::max_deferrals`](crate::defer::DeferOn429::max_deferrals)
+//! allows fails transiently, even if your classifier calls its 429 a wait.
 //!
-//! [`DefaultClassifier`] is that order with no classifier of yours. Any
-//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier too:
-//! it is asked about the error and each of its sources, and the defaults
-//! decide when it answers `None` for all of them:
+//! [`DefaultClassifier`] is that order without yours. Any
+//! `Fn(&(dyn Error + 'static)) -> Option<FailureClass>` is a classifier,
+//! asked about the error and each source; `None` for all leaves it to the
+//! defaults:
 //!
 //! ```
 //! use std::time::Duration;

@@ -4,6 +4,7 @@ use std::future::Future;
 use std::hash::Hash;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -36,6 +37,8 @@ pin_project! {
             key: Option<K>,
             cooldowns: Arc<Cooldowns<K>>,
             classifier: SharedClassifier,
+            // Raised when a limit layer inside deferred the job.
+            limit_wait: Arc<AtomicBool>,
         },
         /// The key was cooling down: deferred without running the job.
         Cooling { delay: Duration },
@@ -54,6 +57,7 @@ impl<F, K> ResponseFuture<F, K> {
         key: K,
         cooldowns: Arc<Cooldowns<K>>,
         classifier: SharedClassifier,
+        limit_wait: Arc<AtomicBool>,
     ) -> Self {
         ResponseFuture {
             kind: Kind::Keyed {
@@ -61,6 +65,7 @@ impl<F, K> ResponseFuture<F, K> {
                 key: Some(key),
                 cooldowns,
                 classifier,
+                limit_wait,
             },
         }
     }
@@ -94,11 +99,15 @@ where
                 key,
                 cooldowns,
                 classifier,
+                limit_wait,
             } => {
                 let answer = ready!(inner.poll(cx));
                 // Outside the deferral layer the wait is a `Defer`; inside
-                // it (a handler's own layers), still the error.
+                // it (a handler's own layers), still the error. A `Defer`
+                // of a limit layer inside is the key's own limit, not the
+                // API's answer.
                 let wait = match &answer {
+                    Ok(Disposition::Defer { .. }) if limit_wait.load(Ordering::Relaxed) => None,
                     Ok(Disposition::Defer { delay }) => Some(*delay),
                     Ok(_) => None,
                     Err(error) => match classifier.classify(&**error) {

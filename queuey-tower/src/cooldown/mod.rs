@@ -15,7 +15,9 @@
 //! keyed job: a [`Disposition::Defer`] (outside
 //! [`DeferOn429`](struct@crate::defer::DeferOn429)), or an error the request's
 //! [classifier](crate::classify) calls a `Retry-After` (inside it, where the
-//! error passes on for the deferral layer to act on). A worker adds it for
+//! error passes on for the deferral layer to act on). A job deferred by a
+//! [limit](crate::limit) inside the layer is the key's own limit at work,
+//! not the API's answer, and starts no cool-down. A worker adds it for
 //! one handler with
 //! [`WorkerBuilder::handler_with`](crate::WorkerBuilder::handler_with),
 //! inside the default stack; its key function reads that handler's job
@@ -84,6 +86,7 @@ mod state;
 use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::task::{Context, Poll};
 
 use queuey_core::BoxError;
@@ -206,7 +209,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: JobRequest<J>) -> Self::Future {
+    fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
         let Some(key) = (self.key)(&request) else {
             return future::ResponseFuture::passed(self.inner.call(request));
         };
@@ -223,11 +226,14 @@ where
             return future::ResponseFuture::cooling(delay);
         }
         let classifier = request.classifier().clone();
+        let limit_wait = Arc::new(AtomicBool::new(false));
+        request.watch_limit_wait(Arc::clone(&limit_wait));
         future::ResponseFuture::keyed(
             self.inner.call(request),
             key,
             Arc::clone(&self.cooldowns),
             classifier,
+            limit_wait,
         )
     }
 }

@@ -5,10 +5,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 
 use crate::classifier::{Classify, SharedClassifier, last_resort};
-use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`DeadLetter`](super::DeadLetter).

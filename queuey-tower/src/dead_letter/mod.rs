@@ -1,20 +1,18 @@
 //! The last resort: any error becomes a dead letter.
 //!
 //! [`DeadLetterLayer`] turns every failure that reaches it into
-//! [`Disposition::DeadLetter`], with the
-//! error and its sources joined by `": "` as the reason. Put it outside the
-//! retry and deferral layers: what they pass on (fatal failures, deferrals
-//! past their limit) ends here, and the reason lands in the dead-letter
-//! queue's `x-death-reason` header for the operator.
+//! [`Disposition::DeadLetter`], the error and its sources joined by `": "`
+//! as the reason (the dead letter's `x-death-reason`). Put it outside the
+//! retry and deferral layers, to end what they pass on (fatal failures,
+//! deferrals past their limit).
 //!
-//! An error the stack's [classifier](crate::classify) calls a wait
+//! An error the [classifier](crate::classify) calls a wait
 //! ([`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter),
-//! e.g. a load shed's `Overloaded` from a layer inside) is not a failure: it
-//! becomes a deferral, so a stack without a
-//! [`DeferOn429`](struct@crate::defer::DeferOn429) never dead-letters a job for waiting.
+//! e.g. a load shed's `Overloaded`) becomes a deferral instead, even without
+//! a [`DeferOn429`](struct@crate::defer::DeferOn429).
 //!
-//! Without it a worker still dead-letters errors that reach it; the layer
-//! makes the decision visible to the layers outside it (metrics, tracing).
+//! A worker dead-letters errors without it too; the layer makes the decision
+//! visible to the layers outside it (metrics, tracing).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -42,11 +40,9 @@ pub mod future;
 
 use std::task::{Context, Poll};
 
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 use tower_layer::Layer;
 use tower_service::Service;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 

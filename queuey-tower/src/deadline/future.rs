@@ -6,12 +6,11 @@ use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 use tokio::time::{Instant, Sleep};
 
 use super::{DEADLINE_PASSED, past};
 use crate::job_fields::JobFields;
-use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Deadline`](super::Deadline).

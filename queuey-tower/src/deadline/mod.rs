@@ -1,26 +1,16 @@
 //! Deadlines: a job that can no longer run in time is dead-lettered instead.
 //!
-//! A producer may give a job a deadline
-//! ([`EnqueueOptions::deadline`](queuey_core::EnqueueOptions::deadline)).
-//! [`DeadlineLayer`] holds the job to it:
+//! [`DeadlineLayer`] holds a job to its
+//! [`EnqueueOptions::deadline`](queuey_core::EnqueueOptions::deadline),
+//! dead-lettering it with the reason [`DEADLINE_PASSED`] when it is taken
+//! after it, still runs at it (its future is dropped, as by a timeout), or
+//! would come back from a retry or deferral after it. Jobs without one pass
+//! untouched; a handler sees the time left in
+//! [`JobContext::remaining`](queuey_core::JobContext::remaining).
 //!
-//! - a job taken after its deadline is not run: it is dead-lettered with the
-//!   reason [`DEADLINE_PASSED`];
-//! - a job still running when its deadline passes is given up the same way
-//!   (its handler's future is dropped, as a timeout would);
-//! - a retry or deferral that would bring the job back after its deadline is
-//!   turned into that dead letter at once, instead of a wait that could only
-//!   end in one.
-//!
-//! Jobs without a deadline pass through untouched. The handler sees the time
-//! left in [`JobContext::remaining`](queuey_core::JobContext::remaining), for
-//! its own calls' timeouts.
-//!
-//! Deadlines are wall-clock instants (they cross processes), so a clock that
-//! is wrong by some seconds moves them by as much.
-//!
-//! Place the layer outside the retry and deferral layers, where their
-//! decisions are dispositions; the worker's default stack does.
+//! Deadlines are wall-clock instants (they cross processes): a clock wrong
+//! by some seconds moves them by as much. Place the layer outside the retry
+//! and deferral layers, as the default stack does.
 //!
 //! # Example
 //!
@@ -57,11 +47,9 @@ pub mod future;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 use tower_layer::Layer;
 use tower_service::Service;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 use crate::job_fields::JobFields;

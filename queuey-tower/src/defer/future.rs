@@ -5,11 +5,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 
-use crate::classifier::DeferralLimitReached;
-use crate::classifier::{Classify, FailureClass, SharedClassifier};
-use queuey_core::Disposition;
+use crate::classifier::{Classify, DeferralLimitReached, FailureClass, SharedClassifier};
 
 pin_project! {
     /// The response future of [`Defer`](super::Defer).

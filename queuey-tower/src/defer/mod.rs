@@ -1,28 +1,19 @@
 //! Deferral: `Retry-After` without spending an attempt.
 //!
-//! [`DeferOn429`](struct@DeferOn429) turns an error that carries a wait — a
-//! [`JobError::deferred`](queuey_core::JobError::deferred) from the handler,
-//! or any error the classifier maps to
-//! [`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter) —
-//! into [`Disposition::Defer`]. The worker then
-//! parks the job in a hold for that long, with its attempt unchanged, its
-//! deferral count raised and the queue's top priority, so it returns ahead of
-//! the backlog. A wait beyond [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (24
-//! days) is dead-lettered with a reason saying so, never shortened: no hold
-//! keeps a job that long, and shortening the wait would release the job
-//! before the server asked.
+//! [`DeferOn429`](struct@DeferOn429) turns an error carrying a wait (a
+//! [`JobError::deferred`](queuey_core::JobError::deferred), or any error the
+//! request's [classifier](crate::classify) maps to
+//! [`FailureClass::RetryAfter`](crate::classify::FailureClass::RetryAfter))
+//! into [`Disposition::Defer`]: the worker holds the job that long, attempt
+//! unchanged, deferral count raised, at the queue's top priority. A wait
+//! beyond [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (24 days) is
+//! dead-lettered, never shortened (the job would return before the server
+//! asked). Every other error passes through.
 //!
-//! Which errors carry a wait is the request's [classifier](crate::classify)'s
-//! call, the same one every other layer asks.
-//!
-//! A job that keeps being rate limited could wait forever; with
-//! [`DeferOn429::max_deferrals`] a job already deferred that often fails
-//! with [`DeferralLimitReached`](crate::classify::DeferralLimitReached)
-//! instead, a transient failure that spends an attempt (and is
-//! dead-lettered once the job has none left). That is
-//! queuey's own decision, so it holds whatever a classifier of yours says
-//! about the error inside it (see [Precedence](crate::classify#precedence)).
-//! Every other error passes through.
+//! With [`DeferOn429::max_deferrals`], a job deferred that often fails with
+//! [`DeferralLimitReached`](crate::classify::DeferralLimitReached) instead:
+//! a transient failure that spends an attempt, whatever your classifier says
+//! (see [Precedence](crate::classify#precedence)).
 //!
 //! [`parse_retry_after`](crate::classify::parse_retry_after) reads an HTTP
 //! `Retry-After` value for a classifier or a handler.
@@ -58,11 +49,9 @@ pub mod future;
 
 use std::task::{Context, Poll};
 
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 use tower_layer::Layer;
 use tower_service::Service;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 
@@ -86,9 +75,7 @@ pub const DeferOn429: DeferOn429 = DeferOn429 {
 impl DeferOn429 {
     /// Defers on every `Retry-After`, without limit.
     pub const fn new() -> Self {
-        DeferOn429 {
-            max_deferrals: None,
-        }
+        DeferOn429
     }
 
     /// Fails a job (transiently) instead of deferring it once it was deferred

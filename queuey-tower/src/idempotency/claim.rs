@@ -77,12 +77,9 @@ pub(crate) enum Verdict {
 }
 
 impl Shared {
-    /// Claims the delivery, then reads the job's record.
-    ///
-    /// Claiming first closes the race with a delivery finishing meanwhile:
-    /// that one records the job before it releases its claim, so a claim
-    /// that is free when this one takes it comes with a record that can
-    /// already be read.
+    /// Claims the delivery, then reads the job's record: a delivery finishing
+    /// meanwhile records the job before releasing its claim, so a free claim
+    /// comes with a readable record.
     pub(crate) async fn check(self: Arc<Self>, delivery: Delivery) -> Verdict {
         let claim = match self
             .ask(
@@ -125,16 +122,8 @@ impl Shared {
             // The record could not be read: the job may run twice, but it
             // runs (holding its claim, if it has one).
             (Err(cause), claim) => {
-                metrics::counter!(
-                    UNGUARDED_TOTAL,
-                    "queue" => Arc::clone(&delivery.queue),
-                    "reason" => cause,
-                )
-                .increment(1);
-                match claim {
-                    Some(claim) => Verdict::Run(claim),
-                    None => Verdict::Unguarded,
-                }
+                let unguarded = self.unguarded(&delivery, cause);
+                claim.map_or(unguarded, Verdict::Run)
             }
         }
     }
@@ -165,9 +154,8 @@ impl Shared {
         })
     }
 
-    /// Reports a store failure: counted always, a warning at most once per
-    /// throttle period, debug lines otherwise. A store that answered with a
-    /// refusal is named as such, not as unreachable.
+    /// Reports a store failure: counted, and a warning at most once per
+    /// throttle period (debug otherwise) naming a refusal as such.
     fn failed(&self, delivery: &Delivery, doing: &'static str, error: &StoreError) {
         metrics::counter!(
             STORE_ERRORS_TOTAL,
@@ -223,9 +211,8 @@ impl Shared {
     }
 }
 
-/// The claim of a running delivery. Dropped while held (the job's future
-/// was dropped: a shutdown, a timeout outside the layer), it is released in
-/// the background, so another delivery need not wait for the lease.
+/// The claim of a running delivery; dropped while held (the job's future
+/// dropped), it is released in the background rather than left to its lease.
 #[derive(Debug)]
 pub(crate) struct Claim {
     shared: Arc<Shared>,
@@ -242,8 +229,8 @@ impl Claim {
         }
     }
 
-    /// How often the claim is renewed while the job runs: a third of the
-    /// lease, so that two renewals may fail before it runs out.
+    /// How often the claim is renewed: a third of the lease, so two renewals
+    /// may fail before it runs out.
     pub(crate) fn renew_every(&self) -> Duration {
         self.shared.lease / 3
     }

@@ -1,86 +1,71 @@
 //! Jobs handled once: deliveries of a job id that already ran are
 //! acknowledged without running it again.
 //!
-//! RabbitMQ delivers every job at least once. A delivery whose
-//! acknowledgement was lost (a connection closed or reset, a broker
-//! restarted before it wrote the ack to disk, a worker killed after the
-//! handler returned) comes back, and the handler runs again.
-//! [`IdempotencyLayer`] keeps two keys per job in a
+//! RabbitMQ delivers every job at least once: a delivery whose
+//! acknowledgement was lost (a connection reset, a broker restart before the
+//! ack reached disk, a worker killed after the handler returned) comes back.
+//! [`IdempotencyLayer`] keeps two keys per job `X` of queue `Q` in a
 //! [`Store`] shared by the fleet (a [`MemoryStore`](queuey_core::store::MemoryStore)
-//! in one process, a Redis store across processes), for job `X` of queue `Q`:
+//! in one process, a Redis store across processes):
 //!
-//! - `queuey:done:{Q}:{X}`, written when a delivery of the job finished
-//!   with [`Disposition::Ack`](queuey_core::Disposition::Ack), kept for
-//!   the [`window`](IdempotencyLayer::window);
-//! - `queuey:running:{Q}:{X}`, the claim of the delivery running it now,
-//!   holding a token unique to that delivery, for a
-//!   [`lease`](IdempotencyLayer::lease) renewed every third of itself while
-//!   the handler runs.
+//! - `queuey:done:{Q}:{X}`, written when a delivery finished with
+//!   [`Disposition::Ack`](queuey_core::Disposition::Ack), kept for the
+//!   [`window`](IdempotencyLayer::window);
+//! - `queuey:running:{Q}:{X}`, the claim of the delivery running it now (a
+//!   token unique to it), for a [`lease`](IdempotencyLayer::lease) renewed
+//!   every third of itself while the handler runs.
 //!
 //! For each delivery the layer claims the job, then reads its record:
 //!
-//! 1. **recorded**: the job ran already. The delivery is answered
-//!    `Ack` without calling the inner service, and counted.
-//! 2. **claimed by another delivery**, not recorded: a copy runs right now
-//!    (say on another worker, after a closed connection handed it over).
-//!    This delivery is deferred for one second
-//!    ([`Disposition::Defer`](queuey_core::Disposition::Defer), which spends
-//!    no attempt) and comes back to find the record and be acknowledged; if the other runner died, its claim runs out within
-//!    the lease and the copy runs.
-//! 3. **free**: the inner service runs. When it answers `Ok(Ack)`, the
-//!    record is written, then the claim released; any other answer or an
-//!    error releases the claim (so that a retry can run) and passes on
-//!    unchanged.
+//! 1. **recorded**: the job ran already; answered `Ack` without calling the
+//!    inner service, and counted.
+//! 2. **claimed by another delivery**, not recorded: a copy runs right now.
+//!    This one is deferred for one second
+//!    ([`Disposition::Defer`](queuey_core::Disposition::Defer), no attempt
+//!    spent) to come back to the record; if the other runner died, its claim
+//!    runs out within the lease and the copy runs.
+//! 3. **free**: the inner service runs. On `Ok(Ack)` the record is written,
+//!    then the claim released; any other answer or an error releases the
+//!    claim (so a retry can run) and passes on unchanged.
 //!
 //! # What "once" means here
 //!
-//! - A handler that **returned** `Ok` runs once per job id for the
-//!   window, however often the job is delivered: the record is written
-//!   after the handler returns and before the broker acknowledgement, so a
-//!   crash or a lost connection between the two is covered.
-//! - A handler that **did not return** (its process crashed mid-run, or it
-//!   was killed between its last side effect and the record) runs again:
-//!   the broker redelivers the job and the claim runs out after the lease.
-//!   Side effects a handler made before that are its own business (an
-//!   idempotency key on the call it makes, an upsert).
-//! - A store that is **down or slow** fails open: every call is bounded by
-//!   the [store timeout](IdempotencyLayer::store_timeout), and a failed
-//!   call lets the job run as it would without the layer (at-least-once). It
-//!   is counted (`queuey_idempotency_unguarded_total`, below), and logged as
-//!   a warning at most once every 10 s (the rest at debug level); a store
-//!   that answered with a refusal is logged as a refusal, not as a store
-//!   that is down. The layer never loses a job and never holds one longer
-//!   than the store timeout per store call.
-//! - A job is recognised by its id, which stays the same through retries,
-//!   deferrals, holds and redeliveries. Two enqueues are two jobs unless the
-//!   producer gives both the same id
-//!   ([`EnqueueOptions::job_id`](queuey_core::EnqueueOptions::job_id)): an
-//!   `enqueue` that failed and is tried again with the same id is handled
-//!   once too.
+//! - A handler that **returned** `Ok` runs once per job id for the window:
+//!   the record is written before the broker acknowledgement, so a crash or
+//!   lost connection between the two is covered.
+//! - A handler that **did not return** (a crash mid-run, or a kill before
+//!   the record) runs again once the claim's lease runs out; side effects it
+//!   made are its own business (an idempotency key on its call, an upsert).
+//! - A store that is **down or slow** fails open: each call is bounded by
+//!   the [store timeout](IdempotencyLayer::store_timeout), and a failed call
+//!   lets the job run as without the layer (at-least-once), counted
+//!   (`queuey_idempotency_unguarded_total`) and logged as a warning at most
+//!   once every 10 s (the rest at debug); a refusal is logged as a refusal.
+//!   The layer never loses a job nor holds one longer than the store
+//!   timeout per call.
+//! - A job is recognised by its id, kept through retries, deferrals, holds
+//!   and redeliveries. Two enqueues are two jobs unless both give the same
+//!   id ([`EnqueueOptions::job_id`](queuey_core::EnqueueOptions::job_id)),
+//!   so a failed `enqueue` tried again with its id is handled once too.
 //!
 //! # Where it goes
 //!
-//! Give it with a handler to
-//! [`WorkerBuilder::handler_with`](crate::WorkerBuilder::handler_with):
-//! it then sits inside the default stack's retry and deferral layers,
-//! around the job timeout and the handler, and sees what the handler
-//! answered.
+//! Given with a handler to
+//! [`WorkerBuilder::handler_with`](crate::WorkerBuilder::handler_with), it
+//! sits inside the default stack's retry and deferral layers and sees what
+//! the handler answered:
 //!
-//! - A handler error releases the claim and passes on; the retry layer
-//!   makes it a retry and the retried delivery runs (no record was
-//!   written), or a dead letter once attempts are spent (a dead letter
-//!   replayed later runs again, for the same reason).
-//! - A `Retry-After` error passes on the same way and is deferred.
-//! - A delivery deferred because another one runs the job is a deferral
-//!   like any other (its deferral count rises, the job's
-//!   [deadline](crate::deadline) applies), but it is not a
-//!   [`DeferOn429::max_deferrals`](crate::defer::DeferOn429::max_deferrals)
+//! - a handler error releases the claim and passes on, to be retried (no
+//!   record was written) or dead-lettered (a replayed dead letter runs
+//!   again); a `Retry-After` error is deferred the same way;
+//! - a delivery deferred because another runs the job is a deferral like
+//!   any other (its count rises, its [deadline](crate::deadline) applies),
+//!   but not a [`DeferOn429::max_deferrals`](crate::defer::DeferOn429::max_deferrals)
 //!   failure: that limit counts `Retry-After` errors.
 //!
-//! Given to [`WorkerBuilder::layer`](crate::WorkerBuilder::layer) instead,
-//! it wraps the whole stack and sees the final dispositions: only `Ack` is
-//! recorded, and a `Retry`, `Defer` or `DeadLetter` releases the claim the
-//! same way.
+//! Given to [`WorkerBuilder::layer`](crate::WorkerBuilder::layer), it wraps
+//! the whole stack: only a final `Ack` is recorded; a `Retry`, `Defer` or
+//! `DeadLetter` releases the claim.
 //!
 //! # Metrics
 //!
@@ -90,10 +75,9 @@
 //! | `queuey_idempotency_store_errors_total` | counter | `queue`, `reason` | store calls that failed, timed out or were refused |
 //! | `queuey_idempotency_unguarded_total` | counter | `queue`, `reason` | deliveries that lost the once-only check to a store failure (fail open): run without a claim, run without their record read, or finished without their record written |
 //!
-//! `reason` is `unavailable` (the store could not be reached), `timed_out`
-//! (it did not answer within the store timeout) or `refused` (it answered
-//! and refused the call; look at the store's configuration, not its
-//! network).
+//! `reason` is `unavailable` (unreachable), `timed_out` (no answer within
+//! the store timeout) or `refused` (it refused the call: look at the store's
+//! configuration, not its network).
 //!
 //! # Example
 //!
@@ -129,7 +113,7 @@
 mod claim;
 pub mod future;
 mod service;
-mod throttle;
+pub(crate) mod throttle;
 
 #[cfg(test)]
 mod tests;
@@ -145,13 +129,9 @@ pub use service::Idempotency;
 use claim::Shared;
 use throttle::Throttle;
 
-/// How long a handled job is remembered by default: a day.
-///
-/// Copies of a job come back within seconds of a lost acknowledgement, or
-/// when the consumer that held them reconnects; but a copy can also wait
-/// behind a backlog, or a fleet stopped for the night can get its
-/// unacknowledged jobs back in the morning. A day covers those at the cost
-/// of one small key per job handled that day.
+/// How long a handled job is remembered by default: a day, which covers a
+/// copy waiting behind a backlog or a fleet stopped for the night, at one
+/// small key per job handled that day.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How long a running delivery's claim holds without renewal by default.
@@ -204,12 +184,9 @@ impl IdempotencyLayer {
         }
     }
 
-    /// How long a handled job is remembered ([`DEFAULT_WINDOW`], a day, by
-    /// default). A copy delivered later than this runs again.
-    ///
-    /// The window goes through [`check_window`]: zero, or more than
-    /// [`MAX_WINDOW`](queuey_core::store::MAX_WINDOW) (365 days), is
-    /// refused.
+    /// How long a handled job is remembered ([`DEFAULT_WINDOW`] by default);
+    /// a copy delivered later runs again. [`check_window`] refuses zero or
+    /// more than [`MAX_WINDOW`](queuey_core::store::MAX_WINDOW) (365 days).
     ///
     /// ```
     /// use std::time::Duration;
@@ -227,10 +204,9 @@ impl IdempotencyLayer {
     }
 
     /// How long a running delivery's claim holds without renewal
-    /// ([`DEFAULT_LEASE`], 30 s, by default, at least [`MIN_LEASE`]). The
-    /// claim is renewed every third of the lease while the handler runs,
-    /// so the lease bounds only how long a copy of a job whose runner died
-    /// waits before it runs.
+    /// ([`DEFAULT_LEASE`] by default, at least [`MIN_LEASE`]). Renewed every
+    /// third of itself, it bounds only how long a copy of a job whose runner
+    /// died waits.
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = lease.max(MIN_LEASE);
         self

@@ -14,9 +14,8 @@ use crate::JobRequest;
 
 /// Runs each job once per id; see the [module documentation](super).
 ///
-/// The inner service is called only after the store answered, so each call
-/// takes the service made ready by `poll_ready` and leaves a clone in its
-/// place (`S: Clone`, as every service of a worker's stack is).
+/// The inner service is called after the store answered, so each call takes
+/// the ready service and leaves a clone (`S: Clone`) in its place.
 pub struct Idempotency<S> {
     inner: S,
     shared: Arc<Shared>,

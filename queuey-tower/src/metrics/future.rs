@@ -7,10 +7,9 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use pin_project_lite::pin_project;
-use queuey_core::BoxError;
+use queuey_core::{BoxError, Disposition};
 
 use super::keys::Keys;
-use queuey_core::Disposition;
 
 /// Keeps the in-flight gauge right even when the future is dropped early
 /// (a timeout outside the layer, a shutdown).

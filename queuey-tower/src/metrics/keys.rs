@@ -104,13 +104,8 @@ impl Keys {
     }
 }
 
-/// The keys a service last used, kept by the service itself and in a slot
-/// its clones share.
-///
-/// A stack owned and called in place (the worker's) finds its keys in its
-/// own field. A service cloned for every call (`service.clone().oneshot(..)`,
-/// or a layer inside a retry that clones what it wraps) starts each clone
-/// empty; the shared slot spares each of them building the keys again.
+/// The keys a service last used, kept in its own field and in a slot its
+/// clones share (a service cloned per call starts with an empty field).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct KeyCache {
     own: Option<Arc<Keys>>,

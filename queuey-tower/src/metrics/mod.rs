@@ -17,29 +17,23 @@
 //! | `queuey_queues_reconnecting` | gauge | – | queues whose consumer was lost and is being started again |
 //! | `queuey_consumer_restarts_total` | counter | `queue` | consumers started again after a loss |
 //!
-//! A settle that failed because the delivery's connection was gone (a
-//! stale settle) is the backend's to count, under its own name (RabbitMQ:
-//! `queuey_rabbitmq_stale_settles_total`), and shows on
+//! A stale settle (the delivery's connection was gone) is the backend's to
+//! count (RabbitMQ: `queuey_rabbitmq_stale_settles_total`), and shows on
 //! [`WorkerHandle::stale_settles`](crate::WorkerHandle::stale_settles).
 //!
-//! Nothing is recorded until the application installs a recorder (for
-//! example a Prometheus exporter); without one the layer costs a few
-//! nanoseconds per job.
-//!
-//! Placed outside the retry and dead-letter layers (as in the worker's
-//! default stack), the `disposition` label is the final outcome of each
-//! delivery.
+//! Nothing is recorded until the application installs a recorder (say, a
+//! Prometheus exporter); without one the layer costs nanoseconds per job.
+//! Outside the retry and dead-letter layers (as in the default stack), the
+//! `disposition` label is each delivery's final outcome.
 
 pub mod future;
 mod keys;
 
 use std::task::{Context, Poll};
 
-use queuey_core::{BoxError, Job};
+use queuey_core::{BoxError, Disposition, Job};
 use tower_layer::Layer;
 use tower_service::Service;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 

@@ -1,18 +1,16 @@
 //! Periodic jobs: an ordinary job enqueued at every tick of a schedule,
 //! once per tick across a fleet of processes.
 //!
-//! Declare a [`Periodic`] next to the worker that handles its job and give
-//! it to [`WorkerBuilder::periodic`](crate::WorkerBuilder::periodic), or to
-//! a [`Scheduler`] in a process that only produces. Every process may
-//! declare the same periodic jobs: for each schedule, the backend's
+//! Give a [`Periodic`] to [`WorkerBuilder::periodic`](crate::WorkerBuilder::periodic),
+//! or to a [`Scheduler`] in a process that only produces. Every process may
+//! declare the same ones: per schedule, the backend's
 //! [`Leadership`](queuey_core::periodic::Leadership) picks one process to
-//! fire its ticks, and the others stand by to take over.
+//! fire the ticks while the others stand by.
 //!
-//! At each tick the leader enqueues the job (with the id
-//! [`tick_job_id`](queuey_core::periodic::tick_job_id) of the name and the
-//! tick), waits for the broker to hold it, then records the tick. A leader
-//! taking over reads the last tick recorded and applies the periodic job's
-//! [`Missed`] policy to the ticks since.
+//! At each tick the leader enqueues the job (id
+//! [`tick_job_id`](queuey_core::periodic::tick_job_id) of name and tick),
+//! waits for the broker to hold it, then records the tick. A new leader
+//! applies the [`Missed`] policy to the ticks since the last one recorded.
 //!
 //! # Example
 //!
@@ -78,8 +76,8 @@ mod scheduler;
 
 pub use clock::Clock;
 pub use missed::Missed;
-pub(crate) use periodic::Entry;
 pub use periodic::{DEFAULT_GRACE, Periodic};
+pub(crate) use periodic::{Entry, check_unique};
 pub use scheduler::{Scheduler, SchedulerHandle};
 
 /// Counter of ticks whose job was enqueued.

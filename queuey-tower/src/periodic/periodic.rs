@@ -18,14 +18,11 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 /// A job enqueued at every tick of a [`Schedule`], once per tick across
 /// every process that declares it.
 ///
-/// Each tick's job is an ordinary job of `J`, on `J`'s queue: it is
-/// retried, deferred and dead-lettered like any other. Its id is
-/// [`tick_job_id`] of the name and the tick, the same whichever process
-/// enqueues it; its correlation id is `periodic:{name}@{tick in ms}`.
-///
-/// Give it to a worker with [`WorkerBuilder::periodic`](crate::WorkerBuilder::periodic),
-/// or to a [`Scheduler`](super::Scheduler) in a process that only
-/// produces.
+/// Each tick's job is an ordinary job of `J` on `J`'s queue, with the id
+/// [`tick_job_id`] of the name and the tick (the same from any process) and
+/// the correlation id `periodic:{name}@{tick in ms}`. Give it to
+/// [`WorkerBuilder::periodic`](crate::WorkerBuilder::periodic), or to a
+/// [`Scheduler`](super::Scheduler) in a process that only produces.
 ///
 /// ```
 /// use std::time::Duration;
@@ -69,13 +66,10 @@ pub struct Periodic<J> {
 }
 
 impl<J: Job> Periodic<J> {
-    /// A periodic job named `name` (1 to 120 letters, digits, `-`, `_`,
-    /// `.`; checked when the worker or scheduler is built), enqueueing the
-    /// job `make` returns at every tick of `schedule`.
-    ///
-    /// The name identifies the schedule across the fleet and across
-    /// deploys: processes declaring the same name share its ticks, and
-    /// renaming it starts a new schedule.
+    /// A periodic job named `name` (1 to 120 letters, digits, `-`, `_`, `.`;
+    /// checked at build), enqueueing the job `make` returns at every tick of
+    /// `schedule`. The name identifies the schedule across the fleet and
+    /// deploys: the same name shares its ticks, a new name is a new schedule.
     pub fn new(
         name: impl Into<String>,
         schedule: Schedule,
@@ -110,8 +104,7 @@ impl<J: Job> Periodic<J> {
     }
 
     /// How late a tick may be handled and still fire as usual (default
-    /// [`DEFAULT_GRACE`], 1 s); a tick older than this when a leader gets
-    /// to it is missed, and [`missed`](Self::missed) decides.
+    /// [`DEFAULT_GRACE`]); an older one is missed ([`missed`](Self::missed)).
     pub fn grace(mut self, grace: Duration) -> Self {
         self.grace = grace;
         self
@@ -156,6 +149,19 @@ impl<J> fmt::Debug for Periodic<J> {
             .field("priority", &self.priority)
             .finish()
     }
+}
+
+/// Refuses `name` when an `earlier` periodic job has it.
+pub(crate) fn check_unique<'a>(
+    name: &str,
+    mut earlier: impl Iterator<Item = &'a str>,
+) -> Result<(), Error> {
+    if earlier.any(|e| e == name) {
+        return Err(Error::invalid_config(format!(
+            "two periodic jobs are named `{name}`; give each its own name"
+        )));
+    }
+    Ok(())
 }
 
 /// A periodic job with its job type erased: what the schedule loop runs.

@@ -12,6 +12,7 @@ use super::missed::{Plan, plan};
 use super::periodic::Entry;
 use super::rfc3339::Rfc3339;
 use super::{LAG_SECONDS, LEADER, TICKS_DUPLICATE_TOTAL, TICKS_SKIPPED_TOTAL, TICKS_TOTAL};
+use crate::signal::stopped;
 
 /// The first wait before campaigning again after a failure.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
@@ -127,9 +128,8 @@ where
             let _ = stopped(stop).await;
             return Ended::Stopped;
         };
-        // Hold the lease until the tick; a tokio timer may fire a little
-        // early against the time of day, so check and hold again: a tick
-        // never fires before its instant.
+        // Hold the lease until the tick, again if a tokio timer fired early
+        // against the time of day: a tick never fires before its instant.
         loop {
             let deadline = clock.deadline(next);
             tokio::select! {
@@ -169,9 +169,8 @@ where
     for &tick in &due.fire {
         let id = match entry.enqueue(producer, tick).await {
             Ok(id) => id,
-            // A unique job type whose last tick's job still waits (or the
-            // same tick enqueued by the leader before a failover): the
-            // tick is done, its job is on the queue already.
+            // A unique job's last tick still waits (or a failed-over leader
+            // enqueued this tick): the tick's job is on the queue already.
             Err(Error::Duplicate { existing_id }) => {
                 tracing::info!(schedule = %name, tick = %Rfc3339(tick), %existing_id, "tick not enqueued: a job of its key is waiting");
                 metrics::counter!(TICKS_DUPLICATE_TOTAL, "schedule" => name.to_owned())
@@ -201,9 +200,4 @@ async fn pause(delay: Duration, stop: &mut watch::Receiver<bool>) -> bool {
         _ = tokio::time::sleep(delay) => *stop.borrow(),
         _ = stopped(stop) => true,
     }
-}
-
-async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // A sender dropped is a stop too.
-    let _ = stop.wait_for(|stopped| *stopped).await;
 }

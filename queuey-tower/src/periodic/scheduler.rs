@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use queuey_core::backend::Backend;
@@ -12,7 +11,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::Periodic;
-use super::periodic::Entry;
+use super::periodic::{Entry, check_unique};
 
 /// Fires periodic jobs through a [`Producer`], for processes that enqueue
 /// and run no worker; a worker fires its own through
@@ -59,7 +58,6 @@ pub struct Scheduler<Q, B> {
     producer: Producer<Q, B>,
     entries: Vec<Arc<dyn Entry<Q, B>>>,
     stop: watch::Sender<bool>,
-    _queues: PhantomData<fn() -> Q>,
 }
 
 impl<Q, B> Scheduler<Q, B>
@@ -73,7 +71,6 @@ where
             producer,
             entries: Vec::new(),
             stop: watch::channel(false).0,
-            _queues: PhantomData,
         }
     }
 
@@ -95,8 +92,10 @@ where
     ///
     /// Fails at once if a name is unusable or given twice.
     pub async fn run(self) -> Result<(), Error> {
-        let names: Vec<&str> = self.entries.iter().map(|e| e.name()).collect();
-        check(self.entries.iter().map(|e| &**e), &names)?;
+        for (i, entry) in self.entries.iter().enumerate() {
+            entry.check()?;
+            check_unique(entry.name(), self.entries[..i].iter().map(|e| e.name()))?;
+        }
         let mut loops = JoinSet::new();
         for entry in self.entries {
             loops.spawn(super::run::run(
@@ -114,24 +113,6 @@ where
         let handle = self.handle();
         crate::signal::run_until(self.run(), signal, move || handle.shutdown()).await
     }
-}
-
-/// Checks each periodic job, and that no two share a name.
-pub(crate) fn check<'a, Q: 'a, B: 'a>(
-    entries: impl Iterator<Item = &'a dyn Entry<Q, B>>,
-    names: &[&str],
-) -> Result<(), Error> {
-    for entry in entries {
-        entry.check()?;
-    }
-    for (i, name) in names.iter().enumerate() {
-        if names[..i].contains(name) {
-            return Err(Error::invalid_config(format!(
-                "two periodic jobs are named `{name}`; give each its own name"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// Stops a [`Scheduler`]; cheap to clone.

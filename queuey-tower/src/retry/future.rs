@@ -7,12 +7,11 @@ use std::task::{Context, Poll, ready};
 
 use pin_project_lite::pin_project;
 use queuey_core::escape::Untrusted;
-use queuey_core::{BoxError, RetryPolicy};
+use queuey_core::{BoxError, Disposition, RetryPolicy};
 
 use crate::classifier::{Classify, FailureClass, SharedClassifier, error_chain};
 use crate::failure_slot::FailureSlot;
 use crate::job_fields::JobFields;
-use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Retry`](super::Retry).
@@ -91,7 +90,7 @@ where
             // The error goes into the job's history, carried by the next
             // attempt and shown on its dead letter.
             if let Some(slot) = this.failure.take() {
-                slot.note(chain);
+                slot.put(chain);
             }
         }
         Poll::Ready(Ok(retry))

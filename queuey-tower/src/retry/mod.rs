@@ -1,35 +1,28 @@
 //! Retries with backoff, waiting on the broker.
 //!
-//! [`RetryLayer`](struct@RetryLayer) turns a transient failure into
-//! [`Disposition::Retry`] while the job has
-//! attempts left, and into [`Disposition::DeadLetter`]
-//! with the reason `attempts exhausted (n of m): <error>` once it has none.
-//! Fatal failures and deferrals pass through as errors for the layers
-//! around it (a [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) and a
-//! [`DeferOn429`](struct@crate::defer::DeferOn429)). Which errors are transient is the
-//! request's [classifier](crate::classify)'s call, the same one every other
-//! layer asks. Each retry is logged at WARN with the error, the job's
-//! `queue`, `job_type` and `job_id`, its attempt and the delay, and kept
-//! in the job's error history: the worker records it in the envelope of
-//! the next attempt ([`Envelope::errors`](queuey_core::Envelope::errors)),
-//! so a dead letter tells the error of every attempt.
+//! [`RetryLayer`](struct@RetryLayer) turns a transient failure (as the
+//! request's [classifier](crate::classify) says) into [`Disposition::Retry`]
+//! while the job has attempts left, then into [`Disposition::DeadLetter`]
+//! with the reason `attempts exhausted (n of m): <error>`. Fatal failures
+//! and deferrals pass through as errors for the layers around it
+//! ([`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer),
+//! [`DeferOn429`](struct@crate::defer::DeferOn429)). Each retry is logged at
+//! WARN (error, `queue`, `job_type`, `job_id`, attempt, delay) and recorded
+//! in the next attempt's [`Envelope::errors`](queuey_core::Envelope::errors),
+//! so a dead letter tells every attempt's error.
 //!
 //! A backoff longer than [`LONGEST_WAIT`](queuey_core::LONGEST_WAIT) (only a
-//! `Backoff::Fixed` built from its variant can be) is dead-lettered with a
-//! reason saying so, never shortened: shortening would release the job
-//! early.
+//! hand-built `Backoff::Fixed` can be) is dead-lettered, never shortened.
 //!
 //! Unlike `tower::retry`, nothing waits in memory: the worker publishes the
-//! next attempt to a hold queue and acknowledges the delivery, so a retry
-//! costs no prefetch slot and survives a crash. The delay comes from the
-//! policy's backoff for the attempt that failed, with jitter.
+//! next attempt to a hold queue (delay: the policy's jittered backoff) and
+//! acknowledges, so a retry costs no prefetch slot and survives a crash.
 //!
 //! The policy is the job type's (`#[job(retry(..))]`), else its queue's
-//! (`#[queue(retry(..))]`), else the layer's own. The layer is the one place
-//! that decides which applies, and records its attempt count in the
-//! request's [`JobContext`](queuey_core::JobContext), so the handler sees the
-//! `max_attempts` that holds (a stack without a retry layer gives a job one
-//! attempt, and its context says so).
+//! (`#[queue(retry(..))]`), else the layer's own; the layer alone decides,
+//! and records the attempt count in the request's
+//! [`JobContext`](queuey_core::JobContext) so the handler sees the
+//! `max_attempts` that holds (one without a retry layer).
 //!
 //! # Example
 //!
@@ -68,12 +61,10 @@ mod layer;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use queuey_core::{BoxError, RetryPolicy};
+use queuey_core::{BoxError, Disposition, RetryPolicy};
 use tower_service::Service;
 
 pub use layer::RetryLayer;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 use crate::job_fields::JobFields;

@@ -1,11 +1,11 @@
 //! Testing handlers: run a worker on the memory backend until it has
 //! nothing left to do, and read what happened to each job.
 //!
-//! [`run_until_idle`] (or a [`TestRun`] with a horizon, or a number of jobs
-//! to wait for) starts the worker, lets it work through its queues, its
-//! retries and its deferrals, shuts it down, and hands back a [`Report`]:
-//! each delivery settled, as a [`Settlement`](queuey_core::memory::Settlement)
-//! naming the job and its [`Disposition`](queuey_core::Disposition).
+//! [`run_until_idle`] (or a [`TestRun`] with a horizon or a number of jobs)
+//! runs the worker through its queues, retries and deferrals, shuts it
+//! down, and hands back a [`Report`] of each delivery settled, as a
+//! [`Settlement`](queuey_core::memory::Settlement) naming the job and its
+//! [`Disposition`](queuey_core::Disposition).
 //!
 //! On tokio's paused clock (`#[tokio::test(start_paused = true)]`, with
 //! tokio's `test-util` feature) every wait is skipped: a retry ten minutes

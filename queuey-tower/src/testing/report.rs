@@ -3,9 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use queuey_core::Disposition;
-use queuey_core::Uuid;
 use queuey_core::memory::Settlement;
+use queuey_core::{Disposition, Uuid};
 use tokio::time::Instant;
 
 /// Why a [`TestRun`](super::TestRun) ended.
@@ -65,9 +64,7 @@ impl Left {
 /// settled, in order, and what was left.
 ///
 /// Each [`Settlement`] names the job (type, id, attempt) and its
-/// [`Disposition`]: `Ack` for a job done, `Retry { delay }` for each retry,
-/// `Defer { delay }` for each deferral, `DeadLetter { reason }` for a job
-/// given up on.
+/// [`Disposition`] (`Ack`, `Retry`, `Defer` or `DeadLetter`).
 ///
 /// Its `Debug` lists them one a line with the time each came, so a failed
 /// assertion shows the whole run:
@@ -130,10 +127,8 @@ impl Report {
         self.kind(|d| matches!(d, Disposition::DeadLetter { .. }))
     }
 
-    /// Jobs that reached their end: acknowledged or dead-lettered. A job
-    /// counts once however often it was retried or deferred, as
-    /// [`WorkerHandle::jobs_finished`](crate::WorkerHandle::jobs_finished)
-    /// counts.
+    /// Jobs acknowledged or dead-lettered, each once however often retried
+    /// (as [`WorkerHandle::jobs_finished`](crate::WorkerHandle::jobs_finished)).
     pub fn jobs_finished(&self) -> usize {
         self.settlements.iter().filter(|s| s.is_final()).count()
     }

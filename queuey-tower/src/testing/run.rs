@@ -21,26 +21,21 @@ pub const DEFAULT_HORIZON: Duration = Duration::from_secs(3_600);
 ///
 /// The run ends at the first of:
 ///
-/// - **idle**: nothing is ready on the worker's queues, nothing runs, and
-///   nothing is held (for a retry, a deferral or a delayed enqueue) to come
-///   back before the horizon. A worker with periodic jobs is never idle:
-///   its schedules always have a next tick;
+/// - **idle**: nothing ready, running, or held (a retry, a deferral, a
+///   delayed enqueue) to come back before the horizon. A worker with
+///   periodic jobs is never idle;
 /// - **finished**: with [`until_finished(n)`](Self::until_finished), once `n`
 ///   jobs reached their end (acknowledged or dead-lettered);
-/// - **horizon**: the clock passed the start of the run plus the
-///   [horizon](Self::horizon) (an hour unless set). What is due at the
-///   horizon itself (a hold, a tick) still runs; jobs held past it stay
-///   held and are counted in [`Report::left`], and jobs running then are
-///   let finish by the shutdown.
+/// - **horizon**: the clock passed the run's start plus the
+///   [horizon](Self::horizon). What is due at the horizon itself still
+///   runs; jobs held past it stay held (counted in [`Report::left`]), and
+///   running ones finish during the shutdown.
 ///
 /// Then it shuts the worker down as [`WorkerHandle::shutdown`](crate::WorkerHandle::shutdown)
-/// does, waits for it to stop, and returns the [`Report`].
-///
-/// The run waits on tokio's clock. Under a paused clock
-/// (`#[tokio::test(start_paused = true)]`, which needs tokio's `test-util`
-/// feature) time jumps ahead whenever every task waits, so a job that
-/// retries for minutes is tested in milliseconds; on a running clock the
-/// run takes as long as its holds.
+/// does and returns the [`Report`]. The run waits on tokio's clock: under a
+/// paused clock (`#[tokio::test(start_paused = true)]`, tokio's `test-util`
+/// feature) a job retried for minutes is tested in milliseconds; on a
+/// running clock it takes as long as its holds.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
@@ -102,9 +97,8 @@ where
         }
     }
 
-    /// How far the run looks ahead, from its start: jobs held to come
-    /// back later than this are left held, and the run ends when the
-    /// clock passes it whatever is left. An hour unless set.
+    /// How far the run looks ahead from its start (an hour unless set): jobs
+    /// due back later are left held, and the run ends once the clock passes it.
     pub fn horizon(mut self, horizon: Duration) -> Self {
         self.horizon = horizon;
         self
@@ -118,11 +112,9 @@ where
         self
     }
 
-    /// Runs the worker and reports what happened.
-    ///
-    /// Fails when the worker stops with an error, when something else shut
-    /// it down, and, with [`until_finished`](Self::until_finished), when
-    /// fewer jobs finished.
+    /// Runs the worker and reports what happened. Fails when the worker stops
+    /// with an error or is shut down by something else, or, with
+    /// [`until_finished`](Self::until_finished), when fewer jobs finished.
     pub async fn run(self) -> Result<Report, TestRunError> {
         let TestRun {
             worker,
@@ -137,8 +129,7 @@ where
         let started = Instant::now();
         // Past what the clock can count: no horizon.
         let deadline = started.checked_add(horizon);
-        // The first instant tokio's timers tell from the horizon: what is
-        // due at the horizon itself runs first.
+        // Just past the horizon, so what is due at it runs first.
         let past_deadline = deadline.and_then(|d| d.checked_add(Duration::from_millis(1)));
         let mut settlements: Vec<Settlement> = Vec::new();
         let running = worker.run();
@@ -162,10 +153,7 @@ where
             if deadline.is_some_and(|d| now > d) {
                 break Ended::Horizon;
             }
-            let wake = match (next, past_deadline) {
-                (Some(next), Some(deadline)) => Some(next.min(deadline)),
-                (next, deadline) => next.or(deadline),
-            };
+            let wake = next.into_iter().chain(past_deadline).min();
             tokio::select! {
                 biased;
                 stopped = &mut running => {
@@ -223,6 +211,7 @@ async fn sleep_until(at: Option<Instant>) {
 }
 
 /// The worker's queues at one moment.
+#[derive(Default)]
 struct Look {
     ready: usize,
     running: usize,
@@ -232,12 +221,7 @@ struct Look {
 
 impl Look {
     fn of(memory: &MemoryBackend, queues: &[String]) -> Self {
-        let mut look = Look {
-            ready: 0,
-            running: 0,
-            held: 0,
-            next_release: None,
-        };
+        let mut look = Look::default();
         for queue in queues {
             look.ready += memory.ready_count(queue);
             look.running += memory.unacked_count(queue);

@@ -6,13 +6,12 @@ use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use pin_project_lite::pin_project;
-use queuey_core::BoxError;
 use queuey_core::escape::Untrusted;
+use queuey_core::{BoxError, Disposition};
 use tracing::Span;
 
 use crate::classifier::error_chain;
 use crate::job_fields::JobFields;
-use queuey_core::Disposition;
 
 pin_project! {
     /// The response future of [`Trace`](super::Trace).

@@ -1,9 +1,8 @@
 //! One `tracing` span per job, and an event for what happens to it.
 //!
-//! [`TraceLayer`] opens a span named `job` with the fields `attempt`,
-//! `deferrals` and `correlation_id` (and the messaging attributes below),
-//! runs the inner service inside it, and records the outcome as an event
-//! whose level fits it:
+//! [`TraceLayer`] runs the inner service in a span named `job` (fields
+//! `attempt`, `deferrals`, `correlation_id` and the messaging attributes
+//! below) and records the outcome as an event at the level that fits:
 //!
 //! | outcome | level |
 //! |---|---|
@@ -13,50 +12,39 @@
 //! | `DeadLetter` | DEBUG: the worker logs each dead letter at WARN with its reason, whichever stack decided it |
 //! | an error reaching the layer | ERROR |
 //!
-//! So every retry and every dead letter is one WARN line, and it says why.
-//! Each event carries the job's `queue`, `job_type` and `job_id`, the
-//! disposition, its delay or reason, and the time the job took. Spans opened
-//! by the handler nest inside the job's span, and so do the retry layer's
-//! events when it runs inside this one.
+//! So every retry and every dead letter is one WARN line that says why. Each
+//! event carries the disposition, its delay or reason, and the job's
+//! duration. The handler's spans, and the retry layer's events when it runs
+//! inside this one, nest in the job's span.
 //!
 //! # Which job a line is about
 //!
-//! Every line of the job's life — this layer's outcome events, each retry,
-//! deferral, dead letter, passed deadline and cancellation — carries
-//! `queue`, `job_type` and `job_id` as fields of the event itself, never
-//! only of a span: a filter such as `warn` drops this INFO span, and a
-//! formatter may print no span at all, but it always prints the event's
-//! own fields. The span does not repeat them, so a line names its job once.
-//! It still tells a handler's own log lines which job they belong to:
-//! `messaging.destination.name` is the queue and `messaging.message.id` the
-//! job id.
-//!
-//! The span also carries the OpenTelemetry messaging attributes of a
-//! consumer: `otel.kind = "consumer"`, `messaging.operation.type =
-//! "process"`, `messaging.destination.name` (the queue),
-//! `messaging.message.id` (the job id) and
-//! `messaging.message.conversation_id` (the correlation id).
+//! Every line of the job's life (outcomes, retries, deferrals, dead letters,
+//! passed deadlines, cancellations) carries `queue`, `job_type` and `job_id`
+//! as fields of the event itself: a filter such as `warn` drops this INFO
+//! span, and a formatter may print no span, but event fields always show.
+//! The span does not repeat them; it tells a handler's own lines their job
+//! through the OpenTelemetry consumer attributes it carries: `otel.kind =
+//! "consumer"`, `messaging.operation.type = "process"`,
+//! `messaging.destination.name` (the queue), `messaging.message.id` (the
+//! job id) and `messaging.message.conversation_id` (the correlation id).
 //!
 //! # Trace context from producer to handler
 //!
-//! With the `opentelemetry` cargo feature (of `queuey`, `queuey-core` and
-//! `queuey-tower`), every enqueue records the W3C trace context of the
-//! current span in the job's envelope
-//! ([`trace_context`](queuey_core::trace_context)), and this layer makes the
-//! job's span a child of it — so a request that enqueues a job and the job
-//! itself, run later in another process, are one trace. Install a
-//! `tracing-opentelemetry` layer in both processes; without one, nothing is
-//! recorded and nothing is linked.
+//! With the `opentelemetry` feature (of `queuey`, `queuey-core` and
+//! `queuey-tower`), an enqueue records the current span's W3C trace context
+//! in the envelope ([`trace_context`](queuey_core::trace_context)) and this
+//! layer makes the job's span its child, so the enqueueing request and the
+//! job, run later elsewhere, are one trace. Install a `tracing-opentelemetry`
+//! layer in both processes; without one nothing is recorded or linked.
 
 pub mod future;
 
 use std::task::{Context, Poll};
 
-use queuey_core::{BoxError, Job};
+use queuey_core::{BoxError, Disposition, Job};
 use tower_layer::Layer;
 use tower_service::Service;
-
-use queuey_core::Disposition;
 
 use crate::JobRequest;
 use crate::job_fields::JobFields;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use queuey_core::backend::Backend;
 use queuey_core::control::DEFAULT_HEARTBEAT_INTERVAL;
-use queuey_core::store::{DEFAULT_STORE_TIMEOUT, Store};
+use queuey_core::store::{DEFAULT_STORE_TIMEOUT, LimitStore, Store};
 
 use queuey_core::{Error, Job, JobHandler, Namespace, Queues};
 use tower_layer::{Identity, Stack};
@@ -58,6 +58,8 @@ pub(super) struct Settings {
     pub(super) periodic: Vec<PeriodicStart>,
     pub(super) store: Option<Arc<dyn Store>>,
     pub(super) store_timeout: Duration,
+    /// Where the limits job types declare are kept.
+    pub(super) limit_store: Option<Arc<dyn LimitStore>>,
     pub(super) follow_control: bool,
     pub(super) heartbeat_interval: Duration,
     /// The shards to take, for the sharded queues given to `only_shards`.
@@ -82,6 +84,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 periodic: Vec::new(),
                 store: None,
                 store_timeout: DEFAULT_STORE_TIMEOUT,
+                limit_store: None,
                 follow_control: true,
                 heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
                 only_shards: Vec::new(),
@@ -315,6 +318,20 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         self
     }
 
+    /// Keeps the per-key limits job types declare with
+    /// `#[job(limit(..))]` (see [`Job::limits`]) in `store`, and applies
+    /// them to those job types' handlers, whichever method gave the handler:
+    /// a job of a limited key that must wait is deferred without calling
+    /// the handler (see [`limit`](crate::limit)). Give every worker of a
+    /// fleet the same store (a Redis store; a
+    /// [`MemoryStore`](queuey_core::store::MemoryStore) limits one process).
+    /// [`build`](Self::build) fails when a handled job type declares limits
+    /// and no limit store was given.
+    pub fn limit_store(mut self, store: impl LimitStore) -> Self {
+        self.settings.limit_store = Some(Arc::new(store));
+        self
+    }
+
     /// Runs without the fleet's control commands: the worker neither
     /// follows nor obeys pauses and cancellations (see
     /// [`queuey_core::control`]). By default a worker follows them when its
@@ -363,7 +380,8 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
     ///
     /// Fails if no handler was given, if two handle the same job type, if
     /// the concurrency is 0, if [`layer`](Self::layer) was called with no
-    /// handler to wrap, or if the [job timeout](Self::job_timeout) does not
+    /// handler to wrap, if a job type declares limits and no
+    /// [limit store](Self::limit_store) was given, or if the [job timeout](Self::job_timeout) does not
     /// fit under the consumer timeout the backend reports for one of the
     /// queues. When more deliveries can be prefetched than there are job
     /// slots, and one could wait for a slot long enough to pass that
@@ -388,11 +406,19 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         if let Some(timeout) = self.settings.job_timeout {
             self.defaults.set_job_timeout(timeout)?;
         }
+        if let (None, Some(job_type)) = (&self.settings.limit_store, self.handlers.limited()) {
+            return Err(Error::invalid_config(format!(
+                "job type `{job_type}` declares per-key limits (#[job(limit(..))]) but the \
+                 worker has nowhere to keep them; give it a limit store with \
+                 WorkerBuilder::limit_store (the same store for every worker of the fleet)"
+            )));
+        }
         let job_timeout = self.settings.job_timeout.unwrap_or(DEFAULT_JOB_TIMEOUT);
         let frame = Frame {
             defaults: &self.defaults,
             layers: &self.layers,
             job_timeout,
+            limit_store: self.settings.limit_store.as_ref(),
         };
         let mut routes = Vec::new();
         self.handlers.into_routes(&frame, &mut routes);

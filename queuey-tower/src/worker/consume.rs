@@ -65,13 +65,9 @@ impl Next {
     }
 }
 
-/// Polls `future` once, in the calling task's context (so a `Pending`
-/// registers this task's waker, as any poll does).
-///
-/// The loop's waits (a delivery, a slot, a ready stack) are usually over at
-/// once while deliveries flow; trying them first spares those waits the
-/// shutdown subscription and the connection watch that a wait which does
-/// block needs.
+/// Polls `future` once in the calling task's context (a `Pending` registers
+/// its waker). The loop's waits are usually over at once while deliveries
+/// flow; trying them first spares them the shutdown and connection watches.
 async fn first_poll<F: Future>(future: F) -> Poll<F::Output> {
     let mut future = std::pin::pin!(future);
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
@@ -92,11 +88,9 @@ enum Step<T> {
     Go(T),
     /// Shutdown: the delivery was handed back.
     Stop,
-    /// The connection was lost: the (stale) delivery was dropped; look at
-    /// the stream again.
-    Retake,
-    /// The queue's gate closed: the delivery was handed back.
-    Closed,
+    /// Look at the stream again: the connection was lost (the stale delivery
+    /// was dropped) or the queue's gate closed (it was handed back).
+    Again,
 }
 
 /// Hands back or drops the peeked delivery when a wait ended without it.
@@ -109,25 +103,20 @@ async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) ->
         }
         Watched::Lost => {
             drop_stale(stream, queue).await;
-            Step::Retake
+            Step::Again
         }
         Watched::Closed => {
             hand_back(stream, queue).await;
-            Step::Closed
+            Step::Again
         }
     }
 }
 
 /// Takes deliveries from one queue until shutdown, or until its consumer
-/// fails in a way that cannot heal.
-///
-/// For each delivery: wait until the stream has one (holding nothing, so an
-/// idle queue never sits on a concurrency slot another queue could use),
-/// look up its job type's stack, wait for a free slot and for that stack to
-/// be ready, and only then take the delivery and call the stack with it.
-/// While waiting, a lost connection is noticed as the backend reports it
-/// ([`Backend::connection_changed`]), and a shutdown hands the waiting
-/// delivery back to the broker.
+/// fails for good. For each: wait for the stream to have one (holding no
+/// slot meanwhile), find its stack, wait for a slot and a ready stack, then
+/// take it and call the stack. While waiting, a lost connection
+/// ([`Backend::connection_changed`]) or a shutdown hands the delivery back.
 pub(crate) async fn consume<B: Backend>(
     mut queue: QueueRoutes,
     backend: Arc<B>,
@@ -230,7 +219,7 @@ pub(crate) async fn consume<B: Backend>(
         if let Some(reason) = lost_because {
             current = None;
             tracing::warn!(queue = %queue.queue, error = %reason, "lost the consumer; consuming again");
-            note_lost(&mut lost, reason);
+            note_lost(&mut lost);
             set_reconnecting(&mut reconnecting, Some(&shared.env.handle));
             continue;
         }
@@ -252,7 +241,7 @@ pub(crate) async fn consume<B: Backend>(
             Step::Go(Ok(permit)) => permit,
             // The semaphore is never closed while the loops run.
             Step::Go(Err(_)) | Step::Stop => return Ok(()),
-            Step::Retake | Step::Closed => continue,
+            Step::Again => continue,
         };
         if let Some(route) = key.and_then(|key| queue.routes.get_mut(key)) {
             let ready = watch(
@@ -272,7 +261,7 @@ pub(crate) async fn consume<B: Backend>(
                     });
                 }
                 Step::Stop => return Ok(()),
-                Step::Retake | Step::Closed => continue,
+                Step::Again => continue,
             }
         }
         // Peeked above, so this returns at once.
@@ -299,11 +288,8 @@ fn start(
     shared: &Arc<WorkerShared>,
     permit: OwnedSemaphorePermit,
 ) {
-    shared
-        .env
-        .handle
-        .jobs_started
-        .fetch_add(1, Ordering::Relaxed);
+    let handle = &shared.env.handle;
+    handle.jobs_started.fetch_add(1, Ordering::Relaxed);
     let route = key.and_then(|key| queue.routes.get_mut(key));
     let wings = &shared.env.wings;
     let mut starting = Starting {

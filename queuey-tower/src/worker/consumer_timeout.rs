@@ -1,24 +1,18 @@
 //! Whether the worker's jobs fit under the broker's consumer timeout.
 //!
-//! A broker with a consumer timeout (RabbitMQ's `consumer_timeout`, 30
-//! minutes by default) takes a delivery back once it has gone
-//! unacknowledged for that long and delivers the job again, while its first
-//! run may still be going; RabbitMQ also closes the channel, so every other
-//! delivery on it comes back too. The clock starts when the broker delivers,
-//! not when the job starts: a delivery prefetched behind busy job slots ages
-//! while it waits.
-//!
-//! So, for each queue the backend reports a timeout for
+//! A broker's consumer timeout (RabbitMQ's `consumer_timeout`, 30 minutes by
+//! default) redelivers a delivery unacknowledged that long, while its first
+//! run may still go on (RabbitMQ also closes the channel, returning its
+//! other deliveries). It counts from delivery, so a prefetched delivery ages
+//! while it waits for a slot. For each queue with one
 //! ([`Backend::consumer_timeout`]):
 //!
 //! - the job timeout plus a [settle margin](settle_margin) must stay under
 //!   it, or the worker refuses to build ([`Error::InvalidConfig`]);
-//! - when the worker holds more deliveries than it has job slots (the
-//!   queues' prefetch counts add up past its concurrency), the last of them
-//!   may wait `rounds − 1` whole job timeouts for a slot, `rounds` being
-//!   the prefetched deliveries over the slots, rounded up; if `rounds` job
-//!   timeouts plus the margin reach the timeout, the worker builds but logs
-//!   a warning.
+//! - with more prefetched deliveries than job slots, the last may wait
+//!   `rounds − 1` job timeouts (`rounds`: deliveries over slots, rounded
+//!   up); if `rounds` job timeouts plus the margin reach it, the worker
+//!   logs a warning.
 
 use std::time::Duration;
 
@@ -30,17 +24,14 @@ use super::consume::QueueRoutes;
 /// The longest [settle margin](settle_margin).
 pub(crate) const MAX_SETTLE_MARGIN: Duration = Duration::from_secs(60);
 
-/// The part of a consumer timeout kept for settling a job once its handler
-/// is done (publishing a retry or a dead letter, waiting for the broker's
-/// confirmation, acknowledging): a tenth of it, at most
-/// [`MAX_SETTLE_MARGIN`].
+/// The part of a consumer timeout kept for settling a job after its handler
+/// (publish, confirm, acknowledge): a tenth, at most [`MAX_SETTLE_MARGIN`].
 pub(crate) fn settle_margin(consumer_timeout: Duration) -> Duration {
     (consumer_timeout / 10).min(MAX_SETTLE_MARGIN)
 }
 
-/// Refuses a job timeout that does not fit under the consumer timeout of
-/// any of the worker's queues, and warns where prefetched deliveries may
-/// wait past it. See the module documentation.
+/// Refuses a job timeout that does not fit under a queue's consumer timeout,
+/// and warns where prefetched deliveries may wait past it.
 pub(crate) fn check<B: Backend>(
     backend: &B,
     queues: &[QueueRoutes],

@@ -2,10 +2,9 @@ use queuey_core::{BoxError, Error};
 
 /// Why [`Worker::run`](super::Worker::run) stopped with an error.
 ///
-/// A lost connection is not one of them: the worker consumes again while the
-/// backend reconnects. It stops on what cannot heal, above all a backend
-/// that gave up reconnecting (the backend owns that decision and its
-/// deadline: for RabbitMQ, `RabbitMqOptions::reconnect_deadline`).
+/// A lost connection is not one: the worker consumes again while the backend
+/// reconnects, and stops on what cannot heal, such as a backend that gave up
+/// (for RabbitMQ, past `RabbitMqOptions::reconnect_deadline`).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkerError {
@@ -31,11 +30,10 @@ pub enum WorkerError {
         source: Error,
     },
 
-    /// The backend gave up on its connection (it reports
-    /// [`ConnectionState::Failed`](queuey_core::backend::ConnectionState::Failed):
-    /// credentials refused, a virtual host gone, its reconnection deadline
-    /// passed). `source` is the backend's reason: the error its calls fail
-    /// with now.
+    /// The backend gave up on its connection
+    /// ([`ConnectionState::Failed`](queuey_core::backend::ConnectionState::Failed):
+    /// credentials refused, a virtual host gone, a deadline passed);
+    /// `source` is the error its calls fail with now.
     #[error("the backend gave up on its connection while consuming `{queue}`: {source}")]
     BackendFailed {
         /// The queue whose consumer noticed.

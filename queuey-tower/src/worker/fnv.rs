@@ -2,10 +2,8 @@
 
 use std::hash::Hasher;
 
-/// FNV-1a, for the worker's own small maps (job type names, the running
-/// jobs' keys): their keys are short and never chosen by a sender, so a
-/// plain fast hash serves where the standard one costs more than the
-/// look-up.
+/// FNV-1a, for the worker's small maps whose short keys no sender chooses
+/// (job type names, running jobs' keys): cheaper than the standard hash.
 pub(crate) struct Fnv1a(u64);
 
 impl Default for Fnv1a {

@@ -1,9 +1,8 @@
 //! A queue's gate: its loop takes deliveries only while the gate is open.
 //!
-//! The gate closes while the fleet has the queue paused (a control
-//! command): running jobs finish, a delivery taken but not started goes
-//! back to the broker, and the loop waits until it opens again. A worker
-//! that follows no control commands has a gate that never closes.
+//! The gate closes while the queue is paused: running jobs finish, a
+//! delivery taken but not started goes back to the broker, and the loop
+//! waits. Without control commands the gate never closes.
 
 use std::sync::Arc;
 

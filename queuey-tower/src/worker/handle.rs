@@ -211,9 +211,4 @@ impl WorkerHandle {
     }
 }
 
-/// Resolves when shutdown was requested.
-pub(crate) async fn stopped(stop: &mut watch::Receiver<bool>) {
-    // An error means the handle is gone, which cannot happen while the
-    // worker runs; treat it as a stop.
-    let _ = stop.wait_for(|stopped| *stopped).await;
-}
+pub(crate) use crate::signal::stopped;

@@ -1,16 +1,18 @@
 //! The handlers a builder collected, each with the shape of its stack.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use queuey_core::{BoxError, Job, JobHandler, Queues};
+use queuey_core::store::LimitStore;
+use queuey_core::{BoxError, Disposition, Job, JobHandler, Queues};
 use tower::timeout::Timeout;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::route::{Route, TypedRoute};
 use super::stack::WithDefaults;
+use crate::limit::{Declared, declared};
 use crate::{HandlerService, JobRequest};
-use queuey_core::Disposition;
 
 /// The handlers of a [`WorkerBuilder`](super::WorkerBuilder), collected by
 /// its `handler*` methods; each gets its stack when the worker is built.
@@ -25,6 +27,7 @@ pub struct Frame<'a, D, L> {
     pub(crate) defaults: &'a D,
     pub(crate) layers: &'a L,
     pub(crate) job_timeout: Duration,
+    pub(crate) limit_store: Option<&'a Arc<dyn LimitStore>>,
 }
 
 /// A handler given with [`handler_with`](super::WorkerBuilder::handler_with):
@@ -56,17 +59,21 @@ pub trait Entry<D, L> {
     fn stack(self, frame: &Frame<'_, D, L>) -> Self::Stack;
 }
 
+/// A handler with the limits its job type declares (see
+/// [`WorkerBuilder::limit_store`](super::WorkerBuilder::limit_store)).
+type Limited<H> = Declared<<H as JobHandler>::Job, HandlerService<H>>;
+
 /// `.handler(h)`: the default stack (or nothing, once it was removed).
 impl<D, L, H> Entry<D, L> for HandlerService<H>
 where
     H: JobHandler,
-    D: Layer<HandlerService<H>>,
+    D: Layer<Limited<H>>,
 {
     type Job = H::Job;
     type Stack = D::Service;
 
     fn stack(self, frame: &Frame<'_, D, L>) -> Self::Stack {
-        frame.defaults.layer(self)
+        frame.defaults.layer(declared(frame.limit_store, self))
     }
 }
 
@@ -74,13 +81,14 @@ where
 impl<D, L, H, U> Entry<D, L> for WithLayer<H, U>
 where
     H: JobHandler,
-    D: WithDefaults<U, HandlerService<H>>,
+    D: WithDefaults<U, Limited<H>>,
 {
     type Job = H::Job;
     type Stack = D::Service;
 
     fn stack(self, frame: &Frame<'_, D, L>) -> Self::Stack {
-        frame.defaults.with_layer(&self.layer, self.handler)
+        let handler = declared(frame.limit_store, self.handler);
+        frame.defaults.with_layer(&self.layer, handler)
     }
 }
 
@@ -89,14 +97,14 @@ where
 impl<D, L, H, U> Entry<D, L> for InsteadOfDefaults<H, U>
 where
     H: JobHandler,
-    U: Layer<Timeout<HandlerService<H>>>,
+    U: Layer<Timeout<Limited<H>>>,
 {
     type Job = H::Job;
     type Stack = U::Service;
 
     fn stack(self, frame: &Frame<'_, D, L>) -> Self::Stack {
-        self.layer
-            .layer(Timeout::new(self.handler, frame.job_timeout))
+        let handler = declared(frame.limit_store, self.handler);
+        self.layer.layer(Timeout::new(handler, frame.job_timeout))
     }
 }
 
@@ -105,6 +113,10 @@ impl<Q, D, L> sealed::IntoRoutes<Q, D, L> for () {
 
     fn len(&self) -> usize {
         0
+    }
+
+    fn limited(&self) -> Option<&'static str> {
+        None
     }
 }
 
@@ -129,6 +141,13 @@ where
     fn len(&self) -> usize {
         1 + self.1.len()
     }
+
+    fn limited(&self) -> Option<&'static str> {
+        let declares = <E::Job as Job>::limits().is_some_and(|limits| !limits.is_empty());
+        declares
+            .then_some(<E::Job as Job>::NAME)
+            .or_else(|| self.1.limited())
+    }
 }
 
 pub(crate) mod sealed {
@@ -138,5 +157,8 @@ pub(crate) mod sealed {
         fn into_routes(self, frame: &Frame<'_, D, L>, routes: &mut Vec<Box<dyn Route>>);
 
         fn len(&self) -> usize;
+
+        /// A job type among them that declares per-key limits.
+        fn limited(&self) -> Option<&'static str>;
     }
 }

@@ -17,8 +17,7 @@ use metrics::{Key, Label, Level, Metadata};
 
 use crate::metrics::{JOBS_SETTLING, SETTLE_FAILURES_TOTAL};
 
-/// What a running job needs of its worker: shared by every job of one
-/// worker, held by a job's runner only while it runs one.
+/// What a running job needs of its worker, shared by all its jobs.
 pub(crate) struct JobEnv {
     pub(crate) handle: Arc<HandleInner>,
     pub(crate) classifier: SharedClassifier,
@@ -44,17 +43,15 @@ pub(crate) struct Started {
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-/// The key of `queue`'s [`JOBS_SETTLING`] gauge, built once per queue
-/// rather than once per job.
+/// The key of `queue`'s [`JOBS_SETTLING`] gauge, built once per queue.
 pub(crate) fn settling_key(queue: &Arc<str>) -> Key {
     Key::from_parts(JOBS_SETTLING, vec![Label::new("queue", Arc::clone(queue))])
 }
 
 /// Runs the job, decides its final disposition, and settles it. An error
-/// that reached the worker is classified by the worker's classifier: a wait
-/// is deferred, anything else dead-lettered, never dropped. Every dead
-/// letter is logged once, at WARN, with its reason. Once a final
-/// disposition is settled, a caller waiting for the job gets its outcome.
+/// that reached the worker is deferred if the classifier calls it a wait,
+/// else dead-lettered, never dropped; every dead letter is logged once at
+/// WARN with its reason.
 pub(crate) async fn run_job(started: Started, env: Arc<JobEnv>) {
     let Started {
         mut delivery,
@@ -130,9 +127,7 @@ fn settle_failed(
     metrics::counter!(SETTLE_FAILURES_TOTAL, "queue" => queue.to_string()).increment(1);
     let stale = matches!(error, Error::Backend(e) if e.kind() == BackendErrorKind::NotSettled);
     if stale {
-        // Counted as a settle failure above; whether a settle was stale is
-        // the backend's to count (RabbitMQ: `queuey_rabbitmq_stale_settles_total`),
-        // so the worker keeps no metric of its own for it.
+        // The backend counts stale settles in its own metric.
         handle.stale_settles.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             %queue,

@@ -98,8 +98,7 @@ use wing::UniqueKeys;
 ///
 /// # Shaping a handler's stack
 ///
-/// Each handler gets its stack from the method that gave it to the
-/// [`WorkerBuilder`], and each handler can take a different one:
+/// Each handler's stack follows from the [`WorkerBuilder`] method that gave it:
 ///
 /// | method | the handler's stack, outermost first |
 /// |---|---|
@@ -107,23 +106,19 @@ use wing::UniqueKeys;
 /// | [`handler_with(h, layer)`](WorkerBuilder::handler_with) | the default stack with `layer` around the job timeout: trace, …, deferral, `layer`, job timeout, `h` |
 /// | [`handler_without_default_stack(h, layer)`](WorkerBuilder::handler_without_default_stack) | `layer`, job timeout, `h` |
 ///
-/// The rules are the same for all three:
-///
-/// - the [job timeout](WorkerBuilder::job_timeout) (5 minutes unless set)
-///   sits right around the handler and bounds each call of it; a timed-out
-///   call counts as a transient failure;
-/// - layers given to [`WorkerBuilder::layer`] wrap every handler's whole
-///   stack (they must fit every job type the worker handles);
-/// - an error that leaves the stack reaches the worker, which defers it if
-///   the classifier calls it a wait and dead-letters it otherwise.
+/// In all three, the [job timeout](WorkerBuilder::job_timeout) (5 minutes
+/// unless set) bounds each call of the handler (a timeout is a transient
+/// failure); layers given to [`WorkerBuilder::layer`] wrap every handler's
+/// whole stack (so must fit every job type); an error that leaves the stack
+/// is deferred by the worker if the classifier calls it a wait, else
+/// dead-lettered.
 ///
 /// ## The default stack, with layers of your own
 ///
-/// [`handler_with`](WorkerBuilder::handler_with) keeps everything the
-/// default stack does and adds `layer` around the handler, for that handler
-/// only. What the layer answers is retried, deferred and dead-lettered like
-/// the handler's own answers, and a [`RetryLayer`](struct@crate::retry::RetryLayer)
-/// or [`DeferOn429`](struct@crate::defer::DeferOn429) inside it decides first, so
+/// [`handler_with`](WorkerBuilder::handler_with) adds `layer` around one
+/// handler inside the default stack: its answers are retried, deferred and
+/// dead-lettered like the handler's, and a [`RetryLayer`](struct@crate::retry::RetryLayer)
+/// or [`DeferOn429`](struct@crate::defer::DeferOn429) in it decides first, so
 /// this is where a handler gets its own retry policy, deferral limit,
 /// cool-down or rate limit:
 ///
@@ -182,9 +177,8 @@ use wing::UniqueKeys;
 /// ## A stack of your own instead
 ///
 /// [`handler_without_default_stack`](WorkerBuilder::handler_without_default_stack)
-/// puts `layer` where the default stack would be: nothing of it is added,
-/// only the job timeout around the handler. Compose the layers with tower's
-/// `ServiceBuilder`, queuey's and tower's alike:
+/// puts `layer` in place of the default stack, keeping only the job timeout;
+/// compose queuey's and tower's layers with `ServiceBuilder`:
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -231,86 +225,75 @@ use wing::UniqueKeys;
 ///
 /// # Stacks
 ///
-/// Each job type has one stack, which the worker owns: its queue's loop
-/// polls it ready before taking each delivery and then calls it with that
-/// delivery, as tower's own drivers do. Nothing is cloned per job, so a
-/// stack need not be `Clone` or `Sync`: `RateLimitLayer`,
-/// `ConcurrencyLimitLayer`, `LoadShedLayer`, `BufferLayer`, `BoxService` and
-/// middleware of your own with state all work unchanged, and their state
-/// lives as long as the worker. A stack that is not ready holds its queue's
-/// next delivery where it is (with the broker).
+/// Each job type has one stack, owned by the worker: its queue's loop polls
+/// it ready before taking each delivery, then calls it, as tower's drivers
+/// do. Nothing is cloned per job, so a stack need not be `Clone` or `Sync`:
+/// `RateLimitLayer`, `ConcurrencyLimitLayer`, `LoadShedLayer`, `BufferLayer`,
+/// `BoxService` and stateful middleware of your own work unchanged, their
+/// state living as long as the worker. A stack that is not ready leaves its
+/// queue's next delivery with the broker.
 ///
 /// # Order
 ///
-/// Layers added first are outermost. The usual order, and the one of the
-/// [`DefaultStack`], is trace, metrics, dead-letter, deadline, retry,
-/// deferral, timeout, handler:
+/// Layers added first are outermost. The usual order, the [`DefaultStack`]'s,
+/// is trace, metrics, dead-letter, deadline, retry, deferral, timeout, handler:
 ///
 /// - a timeout **inside** the retry layer bounds each attempt, and a timed
-///   out attempt is retried; outside it, it would bound the decision, not
-///   the job;
+///   out attempt is retried (outside, it would bound the decision);
 /// - [`DeferOn429`](struct@crate::defer::DeferOn429) inside [`RetryLayer`](struct@crate::retry::RetryLayer)
-///   sees a `Retry-After` first, so a deferral spends no attempt; outside,
-///   the retry layer would pass it through untouched anyway, but a deferral
-///   past its limit would then escape retrying;
-/// - [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) outside both catches what
-///   they pass on (fatal errors), so layers further out (metrics, tracing)
-///   see the final disposition.
+///   sees a `Retry-After` first, so a deferral spends no attempt, and a
+///   deferral past its limit is retried;
+/// - [`DeadLetterLayer`](crate::dead_letter::DeadLetterLayer) outside both
+///   catches what they pass on (fatal errors), so metrics and tracing see
+///   the final disposition.
 ///
 /// # Settling
 ///
 /// The worker publishes first, waits for the broker's confirmation, and
-/// acknowledges last, so a crash in between duplicates a job and never loses
-/// one. The worker hands the backend a [`Disposition`](queuey_core::Disposition)
-/// and the backend builds the next envelope itself. When settling fails (the
-/// broker refused the hold, the connection dropped), the delivery is left
-/// unacknowledged for the broker to deliver again; the failure is logged and
-/// counted on the [`WorkerHandle`] (a delivery taken on a connection that is
-/// gone counts as a [stale settle](WorkerHandle::stale_settles)).
+/// acknowledges last: a crash in between duplicates a job, never loses one.
+/// The backend builds the next envelope from the
+/// [`Disposition`](queuey_core::Disposition). A failed settle (a refused
+/// hold, a dropped connection) leaves the delivery for the broker to deliver
+/// again, and is logged and counted on the [`WorkerHandle`] (one taken on a
+/// lost connection as a [stale settle](WorkerHandle::stale_settles)).
 ///
 /// # Connection loss
 ///
-/// A worker outlives its connection, and the backend decides whether the
-/// connection can heal: the RabbitMQ backend reconnects by itself (for as
-/// long as its `reconnect_deadline` allows, for ever by default) and its
-/// consumer streams resume on the new connection. The worker follows:
+/// A worker outlives its connection; the backend decides whether it heals
+/// (the RabbitMQ backend reconnects by itself, for as long as its
+/// `reconnect_deadline` allows, for ever by default, and resumes its
+/// consumers). The worker follows:
 ///
-/// - when a queue's consumer is lost anyway (its stream yields a transient
-///   error, or ends while the backend is still up), the queue's loop
-///   consumes again as soon as the backend is connected: the backend's
-///   reconnection is the one pace of an outage. Only a consumer lost on a
-///   connection that works (the broker refused the consume) is tried again
-///   after a jittered backoff of the worker's own (100 ms growing to 5 s).
-///   The [`WorkerHandle`] shows the queue as reconnecting meanwhile;
-/// - while a loop waits for a free slot or a ready stack it listens for the
-///   backend's [connection changes](queuey_core::backend::Backend::connection_changed),
-///   so a loss is noticed at once even with every slot busy, and the
-///   delivery it was about to take (stale now) is left to the broker;
+/// - a queue whose consumer is lost anyway (a transient stream error, or an
+///   end while the backend is up) consumes again once the backend is
+///   connected; only a consume refused on a working connection is retried
+///   after the worker's own jittered backoff (100 ms growing to 5 s). The
+///   [`WorkerHandle`] shows the queue as reconnecting meanwhile;
+/// - a loop waiting for a slot or a ready stack listens for
+///   [connection changes](queuey_core::backend::Backend::connection_changed),
+///   so a loss is noticed at once and the stale delivery left to the broker;
 /// - [`Worker::run`] gives up only on what cannot heal: a non-transient
-///   consumer error, a backend that was closed, or a backend that
-///   [gave up](queuey_core::backend::ConnectionState::Failed), with the backend's
-///   reason ([`WorkerError::BackendFailed`]). The worker has no reconnect
-///   deadline of its own.
+///   consumer error, a closed backend, or one that
+///   [gave up](queuey_core::backend::ConnectionState::Failed)
+///   ([`WorkerError::BackendFailed`], with its reason). The worker has no
+///   reconnect deadline of its own.
 ///
-/// On shutdown, a delivery the loop had taken but not started is handed back
-/// to the broker at once; started jobs run to completion (up to the shutdown
-/// timeout) and are settled.
+/// On shutdown, a delivery taken but not started goes back to the broker at
+/// once; started jobs finish (up to the shutdown timeout) and are settled.
 ///
 /// # Pauses and cancellations
 ///
 /// A worker follows its fleet's [control commands](queuey_core::control)
-/// when its backend carries them (both built-in backends do), and reads
-/// every command sent so far before it consumes anything:
+/// when its backend carries them (both built-in ones do), reading every
+/// command sent so far before it consumes anything:
 ///
-/// - while one of its queues is paused it takes no delivery of it: running
-///   jobs finish, the delivery it had taken but not started goes back to the
-///   broker, its other queues keep flowing, and
-///   [`WorkerHandle::paused_queues`] names the queue;
-/// - a cancelled job is dead-lettered with the reason `cancelled` instead of
-///   being run; a job cancelled while it runs is told through its
-///   [`JobContext::cancel_signal`](queuey_core::JobContext::cancel_signal),
-///   and unless its handler completes it, it is dead-lettered as cancelled
-///   rather than retried.
+/// - a paused queue gets no delivery taken: running jobs finish, one taken
+///   but not started goes back to the broker, other queues keep flowing, and
+///   [`WorkerHandle::paused_queues`] names it;
+/// - a cancelled job is dead-lettered as `cancelled` instead of run; one
+///   cancelled while it runs is told through its
+///   [`JobContext::cancel_signal`](queuey_core::JobContext::cancel_signal)
+///   and, unless its handler completes it, dead-lettered rather than retried.
 ///
 /// [`WorkerBuilder::without_control`] turns this off.
 pub struct Worker<Q, B> {
@@ -464,8 +447,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         &self.backend
     }
 
-    /// Every broker queue the worker consumes: each queue's lane and the
-    /// shards it takes.
+    /// Every broker queue the worker consumes (lanes and shards taken).
     pub(crate) fn broker_queues(&self) -> Vec<String> {
         self.queues
             .iter()
@@ -478,13 +460,11 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         !self.settings.periodic.is_empty()
     }
 
-    /// Consumes every handled queue until [`WorkerHandle::shutdown`] is
-    /// called, consuming again whenever a consumer is lost, then lets jobs
-    /// in flight finish (up to the shutdown timeout) and returns.
-    ///
-    /// Returns an error when a consumer failed in a way that cannot heal,
-    /// the backend gave up (with its reason) or was closed, or a stack
-    /// stopped being able to take jobs. See [`WorkerError`].
+    /// Consumes every handled queue (again whenever a consumer is lost)
+    /// until [`WorkerHandle::shutdown`], then lets jobs in flight finish (up
+    /// to the shutdown timeout). Fails ([`WorkerError`]) when a consumer
+    /// failed for good, the backend gave up or was closed, or a stack can
+    /// take no more jobs.
     pub async fn run(self) -> Result<(), WorkerError> {
         let Worker {
             backend,
@@ -578,16 +558,13 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
         }
     }
 
-    /// Runs until `signal` completes, then shuts down gracefully, as
-    /// [`WorkerHandle::shutdown`] does: no further deliveries are taken, a
-    /// delivery taken but not started goes back to the broker, started jobs
-    /// finish and settle (up to the
-    /// [`shutdown_timeout`](WorkerBuilder::shutdown_timeout)), and every
-    /// other job stays with the broker. Returns early, with the error, if
-    /// the worker stops by itself.
-    ///
-    /// The usual signal is [`shutdown_signal`](crate::shutdown_signal()):
-    /// Ctrl-C or `SIGTERM`.
+    /// Runs until `signal` completes, then shuts down as
+    /// [`WorkerHandle::shutdown`] does: a delivery taken but not started goes
+    /// back to the broker, started jobs finish and settle (up to the
+    /// [`shutdown_timeout`](WorkerBuilder::shutdown_timeout)), other jobs
+    /// stay with the broker. Returns early, with the error, if the worker
+    /// stops by itself. The usual signal is
+    /// [`shutdown_signal`](crate::shutdown_signal()): Ctrl-C or `SIGTERM`.
     ///
     /// ```no_run
     /// # async fn run(worker: queuey_tower::Worker<impl queuey_core::Queues, impl queuey_core::backend::Backend>)
@@ -609,9 +586,8 @@ fn only_shards<'a>(given: &'a [(&'static str, Vec<u16>)], queue: &str) -> Option
         .map(|(_, shards)| shards.as_slice())
 }
 
-/// Waits for jobs in flight, up to the shutdown timeout, then abandons the
-/// rest: their deliveries are dropped unsettled and the broker delivers them
-/// again.
+/// Waits for jobs in flight up to the shutdown timeout, then abandons the
+/// rest, unsettled, to the broker.
 async fn drain(shared: &WorkerShared, concurrency: usize, shutdown_timeout: Duration) {
     let all = u32::try_from(concurrency).unwrap_or(u32::MAX);
     // Each running job holds a permit until it ends.

@@ -6,7 +6,7 @@ use queuey_core::periodic::Leadership;
 use queuey_core::{Error, Job, Namespace, Producer, Queues};
 use tokio::sync::watch;
 
-use crate::periodic::{Entry, Periodic};
+use crate::periodic::{Entry, Periodic, check_unique};
 
 /// Starts one schedule's loop in the worker's namespace; it runs until the
 /// stop signal.
@@ -57,12 +57,7 @@ pub(crate) fn check_all(periodic: &[PeriodicStart]) -> Result<(), Error> {
         if let Some(refused) = &p.refused {
             return Err(Error::invalid_config(refused.clone()));
         }
-        if periodic[..i].iter().any(|q| q.name == p.name) {
-            return Err(Error::invalid_config(format!(
-                "two periodic jobs are named `{}`; give each its own name",
-                p.name
-            )));
-        }
+        check_unique(&p.name, periodic[..i].iter().map(|q| q.name.as_str()))?;
     }
     Ok(())
 }

@@ -1,13 +1,11 @@
 //! Starting a lost consumer again: when and how often.
 //!
-//! Whether the connection can heal is the backend's call, not the
-//! worker's: the backend reconnects (or not) at its own pace and with its
-//! own deadline, and reports [`ConnectionState::Failed`] when it gives up.
-//! The worker consumes again once the backend is connected, and stops when
-//! it gave up, with the backend's reason. Only a consumer lost while the
-//! backend reports itself connected (a consume the broker refused, a
-//! stream that failed on a working connection) is consumed again after a
-//! jittered backoff of the worker's own, so that it is no hot loop.
+//! Whether the connection heals is the backend's call: it reconnects at its
+//! own pace and reports [`ConnectionState::Failed`] when it gives up. The
+//! worker consumes again once the backend is connected, and stops, with the
+//! backend's reason, when it gave up. Only a consumer lost on a connected
+//! backend (a refused consume, a failed stream) waits a jittered backoff of
+//! the worker's own, so that it is no hot loop.
 
 use std::time::Duration;
 
@@ -55,25 +53,15 @@ impl Reconnect {
     }
 }
 
-/// A queue's consumer is lost: how often it was started again, and what
-/// failed last.
-#[derive(Debug)]
+/// A queue's consumer is lost: how often it was started again.
+#[derive(Debug, Default)]
 pub(crate) struct Lost {
     pub(crate) tries: u32,
-    pub(crate) last_error: String,
     /// When a new consumer was started, if one was.
     pub(crate) resumed_at: Option<Instant>,
 }
 
 impl Lost {
-    pub(crate) fn new(error: String) -> Self {
-        Lost {
-            tries: 0,
-            last_error: error,
-            resumed_at: None,
-        }
-    }
-
     /// Whether the consumer started after this loss ran long enough to
     /// count as healthy.
     pub(crate) fn recovered(&self) -> bool {
@@ -82,11 +70,10 @@ impl Lost {
     }
 }
 
-/// Consumes the queue (every broker queue of `physical`, as one stream),
-/// again after a loss: waits first (while the backend reconnects, until
-/// its state changes; while it reports itself connected, a jittered
-/// backoff), retries what may heal, and gives up on what cannot (a backend
-/// that gave up included). `None` when shutdown was requested meanwhile.
+/// Consumes the queue (every broker queue of `physical`, as one stream).
+/// After a loss it first waits: for a reconnecting backend's state to
+/// change, or a jittered backoff on a connected one. Retries what may heal,
+/// gives up on what cannot; `None` on shutdown meanwhile.
 pub(crate) async fn open<B: Backend>(
     physical: &[QueueConfig],
     queue: &Arc<str>,
@@ -138,7 +125,7 @@ pub(crate) async fn open<B: Backend>(
             }
             Err(error) if error.is_transient() => {
                 tracing::warn!(queue = %queue, %error, "could not consume; trying again");
-                note_lost(lost, error.to_string());
+                note_lost(lost);
             }
             Err(source) => {
                 return Err(WorkerError::Consume {
@@ -150,9 +137,8 @@ pub(crate) async fn open<B: Backend>(
     }
 }
 
-/// Consumes every broker queue of `physical`, as one stream that ends (or
-/// fails) as soon as one of its consumers does, so that the loop consumes
-/// them all again. Nothing is consumed when one of them cannot be.
+/// Consumes every broker queue of `physical` as one stream that ends (or
+/// fails) with the first of its consumers; all or none are consumed.
 async fn consume_all<B: Backend>(
     physical: &[QueueConfig],
     backend: &B,
@@ -182,9 +168,7 @@ fn merge(streams: Vec<DeliveryStream>) -> DeliveryStream {
 
 /// The end of a queue's loop whose backend reports
 /// [`ConnectionState::Failed`]: [`WorkerError::BackendFailed`] with the
-/// backend's reason, which is what its calls answer now (a backend that
-/// gave up fails every call with it). `Ok(None)` when shutdown was
-/// requested meanwhile.
+/// reason its calls now fail with; `Ok(None)` on shutdown meanwhile.
 pub(crate) async fn gave_up<B: Backend, T>(
     config: &QueueConfig,
     queue: &str,
@@ -213,10 +197,9 @@ pub(crate) async fn gave_up<B: Backend, T>(
 
 /// Records a loss: a new one, unless the consumer never recovered from the
 /// last.
-pub(crate) fn note_lost(lost: &mut Option<Lost>, error: String) {
-    match lost {
-        Some(current) if !current.recovered() => current.last_error = error,
-        _ => *lost = Some(Lost::new(error)),
+pub(crate) fn note_lost(lost: &mut Option<Lost>) {
+    if lost.as_ref().is_none_or(Lost::recovered) {
+        *lost = Some(Lost::default());
     }
 }
 

@@ -5,13 +5,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
-use queuey_core::{BoxError, Envelope, Job, JobContext, Queues, RetryPolicy};
+use queuey_core::{BoxError, Disposition, Envelope, Job, JobContext, Queues, RetryPolicy};
 use tower_service::Service;
 
 use super::wing::Extras;
 use crate::JobRequest;
 use crate::classifier::SharedClassifier;
-use queuey_core::Disposition;
 
 /// The future of one job through its stack.
 pub(crate) type JobFuture = BoxFuture<'static, Result<Disposition, BoxError>>;
@@ -30,9 +29,9 @@ pub trait Route: Send {
     /// How the job type computes its uniqueness from a payload, so that the
     /// worker gives back only keys it can compute again.
     fn declared_unique(&self) -> super::wing::unique::Declared;
-    /// Decodes the job and starts it on the stack, which must have been
-    /// polled ready. An `Err` is a dead-letter reason: the payload is not
-    /// this job type (the readiness stays for the next delivery).
+    /// Decodes the job and starts it on the stack (polled ready). An `Err` is
+    /// a dead-letter reason: the payload is not this job type (the readiness
+    /// stays for the next delivery).
     fn call(&mut self, delivered: Delivered<'_>) -> Result<JobFuture, String>;
 }
 
@@ -93,9 +92,7 @@ where
             .envelope
             .payload_as()
             .map_err(|e| format!("payload does not decode as job type `{}`: {e}", J::NAME))?;
-        // One attempt unless a retry layer allows more: the retry layer
-        // resolves the policy that applies and records its attempts in the
-        // context (a stack without one dead-letters the first failure).
+        // One attempt unless a retry layer resolves a policy allowing more.
         let ctx = delivered.extras.context(JobContext::from_envelope(
             delivered.envelope,
             Arc::clone(delivered.queue),
@@ -108,12 +105,7 @@ where
             request = request.with_retry_policy(Arc::clone(policy));
         }
         request.set_classifier(delivered.classifier.clone());
-        if let Some(slot) = delivered.extras.failure.take() {
-            request.set_failure(slot);
-        }
-        if let Some(slot) = delivered.extras.reply {
-            request.set_reply(slot);
-        }
+        request.set_slots(delivered.extras.reply, delivered.extras.failure);
         Ok(Box::pin(self.service.call(request)))
     }
 }

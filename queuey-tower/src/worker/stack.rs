@@ -7,18 +7,12 @@ use queuey_core::Error;
 use tower::timeout::{Timeout, TimeoutLayer};
 use tower_layer::{Identity, Layer};
 
-use crate::dead_letter::DeadLetter;
-use crate::dead_letter::DeadLetterLayer;
-use crate::deadline::Deadline;
-use crate::deadline::DeadlineLayer;
-use crate::defer::Defer;
-use crate::defer::DeferOn429;
-use crate::metrics::Metrics;
-use crate::metrics::MetricsLayer;
-use crate::retry::Retry;
-use crate::retry::RetryLayer;
-use crate::trace::Trace;
-use crate::trace::TraceLayer;
+use crate::dead_letter::{DeadLetter, DeadLetterLayer};
+use crate::deadline::{Deadline, DeadlineLayer};
+use crate::defer::{Defer, DeferOn429};
+use crate::metrics::{Metrics, MetricsLayer};
+use crate::retry::{Retry, RetryLayer};
+use crate::trace::{Trace, TraceLayer};
 
 /// How long one call of a handler may run by default before it counts as a
 /// transient failure (see [`WorkerBuilder::job_timeout`](super::WorkerBuilder::job_timeout)).
@@ -29,10 +23,9 @@ pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(300);
 /// 1. [`TraceLayer`]: one span per job, an event for its outcome;
 /// 2. [`MetricsLayer`]: counts final outcomes and times jobs;
 /// 3. [`DeadLetterLayer`]: whatever error is left becomes a dead letter;
-/// 4. [`DeadlineLayer`]: a job past its deadline (see
-///    [`EnqueueOptions::deadline`](queuey_core::EnqueueOptions::deadline)) is
-///    dead-lettered instead of run, retried or deferred; jobs without one
-///    pass untouched;
+/// 4. [`DeadlineLayer`]: a job past its
+///    [deadline](queuey_core::EnqueueOptions::deadline) is dead-lettered
+///    instead of run, retried or deferred;
 /// 5. [`RetryLayer`](struct@RetryLayer) with [`RetryPolicy::default`](queuey_core::RetryPolicy::default)
 ///    (unless the job type or queue sets a policy);
 /// 6. [`DeferOn429`](struct@DeferOn429): `JobError::deferred` becomes a deferral;
@@ -40,9 +33,9 @@ pub const DEFAULT_JOB_TIMEOUT: Duration = Duration::from_secs(300);
 ///    [`WorkerBuilder::handler_with`](super::WorkerBuilder::handler_with), if any;
 /// 8. a timeout of [`DEFAULT_JOB_TIMEOUT`] (see
 ///    [`WorkerBuilder::job_timeout`](super::WorkerBuilder::job_timeout)) on
-///    each call of the handler, which counts as a transient failure.
-///    RabbitMQ 4.3 no longer times out classic-queue consumers, so without it
-///    a hung handler would hold its prefetch slot for ever.
+///    each call of the handler, a transient failure: RabbitMQ 4.3 no longer
+///    times out classic-queue consumers, so a hung handler would hold its
+///    slot for ever.
 #[derive(Debug, Clone)]
 pub struct DefaultStack {
     job_timeout: Duration,
@@ -58,9 +51,7 @@ impl Default for DefaultStack {
 
 impl DefaultStack {
     /// The default stack with `layer` around the handler's timeout, inside
-    /// the deferral layer: what a handler given with
-    /// [`WorkerBuilder::handler_with`](super::WorkerBuilder::handler_with)
-    /// runs in.
+    /// the deferral layer ([`WorkerBuilder::handler_with`](super::WorkerBuilder::handler_with)).
     fn around<U, S>(&self, layer: &U, inner: S) -> AroundDefaults<U::Service>
     where
         U: Layer<Timeout<S>>,

@@ -11,23 +11,12 @@ use tokio::sync::watch;
 /// Runs the jobs of one worker, each on a task of its own, and abandons
 /// them on request.
 ///
-/// A job is handed to an idle runner when one waits, and a new runner is
-/// spawned for it otherwise, so no job ever waits behind another: there are
-/// as many runners as jobs ever ran at once (at most the worker's
-/// concurrency), and they spread over the runtime's threads as any task
-/// does. Each job is handed to one runner picked for it, the one idle
-/// last: a general channel would let a runner that is still busy take it.
-/// Handing a job over is a lock and a wake-up; spawning a task for each
-/// job (an allocation of its own, registering and retiring the task) cost
-/// more than the rest of the worker's part in a short job.
-///
-/// Idle runners end when the pool is dropped; a busy one ends once its job
-/// does. The jobs are not collected in a set: a job holds its concurrency
-/// permit until it ends, so the worker's permits count the jobs still
-/// running and tell when all have ended. A job that went pending listens
-/// for [`abandon_all`](JobTasks::abandon_all), which drops it at its next
-/// wake-up as aborting its task would (and ends its runner); a job that
-/// finishes without ever waiting costs nothing more.
+/// A job goes to the runner idle last, or to a new runner when none waits,
+/// so no job waits behind another (a shared channel would let a busy runner
+/// take it). Handing a job over is a lock and a wake-up: cheaper than
+/// spawning a task per job. Idle runners end when the pool is dropped. The
+/// worker's permits, not a set, count the running jobs; a pending job is
+/// dropped at its next wake-up after [`abandon_all`](JobTasks::abandon_all).
 pub(crate) struct JobTasks<T> {
     abandon: watch::Sender<bool>,
     idle: Arc<Mutex<Idle<T>>>,
@@ -57,8 +46,7 @@ enum Handed<T> {
     Closed,
 }
 
-/// Locks `mutex`; a panic elsewhere while it was held leaves nothing half
-/// done here, so a poisoned lock is used as it is.
+/// Locks `mutex`, poisoned or not: nothing here is left half done.
 fn lock<U>(mutex: &Mutex<U>) -> MutexGuard<'_, U> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -74,9 +62,8 @@ impl<T: Send + 'static> JobTasks<T> {
         }
     }
 
-    /// Runs `job` on an idle runner, or on a new one built by `runner`: a
-    /// runner calls what `runner` returns with each job it takes, and
-    /// awaits its future until it ends or is abandoned.
+    /// Runs `job` on an idle runner, or on a new one calling what `runner`
+    /// returns with each job it takes.
     pub(crate) fn start<R, F>(&self, job: T, runner: impl FnOnce() -> R)
     where
         R: FnMut(T) -> F + Send + 'static,
@@ -143,8 +130,7 @@ impl<T> Slot<T> {
                 Handed::Job(job) => Poll::Ready(Some(job)),
                 Handed::Closed => Poll::Ready(None),
                 Handed::Nothing => {
-                    // Registered under the lock that `hand` takes, so a
-                    // job handed after this look wakes this waker.
+                    // Under `hand`'s lock: a job handed after this look wakes it.
                     match &mut state.waker {
                         Some(waker) => waker.clone_from(cx.waker()),
                         None => state.waker = Some(cx.waker().clone()),

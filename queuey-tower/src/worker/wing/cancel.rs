@@ -1,7 +1,6 @@
-//! Cancelled jobs: a job cancelled before it starts is dead-lettered
-//! without running, a running one is told through its cancel signal, and
-//! one that did not complete after that is dead-lettered as cancelled
-//! instead of being retried or deferred. Nothing is ever killed.
+//! Cancelled jobs: one cancelled before it starts is dead-lettered unrun; a
+//! running one is told through its cancel signal and, unless it completes,
+//! dead-lettered as cancelled, not retried or deferred. Nothing is killed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -1,12 +1,11 @@
 //! The errors of a job's earlier attempts, carried by the job itself.
 //!
-//! A retry layer that turns an attempt's error into a retry notes the error
-//! in the job's [`FailureSlot`], which this wing hands the job's request.
-//! Once the job is to be retried, the wing records the error in the
-//! delivered envelope ([`Envelope::record_error`]): the backend publishes
-//! the next attempt from that envelope, so the next attempt, and the dead
-//! letter it may become, carries the errors before it. A backend whose
-//! deliveries keep their envelope unchangeable keeps no history.
+//! A retry layer notes a retried attempt's error in the job's
+//! [`FailureSlot`], which this wing hands the request; for a job to be
+//! retried the wing records it in the delivered envelope
+//! ([`Envelope::record_error`]), from which the next attempt (and its dead
+//! letter) is published. A backend whose envelopes cannot change keeps no
+//! history.
 //!
 //! [`Envelope::record_error`]: queuey_core::Envelope::record_error
 
@@ -68,7 +67,7 @@ mod tests {
         };
         let mut extras = Extras::default();
         let mut slot = HistoryWing.start(&starting, &mut extras);
-        extras.failure.take().unwrap().note("HTTP 503".into());
+        extras.failure.take().unwrap().put("HTTP 503".into());
         let retry = Disposition::Retry {
             delay: Duration::from_secs(1),
         };
@@ -79,7 +78,7 @@ mod tests {
 
         // Acknowledged, or refused before it ran: nothing is recorded.
         let mut slot = HistoryWing.start(&starting, &mut extras);
-        extras.failure.take().unwrap().note("ignored".into());
+        extras.failure.take().unwrap().put("ignored".into());
         HistoryWing.run_ended(
             &mut slot,
             Disposition::Ack,

@@ -1,8 +1,7 @@
 //! The worker's per-job features, each a wing on one seam.
 //!
-//! The consume loop and a job's run know nothing of any feature: they call
-//! the worker's [`Wings`] at four points of every job, and each wing does
-//! its part there.
+//! The consume loop and a job's run know no feature: they call the worker's
+//! [`Wings`] at four points of every job.
 //!
 //! | wing | the job starts | beside its run | its run ends | it is settled |
 //! |---|---|---|---|---|
@@ -13,10 +12,9 @@
 //! | [`unique`] | | | a unique job done for good keeps its envelope | gives its key back |
 //! | [`history`] | hands the job's request a slot for its attempt's error | | a job to be retried records that error in its envelope | |
 //!
-//! Adding a feature is a file here with a [`Wing`], and its place in
-//! [`Wings`]. Wings see each point in the order of that list, so a wing
-//! that changes a job's disposition, or puts something in its [`Extras`],
-//! comes before those that read it.
+//! A feature is a file here with a [`Wing`], placed in [`Wings`], whose
+//! order each point follows: a wing that changes a disposition or fills
+//! [`Extras`] comes before those that read it.
 
 mod cancel;
 mod history;
@@ -54,10 +52,8 @@ pub(crate) type Wings = (
     ),
 );
 
-/// The wings of a worker: the fleet's control commands when it follows
-/// them (`control`), replies and progress reports through `backend`, the
-/// heartbeats' `ledger`
-/// of the worker's `queues`, and the unique keys to give back.
+/// The wings of a worker: control commands, replies and progress through
+/// `backend`, the heartbeats' `ledger` of its `queues`, the unique keys.
 pub(crate) fn wings(
     control: Option<ControlView>,
     handle: &Arc<HandleInner>,
@@ -81,8 +77,8 @@ pub(crate) fn wings(
     )
 }
 
-/// Whether a job settled as `disposition` is done for good: acknowledged
-/// or dead-lettered, never to come back.
+/// Whether a job settled as `disposition` is done for good (acknowledged or
+/// dead-lettered).
 pub(crate) fn done_for_good(disposition: &Disposition) -> bool {
     matches!(
         disposition,
@@ -147,8 +143,8 @@ impl<'a> Ended<'a> {
     }
 }
 
-/// What holds a job's envelope when its run ends: its delivery (or, in a
-/// wing's own tests, an envelope).
+/// What holds a job's envelope when its run ends: its delivery (an envelope
+/// in tests).
 pub(crate) trait Carrier {
     fn envelope(&self) -> &Envelope;
     fn envelope_mut(&mut self) -> Option<&mut Envelope>;
@@ -194,8 +190,8 @@ pub(crate) trait Wing: Send + Sync + 'static {
         None
     }
 
-    /// The job starts (or, refused, goes straight to its end): the wing
-    /// sets up what it keeps and what the job's context gets.
+    /// The job starts (or, refused, goes to its end): the wing sets up what
+    /// it keeps and what the job's context gets.
     fn start(&self, job: &Starting<'_>, extras: &mut Extras) -> Self::Job;
 
     /// Runs beside the job until the job's run ends; it never ends the run.
@@ -208,8 +204,8 @@ pub(crate) trait Wing: Send + Sync + 'static {
         std::future::pending()
     }
 
-    /// The run ended with `disposition`, already classified and never
-    /// early; the wing may change it, and keeps what it needs for later.
+    /// The run ended with `disposition` (classified, never early), which the
+    /// wing may change.
     fn run_ended(
         &self,
         state: &mut Self::Job,

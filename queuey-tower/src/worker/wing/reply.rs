@@ -1,12 +1,10 @@
 //! The answer to a job a caller waits for: its final outcome, sent once the
 //! job is settled.
 //!
-//! Only a final disposition answers: an acknowledgement (with the
-//! handler's output) or a dead letter (with its reason). A retry or a
-//! deferral is not final: the reply address travels on with the job, and
-//! the attempt that ends it answers. Every path that ends a job goes
-//! through the worker's one settle, and so through here: a job with no
-//! handler, or whose payload does not decode, is a dead letter too.
+//! Only a final disposition answers: an acknowledgement (with the output) or
+//! a dead letter (with its reason, also for a job with no handler or an
+//! undecodable payload). After a retry or deferral the address travels on
+//! and the attempt that ends the job answers.
 
 use std::sync::Arc;
 

@@ -1,10 +1,8 @@
 //! Giving back the keys of unique jobs once they are done for good.
 //!
-//! A worker gives back only a key it computes again from the job it ran:
-//! each handler's job type tells, from a payload, the uniqueness it
-//! declares ([`Job::unique`]), and the key a message names is compared
-//! with what that gives. A message cannot make a worker remove a key it
-//! merely names.
+//! A worker gives back only a key it computes again from the job it ran
+//! (each handler's [`Job::unique`] for the payload), compared with the key
+//! the message names: a message cannot make it remove a key it merely names.
 
 use std::collections::HashMap;
 use std::fmt;

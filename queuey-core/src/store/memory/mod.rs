@@ -1,5 +1,7 @@
 //! A store in one process.
 
+mod limits;
+
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -10,15 +12,17 @@ use tokio::time::Instant;
 
 use super::{Inserted, Store, StoreError, ttl_ms};
 
-/// A [`Store`] in this process's memory: for tests, the memory backend and
-/// a single worker process. Clones share their keys.
+/// A [`Store`] and [`LimitStore`](super::LimitStore) in this process's
+/// memory: for tests, the memory backend and a single worker process.
+/// Clones share their keys and limits.
 ///
-/// Time is tokio's, so tests with paused time see keys expire as a fleet's
-/// store would. Expired keys are swept as new ones arrive, so the map holds
-/// about as many keys as are live.
+/// Time is tokio's, so tests with paused time see keys expire and leases
+/// end as a fleet's store would. Expired keys and idle limits are swept as
+/// new ones arrive, so the maps hold about as many as are live.
 #[derive(Clone, Default)]
 pub struct MemoryStore {
     keys: Arc<Mutex<Keys>>,
+    limits: Arc<Mutex<limits::Limits>>,
 }
 
 #[derive(Default)]

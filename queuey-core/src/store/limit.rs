@@ -1,0 +1,277 @@
+//! Per-key limits shared by every process that reaches a store: how many
+//! jobs of a key run at once, and how many start per period.
+//!
+//! A [`LimitStore`] keeps, for each key queuey gives it (the layer's own
+//! prefix already on it), two independent limits. The rules below hold for
+//! every implementation; [`MemoryStore`](super::MemoryStore) and the Redis
+//! store follow them.
+//!
+//! # Running slots
+//!
+//! - Stored: the holders of the key's slots, each with the end of its
+//!   lease; the holders refused a slot lately (the *waiting set*), each
+//!   until a lease after its last refusal; and the key's typical hold time.
+//! - [`take_slot`](LimitStore::take_slot) first drops the leases that have
+//!   ended, then gives a slot if fewer than `limit` are held. A holder
+//!   already in renews its lease and is answered [`Slot::Taken`] again, so
+//!   asking twice never takes two slots. A refused holder is put into the
+//!   waiting set; [`Slot::Full`] counts that set, each holder once.
+//! - [`renew_slot`](LimitStore::renew_slot) extends a lease that has not
+//!   ended; [`free_slot`](LimitStore::free_slot) ends it and folds the time
+//!   the slot was held into the typical hold time, an exponentially
+//!   weighted average (each new hold weighs [`HOLD_WEIGHT`]).
+//! - A process that dies holding slots leaves them held until their leases
+//!   end, and no longer: the next `take_slot` of the key drops them. A
+//!   holder that dies waiting drops out of the waiting set a lease after
+//!   its last refusal.
+//!
+//! # Turns to start
+//!
+//! - A [`Rate`] allows `count` starts per `per`, spaced by its
+//!   [interval](Rate::interval) `T = per / count`, with bursts of up to
+//!   `burst` at once (the generic cell rate algorithm, GCRA, with a
+//!   tolerance of `(burst - 1) * T`).
+//! - Stored: the key's theoretical arrival time (when the rate would be
+//!   idle again) with the tolerance last used, and the reservations of
+//!   holders told to wait, each with the instant its turn is due.
+//! - [`reserve_turn`](LimitStore::reserve_turn) answers [`Turn::Now`] when a
+//!   start is allowed now (nothing is stored for the holder), or reserves
+//!   the next free turn and answers [`Turn::Wait`] until it. Every turn is
+//!   given once: turns are never closer than the rate allows, and a holder
+//!   that asks again while it holds a reservation is answered that
+//!   reservation, never a second turn. Once due, the holder's next call
+//!   answers `Now` and consumes it; a call before that answers the time
+//!   still to wait, never less. A reservation nobody comes back for is
+//!   dropped [`TURN_GRACE`] after it was due; its turn stays spent.
+//!
+//! # Atomicity, time and expiry
+//!
+//! Each operation is atomic on its key: two processes asking at once never
+//! both get the last slot or the same turn. Time is the store's: tokio's
+//! clock for the memory store (so tests with paused time see leases end),
+//! the server's clock for Redis (so the clocks of workers do not matter).
+//! Everything a key holds expires by itself once idle: slots and the
+//! waiting set when their last lease ends, the rate's state when it is idle
+//! again, reservations [`TURN_GRACE`] after the last is due, and the typical
+//! hold time [`HOLD_MEMORY`] after the last slot was freed.
+//!
+//! ```
+//! use std::time::Duration;
+//! use queuey_core::store::{LimitStore, MemoryStore, Rate, Slot, Turn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = MemoryStore::new();
+//! let lease = Duration::from_secs(30);
+//! let key = "limit:report:customer-7";
+//!
+//! // At most one report of a customer runs at once.
+//! assert_eq!(store.take_slot(key, "job-a", 1, lease).await?, Slot::Taken);
+//! assert!(matches!(
+//!     store.take_slot(key, "job-b", 1, lease).await?,
+//!     Slot::Full { running: 1, waiting: 1, typical_hold: None },
+//! ));
+//! assert!(store.free_slot(key, "job-a").await?);
+//! assert_eq!(store.take_slot(key, "job-b", 1, lease).await?, Slot::Taken);
+//!
+//! // At most 2 reports of a customer start per second.
+//! let rate: Rate = "2/s".parse()?;
+//! assert_eq!(store.reserve_turn(key, "job-c", rate).await?, Turn::Now);
+//! assert_eq!(
+//!     store.reserve_turn(key, "job-d", rate).await?,
+//!     Turn::Wait(Duration::from_millis(500)),
+//! );
+//! # Ok(())
+//! # }
+//! ```
+
+mod rate;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::{Store, StoreError};
+
+pub use rate::{Rate, RateError};
+
+/// How much one new hold weighs in a key's typical hold time: the average
+/// becomes `average + HOLD_WEIGHT * (hold - average)`; the first hold sets
+/// it.
+pub const HOLD_WEIGHT: f64 = 0.2;
+
+/// How long a reservation is kept after its turn is due, for a holder that
+/// comes back late (the broker releases a parked job at or after its
+/// delay). A holder that comes back later still reserves a new turn.
+pub const TURN_GRACE: Duration = Duration::from_secs(60 * 60);
+
+/// How long a key's typical hold time is kept after its last slot was
+/// freed.
+pub const HOLD_MEMORY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A store that also keeps per-key limits shared by every process that
+/// reaches it: running slots with leases, and turns to start under a
+/// [`Rate`]. The [module documentation](self) states the rules every
+/// implementation follows.
+///
+/// Errors are those of the other operations: [`StoreError::Unavailable`]
+/// when the store could not be asked, [`StoreError::TimedOut`] from a
+/// caller's bound, [`StoreError::Refused`] when it answered "no".
+///
+/// ```
+/// use std::time::Duration;
+/// use queuey_core::store::{LimitStore, MemoryStore, Slot};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), queuey_core::store::StoreError> {
+/// let store = MemoryStore::new();
+/// let lease = Duration::from_secs(30);
+/// assert_eq!(store.take_slot("limit:sync:acme", "job-a", 2, lease).await?, Slot::Taken);
+/// // Asking again renews the lease; it takes no second slot.
+/// assert_eq!(store.take_slot("limit:sync:acme", "job-a", 2, lease).await?, Slot::Taken);
+/// assert_eq!(store.limit_usage("limit:sync:acme").await?.running, 1);
+/// assert!(store.renew_slot("limit:sync:acme", "job-a", lease).await?);
+/// assert!(store.free_slot("limit:sync:acme", "job-a").await?);
+/// assert!(!store.free_slot("limit:sync:acme", "job-a").await?);
+/// # Ok(())
+/// # }
+/// ```
+pub trait LimitStore: Store {
+    /// Takes one of `limit` running slots of `key` for `holder` (a job
+    /// id), leased for `lease`.
+    ///
+    /// Idempotent for the same holder: a holder already in renews its lease
+    /// and gets [`Slot::Taken`]. Expired leases are dropped first, so a dead
+    /// worker's slots come back after `lease`. A refused holder joins the
+    /// key's waiting set for `lease`.
+    fn take_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        limit: u32,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Slot, StoreError>>;
+
+    /// Extends `holder`'s lease to `lease` from now; false if it no longer
+    /// holds a slot (its lease ended, or it freed it).
+    fn renew_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Gives `holder`'s slot back; false if it held none. Records how long
+    /// the slot was held (into the key's typical hold time, an
+    /// exponentially weighted average).
+    fn free_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// Reserves `holder`'s turn to start under `rate` (GCRA).
+    ///
+    /// If `holder` already holds a reservation for `key`, answers it
+    /// ([`Turn::Now`] once due, consuming it; else [`Turn::Wait`] with the
+    /// time that remains). Otherwise reserves the next free turn:
+    /// [`Turn::Now`] (nothing stored) or [`Turn::Wait`] with the
+    /// reservation stored under `holder` until [`TURN_GRACE`] after it is
+    /// due.
+    fn reserve_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Turn, StoreError>>;
+
+    /// What `key`'s limits hold now (for the tool, the dashboard and
+    /// metrics).
+    fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>>;
+}
+
+/// A shared limit store is a limit store.
+impl<S: LimitStore + ?Sized> LimitStore for Arc<S> {
+    fn take_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        limit: u32,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Slot, StoreError>> {
+        (**self).take_slot(key, holder, limit, lease)
+    }
+
+    fn renew_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        (**self).renew_slot(key, holder, lease)
+    }
+
+    fn free_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        (**self).free_slot(key, holder)
+    }
+
+    fn reserve_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Turn, StoreError>> {
+        (**self).reserve_turn(key, holder, rate)
+    }
+
+    fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
+        (**self).limit_usage(key)
+    }
+}
+
+/// What [`LimitStore::take_slot`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// The holder has a slot (it took one, or already had one and renewed
+    /// its lease).
+    Taken,
+    /// Every slot is held.
+    Full {
+        /// How many slots are held (leases not ended).
+        running: u32,
+        /// How many holders of this key were refused within the last lease,
+        /// this one included, each counted once.
+        waiting: u32,
+        /// The key's typical hold time, if any slot was freed yet.
+        typical_hold: Option<Duration>,
+    },
+}
+
+/// What [`LimitStore::reserve_turn`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Turn {
+    /// The holder may start now; its turn is spent.
+    Now,
+    /// The holder's turn is reserved and due after this long.
+    Wait(Duration),
+}
+
+/// What a key's limits hold now, from [`LimitStore::limit_usage`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LimitUsage {
+    /// Slots held (leases not ended).
+    pub running: u32,
+    /// Holders refused a slot within their last lease.
+    pub waiting: u32,
+    /// How long a holder asking for a new turn now would wait; `None` when
+    /// it could start now (or the key has no rate state).
+    pub next_turn_in: Option<Duration>,
+    /// The key's typical hold time, if any slot was freed within
+    /// [`HOLD_MEMORY`].
+    pub typical_hold: Option<Duration>,
+}

@@ -1,0 +1,545 @@
+//! The per-key limits of a [`MemoryStore`].
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use tokio::time::Instant;
+
+use super::MemoryStore;
+use crate::store::limit::{HOLD_MEMORY, HOLD_WEIGHT, TURN_GRACE};
+use crate::store::{LimitStore, LimitUsage, Rate, Slot, StoreError, Turn};
+
+/// Every key's limits.
+#[derive(Default)]
+pub(super) struct Limits {
+    keys: HashMap<String, KeyLimits>,
+    /// Sweep idle keys when the map has grown to this many.
+    sweep_at: usize,
+}
+
+/// One key's limits.
+#[derive(Default)]
+struct KeyLimits {
+    /// Holders of a slot, with when they took it and when the lease ends.
+    slots: HashMap<String, Lease>,
+    /// Holders refused a slot, with when they stop counting as waiting.
+    waiting: HashMap<String, Instant>,
+    /// The typical hold time and when it is forgotten.
+    hold: Option<(Duration, Instant)>,
+    /// The rate's theoretical arrival time and the tolerance last used.
+    rate: Option<(Instant, Duration)>,
+    /// Reservations: when each holder's turn is due.
+    turns: HashMap<String, Instant>,
+}
+
+struct Lease {
+    taken: Instant,
+    until: Instant,
+}
+
+impl KeyLimits {
+    /// Drops whatever has expired at `now`.
+    fn expire(&mut self, now: Instant) {
+        self.slots.retain(|_, lease| lease.until > now);
+        self.waiting.retain(|_, until| *until > now);
+        if self.hold.is_some_and(|(_, forget)| forget <= now) {
+            self.hold = None;
+        }
+        if self.rate.is_some_and(|(tat, _)| tat <= now) {
+            self.rate = None;
+        }
+        self.turns.retain(|_, due| later(*due, TURN_GRACE) > now);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.slots.is_empty()
+            && self.waiting.is_empty()
+            && self.hold.is_none()
+            && self.rate.is_none()
+            && self.turns.is_empty()
+    }
+
+    fn typical_hold(&self) -> Option<Duration> {
+        self.hold.map(|(average, _)| average)
+    }
+}
+
+impl Limits {
+    /// `key`'s limits, expired parts dropped, created if absent.
+    fn key(&mut self, key: &str, now: Instant) -> &mut KeyLimits {
+        if !self.keys.contains_key(key) && self.keys.len() >= self.sweep_at {
+            self.keys.retain(|_, limits| {
+                limits.expire(now);
+                !limits.is_idle()
+            });
+            self.sweep_at = (self.keys.len() * 2).max(1024);
+        }
+        let limits = self.keys.entry(key.to_owned()).or_default();
+        limits.expire(now);
+        limits
+    }
+}
+
+/// `at + by`, or far in the future if that overflows.
+fn later(at: Instant, by: Duration) -> Instant {
+    at.checked_add(by)
+        .unwrap_or_else(|| at + Duration::from_secs(100 * 365 * 86_400))
+}
+
+/// A count as the `u32` the answers carry.
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// The new typical hold: the first hold, then an exponentially weighted
+/// average.
+fn average(previous: Option<Duration>, hold: Duration) -> Duration {
+    match previous {
+        None => hold,
+        Some(average) => {
+            let moved =
+                average.as_secs_f64() + HOLD_WEIGHT * (hold.as_secs_f64() - average.as_secs_f64());
+            Duration::try_from_secs_f64(moved).unwrap_or(average)
+        }
+    }
+}
+
+impl MemoryStore {
+    fn with_limits<T>(&self, key: &str, f: impl FnOnce(&mut KeyLimits, Instant) -> T) -> T {
+        let now = Instant::now();
+        let mut limits = self
+            .limits
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f(limits.key(key, now), now)
+    }
+}
+
+fn ready<'a, T: Send + 'a>(answer: T) -> BoxFuture<'a, Result<T, StoreError>> {
+    futures::future::ready(Ok(answer)).boxed()
+}
+
+impl LimitStore for MemoryStore {
+    fn take_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        limit: u32,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Slot, StoreError>> {
+        ready(self.with_limits(key, |limits, now| {
+            let until = later(now, lease);
+            if let Some(held) = limits.slots.get_mut(holder) {
+                held.until = until;
+                return Slot::Taken;
+            }
+            if count(limits.slots.len()) < limit {
+                limits
+                    .slots
+                    .insert(holder.to_owned(), Lease { taken: now, until });
+                limits.waiting.remove(holder);
+                return Slot::Taken;
+            }
+            limits.waiting.insert(holder.to_owned(), until);
+            Slot::Full {
+                running: count(limits.slots.len()),
+                waiting: count(limits.waiting.len()),
+                typical_hold: limits.typical_hold(),
+            }
+        }))
+    }
+
+    fn renew_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        ready(
+            self.with_limits(key, |limits, now| match limits.slots.get_mut(holder) {
+                Some(held) => {
+                    held.until = later(now, lease);
+                    true
+                }
+                None => false,
+            }),
+        )
+    }
+
+    fn free_slot<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        ready(
+            self.with_limits(key, |limits, now| match limits.slots.remove(holder) {
+                Some(held) => {
+                    let hold = average(limits.typical_hold(), now - held.taken);
+                    limits.hold = Some((hold, later(now, HOLD_MEMORY)));
+                    true
+                }
+                None => false,
+            }),
+        )
+    }
+
+    fn reserve_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Turn, StoreError>> {
+        ready(self.with_limits(key, |limits, now| {
+            if let Some(&due) = limits.turns.get(holder) {
+                if due <= now {
+                    limits.turns.remove(holder);
+                    return Turn::Now;
+                }
+                return Turn::Wait(due - now);
+            }
+            let tat = limits.rate.map_or(now, |(tat, _)| tat.max(now));
+            let tolerance = rate.tolerance();
+            limits.rate = Some((later(tat, rate.interval()), tolerance));
+            match tat.checked_sub(tolerance) {
+                Some(due) if due > now => {
+                    limits.turns.insert(holder.to_owned(), due);
+                    Turn::Wait(due - now)
+                }
+                _ => Turn::Now,
+            }
+        }))
+    }
+
+    fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
+        ready(self.with_limits(key, |limits, now| LimitUsage {
+            running: count(limits.slots.len()),
+            waiting: count(limits.waiting.len()),
+            next_turn_in: limits.rate.and_then(|(tat, tolerance)| {
+                tat.checked_sub(tolerance)
+                    .filter(|due| *due > now)
+                    .map(|due| due - now)
+            }),
+            typical_hold: limits.typical_hold(),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE: Duration = Duration::from_secs(30);
+    const MS: Duration = Duration::from_millis(1);
+
+    async fn advance(by: Duration) {
+        tokio::time::advance(by).await;
+    }
+
+    fn rate(text: &str) -> Rate {
+        text.parse().unwrap()
+    }
+
+    fn object_safe(_: &dyn LimitStore) {}
+
+    #[test]
+    fn a_limit_store_is_object_safe_and_shareable() {
+        let store: std::sync::Arc<dyn LimitStore> = std::sync::Arc::new(MemoryStore::new());
+        object_safe(&store);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dead_holders_slot_comes_back_when_its_lease_ends() {
+        let store = MemoryStore::new();
+        assert_eq!(
+            store.take_slot("k", "a", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        advance(Duration::from_secs(10)).await;
+        assert_eq!(
+            store.take_slot("k", "b", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        assert!(matches!(
+            store.take_slot("k", "c", 2, LEASE).await.unwrap(),
+            Slot::Full { running: 2, .. }
+        ));
+        advance(Duration::from_secs(20) - MS).await;
+        assert!(matches!(
+            store.take_slot("k", "c", 2, LEASE).await.unwrap(),
+            Slot::Full { running: 2, .. }
+        ));
+        // a never freed nor renewed its slot: it ends 30 s after it was taken.
+        advance(MS).await;
+        assert_eq!(
+            store.take_slot("k", "c", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        assert!(!store.renew_slot("k", "a", LEASE).await.unwrap());
+        assert!(!store.free_slot("k", "a").await.unwrap());
+        assert_eq!(store.limit_usage("k").await.unwrap().running, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewed_lease_runs_from_the_renewal() {
+        let store = MemoryStore::new();
+        store.take_slot("k", "a", 1, LEASE).await.unwrap();
+        advance(Duration::from_secs(20)).await;
+        assert!(store.renew_slot("k", "a", LEASE).await.unwrap());
+        advance(Duration::from_secs(29)).await;
+        assert!(matches!(
+            store.take_slot("k", "b", 1, LEASE).await.unwrap(),
+            Slot::Full { running: 1, .. }
+        ));
+        advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            store.take_slot("k", "b", 1, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn taking_twice_holds_one_slot_and_renews_it() {
+        let store = MemoryStore::new();
+        assert_eq!(
+            store.take_slot("k", "a", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        advance(Duration::from_secs(20)).await;
+        assert_eq!(
+            store.take_slot("k", "a", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        assert_eq!(store.limit_usage("k").await.unwrap().running, 1);
+        assert_eq!(
+            store.take_slot("k", "b", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        // Past the first lease, a still holds: the second take renewed it.
+        advance(Duration::from_secs(15)).await;
+        assert_eq!(
+            store.take_slot("k", "a", 2, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        assert_eq!(store.limit_usage("k").await.unwrap().running, 2);
+        assert!(store.free_slot("k", "a").await.unwrap());
+        assert!(!store.free_slot("k", "a").await.unwrap());
+        assert!(!store.renew_slot("k", "a", LEASE).await.unwrap());
+        assert!(!store.free_slot("other", "a").await.unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refused_holders_count_once_each_until_a_lease_after_their_refusal() {
+        let store = MemoryStore::new();
+        store.take_slot("k", "a", 1, LEASE).await.unwrap();
+        let full = |running, waiting| Slot::Full {
+            running,
+            waiting,
+            typical_hold: None,
+        };
+        assert_eq!(
+            store.take_slot("k", "b", 1, LEASE).await.unwrap(),
+            full(1, 1)
+        );
+        advance(Duration::from_secs(10)).await;
+        assert_eq!(
+            store.take_slot("k", "c", 1, LEASE).await.unwrap(),
+            full(1, 2)
+        );
+        assert_eq!(
+            store.take_slot("k", "b", 1, LEASE).await.unwrap(),
+            full(1, 2)
+        );
+        assert_eq!(
+            store.take_slot("k", "c", 1, LEASE).await.unwrap(),
+            full(1, 2)
+        );
+        assert_eq!(store.limit_usage("k").await.unwrap().waiting, 2);
+        // b asked again at 10 s, so it waits until 40 s; c too.
+        assert!(store.renew_slot("k", "a", 3 * LEASE).await.unwrap());
+        advance(LEASE - MS).await;
+        assert_eq!(store.limit_usage("k").await.unwrap().waiting, 2);
+        advance(MS).await;
+        assert_eq!(store.limit_usage("k").await.unwrap().waiting, 0);
+        // A holder that gets its slot stops waiting.
+        assert_eq!(
+            store.take_slot("k", "b", 1, LEASE).await.unwrap(),
+            full(1, 1)
+        );
+        assert!(store.free_slot("k", "a").await.unwrap());
+        assert_eq!(
+            store.take_slot("k", "b", 1, LEASE).await.unwrap(),
+            Slot::Taken
+        );
+        assert_eq!(store.limit_usage("k").await.unwrap().waiting, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_typical_hold_is_a_weighted_average_of_freed_slots() {
+        let store = MemoryStore::new();
+        let hold_of = |slot| match slot {
+            Slot::Full { typical_hold, .. } => typical_hold,
+            Slot::Taken => panic!("expected a full key"),
+        };
+        store.take_slot("k", "a", 1, LEASE).await.unwrap();
+        assert_eq!(
+            hold_of(store.take_slot("k", "x", 1, LEASE).await.unwrap()),
+            None
+        );
+        advance(Duration::from_secs(10)).await;
+        assert!(store.free_slot("k", "a").await.unwrap());
+        store.take_slot("k", "b", 1, LEASE).await.unwrap();
+        assert_eq!(
+            hold_of(store.take_slot("k", "x", 1, LEASE).await.unwrap()),
+            Some(Duration::from_secs(10))
+        );
+        advance(Duration::from_secs(20)).await;
+        assert!(store.free_slot("k", "b").await.unwrap());
+        // 10 s + 0.2 * (20 s - 10 s)
+        let usage = store.limit_usage("k").await.unwrap();
+        assert_eq!(usage.typical_hold, Some(Duration::from_secs(12)));
+        // An ended lease is no hold: freeing it records nothing.
+        store.take_slot("k", "c", 1, LEASE).await.unwrap();
+        advance(LEASE).await;
+        assert!(!store.free_slot("k", "c").await.unwrap());
+        advance(HOLD_MEMORY - LEASE - MS).await;
+        assert_eq!(
+            store.limit_usage("k").await.unwrap().typical_hold,
+            Some(Duration::from_secs(12))
+        );
+        advance(MS).await;
+        assert_eq!(store.limit_usage("k").await.unwrap().typical_hold, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_starts_at_once_then_turns_are_spaced_by_the_interval() {
+        let store = MemoryStore::new();
+        let rate = rate("10/s burst 3");
+        for holder in ["a", "b", "c"] {
+            assert_eq!(
+                store.reserve_turn("k", holder, rate).await.unwrap(),
+                Turn::Now
+            );
+        }
+        for (i, holder) in ["d", "e", "f"].into_iter().enumerate() {
+            let wait = Duration::from_millis(100) * (i as u32 + 1);
+            assert_eq!(
+                store.reserve_turn("k", holder, rate).await.unwrap(),
+                Turn::Wait(wait)
+            );
+        }
+        let usage = store.limit_usage("k").await.unwrap();
+        assert_eq!(usage.next_turn_in, Some(Duration::from_millis(400)));
+        // Idle for the burst's worth of intervals, the burst is back.
+        advance(Duration::from_millis(400 + 300)).await;
+        for holder in ["d", "e", "f", "g", "h", "i"] {
+            assert_eq!(
+                store.reserve_turn("k", holder, rate).await.unwrap(),
+                Turn::Now
+            );
+        }
+        assert_eq!(
+            store.reserve_turn("k", "j", rate).await.unwrap(),
+            Turn::Wait(Duration::from_millis(100))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reservation_is_answered_again_never_early_and_consumed_when_due() {
+        let store = MemoryStore::new();
+        let rate = rate("2/s");
+        assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
+        let half = Duration::from_millis(500);
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(half)
+        );
+        advance(Duration::from_millis(200)).await;
+        // Asking again takes no second turn: c is still next after b.
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(Duration::from_millis(300))
+        );
+        assert_eq!(
+            store.reserve_turn("k", "c", rate).await.unwrap(),
+            Turn::Wait(Duration::from_millis(800))
+        );
+        advance(Duration::from_millis(300) - MS).await;
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(MS)
+        );
+        advance(MS).await;
+        assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+        // Consumed: b asking once more is a new start, after c.
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(Duration::from_secs(1))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reservation_nobody_comes_back_for_is_dropped_after_the_grace() {
+        let store = MemoryStore::new();
+        let rate = rate("1/m");
+        assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
+        let minute = Duration::from_secs(60);
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(minute)
+        );
+        advance(minute + TURN_GRACE - MS).await;
+        assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+        assert_eq!(store.reserve_turn("k", "c", rate).await.unwrap(), Turn::Now);
+        assert_eq!(
+            store.reserve_turn("k", "d", rate).await.unwrap(),
+            Turn::Wait(minute)
+        );
+        advance(minute + TURN_GRACE).await;
+        // d's reservation is gone; it takes a new turn, which is free now.
+        assert_eq!(store.reserve_turn("k", "d", rate).await.unwrap(), Turn::Now);
+        assert!(store.with_limits("k", |limits, _| limits.turns.is_empty()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holders_coming_back_when_told_never_start_faster_than_the_rate() {
+        let store = MemoryStore::new();
+        let rate = rate("5/s burst 4");
+        let started = Instant::now();
+        let mut starts = Vec::new();
+        // 40 holders arrive in the first 100 ms; each comes back when told.
+        let mut back: Vec<(Instant, String)> = (0..40)
+            .map(|i| (started + Duration::from_micros(2_500 * i), format!("h{i}")))
+            .collect();
+        while !back.is_empty() {
+            back.sort();
+            let (at, holder) = back.remove(0);
+            tokio::time::advance(at.saturating_duration_since(Instant::now())).await;
+            match store.reserve_turn("k", &holder, rate).await.unwrap() {
+                Turn::Now => starts.push(Instant::now() - started),
+                Turn::Wait(wait) => back.push((Instant::now() + wait, holder)),
+            }
+        }
+        assert_eq!(starts.len(), 40);
+        let interval = rate.interval();
+        for (i, start) in starts.iter().enumerate() {
+            // The i-th start comes no earlier than its place in the rate.
+            let place = interval * (i as u32).saturating_sub(3);
+            assert!(*start >= place, "start {i} at {start:?}, before {place:?}");
+        }
+        assert_eq!(*starts.last().unwrap(), interval * 36);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn usage_of_an_unknown_key_is_empty_and_idle_keys_are_swept() {
+        let store = MemoryStore::new();
+        assert_eq!(store.limit_usage("k").await.unwrap(), LimitUsage::default());
+        for i in 0..3_000 {
+            let key = format!("k{i}");
+            store.take_slot(&key, "a", 1, MS).await.unwrap();
+            advance(MS).await;
+        }
+        let held = store.limits.lock().unwrap().keys.len();
+        assert!(held < 2_100, "{held} keys kept, most of them idle");
+    }
+}

@@ -1,0 +1,194 @@
+//! Per-key limits end to end: a worker on the memory backend, the limit
+//! layer given with its handler, on tokio's paused clock. Waiting for a
+//! limit spends no attempt and loses no job.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use queuey_core::memory::MemoryBackend;
+use queuey_core::store::MemoryStore;
+use queuey_core::{Disposition, Error, Job, JobContext, JobError, JobHandler, Queues};
+use queuey_tower::limit::LimitLayer;
+use queuey_tower::testing::TestRun;
+use queuey_tower::{JobRequest, Worker};
+
+use serde::{Deserialize, Serialize};
+use support::{Task, TestQueues, producer};
+
+/// Jobs 0..10 are of one tenant, 10..12 of another.
+fn tenant(request: &JobRequest<Task>) -> Option<String> {
+    Some(
+        if request.job().n < 10 {
+            "acme"
+        } else {
+            "globex"
+        }
+        .to_owned(),
+    )
+}
+
+/// Runs each job for two seconds; records every call's job, attempt and
+/// how many of the first tenant's ran at once.
+#[derive(Default)]
+struct Export {
+    running: AtomicU32,
+    most: AtomicU32,
+    calls: Mutex<Vec<(u32, u32)>>,
+}
+
+struct Exporter(Arc<Export>);
+
+impl JobHandler for Exporter {
+    type Job = Task;
+
+    async fn handle(&self, job: Task, ctx: JobContext) -> Result<(), JobError> {
+        let Exporter(this) = self;
+        this.calls.lock().unwrap().push((job.n, ctx.attempt()));
+        let acme = job.n < 10;
+        if acme {
+            let now = this.running.fetch_add(1, Ordering::SeqCst) + 1;
+            this.most.fetch_max(now, Ordering::SeqCst);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        if acme {
+            this.running.fetch_sub(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_waiting_for_their_limit_spend_no_attempt_and_all_finish() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = producer(backend.clone()).await;
+    for n in 0..12 {
+        producer.enqueue(&Task { n }).await.unwrap();
+    }
+    let export = Arc::new(Export::default());
+    let limit = LimitLayer::new("export", MemoryStore::new(), tenant)
+        .concurrency(2)
+        .unwrap();
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler_with(Exporter(Arc::clone(&export)), limit)
+        .build()
+        .await
+        .unwrap();
+    let report = TestRun::new(worker).until_finished(12).run().await.unwrap();
+
+    assert_eq!(report.acknowledged().count(), 12);
+    assert!(report.deferred().count() > 0, "nothing waited for a slot");
+    assert_eq!(report.retried().count(), 0);
+    assert_eq!(report.dead_lettered().count(), 0);
+    // At most two of the tenant's exports at once, each run once, on its
+    // first attempt: a wait for a slot is not a failure.
+    assert_eq!(export.most.load(Ordering::SeqCst), 2);
+    let calls = export.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 12, "{calls:?}");
+    assert!(calls.iter().all(|(_, attempt)| *attempt == 1), "{calls:?}");
+    // Ten jobs of two seconds, two at a time: about ten seconds of work.
+    assert!(report.elapsed() >= Duration::from_secs(10));
+    assert!(
+        report.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        report.elapsed()
+    );
+    // Deferred jobs were settled as deferrals and came back.
+    for settled in report.settlements() {
+        assert_eq!(settled.attempt, 1, "{settled:?}");
+        assert!(
+            matches!(
+                settled.disposition,
+                Disposition::Ack | Disposition::Defer { .. }
+            ),
+            "{settled:?}"
+        );
+    }
+    assert!(backend.dead_letters(TestQueues::Work.name()).is_empty());
+}
+
+/// An export that declares its limit: two of a tenant at once.
+#[derive(Job, Debug, Clone, Serialize, Deserialize)]
+#[job(queue = TestQueues::Work, name = "export", limit(key = tenant, concurrency = 2))]
+struct Export2 {
+    tenant: String,
+}
+
+/// Runs each export for two seconds, counting how many of each tenant run at once.
+#[derive(Default)]
+struct Tally {
+    running: Mutex<std::collections::HashMap<String, u32>>,
+    most: AtomicU32,
+    calls: AtomicU32,
+}
+
+struct Exporter2(Arc<Tally>);
+
+impl JobHandler for Exporter2 {
+    type Job = Export2;
+
+    async fn handle(&self, job: Export2, ctx: JobContext) -> Result<(), JobError> {
+        let Exporter2(tally) = self;
+        assert_eq!(ctx.attempt(), 1, "a wait spent an attempt");
+        tally.calls.fetch_add(1, Ordering::SeqCst);
+        let now = {
+            let mut running = tally.running.lock().unwrap();
+            let n = running.entry(job.tenant.clone()).or_default();
+            *n += 1;
+            *n
+        };
+        tally.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        *tally.running.lock().unwrap().get_mut(&job.tenant).unwrap() -= 1;
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_worker_with_a_limit_store_applies_the_limits_a_job_type_declares() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = producer(backend.clone()).await;
+    for n in 0..9 {
+        let tenant = if n < 6 { "acme" } else { "globex" };
+        producer
+            .enqueue(&Export2 {
+                tenant: tenant.into(),
+            })
+            .await
+            .unwrap();
+    }
+    let tally = Arc::new(Tally::default());
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(Exporter2(Arc::clone(&tally)))
+        .limit_store(MemoryStore::new())
+        .build()
+        .await
+        .unwrap();
+    let report = TestRun::new(worker).until_finished(9).run().await.unwrap();
+
+    assert_eq!(report.acknowledged().count(), 9);
+    assert!(report.deferred().count() > 0, "nothing waited for a slot");
+    assert_eq!(report.retried().count(), 0);
+    assert_eq!(tally.calls.load(Ordering::SeqCst), 9);
+    // Never more than two of one tenant at once, though the worker has
+    // room for many more.
+    assert_eq!(tally.most.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_type_that_declares_limits_needs_a_limit_store() {
+    let backend = Arc::new(MemoryBackend::new());
+    let refused = Worker::<TestQueues, _>::builder(backend)
+        .handler(Exporter2(Arc::default()))
+        .build()
+        .await
+        .expect_err("a worker without a limit store is refused");
+    let Error::InvalidConfig(message) = refused else {
+        panic!("not a configuration error: {refused:?}");
+    };
+    assert!(message.contains("`export`"), "{message}");
+    assert!(message.contains("limit_store"), "{message}");
+}
