@@ -1,12 +1,10 @@
 //! A port on this machine for a private server that tests and benchmarks
 //! start (a RabbitMQ node, a `redis-server`).
 //!
-//! A port the system picks for a listener of its own (`bind` to port 0)
-//! comes from the range it also gives outgoing connections, so between
-//! choosing it and the server binding it, a connection can take it and the
-//! server fails with "address in use". The ports given here lie below that
-//! range, are bindable when handed out, and are never handed out twice by
-//! one process.
+//! A port from `bind` to port 0 lies in the outgoing range, where a
+//! connection can take it before the server binds it ("address in use").
+//! The ports given here lie below that range, are bindable when handed
+//! out, and never handed out twice by one process.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -28,18 +26,26 @@ static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 ///
 /// Where that range starts too low to leave room below it, the system
 /// picks the port instead, as `bind` to port 0 does.
+///
+/// Processes that run at once each pick at random, so two could pick the
+/// same port before either server binds it; give each its own range with
+/// `QUEUEY_TEST_PORTS=LOW-HIGH` (for example `10000-20000` and
+/// `20000-32000`) to rule that out.
 pub fn free_local_port() -> io::Result<u16> {
-    let ceiling = outgoing_range_start().unwrap_or(32_768);
-    if ceiling < FLOOR + 1_000 {
+    let (floor, ceiling) = std::env::var("QUEUEY_TEST_PORTS")
+        .ok()
+        .and_then(|range| parse_range(&range))
+        .unwrap_or((FLOOR, outgoing_range_start().unwrap_or(32_768)));
+    if ceiling < floor.saturating_add(1_000) {
         return TcpListener::bind("127.0.0.1:0")?
             .local_addr()
             .map(|address| address.port());
     }
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
-    pick(FLOOR, ceiling, &mut handed_out, || fastrand::u64(..)).ok_or_else(|| {
+    pick(floor, ceiling, &mut handed_out, || fastrand::u64(..)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::AddrInUse,
-            format!("no free port on 127.0.0.1 between {FLOOR} and {ceiling} after {TRIES} tries"),
+            format!("no free port on 127.0.0.1 between {floor} and {ceiling} after {TRIES} tries"),
         )
     })
 }
@@ -55,15 +61,19 @@ fn pick(
     let span = u64::from(ceiling.checked_sub(floor).filter(|s| *s > 0)?);
     for _ in 0..TRIES {
         let port = floor + u16::try_from(random() % span).ok()?;
-        if handed_out.contains(&port) {
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+        if !handed_out.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
             handed_out.insert(port);
             return Some(port);
         }
     }
     None
+}
+
+/// `LOW-HIGH`, with LOW below HIGH.
+fn parse_range(range: &str) -> Option<(u16, u16)> {
+    let (low, high) = range.trim().split_once('-')?;
+    let (low, high) = (low.trim().parse().ok()?, high.trim().parse().ok()?);
+    (low < high).then_some((low, high))
 }
 
 /// The first port of the range the system gives outgoing connections, on
@@ -80,6 +90,15 @@ fn outgoing_range_start() -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_of_ports_reads_low_dash_high() {
+        assert_eq!(parse_range("10000-20000"), Some((10_000, 20_000)));
+        assert_eq!(parse_range(" 20000 - 32000 "), Some((20_000, 32_000)));
+        assert_eq!(parse_range("20000-10000"), None);
+        assert_eq!(parse_range("20000"), None);
+        assert_eq!(parse_range("a-b"), None);
+    }
 
     #[test]
     fn ports_are_bindable_below_the_outgoing_range_and_never_repeated() {
