@@ -134,6 +134,7 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
 pub struct Limits {
     concurrency: Option<NonZeroU32>,
     rate: Option<Rate>,
+    fail_open: bool,
 }
 
 impl Limits {
@@ -142,6 +143,7 @@ impl Limits {
         Limits {
             concurrency: None,
             rate: None,
+            fail_open: false,
         }
     }
 
@@ -155,6 +157,18 @@ impl Limits {
     pub const fn with_rate(mut self, rate: Rate) -> Self {
         self.rate = Some(rate);
         self
+    }
+
+    /// Runs jobs without their limits while the limit store fails, instead
+    /// of deferring them until it answers (the default).
+    pub const fn with_fail_open(mut self) -> Self {
+        self.fail_open = true;
+        self
+    }
+
+    /// Whether jobs run without their limits while the limit store fails.
+    pub fn fails_open(&self) -> bool {
+        self.fail_open
     }
 
     /// How many jobs of a key run at once, at most, if limited.

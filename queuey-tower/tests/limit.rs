@@ -826,3 +826,17 @@ async fn a_cool_down_around_the_limit_does_not_take_a_limit_wait_for_the_apis() 
     assert_eq!(third.await.unwrap().unwrap(), Disposition::Ack);
     assert_eq!(probe.starts().len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn limits_that_fail_open_run_the_job_while_the_store_fails() {
+    let limits = queuey_core::Limits::new()
+        .with_concurrency(std::num::NonZeroU32::new(1).unwrap())
+        .with_fail_open();
+    let layer = LimitLayer::new("api", Failing, host as KeyFn).limits(limits);
+    let probe = Arc::new(Probe::default());
+    let answer = worker(layer, &probe, SECOND, None)
+        .oneshot(request(Uuid::new_v4(), "api.example", 0))
+        .await;
+    assert_eq!(answer.unwrap(), Disposition::Ack);
+    assert_eq!(probe.starts().len(), 1);
+}

@@ -6,7 +6,7 @@ use syn::Path;
 
 use super::{Arg, ArgList};
 
-const KEYS: &[&str] = &["key", "concurrency", "rate", "burst"];
+const KEYS: &[&str] = &["key", "concurrency", "rate", "burst", "fail_open"];
 
 /// `Rate`'s longest period: 365 days, in nanoseconds.
 const MAX_PERIOD_NANOS: u128 = 365 * 86_400 * 1_000_000_000;
@@ -29,13 +29,16 @@ const UNITS: [(&str, u128); 7] = [
 const FORMS: &str = "a count, '/', then a period: a unit (ms, s, m, h, d) or a whole number and \
                      a unit, like \"10/s\", \"600/m\", \"5/1500ms\" or \"1/30s\"";
 
-/// `limit(key = .., concurrency = N, rate = "N/period", burst = N)`, every
+/// `limit(key = .., concurrency = N, rate = "N/period", burst = N,
+/// fail_open = true)`, every
 /// value checked against the rules of `Rate::new` and `Rate::with_burst`.
 pub(crate) struct LimitSpec {
     /// A field (a lone name) or a function of `&Self`.
     key: Path,
     concurrency: Option<u32>,
     rate: Option<RateSpec>,
+    /// Jobs run without their limits while the store fails.
+    fail_open: bool,
 }
 
 struct RateSpec {
@@ -52,6 +55,7 @@ impl LimitSpec {
         let mut concurrency = None;
         let mut rate = None;
         let mut burst: Option<(u32, &Arg)> = None;
+        let mut fail_open = false;
         for entry in &list.args {
             match entry.key.to_string().as_str() {
                 "key" => key = Some(entry.path("Self::host")?.clone()),
@@ -64,6 +68,7 @@ impl LimitSpec {
                     let n = entry.int(1, u64::from(u32::MAX), 5)?;
                     burst = u32::try_from(n).ok().map(|n| (n, entry));
                 }
+                "fail_open" => fail_open = entry.bool()?,
                 _ => return Err(entry.unknown("limit(..)", KEYS)),
             }
         }
@@ -96,6 +101,7 @@ impl LimitSpec {
             key,
             concurrency,
             rate,
+            fail_open,
         })
     }
 
@@ -135,6 +141,9 @@ impl LimitSpec {
                 };
             }
         });
+        let fail_open = self
+            .fail_open
+            .then(|| quote!(let limits = limits.with_fail_open();));
         quote! {
             fn limit_key(&self) -> ::core::option::Option<::std::string::String> {
                 ::core::option::Option::Some(::std::string::ToString::to_string(#value))
@@ -144,6 +153,7 @@ impl LimitSpec {
                 let limits = #core::Limits::new();
                 #concurrency
                 #rate
+                #fail_open
                 ::core::option::Option::Some(limits)
             }
         }

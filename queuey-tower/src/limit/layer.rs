@@ -78,6 +78,9 @@ impl<F> LimitLayer<F> {
             if let Some(rate) = limits.rate() {
                 shared.rate = Some(rate);
             }
+            if limits.fails_open() {
+                shared.on_store_error = OnStoreError::FailOpen;
+            }
         })
     }
 

@@ -1,5 +1,5 @@
 // Per-key limits: the key a method or a field gives, concurrency, a rate
-// with a burst; a job type without `limit` limits nothing.
+// with a burst, failing open; a job type without `limit` limits nothing.
 use std::time::Duration;
 
 use queuey_core::{Job, Queues};
@@ -29,7 +29,7 @@ struct Export {
 }
 
 #[derive(Job, Serialize, Deserialize)]
-#[job(queue = AppQueues::Calls, limit(concurrency = 1, key = Self::tenant))]
+#[job(queue = AppQueues::Calls, limit(concurrency = 1, key = Self::tenant, fail_open = true))]
 struct Sync {
     tenant: String,
 }
@@ -59,6 +59,8 @@ fn main() {
 
     assert_eq!(Sync { tenant: "acme".into() }.limit_key().as_deref(), Some("ACME"));
     assert_eq!(Sync::limits().unwrap().rate(), None);
+    assert!(Sync::limits().unwrap().fails_open());
+    assert!(!CallApi::limits().unwrap().fails_open());
 
     assert_eq!(Free.limit_key(), None);
     assert_eq!(Free::limits(), None);
