@@ -14,7 +14,7 @@ use queuey_core::{JobContext, JobError, handler_fn};
 use queuey_tower::Worker;
 use queuey_tower::idempotency::IdempotencyLayer;
 
-use support::{Captured, Down, Task, TestQueues, producer, spawn, wait_until};
+use support::{Broken, Captured, Task, TestQueues, producer, spawn, wait_until};
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_store_that_is_down_lets_every_job_run_with_one_warning() {
@@ -32,7 +32,7 @@ async fn a_store_that_is_down_lets_every_job_run_with_one_warning() {
                     Ok::<(), JobError>(())
                 }
             }),
-            IdempotencyLayer::new(Down),
+            IdempotencyLayer::new(Broken::Down),
         )
         .build()
         .await

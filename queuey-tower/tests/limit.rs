@@ -6,11 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::{BoxFuture, FutureExt};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
-use queuey_core::store::{
-    Inserted, LimitStore, LimitUsage, MemoryStore, Rate, Slot, Store, StoreError, Turn,
-};
+use queuey_core::store::{LimitStore, LimitUsage, MemoryStore, Rate, Slot};
 use queuey_core::{BoxError, Disposition, JobContext, Uuid};
 use queuey_tower::JobRequest;
 use queuey_tower::limit::{
@@ -19,6 +16,10 @@ use queuey_tower::limit::{
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+
+#[path = "support/mod.rs"]
+mod support;
+use support::Broken;
 
 const QUEUE: &str = "t.work";
 const SECOND: Duration = Duration::from_secs(1);
@@ -520,7 +521,7 @@ async fn jobs_without_a_key_and_other_keys_run_freely() {
 async fn a_layer_without_limits_lets_every_job_through_without_the_store() {
     let probe = Arc::new(Probe::default());
     let stack = worker(
-        LimitLayer::new("api", Failing, host as KeyFn),
+        LimitLayer::new("api", Broken::Down, host as KeyFn),
         &probe,
         SECOND,
         None,
@@ -531,83 +532,8 @@ async fn a_layer_without_limits_lets_every_job_through_without_the_store() {
     assert_eq!(answer.unwrap(), Disposition::Ack);
 }
 
-/// A store that is down.
-#[derive(Debug)]
-struct Failing;
-
-fn down<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
-    async { Err(StoreError::unavailable("connection refused")) }.boxed()
-}
-
-impl Store for Failing {
-    fn insert<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
-        down()
-    }
-    fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        down()
-    }
-    fn set<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        down()
-    }
-    fn extend<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        down()
-    }
-    fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        down()
-    }
-}
-
-impl LimitStore for Failing {
-    fn take_slot<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: u32,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<Slot, StoreError>> {
-        down()
-    }
-    fn renew_slot<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        down()
-    }
-    fn free_slot<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        down()
-    }
-    fn reserve_turn<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: Rate,
-    ) -> BoxFuture<'a, Result<Turn, StoreError>> {
-        down()
-    }
-    fn limit_usage<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
-        down()
-    }
-}
-
 fn failing() -> Limited {
-    LimitLayer::new("api", Failing, host as KeyFn)
+    LimitLayer::new("api", Broken::Down, host as KeyFn)
         .concurrency(1)
         .unwrap()
         .rate("1/s".parse().unwrap())
@@ -683,84 +609,8 @@ async fn a_store_that_fails_open_runs_the_job_and_counts_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_that_does_not_answer_is_bounded_by_the_store_timeout() {
-    /// A store that never answers.
-    #[derive(Debug)]
-    struct Silent;
-    fn never<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
-        futures::future::pending().boxed()
-    }
-    impl Store for Silent {
-        fn insert<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: Duration,
-        ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
-            never()
-        }
-        fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-            never()
-        }
-        fn set<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: Duration,
-        ) -> BoxFuture<'a, Result<(), StoreError>> {
-            never()
-        }
-        fn extend<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: Duration,
-        ) -> BoxFuture<'a, Result<bool, StoreError>> {
-            never()
-        }
-        fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-            never()
-        }
-    }
-    impl LimitStore for Silent {
-        fn take_slot<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: u32,
-            _: Duration,
-        ) -> BoxFuture<'a, Result<Slot, StoreError>> {
-            never()
-        }
-        fn renew_slot<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: Duration,
-        ) -> BoxFuture<'a, Result<bool, StoreError>> {
-            never()
-        }
-        fn free_slot<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-        ) -> BoxFuture<'a, Result<bool, StoreError>> {
-            never()
-        }
-        fn reserve_turn<'a>(
-            &'a self,
-            _: &'a str,
-            _: &'a str,
-            _: Rate,
-        ) -> BoxFuture<'a, Result<Turn, StoreError>> {
-            never()
-        }
-        fn limit_usage<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
-            never()
-        }
-    }
-
     let probe = Arc::new(Probe::default());
-    let limit = LimitLayer::new("api", Silent, host as KeyFn)
+    let limit = LimitLayer::new("api", Broken::Silent, host as KeyFn)
         .concurrency(1)
         .unwrap()
         .store_timeout(Duration::from_millis(200))
@@ -832,7 +682,7 @@ async fn limits_that_fail_open_run_the_job_while_the_store_fails() {
     let limits = queuey_core::Limits::new()
         .with_concurrency(std::num::NonZeroU32::new(1).unwrap())
         .with_fail_open();
-    let layer = LimitLayer::new("api", Failing, host as KeyFn).limits(limits);
+    let layer = LimitLayer::new("api", Broken::Down, host as KeyFn).limits(limits);
     let probe = Arc::new(Probe::default());
     let answer = worker(layer, &probe, SECOND, None)
         .oneshot(request(Uuid::new_v4(), "api.example", 0))

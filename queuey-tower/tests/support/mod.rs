@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use queuey_core::backend::{Backend, Capabilities, DeliveryStream};
 use queuey_core::memory::MemoryBackend;
-use queuey_core::store::{Inserted, Store, StoreError};
+use queuey_core::store::{Inserted, LimitStore, LimitUsage, Rate, Slot, Store, StoreError, Turn};
 
 use queuey_core::{Envelope, Error, Job, JobContext, QueueConfig, Queues, Uuid};
 use queuey_tower::JobRequest;
@@ -158,26 +158,37 @@ impl std::io::Write for Captured {
     }
 }
 
-/// Refuses every call, as a store whose server is gone does.
-#[derive(Debug)]
-pub(crate) struct Down;
-
-fn refused<'a, T: Send + 'a>() -> BoxFuture<'a, Result<T, StoreError>> {
-    futures::future::ready(Err(StoreError::unavailable("connection refused"))).boxed()
+/// A store that fails: every call is refused, as a store whose server is
+/// gone does ([`Broken::Down`]), or never answered ([`Broken::Silent`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Broken {
+    Down,
+    Silent,
 }
 
-impl Store for Down {
+impl Broken {
+    fn answer<'a, T: Send + 'a>(self) -> BoxFuture<'a, Result<T, StoreError>> {
+        match self {
+            Broken::Down => {
+                futures::future::ready(Err(StoreError::unavailable("connection refused"))).boxed()
+            }
+            Broken::Silent => futures::future::pending().boxed(),
+        }
+    }
+}
+
+impl Store for Broken {
     fn insert<'a>(
         &'a self,
         _: &'a str,
         _: &'a str,
         _: Duration,
     ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
-        refused()
+        self.answer()
     }
 
     fn get<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        refused()
+        self.answer()
     }
 
     fn set<'a>(
@@ -186,7 +197,7 @@ impl Store for Down {
         _: &'a str,
         _: Duration,
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        refused()
+        self.answer()
     }
 
     fn extend<'a>(
@@ -195,11 +206,49 @@ impl Store for Down {
         _: &'a str,
         _: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        refused()
+        self.answer()
     }
 
     fn remove<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
-        refused()
+        self.answer()
+    }
+}
+
+impl LimitStore for Broken {
+    fn take_slot<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: u32,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<Slot, StoreError>> {
+        self.answer()
+    }
+
+    fn renew_slot<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.answer()
+    }
+
+    fn free_slot<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<bool, StoreError>> {
+        self.answer()
+    }
+
+    fn reserve_turn<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Rate,
+    ) -> BoxFuture<'a, Result<Turn, StoreError>> {
+        self.answer()
+    }
+
+    fn limit_usage<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
+        self.answer()
     }
 }
 
