@@ -206,12 +206,13 @@ pub mod producer {
 /// [`DefaultStack`](worker::DefaultStack) it puts around each handler and
 /// the [`Defaults`](worker::Defaults) trait a builder's default stack
 /// implements, the [`Handlers`](worker::Handlers) its builder collects,
-/// and its default job and shutdown timeouts.
+/// its default job and shutdown timeouts, and the largest weight a tenant
+/// can have.
 pub mod worker {
     #[doc(inline)]
     pub use queuey_tower::{
         DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers,
-        WorkerBuilder, WorkerError, WorkerHandle,
+        MAX_TENANT_WEIGHT, WorkerBuilder, WorkerError, WorkerHandle,
     };
 }
 

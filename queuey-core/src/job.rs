@@ -82,6 +82,18 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
         None
     }
 
+    /// The tenant the job belongs to (a customer, an account); `None`, the
+    /// default, names none. On a [sharded](crate::QueueConfig::shards)
+    /// queue the tenant picks the shard (over [`key`](Job::key)) and
+    /// workers share their turns between tenants, so one tenant's backlog
+    /// never holds up another's jobs (see
+    /// [`EnqueueOptions::tenant`](crate::EnqueueOptions::tenant), which wins
+    /// over it). `#[job(tenant = customer)]` makes a field the tenant,
+    /// `#[job(tenant = Self::account)]` the value a method gives.
+    fn tenant(&self) -> Option<String> {
+        None
+    }
+
     /// The job type's own retry policy, which wins over its queue's.
     fn retry_policy() -> Option<RetryPolicy> {
         None

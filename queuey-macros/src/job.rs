@@ -10,7 +10,7 @@ use crate::attr::{self, LimitSpec, Millis, RetrySpec};
 use crate::crate_path::core_path;
 
 const KEYS: &[&str] = &[
-    "queue", "name", "retry", "output", "unique", "key", "deadline", "limit",
+    "queue", "name", "retry", "output", "unique", "key", "tenant", "deadline", "limit",
 ];
 
 /// The keys of `unique(..)`.
@@ -29,6 +29,8 @@ struct JobSpec {
     unique: Option<UniqueSpec>,
     /// `key = field` or `key = Self::method`.
     key: Option<Path>,
+    /// `tenant = field` or `tenant = Self::method`.
+    tenant: Option<Path>,
     /// `deadline = "30m"`: the type's default deadline.
     deadline: Option<Millis>,
     /// `limit(key = Self::host, concurrency = 3, rate = "10/s")`.
@@ -108,18 +110,11 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             }
         }
     });
-    let key = spec.key.as_ref().map(|key| {
-        // A lone name is a field; a path is a function of `&Self`.
-        let value = match key.get_ident() {
-            Some(field) => quote!(&self.#field),
-            None => quote!(&#key(self)),
-        };
-        quote! {
-            fn key(&self) -> ::core::option::Option<::std::string::String> {
-                ::core::option::Option::Some(::std::string::ToString::to_string(#value))
-            }
-        }
-    });
+    let key = spec.key.as_ref().map(|key| text_method(quote!(key), key));
+    let tenant = spec
+        .tenant
+        .as_ref()
+        .map(|tenant| text_method(quote!(tenant), tenant));
     let deadline = spec.deadline.map(|budget| {
         let ms = budget.get();
         quote! {
@@ -139,6 +134,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
             #retry
             #unique
             #key
+            #tenant
             #deadline
             #limit
         }
@@ -165,6 +161,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
     let mut unique = None;
     let mut output = None;
     let mut key = None;
+    let mut tenant = None;
     let mut deadline = None;
     let mut limit = None;
     for arg in &list.args {
@@ -175,6 +172,7 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
             "unique" => unique = Some(unique_spec(arg)?),
             "output" => output = Some(arg.ty()?.clone()),
             "key" => key = Some(arg.path("customer_id")?.clone()),
+            "tenant" => tenant = Some(arg.path("customer")?.clone()),
             "deadline" => deadline = Some(arg.duration()?),
             "limit" => limit = Some(LimitSpec::parse(arg, &arg.list()?)?),
             _ => return Err(arg.unknown("#[job(..)]", KEYS)),
@@ -191,9 +189,24 @@ fn parse(input: &DeriveInput) -> syn::Result<JobSpec> {
         unique,
         output,
         key,
+        tenant,
         deadline,
         limit,
     })
+}
+
+/// `fn name(&self) -> Option<String>` giving `path`'s value as text: a
+/// lone name is a field, a path a function of `&Self`.
+fn text_method(name: TokenStream, path: &Path) -> TokenStream {
+    let value = match path.get_ident() {
+        Some(field) => quote!(&self.#field),
+        None => quote!(&#path(self)),
+    };
+    quote! {
+        fn #name(&self) -> ::core::option::Option<::std::string::String> {
+            ::core::option::Option::Some(::std::string::ToString::to_string(#value))
+        }
+    }
 }
 
 /// `unique(window = "..", key = path)`: a window is required.

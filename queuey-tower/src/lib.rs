@@ -126,6 +126,6 @@ pub use handler::{HandlerExt, HandlerFuture, HandlerPanicked, HandlerService};
 pub use request::JobRequest;
 pub use signal::shutdown_signal;
 pub use worker::{
-    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers, Worker,
-    WorkerBuilder, WorkerError, WorkerHandle,
+    DEFAULT_JOB_TIMEOUT, DEFAULT_SHUTDOWN_TIMEOUT, DefaultStack, Defaults, Handlers,
+    MAX_TENANT_WEIGHT, Worker, WorkerBuilder, WorkerError, WorkerHandle,
 };

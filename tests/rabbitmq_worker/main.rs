@@ -29,5 +29,6 @@ mod progress;
 mod results;
 mod shard_retries;
 mod shards;
+mod tenants;
 #[cfg(feature = "redis")]
 mod unique;

@@ -3,7 +3,7 @@
 //! The encoder writes the same keys in the same order, without whitespace:
 //! `job_id`, `job_type`, `queue`, `attempt`, `enqueued_at_ms`, `deferrals`,
 //! `priority`, whichever of `correlation_id`, `deadline_ms`, `traceparent`,
-//! `tracestate` and `unique_key` are set, `errors` and `errors_cut` for a
+//! `tracestate`, `unique_key` and `tenant` are set, `errors` and `errors_cut` for a
 //! job with failed attempts, and `payload` last. A body in that layout
 //! without errors (retries are rare) is read here by matching the keys in
 //! place, at a fraction of serde's cost.
@@ -46,6 +46,7 @@ pub(super) fn read(text: &str) -> Option<Wire<'_>> {
     let traceparent = at.optional_string(r#","traceparent":"#)?;
     let tracestate = at.optional_string(r#","tracestate":"#)?;
     let unique_key = at.optional_string(r#","unique_key":"#)?;
+    let tenant = at.optional_string(r#","tenant":"#)?;
     at.key(r#","payload":"#)?;
     // The payload runs to the body's closing brace. Checking it as one JSON
     // value also refuses a body with anything after the payload (another
@@ -65,6 +66,7 @@ pub(super) fn read(text: &str) -> Option<Wire<'_>> {
         traceparent,
         tracestate,
         unique_key,
+        tenant,
         // A body with recorded errors has them before its payload, so it
         // never reaches here: the general decoder reads it.
         errors: Vec::new(),
@@ -153,7 +155,7 @@ mod tests {
     fn fields(text: &str, wire: &Wire<'_>) -> String {
         let offset = wire.payload.get().as_ptr() as usize - text.as_ptr() as usize;
         format!(
-            "{} {:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {offset} {:?}",
+            "{} {:?} {:?} {} {} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {offset} {:?}",
             wire.job_id,
             wire.job_type,
             wire.queue,
@@ -166,6 +168,7 @@ mod tests {
             wire.traceparent,
             wire.tracestate,
             wire.unique_key,
+            wire.tenant,
             wire.payload.get(),
         )
     }
@@ -213,6 +216,7 @@ mod tests {
             traceparent in prop::option::of(text()),
             tracestate in prop::option::of(text()),
             unique_key in prop::option::of(text()),
+            tenant in prop::option::of(text()),
             payload in payload(),
         ) -> Envelope {
             let mut envelope = Envelope::new(job_type, queue, payload);
@@ -225,6 +229,7 @@ mod tests {
             envelope.traceparent = traceparent;
             envelope.tracestate = tracestate;
             envelope.unique_key = unique_key;
+            envelope.tenant = tenant;
             envelope
         }
     }
@@ -244,7 +249,8 @@ mod tests {
                 .chain(envelope.correlation_id.as_ref())
                 .chain(envelope.traceparent.as_ref())
                 .chain(envelope.tracestate.as_ref())
-                .chain(envelope.unique_key.as_ref());
+                .chain(envelope.unique_key.as_ref())
+                .chain(envelope.tenant.as_ref());
             let escaped = strings.into_iter().any(|s| !plain(s));
             match read(&body) {
                 Some(read) => prop_assert_eq!(fields(&body, &read), fields(&body, &general)),

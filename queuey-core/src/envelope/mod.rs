@@ -88,6 +88,12 @@ pub struct Envelope {
     /// done for good.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unique_key: Option<String>,
+    /// The tenant the job belongs to, when it names one (see
+    /// [`EnqueueOptions::tenant`](crate::EnqueueOptions::tenant)): on a
+    /// sharded queue it picks the shard, and workers share their turns
+    /// between tenants by weight.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
     /// The errors of the job's earlier failed attempts, oldest first, at
     /// most [`MAX_RECORDED_ERRORS`] (see [`record_error`](Envelope::record_error)).
     /// Empty, it is not written at all.
@@ -133,6 +139,8 @@ struct Wire<'a> {
     tracestate: Option<String>,
     #[serde(default)]
     unique_key: Option<String>,
+    #[serde(default)]
+    tenant: Option<String>,
     #[serde(default)]
     errors: Vec<AttemptError>,
     #[serde(default)]
@@ -187,6 +195,7 @@ impl<'a> Wire<'a> {
             traceparent: self.traceparent,
             tracestate: self.tracestate,
             unique_key: self.unique_key,
+            tenant: self.tenant,
             errors: self.errors,
             errors_cut: self.errors_cut,
             reply_to: None,
@@ -232,6 +241,7 @@ impl Envelope {
             traceparent: None,
             tracestate: None,
             unique_key: None,
+            tenant: None,
             errors: Vec::new(),
             errors_cut: 0,
             reply_to: None,
@@ -301,6 +311,7 @@ impl Envelope {
             + self.traceparent.as_ref().map_or(0, String::len)
             + self.tracestate.as_ref().map_or(0, String::len)
             + self.unique_key.as_ref().map_or(0, String::len)
+            + self.tenant.as_ref().map_or(0, String::len)
             + self
                 .errors
                 .iter()
@@ -436,6 +447,7 @@ impl PartialEq for Envelope {
             && self.traceparent == other.traceparent
             && self.tracestate == other.tracestate
             && self.unique_key == other.unique_key
+            && self.tenant == other.tenant
             && self.errors == other.errors
             && self.errors_cut == other.errors_cut
             && self.reply_to == other.reply_to
@@ -461,6 +473,7 @@ impl fmt::Debug for Envelope {
             .field("traceparent", &self.traceparent)
             // A caller's key may name a person; say only that there is one.
             .field("unique", &self.unique_key.is_some())
+            .field("tenant", &self.tenant)
             // An error's text may quote the job; say how many there are.
             .field("errors", &self.errors.len())
             .field("errors_cut", &self.errors_cut)

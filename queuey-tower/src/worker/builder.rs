@@ -16,6 +16,7 @@ use super::handlers::{Frame, Handlers, InsteadOfDefaults, WithLayer};
 use super::periodic::PeriodicStart;
 use super::reconnect::Reconnect;
 use super::stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
+use super::turns::TenantWeights;
 use crate::HandlerService;
 use crate::classifier::{Classify, SharedClassifier};
 
@@ -64,6 +65,8 @@ pub(super) struct Settings {
     pub(super) heartbeat_interval: Duration,
     /// The shards to take, for the sharded queues given to `only_shards`.
     pub(super) only_shards: Vec<(&'static str, Vec<u16>)>,
+    /// The weight of each tenant in a sharded queue's turns.
+    pub(super) tenant_weights: Option<TenantWeights>,
 }
 
 impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
@@ -88,6 +91,7 @@ impl<Q: Queues, B: Backend> WorkerBuilder<Q, B> {
                 follow_control: true,
                 heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
                 only_shards: Vec::new(),
+                tenant_weights: None,
             },
             _queues: PhantomData,
         }
@@ -260,6 +264,51 @@ impl<Q: Queues, B: Backend, H, L, D: Defaults> WorkerBuilder<Q, B, H, L, D> {
         let shards: Vec<u16> = shards.into_iter().collect();
         self.settings.only_shards.retain(|(own, _)| *own != name);
         self.settings.only_shards.push((name, shards));
+        self
+    }
+
+    /// The weight of each tenant when the worker takes turns between the
+    /// shards of a sharded queue (default: 1 for every tenant).
+    ///
+    /// A job's [tenant](queuey_core::EnqueueOptions::tenant) picks its
+    /// shard, and the worker keeps one delivery of each shard at hand: when
+    /// several shards have one, each gets turns in proportion to the weight
+    /// of its delivery's tenant (3, 1 and 1 give 60 %, 20 % and 20 % of the
+    /// starts); a lone busy tenant gets every turn; a tenant that was quiet
+    /// goes next however long the others' backlogs are. Weights are
+    /// clamped to 1..=[`MAX_TENANT_WEIGHT`](super::MAX_TENANT_WEIGHT); a job
+    /// without a tenant counts as weight 1. The function runs once per job:
+    /// keep it cheap (a map lookup).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use std::sync::Arc;
+    /// # use queuey_core::{Job, JobContext, JobError, Queues, handler_fn};
+    /// # use queuey_core::memory::MemoryBackend;
+    /// # use queuey_tower::Worker;
+    /// # use serde::{Deserialize, Serialize};
+    /// #[derive(Queues, Debug, Clone, Copy, PartialEq, Eq)]
+    /// enum AppQueues {
+    ///     #[queue(shards = 16)]
+    ///     Reports,
+    /// }
+    ///
+    /// #[derive(Job, Serialize, Deserialize)]
+    /// #[job(queue = AppQueues::Reports, tenant = customer)]
+    /// struct BuildReport { customer: String }
+    ///
+    /// let worker = Worker::<AppQueues, _>::builder(Arc::new(MemoryBackend::new()))
+    ///     .tenant_weights(|tenant| if tenant == "enterprise" { 3 } else { 1 })
+    ///     .handler(handler_fn(|_: BuildReport, _: JobContext| async { Ok::<(), JobError>(()) }))
+    ///     .build()
+    ///     .await?;
+    /// # drop(worker);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tenant_weights(mut self, weights: impl Fn(&str) -> u32 + Send + Sync + 'static) -> Self {
+        self.settings.tenant_weights = Some(Arc::new(weights));
         self
     }
 

@@ -23,6 +23,7 @@ use super::reconnect::{
 use super::route::Delivered;
 use super::routes::Routes;
 use super::tasks::JobTasks;
+use super::turns::Intake;
 use super::wing::{Extras, Starting, Wing};
 use crate::metrics::CONSUMER_RESTARTS_TOTAL;
 
@@ -31,7 +32,7 @@ pub(crate) struct QueueRoutes {
     pub(crate) config: QueueConfig,
     /// The broker queues consumed for it: the queue itself, or a sharded
     /// queue's lane and shards.
-    pub(crate) physical: Vec<QueueConfig>,
+    pub(crate) physical: Intake,
     pub(crate) queue: Arc<str>,
     pub(crate) routes: Routes,
     /// The key of the queue's settling gauge.

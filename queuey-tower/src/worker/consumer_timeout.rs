@@ -40,7 +40,7 @@ pub(crate) fn check<B: Backend>(
 ) -> Result<(), Error> {
     let prefetched: usize = queues
         .iter()
-        .flat_map(|q| &q.physical)
+        .flat_map(|q| &q.physical.queues)
         .map(|physical| usize::from(physical.settings().prefetch()))
         .sum();
     let rounds = prefetched.div_ceil(concurrency.max(1)).max(1);

@@ -16,6 +16,7 @@ mod route;
 mod routes;
 mod stack;
 mod tasks;
+mod turns;
 mod wing;
 
 use std::fmt;
@@ -37,6 +38,7 @@ pub use error::WorkerError;
 pub use handle::WorkerHandle;
 pub use handlers::Handlers;
 pub use stack::{DEFAULT_JOB_TIMEOUT, DefaultStack, Defaults};
+pub use turns::MAX_TENANT_WEIGHT;
 
 use consume::{QueueRoutes, WorkerShared};
 use handle::HandleInner;
@@ -352,9 +354,12 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
                         QueueRoutes {
                             settling: Arc::new(job::settling_key(&queue)),
                             queue,
-                            physical: match only_shards(&settings.only_shards, route.queue()) {
-                                Some(shards) => config.physical_only(shards)?,
-                                None => config.physical(),
+                            physical: turns::Intake {
+                                queues: match only_shards(&settings.only_shards, route.queue()) {
+                                    Some(shards) => config.physical_only(shards)?,
+                                    None => config.physical(),
+                                },
+                                weights: settings.tenant_weights.clone(),
                             },
                             config,
                             routes: routes::Routes::new(),
@@ -451,7 +456,7 @@ impl<Q: Queues, B: Backend> Worker<Q, B> {
     pub(crate) fn broker_queues(&self) -> Vec<String> {
         self.queues
             .iter()
-            .flat_map(|q| q.physical.iter().map(|c| c.name().to_owned()))
+            .flat_map(|q| q.physical.queues.iter().map(|c| c.name().to_owned()))
             .collect()
     }
 

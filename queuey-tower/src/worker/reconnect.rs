@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use super::WorkerError;
 use super::handle::{Counting, HandleInner, stopped};
+use super::turns::{Intake, take_turns};
 use crate::metrics::QUEUES_RECONNECTING;
 
 /// A queue's deliveries as the consume loop reads them: one look ahead.
@@ -75,7 +76,7 @@ impl Lost {
 /// change, or a jittered backoff on a connected one. Retries what may heal,
 /// gives up on what cannot; `None` on shutdown meanwhile.
 pub(crate) async fn open<B: Backend>(
-    physical: &[QueueConfig],
+    intake: &Intake,
     queue: &Arc<str>,
     backend: &B,
     stop: &mut watch::Receiver<bool>,
@@ -109,12 +110,12 @@ pub(crate) async fn open<B: Backend>(
             return Ok(None);
         }
         if backend.connection_state() == ConnectionState::Failed {
-            return gave_up(&physical[0], queue, backend, stop).await;
+            return gave_up(&intake.queues[0], queue, backend, stop).await;
         }
         let consumed = tokio::select! {
             biased;
             () = stopped(stop) => return Ok(None),
-            consumed = consume_all(physical, backend) => consumed,
+            consumed = consume_all(intake, backend) => consumed,
         };
         match consumed {
             Ok(stream) => {
@@ -137,33 +138,19 @@ pub(crate) async fn open<B: Backend>(
     }
 }
 
-/// Consumes every broker queue of `physical` as one stream that ends (or
-/// fails) with the first of its consumers; all or none are consumed.
-async fn consume_all<B: Backend>(
-    physical: &[QueueConfig],
-    backend: &B,
-) -> Result<DeliveryStream, Error> {
-    if let [one] = physical {
+/// Consumes every broker queue of `intake` as one stream, taken in turns,
+/// that ends (or fails) with the first of its consumers; all or none are
+/// consumed.
+async fn consume_all<B: Backend>(intake: &Intake, backend: &B) -> Result<DeliveryStream, Error> {
+    if let [one] = intake.queues.as_slice() {
         return backend.consume(one).await;
     }
-    let mut streams = Vec::with_capacity(physical.len());
-    for config in physical {
+    let mut streams = Vec::with_capacity(intake.queues.len());
+    for config in &intake.queues {
         // On an error, dropping the streams opened so far cancels them.
         streams.push(backend.consume(config).await?);
     }
-    Ok(merge(streams))
-}
-
-/// One stream of the deliveries of all `streams`, taken as they come, that
-/// ends when the first of them ends.
-fn merge(streams: Vec<DeliveryStream>) -> DeliveryStream {
-    let ends_marked = streams
-        .into_iter()
-        .map(|stream| stream.map(Some).chain(futures::stream::iter([None])));
-    futures::stream::select_all(ends_marked)
-        .take_while(|next| futures::future::ready(next.is_some()))
-        .filter_map(futures::future::ready)
-        .boxed()
+    Ok(take_turns(streams, intake.weights.clone()))
 }
 
 /// The end of a queue's loop whose backend reports
