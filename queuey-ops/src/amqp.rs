@@ -2,7 +2,7 @@
 
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::{FieldTable, ShortString};
-use lapin::{BasicProperties, Channel, Connection};
+use lapin::{BasicProperties, Channel, Connection, PublisherConfirm};
 use queuey_rabbitmq::RabbitMqOptions;
 
 use crate::error::{OpsError, Result};
@@ -132,6 +132,26 @@ impl Amqp {
     }
 }
 
+/// Publishes `body` to `queue`, mandatory; a failure is said to have
+/// happened while doing `what`.
+pub(crate) async fn publish(
+    channel: &Channel,
+    queue: &str,
+    body: &[u8],
+    properties: BasicProperties,
+    what: impl Fn() -> String,
+) -> Result<PublisherConfirm> {
+    let options = BasicPublishOptions {
+        mandatory: true,
+        immediate: false,
+    };
+    let routing = short(queue)?;
+    (channel
+        .basic_publish(ShortString::default(), routing, options, body, properties)
+        .await)
+        .map_err(|e| OpsError::amqp(what(), e))
+}
+
 /// Publishes `body` to `queue`, mandatory, and waits for the confirmation;
 /// a return or a nack is [`OpsError::Refused`].
 pub(crate) async fn publish_confirmed(
@@ -141,19 +161,8 @@ pub(crate) async fn publish_confirmed(
     properties: BasicProperties,
 ) -> Result<()> {
     let what = || format!("publishing to `{queue}`");
-    let confirm = channel
-        .basic_publish(
-            ShortString::default(),
-            short(queue)?,
-            BasicPublishOptions {
-                mandatory: true,
-                immediate: false,
-            },
-            body,
-            properties,
-        )
-        .await
-        .map_err(|e| OpsError::amqp(what(), e))?
+    let confirm = publish(channel, queue, body, properties, what)
+        .await?
         .await
         .map_err(|e| OpsError::amqp(what(), e))?;
     if confirm.is_nack() {

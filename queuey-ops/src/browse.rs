@@ -179,19 +179,11 @@ impl Cursor {
 }
 
 /// Answers that may come back out of order, handed out by delivery tag.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct InOrder {
     arrived: BTreeMap<u64, Held>,
-    next_tag: u64,
-}
-
-impl Default for InOrder {
-    fn default() -> Self {
-        InOrder {
-            arrived: BTreeMap::new(),
-            next_tag: 1,
-        }
-    }
+    /// The tag of the last message handed out (tags count from 1).
+    last_tag: u64,
 }
 
 impl InOrder {
@@ -201,15 +193,15 @@ impl InOrder {
 
     /// The next message in order, once it has arrived.
     fn next_ready(&mut self) -> Option<Held> {
-        let held = self.arrived.remove(&self.next_tag)?;
-        self.next_tag = held.tag + 1;
+        let held = self.arrived.remove(&(self.last_tag + 1))?;
+        self.last_tag = held.tag;
         Some(held)
     }
 
     /// The earliest message that arrived, for when nothing more will.
     fn rest(&mut self) -> Option<Held> {
         let (_, held) = self.arrived.pop_first()?;
-        self.next_tag = held.tag + 1;
+        self.last_tag = held.tag;
         Some(held)
     }
 }
@@ -224,13 +216,13 @@ pub(crate) async fn browse_counted(
     let mut cursor = Cursor::open(amqp, queue, max).await?;
     let counts = cursor.counts();
     let mut held = Vec::new();
-    let outcome = loop {
-        match cursor.next().await {
-            Ok(Some(h)) => held.push(h),
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
+    let outcome: Result<()> = async {
+        while let Some(h) = cursor.next().await? {
+            held.push(h);
         }
-    };
+        Ok(())
+    }
+    .await;
     cursor.release().await;
     outcome.map(|()| (held, counts))
 }

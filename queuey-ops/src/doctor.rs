@@ -277,36 +277,27 @@ pub(crate) fn same_broker_check(
 
 /// What the broker version means for queuey.
 pub(crate) fn version_check(version: &str) -> Check {
-    let (major, minor, _) = version_numbers(version);
-    match (major, minor) {
-        (0..=2, _) => fail("version", format!("RabbitMQ {version} is too old")),
-        (3, m) if m < 13 => warn(
-            "version",
-            format!(
-                "RabbitMQ {version}: out of support; an upgrade to 4.x goes through 3.13 with every \
-                 feature flag enabled. Max message 128 MiB"
-            ),
+    let (status, says) = match version_numbers(version) {
+        (0..=2, _, _) => return fail("version", format!("RabbitMQ {version} is too old")),
+        (3, m, _) if m < 13 => (
+            Status::Warn,
+            "out of support; an upgrade to 4.x goes through 3.13 with every feature flag \
+             enabled. Max message 128 MiB",
         ),
-        (3, _) => warn(
-            "version",
-            format!(
-                "RabbitMQ {version}: the last 3.x; enable all feature flags, then upgrade to 4.x"
-            ),
+        (3, _, _) => (
+            Status::Warn,
+            "the last 3.x; enable all feature flags, then upgrade to 4.x",
         ),
-        (4, m) if m < 3 => ok(
-            "version",
-            format!(
-                "RabbitMQ {version}: client x-death is not interpreted; max message 16 MiB; \
-                 classic mirroring is gone"
-            ),
+        (4, m, _) if m < 3 => (
+            Status::Ok,
+            "client x-death is not interpreted; max message 16 MiB; classic mirroring is gone",
         ),
-        _ => ok(
-            "version",
-            format!(
-                "RabbitMQ {version}: max message 16 MiB; classic queues have no consumer timeout"
-            ),
+        _ => (
+            Status::Ok,
+            "max message 16 MiB; classic queues have no consumer timeout",
         ),
-    }
+    };
+    check("version", status, format!("RabbitMQ {version}: {says}"))
 }
 
 /// What the broker's deprecated features (`None` before 3.13) mean for

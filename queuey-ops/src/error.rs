@@ -13,9 +13,7 @@ pub(crate) enum OpsError {
     /// An AMQP call failed.
     #[error("{what}: {source}")]
     Amqp {
-        /// What was being done.
         what: String,
-        /// What lapin reported.
         #[source]
         source: lapin::Error,
     },
@@ -35,11 +33,7 @@ pub(crate) enum OpsError {
         "the RabbitMQ management API is not reachable at {url} ({detail}); enable it on the \
          broker with `rabbitmq-plugins enable rabbitmq_management`, or point --mgmt-url at it"
     )]
-    ManagementMissing {
-        url: String,
-        /// Why it failed.
-        detail: String,
-    },
+    ManagementMissing { url: String, detail: String },
     /// The management API answered with an error.
     #[error("the management API answered {status} for {path}: {body}")]
     Management {
@@ -52,7 +46,6 @@ pub(crate) enum OpsError {
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
-        /// What the OS reported.
         #[source]
         source: std::io::Error,
     },
@@ -61,13 +54,11 @@ pub(crate) enum OpsError {
     BadImport {
         path: PathBuf,
         line: usize,
-        /// What is wrong with it.
         detail: String,
     },
     /// A control command or a heartbeat could not be sent or read.
     #[error("{what}: {source}")]
     Fleet {
-        /// What was being done.
         what: String,
         /// What the backend reported (without a password).
         #[source]
@@ -84,6 +75,13 @@ pub(crate) enum OpsError {
 impl OpsError {
     pub(crate) fn amqp(what: impl Into<String>, source: lapin::Error) -> Self {
         OpsError::Amqp {
+            what: what.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn fleet(what: impl Into<String>, source: queuey_core::Error) -> Self {
+        OpsError::Fleet {
             what: what.into(),
             source,
         }

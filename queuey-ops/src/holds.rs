@@ -278,15 +278,7 @@ pub(crate) async fn census_of(
 ) -> Result<Census> {
     let mut holds = Vec::new();
     for listed in listed_holds(mgmt, shards, deferred_suffix).await? {
-        let Listed {
-            info,
-            member,
-            family,
-            delay_ms,
-        } = &listed;
-        if let Some(hold) = read_hold(amqp, info, member, *family, *delay_ms, peek).await? {
-            holds.push(hold);
-        }
+        holds.extend(read_hold(amqp, &listed, peek).await?);
     }
     holds.sort_by_key(|h| (h.shard, h.delay_ms, h.kind));
     Ok(Census {
@@ -331,15 +323,15 @@ pub(crate) async fn listed_holds(
         .collect())
 }
 
-/// One hold of `member` in the census; `None` when it expired since.
-async fn read_hold(
-    amqp: &Amqp,
-    info: &QueueInfo,
-    member: &Member,
-    family: HoldQueues,
-    delay_ms: u64,
-    peek: usize,
-) -> Result<Option<HoldQueue>> {
+/// One hold in the census; `None` when it expired since.
+async fn read_hold(amqp: &Amqp, listed: &Listed, peek: usize) -> Result<Option<HoldQueue>> {
+    let Listed {
+        info,
+        member,
+        family,
+        delay_ms,
+    } = listed;
+    let (family, delay_ms) = (*family, *delay_ms);
     let quorum = family == HoldQueues::Quorum;
     let mismatch = hold_mismatch(info, &member.queue, family, delay_ms);
     let expires_ms = effective(info, "x-expires", "expires");

@@ -54,17 +54,11 @@ pub(crate) const DEFAULT_SUSPECT_SUFFIX: &str = ".suspect";
 /// "dead-letter queue" would be the live work queue itself, and reading,
 /// redriving or purging it would take live jobs.
 pub(crate) fn dead_queue_of(queue: &str, dead_suffix: &str) -> Result<String> {
-    if dead_suffix.is_empty() {
-        return Err(empty_suffix("dead-letter", "dead_suffix", queue));
-    }
-    if queue.ends_with(dead_suffix) {
-        Ok(queue.to_owned())
-    } else {
-        Ok(queuey_rabbitmq::topology::dead_letter_queue_name(
-            queue,
-            dead_suffix,
-        ))
-    }
+    let work_queue = work_queue_of(queue, dead_suffix)?;
+    Ok(queuey_rabbitmq::topology::dead_letter_queue_name(
+        &work_queue,
+        dead_suffix,
+    ))
 }
 
 /// The work queue a dead-letter queue belongs to: `queue` without

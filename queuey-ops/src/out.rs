@@ -22,30 +22,16 @@ static FAILED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `args` and a line break on stdout (see the [module](self)).
 pub(crate) fn line(args: std::fmt::Arguments<'_>) {
-    write(args, true);
+    text(format_args!("{args}\n"));
 }
 
 /// Writes `args` on stdout, without a line break.
 pub(crate) fn text(args: std::fmt::Arguments<'_>) {
-    write(args, false);
-}
-
-fn write(args: std::fmt::Arguments<'_>, newline: bool) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
     }
     let mut stdout = std::io::stdout().lock();
-    let written = stdout
-        .write_fmt(args)
-        .and_then(|()| {
-            if newline {
-                stdout.write_all(b"\n")
-            } else {
-                Ok(())
-            }
-        })
-        .and_then(|()| stdout.flush());
-    if let Err(e) = written {
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
         CLOSED.store(true, Ordering::Relaxed);
         if e.kind() != ErrorKind::BrokenPipe {
             FAILED.store(true, Ordering::Relaxed);
@@ -57,10 +43,7 @@ fn write(args: std::fmt::Arguments<'_>, newline: bool) {
 /// Writes `args` and a line break on stderr; a failure to write it (a
 /// closed pipe) is ignored: there is nowhere left to say so.
 pub(crate) fn error_line(args: std::fmt::Arguments<'_>) {
-    let mut stderr = std::io::stderr().lock();
-    let _ = stderr
-        .write_fmt(args)
-        .and_then(|()| stderr.write_all(b"\n"));
+    let _ = std::io::stderr().lock().write_fmt(format_args!("{args}\n"));
 }
 
 /// Whether writing stdout failed for another reason than a reader that

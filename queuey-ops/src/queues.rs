@@ -119,7 +119,7 @@ pub(crate) fn lines(
 }
 
 /// The line of `shards`, its counts looked up with `by_name`.
-fn line<'a>(
+pub(crate) fn line<'a>(
     shards: &Shards,
     dead_suffix: &str,
     state: &ControlState,

@@ -5,6 +5,9 @@
 //! whose active consumer is the leader; the ticks come from the status the
 //! leader copies into `….status` (read and handed back).
 
+use queuey_rabbitmq::topology::{
+    SCHEDULE_INFIX, SCHEDULE_STATUS_SUFFIX, SINGLE_ACTIVE_CONSUMER, schedule_status_queue_name,
+};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -14,11 +17,6 @@ use crate::error::{OpsError, Result};
 use crate::fleet::Fleet;
 use crate::mgmt::{Management, QueueInfo};
 use crate::time::now_ms;
-
-/// What separates a job queue from a schedule's name in a schedule queue.
-const INFIX: &str = ".periodic.";
-/// The suffix of a schedule's status queue.
-const STATUS_SUFFIX: &str = ".status";
 
 /// A process consuming a schedule queue: its connection's name (as the
 /// process gave it, else its addresses) and where it connects from.
@@ -106,14 +104,14 @@ pub(crate) fn untrusted_status_warnings(listed: &[ScheduleInfo]) -> Vec<String> 
 /// Whether the management API's queue is a schedule queue.
 pub(crate) fn is_schedule_queue(info: &QueueInfo) -> bool {
     split(&info.name).is_some()
-        && !info.name.ends_with(STATUS_SUFFIX)
-        && info.arguments.get("x-single-active-consumer") == Some(&Value::Bool(true))
+        && !info.name.ends_with(SCHEDULE_STATUS_SUFFIX)
+        && info.arguments.get(SINGLE_ACTIVE_CONSUMER) == Some(&Value::Bool(true))
 }
 
 /// The job queue and the schedule's name of a schedule queue's name.
 pub(crate) fn split(queue: &str) -> Option<(&str, &str)> {
     queue
-        .split_once(INFIX)
+        .split_once(SCHEDULE_INFIX)
         .filter(|(q, name)| !q.is_empty() && !name.is_empty())
 }
 
@@ -126,16 +124,12 @@ pub(crate) async fn list(
     let queues = mgmt.queues(Some("\\.periodic\\.")).await?;
     let consumers = mgmt.consumers().await?;
     // Connection addresses to the names the processes gave them.
-    let given: std::collections::HashMap<String, String> = mgmt
-        .connections()
-        .await?
-        .iter()
+    let connections = mgmt.connections().await?;
+    let given: std::collections::HashMap<&str, &str> = (connections.iter())
         .filter_map(|c| {
             Some((
-                c["name"].as_str()?.to_owned(),
-                c["client_properties"]["connection_name"]
-                    .as_str()?
-                    .to_owned(),
+                c["name"].as_str()?,
+                c["client_properties"]["connection_name"].as_str()?,
             ))
         })
         .collect();
@@ -150,14 +144,12 @@ pub(crate) async fn list(
             .iter()
             .filter(|c| c["queue"]["name"].as_str() == Some(info.name.as_str()))
         {
+            let channel = &c["channel_details"];
             let member = Member {
                 consumer_tag: c["consumer_tag"].as_str().unwrap_or_default().to_owned(),
-                connection: c["channel_details"]["connection_name"]
-                    .as_str()
-                    .map(|address| given.get(address).cloned().unwrap_or(address.to_owned())),
-                peer_host: c["channel_details"]["peer_host"]
-                    .as_str()
-                    .map(str::to_owned),
+                connection: (channel["connection_name"].as_str())
+                    .map(|address| given.get(address).unwrap_or(&address).to_string()),
+                peer_host: channel["peer_host"].as_str().map(str::to_owned),
             };
             let active = c["active"].as_bool().unwrap_or(false)
                 || c["activity_status"].as_str() == Some("single_active");
@@ -168,14 +160,15 @@ pub(crate) async fn list(
             }
         }
         let (status, untrusted_status_from) =
-            match read_status(amqp, &format!("{}{STATUS_SUFFIX}", info.name)).await? {
+            match read_status(amqp, &schedule_status_queue_name(&info.name)).await? {
                 Some((_, sender)) if !fleet.trusts_worker(sender.as_deref()) => {
                     (None, Some(sender.unwrap_or_else(|| "unsigned".to_owned())))
                 }
                 Some((status, _)) => (status, None),
                 None => (None, None),
             };
-        let field = |key: &str| status.as_ref().and_then(|s| s[key].as_i64());
+        let status = status.unwrap_or_default();
+        let field = |key: &str| status[key].as_i64();
         let last_tick_ms = field("last_tick_ms");
         out.push(ScheduleInfo {
             queue: info.name.clone(),
@@ -183,10 +176,7 @@ pub(crate) async fn list(
             name: name.to_owned(),
             leader,
             waiting,
-            schedule: status
-                .as_ref()
-                .and_then(|s| s["schedule"].as_str())
-                .map(str::to_owned),
+            schedule: status["schedule"].as_str().map(str::to_owned),
             last_tick_ms,
             last_tick_in_future: tick_in_future(last_tick_ms, now_ms()),
             next_tick_ms: field("next_tick_ms"),

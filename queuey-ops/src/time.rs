@@ -14,23 +14,17 @@ pub(crate) fn now_ms() -> i64 {
 /// the same with `Z`; other offsets are applied.
 pub(crate) fn parse_ms(text: &str) -> Option<i64> {
     let t = text.trim();
-    let date = t.get(0..10)?;
-    let mut parts = date.split('-');
-    let (y, m, d): (i64, i64, i64) = (
-        parts.next()?.parse().ok()?,
-        parts.next()?.parse().ok()?,
-        parts.next()?.parse().ok()?,
-    );
+    // The first three numbers of `part`, split at `sep`.
+    let three = |part: &str, sep: char| -> Option<[i64; 3]> {
+        let mut numbers = part.split(sep).map(|n| n.parse().ok());
+        let mut next = || numbers.next().flatten();
+        Some([next()?, next()?, next()?])
+    };
+    let [y, m, d] = three(t.get(0..10)?, '-')?;
     if !matches!(t.get(10..11)?, "T" | " ") {
         return None;
     }
-    let clock = t.get(11..19)?;
-    let mut hms = clock.split(':');
-    let (hh, mm, ss): (i64, i64, i64) = (
-        hms.next()?.parse().ok()?,
-        hms.next()?.parse().ok()?,
-        hms.next()?.parse().ok()?,
-    );
+    let [hh, mm, ss] = three(t.get(11..19)?, ':')?;
     let mut rest = &t[19..];
     let mut millis = 0;
     if let Some(frac) = rest.strip_prefix('.') {
@@ -90,8 +84,10 @@ pub(crate) fn format_duration_ms(ms: impl TryInto<i64>) -> String {
 }
 
 /// `ms` as a UTC time with how far it is from `now_ms`:
-/// `2026-11-30 16:44:50Z (in 3s)`, `… (2s ago)`.
-pub(crate) fn when(ms: i64, now_ms: i64) -> String {
+/// `2026-11-30 16:44:50Z (in 3s)`, `… (2s ago)`; a value beyond `i64`
+/// counts as `i64::MAX`.
+pub(crate) fn when(ms: impl TryInto<i64>, now_ms: i64) -> String {
+    let ms = ms.try_into().unwrap_or(i64::MAX);
     let gap = ms.saturating_sub(now_ms);
     if gap >= 0 {
         format!("{} (in {})", format_ms(ms), format_duration_ms(gap))
@@ -120,15 +116,8 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (
-        if m <= 2 {
-            yoe + era * 400 + 1
-        } else {
-            yoe + era * 400
-        },
-        m,
-        d,
-    )
+    let y = yoe + era * 400;
+    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 #[cfg(test)]

@@ -34,19 +34,17 @@ impl TlsFiles {
         for ca in &self.ca {
             options = options.ca_file(ca);
         }
-        match (&self.cert, &self.key) {
-            (Some(cert), Some(key)) => options = options.client_cert_files(cert, key),
-            (None, None) => {}
-            (Some(_), None) => {
-                return Err(OpsError::Invalid(
-                    "a TLS client certificate needs its key: give --tls-key too".into(),
-                ));
+        let missing = match (&self.cert, &self.key) {
+            (Some(cert), Some(key)) => {
+                options = options.client_cert_files(cert, key);
+                None
             }
-            (None, Some(_)) => {
-                return Err(OpsError::Invalid(
-                    "a TLS client key needs its certificate: give --tls-cert too".into(),
-                ));
-            }
+            (None, None) => None,
+            (Some(_), None) => Some("a TLS client certificate needs its key: give --tls-key too"),
+            (None, Some(_)) => Some("a TLS client key needs its certificate: give --tls-cert too"),
+        };
+        if let Some(missing) = missing {
+            return Err(OpsError::Invalid(missing.into()));
         }
         if let Some(name) = &self.server_name {
             options = options.server_name(name);

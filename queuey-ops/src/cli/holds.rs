@@ -191,27 +191,18 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<bool> {
         .iter()
         .filter(|i| i.reason.starts_with(prune::LOOKALIKE))
         .collect();
+    let deleted = |outcome: &Result<_, _>| matches!(outcome, Ok(HoldPruned::Deleted { .. }));
     if global.json {
-        let rows: Vec<_> = lookalikes
-            .iter()
-            .map(|item| {
-                serde_json::json!({
-                    "queue": item.queue,
-                    "hold": item.hold,
-                    "outcome": format!("skipped: {}", item.reason),
-                    "deleted": false,
-                })
+        let row = |item: &prune::PruneItem, outcome: String, deleted: bool| {
+            serde_json::json!({
+                "queue": item.queue, "hold": item.hold, "outcome": outcome, "deleted": deleted,
             })
-            .chain(outcomes.iter().map(|(item, outcome)| {
-                serde_json::json!({
-                    "queue": item.queue,
-                    "hold": item.hold,
-                    "outcome": prune::describe(outcome),
-                    "deleted": matches!(outcome, Ok(HoldPruned::Deleted { .. })),
-                })
-            }))
-            .collect();
-        print_json(&rows);
+        };
+        let skipped = lookalikes
+            .iter()
+            .map(|item| row(item, format!("skipped: {}", item.reason), false));
+        let done = (outcomes.iter()).map(|(item, o)| row(item, prune::describe(o), deleted(o)));
+        print_json(&skipped.chain(done).collect::<Vec<_>>());
     } else {
         for item in &lookalikes {
             outln!(
@@ -229,10 +220,7 @@ async fn run_prune(global: &Global, args: PruneArgs) -> Result<bool> {
             ]);
         }
         out!("{}", table.render());
-        let deleted = outcomes
-            .iter()
-            .filter(|(_, o)| matches!(o, Ok(HoldPruned::Deleted { .. })))
-            .count();
+        let deleted = outcomes.iter().filter(|(_, o)| deleted(o)).count();
         outln!("deleted {deleted} of {candidates} hold queue(s)");
     }
     Ok(failed > 0)
@@ -270,28 +258,25 @@ fn print_census(census: &Census) {
     for h in &census.holds {
         let shard = sharded.then(|| shards::label(true, h.shard));
         table.row(
-            shard
-                .into_iter()
-                .chain([
-                    format_duration_ms(h.delay_ms),
-                    h.jobs.to_string(),
-                    match (h.kind, h.releasing) {
-                        ("quorum", Some(n)) => n.to_string(),
-                        ("quorum", None) => "?".to_owned(),
-                        _ => "-".to_owned(),
-                    },
-                    h.consumers.to_string(),
-                    h.lease_left_ms
-                        .map_or("in use".to_owned(), format_duration_ms),
-                    h.earliest_text(now),
-                    h.latest_text(now),
-                    if h.policies.is_empty() {
-                        "-".to_owned()
-                    } else {
-                        h.policies.join(",")
-                    },
-                ])
-                .collect(),
+            shard.into_iter().chain([
+                format_duration_ms(h.delay_ms),
+                h.jobs.to_string(),
+                match (h.kind, h.releasing) {
+                    ("quorum", Some(n)) => n.to_string(),
+                    ("quorum", None) => "?".to_owned(),
+                    _ => "-".to_owned(),
+                },
+                h.consumers.to_string(),
+                h.lease_left_ms
+                    .map_or("in use".to_owned(), format_duration_ms),
+                h.earliest_text(now),
+                h.latest_text(now),
+                if h.policies.is_empty() {
+                    "-".to_owned()
+                } else {
+                    h.policies.join(",")
+                },
+            ]),
         );
     }
     out!("{}", table.render());

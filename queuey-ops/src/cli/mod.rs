@@ -230,16 +230,6 @@ impl Global {
             text();
         }
     }
-
-    /// Refuses an empty suffix, or one suffix for two roles: either would
-    /// make the commands read, redrive or purge live queues.
-    pub(crate) fn check_suffixes(&self) -> Result<()> {
-        crate::check_suffixes(
-            &self.dead_suffix,
-            &self.deferred_suffix,
-            &self.suspect_suffix,
-        )
-    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -283,18 +273,23 @@ pub(crate) enum Command {
 /// Runs a command; each answers whether it found a problem or stopped
 /// early ([`EXIT_PROBLEM`]).
 pub(crate) async fn run(cli: Cli) -> Result<ExitCode> {
-    cli.global.check_suffixes()?;
-    let problem = match cli.command {
-        Command::Dead(cmd) => dead::run(&cli.global, cmd).await,
-        Command::Holds(args) => holds::run(&cli.global, args).await,
-        Command::Schedules(args) => schedules::run(&cli.global, args).await,
-        Command::Topology(cmd) => topology::run(&cli.global, cmd).await,
-        Command::Doctor => doctor::run(&cli.global).await,
-        Command::Web(args) => web::run(&cli.global, args).await,
-        Command::Workers(args) => workers::run(&cli.global, args).await,
-        Command::Queues(args) => queues::run(&cli.global, args).await,
-        Command::Queue(cmd) => queue::run(&cli.global, cmd).await,
-        Command::Job(cmd) => job::run(&cli.global, cmd).await,
+    let Cli { global, command } = cli;
+    crate::check_suffixes(
+        &global.dead_suffix,
+        &global.deferred_suffix,
+        &global.suspect_suffix,
+    )?;
+    let problem = match command {
+        Command::Dead(cmd) => dead::run(&global, cmd).await,
+        Command::Holds(args) => holds::run(&global, args).await,
+        Command::Schedules(args) => schedules::run(&global, args).await,
+        Command::Topology(cmd) => topology::run(&global, cmd).await,
+        Command::Doctor => doctor::run(&global).await,
+        Command::Web(args) => web::run(&global, args).await,
+        Command::Workers(args) => workers::run(&global, args).await,
+        Command::Queues(args) => queues::run(&global, args).await,
+        Command::Queue(cmd) => queue::run(&global, cmd).await,
+        Command::Job(cmd) => job::run(&global, cmd).await,
     }?;
     Ok(if problem {
         ExitCode::from(EXIT_PROBLEM)

@@ -109,16 +109,14 @@ async fn switch(
         outln!("run again with --yes to {verb} it");
         return Ok(false);
     }
-    let command = if pause {
-        Command::Pause {
-            queue: queue.to_owned(),
-        }
-    } else {
-        Command::Resume {
-            queue: queue.to_owned(),
-        }
-    };
-    fleet.send(command).await?;
+    let queue = queue.to_owned();
+    fleet
+        .send(if pause {
+            Command::Pause { queue }
+        } else {
+            Command::Resume { queue }
+        })
+        .await?;
     if pause {
         outln!(
             "paused `{queue_shown}`: every worker stops taking its jobs within a second or two, lets \

@@ -21,16 +21,14 @@ impl Table {
     }
 
     /// Adds a row; each cell is [escaped](crate::escape::line).
-    pub(crate) fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(
-            cells
-                .into_iter()
-                .map(|c| crate::escape::line(&c).into_owned())
-                .collect(),
-        );
+    pub(crate) fn row(&mut self, cells: impl IntoIterator<Item = String>) {
+        let escaped = cells
+            .into_iter()
+            .map(|c| crate::escape::line(&c).into_owned());
+        self.rows.push(escaped.collect());
     }
 
-    /// The table as text; the last column is not padded.
+    /// The table as text, each line without trailing spaces.
     pub(crate) fn render(&self) -> String {
         let columns = self.rows.iter().map(Vec::len).max().unwrap_or(0);
         let widths: Vec<usize> = (0..columns)
@@ -45,16 +43,9 @@ impl Table {
             .collect();
         let mut out = String::new();
         for row in &self.rows {
-            let mut line = String::new();
-            for (c, cell) in row.iter().enumerate() {
-                if c + 1 == row.len() {
-                    line.push_str(cell);
-                } else {
-                    line.push_str(cell);
-                    let pad = widths[c] - cell.chars().count() + 2;
-                    line.extend(std::iter::repeat_n(' ', pad));
-                }
-            }
+            let line: String = (row.iter().zip(&widths))
+                .map(|(cell, width)| format!("{cell:<w$}", w = width + 2))
+                .collect();
             out.push_str(line.trim_end());
             out.push('\n');
         }

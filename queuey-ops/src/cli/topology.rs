@@ -166,11 +166,9 @@ pub(crate) async fn run(global: &Global, cmd: TopologyCommand) -> Result<bool> {
             } else {
                 let mut table = Table::new(["QUEUE", "PROBLEM", "DETAIL"]);
                 for p in &problems {
-                    let kind = serde_json::to_value(p.kind)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default();
-                    table.row(vec![p.queue.clone(), kind, p.detail.clone()]);
+                    let kind = serde_json::to_value(p.kind).unwrap_or_default();
+                    let kind = kind.as_str().unwrap_or_default().to_owned();
+                    table.row([p.queue.clone(), kind, p.detail.clone()]);
                 }
                 out!("{}", table.render());
                 outln!("{} problem(s)", problems.len());

@@ -68,9 +68,8 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
             "RUNNING FOR",
             "PROGRESS",
         ]);
-        let mut any = false;
-        for (worker, job) in fleet::running_where(&workers, |_| true) {
-            any = true;
+        let busy: Vec<_> = fleet::running_where(&workers, |_| true).collect();
+        for &(worker, job) in &busy {
             let running = fleet::running_for(worker, job);
             jobs.row(vec![
                 if running > args.long { "LONG" } else { "" }.to_owned(),
@@ -85,7 +84,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
                     .map_or_else(|| "-".to_owned(), ToString::to_string),
             ]);
         }
-        if any {
+        if !busy.is_empty() {
             outln!();
             out!("{}", jobs.render());
         }

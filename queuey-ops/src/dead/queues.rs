@@ -104,9 +104,8 @@ impl DeadQueues {
     pub(crate) async fn present(&self, amqp: &Amqp) -> Result<Vec<(&DeadQueue, QueueCounts)>> {
         let mut present = Vec::with_capacity(self.queues.len());
         for queue in &self.queues {
-            if let Some(counts) = amqp.counts(&queue.dead_queue).await? {
-                present.push((queue, counts));
-            }
+            let counts = amqp.counts(&queue.dead_queue).await?;
+            present.extend(counts.map(|counts| (queue, counts)));
         }
         if present.is_empty() {
             return Err(OpsError::UnknownQueue(self.first().to_owned()));

@@ -18,12 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use lapin::options::BasicPublishOptions;
-use lapin::types::ShortString;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use crate::amqp::{Amqp, short};
+use crate::amqp::{Amqp, publish};
 use crate::browse::Cursor;
 use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, count_in};
 use crate::error::{OpsError, Result};
@@ -277,19 +275,7 @@ async fn run(
             &options.redrive_id,
         ));
         let what = || format!("moving {} to `{target}`", letter.id());
-        channel
-            .basic_publish(
-                ShortString::default(),
-                short(&target)?,
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
-                &body,
-                properties,
-            )
-            .await
-            .map_err(|e| OpsError::amqp(what(), e))?;
+        publish(&channel, &target, &body, properties, what).await?;
         cursor.ack(held.tag).await?;
         uncommitted.push(Moved {
             id: letter.id(),

@@ -1,26 +1,20 @@
 //! Everything about one dead letter, for `dead show`.
 
-use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
-use lapin::types::{AMQPValue, ShortString};
+use lapin::types::{AMQPValue, FieldTable, ShortString};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::amqp::Amqp;
 use crate::dead::{DeadLetter, DeadQueues, History};
 use crate::error::{OpsError, Result};
 
 impl DeadQueues {
-    /// The first dead letter that answers to `id` (a job id, a message id,
-    /// or with a single dead-letter queue `#position`), searching the
-    /// dead-letter queues in order (the lane's first), or
-    /// [`OpsError::NotFound`]. The letter carries its
-    /// [`shard`](DeadLetter::shard).
-    ///
-    /// The read stops at the letter found (for `#N`, after N letters at
-    /// most) and at `max` letters in all when given; only that letter is
-    /// kept.
+    /// The first dead letter, the lane's first, that answers to `id` (a job
+    /// id, a message id, or `#position` with one dead-letter queue), with its
+    /// [`shard`](DeadLetter::shard), else [`OpsError::NotFound`]. The read
+    /// stops there (`#N`: after N letters) or after `max` letters.
     pub(crate) async fn find(
         &self,
         amqp: &Amqp,
@@ -32,10 +26,7 @@ impl DeadQueues {
             .trim()
             .strip_prefix('#')
             .and_then(|n| n.parse::<usize>().ok());
-        let max = match (max, position) {
-            (Some(m), Some(p)) => Some(m.min(p)),
-            (m, p) => m.or(p),
-        };
+        let max = max.into_iter().chain(position).min();
         let mut found = None;
         self.scan(amqp, max, |letter| {
             if letter.answers_to(id) {
@@ -58,9 +49,9 @@ impl DeadQueues {
 pub(crate) struct Detail {
     pub(crate) summary: crate::dead::Summary,
     /// The message properties other than headers.
-    pub(crate) properties: BTreeMap<String, Value>,
+    pub(crate) properties: Map<String, Value>,
     /// The headers, as JSON.
-    pub(crate) headers: BTreeMap<String, Value>,
+    pub(crate) headers: Map<String, Value>,
     /// The envelope without its payload, when the body is one.
     pub(crate) envelope: Option<Value>,
     /// The payload (or, for a malformed body, the body as text or base64).
@@ -73,7 +64,7 @@ pub(crate) struct Detail {
 
 pub(crate) fn show(letter: &DeadLetter) -> Detail {
     let p = &letter.properties;
-    let mut properties = BTreeMap::new();
+    let mut properties = Map::new();
     let mut put = |k: &str, v: Option<Value>| {
         if let Some(v) = v {
             properties.insert(k.to_owned(), v);
@@ -87,16 +78,7 @@ pub(crate) fn show(letter: &DeadLetter) -> Detail {
     put("priority", p.priority().map(|n| json!(n)));
     put("delivery_mode", p.delivery_mode().map(|n| json!(n)));
     put("timestamp", p.timestamp().map(|n| json!(n)));
-    let headers = p
-        .headers()
-        .as_ref()
-        .map(|h| {
-            h.inner()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), amqp_value_to_json(v)))
-                .collect()
-        })
-        .unwrap_or_default();
+    let headers = p.headers().as_ref().map(table_json).unwrap_or_default();
     let (envelope, payload) = match &letter.envelope {
         Some(env) => {
             let payload = serde_json::from_str(env.payload.get()).unwrap_or(Value::Null);
@@ -151,13 +133,15 @@ pub(crate) fn amqp_value_to_json(value: &AMQPValue) -> Value {
             Value::Array(a.as_slice().iter().map(amqp_value_to_json).collect())
         }
         AMQPValue::Timestamp(t) => json!(t),
-        AMQPValue::FieldTable(t) => Value::Object(
-            t.inner()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), amqp_value_to_json(v)))
-                .collect(),
-        ),
+        AMQPValue::FieldTable(t) => Value::Object(table_json(t)),
         AMQPValue::ByteArray(b) => json!({ "base64": data_encoding::BASE64.encode(b.as_slice()) }),
         AMQPValue::Void => Value::Null,
     }
+}
+
+/// A field table as a JSON object.
+fn table_json(table: &FieldTable) -> Map<String, Value> {
+    (table.inner().iter())
+        .map(|(k, v)| (k.as_str().to_owned(), amqp_value_to_json(v)))
+        .collect()
 }

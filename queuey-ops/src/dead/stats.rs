@@ -12,7 +12,7 @@ use std::ops::ControlFlow;
 use serde::Serialize;
 
 use crate::amqp::Amqp;
-use crate::dead::{DeadLetter, DeadQueue, DeadQueues, Filter, QueueCount, count_in};
+use crate::dead::{DeadLetter, DeadQueues, Filter, QueueCount, count_in};
 use crate::error::Result;
 
 /// Fingerprint groups kept.
@@ -153,12 +153,7 @@ impl DeadQueues {
         self.check_ids(&filter.ids)?;
         let mut builder = StatsBuilder::new();
         let mut per_shard: BTreeMap<Option<u16>, usize> = BTreeMap::new();
-        let present: Vec<DeadQueue> = self
-            .present(amqp)
-            .await?
-            .into_iter()
-            .map(|(queue, _)| queue.clone())
-            .collect();
+        let mut queues = self.counts(amqp).await?;
         self.scan(amqp, None, |letter| {
             if filter.matches(&letter) {
                 *per_shard.entry(letter.shard).or_default() += 1;
@@ -167,15 +162,11 @@ impl DeadQueues {
             ControlFlow::Continue(())
         })
         .await?;
+        for queue in &mut queues {
+            queue.count = per_shard.get(&queue.shard).copied().unwrap_or(0);
+        }
         let mut stats = builder.finish();
-        stats.queues = present
-            .into_iter()
-            .map(|queue| QueueCount {
-                count: per_shard.get(&queue.shard).copied().unwrap_or(0),
-                dead_queue: queue.dead_queue,
-                shard: queue.shard,
-            })
-            .collect();
+        stats.queues = queues;
         Ok(stats)
     }
 }

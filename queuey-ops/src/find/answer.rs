@@ -306,13 +306,10 @@ impl Answer {
         let id = self.job_id;
         let now = now_ms();
         let of = |job_type: &Option<String>, attempt: Option<u32>| {
-            let mut parts = Vec::new();
-            if let Some(t) = job_type {
-                parts.push(format!("type {t}"));
-            }
-            if let Some(a) = attempt {
-                parts.push(format!("attempt {a}"));
-            }
+            let types = job_type.iter().map(|t| format!("type {t}"));
+            let parts: Vec<String> = types
+                .chain(attempt.map(|a| format!("attempt {a}")))
+                .collect();
             if parts.is_empty() {
                 String::new()
             } else {
@@ -331,7 +328,6 @@ impl Answer {
                 progress,
                 ..
             } => {
-                let started = i64::try_from(*started_at_ms).unwrap_or(i64::MAX);
                 let progress = progress
                     .as_ref()
                     .map(|p| format!(", at {p}"))
@@ -339,7 +335,7 @@ impl Answer {
                 format!(
                     "job {id} is running on worker {worker} (queue {queue}, type {job_type}, \
                      attempt {attempt}), started {}{progress}",
-                    when(started, now)
+                    when(*started_at_ms, now)
                 )
             }
             Place::Ready {
@@ -427,7 +423,7 @@ impl Answer {
                 heartbeat_at_ms, ..
             } => lines.push(format!(
                 "as of the worker's heartbeat at {}",
-                format_ms(i64::try_from(*heartbeat_at_ms).unwrap_or(i64::MAX))
+                format_ms(*heartbeat_at_ms)
             )),
             _ => {}
         }

@@ -39,18 +39,16 @@ pub(super) async fn look(
         Err(e) => return Err(e),
     };
     let mut hit = None;
-    let walked = loop {
-        match cursor.next().await {
-            Ok(Some(held)) => {
-                if let Some(envelope) = job_of(&held, id) {
-                    hit = Some(Hit { held, envelope });
-                    break Ok(());
-                }
+    let walked: Result<()> = async {
+        while let Some(held) = cursor.next().await? {
+            if let Some(envelope) = job_of(&held, id) {
+                hit = Some(Hit { held, envelope });
+                break;
             }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
         }
-    };
+        Ok(())
+    }
+    .await;
     let messages = u64::from(cursor.counts().messages);
     let read = cursor.read() as u64;
     cursor.release().await;

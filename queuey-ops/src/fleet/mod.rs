@@ -76,13 +76,12 @@ impl Fleet {
     /// Sends `command`, signed by the backend; returns the record sent.
     pub(crate) async fn send(&self, command: Command) -> Result<ControlRecord> {
         let record = ControlRecord::new(command);
-        self.backend
-            .send_control(&record)
-            .await
-            .map_err(|source| OpsError::Fleet {
-                what: format!("sending the `{}` command", record.command.as_str()),
-                source,
-            })?;
+        self.backend.send_control(&record).await.map_err(|e| {
+            OpsError::fleet(
+                format!("sending the `{}` command", record.command.as_str()),
+                e,
+            )
+        })?;
         self.sent.store(true, Ordering::Release);
         Ok(record)
     }
@@ -97,10 +96,7 @@ impl Fleet {
                 .backend
                 .follow_control()
                 .await
-                .map_err(|source| OpsError::Fleet {
-                    what: "reading the control commands".to_owned(),
-                    source,
-                })?,
+                .map_err(|e| OpsError::fleet("reading the control commands", e))?,
         };
         let view = followed.insert(view);
         if !view.is_caught_up() {
@@ -119,10 +115,7 @@ impl Fleet {
         self.backend
             .workers()
             .await
-            .map_err(|source| OpsError::Fleet {
-                what: "reading the workers' heartbeats".to_owned(),
-                source,
-            })
+            .map_err(|e| OpsError::fleet("reading the workers' heartbeats", e))
     }
 
     /// Whether `user_id` is trusted as a worker.

@@ -18,9 +18,8 @@ pub(crate) struct Unheard {
 }
 
 impl Unheard {
-    /// `Some` when RabbitMQ counts `consumers` on `queue` while none of
-    /// the heard workers (`consuming`, from the heartbeats on
-    /// `control_stream`'s heartbeat stream) consumes it.
+    /// `Some` when RabbitMQ counts `consumers` on `queue` but none of the
+    /// workers heard on `control_stream` (`consuming`) consumes it.
     pub(crate) fn of(
         queue: &str,
         consumers: u32,
@@ -35,9 +34,8 @@ impl Unheard {
         })
     }
 
-    /// Adds the other control streams on the broker, found by their
-    /// heartbeat streams in the management API's listing (none when it
-    /// cannot be read): the streams the unheard workers may follow.
+    /// Adds the other control streams on the broker (by their heartbeat
+    /// streams; none when the listing fails): the unheard may follow one.
     pub(crate) async fn look_elsewhere(mut self, mgmt: &Management) -> Self {
         let suffix = queuey_rabbitmq::topology::HEARTBEAT_STREAM_SUFFIX;
         let Ok(queues) = mgmt.queues(None).await else {
@@ -54,9 +52,7 @@ impl Unheard {
     }
 }
 
-/// Why the broker's consumers and the heartbeats disagree, and what to
-/// do, as plain text: the names in it come from the broker and the
-/// command line, so a terminal or a page shows it escaped.
+/// Why the broker and the heartbeats disagree, and what to do; unescaped.
 impl fmt::Display for Unheard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let heartbeats = queuey_rabbitmq::topology::heartbeat_stream_name(&self.control_stream);

@@ -13,14 +13,10 @@ pub(super) struct Expected {
     pub(super) arguments: QueueArguments,
 }
 
-/// The queues `spec` declares (work, dead-letter and suspect queues, of a
-/// sharded queue's lane and of each shard; hold queues are created on
-/// demand and checked by [`verify`] as they are found).
-///
-/// Each broker queue's arguments come from its own settings
-/// ([`QueueConfig::physical`](queuey_core::QueueConfig::physical)), so a
-/// shard's are those the backend declares it with: the broker refuses a
-/// declare whose arguments differ from the queue's.
+/// The queues `spec` declares: work, dead-letter and suspect queues, of a
+/// sharded queue's lane and each shard, each with the arguments of its own
+/// [`QueueConfig::physical`](queuey_core::QueueConfig::physical) settings, as
+/// the backend declares it (hold queues are checked by [`verify`] as found).
 pub(super) fn expected(spec: &TopologySpec) -> Vec<Expected> {
     let mut out = Vec::new();
     for q in &spec.queues {

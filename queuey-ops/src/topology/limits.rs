@@ -183,15 +183,8 @@ pub(crate) async fn plan_limit_policies(
 ) -> Result<Vec<LimitPolicy>> {
     let mut found = Vec::new();
     for queue in queues {
-        if let Some(info) = mgmt
-            .queue(&queuey_rabbitmq::topology::dead_letter_queue_name(
-                queue,
-                dead_suffix,
-            ))
-            .await?
-        {
-            found.push(info);
-        }
+        let dead = queuey_rabbitmq::topology::dead_letter_queue_name(queue, dead_suffix);
+        found.extend(mgmt.queue(&dead).await?);
         let schedules = format!("^{}", regex_escape(&format!("{queue}{SCHEDULE_INFIX}")));
         found.extend(mgmt.queues(Some(&schedules)).await?);
     }

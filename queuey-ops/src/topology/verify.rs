@@ -54,6 +54,9 @@ pub(crate) struct Problem {
     pub(crate) detail: String,
 }
 
+const FULL: &str = "jobs are dropped or dead-lettered when the queue is full";
+const ROUTED: &str = "expired or rejected jobs are routed elsewhere";
+
 /// Policy keys that change what a hold, work or dead-letter queue does.
 const SENSITIVE_POLICY_KEYS: &[(&str, &str)] = &[
     (
@@ -64,26 +67,14 @@ const SENSITIVE_POLICY_KEYS: &[(&str, &str)] = &[
         "expires",
         "the queue can be deleted sooner, with the jobs in it",
     ),
-    (
-        "max-length",
-        "jobs are dropped or dead-lettered when the queue is full",
-    ),
-    (
-        "max-length-bytes",
-        "jobs are dropped or dead-lettered when the queue is full",
-    ),
+    ("max-length", FULL),
+    ("max-length-bytes", FULL),
     (
         "overflow",
         "changes what happens to jobs when the queue is full",
     ),
-    (
-        "dead-letter-exchange",
-        "expired or rejected jobs are routed elsewhere",
-    ),
-    (
-        "dead-letter-routing-key",
-        "expired or rejected jobs are routed elsewhere",
-    ),
+    ("dead-letter-exchange", ROUTED),
+    ("dead-letter-routing-key", ROUTED),
     ("queue-mode", "refused by RabbitMQ 4.3"),
 ];
 

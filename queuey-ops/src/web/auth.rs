@@ -17,9 +17,7 @@ use crate::error::{OpsError, Result};
 /// The shortest token the dashboard accepts.
 pub(crate) const MIN_TOKEN_LEN: usize = 16;
 
-/// How requests are authenticated.
-///
-/// Its `Debug` output masks the token and the password.
+/// How requests are authenticated; `Debug` masks the token and the password.
 #[derive(Clone, PartialEq, Eq)]
 pub(crate) enum Auth {
     /// No authentication (only sensible on a loopback address).
@@ -30,12 +28,7 @@ pub(crate) enum Auth {
     Token(String),
     /// HTTP basic auth: a user (not empty, no `:`) and a password (not
     /// empty).
-    Basic {
-        /// The user name.
-        user: String,
-        /// The password.
-        password: String,
-    },
+    Basic { user: String, password: String },
 }
 
 impl fmt::Debug for Auth {
@@ -57,46 +50,34 @@ impl Auth {
     /// token, an empty user or password. The message never repeats them.
     pub(crate) fn validate(&self) -> Result<()> {
         let refusal = match self {
-            Auth::None => None,
-            Auth::Token(token) => {
-                let len = token.chars().count();
-                let cookie_safe = token
-                    .bytes()
-                    .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\'));
-                if len == 0 {
-                    Some(format!(
-                        "the dashboard token is empty; give one of at least {MIN_TOKEN_LEN} \
-                         characters (make one with `openssl rand -hex 16`)"
-                    ))
-                } else if len < MIN_TOKEN_LEN {
-                    Some(format!(
-                        "the dashboard token is {len} characters long; it must have at least \
-                         {MIN_TOKEN_LEN} (make one with `openssl rand -hex 16`)"
-                    ))
-                } else if !cookie_safe {
-                    Some(
-                        "the dashboard token may only hold printable ASCII characters other \
-                         than space, `\"`, `,`, `;` and `\\` (browsers keep it in a cookie)"
-                            .to_owned(),
-                    )
-                } else {
-                    None
-                }
+            Auth::Token(token) if token.is_empty() => format!(
+                "the dashboard token is empty; give one of at least {MIN_TOKEN_LEN} characters \
+                 (make one with `openssl rand -hex 16`)"
+            ),
+            Auth::Token(token) if token.chars().count() < MIN_TOKEN_LEN => format!(
+                "the dashboard token is {} characters long; it must have at least \
+                 {MIN_TOKEN_LEN} (make one with `openssl rand -hex 16`)",
+                token.chars().count()
+            ),
+            Auth::Token(token)
+                if !(token.bytes())
+                    .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b',' | b';' | b'\\')) =>
+            {
+                "the dashboard token may only hold printable ASCII characters other than space, \
+                 `\"`, `,`, `;` and `\\` (browsers keep it in a cookie)"
+                    .to_owned()
             }
-            Auth::Basic { user, password } => {
-                if user.is_empty() || password.is_empty() {
-                    Some(
-                        "basic auth needs a user and a password, neither empty (USER:PASSWORD)"
-                            .to_owned(),
-                    )
-                } else if user.contains(':') || user.chars().any(char::is_control) {
-                    Some("the basic-auth user may not contain `:` or control characters".to_owned())
-                } else {
-                    None
-                }
+            Auth::Basic { user, password } if user.is_empty() || password.is_empty() => {
+                "basic auth needs a user and a password, neither empty (USER:PASSWORD)".to_owned()
             }
+            Auth::Basic { user, .. }
+                if user.contains(':') || user.chars().any(char::is_control) =>
+            {
+                "the basic-auth user may not contain `:` or control characters".to_owned()
+            }
+            _ => return Ok(()),
         };
-        refusal.map_or(Ok(()), |message| Err(OpsError::Invalid(message)))
+        Err(OpsError::Invalid(refusal))
     }
 }
 

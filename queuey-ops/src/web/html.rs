@@ -31,17 +31,7 @@ impl Render for Shown<'_> {
 }
 
 /// A path segment, percent-encoded.
-pub(crate) fn seg(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
-}
+pub(crate) use queuey_core::uri::percent_encode as seg;
 
 /// The path of `queue`'s page, or of one under it (`/queue/{q}/{rest}`).
 pub(crate) fn queue_path(queue: &str, rest: &str) -> String {

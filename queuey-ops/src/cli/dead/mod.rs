@@ -186,19 +186,14 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
             let now = crate::time::now_ms();
             for s in &listing.items {
                 let shard = queues.sharded.then(|| queues.label(s.shard));
-                table.row(
-                    shard
-                        .into_iter()
-                        .chain([
-                            s.position.to_string(),
-                            s.id.clone(),
-                            s.job_type.clone().unwrap_or_else(|| "-".into()),
-                            s.attempts.map_or("-".into(), |n| n.to_string()),
-                            s.died_at_ms.map_or("-".into(), |ms| time::when(ms, now)),
-                            clip(&s.reason, 80),
-                        ])
-                        .collect(),
-                );
+                table.row(shard.into_iter().chain([
+                    s.position.to_string(),
+                    s.id.clone(),
+                    s.job_type.clone().unwrap_or_else(|| "-".into()),
+                    s.attempts.map_or("-".into(), |n| n.to_string()),
+                    s.died_at_ms.map_or("-".into(), |ms| time::when(ms, now)),
+                    clip(&s.reason, 80),
+                ]));
             }
             out!("{}", table.render());
             let at_least = if listing.matching_exact { "" } else { "≥ " };
@@ -376,10 +371,7 @@ pub(crate) async fn run(global: &Global, cmd: DeadCommand) -> Result<bool> {
             let options = RedriveOptions {
                 destination,
                 filter,
-                limit: match (limit, canary) {
-                    (Some(l), Some(c)) => Some(l.min(c)),
-                    (l, c) => l.or(c),
-                },
+                limit: limit.into_iter().chain(canary).min(),
                 rate,
                 keep_attempts,
                 batch,

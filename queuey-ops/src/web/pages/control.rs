@@ -29,9 +29,8 @@ pub(crate) struct ControlForm {
     force: String,
 }
 
-/// The consumers of `queue` nobody hears (see [`fleet::Unheard`]):
-/// RabbitMQ counts `consumers`, and none of `workers` consumes it. With
-/// the other control streams on the broker.
+/// The `consumers` of `queue` none of `workers` is (see [`fleet::Unheard`]),
+/// with the other control streams on the broker.
 pub(super) async fn unheard(
     app: &App,
     queue: &str,
@@ -114,10 +113,8 @@ pub(crate) async fn switch(
     Ok(done(&title, result, back_to_queue(&queue)))
 }
 
-/// Refuses, on a dashboard started with `--queue`, a cancel of a job it
-/// does not see running on one of its queues: a cancel reaches the job
-/// wherever it is, and such a dashboard acts on its own queues only. A
-/// dashboard without `--queue` cancels any job.
+/// Refuses, with `--queue`, a cancel of a job not seen running on one of
+/// those queues: a cancel reaches the job wherever it is.
 fn admit_cancel(app: &App, job_id: Uuid, workers: &[Heartbeat]) -> Result<(), PageError> {
     if app.config.queues.is_empty() {
         return Ok(());

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use axum::extract::{Query, State};
 use maud::{Markup, html};
+use queuey_core::control::ControlState;
 use serde::Deserialize;
 
 use super::PageResult;
@@ -22,37 +23,28 @@ use crate::web::html::{heads, job_search, page, queue_path, shown};
 /// The broker's queues by name.
 type ByName<'a> = BTreeMap<&'a str, &'a QueueInfo>;
 
-/// The row of queue `q` (with its shards, found in `infos`) and its counts.
-fn row(app: &App, infos: &[QueueInfo], names: &ByName<'_>, q: &str, paused: bool) -> Markup {
+/// The row of queue `q` (with its shards, found in `names`) and its counts.
+fn row(app: &App, names: &ByName<'_>, q: &str, state: &ControlState) -> PageResult {
     let by_name = |name: &str| names.get(name).copied();
     let shards = shards::in_listing(q, |name| by_name(name).is_some());
+    let line = queues::line(&shards, &app.config.dead_suffix, state, by_name)?;
     let members = shards.members();
-    let work: Vec<&QueueInfo> = members.iter().filter_map(|m| by_name(&m.queue)).collect();
-    let dead: Vec<&QueueInfo> = members
-        .iter()
-        .filter_map(|m| app.dead_queue(&m.queue).ok())
-        .filter_map(|dq| by_name(&dq))
-        .collect();
     let suffix = &app.config.deferred_suffix;
-    let is_hold = |i: &&QueueInfo| {
+    let is_hold = |i: &QueueInfo| {
         (members.iter()).any(|m| holds::hold_delay(&i.name, &m.queue, suffix).is_some())
     };
-    let held: u64 = infos
-        .iter()
-        .filter(is_hold)
+    let held: u64 = names
+        .values()
+        .filter(|i| is_hold(i))
         .filter_map(|i| i.messages)
         .sum();
-    let sum = |infos: &[&QueueInfo], f: fn(&QueueInfo) -> Option<u64>| {
-        let total = infos.iter().filter_map(|i| f(i)).reduce(|a, b| a + b);
-        total.map_or("-".into(), |n| n.to_string())
-    };
+    let count = |n: Option<u64>| n.map_or("-".into(), |n| n.to_string());
     let rate_of = |stat: &str| {
-        let rates = work.iter().filter_map(|i| i.rate(stat));
-        rates
-            .reduce(|a, b| a + b)
-            .map_or("-".into(), |r| format!("{r:.1}/s"))
+        let work = members.iter().filter_map(|m| by_name(&m.queue));
+        let rate = work.filter_map(|i| i.rate(stat)).reduce(|a, b| a + b);
+        rate.map_or("-".into(), |r| format!("{r:.1}/s"))
     };
-    html! {
+    Ok(html! {
         tr {
             td {
                 a href=(queue_path(q, "")) { (shown(q)) }
@@ -60,17 +52,17 @@ fn row(app: &App, infos: &[QueueInfo], names: &ByName<'_>, q: &str, paused: bool
                     " " span.note { "lane and " (shards.count) " shards" }
                 }
             }
-            td { @if paused { span.warn { "paused" } } @else { "running" } }
-            td.n { (sum(&work, |i| i.messages_ready)) }
-            td.n { (sum(&work, |i| i.messages_unacknowledged)) }
-            td.n { (sum(&work, |i| i.consumers)) }
-            td.n { (sum(&dead, |i| i.messages)) }
+            td { @if line.paused { span.warn { "paused" } } @else { "running" } }
+            td.n { (count(line.ready)) }
+            td.n { (count(line.unacked)) }
+            td.n { (count(line.consumers)) }
+            td.n { (count(line.dead)) }
             td.n { (held) }
             td.n { (rate_of("publish")) }
             td.n { (rate_of("deliver_get")) }
             td.n { (rate_of("ack")) }
         }
-    }
+    })
 }
 
 /// The overview's query.
@@ -132,7 +124,7 @@ pub(crate) async fn index(
     let allow_listed = !app.config.queues.is_empty();
     let (queues, rule) = queues::choose(allow_listed, app.queues_of(&infos), &workers, query.all);
     let queues = &queues;
-    let paused = app.fleet.state().await?;
+    let state = app.fleet.state().await?;
     let now = now_ms();
     let body = html! {
         (job_search(""))
@@ -141,7 +133,7 @@ pub(crate) async fn index(
                 "queue", "state", "ready", "unacked", "consumers", "dead", "held", "publish",
                 "deliver", "ack",
             ]))
-            @for q in queues { (row(&app, &infos, &names, q, paused.is_paused(q))) }
+            @for q in queues { (row(&app, &names, q, &state)?) }
         }
         @if queues.is_empty() {
             p.note #no-queues {

@@ -52,11 +52,14 @@ pub(crate) async fn job(State(app): State<Arc<App>>, Query(query): Query<JobQuer
     };
     let answer = find::find(&search, &app.amqp, &app.mgmt, &workers).await?;
     let lines = answer.lines();
+    // The place's `state`, as the JSON of `queuey job show --json` names it.
+    let place = serde_json::to_value(&answer.place).unwrap_or_default();
+    let state = place["state"].as_str().unwrap_or_default();
     let id = job_id.to_string();
     let body = html! {
         (nav(None))
         (job_search(&id))
-        div.box #job-answer data-state=(state_of(&answer.place)) {
+        div.box #job-answer data-state=(state) {
             p #job-where {
                 @match &answer.place {
                     Place::NotFound => span.warn { (shown(&lines[0])) },
@@ -91,16 +94,4 @@ pub(crate) async fn job(State(app): State<Arc<App>>, Query(query): Query<JobQuer
         p { a href="/" #back { "back to the queues" } }
     };
     Ok(page(&format!("Job {id}"), body))
-}
-
-/// The place's `state`, as the JSON of `queuey job show --json` names it.
-fn state_of(place: &Place) -> &'static str {
-    match place {
-        Place::Running { .. } => "running",
-        Place::Ready { .. } => "ready",
-        Place::Held { .. } => "held",
-        Place::Suspect { .. } => "suspect",
-        Place::Dead { .. } => "dead",
-        Place::NotFound => "not_found",
-    }
 }

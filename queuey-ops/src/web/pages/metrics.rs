@@ -49,10 +49,7 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Pag
     let workers = app.fleet.workers().await?;
     let state = app.fleet.state().await?;
     let names: HashSet<&str> = infos.iter().map(|i| i.name.as_str()).collect();
-    // A sharded queue counts as one: its lane's and every shard's counts
-    // together, its shards found in the listing. Ready and dead-letter
-    // counts are exact, as a queue's page reads them; unacknowledged ones
-    // come from the management API's statistics.
+    // Ready and dead-letter counts are exact, unacknowledged ones statistics.
     let mut counts = Vec::new();
     let mut censuses = Vec::new();
     for q in &queues {

@@ -75,10 +75,6 @@ impl IntoResponse for PageError {
 type PageResult = Result<Markup, PageError>;
 
 impl App {
-    fn dead_queue(&self, queue: &str) -> Result<String, OpsError> {
-        crate::dead_queue_of(queue, &self.config.dead_suffix)
-    }
-
     /// The dead-letter queues of `queue` and of its shards.
     async fn dead_queues(&self, queue: &str) -> Result<(Shards, DeadQueues), OpsError> {
         let shards = shards::discover(&self.amqp, queue).await?;
@@ -103,7 +99,8 @@ impl App {
         let mut out = Vec::new();
         for member in shards.members() {
             let work = self.amqp.counts(&member.queue).await?;
-            let dead = self.amqp.counts(&self.dead_queue(&member.queue)?).await?;
+            let dead_queue = crate::dead_queue_of(&member.queue, &self.config.dead_suffix)?;
+            let dead = self.amqp.counts(&dead_queue).await?;
             out.push((member, work, dead.map(|c| c.messages)));
         }
         Ok(out)
@@ -113,7 +110,7 @@ impl App {
     /// they did not exist.
     async fn admit(&self, queue: &str) -> Result<(), PageError> {
         let listed = &self.config.queues;
-        let dq = self.dead_queue(queue)?;
+        let dq = crate::dead_queue_of(queue, &self.config.dead_suffix)?;
         let (work, dead) = if listed.is_empty() && dq != queue {
             (
                 self.amqp.counts(queue).await?.is_some(),
