@@ -84,6 +84,9 @@ pub struct RunningJob {
     /// How far it got, as its handler last reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<Progress>,
+    /// The tenant it belongs to, when it names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
 }
 
 /// What a worker has done with one queue's jobs since it started: each
@@ -164,6 +167,7 @@ mod tests {
                     attempt: 1,
                     started_at_ms: 99_000,
                     progress: None,
+                    tenant: None,
                 },
                 RunningJob {
                     job_id: Uuid::new_v4(),
@@ -172,6 +176,7 @@ mod tests {
                     attempt: 2,
                     started_at_ms: 10_000,
                     progress: Some(Progress::new(40, "4 of 10 pages")),
+                    tenant: Some("acme".into()),
                 },
             ],
             totals: vec![QueueTotals {

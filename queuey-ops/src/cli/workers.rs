@@ -63,6 +63,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
             "JOB",
             "TYPE",
             "QUEUE",
+            "TENANT",
             "ATTEMPT",
             "WORKER",
             "RUNNING FOR",
@@ -76,6 +77,7 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
                 job.job_id.to_string(),
                 job.job_type.clone(),
                 job.queue.clone(),
+                job.tenant.clone().unwrap_or_else(|| "-".to_owned()),
                 job.attempt.to_string(),
                 fleet::label(worker),
                 format_duration_ms(running.as_millis()),
@@ -87,6 +89,15 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
         if !busy.is_empty() {
             outln!();
             out!("{}", jobs.render());
+        }
+        let tenants = fleet::running_by_tenant(&workers, |_| true);
+        if !tenants.is_empty() {
+            let mut table = Table::new(["TENANT", "QUEUE", "RUNNING"]);
+            for (tenant, queue, running) in tenants {
+                table.row([tenant.to_owned(), queue.to_owned(), running.to_string()]);
+            }
+            outln!();
+            out!("{}", table.render());
         }
     });
     Ok(false)

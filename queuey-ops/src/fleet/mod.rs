@@ -5,6 +5,7 @@ mod history;
 mod shown;
 mod unheard;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -145,6 +146,27 @@ pub(crate) fn running_where<'a>(
         .iter()
         .flat_map(|w| w.running.iter().map(move |j| (w, j)))
         .filter(move |(_, j)| matches(j))
+}
+
+/// How many jobs of each tenant run, per queue: `(tenant, queue, running)`,
+/// busiest first, from the running jobs of `workers` that match and name a
+/// tenant.
+pub(crate) fn running_by_tenant<'a>(
+    workers: &'a [Heartbeat],
+    matches: impl FnMut(&RunningJob) -> bool + 'a,
+) -> Vec<(&'a str, &'a str, usize)> {
+    let mut counts: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for (_, job) in running_where(workers, matches) {
+        if let Some(tenant) = &job.tenant {
+            *counts.entry((tenant, &job.queue)).or_default() += 1;
+        }
+    }
+    let mut rows: Vec<_> = counts
+        .into_iter()
+        .map(|((tenant, queue), running)| (tenant, queue, running))
+        .collect();
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.cmp(b)));
+    rows
 }
 
 /// How long `job` has run at the time of its worker's heartbeat.

@@ -63,6 +63,7 @@ pub(crate) mod tests {
                 percent: 40,
                 message: "half\u{1b}[2J".into(),
             }),
+            tenant: Some("acme\u{1b}[2J".into()),
         };
         Heartbeat {
             worker_id: Uuid::nil(),

@@ -58,6 +58,7 @@ pub(crate) fn beat(queue: &str, job: Uuid, ran: Duration) -> Heartbeat {
             attempt: 2,
             started_at_ms: now - ran.as_millis() as u64,
             progress: Some(Progress::new(40, "4 of 10 pages")),
+            tenant: Some("acme".into()),
         }],
         totals: vec![QueueTotals {
             queue: queue.to_owned(),
@@ -174,11 +175,20 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     assert!(listed.contains(&job.to_string()), "{listed}");
     assert!(listed.contains("LONG"), "{listed}");
     assert!(listed.contains("40% 4 of 10 pages"), "{listed}");
+    // Its tenant, in the job's row and in the count per tenant.
+    assert!(listed.contains("TENANT"), "{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.split_whitespace().eq(["acme", q.as_str(), "1"])),
+        "{listed}"
+    );
     let quiet = ok(&h.cli(&["workers", "--long", "1h"]));
     assert!(!quiet.contains("LONG"), "{quiet}");
     let as_json = json(&h.cli(&["--json", "workers"]));
     assert_eq!(as_json[0]["running"][0]["job_id"], job.to_string());
     assert_eq!(as_json[0]["running"][0]["progress"]["percent"], 40);
+    assert_eq!(as_json[0]["running"][0]["tenant"], "acme");
 
     let mut config = h.web_config();
     config.queues = vec![q.clone()];
@@ -217,6 +227,7 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
         "{page}"
     );
     assert!(page.contains("40% 4 of 10 pages"), "{page}");
+    assert!(page.contains("id=\"tenants\""), "{page}");
 
     // Its last heartbeat takes it off the list at once.
     let mut last = beat(&q, job, Duration::from_secs(901));

@@ -584,6 +584,7 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
         percent: 7,
         message: forged.into(),
     });
+    short.tenant = Some("globex".into());
     let mut quiet = short.clone();
     quiet.job_id = queuey_core::Uuid::new_v4();
     quiet.progress = None;
@@ -615,6 +616,14 @@ async fn the_workers_page_shows_busy_jobs_and_cancels_one_after_a_preview() {
     assert_eq!(bar.attr("value").await.unwrap().as_deref(), Some("40"));
     let shown = text(&client, &format!("#progress-{long}")).await;
     assert!(shown.contains("40% 4 of 10 pages"), "{shown}");
+    // How many of each tenant's jobs run: two of globex's, one of acme's.
+    let tenants = text(&client, "#tenants").await;
+    for row in [["globex", q.as_str(), "2"], ["acme", q.as_str(), "1"]] {
+        assert!(
+            tenants.lines().any(|l| l.split_whitespace().eq(row)),
+            "{row:?} in {tenants}"
+        );
+    }
     let shown = text(&client, &format!("#progress-{short_id}")).await;
     assert!(shown.contains(&format!("7% {forged}")), "{shown}");
     let forged_bar = element(&client, &format!("#progress-{short_id} progress")).await;

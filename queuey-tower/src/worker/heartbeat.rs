@@ -71,7 +71,8 @@ impl Tally {
     }
 }
 
-/// A running job as the ledger keeps it: nothing copied but the id.
+/// A running job as the ledger keeps it: nothing copied but the id (and
+/// the tenant, when it names one).
 #[derive(Debug)]
 struct Running {
     job_id: Uuid,
@@ -81,6 +82,7 @@ struct Running {
     started_at_ms: u64,
     /// Where its handler reports its progress.
     progress: ProgressReporter,
+    tenant: Option<String>,
 }
 
 impl Ledger {
@@ -101,6 +103,7 @@ impl Ledger {
             attempt: envelope.attempt,
             started_at_ms: now_ms(),
             progress,
+            tenant: envelope.tenant.clone(),
         };
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         lock(&self.running).insert(key, job);
@@ -136,6 +139,7 @@ impl Ledger {
                 attempt: job.attempt,
                 started_at_ms: job.started_at_ms,
                 progress: job.progress.latest(),
+                tenant: job.tenant.clone(),
             })
             .collect();
         running.sort_by_key(|job| (job.started_at_ms, job.job_id));

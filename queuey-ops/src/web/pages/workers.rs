@@ -41,6 +41,7 @@ pub(crate) async fn workers(
     let running: Vec<_> = fleet::running_where(&workers, |j| app.in_scope(&j.queue))
         .map(|(worker, job)| (worker, job, fleet::running_for(worker, job)))
         .collect();
+    let tenants = fleet::running_by_tenant(&workers, |j| app.in_scope(&j.queue));
     let csrf = session.csrf.as_str();
     let body = html! {
         (nav(None))
@@ -78,7 +79,8 @@ pub(crate) async fn workers(
         h2 { "Busy" }
         table #busy {
             (heads(&[
-                "job", "type", "queue", "attempt", "worker", "running for", "progress", "",
+                "job", "type", "queue", "tenant", "attempt", "worker", "running for", "progress",
+                "",
             ]))
             @for (worker, job, running) in &running {
                 @let id = job.job_id.to_string();
@@ -86,6 +88,7 @@ pub(crate) async fn workers(
                     td { code { (id) } }
                     td { (shown(&job.job_type)) }
                     td { (shown(&job.queue)) }
+                    td { (shown(job.tenant.as_deref().unwrap_or("-"))) }
                     td.n { (job.attempt) }
                     td { (shown(&fleet::label(worker))) }
                     td {
@@ -119,12 +122,27 @@ pub(crate) async fn workers(
         @if running.is_empty() {
             p.note { "No job is running." }
         }
+        @if !tenants.is_empty() {
+            h2 { "Tenants" }
+            table #tenants {
+                (heads(&["tenant", "queue", "running"]))
+                @for (tenant, queue, count) in &tenants {
+                    tr {
+                        td { (shown(tenant)) }
+                        td { (shown(queue)) }
+                        td.n { (count) }
+                    }
+                }
+            }
+        }
         p.note {
             "From the workers' heartbeats (every few seconds); a worker that stops sending them \
-             leaves this page three intervals and two seconds after its last one. Jobs running              longer than "
+             leaves this page three intervals and two seconds after its last one. Jobs running \
+             longer than "
             (format_duration_ms(long.as_millis()))
             " are marked long (" code { "?long=SECONDS" } " to change). A job's progress is what \
-             its handler last reported."
+             its handler last reported. Tenants: how many jobs of each run now, \
+             for jobs that name one."
         }
     };
     Ok(page("Workers", body))
