@@ -239,6 +239,7 @@ mod tests {
             stopping: false,
             running: vec![],
             totals: vec![],
+            limits: vec![],
         }
     }
 

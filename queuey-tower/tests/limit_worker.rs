@@ -16,8 +16,9 @@ use queuey_tower::limit::LimitLayer;
 use queuey_tower::testing::TestRun;
 use queuey_tower::{JobRequest, Worker};
 
+use queuey_core::backend::Heartbeats;
 use serde::{Deserialize, Serialize};
-use support::{Task, TestQueues, producer};
+use support::{Task, TestQueues, producer, spawn, wait_until};
 
 /// Jobs 0..10 are of one tenant, 10..12 of another.
 fn tenant(request: &JobRequest<Task>) -> Option<String> {
@@ -191,4 +192,44 @@ async fn a_job_type_that_declares_limits_needs_a_limit_store() {
     };
     assert!(message.contains("`export`"), "{message}");
     assert!(message.contains("limit_store"), "{message}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_show_each_keys_slots_held_and_waits() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = producer(backend.clone()).await;
+    for _ in 0..5 {
+        let job = Export2 {
+            tenant: "initech".into(),
+        };
+        producer.enqueue(&job).await.unwrap();
+    }
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(Exporter2(Arc::default()))
+        .limit_store(MemoryStore::new())
+        .heartbeat_interval(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    let running = spawn(worker);
+    // Two run (two seconds each), the other three were told to wait.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let workers = backend.workers().await.unwrap();
+    let seen = workers[0]
+        .limits
+        .iter()
+        .find(|seen| seen.key == "initech")
+        .expect("the key is listed");
+    assert_eq!(seen.name, "export");
+    assert_eq!((seen.running, seen.concurrency), (2, Some(2)));
+    assert_eq!(seen.rate, None);
+    assert!(seen.waiting >= 1 && seen.waits >= 3, "{seen:?}");
+
+    // Once every job ran, the key holds no slot.
+    wait_until(|| running.handle.jobs_finished() == 5).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let workers = backend.workers().await.unwrap();
+    let seen = workers[0].limits.iter().find(|seen| seen.key == "initech");
+    assert_eq!(seen.map(|seen| seen.running), Some(0));
+    running.stop().await;
 }

@@ -215,6 +215,7 @@ fn heartbeat(host: &str) -> Heartbeat {
         stopping: false,
         running: vec![],
         totals: vec![],
+        limits: vec![],
     }
 }
 

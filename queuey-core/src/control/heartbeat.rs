@@ -16,6 +16,9 @@ pub const MISSED_HEARTBEATS: u32 = 3;
 /// The most running jobs one heartbeat lists (those that started first).
 pub const MAX_RUNNING_LISTED: usize = 500;
 
+/// The most limit keys one heartbeat lists (the busiest).
+pub const MAX_LIMITS_LISTED: usize = 50;
+
 /// The largest heartbeat a reader decodes, in bytes (well above one listing
 /// [`MAX_RUNNING_LISTED`] jobs); a larger one is skipped unread.
 pub const MAX_HEARTBEAT_BYTES: usize = 256 * 1024;
@@ -66,6 +69,11 @@ pub struct Heartbeat {
     /// What it has done since it started, per queue.
     #[serde(default)]
     pub totals: Vec<QueueTotals>,
+    /// The per-key limits its process applies, for the keys it ran or held
+    /// back lately: at most [`MAX_LIMITS_LISTED`], the busiest. Workers of
+    /// one process report the same list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitSeen>,
 }
 
 /// A job a worker runs right now.
@@ -87,6 +95,29 @@ pub struct RunningJob {
     /// The tenant it belongs to, when it names one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tenant: Option<String>,
+}
+
+/// One key of a per-key limit as a worker's process sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitSeen {
+    /// The limit's name (a job type's name, for a declared limit).
+    pub name: String,
+    /// The key.
+    pub key: String,
+    /// How many jobs of the key may run at once, if the limit says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u32>,
+    /// How many may start per period (`10/s`), if the limit says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    /// The key's running slots this process holds now.
+    pub running: u32,
+    /// Jobs of the key the store counted as waiting for a slot, across
+    /// the fleet, when this process last found every slot held.
+    pub waiting: u32,
+    /// Jobs of the key this process told to wait (for a turn, a slot or
+    /// the store) since it started seeing the key.
+    pub waits: u64,
 }
 
 /// What a worker has done with one queue's jobs since it started: each
@@ -179,6 +210,15 @@ mod tests {
                     tenant: Some("acme".into()),
                 },
             ],
+            limits: vec![LimitSeen {
+                name: "call_api".into(),
+                key: "api.example.com".into(),
+                concurrency: Some(3),
+                rate: Some("10/s".into()),
+                running: 2,
+                waiting: 5,
+                waits: 17,
+            }],
             totals: vec![QueueTotals {
                 queue: "app.emails".into(),
                 finished: 10,
@@ -212,6 +252,7 @@ mod tests {
             stopping: false,
             running: vec![],
             totals: vec![],
+            limits: vec![],
         };
         beat.host = "x".repeat(MAX_HEARTBEAT_BYTES);
         assert_eq!(Heartbeat::decode(&beat.encode()), None);

@@ -57,8 +57,8 @@ use std::time::Duration;
 pub use check::{check_size, is_ahead};
 pub use command::{CancelFilter, Command, ControlRecord, PayloadMatch};
 pub use heartbeat::{
-    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, MAX_HEARTBEAT_BYTES, MAX_RUNNING_LISTED,
-    MAX_WORKERS_LISTED, MISSED_HEARTBEATS, QueueTotals, RunningJob,
+    DEFAULT_HEARTBEAT_INTERVAL, Heartbeat, LimitSeen, MAX_HEARTBEAT_BYTES, MAX_LIMITS_LISTED,
+    MAX_RUNNING_LISTED, MAX_WORKERS_LISTED, MISSED_HEARTBEATS, QueueTotals, RunningJob,
 };
 pub use progress::{MAX_PROGRESS_MESSAGE_BYTES, Progress, ProgressReporter, ProgressUpdates};
 pub use refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};

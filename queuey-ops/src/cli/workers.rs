@@ -99,6 +99,26 @@ pub(crate) async fn run(global: &Global, args: WorkersArgs) -> Result<bool> {
             outln!();
             out!("{}", table.render());
         }
+        let limits = fleet::limits_by_key(&workers);
+        if !limits.is_empty() {
+            let mut table = Table::new(["LIMIT", "KEY", "RUNNING", "WAITING", "WAITS", "RATE"]);
+            for seen in limits {
+                let running = match seen.concurrency {
+                    Some(limit) => format!("{}/{limit}", seen.running),
+                    None => seen.running.to_string(),
+                };
+                table.row([
+                    seen.name,
+                    seen.key,
+                    running,
+                    seen.waiting.to_string(),
+                    seen.waits.to_string(),
+                    seen.rate.unwrap_or_else(|| "-".to_owned()),
+                ]);
+            }
+            outln!();
+            out!("{}", table.render());
+        }
     });
     Ok(false)
 }

@@ -192,6 +192,7 @@ mod tests {
                 dead_lettered: dead,
                 ..QueueTotals::default()
             }],
+            limits: vec![],
         }
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use queuey_core::backend::{ControlChannel, Heartbeats};
 use queuey_core::control::{
-    Command, ControlRecord, ControlState, ControlView, Heartbeat, RunningJob,
+    Command, ControlRecord, ControlState, ControlView, Heartbeat, LimitSeen, RunningJob,
 };
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 use tokio::sync::Mutex;
@@ -167,6 +167,37 @@ pub(crate) fn running_by_tenant<'a>(
         .collect();
     rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.cmp(b)));
     rows
+}
+
+/// The fleet's per-key limits, from the processes' heartbeats: per limit
+/// and key, the slots held now (summed over processes; the workers of one
+/// process report the same book, counted once), the jobs waiting for a
+/// slot as the store last said, and the waits told, busiest first.
+pub(crate) fn limits_by_key(workers: &[Heartbeat]) -> Vec<LimitSeen> {
+    let mut processes: Vec<(&str, u32)> = Vec::new();
+    let mut keys: BTreeMap<(&str, &str), LimitSeen> = BTreeMap::new();
+    for worker in workers {
+        if processes.contains(&(worker.host.as_str(), worker.pid)) {
+            continue;
+        }
+        processes.push((&worker.host, worker.pid));
+        for seen in &worker.limits {
+            let entry = keys
+                .entry((&seen.name, &seen.key))
+                .or_insert_with(|| LimitSeen {
+                    running: 0,
+                    waiting: 0,
+                    waits: 0,
+                    ..seen.clone()
+                });
+            entry.running += seen.running;
+            entry.waiting = entry.waiting.max(seen.waiting);
+            entry.waits += seen.waits;
+        }
+    }
+    let mut listed: Vec<LimitSeen> = keys.into_values().collect();
+    listed.sort_by_key(|seen| std::cmp::Reverse((seen.running, seen.waiting)));
+    listed
 }
 
 /// How long `job` has run at the time of its worker's heartbeat.

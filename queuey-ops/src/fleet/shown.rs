@@ -81,6 +81,7 @@ pub(crate) mod tests {
             stopping: false,
             running: vec![job],
             totals: vec![],
+            limits: vec![],
         }
     }
 

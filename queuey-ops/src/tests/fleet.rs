@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use queuey_core::Uuid;
 use queuey_core::backend::Heartbeats;
-use queuey_core::control::{ControlState, Heartbeat, Progress, QueueTotals, RunningJob};
+use queuey_core::control::{ControlState, Heartbeat, LimitSeen, Progress, QueueTotals, RunningJob};
 use queuey_rabbitmq::{RabbitMqBackend, RabbitMqOptions};
 
 use crate::TlsFiles;
@@ -64,6 +64,15 @@ pub(crate) fn beat(queue: &str, job: Uuid, ran: Duration) -> Heartbeat {
             queue: queue.to_owned(),
             finished: 12,
             ..QueueTotals::default()
+        }],
+        limits: vec![LimitSeen {
+            name: "call_api".into(),
+            key: "api.example.com".into(),
+            concurrency: Some(3),
+            rate: Some("10/s".into()),
+            running: 2,
+            waiting: 5,
+            waits: 17,
         }],
     }
 }
@@ -189,6 +198,20 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     assert_eq!(as_json[0]["running"][0]["job_id"], job.to_string());
     assert_eq!(as_json[0]["running"][0]["progress"]["percent"], 40);
     assert_eq!(as_json[0]["running"][0]["tenant"], "acme");
+    // Its process's limits, per key: slots held of the limit, waiting,
+    // waits told, the rate.
+    assert!(
+        listed.lines().any(|l| l.split_whitespace().eq([
+            "call_api",
+            "api.example.com",
+            "2/3",
+            "5",
+            "17",
+            "10/s"
+        ])),
+        "{listed}"
+    );
+    assert_eq!(as_json[0]["limits"][0]["key"], "api.example.com");
 
     let mut config = h.web_config();
     config.queues = vec![q.clone()];
@@ -228,6 +251,8 @@ async fn workers_and_their_long_jobs_are_listed_and_served_for_prometheus() {
     );
     assert!(page.contains("40% 4 of 10 pages"), "{page}");
     assert!(page.contains("id=\"tenants\""), "{page}");
+    assert!(page.contains("id=\"limits\""), "{page}");
+    assert!(page.contains("api.example.com"), "{page}");
 
     // Its last heartbeat takes it off the list at once.
     let mut last = beat(&q, job, Duration::from_secs(901));

@@ -263,6 +263,7 @@ mod tests {
             stopping,
             running: vec![],
             totals: vec![],
+            limits: vec![],
         }
     }
 

@@ -14,6 +14,7 @@ use queuey_core::{JobContext, LONGEST_WAIT, Uuid};
 use tokio::time::Instant;
 
 use super::pace::{Pace, spread};
+use super::seen;
 use super::{
     LEASES_LOST_TOTAL, OnStoreError, STORE_ERRORS_TOTAL, UNCHECKED_TOTAL, WAIT_SECONDS, WAITS_TOTAL,
 };
@@ -40,6 +41,8 @@ pub(crate) struct Shared {
 #[derive(Debug, Clone)]
 pub(crate) struct Holder {
     key: Arc<str>,
+    /// Where the job's own key starts in `key`.
+    key_at: usize,
     holder: Arc<str>,
     queue: Arc<str>,
     job_id: Uuid,
@@ -47,11 +50,24 @@ pub(crate) struct Holder {
 
 impl Holder {
     pub(crate) fn new(name: &str, key: &str, ctx: &JobContext) -> Self {
+        let store_key = store_key(name, key);
         Holder {
-            key: store_key(name, key).into(),
+            key_at: store_key.len() - key.len(),
+            key: store_key.into(),
             holder: ctx.job_id().simple().to_string().into(),
             queue: Arc::clone(ctx.queue_arc()),
             job_id: ctx.job_id(),
+        }
+    }
+
+    /// The job's key in the process's book of keys, under `shared`'s limit.
+    fn seen<'a>(&'a self, shared: &'a Shared) -> seen::Keyed<'a> {
+        seen::Keyed {
+            name: &shared.name,
+            concurrency: shared.concurrency,
+            rate: shared.rate,
+            store_key: &self.key,
+            key: &self.key[self.key_at..],
         }
     }
 }
@@ -128,6 +144,7 @@ impl Shared {
                 waiting,
                 typical_hold,
             }) => {
+                seen::slots_full(job.seen(&self), waiting);
                 let wait = self
                     .pace
                     .delay(limit, waiting, typical_hold, fastrand::f64());
@@ -151,6 +168,7 @@ impl Shared {
     /// its reserved turn is answered the time that remains, never a new
     /// turn).
     fn wait(&self, job: &Holder, why: Wait, wait: Duration) -> Admission {
+        seen::waited(job.seen(self));
         let wait = wait.clamp(Duration::from_millis(1), LONGEST_WAIT);
         metrics::counter!(WAITS_TOTAL, "limit" => Arc::clone(&self.name), "wait" => why.as_str())
             .increment(1);
@@ -267,6 +285,7 @@ pub(crate) struct Held {
 
 impl Held {
     fn new(shared: Arc<Shared>, job: Holder) -> Self {
+        seen::took(job.seen(&shared));
         Held {
             shared,
             job,
@@ -316,6 +335,7 @@ impl Held {
     /// Frees the slot.
     pub(crate) fn free(mut self) -> BoxFuture<'static, ()> {
         self.held = false;
+        seen::freed(self.job.seen(&self.shared));
         let shared = Arc::clone(&self.shared);
         let job = self.job.clone();
         async move { shared.free(&job).await }.boxed()
@@ -327,6 +347,7 @@ impl Drop for Held {
         if !self.held {
             return;
         }
+        seen::freed(self.job.seen(&self.shared));
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let shared = Arc::clone(&self.shared);
             let job = self.job.clone();

@@ -167,6 +167,7 @@ mod error;
 pub mod future;
 mod layer;
 mod pace;
+pub(crate) mod seen;
 mod service;
 
 use std::time::Duration;

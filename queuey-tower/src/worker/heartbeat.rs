@@ -205,6 +205,7 @@ impl Identity {
             stopping,
             running: ledger.running(),
             totals: ledger.totals(),
+            limits: crate::limit::seen::listed(),
         }
     }
 }

@@ -42,6 +42,7 @@ pub(crate) async fn workers(
         .map(|(worker, job)| (worker, job, fleet::running_for(worker, job)))
         .collect();
     let tenants = fleet::running_by_tenant(&workers, |j| app.in_scope(&j.queue));
+    let limits = fleet::limits_by_key(&workers);
     let csrf = session.csrf.as_str();
     let body = html! {
         (nav(None))
@@ -135,6 +136,25 @@ pub(crate) async fn workers(
                 }
             }
         }
+        @if !limits.is_empty() {
+            h2 { "Limits" }
+            table #limits {
+                (heads(&["limit", "key", "running", "waiting", "waits", "rate"]))
+                @for seen in &limits {
+                    tr {
+                        td { (shown(&seen.name)) }
+                        td { (shown(&seen.key)) }
+                        td.n {
+                            (seen.running)
+                            @if let Some(limit) = seen.concurrency { "/" (limit) }
+                        }
+                        td.n { (seen.waiting) }
+                        td.n { (seen.waits) }
+                        td { (shown(seen.rate.as_deref().unwrap_or("-"))) }
+                    }
+                }
+            }
+        }
         p.note {
             "From the workers' heartbeats (every few seconds); a worker that stops sending them \
              leaves this page three intervals and two seconds after its last one. Jobs running \
@@ -142,7 +162,8 @@ pub(crate) async fn workers(
             (format_duration_ms(long.as_millis()))
             " are marked long (" code { "?long=SECONDS" } " to change). A job's progress is what \
              its handler last reported. Tenants: how many jobs of each run now, \
-             for jobs that name one."
+             for jobs that name one. Limits: per key, the slots held now (of the limit), the \
+             jobs waiting for a slot as the store last said, and the jobs told to wait lately."
         }
     };
     Ok(page("Workers", body))
