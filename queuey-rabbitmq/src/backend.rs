@@ -21,7 +21,7 @@ use crate::census::HoldCensus;
 #[cfg(feature = "fleet")]
 use crate::fleet::Fleet;
 use crate::link::{Link, Purpose};
-use crate::outbox::{HoldPruned, Outbox};
+use crate::outbox::{HoldPruned, Outbox, prune_idle_holds};
 use crate::reply::{Requests, Responder};
 use crate::trust::Senders;
 use crate::{RabbitMqOptions, consumer, declare};
@@ -96,27 +96,16 @@ impl RabbitMqBackend {
         let outbox = Arc::new(Outbox::new(Arc::clone(&link), Arc::clone(&options)));
         // Else, with the `management` feature, the first address's
         // management API counts a hold's jobs.
-        let census = options.census();
+        let census = options.census.0.clone();
         #[cfg(feature = "management")]
         let census = census
             .or_else(|| crate::management::census(addresses.first().map(String::as_str), &options));
         if let (Some(after), Some(census)) = (options.prune_holds_after, &census) {
-            tokio::spawn(crate::outbox::prune_idle_holds(
-                Arc::downgrade(&outbox),
-                after,
-                Arc::clone(census),
-            ));
+            let pruning = prune_idle_holds(Arc::downgrade(&outbox), after, Arc::clone(census));
+            tokio::spawn(pruning);
         }
-        let requests = Requests::new(
-            Arc::clone(&link),
-            Arc::clone(&options),
-            Arc::clone(&senders),
-        );
-        let responder = Responder::new(
-            Arc::clone(&link),
-            Arc::clone(&options),
-            Arc::clone(&senders),
-        );
+        let requests = Requests::new(&link, &options, &senders);
+        let responder = Responder::new(&link, &options, &senders);
         #[cfg(feature = "fleet")]
         let fleet = Fleet::new(&addresses, &link, &outbox, &options, &senders);
         Ok(RabbitMqBackend {
@@ -162,21 +151,18 @@ impl RabbitMqBackend {
     }
 
     /// Deletes `hold`, a quorum hold queue of the work queue `queue`, if it
-    /// is empty and nobody uses it, without ever deleting a job with it:
-    /// see [Pruning hold queues](crate#pruning-hold-queues). A backend with
-    /// no census (the default build, when none is given) keeps every hold
-    /// ([`HoldPruned::Unverified`]).
+    /// is empty and nobody uses it, without ever deleting a job with it (see
+    /// [Pruning hold queues](crate#pruning-hold-queues)): for the holds the
+    /// backend does not prune by itself
+    /// ([`RabbitMqOptions::prune_holds_after`]), such as those of a delay no
+    /// longer in use; `queuey holds prune` calls it. It takes at least ten
+    /// seconds for an empty hold (the watch), and a job that reaches it
+    /// meanwhile keeps it ([`HoldPruned::InUse`]). A backend with no census
+    /// keeps every hold ([`HoldPruned::Unverified`]).
     ///
-    /// The backend does this by itself for the holds it used (see
-    /// [`RabbitMqOptions::prune_holds_after`]); this is for the others, such
-    /// as the holds of a delay no longer in use. `queuey holds prune` calls
-    /// it. It takes at least ten seconds for a hold that is empty (the
-    /// watch), and a job that reaches it meanwhile keeps it
-    /// ([`HoldPruned::InUse`]).
-    ///
-    /// Fails with [`Error::InvalidConfig`] when `hold` is not a quorum
-    /// hold of `queue` with this backend's deferred suffix (classic holds
-    /// expire by themselves).
+    /// Fails with [`Error::InvalidConfig`] when `hold` is not a quorum hold
+    /// of `queue` with this backend's deferred suffix (classic holds expire
+    /// by themselves).
     ///
     /// ```no_run
     /// # async fn run(backend: queuey_rabbitmq::RabbitMqBackend) -> Result<(), queuey_core::Error> {
@@ -190,9 +176,7 @@ impl RabbitMqBackend {
     /// # Ok(()) }
     /// ```
     pub async fn prune_hold(&self, queue: &str, hold: &str) -> Result<HoldPruned, Error> {
-        if self.inner.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.inner.link.ensure_open()?;
         match &self.inner.census {
             Some(census) => self.inner.outbox.retire_hold(queue, hold, &**census).await,
             None => Ok(HoldPruned::Unverified),
@@ -243,13 +227,11 @@ impl Backend for RabbitMqBackend {
             for config in &queues {
                 declare::check(config, options)?;
             }
-            if link.is_closed() {
-                return Err(Error::ShutDown);
-            }
+            link.ensure_open()?;
             let queues = &queues;
             link.call("declaring queues", |current| async move {
                 declare::declare_queues(&current.connection, options, queues, |config| {
-                    link.remember(config)
+                    link.declared.remember(config)
                 })
                 .await
             })
@@ -266,11 +248,8 @@ impl Backend for RabbitMqBackend {
         envelope: &'a Envelope,
         delay: Duration,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(
-            self.inner
-                .outbox
-                .enqueue_after(envelope, delay, HoldKind::Retry),
-        )
+        let outbox = &self.inner.outbox;
+        Box::pin(outbox.enqueue_after(envelope, delay, HoldKind::Retry))
     }
 
     fn defer<'a>(
@@ -278,11 +257,8 @@ impl Backend for RabbitMqBackend {
         envelope: &'a Envelope,
         delay: Duration,
     ) -> BoxFuture<'a, Result<(), Error>> {
-        Box::pin(
-            self.inner
-                .outbox
-                .enqueue_after(envelope, delay, HoldKind::Deferral),
-        )
+        let outbox = &self.inner.outbox;
+        Box::pin(outbox.enqueue_after(envelope, delay, HoldKind::Deferral))
     }
 
     fn consume<'a>(
@@ -385,7 +361,7 @@ impl Heartbeats for RabbitMqBackend {
 
 impl fmt::Debug for RabbitMqBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let declared = self.inner.link.declared_count();
+        let declared = self.inner.link.declared.count();
         f.debug_struct("RabbitMqBackend")
             .field("uri", &self.inner.link.redacted_uri())
             .field("connected", &self.is_connected())

@@ -6,7 +6,9 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
-use queuey_core::{BackendError, BackendErrorKind, Error};
+use queuey_core::{BackendErrorKind, Error};
+
+use crate::error::backend;
 
 /// Runs `call` within `bound`; past it, fails with [`timed_out`]. `what`
 /// names the operation and is formatted only for that error.
@@ -23,10 +25,8 @@ pub(crate) async fn within<T>(
 
 /// The error of a broker call that ran past its bound.
 pub(crate) fn timed_out(what: impl fmt::Display, bound: Duration) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::TimedOut,
-        format!("{what}: no answer from RabbitMQ within {bound:?}"),
-    ))
+    let text = format!("{what}: no answer from RabbitMQ within {bound:?}");
+    backend(BackendErrorKind::TimedOut, text)
 }
 
 #[cfg(test)]

@@ -8,21 +8,18 @@ use queuey_core::Error;
 
 /// Counts every job a hold queue holds, as AMQP cannot: those whose delay
 /// is over and that wait to be dead-lettered back to the work queue
-/// included.
+/// included (RabbitMQ shows them only in the management API's statistics,
+/// a queue's `messages`).
 ///
-/// RabbitMQ shows those jobs only in the management API's statistics (a
-/// queue's `messages`), so a pruner asks this before it watches a hold
-/// (jobs counted keep it at once) and again before it deletes it, and keeps
-/// the hold unless that second answer is `Some(0)`. The statistics must
-/// be emitted more often than every ten seconds (RabbitMQ's
-/// `collect_statistics_interval`, 5 s by default), so that the second
-/// answer is younger than the watch.
-///
-/// A backend has none unless one is given
+/// A pruner asks it before it watches a hold (jobs counted keep it at once)
+/// and again before it deletes it, and keeps the hold unless that second
+/// answer is `Some(0)`. So the statistics must be emitted more often than
+/// every ten seconds (RabbitMQ's `collect_statistics_interval`, 5 s by
+/// default), for the second answer to be younger than the watch. A backend
+/// has one only when given one
 /// ([`RabbitMqOptions::hold_census`](crate::RabbitMqOptions::hold_census))
-/// or it is built with the `management` feature, which counts through the
-/// management API; without one it prunes no hold (see [Pruning hold
-/// queues](crate#pruning-hold-queues)).
+/// or built with the `management` feature; see [Pruning hold
+/// queues](crate#pruning-hold-queues).
 pub trait HoldCensus: Send + Sync {
     /// Every job `hold` holds, or `None` when it cannot be told.
     fn jobs<'a>(&'a self, hold: &'a str) -> BoxFuture<'a, Result<Option<u64>, Error>>;
@@ -35,11 +32,8 @@ pub(crate) struct SharedCensus(pub(crate) Option<Arc<dyn HoldCensus>>);
 
 impl PartialEq for SharedCensus {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.0, &other.0) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        }
+        let at = |census: &Self| census.0.as_ref().map(|c| Arc::as_ptr(c).cast::<()>());
+        at(self) == at(other)
     }
 }
 

@@ -48,25 +48,45 @@ impl Failure {
         }
     }
 
+    /// This failure with `hint`, what to do about it, after the broker's
+    /// text (an empty hint adds nothing).
+    pub(crate) fn hinted(self, hint: &str) -> Self {
+        if hint.is_empty() {
+            return self;
+        }
+        let text = format!("{}; {hint}", self.text);
+        Failure { text, ..self }
+    }
+
     /// The queuey error for this failure while doing `what`.
     pub(crate) fn into_error(self, what: &str) -> Error {
-        let kind = if self.connection_lost {
-            BackendErrorKind::ConnectionLost
-        } else {
-            match self.reply_code {
-                Some(code::PRECONDITION_FAILED | code::NOT_FOUND | 403 | 405) => {
-                    BackendErrorKind::Refused
-                }
-                _ => BackendErrorKind::Other,
+        if self.connection_lost {
+            let message = format!("{what}: the connection to RabbitMQ is lost ({})", self.text);
+            return backend(BackendErrorKind::ConnectionLost, message);
+        }
+        let kind = match self.reply_code {
+            Some(code::PRECONDITION_FAILED | code::NOT_FOUND | 403 | 405) => {
+                BackendErrorKind::Refused
             }
+            _ => BackendErrorKind::Other,
         };
-        let message = if self.connection_lost {
-            format!("{what}: the connection to RabbitMQ is lost ({})", self.text)
-        } else {
-            format!("{what}: {}", self.text)
-        };
-        Error::Backend(BackendError::new(kind, message))
+        backend(kind, format!("{what}: {}", self.text))
     }
+}
+
+/// A backend error of `kind` saying `message`.
+pub(crate) fn backend(kind: BackendErrorKind, message: impl Into<String>) -> Error {
+    Error::Backend(BackendError::new(kind, message))
+}
+
+/// Refuses a body of `size` bytes for `queue` with
+/// [`Error::MessageTooLarge`] when it is over `limit`.
+pub(crate) fn check_size(queue: &str, size: usize, limit: usize) -> Result<(), Error> {
+    if size > limit {
+        let queue = queue.to_owned();
+        return Err(Error::MessageTooLarge { queue, size, limit });
+    }
+    Ok(())
 }
 
 /// Whether lapin refused a call before sending anything: its channel or
@@ -80,13 +100,11 @@ pub(crate) fn never_sent(error: &lapin::Error) -> bool {
 
 /// The error for an operation attempted after the connection died.
 pub(crate) fn connection_lost(what: &str) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::ConnectionLost,
-        format!(
-            "{what}: the connection to RabbitMQ is lost; the backend is connecting \
-             again, so the call can be tried again"
-        ),
-    ))
+    let text = format!(
+        "{what}: the connection to RabbitMQ is lost; the backend is connecting \
+         again, so the call can be tried again"
+    );
+    backend(BackendErrorKind::ConnectionLost, text)
 }
 
 /// What a publisher confirm said, free of lapin types.
@@ -156,7 +174,7 @@ pub(crate) fn confirm_outcome(
             )
         }
     };
-    Err(Error::Backend(BackendError::new(kind, message)))
+    Err(backend(kind, message))
 }
 
 /// `error` with what to do about it when it is the broker returning a job
@@ -196,7 +214,7 @@ pub(crate) fn with_no_route_hint(
                     )
                 }
             };
-            Error::Backend(BackendError::new(BackendErrorKind::Unroutable, text))
+            backend(BackendErrorKind::Unroutable, text)
         }
         other => other,
     }

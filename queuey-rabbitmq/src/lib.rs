@@ -55,68 +55,57 @@
 //! One backend is one AMQP connection; share it (behind an `Arc`) between
 //! the producer and every worker of a process. On it:
 //!
-//! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) channels
-//!   in confirm mode, each with up to
+//! - [`publish_concurrency`](RabbitMqOptions::publish_concurrency) confirm
+//!   channels, each with up to
 //!   [`publish_window`](RabbitMqOptions::publish_window) publishes in
-//!   flight, carry every publish; those in flight on a channel that fails
-//!   are published again within
+//!   flight, carry every publish; what was in flight on a channel that
+//!   fails is published again within
 //!   [`publish_timeout`](RabbitMqOptions::publish_timeout).
 //! - Up to eight more channels declare hold queues, once holds are used.
-//! - Each [`consume`](queuey_core::backend::Backend::consume) opens a fresh
-//!   channel with `basic_qos(prefetch, global = false)`; with the
-//!   [poison guard](#poison-guard) on, a second one consumes the queue's
-//!   suspect queue with a prefetch of 1.
+//! - Each [`consume`](queuey_core::backend::Backend::consume) opens a
+//!   channel with `basic_qos(prefetch, global = false)`, and with the
+//!   [poison guard](#poison-guard) on a second one for the queue's suspect
+//!   queue, at a prefetch of 1.
 //! - Each [`declare`](queuey_core::backend::Backend::declare) runs on a
 //!   throwaway channel, so a refused declaration cannot take the others down.
-//! - The callers that wait for a result
+//! - Callers waiting for a result
 //!   ([`enqueue_and_wait`](queuey_core::Producer::enqueue_and_wait)) share
-//!   one more channel, and a worker answers on one of its own. When the
-//!   connection drops, every caller still waiting is told at once.
-//!
-//! The [control and heartbeat streams](#control-commands) are read on a
-//! second connection.
+//!   one more channel, and are told at once when the connection drops; a
+//!   worker answers on one of its own.
+//! - The [control and heartbeat streams](#control-commands) are read on a
+//!   second connection.
 //!
 //! # Reconnection
 //!
-//! A backend outlives its connection. When the connection dies (the broker
-//! closed it, restarted or went silent for two heartbeats), the backend
-//! connects again — trying each address given to
-//! [`connect`](RabbitMqBackend::connect) in turn, backing off with jitter
-//! ([`RabbitMqOptions::reconnect_delay`]) — and declares every queue it had
-//! declared before anything else happens on the new connection. Meanwhile:
+//! A backend outlives its connection. When it dies (the broker closed it,
+//! restarted or went silent for two heartbeats), the backend connects
+//! again, trying each address given to [`connect`](RabbitMqBackend::connect)
+//! in turn with jittered backoff ([`RabbitMqOptions::reconnect_delay`]),
+//! and declares every queue it had declared before anything else happens on
+//! the new connection. Meanwhile publishes wait up to
+//! [`publish_timeout`](RabbitMqOptions::publish_timeout), then fail with
+//! [`TimedOut`](queuey_core::BackendErrorKind::TimedOut); consumer streams
+//! consume again with the same prefetch once the connection is back (a
+//! delivery taken on the old one can no longer be settled: its settle fails
+//! with [`NotSettled`](queuey_core::BackendErrorKind::NotSettled) and the
+//! broker delivers it again); a queue deleted meanwhile is declared again.
 //!
-//! - publishes wait for the new connection up to
-//!   [`publish_timeout`](RabbitMqOptions::publish_timeout), then fail with
-//!   [`TimedOut`](queuey_core::BackendErrorKind::TimedOut);
-//! - consumer streams consume again with the same prefetch as soon as the
-//!   new connection is up; a delivery taken on the old one can no longer be
-//!   settled (its settle fails with
-//!   [`NotSettled`](queuey_core::BackendErrorKind::NotSettled)) and the
-//!   broker delivers it again;
-//! - a queue deleted while the backend was away is declared again.
-//!
-//! The backend gives up only on what cannot heal — credentials or a virtual
-//! host the broker refuses, a declared queue it now refuses, or a
-//! [`reconnect_deadline`](RabbitMqOptions::reconnect_deadline) that passed —
-//! after which every call fails with that reason.
-//!
-//! The first connection waits the same way for a broker it cannot reach
-//! yet, up to [`connect_wait`](RabbitMqOptions::connect_wait).
+//! The backend gives up only on what cannot heal (credentials or a virtual
+//! host the broker refuses, a declared queue it now refuses, a
+//! [`reconnect_deadline`](RabbitMqOptions::reconnect_deadline) passed), and
+//! every call then fails with that reason. The first connection waits the
+//! same way for a broker it cannot reach yet, up to
+//! [`connect_wait`](RabbitMqOptions::connect_wait).
 //!
 //! # Confirms
 //!
 //! Every publish goes to the default exchange, routing key = queue name,
 //! `mandatory`, persistent, and waits for its confirmation. Only a bare ack
 //! is success; the failures are [`Error::Backend`](queuey_core::Error::Backend)
-//! errors reading
-//! ``broker nacked the message published to `q` ``,
+//! errors reading ``broker nacked the message published to `q` ``,
 //! ``broker returned the message published to `q` as unroutable: 312 NO_ROUTE``
-//! or
+//! (no queue `q` exists: the error says what to do) or
 //! ``publisher confirms are not enabled; cannot confirm publish to `q` ``.
-//!
-//! `312 NO_ROUTE` means no queue `q` exists: the error says what to do
-//! (the queue was never declared, or was deleted since this backend
-//! declared it).
 //!
 //! # Topology and holds
 //!
@@ -136,29 +125,28 @@
 //!
 //! # Pruning hold queues
 //!
-//! The broker never deletes a quorum hold queue by itself, so every delay
-//! bucket ever used stays (about 130 KB of broker memory each; about 150
-//! per work queue at most with the default granularity) until it is
-//! pruned: by the backend for the holds it stopped using
+//! The broker never deletes a quorum hold queue by itself: every delay
+//! bucket ever used stays (about 130 KB of broker memory each, about 150
+//! per work queue at most with the default granularity) until pruned, by
+//! the backend for the holds it stopped using
 //! ([`RabbitMqOptions::prune_holds_after`]), by
 //! [`RabbitMqBackend::prune_hold`], or by `queuey holds prune`.
 //!
-//! **The backend prunes only holds whose jobs it can count**, and AMQP
-//! does not count the jobs a quorum hold keeps past their delay. It asks a
+//! **The backend prunes only holds whose jobs it can count**, which AMQP
+//! cannot for the jobs a quorum hold keeps past their delay. It asks a
 //! [`HoldCensus`]: the one given with [`RabbitMqOptions::hold_census`],
 //! else, with the `management` feature, the management API (at
 //! `RabbitMqOptions::management_url`, by default derived from the first
-//! AMQP address; its user needs a tag such as `monitoring`). **In the
-//! default build, without the feature or a census, the backend prunes
-//! nothing by itself** and [`RabbitMqBackend::prune_hold`] keeps every hold
-//! ([`HoldPruned::Unverified`]); `queuey holds prune` reads the management
-//! API itself.
+//! AMQP address; its user needs a tag such as `monitoring`). **Without
+//! either it prunes nothing by itself**, and [`RabbitMqBackend::prune_hold`]
+//! keeps every hold ([`HoldPruned::Unverified`]); `queuey holds prune`
+//! reads the management API itself.
 //!
 //! Deleting a quorum queue deletes its jobs, so a prune watches an empty
-//! hold for ten seconds and keeps it if any job reaches it, and a
-//! publisher whose job could have met a prune publishes it again (a
-//! duplicate at worst). Every process publishing into a hold must be of
-//! this version or later before any prune runs.
+//! hold for ten seconds and keeps it if any job reaches it, and a publisher
+//! whose job could have met a prune publishes it again (a duplicate at
+//! worst). Every process publishing into a hold must be of this version or
+//! later before any prune runs.
 //!
 //! # Messages
 //!
@@ -174,34 +162,31 @@
 //! A job that kills its worker process (a crash, an out-of-memory kill)
 //! would otherwise be delivered again for ever. The guard, on by default
 //! ([`RabbitMqOptions::poison_guard`], limit
-//! [`DEFAULT_POISON_GUARD_LIMIT`](options::DEFAULT_POISON_GUARD_LIMIT) = 5), counts those returns in queuey's
-//! own header, [`topology::UNSETTLED_DELIVERIES_HEADER`]:
+//! [`DEFAULT_POISON_GUARD_LIMIT`](options::DEFAULT_POISON_GUARD_LIMIT) = 5),
+//! counts those returns in [`topology::UNSETTLED_DELIVERIES_HEADER`]:
 //!
 //! - a first delivery goes to the worker as always, at no extra cost;
 //! - a redelivered one is published again (confirmed) with its count one
-//!   higher, then acknowledged: at its first return back to its work queue
-//!   (a lost connection returns many innocent jobs at once), at later ones
-//!   to the work queue's **suspect queue** `q{suspect_suffix}`, which every
-//!   consumer of `q` also consumes with a prefetch of 1, so the job runs
-//!   alone there;
-//! - once the count reaches the limit, the job goes to `q.dead` instead,
-//!   with the count and the reason ``delivered N times without being
-//!   settled: the worker died or lost its connection while handling it``,
-//!   and a WARN log line.
+//!   higher, then acknowledged: at its first return to its work queue (a
+//!   lost connection returns many innocent jobs at once), at later ones to
+//!   the **suspect queue** `q{suspect_suffix}`, which every consumer of `q`
+//!   also consumes with a prefetch of 1, so the job runs alone there;
+//! - at the limit, the job goes to `q.dead` instead, with the count, the
+//!   reason ``delivered N times without being settled: the worker died or
+//!   lost its connection while handling it`` and a WARN log line.
 //!
 //! The worker sees a job that came back as
 //! [`redelivered`](queuey_core::backend::Delivery::redelivered), whichever
 //! queue it came from. A settled job starts from 0 again. A crash between
 //! the publish and the acknowledgement leaves the job twice (at-least-once).
 //!
-//! Hand-backs do not count. A delivery settled with
+//! Hand-backs do not count: a delivery settled with
 //! [`Disposition::Requeue`](queuey_core::Disposition::Requeue) is published
-//! again as it was received to the queue it came from, at the queue's top
-//! priority, then acknowledged; if the copy cannot be published, it is
-//! handed back with `basic.nack` instead, which counts. Dropping a consumer
-//! stream hands back every delivery it had received but not handed out;
-//! [`close`](RabbitMqBackend::close) waits for that (within the call
-//! timeout).
+//! again as received to the queue it came from, at the queue's top
+//! priority, then acknowledged (if the copy cannot be published, it is
+//! handed back with `basic.nack`, which counts). Dropping a consumer stream
+//! hands back every delivery it had received but not handed out, which
+//! [`close`](RabbitMqBackend::close) waits for (within the call timeout).
 //!
 //! Counted in `queuey_rabbitmq_first_returns_total` (logged at debug
 //! level only), `queuey_rabbitmq_suspects_total` and
@@ -212,26 +197,24 @@
 //!
 //! Control commands, heartbeats and the leadership of periodic schedules
 //! are the backend's fleet plane, built with the `fleet` feature (on by
-//! default). Without it the backend implements neither `ControlChannel`,
+//! default); without it the backend implements neither `ControlChannel`,
 //! `Heartbeats` nor `Leadership`.
 //!
 //! [`send_control`](queuey_core::backend::ControlChannel::send_control) and
 //! [`follow_control`](queuey_core::backend::ControlChannel::follow_control)
 //! carry a fleet's commands (cancel a job, pause or resume a queue; see
 //! [`queuey_core::control`]) through one RabbitMQ stream per virtual host,
-//! `queuey.control` (another with `RabbitMqOptions::control_stream`): a
-//! process started later reads it from the stream. Streams need RabbitMQ
-//! 3.9 or later.
+//! `queuey.control` (another with `RabbitMqOptions::control_stream`), so a
+//! process started later reads them too. Streams need RabbitMQ 3.9 or later.
 //!
 //! - The stream keeps 30 days of commands and at most 100 MB. A queue of
 //!   that name with other arguments is refused with an error saying what
 //!   to do; a stream an earlier version created without the bound in bytes
 //!   is used with a warning (`queuey topology apply` gives it a policy).
-//! - A command is published like a job (confirmed, `mandatory`,
-//!   persistent), signed with the backend's RabbitMQ user (see
-//!   [Who may send what](#who-may-send-what)); a record that names no
-//!   sender goes out under the backend's user, connection name and host
-//!   name.
+//! - A command is published like a job, signed with the backend's RabbitMQ
+//!   user (see [Who may send what](#who-may-send-what)); a record that
+//!   names no sender goes out under the backend's user, connection name and
+//!   host name.
 //! - Each `follow_control` returns once the backend's
 //!   [`ControlView`](queuey_core::control::ControlView) holds every command
 //!   sent before the call; past the call timeout it fails with
@@ -240,11 +223,11 @@
 //!   else from the stream's start; a fleet writes about one snapshot per
 //!   `control_snapshot_interval` (a state over 8 MiB is not snapshotted).
 //! - A pause lasts until it is resumed: a follower publishes it again once
-//!   it is a week old. A fleet that no process follows for about three
+//!   it is a week old, so a fleet that no process follows for about three
 //!   weeks comes back without its pauses.
-//! - The streams are read on a second connection, opened when first
-//!   needed and named after the backend's with ` (fleet)` added: RabbitMQ
-//!   closes a stream reader's whole connection on some errors.
+//! - The streams are read on a second connection, opened when first needed
+//!   and named after the backend's with ` (fleet)` added: RabbitMQ closes a
+//!   stream reader's whole connection on some errors.
 //!
 //! Metrics: `queuey_rabbitmq_control_records_total`,
 //! `queuey_rabbitmq_control_follower_restarts_total`,
@@ -256,12 +239,11 @@
 //! ## Heartbeats
 //!
 //! [`heartbeat`](queuey_core::backend::Heartbeats::heartbeat) publishes a
-//! worker's heartbeat to the stream named after the control stream with
-//! `.workers` added (kept for an hour).
-//! [`workers`](queuey_core::backend::Heartbeats::workers) reads its last
-//! minute and lists the workers whose latest heartbeat is not their last
-//! and is within three of their intervals (plus two seconds of slack): a
-//! worker whose interval is longer than 20 seconds does not appear.
+//! worker's heartbeat to the control stream's name with `.workers` added
+//! (kept for an hour). [`workers`](queuey_core::backend::Heartbeats::workers)
+//! reads its last minute and lists the workers whose latest heartbeat is
+//! not their last and is within three of their intervals (plus two seconds
+//! of slack): a worker whose interval is over 20 seconds does not appear.
 //!
 //! ## Who may send what
 //!
@@ -302,19 +284,19 @@
 //! must read past. With [`job_exchange`](RabbitMqOptions::job_exchange),
 //! given alike to every backend of the fleet, jobs go through an exchange
 //! of the application's, and a producer needs no right on the default
-//! exchange.
+//! exchange:
 //!
-//! - A job for later goes straight to its work queue, stamped with its due
+//! - a job for later goes straight to its work queue, stamped with its due
 //!   time (`queuey-due-at`), and the first worker that receives it holds
-//!   it until then (hold queues are the workers' alone).
-//! - Retries, deferrals by a handler, dead letters, suspect copies and
-//!   hand-backs are the worker's, through the default exchange.
-//! - A quorum work queue dead-letters through the default exchange too, so
+//!   it until then (hold queues are the workers' alone);
+//! - retries, deferrals by a handler, dead letters, suspect copies and
+//!   hand-backs are the worker's, through the default exchange;
+//! - a quorum work queue dead-letters through the default exchange too, so
 //!   producers of quorum queues use
 //!   [`Producer::new_undeclared`](queuey_core::Producer::new_undeclared)
 //!   and let the workers declare.
 //!
-//! To move a running fleet: give the workers the exchange (jobs from
+//! To move a running fleet, give the workers the exchange (jobs from
 //! producers still on the default exchange keep arriving), then the
 //! producers, then take the producers' right on `amq.default` away. A job
 //! published through an exchange that no queue of that name is bound to
@@ -326,12 +308,10 @@
 //! appear as `amqp://user:***@host:port/vhost`, and errors are scrubbed.
 //! But lapin, at **trace** level, logs every frame it sends, the login
 //! frame included, whose response field `\0user\0password` is printed as
-//! a byte list anyone can decode.
-//!
-//! So never run with lapin at trace level where logs are kept or shared.
-//! Add [`SECRET_SAFE_LOG_DIRECTIVE`] to your filter: it holds lapin's own
-//! targets at debug whatever the rest of the filter says, e.g.
-//! `RUST_LOG=trace,lapin=debug`, or in code:
+//! a byte list anyone can decode. So never run with lapin at trace level
+//! where logs are kept or shared: add [`SECRET_SAFE_LOG_DIRECTIVE`] to your
+//! filter, which holds lapin's own targets at debug whatever the rest of the
+//! filter says (`RUST_LOG=trace,lapin=debug`, or in code):
 //!
 //! ```
 //! use tracing_subscriber::EnvFilter;
@@ -349,13 +329,12 @@
 //! broker's certificate is verified against the platform's roots and the
 //! URI's host name (`amqps://` without a port goes to 5671). [`TlsOptions`]
 //! adds a private CA, a client certificate (with no password in the URI,
-//! RabbitMQ's `EXTERNAL` mechanism), or another name to verify.
-//!
-//! Nothing ever falls back to plaintext: a certificate that does not
-//! verify, a port that does not speak TLS or a missing client certificate
-//! fail the connection before any AMQP byte is sent, with an error that
-//! says what to fix. The certificate files are read again for every new
-//! connection, so renewed certificates are picked up.
+//! RabbitMQ's `EXTERNAL` mechanism), or another name to verify. Nothing
+//! ever falls back to plaintext: a certificate that does not verify, a port
+//! that does not speak TLS or a missing client certificate fail the
+//! connection before any AMQP byte is sent, with an error that says what to
+//! fix. The certificate files are read again for every new connection, so
+//! renewed certificates are picked up.
 //!
 //! # Feature flags
 //!

@@ -72,12 +72,22 @@ enum Pem {
     Text(Arc<str>),
 }
 
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Identity {
     /// A certificate chain and its private key, both PEM.
     Pem { cert: Pem, key: Pem },
     /// A PKCS #12 archive and its password.
-    Pkcs12 { file: PathBuf, password: String },
+    Pkcs12 { file: PathBuf, password: Masked },
+}
+
+/// A password, which `Debug` shows as `***`.
+#[derive(Clone, PartialEq, Eq)]
+struct Masked(String);
+
+impl fmt::Debug for Masked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt("***", f)
+    }
 }
 
 impl TlsOptions {
@@ -129,7 +139,7 @@ impl TlsOptions {
     ) -> Self {
         self.identity = Some(Identity::Pkcs12 {
             file: path.into(),
-            password: password.into(),
+            password: Masked(password.into()),
         });
         self
     }
@@ -172,7 +182,7 @@ impl TlsOptions {
                     std::fs::read(file).map_err(|e| unreadable("PKCS #12 archive", file, &e))?;
                 Some(OwnedIdentity::PKCS12 {
                     der,
-                    password: password.clone(),
+                    password: password.0.clone(),
                 })
             }
         };
@@ -228,23 +238,6 @@ impl fmt::Debug for Pem {
         match self {
             Pem::File(path) => write!(f, "{}", path.display()),
             Pem::Text(_) => f.write_str("<PEM text>"),
-        }
-    }
-}
-
-impl fmt::Debug for Identity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Identity::Pem { cert, key } => f
-                .debug_struct("Pem")
-                .field("cert", cert)
-                .field("key", key)
-                .finish(),
-            Identity::Pkcs12 { file, .. } => f
-                .debug_struct("Pkcs12")
-                .field("file", file)
-                .field("password", &"***")
-                .finish(),
         }
     }
 }

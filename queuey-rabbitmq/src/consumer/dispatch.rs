@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lapin::message::Delivery as LapinDelivery;
+use queuey_core::__private::now_ms;
 use queuey_core::backend::{Delivery, HoldKind};
 use queuey_core::escape::Untrusted;
 use queuey_core::{DecodeError, Disposition, Envelope};
@@ -54,12 +55,7 @@ impl Consumer {
     ) -> Result<Box<RabbitMqDelivery>, Box<Errand>> {
         // Only a delivery that came back unsettled meets the guard.
         let guarded = delivery.redelivered && self.outbox.options().guard_in_use().is_some();
-        match route(
-            &mut delivery.data,
-            guarded,
-            &delivery.properties,
-            queuey_core::__private::now_ms,
-        ) {
+        match route(&mut delivery.data, guarded, &delivery.properties, now_ms) {
             Route::Malformed(error) => Err(Box::new(Errand::Malformed(delivery, error, acks))),
             Route::Guard(envelope) => Err(Box::new(Errand::Guard(delivery, envelope, acks))),
             Route::Worker {

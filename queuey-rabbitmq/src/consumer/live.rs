@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::message::Delivery as LapinDelivery;
-use lapin::options::{BasicCancelOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::BasicCancelOptions;
 use lapin::types::FieldTable;
 use queuey_core::Error;
 
@@ -99,20 +99,11 @@ impl Consumer {
                     declare::declare_suspect_queue(connection, name, options, &self.config).await?;
                 }
                 let channel = connection.create_channel().await.map_err(fail)?;
-                channel
-                    .basic_qos(prefetch, BasicQosOptions { global: false })
-                    .await
-                    .map_err(fail)?;
                 let tag = consumer_tag(queue);
-                let consumer = channel
-                    .basic_consume(
-                        properties::short(queue),
-                        properties::short(&tag),
-                        BasicConsumeOptions::default(),
-                        FieldTable::default(),
-                    )
-                    .await
-                    .map_err(fail)?;
+                let consumer =
+                    crate::channel::consume(&channel, queue, &tag, prefetch, FieldTable::default())
+                        .await
+                        .map_err(fail)?;
                 Ok(Live {
                     acks: Acks::start(
                         channel,
@@ -191,7 +182,11 @@ impl Consumer {
         // broker did: its queue was deleted, or (RabbitMQ 4.3, a quorum
         // queue) a delivery stayed unacknowledged past its consumer
         // timeout. Which one, the queue's existence tells.
-        let timed_out = connected && queue_exists(live.acks.channel(), &self.consumed).await;
+        // A missing queue closes the channel, which is done with anyway.
+        let timed_out = connected
+            && declare::passive(live.acks.channel(), &self.consumed)
+                .await
+                .is_ok();
         let working = live.acks.working();
         let Live {
             consumer,
@@ -247,10 +242,4 @@ impl Consumer {
             })
             .await
     }
-}
-
-/// Whether `queue` exists, by a passive declaration on `channel` (which a
-/// missing queue closes: use a channel that is done with).
-async fn queue_exists(channel: &lapin::Channel, queue: &str) -> bool {
-    declare::passive(channel, queue).await.is_ok()
 }

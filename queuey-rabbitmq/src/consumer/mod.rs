@@ -55,9 +55,7 @@ pub(crate) async fn consume(
     config: &QueueConfig,
 ) -> Result<DeliveryStream, Error> {
     config.validate()?;
-    if link.is_closed() {
-        return Err(Error::ShutDown);
-    }
+    link.ensure_open()?;
     let suspects = outbox
         .options()
         .suspect_suffix_in_use()

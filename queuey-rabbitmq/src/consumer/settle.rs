@@ -9,16 +9,22 @@ use std::time::Duration;
 
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
 use lapin::{Acker, Channel};
-use queuey_core::{BackendError, BackendErrorKind, Error};
+use queuey_core::{BackendErrorKind, Error};
 
 use super::acks::Acks;
 use crate::bound;
-use crate::error::Failure;
+use crate::error::{Failure, backend};
 use crate::options::REQUEUE_DELAY;
 
 /// Counter: settles refused because the delivery's channel was gone (it came
 /// on a connection that has since died); the broker delivers those again.
 pub(crate) const STALE_SETTLES: &str = "queuey_rabbitmq_stale_settles_total";
+
+/// A `basic.nack` handing one delivery back to its queue.
+const REQUEUE: BasicNackOptions = BasicNackOptions {
+    multiple: false,
+    requeue: true,
+};
 
 /// How one delivery is settled: its tag and acker, the writer of its
 /// channel's acknowledgements, the queue it came from, and the bound on
@@ -86,11 +92,7 @@ impl Settler {
     /// Hands the delivery back to the broker at once (`basic.nack` with
     /// requeue).
     pub(crate) async fn requeue(&self) -> Result<(), Error> {
-        let options = BasicNackOptions {
-            multiple: false,
-            requeue: true,
-        };
-        self.alone("requeueing", self.acker.nack(options)).await
+        self.alone("requeueing", self.acker.nack(REQUEUE)).await
     }
 
     /// Rejects without requeue: the broker's own dead-letter policy for the
@@ -133,13 +135,11 @@ impl Settler {
             Ok(true) => Ok(()),
             Ok(false) => {
                 metrics::counter!(STALE_SETTLES, "queue" => self.queue.to_string()).increment(1);
-                Err(Error::Backend(BackendError::new(
-                    BackendErrorKind::NotSettled,
-                    format!(
-                        "{what}: not settled, because its channel is closed (the connection it came \
-                         on is gone) or it was settled already; the broker will deliver it again"
-                    ),
-                )))
+                let text = format!(
+                    "{what}: not settled, because its channel is closed (the connection it came \
+                     on is gone) or it was settled already; the broker will deliver it again"
+                );
+                Err(backend(BackendErrorKind::NotSettled, text))
             }
             Err(e) => {
                 Err(Failure::of(&e, self.channel().status().connected())
@@ -167,11 +167,7 @@ impl Settler {
         let delivery_tag = self.tag;
         runtime.spawn(async move {
             tokio::time::sleep(REQUEUE_DELAY).await;
-            let requeue = BasicNackOptions {
-                multiple: false,
-                requeue: true,
-            };
-            let handed_back = acker.nack(requeue).await;
+            let handed_back = acker.nack(REQUEUE).await;
             acks.settled(delivery_tag);
             if let Ok(true) = handed_back {
                 tracing::debug!(queue = %queue, delivery_tag, "handed an unsettled delivery back to the broker");

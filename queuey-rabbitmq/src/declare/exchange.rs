@@ -31,10 +31,7 @@ pub(crate) async fn declare_exchange(
             FieldTable::default(),
         )
         .await
-        .map_err(|e| {
-            let failure = Failure::of(&e, connection.status().connected());
-            explain_exchange(failure, exchange)
-        })
+        .map_err(|e| explain_exchange(Failure::of(&e, connection.status().connected()), exchange))
 }
 
 /// Binds `queue` to the job exchange `exchange` under its own name,
@@ -56,58 +53,44 @@ pub(crate) async fn bind(
         )
         .await
         .map_err(|e| {
-            let failure = Failure::of(&e, connection.status().connected());
-            explain_binding(failure, queue, exchange)
+            explain_binding(
+                Failure::of(&e, connection.status().connected()),
+                queue,
+                exchange,
+            )
         })
 }
 
 fn explain_exchange(failure: Failure, exchange: &str) -> Error {
     let hint = match failure.reply_code {
-        Some(code::ACCESS_REFUSED) => Some(format!(
+        Some(code::ACCESS_REFUSED) => format!(
             "the user needs the configure permission on the exchange `{exchange}` to declare \
              it (or an operator declares it once: durable, type direct)"
-        )),
-        Some(code::PRECONDITION_FAILED) => Some(format!(
+        ),
+        Some(code::PRECONDITION_FAILED) => format!(
             "an exchange `{exchange}` exists with another type or durability; the job exchange \
              must be a durable direct exchange: delete it or name another one"
-        )),
-        _ => None,
+        ),
+        _ => String::new(),
     };
-    with_hint(
-        failure,
-        hint,
-        &format!("declaring the job exchange `{exchange}`"),
-    )
+    let what = format!("declaring the job exchange `{exchange}`");
+    failure.hinted(&hint).into_error(&what)
 }
 
 fn explain_binding(failure: Failure, queue: &str, exchange: &str) -> Error {
     let hint = match failure.reply_code {
-        Some(code::ACCESS_REFUSED) => Some(format!(
+        Some(code::ACCESS_REFUSED) => format!(
             "binding needs the write permission on the queue `{queue}` and the read \
              permission on the exchange `{exchange}`"
-        )),
-        Some(code::NOT_FOUND) => Some(format!(
+        ),
+        Some(code::NOT_FOUND) => format!(
             "the exchange `{exchange}` does not exist: declaring the work queues \
              (`Producer::new`, `WorkerBuilder::build`, `Backend::declare`) declares it"
-        )),
-        _ => None,
+        ),
+        _ => String::new(),
     };
-    with_hint(
-        failure,
-        hint,
-        &format!("binding queue `{queue}` to the job exchange `{exchange}`"),
-    )
-}
-
-fn with_hint(failure: Failure, hint: Option<String>, what: &str) -> Error {
-    match hint {
-        Some(hint) => Failure {
-            text: format!("{}; {hint}", failure.text),
-            ..failure
-        }
-        .into_error(what),
-        None => failure.into_error(what),
-    }
+    let what = format!("binding queue `{queue}` to the job exchange `{exchange}`");
+    failure.hinted(&hint).into_error(&what)
 }
 
 #[cfg(test)]

@@ -19,63 +19,39 @@ pub(super) fn explain(failure: Failure, queue: &str, config: &QueueConfig) -> Er
             failure.text
         ));
     }
-    let transient_refused = transient && failure.connection_lost;
     let hint = if failure.reply_code == Some(code::ACCESS_REFUSED) {
-        Some(
-            "the user lacks a permission: declaring a queue needs configure on it, and a queue \
-             that dead-letters (a quorum work queue, a hold) also needs read on it and write on \
-             the default exchange (`amq.default`); a producer without those (behind a job \
-             exchange) uses `Producer::new_undeclared` and lets the workers declare",
-        )
-    } else if transient_refused {
-        Some(
-            "the queue is transient (durable = false), which RabbitMQ 4.3 and later refuse; \
-             declare it durable",
-        )
-    } else if failure.reply_code == Some(code::PRECONDITION_FAILED) {
-        if failure.text.contains("x-queue-type") {
-            Some(
-                "the queue exists as another queue type, and RabbitMQ cannot change a queue's \
-                 type in place; keep its type in the config, or move its jobs to a queue of \
-                 the new type (CHANGELOG.md says how)",
-            )
-        } else if failure.text.contains("x-delivery-limit") {
-            Some(
-                "the queue exists with another delivery limit (a quorum queue created before \
-                 queuey set one runs on the broker's default, 20 on RabbitMQ 4), and RabbitMQ \
-                 cannot change it in place; `queuey topology apply` sets a `delivery-limit` \
-                 policy on it, and to declare it again drain and delete it \
-                 (`queuey dead purge --export`, then `queuey dead import` for a dead-letter queue)",
-            )
-        } else if failure.text.contains("x-max-priority") {
-            Some(
-                "the queue exists with other priority settings (a queue created before priorities \
-                 has no x-max-priority); drain and delete it so it can be declared again, or set \
-                 max_priority(0) to declare it as before",
-            )
-        } else if config.is_quorum() {
-            Some(
-                "a queue of this name exists with other arguments; if it is a classic queue, \
-                 RabbitMQ cannot turn it into a quorum queue in place: keep it classic, or move \
-                 its jobs to a new quorum queue (CHANGELOG.md says how)",
-            )
-        } else {
-            Some(
-                "a queue of this name exists with other arguments, and RabbitMQ never changes \
-                 an existing queue's arguments; delete it or use another name",
-            )
-        }
+        "the user lacks a permission: declaring a queue needs configure on it, and a queue \
+         that dead-letters (a quorum work queue, a hold) also needs read on it and write on \
+         the default exchange (`amq.default`); a producer without those (behind a job \
+         exchange) uses `Producer::new_undeclared` and lets the workers declare"
+    } else if transient && failure.connection_lost {
+        "the queue is transient (durable = false), which RabbitMQ 4.3 and later refuse; \
+         declare it durable"
+    } else if failure.reply_code != Some(code::PRECONDITION_FAILED) {
+        ""
+    } else if failure.text.contains("x-queue-type") {
+        "the queue exists as another queue type, and RabbitMQ cannot change a queue's \
+         type in place; keep its type in the config, or move its jobs to a queue of \
+         the new type (CHANGELOG.md says how)"
+    } else if failure.text.contains("x-delivery-limit") {
+        "the queue exists with another delivery limit (a quorum queue created before \
+         queuey set one runs on the broker's default, 20 on RabbitMQ 4), and RabbitMQ \
+         cannot change it in place; `queuey topology apply` sets a `delivery-limit` \
+         policy on it, and to declare it again drain and delete it \
+         (`queuey dead purge --export`, then `queuey dead import` for a dead-letter queue)"
+    } else if failure.text.contains("x-max-priority") {
+        "the queue exists with other priority settings (a queue created before priorities \
+         has no x-max-priority); drain and delete it so it can be declared again, or set \
+         max_priority(0) to declare it as before"
+    } else if config.is_quorum() {
+        "a queue of this name exists with other arguments; if it is a classic queue, \
+         RabbitMQ cannot turn it into a quorum queue in place: keep it classic, or move \
+         its jobs to a new quorum queue (CHANGELOG.md says how)"
     } else {
-        None
+        "a queue of this name exists with other arguments, and RabbitMQ never changes \
+         an existing queue's arguments; delete it or use another name"
     };
-    match hint {
-        Some(hint) => Failure {
-            text: format!("{}; {hint}", failure.text),
-            ..failure
-        }
-        .into_error(&what),
-        None => failure.into_error(&what),
-    }
+    failure.hinted(hint).into_error(&what)
 }
 
 #[cfg(test)]

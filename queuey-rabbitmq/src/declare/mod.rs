@@ -1,6 +1,6 @@
 //! Queue declarations: the work, dead-letter and suspect queues on a
 //! throwaway channel per `declare` (here), hold queues on channels of their
-//! own (`holds`, over `pool`), the fleet's streams (`stream`), the job
+//! own (`holds`), the fleet's streams (`stream`), the job
 //! exchange (`exchange`), the checks made first (`check`), and what a
 //! refusal tells the user to do (`explain`).
 //!
@@ -13,7 +13,6 @@ mod check;
 mod exchange;
 mod explain;
 mod holds;
-mod pool;
 #[cfg(feature = "fleet")]
 mod stream;
 
@@ -23,6 +22,7 @@ use lapin::{Channel, Connection};
 use queuey_core::{Error, QueueConfig};
 
 use crate::error::{Failure, connection_lost};
+use crate::properties::short;
 use crate::topology::{self, ArgumentValue, QueueArguments};
 use crate::{RabbitMqOptions, channel};
 pub(crate) use check::check;
@@ -49,19 +49,9 @@ pub(crate) async fn declare_queues(
         }
         for config in configs {
             let queue = config.name();
-            let dead = options
-                .dead_suffix_in_use()
-                .map(|suffix| topology::dead_letter_queue_name(queue, suffix));
+            let dead = dead_letter_queue(options, queue);
             let args = topology::work_queue_arguments(config, dead.as_deref());
-            declare(
-                connection,
-                &channel,
-                queue,
-                config.settings().durable(),
-                &args,
-            )
-            .await
-            .map_err(|f| explain(f, queue, config))?;
+            declare_for(connection, &channel, queue, config, &args).await?;
             if let Some(exchange) = exchange {
                 exchange::bind(connection, &channel, queue, exchange).await?;
             }
@@ -71,15 +61,7 @@ pub(crate) async fn declare_queues(
             if let Some(suffix) = options.suspect_suffix_in_use() {
                 let suspect = topology::suspect_queue_name(queue, suffix);
                 let args = topology::suspect_queue_arguments(config, dead.as_deref());
-                declare(
-                    connection,
-                    &channel,
-                    &suspect,
-                    config.settings().durable(),
-                    &args,
-                )
-                .await
-                .map_err(|f| explain(f, &suspect, config))?;
+                declare_for(connection, &channel, &suspect, config, &args).await?;
             }
             declared(config);
         }
@@ -88,6 +70,13 @@ pub(crate) async fn declare_queues(
     .await;
     channel::close(&channel).await;
     result
+}
+
+/// The name of `queue`'s dead-letter queue when `options` declare one.
+fn dead_letter_queue(options: &RabbitMqOptions, queue: &str) -> Option<String> {
+    options
+        .dead_suffix_in_use()
+        .map(|suffix| topology::dead_letter_queue_name(queue, suffix))
 }
 
 /// Declares one dead-letter queue again (it was found missing at publish
@@ -116,7 +105,7 @@ async fn declare_dead(
     let durable = config.settings().durable();
     let args = topology::dead_letter_queue_arguments(config);
     let failure = match declare(connection, channel, dead, durable, &args).await {
-        Ok(()) => return Ok(()),
+        Ok(_) => return Ok(()),
         Err(failure) => failure,
     };
     if !created_without(&failure, "x-delivery-limit") {
@@ -131,9 +120,7 @@ async fn declare_dead(
     *channel = new_channel(connection, "opening a channel to declare queues").await?;
     let mut older = args;
     older.remove("x-delivery-limit");
-    declare(connection, channel, dead, durable, &older)
-        .await
-        .map_err(|f| explain(f, dead, config))
+    declare_for(connection, channel, dead, config, &older).await
 }
 
 /// Whether a refused declaration says the queue exists without
@@ -156,23 +143,23 @@ pub(crate) async fn declare_suspect_queue(
     options: &RabbitMqOptions,
     config: &QueueConfig,
 ) -> Result<(), Error> {
-    let dead = options
-        .dead_suffix_in_use()
-        .map(|suffix| topology::dead_letter_queue_name(config.name(), suffix));
+    let dead = dead_letter_queue(options, config.name());
     let args = topology::suspect_queue_arguments(config, dead.as_deref());
-    declare_on_fresh_channel(connection, suspect, config.settings().durable(), &args)
-        .await?
-        .map_err(|f| explain(f, suspect, config))
+    let channel = new_channel(connection, "opening a channel to declare a queue").await?;
+    let result = declare_for(connection, &channel, suspect, config, &args).await;
+    channel::close(&channel).await;
+    result
 }
 
 /// Declares one queue on a fresh channel that is closed afterwards; the
 /// inner `Err` is the broker's refusal, for the caller to explain.
+#[cfg(feature = "fleet")]
 async fn declare_on_fresh_channel(
     connection: &Connection,
     queue: &str,
     durable: bool,
     args: &QueueArguments,
-) -> Result<Result<(), Failure>, Error> {
+) -> Result<Result<u32, Failure>, Error> {
     let channel = new_channel(connection, "opening a channel to declare a queue").await?;
     let result = declare(connection, &channel, queue, durable, args).await;
     channel::close(&channel).await;
@@ -189,22 +176,25 @@ async fn new_channel(connection: &Connection, what: &str) -> Result<Channel, Err
         .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(what))
 }
 
-/// Declares one queue on `channel`, waiting for the broker's answer.
-async fn declare(
+/// Declares `queue`, a queue of `config`'s, on `channel`, waiting for the
+/// broker's answer; a refusal says what to do about it.
+async fn declare_for(
     connection: &Connection,
     channel: &Channel,
     queue: &str,
-    durable: bool,
+    config: &QueueConfig,
     args: &QueueArguments,
-) -> Result<(), Failure> {
-    declare_counting(connection, channel, queue, durable, args)
-        .await
-        .map(drop)
+) -> Result<(), Error> {
+    let durable = config.settings().durable();
+    match declare(connection, channel, queue, durable, args).await {
+        Ok(_) => Ok(()),
+        Err(failure) => Err(explain(failure, queue, config)),
+    }
 }
 
 /// Declares one queue on `channel`, waiting for the broker's answer, and
 /// returns how many consumers the broker counts on it.
-async fn declare_counting(
+async fn declare(
     connection: &Connection,
     channel: &Channel,
     queue: &str,
@@ -240,11 +230,7 @@ pub(crate) fn passive<'a>(
         passive: true,
         ..QueueDeclareOptions::default()
     };
-    channel.queue_declare(
-        crate::properties::short(queue),
-        options,
-        FieldTable::default(),
-    )
+    channel.queue_declare(short(queue), options, FieldTable::default())
 }
 
 /// The arguments as AMQP values: integers as 32-bit when they fit, else

@@ -40,7 +40,7 @@ pub(crate) async fn declare_stream(
         Stream::Heartbeats => topology::heartbeat_stream_arguments(),
     };
     let failure = match declare_on_fresh_channel(connection, stream, true, &args).await? {
-        Ok(()) => return Ok(()),
+        Ok(_) => return Ok(()),
         Err(failure) => failure,
     };
     if kind != Stream::Control || !super::created_without(&failure, "x-max-length-bytes") {
@@ -56,9 +56,10 @@ pub(crate) async fn declare_stream(
     );
     let mut older = args;
     older.remove("x-max-length-bytes");
-    declare_on_fresh_channel(connection, stream, true, &older)
-        .await?
-        .map_err(|failure| explain(failure, stream, kind))
+    match declare_on_fresh_channel(connection, stream, true, &older).await? {
+        Ok(_) => Ok(()),
+        Err(failure) => Err(explain(failure, stream, kind)),
+    }
 }
 
 /// The error for a refused declaration of a stream.
@@ -87,11 +88,7 @@ fn explain(failure: Failure, stream: &str, kind: Stream) -> Error {
          backend another `RabbitMqOptions::control_stream`. Streams need RabbitMQ 3.9 or later",
         topology::CONTROL_SEGMENT_BYTES
     );
-    Failure {
-        text: format!("{}; {hint}", failure.text),
-        ..failure
-    }
-    .into_error(&what)
+    failure.hinted(&hint).into_error(&what)
 }
 
 #[cfg(test)]

@@ -16,7 +16,6 @@ use std::time::Duration;
 use queuey_core::__private::now_ms;
 
 use lapin::BasicProperties;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::AMQPValue;
 use queuey_core::control::{Heartbeat, MAX_HEARTBEAT_BYTES, MAX_WORKERS_LISTED};
 use queuey_core::{BackendError, BackendErrorKind, Error, Uuid};
@@ -61,21 +60,21 @@ pub(crate) struct HeartbeatStream {
 
 impl HeartbeatStream {
     pub(crate) fn new(
-        link: Arc<Link>,
-        fleet: Arc<FleetLink>,
-        outbox: Arc<Outbox>,
+        link: &Arc<Link>,
+        fleet: &Arc<FleetLink>,
+        outbox: &Arc<Outbox>,
         options: &RabbitMqOptions,
-        senders: Arc<Senders>,
+        senders: &Arc<Senders>,
     ) -> Self {
         HeartbeatStream {
-            link,
-            fleet,
-            outbox,
+            link: Arc::clone(link),
+            fleet: Arc::clone(fleet),
+            outbox: Arc::clone(outbox),
             stream: Arc::from(topology::heartbeat_stream_name(
                 options.settings().control_stream(),
             )),
             declared: OnceCell::new(),
-            senders,
+            senders: Arc::clone(senders),
             name: options.settings().connection_name().map(Arc::from),
         }
     }
@@ -84,9 +83,7 @@ impl HeartbeatStream {
     /// its connection unless it names itself (declaring the stream first,
     /// once per backend), and waits for the broker's confirm.
     pub(crate) async fn send(&self, beat: &Heartbeat) -> Result<(), Error> {
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.link.ensure_open()?;
         let body = match (&self.name, &beat.name) {
             (Some(name), None) => Heartbeat {
                 name: Some(name.to_string()),
@@ -95,13 +92,7 @@ impl HeartbeatStream {
             .encode(),
             _ => beat.encode(),
         };
-        if body.len() > MAX_HEARTBEAT_BYTES {
-            return Err(Error::MessageTooLarge {
-                queue: self.stream.to_string(),
-                size: body.len(),
-                limit: MAX_HEARTBEAT_BYTES,
-            });
-        }
+        crate::error::check_size(&self.stream, body.len(), MAX_HEARTBEAT_BYTES)?;
         let message_id = format!("{}.{}", beat.worker_id.simple(), beat.at_ms);
         let mut out = message::persistent(&self.stream, body, message_id);
         let typed = out.properties.with_type(properties::short(HEARTBEAT_TYPE));
@@ -115,9 +106,7 @@ impl HeartbeatStream {
     /// user are read, at most [`MAX_WORKERS_LISTED`] workers are kept, and
     /// a heartbeat over [`MAX_HEARTBEAT_BYTES`] is skipped unread.
     pub(crate) async fn workers(&self) -> Result<Vec<Heartbeat>, Error> {
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.link.ensure_open()?;
         self.declare().await?;
         let stream = &*self.stream;
         let what = format!("reading the workers' heartbeats from `{stream}`");
@@ -131,20 +120,12 @@ impl HeartbeatStream {
                 };
                 let channel = connection.create_channel().await.map_err(fail)?;
                 let read = async {
-                    channel
-                        .basic_qos(PREFETCH, BasicQosOptions { global: false })
-                        .await
-                        .map_err(fail)?;
                     let tag = format!("queuey.workers.{}", Uuid::new_v4().simple());
-                    let mut consumer = channel
-                        .basic_consume(
-                            properties::short(stream),
-                            properties::short(&tag),
-                            BasicConsumeOptions::default(),
-                            live::stream_offset(AMQPValue::LongString(LOOK_BACK.into())),
-                        )
-                        .await
-                        .map_err(fail)?;
+                    let back = live::stream_offset(AMQPValue::LongString(LOOK_BACK.into()));
+                    let mut consumer =
+                        crate::channel::consume(&channel, stream, &tag, PREFETCH, back)
+                            .await
+                            .map_err(fail)?;
                     let nonce = Uuid::new_v4();
                     let mut marker = message::sync_marker(stream, nonce);
                     marker.properties = self.senders.sign_if_known(marker.properties);

@@ -64,20 +64,8 @@ impl Fleet {
         senders: &Arc<Senders>,
     ) -> Self {
         let reads = Arc::new(FleetLink::new(addresses, options));
-        let control = Control::new(
-            Arc::clone(link),
-            Arc::clone(&reads),
-            Arc::clone(outbox),
-            Arc::clone(options),
-            Arc::clone(senders),
-        );
-        let heartbeats = HeartbeatStream::new(
-            Arc::clone(link),
-            Arc::clone(&reads),
-            Arc::clone(outbox),
-            options,
-            Arc::clone(senders),
-        );
+        let control = Control::new(link, &reads, outbox, options, senders);
+        let heartbeats = HeartbeatStream::new(link, &reads, outbox, options, senders);
         Fleet {
             link: Arc::clone(link),
             reads,

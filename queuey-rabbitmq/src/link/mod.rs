@@ -32,14 +32,14 @@ use std::time::Duration;
 use lapin::Connection;
 use lapin::types::ShortString;
 use queuey_core::backend::ConnectionState;
-use queuey_core::{BackendError, BackendErrorKind, Error, QueueConfig};
+use queuey_core::{BackendErrorKind, Error};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::RabbitMqOptions;
 use crate::bound;
-use crate::error::Failure;
+use crate::error::{Failure, backend};
 use declared::Declared;
 use dial::Address;
 
@@ -66,10 +66,8 @@ pub(crate) struct Current {
 #[derive(Clone)]
 pub(crate) enum LinkState {
     Up(Current),
-    /// Connecting again since `since`.
-    Down {
-        since: Instant,
-    },
+    /// Connecting again since the instant it holds.
+    Down(Instant),
     /// Given up for good, with the reason.
     Failed(Arc<str>),
     Closed,
@@ -79,7 +77,7 @@ impl LinkState {
     fn public(&self) -> ConnectionState {
         match self {
             LinkState::Up(_) => ConnectionState::Connected,
-            LinkState::Down { .. } => ConnectionState::Reconnecting,
+            LinkState::Down(_) => ConnectionState::Reconnecting,
             LinkState::Failed(_) => ConnectionState::Failed,
             LinkState::Closed => ConnectionState::Closed,
         }
@@ -109,7 +107,7 @@ pub(crate) struct Link {
     /// Wakes the supervisor: a call saw the connection of this generation fail.
     suspect: Arc<Notify>,
     /// Queues declared through the backend, replayed on every new connection.
-    declared: Declared,
+    pub(crate) declared: Declared,
     closed: AtomicBool,
     /// The highest generation handed out.
     generations: AtomicU64,
@@ -191,31 +189,26 @@ impl Link {
         what: &str,
     ) -> Result<Current, Error> {
         let mut state = self.state.subscribe();
-        let waited = tokio::time::timeout_at(
-            deadline,
-            state.wait_for(|s| !matches!(s, LinkState::Down { .. })),
-        )
-        .await;
+        let up = state.wait_for(|s| !matches!(s, LinkState::Down(_)));
+        let waited = tokio::time::timeout_at(deadline, up).await;
         match waited {
             Ok(Ok(state)) => match &*state {
                 LinkState::Up(current) => Ok(current.clone()),
                 LinkState::Failed(reason) => Err(failed(what, reason)),
-                LinkState::Closed | LinkState::Down { .. } => Err(Error::ShutDown),
+                LinkState::Closed | LinkState::Down(_) => Err(Error::ShutDown),
             },
             Ok(Err(_)) => Err(Error::ShutDown),
             Err(_) => {
                 let since = match &*self.state.borrow() {
-                    LinkState::Down { since } => since.elapsed(),
+                    LinkState::Down(since) => since.elapsed(),
                     _ => Duration::ZERO,
                 };
-                Err(Error::Backend(BackendError::new(
-                    BackendErrorKind::TimedOut,
-                    format!(
-                        "{what}: RabbitMQ has been unreachable for {:.1} s and the backend is still \
-                         reconnecting; gave up waiting",
-                        since.as_secs_f64()
-                    ),
-                )))
+                let text = format!(
+                    "{what}: RabbitMQ has been unreachable for {:.1} s and the backend is still \
+                     reconnecting; gave up waiting",
+                    since.as_secs_f64()
+                );
+                Err(backend(BackendErrorKind::TimedOut, text))
             }
         }
     }
@@ -299,19 +292,12 @@ impl Link {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// The configuration of a queue declared through this backend.
-    pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
-        self.declared.get(queue)
-    }
-
-    /// How many queues were declared through this backend.
-    pub(crate) fn declared_count(&self) -> usize {
-        self.declared.count()
-    }
-
-    /// Remembers a declared queue, to replay on every new connection.
-    pub(crate) fn remember(&self, config: &QueueConfig) {
-        self.declared.remember(config);
+    /// Fails with [`Error::ShutDown`] once the link is closed.
+    pub(crate) fn ensure_open(&self) -> Result<(), Error> {
+        if self.is_closed() {
+            return Err(Error::ShutDown);
+        }
+        Ok(())
     }
 
     /// Stops reconnecting and closes the connection, within the call bound
@@ -321,14 +307,7 @@ impl Link {
             return Ok(());
         }
         let previous = self.state.send_replace(LinkState::Closed);
-        if let Some(task) = self
-            .supervisor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
-        }
+        self.stop_supervisor();
         if self.counts() {
             metrics::gauge!(metric::CONNECTED).set(0.0);
         }
@@ -360,14 +339,19 @@ impl Link {
         }
     }
 
+    fn stop_supervisor(&self) {
+        let mut supervisor = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = supervisor.take() {
+            task.abort();
+        }
+    }
+
     /// Whether this link's state is what the connection metrics report.
     pub(crate) fn counts(&self) -> bool {
         self.purpose == Purpose::Jobs
-    }
-
-    /// What the link carries.
-    pub(crate) fn purpose(&self) -> Purpose {
-        self.purpose
     }
 
     /// The redacted form of the first address, for `Debug`.
@@ -381,20 +365,11 @@ impl Link {
 
 impl Drop for Link {
     fn drop(&mut self) {
-        if let Some(task) = self
-            .supervisor
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
-            task.abort();
-        }
+        self.stop_supervisor();
     }
 }
 
 fn failed(what: &str, reason: &str) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::Refused,
-        format!("{what}: the backend gave up on RabbitMQ: {reason}"),
-    ))
+    let text = format!("{what}: the backend gave up on RabbitMQ: {reason}");
+    backend(BackendErrorKind::Refused, text)
 }

@@ -38,13 +38,13 @@ pub(super) async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
             return;
         }
         let since = Instant::now();
-        strong.state.send_replace(LinkState::Down { since });
+        strong.state.send_replace(LinkState::Down(since));
         if strong.counts() {
             metrics::gauge!(metric::CONNECTED).set(0.0);
         }
         tracing::warn!(
             uri = %strong.addresses[address].redacted,
-            purpose = ?strong.purpose(),
+            purpose = ?strong.purpose,
             generation = current.generation,
             "the connection to RabbitMQ is lost; reconnecting"
         );
@@ -62,7 +62,7 @@ pub(super) async fn supervise(link: std::sync::Weak<Link>, mut address: usize) {
                 }
                 tracing::info!(
                     uri = %strong.addresses[address].redacted,
-                    purpose = ?strong.purpose(),
+                    purpose = ?strong.purpose,
                     generation = next.generation,
                     down_for = ?down,
                     "reconnected to RabbitMQ; declared queues replayed"
@@ -128,7 +128,7 @@ async fn watch_until_dead(link: &std::sync::Weak<Link>, current: &Current) -> bo
 /// when the link was closed or gave up for good.
 async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Option<Current> {
     let mut backoff = Backoff::new(link.options.reconnect_delay);
-    let generation = next_generation(link);
+    let generation = link.generations.fetch_add(1, Ordering::AcqRel) + 1;
     loop {
         for _ in 0..link.addresses.len() {
             if link.is_closed() {
@@ -155,20 +155,16 @@ async fn reconnect(link: &Arc<Link>, address: &mut usize, since: Instant) -> Opt
                     });
                 }
                 Err(error) if !error.is_transient() => {
-                    give_up(
-                        link,
-                        &format!("replaying the declared queues on a new connection: {error}"),
-                    );
+                    let reason =
+                        format!("replaying the declared queues on a new connection: {error}");
+                    give_up(link, &reason);
                     let _ = connection.close(200, ShortString::default()).await;
                     return None;
                 }
                 Err(error) => {
                     tracing::warn!(uri = %target.redacted, %error, "replaying the declared queues failed; trying again");
-                    let _ = tokio::time::timeout(
-                        link.options.call_timeout,
-                        connection.close(200, ShortString::default()),
-                    )
-                    .await;
+                    let closing = connection.close(200, ShortString::default());
+                    let _ = tokio::time::timeout(link.options.call_timeout, closing).await;
                 }
             }
         }
@@ -196,10 +192,6 @@ pub(super) fn seconds_crossed(before: u64, added: u64) -> u64 {
     before.saturating_add(added) / 1_000 - before / 1_000
 }
 
-fn next_generation(link: &Link) -> u64 {
-    link.generations.fetch_add(1, Ordering::AcqRel) + 1
-}
-
 fn give_up(link: &Link, reason: &str) {
     tracing::error!(reason, "giving up on RabbitMQ");
     link.state
@@ -215,12 +207,8 @@ async fn replay(link: &Link, connection: &Connection) -> Result<(), Error> {
         return Ok(());
     }
     let declaring = declare::declare_queues(connection, &link.options, &configs, |_| {});
-    bound::within(
-        link.options.call_timeout,
-        "replaying the declared queues",
-        declaring,
-    )
-    .await
+    let bound = link.options.call_timeout;
+    bound::within(bound, "replaying the declared queues", declaring).await
 }
 
 #[cfg(test)]

@@ -49,8 +49,6 @@ pub(crate) fn census(
             tracing::info!("quorum holds are kept, not pruned: their jobs cannot be counted: {why}")
         })
         .ok()?;
-    Some(Arc::new(census::ApiCensus::new(
-        endpoint,
-        options.settings().tls().clone(),
-    )))
+    let tls = options.settings().tls().clone();
+    Some(Arc::new(census::ApiCensus::new(endpoint, tls)))
 }

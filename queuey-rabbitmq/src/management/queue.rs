@@ -26,38 +26,29 @@ pub struct QueueInfo {
     #[serde(default)]
     pub exclusive: bool,
     /// `classic`, `quorum` or `stream`.
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub queue_type: Option<String>,
     /// The declared arguments.
     #[serde(default)]
     pub arguments: BTreeMap<String, Value>,
     /// Every message the queue holds: for a quorum queue, those past their
     /// time to live that wait to be dead-lettered included (statistics).
-    #[serde(default)]
     pub messages: Option<u64>,
     /// Messages ready for delivery (statistics).
-    #[serde(default)]
     pub messages_ready: Option<u64>,
     /// Messages delivered and not acknowledged yet (statistics).
-    #[serde(default)]
     pub messages_unacknowledged: Option<u64>,
     /// Consumers (statistics).
-    #[serde(default)]
     pub consumers: Option<u64>,
     /// When the queue became idle (absent while in use).
-    #[serde(default)]
     pub idle_since: Option<String>,
     /// The user policy applied.
-    #[serde(default)]
     pub policy: Option<String>,
     /// The operator policy applied.
-    #[serde(default)]
     pub operator_policy: Option<String>,
     /// The keys the policies set, merged as the broker applies them.
-    #[serde(default)]
     pub effective_policy_definition: Option<Value>,
     /// Publish and delivery counts and rates, when the broker collects them.
-    #[serde(default)]
     pub message_stats: Option<Value>,
 }
 

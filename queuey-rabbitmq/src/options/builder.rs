@@ -153,21 +153,19 @@ set! {
 
     /// How long [`RabbitMqBackend::with_options`](crate::RabbitMqBackend::with_options)
     /// waits for a broker it cannot reach yet (down, restarting, booting;
-    /// default [`DEFAULT_CONNECT_WAIT`], 2 minutes).
+    /// default [`DEFAULT_CONNECT_WAIT`], 2 minutes), trying every address in
+    /// turn and pausing between rounds as a reconnection does
+    /// ([`reconnect_delay`](Self::reconnect_delay)). It logs a WARN line
+    /// (password masked) at the first failure, then at most one every 10 s.
     ///
-    /// Meanwhile it tries every address in turn, pausing between rounds as
-    /// a reconnection does ([`reconnect_delay`](Self::reconnect_delay)),
-    /// and logs a WARN line (password masked) at the first failure, then at
-    /// most one every 10 s. Only an unreachable broker is waited for (a
-    /// refused or reset connection, a timeout, an unreachable network, a
-    /// host name that does not resolve yet, a handshake closed while the
-    /// broker starts); refused credentials, a missing virtual host, a TLS
-    /// handshake that fails and an invalid URI fail at once.
-    ///
-    /// Past the bound, the last attempt's error is returned, naming the
-    /// bound. [`Duration::ZERO`] tries each address once. The wait counts
-    /// in `queuey_rabbitmq_disconnected_seconds_total`, and
-    /// `queuey_rabbitmq_connected` is 0 meanwhile.
+    /// Only an unreachable broker is waited for (a refused or reset
+    /// connection, a timeout, an unreachable network, a host name that does
+    /// not resolve yet, a handshake closed while the broker starts); refused
+    /// credentials, a missing virtual host, a failed TLS handshake and an
+    /// invalid URI fail at once. Past the bound, the last attempt's error is
+    /// returned, naming the bound; [`Duration::ZERO`] tries each address
+    /// once. The wait counts in `queuey_rabbitmq_disconnected_seconds_total`,
+    /// and `queuey_rabbitmq_connected` is 0 meanwhile.
     ///
     /// ```
     /// use std::time::Duration;
@@ -200,13 +198,11 @@ set! {
     /// 100 ms and 5 s).
     reconnect_delay(min: Duration, max: Duration) = (min, max);
 
-    /// Refuse delays longer than one hold queue keeps a job (about 24
-    /// days) with [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong), as the first version did, instead
-    /// of holding them in legs of 24 days (the default: each leg carries
-    /// the job's due time in the `queuey-due-at` header, and a consumer
-    /// holds a job that comes back before it again; see [Topology and
-    /// holds](crate#topology-and-holds)). Holding in legs needs every
-    /// consumer of the queue to be a version that checks due times.
+    /// Refuse delays longer than one hold queue keeps a job (about 24 days)
+    /// with [`Error::DelayTooLong`](queuey_core::Error::DelayTooLong), as the
+    /// first version did, instead of holding them in legs of 24 days (the
+    /// default, which needs every consumer of the queue to be a version that
+    /// checks due times; see [Topology and holds](crate#topology-and-holds)).
     refuse_long_delays(refuse: bool) = refuse;
 
     /// How long the backend keeps trying to reconnect before it gives up
@@ -222,15 +218,12 @@ set! {
     /// unacknowledged that long (up to a minute late): the job is delivered
     /// again while its first run still runs, with every other delivery the
     /// channel held. The backend cannot read the broker's configuration, so
-    /// it answers [`Backend::consumer_timeout`](queuey_core::backend::Backend::consumer_timeout)
-    /// from this value, and a worker whose job timeout does not fit under
-    /// it refuses to build. Set the broker's value when it was changed;
-    /// `None` turns the check off.
-    ///
-    /// From RabbitMQ 4.3 on, classic queues and streams have no consumer
-    /// timeout (quorum queues keep theirs): a backend consuming only
-    /// classic queues there can say `None`. A per-queue timeout (policy or
-    /// `x-consumer-timeout`) is not seen: give the lowest that applies.
+    /// [`Backend::consumer_timeout`](queuey_core::backend::Backend::consumer_timeout)
+    /// answers this value, and a worker whose job timeout does not fit under
+    /// it refuses to build; `None` turns the check off. From RabbitMQ 4.3 on
+    /// only quorum queues have a consumer timeout. A per-queue timeout
+    /// (policy or `x-consumer-timeout`) is not seen: give the lowest that
+    /// applies.
     ///
     /// ```
     /// use std::time::Duration;
@@ -293,11 +286,11 @@ set! {
     /// queues: [`DEFAULT_QUORUM_GRANULARITY`] (10 % buckets) with quorum
     /// holds, [`DEFAULT_CLASSIC_GRANULARITY`] (1 s) with classic ones.
     ///
-    /// Delays are rounded up to a multiple of a step, which bounds how many
-    /// hold queues a queue can have (with backoff capped at five minutes,
-    /// 1 s allows 300). Zero or sub-millisecond steps count as 1 ms.
+    /// Delays are rounded up to a multiple of a step (zero or sub-millisecond
+    /// steps count as 1 ms), which bounds how many hold queues a queue can
+    /// have: 300 with 1 s and backoff capped at five minutes.
     /// [`Granularity::relative`] rounds into buckets that grow by a
-    /// percentage: lateness stays under it, and the number of hold queues
+    /// percentage, so lateness stays under it and the number of hold queues
     /// grows with the logarithm of the longest delay.
     ///
     /// ```
@@ -341,17 +334,13 @@ set! {
     /// [`DEFAULT_PRUNE_HOLDS_AFTER`], an hour; `None` keeps every hold).
     ///
     /// Every quarter of that time (at most every 15 minutes) the backend
-    /// deletes the holds it has not used for that long that are empty and
-    /// unused, after watching each for ten seconds: see [Pruning hold
-    /// queues](crate#pruning-hold-queues).
-    ///
-    /// **It prunes only when it can count a hold's jobs**, through a
-    /// [`HoldCensus`] ([`hold_census`](Self::hold_census), or the
-    /// `management` feature): in the default build it prunes nothing by
-    /// itself. A hold it cannot count, or still in use, is kept; one
-    /// deleted and needed again is declared again. Holds the process never
-    /// used are left to `queuey holds prune`; classic holds expire by
-    /// themselves.
+    /// deletes such holds that are empty and unused, after watching each for
+    /// ten seconds, **when it can count their jobs** through a [`HoldCensus`]
+    /// ([`hold_census`](Self::hold_census), or the `management` feature):
+    /// see [Pruning hold queues](crate#pruning-hold-queues). A hold it
+    /// cannot count, or still in use, is kept; one deleted and needed again
+    /// is declared again. Holds the process never used are left to `queuey
+    /// holds prune`; classic holds expire by themselves.
     ///
     /// ```
     /// use std::time::Duration;
@@ -386,10 +375,9 @@ set! {
     authenticated_user(user: impl Into<String>) = Some(user.into());
 
     /// Publishes jobs through `exchange`, an exchange of the application's,
-    /// instead of RabbitMQ's default exchange (the default). A credential
-    /// that may publish on the default exchange may write into every queue
-    /// of the virtual host, the fleet's streams included; through an
-    /// exchange of its own, a producer reaches only the queues bound to it.
+    /// instead of RabbitMQ's default exchange (the default), so that a
+    /// producer reaches only the queues bound to it rather than every queue
+    /// of the virtual host, the fleet's streams included.
     ///
     /// The backend declares `exchange` (durable, `direct`) with its queues
     /// and binds each work queue, shard and hold queue to it under its own
@@ -434,22 +422,14 @@ impl RabbitMqOptions {
 
     /// What the backend's pruner asks for the jobs of a hold that AMQP
     /// cannot count (see [`HoldCensus`]); a hold it cannot count is kept.
-    ///
-    /// Without it the backend asks the management API when built with the
-    /// `management` feature, and otherwise has no census: it then prunes
-    /// nothing by itself ([`prune_holds_after`](Self::prune_holds_after)
-    /// does nothing) and
+    /// Without one the backend asks the management API with the
+    /// `management` feature, and otherwise prunes nothing by itself:
+    /// [`prune_holds_after`](Self::prune_holds_after) does nothing and
     /// [`RabbitMqBackend::prune_hold`](crate::RabbitMqBackend::prune_hold)
-    /// keeps every hold. Give one, enable the feature, or run `queuey holds
-    /// prune`.
+    /// keeps every hold.
     pub fn hold_census(mut self, census: impl HoldCensus + 'static) -> Self {
         self.census = SharedCensus(Some(std::sync::Arc::new(census)));
         self
-    }
-
-    /// The census the pruner asks, if any.
-    pub(crate) fn census(&self) -> Option<std::sync::Arc<dyn HoldCensus>> {
-        self.census.0.clone()
     }
 
     /// RabbitMQ users, besides the one this backend logs in as, whose

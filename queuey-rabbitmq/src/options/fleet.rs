@@ -6,6 +6,7 @@ use std::time::Duration;
 use queuey_core::Error;
 
 use super::settings::RabbitMqSettings;
+use super::validate::refuse_if;
 use super::{MAX_CONTROL_SNAPSHOT_INTERVAL, MIN_CONTROL_SNAPSHOT_INTERVAL, RabbitMqOptions};
 
 super::builder::set! {
@@ -80,24 +81,21 @@ impl RabbitMqOptions {
     /// The checks on the fleet's settings: the control stream's name, the
     /// snapshot interval and the command senders' user names.
     pub(super) fn validate_fleet(&self) -> Result<(), Error> {
-        if self.control_stream.is_empty()
-            || self.control_stream.len() > crate::topology::MAX_CONTROL_STREAM_BYTES
-        {
-            return Err(Error::invalid_config(format!(
-                "control_stream must be a queue name of 1 to {} bytes (its heartbeat stream \
-                 adds `{}`), got {} bytes",
-                crate::topology::MAX_CONTROL_STREAM_BYTES,
-                crate::topology::HEARTBEAT_STREAM_SUFFIX,
-                self.control_stream.len()
-            )));
-        }
+        let stream = &self.control_stream;
+        let most = crate::topology::MAX_CONTROL_STREAM_BYTES;
+        refuse_if!(
+            stream.is_empty() || stream.len() > most,
+            "control_stream must be a queue name of 1 to {most} bytes (its heartbeat stream adds \
+             `{}`), got {} bytes",
+            crate::topology::HEARTBEAT_STREAM_SUFFIX,
+            stream.len()
+        );
         let interval = self.control_snapshot_interval;
-        if !(MIN_CONTROL_SNAPSHOT_INTERVAL..=MAX_CONTROL_SNAPSHOT_INTERVAL).contains(&interval) {
-            return Err(Error::invalid_config(format!(
-                "control_snapshot_interval must be from {MIN_CONTROL_SNAPSHOT_INTERVAL:?} to \
-                 {MAX_CONTROL_SNAPSHOT_INTERVAL:?}, got {interval:?}"
-            )));
-        }
+        refuse_if!(
+            !(MIN_CONTROL_SNAPSHOT_INTERVAL..=MAX_CONTROL_SNAPSHOT_INTERVAL).contains(&interval),
+            "control_snapshot_interval must be from {MIN_CONTROL_SNAPSHOT_INTERVAL:?} to \
+             {MAX_CONTROL_SNAPSHOT_INTERVAL:?}, got {interval:?}"
+        );
         super::validate::check_sender_names(&self.control_senders)
     }
 }

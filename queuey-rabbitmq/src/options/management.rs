@@ -7,6 +7,7 @@ use queuey_core::uri::redact;
 use super::RabbitMqOptions;
 use super::management_settings::ManagementUrl;
 use super::settings::RabbitMqSettings;
+use super::validate::refuse_if;
 
 super::builder::set! {
     /// The management API's base URL, where the backend counts the jobs
@@ -38,12 +39,11 @@ impl RabbitMqOptions {
         let host = rest
             .map(|r| r.split(['/', '?', '#']).next().unwrap_or_default())
             .map(|authority| authority.rsplit('@').next().unwrap_or_default());
-        if host.is_none_or(str::is_empty) {
-            return Err(Error::invalid_config(format!(
-                "management_url `{}` must be an http:// or https:// URL with a host",
-                redact(url)
-            )));
-        }
+        refuse_if!(
+            host.is_none_or(str::is_empty),
+            "management_url `{}` must be an http:// or https:// URL with a host",
+            redact(url)
+        );
         Ok(())
     }
 }

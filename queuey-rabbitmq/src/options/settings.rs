@@ -38,7 +38,7 @@ impl RabbitMqOptions {
     /// What was set, read back under the builder methods' names:
     /// `settings().heartbeat()`, `settings().dead_suffix()`, ...
     pub fn settings(&self) -> RabbitMqSettings<'_> {
-        RabbitMqSettings::new(self)
+        RabbitMqSettings { options: self }
     }
 }
 
@@ -90,10 +90,6 @@ read_back! {
 }
 
 impl<'a> RabbitMqSettings<'a> {
-    pub(crate) fn new(options: &'a RabbitMqOptions) -> Self {
-        RabbitMqSettings { options }
-    }
-
     /// The connection's name, client properties and locale together
     /// ([`RabbitMqOptions::connection_properties`]).
     pub fn connection_properties(&self) -> ConnectionProperties {

@@ -86,7 +86,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lapin::Connection;
 use queuey_core::backend::{Granularity, HoldKind};
-use queuey_core::{BackendError, BackendErrorKind, Error, QueueConfig};
+use queuey_core::{BackendErrorKind, Error, QueueConfig};
 use tokio::time::Instant;
 
 use super::leases::Leases;
@@ -95,6 +95,7 @@ use super::send::Sender;
 use super::used::Used;
 use crate::RabbitMqOptions;
 use crate::declare::{HOLD_DECLARATION_CHANNELS, HoldDeclarer};
+use crate::error::backend;
 use crate::topology::HoldQueues;
 
 /// How long a pruner watches a quorum hold, consuming it, before it may
@@ -165,13 +166,11 @@ impl Holds {
         &self,
         sender: &Sender,
         config: &QueueConfig,
-        ttl_ms: u64,
-        out: Outgoing,
+        mut ttl_ms: u64,
+        mut out: Outgoing,
         holds: HoldQueues,
     ) -> Result<(), Error> {
         let deadline = Instant::now() + sender.options.publish_timeout;
-        let mut out = out;
-        let mut ttl_ms = ttl_ms;
         let mut consumers = 0;
         for _ in 0..=STEPS {
             let spot = Spot {
@@ -205,16 +204,14 @@ impl Holds {
                 }
             }
         }
-        Err(Error::Backend(BackendError::new(
-            BackendErrorKind::Other,
-            format!(
-                "the {} hold queues up to `{}` are all consumed ({consumers} consumer(s) on the \
-                 last): a prune does not consume that many holds at once, so something else \
-                 consumes them and takes held jobs before they are due; remove those consumers",
-                STEPS + 1,
-                out.queue
-            ),
-        )))
+        let text = format!(
+            "the {} hold queues up to `{}` are all consumed ({consumers} consumer(s) on the \
+             last): a prune does not consume that many holds at once, so something else \
+             consumes them and takes held jobs before they are due; remove those consumers",
+            STEPS + 1,
+            out.queue
+        );
+        Err(backend(BackendErrorKind::Other, text))
     }
 
     /// Publishes `out` into its hold queue on the current connection,
@@ -298,23 +295,17 @@ impl Holds {
         connection: &Connection,
         spot: &Spot<'_>,
     ) -> Result<Result<Instant, u32>, Error> {
-        let Spot {
-            hold,
-            config,
-            ttl_ms,
-            holds,
-            ..
-        } = *spot;
+        let Spot { hold, holds, .. } = *spot;
         // Taken before the declaration is sent: the broker starts the lease
         // (and counts consumers) when it handles the declaration, which is
         // no earlier.
         let sent = Instant::now();
         let consumers = self
             .declarer
-            .declare(connection, hold, holds, config, ttl_ms)
+            .declare(connection, hold, holds, spot.config, spot.ttl_ms)
             .await?;
         if holds == HoldQueues::Classic {
-            let reuse = Duration::from_millis(ttl_ms) / 4;
+            let reuse = Duration::from_millis(spot.ttl_ms) / 4;
             self.leases.renewed(hold, sent, reuse);
             return Ok(Ok(sent));
         }
@@ -376,7 +367,7 @@ fn late_error(spot: &Spot<'_>, late: u32) -> Error {
             2 * ttl_ms
         ),
     };
-    Error::Backend(BackendError::new(BackendErrorKind::Other, text))
+    backend(BackendErrorKind::Other, text)
 }
 
 /// The TTL of the hold queue a job waiting `delay` goes to: `delay`

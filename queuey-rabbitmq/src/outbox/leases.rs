@@ -43,10 +43,8 @@ impl Leases {
 
     /// Forgets the declaration of a hold queue found missing.
     pub(super) fn forget(&self, hold: &str) {
-        self.sent
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(hold);
+        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        sent.remove(hold);
     }
 }
 

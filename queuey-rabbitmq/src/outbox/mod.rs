@@ -64,7 +64,7 @@ impl Outbox {
 
     /// The configuration of a queue declared through this backend.
     pub(crate) fn declared(&self, queue: &str) -> Option<Arc<QueueConfig>> {
-        self.sender.link.declared(queue)
+        self.sender.link.declared.get(queue)
     }
 
     /// Publishes `envelope` to its own queue. A queue that does not exist
@@ -72,11 +72,8 @@ impl Outbox {
     pub(crate) async fn publish(&self, envelope: &Envelope) -> Result<(), Error> {
         let queue = envelope.queue.as_str();
         let declared = self.declared(queue);
-        let prepared = Prepared::new(
-            envelope,
-            self.options().settings().max_message_size(),
-            declared.as_deref(),
-        )?;
+        let limit = self.options().settings().max_message_size();
+        let prepared = Prepared::new(envelope, limit, declared.as_deref())?;
         let sent = self.sender.send(self.job(prepared, queue)).await;
         sent.map_err(|e| self.no_route_hint(e, queue, declared.is_some()))
     }
@@ -118,21 +115,17 @@ impl Outbox {
         let options = self.options();
         // The refusals of a hold, before anything is sent.
         let ttl_ms = hold::ttl_ms(queue, delay, kind, options)?;
-        let config = match (kind, declared) {
-            (HoldKind::Deferral, None) => {
-                return Err(Error::UnknownQueue {
-                    queue: queue.to_owned(),
-                });
-            }
-            (_, declared) => declared,
-        };
-        let prepared = self.prepare_held(envelope, kind, config.as_deref())?;
+        if kind == HoldKind::Deferral && declared.is_none() {
+            let queue = queue.to_owned();
+            return Err(Error::UnknownQueue { queue });
+        }
+        let prepared = self.prepare_held(envelope, kind, declared.as_deref())?;
         let mut out = self.job(prepared, queue);
         if ttl_ms > 0 {
             out.properties = properties::with_due_at(out.properties, hold::due_at_ms(delay));
         }
         let sent = self.sender.send(out).await;
-        sent.map_err(|e| self.no_route_hint(e, queue, config.is_some()))
+        sent.map_err(|e| self.no_route_hint(e, queue, declared.is_some()))
     }
 
     /// Parks `envelope` in the hold queue for `delay` (rounded up), or

@@ -27,13 +27,7 @@ impl Prepared {
             queue: envelope.queue.clone(),
             source,
         })?;
-        if body.len() > limit {
-            return Err(Error::MessageTooLarge {
-                queue: envelope.queue.clone(),
-                size: body.len(),
-                limit,
-            });
-        }
+        crate::error::check_size(&envelope.queue, body.len(), limit)?;
         let priority = match declared {
             Some(config) if config.top_priority() == 0 => 0,
             _ => envelope.priority,

@@ -31,8 +31,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeleteOptions};
-use lapin::types::{FieldTable, ShortString};
+use lapin::options::QueueDeleteOptions;
+use lapin::types::FieldTable;
 use lapin::{Channel, Connection};
 use queuey_core::{BackendErrorKind, Error, QueueConfig};
 use tokio::time::Instant;
@@ -84,18 +84,6 @@ pub enum HoldPruned {
     Unverified,
 }
 
-impl HoldPruned {
-    /// What the census says of `hold`, unless it counts nothing: the
-    /// outcome that keeps the hold.
-    async fn census(census: &dyn HoldCensus, hold: &str) -> Result<Option<HoldPruned>, Error> {
-        Ok(match census.jobs(hold).await? {
-            Some(0) => None,
-            Some(jobs) => Some(HoldPruned::InUse { jobs }),
-            None => Some(HoldPruned::Unverified),
-        })
-    }
-}
-
 impl Outbox {
     /// Retires `hold`, a quorum hold queue of `queue` (see the module
     /// documentation). Takes at least [`RETIRE_GRACE`] for a hold that is
@@ -113,12 +101,9 @@ impl Outbox {
                  `{suffix}`): only quorum holds are pruned; classic ones expire by themselves"
             )));
         };
-        let current = self
-            .sender
-            .connection(|| format!("pruning hold queue `{hold}`"))
-            .await?;
-        let connection = &current.connection;
         let what = format!("pruning hold queue `{hold}`");
+        let current = self.sender.connection(|| what.clone()).await?;
+        let connection = &current.connection;
         let fail =
             |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
 
@@ -147,38 +132,30 @@ impl Outbox {
         // 2. Consume it and watch it for the grace.
         let watch = connection.create_channel().await.map_err(fail)?;
         let result = self
-            .watch_and_delete(connection, &watch, queue, hold, ttl_ms, census)
+            .watch_and_delete(connection, &watch, (queue, hold), ttl_ms, census, fail)
             .await;
         // Gives back whatever the consumer holds unacknowledged (kept
         // holds), or closes a channel whose queue is gone.
         channel::close(&watch).await;
-        result.map_err(|e| match e {
-            Step::Lapin(e) => fail(e),
-            Step::Queuey(e) => e,
-        })
+        result
     }
 
+    /// Steps 2 to 4 for `hold` of `queue`, consuming on `watch`; `fail`
+    /// names a failure of the broker.
     async fn watch_and_delete(
         &self,
         connection: &Connection,
         watch: &Channel,
-        queue: &str,
-        hold: &str,
+        (queue, hold): (&str, &str),
         ttl_ms: u64,
         census: &dyn HoldCensus,
-    ) -> Result<HoldPruned, Step> {
-        watch
-            .basic_qos(RETIRE_PREFETCH, BasicQosOptions { global: false })
-            .await?;
+        fail: impl Fn(lapin::Error) -> Error,
+    ) -> Result<HoldPruned, Error> {
         let tag = format!("queuey-prune-{}", uuid::Uuid::new_v4());
-        let mut consumer = watch
-            .basic_consume(
-                properties::short(hold),
-                properties::short(&tag),
-                BasicConsumeOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
+        let mut consumer =
+            channel::consume(watch, hold, &tag, RETIRE_PREFETCH, FieldTable::default())
+                .await
+                .map_err(&fail)?;
         let watched = Instant::now();
         match tokio::time::timeout(RETIRE_GRACE, consumer.next()).await {
             Err(_) => {}
@@ -189,13 +166,12 @@ impl Outbox {
             }
             // Cancelled by the broker: someone else deleted it.
             Ok(None) => return Ok(HoldPruned::Missing),
-            Ok(Some(Err(e))) => return Err(Step::Lapin(e)),
+            Ok(Some(Err(e))) => return Err(fail(e)),
         }
-        if let Some(kept) = HoldPruned::census(census, hold)
-            .await
-            .map_err(Step::Queuey)?
-        {
-            return Ok(kept);
+        match census.jobs(hold).await? {
+            Some(0) => {}
+            Some(jobs) => return Ok(HoldPruned::InUse { jobs }),
+            None => return Ok(HoldPruned::Unverified),
         }
         if watched.elapsed() > RETIRE_GRACE + RETIRE_GRACE / 2 {
             tracing::debug!(hold = %hold, "the watch of the hold ran late; keeping it");
@@ -203,12 +179,12 @@ impl Outbox {
         }
 
         // 3. Delete it, on another channel.
-        let deleter = connection.create_channel().await?;
+        let deleter = connection.create_channel().await.map_err(&fail)?;
         let deleted = deleter
             .queue_delete(properties::short(hold), QueueDeleteOptions::default())
             .await;
         channel::close(&deleter).await;
-        let unseen = deleted?;
+        let unseen = deleted.map_err(fail)?;
         if unseen > 0 {
             // Jobs the queue held that never reached the consumer (it was
             // handed none during the grace, and may take a thousand):
@@ -236,9 +212,7 @@ impl Outbox {
         }
         let rescued = raced.len();
         for delivery in raced {
-            self.rescue(delivery, queue, hold, ttl_ms)
-                .await
-                .map_err(Step::Queuey)?;
+            self.rescue(delivery, queue, hold, ttl_ms).await?;
         }
         if rescued > 0 {
             tracing::info!(hold = %hold, rescued, "jobs reached the hold while it was deleted; moved them to the work queue");
@@ -283,18 +257,6 @@ impl Outbox {
     }
 }
 
-/// A failure of one step of a retirement.
-enum Step {
-    Lapin(lapin::Error),
-    Queuey(Error),
-}
-
-impl From<lapin::Error> for Step {
-    fn from(e: lapin::Error) -> Self {
-        Step::Lapin(e)
-    }
-}
-
 /// A queue's waiting jobs and consumers by a passive declare, or `None`
 /// when it does not exist.
 async fn passive_counts(
@@ -304,7 +266,7 @@ async fn passive_counts(
     let channel = connection.create_channel().await?;
     match crate::declare::passive(&channel, queue).await {
         Ok(q) => {
-            let _ = channel.close(200, ShortString::default()).await;
+            channel::close(&channel).await;
             Ok(Some((q.message_count(), q.consumer_count())))
         }
         Err(e) if Failure::of(&e, true).reply_code == Some(404) => Ok(None),

@@ -5,12 +5,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuey_core::{BackendError, BackendErrorKind, Error};
+use queuey_core::{BackendErrorKind, Error};
 use tokio::time::Instant;
 
 use super::publisher::{Outgoing, Publisher};
 use crate::RabbitMqOptions;
 use crate::bound::timed_out;
+use crate::error::backend;
 use crate::link::{Current, Link};
 
 /// The first and the longest pause between two tries of a publish whose
@@ -29,11 +30,8 @@ impl Sender {
     /// Starts the publishing lanes on `link`. Must be called inside a tokio
     /// runtime.
     pub(super) fn new(link: Arc<Link>, options: Arc<RabbitMqOptions>) -> Self {
-        let publisher = Publisher::new(
-            Arc::clone(&link),
-            options.settings().publish_concurrency(),
-            options.publish_window,
-        );
+        let channels = options.publish_concurrency;
+        let publisher = Publisher::new(Arc::clone(&link), channels, options.publish_window);
         Sender {
             link,
             options,
@@ -44,9 +42,7 @@ impl Sender {
     /// The connection to use, waiting for a reconnection up to the publish
     /// bound; `what` is formatted only for an error.
     pub(super) async fn connection(&self, what: impl FnOnce() -> String) -> Result<Current, Error> {
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.link.ensure_open()?;
         if let Some(current) = self.link.current() {
             return Ok(current);
         }
@@ -156,25 +152,21 @@ impl Sender {
         if self.link.current().is_some() {
             return timed_out(what, bound);
         }
-        Error::Backend(BackendError::new(
-            BackendErrorKind::TimedOut,
-            format!(
-                "{what}: RabbitMQ is unreachable and the backend is still reconnecting; \
-                 gave up after {bound:?}"
-            ),
-        ))
+        let text = format!(
+            "{what}: RabbitMQ is unreachable and the backend is still reconnecting; \
+             gave up after {bound:?}"
+        );
+        backend(BackendErrorKind::TimedOut, text)
     }
 }
 
 /// The error of a publish that was sent at least once without a
 /// confirmation, then could not be confirmed within its bound.
 fn uncertain_after(what: &str, bound: Duration) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::Uncertain,
-        format!(
-            "{what}: the connection was lost before RabbitMQ confirmed the message, and it \
-             could not be confirmed again within {bound:?}; the broker may or may not hold it, \
-             so publishing it again (same job id) is the safe answer"
-        ),
-    ))
+    let text = format!(
+        "{what}: the connection was lost before RabbitMQ confirmed the message, and it \
+         could not be confirmed again within {bound:?}; the broker may or may not hold it, \
+         so publishing it again (same job id) is the safe answer"
+    );
+    backend(BackendErrorKind::Uncertain, text)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::StreamExt;
-use lapin::options::{BasicConsumeOptions, BasicPublishOptions};
+use lapin::options::BasicConsumeOptions;
 use lapin::types::{FieldTable, ShortString};
 use lapin::{Channel, Confirmation};
 use queuey_core::backend::{PendingReply, Reply, ReplyLost, ReplyTo};
@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use super::DIRECT_REPLY_TO;
 use super::waiting::Waiting;
 use crate::RabbitMqOptions;
+use crate::bound::timed_out;
 use crate::error::{self, Confirmed, Failure};
 use crate::link::Link;
 use crate::outbox::prepare::Prepared;
@@ -62,17 +63,17 @@ impl Drop for Open {
 impl Requests {
     /// Requests on `link`; nothing is opened until the first one.
     pub(crate) fn new(
-        link: Arc<Link>,
-        options: Arc<RabbitMqOptions>,
-        senders: Arc<Senders>,
+        link: &Arc<Link>,
+        options: &Arc<RabbitMqOptions>,
+        senders: &Arc<Senders>,
     ) -> Self {
         Requests {
-            link,
-            options,
+            link: Arc::clone(link),
+            options: Arc::clone(options),
             waiting: Arc::new(Waiting::default()),
             channel: Mutex::new(None),
             opened: AtomicU64::new(0),
-            senders,
+            senders: Arc::clone(senders),
         }
     }
 
@@ -80,19 +81,13 @@ impl Requests {
     /// request channel and waits for the broker's confirm; the reply comes
     /// through the returned [`PendingReply`].
     pub(crate) async fn request(&self, mut envelope: Envelope) -> Result<PendingReply, Error> {
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.link.ensure_open()?;
         let correlation_id = uuid::Uuid::new_v4().to_string();
         envelope.reply_to = Some(ReplyTo::new(DIRECT_REPLY_TO, correlation_id.clone()));
         let queue = envelope.queue.clone();
-        let declared = self.link.declared(&queue);
-        let mut out = Prepared::new(
-            &envelope,
-            self.options.settings().max_message_size(),
-            declared.as_deref(),
-        )?
-        .outgoing(&queue);
+        let declared = self.link.declared.get(&queue);
+        let limit = self.options.settings().max_message_size();
+        let mut out = Prepared::new(&envelope, limit, declared.as_deref())?.outgoing(&queue);
         out.exchange = self.options.job_route();
         let deadline = Instant::now() + self.options.publish_timeout;
         let what = format!("publishing a job to `{queue}` for a caller that waits for it");
@@ -111,10 +106,7 @@ impl Requests {
             let publish = channel.basic_publish(
                 out.exchange.clone().unwrap_or_default(),
                 properties::short(&queue),
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
+                crate::channel::MANDATORY,
                 &out.body,
                 out.properties.clone(),
             );
@@ -130,18 +122,15 @@ impl Requests {
                     // Its confirm (or return) may still come, and must not
                     // be taken for the next request's.
                     self.retire(&mut slot);
-                    Err(crate::bound::timed_out(&what, self.options.publish_timeout))
+                    Err(timed_out(&what, self.options.publish_timeout))
                 }
                 Ok(Ok(confirmation)) => {
-                    error::confirm_outcome(&queue, &out.message_id, confirmed_as(confirmation))
-                        .map_err(|e| {
-                            error::with_no_route_hint(
-                                e,
-                                &queue,
-                                declared.is_some(),
-                                self.options.settings().job_exchange(),
-                            )
-                        })
+                    let confirmed = confirmed_as(confirmation);
+                    let outcome = error::confirm_outcome(&queue, &out.message_id, confirmed);
+                    let exchange = self.options.settings().job_exchange();
+                    let hint =
+                        |e| error::with_no_route_hint(e, &queue, declared.is_some(), exchange);
+                    outcome.map_err(hint)
                 }
                 Ok(Err((e, sent))) => {
                     let alive = channel.status().connected();
@@ -183,10 +172,7 @@ impl Requests {
             }
             self.retire(slot);
         }
-        let current = match self.link.current() {
-            Some(current) => current,
-            None => self.link.connection_until(deadline, what).await?,
-        };
+        let current = self.link.connection_until(deadline, what).await?;
         let connection = Arc::clone(&current.connection);
         let fail =
             |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(OPENING);
@@ -213,12 +199,7 @@ impl Requests {
                 self.link.saw(current.generation, &e);
                 return Err(e);
             }
-            Err(_) => {
-                return Err(crate::bound::timed_out(
-                    OPENING,
-                    self.options.publish_timeout,
-                ));
-            }
+            Err(_) => return Err(timed_out(OPENING, self.options.publish_timeout)),
         };
         self.waiting.opened(id);
         let reader = tokio::spawn(read(

@@ -31,15 +31,15 @@ pub(crate) struct Responder {
 impl Responder {
     /// Replies on `link`; nothing is opened until the first one.
     pub(crate) fn new(
-        link: Arc<Link>,
-        options: Arc<RabbitMqOptions>,
-        senders: Arc<Senders>,
+        link: &Arc<Link>,
+        options: &Arc<RabbitMqOptions>,
+        senders: &Arc<Senders>,
     ) -> Self {
         Responder {
-            link,
-            options,
+            link: Arc::clone(link),
+            options: Arc::clone(options),
             channel: Mutex::new(None),
-            senders,
+            senders: Arc::clone(senders),
         }
     }
 
@@ -67,13 +67,7 @@ impl Responder {
             source,
         })?;
         let limit = self.options.settings().max_message_size();
-        if body.len() > limit {
-            return Err(Error::MessageTooLarge {
-                queue: to.address().to_owned(),
-                size: body.len(),
-                limit,
-            });
-        }
+        crate::error::check_size(to.address(), body.len(), limit)?;
         let mut id = Uuid::encode_buffer();
         let message_id = Uuid::new_v4();
         let properties = self.senders.sign(

@@ -57,14 +57,12 @@ impl Waiting {
         }
         let (sender, receiver) = oneshot::channel();
         let (progress, updates) = ProgressReporter::channel();
-        inner.waiters.insert(
-            correlation_id.to_owned(),
-            Waiter {
-                channel,
-                sender,
-                progress,
-            },
-        );
+        let waiter = Waiter {
+            channel,
+            sender,
+            progress,
+        };
+        inner.waiters.insert(correlation_id.to_owned(), waiter);
         Some((receiver, updates))
     }
 
@@ -97,25 +95,12 @@ impl Waiting {
         let gone: Vec<Waiter> = {
             let mut inner = self.lock();
             inner.live.remove(&channel);
-            let ids: Vec<String> = inner
-                .waiters
-                .iter()
-                .filter(|(_, w)| w.channel == channel)
-                .map(|(id, _)| id.clone())
-                .collect();
-            ids.iter()
-                .filter_map(|id| inner.waiters.remove(id))
-                .collect()
+            let on_channel = inner.waiters.extract_if(|_, w| w.channel == channel);
+            on_channel.map(|(_, waiter)| waiter).collect()
         };
         for waiter in gone {
             let _ = waiter.sender.send(Err(ReplyLost::new(reason)));
         }
-    }
-
-    /// How many callers wait.
-    #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
-        self.lock().waiters.len()
     }
 }
 
@@ -123,6 +108,13 @@ impl Waiting {
 mod tests {
     use super::*;
     use queuey_core::control::Progress;
+
+    impl Waiting {
+        /// How many callers wait.
+        fn len(&self) -> usize {
+            self.lock().waiters.len()
+        }
+    }
 
     #[tokio::test]
     async fn a_lost_channel_ends_its_callers_waits_and_no_other() {

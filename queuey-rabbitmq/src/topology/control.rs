@@ -4,7 +4,7 @@
 
 use queuey_core::control::CANCELLATION_MEMORY;
 
-use super::{ArgumentValue, QueueArguments};
+use super::{QueueArguments, int, text};
 
 /// The default name of the control stream, one per virtual host: every
 /// process of a fleet sends its commands there and follows them from
@@ -65,15 +65,12 @@ pub fn control_stream_max_age() -> String {
 /// existing queue with other arguments.
 pub fn control_stream_arguments() -> QueueArguments {
     QueueArguments::from([
-        ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
-        ("x-max-age", ArgumentValue::Text(control_stream_max_age())),
-        (
-            "x-max-length-bytes",
-            ArgumentValue::Integer(CONTROL_MAX_BYTES),
-        ),
+        ("x-queue-type", text("stream")),
+        ("x-max-age", text(control_stream_max_age())),
+        ("x-max-length-bytes", int(CONTROL_MAX_BYTES)),
         (
             "x-stream-max-segment-size-bytes",
-            ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),
+            int(CONTROL_SEGMENT_BYTES),
         ),
     ])
 }
@@ -102,14 +99,11 @@ pub fn heartbeat_stream_name(control_stream: &str) -> String {
 /// The arguments of the heartbeat stream, the same for every process.
 pub fn heartbeat_stream_arguments() -> QueueArguments {
     QueueArguments::from([
-        ("x-queue-type", ArgumentValue::Text("stream".to_owned())),
-        (
-            "x-max-age",
-            ArgumentValue::Text(HEARTBEAT_MAX_AGE.to_owned()),
-        ),
+        ("x-queue-type", text("stream")),
+        ("x-max-age", text(HEARTBEAT_MAX_AGE)),
         (
             "x-stream-max-segment-size-bytes",
-            ArgumentValue::Integer(CONTROL_SEGMENT_BYTES),
+            int(CONTROL_SEGMENT_BYTES),
         ),
     ])
 }
@@ -117,6 +111,7 @@ pub fn heartbeat_stream_arguments() -> QueueArguments {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::ArgumentValue;
 
     #[test]
     fn the_stream_keeps_commands_as_long_as_cancellations_are_remembered() {

@@ -10,8 +10,8 @@
 use queuey_core::{Error, MAX_DEFERRAL_MS, MAX_QUEUE_NAME_BYTES};
 
 use super::{
-    ArgumentValue, QueueArguments, classic, dead_letter_queue_name,
-    insert_at_least_once_dead_lettering, no_room, quorum, saturating_i64, suspect_queue_name,
+    QueueArguments, classic, dead_letter_queue_name, insert_at_least_once_dead_lettering, int,
+    no_room, quorum, saturating_i64, suspect_queue_name, text,
 };
 
 /// Which kind of hold queue a backend parks delayed jobs in.
@@ -80,19 +80,16 @@ impl HoldQueues {
         match self {
             HoldQueues::Quorum => {
                 let mut args = quorum();
-                args.insert("x-message-ttl", ArgumentValue::Integer(ttl));
+                args.insert("x-message-ttl", int(ttl));
                 insert_at_least_once_dead_lettering(&mut args, queue);
                 args
             }
             HoldQueues::Classic => {
                 let mut args = classic();
-                args.insert("x-message-ttl", ArgumentValue::Integer(ttl));
-                args.insert("x-dead-letter-exchange", ArgumentValue::Text(String::new()));
-                args.insert(
-                    "x-dead-letter-routing-key",
-                    ArgumentValue::Text(queue.to_owned()),
-                );
-                args.insert("x-expires", ArgumentValue::Integer(ttl.saturating_mul(2)));
+                args.insert("x-message-ttl", int(ttl));
+                args.insert("x-dead-letter-exchange", text(""));
+                args.insert("x-dead-letter-routing-key", text(queue));
+                args.insert("x-expires", int(ttl.saturating_mul(2)));
                 args
             }
         }
@@ -191,7 +188,7 @@ pub fn check_room(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{int, text};
+    use super::super::{int, text};
     use super::*;
     use proptest::prelude::*;
     use queuey_core::backend::hold_delay_ms;

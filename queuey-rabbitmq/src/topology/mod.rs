@@ -114,16 +114,12 @@ pub const QUEUE_TYPE: &str = "classic";
 /// The queue type of quorum work queues, dead-letter queues and holds.
 pub const QUORUM_QUEUE_TYPE: &str = "quorum";
 
-/// The `x-delivery-limit` of a quorum work queue.
-///
-/// RabbitMQ 4.0 and later give every quorum queue a delivery limit of 20
-/// unless told otherwise, and drop (or dead-letter) a message delivered more
-/// often; RabbitMQ 3.x has no default. Setting the same limit explicitly
-/// makes both behave alike, and a work queue's dead-letter exchange sends a
-/// message past it to `q{dead_suffix}` instead of dropping it. queuey's own
-/// poison guard normally acts long before: this is the backstop for
-/// messages that never reach queuey at all (say, a frame the client library
-/// cannot parse).
+/// The `x-delivery-limit` of a quorum work queue: RabbitMQ 4's default of
+/// 20 made explicit, so that RabbitMQ 3.x (which has none) behaves alike
+/// and a message past it goes to `q{dead_suffix}` (see [Delivery
+/// limits](self#delivery-limits)). queuey's own poison guard normally acts
+/// long before: this is the backstop for messages that never reach queuey
+/// at all (say, a frame the client library cannot parse).
 pub const QUORUM_DELIVERY_LIMIT: i64 = 20;
 
 /// The `x-delivery-limit` of the quorum queues whose messages must never
@@ -159,6 +155,16 @@ pub enum ArgumentValue {
 /// The arguments of one queue declaration, by argument name.
 pub type QueueArguments = BTreeMap<&'static str, ArgumentValue>;
 
+/// An integer argument.
+pub(crate) fn int(n: i64) -> ArgumentValue {
+    ArgumentValue::Integer(n)
+}
+
+/// A text argument.
+pub(crate) fn text(s: impl Into<String>) -> ArgumentValue {
+    ArgumentValue::Text(s.into())
+}
+
 /// The name of `queue`'s dead-letter queue: `{queue}{dead_suffix}`.
 pub fn dead_letter_queue_name(queue: &str, dead_suffix: &str) -> String {
     format!("{queue}{dead_suffix}")
@@ -186,29 +192,23 @@ pub fn work_queue_arguments(
 ) -> QueueArguments {
     let mut args = queue_type(config);
     if config.is_quorum() {
-        args.insert(
-            "x-delivery-limit",
-            ArgumentValue::Integer(QUORUM_DELIVERY_LIMIT),
-        );
+        args.insert("x-delivery-limit", int(QUORUM_DELIVERY_LIMIT));
         if let Some(dead) = dead_letter_queue {
             insert_at_least_once_dead_lettering(&mut args, dead);
         }
         if config.shard().is_some() {
             // Each shard's leader on the node with the fewest leaders, so
             // the shards of one queue spread over the cluster.
-            args.insert(
-                "x-queue-leader-locator",
-                ArgumentValue::Text("balanced".into()),
-            );
+            args.insert("x-queue-leader-locator", text("balanced"));
         }
     }
     if let Some(ttl) = config.settings().message_ttl() {
         // Rounded up, so the broker never discards a message before its TTL.
         let ms = ttl.as_nanos().div_ceil(1_000_000);
-        args.insert("x-message-ttl", ArgumentValue::Integer(saturating_i64(ms)));
+        args.insert("x-message-ttl", int(saturating_i64(ms)));
     }
     if let Some(levels) = config.priority_levels() {
-        args.insert("x-max-priority", ArgumentValue::Integer(i64::from(levels)));
+        args.insert("x-max-priority", int(i64::from(levels)));
     }
     args
 }
@@ -238,10 +238,7 @@ pub fn suspect_queue_arguments(
 pub fn dead_letter_queue_arguments(config: &QueueConfig) -> QueueArguments {
     let mut args = queue_type(config);
     if config.is_quorum() {
-        args.insert(
-            "x-delivery-limit",
-            ArgumentValue::Integer(SAFE_DELIVERY_LIMIT),
-        );
+        args.insert("x-delivery-limit", int(SAFE_DELIVERY_LIMIT));
     }
     args
 }
@@ -259,30 +256,18 @@ fn queue_type(config: &QueueConfig) -> QueueArguments {
 /// only; without `reject-publish` the broker silently falls back to
 /// at-most-once).
 pub(crate) fn insert_at_least_once_dead_lettering(args: &mut QueueArguments, target: &str) {
-    args.insert("x-dead-letter-exchange", ArgumentValue::Text(String::new()));
-    args.insert(
-        "x-dead-letter-routing-key",
-        ArgumentValue::Text(target.to_owned()),
-    );
-    args.insert(
-        "x-dead-letter-strategy",
-        ArgumentValue::Text("at-least-once".to_owned()),
-    );
-    args.insert(
-        "x-overflow",
-        ArgumentValue::Text("reject-publish".to_owned()),
-    );
+    args.insert("x-dead-letter-exchange", text(""));
+    args.insert("x-dead-letter-routing-key", text(target));
+    args.insert("x-dead-letter-strategy", text("at-least-once"));
+    args.insert("x-overflow", text("reject-publish"));
 }
 
 pub(crate) fn classic() -> QueueArguments {
-    QueueArguments::from([("x-queue-type", ArgumentValue::Text(QUEUE_TYPE.to_owned()))])
+    QueueArguments::from([("x-queue-type", text(QUEUE_TYPE))])
 }
 
 pub(crate) fn quorum() -> QueueArguments {
-    QueueArguments::from([(
-        "x-queue-type",
-        ArgumentValue::Text(QUORUM_QUEUE_TYPE.to_owned()),
-    )])
+    QueueArguments::from([("x-queue-type", text(QUORUM_QUEUE_TYPE))])
 }
 
 pub(crate) fn saturating_i64(n: u128) -> i64 {
@@ -295,14 +280,6 @@ mod tests {
     use queuey_core::MAX_DEFERRAL_MS;
     use queuey_core::backend::{effective_granularity_ms, hold_delay_ms, round_up_ms};
     use std::time::Duration;
-
-    pub(super) fn int(n: i64) -> ArgumentValue {
-        ArgumentValue::Integer(n)
-    }
-
-    pub(super) fn text(s: &str) -> ArgumentValue {
-        ArgumentValue::Text(s.to_owned())
-    }
 
     #[test]
     fn dead_letter_names() {

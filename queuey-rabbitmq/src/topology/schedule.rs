@@ -1,7 +1,7 @@
 //! The queues of a periodic schedule: the schedule queue, where its leader
 //! is elected and its last tick kept, and the status queue beside it.
 
-use super::{ArgumentValue, QUEUE_TYPE, QueueArguments, SAFE_DELIVERY_LIMIT, quorum};
+use super::{QUEUE_TYPE, QueueArguments, SAFE_DELIVERY_LIMIT, int, quorum, text};
 
 /// The infix of a schedule queue's name: `{queue}.periodic.{name}`.
 pub const SCHEDULE_INFIX: &str = ".periodic.";
@@ -27,7 +27,7 @@ pub fn schedule_status_queue_name(key: &str) -> String {
 /// The arguments of a schedule queue: a quorum queue with the
 /// [`SAFE_DELIVERY_LIMIT`]. It is declared with
 /// [`SINGLE_ACTIVE_CONSUMER`]` = true` besides (a boolean, which
-/// [`ArgumentValue`] does not carry): its single active consumer is the
+/// [`ArgumentValue`](super::ArgumentValue) does not carry): its single active consumer is the
 /// schedule's leader.
 ///
 /// The leader holds the schedule's state message unacknowledged and hands
@@ -37,10 +37,7 @@ pub fn schedule_status_queue_name(key: &str) -> String {
 /// not have one: the state belongs in this queue).
 pub fn schedule_queue_arguments() -> QueueArguments {
     let mut args = schedule_queue_arguments_without_limit();
-    args.insert(
-        "x-delivery-limit",
-        ArgumentValue::Integer(SAFE_DELIVERY_LIMIT),
-    );
+    args.insert("x-delivery-limit", int(SAFE_DELIVERY_LIMIT));
     args
 }
 
@@ -61,15 +58,15 @@ pub fn schedule_queue_arguments_without_limit() -> QueueArguments {
 /// its latest message.
 pub fn schedule_status_queue_arguments() -> QueueArguments {
     QueueArguments::from([
-        ("x-queue-type", ArgumentValue::Text(QUEUE_TYPE.to_owned())),
-        ("x-max-length", ArgumentValue::Integer(1)),
-        ("x-overflow", ArgumentValue::Text("drop-head".to_owned())),
+        ("x-queue-type", text(QUEUE_TYPE)),
+        ("x-max-length", int(1)),
+        ("x-overflow", text("drop-head")),
     ])
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{int, text};
+    use super::super::{int, text};
     use super::*;
 
     #[test]

@@ -142,8 +142,7 @@ impl Senders {
     /// Whether a delivery with `properties` comes from a user trusted for
     /// `role`.
     pub(crate) fn admit(&self, role: Role, properties: &BasicProperties) -> Result<(), Refusal> {
-        let user = properties.user_id().as_ref().map(|u| u.as_str());
-        let Some(user) = user else {
+        let Some(user) = properties.user_id().as_ref().map(|u| u.as_str()) else {
             return Err(Refusal::Unsigned);
         };
         let trusted = self.own.as_deref() == Some(user)
@@ -154,11 +153,9 @@ impl Senders {
                 #[cfg(feature = "fleet")]
                 Role::Renewal => self.control.contains(user) || self.workers.contains(user),
             };
-        if trusted {
-            Ok(())
-        } else {
-            Err(Refusal::Stranger(user.to_owned()))
-        }
+        trusted
+            .then_some(())
+            .ok_or_else(|| Refusal::Stranger(user.to_owned()))
     }
 }
 

@@ -40,10 +40,6 @@ impl Kind {
             Kind::Reply => "reply",
         }
     }
-
-    fn index(self) -> usize {
-        self as usize
-    }
 }
 
 /// Why a message was refused.
@@ -120,7 +116,7 @@ pub(crate) fn refused(kind: Kind, refusal: &Refusal) {
     let now = Instant::now();
     let logged_with = {
         let mut tally = TALLY.lock().unwrap_or_else(|p| p.into_inner());
-        let i = kind.index();
+        let i = kind as usize;
         tally.since[i] += 1;
         let due = tally.last_log[i].is_none_or(|at| now.duration_since(at) >= LOG_EVERY);
         if due {

@@ -94,28 +94,18 @@ impl Guard {
             options.call_timeout,
         );
         let verdict = count::verdict(recorded, limit);
+        let original = &delivery.properties;
         let (published, metric) = match &verdict {
             Verdict::Again { count } => {
-                let mut copy = hand_back::copy(
-                    queue,
-                    envelope,
-                    &delivery.properties,
-                    envelope.priority,
-                    body,
-                );
+                let mut copy = hand_back::copy(queue, envelope, original, envelope.priority, body);
                 copy.properties = properties::with_unsettled_deliveries(copy.properties, *count);
-                (
-                    self.outbox.hand_back(copy, &self.config, false).await,
-                    FIRST_RETURNS_TOTAL,
-                )
+                let sent = self.outbox.hand_back(copy, &self.config, false).await;
+                (sent, FIRST_RETURNS_TOTAL)
             }
             Verdict::Suspect { count } => {
-                let copy =
-                    suspect::copy(queue, envelope, &delivery.properties, suffix, *count, body);
-                (
-                    self.outbox.suspect(copy, &self.config).await,
-                    SUSPECTS_TOTAL,
-                )
+                let copy = suspect::copy(queue, envelope, original, suffix, *count, body);
+                let sent = self.outbox.suspect(copy, &self.config).await;
+                (sent, SUSPECTS_TOTAL)
             }
             Verdict::DeadLetter { count, reason } => {
                 tracing::warn!(
@@ -141,10 +131,8 @@ impl Guard {
                 );
                 letter.properties =
                     properties::with_unsettled_deliveries(letter.properties, *count);
-                (
-                    self.outbox.dead_letter(letter, &self.config).await,
-                    POISON_DEAD_LETTERS_TOTAL,
-                )
+                let sent = self.outbox.dead_letter(letter, &self.config).await;
+                (sent, POISON_DEAD_LETTERS_TOTAL)
             }
         };
         if let Err(error) = published {

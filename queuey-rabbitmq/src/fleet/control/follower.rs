@@ -143,10 +143,8 @@ impl Follower {
         // Each follower looks for a snapshot to write at a time of its own
         // within the interval, so that a fleet started at once takes turns.
         let interval = self.snapshot_interval;
-        let mut snapshots = tokio::time::interval_at(
-            tokio::time::Instant::now() + crate::link::jitter(interval),
-            interval,
-        );
+        let first_look = tokio::time::Instant::now() + crate::link::jitter(interval);
+        let mut snapshots = tokio::time::interval_at(first_look, interval);
         snapshots.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut live = first;
         let reason = loop {
@@ -284,11 +282,8 @@ impl Follower {
             Read::Snapshot { at_ms, .. } => {
                 // The view holds the state already: a snapshot only says
                 // that a follower wrote one, so this one waits its turn.
-                if self
-                    .senders
-                    .admit(Role::Renewal, &delivery.properties)
-                    .is_ok()
-                {
+                let trusted = self.senders.admit(Role::Renewal, &delivery.properties);
+                if trusted.is_ok() {
                     self.saw_snapshot(at_ms);
                 }
             }
@@ -302,19 +297,11 @@ impl Follower {
                 record,
                 renews_after,
             } => {
-                let role = if renews_after.is_some() {
-                    Role::Renewal
-                } else {
-                    Role::Control
-                };
-                let admitted = self
-                    .senders
-                    .admit(role, &delivery.properties)
-                    .and_then(|()| {
-                        record
-                            .check_content(queuey_core::__private::now_ms())
-                            .map_err(Refusal::from)
-                    });
+                let role = renews_after.map_or(Role::Control, |_| Role::Renewal);
+                let now = queuey_core::__private::now_ms();
+                let admitted = self.senders.admit(role, &delivery.properties);
+                let admitted =
+                    admitted.and_then(|()| record.check_content(now).map_err(Refusal::from));
                 if let Err(refusal) = &admitted {
                     trust::refused(Kind::Command, refusal);
                     self.count_refusal();

@@ -3,7 +3,7 @@
 
 use futures::StreamExt;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicQosOptions};
+use lapin::options::BasicAckOptions;
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{Channel, Consumer};
 use queuey_core::Error;
@@ -53,20 +53,11 @@ pub(super) async fn start(link: &Link, stream: &str, from: StartAt) -> Result<Li
             |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(failing);
         declare::declare_stream(connection, stream, declare::Stream::Control).await?;
         let channel = connection.create_channel().await.map_err(fail)?;
-        channel
-            .basic_qos(PREFETCH, BasicQosOptions { global: false })
-            .await
-            .map_err(fail)?;
         let tag = format!("queuey.control.{}", uuid::Uuid::new_v4().simple());
-        let consumer = channel
-            .basic_consume(
-                properties::short(stream),
-                properties::short(&tag),
-                BasicConsumeOptions::default(),
-                offset_argument(from),
-            )
-            .await
-            .map_err(fail)?;
+        let consumer =
+            crate::channel::consume(&channel, stream, &tag, PREFETCH, offset_argument(from))
+                .await
+                .map_err(fail)?;
         tracing::debug!(stream, consumer_tag = %tag, from = ?from, "following control commands");
         Ok(Live {
             consumer,
@@ -137,20 +128,16 @@ pub(crate) async fn read_to_marker(
     Ok(None)
 }
 
-/// Whether `error` says the stream exists but is not up yet: after a
-/// broker restart (`... is down or inaccessible`), or just declared (`...
-/// does not have a replica on the local node`). RabbitMQ 4.3 may close the
-/// whole connection instead, which [`try_again`] covers too.
-fn not_ready(error: &Error) -> bool {
-    matches!(error, Error::Backend(e)
-        if e.message().contains("is down or inaccessible")
-            || e.message().contains("does not have a replica on the local node"))
-}
-
 /// Whether following the stream may work if tried again shortly: the
-/// stream is not up yet, or the connection was lost (the link reconnects).
+/// connection was lost (the link reconnects; RabbitMQ 4.3 closes it for a
+/// stream not up yet), or the stream exists but is not up yet, after a
+/// broker restart (`... is down or inaccessible`) or just declared (`...
+/// does not have a replica on the local node`).
 pub(super) fn try_again(error: &Error) -> bool {
-    error.is_transient() || not_ready(error)
+    error.is_transient()
+        || matches!(error, Error::Backend(e)
+            if e.message().contains("is down or inaccessible")
+                || e.message().contains("does not have a replica on the local node"))
 }
 
 /// The consumer's `x-stream-offset`: `"first"`, the offset to start at,
@@ -183,18 +170,18 @@ mod tests {
                 text,
             ))
         };
-        assert!(not_ready(&refused(
+        assert!(try_again(&refused(
             "declaring the control stream `queuey.control`: NOT_FOUND - home node 'n@h' of \
              durable queue 'queuey.control' in vhost '/' is down or inaccessible"
         )));
-        assert!(not_ready(&refused(
+        assert!(try_again(&refused(
             "following control commands on `s`: PRECONDITION_FAILED - queue 'queue 's' in \
              vhost '/'' does not have a replica on the local node"
         )));
-        assert!(!not_ready(&refused(
+        assert!(!try_again(&refused(
             "PRECONDITION_FAILED - inequivalent arg"
         )));
-        assert!(!not_ready(&Error::ShutDown));
+        assert!(!try_again(&Error::ShutDown));
     }
 
     #[test]

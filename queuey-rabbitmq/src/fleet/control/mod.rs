@@ -43,7 +43,7 @@ mod syncs;
 use std::sync::Arc;
 
 use queuey_core::control::{ControlRecord, ControlView};
-use queuey_core::{BackendError, BackendErrorKind, Error};
+use queuey_core::{BackendErrorKind, Error};
 use tokio::sync::{Mutex, OnceCell};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -51,9 +51,10 @@ use uuid::Uuid;
 
 use crate::RabbitMqOptions;
 use crate::declare::Stream;
+use crate::error::backend;
 use crate::fleet::link::FleetLink;
 use crate::link::Link;
-use crate::outbox::{Outbox, Outgoing};
+use crate::outbox::Outbox;
 use crate::trust::Senders;
 use follower::Follower;
 use live::StartAt;
@@ -119,11 +120,11 @@ impl Control {
     /// The control plane of a backend; nothing is declared or consumed
     /// until the first command or the first follow.
     pub(crate) fn new(
-        link: Arc<Link>,
-        fleet: Arc<FleetLink>,
-        outbox: Arc<Outbox>,
-        options: Arc<RabbitMqOptions>,
-        senders: Arc<Senders>,
+        link: &Arc<Link>,
+        fleet: &Arc<FleetLink>,
+        outbox: &Arc<Outbox>,
+        options: &Arc<RabbitMqOptions>,
+        senders: &Arc<Senders>,
     ) -> Self {
         let stream = Arc::from(options.settings().control_stream());
         let by = sender(
@@ -132,13 +133,13 @@ impl Control {
             host_name().as_deref(),
         );
         Control {
-            link,
-            fleet,
-            outbox,
-            options,
+            link: Arc::clone(link),
+            fleet: Arc::clone(fleet),
+            outbox: Arc::clone(outbox),
+            options: Arc::clone(options),
             stream,
             by: by.map(Arc::from),
-            senders,
+            senders: Arc::clone(senders),
             declared: OnceCell::new(),
             following: Mutex::new(None),
         }
@@ -148,9 +149,7 @@ impl Control {
     /// the stream (declared once per backend), confirmed. A record without
     /// a sender is sent as this backend's.
     pub(crate) async fn send(&self, record: &ControlRecord) -> Result<(), Error> {
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.link.ensure_open()?;
         record.check_content(queuey_core::__private::now_ms())?;
         let mut out = match (&record.by, &self.by) {
             (None, Some(by)) => message::command(&self.stream, &record.clone().by(by.as_ref())),
@@ -160,13 +159,7 @@ impl Control {
         let what = format!("sending the `{}` command", record.command.as_str());
         out.properties = self.senders.sign(out.properties, &what)?;
         let limit = self.options.settings().max_message_size();
-        if out.body.len() > limit {
-            return Err(Error::MessageTooLarge {
-                queue: self.stream.to_string(),
-                size: out.body.len(),
-                limit,
-            });
-        }
+        crate::error::check_size(&self.stream, out.body.len(), limit)?;
         self.declare().await?;
         self.outbox.control(out).await
     }
@@ -178,9 +171,7 @@ impl Control {
     /// a warning, the gauge at 0) until the follower has; later calls that
     /// cannot catch up in time fail.
     pub(crate) async fn follow(&self) -> Result<ControlView, Error> {
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
+        self.link.ensure_open()?;
         let (view, syncs, first) = {
             let mut following = self.following.lock().await;
             let first = following.is_none();
@@ -265,11 +256,8 @@ impl Control {
         if let Err(error) = &tail {
             tracing::debug!(stream = %self.stream, %error, "cannot read where the control stream ends; looking for a snapshot by time");
         }
-        Seek::start(
-            tail.ok().flatten(),
-            queuey_core::__private::now_ms(),
-            interval,
-        )
+        let now = queuey_core::__private::now_ms();
+        Seek::start(tail.ok().flatten(), now, interval)
     }
 
     /// Publishes a sync marker and waits until the follower reads it back,
@@ -281,11 +269,8 @@ impl Control {
         let what = format!("following control commands on `{}`", self.stream);
         let nonce = Uuid::new_v4();
         let mut reached = syncs.wait(nonce).map_err(|reason| ended(&what, &reason))?;
-        let marker = self.signed(message::sync_marker(&self.stream, nonce));
-        let ended_error = || {
-            let reason = syncs.ended().unwrap_or_else(|| Arc::from("it stopped"));
-            ended(&what, &reason)
-        };
+        let mut marker = message::sync_marker(&self.stream, nonce);
+        marker.properties = self.senders.sign_if_known(marker.properties);
         let published = tokio::time::timeout_at(deadline, self.outbox.control(marker)).await;
         let waited = match published {
             Ok(Ok(())) => tokio::time::timeout_at(deadline, &mut reached).await,
@@ -297,26 +282,21 @@ impl Control {
         };
         match waited {
             Ok(Ok(())) => Ok(Synced::Yes),
-            Ok(Err(_)) => Err(ended_error()),
+            Ok(Err(_)) => {
+                let reason = syncs.ended().unwrap_or_else(|| Arc::from("it stopped"));
+                Err(ended(&what, &reason))
+            }
             Err(_) if first => Ok(Synced::Later(reached)),
             Err(_) => {
                 syncs.forget(nonce);
-                Err(Error::Backend(BackendError::new(
-                    BackendErrorKind::TimedOut,
-                    format!(
-                        "{what}: the follower did not read back its sync marker within {bound:?}, \
-                         so it has not caught up with the commands sent so far (RabbitMQ is slow \
-                         or unreachable, or the stream holds a great many commands); try again"
-                    ),
-                )))
+                let text = format!(
+                    "{what}: the follower did not read back its sync marker within {bound:?}, \
+                     so it has not caught up with the commands sent so far (RabbitMQ is slow \
+                     or unreachable, or the stream holds a great many commands); try again"
+                );
+                Err(backend(BackendErrorKind::TimedOut, text))
             }
         }
-    }
-
-    /// `out` signed with this backend's user, when it knows it.
-    fn signed(&self, mut out: Outgoing) -> Outgoing {
-        out.properties = self.senders.sign_if_known(out.properties);
-        out
     }
 
     /// Declares the stream once per backend.
@@ -335,10 +315,8 @@ enum Synced {
 
 /// The error of a wait whose follower ended.
 fn ended(what: &str, reason: &str) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::Refused,
-        format!("{what}: the backend no longer follows its control commands: {reason}"),
-    ))
+    let text = format!("{what}: the backend no longer follows its control commands: {reason}");
+    backend(BackendErrorKind::Refused, text)
 }
 
 /// How a backend names itself in the commands it sends: its RabbitMQ

@@ -40,13 +40,8 @@ impl Syncs {
     /// The follower read the marker `nonce` (any follower's: only this
     /// backend's own have waiters).
     pub(super) fn reached(&self, nonce: Uuid) -> bool {
-        match self.state().waiting.remove(&nonce) {
-            Some(reached) => {
-                let _ = reached.send(());
-                true
-            }
-            None => false,
-        }
+        let reached = self.state().waiting.remove(&nonce);
+        reached.map(|reached| reached.send(())).is_some()
     }
 
     /// Whether a caller waits for the marker `nonce` (this backend's own),

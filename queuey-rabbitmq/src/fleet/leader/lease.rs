@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use lapin::message::Delivery;
-use lapin::options::{BasicAckOptions, BasicGetOptions, BasicPublishOptions, BasicRejectOptions};
+use lapin::options::{BasicAckOptions, BasicGetOptions, BasicRejectOptions};
 use lapin::types::ShortString;
 use lapin::{BasicProperties, Channel, Confirmation, Consumer};
 use queuey_core::periodic::Lease;
@@ -18,7 +18,7 @@ use tokio::time::{Instant, timeout_at};
 use super::state::State;
 use super::status;
 use super::{RECEIVE_BOUND, REFRESH_EVERY};
-use crate::error::Failure;
+use crate::error::{Failure, backend};
 use crate::topology::schedule_status_queue_name;
 use crate::trust::{self, Kind, Refusal, Role, Senders};
 
@@ -47,10 +47,8 @@ impl RabbitLease {
     }
 
     fn lost(&self, what: &str, why: impl fmt::Display) -> Error {
-        Error::Backend(BackendError::new(
-            BackendErrorKind::ConnectionLost,
-            format!("{what} of schedule queue `{}`: {why}", self.queue),
-        ))
+        let text = format!("{what} of schedule queue `{}`: {why}", self.queue);
+        backend(BackendErrorKind::ConnectionLost, text)
     }
 
     fn failed(&self, what: &str, e: &lapin::Error) -> Error {
@@ -61,7 +59,8 @@ impl RabbitLease {
     /// Folds a delivered state message into the held one: the one to keep
     /// stays unacknowledged, the other is acknowledged.
     pub(super) async fn fold(&mut self, delivery: Delivery) -> Result<(), Error> {
-        let state = match self.believe(&delivery) {
+        let state = State::decode(&delivery.data);
+        let state = match believe(&self.senders, &self.queue, &delivery.properties, state) {
             Ok(state) => state,
             Err(refusal) => {
                 trust::refused(Kind::ScheduleState, &refusal);
@@ -83,17 +82,6 @@ impl RabbitLease {
         Ok(())
     }
 
-    /// What a delivered state message says, if it is believed (see
-    /// [`believe`]).
-    fn believe(&self, delivery: &Delivery) -> Result<State, Refusal> {
-        believe(
-            &self.senders,
-            &self.queue,
-            &delivery.properties,
-            State::decode(&delivery.data),
-        )
-    }
-
     /// The latest believed tick the schedule's status queue records (its
     /// memory when the state message is gone). Every status message is
     /// read and handed back; the latest tick wins.
@@ -112,16 +100,9 @@ impl RabbitLease {
                     .await
                     .map_err(|e| self.failed("reading the status", &e))?;
                 let Some(message) = got else { break };
-                let state = State {
-                    v: 1,
-                    last_tick_ms: status::decode_last_tick(&message.delivery.data),
-                };
-                match believe(
-                    &self.senders,
-                    &self.queue,
-                    &message.delivery.properties,
-                    state,
-                ) {
+                let state = State::decode(&message.delivery.data);
+                let properties = &message.delivery.properties;
+                match believe(&self.senders, &self.queue, properties, state) {
                     Ok(state) => latest = latest.max(state.last_tick_ms),
                     Err(refusal) => trust::refused(Kind::ScheduleState, &refusal),
                 }
@@ -145,11 +126,7 @@ impl RabbitLease {
     pub(super) async fn take_over(&mut self) -> Result<(), Error> {
         let recorded = self.recorded_in_status().await?;
         let held = self.state().last_tick_ms;
-        self.publish(State {
-            v: 1,
-            last_tick_ms: held.max(recorded),
-        })
-        .await
+        self.publish(State::at_ms(held.max(recorded))).await
     }
 
     /// The properties of a state or status message: JSON, persistent,
@@ -188,10 +165,7 @@ impl RabbitLease {
     /// (none when it records none), confirmed, without waiting for it to
     /// come back: whoever is the active consumer receives it.
     pub(super) async fn publish_recorded(&self, what: &str) -> Result<(), Error> {
-        let state = State {
-            v: 1,
-            last_tick_ms: self.recorded_in_status().await?,
-        };
+        let state = State::at_ms(self.recorded_in_status().await?);
         self.publish_confirmed(&self.queue, &state.encode(), self.properties(), what)
             .await
     }
@@ -217,12 +191,8 @@ impl RabbitLease {
         if !self.channel.status().connected() {
             return Err(self.lost("holding", "the channel is closed"));
         }
-        match timeout_at(
-            Instant::now() + RECEIVE_BOUND,
-            crate::declare::passive(&self.channel, &self.queue),
-        )
-        .await
-        {
+        let checking = crate::declare::passive(&self.channel, &self.queue);
+        match timeout_at(Instant::now() + RECEIVE_BOUND, checking).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(e)) => Err(self.failed("checking the lease", &e)),
             Err(_) => Err(self.lost("checking the lease", "the broker did not answer in time")),
@@ -270,10 +240,7 @@ impl RabbitLease {
             .basic_publish(
                 ShortString::default(),
                 crate::properties::short(queue),
-                BasicPublishOptions {
-                    mandatory: true,
-                    immediate: false,
-                },
+                crate::channel::MANDATORY,
                 body,
                 properties,
             )
@@ -444,14 +411,8 @@ impl Drop for RabbitLease {
     fn drop(&mut self) {
         // A lease dropped without `release` (its task aborted) must not
         // keep the schedule: close the channel in the background.
-        if !self.released
-            && self.channel.status().connected()
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            let channel = self.channel.clone();
-            runtime.spawn(async move {
-                let _ = channel.close(200, ShortString::default()).await;
-            });
+        if !self.released {
+            crate::channel::close_later(&self.channel);
         }
     }
 }

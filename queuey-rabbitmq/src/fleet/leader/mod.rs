@@ -79,18 +79,19 @@ mod status;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::options::{BasicConsumeOptions, BasicQosOptions, QueueDeclareOptions};
+use lapin::options::QueueDeclareOptions;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel};
 use queuey_core::Error;
 use queuey_core::periodic::Lease;
 use tokio::time::Instant;
 
+use crate::channel::{consume, open_confirmed};
 use crate::declare::field_table;
 use crate::error::Failure;
 use crate::link::Link;
 use crate::properties::short;
-use crate::topology;
+use crate::topology::{self, SINGLE_ACTIVE_CONSUMER};
 use crate::trust::Senders;
 use lease::RabbitLease;
 
@@ -117,22 +118,8 @@ fn arguments(with_limit: bool) -> FieldTable {
         topology::schedule_queue_arguments_without_limit()
     };
     let mut table = field_table(&args);
-    table.insert(
-        topology::SINGLE_ACTIVE_CONSUMER.into(),
-        AMQPValue::Boolean(true),
-    );
+    table.insert(SINGLE_ACTIVE_CONSUMER.into(), AMQPValue::Boolean(true));
     table
-}
-
-/// Opens the channel a campaign and its lease run on: confirms on, and a
-/// prefetch to fold state messages with.
-async fn open_channel(connection: &lapin::Connection, what: &str) -> Result<Channel, Error> {
-    let channel = crate::channel::open_confirmed(connection, what).await?;
-    channel
-        .basic_qos(PREFETCH, BasicQosOptions { global: false })
-        .await
-        .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(what))?;
-    Ok(channel)
 }
 
 /// Declares the schedule queue `key` and returns the channel to go on
@@ -146,15 +133,8 @@ async fn declare_schedule_queue(
     key: &str,
     what: &str,
 ) -> Result<(Channel, u32), Error> {
-    let options = QueueDeclareOptions {
-        durable: true,
-        ..QueueDeclareOptions::default()
-    };
-    let failure = match channel
-        .queue_declare(short(key), options, arguments(true))
-        .await
-    {
-        Ok(queue) => return Ok((channel, queue.message_count())),
+    let failure = match declare(&channel, key, arguments(true)).await {
+        Ok(ready) => return Ok((channel, ready)),
         Err(e) => Failure::of(&e, connection.status().connected()),
     };
     if !crate::declare::created_without(&failure, "x-delivery-limit") {
@@ -165,12 +145,22 @@ async fn declare_schedule_queue(
         "the schedule queue was created without a delivery limit and runs on the broker's \
          default (20 on RabbitMQ 4); `queuey topology apply` sets a `delivery-limit` policy on it"
     );
-    let channel = open_channel(connection, what).await?;
-    let queue = channel
-        .queue_declare(short(key), options, arguments(false))
+    let channel = open_confirmed(connection, what).await?;
+    let ready = declare(&channel, key, arguments(false))
         .await
         .map_err(|e| Failure::of(&e, connection.status().connected()).into_error(what))?;
-    Ok((channel, queue.message_count()))
+    Ok((channel, ready))
+}
+
+/// Declares `queue` durable with `args` on `channel`; how many messages it
+/// has ready.
+async fn declare(channel: &Channel, queue: &str, args: FieldTable) -> lapin::Result<u32> {
+    let durable = QueueDeclareOptions {
+        durable: true,
+        ..QueueDeclareOptions::default()
+    };
+    let declared = channel.queue_declare(short(queue), durable, args).await?;
+    Ok(declared.message_count())
 }
 
 /// Campaigns for `key`: returns once this process leads it. What it
@@ -188,27 +178,14 @@ pub(crate) async fn lead(
     let current = link.connection(&what).await?;
     let connection = &current.connection;
     let fail = |e: lapin::Error| Failure::of(&e, connection.status().connected()).into_error(&what);
-    let channel = open_channel(connection, &what).await?;
+    let channel = open_confirmed(connection, &what).await?;
     let (channel, ready) = declare_schedule_queue(connection, channel, key, &what).await?;
-    channel
-        .queue_declare(
-            short(&topology::schedule_status_queue_name(key)),
-            QueueDeclareOptions {
-                durable: true,
-                ..QueueDeclareOptions::default()
-            },
-            field_table(&topology::schedule_status_queue_arguments()),
-        )
-        .await
-        .map_err(fail)?;
+    let status = topology::schedule_status_queue_name(key);
+    let args = field_table(&topology::schedule_status_queue_arguments());
+    declare(&channel, &status, args).await.map_err(fail)?;
     let tag = format!("queuey.periodic.{}", queuey_core::Uuid::new_v4().simple());
-    let consumer = channel
-        .basic_consume(
-            short(key),
-            short(&tag),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
+    // With a prefetch to fold state messages with.
+    let consumer = consume(&channel, key, &tag, PREFETCH, FieldTable::default())
         .await
         .map_err(fail)?;
     let mut lease = RabbitLease {

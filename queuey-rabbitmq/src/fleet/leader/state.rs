@@ -14,13 +14,12 @@ pub(crate) struct State {
 
 impl State {
     pub(crate) fn new(last: Option<SystemTime>) -> Self {
-        State {
-            v: 1,
-            last_tick_ms: last.map(|t| {
-                t.duration_since(UNIX_EPOCH)
-                    .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            }),
-        }
+        State::at_ms(last.map(super::status::ms))
+    }
+
+    /// A state whose last tick was at `last_tick_ms`.
+    pub(crate) fn at_ms(last_tick_ms: Option<u64>) -> Self {
+        State { v: 1, last_tick_ms }
     }
 
     pub(crate) fn last_tick(&self) -> Option<SystemTime> {
@@ -37,11 +36,7 @@ impl State {
     /// A body that is not a state (someone published by hand) reads as a
     /// schedule that never fired, so folding drops it.
     pub(crate) fn decode(body: &[u8]) -> Self {
-        let value: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-        State {
-            v: 1,
-            last_tick_ms: value.get("last_tick_ms").and_then(|v| v.as_u64()),
-        }
+        State::at_ms(super::status::decode_last_tick(body))
     }
 
     /// Whether a leader holding `self` keeps `other` instead: the later

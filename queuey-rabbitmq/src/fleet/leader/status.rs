@@ -12,7 +12,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-fn ms(t: SystemTime) -> u64 {
+/// `t` in milliseconds since the Unix epoch (0 before it).
+pub(super) fn ms(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

@@ -39,19 +39,11 @@ pub(crate) async fn dial(
     // Read for every connection, so a renewed certificate is used at the
     // next reconnection; the files were checked once when the backend
     // connected, so a failure here is passing (a file being replaced).
-    let tls = if address.is_tls() {
-        match options.tls.load() {
-            Ok(loaded) => Some(loaded),
-            Err(error) => {
-                return Err(DialFailure {
-                    error,
-                    outlook: Outlook::Misconfigured,
-                });
-            }
-        }
-    } else {
-        None
-    };
+    let tls = address.is_tls().then(|| options.tls.load()).transpose();
+    let tls = tls.map_err(|error| DialFailure {
+        error,
+        outlook: Outlook::Misconfigured,
+    })?;
     let connecting = open(address, connection_properties(options), tls);
     match tokio::time::timeout(options.connect_timeout, connecting).await {
         Ok(Ok(connection)) => Ok(connection),

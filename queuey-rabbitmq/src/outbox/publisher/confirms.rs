@@ -7,8 +7,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use lapin::{Confirmation, PublisherConfirm};
-use queuey_core::{BackendError, BackendErrorKind, Error};
+use queuey_core::{BackendErrorKind, Error};
 use tokio::sync::oneshot;
+
+use crate::error::backend;
 
 /// A publish whose frames lapin is writing: it resolves to the
 /// publish's confirmation once they are on the socket.
@@ -145,19 +147,15 @@ fn record(
 
 /// The error of a publish that was sent and never confirmed.
 pub(super) fn uncertain(what: &str, why: &str) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::Uncertain,
-        format!(
-            "{what}: the channel failed after the message was sent and before the broker \
-             confirmed it ({why}); the broker may or may not have it"
-        ),
-    ))
+    let text = format!(
+        "{what}: the channel failed after the message was sent and before the broker \
+         confirmed it ({why}); the broker may or may not have it"
+    );
+    backend(BackendErrorKind::Uncertain, text)
 }
 
 /// The error of a publish that was never sent.
 pub(super) fn lost(what: &str, e: &lapin::Error) -> Error {
-    Error::Backend(BackendError::new(
-        BackendErrorKind::ConnectionLost,
-        format!("{what}: the publishing channel is closed ({e}); nothing was sent"),
-    ))
+    let text = format!("{what}: the publishing channel is closed ({e}); nothing was sent");
+    backend(BackendErrorKind::ConnectionLost, text)
 }

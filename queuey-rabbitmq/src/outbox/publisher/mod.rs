@@ -155,19 +155,9 @@ impl Publisher {
     /// The lane with the fewest requests outstanding, the lowest on a tie,
     /// so that a producer publishing one job at a time keeps to one channel.
     fn least_loaded(&self) -> &Lane {
-        let mut best = &self.lanes[0];
-        let mut best_load = best.load.load(Ordering::Relaxed);
-        for lane in &self.lanes[1..] {
-            if best_load == 0 {
-                break;
-            }
-            let load = lane.load.load(Ordering::Relaxed);
-            if load < best_load {
-                best = lane;
-                best_load = load;
-            }
-        }
-        best
+        let lanes = self.lanes.iter();
+        let least = lanes.min_by_key(|lane| lane.load.load(Ordering::Relaxed));
+        least.unwrap_or(&self.lanes[0])
     }
 
     /// Closes the publisher: later publishes fail with [`Error::ShutDown`].

@@ -29,14 +29,9 @@ impl Owner {
             let id = open.id;
             self.abandon(id, "the publishing channel closed");
         }
-        let what = || format!("publishing to `{queue}`");
-        if self.link.is_closed() {
-            return Err(Error::ShutDown);
-        }
-        let current = match self.link.current() {
-            Some(current) => current,
-            None => self.link.connection_until(deadline, &what()).await?,
-        };
+        self.link.ensure_open()?;
+        let what = format!("publishing to `{queue}`");
+        let current = self.link.connection_until(deadline, &what).await?;
         let opening = format!("opening a publishing channel for `{queue}`");
         let open = channel::open_confirmed(&current.connection, &opening);
         let opened = match tokio::time::timeout_at(deadline, open).await {

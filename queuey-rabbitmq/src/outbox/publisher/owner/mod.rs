@@ -11,7 +11,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::Poll;
 
 use lapin::Channel;
-use lapin::options::BasicPublishOptions;
 use lapin::types::ShortString;
 use queuey_core::Error;
 use tokio::sync::{mpsc, oneshot};
@@ -143,10 +142,7 @@ impl Owner {
                 .basic_publish(
                     exchange.unwrap_or_default(),
                     routing_key,
-                    BasicPublishOptions {
-                        mandatory: true,
-                        immediate: false,
-                    },
+                    crate::channel::MANDATORY,
                     &body,
                     properties,
                 )
@@ -205,7 +201,7 @@ impl Owner {
             {
                 refused = true;
             }
-            let outcome = match (returned, resolved) {
+            let confirmed = match (returned, resolved) {
                 (_, Resolved::Unwritten(e)) => {
                     self.unwritten(entry, &e);
                     continue;
@@ -214,25 +210,16 @@ impl Owner {
                     failed.push((entry, e));
                     continue;
                 }
-                (Some(returned), _) => confirm_outcome(
-                    &entry.queue,
-                    &entry.message_id,
-                    Confirmed::Returned {
-                        message_id: Some(entry.message_id.clone()),
-                        reply_code: returned.reply_code,
-                        reply_text: returned.reply_text,
-                    },
-                ),
-                (None, Resolved::Acked) => {
-                    confirm_outcome(&entry.queue, &entry.message_id, Confirmed::Ack)
-                }
-                (None, Resolved::Nacked) => {
-                    confirm_outcome(&entry.queue, &entry.message_id, Confirmed::Nack)
-                }
-                (None, Resolved::NotRequested) => {
-                    confirm_outcome(&entry.queue, &entry.message_id, Confirmed::NotRequested)
-                }
+                (Some(returned), _) => Confirmed::Returned {
+                    message_id: Some(entry.message_id.clone()),
+                    reply_code: returned.reply_code,
+                    reply_text: returned.reply_text,
+                },
+                (None, Resolved::Acked) => Confirmed::Ack,
+                (None, Resolved::Nacked) => Confirmed::Nack,
+                (None, Resolved::NotRequested) => Confirmed::NotRequested,
             };
+            let outcome = confirm_outcome(&entry.queue, &entry.message_id, confirmed);
             self.answer(entry.reply, outcome);
         }
         if refused {
