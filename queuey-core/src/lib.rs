@@ -80,6 +80,7 @@ pub mod escape;
 mod handler;
 mod job;
 mod local_port;
+mod macros;
 pub mod memory;
 pub mod periodic;
 mod producer;
@@ -90,6 +91,8 @@ pub mod trace_context;
 mod unique;
 pub mod uri;
 mod wait;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 pub use backend::disposition::Disposition;
 pub use envelope::{
@@ -110,6 +113,15 @@ pub use unique::Unique;
 /// Job ids are UUIDs (version 4).
 pub use uuid::Uuid;
 pub use wait::{LONGEST_WAIT, MAX_DEFERRAL_MS};
+
+pub(crate) use macros::{forward_to_shared, getters, setters};
+
+/// Locks `mutex`, poisoned or not: a panic while holding one of this crate's
+/// locks cannot leave what it guards half updated in a way that matters more
+/// than refusing all further work.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// `#[derive(Queues)]` and `#[derive(Job)]`.
 pub use queuey_macros::{Job, Queues};

@@ -41,7 +41,7 @@ pub fn free_local_port() -> io::Result<u16> {
             .local_addr()
             .map(|address| address.port());
     }
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+    let mut handed_out = crate::lock(&HANDED_OUT);
     pick(floor, ceiling, &mut handed_out, || fastrand::u64(..)).ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::AddrInUse,

@@ -35,13 +35,8 @@ struct Queue {
     full_name: String,
     /// Where errors about the name point: the `name` literal, else the variant.
     name_span: Span,
-    prefetch: Option<u16>,
-    durable: Option<bool>,
-    message_ttl: Option<Millis>,
-    max_priority: Option<u8>,
-    retry: Option<RetrySpec>,
-    quorum: bool,
-    shards: Option<u16>,
+    /// A `QueueConfig` builder call per key given, in their order.
+    calls: TokenStream,
 }
 
 pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
@@ -74,11 +69,12 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
          `#[queues(prefix = \"..\")]`",
     )?;
     let prefix = prefix(&input)?;
+    let core = core_path();
 
     let mut errors: Option<syn::Error> = None;
     let mut queues: Vec<Queue> = Vec::with_capacity(data.variants.len());
     for variant in &data.variants {
-        let checked = queue(variant, prefix.as_deref()).and_then(|queue| {
+        let checked = queue(variant, prefix.as_deref(), &core).and_then(|queue| {
             match queues.iter().find(|q| q.full_name == queue.full_name) {
                 Some(first) => Err(syn::Error::new(
                     queue.name_span,
@@ -102,7 +98,7 @@ pub(crate) fn expand(input: DeriveInput) -> syn::Result<TokenStream> {
     if let Some(errors) = errors {
         return Err(errors);
     }
-    Ok(generate(&input.ident, &queues))
+    Ok(generate(&core, &input.ident, &queues))
 }
 
 fn not_an_enum(span: Span) -> syn::Error {
@@ -129,7 +125,7 @@ fn prefix(input: &DeriveInput) -> syn::Result<Option<String>> {
 }
 
 /// One variant and its `#[queue(..)]`, checked.
-fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
+fn queue(variant: &Variant, prefix: Option<&str>, core: &TokenStream) -> syn::Result<Queue> {
     if !matches!(variant.fields, Fields::Unit) {
         return Err(syn::Error::new_spanned(
             &variant.fields,
@@ -149,14 +145,10 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
         variant: variant.ident.clone(),
         full_name: String::new(),
         name_span: variant.ident.span(),
-        prefetch: None,
-        durable: None,
-        message_ttl: None,
-        max_priority: None,
-        retry: None,
-        quorum: false,
-        shards: None,
+        calls: TokenStream::new(),
     };
+    let calls = &mut queue.calls;
+    let mut quorum = false;
     let mut refusals = Vec::new();
     let mut name = names::snake_case(&variant.ident.unraw().to_string());
     let list = attr::collect(&variant.attrs, "queue")?;
@@ -168,8 +160,8 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                 queue.name_span = lit.span();
             }
             "prefetch" => {
-                let n = arg.int(1, u64::from(u16::MAX), 32)?;
-                queue.prefetch = u16::try_from(n).ok();
+                let n = Literal::u64_unsuffixed(arg.int(1, u64::from(u16::MAX), 32)?);
+                calls.extend(quote!(.prefetch(#n)));
             }
             "durable" => {
                 let durable = arg.bool()?;
@@ -180,7 +172,7 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                          `queue_type = \"classic\"`",
                     ));
                 }
-                queue.durable = Some(durable);
+                calls.extend(quote!(.durable(#durable)));
             }
             "message_ttl" => {
                 let ttl = arg.duration()?;
@@ -189,7 +181,8 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                         "`message_ttl` must be at most 10 years (3650d), got {ttl}"
                     )));
                 }
-                queue.message_ttl = Some(ttl);
+                let ms = Literal::u64_suffixed(ttl.get());
+                calls.extend(quote!(.message_ttl(#core::__private::Duration::from_millis(#ms))));
             }
             "max_priority" => {
                 let n = arg.int(0, u64::from(u8::MAX), 10)?;
@@ -200,13 +193,14 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                          jobs then return in FIFO order) or use `queue_type = \"classic\"`",
                     ));
                 }
-                queue.max_priority = u8::try_from(n).ok();
+                let n = Literal::u64_unsuffixed(n);
+                calls.extend(quote!(.max_priority(#n)));
             }
             "queue_type" => {
                 let lit = arg.string("\"quorum\"")?;
-                queue.quorum = match lit.value().as_str() {
-                    "quorum" => true,
-                    "classic" => false,
+                let queue_type = match lit.value().as_str() {
+                    "quorum" => quote!(Quorum),
+                    "classic" => quote!(Classic),
                     other => {
                         return Err(syn::Error::new(
                             lit.span(),
@@ -214,16 +208,21 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
                         ));
                     }
                 };
+                quorum = lit.value() == "quorum";
+                calls.extend(quote!(.queue_type(#core::QueueType::#queue_type)));
             }
-            "retry" => queue.retry = Some(RetrySpec::parse(&arg.list()?)?),
+            "retry" => {
+                let policy = RetrySpec::parse(&arg.list()?)?.to_tokens(core);
+                calls.extend(quote!(.retry(#policy)));
+            }
             "shards" => {
-                let n = arg.int(1, MAX_SHARDS, 4)?;
-                queue.shards = u16::try_from(n).ok();
+                let n = Literal::u64_unsuffixed(arg.int(1, MAX_SHARDS, 4)?);
+                calls.extend(quote!(.shards(#n)));
             }
             _ => return Err(arg.unknown("#[queue(..)]", QUEUE_KEYS)),
         }
     }
-    if let (true, Some((arg, message))) = (queue.quorum, refusals.first()) {
+    if let (true, Some((arg, message))) = (quorum, refusals.first()) {
         return Err(arg.error(message));
     }
     queue.full_name = match prefix {
@@ -244,11 +243,10 @@ fn queue(variant: &Variant, prefix: Option<&str>) -> syn::Result<Queue> {
     Ok(queue)
 }
 
-fn generate(set: &Ident, queues: &[Queue]) -> TokenStream {
-    let core = core_path();
+fn generate(core: &TokenStream, set: &Ident, queues: &[Queue]) -> TokenStream {
     let variants: Vec<&Ident> = queues.iter().map(|q| &q.variant).collect();
     let names: Vec<&str> = queues.iter().map(|q| q.full_name.as_str()).collect();
-    let configs = queues.iter().map(|q| config(&core, q));
+    let calls = queues.iter().map(|q| &q.calls);
     quote! {
         #[automatically_derived]
         impl #core::Queues for #set {
@@ -262,42 +260,9 @@ fn generate(set: &Ident, queues: &[Queue]) -> TokenStream {
 
             fn config(&self) -> #core::QueueConfig {
                 match self {
-                    #(Self::#variants => #configs,)*
+                    #(Self::#variants => #core::QueueConfig::new(#names) #calls,)*
                 }
             }
         }
     }
-}
-
-/// `QueueConfig::new(name)` and a builder call per key given.
-fn config(core: &TokenStream, queue: &Queue) -> TokenStream {
-    let name = &queue.full_name;
-    let mut calls = TokenStream::new();
-    if let Some(prefetch) = queue.prefetch {
-        let prefetch = Literal::u16_suffixed(prefetch);
-        calls.extend(quote!(.prefetch(#prefetch)));
-    }
-    if let Some(durable) = queue.durable {
-        calls.extend(quote!(.durable(#durable)));
-    }
-    if let Some(ttl) = queue.message_ttl {
-        let ms = Literal::u64_suffixed(ttl.get());
-        calls.extend(quote!(.message_ttl(#core::__private::Duration::from_millis(#ms))));
-    }
-    if let Some(max_priority) = queue.max_priority {
-        let max_priority = Literal::u8_suffixed(max_priority);
-        calls.extend(quote!(.max_priority(#max_priority)));
-    }
-    if let Some(retry) = &queue.retry {
-        let policy = retry.to_tokens(core);
-        calls.extend(quote!(.retry(#policy)));
-    }
-    if queue.quorum {
-        calls.extend(quote!(.queue_type(#core::QueueType::Quorum)));
-    }
-    if let Some(shards) = queue.shards {
-        let shards = Literal::u16_suffixed(shards);
-        calls.extend(quote!(.shards(#shards)));
-    }
-    quote!(#core::QueueConfig::new(#name) #calls)
 }

@@ -1,6 +1,5 @@
 //! How a Redis store is opened.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use queuey_core::uri::{redact, scrub};
@@ -28,12 +27,16 @@ pub struct RedisStoreBuilder {
 
 impl std::fmt::Debug for RedisStoreBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        #[cfg(feature = "rustls")]
+        let tls: &dyn std::fmt::Debug = &self.tls;
+        #[cfg(not(feature = "rustls"))]
+        let tls: &dyn std::fmt::Debug = &"not built (the `rustls` feature is off)";
         f.debug_struct("RedisStoreBuilder")
             .field("url", &redact(&self.url))
             .field("prefix", &self.prefix)
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
-            .field("tls", &self.tls_debug())
+            .field("tls", tls)
             .finish()
     }
 }
@@ -110,48 +113,41 @@ impl RedisStoreBuilder {
         self
     }
 
-    #[cfg(feature = "rustls")]
-    fn tls_debug(&self) -> &crate::tls::TlsOptions {
-        &self.tls
-    }
-
-    #[cfg(not(feature = "rustls"))]
-    fn tls_debug(&self) -> &'static str {
-        "not built (the `rustls` feature is off)"
-    }
-
     /// Connects, failing if Redis does not answer now.
     pub async fn connect(self) -> Result<RedisStore, RedisStoreError> {
-        let (client, config, prefix, address) = self.parts()?;
-        match ConnectionManager::new_with_config(client, config).await {
-            Ok(connection) => Ok(RedisStore::from_parts(connection, prefix, address)),
-            Err(error) => Err(RedisStoreError::Connect {
-                reason: scrub(&error.to_string(), &self.url),
-                url: address.to_string(),
-            }),
-        }
+        let (client, config) = self.parts()?;
+        self.store(ConnectionManager::new_with_config(client, config).await)
     }
 
     /// Opens the store without waiting for Redis: the first operation
     /// connects. A process that must start while Redis is down uses this;
     /// only a malformed URL fails here.
     pub fn open(self) -> Result<RedisStore, RedisStoreError> {
-        let (client, config, prefix, address) = self.parts()?;
-        match ConnectionManager::new_lazy_with_config(client, config) {
-            Ok(connection) => Ok(RedisStore::from_parts(connection, prefix, address)),
+        let (client, config) = self.parts()?;
+        self.store(ConnectionManager::new_lazy_with_config(client, config))
+    }
+
+    /// The store on `connection`, or why Redis did not answer.
+    fn store(
+        &self,
+        connection: redis::RedisResult<ConnectionManager>,
+    ) -> Result<RedisStore, RedisStoreError> {
+        match connection {
+            Ok(connection) => Ok(RedisStore {
+                connection,
+                prefix: self.prefix.as_str().into(),
+                address: redact(&self.url).into(),
+            }),
             Err(error) => Err(RedisStoreError::Connect {
                 reason: scrub(&error.to_string(), &self.url),
-                url: address.to_string(),
+                url: redact(&self.url),
             }),
         }
     }
 
-    fn parts(
-        &self,
-    ) -> Result<(redis::Client, ConnectionManagerConfig, Arc<str>, Arc<str>), RedisStoreError> {
-        let address: Arc<str> = redact(&self.url).into();
+    fn parts(&self) -> Result<(redis::Client, ConnectionManagerConfig), RedisStoreError> {
         let invalid = |reason: String| RedisStoreError::InvalidUrl {
-            url: address.to_string(),
+            url: redact(&self.url),
             reason,
         };
         let client = self
@@ -162,7 +158,7 @@ impl RedisStoreBuilder {
             .set_connection_timeout(Some(self.connect_timeout))
             .set_response_timeout(Some(self.response_timeout))
             .set_max_delay(Duration::from_secs(2));
-        Ok((client, config, self.prefix.as_str().into(), address))
+        Ok((client, config))
     }
 
     /// The client for the URL: TLS for `rediss://` (with the `rustls`

@@ -37,6 +37,14 @@ local function drop_ended(slots, started, now)
     redis.call('HDEL', started, holder)
   end
 end
+-- The typical hold time kept at `key`, in whole microseconds, or -1.
+local function typical_hold(key)
+  local hold = redis.call('GET', key)
+  if hold then
+    return math.floor(tonumber(hold) + 0.5)
+  end
+  return -1
+end
 ";
 
 fn script(body: &str) -> Script {
@@ -66,12 +74,7 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 redis.call('ZADD', KEYS[3], till, holder)
 expire_after_last(KEYS[3], now, 0)
-local hold = redis.call('GET', KEYS[4])
-local typical = -1
-if hold then
-  typical = math.floor(tonumber(hold) + 0.5)
-end
-return {0, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[3]), typical}
+return {0, redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[3]), typical_hold(KEYS[4])}
 ",
     )
 });
@@ -171,12 +174,7 @@ if rate[1] and rate[2] then
     next_turn = math.ceil(due - now)
   end
 end
-local hold = redis.call('GET', KEYS[4])
-local typical = -1
-if hold then
-  typical = math.floor(tonumber(hold) + 0.5)
-end
-return {running, waiting, next_turn, typical}
+return {running, waiting, next_turn, typical_hold(KEYS[4])}
 ",
     )
 });

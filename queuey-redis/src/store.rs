@@ -18,9 +18,9 @@ use crate::scripts::{EXTEND, INSERT, REMOVE};
 /// pipelines the commands of concurrent callers.
 #[derive(Clone)]
 pub struct RedisStore {
-    connection: ConnectionManager,
-    prefix: Arc<str>,
-    address: Arc<str>,
+    pub(crate) connection: ConnectionManager,
+    pub(crate) prefix: Arc<str>,
+    pub(crate) address: Arc<str>,
 }
 
 impl fmt::Debug for RedisStore {
@@ -33,24 +33,10 @@ impl fmt::Debug for RedisStore {
 }
 
 impl RedisStore {
-    pub(crate) fn from_parts(
-        connection: ConnectionManager,
-        prefix: Arc<str>,
-        address: Arc<str>,
-    ) -> RedisStore {
-        RedisStore {
-            connection,
-            prefix,
-            address,
-        }
-    }
-
     fn key(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }
-}
 
-impl RedisStore {
     /// Runs one command on the shared connection.
     async fn call<T: FromRedisValue>(&self, command: redis::Cmd) -> Result<T, StoreError> {
         let mut connection = self.connection.clone();
@@ -60,18 +46,19 @@ impl RedisStore {
             .map_err(store_error)
     }
 
-    /// Runs one of the scripts on `key` with `value` (and a time-to-live).
-    async fn script<T: FromRedisValue>(
+    /// Runs `script` on `keys` (the prefix put before each) with `args`.
+    async fn run<T: FromRedisValue>(
         &self,
         script: &Script,
-        key: &str,
-        value: &str,
-        ttl: Option<Duration>,
+        keys: impl IntoIterator<Item = String>,
+        args: &[String],
     ) -> Result<T, StoreError> {
-        let mut invocation = script.key(self.key(key));
-        invocation.arg(value);
-        if let Some(ttl) = ttl {
-            invocation.arg(ttl_ms(ttl));
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(self.key(&key));
+        }
+        for arg in args {
+            invocation.arg(arg);
         }
         let mut connection = self.connection.clone();
         invocation
@@ -121,7 +108,8 @@ impl Store for RedisStore {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
         async move {
-            let held: Option<String> = self.script(&INSERT, key, value, Some(ttl)).await?;
+            let args = [value.to_owned(), ttl_ms(ttl).to_string()];
+            let held: Option<String> = self.run(&INSERT, [key.to_owned()], &args).await?;
             Ok(held.map_or(Inserted::New, Inserted::Exists))
         }
         .boxed()
@@ -154,7 +142,8 @@ impl Store for RedisStore {
         value: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        async move { Ok(self.script::<i64>(&EXTEND, key, value, Some(ttl)).await? == 1) }.boxed()
+        let args = [value.to_owned(), ttl_ms(ttl).to_string()];
+        async move { Ok(self.run::<i64>(&EXTEND, [key.to_owned()], &args).await? == 1) }.boxed()
     }
 
     fn remove<'a>(
@@ -162,6 +151,7 @@ impl Store for RedisStore {
         key: &'a str,
         value: &'a str,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        async move { Ok(self.script::<i64>(&REMOVE, key, value, None).await? == 1) }.boxed()
+        let args = [value.to_owned()];
+        async move { Ok(self.run::<i64>(&REMOVE, [key.to_owned()], &args).await? == 1) }.boxed()
     }
 }

@@ -3,7 +3,7 @@
 //! which the worker records in the envelope (see the history wing). A
 //! request built by hand has no slot: its retries record nothing.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 /// One value a job's stack leaves for the worker, shared by the request
 /// (and its clones) and the worker; the last one put wins.
@@ -22,12 +22,12 @@ impl<T> Default for Slot<T> {
 impl<T> Slot<T> {
     /// Puts `value` in the slot, replacing what was there.
     pub(crate) fn put(&self, value: T) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(value);
+        *crate::lock(&self.0) = Some(value);
     }
 
     /// What was put, once; `None` when nothing was.
     pub(crate) fn take(&self) -> Option<T> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+        crate::lock(&self.0).take()
     }
 }
 

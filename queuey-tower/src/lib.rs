@@ -115,7 +115,15 @@ pub mod testing;
 pub mod trace;
 mod worker;
 
-pub(crate) use macros::inner_accessors;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+pub(crate) use macros::{disposition_future, disposition_service, inner_accessors, plain_layer};
+
+/// Locks `mutex`, poisoned or not: nothing this crate guards with one is
+/// left half done by a panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// tower's builder of layered services, re-exported so
 /// `ServiceBuilder::new().layer(RetryLayer).layer(DeferOn429)` needs no

@@ -60,19 +60,13 @@ impl<'a> Capabilities<'a> {
         self
     }
 
-    /// The backend's replies to waiting callers, if it carries them.
-    pub fn replies(&self) -> Option<&'a dyn Replies> {
-        self.replies
-    }
-
-    /// The backend's control commands, if it carries them.
-    pub fn control(&self) -> Option<&'a dyn ControlChannel> {
-        self.control
-    }
-
-    /// The backend's heartbeats, if it keeps them.
-    pub fn heartbeats(&self) -> Option<&'a dyn Heartbeats> {
-        self.heartbeats
+    crate::getters! {
+        /// The backend's replies to waiting callers, if it carries them.
+        replies: Option<&'a dyn Replies>;
+        /// The backend's control commands, if it carries them.
+        control: Option<&'a dyn ControlChannel>;
+        /// The backend's heartbeats, if it keeps them.
+        heartbeats: Option<&'a dyn Heartbeats>;
     }
 }
 

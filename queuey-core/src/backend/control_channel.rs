@@ -25,12 +25,10 @@ pub trait ControlChannel: Backend {
     fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>>;
 }
 
-impl<B: ControlChannel + ?Sized> ControlChannel for Arc<B> {
-    fn send_control<'a>(&'a self, record: &'a ControlRecord) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).send_control(record)
-    }
-
-    fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>> {
-        (**self).follow_control()
+crate::forward_to_shared! {
+    impl<B: ControlChannel + ?Sized> ControlChannel for Arc<B> {
+        fn send_control<'a>(&'a self, record: &'a ControlRecord)
+            -> BoxFuture<'a, Result<(), Error>>;
+        fn follow_control<'a>(&'a self) -> BoxFuture<'a, Result<ControlView, Error>>;
     }
 }

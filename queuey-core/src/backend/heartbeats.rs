@@ -24,12 +24,9 @@ pub trait Heartbeats: Backend {
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>>;
 }
 
-impl<B: Heartbeats + ?Sized> Heartbeats for Arc<B> {
-    fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).heartbeat(beat)
-    }
-
-    fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
-        (**self).workers()
+crate::forward_to_shared! {
+    impl<B: Heartbeats + ?Sized> Heartbeats for Arc<B> {
+        fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>>;
+        fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>>;
     }
 }

@@ -221,63 +221,23 @@ pub trait Delivery: fmt::Debug + Send + Sync {
     }
 }
 
-impl<B: Backend + ?Sized> Backend for Arc<B> {
-    fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).declare(queues)
-    }
-
-    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).publish(envelope)
-    }
-
-    fn publish_after<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).publish_after(envelope, delay)
-    }
-
-    fn defer<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-        delay: Duration,
-    ) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).defer(envelope, delay)
-    }
-
-    fn publish_batch<'a>(
-        &'a self,
-        envelopes: &'a [Envelope],
-    ) -> BoxFuture<'a, Vec<Result<(), Error>>> {
-        (**self).publish_batch(envelopes)
-    }
-
-    fn consume<'a>(
-        &'a self,
-        queue: &'a QueueConfig,
-    ) -> BoxFuture<'a, Result<DeliveryStream, Error>> {
-        (**self).consume(queue)
-    }
-
-    fn connection_state(&self) -> ConnectionState {
-        (**self).connection_state()
-    }
-
-    fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState> {
-        (**self).connection_changed(seen)
-    }
-
-    fn consumer_timeout(&self, queue: &QueueConfig) -> Option<Duration> {
-        (**self).consumer_timeout(queue)
-    }
-
-    fn capabilities(&self) -> Capabilities<'_> {
-        (**self).capabilities()
-    }
-
-    fn flush(&self) -> BoxFuture<'_, ()> {
-        (**self).flush()
+crate::forward_to_shared! {
+    impl<B: Backend + ?Sized> Backend for Arc<B> {
+        fn declare<'a>(&'a self, queues: &'a [QueueConfig]) -> BoxFuture<'a, Result<(), Error>>;
+        fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), Error>>;
+        fn publish_after<'a>(&'a self, envelope: &'a Envelope, delay: Duration)
+            -> BoxFuture<'a, Result<(), Error>>;
+        fn defer<'a>(&'a self, envelope: &'a Envelope, delay: Duration)
+            -> BoxFuture<'a, Result<(), Error>>;
+        fn publish_batch<'a>(&'a self, envelopes: &'a [Envelope])
+            -> BoxFuture<'a, Vec<Result<(), Error>>>;
+        fn consume<'a>(&'a self, queue: &'a QueueConfig)
+            -> BoxFuture<'a, Result<DeliveryStream, Error>>;
+        fn connection_state(&self) -> ConnectionState;
+        fn connection_changed(&self, seen: ConnectionState) -> BoxFuture<'_, ConnectionState>;
+        fn consumer_timeout(&self, queue: &QueueConfig) -> Option<Duration>;
+        fn capabilities(&self) -> Capabilities<'_>;
+        fn flush(&self) -> BoxFuture<'_, ()>;
     }
 }
 

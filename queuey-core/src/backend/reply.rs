@@ -42,13 +42,10 @@ pub trait Replies: Backend {
     fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>>;
 }
 
-impl<B: Replies + ?Sized> Replies for std::sync::Arc<B> {
-    fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>> {
-        (**self).request(envelope)
-    }
-
-    fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>> {
-        (**self).reply(to, reply)
+crate::forward_to_shared! {
+    impl<B: Replies + ?Sized> Replies for std::sync::Arc<B> {
+        fn request<'a>(&'a self, envelope: Envelope) -> BoxFuture<'a, Result<PendingReply, Error>>;
+        fn reply<'a>(&'a self, to: &'a ReplyTo, reply: Reply) -> BoxFuture<'a, Result<(), Error>>;
     }
 }
 

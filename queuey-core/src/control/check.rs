@@ -9,15 +9,13 @@
 //!    from the future would outlive every retention rule);
 //! 3. a queue it names is a name RabbitMQ could have (1 to 255 bytes);
 //! 4. a [`CancelMatching`](Command::CancelMatching) filter has a condition
-//!    (queue, job type or payload field), at most [`MAX_PAYLOAD_CONDITIONS`]
-//!    payload conditions, and an `enqueued_before_ms` no later than the
-//!    record (plus the skew): it reaches only jobs that existed when sent.
+//!    (queue, job type or payload field), at most
+//!    [`MAX_PAYLOAD_CONDITIONS`](super::MAX_PAYLOAD_CONDITIONS) payload
+//!    conditions, and an `enqueued_before_ms` no later than the record
+//!    (plus the skew): it reaches only jobs that existed when sent.
 
 use super::command::{CancelFilter, Command, ControlRecord};
-use super::refusal::{CLOCK_SKEW, MAX_PAYLOAD_CONDITIONS, MAX_RECORD_BYTES, RecordRefusal};
-
-/// The longest queue name RabbitMQ accepts, in bytes.
-const MAX_QUEUE_NAME: usize = 255;
+use super::refusal::{CLOCK_SKEW, MAX_RECORD_BYTES, RecordRefusal};
 
 impl ControlRecord {
     /// Checks the record against every rule above at `now_ms`, the size rule
@@ -61,11 +59,8 @@ impl ControlRecord {
 /// reading `now_ms` by more than [`CLOCK_SKEW`]: what no honest sender
 /// stamps (a command, a schedule's last tick).
 pub fn is_ahead(at_ms: u64, now_ms: u64) -> bool {
-    at_ms > now_ms.saturating_add(skew_ms())
-}
-
-fn skew_ms() -> u64 {
-    u64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX)
+    let skew_ms = u64::try_from(CLOCK_SKEW.as_millis()).unwrap_or(u64::MAX);
+    at_ms > now_ms.saturating_add(skew_ms)
 }
 
 /// Checks the size of an encoded record, before anything decodes it.
@@ -77,19 +72,14 @@ pub fn check_size(bytes: usize) -> Result<(), RecordRefusal> {
 }
 
 fn check_queue(queue: &str) -> Result<(), RecordRefusal> {
-    if queue.is_empty() || queue.len() > MAX_QUEUE_NAME {
+    if queue.is_empty() || queue.len() > crate::MAX_QUEUE_NAME_BYTES {
         return Err(RecordRefusal::BadQueueName);
     }
     Ok(())
 }
 
 fn check_filter(filter: &CancelFilter, at_ms: u64) -> Result<(), RecordRefusal> {
-    if !filter.has_condition() {
-        return Err(RecordRefusal::NoCondition);
-    }
-    if filter.payload.len() > MAX_PAYLOAD_CONDITIONS {
-        return Err(RecordRefusal::TooManyConditions);
-    }
+    filter.check_conditions()?;
     if let Some(queue) = &filter.queue {
         check_queue(queue)?;
     }
@@ -102,6 +92,7 @@ fn check_filter(filter: &CancelFilter, at_ms: u64) -> Result<(), RecordRefusal> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::MAX_PAYLOAD_CONDITIONS;
     use uuid::Uuid;
 
     const NOW: u64 = 1_800_000_000_000;

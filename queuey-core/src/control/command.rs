@@ -193,11 +193,17 @@ impl CancelFilter {
     /// Refuses a filter with no condition, which would cancel everything,
     /// or with more payload conditions than a reader accepts.
     pub fn validate(&self) -> Result<(), crate::Error> {
+        Ok(self.check_conditions()?)
+    }
+
+    /// At least one condition, and at most
+    /// [`MAX_PAYLOAD_CONDITIONS`](super::MAX_PAYLOAD_CONDITIONS) on the payload.
+    pub(super) fn check_conditions(&self) -> Result<(), super::RecordRefusal> {
         if !self.has_condition() {
-            return Err(super::RecordRefusal::NoCondition.into());
+            return Err(super::RecordRefusal::NoCondition);
         }
         if self.payload.len() > super::MAX_PAYLOAD_CONDITIONS {
-            return Err(super::RecordRefusal::TooManyConditions.into());
+            return Err(super::RecordRefusal::TooManyConditions);
         }
         Ok(())
     }

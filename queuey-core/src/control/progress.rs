@@ -79,9 +79,7 @@ pub struct ProgressReporter {
 impl ProgressReporter {
     /// A reporter that keeps the latest report.
     pub fn new() -> ProgressReporter {
-        ProgressReporter {
-            latest: Some(watch::Sender::new(None)),
-        }
+        ProgressReporter::channel().0
     }
 
     /// A reporter that keeps the latest report, and its reports as they

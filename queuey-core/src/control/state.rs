@@ -285,12 +285,11 @@ impl Filters {
             .any(|(filter, _)| filter.matches_with(envelope, &mut payload))
     }
 
-    fn iter(&self) -> impl Iterator<Item = (&CancelFilter, &Sent)> {
+    fn iter(&self) -> impl Iterator<Item = &(CancelFilter, Sent)> {
         self.by_queue
             .values()
             .chain([&self.any_queue])
             .flat_map(ByType::all)
-            .map(|(f, s)| (f, s))
     }
 
     fn remove(&mut self, record: Uuid) -> bool {

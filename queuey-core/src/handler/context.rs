@@ -173,40 +173,25 @@ impl JobContext {
         self.progress.report(percent, message);
     }
 
-    /// Sets the attempt (1-based).
-    pub fn with_attempt(mut self, attempt: u32) -> Self {
-        self.attempt = attempt;
-        self
-    }
-
-    /// Sets the number of attempts allowed.
-    pub fn with_max_attempts(mut self, max_attempts: u32) -> Self {
-        self.max_attempts = max_attempts;
-        self
+    crate::setters! {
+        /// Sets the attempt (1-based).
+        with_attempt(attempt: u32);
+        /// Sets the number of attempts allowed.
+        with_max_attempts(max_attempts: u32);
+        /// Sets the number of earlier deferrals.
+        with_deferrals(deferrals: u32);
+        /// Sets the priority.
+        with_priority(priority: u8);
+        /// Marks the delivery as redelivered.
+        with_redelivered(redelivered: bool);
+        /// Sets when the job was first enqueued, in ms since the Unix epoch.
+        with_enqueued_at_ms(enqueued_at_ms: u64);
     }
 
     /// Records the number of attempts allowed, in place (a retry layer does
     /// this when its own policy applies).
     pub fn set_max_attempts(&mut self, max_attempts: u32) {
         self.max_attempts = max_attempts;
-    }
-
-    /// Sets the number of earlier deferrals.
-    pub fn with_deferrals(mut self, deferrals: u32) -> Self {
-        self.deferrals = deferrals;
-        self
-    }
-
-    /// Sets the priority.
-    pub fn with_priority(mut self, priority: u8) -> Self {
-        self.priority = priority;
-        self
-    }
-
-    /// Marks the delivery as redelivered.
-    pub fn with_redelivered(mut self, redelivered: bool) -> Self {
-        self.redelivered = redelivered;
-        self
     }
 
     /// Sets the correlation id.
@@ -242,10 +227,28 @@ impl JobContext {
         self
     }
 
-    /// The job's deadline, if the producer gave one (in ms since the Unix
-    /// epoch).
-    pub fn deadline_ms(&self) -> Option<u64> {
-        self.deadline_ms
+    crate::getters! {
+        /// The job's deadline, if the producer gave one (in ms since the Unix
+        /// epoch).
+        deadline_ms: Option<u64>;
+        /// The job's id, the same on every attempt.
+        job_id: Uuid;
+        /// The shard of a [sharded](crate::QueueConfig::shards) queue the job
+        /// was taken from; `None` for an unsharded queue and for its lane.
+        shard: Option<u16>;
+        /// This attempt, starting at 1.
+        attempt: u32;
+        /// The attempts the job's retry policy allows, the first included.
+        max_attempts: u32;
+        /// How often the job was deferred before.
+        deferrals: u32;
+        /// The priority the job was delivered with.
+        priority: u8;
+        /// Whether the broker delivered this message before (to a consumer that
+        /// did not settle it, for example because its process died).
+        redelivered: bool;
+        /// When the job was first enqueued, in ms since the Unix epoch.
+        enqueued_at_ms: u64;
     }
 
     /// The job's deadline, if the producer gave one.
@@ -263,17 +266,6 @@ impl JobContext {
         ))
     }
 
-    /// Sets when the job was first enqueued, in ms since the Unix epoch.
-    pub fn with_enqueued_at_ms(mut self, enqueued_at_ms: u64) -> Self {
-        self.enqueued_at_ms = enqueued_at_ms;
-        self
-    }
-
-    /// The job's id, the same on every attempt.
-    pub fn job_id(&self) -> Uuid {
-        self.job_id
-    }
-
     /// The queue the job was delivered from.
     pub fn queue(&self) -> &str {
         &self.queue
@@ -284,51 +276,14 @@ impl JobContext {
         &self.queue
     }
 
-    /// The shard of a [sharded](crate::QueueConfig::shards) queue the job
-    /// was taken from; `None` for an unsharded queue and for its lane.
-    pub fn shard(&self) -> Option<u16> {
-        self.shard
-    }
-
-    /// This attempt, starting at 1.
-    pub fn attempt(&self) -> u32 {
-        self.attempt
-    }
-
-    /// The attempts the job's retry policy allows, the first included.
-    pub fn max_attempts(&self) -> u32 {
-        self.max_attempts
-    }
-
     /// Whether a failure now is final.
     pub fn is_last_attempt(&self) -> bool {
         self.attempt >= self.max_attempts
     }
 
-    /// How often the job was deferred before.
-    pub fn deferrals(&self) -> u32 {
-        self.deferrals
-    }
-
-    /// The priority the job was delivered with.
-    pub fn priority(&self) -> u8 {
-        self.priority
-    }
-
-    /// Whether the broker delivered this message before (to a consumer that
-    /// did not settle it, for example because its process died).
-    pub fn redelivered(&self) -> bool {
-        self.redelivered
-    }
-
     /// The correlation id given at enqueue time.
     pub fn correlation_id(&self) -> Option<&str> {
         self.correlation_id.as_deref()
-    }
-
-    /// When the job was first enqueued, in ms since the Unix epoch.
-    pub fn enqueued_at_ms(&self) -> u64 {
-        self.enqueued_at_ms
     }
 }
 

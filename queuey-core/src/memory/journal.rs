@@ -2,12 +2,12 @@
 //! that look at what happened to each job.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use crate::{Disposition, Envelope};
+use crate::{Disposition, Envelope, lock};
 
 /// One delivery the [`MemoryBackend`](super::MemoryBackend) settled: which
 /// job, which attempt, and what became of it.
@@ -102,7 +102,7 @@ impl Journal {
     /// A new log, recording from now on.
     pub(super) fn open(&self) -> SettlementLog {
         let entries = Arc::new(Mutex::new(Vec::new()));
-        let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut logs = lock(&self.logs);
         logs.retain(|log| log.strong_count() > 0);
         logs.push(Arc::downgrade(&entries));
         SettlementLog { entries }
@@ -111,20 +111,16 @@ impl Journal {
     /// Whether anyone records: the settle path builds a [`Settlement`]
     /// only then.
     pub(super) fn is_recording(&self) -> bool {
-        let logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+        let logs = lock(&self.logs);
         logs.iter().any(|log| log.strong_count() > 0)
     }
 
     /// Adds the settlement to every open log.
     pub(super) fn record(&self, settlement: Settlement) {
-        let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut logs = lock(&self.logs);
         logs.retain(|log| log.strong_count() > 0);
         for log in logs.iter().filter_map(Weak::upgrade) {
             lock(&log).push(settlement.clone());
         }
     }
-}
-
-fn lock(entries: &Mutex<Vec<Settlement>>) -> std::sync::MutexGuard<'_, Vec<Settlement>> {
-    entries.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use futures::future::BoxFuture;
@@ -25,7 +25,7 @@ pub(crate) struct Leases {
 
 impl Leases {
     fn slot(&self, key: &str) -> Arc<AsyncMutex<Option<SystemTime>>> {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut keys = crate::lock(&self.keys);
         Arc::clone(keys.entry(key.to_owned()).or_default())
     }
 }

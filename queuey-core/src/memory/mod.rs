@@ -54,7 +54,7 @@ mod state;
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, ready};
@@ -138,9 +138,7 @@ pub(crate) struct Broker {
 
 impl Broker {
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the state half
-        // updated in a way that matters more than refusing all further work.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.state)
     }
 
     /// The state, or [`Error::ShutDown`] once the backend is closed.
@@ -150,12 +148,6 @@ impl Broker {
             return Err(Error::ShutDown);
         }
         Ok(state)
-    }
-
-    fn heartbeats(&self) -> MutexGuard<'_, HashMap<Uuid, (Instant, Heartbeat)>> {
-        self.heartbeats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn publish_now(&self, envelope: &Envelope) -> Result<(), Error> {
@@ -294,10 +286,7 @@ impl MemoryBackend {
     /// refused with [`Error::UnknownQueue`]. Does nothing if it exists.
     pub fn create_queue(&self, name: &str) {
         let mut state = self.shared.lock();
-        state
-            .queues
-            .entry(name.to_owned())
-            .or_insert_with(|| QueueState::new(None));
+        state.queues.entry(name.to_owned()).or_default();
     }
 
     /// Publishes raw bytes to a queue, bypassing the envelope: a test hook
@@ -426,10 +415,7 @@ impl Backend for MemoryBackend {
             let mut state = self.shared.open()?;
             for config in queues.iter().flat_map(QueueConfig::physical) {
                 let config = &config;
-                let queue = state
-                    .queues
-                    .entry(config.name().to_owned())
-                    .or_insert_with(|| QueueState::new(None));
+                let queue = state.queues.entry(config.name().to_owned()).or_default();
                 if let Some(existing) = &queue.declared
                     && (existing.priority_levels() != config.priority_levels()
                         || existing.settings().durable() != config.settings().durable()
@@ -565,7 +551,7 @@ impl ControlChannel for MemoryBackend {
 impl Heartbeats for MemoryBackend {
     /// Keeps the worker's latest heartbeat; its last one removes it.
     fn heartbeat<'a>(&'a self, beat: &'a Heartbeat) -> BoxFuture<'a, Result<(), Error>> {
-        let mut beats = self.shared.heartbeats();
+        let mut beats = crate::lock(&self.shared.heartbeats);
         if beat.stopping {
             beats.remove(&beat.worker_id);
         } else {
@@ -578,7 +564,7 @@ impl Heartbeats for MemoryBackend {
     /// time), oldest first.
     fn workers<'a>(&'a self) -> BoxFuture<'a, Result<Vec<Heartbeat>, Error>> {
         let now = Instant::now();
-        let mut beats = self.shared.heartbeats();
+        let mut beats = crate::lock(&self.shared.heartbeats);
         beats.retain(|_, (at, beat)| now.saturating_duration_since(*at) <= beat.lifetime());
         let mut workers: Vec<Heartbeat> = beats.values().map(|(_, beat)| beat.clone()).collect();
         workers.sort_by_key(|beat| (beat.started_at_ms, beat.worker_id));

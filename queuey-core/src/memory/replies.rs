@@ -3,7 +3,7 @@
 //! id.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
@@ -30,7 +30,7 @@ pub(crate) struct Replies {
 
 impl Replies {
     fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<String, Waiter>> {
-        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.waiting)
     }
 
     /// Gives up every wait: the backend closed.

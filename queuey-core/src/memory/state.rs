@@ -24,7 +24,7 @@ pub(super) struct Message {
     pub(super) reply_to: Option<ReplyTo>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct QueueState {
     /// `Some` when declared through this backend; `None` when the queue
     /// merely exists (see `MemoryBackend::create_queue`).
@@ -37,15 +37,6 @@ pub(super) struct QueueState {
 }
 
 impl QueueState {
-    pub(super) fn new(declared: Option<QueueConfig>) -> Self {
-        QueueState {
-            declared,
-            ready: BTreeMap::new(),
-            unacked: HashMap::new(),
-            dead: Vec::new(),
-        }
-    }
-
     fn max_priority(&self) -> u8 {
         self.declared.as_ref().map_or(0, QueueConfig::top_priority)
     }

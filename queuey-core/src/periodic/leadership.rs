@@ -57,9 +57,9 @@ pub trait Lease: fmt::Debug + Send {
     fn release(self: Box<Self>) -> BoxFuture<'static, ()>;
 }
 
-impl<L: Leadership + ?Sized> Leadership for Arc<L> {
-    fn lead<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Box<dyn Lease>, Error>> {
-        (**self).lead(key)
+crate::forward_to_shared! {
+    impl<L: Leadership + ?Sized> Leadership for Arc<L> {
+        fn lead<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Box<dyn Lease>, Error>>;
     }
 }
 

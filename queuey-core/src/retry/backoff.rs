@@ -199,24 +199,15 @@ impl ExponentialBackoff {
         self
     }
 
-    /// The first delay.
-    pub fn base(&self) -> Duration {
-        self.base
-    }
-
-    /// The growth factor.
-    pub fn factor(&self) -> f64 {
-        self.factor
-    }
-
-    /// The cap.
-    pub fn max(&self) -> Duration {
-        self.max
-    }
-
-    /// Whether full jitter is on.
-    pub fn jitter(&self) -> bool {
-        self.jitter
+    crate::getters! {
+        /// The first delay.
+        base: Duration;
+        /// The growth factor.
+        factor: f64;
+        /// The cap.
+        max: Duration;
+        /// Whether full jitter is on.
+        jitter: bool;
     }
 
     /// `min(max, base * factor^(attempt - 1))`, saturating at `max`.

@@ -122,46 +122,19 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<bool, StoreError>>;
 }
 
-/// A shared store is a store, so one can be handed to a producer and a
-/// worker at once.
-impl<S: Store + ?Sized> Store for Arc<S> {
-    fn insert<'a>(
-        &'a self,
-        key: &'a str,
-        value: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<Inserted, StoreError>> {
-        (**self).insert(key, value, ttl)
-    }
-
-    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>> {
-        (**self).get(key)
-    }
-
-    fn set<'a>(
-        &'a self,
-        key: &'a str,
-        value: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        (**self).set(key, value, ttl)
-    }
-
-    fn extend<'a>(
-        &'a self,
-        key: &'a str,
-        value: &'a str,
-        ttl: Duration,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        (**self).extend(key, value, ttl)
-    }
-
-    fn remove<'a>(
-        &'a self,
-        key: &'a str,
-        value: &'a str,
-    ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        (**self).remove(key, value)
+crate::forward_to_shared! {
+    /// A shared store is a store, so one can be handed to a producer and a
+    /// worker at once.
+    impl<S: Store + ?Sized> Store for Arc<S> {
+        fn insert<'a>(&'a self, key: &'a str, value: &'a str, ttl: Duration)
+            -> BoxFuture<'a, Result<Inserted, StoreError>>;
+        fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<String>, StoreError>>;
+        fn set<'a>(&'a self, key: &'a str, value: &'a str, ttl: Duration)
+            -> BoxFuture<'a, Result<(), StoreError>>;
+        fn extend<'a>(&'a self, key: &'a str, value: &'a str, ttl: Duration)
+            -> BoxFuture<'a, Result<bool, StoreError>>;
+        fn remove<'a>(&'a self, key: &'a str, value: &'a str)
+            -> BoxFuture<'a, Result<bool, StoreError>>;
     }
 }
 

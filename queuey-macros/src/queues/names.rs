@@ -35,22 +35,20 @@ pub(super) fn snake_case(ident: &str) -> String {
 
 /// Checks a queue name written in `#[queue(name = "..")]`.
 pub(super) fn check_name(lit: &LitStr) -> syn::Result<String> {
+    let refuse = |message: String| Err(syn::Error::new(lit.span(), message));
     let name = lit.value();
     if name.trim().is_empty() {
-        return Err(syn::Error::new(
-            lit.span(),
+        return refuse(
             "the queue name is empty or blank: write a name, like `name = \"emails\"`, or leave `name` \
-             out to use the variant's name in snake_case",
-        ));
+             out to use the variant's name in snake_case"
+                .to_owned(),
+        );
     }
     refuse_whitespace(lit, &name, "queue name")?;
     if name.starts_with(RESERVED) {
-        return Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "the queue name `{name}` starts with `amq.`, which RabbitMQ reserves for its own \
-                 queues; pick another name"
-            ),
+        return refuse(format!(
+            "the queue name `{name}` starts with `amq.`, which RabbitMQ reserves for its own \
+             queues; pick another name"
         ));
     }
     Ok(name)
@@ -58,43 +56,35 @@ pub(super) fn check_name(lit: &LitStr) -> syn::Result<String> {
 
 /// Checks `#[queues(prefix = "..")]`.
 pub(super) fn check_prefix(lit: &LitStr) -> syn::Result<String> {
+    let refuse = |message: String| Err(syn::Error::new(lit.span(), message));
     let prefix = lit.value();
     if prefix.trim().is_empty() {
-        return Err(syn::Error::new(
-            lit.span(),
+        return refuse(
             "the prefix is empty or blank: write one, like `prefix = \"myapp\"`, or remove `prefix` for \
-             queues without one",
-        ));
+             queues without one"
+                .to_owned(),
+        );
     }
     refuse_whitespace(lit, &prefix, "prefix")?;
     if prefix.starts_with('.') || prefix.ends_with('.') {
         let trimmed = prefix.trim_matches('.');
-        return Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "the prefix `{prefix}` starts or ends with `.`; the dot between prefix and name \
-                 is added for you: write `prefix = \"{trimmed}\"`"
-            ),
+        return refuse(format!(
+            "the prefix `{prefix}` starts or ends with `.`; the dot between prefix and name \
+             is added for you: write `prefix = \"{trimmed}\"`"
         ));
     }
     if format!("{prefix}.").starts_with(RESERVED) {
-        return Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "the prefix `{prefix}` makes every queue name start with `amq.`, which RabbitMQ \
-                 reserves for its own queues; pick another prefix"
-            ),
+        return refuse(format!(
+            "the prefix `{prefix}` makes every queue name start with `amq.`, which RabbitMQ \
+             reserves for its own queues; pick another prefix"
         ));
     }
     // The shortest full name is the prefix, a dot and one byte.
     if prefix.len() + 2 > MAX_NAME_BYTES {
-        return Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "the prefix is {} bytes; with a dot and a name, a queue name must fit in \
-                 {MAX_NAME_BYTES} bytes",
-                prefix.len()
-            ),
+        return refuse(format!(
+            "the prefix is {} bytes; with a dot and a name, a queue name must fit in \
+             {MAX_NAME_BYTES} bytes",
+            prefix.len()
         ));
     }
     Ok(prefix)

@@ -5,9 +5,8 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use queuey_core::store::limit::{HOLD_MEMORY, HOLD_WEIGHT, TURN_GRACE};
 use queuey_core::store::{LimitStore, LimitUsage, Rate, Slot, StoreError, Turn};
-use redis::{FromRedisValue, Script};
 
-use super::{RedisStore, store_error};
+use super::RedisStore;
 use crate::limit_scripts::{FREE_SLOT, LIMIT_USAGE, RENEW_SLOT, RESERVE_TURN, TAKE_SLOT};
 
 /// Whole microseconds, rounded up, for a lease or a grace.
@@ -31,29 +30,9 @@ fn count(value: i64) -> u32 {
     u32::try_from(value.max(0)).unwrap_or(u32::MAX)
 }
 
-impl RedisStore {
-    /// Runs a limit script on `key`'s sub-keys (`suffixes`) with `args`.
-    async fn limit_script<T: FromRedisValue>(
-        &self,
-        script: &Script,
-        key: &str,
-        suffixes: &[&str],
-        args: &[String],
-    ) -> Result<T, StoreError> {
-        let base = self.key(key);
-        let mut invocation = script.prepare_invoke();
-        for suffix in suffixes {
-            invocation.key(format!("{base}:{suffix}"));
-        }
-        for arg in args {
-            invocation.arg(arg);
-        }
-        let mut connection = self.connection.clone();
-        invocation
-            .invoke_async(&mut connection)
-            .await
-            .map_err(store_error)
-    }
+/// `key`'s sub-keys `suffixes`, the keys of a limit script.
+fn sub_keys<'a>(key: &'a str, suffixes: &'a [&str]) -> impl Iterator<Item = String> + 'a {
+    suffixes.iter().map(move |suffix| format!("{key}:{suffix}"))
 }
 
 /// Per-key limits shared by every process that opens the same Redis.
@@ -77,10 +56,9 @@ impl LimitStore for RedisStore {
     ) -> BoxFuture<'a, Result<Slot, StoreError>> {
         async move {
             let answer: Vec<i64> = self
-                .limit_script(
+                .run(
                     &TAKE_SLOT,
-                    key,
-                    &["slots", "started", "waiting", "hold"],
+                    sub_keys(key, &["slots", "started", "waiting", "hold"]),
                     &[
                         holder.to_owned(),
                         limit.to_string(),
@@ -109,10 +87,9 @@ impl LimitStore for RedisStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         async move {
             let renewed: i64 = self
-                .limit_script(
+                .run(
                     &RENEW_SLOT,
-                    key,
-                    &["slots", "started"],
+                    sub_keys(key, &["slots", "started"]),
                     &[holder.to_owned(), micros(lease).to_string()],
                 )
                 .await?;
@@ -128,10 +105,9 @@ impl LimitStore for RedisStore {
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
         async move {
             let freed: i64 = self
-                .limit_script(
+                .run(
                     &FREE_SLOT,
-                    key,
-                    &["slots", "started", "hold"],
+                    sub_keys(key, &["slots", "started", "hold"]),
                     &[
                         holder.to_owned(),
                         HOLD_WEIGHT.to_string(),
@@ -152,10 +128,9 @@ impl LimitStore for RedisStore {
     ) -> BoxFuture<'a, Result<Turn, StoreError>> {
         async move {
             let wait: i64 = self
-                .limit_script(
+                .run(
                     &RESERVE_TURN,
-                    key,
-                    &["rate", "turns"],
+                    sub_keys(key, &["rate", "turns"]),
                     &[
                         holder.to_owned(),
                         exact_micros(rate.interval()),
@@ -174,10 +149,9 @@ impl LimitStore for RedisStore {
     fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
         async move {
             let answer: Vec<i64> = self
-                .limit_script(
+                .run(
                     &LIMIT_USAGE,
-                    key,
-                    &["slots", "waiting", "rate", "hold"],
+                    sub_keys(key, &["slots", "waiting", "rate", "hold"]),
                     &[],
                 )
                 .await?;

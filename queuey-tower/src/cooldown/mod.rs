@@ -87,7 +87,6 @@ use std::fmt;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::task::{Context, Poll};
 
 use queuey_core::BoxError;
 use tokio::time::Instant;
@@ -201,13 +200,7 @@ where
     F: Fn(&JobRequest<J>) -> Option<K>,
     K: Hash + Eq,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future, K>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future, K>);
 
     fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
         let Some(key) = (self.key)(&request) else {

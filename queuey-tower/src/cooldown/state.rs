@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -46,7 +46,7 @@ impl<K: Hash + Eq> Cooldowns<K> {
 
     /// How long `key` still cools down, if it does.
     pub(crate) fn remaining(&self, key: &K, now: Instant) -> Option<Duration> {
-        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let inner = crate::lock(&self.inner);
         let until = *inner.until.get(key)?;
         (until > now).then(|| until - now)
     }
@@ -55,7 +55,7 @@ impl<K: Hash + Eq> Cooldowns<K> {
     /// shorter wait never shortens a running cool-down.
     pub(crate) fn cool(&self, key: K, now: Instant, wait: Duration) {
         let until = now + wait;
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut inner = crate::lock(&self.inner);
         let entry = inner.until.entry(key).or_insert(until);
         if *entry < until {
             *entry = until;
@@ -72,11 +72,7 @@ impl<K: Hash + Eq> Cooldowns<K> {
     /// How many keys the map holds (cooling or expired but not yet swept).
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .until
-            .len()
+        crate::lock(&self.inner).until.len()
     }
 }
 

@@ -1,11 +1,8 @@
 //! The response future of [`DeadLetter`](super::DeadLetter).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Poll, ready};
 
 use pin_project_lite::pin_project;
-use queuey_core::{BoxError, Disposition};
 
 use crate::classifier::{Classify, SharedClassifier, last_resort};
 
@@ -14,28 +11,14 @@ pin_project! {
     #[derive(Debug)]
     pub struct ResponseFuture<F> {
         #[pin]
-        inner: F,
-        classifier: SharedClassifier,
+        pub(super) inner: F,
+        pub(super) classifier: SharedClassifier,
     }
 }
 
-impl<F> ResponseFuture<F> {
-    pub(crate) fn new(inner: F, classifier: SharedClassifier) -> Self {
-        ResponseFuture { inner, classifier }
-    }
-}
-
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Disposition, BoxError>>,
-{
-    type Output = Result<Disposition, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        Poll::Ready(Ok(match ready!(this.inner.poll(cx)) {
-            Ok(disposition) => disposition,
-            Err(error) => last_resort(this.classifier.classify(&*error), &*error),
-        }))
-    }
-}
+crate::disposition_future!(|this, cx| {
+    Poll::Ready(Ok(match ready!(this.inner.poll(cx)) {
+        Ok(disposition) => disposition,
+        Err(error) => last_resort(this.classifier.classify(&*error), &*error),
+    }))
+});

@@ -38,59 +38,29 @@
 
 pub mod future;
 
-use std::task::{Context, Poll};
-
 use queuey_core::{BoxError, Disposition};
-use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::JobRequest;
 
-/// Turns every error into a dead letter; see the [module documentation](self).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DeadLetterLayer {
-    _priv: (),
-}
+crate::plain_layer! {
+    /// Turns every error into a dead letter; see the [module documentation](self).
+    pub struct DeadLetterLayer;
 
-impl DeadLetterLayer {
-    /// A new layer.
-    pub const fn new() -> Self {
-        DeadLetterLayer { _priv: () }
-    }
-}
-
-impl<S> Layer<S> for DeadLetterLayer {
-    type Service = DeadLetter<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        DeadLetter { inner }
-    }
-}
-
-/// The service [`DeadLetterLayer`] produces.
-#[derive(Debug, Clone)]
-pub struct DeadLetter<S> {
-    inner: S,
-}
-
-impl<S> DeadLetter<S> {
-    crate::inner_accessors!();
+    /// The service [`DeadLetterLayer`] produces.
+    pub struct DeadLetter<S> {}
 }
 
 impl<S, J> Service<JobRequest<J>> for DeadLetter<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future>);
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
-        let classifier = request.classifier().clone();
-        future::ResponseFuture::new(self.inner.call(request), classifier)
+        future::ResponseFuture {
+            classifier: request.classifier().clone(),
+            inner: self.inner.call(request),
+        }
     }
 }

@@ -1,15 +1,13 @@
 //! The response future of [`Deadline`](super::Deadline).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Poll, ready};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use queuey_core::{BoxError, Disposition};
+use queuey_core::Disposition;
 use tokio::time::{Instant, Sleep};
 
-use super::{DEADLINE_PASSED, past};
+use super::DEADLINE_PASSED;
 use crate::job_fields::JobFields;
 
 pin_project! {
@@ -73,50 +71,44 @@ fn dead_letter() -> Disposition {
     }
 }
 
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Disposition, BoxError>>,
-{
-    type Output = Result<Disposition, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Passed { inner } => inner.poll(cx),
-            KindProj::Expired => Poll::Ready(Ok(dead_letter())),
-            KindProj::Bounded {
-                inner,
-                sleep,
-                deadline,
-                job,
-            } => {
-                if let Poll::Ready(answer) = inner.poll(cx) {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    return Poll::Ready(match answer {
-                        Ok(Disposition::Retry { delay } | Disposition::Defer { delay })
-                            if past(delay, left) =>
-                        {
-                            tracing::warn!(
-                                queue = %job.queue,
-                                job_type = job.job_type(),
-                                job_id = %job.job_id,
-                                delay_ms = delay.as_millis() as u64,
-                                left_ms = left.as_millis() as u64,
-                                "the job would come back after its deadline; dead-lettering it now"
-                            );
-                            Ok(dead_letter())
-                        }
-                        other => other,
-                    });
-                }
-                ready!(sleep.poll(cx));
-                tracing::warn!(
-                    queue = %job.queue,
-                    job_type = job.job_type(),
-                    job_id = %job.job_id,
-                    "the job's deadline passed while it ran; dead-lettering it"
-                );
-                Poll::Ready(Ok(dead_letter()))
+crate::disposition_future!(|this, cx| {
+    match this.kind.project() {
+        KindProj::Passed { inner } => inner.poll(cx),
+        KindProj::Expired => Poll::Ready(Ok(dead_letter())),
+        KindProj::Bounded {
+            inner,
+            sleep,
+            deadline,
+            job,
+        } => {
+            if let Poll::Ready(answer) = inner.poll(cx) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                return Poll::Ready(match answer {
+                    // The wait would end at the deadline or after it.
+                    Ok(Disposition::Retry { delay } | Disposition::Defer { delay })
+                        if delay >= left =>
+                    {
+                        tracing::warn!(
+                            queue = %job.queue,
+                            job_type = job.job_type(),
+                            job_id = %job.job_id,
+                            delay_ms = delay.as_millis() as u64,
+                            left_ms = left.as_millis() as u64,
+                            "the job would come back after its deadline; dead-lettering it now"
+                        );
+                        Ok(dead_letter())
+                    }
+                    other => other,
+                });
             }
+            ready!(sleep.poll(cx));
+            tracing::warn!(
+                queue = %job.queue,
+                job_type = job.job_type(),
+                job_id = %job.job_id,
+                "the job's deadline passed while it ran; dead-lettering it"
+            );
+            Poll::Ready(Ok(dead_letter()))
         }
     }
-}
+});

@@ -44,11 +44,7 @@
 
 pub mod future;
 
-use std::task::{Context, Poll};
-use std::time::Duration;
-
 use queuey_core::{BoxError, Disposition};
-use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::JobRequest;
@@ -57,48 +53,19 @@ use crate::job_fields::JobFields;
 /// The dead-letter reason of a job whose deadline passed.
 pub const DEADLINE_PASSED: &str = "deadline passed";
 
-/// Holds jobs to their deadlines; see the [module documentation](self).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DeadlineLayer {
-    _priv: (),
-}
+crate::plain_layer! {
+    /// Holds jobs to their deadlines; see the [module documentation](self).
+    pub struct DeadlineLayer;
 
-impl DeadlineLayer {
-    /// A new layer.
-    pub const fn new() -> Self {
-        DeadlineLayer { _priv: () }
-    }
-}
-
-impl<S> Layer<S> for DeadlineLayer {
-    type Service = Deadline<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Deadline { inner }
-    }
-}
-
-/// The service [`DeadlineLayer`] produces.
-#[derive(Debug, Clone)]
-pub struct Deadline<S> {
-    inner: S,
-}
-
-impl<S> Deadline<S> {
-    crate::inner_accessors!();
+    /// The service [`DeadlineLayer`] produces.
+    pub struct Deadline<S> {}
 }
 
 impl<S, J> Service<JobRequest<J>> for Deadline<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future>);
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
         match request.ctx().remaining() {
@@ -119,9 +86,4 @@ where
             }
         }
     }
-}
-
-/// Whether a wait of `delay` ends after the time `left`.
-pub(crate) fn past(delay: Duration, left: Duration) -> bool {
-    delay >= left
 }

@@ -47,8 +47,6 @@
 
 pub mod future;
 
-use std::task::{Context, Poll};
-
 use queuey_core::{BoxError, Disposition};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -112,22 +110,14 @@ impl<S, J> Service<JobRequest<J>> for Defer<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future>);
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
-        let deferrals = request.ctx().deferrals();
-        let classifier = request.classifier().clone();
-        future::ResponseFuture::new(
-            self.inner.call(request),
-            deferrals,
-            self.max_deferrals,
-            classifier,
-        )
+        future::ResponseFuture {
+            deferrals: request.ctx().deferrals(),
+            max_deferrals: self.max_deferrals,
+            classifier: request.classifier().clone(),
+            inner: self.inner.call(request),
+        }
     }
 }

@@ -18,8 +18,9 @@ use super::{BUSY_DELAY, DUPLICATES_SKIPPED_TOTAL, STORE_ERRORS_TOTAL, UNGUARDED_
 /// The value of a `done` record.
 const DONE: &str = "done";
 
-/// What every service of one layer shares.
-#[derive(Debug)]
+/// What every service of one layer shares (clones share the store and
+/// the warning throttle).
+#[derive(Debug, Clone)]
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) window: Duration,

@@ -162,11 +162,7 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 /// Clones share their store and their warning throttle.
 #[derive(Debug, Clone)]
 pub struct IdempotencyLayer {
-    store: Arc<dyn Store>,
-    window: Duration,
-    lease: Duration,
-    store_timeout: Duration,
-    warnings: Arc<Throttle>,
+    shared: Shared,
 }
 
 impl IdempotencyLayer {
@@ -176,11 +172,13 @@ impl IdempotencyLayer {
     /// [store timeout](Self::store_timeout).
     pub fn new(store: impl Store) -> Self {
         IdempotencyLayer {
-            store: Arc::new(store),
-            window: DEFAULT_WINDOW,
-            lease: DEFAULT_LEASE,
-            store_timeout: DEFAULT_STORE_TIMEOUT,
-            warnings: Arc::new(Throttle::new(WARN_EVERY)),
+            shared: Shared {
+                store: Arc::new(store),
+                window: DEFAULT_WINDOW,
+                lease: DEFAULT_LEASE,
+                store_timeout: DEFAULT_STORE_TIMEOUT,
+                warnings: Arc::new(Throttle::new(WARN_EVERY)),
+            },
         }
     }
 
@@ -199,7 +197,7 @@ impl IdempotencyLayer {
     /// assert!(matches!(zero, Err(WindowError::Zero)));
     /// ```
     pub fn window(mut self, window: Duration) -> Result<Self, WindowError> {
-        self.window = check_window(window)?;
+        self.shared.window = check_window(window)?;
         Ok(self)
     }
 
@@ -208,14 +206,14 @@ impl IdempotencyLayer {
     /// third of itself, it bounds only how long a copy of a job whose runner
     /// died waits.
     pub fn lease(mut self, lease: Duration) -> Self {
-        self.lease = lease.max(MIN_LEASE);
+        self.shared.lease = lease.max(MIN_LEASE);
         self
     }
 
     /// How long one store call may take before the job goes on without the
     /// store ([`DEFAULT_STORE_TIMEOUT`] by default).
     pub fn store_timeout(mut self, timeout: Duration) -> Self {
-        self.store_timeout = timeout;
+        self.shared.store_timeout = timeout;
         self
     }
 }
@@ -224,15 +222,6 @@ impl<S> Layer<S> for IdempotencyLayer {
     type Service = Idempotency<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Idempotency::new(
-            inner,
-            Arc::new(Shared {
-                store: Arc::clone(&self.store),
-                window: self.window,
-                lease: self.lease,
-                store_timeout: self.store_timeout,
-                warnings: Arc::clone(&self.warnings),
-            }),
-        )
+        Idempotency::new(inner, Arc::new(self.shared.clone()))
     }
 }

@@ -2,7 +2,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use futures::future::FutureExt;
 use queuey_core::{BoxError, Disposition};
@@ -54,13 +53,7 @@ impl<S, J> Service<JobRequest<J>> for Idempotency<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError> + Clone,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = ResponseFuture<S, J, S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(ResponseFuture<S, J, S::Future>);
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
         // The ready service goes with the request; its clone waits for the

@@ -318,7 +318,7 @@ async fn a_store_that_hangs_holds_a_job_for_the_store_timeout_only() {
 #[tokio::test]
 async fn the_lease_has_a_floor() {
     let layer = IdempotencyLayer::new(MemoryStore::new()).lease(Duration::ZERO);
-    assert_eq!(layer.lease, super::MIN_LEASE);
+    assert_eq!(layer.shared.lease, super::MIN_LEASE);
 }
 
 #[test]
@@ -333,7 +333,10 @@ fn a_window_of_zero_or_over_a_year_is_refused() {
         layer().window(Duration::MAX),
         Err(WindowError::TooLong { .. })
     ));
-    assert_eq!(layer().window(MAX_WINDOW).unwrap().window, MAX_WINDOW);
+    assert_eq!(
+        layer().window(MAX_WINDOW).unwrap().shared.window,
+        MAX_WINDOW
+    );
 }
 
 /// The `queuey_idempotency_unguarded_total` counts by reason after `run`.

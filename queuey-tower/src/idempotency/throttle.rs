@@ -1,7 +1,7 @@
 //! At most one warning per period: a store that is down fails every call,
 //! and one line says so as well as thousands.
 
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -29,7 +29,7 @@ impl Throttle {
     /// Whether a warning may be logged at `now` (and if so, the period
     /// starts again).
     pub(crate) fn allow(&self, now: Instant) -> bool {
-        let mut last = self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = crate::lock(&self.last);
         match *last {
             Some(at) if now.saturating_duration_since(at) < self.every => false,
             _ => {

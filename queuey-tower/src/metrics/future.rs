@@ -1,13 +1,10 @@
 //! The response future of [`Metrics`](super::Metrics).
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Poll, ready};
 use std::time::Instant;
 
 use pin_project_lite::pin_project;
-use queuey_core::{BoxError, Disposition};
 
 use super::keys::Keys;
 
@@ -50,18 +47,10 @@ impl<F> ResponseFuture<F> {
     }
 }
 
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Disposition, BoxError>>,
-{
-    type Output = Result<Disposition, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let result = ready!(this.inner.poll(cx));
-        this.in_flight
-            .0
-            .finished(result.as_ref().ok(), this.started.elapsed().as_secs_f64());
-        Poll::Ready(result)
-    }
-}
+crate::disposition_future!(|this, cx| {
+    let result = ready!(this.inner.poll(cx));
+    this.in_flight
+        .0
+        .finished(result.as_ref().ok(), this.started.elapsed().as_secs_f64());
+    Poll::Ready(result)
+});

@@ -57,20 +57,16 @@ impl Keys {
 
     /// One more job inside the layer.
     pub(crate) fn started(&self) {
-        metrics::with_recorder(|recorder| {
-            recorder
-                .register_gauge(&self.in_flight, &METADATA)
-                .increment(1.0);
-        });
+        self.in_flight().increment(1.0);
     }
 
     /// One job fewer inside the layer (answered, or dropped unanswered).
     pub(crate) fn left(&self) {
-        metrics::with_recorder(|recorder| {
-            recorder
-                .register_gauge(&self.in_flight, &METADATA)
-                .decrement(1.0);
-        });
+        self.in_flight().decrement(1.0);
+    }
+
+    fn in_flight(&self) -> metrics::Gauge {
+        metrics::with_recorder(|recorder| recorder.register_gauge(&self.in_flight, &METADATA))
     }
 
     /// Records one finished job: its outcome and how long it took.
@@ -121,7 +117,7 @@ impl KeyCache {
         {
             return Arc::clone(keys);
         }
-        let mut shared = self.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shared = crate::lock(&self.shared);
         let keys = match &*shared {
             Some(keys) if keys.are_for(queue, job_type) => Arc::clone(keys),
             _ => {

@@ -29,10 +29,7 @@
 pub mod future;
 mod keys;
 
-use std::task::{Context, Poll};
-
 use queuey_core::{BoxError, Disposition, Job};
-use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::JobRequest;
@@ -57,41 +54,16 @@ pub const JOBS_CANCELLED_TOTAL: &str = "queuey_jobs_cancelled_total";
 /// Gauge: 1 while the worker stays off a queue because it is paused.
 pub const QUEUE_PAUSED: &str = "queuey_queue_paused";
 
-/// Records job metrics; see the [module documentation](self).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MetricsLayer {
-    _priv: (),
-}
+crate::plain_layer! {
+    /// Records job metrics; see the [module documentation](self).
+    pub struct MetricsLayer;
 
-impl MetricsLayer {
-    /// A new layer.
-    pub const fn new() -> Self {
-        MetricsLayer { _priv: () }
+    /// The service [`MetricsLayer`] produces.
+    pub struct Metrics<S> {
+        /// The keys of the queue and job type last seen: a worker's stack
+        /// serves one queue, so they are built once.
+        keys: keys::KeyCache,
     }
-}
-
-impl<S> Layer<S> for MetricsLayer {
-    type Service = Metrics<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Metrics {
-            inner,
-            keys: keys::KeyCache::default(),
-        }
-    }
-}
-
-/// The service [`MetricsLayer`] produces.
-#[derive(Debug, Clone)]
-pub struct Metrics<S> {
-    inner: S,
-    /// The keys of the queue and job type last seen: a worker's stack
-    /// serves one queue, so they are built once.
-    keys: keys::KeyCache,
-}
-
-impl<S> Metrics<S> {
-    crate::inner_accessors!();
 }
 
 impl<S, J> Service<JobRequest<J>> for Metrics<S>
@@ -99,13 +71,7 @@ where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
     J: Job,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future>);
 
     fn call(&mut self, request: JobRequest<J>) -> Self::Future {
         let keys = self.keys.get(request.ctx().queue_arc(), J::NAME);

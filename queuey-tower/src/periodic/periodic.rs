@@ -56,13 +56,18 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(1);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Periodic<J> {
-    name: String,
-    schedule: Schedule,
+    spec: Spec,
     make: Arc<dyn Fn(SystemTime) -> J + Send + Sync>,
-    missed: Missed,
-    grace: Duration,
-    priority: u8,
-    clock: Clock,
+}
+
+/// A periodic job but for its job type: what its schedule's loop reads.
+pub(crate) struct Spec {
+    pub(crate) name: String,
+    pub(crate) schedule: Schedule,
+    pub(crate) missed: Missed,
+    pub(crate) grace: Duration,
+    pub(crate) priority: u8,
+    pub(crate) clock: Clock,
 }
 
 impl<J: Job> Periodic<J> {
@@ -86,67 +91,70 @@ impl<J: Job> Periodic<J> {
         make: impl Fn(SystemTime) -> J + Send + Sync + 'static,
     ) -> Self {
         Periodic {
-            name: name.into(),
-            schedule,
+            spec: Spec {
+                name: name.into(),
+                schedule,
+                missed: Missed::default(),
+                grace: DEFAULT_GRACE,
+                priority: 0,
+                clock: Clock::system(),
+            },
             make: Arc::new(make),
-            missed: Missed::default(),
-            grace: DEFAULT_GRACE,
-            priority: 0,
-            clock: Clock::system(),
         }
     }
 
     /// What to do with ticks no process fired in time (default
     /// [`Missed::FireOnce`]).
     pub fn missed(mut self, missed: Missed) -> Self {
-        self.missed = missed;
+        self.spec.missed = missed;
         self
     }
 
     /// How late a tick may be handled and still fire as usual (default
     /// [`DEFAULT_GRACE`]); an older one is missed ([`missed`](Self::missed)).
     pub fn grace(mut self, grace: Duration) -> Self {
-        self.grace = grace;
+        self.spec.grace = grace;
         self
     }
 
     /// The priority of each tick's job (default 0).
     pub fn priority(mut self, priority: u8) -> Self {
-        self.priority = priority;
+        self.spec.priority = priority;
         self
     }
 
     /// Where the scheduler reads the time (default [`Clock::system`]).
     pub fn clock(mut self, clock: Clock) -> Self {
-        self.clock = clock;
+        self.spec.clock = clock;
         self
     }
 
     /// The name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.spec.name
     }
 
     /// The schedule.
     pub fn schedule(&self) -> &Schedule {
-        &self.schedule
+        &self.spec.schedule
     }
 
     /// The id of the job enqueued for `tick`.
     pub fn job_id(&self, tick: SystemTime) -> Uuid {
-        tick_job_id(&self.name, tick)
+        tick_job_id(&self.spec.name, tick)
     }
 }
 
 impl<J> fmt::Debug for Periodic<J> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spec = &self.spec;
         f.debug_struct("Periodic")
-            .field("name", &self.name)
-            .field("schedule", &self.schedule)
+            .field("name", &spec.name)
+            .field("schedule", &spec.schedule)
             .field("job", &std::any::type_name::<J>())
-            .field("missed", &self.missed)
-            .field("grace", &self.grace)
-            .field("priority", &self.priority)
+            .field("missed", &spec.missed)
+            .field("grace", &spec.grace)
+            .field("priority", &spec.priority)
             .finish()
     }
 }
@@ -166,11 +174,10 @@ pub(crate) fn check_unique<'a>(
 
 /// A periodic job with its job type erased: what the schedule loop runs.
 pub(crate) trait Entry<Q, B>: Send + Sync {
-    fn name(&self) -> &str;
-    fn schedule(&self) -> &Schedule;
-    fn missed(&self) -> Missed;
-    fn grace(&self) -> Duration;
-    fn clock(&self) -> &Clock;
+    fn spec(&self) -> &Spec;
+    fn name(&self) -> &str {
+        &self.spec().name
+    }
     /// The queue of the job type, by its name in the queue set.
     fn queue(&self) -> &'static str;
     /// Checks the declaration.
@@ -188,24 +195,8 @@ where
     J: Job,
     B: Backend,
 {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn schedule(&self) -> &Schedule {
-        &self.schedule
-    }
-
-    fn missed(&self) -> Missed {
-        self.missed
-    }
-
-    fn grace(&self) -> Duration {
-        self.grace
-    }
-
-    fn clock(&self) -> &Clock {
-        &self.clock
+    fn spec(&self) -> &Spec {
+        &self.spec
     }
 
     fn queue(&self) -> &'static str {
@@ -213,7 +204,7 @@ where
     }
 
     fn check(&self) -> Result<(), Error> {
-        check_name(&self.name).map_err(|e| Error::invalid_config(e.to_string()))
+        check_name(&self.spec.name).map_err(|e| Error::invalid_config(e.to_string()))
     }
 
     fn enqueue<'a>(
@@ -228,8 +219,8 @@ where
                 .map_or(0, |d| d.as_millis());
             let options = EnqueueOptions::default()
                 .job_id(self.job_id(tick))
-                .priority(self.priority)
-                .correlation_id(format!("periodic:{}@{ms}", self.name));
+                .priority(self.spec.priority)
+                .correlation_id(format!("periodic:{}@{ms}", self.spec.name));
             producer.enqueue_with(&job, options).await
         })
     }

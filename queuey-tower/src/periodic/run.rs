@@ -105,26 +105,27 @@ where
     Q: Queues,
     B: Backend,
 {
-    let clock = entry.clock();
+    let spec = entry.spec();
+    let clock = &spec.clock;
     // A schedule that never fired starts now: nothing before counts as
     // missed.
     let mut cursor = lease.last_tick().unwrap_or_else(|| clock.now());
     loop {
         let now = clock.now();
-        let due = plan(entry.schedule(), entry.missed(), entry.grace(), cursor, now);
+        let due = plan(&spec.schedule, spec.missed, spec.grace, cursor, now);
         if let Err(error) = fire(producer, entry, lease, &due, || clock.now()).await {
             return Ended::Lost(error);
         }
         if let Some(through) = due.through {
             cursor = through;
         }
-        let next = entry.schedule().next_after(cursor);
-        let described = entry.schedule().to_string();
+        let next = spec.schedule.next_after(cursor);
+        let described = spec.schedule.to_string();
         if let Err(error) = lease.announce(next, &described).await {
             return Ended::Lost(error);
         }
         let Some(next) = next else {
-            tracing::info!(schedule = %entry.name(), "the schedule has no tick left");
+            tracing::info!(schedule = %spec.name, "the schedule has no tick left");
             let _ = stopped(stop).await;
             return Ended::Stopped;
         };

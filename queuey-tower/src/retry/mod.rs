@@ -59,7 +59,6 @@ pub mod future;
 mod layer;
 
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use queuey_core::{BoxError, Disposition, RetryPolicy};
 use tower_service::Service;
@@ -89,30 +88,20 @@ impl<S, J> Service<JobRequest<J>> for Retry<S>
 where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future>);
 
     fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
         let policy = request
             .retry_policy()
             .map_or_else(|| Arc::clone(&self.policy), Arc::clone);
-        let attempt = request.ctx().attempt();
         request.ctx_mut().set_max_attempts(policy.max_attempts());
-        let classifier = request.classifier().clone();
-        let job = JobFields::of(&request);
-        let failure = request.failure().cloned();
-        future::ResponseFuture::new(
-            self.inner.call(request),
-            job,
-            attempt,
+        future::ResponseFuture {
+            job: JobFields::of(&request),
+            attempt: request.ctx().attempt(),
+            classifier: request.classifier().clone(),
+            failure: request.failure().cloned(),
             policy,
-            classifier,
-            failure,
-        )
+            inner: self.inner.call(request),
+        }
     }
 }

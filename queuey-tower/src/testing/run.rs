@@ -143,11 +143,9 @@ where
                 break Ended::Finished;
             }
             let now = Instant::now();
-            let look = Look::of(&memory, &queues);
-            let next = look
-                .next_release
-                .filter(|due| deadline.is_none_or(|d| *due <= d));
-            if !periodic && look.ready == 0 && look.running == 0 && next.is_none() {
+            let (left, next) = look(&memory, &queues);
+            let next = next.filter(|due| deadline.is_none_or(|d| *due <= d));
+            if !periodic && left.ready == 0 && left.running == 0 && next.is_none() {
                 break Ended::Idle;
             }
             if deadline.is_some_and(|d| now > d) {
@@ -210,28 +208,20 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// The worker's queues at one moment.
-#[derive(Default)]
-struct Look {
-    ready: usize,
-    running: usize,
-    held: usize,
-    next_release: Option<Instant>,
-}
-
-impl Look {
-    fn of(memory: &MemoryBackend, queues: &[String]) -> Self {
-        let mut look = Look::default();
-        for queue in queues {
-            look.ready += memory.ready_count(queue);
-            look.running += memory.unacked_count(queue);
-            look.held += memory.held_count(queue);
-            if let Some(due) = memory.next_release(queue) {
-                look.next_release = Some(look.next_release.map_or(due, |n| n.min(due)));
-            }
+/// What is on the worker's queues now (but `next_release`), and when the
+/// first held job comes back.
+fn look(memory: &MemoryBackend, queues: &[String]) -> (Left, Option<Instant>) {
+    let mut left = Left::default();
+    let mut next_release = None;
+    for queue in queues {
+        left.ready += memory.ready_count(queue);
+        left.running += memory.unacked_count(queue);
+        left.held += memory.held_count(queue);
+        if let Some(due) = memory.next_release(queue) {
+            next_release = Some(next_release.map_or(due, |n: Instant| n.min(due)));
         }
-        look
     }
+    (left, next_release)
 }
 
 fn report(
@@ -242,19 +232,13 @@ fn report(
     ended: Ended,
 ) -> Report {
     let now = Instant::now();
-    let look = Look::of(memory, queues);
+    let (mut left, next_release) = look(memory, queues);
+    left.next_release = next_release.map(|due| due.saturating_duration_since(now));
     Report {
         settlements,
         started,
         elapsed: now.saturating_duration_since(started),
         ended,
-        left: Left {
-            ready: look.ready,
-            running: look.running,
-            held: look.held,
-            next_release: look
-                .next_release
-                .map(|due| due.saturating_duration_since(now)),
-        },
+        left,
     }
 }

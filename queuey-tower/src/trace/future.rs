@@ -1,13 +1,11 @@
 //! The response future of [`Trace`](super::Trace).
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll, ready};
+use std::task::{Poll, ready};
 use std::time::Instant;
 
 use pin_project_lite::pin_project;
+use queuey_core::Disposition;
 use queuey_core::escape::Untrusted;
-use queuey_core::{BoxError, Disposition};
 use tracing::Span;
 
 use crate::classifier::error_chain;
@@ -39,77 +37,40 @@ impl<F> ResponseFuture<F> {
     }
 }
 
-impl<F> Future for ResponseFuture<F>
-where
-    F: Future<Output = Result<Disposition, BoxError>>,
-{
-    type Output = Result<Disposition, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let _entered = this.span.enter();
-        let result = ready!(this.inner.poll(cx));
-        let elapsed_ms = this
-            .started
-            .map_or(0.0, |started| started.elapsed().as_secs_f64() * 1000.0);
-        let job = &*this.job;
-        let (queue, job_type, job_id) = (&*job.queue, job.job_type(), job.job_id);
-        match &result {
-            Ok(Disposition::Ack) => {
-                tracing::debug!(%queue, job_type, %job_id, elapsed_ms, "job done")
-            }
-            Ok(Disposition::Defer { delay }) => {
-                tracing::info!(
-                    %queue,
-                    job_type,
-                    %job_id,
-                    elapsed_ms,
-                    delay_ms = delay.as_millis() as u64,
-                    "job deferred"
-                )
-            }
-            // The retry layer logs each retry at WARN with its error, and
-            // the worker each dead letter at WARN with its reason: here they
-            // only close the span.
-            Ok(Disposition::Retry { delay }) => {
-                tracing::debug!(
-                    %queue,
-                    job_type,
-                    %job_id,
-                    elapsed_ms,
-                    delay_ms = delay.as_millis() as u64,
-                    "job to be retried"
-                )
-            }
-            Ok(Disposition::DeadLetter { reason }) => {
-                tracing::debug!(
-                    %queue,
-                    job_type,
-                    %job_id,
-                    elapsed_ms,
-                    reason = %Untrusted(reason),
-                    "job to be dead-lettered"
-                )
-            }
-            Ok(other) => tracing::debug!(
-                %queue,
-                job_type,
-                %job_id,
-                elapsed_ms,
-                disposition = %other,
-                "job answered"
-            ),
-            Err(error) => {
-                tracing::error!(
-                    %queue,
-                    job_type,
-                    %job_id,
-                    elapsed_ms,
-                    error = %Untrusted(&error_chain(&**error)),
-                    "job failed"
-                )
-            }
-        }
-        Poll::Ready(result)
+crate::disposition_future!(|this, cx| {
+    let _entered = this.span.enter();
+    let result = ready!(this.inner.poll(cx));
+    let elapsed_ms = this
+        .started
+        .map_or(0.0, |started| started.elapsed().as_secs_f64() * 1000.0);
+    let job = &*this.job;
+    let (queue, job_type, job_id) = (&*job.queue, job.job_type(), job.job_id);
+    // Every outcome's event names its job and how long it took.
+    macro_rules! outcome {
+        ($level:ident, $($fields:tt)+) => {
+            tracing::$level!(%queue, job_type, %job_id, elapsed_ms, $($fields)+)
+        };
     }
-}
+    match &result {
+        Ok(Disposition::Ack) => outcome!(debug, "job done"),
+        Ok(Disposition::Defer { delay }) => {
+            outcome!(info, delay_ms = delay.as_millis() as u64, "job deferred")
+        }
+        // The retry layer logs each retry at WARN with its error, and
+        // the worker each dead letter at WARN with its reason: here they
+        // only close the span.
+        Ok(Disposition::Retry { delay }) => {
+            outcome!(
+                debug,
+                delay_ms = delay.as_millis() as u64,
+                "job to be retried"
+            )
+        }
+        Ok(Disposition::DeadLetter { reason }) => {
+            outcome!(debug, reason = %Untrusted(reason), "job to be dead-lettered")
+        }
+        Ok(other) => outcome!(debug, disposition = %other, "job answered"),
+        Err(error) => outcome!(error, error = %Untrusted(&error_chain(&**error)), "job failed"),
+    }
+    Poll::Ready(result)
+});

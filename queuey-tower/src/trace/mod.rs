@@ -40,44 +40,18 @@
 
 pub mod future;
 
-use std::task::{Context, Poll};
-
 use queuey_core::{BoxError, Disposition, Job};
-use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::JobRequest;
 use crate::job_fields::JobFields;
 
-/// Traces every job; see the [module documentation](self).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct TraceLayer {
-    _priv: (),
-}
+crate::plain_layer! {
+    /// Traces every job; see the [module documentation](self).
+    pub struct TraceLayer;
 
-impl TraceLayer {
-    /// A new layer.
-    pub const fn new() -> Self {
-        TraceLayer { _priv: () }
-    }
-}
-
-impl<S> Layer<S> for TraceLayer {
-    type Service = Trace<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        Trace { inner }
-    }
-}
-
-/// The service [`TraceLayer`] produces.
-#[derive(Debug, Clone)]
-pub struct Trace<S> {
-    inner: S,
-}
-
-impl<S> Trace<S> {
-    crate::inner_accessors!();
+    /// The service [`TraceLayer`] produces.
+    pub struct Trace<S> {}
 }
 
 impl<S, J> Service<JobRequest<J>> for Trace<S>
@@ -85,13 +59,7 @@ where
     S: Service<JobRequest<J>, Response = Disposition, Error = BoxError>,
     J: Job,
 {
-    type Response = Disposition;
-    type Error = BoxError;
-    type Future = future::ResponseFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+    crate::disposition_service!(future::ResponseFuture<S::Future>);
 
     fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
         // The layers inside this one name the job type in their lines too.

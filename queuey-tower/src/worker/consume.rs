@@ -74,15 +74,6 @@ async fn first_poll<F: Future>(future: F) -> Poll<F::Output> {
     poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }
 
-/// How a wait that watches for shutdown, a lost connection and the queue's
-/// gate ended.
-enum Watched<T> {
-    Done(T),
-    Stopped,
-    Lost,
-    Closed,
-}
-
 /// What the loop does after a wait for the peeked delivery.
 enum Step<T> {
     /// Go on with it.
@@ -92,25 +83,6 @@ enum Step<T> {
     /// Look at the stream again: the connection was lost (the stale delivery
     /// was dropped) or the queue's gate closed (it was handed back).
     Again,
-}
-
-/// Hands back or drops the peeked delivery when a wait ended without it.
-async fn after_wait<T>(watched: Watched<T>, stream: &mut Stream, queue: &str) -> Step<T> {
-    match watched {
-        Watched::Done(output) => Step::Go(output),
-        Watched::Stopped => {
-            hand_back(stream, queue).await;
-            Step::Stop
-        }
-        Watched::Lost => {
-            drop_stale(stream, queue).await;
-            Step::Again
-        }
-        Watched::Closed => {
-            hand_back(stream, queue).await;
-            Step::Again
-        }
-    }
 }
 
 /// Takes deliveries from one queue until shutdown, or until its consumer
@@ -231,28 +203,17 @@ pub(crate) async fn consume<B: Backend>(
             Some(job_type) => queue.routes.find(job_type),
             None => continue,
         };
-        let slot = watch(
-            &mut stop,
-            &*backend,
-            &mut gate,
-            Arc::clone(&shared.permits).acquire_owned(),
-        )
-        .await;
-        let permit = match after_wait(slot, stream, &queue.queue).await {
+        let slot = Arc::clone(&shared.permits).acquire_owned();
+        let slot = watch(&mut stop, &*backend, &mut gate, stream, &queue.queue, slot).await;
+        let permit = match slot {
             Step::Go(Ok(permit)) => permit,
             // The semaphore is never closed while the loops run.
             Step::Go(Err(_)) | Step::Stop => return Ok(()),
             Step::Again => continue,
         };
         if let Some(route) = key.and_then(|key| queue.routes.get_mut(key)) {
-            let ready = watch(
-                &mut stop,
-                &*backend,
-                &mut gate,
-                poll_fn(|cx| route.poll_ready(cx)),
-            )
-            .await;
-            match after_wait(ready, stream, &queue.queue).await {
+            let ready = poll_fn(|cx| route.poll_ready(cx));
+            match watch(&mut stop, &*backend, &mut gate, stream, &queue.queue, ready).await {
                 Step::Go(Ok(())) => {}
                 Step::Go(Err(source)) => {
                     hand_back(stream, &queue.queue).await;
@@ -346,30 +307,36 @@ fn start(
 }
 
 /// Waits for `future`, unless shutdown is requested, the queue's gate
-/// closes, or the backend reports its connection is not up.
+/// closes, or the backend reports its connection is not up; then the
+/// delivery `stream` has peeked is handed back, or dropped with the lost
+/// connection.
 async fn watch<B: Backend + ?Sized, F: Future>(
     stop: &mut watch::Receiver<bool>,
     backend: &B,
     gate: &mut QueueGate,
+    stream: &mut Stream,
+    queue: &str,
     future: F,
-) -> Watched<F::Output> {
+) -> Step<F::Output> {
     tokio::pin!(future);
-    if *stop.borrow() {
-        return Watched::Stopped;
+    let mut stopping = *stop.borrow();
+    if !stopping && !gate.is_closed() {
+        if let Poll::Ready(output) = first_poll(future.as_mut()).await {
+            return Step::Go(output);
+        }
+        stopping = tokio::select! {
+            biased;
+            () = stopped(stop) => true,
+            () = gate.closed() => false,
+            output = &mut future => return Step::Go(output),
+            _ = backend.connection_changed(ConnectionState::Connected) => {
+                drop_stale(stream, queue).await;
+                return Step::Again;
+            }
+        };
     }
-    if gate.is_closed() {
-        return Watched::Closed;
-    }
-    if let Poll::Ready(output) = first_poll(future.as_mut()).await {
-        return Watched::Done(output);
-    }
-    tokio::select! {
-        biased;
-        () = stopped(stop) => Watched::Stopped,
-        () = gate.closed() => Watched::Closed,
-        output = &mut future => Watched::Done(output),
-        _ = backend.connection_changed(ConnectionState::Connected) => Watched::Lost,
-    }
+    hand_back(stream, queue).await;
+    if stopping { Step::Stop } else { Step::Again }
 }
 
 /// Hands the delivery the stream has peeked back to the broker, at once,

@@ -73,12 +73,12 @@ impl HandleInner {
     }
 
     pub(crate) fn paused(&self) -> Vec<String> {
-        let set = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        let set = crate::lock(&self.paused);
         set.iter().map(|q| q.to_string()).collect()
     }
 
     pub(crate) fn set_paused(&self, queue: &Arc<str>, paused: bool) {
-        let mut set = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = crate::lock(&self.paused);
         if paused {
             set.insert(Arc::clone(queue));
         } else {
@@ -116,6 +116,15 @@ impl Drop for Counting<'_> {
     }
 }
 
+/// `pub fn name(&self) -> u64`: the worker's counter `name`, now.
+macro_rules! counters {
+    ($($(#[$doc:meta])* $name:ident;)*) => {
+        $($(#[$doc])* pub fn $name(&self) -> u64 {
+            self.inner.$name.load(Ordering::Relaxed)
+        })*
+    };
+}
+
 impl WorkerHandle {
     /// Asks the worker to stop: it takes no further deliveries, hands back
     /// one it took but had not started, lets the jobs it started finish and
@@ -140,68 +149,41 @@ impl WorkerHandle {
         }
     }
 
-    /// Queues whose consumer was lost and is being started again.
-    pub fn queues_reconnecting(&self) -> u64 {
-        self.inner.queues_reconnecting.load(Ordering::Relaxed)
+    counters! {
+        /// Queues whose consumer was lost and is being started again.
+        queues_reconnecting;
+        /// Cancelled jobs this worker dead-lettered instead of running or
+        /// retrying them.
+        jobs_cancelled;
+        /// Consumers started again after a loss, over the worker's life.
+        consumer_restarts;
+        /// Dispositions the worker could not carry out on the broker. Each such
+        /// delivery was left unacknowledged for the broker to redeliver.
+        settle_failures;
+        /// Of the [`settle_failures`](Self::settle_failures), those whose
+        /// delivery was stale: it came on a connection that is gone, so the
+        /// broker delivers it again.
+        stale_settles;
+        /// Deliveries taken so far. A job retried twice is three deliveries.
+        jobs_started;
+        /// Deliveries settled successfully so far, whatever their disposition:
+        /// a retry or a deferral settles one delivery and the job comes back
+        /// as another.
+        jobs_settled;
+        /// Jobs that reached their end so far: settled as done (acknowledged)
+        /// or dead-lettered. Unlike [`jobs_settled`](Self::jobs_settled), a job
+        /// counts once however often it was retried or deferred.
+        jobs_finished;
+        /// Jobs inside their stack now.
+        jobs_running;
+        /// Jobs whose outcome is being carried out on the broker now.
+        jobs_settling;
     }
 
     /// The queues (their names on the broker) this worker stays off right
     /// now because an operator paused them.
     pub fn paused_queues(&self) -> Vec<String> {
         self.inner.paused()
-    }
-
-    /// Cancelled jobs this worker dead-lettered instead of running or
-    /// retrying them.
-    pub fn jobs_cancelled(&self) -> u64 {
-        self.inner.jobs_cancelled.load(Ordering::Relaxed)
-    }
-
-    /// Consumers started again after a loss, over the worker's life.
-    pub fn consumer_restarts(&self) -> u64 {
-        self.inner.consumer_restarts.load(Ordering::Relaxed)
-    }
-
-    /// Dispositions the worker could not carry out on the broker. Each such
-    /// delivery was left unacknowledged for the broker to redeliver.
-    pub fn settle_failures(&self) -> u64 {
-        self.inner.settle_failures.load(Ordering::Relaxed)
-    }
-
-    /// Of the [`settle_failures`](Self::settle_failures), those whose
-    /// delivery was stale: it came on a connection that is gone, so the
-    /// broker delivers it again.
-    pub fn stale_settles(&self) -> u64 {
-        self.inner.stale_settles.load(Ordering::Relaxed)
-    }
-
-    /// Deliveries taken so far. A job retried twice is three deliveries.
-    pub fn jobs_started(&self) -> u64 {
-        self.inner.jobs_started.load(Ordering::Relaxed)
-    }
-
-    /// Deliveries settled successfully so far, whatever their disposition:
-    /// a retry or a deferral settles one delivery and the job comes back
-    /// as another.
-    pub fn jobs_settled(&self) -> u64 {
-        self.inner.jobs_settled.load(Ordering::Relaxed)
-    }
-
-    /// Jobs that reached their end so far: settled as done (acknowledged)
-    /// or dead-lettered. Unlike [`jobs_settled`](Self::jobs_settled), a job
-    /// counts once however often it was retried or deferred.
-    pub fn jobs_finished(&self) -> u64 {
-        self.inner.jobs_finished.load(Ordering::Relaxed)
-    }
-
-    /// Jobs inside their stack now.
-    pub fn jobs_running(&self) -> u64 {
-        self.inner.jobs_running.load(Ordering::Relaxed)
-    }
-
-    /// Jobs whose outcome is being carried out on the broker now.
-    pub fn jobs_settling(&self) -> u64 {
-        self.inner.jobs_settling.load(Ordering::Relaxed)
     }
 
     /// Jobs taken and not yet finished (settled or failed to settle).

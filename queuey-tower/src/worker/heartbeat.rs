@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuey_core::__private::now_ms;
@@ -15,6 +15,7 @@ use tokio::sync::watch;
 
 use super::fnv::Fnv1a;
 use super::handle::{HandleInner, stopped};
+use crate::lock;
 
 /// What the worker's heartbeats report: its running jobs and its totals.
 #[derive(Debug, Default)]
@@ -157,10 +158,6 @@ impl Ledger {
         totals.sort_by(|a, b| a.queue.cmp(&b.queue));
         totals
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Who the worker is, fixed for its life.

@@ -3,10 +3,12 @@
 //! the shutdown timeout passes.
 
 use std::future::{Future, poll_fn};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
 use tokio::sync::watch;
+
+use crate::lock;
 
 /// Runs the jobs of one worker, each on a task of its own, and abandons
 /// them on request.
@@ -44,11 +46,6 @@ enum Handed<T> {
     Nothing,
     Job(T),
     Closed,
-}
-
-/// Locks `mutex`, poisoned or not: nothing here is left half done.
-fn lock<U>(mutex: &Mutex<U>) -> MutexGuard<'_, U> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<T: Send + 'static> JobTasks<T> {

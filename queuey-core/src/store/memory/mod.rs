@@ -4,7 +4,7 @@ mod limits;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
@@ -55,7 +55,7 @@ impl MemoryStore {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut Keys) -> T) -> T {
-        f(&mut self.keys.lock().unwrap_or_else(PoisonError::into_inner))
+        f(&mut crate::lock(&self.keys))
     }
 }
 

@@ -15,15 +15,11 @@ use crate::worker::handle::HandleInner;
 
 /// The cancel wing: active when the worker follows control commands.
 pub(crate) struct CancelWing {
-    view: Option<ControlView>,
-    handle: Arc<HandleInner>,
+    pub(super) view: Option<ControlView>,
+    pub(super) handle: Arc<HandleInner>,
 }
 
 impl CancelWing {
-    pub(crate) fn new(view: Option<ControlView>, handle: Arc<HandleInner>) -> Self {
-        CancelWing { view, handle }
-    }
-
     fn count(&self, queue: &Arc<str>) {
         self.handle.jobs_cancelled.fetch_add(1, Ordering::Relaxed);
         metrics::counter!(JOBS_CANCELLED_TOTAL, "queue" => Arc::clone(queue)).increment(1);

@@ -63,14 +63,20 @@ pub(crate) fn wings(
     unique_keys: Option<UniqueKeys>,
 ) -> Wings {
     (
-        cancel::CancelWing::new(control, Arc::clone(handle)),
+        cancel::CancelWing {
+            view: control,
+            handle: Arc::clone(handle),
+        },
         (
             reply::ReplyWing::new(Arc::clone(&backend)),
             (
                 progress::ProgressWing::new(backend),
                 (
                     ledger::LedgerWing::new(ledger, queues),
-                    (unique::UniqueWing::new(unique_keys), history::HistoryWing),
+                    (
+                        unique::UniqueWing { keys: unique_keys },
+                        history::HistoryWing,
+                    ),
                 ),
             ),
         ),

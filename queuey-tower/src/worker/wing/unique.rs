@@ -75,13 +75,7 @@ impl UniqueKeys {
 
 /// The unique wing: active when the worker was given a store.
 pub(crate) struct UniqueWing {
-    keys: Option<UniqueKeys>,
-}
-
-impl UniqueWing {
-    pub(crate) fn new(keys: Option<UniqueKeys>) -> Self {
-        UniqueWing { keys }
-    }
+    pub(super) keys: Option<UniqueKeys>,
 }
 
 impl Wing for UniqueWing {
