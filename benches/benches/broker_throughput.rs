@@ -59,6 +59,12 @@
 //!   idempotency layer on a `MemoryStore` and on a `RedisStore` (a private
 //!   `redis-server`), queuey on every side (module `once`: `once-10`,
 //!   `once-100`);
+//! - **limits**: the consume runs at prefetch 10 and 100, jobs spread over
+//!   1,000 keys, plain and inside a per-key `LimitLayer` (concurrency 3 and
+//!   1000/s per key, which no job should wait for) on a `MemoryStore` and
+//!   on a `RedisStore` (a private `redis-server`), queuey on every side,
+//!   counting the jobs deferred (module `limits`: `limits-10`,
+//!   `limits-100`);
 //! - **pool**: enqueue from 64 tasks with several `publish_concurrency` ×
 //!   `publish_window` settings against the pipelined lapin publisher: how
 //!   the defaults were chosen;
@@ -114,6 +120,8 @@ mod holds;
 mod lapin_pipelined;
 #[path = "broker_throughput/lapin_side.rs"]
 mod lapin_side;
+#[path = "broker_throughput/limits.rs"]
+mod limits;
 #[path = "broker_throughput/once.rs"]
 mod once;
 #[path = "../../queuey-redis/tests/support/private_redis.rs"]
@@ -515,11 +523,20 @@ pub(crate) struct Measured {
     pub(crate) stranded: usize,
     /// Settles that failed (the delivery went back to the broker).
     pub(crate) settle_failures: u64,
+    /// Deliveries deferred (settled, their job back later as another
+    /// delivery), counted by the runs that may defer (a per-key limit's
+    /// waits).
+    pub(crate) deferred: u64,
 }
 
 impl Measured {
     pub(crate) fn rate(&self) -> f64 {
         self.jobs as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The median rate of `runs`, in jobs/s.
+    pub(crate) fn median_rate(runs: &[Measured]) -> f64 {
+        report::median(runs.iter().map(Measured::rate).collect())
     }
 
     /// What went wrong in the run, for its line: jobs lost or stranded,
@@ -570,6 +587,7 @@ impl Stopwatch {
             lost: 0,
             stranded: 0,
             settle_failures: 0,
+            deferred: 0,
         }
     }
 }
@@ -849,6 +867,9 @@ async fn measure_all(broker: &Broker, settings: &Settings) -> BenchResult<Vec<Ro
     if once::wanted(settings) {
         println!("\n{}", once::measure(broker, settings).await?);
     }
+    if limits::wanted(settings) {
+        println!("\n{}", limits::measure(broker, settings).await?);
+    }
     Ok(results)
 }
 
@@ -1050,7 +1071,8 @@ async fn measure_once(
             lapin_pipelined::enqueue(broker, connection, POOL_TASKS, jobs, row.priorities).await
         }
         (Kind::Consume { prefetch, .. }, Side::Queuey) => {
-            queuey_side::consume(broker, backend, prefetch, jobs, row.priorities, None).await
+            let around = queuey_side::Around::Nothing;
+            queuey_side::consume(broker, backend, prefetch, jobs, row.priorities, around).await
         }
         (Kind::Consume { prefetch, baseline }, Side::Lapin) => match (baseline, apalis) {
             (ConsumeBaseline::Apalis { as_envelope }, Some(apalis)) => {

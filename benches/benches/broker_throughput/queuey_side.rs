@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use queuey::backend::hold_delay_ms;
 use queuey::job::Unique;
 use queuey::layers::idempotency::IdempotencyLayer;
+use queuey::layers::limit::{JobKey, LimitLayer};
 use queuey::prelude::*;
 use queuey::queue::QueueConfig;
 use queuey::rabbitmq::{HoldQueues, RabbitMqBackend, RabbitMqOptions};
@@ -17,7 +18,7 @@ use queuey::{EnqueueOptions, JobHandler};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Barrier;
 
-use crate::broker::{Broker, PAYLOAD_BYTES};
+use crate::broker::{Broker, PAYLOAD_BYTES, listed};
 use crate::{BenchResult, Measured, RUN_TIMEOUT, Stopwatch};
 
 /// The benchmark's queue set: one queue, given a fresh name before every
@@ -222,7 +223,7 @@ pub(crate) async fn hold_all(
     broker.expect_ready(&queue, jobs).await?;
     let base = crate::system::reset_peak_rss()?;
     let gate = Some(Arc::new(Barrier::new(jobs)));
-    let worked = work(backend, prefetch, jobs, false, gate, None).await?;
+    let worked = work(backend, prefetch, jobs, false, gate, Around::Nothing).await?;
     let peak = crate::system::peak_rss()?;
     if worked.measured.jobs != jobs {
         return Err(format!(
@@ -286,22 +287,49 @@ pub(crate) async fn enqueue(
     Ok(measured)
 }
 
+/// A per-key limit on [`BenchJob`]s, keyed by a function of the request.
+pub(crate) type KeyedLimit = LimitLayer<JobKey<BenchJob>>;
+
+/// The layer a consume run puts around its handler, inside the default
+/// stack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Around<'a> {
+    /// The handler alone.
+    Nothing,
+    /// The idempotency layer.
+    Once(&'a IdempotencyLayer),
+    /// A per-key limit. Its waits are deferrals: the run lasts until every
+    /// job completed, and counts them ([`Measured::deferred`]).
+    Limit(&'a KeyedLimit),
+}
+
+/// The idempotency layer, if given.
+impl<'a> From<Option<&'a IdempotencyLayer>> for Around<'a> {
+    fn from(once: Option<&'a IdempotencyLayer>) -> Self {
+        once.map_or(Around::Nothing, Around::Once)
+    }
+}
+
 /// A worker with the default stack drains `jobs` jobs from a filled queue
-/// with prefetch and concurrency `prefetch`, its handler inside `once` if
-/// given. The clock runs from `run()` (which opens the consumer's channel)
-/// until every job is settled.
-pub(crate) async fn consume(
+/// with prefetch and concurrency `prefetch`, its handler inside `around`.
+/// The clock runs from `run()` (which opens the consumer's channel) until
+/// every job is settled.
+pub(crate) async fn consume<'a>(
     broker: &Broker,
     backend: &RabbitMqBackend,
     prefetch: u16,
     jobs: usize,
     priorities: bool,
-    once: Option<&IdempotencyLayer>,
+    around: impl Into<Around<'a>>,
 ) -> BenchResult<Measured> {
+    let around = around.into();
     let (queue, _producer) = fresh_queue(broker, backend, prefetch, priorities).await?;
     broker.fill(&queue, jobs).await?;
     broker.expect_ready(&queue, jobs).await?;
-    let worked = work(backend, prefetch, jobs, false, None, once).await?;
+    let worked = work(backend, prefetch, jobs, false, None, around).await?;
+    if worked.measured.deferred > 0 {
+        track_holds(broker, &queue).await?;
+    }
     if worked.measured.jobs != jobs || worked.settle_failures > 0 {
         return Err(format!(
             "the worker completed {} of {jobs} jobs ({} settles failed)",
@@ -342,7 +370,7 @@ pub(crate) async fn retry(
     tokio::time::timeout(RUN_TIMEOUT, warm_up).await??;
     broker.fill(&queue, jobs - channels).await?;
     broker.expect_ready(&queue, jobs).await?;
-    let worked = work(backend, prefetch, jobs, true, None, None).await?;
+    let worked = work(backend, prefetch, jobs, true, None, Around::Nothing).await?;
     let mut measured = worked.measured;
     // Deliveries whose settle failed stay unacked until the worker's
     // channel closes, then go back to the queue: they are not lost.
@@ -385,6 +413,22 @@ fn track_retry_holds(
     Ok(names)
 }
 
+/// Tracks for deletion the queues of `queue` that the broker lists (read
+/// with `rabbitmqctl`, so only when it runs on this machine): the hold
+/// queues its deferrals went through, named after the waits they were
+/// rounded to.
+async fn track_holds(broker: &Broker, queue: &str) -> BenchResult<()> {
+    let vhost = broker.url().parse::<lapin::uri::AMQPUri>()?.vhost;
+    let queues = listed(&vhost, "messages").await.ok_or_else(|| {
+        format!("jobs were deferred, and the hold queues of `{queue}` cannot be listed")
+    })?;
+    let prefix = format!("{queue}.");
+    for name in queues.keys().filter(|name| name.starts_with(&prefix)) {
+        broker.track(name);
+    }
+    Ok(())
+}
+
 /// How long a worker run may go without settling anything before it is
 /// ended and its missing jobs counted.
 const STALL: Duration = Duration::from_secs(3);
@@ -397,15 +441,14 @@ struct Worked {
 
 /// Runs a worker until its handler has completed `jobs` jobs, or until
 /// nothing was settled for [`STALL`], then stops it. In the second case the
-/// clock stops at the last settle. With `once`, the handler is given with
-/// that idempotency layer.
+/// clock stops at the last settle. The handler is given inside `around`.
 async fn work(
     backend: &RabbitMqBackend,
     prefetch: u16,
     jobs: usize,
     fail_first: bool,
     gate: Option<Arc<Barrier>>,
-    once: Option<&IdempotencyLayer>,
+    around: Around<'_>,
 ) -> BenchResult<Worked> {
     let completed = Arc::new(AtomicUsize::new(0));
     let handler = NoopHandler {
@@ -415,17 +458,19 @@ async fn work(
     };
     let builder =
         Worker::<BenchQueues, _>::builder(backend.clone()).concurrency(usize::from(prefetch));
-    let worker = match once {
-        Some(layer) => builder.handler_with(handler, layer.clone()).build().await?,
-        None => builder.handler(handler).build().await?,
+    let worker = match around {
+        Around::Once(layer) => builder.handler_with(handler, layer.clone()).build().await?,
+        Around::Limit(layer) => builder.handler_with(handler, layer.clone()).build().await?,
+        Around::Nothing => builder.handler(handler).build().await?,
     };
     let handle = worker.handle();
     // Every job is settled once, and once more if it is retried.
     let settles = if fail_first { 2 * jobs } else { jobs } as u64;
+    let deferrals = matches!(around, Around::Limit(_));
 
     let clock = Stopwatch::start();
     let running = tokio::spawn(worker.run());
-    let waited = wait_for_settles(&handle, settles).await;
+    let waited = wait_for_settles(&handle, settles, deferrals).await;
     let mut measured = clock.stop(0);
     handle.shutdown();
     let stopped = tokio::time::timeout(RUN_TIMEOUT, running).await;
@@ -433,26 +478,40 @@ async fn work(
     stopped???;
     measured.elapsed = last_settle;
     measured.jobs = completed.load(Ordering::Acquire);
+    if deferrals {
+        measured.deferred = handle.jobs_settled().saturating_sub(handle.jobs_finished());
+    }
     Ok(Worked {
         measured,
         settle_failures: handle.settle_failures(),
     })
 }
 
-/// Polls the worker's counters until `settles` deliveries were settled, or
-/// none was for [`STALL`]; returns when the last settle was seen, measured
-/// from the start. Near the end (the last [`FINE_POLL_BELOW`] settles) it
-/// polls every millisecond, so the clock stops up to about a millisecond
-/// late (under 0.1 % of a run); before that every [`COARSE_POLL`], so that
-/// the observer does not wake a thread a thousand times a second on the
-/// cores the broker and the worker share (the lapin side has no observer).
-/// Even at 100k settles/s a coarse poll cannot pass the fine stretch.
-async fn wait_for_settles(handle: &WorkerHandle, settles: u64) -> BenchResult<Duration> {
+/// Polls the worker's counters until `settles` deliveries were settled
+/// (with `deferrals`, plus one for each delivery deferred so far: its job
+/// comes back as another), or none was for [`STALL`]; returns when the
+/// last settle was seen, measured from the start. Near the end (the last
+/// [`FINE_POLL_BELOW`] settles) it polls every millisecond, so the clock
+/// stops up to about a millisecond late (under 0.1 % of a run); before
+/// that every [`COARSE_POLL`], so that the observer does not wake a thread
+/// a thousand times a second on the cores the broker and the worker share
+/// (the lapin side has no observer). Even at 100k settles/s a coarse poll
+/// cannot pass the fine stretch.
+async fn wait_for_settles(
+    handle: &WorkerHandle,
+    settles: u64,
+    deferrals: bool,
+) -> BenchResult<Duration> {
     let started = Instant::now();
     let mut seen = 0;
     let mut last_settle = started;
     loop {
         let settled = handle.jobs_settled() + handle.settle_failures();
+        let settles = if deferrals {
+            settles + handle.jobs_settled().saturating_sub(handle.jobs_finished())
+        } else {
+            settles
+        };
         if settled != seen {
             seen = settled;
             last_settle = Instant::now();
