@@ -33,6 +33,7 @@ mod consumer_timeout;
 #[cfg(feature = "fleet")]
 mod control;
 mod kit;
+mod limits;
 mod poison;
 mod restart;
 mod scenarios;

@@ -5,8 +5,10 @@
 //! such nodes ([`cluster`]), the total-queue ledger ([`ledger`]), workers
 //! that handle each job once ([`once`]), the faults and their pace
 //! ([`plan`], [`chaos`], [`child`]), the scenario runner ([`scenario`]),
-//! the cluster failover scenario ([`failover`], [`leaders`]) and the
-//! restart-under-a-backlog scenario ([`backlog`]).
+//! the cluster failover scenario ([`failover`], [`leaders`]), the
+//! restart-under-a-backlog scenario ([`backlog`]), and worker processes
+//! running side by side ([`fleet`]) with the ledger of their runs
+//! ([`runs`]).
 //!
 //! Included with `#[path]` by each user, so every item is `pub(crate)` and
 //! not every user uses every item.
@@ -19,6 +21,7 @@ pub(crate) mod child;
 pub(crate) mod cluster;
 pub(crate) mod failover;
 pub(crate) mod failover_report;
+pub(crate) mod fleet;
 pub(crate) mod leaders;
 pub(crate) mod ledger;
 pub(crate) mod node;
@@ -27,4 +30,5 @@ pub(crate) mod plan;
 #[path = "../../../queuey-redis/tests/support/private_redis.rs"]
 pub(crate) mod private_redis;
 pub(crate) mod proxy;
+pub(crate) mod runs;
 pub(crate) mod scenario;
