@@ -124,7 +124,7 @@ impl Shared {
                 Ok(Turn::Now) => {}
                 // Parked once, until its reserved turn (a hold releases it
                 // then or later, never earlier).
-                Ok(Turn::Wait(wait)) => return self.wait(&job, Wait::Rate, wait),
+                Ok(Turn::Wait(wait)) => return self.wait(&job, Wait::Rate, wait, None),
                 Err(error) => return self.store_failed(&job, &error),
             }
         }
@@ -144,7 +144,6 @@ impl Shared {
                 waiting,
                 typical_hold,
             }) => {
-                seen::slots_full(job.seen(&self), waiting);
                 let wait = self
                     .pace
                     .delay(limit, waiting, typical_hold, fastrand::f64());
@@ -157,18 +156,19 @@ impl Shared {
                     ?typical_hold,
                     "every running slot of the job's key is held"
                 );
-                self.wait(&job, Wait::Concurrency, wait)
+                self.wait(&job, Wait::Concurrency, wait, Some(waiting))
             }
             Err(error) => self.store_failed(&job, &error),
         }
     }
 
-    /// A job told to wait `wait`: counted, and deferred for it (at most
+    /// A job told to wait `wait` (with `waiting` others waiting for a slot,
+    /// when the store said): counted, and deferred for it (at most
     /// [`LONGEST_WAIT`], the longest a hold keeps a job: a job back before
     /// its reserved turn is answered the time that remains, never a new
     /// turn).
-    fn wait(&self, job: &Holder, why: Wait, wait: Duration) -> Admission {
-        seen::waited(job.seen(self));
+    fn wait(&self, job: &Holder, why: Wait, wait: Duration, waiting: Option<u32>) -> Admission {
+        seen::waited(job.seen(self), waiting);
         let wait = wait.clamp(Duration::from_millis(1), LONGEST_WAIT);
         metrics::counter!(WAITS_TOTAL, "limit" => Arc::clone(&self.name), "wait" => why.as_str())
             .increment(1);
@@ -201,7 +201,7 @@ impl Shared {
             }
             OnStoreError::FailClosed => {
                 let pause = spread(self.store_pause, fastrand::f64());
-                self.wait(job, Wait::Store, pause)
+                self.wait(job, Wait::Store, pause, None)
             }
         }
     }

@@ -47,6 +47,7 @@ pub(crate) struct Keyed<'a> {
 
 /// Runs `change` on the entry of `keyed`, making it if needed.
 fn note(keyed: Keyed<'_>, change: impl FnOnce(&mut LimitSeen)) {
+    let now = Instant::now();
     let mut book = book();
     let entry = book
         .entry(Arc::clone(keyed.store_key))
@@ -60,9 +61,9 @@ fn note(keyed: Keyed<'_>, change: impl FnOnce(&mut LimitSeen)) {
                 waiting: 0,
                 waits: 0,
             },
-            last: Instant::now(),
+            last: now,
         });
-    entry.last = Instant::now();
+    entry.last = now;
     change(&mut entry.seen);
 }
 
@@ -76,15 +77,16 @@ pub(crate) fn freed(keyed: Keyed<'_>) {
     note(keyed, |seen| seen.running = seen.running.saturating_sub(1));
 }
 
-/// A job of the key was told to wait (for a turn, a slot or the store).
-pub(crate) fn waited(keyed: Keyed<'_>) {
-    note(keyed, |seen| seen.waits += 1);
-}
-
-/// A job of the key found every slot held, `waiting` waiting for one
+/// A job of the key was told to wait (for a turn, a slot or the store);
+/// `waiting`, when it found every slot held, is how many wait for one
 /// across the fleet, as the store counts.
-pub(crate) fn slots_full(keyed: Keyed<'_>, waiting: u32) {
-    note(keyed, |seen| seen.waiting = waiting);
+pub(crate) fn waited(keyed: Keyed<'_>, waiting: Option<u32>) {
+    note(keyed, |seen| {
+        seen.waits += 1;
+        if let Some(waiting) = waiting {
+            seen.waiting = waiting;
+        }
+    });
 }
 
 /// The busiest keys of the book (most running, then most waiting), at
