@@ -133,6 +133,7 @@ pub mod __private {
     pub use crate::clock::now_ms;
     pub use crate::error::root_cause;
     pub use crate::local_port::free_local_port;
+    pub use crate::store::throttle::Throttle;
     pub use crate::unique::release as release_unique;
     pub use std::time::Duration;
 }

@@ -3,6 +3,7 @@
 mod builder;
 mod control;
 mod outcome;
+mod pace;
 mod wait;
 mod watch;
 
@@ -21,6 +22,7 @@ use crate::{BackendError, BackendErrorKind, Envelope, Error, Job, Namespace, Que
 
 pub use builder::ProducerBuilder;
 pub use outcome::WaitError;
+use pace::{Booking, Pacer};
 pub use watch::JobWatch;
 
 /// Options for [`Producer::enqueue_with`].
@@ -208,6 +210,7 @@ pub struct Producer<Q, B> {
     namespace: Namespace,
     names: QueueNames,
     store: Option<StoreHandle>,
+    pacer: Option<Pacer>,
     _queues: PhantomData<fn() -> Q>,
 }
 
@@ -216,6 +219,14 @@ pub struct Producer<Q, B> {
 pub(crate) struct StoreHandle {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) timeout: Duration,
+}
+
+/// Where a job of a batch went: the batch's `n`th envelope, or the `n`th
+/// sent on its own.
+#[derive(Clone, Copy)]
+enum Sent {
+    Batch(usize),
+    Single(usize),
 }
 
 /// How a job goes to the broker.
@@ -245,12 +256,18 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
         ProducerBuilder::new(backend)
     }
 
-    pub(crate) fn from_parts(backend: B, namespace: Namespace, store: Option<StoreHandle>) -> Self {
+    pub(crate) fn from_parts(
+        backend: B,
+        namespace: Namespace,
+        store: Option<StoreHandle>,
+        pacer: Option<Pacer>,
+    ) -> Self {
         Producer {
             backend,
             names: QueueNames::new::<Q>(&namespace),
             namespace,
             store,
+            pacer,
             _queues: PhantomData,
         }
     }
@@ -284,8 +301,27 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     ) -> Result<Uuid, Error> {
         let unique = options.unique.take().or_else(|| job.unique());
         let (envelope, wait) = self.envelope_with(job, options)?;
+        let booking = self.booking(job, wait);
         let how = wait.map_or(Send::Now, Send::After);
-        self.send(envelope, unique.as_ref(), how).await
+        self.send(envelope, unique.as_ref(), how, booking).await
+    }
+
+    /// The turn a job due at once books, when the producer keeps limits
+    /// (see [`limit_store`](ProducerBuilder::limit_store)).
+    fn booking<J: Job>(&self, job: &J, wait: Option<Duration>) -> Option<Booking> {
+        match (&self.pacer, wait) {
+            (Some(_), None) => Pacer::booking(job),
+            _ => None,
+        }
+    }
+
+    /// How long until the booked turn of job `job_id`: `None` for none
+    /// booked (no booking asked, or the store failed).
+    async fn book(&self, booking: Option<&Booking>, job_id: Uuid) -> Option<Duration> {
+        match (&self.pacer, booking) {
+            (Some(pacer), Some(booking)) => pacer.book(booking, job_id).await,
+            _ => None,
+        }
     }
 
     /// Enqueues a job to be delivered at `at` on the wall clock, never
@@ -316,22 +352,29 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
     /// whatever is waiting on the queue by then.
     pub async fn defer<J: Job<Queues = Q>>(&self, job: &J, delay: Duration) -> Result<Uuid, Error> {
         let (envelope, _) = self.envelope_with(job, EnqueueOptions::default().delay(delay))?;
-        self.send(envelope, job.unique().as_ref(), Send::Defer(delay))
+        self.send(envelope, job.unique().as_ref(), Send::Defer(delay), None)
             .await
     }
 
     /// Publishes one envelope (every single-job enqueue does), claiming a
-    /// unique job's key first.
+    /// unique job's key first, then booking its turn (`booking`, for a job
+    /// due at once): a job whose turn is ahead is sent to arrive then.
     async fn send(
         &self,
         mut envelope: Envelope,
         unique: Option<&Unique>,
-        how: Send,
+        mut how: Send,
+        booking: Option<Booking>,
     ) -> Result<Uuid, Error> {
         let claim = match unique {
             Some(unique) => Some(self.claim(&mut envelope, unique).await?),
             None => None,
         };
+        if let Some(wait) = self.book(booking.as_ref(), envelope.job_id).await
+            && !wait.is_zero()
+        {
+            how = Send::After(wait);
+        }
         let sent = match how {
             Send::Now => self.backend.publish(&envelope).await,
             Send::After(delay) => self.backend.publish_after(&envelope, delay).await,
@@ -392,13 +435,19 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
 
     /// Enqueues many jobs, maybe concurrently. Each gets its own outcome, in
     /// order (one failing stops no other); an `Ok` job is held by the broker.
+    /// A job whose booked turn is ahead (see
+    /// [`limit_store`](ProducerBuilder::limit_store)) is sent on its own to
+    /// arrive then; the others go in one batch.
     pub async fn enqueue_batch<'j, J, I>(&self, jobs: I) -> Vec<Result<Uuid, Error>>
     where
         J: Job<Queues = Q>,
         I: IntoIterator<Item = &'j J>,
     {
-        let mut envelopes = Vec::new();
-        let mut claims = Vec::new();
+        // Each accepted job's claim, and where it went: the batch or, with
+        // a turn ahead, a publish of its own.
+        let mut accepted: Vec<(Option<Claim>, Sent)> = Vec::new();
+        let mut batch: Vec<Envelope> = Vec::new();
+        let mut singles: Vec<(Envelope, Duration)> = Vec::new();
         let mut outcomes: Vec<Result<Uuid, Error>> = Vec::new();
         for job in jobs {
             let mut envelope = match self.envelope_with(job, EnqueueOptions::default()) {
@@ -418,15 +467,43 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
                 },
                 None => None,
             };
+            let booking = self.booking(job, None);
             outcomes.push(Ok(envelope.job_id));
-            claims.push(claim);
-            envelopes.push(envelope);
+            match self.book(booking.as_ref(), envelope.job_id).await {
+                Some(wait) if !wait.is_zero() => {
+                    accepted.push((claim, Sent::Single(singles.len())));
+                    singles.push((envelope, wait));
+                }
+                _ => {
+                    accepted.push((claim, Sent::Batch(batch.len())));
+                    batch.push(envelope);
+                }
+            }
         }
-        let mut published = self.backend.publish_batch(&envelopes).await.into_iter();
-        // One envelope and claim per accepted job, in order.
-        let accepted = outcomes.iter_mut().filter(|o| o.is_ok());
-        for (outcome, (envelope, claim)) in accepted.zip(envelopes.iter().zip(&claims)) {
-            let error = match published.next() {
+        let mut batched = if batch.is_empty() {
+            Vec::new()
+        } else {
+            self.backend.publish_batch(&batch).await
+        }
+        .into_iter();
+        let mut batched: Vec<Option<Result<(), Error>>> =
+            (0..batch.len()).map(|_| batched.next()).collect();
+        let single = singles
+            .iter()
+            .map(|(envelope, wait)| self.backend.publish_after(envelope, *wait));
+        let mut single: Vec<Option<Result<(), Error>>> = futures::future::join_all(single)
+            .await
+            .into_iter()
+            .map(Some)
+            .collect();
+        // One claim and destination per accepted job, in order.
+        let accepted_outcomes = outcomes.iter_mut().filter(|o| o.is_ok());
+        for (outcome, (claim, sent)) in accepted_outcomes.zip(accepted) {
+            let (envelope, published) = match sent {
+                Sent::Batch(i) => (&batch[i], batched[i].take()),
+                Sent::Single(i) => (&singles[i].0, single[i].take()),
+            };
+            let error = match published {
                 Some(Ok(())) => continue,
                 Some(Err(e)) => e,
                 None => Error::Backend(BackendError::new(
@@ -435,7 +512,7 @@ impl<Q: Queues, B: Backend> Producer<Q, B> {
                 )),
             };
             let key = envelope.unique_key.as_deref();
-            self.give_back_if_unsent(*claim, &error, key, envelope.job_id)
+            self.give_back_if_unsent(claim, &error, key, envelope.job_id)
                 .await;
             *outcome = Err(error);
         }
@@ -515,6 +592,7 @@ impl<Q, B: Clone> Clone for Producer<Q, B> {
             namespace: self.namespace.clone(),
             names: self.names.clone(),
             store: self.store.clone(),
+            pacer: self.pacer.clone(),
             _queues: PhantomData,
         }
     }
@@ -527,6 +605,7 @@ impl<Q, B: fmt::Debug> fmt::Debug for Producer<Q, B> {
             .field("namespace", &self.namespace)
             .field("backend", &self.backend)
             .field("store", &self.store.as_ref().map(|h| &h.store))
+            .field("limit_store", &self.pacer)
             .finish()
     }
 }

@@ -134,6 +134,14 @@ pub(crate) fn with_due_at(properties: BasicProperties, due_at_ms: u64) -> BasicP
     with_header(properties, DUE_AT_HEADER, due_at_ms)
 }
 
+/// Sets the message's own time to live, `ms` milliseconds: a held job
+/// leaves its hold queue then, or at the queue's TTL if that comes first.
+/// The broker drops the property when it dead-letters the message, so the
+/// job does not expire again in its work queue.
+pub(crate) fn with_expiration(properties: BasicProperties, ms: u64) -> BasicProperties {
+    properties.with_expiration(ms.to_string().into())
+}
+
 /// Adds the `queuey-unsettled-deliveries` header to `properties`, keeping
 /// other headers.
 pub(crate) fn with_unsettled_deliveries(

@@ -124,7 +124,8 @@ return 1
 });
 
 /// KEYS: rate, turns. ARGV: holder, interval (µs), tolerance (µs), grace
-/// (µs). Answers 0 for a start now, else the wait in µs (at least 1).
+/// (µs), `1` to book (keep the reservation even when due now). Answers 0
+/// for a start now (booked: due now), else the wait in µs (at least 1).
 pub(crate) static RESERVE_TURN: LazyLock<Script> = LazyLock::new(|| {
     script(
         r"
@@ -149,7 +150,10 @@ redis.call('HSET', KEYS[1], 'tat', tat + interval, 'tolerance', tolerance)
 redis.call('PEXPIRE', KEYS[1], math.ceil((tat + interval - now) / 1000) + 1)
 due = tat - tolerance
 if due <= now then
-  return 0
+  if ARGV[5] ~= '1' then
+    return 0
+  end
+  due = now
 end
 redis.call('ZADD', KEYS[2], due, holder)
 expire_after_last(KEYS[2], now, grace)

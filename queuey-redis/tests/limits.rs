@@ -234,6 +234,40 @@ async fn turns_come_in_a_burst_then_spaced_and_a_reservation_is_answered_again()
 }
 
 #[tokio::test]
+async fn a_booked_turn_is_kept_even_when_due_now_and_started_once_by_its_holder() {
+    let fixture = Fixture::new().await;
+    let store = &fixture.store;
+    let rate = rate("2/s");
+    let slack = Duration::from_millis(30);
+    // Due at once, yet kept for a; b is a turn later, and asking again
+    // answers the same reservation.
+    assert_eq!(
+        store.book_turn("k", "a", rate).await.unwrap(),
+        Duration::ZERO
+    );
+    let asked = Instant::now();
+    let b = store.book_turn("k", "b", rate).await.unwrap();
+    assert!(near(b, Duration::from_millis(500), slack), "{b:?}");
+    assert!(store.book_turn("k", "b", rate).await.unwrap() <= b);
+    // A job that was not booked waits behind both.
+    let Turn::Wait(c) = store.reserve_turn("k", "c", rate).await.unwrap() else {
+        panic!("two turns are booked ahead of c")
+    };
+    assert!(near(c, Duration::from_secs(1), slack), "{c:?}");
+    // a starts on its booked turn, once: asking again is a new turn.
+    assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
+    assert!(matches!(
+        store.reserve_turn("k", "a", rate).await.unwrap(),
+        Turn::Wait(next) if next > c
+    ));
+    // b, back when told, starts; never before its turn.
+    tokio::time::sleep(b.saturating_sub(asked.elapsed())).await;
+    assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+    assert!(asked.elapsed() >= b);
+    fixture.clean().await;
+}
+
+#[tokio::test]
 async fn holders_asking_at_once_share_the_slots_and_the_turns_exactly() {
     let fixture = Fixture::new().await;
     let store = Arc::new(fixture.store.clone());

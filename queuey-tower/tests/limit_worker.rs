@@ -233,3 +233,147 @@ async fn heartbeats_show_each_keys_slots_held_and_waits() {
     assert_eq!(seen.map(|seen| seen.running), Some(0));
     running.stop().await;
 }
+
+/// A call to a partner API that allows four calls a second per host.
+#[derive(Job, Debug, Clone, Serialize, Deserialize)]
+#[job(queue = TestQueues::Work, name = "call", limit(key = host, rate = "4/s"))]
+struct Call {
+    host: String,
+}
+
+/// Records when each host's calls started.
+#[derive(Clone, Default)]
+struct Starts(Arc<Mutex<std::collections::HashMap<String, Vec<tokio::time::Instant>>>>);
+
+impl JobHandler for Starts {
+    type Job = Call;
+
+    async fn handle(&self, job: Call, _: JobContext) -> Result<(), JobError> {
+        let now = tokio::time::Instant::now();
+        self.0
+            .lock()
+            .unwrap()
+            .entry(job.host)
+            .or_default()
+            .push(now);
+        Ok(())
+    }
+}
+
+/// Enqueues 20 calls to one host and 8 to another at once, through a
+/// producer that books their turns in `booking` (or books none), and runs
+/// them on a worker keeping limits in `store`: the report, and when each
+/// host's calls started, counted from the enqueue.
+async fn calls(
+    store: Arc<MemoryStore>,
+    booking: bool,
+) -> (queuey_tower::testing::Report, Vec<Vec<Duration>>) {
+    let backend = Arc::new(MemoryBackend::new());
+    let mut builder = queuey_core::Producer::<TestQueues, _>::builder(backend.clone());
+    if booking {
+        builder = builder.limit_store(Arc::clone(&store));
+    }
+    let producer = builder.build().await.unwrap();
+    let enqueued = tokio::time::Instant::now();
+    for (host, calls) in [("a.example", 20), ("b.example", 8)] {
+        for _ in 0..calls {
+            producer.enqueue(&Call { host: host.into() }).await.unwrap();
+        }
+    }
+    let starts = Starts::default();
+    let worker = Worker::<TestQueues, _>::builder(backend.clone())
+        .handler(starts.clone())
+        .limit_store(store)
+        .build()
+        .await
+        .unwrap();
+    let report = TestRun::new(worker).until_finished(28).run().await.unwrap();
+    assert_eq!(report.acknowledged().count(), 28);
+    assert_eq!(report.retried().count(), 0);
+    assert!(backend.dead_letters(TestQueues::Work.name()).is_empty());
+    let starts = starts.0.lock().unwrap();
+    let since =
+        |host: &str| -> Vec<Duration> { starts[host].iter().map(|at| *at - enqueued).collect() };
+    (report, vec![since("a.example"), since("b.example")])
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_producer_that_books_turns_sends_each_limited_job_once_to_arrive_at_its_turn() {
+    let (report, hosts) = calls(Arc::new(MemoryStore::new()), true).await;
+    // Each job was delivered once, when it could start: no job waited at
+    // the worker.
+    assert_eq!(report.settlements().len(), 28);
+    assert_eq!(report.deferred().count(), 0);
+    for starts in hosts {
+        // The n-th call of a host starts n turns (n × 250 ms) after the
+        // enqueue, never before, and on time (the clock is tokio's).
+        for (n, started) in starts.iter().enumerate() {
+            let turn = Duration::from_millis(250) * n as u32;
+            assert!(*started >= turn, "call {n} started at {started:?}");
+            assert!(
+                *started < turn + Duration::from_millis(50),
+                "call {n} started at {started:?}"
+            );
+        }
+    }
+
+    // Without booking, the worker paces them the same, but each call past
+    // a host's first is delivered, parked until its turn and delivered
+    // again.
+    let (report, hosts) = calls(Arc::new(MemoryStore::new()), false).await;
+    assert_eq!(report.deferred().count(), 19 + 7);
+    assert_eq!(report.settlements().len(), 28 + 19 + 7);
+    for starts in hosts {
+        for (n, started) in starts.iter().enumerate() {
+            assert!(*started >= Duration::from_millis(250) * n as u32);
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_producer_whose_limit_store_fails_enqueues_at_once_and_the_worker_paces() {
+    for broken in [support::Broken::Down, support::Broken::Silent] {
+        let backend = Arc::new(MemoryBackend::new());
+        let producer = queuey_core::Producer::<TestQueues, _>::builder(backend.clone())
+            .limit_store(broken)
+            .store_timeout(Duration::from_millis(100))
+            .build()
+            .await
+            .unwrap();
+        for _ in 0..3 {
+            producer
+                .enqueue(&Call {
+                    host: "a.example".into(),
+                })
+                .await
+                .expect("an unbooked job is still enqueued");
+        }
+        // Unbooked, they go at once; the worker's limit spaces them.
+        assert_eq!(backend.ready_count(TestQueues::Work.name()), 3);
+        assert_eq!(backend.held_count(TestQueues::Work.name()), 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_sends_the_jobs_due_now_together_and_holds_the_others_until_their_turns() {
+    let backend = Arc::new(MemoryBackend::new());
+    let producer = queuey_core::Producer::<TestQueues, _>::builder(backend.clone())
+        .limit_store(MemoryStore::new())
+        .build()
+        .await
+        .unwrap();
+    let jobs: Vec<Call> = ["a", "a", "b", "a", "b"]
+        .into_iter()
+        .map(|host| Call { host: host.into() })
+        .collect();
+    let outcomes = producer.enqueue_batch(&jobs).await;
+    assert_eq!(outcomes.len(), 5);
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    // The first of each host is due now; the rest wait for their turns.
+    assert_eq!(backend.ready_count(TestQueues::Work.name()), 2);
+    assert_eq!(backend.held_count(TestQueues::Work.name()), 3);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(backend.ready_count(TestQueues::Work.name()), 4);
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert_eq!(backend.ready_count(TestQueues::Work.name()), 5);
+}

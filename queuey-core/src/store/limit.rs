@@ -41,7 +41,11 @@
 //!   that asks again while it holds a reservation is answered that
 //!   reservation, never a second turn. Once due, the holder's next call
 //!   answers `Now` and consumes it; a call before that answers the time
-//!   still to wait, never less. A reservation nobody comes back for is
+//!   still to wait, never less.
+//! - [`book_turn`](LimitStore::book_turn) reserves the same way but stores
+//!   the reservation even when it is due at once: a producer books a job's
+//!   turn at enqueue and sends the job to arrive then, and the job's own
+//!   `reserve_turn` finds it due and starts, without a second turn. A reservation nobody comes back for is
 //!   dropped [`TURN_GRACE`] after it was due; its turn stays spent.
 //!
 //! # Atomicity, time and expiry
@@ -109,6 +113,31 @@ pub const TURN_GRACE: Duration = Duration::from_secs(60 * 60);
 /// How long a key's typical hold time is kept after its last slot was
 /// freed.
 pub const HOLD_MEMORY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Counter of jobs a producer enqueued without booking their turn because
+/// the limit store failed (labels `job_type`, and `reason`: `unavailable`,
+/// `timed_out` or `refused`); their worker paces them instead.
+pub const UNBOOKED_TOTAL: &str = "queuey_limit_unbooked_total";
+
+/// Where the limits of `key` under the limit `name` are kept in a store:
+/// `limit:{name}:{key}`. A job type's declared limits are named after the
+/// type ([`Job::NAME`](crate::Job::NAME)).
+///
+/// ```
+/// use queuey_core::store::limit::store_key;
+///
+/// assert_eq!(store_key("CallApi", "api.example"), "limit:CallApi:api.example");
+/// ```
+pub fn store_key(name: &str, key: &str) -> String {
+    format!("limit:{name}:{key}")
+}
+
+/// The holder of a job's turn and running slot: its id, the same through
+/// every deferral and redelivery, so that asking again is answered the
+/// same.
+pub fn holder(job_id: uuid::Uuid) -> String {
+    job_id.simple().to_string()
+}
 
 /// A store that also keeps per-key limits shared by every process that
 /// reaches it: running slots with leases, and turns to start under a
@@ -186,6 +215,23 @@ pub trait LimitStore: Store {
         rate: Rate,
     ) -> BoxFuture<'a, Result<Turn, StoreError>>;
 
+    /// Books `holder`'s turn to start under `rate` ahead of its start, for
+    /// a producer that sends the job to arrive at its turn (see
+    /// [Turns to start](self#turns-to-start)).
+    ///
+    /// Like [`reserve_turn`](Self::reserve_turn), but the reservation is
+    /// stored even when its turn is due now, and the answer is the time
+    /// until it (zero when due now). A holder that already holds a
+    /// reservation is answered the time that remains, never a second
+    /// turn. The holder's own `reserve_turn`, once the turn is due, answers
+    /// [`Turn::Now`] and consumes it.
+    fn book_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Duration, StoreError>>;
+
     /// What `key`'s limits hold now (for the tool, the dashboard and
     /// metrics).
     fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>>;
@@ -227,6 +273,15 @@ impl<S: LimitStore + ?Sized> LimitStore for Arc<S> {
         rate: Rate,
     ) -> BoxFuture<'a, Result<Turn, StoreError>> {
         (**self).reserve_turn(key, holder, rate)
+    }
+
+    fn book_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Duration, StoreError>> {
+        (**self).book_turn(key, holder, rate)
     }
 
     fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {

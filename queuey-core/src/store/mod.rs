@@ -39,6 +39,7 @@ mod bounded;
 mod error;
 pub mod limit;
 mod memory;
+pub(crate) mod throttle;
 mod window;
 
 use std::fmt;

@@ -290,8 +290,10 @@ set! {
     /// steps count as 1 ms), which bounds how many hold queues a queue can
     /// have: 300 with 1 s and backoff capped at five minutes.
     /// [`Granularity::relative`] rounds into buckets that grow by a
-    /// percentage, so lateness stays under it and the number of hold queues
-    /// grows with the logarithm of the longest delay.
+    /// percentage, so the number of hold queues grows with the logarithm of
+    /// the longest delay. The bucket bounds how late a job can be: each job
+    /// also carries what remains of its delay as its own time to live, and
+    /// leaves its hold when due unless one due later is ahead of it there.
     ///
     /// ```
     /// use std::time::Duration;

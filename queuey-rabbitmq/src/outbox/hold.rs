@@ -416,9 +416,39 @@ pub(super) fn due_at_ms(delay: Duration) -> u64 {
     u64::try_from((now + delay).as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
 
+/// The per-message expiration of a job due at `due_at_ms` parked now
+/// (`now_ms`) in a hold queue of `ttl_ms`: what remains until it is due,
+/// when that is shorter than the queue's TTL, so that the broker releases
+/// it at its due time rather than at the end of its bucket (RabbitMQ
+/// applies the smaller of the two). Never below
+/// [`SHORTEST_HOLD_MS`](crate::topology::SHORTEST_HOLD_MS), never early:
+/// a message expires only at the head of its queue, so at worst it waits
+/// for one due earlier in the same hold, and never past the queue's TTL.
+/// `None` when the TTL is no longer than what remains.
+pub(super) fn expiration_ms(due_at_ms: u64, now_ms: u64, ttl_ms: u64) -> Option<u64> {
+    let remaining = due_at_ms
+        .saturating_sub(now_ms)
+        .max(crate::topology::SHORTEST_HOLD_MS);
+    (remaining < ttl_ms).then_some(remaining)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_job_expires_when_due_within_its_bucket() {
+        // 1.5 s due in a 10 s bucket: released after 1.5 s.
+        assert_eq!(expiration_ms(11_500, 10_000, 10_000), Some(1_500));
+        // Due at the bucket's end, or later (the first leg of a long
+        // hold): the queue's TTL alone.
+        assert_eq!(expiration_ms(20_000, 10_000, 10_000), None);
+        assert_eq!(expiration_ms(90_000, 10_000, 10_000), None);
+        // Due already, or nearly: the shortest hold.
+        assert_eq!(expiration_ms(9_000, 10_000, 1_000), Some(50));
+        assert_eq!(expiration_ms(10_010, 10_000, 1_000), Some(50));
+        assert_eq!(expiration_ms(10_010, 10_000, 50), None);
+    }
 
     #[test]
     fn a_delay_past_one_hold_is_held_in_legs_unless_refused() {

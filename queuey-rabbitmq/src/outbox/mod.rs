@@ -185,6 +185,10 @@ impl Outbox {
             .name(queue, options.settings().deferred_suffix(), ttl_ms)?;
         let mut out = prepared.outgoing(&hold);
         out.properties = properties::with_due_at(out.properties, due_at_ms);
+        let now_ms = queuey_core::__private::now_ms();
+        if let Some(expiration) = hold::expiration_ms(due_at_ms, now_ms, ttl_ms) {
+            out.properties = properties::with_expiration(out.properties, expiration);
+        }
         self.holds
             .park(&self.sender, &config, ttl_ms, out, options.hold_queues)
             .await

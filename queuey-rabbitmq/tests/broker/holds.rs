@@ -106,10 +106,11 @@ async fn an_idle_hold_queue_deletes_itself() {
     assert_eq!(broker.ready(&hold).await, 1);
     let renewed = Instant::now();
 
-    // Its message is released onto q before it goes, never early.
+    // Its message is released onto q before it goes, never early (when
+    // due, before the end of the hold).
     broker.wait_ready(&q, 1).await;
     assert!(
-        started.elapsed() >= TTL,
+        started.elapsed() >= Duration::from_millis(1_800),
         "released after only {:?}",
         started.elapsed()
     );
@@ -197,11 +198,12 @@ async fn each_granularity_rounds_its_own_kind_of_hold() {
 
     within(
         "publish_after",
-        backend.publish_after(&envelope(&q, 1), asked),
+        backend.publish_after(&envelope(&q, 1), Duration::from_secs(5)),
     )
     .await
     .unwrap();
-    // 150 ms at 10 s: the 10 s hold queue (20 s lease, ample time to look).
+    // 5 s at 10 s: the 10 s hold queue, which keeps it for 5 s (ample time
+    // to look).
     assert_eq!(broker.ready(&retry_hold).await, 1);
     assert!(!broker.exists(&deferral_hold).await);
 
@@ -213,11 +215,7 @@ async fn each_granularity_rounds_its_own_kind_of_hold() {
     // declaration, too soon to look for it on a busy machine; the job it
     // released names it in its `x-death` header instead.
     broker.wait_ready(&q, 1).await;
-    assert!(
-        started.elapsed() >= Duration::from_millis(200),
-        "early: {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() >= asked, "early: {:?}", started.elapsed());
     let back = broker.get(&q).await.expect("the deferred job");
     assert_eq!(n_of(&Envelope::decode(&back.delivery.data).unwrap()), 2);
     assert_eq!(death_queues(&back), std::slice::from_ref(&deferral_hold));
@@ -305,7 +303,7 @@ async fn backend_defer_returns_the_job_with_the_queues_top_priority() {
         .zip(sent.iter().zip([10, 4]))
     {
         broker.wait_ready(queue, 1).await;
-        assert!(started.elapsed() >= Duration::from_secs(1), "early");
+        assert!(started.elapsed() >= Duration::from_millis(800), "early");
         let back = broker.get(queue).await.expect("the deferred job");
         let env = Envelope::decode(&back.delivery.data).unwrap();
         assert_eq!(env.job_id, job.job_id);
@@ -638,4 +636,58 @@ async fn a_refused_hold_publish_is_tried_again_then_fails_then_recovers() {
     held += 1;
     // Every hold that was accepted comes back to `q`.
     broker.wait_ready(&q, held).await;
+}
+
+/// A job parked in a hold queue longer than its delay (here 1.5 s in the
+/// 10 s hold of a 10 s granularity) leaves it at its due time, not at the
+/// end of the hold: it carries what remains as its own time to live. The
+/// broker drops that time to live when it puts the job back on its work
+/// queue, so the job waits there as long as it must. Classic and quorum
+/// hold queues alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_job_leaves_its_hold_at_its_due_time_not_at_the_end_of_the_hold() {
+    let broker = broker!("a_held_job_leaves_its_hold_at_its_due_time_not_at_the_end_of_the_hold");
+    for holds in [HoldQueues::Quorum, HoldQueues::Classic] {
+        let backend = broker
+            .backend(
+                RabbitMqOptions::default()
+                    .hold_queues(holds)
+                    .retry_granularity(Duration::from_secs(10)),
+            )
+            .await;
+        let q = broker.queue("due");
+        let hold = match holds {
+            HoldQueues::Classic => broker.classic_hold(&q, 10_000),
+            _ => broker.hold(&q, 10_000),
+        };
+        within("declare", backend.declare(&[QueueConfig::new(&q)]))
+            .await
+            .unwrap();
+        let delay = Duration::from_millis(1_500);
+        let started = Instant::now();
+        within(
+            "publish_after",
+            backend.publish_after(&envelope(&q, 7), delay),
+        )
+        .await
+        .unwrap();
+        broker.wait_ready(&q, 1).await;
+        let elapsed = started.elapsed();
+        assert!(
+            elapsed >= delay,
+            "{holds:?}: released early, after {elapsed:?}"
+        );
+        assert!(
+            elapsed < delay + LATENESS,
+            "{holds:?}: released after {elapsed:?}, at the end of its 10 s hold rather than when due"
+        );
+        let back = broker.get(&q).await.expect("the held job");
+        assert_eq!(n_of(&Envelope::decode(&back.delivery.data).unwrap()), 7);
+        assert_eq!(death_queues(&back), std::slice::from_ref(&hold));
+        assert_eq!(
+            back.delivery.properties.expiration(),
+            &None,
+            "{holds:?}: the job kept its time to live on its work queue"
+        );
+    }
 }

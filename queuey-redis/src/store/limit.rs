@@ -127,23 +127,21 @@ impl LimitStore for RedisStore {
         rate: Rate,
     ) -> BoxFuture<'a, Result<Turn, StoreError>> {
         async move {
-            let wait: i64 = self
-                .run(
-                    &RESERVE_TURN,
-                    sub_keys(key, &["rate", "turns"]),
-                    &[
-                        holder.to_owned(),
-                        exact_micros(rate.interval()),
-                        exact_micros(rate.tolerance()),
-                        micros(TURN_GRACE).to_string(),
-                    ],
-                )
-                .await?;
-            Ok(some_micros(wait)
+            let wait = self.turn(key, holder, rate, false).await?;
+            Ok(Some(wait)
                 .filter(|wait| !wait.is_zero())
                 .map_or(Turn::Now, Turn::Wait))
         }
         .boxed()
+    }
+
+    fn book_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Duration, StoreError>> {
+        self.turn(key, holder, rate, true).boxed()
     }
 
     fn limit_usage<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
@@ -166,6 +164,33 @@ impl LimitStore for RedisStore {
             }
         }
         .boxed()
+    }
+}
+
+impl RedisStore {
+    /// Reserves (or, with `book`, books) `holder`'s turn: the wait until
+    /// it, zero for a start now.
+    async fn turn(
+        &self,
+        key: &str,
+        holder: &str,
+        rate: Rate,
+        book: bool,
+    ) -> Result<Duration, StoreError> {
+        let wait: i64 = self
+            .run(
+                &RESERVE_TURN,
+                sub_keys(key, &["rate", "turns"]),
+                &[
+                    holder.to_owned(),
+                    exact_micros(rate.interval()),
+                    exact_micros(rate.tolerance()),
+                    micros(TURN_GRACE).to_string(),
+                    u8::from(book).to_string(),
+                ],
+            )
+            .await?;
+        Ok(some_micros(wait).unwrap_or_default())
     }
 }
 

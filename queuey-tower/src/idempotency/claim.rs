@@ -12,8 +12,8 @@ use queuey_core::store::{Inserted, Store, StoreError, bounded};
 use queuey_core::{JobContext, Uuid};
 use tokio::time::Instant;
 
-use super::throttle::Throttle;
 use super::{BUSY_DELAY, DUPLICATES_SKIPPED_TOTAL, STORE_ERRORS_TOTAL, UNGUARDED_TOTAL};
+use queuey_core::__private::Throttle;
 
 /// The value of a `done` record.
 const DONE: &str = "done";

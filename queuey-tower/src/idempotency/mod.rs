@@ -113,7 +113,6 @@
 mod claim;
 pub mod future;
 mod service;
-pub(crate) mod throttle;
 
 #[cfg(test)]
 mod tests;
@@ -127,7 +126,7 @@ use tower_layer::Layer;
 pub use service::Idempotency;
 
 use claim::Shared;
-use throttle::Throttle;
+use queuey_core::__private::Throttle;
 
 /// How long a handled job is remembered by default: a day, which covers a
 /// copy waiting behind a backlog or a fleet stopped for the night, at one

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
-use queuey_core::store::{LimitStore, Rate, Slot, StoreError, Turn, bounded};
+use queuey_core::store::{LimitStore, Rate, Slot, StoreError, Turn, bounded, limit};
 use queuey_core::{JobContext, LONGEST_WAIT, Uuid};
 use tokio::time::Instant;
 
@@ -18,7 +18,7 @@ use super::seen;
 use super::{
     LEASES_LOST_TOTAL, OnStoreError, STORE_ERRORS_TOTAL, UNCHECKED_TOTAL, WAIT_SECONDS, WAITS_TOTAL,
 };
-use crate::idempotency::throttle::Throttle;
+use queuey_core::__private::Throttle;
 
 /// What every service of one layer shares: the limits and how the store is
 /// asked about them.
@@ -50,11 +50,11 @@ pub(crate) struct Holder {
 
 impl Holder {
     pub(crate) fn new(name: &str, key: &str, ctx: &JobContext) -> Self {
-        let store_key = store_key(name, key);
+        let store_key = limit::store_key(name, key);
         Holder {
             key_at: store_key.len() - key.len(),
             key: store_key.into(),
-            holder: ctx.job_id().simple().to_string().into(),
+            holder: limit::holder(ctx.job_id()).into(),
             queue: Arc::clone(ctx.queue_arc()),
             job_id: ctx.job_id(),
         }
@@ -70,11 +70,6 @@ impl Holder {
             key: &self.key[self.key_at..],
         }
     }
-}
-
-/// The store key of `key` under the limit `name`.
-pub(crate) fn store_key(name: &str, key: &str) -> String {
-    format!("limit:{name}:{key}")
 }
 
 /// Why a job waits, a metrics label.
@@ -353,15 +348,5 @@ impl Drop for Held {
             let job = self.job.clone();
             runtime.spawn(async move { shared.free(&job).await });
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys_carry_the_limit_name() {
-        assert_eq!(store_key("api", "example.com"), "limit:api:example.com");
     }
 }

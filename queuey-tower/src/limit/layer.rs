@@ -15,7 +15,7 @@ use super::pace::Pace;
 use super::service::Limit;
 use super::{DEFAULT_LEASE, DEFAULT_STORE_PAUSE, MIN_LEASE, OnStoreError, WARN_EVERY};
 use crate::JobRequest;
-use crate::idempotency::throttle::Throttle;
+use queuey_core::__private::Throttle;
 
 /// Limits how many jobs of a key run at once and how many start per
 /// period, across every worker sharing the store; see the

@@ -247,6 +247,15 @@ impl LimitStore for Broken {
         self.answer()
     }
 
+    fn book_turn<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: Rate,
+    ) -> BoxFuture<'a, Result<Duration, StoreError>> {
+        self.answer()
+    }
+
     fn limit_usage<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<LimitUsage, StoreError>> {
         self.answer()
     }

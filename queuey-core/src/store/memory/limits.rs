@@ -63,6 +63,15 @@ impl KeyLimits {
     fn typical_hold(&self) -> Option<Duration> {
         self.hold.map(|(average, _)| average)
     }
+
+    /// Takes the next free turn under `rate`: when it is due (`now` or
+    /// earlier when a start is allowed at once).
+    fn next_turn(&mut self, rate: Rate, now: Instant) -> Instant {
+        let tat = self.rate.map_or(now, |(tat, _)| tat.max(now));
+        let tolerance = rate.tolerance();
+        self.rate = Some((later(tat, rate.interval()), tolerance));
+        tat.checked_sub(tolerance).unwrap_or(now)
+    }
 }
 
 impl Limits {
@@ -198,16 +207,31 @@ impl LimitStore for MemoryStore {
                 }
                 return Turn::Wait(due - now);
             }
-            let tat = limits.rate.map_or(now, |(tat, _)| tat.max(now));
-            let tolerance = rate.tolerance();
-            limits.rate = Some((later(tat, rate.interval()), tolerance));
-            match tat.checked_sub(tolerance) {
-                Some(due) if due > now => {
-                    limits.turns.insert(holder.to_owned(), due);
-                    Turn::Wait(due - now)
-                }
-                _ => Turn::Now,
+            let due = limits.next_turn(rate, now);
+            if due <= now {
+                return Turn::Now;
             }
+            limits.turns.insert(holder.to_owned(), due);
+            Turn::Wait(due - now)
+        }))
+    }
+
+    fn book_turn<'a>(
+        &'a self,
+        key: &'a str,
+        holder: &'a str,
+        rate: Rate,
+    ) -> BoxFuture<'a, Result<Duration, StoreError>> {
+        ready(self.with_limits(key, |limits, now| {
+            let due = match limits.turns.get(holder) {
+                Some(&due) => due,
+                None => {
+                    let due = limits.next_turn(rate, now).max(now);
+                    limits.turns.insert(holder.to_owned(), due);
+                    due
+                }
+            };
+            due.saturating_duration_since(now)
         }))
     }
 
@@ -475,6 +499,52 @@ mod tests {
         assert_eq!(
             store.reserve_turn("k", "b", rate).await.unwrap(),
             Turn::Wait(Duration::from_secs(1))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_booked_turn_is_kept_even_when_due_now_and_started_once_by_its_holder() {
+        let store = MemoryStore::new();
+        let rate = rate("2/s");
+        let half = Duration::from_millis(500);
+        // Due at once, yet kept for a; b is a turn later.
+        assert_eq!(
+            store.book_turn("k", "a", rate).await.unwrap(),
+            Duration::ZERO
+        );
+        assert_eq!(store.book_turn("k", "b", rate).await.unwrap(), half);
+        // Booking again answers the same reservation, no second turn.
+        assert_eq!(store.book_turn("k", "b", rate).await.unwrap(), half);
+        // A job that was not booked waits behind both.
+        assert_eq!(
+            store.reserve_turn("k", "c", rate).await.unwrap(),
+            Turn::Wait(2 * half)
+        );
+        // a starts on its booked turn, once.
+        assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
+        assert_eq!(
+            store.reserve_turn("k", "a", rate).await.unwrap(),
+            Turn::Wait(3 * half)
+        );
+        // b, back before its turn, waits the rest, never less.
+        advance(Duration::from_millis(200)).await;
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(Duration::from_millis(300))
+        );
+        assert_eq!(
+            store.book_turn("k", "b", rate).await.unwrap(),
+            Duration::from_millis(300)
+        );
+        advance(Duration::from_millis(300)).await;
+        assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+        // A booking nobody comes for is dropped after the grace; its turn
+        // stays spent.
+        assert_eq!(store.book_turn("k", "d", rate).await.unwrap(), 3 * half);
+        advance(3 * half + TURN_GRACE + MS).await;
+        assert_eq!(
+            store.book_turn("k", "d", rate).await.unwrap(),
+            Duration::ZERO
         );
     }
 

@@ -6,15 +6,17 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Lets one warning through per `every`; shared by the clones of a layer.
+/// Lets one warning through per `every`; shared by the clones of a layer
+/// or a producer.
 #[derive(Debug)]
-pub(crate) struct Throttle {
+pub struct Throttle {
     every: Duration,
     last: Mutex<Option<Instant>>,
 }
 
 impl Throttle {
-    pub(crate) fn new(every: Duration) -> Self {
+    /// One warning per `every`.
+    pub fn new(every: Duration) -> Self {
         Throttle {
             every,
             last: Mutex::new(None),
@@ -22,13 +24,13 @@ impl Throttle {
     }
 
     /// The period.
-    pub(crate) fn every(&self) -> Duration {
+    pub fn every(&self) -> Duration {
         self.every
     }
 
     /// Whether a warning may be logged at `now` (and if so, the period
     /// starts again).
-    pub(crate) fn allow(&self, now: Instant) -> bool {
+    pub fn allow(&self, now: Instant) -> bool {
         let mut last = crate::lock(&self.last);
         match *last {
             Some(at) if now.saturating_duration_since(at) < self.every => false,
