@@ -111,6 +111,8 @@ pub mod load;
 mod parent;
 #[path = "peers/queuey_side.rs"]
 pub mod queuey_side;
+#[path = "peers/redis_keys.rs"]
+mod redis_keys;
 #[path = "peers/report.rs"]
 mod report;
 #[path = "peers/servers.rs"]

@@ -315,26 +315,5 @@ async fn delete_queue(url: &str, queue: &str) -> Result<(), BoxError> {
         .arg(Config::default().queue(queue).workers_set())
         .query_async::<()>(&mut redis)
         .await?;
-    let pattern = format!("{queue}:*");
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut redis)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<()>(&mut redis)
-                .await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
-    }
+    crate::redis_keys::delete_matching(&mut redis, &format!("{queue}:*")).await
 }

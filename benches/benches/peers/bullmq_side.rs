@@ -240,26 +240,5 @@ async fn delete_prefix(url: &str, prefix: &str) -> Result<(), BoxError> {
     let mut redis = redis::Client::open(url)?
         .get_multiplexed_async_connection()
         .await?;
-    let pattern = format!("{prefix}:*");
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(&pattern)
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(&mut redis)
-            .await?;
-        if !keys.is_empty() {
-            redis::cmd("UNLINK")
-                .arg(&keys)
-                .query_async::<()>(&mut redis)
-                .await?;
-        }
-        if next == 0 {
-            return Ok(());
-        }
-        cursor = next;
-    }
+    crate::redis_keys::delete_matching(&mut redis, &format!("{prefix}:*")).await
 }
