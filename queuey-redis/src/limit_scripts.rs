@@ -52,8 +52,9 @@ fn script(body: &str) -> Script {
 }
 
 /// KEYS: slots, started, waiting, hold. ARGV: holder, limit, lease (µs).
-/// Answers `{1}` when taken, else `{0, running, waiting, typical hold in µs
-/// or -1}`.
+/// Answers `{1}` when taken, `{2, µs left on the lease}` when the holder
+/// already holds a slot, else `{0, running, waiting, typical hold in µs or
+/// -1}`.
 pub(crate) static TAKE_SLOT: LazyLock<Script> = LazyLock::new(|| {
     script(
         r"
@@ -62,11 +63,12 @@ local holder, limit, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 drop_ended(KEYS[1], KEYS[2], now)
 local till = now + lease
 local held = redis.call('ZSCORE', KEYS[1], holder)
-if held or redis.call('ZCARD', KEYS[1]) < limit then
+if held then
+  return {2, math.ceil(tonumber(held) - now)}
+end
+if redis.call('ZCARD', KEYS[1]) < limit then
   redis.call('ZADD', KEYS[1], till, holder)
-  if not held then
-    redis.call('HSET', KEYS[2], holder, now)
-  end
+  redis.call('HSET', KEYS[2], holder, now)
   redis.call('ZREM', KEYS[3], holder)
   redis.call('PEXPIRE', KEYS[2], expire_after_last(KEYS[1], now, 0))
   return {1}

@@ -317,6 +317,59 @@ async fn the_slot_of_a_worker_that_died_comes_back_within_its_lease() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_second_copy_of_a_running_job_waits_for_the_first_instead_of_sharing_its_slot() {
+    let store = MemoryStore::new();
+    let probe = Arc::new(Probe::default());
+    // Two slots, so the copy finds one free: it must not take it.
+    let stack = worker(
+        layer(&store).concurrency(2).unwrap(),
+        &probe,
+        10 * SECOND,
+        None,
+    );
+    let id = Uuid::new_v4();
+    let first = tokio::spawn(stack.clone().oneshot(request(id, "api.example", 0)));
+    while probe.starts().is_empty() {
+        tokio::task::yield_now().await;
+    }
+    // The broker delivers the job's message again while it runs: the copy
+    // waits, at most until the first copy's slot could run out.
+    let copy = stack
+        .clone()
+        .oneshot(request(id, "api.example", 0))
+        .await
+        .unwrap();
+    let Disposition::Defer { delay } = copy else {
+        panic!("the copy was not deferred: {copy:?}");
+    };
+    assert!(
+        delay > Duration::ZERO && delay <= DEFAULT_LEASE,
+        "{delay:?}"
+    );
+    // Another job of the key takes the second slot, beside the first copy.
+    let other = stack
+        .clone()
+        .oneshot(request(Uuid::new_v4(), "api.example", 0))
+        .await
+        .unwrap();
+    assert_eq!(other, Disposition::Ack);
+    assert_eq!(first.await.unwrap().unwrap(), Disposition::Ack);
+    // Back after its wait, the copy runs on a slot of its own.
+    tokio::time::sleep(delay).await;
+    let again = stack.oneshot(request(id, "api.example", 1)).await.unwrap();
+    assert_eq!(again, Disposition::Ack);
+    let runs: Vec<Instant> = probe
+        .starts()
+        .into_iter()
+        .filter(|(job, _)| *job == id)
+        .map(|(_, at)| at)
+        .collect();
+    assert_eq!(runs.len(), 2);
+    assert!(runs[1] - runs[0] >= 10 * SECOND, "the copies overlapped");
+    assert_eq!(probe.most(), 2);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_job_dropped_while_running_frees_its_slot_at_once() {
     let store = MemoryStore::new();
     let probe = Arc::new(Probe::default());

@@ -2,9 +2,10 @@
 //! and a private `redis-server`: one worker killed with SIGKILL while it
 //! holds running slots, then replaced, and the broker killed and started
 //! again, while 160 limited jobs run. No job is lost, the concurrency
-//! limit holds throughout (but for copies of one job's message, which
-//! share its slot: see [`copy_running`]), and the rate everywhere but in
-//! the seconds after the broker came back (see [`AFTERMATH`]).
+//! limit holds throughout (copies of one job's message included: a copy
+//! delivered while another runs waits for its slot), and the rate
+//! everywhere but in the seconds after the broker came back (see
+//! [`AFTERMATH`]).
 //!
 //! The work queue is a classic queue (the default): deferred jobs come
 //! back at its top priority, ahead of the backlog, as the limits expect,
@@ -88,9 +89,10 @@ fn duration_of(job: u32) -> Duration {
 /// ledger shows jobs running and replaced; once its slots' leases have run
 /// out, the broker is killed and started again. From the merged ledgers:
 /// every job finished at least once; never more than 3 of a key ran at
-/// once, a killed job counting as running until its slot's lease ran out
-/// and a run that began beside a copy of its job (after the restart) not
-/// counted, as it holds that copy's slot; no second held more than 12
+/// once, a killed job counting as running until its slot's lease ran out,
+/// and no run of a job began while another run of it still held its slot
+/// (a copy of its message after the restart, or its rerun after the
+/// kill); no second held more than 12
 /// starts of a key, but in the [`AFTERMATH`]
 /// of the restart, where the concurrency limit alone bounds them; and
 /// every start was a first attempt, though nearly every job waited
@@ -208,6 +210,12 @@ async fn per_key_limits_hold_across_a_fleet_through_a_worker_kill_and_a_broker_r
         "the broker restarted after the jobs were done: {}",
         context()
     );
+    assert_eq!(
+        verdict.beside_a_copy,
+        0,
+        "runs began beside a running copy of their job: {}",
+        context()
+    );
     for (key, peak) in &verdict.at_once {
         assert!(
             peak.count <= PER_KEY,
@@ -254,11 +262,8 @@ struct Verdict {
     /// Runs past each job's first.
     again: usize,
     /// Runs that started while another run of the same job (a copy of
-    /// its message) still ran: they share that run's slot.
+    /// its message) still ran or held its slot.
     beside_a_copy: usize,
-    /// Starts of other jobs of a key while a copy ran on after the slot it
-    /// shared was freed by the run that ended first.
-    on_a_copys_slot: usize,
     /// Jobs whose run was cut short by the kill, or whose acknowledgement
     /// the broker restart may have lost: their next runs may be later
     /// attempts.
@@ -269,10 +274,8 @@ struct Verdict {
     top_attempt: u32,
     /// Starts that had waited (been deferred) before.
     waited: usize,
-    /// Runs at once, runs beside a copy of their job left out.
+    /// Runs at once.
     at_once: BTreeMap<String, Peak>,
-    /// Runs at once, every run counted.
-    at_once_with_copies: BTreeMap<String, Peak>,
     /// Starts per second, those in the aftermath of the restart left out.
     per_second: BTreeMap<String, Peak>,
     /// Starts per second in the aftermath of the restart.
@@ -306,15 +309,6 @@ impl Verdict {
             .find(|&start| start > up_us)
             .unwrap_or(up_us);
         let aftermath = down_us..back_us + runs::micros(AFTERMATH);
-        let copies: Vec<&Run> = runs
-            .iter()
-            .filter(|run| copy_running(runs, run).is_some())
-            .collect();
-        let alone: Vec<Run> = runs
-            .iter()
-            .filter(|run| copy_running(runs, run).is_none())
-            .cloned()
-            .collect();
         let (during, outside): (Vec<Run>, Vec<Run>) = runs
             .iter()
             .cloned()
@@ -323,14 +317,15 @@ impl Verdict {
             runs: runs.len(),
             lost: runs::lost(runs, JOBS),
             again: runs.len() - distinct.len(),
-            beside_a_copy: copies.len(),
-            on_a_copys_slot: on_a_copys_slot(runs, &copies),
+            beside_a_copy: runs
+                .iter()
+                .filter(|run| copy_running(runs, run).is_some())
+                .count(),
             exempt,
             later_attempts,
             top_attempt: runs.iter().map(|run| run.attempt).max().unwrap_or(0),
             waited: runs.iter().filter(|run| run.deferrals > 0).count(),
-            at_once: runs::most_at_once(&alone, LEASE),
-            at_once_with_copies: runs::most_at_once(runs, LEASE),
+            at_once: runs::most_at_once(runs, LEASE),
             per_second: runs::busiest_window(&outside, Duration::from_secs(1)),
             aftermath_per_second: runs::busiest_window(&during, Duration::from_secs(1)),
             aftermath,
@@ -346,9 +341,7 @@ impl std::fmt::Display for Verdict {
         write!(
             f,
             "{JOBS} jobs in {} runs ({} again), lost {:?}; most running at once per key {:?} \
-             (limit {PER_KEY}; {} runs began beside a running copy of their job, sharing its \
-             slot, and {} other jobs started on such a slot freed under a copy; counting the \
-             copies {:?}); most starts in one second per key {:?} (limit {}), and in the {:.1} s \
+             (limit {PER_KEY}; {} runs began beside a running copy of their job); most starts in one second per key {:?} (limit {}), and in the {:.1} s \
              after the broker went down {:?}; starts after waiting {}; highest attempt {} ({} \
              jobs exempt: cut short by the kill or the restart)",
             self.runs,
@@ -356,8 +349,6 @@ impl std::fmt::Display for Verdict {
             self.lost,
             counts(&self.at_once),
             self.beside_a_copy,
-            self.on_a_copys_slot,
-            counts(&self.at_once_with_copies),
             counts(&self.per_second),
             RATE + BURST,
             secs(self.aftermath.end - self.aftermath.start),
@@ -369,35 +360,18 @@ impl std::fmt::Display for Verdict {
     }
 }
 
-/// The run of `run`'s job that was running when `run` started, if any: a
-/// copy of the job's message delivered twice (a broker that restarts
-/// keeps the copy of a message whose acknowledgement it had not taken,
-/// beside the one published in its place). The limit's holder is the
-/// job's id, so the later copy is answered the slot the earlier one
-/// holds, and both run on it; whichever ends first frees it.
+/// The run of `run`'s job that was running, or holding its slot, when
+/// `run` started, if any: a copy of the job's message delivered twice (a
+/// broker that restarts keeps the copy of a message whose acknowledgement
+/// it had not taken, beside the one published in its place), or a rerun
+/// of a job the kill cut short. The limit makes such a run wait for the
+/// slot, so there should be none.
 fn copy_running<'a>(runs: &'a [Run], run: &Run) -> Option<&'a Run> {
     runs.iter().find(|other| {
         other.job == run.job
             && other.start_us < run.start_us
-            && runs::running_until(other, runs, LEASE) > run.start_us
+            && runs::running_until(other, LEASE) > run.start_us
     })
-}
-
-/// Starts of other jobs of a copy's key while one of the two runs that
-/// shared a slot still ran after the other had ended (and so freed it).
-fn on_a_copys_slot(runs: &[Run], copies: &[&Run]) -> usize {
-    copies
-        .iter()
-        .filter_map(|copy| Some((copy, copy_running(runs, copy)?)))
-        .map(|(copy, first)| {
-            let ends = [copy, first].map(|run| runs::running_until(run, runs, LEASE));
-            let (freed, until) = (ends[0].min(ends[1]), ends[0].max(ends[1]));
-            runs.iter()
-                .filter(|other| other.key == copy.key && other.job != copy.job)
-                .filter(|other| other.start_us > freed && other.start_us < until)
-                .count()
-        })
-        .sum()
 }
 
 /// How many times the workers deferred a job for its limit, by reason
@@ -436,7 +410,7 @@ fn reruns(runs: &[Run], kill_us: u64) -> String {
                 .map_or("never again".to_owned(), |at| {
                     format!("again after {:.1} s", secs(at - kill_us))
                 });
-            let until = runs::running_until(run, runs, LEASE);
+            let until = runs::running_until(run, LEASE);
             let beside = runs::most_between(runs, LEASE, &run.key, kill_us, until);
             format!(
                 "job {} of {} {again}, leased {:.1} s more, {beside} at once",
@@ -456,7 +430,7 @@ fn running_at(runs: &[Run], key: &str, at_us: u64, t0: u64) -> String {
     let at = |us: u64| secs(us.saturating_sub(t0));
     runs.iter()
         .filter(|run| run.key == key && run.start_us <= at_us)
-        .filter(|run| runs::running_until(run, runs, LEASE) > at_us)
+        .filter(|run| runs::running_until(run, LEASE) > at_us)
         .map(|run| {
             format!(
                 "job {} in process {}{} asked {:.3} started {:.3} {} {:.3}",
@@ -470,7 +444,7 @@ fn running_at(runs: &[Run], key: &str, at_us: u64, t0: u64) -> String {
                 } else {
                     "counted until"
                 },
-                at(runs::running_until(run, runs, LEASE))
+                at(runs::running_until(run, LEASE))
             )
         })
         .collect::<Vec<_>>()

@@ -12,10 +12,15 @@
 //!   lease; the holders refused a slot lately (the *waiting set*), each
 //!   until a lease after its last refusal; and the key's typical hold time.
 //! - [`take_slot`](LimitStore::take_slot) first drops the leases that have
-//!   ended, then gives a slot if fewer than `limit` are held. A holder
-//!   already in renews its lease and is answered [`Slot::Taken`] again, so
-//!   asking twice never takes two slots. A refused holder is put into the
-//!   waiting set; [`Slot::Full`] counts that set, each holder once.
+//!   ended, then gives a slot if fewer than `limit` are held. A refused
+//!   holder is put into the waiting set; [`Slot::Full`] counts that set,
+//!   each holder once.
+//! - A holder never holds two slots of a key. Asking while it holds one is
+//!   another run of the same job (a copy of its message delivered while
+//!   the first copy runs, or a run whose worker died before freeing its
+//!   slot), and is refused with [`Slot::AlreadyHeld`] and the time left on
+//!   the slot's lease; the lease is not touched, so a dead run's slot still
+//!   comes back when it ends.
 //! - [`renew_slot`](LimitStore::renew_slot) extends a lease that has not
 //!   ended; [`free_slot`](LimitStore::free_slot) ends it and folds the time
 //!   the slot was held into the typical hold time, an exponentially
@@ -75,6 +80,11 @@
 //!     store.take_slot(key, "job-b", 1, lease).await?,
 //!     Slot::Full { running: 1, waiting: 1, typical_hold: None },
 //! ));
+//! // A second copy of job-a waits for the first to end.
+//! assert_eq!(
+//!     store.take_slot(key, "job-a", 1, lease).await?,
+//!     Slot::AlreadyHeld { lease_left: lease },
+//! );
 //! assert!(store.free_slot(key, "job-a").await?);
 //! assert_eq!(store.take_slot(key, "job-b", 1, lease).await?, Slot::Taken);
 //!
@@ -157,8 +167,11 @@ pub fn holder(job_id: uuid::Uuid) -> String {
 /// let store = MemoryStore::new();
 /// let lease = Duration::from_secs(30);
 /// assert_eq!(store.take_slot("limit:sync:acme", "job-a", 2, lease).await?, Slot::Taken);
-/// // Asking again renews the lease; it takes no second slot.
-/// assert_eq!(store.take_slot("limit:sync:acme", "job-a", 2, lease).await?, Slot::Taken);
+/// // Asking again is another run of job-a: it takes no second slot.
+/// assert!(matches!(
+///     store.take_slot("limit:sync:acme", "job-a", 2, lease).await?,
+///     Slot::AlreadyHeld { lease_left } if lease_left <= lease,
+/// ));
 /// assert_eq!(store.limit_usage("limit:sync:acme").await?.running, 1);
 /// assert!(store.renew_slot("limit:sync:acme", "job-a", lease).await?);
 /// assert!(store.free_slot("limit:sync:acme", "job-a").await?);
@@ -170,10 +183,11 @@ pub trait LimitStore: Store {
     /// Takes one of `limit` running slots of `key` for `holder` (a job
     /// id), leased for `lease`.
     ///
-    /// Idempotent for the same holder: a holder already in renews its lease
-    /// and gets [`Slot::Taken`]. Expired leases are dropped first, so a dead
-    /// worker's slots come back after `lease`. A refused holder joins the
-    /// key's waiting set for `lease`.
+    /// Expired leases are dropped first, so a dead worker's slots come
+    /// back after `lease`. A refused holder joins the key's waiting set for
+    /// `lease`. A holder that already holds a slot of `key` is answered
+    /// [`Slot::AlreadyHeld`] (it neither takes a second slot nor renews the
+    /// first, nor joins the waiting set).
     fn take_slot<'a>(
         &'a self,
         key: &'a str,
@@ -292,9 +306,16 @@ impl<S: LimitStore + ?Sized> LimitStore for Arc<S> {
 /// What [`LimitStore::take_slot`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slot {
-    /// The holder has a slot (it took one, or already had one and renewed
-    /// its lease).
+    /// The holder took a slot.
     Taken,
+    /// The holder already holds a slot of the key: another run of the same
+    /// job holds it (a copy of its message delivered while the first copy
+    /// runs, or a run whose worker died before freeing it). The slot is
+    /// given back when that run frees it, or when its lease ends.
+    AlreadyHeld {
+        /// The time left on that slot's lease now.
+        lease_left: Duration,
+    },
     /// Every slot is held.
     Full {
         /// How many slots are held (leases not ended).

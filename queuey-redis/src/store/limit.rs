@@ -68,6 +68,9 @@ impl LimitStore for RedisStore {
                 .await?;
             match answer.as_slice() {
                 [1] => Ok(Slot::Taken),
+                [2, left] => Ok(Slot::AlreadyHeld {
+                    lease_left: some_micros(*left).unwrap_or_default(),
+                }),
                 [0, running, waiting, hold] => Ok(Slot::Full {
                     running: count(*running),
                     waiting: count(*waiting),

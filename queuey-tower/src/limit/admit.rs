@@ -153,6 +153,19 @@ impl Shared {
                 );
                 self.wait(&job, Wait::Concurrency, wait, Some(waiting))
             }
+            // Another run of this job holds its slot: this copy waits until
+            // that run frees it, or until its lease ends if that run died.
+            Ok(Slot::AlreadyHeld { lease_left }) => {
+                tracing::debug!(
+                    limit = %self.name,
+                    queue = %job.queue,
+                    job_id = %job.job_id,
+                    ?lease_left,
+                    "another run of the job holds its running slot"
+                );
+                let wait = lease_left.max(self.pace.get_min());
+                self.wait(&job, Wait::Concurrency, wait, None)
+            }
             Err(error) => self.store_failed(&job, &error),
         }
     }

@@ -53,8 +53,13 @@
 //! than the lease) is logged as a warning and counted; the job runs on.
 //!
 //! The holder of a turn and of a slot is the job's id, the same through
-//! every deferral and redelivery: asking again is answered the same, never
-//! twice.
+//! every deferral and redelivery: a job asking again for its turn is
+//! answered the same turn, never a second one. A job holds one slot at
+//! most: a second copy of its message, delivered while the first still
+//! runs (its acknowledgement lost to a broker restart or a closed
+//! connection), waits until the first frees the slot, or until the slot's
+//! lease ends if the first copy's worker died, so copies never run beside
+//! each other on one slot.
 //!
 //! # When the store fails
 //!

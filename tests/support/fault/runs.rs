@@ -189,19 +189,12 @@ pub(crate) fn parse(ledgers: &[ProcessLedger]) -> Vec<Run> {
 
 /// Until when `run` counts as running: its end; for a run cut short by a
 /// kill, until its running slot's lease ran out (it was taken after the
-/// layer began to ask, and these jobs end before their first renewal) or
-/// until the job started again, whichever came first: the job's id holds
-/// the slot, so its next run takes that same slot back.
-pub(crate) fn running_until(run: &Run, runs: &[Run], lease: Duration) -> u64 {
-    if let Some(end) = run.end_us {
-        return end;
-    }
-    let lease_end = run.asked_us + micros(lease);
-    runs.iter()
-        .filter(|other| other.job == run.job && other.start_us > run.start_us)
-        .map(|other| other.start_us)
-        .fold(lease_end, u64::min)
-        .max(run.start_us)
+/// layer began to ask, and these jobs end before their first renewal). A
+/// later run of the same job waits for that slot too: a job holds one slot
+/// at most.
+pub(crate) fn running_until(run: &Run, lease: Duration) -> u64 {
+    run.end_us
+        .unwrap_or_else(|| (run.asked_us + micros(lease)).max(run.start_us))
 }
 
 /// The most of something per key, and when.
@@ -217,7 +210,7 @@ pub(crate) struct Peak {
 pub(crate) fn running(runs: &[Run], lease: Duration) -> BTreeMap<String, Vec<(u64, usize)>> {
     let mut events: BTreeMap<&str, Vec<(u64, i8)>> = BTreeMap::new();
     for run in runs {
-        let until = running_until(run, runs, lease);
+        let until = running_until(run, lease);
         let key = events.entry(run.key.as_str()).or_default();
         key.push((run.start_us, 1));
         key.push((until, -1));
@@ -336,7 +329,7 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_short_run_holds_its_slot_until_its_lease_ends_or_it_runs_again() {
+    fn a_cut_short_run_holds_its_slot_until_its_lease_ends() {
         let lease = Duration::from_secs(3);
         let runs = parse(&[
             ledger(
@@ -351,10 +344,11 @@ mod tests {
         assert_eq!(runs.len(), 5);
         let run = |job: u32| runs.iter().find(|r| r.job == job).unwrap();
         // Job 7 never ran again: until its lease, from when it asked.
-        assert_eq!(running_until(run(7), &runs, lease), 3_000_900);
-        // Job 9 ran again at 2500: its slot passed to that run.
-        assert_eq!(running_until(run(9), &runs, lease), 2500);
-        assert_eq!(running_until(run(8), &runs, lease), 1200);
+        assert_eq!(running_until(run(7), lease), 3_000_900);
+        // Job 9 ran again at 2500, on a slot of its own: the first run's
+        // slot stays leased.
+        assert_eq!(running_until(run(9), lease), 3_001_000);
+        assert_eq!(running_until(run(8), lease), 1200);
         let peaks = most_at_once(&runs, lease);
         assert_eq!(
             peaks["k"],

@@ -139,9 +139,10 @@ impl LimitStore for MemoryStore {
     ) -> BoxFuture<'a, Result<Slot, StoreError>> {
         ready(self.with_limits(key, |limits, now| {
             let until = later(now, lease);
-            if let Some(held) = limits.slots.get_mut(holder) {
-                held.until = until;
-                return Slot::Taken;
+            if let Some(held) = limits.slots.get(holder) {
+                return Slot::AlreadyHeld {
+                    lease_left: held.until - now,
+                };
             }
             if count(limits.slots.len()) < limit {
                 limits
@@ -323,24 +324,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn taking_twice_holds_one_slot_and_renews_it() {
+    async fn a_second_run_of_a_holder_is_refused_and_leaves_the_lease_alone() {
         let store = MemoryStore::new();
         assert_eq!(
             store.take_slot("k", "a", 2, LEASE).await.unwrap(),
             Slot::Taken
         );
         advance(Duration::from_secs(20)).await;
+        // Another run of a, with a slot free: it takes no second slot.
         assert_eq!(
             store.take_slot("k", "a", 2, LEASE).await.unwrap(),
-            Slot::Taken
+            Slot::AlreadyHeld {
+                lease_left: Duration::from_secs(10)
+            }
         );
-        assert_eq!(store.limit_usage("k").await.unwrap().running, 1);
+        let usage = store.limit_usage("k").await.unwrap();
+        assert_eq!((usage.running, usage.waiting), (1, 0));
         assert_eq!(
             store.take_slot("k", "b", 2, LEASE).await.unwrap(),
             Slot::Taken
         );
-        // Past the first lease, a still holds: the second take renewed it.
-        advance(Duration::from_secs(15)).await;
+        // The refusal renewed nothing: a's slot ends 30 s after it was
+        // taken, and a may take one again then.
+        advance(Duration::from_secs(10)).await;
         assert_eq!(
             store.take_slot("k", "a", 2, LEASE).await.unwrap(),
             Slot::Taken
@@ -403,7 +409,7 @@ mod tests {
         let store = MemoryStore::new();
         let hold_of = |slot| match slot {
             Slot::Full { typical_hold, .. } => typical_hold,
-            Slot::Taken => panic!("expected a full key"),
+            other => panic!("expected a full key, not {other:?}"),
         };
         store.take_slot("k", "a", 1, LEASE).await.unwrap();
         assert_eq!(
