@@ -233,18 +233,10 @@ async fn measure(
         }
         tokio::time::sleep(WARM_UP).await;
         let rate = settings.rate.ok_or("the Latency row needs a rate")?;
-        let ledger = Arc::clone(&ledger);
         let produced = bounded(
             "offering the jobs",
             RUN_LIMIT,
-            open_loop(rate, jobs, move |i| {
-                let (enqueue, ledger) = (enqueue.clone(), Arc::clone(&ledger));
-                async move {
-                    enqueue(i).await?;
-                    ledger.returned(i);
-                    Ok(())
-                }
-            }),
+            open_loop(rate, jobs, &ledger, enqueue),
         )
         .await;
         if produced.is_err() {

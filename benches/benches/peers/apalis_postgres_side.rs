@@ -330,20 +330,15 @@ impl Side<'_> {
         let sink = self.storage(&self.producers, 1);
         let payload = self.settings.payload_bytes;
         let started = Instant::now();
-        let offered = {
-            let ledger = Arc::clone(&ledger);
-            load::open_loop(rate, self.settings.jobs, move |i| {
-                let (mut sink, ledger) = (sink.clone(), Arc::clone(&ledger));
-                async move {
-                    sink.push(PeerJob::new(i, payload))
-                        .await
-                        .map_err(|e| BoxError::from(format!("push failed: {e}")))?;
-                    ledger.returned(i);
-                    Ok(())
-                }
-            })
-            .await
-        };
+        let offered = load::open_loop(rate, self.settings.jobs, &ledger, move |i| {
+            let mut sink = sink.clone();
+            async move {
+                sink.push(PeerJob::new(i, payload))
+                    .await
+                    .map_err(|e| BoxError::from(format!("push failed: {e}")))
+            }
+        })
+        .await;
         let elapsed = match offered {
             Ok(()) => self.drain(started, &tally, worker).await?,
             Err(e) => {

@@ -85,20 +85,15 @@ fn config(queue: &str, slots: usize) -> Config {
         .batch_size(slots.clamp(1, MAX_BATCH))
 }
 
-/// Pushes job `index` through the crate's own sink, then records when the
-/// push returned.
+/// Pushes job `index` through the crate's own sink.
 async fn push(
     conn: ConnectionManager,
     config: Config,
     index: usize,
     bytes: usize,
-    ledger: Option<Arc<Ledger>>,
 ) -> Result<(), BoxError> {
     let mut storage = RedisStorage::<PeerJob>::new(conn).with_config(config);
     storage.push(PeerJob::new(index, bytes)).await?;
-    if let Some(ledger) = ledger {
-        ledger.returned(index);
-    }
     Ok(())
 }
 
@@ -110,7 +105,7 @@ async fn measure(row: Row, settings: &Settings, queue: &str) -> Result<Outcome, 
     let (jobs, bytes) = (settings.jobs, settings.payload_bytes);
     let enqueue = {
         let (conn, config) = (conn.clone(), config.clone());
-        move |i: usize| push(conn.clone(), config.clone(), i, bytes, None)
+        move |i: usize| push(conn.clone(), config.clone(), i, bytes)
     };
     if row == Row::Enqueue {
         // One push per producer first, not timed, so that the scripts are
@@ -136,15 +131,8 @@ async fn measure(row: Row, settings: &Settings, queue: &str) -> Result<Outcome, 
         if row == Row::Latency {
             tokio::time::sleep(WARM_UP).await;
             let rate = settings.rate.ok_or("the Latency row needs a rate")?;
-            let ledger = Arc::clone(&probe.ledger);
-            open_loop(rate, jobs, move |i| {
-                push(
-                    conn.clone(),
-                    config.clone(),
-                    i,
-                    bytes,
-                    Some(Arc::clone(&ledger)),
-                )
+            open_loop(rate, jobs, &probe.ledger, move |i| {
+                push(conn.clone(), config.clone(), i, bytes)
             })
             .await?;
         }

@@ -332,20 +332,17 @@ impl Side<'_> {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let payload = self.settings.payload_bytes;
         let started = Instant::now();
-        let offered = {
-            let (ledger, pool) = (Arc::clone(&ledger), self.producers.clone());
-            load::open_loop(rate, self.settings.jobs, move |i| {
-                let (ledger, pool) = (Arc::clone(&ledger), pool.clone());
-                async move {
-                    awa::insert_with(&pool, &PeerTask(PeerJob::new(i, payload)), opts())
-                        .await
-                        .map_err(|e| BoxError::from(format!("insert failed: {e}")))?;
-                    ledger.returned(i);
-                    Ok(())
-                }
-            })
-            .await
-        };
+        let pool = self.producers.clone();
+        let offered = load::open_loop(rate, self.settings.jobs, &ledger, move |i| {
+            let pool = pool.clone();
+            async move {
+                awa::insert_with(&pool, &PeerTask(PeerJob::new(i, payload)), opts())
+                    .await
+                    .map(drop)
+                    .map_err(|e| BoxError::from(format!("insert failed: {e}")))
+            }
+        })
+        .await;
         let elapsed = match offered {
             Ok(()) => self.drain(started, &tally, &client).await?,
             Err(e) => {

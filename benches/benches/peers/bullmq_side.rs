@@ -133,12 +133,11 @@ async fn measure_on(
         if row == Row::Latency {
             tokio::time::sleep(WARM_UP).await;
             let rate = settings.rate.ok_or("the Latency row needs a rate")?;
-            let (queue, ledger) = (Arc::clone(queue), Arc::clone(&probe.ledger));
-            open_loop(rate, jobs, move |i| {
-                let (queue, ledger) = (Arc::clone(&queue), Arc::clone(&ledger));
+            let queue = Arc::clone(queue);
+            open_loop(rate, jobs, &probe.ledger, move |i| {
+                let queue = Arc::clone(&queue);
                 async move {
                     queue.add("peer", PeerJob::new(i, bytes)).await?;
-                    ledger.returned(i);
                     Ok(())
                 }
             })

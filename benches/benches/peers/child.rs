@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 
+use crate::queuey_side::Levels;
 use crate::settings::System;
 use crate::side::{BoxError, Outcome, Promise, Row, Settings};
 use crate::{
@@ -30,7 +31,8 @@ pub(crate) struct Child {
 /// What `system` promises on `row`.
 pub(crate) fn promise(system: System, row: Row) -> Promise {
     match system {
-        System::Queuey => queuey_side::promise(row),
+        System::Queuey => queuey_side::promise(row, Levels::Default),
+        System::QueueyFifo => queuey_side::promise(row, Levels::None),
         System::Lapin => lapin_side::promise(row),
         System::ApalisAmqp => apalis_amqp_side::promise(row),
         System::ApalisRedis => apalis_redis_side::promise(row),
@@ -43,7 +45,8 @@ pub(crate) fn promise(system: System, row: Row) -> Promise {
 /// Runs `row` on `system`'s side.
 async fn run(system: System, row: Row, settings: &Settings) -> Result<Outcome, BoxError> {
     match system {
-        System::Queuey => queuey_side::run(row, settings).await,
+        System::Queuey => queuey_side::run(row, settings, Levels::Default).await,
+        System::QueueyFifo => queuey_side::run(row, settings, Levels::None).await,
         System::Lapin => lapin_side::run(row, settings).await,
         System::ApalisAmqp => apalis_amqp_side::run(row, settings).await,
         System::ApalisRedis => apalis_redis_side::run(row, settings).await,

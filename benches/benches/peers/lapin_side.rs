@@ -205,15 +205,7 @@ impl<'a> Run<'a> {
             if row == Row::Latency {
                 tokio::time::sleep(WARM_UP).await;
                 let rate = settings.rate.ok_or("the Latency row needs a rate")?;
-                let ledger = Arc::clone(&handler.ledger);
-                let offered = open_loop(rate, jobs, move |i| {
-                    let (enqueue, ledger) = (enqueue.clone(), Arc::clone(&ledger));
-                    async move {
-                        enqueue(i).await?;
-                        ledger.returned(i);
-                        Ok(())
-                    }
-                });
+                let offered = open_loop(rate, jobs, &handler.ledger, enqueue);
                 bounded("offering the jobs", RUN_LIMIT, offered).await?;
             }
             tokio::select! {

@@ -29,13 +29,24 @@ impl Instants {
 
     /// Now, in the slots' unit.
     fn now(&self) -> u64 {
-        u64::try_from(self.base.elapsed().as_nanos()).unwrap_or(u64::MAX - 1) + 1
+        self.at(Instant::now())
+    }
+
+    /// `instant`, in the slots' unit.
+    fn at(&self, instant: Instant) -> u64 {
+        let since = instant.saturating_duration_since(self.base).as_nanos();
+        u64::try_from(since).unwrap_or(u64::MAX - 1) + 1
     }
 
     /// Records now at `index`, replacing what was there.
     fn set(&self, index: usize) {
+        self.set_at(index, Instant::now());
+    }
+
+    /// Records `at` at `index`, replacing what was there.
+    fn set_at(&self, index: usize, at: Instant) {
         if let Some(slot) = self.slots.get(index) {
-            slot.store(self.now(), Ordering::Release);
+            slot.store(self.at(at), Ordering::Release);
         }
     }
 
@@ -97,11 +108,11 @@ impl Target {
     }
 }
 
-/// Instants per job index: when its enqueue returned, when its handler
-/// started.
+/// Instants per job index: when its enqueue was due (the open loop's
+/// schedule), when its handler started.
 #[derive(Debug)]
 pub struct Ledger {
-    returned: Instants,
+    offered: Instants,
     started: Instants,
     starts: Target,
 }
@@ -111,15 +122,18 @@ impl Ledger {
     pub fn new(jobs: usize) -> Arc<Self> {
         let base = Instant::now();
         Arc::new(Ledger {
-            returned: Instants::new(base, jobs),
+            offered: Instants::new(base, jobs),
             started: Instants::new(base, jobs),
             starts: Target::new(jobs),
         })
     }
 
-    /// Records now as the instant the enqueue of job `index` returned.
-    pub fn returned(&self, index: usize) {
-        self.returned.set(index);
+    /// Records `due` as the instant the enqueue of job `index` was due: the
+    /// open loop's schedule, not when the task got to run, so that a
+    /// producer that falls behind shows in the latency instead of hiding
+    /// it.
+    fn offered(&self, index: usize, due: Instant) {
+        self.offered.set_at(index, due);
     }
 
     /// Records now as the instant job `index`'s handler started, the first
@@ -140,13 +154,12 @@ impl Ledger {
         self.starts.wait().await;
     }
 
-    /// Per job with both instants, enqueue returned → handler started in
-    /// µs, 0 when the handler started first.
+    /// Per job with both instants, enqueue due → handler started in µs.
     pub fn latencies_us(&self) -> Vec<u64> {
-        (0..self.returned.slots.len())
+        (0..self.offered.slots.len())
             .filter_map(|i| {
-                let (returned, started) = (self.returned.get(i)?, self.started.get(i)?);
-                Some(started.saturating_sub(returned) / 1_000)
+                let (offered, started) = (self.offered.get(i)?, self.started.get(i)?);
+                Some(started.saturating_sub(offered) / 1_000)
             })
             .collect()
     }
@@ -327,9 +340,14 @@ where
 
 /// Starts `enqueue(i)` for i in 0..jobs at `rate` per second on a fixed
 /// schedule (each call its own task, so a slow call never delays the
-/// schedule); resolves when every call returned. The first error is
-/// answered once all have.
-pub async fn open_loop<F, Fut>(rate: f64, jobs: usize, enqueue: F) -> Result<(), BoxError>
+/// schedule), recording in `ledger` when each was due; resolves when every
+/// call returned. The first error is answered once all have.
+pub async fn open_loop<F, Fut>(
+    rate: f64,
+    jobs: usize,
+    ledger: &Ledger,
+    enqueue: F,
+) -> Result<(), BoxError>
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
@@ -342,6 +360,7 @@ where
     for i in 0..jobs {
         let due = start + Duration::from_secs_f64(i as f64 / rate);
         tokio::time::sleep_until(due).await;
+        ledger.offered(i, due.into_std());
         running.spawn(enqueue(i));
     }
     let mut first_error = None;

@@ -2,7 +2,11 @@
 //! `Producer` (each enqueue returns once the broker confirmed the
 //! persistent message) and a `Worker` with the default stack on a
 //! `RabbitMqBackend`, `concurrency` set to the run's slots and the queue's
-//! prefetch to match, everything else at its defaults. The Retry row gives
+//! prefetch to match, everything else at its defaults. It runs twice: on
+//! the default queue (a classic queue with 10 priority levels, so that
+//! retried and deferred jobs come back ahead of the backlog) and on one
+//! without priority levels (`max_priority(0)`: they come back behind it),
+//! as plain as the other RabbitMQ sides' queues. The Retry row gives
 //! the queue a retry policy of two attempts with a fixed backoff of the
 //! run's delay: the default stack's retry layer parks the job in a hold
 //! queue on the broker. Each run has its own queue and control stream,
@@ -33,22 +37,39 @@ const RUN_LIMIT: Duration = Duration::from_secs(600);
 /// first enqueue.
 const WARM_UP: Duration = Duration::from_secs(1);
 
-/// What queuey promises on `row`.
-pub fn promise(row: Row) -> Promise {
-    match row {
-        Row::Retry => Promise::Runs(
-            "the retry waits in a quorum hold queue on the broker, never released early; \
-             publisher confirm, persistent message, durable queue",
+/// The queue's priority levels in a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Levels {
+    /// The default: 10 levels; a retried job comes back ahead of the
+    /// backlog.
+    Default,
+    /// None (`max_priority(0)`): a retried job comes back behind the
+    /// backlog.
+    None,
+}
+
+/// What queuey promises on `row` with `levels`.
+pub fn promise(row: Row, levels: Levels) -> Promise {
+    match (row, levels) {
+        (Row::Retry, Levels::Default) => Promise::Runs(
+            "the retry waits in a quorum hold queue on the broker, never released early, and \
+             comes back ahead of the backlog; publisher confirm, persistent message, durable \
+             queue with 10 priority levels",
         ),
-        Row::Enqueue | Row::Completions | Row::Latency | Row::Memory => {
-            Promise::Runs("publisher confirm, persistent message, durable queue")
-        }
+        (Row::Retry, Levels::None) => Promise::Runs(
+            "the retry waits in a quorum hold queue on the broker, never released early, and \
+             comes back behind the backlog; publisher confirm, persistent message, durable queue",
+        ),
+        (_, Levels::Default) => Promise::Runs(
+            "publisher confirm, persistent message, durable queue with 10 priority levels",
+        ),
+        (_, Levels::None) => Promise::Runs("publisher confirm, persistent message, durable queue"),
     }
 }
 
 /// Runs `row` with `settings` on a queue of its own, then deletes what the
 /// run created, whatever happened.
-pub async fn run(row: Row, settings: &Settings) -> Result<Outcome, BoxError> {
+pub async fn run(row: Row, settings: &Settings, levels: Levels) -> Result<Outcome, BoxError> {
     let name = format!("queuey-peers.{}", uuid::Uuid::new_v4().simple());
     let delay = Duration::from_millis(settings.retry_delay_ms);
     let retry = match row {
@@ -60,6 +81,7 @@ pub async fn run(row: Row, settings: &Settings) -> Result<Outcome, BoxError> {
         prefetch: u16::try_from(settings.slots)
             .map_err(|_| format!("{} slots do not fit a prefetch", settings.slots))?,
         retry,
+        levels,
     };
     SETUP
         .set(setup)
@@ -118,6 +140,7 @@ struct QueueSetup {
     name: &'static str,
     prefetch: u16,
     retry: Option<RetryPolicy>,
+    levels: Levels,
 }
 
 static SETUP: OnceLock<QueueSetup> = OnceLock::new();
@@ -134,6 +157,10 @@ impl Queues for PeerQueues {
             return QueueConfig::new(self.name());
         };
         let config = QueueConfig::new(setup.name).prefetch(setup.prefetch);
+        let config = match setup.levels {
+            Levels::Default => config,
+            Levels::None => config.max_priority(0),
+        };
         match &setup.retry {
             Some(policy) => config.retry(policy.clone()),
             None => config,
@@ -255,15 +282,13 @@ async fn measure(
         if row == Row::Latency {
             tokio::time::sleep(WARM_UP).await;
             let rate = settings.rate.ok_or("the Latency row needs a rate")?;
-            let ledger = Arc::clone(&ledger);
             bounded(
                 "offering the jobs",
                 RUN_LIMIT,
-                open_loop(rate, jobs, move |i| {
-                    let (producer, ledger) = (producer.clone(), Arc::clone(&ledger));
+                open_loop(rate, jobs, &ledger, move |i| {
+                    let producer = producer.clone();
                     async move {
                         producer.enqueue(&PeerWork::new(i, bytes)).await?;
-                        ledger.returned(i);
                         Ok(())
                     }
                 }),

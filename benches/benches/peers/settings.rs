@@ -9,6 +9,9 @@ use crate::side::Row;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum System {
     Queuey,
+    /// queuey on a queue without priority levels (`max_priority(0)`), as
+    /// plain as the other RabbitMQ sides' queues.
+    QueueyFifo,
     Lapin,
     ApalisAmqp,
     ApalisRedis,
@@ -27,8 +30,9 @@ pub(crate) enum Server {
 
 impl System {
     /// Every system, in the order of the table.
-    pub(crate) const ALL: [System; 7] = [
+    pub(crate) const ALL: [System; 8] = [
         System::Queuey,
+        System::QueueyFifo,
         System::Lapin,
         System::ApalisAmqp,
         System::ApalisRedis,
@@ -41,6 +45,7 @@ impl System {
     pub(crate) fn name(self) -> &'static str {
         match self {
             System::Queuey => "queuey",
+            System::QueueyFifo => "queuey-fifo",
             System::Lapin => "lapin",
             System::ApalisAmqp => "apalis-amqp",
             System::ApalisRedis => "apalis-redis",
@@ -54,6 +59,7 @@ impl System {
     pub(crate) fn label(self) -> &'static str {
         match self {
             System::Queuey => "queuey",
+            System::QueueyFifo => "queuey, no priorities",
             System::Lapin => "lapin 4 by hand",
             System::ApalisAmqp => "apalis-amqp 1",
             System::ApalisRedis => "apalis-redis 1",
@@ -65,7 +71,9 @@ impl System {
 
     pub(crate) fn server(self) -> Server {
         match self {
-            System::Queuey | System::Lapin | System::ApalisAmqp => Server::RabbitMq,
+            System::Queuey | System::QueueyFifo | System::Lapin | System::ApalisAmqp => {
+                Server::RabbitMq
+            }
             System::ApalisRedis | System::Bullmq => Server::Redis,
             System::ApalisPostgres | System::Awa => Server::Postgres,
         }

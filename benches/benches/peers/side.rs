@@ -56,7 +56,7 @@ pub struct Outcome {
     pub jobs: u64,
     /// Wall time of the measured part, in seconds.
     pub elapsed_secs: f64,
-    /// The Latency row: per job, enqueue returned → handler started, in µs.
+    /// The Latency row: per job, enqueue due (its scheduled instant) → handler started, in µs.
     pub latencies_us: Vec<u64>,
     /// The Retry row: per job, second start − (failure + delay), in µs (0 if
     /// early).
