@@ -81,11 +81,12 @@
 //! |---|---|
 //! | `QUEUEY_PEER_RUNS` | 3 runs of each row for each system |
 //! | `QUEUEY_PEER_JOBS` | 20000 jobs a run (Memory: 1,000) |
+//! | `QUEUEY_PEER_POSTGRES_JOBS` | 2000 jobs a run of a PostgreSQL system (Memory: 1,000) |
 //! | `QUEUEY_PEER_SYSTEMS` | all: `queuey,queuey-fifo,lapin,apalis-amqp,apalis-redis,bullmq,apalis-postgres,awa` |
 //! | `QUEUEY_PEER_ROWS` | all: `enqueue,completions,latency,retry,memory` (latency brings completions) |
 //! | `QUEUEY_PEER_COMMON_RATE` | 500 jobs/s for every system's second Latency row |
 //! | `QUEUEY_PEER_LATENCY_SECS` | 10: a Latency run offers at most this many seconds of jobs |
-//! | `QUEUEY_PEER_MAX_LOAD` | 1.5 |
+//! | `QUEUEY_PEER_MAX_LOAD` | 1.0 |
 //! | `AMQP_URL` | `amqp://guest:guest@127.0.0.1:5672/%2f` |
 //! | `QUEUEY_PEER_POSTGRES_URL` | `postgres://postgres@127.0.0.1:5432/postgres` (where each run's database is made; needs `psql`) |
 //! | `RUST_LOG` | unset: no tracing subscriber in the child runs |

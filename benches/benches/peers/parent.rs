@@ -227,6 +227,7 @@ async fn run_one(
     };
     let settings = child_settings(
         config,
+        config.jobs_of(target.system),
         measure,
         rate,
         redis.map(RedisServer::url).unwrap_or_default(),
@@ -253,6 +254,7 @@ async fn run_one(
 /// The settings of a child run of `measure`.
 fn child_settings(
     config: &Config,
+    system_jobs: usize,
     measure: Measure,
     rate: Option<f64>,
     redis_url: String,
@@ -261,11 +263,11 @@ fn child_settings(
     let (jobs, slots, payload_bytes) = match measure {
         Measure::Memory => (MEMORY_JOBS, MEMORY_JOBS, MEMORY_PAYLOAD),
         Measure::LatencyHalf | Measure::LatencyCommon => (
-            rate.map_or(config.jobs, |r| config.latency_jobs(r)),
+            rate.map_or(system_jobs, |r| config.latency_jobs(r, system_jobs)),
             SLOTS,
             PAYLOAD,
         ),
-        Measure::Enqueue | Measure::Completions | Measure::Retry => (config.jobs, SLOTS, PAYLOAD),
+        Measure::Enqueue | Measure::Completions | Measure::Retry => (system_jobs, SLOTS, PAYLOAD),
     };
     Settings {
         jobs,

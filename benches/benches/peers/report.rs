@@ -286,10 +286,11 @@ pub(crate) fn print_header(config: &Config, servers: &str) {
         crate::cpu::load().map_or("n/a".to_owned(), |l| format!("{l:.2}"))
     );
     println!(
-        "- {} runs, {} jobs a run ({} producers, {} slots, {} B of padding); Latency at 50 % and \
-         at {}/s, at most {} s of jobs; Memory {} jobs of {} KB",
+        "- {} runs, {} jobs a run ({} on PostgreSQL; {} producers, {} slots, {} B of padding); \
+         Latency at 50 % and at {}/s, at most {} s of jobs; Memory {} jobs of {} KB",
         config.runs,
         thousands(config.jobs as f64),
+        thousands(config.postgres_jobs as f64),
         PRODUCERS,
         SLOTS,
         PAYLOAD,

@@ -159,6 +159,9 @@ pub(crate) struct Config {
     pub(crate) runs: usize,
     /// Jobs of each run (the Memory row: [`MEMORY_JOBS`]).
     pub(crate) jobs: usize,
+    /// Jobs of each run of a PostgreSQL system, whose rates are tens to
+    /// hundreds of times lower: the same count would take hours.
+    pub(crate) postgres_jobs: usize,
     pub(crate) systems: Vec<System>,
     pub(crate) rows: Vec<Row>,
     /// The Latency row's rate common to all systems, jobs/s.
@@ -215,11 +218,12 @@ impl Config {
         Ok(Config {
             runs: count("QUEUEY_PEER_RUNS", 3)?,
             jobs: count("QUEUEY_PEER_JOBS", 20_000)?,
+            postgres_jobs: count("QUEUEY_PEER_POSTGRES_JOBS", 2_000)?,
             systems,
             rows,
             common_rate: positive("QUEUEY_PEER_COMMON_RATE", 500.0)?,
             latency_secs: positive("QUEUEY_PEER_LATENCY_SECS", 10.0)?,
-            max_load: positive("QUEUEY_PEER_MAX_LOAD", 1.5)?,
+            max_load: positive("QUEUEY_PEER_MAX_LOAD", 1.0)?,
             amqp_url: std::env::var("AMQP_URL")
                 .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned()),
             postgres_url: std::env::var("QUEUEY_PEER_POSTGRES_URL")
@@ -245,10 +249,18 @@ impl Config {
         self.systems.iter().any(|s| s.server() == server)
     }
 
-    /// Jobs of a Latency run at `rate`.
-    pub(crate) fn latency_jobs(&self, rate: f64) -> usize {
+    /// Jobs of each run of `system` (but the Memory row's).
+    pub(crate) fn jobs_of(&self, system: System) -> usize {
+        match system.server() {
+            Server::Postgres => self.postgres_jobs,
+            Server::RabbitMq | Server::Redis => self.jobs,
+        }
+    }
+
+    /// Jobs of a Latency run at `rate`, of a system that runs `jobs`.
+    pub(crate) fn latency_jobs(&self, rate: f64, jobs: usize) -> usize {
         let capped = (rate * self.latency_secs).ceil();
-        (capped as usize).clamp(1, self.jobs)
+        (capped as usize).clamp(1, jobs)
     }
 }
 
