@@ -43,8 +43,11 @@
 //!   from the instant `enqueue` returned: a broker delivers a persistent
 //!   message before it confirms it, so most handlers would start "before"
 //!   their enqueue returned; and a producer that falls behind its schedule
-//!   shows here instead of hiding.) Once at 50 % of each system's own Completions median,
-//!   once at a rate common to all (500 jobs/s); at most 10 s of jobs each.
+//!   shows here instead of hiding.) Once at 50 % of what each system
+//!   sustains (the lower of its own Enqueue and Completions medians: a
+//!   system offered more than its producers enqueue would only measure
+//!   its producers' queue), once at a rate common to all (500 jobs/s); at
+//!   most 10 s of jobs each.
 //! - **Retry**: each job fails its first attempt and is retried after 1 s by
 //!   the system's own retry: jobs per second from the worker's start to the
 //!   last completion, and how late each second start came after the

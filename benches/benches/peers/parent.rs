@@ -132,7 +132,8 @@ fn servers_line(servers: &Servers) -> String {
 }
 
 /// The measures to run, in order: the Latency row at 50 % needs each
-/// system's Completions figure, so Completions runs whenever Latency does.
+/// system's Completions figure (and its Enqueue figure, when that row
+/// runs), so Completions runs whenever Latency does.
 fn measures(config: &Config) -> Vec<Measure> {
     let wants = |row| config.rows.contains(&row);
     let mut measures = Vec::new();
@@ -162,7 +163,7 @@ async fn run_all(config: &Config, servers: &Servers, results: &mut Results) {
         // The rate of each system at 50 %, fixed before its first run.
         let half_rates: BTreeMap<Target, Option<f64>> = targets
             .iter()
-            .map(|&t| (t, results.completions_median(t).map(|r| r / 2.0)))
+            .map(|&t| (t, results.sustained(t).map(|r| r / 2.0)))
             .collect();
         for run in 1..=config.runs {
             println!(

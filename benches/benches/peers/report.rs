@@ -17,7 +17,8 @@ use crate::side::{Outcome, Promise, Row};
 pub(crate) enum Measure {
     Enqueue,
     Completions,
-    /// The Latency row at 50 % of the system's own Completions median.
+    /// The Latency row at 50 % of the most the system sustains: the lower
+    /// of its own Enqueue and Completions medians.
     LatencyHalf,
     /// The Latency row at the common rate.
     LatencyCommon,
@@ -44,7 +45,9 @@ impl Measure {
                 format!("Completions: a backlog enqueued beforehand, a worker with {SLOTS} slots")
             }
             Measure::LatencyHalf => {
-                "Latency at 50 % of each system's Completions median".to_owned()
+                "Latency at 50 % of what each system sustains (the lower of its Enqueue and \
+                 Completions medians)"
+                    .to_owned()
             }
             Measure::LatencyCommon => {
                 format!(
@@ -181,8 +184,19 @@ impl Results {
     }
 
     /// The median Completions rate of `target`, once it has one.
-    pub(crate) fn completions_median(&self, target: Target) -> Option<f64> {
-        let values = self.values(target, Measure::Completions, Record::throughput);
+    /// The most `target` sustains end to end: its Completions median, or
+    /// its Enqueue median where that is lower (a producer that cannot
+    /// offer more would only queue jobs in its own tasks).
+    pub(crate) fn sustained(&self, target: Target) -> Option<f64> {
+        let completions = self.throughput_median(target, Measure::Completions)?;
+        Some(
+            self.throughput_median(target, Measure::Enqueue)
+                .map_or(completions, |enqueue| enqueue.min(completions)),
+        )
+    }
+
+    fn throughput_median(&self, target: Target, measure: Measure) -> Option<f64> {
+        let values = self.values(target, measure, Record::throughput);
         (!values.is_empty()).then(|| median(values.into_values().collect()))
     }
 
