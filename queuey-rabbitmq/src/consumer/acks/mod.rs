@@ -19,12 +19,16 @@
 //! has been sent ([`Acks::settled`]). A delivery that is never reported
 //! settled only keeps the runs short: the safe side.
 //!
-//! The writer waits for one round's sends before the next, so what
-//! arrives meanwhile makes the next run longer. Woken from idle by the
-//! first job of a burst, it lets the jobs already ready to run go first,
-//! so the burst shares one round. The channel's only open delivery
-//! (always, at a prefetch of 1) is acknowledged by the task running its
-//! job while the writer is idle, without the hop through the writer.
+//! A round's frames are queued on the connection, in order, when the
+//! writer takes the round; it does not wait for lapin's io thread to write
+//! them before the next (a task of their own waits, to count what was
+//! lost), since every round it holds back is credit the broker does not
+//! have to deliver the next jobs. It lets the jobs already ready to run
+//! ask first, between two rounds and when woken from idle by the first
+//! job of a burst, so a burst shares one round. The channel's only open
+//! delivery (always, at a prefetch of 1) is acknowledged by the task
+//! running its job while the writer is idle, without the hop through the
+//! writer.
 //!
 //! A job does not wait for its round: once its acknowledgement is handed
 //! to the writer (or queued on the connection) it is done. A channel
@@ -79,7 +83,7 @@ struct AckChannel {
     /// Wakes the writer when an acknowledgement is asked for while it is
     /// idle.
     wake: Notify,
-    /// The longest the writer waits for a round's sends.
+    /// The longest a round's sends are waited for, to count what was lost.
     bound: Duration,
     /// Where the writer counts as a retirement while it has
     /// acknowledgements to send.
@@ -88,7 +92,7 @@ struct AckChannel {
 
 struct State {
     open: Open,
-    /// The writer took a round and has not had all its answers yet.
+    /// The writer took a round and has not queued its frames yet.
     busy: bool,
     /// Held from the first acknowledgement handed over until the writer
     /// has sent every one: closing the backend waits for it.
@@ -103,7 +107,7 @@ impl AckChannel {
 
 impl Acks {
     /// Starts the writer of a fresh consumer channel of `queue`, whose
-    /// rounds wait at most `bound` for their sends; it ends with the last
+    /// rounds' sends are waited for at most `bound`; it ends with the last
     /// handle. Must be called inside a tokio runtime.
     pub(crate) fn start(
         channel: Channel,
@@ -196,8 +200,8 @@ impl fmt::Debug for Acks {
     }
 }
 
-/// The writer's loop: send a round of what was asked, wait for its sends
-/// (up to the bound), repeat; sleep while nothing is asked.
+/// The writer's loop: queue a round of what was asked, let the jobs that
+/// are ready ask, repeat; sleep while nothing is asked.
 async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
     let mut closing = false;
     loop {
@@ -232,25 +236,75 @@ async fn write(shared: Arc<AckChannel>, mut closed: mpsc::Receiver<()>) {
             }
             continue;
         }
-        // Every frame is queued on the connection at the first poll, in
-        // order; past the bound, the sends go on without anyone waiting.
-        let sends = round
-            .iter()
-            .map(|frame| ack(&shared.channel, frame.tag, frame.multiple));
-        let sent = tokio::time::timeout(shared.bound, futures::future::join_all(sends)).await;
-        if let Ok(outcomes) = sent {
-            let lost: usize = round
-                .iter()
-                .zip(&outcomes)
-                .filter(|(_, acked)| !matches!(acked, Ok(true)))
-                .map(|(frame, _)| frame.jobs)
-                .sum();
-            if lost > 0 {
-                let error = outcomes.iter().find_map(|acked| acked.as_ref().err());
-                lost_acks(&shared.queue, lost, error);
+        // Every frame is queued on the connection at its first poll, here,
+        // in order; the next round need not wait for them to be written
+        // (that is a hop through lapin's io thread and back): a task of
+        // their own waits for them, up to the bound, and counts what was
+        // lost, while the writer counts as under way.
+        let mut outcomes = Vec::with_capacity(round.len());
+        let mut pending: Pending = Vec::new();
+        for frame in &round {
+            let channel = shared.channel.clone();
+            let (tag, multiple) = (frame.tag, frame.multiple);
+            let mut sending: Sending = Box::pin(async move { ack(&channel, tag, multiple).await });
+            match sending
+                .as_mut()
+                .poll(&mut Context::from_waker(Waker::noop()))
+            {
+                Poll::Ready(acked) => outcomes.push((frame.jobs, acked)),
+                Poll::Pending => pending.push((frame.jobs, sending)),
             }
         }
+        {
+            let mut state = shared.state();
+            state.busy = false;
+        }
+        tokio::spawn(count_lost(
+            Arc::clone(&shared.queue),
+            shared.bound,
+            outcomes,
+            pending,
+            shared.retirements.begin(),
+        ));
+        // The jobs that are ready to finish ask first, and share the next
+        // round.
+        tokio::task::yield_now().await;
     }
+}
+
+/// One `basic.ack` on its way to the broker.
+type Sending = std::pin::Pin<Box<dyn Future<Output = Acked> + Send>>;
+
+/// A round's sends that were still being written, each with the jobs it
+/// acknowledges.
+type Pending = Vec<(usize, Sending)>;
+
+/// Waits for a round's sends still being written (at most `bound`), then
+/// says how many jobs' acknowledgements, of those and of `outcomes`, could
+/// not be sent. The round counts as under way until then.
+async fn count_lost(
+    queue: Arc<str>,
+    bound: Duration,
+    mut outcomes: Vec<(usize, Acked)>,
+    pending: Pending,
+    under_way: UnderWay,
+) {
+    let waits = pending
+        .into_iter()
+        .map(|(jobs, sending)| async move { (jobs, sending.await) });
+    if let Ok(sent) = tokio::time::timeout(bound, futures::future::join_all(waits)).await {
+        outcomes.extend(sent);
+        let lost: usize = outcomes
+            .iter()
+            .filter(|(_, acked)| !matches!(acked, Ok(true)))
+            .map(|(jobs, _)| jobs)
+            .sum();
+        if lost > 0 {
+            let error = outcomes.iter().find_map(|(_, acked)| acked.as_ref().err());
+            lost_acks(&queue, lost, error);
+        }
+    }
+    drop(under_way);
 }
 
 /// Says that acknowledgements handed to the writer could not be sent.
