@@ -19,6 +19,7 @@ use serde::Deserialize;
 
 use crate::load::{
     Attempt, Ledger, PeerJob, Retries, Tally, closed_loop, open_loop, peak_rss_kib, reset_peak_rss,
+    worker_outcome,
 };
 use crate::side::{BoxError, Outcome, Promise, Row, Settings};
 
@@ -114,11 +115,7 @@ async fn measure_on(
         // loaded when the clock starts.
         closed_loop(settings.producers, settings.producers, enqueue.clone()).await?;
         let elapsed = closed_loop(settings.producers, jobs, enqueue).await?;
-        return Ok(Outcome {
-            jobs: jobs as u64,
-            elapsed_secs: elapsed.as_secs_f64(),
-            ..Outcome::default()
-        });
+        return Ok(Outcome::enqueued(jobs, elapsed));
     }
     if row != Row::Latency {
         closed_loop(settings.producers, jobs, enqueue).await?;
@@ -150,22 +147,13 @@ async fn measure_on(
     let closed = worker.close(STOP_LIMIT.as_millis() as u64).await;
     worked?;
     closed?;
-    let delay = Duration::from_millis(settings.retry_delay_ms);
-    let (lateness_us, early) = match row {
-        Row::Retry => probe.retries.lateness_us(delay),
-        _ => (Vec::new(), 0),
-    };
-    Ok(Outcome {
-        jobs: probe.tally.count() as u64,
-        elapsed_secs: probe.tally.elapsed_since(started).as_secs_f64(),
-        latencies_us: match row {
-            Row::Latency => probe.ledger.latencies_us(),
-            _ => Vec::new(),
-        },
-        lateness_us,
-        early,
-        peak_rss_kib: (row == Row::Memory).then_some(peak_rss_kib).flatten(),
-    })
+    Ok(worker_outcome(
+        row,
+        started,
+        Duration::from_millis(settings.retry_delay_ms),
+        (&probe.tally, &probe.ledger, &probe.retries),
+        peak_rss_kib,
+    ))
 }
 
 /// Starts a worker on the run's queue with the run's slots; it processes

@@ -29,7 +29,7 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::amqp::delete_queues;
 use crate::load::{
     Attempt, CLEANUP_LIMIT, Ledger, PeerJob, Retries, SIDE_LIMIT, Tally, bounded, closed_loop,
-    open_loop, peak_rss_kib, reset_peak_rss,
+    open_loop, peak_rss_kib, reset_peak_rss, worker_outcome,
 };
 use crate::side::{BoxError, Outcome, Promise, Row, Settings};
 
@@ -160,11 +160,7 @@ impl<'a> Run<'a> {
             )
             .await?;
             self.pool.close().await;
-            return Ok(Outcome {
-                jobs: jobs as u64,
-                elapsed_secs: elapsed.as_secs_f64(),
-                ..Outcome::default()
-            });
+            return Ok(Outcome::enqueued(jobs, elapsed));
         }
         if row != Row::Latency {
             bounded(
@@ -224,22 +220,13 @@ impl<'a> Run<'a> {
         worked?;
         let _ = channel.close(200, "run done".into()).await;
         self.pool.close().await;
-        let delay = Duration::from_millis(settings.retry_delay_ms);
-        let (lateness_us, early) = match row {
-            Row::Retry => handler.retries.lateness_us(delay),
-            _ => (Vec::new(), 0),
-        };
-        Ok(Outcome {
-            jobs: handler.tally.count() as u64,
-            elapsed_secs: handler.tally.elapsed_since(started).as_secs_f64(),
-            latencies_us: match row {
-                Row::Latency => handler.ledger.latencies_us(),
-                _ => Vec::new(),
-            },
-            lateness_us,
-            early,
-            peak_rss_kib: (row == Row::Memory).then_some(peak_rss_kib).flatten(),
-        })
+        Ok(worker_outcome(
+            row,
+            started,
+            Duration::from_millis(settings.retry_delay_ms),
+            (&handler.tally, &handler.ledger, &handler.retries),
+            peak_rss_kib,
+        ))
     }
 }
 

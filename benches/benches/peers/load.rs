@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 
-use crate::side::BoxError;
+use crate::side::{BoxError, Outcome, Row};
 
 /// An instant per job slot, as nanoseconds since a base instant plus one;
 /// 0 means not recorded yet.
@@ -220,6 +220,34 @@ impl Tally {
     pub fn elapsed_since(&self, since: Instant) -> Duration {
         let last = self.base + Duration::from_nanos(self.last.load(Ordering::Acquire));
         last.saturating_duration_since(since)
+    }
+}
+
+/// What a worker run of `row` measured, from its instruments: the jobs
+/// completed since `started`, and the row's own figures (the Latency
+/// row's latencies, the Retry row's lateness against `retry_delay`, the
+/// Memory row's `peak_rss_kib`).
+pub fn worker_outcome(
+    row: Row,
+    started: Instant,
+    retry_delay: Duration,
+    (tally, ledger, retries): (&Tally, &Ledger, &Retries),
+    peak_rss_kib: Option<u64>,
+) -> Outcome {
+    let (lateness_us, early) = match row {
+        Row::Retry => retries.lateness_us(retry_delay),
+        _ => (Vec::new(), 0),
+    };
+    Outcome {
+        jobs: tally.count() as u64,
+        elapsed_secs: tally.elapsed_since(started).as_secs_f64(),
+        latencies_us: match row {
+            Row::Latency => ledger.latencies_us(),
+            _ => Vec::new(),
+        },
+        lateness_us,
+        early,
+        peak_rss_kib: (row == Row::Memory).then_some(peak_rss_kib).flatten(),
     }
 }
 

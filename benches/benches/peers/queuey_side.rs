@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::amqp::delete_queues;
 use crate::load::{
     Attempt, CLEANUP_LIMIT, Ledger, PeerJob, Retries, SIDE_LIMIT, Tally, bounded, closed_loop,
-    open_loop, peak_rss_kib, reset_peak_rss,
+    open_loop, peak_rss_kib, reset_peak_rss, worker_outcome,
 };
 use crate::side::{BoxError, Outcome, Promise, Row, Settings};
 
@@ -242,11 +242,7 @@ async fn measure(
             closed_loop(settings.producers, jobs, enqueue),
         )
         .await?;
-        return Ok(Outcome {
-            jobs: jobs as u64,
-            elapsed_secs: elapsed.as_secs_f64(),
-            ..Outcome::default()
-        });
+        return Ok(Outcome::enqueued(jobs, elapsed));
     }
     if row != Row::Latency {
         bounded(
@@ -312,20 +308,11 @@ async fn measure(
     if handle.settle_failures() > 0 {
         return Err(format!("{} settles failed", handle.settle_failures()).into());
     }
-    let delay = Duration::from_millis(settings.retry_delay_ms);
-    let (lateness_us, early) = match row {
-        Row::Retry => retries.lateness_us(delay),
-        _ => (Vec::new(), 0),
-    };
-    Ok(Outcome {
-        jobs: tally.count() as u64,
-        elapsed_secs: tally.elapsed_since(started).as_secs_f64(),
-        latencies_us: match row {
-            Row::Latency => ledger.latencies_us(),
-            _ => Vec::new(),
-        },
-        lateness_us,
-        early,
-        peak_rss_kib: (row == Row::Memory).then_some(peak_rss_kib).flatten(),
-    })
+    Ok(worker_outcome(
+        row,
+        started,
+        Duration::from_millis(settings.retry_delay_ms),
+        (&tally, &ledger, &retries),
+        peak_rss_kib,
+    ))
 }

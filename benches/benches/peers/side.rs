@@ -67,6 +67,17 @@ pub struct Outcome {
     pub peak_rss_kib: Option<u64>,
 }
 
+impl Outcome {
+    /// The Enqueue row's outcome: `jobs` enqueued in `elapsed`.
+    pub fn enqueued(jobs: usize, elapsed: std::time::Duration) -> Outcome {
+        Outcome {
+            jobs: jobs as u64,
+            elapsed_secs: elapsed.as_secs_f64(),
+            ..Outcome::default()
+        }
+    }
+}
+
 /// Whether a system runs a row, and what its durable path promises there.
 #[derive(Clone, Copy, Debug)]
 pub enum Promise {
