@@ -5,8 +5,9 @@
 //! The keys of a limit key `K`: `K:slots` (sorted set: holder → end of its
 //! lease), `K:started` (hash: holder → when it took its slot), `K:waiting`
 //! (sorted set: refused holder → when it stops counting), `K:hold` (the
-//! typical hold time), `K:rate` (hash: `tat`, the theoretical arrival time,
-//! and `tolerance`), `K:turns` (sorted set: holder → when its turn is due).
+//! typical hold time), `K:rate` (hash: the theoretical arrival times `tat`
+//! of turns given out, `st` of starts made and `lt` of turns promised, and
+//! `tolerance`), `K:turns` (sorted set: holder → when its turn is due).
 
 use std::sync::LazyLock;
 
@@ -128,38 +129,59 @@ return 1
 /// KEYS: rate, turns. ARGV: holder, interval (µs), tolerance (µs), grace
 /// (µs), `1` to book (keep the reservation even when due now). Answers 0
 /// for a start now (booked: due now), else the wait in µs (at least 1).
+///
+/// The rate hash holds the key's three clocks: `tat` (turns given out),
+/// `st` (starts made) and `lt` (turns promised to holders whose turn came
+/// due too close to the last start).
 pub(crate) static RESERVE_TURN: LazyLock<Script> = LazyLock::new(|| {
     script(
         r"
 local now = now_us()
 local holder = ARGV[1]
 local interval, tolerance, grace = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local book = ARGV[5] == '1'
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - grace)
+local clocks = redis.call('HMGET', KEYS[1], 'tat', 'st', 'lt')
+local tat = math.max(tonumber(clocks[1]) or now, now)
+local st = math.max(tonumber(clocks[2]) or now, now)
+local lt = math.max(tonumber(clocks[3]) or now, now)
+local function save()
+  redis.call('HSET', KEYS[1], 'tat', tat, 'st', st, 'lt', lt, 'tolerance', tolerance)
+  redis.call('PEXPIRE', KEYS[1], math.ceil((math.max(tat, st, lt) - now) / 1000) + 1)
+end
+local function reserve(due)
+  redis.call('ZADD', KEYS[2], due, holder)
+  expire_after_last(KEYS[2], now, grace)
+  return math.ceil(due - now)
+end
 local due = redis.call('ZSCORE', KEYS[2], holder)
 if due then
   due = tonumber(due)
-  if due <= now then
-    redis.call('ZREM', KEYS[2], holder)
+  if due > now then
+    return math.ceil(due - now)
+  end
+  if book then
     return 0
   end
-  return math.ceil(due - now)
-end
-local tat = tonumber(redis.call('HGET', KEYS[1], 'tat') or now)
-if tat < now then
-  tat = now
-end
-redis.call('HSET', KEYS[1], 'tat', tat + interval, 'tolerance', tolerance)
-redis.call('PEXPIRE', KEYS[1], math.ceil((tat + interval - now) / 1000) + 1)
-due = tat - tolerance
-if due <= now then
-  if ARGV[5] ~= '1' then
-    return 0
+  if st - tolerance > now then
+    local promise = math.max(lt, st - tolerance)
+    lt = promise + interval
+    save()
+    return reserve(promise)
   end
-  due = now
+  redis.call('ZREM', KEYS[2], holder)
+else
+  local base = math.max(tat, st, lt)
+  tat = base + interval
+  due = base - tolerance
+  if due > now or book then
+    save()
+    return reserve(math.max(due, now))
+  end
 end
-redis.call('ZADD', KEYS[2], due, holder)
-expire_after_last(KEYS[2], now, grace)
-return math.ceil(due - now)
+st = st + interval
+save()
+return 0
 ",
     )
 });
@@ -172,10 +194,11 @@ pub(crate) static LIMIT_USAGE: LazyLock<Script> = LazyLock::new(|| {
 local now = now_us()
 local running = redis.call('ZCARD', KEYS[1]) - redis.call('ZCOUNT', KEYS[1], '-inf', now)
 local waiting = redis.call('ZCARD', KEYS[2]) - redis.call('ZCOUNT', KEYS[2], '-inf', now)
-local rate = redis.call('HMGET', KEYS[3], 'tat', 'tolerance')
+local rate = redis.call('HMGET', KEYS[3], 'tat', 'tolerance', 'st', 'lt')
 local next_turn = -1
 if rate[1] and rate[2] then
-  local due = tonumber(rate[1]) - tonumber(rate[2])
+  local idle = math.max(tonumber(rate[1]), tonumber(rate[3]) or 0, tonumber(rate[4]) or 0)
+  local due = idle - tonumber(rate[2])
   if due > now then
     next_turn = math.ceil(due - now)
   end

@@ -257,14 +257,22 @@ async fn a_booked_turn_is_kept_even_when_due_now_and_started_once_by_its_holder(
     assert!(near(c, Duration::from_secs(1), slack), "{c:?}");
     // a starts on its booked turn, once: asking again is a new turn.
     assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
+    let a_started = Instant::now();
     assert!(matches!(
         store.reserve_turn("k", "a", rate).await.unwrap(),
         Turn::Wait(next) if next > c
     ));
-    // b, back when told, starts; never before its turn.
+    // b, back when told, starts; never before its turn, nor sooner than an
+    // interval after a started (a started a moment after its turn, so b
+    // may be told to wait that moment more).
     tokio::time::sleep(b.saturating_sub(asked.elapsed())).await;
-    assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+    if let Turn::Wait(more) = store.reserve_turn("k", "b", rate).await.unwrap() {
+        assert!(more <= a_started - asked + slack, "{more:?}");
+        tokio::time::sleep(more).await;
+        assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+    }
     assert!(asked.elapsed() >= b);
+    assert!(a_started.elapsed() >= Duration::from_millis(500));
     fixture.clean().await;
 }
 
@@ -508,6 +516,20 @@ async fn the_memory_store_and_redis_agree_on_a_scenario() {
         Reserve("r4", "5/s burst 2"),
         Reserve("r5", "5/s burst 2"),
         Usage,
+        // Idle again. s2 and s3 come back late, together: one starts, the
+        // other is promised the next start, and a new holder comes after.
+        Pass(ms(1_500)),
+        Reserve("s1", "5/s"),
+        Reserve("s2", "5/s"),
+        Reserve("s3", "5/s"),
+        Pass(ms(700)),
+        Reserve("s3", "5/s"),
+        Reserve("s2", "5/s"),
+        Reserve("s4", "5/s"),
+        Usage,
+        Pass(ms(200)),
+        Reserve("s2", "5/s"),
+        Reserve("s4", "5/s"),
     ];
     let redis = Fixture::new().await;
     let on_redis = play(&redis.store, &steps, false).await;

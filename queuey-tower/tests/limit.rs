@@ -503,6 +503,105 @@ async fn a_burst_starts_at_once_and_the_rest_follow_at_the_rate() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_turn_close_at_hand_is_waited_for_in_place_and_a_far_one_is_deferred() {
+    let store = MemoryStore::new();
+    let probe = Arc::new(Probe::default());
+    let rate: Rate = "5/s".parse().unwrap();
+    let stack = worker(layer(&store).rate(rate), &probe, Duration::ZERO, None);
+    let start = Instant::now();
+    let (first, waits) = deliver(stack.clone(), Uuid::new_v4(), "api.example").await;
+    assert_eq!((first, waits.len()), (Disposition::Ack, 0));
+    // The next turn is 200 ms away: the job sleeps through it and runs,
+    // without a trip through a hold.
+    let (second, waits) = deliver(stack.clone(), Uuid::new_v4(), "api.example").await;
+    assert_eq!((second, waits.len()), (Disposition::Ack, 0));
+    assert_eq!(start.elapsed(), Duration::from_millis(200));
+    // Two jobs asking together: the first waits in place, the second's
+    // turn (400 ms away) is too far, and it is deferred until it.
+    let jobs: Vec<_> = (0..2)
+        .map(|_| {
+            let stack = stack.clone();
+            tokio::spawn(async move { deliver(stack, Uuid::new_v4(), "api.example").await })
+        })
+        .collect();
+    let mut waits = Vec::new();
+    for job in jobs {
+        let (answer, deferred) = job.await.unwrap();
+        assert_eq!(answer, Disposition::Ack);
+        waits.push(deferred);
+    }
+    waits.sort();
+    assert_eq!(waits, vec![vec![], vec![Duration::from_millis(400)]]);
+    let starts: Vec<Duration> = probe.starts().iter().map(|s| s.1 - start).collect();
+    assert_eq!(starts.len(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn jobs_back_late_after_an_outage_start_at_the_rate_not_together() {
+    let store = MemoryStore::new();
+    let probe = Arc::new(Probe::default());
+    let rate: Rate = "2/s".parse().unwrap();
+    let stack = worker(layer(&store).rate(rate), &probe, Duration::ZERO, None);
+    let ids: Vec<Uuid> = (0..6).map(|_| Uuid::new_v4()).collect();
+    // Each is told to wait for its turn (the first starts at once).
+    for (n, id) in ids.iter().enumerate() {
+        let answer = stack
+            .clone()
+            .oneshot(request(*id, "api.example", 0))
+            .await
+            .unwrap();
+        if n == 0 {
+            assert_eq!(answer, Disposition::Ack);
+        } else {
+            assert!(matches!(answer, Disposition::Defer { .. }), "{answer:?}");
+        }
+    }
+    // The broker is away until every turn has passed; then all five come
+    // back at once.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    let back = Instant::now();
+    let jobs: Vec<_> = ids[1..]
+        .iter()
+        .map(|&id| {
+            let stack = stack.clone();
+            tokio::spawn(async move {
+                let mut stack = stack;
+                let mut deferrals = 1;
+                loop {
+                    let answer = stack
+                        .ready()
+                        .await
+                        .unwrap()
+                        .call(request(id, "api.example", deferrals))
+                        .await
+                        .unwrap();
+                    match answer {
+                        Disposition::Defer { delay } => {
+                            deferrals += 1;
+                            tokio::time::sleep(delay).await;
+                        }
+                        other => return (other, deferrals - 1),
+                    }
+                }
+            })
+        })
+        .collect();
+    for job in jobs {
+        let (answer, more) = job.await.unwrap();
+        assert_eq!(answer, Disposition::Ack);
+        assert!(more <= 1, "deferred {more} more times");
+    }
+    let mut starts: Vec<Duration> = probe.starts()[1..].iter().map(|s| s.1 - back).collect();
+    starts.sort();
+    // Half a second apart, as the rate allows, though all were due.
+    for (n, at) in starts.iter().enumerate() {
+        let due = Duration::from_millis(500) * u32::try_from(n).unwrap();
+        assert!(*at >= due, "start {n} at {at:?}, due at {due:?}");
+        assert!(*at < due + Duration::from_millis(50), "start {n} at {at:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_rate_and_a_concurrency_limit_hold_together() {
     let store = MemoryStore::new();
     let probe = Arc::new(Probe::default());

@@ -36,22 +36,34 @@
 //!   [interval](Rate::interval) `T = per / count`, with bursts of up to
 //!   `burst` at once (the generic cell rate algorithm, GCRA, with a
 //!   tolerance of `(burst - 1) * T`).
-//! - Stored: the key's theoretical arrival time (when the rate would be
-//!   idle again) with the tolerance last used, and the reservations of
-//!   holders told to wait, each with the instant its turn is due.
+//! - Stored: three clocks of the key (theoretical arrival times): the
+//!   turns given out, the starts made, and the turns promised to holders
+//!   that came back too close to the last start; the tolerance last used;
+//!   and the reservations of holders told to wait, each with the instant
+//!   its turn is due.
+//! - Every [`Turn::Now`] is a start, and starts are checked against the
+//!   starts made: a start is allowed when the start clock, less the
+//!   tolerance, is not ahead of now. However late holders come back, the
+//!   starts a key makes never break the rate and its burst.
 //! - [`reserve_turn`](LimitStore::reserve_turn) answers [`Turn::Now`] when a
 //!   start is allowed now (nothing is stored for the holder), or reserves
-//!   the next free turn and answers [`Turn::Wait`] until it. Every turn is
-//!   given once: turns are never closer than the rate allows, and a holder
-//!   that asks again while it holds a reservation is answered that
-//!   reservation, never a second turn. Once due, the holder's next call
-//!   answers `Now` and consumes it; a call before that answers the time
-//!   still to wait, never less.
+//!   the next free turn (after every turn given, start made and turn
+//!   promised) and answers [`Turn::Wait`] until it. Every turn is given
+//!   once: a holder that asks again while it holds a reservation is
+//!   answered that reservation, never a second turn; a call before it is
+//!   due answers the time still to wait, never less.
+//! - Once its turn is due, the holder's next call starts it ([`Turn::Now`],
+//!   the reservation consumed) when the starts made allow it. When they do
+//!   not (the holder came back late, next to another start, or with many
+//!   others after an outage), it is promised the next free start after the
+//!   other promises and answered [`Turn::Wait`] until then: holders back
+//!   together leave one interval apart, in the order they came back.
 //! - [`book_turn`](LimitStore::book_turn) reserves the same way but stores
 //!   the reservation even when it is due at once: a producer books a job's
 //!   turn at enqueue and sends the job to arrive then, and the job's own
-//!   `reserve_turn` finds it due and starts, without a second turn. A reservation nobody comes back for is
-//!   dropped [`TURN_GRACE`] after it was due; its turn stays spent.
+//!   `reserve_turn` finds it due and starts, without a second turn. A
+//!   reservation nobody comes back for is dropped [`TURN_GRACE`] after it
+//!   was due; its turn stays spent.
 //!
 //! # Atomicity, time and expiry
 //!
@@ -61,7 +73,8 @@
 //! the server's clock for Redis (so the clocks of workers do not matter).
 //! Everything a key holds expires by itself once idle: slots and the
 //! waiting set when their last lease ends, the rate's state when it is idle
-//! again, reservations [`TURN_GRACE`] after the last is due, and the typical
+//! again (every clock behind now), reservations [`TURN_GRACE`] after the
+//! last is due, and the typical
 //! hold time [`HOLD_MEMORY`] after the last slot was freed.
 //!
 //! ```
@@ -216,9 +229,12 @@ pub trait LimitStore: Store {
 
     /// Reserves `holder`'s turn to start under `rate` (GCRA).
     ///
-    /// If `holder` already holds a reservation for `key`, answers it
-    /// ([`Turn::Now`] once due, consuming it; else [`Turn::Wait`] with the
-    /// time that remains). Otherwise reserves the next free turn:
+    /// If `holder` already holds a reservation for `key`, answers it:
+    /// [`Turn::Wait`] with the time that remains before it is due; once
+    /// due, [`Turn::Now`] (consuming it) if the starts made allow a start
+    /// now, else [`Turn::Wait`] until the start it is promised instead (see
+    /// [Turns to start](self#turns-to-start)). Otherwise reserves the next
+    /// free turn:
     /// [`Turn::Now`] (nothing stored) or [`Turn::Wait`] with the
     /// reservation stored under `holder` until [`TURN_GRACE`] after it is
     /// due.

@@ -27,8 +27,8 @@ struct KeyLimits {
     waiting: HashMap<String, Instant>,
     /// The typical hold time and when it is forgotten.
     hold: Option<(Duration, Instant)>,
-    /// The rate's theoretical arrival time and the tolerance last used.
-    rate: Option<(Instant, Duration)>,
+    /// The rate's clocks, while any of them is ahead of now.
+    rate: Option<RateClocks>,
     /// Reservations: when each holder's turn is due.
     turns: HashMap<String, Instant>,
 }
@@ -36,6 +36,25 @@ struct KeyLimits {
 struct Lease {
     taken: Instant,
     until: Instant,
+}
+
+/// A key's rate: the three theoretical arrival times of its rules (see
+/// [`crate::store::limit`]), and the tolerance last used.
+#[derive(Clone, Copy)]
+struct RateClocks {
+    /// Turns given out.
+    turns: Instant,
+    /// Starts made.
+    starts: Instant,
+    /// Promised turns, for reservations that came due too close to a start.
+    promised: Instant,
+    tolerance: Duration,
+}
+
+impl RateClocks {
+    fn idle_at(&self) -> Instant {
+        self.turns.max(self.starts).max(self.promised)
+    }
 }
 
 impl KeyLimits {
@@ -46,7 +65,7 @@ impl KeyLimits {
         if self.hold.is_some_and(|(_, forget)| forget <= now) {
             self.hold = None;
         }
-        if self.rate.is_some_and(|(tat, _)| tat <= now) {
+        if self.rate.is_some_and(|rate| rate.idle_at() <= now) {
             self.rate = None;
         }
         self.turns.retain(|_, due| later(*due, TURN_GRACE) > now);
@@ -64,13 +83,60 @@ impl KeyLimits {
         self.hold.map(|(average, _)| average)
     }
 
-    /// Takes the next free turn under `rate`: when it is due (`now` or
-    /// earlier when a start is allowed at once).
+    /// The key's rate clocks, none behind `now`.
+    fn clocks(&self, rate: Rate, now: Instant) -> RateClocks {
+        let clocks = self.rate.unwrap_or(RateClocks {
+            turns: now,
+            starts: now,
+            promised: now,
+            tolerance: rate.tolerance(),
+        });
+        RateClocks {
+            turns: clocks.turns.max(now),
+            starts: clocks.starts.max(now),
+            promised: clocks.promised.max(now),
+            tolerance: rate.tolerance(),
+        }
+    }
+
+    /// Takes the next free turn under `rate`, after every start made or
+    /// promised: when it is due (`now` or earlier when a start is allowed
+    /// at once).
     fn next_turn(&mut self, rate: Rate, now: Instant) -> Instant {
-        let tat = self.rate.map_or(now, |(tat, _)| tat.max(now));
-        let tolerance = rate.tolerance();
-        self.rate = Some((later(tat, rate.interval()), tolerance));
-        tat.checked_sub(tolerance).unwrap_or(now)
+        let mut clocks = self.clocks(rate, now);
+        let base = clocks.turns.max(clocks.starts).max(clocks.promised);
+        clocks.turns = later(base, rate.interval());
+        self.rate = Some(clocks);
+        base.checked_sub(clocks.tolerance).unwrap_or(now)
+    }
+
+    /// When the starts made allow the next: `now` or later.
+    fn next_start(&self, rate: Rate, now: Instant) -> Instant {
+        self.rate.map_or(now, |clocks| {
+            clocks
+                .starts
+                .checked_sub(rate.tolerance())
+                .map_or(now, |at| at.max(now))
+        })
+    }
+
+    /// Records a start now.
+    fn start(&mut self, rate: Rate, now: Instant) {
+        let mut clocks = self.clocks(rate, now);
+        clocks.starts = later(clocks.starts, rate.interval());
+        self.rate = Some(clocks);
+    }
+
+    /// Promises the next free start to a reservation that came due too
+    /// close to the last start: a turn after the other promises, never
+    /// before the starts allow.
+    fn promise(&mut self, rate: Rate, now: Instant) -> Instant {
+        let next_start = self.next_start(rate, now);
+        let mut clocks = self.clocks(rate, now);
+        let promise = clocks.promised.max(next_start);
+        clocks.promised = later(promise, rate.interval());
+        self.rate = Some(clocks);
+        promise
     }
 }
 
@@ -201,15 +267,21 @@ impl LimitStore for MemoryStore {
         rate: Rate,
     ) -> BoxFuture<'a, Result<Turn, StoreError>> {
         ready(self.with_limits(key, |limits, now| {
-            if let Some(&due) = limits.turns.get(holder) {
-                if due <= now {
-                    limits.turns.remove(holder);
-                    return Turn::Now;
+            let due = match limits.turns.get(holder) {
+                Some(&due) if due > now => return Turn::Wait(due - now),
+                Some(_) if limits.next_start(rate, now) > now => {
+                    let promise = limits.promise(rate, now);
+                    limits.turns.insert(holder.to_owned(), promise);
+                    return Turn::Wait(promise - now);
                 }
-                return Turn::Wait(due - now);
-            }
-            let due = limits.next_turn(rate, now);
+                Some(_) => {
+                    limits.turns.remove(holder);
+                    now
+                }
+                None => limits.next_turn(rate, now),
+            };
             if due <= now {
+                limits.start(rate, now);
                 return Turn::Now;
             }
             limits.turns.insert(holder.to_owned(), due);
@@ -240,8 +312,10 @@ impl LimitStore for MemoryStore {
         ready(self.with_limits(key, |limits, now| LimitUsage {
             running: count(limits.slots.len()),
             waiting: count(limits.waiting.len()),
-            next_turn_in: limits.rate.and_then(|(tat, tolerance)| {
-                tat.checked_sub(tolerance)
+            next_turn_in: limits.rate.and_then(|clocks| {
+                clocks
+                    .idle_at()
+                    .checked_sub(clocks.tolerance)
                     .filter(|due| *due > now)
                     .map(|due| due - now)
             }),
@@ -460,18 +534,27 @@ mod tests {
         }
         let usage = store.limit_usage("k").await.unwrap();
         assert_eq!(usage.next_turn_in, Some(Duration::from_millis(400)));
-        // Idle for the burst's worth of intervals, the burst is back.
+        // Idle for the burst's worth of intervals, the burst is back: the
+        // late holders start in it, and the next waits an interval.
         advance(Duration::from_millis(400 + 300)).await;
-        for holder in ["d", "e", "f", "g", "h", "i"] {
+        for holder in ["d", "e", "f"] {
             assert_eq!(
                 store.reserve_turn("k", holder, rate).await.unwrap(),
                 Turn::Now
             );
         }
         assert_eq!(
-            store.reserve_turn("k", "j", rate).await.unwrap(),
+            store.reserve_turn("k", "g", rate).await.unwrap(),
             Turn::Wait(Duration::from_millis(100))
         );
+        // Idle again, a burst of new holders starts at once.
+        advance(Duration::from_secs(1)).await;
+        for holder in ["h", "i", "j"] {
+            assert_eq!(
+                store.reserve_turn("k", holder, rate).await.unwrap(),
+                Turn::Now
+            );
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -564,16 +647,17 @@ mod tests {
             store.reserve_turn("k", "b", rate).await.unwrap(),
             Turn::Wait(minute)
         );
+        // b, back late but within the grace, starts; the next start is a
+        // minute after it.
         advance(minute + TURN_GRACE - MS).await;
         assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
-        assert_eq!(store.reserve_turn("k", "c", rate).await.unwrap(), Turn::Now);
         assert_eq!(
-            store.reserve_turn("k", "d", rate).await.unwrap(),
+            store.reserve_turn("k", "c", rate).await.unwrap(),
             Turn::Wait(minute)
         );
         advance(minute + TURN_GRACE).await;
-        // d's reservation is gone; it takes a new turn, which is free now.
-        assert_eq!(store.reserve_turn("k", "d", rate).await.unwrap(), Turn::Now);
+        // c's reservation is gone; it takes a new turn, which is free now.
+        assert_eq!(store.reserve_turn("k", "c", rate).await.unwrap(), Turn::Now);
         assert!(store.with_limits("k", |limits, _| limits.turns.is_empty()));
     }
 
@@ -604,6 +688,137 @@ mod tests {
             assert!(*start >= place, "start {i} at {start:?}, before {place:?}");
         }
         assert_eq!(*starts.last().unwrap(), interval * 36);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_due_too_close_to_the_last_start_is_promised_the_next_free_start() {
+        let store = MemoryStore::new();
+        let rate = rate("2/s");
+        let ms = |n: u64| Duration::from_millis(n);
+        assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
+        assert_eq!(
+            store.reserve_turn("k", "b", rate).await.unwrap(),
+            Turn::Wait(ms(500))
+        );
+        assert_eq!(
+            store.reserve_turn("k", "c", rate).await.unwrap(),
+            Turn::Wait(ms(1_000))
+        );
+        // b comes back 300 ms late and starts; c, on time at 1 s, would be
+        // 200 ms after it: it is promised the start at 1.3 s instead.
+        advance(ms(800)).await;
+        assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
+        advance(ms(200)).await;
+        assert_eq!(
+            store.reserve_turn("k", "c", rate).await.unwrap(),
+            Turn::Wait(ms(300))
+        );
+        // A new holder's turn comes after the promise.
+        assert_eq!(
+            store.reserve_turn("k", "d", rate).await.unwrap(),
+            Turn::Wait(ms(800))
+        );
+        advance(ms(299)).await;
+        assert_eq!(
+            store.reserve_turn("k", "c", rate).await.unwrap(),
+            Turn::Wait(ms(1))
+        );
+        advance(ms(1)).await;
+        assert_eq!(store.reserve_turn("k", "c", rate).await.unwrap(), Turn::Now);
+        advance(ms(500)).await;
+        assert_eq!(store.reserve_turn("k", "d", rate).await.unwrap(), Turn::Now);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn turns_that_fell_due_during_an_outage_start_at_the_rate_in_the_order_holders_return() {
+        let store = MemoryStore::new();
+        let rate = rate("10/s burst 2");
+        let interval = rate.interval();
+        for i in 0..6 {
+            store.book_turn("k", &format!("h{i}"), rate).await.unwrap();
+        }
+        // Every turn falls due while nobody can come; then all come back.
+        advance(Duration::from_secs(60)).await;
+        let mut answers = Vec::new();
+        for i in [3, 0, 5, 1, 4, 2] {
+            answers.push(
+                store
+                    .reserve_turn("k", &format!("h{i}"), rate)
+                    .await
+                    .unwrap(),
+            );
+        }
+        // The burst starts at once; the rest leave one interval apart.
+        assert_eq!(
+            answers,
+            vec![
+                Turn::Now,
+                Turn::Now,
+                Turn::Wait(interval),
+                Turn::Wait(interval * 2),
+                Turn::Wait(interval * 3),
+                Turn::Wait(interval * 4),
+            ]
+        );
+    }
+
+    /// Whether `starts` (sorted) keep to `rate`: each start at or after the
+    /// generic cell rate algorithm allows it.
+    fn conforms(starts: &[Instant], rate: Rate) -> Result<(), String> {
+        let mut clock: Option<Instant> = None;
+        for (i, &start) in starts.iter().enumerate() {
+            let allowed = clock.and_then(|c| c.checked_sub(rate.tolerance()));
+            if allowed.is_some_and(|allowed| allowed > start) {
+                return Err(format!("start {i} came before the rate allowed it"));
+            }
+            clock = Some(clock.map_or(start, |c| c.max(start)) + rate.interval());
+        }
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holders_back_late_after_an_outage_never_start_faster_than_the_rate() {
+        let store = MemoryStore::new();
+        let rate = rate("10/s burst 2");
+        let began = Instant::now();
+        let mut first_due = HashMap::new();
+        let mut back: Vec<(Instant, String)> = Vec::new();
+        for i in 0..60 {
+            let holder = format!("h{i}");
+            let wait = store.book_turn("k", &holder, rate).await.unwrap();
+            first_due.insert(holder.clone(), began + wait);
+            // Each comes back late: by up to 0.7 s, and those due in the
+            // first three seconds only when a 3 s outage ends.
+            let late = Duration::from_millis(fastrand::u64(0..700));
+            back.push((
+                (began + wait + late).max(began + Duration::from_secs(3)),
+                holder,
+            ));
+        }
+        let mut starts = Vec::new();
+        let mut asks = 0;
+        while !back.is_empty() {
+            back.sort();
+            let (at, holder) = back.remove(0);
+            tokio::time::advance(at.saturating_duration_since(Instant::now())).await;
+            asks += 1;
+            match store.reserve_turn("k", &holder, rate).await.unwrap() {
+                Turn::Now => {
+                    let now = Instant::now();
+                    assert!(now >= first_due[&holder], "{holder} started early");
+                    starts.push(now);
+                }
+                Turn::Wait(wait) => {
+                    let late = Duration::from_millis(fastrand::u64(0..700));
+                    back.push((Instant::now() + wait + late, holder));
+                }
+            }
+        }
+        assert_eq!(starts.len(), 60);
+        conforms(&starts, rate).unwrap();
+        // Late by up to 7 intervals on every return, a holder asks about
+        // twice (the first ask, and once after its promise).
+        assert!(asks <= 60 * 3, "{asks} asks for 60 starts");
     }
 
     #[tokio::test(start_paused = true)]
