@@ -143,16 +143,34 @@ local book = ARGV[5] == '1'
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - grace)
 local clocks = redis.call('HMGET', KEYS[1], 'tat', 'st', 'lt')
 local tat = math.max(tonumber(clocks[1]) or now, now)
-local st = math.max(tonumber(clocks[2]) or now, now)
+-- The starts as recorded: behind now once the rate allows the next.
+local started = tonumber(clocks[2])
+local st = math.max(started or now, now)
 local lt = math.max(tonumber(clocks[3]) or now, now)
 local function save()
-  redis.call('HSET', KEYS[1], 'tat', tat, 'st', st, 'lt', lt, 'tolerance', tolerance)
-  redis.call('PEXPIRE', KEYS[1], math.ceil((math.max(tat, st, lt) - now) / 1000) + 1)
+  local idle = math.max(tat, st, lt) + interval
+  redis.call('HSET', KEYS[1], 'tat', tat, 'lt', lt, 'tolerance', tolerance)
+  if started then
+    redis.call('HSET', KEYS[1], 'st', started)
+  end
+  redis.call('PEXPIRE', KEYS[1], math.ceil((idle - now) / 1000) + 1)
 end
 local function reserve(due)
   redis.call('ZADD', KEYS[2], due, holder)
   expire_after_last(KEYS[2], now, grace)
   return math.ceil(due - now)
+end
+-- A start now, counted at `turn` when that is a reserved turn less than an
+-- interval ago, else now.
+local function start(turn)
+  local counted = now
+  if turn and now - turn < interval then
+    counted = turn
+  end
+  started = math.max(started or counted, counted) + interval
+  st = math.max(started, now)
+  save()
+  return 0
 end
 local due = redis.call('ZSCORE', KEYS[2], holder)
 if due then
@@ -170,18 +188,16 @@ if due then
     return reserve(promise)
   end
   redis.call('ZREM', KEYS[2], holder)
-else
-  local base = math.max(tat, st, lt)
-  tat = base + interval
-  due = base - tolerance
-  if due > now or book then
-    save()
-    return reserve(math.max(due, now))
-  end
+  return start(due)
 end
-st = st + interval
-save()
-return 0
+local base = math.max(tat, st, lt)
+tat = base + interval
+due = base - tolerance
+if due > now or book then
+  save()
+  return reserve(math.max(due, now))
+end
+return start(nil)
 ",
     )
 });

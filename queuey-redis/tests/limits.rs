@@ -257,22 +257,15 @@ async fn a_booked_turn_is_kept_even_when_due_now_and_started_once_by_its_holder(
     assert!(near(c, Duration::from_secs(1), slack), "{c:?}");
     // a starts on its booked turn, once: asking again is a new turn.
     assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
-    let a_started = Instant::now();
     assert!(matches!(
         store.reserve_turn("k", "a", rate).await.unwrap(),
         Turn::Wait(next) if next > c
     ));
-    // b, back when told, starts; never before its turn, nor sooner than an
-    // interval after a started (a started a moment after its turn, so b
-    // may be told to wait that moment more).
+    // b, back when told, starts; never before its turn. a started a moment
+    // after its own turn, which counts as its turn: b is not held back.
     tokio::time::sleep(b.saturating_sub(asked.elapsed())).await;
-    if let Turn::Wait(more) = store.reserve_turn("k", "b", rate).await.unwrap() {
-        assert!(more <= a_started - asked + slack, "{more:?}");
-        tokio::time::sleep(more).await;
-        assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
-    }
+    assert_eq!(store.reserve_turn("k", "b", rate).await.unwrap(), Turn::Now);
     assert!(asked.elapsed() >= b);
-    assert!(a_started.elapsed() >= Duration::from_millis(500));
     fixture.clean().await;
 }
 
@@ -360,7 +353,8 @@ async fn every_key_expires_by_itself_once_idle() {
         let most = match name.as_str() {
             "k:slots" | "k:started" | "k:waiting" => ms(lease),
             "k:hold" => ms(HOLD_MEMORY),
-            "k:rate" => ms(Duration::from_secs(120)),
+            // x's start and y's turn, then one interval more.
+            "k:rate" => ms(Duration::from_secs(180)),
             "k:turns" => ms(Duration::from_secs(60) + TURN_GRACE),
             other => panic!("unexpected key {other}"),
         };

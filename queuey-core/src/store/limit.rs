@@ -38,13 +38,19 @@
 //!   tolerance of `(burst - 1) * T`).
 //! - Stored: three clocks of the key (theoretical arrival times): the
 //!   turns given out, the starts made, and the turns promised to holders
-//!   that came back too close to the last start; the tolerance last used;
+//!   that came back too close to the last start, kept until an interval
+//!   after the last is due; the tolerance last used;
 //!   and the reservations of holders told to wait, each with the instant
 //!   its turn is due.
 //! - Every [`Turn::Now`] is a start, and starts are checked against the
 //!   starts made: a start is allowed when the start clock, less the
-//!   tolerance, is not ahead of now. However late holders come back, the
-//!   starts a key makes never break the rate and its burst.
+//!   tolerance, is not ahead of now, and moves the clock on by an
+//!   interval from when the start is counted. A start on a reserved turn
+//!   less than an interval after that turn is counted at the turn (a
+//!   holder a little late does not hold back the next); any other start
+//!   is counted when it is made. However late holders come back, no span
+//!   of one period holds more than `count + burst` starts of a key (both
+//!   ends included).
 //! - [`reserve_turn`](LimitStore::reserve_turn) answers [`Turn::Now`] when a
 //!   start is allowed now (nothing is stored for the holder), or reserves
 //!   the next free turn (after every turn given, start made and turn
@@ -73,9 +79,9 @@
 //! the server's clock for Redis (so the clocks of workers do not matter).
 //! Everything a key holds expires by itself once idle: slots and the
 //! waiting set when their last lease ends, the rate's state when it is idle
-//! again (every clock behind now), reservations [`TURN_GRACE`] after the
-//! last is due, and the typical
-//! hold time [`HOLD_MEMORY`] after the last slot was freed.
+//! again (every clock an interval behind now), reservations
+//! [`TURN_GRACE`] after the last is due, and the typical hold time
+//! [`HOLD_MEMORY`] after the last slot was freed.
 //!
 //! ```
 //! use std::time::Duration;
