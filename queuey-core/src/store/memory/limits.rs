@@ -712,20 +712,25 @@ mod tests {
         assert_eq!(*starts.last().unwrap(), interval * 36);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_start_a_little_late_is_counted_at_its_turn() {
+    /// A store where, under 2 a second, a started and b and c hold the
+    /// next two turns (at 0.5 s and 1 s).
+    async fn a_starts_b_and_c_wait() -> (MemoryStore, Rate) {
         let store = MemoryStore::new();
         let rate = rate("2/s");
-        let ms = |n: u64| Duration::from_millis(n);
         assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
-        assert_eq!(
-            store.reserve_turn("k", "b", rate).await.unwrap(),
-            Turn::Wait(ms(500))
-        );
-        assert_eq!(
-            store.reserve_turn("k", "c", rate).await.unwrap(),
-            Turn::Wait(ms(1_000))
-        );
+        for (holder, wait) in [("b", 500), ("c", 1_000)] {
+            assert_eq!(
+                store.reserve_turn("k", holder, rate).await.unwrap(),
+                Turn::Wait(Duration::from_millis(wait))
+            );
+        }
+        (store, rate)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_start_a_little_late_is_counted_at_its_turn() {
+        let (store, rate) = a_starts_b_and_c_wait().await;
+        let ms = |n: u64| Duration::from_millis(n);
         // b comes back 300 ms late: less than an interval, so c, on time,
         // is not held back by it.
         advance(ms(800)).await;
@@ -736,18 +741,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_turn_due_too_close_to_the_last_start_is_promised_the_next_free_start() {
-        let store = MemoryStore::new();
-        let rate = rate("2/s");
+        let (store, rate) = a_starts_b_and_c_wait().await;
         let ms = |n: u64| Duration::from_millis(n);
-        assert_eq!(store.reserve_turn("k", "a", rate).await.unwrap(), Turn::Now);
-        assert_eq!(
-            store.reserve_turn("k", "b", rate).await.unwrap(),
-            Turn::Wait(ms(500))
-        );
-        assert_eq!(
-            store.reserve_turn("k", "c", rate).await.unwrap(),
-            Turn::Wait(ms(1_000))
-        );
         // b comes back 600 ms late, a whole interval, and starts then; c,
         // back 100 ms after its turn, would start right beside it: it is
         // promised the start at 1.6 s instead.
