@@ -149,10 +149,11 @@ local st = math.max(started or now, now)
 local lt = math.max(tonumber(clocks[3]) or now, now)
 local function save()
   local idle = math.max(tat, st, lt) + interval
-  redis.call('HSET', KEYS[1], 'tat', tat, 'lt', lt, 'tolerance', tolerance)
+  local fields = {'tat', tat, 'lt', lt, 'tolerance', tolerance}
   if started then
-    redis.call('HSET', KEYS[1], 'st', started)
+    fields[7], fields[8] = 'st', started
   end
+  redis.call('HSET', KEYS[1], unpack(fields))
   redis.call('PEXPIRE', KEYS[1], math.ceil((idle - now) / 1000) + 1)
 end
 local function reserve(due)

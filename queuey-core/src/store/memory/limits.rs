@@ -39,7 +39,7 @@ struct Lease {
 }
 
 /// A key's rate: the three theoretical arrival times of its rules (see
-/// [`crate::store::limit`]), and the rate last used.
+/// [`crate::store::limit`]), and the rate last asked with.
 #[derive(Clone, Copy)]
 struct RateClocks {
     /// Turns given out.
@@ -49,8 +49,7 @@ struct RateClocks {
     starts: Option<Instant>,
     /// Promised turns, for reservations that came due too close to a start.
     promised: Instant,
-    interval: Duration,
-    tolerance: Duration,
+    rate: Rate,
 }
 
 impl RateClocks {
@@ -58,7 +57,7 @@ impl RateClocks {
     /// (a start late by less than an interval is counted at its turn, up to
     /// that far back).
     fn idle_at(&self) -> Instant {
-        later(self.last(), self.interval)
+        later(self.last(), self.rate.interval())
     }
 
     /// The latest of the clocks.
@@ -100,14 +99,12 @@ impl KeyLimits {
             turns: now,
             starts: None,
             promised: now,
-            interval: rate.interval(),
-            tolerance: rate.tolerance(),
+            rate,
         });
         RateClocks {
             turns: clocks.turns.max(now),
             promised: clocks.promised.max(now),
-            interval: rate.interval(),
-            tolerance: rate.tolerance(),
+            rate,
             ..clocks
         }
     }
@@ -120,7 +117,7 @@ impl KeyLimits {
         let base = clocks.last();
         clocks.turns = later(base, rate.interval());
         self.rate = Some(clocks);
-        base.checked_sub(clocks.tolerance).unwrap_or(now)
+        base.checked_sub(rate.tolerance()).unwrap_or(now)
     }
 
     /// When the starts made allow the next: `now` or later.
@@ -337,7 +334,7 @@ impl LimitStore for MemoryStore {
             next_turn_in: limits.rate.and_then(|clocks| {
                 clocks
                     .last()
-                    .checked_sub(clocks.tolerance)
+                    .checked_sub(clocks.rate.tolerance())
                     .filter(|due| *due > now)
                     .map(|due| due - now)
             }),
