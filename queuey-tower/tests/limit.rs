@@ -503,40 +503,6 @@ async fn a_burst_starts_at_once_and_the_rest_follow_at_the_rate() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_turn_close_at_hand_is_waited_for_in_place_and_a_far_one_is_deferred() {
-    let store = MemoryStore::new();
-    let probe = Arc::new(Probe::default());
-    let rate: Rate = "5/s".parse().unwrap();
-    let stack = worker(layer(&store).rate(rate), &probe, Duration::ZERO, None);
-    let start = Instant::now();
-    let (first, waits) = deliver(stack.clone(), Uuid::new_v4(), "api.example").await;
-    assert_eq!((first, waits.len()), (Disposition::Ack, 0));
-    // The next turn is 200 ms away: the job sleeps through it and runs,
-    // without a trip through a hold.
-    let (second, waits) = deliver(stack.clone(), Uuid::new_v4(), "api.example").await;
-    assert_eq!((second, waits.len()), (Disposition::Ack, 0));
-    assert_eq!(start.elapsed(), Duration::from_millis(200));
-    // Two jobs asking together: the first waits in place, the second's
-    // turn (400 ms away) is too far, and it is deferred until it.
-    let jobs: Vec<_> = (0..2)
-        .map(|_| {
-            let stack = stack.clone();
-            tokio::spawn(async move { deliver(stack, Uuid::new_v4(), "api.example").await })
-        })
-        .collect();
-    let mut waits = Vec::new();
-    for job in jobs {
-        let (answer, deferred) = job.await.unwrap();
-        assert_eq!(answer, Disposition::Ack);
-        waits.push(deferred);
-    }
-    waits.sort();
-    assert_eq!(waits, vec![vec![], vec![Duration::from_millis(400)]]);
-    let starts: Vec<Duration> = probe.starts().iter().map(|s| s.1 - start).collect();
-    assert_eq!(starts.len(), 4);
-}
-
-#[tokio::test(start_paused = true)]
 async fn jobs_back_late_after_an_outage_start_at_the_rate_not_together() {
     let store = MemoryStore::new();
     let probe = Arc::new(Probe::default());

@@ -318,11 +318,11 @@ async fn a_producer_that_books_turns_sends_each_limited_job_once_to_arrive_at_it
     }
 
     // Without booking, the worker paces them the same, but each call past
-    // a host's second is delivered, parked until its turn and delivered
-    // again (the second's turn, 250 ms away, is waited for in place).
+    // a host's first is delivered, parked until its turn and delivered
+    // again.
     let (report, hosts) = calls(Arc::new(MemoryStore::new()), false).await;
-    assert_eq!(report.deferred().count(), 18 + 6);
-    assert_eq!(report.settlements().len(), 28 + 18 + 6);
+    assert_eq!(report.deferred().count(), 19 + 7);
+    assert_eq!(report.settlements().len(), 28 + 19 + 7);
     for starts in hosts {
         for (n, started) in starts.iter().enumerate() {
             assert!(*started >= Duration::from_millis(250) * n as u32);

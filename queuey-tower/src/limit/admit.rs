@@ -20,16 +20,6 @@ use super::{
 };
 use queuey_core::__private::Throttle;
 
-/// The longest wait for a turn that a job sleeps through in its job slot
-/// instead of being deferred: a turn this close costs less to wait for
-/// than a trip through a hold queue. It is also where a job lands whose
-/// turn came due a moment after another start of its key (a hold released
-/// one of them late).
-pub(crate) const WAIT_IN_PLACE: Duration = Duration::from_millis(250);
-
-/// How many times one delivery waits in place before it is deferred.
-const MOST_WAITS_IN_PLACE: u32 = 4;
-
 /// What every service of one layer shares: the limits and how the store is
 /// asked about them.
 #[derive(Debug, Clone)]
@@ -120,32 +110,17 @@ impl Shared {
     /// rate only ever gets stricter for it, never looser.
     pub(crate) async fn admit(self: Arc<Self>, job: Holder) -> Admission {
         if let Some(rate) = self.rate {
-            let mut waits_in_place = 0;
-            loop {
-                let turn = self.ask(
-                    &job,
-                    "reserving the job's turn",
-                    self.store.reserve_turn(&job.key, &job.holder, rate),
-                );
-                match turn.await {
-                    Ok(Turn::Now) => break,
-                    Ok(Turn::Wait(wait))
-                        if wait <= WAIT_IN_PLACE && waits_in_place < MOST_WAITS_IN_PLACE =>
-                    {
-                        waits_in_place += 1;
-                        tracing::trace!(
-                            limit = %self.name,
-                            job_id = %job.job_id,
-                            ?wait,
-                            "the job's turn is close; waiting for it in place"
-                        );
-                        tokio::time::sleep(wait).await;
-                    }
-                    // Parked once, until its reserved turn (a hold releases
-                    // it then or later, never earlier).
-                    Ok(Turn::Wait(wait)) => return self.wait(&job, Wait::Rate, wait, None),
-                    Err(error) => return self.store_failed(&job, &error),
-                }
+            let turn = self.ask(
+                &job,
+                "reserving the job's turn",
+                self.store.reserve_turn(&job.key, &job.holder, rate),
+            );
+            match turn.await {
+                Ok(Turn::Now) => {}
+                // Parked once, until its reserved turn (a hold releases it
+                // then or later, never earlier).
+                Ok(Turn::Wait(wait)) => return self.wait(&job, Wait::Rate, wait, None),
+                Err(error) => return self.store_failed(&job, &error),
             }
         }
         let Some(limit) = self.concurrency else {

@@ -26,9 +26,7 @@
 //! # Waiting without a herd
 //!
 //! - **Rate**: a job told to wait has its turn *reserved* under its job id
-//!   and is deferred until exactly then (a turn at most 250 ms away is
-//!   waited for in the job's slot instead, up to four times a delivery).
-//!   When it comes back it finds the reservation and runs: it is parked
+//!   and is deferred until exactly then. When it comes back it finds the reservation and runs: it is parked
 //!   once, not sent round again, and jobs of a busy key come back one turn
 //!   apart, not all together. (A job back early, because its wait was
 //!   longer than the [longest hold](queuey_core::LONGEST_WAIT), is told the
