@@ -104,6 +104,7 @@ mod failure_slot;
 mod handler;
 pub mod idempotency;
 mod job_fields;
+mod leased;
 pub mod limit;
 pub mod metrics;
 pub mod periodic;

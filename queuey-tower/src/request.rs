@@ -1,7 +1,7 @@
 //! The request every service in a worker stack receives.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use queuey_core::{JobContext, RetryPolicy};
 
@@ -63,11 +63,10 @@ impl<J> JobRequest<J> {
         self.limit_wait = Some(flag);
     }
 
-    /// Tells whoever watches that the job was deferred for its limit.
-    pub(crate) fn note_limit_wait(&self) {
-        if let Some(flag) = &self.limit_wait {
-            flag.store(true, Ordering::Relaxed);
-        }
+    /// What a limit layer raises when it defers the job for its limit, if
+    /// someone watches.
+    pub(crate) fn limit_wait_flag(&self) -> Option<Arc<AtomicBool>> {
+        self.limit_wait.clone()
     }
 
     /// Names the request's job type, for the layers' log lines.

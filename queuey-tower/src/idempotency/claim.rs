@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use queuey_core::store::{Inserted, Store, StoreError, bounded};
-use queuey_core::{JobContext, Uuid};
+use queuey_core::{BoxError, Disposition, JobContext, Uuid};
 use tokio::time::Instant;
+
+use crate::leased::{Gate, Lease};
 
 use super::{BUSY_DELAY, DUPLICATES_SKIPPED_TOTAL, STORE_ERRORS_TOTAL, UNGUARDED_TOTAL};
 use queuey_core::__private::Throttle;
@@ -63,25 +65,15 @@ pub(crate) fn running_key(queue: &str, job_id: Uuid) -> String {
     format!("queuey:running:{queue}:{job_id}")
 }
 
-/// What to do with a delivery.
-#[derive(Debug)]
-pub(crate) enum Verdict {
-    /// A delivery of the job already finished: acknowledge this one
-    /// without running it.
-    Done,
-    /// Another delivery runs the job now: defer this one for that long.
-    Busy(Duration),
-    /// Run the job, holding its claim.
-    Run(Claim),
-    /// The store failed: run the job as if there were no layer.
-    Unguarded,
-}
-
 impl Shared {
     /// Claims the delivery, then reads the job's record: a delivery finishing
     /// meanwhile records the job before releasing its claim, so a free claim
     /// comes with a readable record.
-    pub(crate) async fn check(self: Arc<Self>, delivery: Delivery) -> Verdict {
+    ///
+    /// A delivery of a job that finished already is acknowledged without
+    /// running; one of a job another delivery runs now is deferred; else
+    /// the job runs, holding its claim (none if the store failed).
+    pub(crate) async fn check(self: Arc<Self>, delivery: Delivery) -> Gate<Claim> {
         let claim = match self
             .ask(
                 &delivery,
@@ -105,10 +97,10 @@ impl Shared {
         match (record, claim) {
             (Ok(Some(_)), claim) => {
                 if let Some(claim) = claim {
-                    claim.release().await;
+                    claim.remove().await;
                 }
                 self.skipped(&delivery);
-                Verdict::Done
+                Gate::Answer(Disposition::Ack)
             }
             (Ok(None), None) => {
                 tracing::debug!(
@@ -117,28 +109,29 @@ impl Shared {
                     delay = ?BUSY_DELAY,
                     "another delivery of the job is running it; deferring this one"
                 );
-                Verdict::Busy(BUSY_DELAY)
+                let delay = BUSY_DELAY;
+                Gate::Answer(Disposition::Defer { delay })
             }
-            (Ok(None), Some(claim)) => Verdict::Run(claim),
+            (Ok(None), Some(claim)) => Gate::Hold(claim),
             // The record could not be read: the job may run twice, but it
             // runs (holding its claim, if it has one).
             (Err(cause), claim) => {
                 let unguarded = self.unguarded(&delivery, cause);
-                claim.map_or(unguarded, Verdict::Run)
+                claim.map_or(unguarded, Gate::Hold)
             }
         }
     }
 
     /// A delivery that runs without the layer's check (the store failed):
     /// counted in [`UNGUARDED_TOTAL`].
-    fn unguarded(&self, delivery: &Delivery, cause: &'static str) -> Verdict {
+    fn unguarded(&self, delivery: &Delivery, cause: &'static str) -> Gate<Claim> {
         metrics::counter!(
             UNGUARDED_TOTAL,
             "queue" => Arc::clone(&delivery.queue),
             "reason" => cause,
         )
         .increment(1);
-        Verdict::Unguarded
+        Gate::Run
     }
 
     /// Runs one store call, bounded; a failure is reported and answers its
@@ -230,14 +223,24 @@ impl Claim {
         }
     }
 
-    /// How often the claim is renewed: a third of the lease, so two renewals
-    /// may fail before it runs out.
-    pub(crate) fn renew_every(&self) -> Duration {
+    /// Removes the claim of a delivery that does not run.
+    async fn remove(mut self) {
+        self.held = false;
+        self.shared.remove(&self.delivery).await;
+    }
+}
+
+impl Lease for Claim {
+    const LAYER: &'static str = "idempotency";
+
+    /// A third of the lease, so two renewals may fail before it runs out.
+    fn renew_every(&self) -> Duration {
         self.shared.lease / 3
     }
 
-    /// Renews the claim for another lease.
-    pub(crate) fn renew(&self) -> BoxFuture<'static, ()> {
+    /// Renews the claim for another lease. A claim found gone is renewed
+    /// again at the next period, each time with a (throttled) warning.
+    fn renew(&self) -> BoxFuture<'static, bool> {
         let shared = Arc::clone(&self.shared);
         let delivery = self.delivery.clone();
         async move {
@@ -260,13 +263,16 @@ impl Claim {
                      run it at the same time"
                 );
             }
+            true
         }
         .boxed()
     }
 
-    /// Records the job as handled if `acked`, then releases the claim.
-    pub(crate) fn finish(mut self, acked: bool) -> BoxFuture<'static, ()> {
+    /// Records the job as handled if it was acknowledged, then removes the
+    /// claim.
+    fn release(mut self, answer: &Result<Disposition, BoxError>) -> BoxFuture<'static, ()> {
         self.held = false;
+        let acked = matches!(answer, Ok(Disposition::Ack));
         let shared = Arc::clone(&self.shared);
         let delivery = self.delivery.clone();
         async move {
@@ -286,11 +292,6 @@ impl Claim {
             shared.remove(&delivery).await;
         }
         .boxed()
-    }
-
-    async fn release(mut self) {
-        self.held = false;
-        self.shared.remove(&self.delivery).await;
     }
 }
 

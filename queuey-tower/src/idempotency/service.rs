@@ -10,6 +10,7 @@ use tower_service::Service;
 use super::claim::{Delivery, Shared};
 use super::future::ResponseFuture;
 use crate::JobRequest;
+use crate::leased::LeasedRun;
 
 /// Runs each job once per id; see the [module documentation](super).
 ///
@@ -63,6 +64,7 @@ where
         let check = Arc::clone(&self.shared)
             .check(Delivery::new(request.ctx()))
             .boxed();
-        ResponseFuture::new(check, ready, request)
+        let run = LeasedRun::asking(check, ready, request);
+        ResponseFuture { run }
     }
 }

@@ -6,11 +6,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use queuey_core::store::{LimitStore, Rate, Slot, StoreError, Turn, bounded, limit};
-use queuey_core::{JobContext, LONGEST_WAIT, Uuid};
+use queuey_core::{BoxError, Disposition, LONGEST_WAIT, Uuid};
 use tokio::time::Instant;
 
 use super::pace::{Pace, spread};
@@ -18,6 +19,8 @@ use super::seen;
 use super::{
     LEASES_LOST_TOTAL, OnStoreError, STORE_ERRORS_TOTAL, UNCHECKED_TOTAL, WAIT_SECONDS, WAITS_TOTAL,
 };
+use crate::JobRequest;
+use crate::leased::{Gate, Lease};
 use queuey_core::__private::Throttle;
 
 /// What every service of one layer shares: the limits and how the store is
@@ -46,10 +49,14 @@ pub(crate) struct Holder {
     holder: Arc<str>,
     queue: Arc<str>,
     job_id: Uuid,
+    /// Raised when the job is deferred for its limit (see
+    /// [`JobRequest::limit_wait_flag`]).
+    noted: Option<Arc<AtomicBool>>,
 }
 
 impl Holder {
-    pub(crate) fn new(name: &str, key: &str, ctx: &JobContext) -> Self {
+    pub(crate) fn new<J>(name: &str, key: &str, request: &JobRequest<J>) -> Self {
+        let ctx = request.ctx();
         let store_key = limit::store_key(name, key);
         Holder {
             key_at: store_key.len() - key.len(),
@@ -57,6 +64,7 @@ impl Holder {
             holder: limit::holder(ctx.job_id()).into(),
             queue: Arc::clone(ctx.queue_arc()),
             job_id: ctx.job_id(),
+            noted: request.limit_wait_flag(),
         }
     }
 
@@ -93,22 +101,14 @@ impl Wait {
     }
 }
 
-/// What to do with a keyed job.
-#[derive(Debug)]
-pub(crate) enum Admission {
-    /// Run it, holding its slot if the layer limits concurrency (and the
-    /// store answered).
-    Run(Option<Held>),
-    /// Defer it for this long without running it.
-    Wait(Duration),
-}
-
 impl Shared {
     /// Asks for the job's turn, then for its slot.
     ///
     /// A turn taken by a job that then finds every slot held is spent: the
-    /// rate only ever gets stricter for it, never looser.
-    pub(crate) async fn admit(self: Arc<Self>, job: Holder) -> Admission {
+    /// rate only ever gets stricter for it, never looser. The job runs
+    /// holding its slot if the layer limits concurrency (and the store
+    /// answered), or is deferred without running.
+    pub(crate) async fn admit(self: Arc<Self>, job: Holder) -> Gate<Held> {
         if let Some(rate) = self.rate {
             let turn = self.ask(
                 &job,
@@ -124,7 +124,7 @@ impl Shared {
             }
         }
         let Some(limit) = self.concurrency else {
-            return Admission::Run(None);
+            return Gate::Run;
         };
         let slot = self.ask(
             &job,
@@ -133,7 +133,7 @@ impl Shared {
                 .take_slot(&job.key, &job.holder, limit, self.lease),
         );
         match slot.await {
-            Ok(Slot::Taken) => Admission::Run(Some(Held::new(Arc::clone(&self), job))),
+            Ok(Slot::Taken) => Gate::Hold(Held::new(Arc::clone(&self), job)),
             Ok(Slot::Full {
                 running,
                 waiting,
@@ -175,7 +175,7 @@ impl Shared {
     /// [`LONGEST_WAIT`], the longest a hold keeps a job: a job back before
     /// its reserved turn is answered the time that remains, never a new
     /// turn).
-    fn wait(&self, job: &Holder, why: Wait, wait: Duration, waiting: Option<u32>) -> Admission {
+    fn wait(&self, job: &Holder, why: Wait, wait: Duration, waiting: Option<u32>) -> Gate<Held> {
         seen::waited(job.seen(self), waiting);
         let wait = wait.clamp(Duration::from_millis(1), LONGEST_WAIT);
         metrics::counter!(WAITS_TOTAL, "limit" => Arc::clone(&self.name), "wait" => why.as_str())
@@ -190,13 +190,16 @@ impl Shared {
             delay = ?wait,
             "the job waits for its limit; deferred without running it"
         );
-        Admission::Wait(wait)
+        if let Some(noted) = &job.noted {
+            noted.store(true, Ordering::Relaxed);
+        }
+        Gate::Answer(Disposition::Defer { delay: wait })
     }
 
     /// The store failed while admitting `job`: run it without its limit
     /// (fail open, counted) or defer it for about the store pause (fail
     /// closed).
-    fn store_failed(&self, job: &Holder, error: &StoreError) -> Admission {
+    fn store_failed(&self, job: &Holder, error: &StoreError) -> Gate<Held> {
         match self.on_store_error {
             OnStoreError::FailOpen => {
                 metrics::counter!(
@@ -205,7 +208,7 @@ impl Shared {
                     "reason" => error.kind(),
                 )
                 .increment(1);
-                Admission::Run(None)
+                Gate::Run
             }
             OnStoreError::FailClosed => {
                 let pause = spread(self.store_pause, fastrand::f64());
@@ -300,17 +303,20 @@ impl Held {
             held: true,
         }
     }
+}
 
-    /// How often the slot is renewed while the job runs: a third of the
-    /// lease, so that two renewals may fail before it runs out.
-    pub(crate) fn renew_every(&self) -> Duration {
+impl Lease for Held {
+    const LAYER: &'static str = "limit";
+
+    /// A third of the lease, so that two renewals may fail before it runs
+    /// out.
+    fn renew_every(&self) -> Duration {
         self.shared.lease / 3
     }
 
-    /// Renews the slot for another lease. Answers `false` when the slot
-    /// was found gone, which is logged and counted: renewing it further
-    /// would find it gone again.
-    pub(crate) fn renew(&self) -> BoxFuture<'static, bool> {
+    /// Answers `false` when the slot was found gone, which is logged and
+    /// counted.
+    fn renew(&self) -> BoxFuture<'static, bool> {
         let shared = Arc::clone(&self.shared);
         let job = self.job.clone();
         async move {
@@ -340,8 +346,8 @@ impl Held {
         .boxed()
     }
 
-    /// Frees the slot.
-    pub(crate) fn free(mut self) -> BoxFuture<'static, ()> {
+    /// Frees the slot, whatever the job answered.
+    fn release(mut self, _: &Result<Disposition, BoxError>) -> BoxFuture<'static, ()> {
         self.held = false;
         seen::freed(self.job.seen(&self.shared));
         let shared = Arc::clone(&self.shared);

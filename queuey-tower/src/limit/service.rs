@@ -11,6 +11,7 @@ use tower_service::Service;
 use super::admit::{Holder, Shared};
 use super::future::ResponseFuture;
 use crate::JobRequest;
+use crate::leased::LeasedRun;
 
 /// Limits the jobs of each key; see the [module documentation](super).
 ///
@@ -70,14 +71,16 @@ where
         let limited = self.shared.concurrency.is_some() || self.shared.rate.is_some();
         let key = if limited { (self.key)(&request) } else { None };
         let Some(key) = key else {
-            return ResponseFuture::passed(self.inner.call(request));
+            let run = LeasedRun::running(self.inner.call(request));
+            return ResponseFuture { run };
         };
         // The ready service goes with the request; its clone waits for the
         // next `poll_ready`.
         let fresh = self.inner.clone();
         let ready = std::mem::replace(&mut self.inner, fresh);
-        let job = Holder::new(&self.shared.name, &key, request.ctx());
+        let job = Holder::new(&self.shared.name, &key, &request);
         let admit = Arc::clone(&self.shared).admit(job).boxed();
-        ResponseFuture::admitting(admit, ready, request)
+        let run = LeasedRun::asking(admit, ready, request);
+        ResponseFuture { run }
     }
 }
