@@ -17,7 +17,9 @@ pin_project! {
     pub struct ResponseFuture<F> {
         #[pin]
         pub(super) inner: F,
-        pub(super) job: JobFields,
+        // The job its retry line names, kept only if that line could be
+        // recorded.
+        pub(super) job: Option<JobFields>,
         pub(super) attempt: u32,
         pub(super) policy: Arc<RetryPolicy>,
         pub(super) classifier: SharedClassifier,
@@ -47,17 +49,18 @@ crate::disposition_future!(|this, cx| {
     let delay = policy.delay_after(attempt);
     let retry = Disposition::Retry { delay }.never_early();
     if let Disposition::Retry { .. } = retry {
-        let job = &*this.job;
-        tracing::warn!(
-            queue = %job.queue,
-            job_type = job.job_type(),
-            job_id = %job.job_id,
-            attempt,
-            max_attempts = policy.max_attempts(),
-            delay_ms = delay.as_millis() as u64,
-            error = %Untrusted(&chain),
-            "job failed, will retry"
-        );
+        if let Some(job) = &*this.job {
+            tracing::warn!(
+                queue = %job.queue,
+                job_type = job.job_type(),
+                job_id = %job.job_id,
+                attempt,
+                max_attempts = policy.max_attempts(),
+                delay_ms = delay.as_millis() as u64,
+                error = %Untrusted(&chain),
+                "job failed, will retry"
+            );
+        }
         // The error goes into the job's history, carried by the next
         // attempt and shown on its dead letter.
         if let Some(slot) = this.failure.take() {

@@ -8,6 +8,7 @@ use queuey_core::Disposition;
 use queuey_core::escape::Untrusted;
 use tracing::Span;
 
+use crate::JobRequest;
 use crate::classifier::error_chain;
 use crate::job_fields::JobFields;
 
@@ -18,21 +19,25 @@ pin_project! {
         #[pin]
         inner: F,
         span: Span,
-        job: JobFields,
-        // When the job started, read only if some event could be recorded.
-        started: Option<Instant>,
+        // The job and when it started, for the outcome event: taken only
+        // if some event could be recorded.
+        outcome: Option<(JobFields, Instant)>,
     }
 }
 
+/// What the outcome event of `request`'s job needs: every outcome event is
+/// at ERROR or below, so with nothing listening even at ERROR no clock is
+/// read and no field kept.
+pub(super) fn outcome<J>(request: &JobRequest<J>) -> Option<(JobFields, Instant)> {
+    tracing::level_enabled!(tracing::Level::ERROR).then(|| (JobFields::of(request), Instant::now()))
+}
+
 impl<F> ResponseFuture<F> {
-    pub(crate) fn new(inner: F, span: Span, job: JobFields) -> Self {
+    pub(super) fn new(inner: F, span: Span, outcome: Option<(JobFields, Instant)>) -> Self {
         ResponseFuture {
             inner,
             span,
-            job,
-            // Every outcome event is at ERROR or below: with nothing
-            // listening even at ERROR, no clock is read.
-            started: tracing::level_enabled!(tracing::Level::ERROR).then(Instant::now),
+            outcome,
         }
     }
 }
@@ -40,10 +45,10 @@ impl<F> ResponseFuture<F> {
 crate::disposition_future!(|this, cx| {
     let _entered = this.span.enter();
     let result = ready!(this.inner.poll(cx));
-    let elapsed_ms = this
-        .started
-        .map_or(0.0, |started| started.elapsed().as_secs_f64() * 1000.0);
-    let job = &*this.job;
+    let Some((job, started)) = this.outcome.take() else {
+        return Poll::Ready(result);
+    };
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     let (queue, job_type, job_id) = (&*job.queue, job.job_type(), job.job_id);
     // Every outcome's event names its job and how long it took.
     macro_rules! outcome {

@@ -44,7 +44,6 @@ use queuey_core::{BoxError, Disposition, Job};
 use tower_service::Service;
 
 use crate::JobRequest;
-use crate::job_fields::JobFields;
 
 crate::plain_layer! {
     /// Traces every job; see the [module documentation](self).
@@ -64,7 +63,7 @@ where
     fn call(&mut self, mut request: JobRequest<J>) -> Self::Future {
         // The layers inside this one name the job type in their lines too.
         request.set_job_type(J::NAME);
-        let job = JobFields::of(&request);
+        let outcome = future::outcome(&request);
         let ctx = request.ctx();
         let span = tracing::info_span!(
             "job",
@@ -88,6 +87,6 @@ where
             let _entered = span.enter();
             self.inner.call(request)
         };
-        future::ResponseFuture::new(inner, span, job)
+        future::ResponseFuture::new(inner, span, outcome)
     }
 }
