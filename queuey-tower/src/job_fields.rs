@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use queuey_core::Uuid;
+use tracing::Level;
 use tracing::field::{DisplayValue, display};
 
 use crate::JobRequest;
@@ -28,6 +29,12 @@ impl JobFields {
             job_type: request.job_type(),
             job_id: ctx.job_id(),
         }
+    }
+
+    /// The fields of `request`'s job for lines at `level`, kept only if
+    /// such a line could be recorded (nothing listens: nothing is copied).
+    pub(crate) fn if_recorded<J>(request: &JobRequest<J>, level: Level) -> Option<Self> {
+        tracing::level_enabled!(level).then(|| JobFields::of(request))
     }
 
     /// The `job_type` field: absent when the type is unknown.

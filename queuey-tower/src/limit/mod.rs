@@ -26,14 +26,15 @@
 //! # Waiting without a herd
 //!
 //! - **Rate**: a job told to wait has its turn *reserved* under its job id
-//!   and is deferred until exactly then. When it comes back it finds the reservation and runs: it is parked
-//!   once, not sent round again, and jobs of a busy key come back one turn
-//!   apart, not all together. (A job back early, because its wait was
-//!   longer than the [longest hold](queuey_core::LONGEST_WAIT), is told the
-//!   time that remains; one back too late to keep its turn is promised the
-//!   next free start, see [`LimitStore`](queuey_core::store::LimitStore).)
-//!   A turn taken by a job that then finds every slot held is spent, so
-//!   with both limits the rate only ever gets stricter.
+//!   and is deferred until exactly then. When it comes back it finds the
+//!   reservation and runs: it is parked once, not sent round again, and
+//!   jobs of a busy key come back one turn apart, not all together. (A job
+//!   back early, because its wait was longer than the
+//!   [longest hold](queuey_core::LONGEST_WAIT), is told the time that
+//!   remains; one back too late to keep its turn is promised the next free
+//!   start, see [`LimitStore`](queuey_core::store::LimitStore).) A turn
+//!   taken by a job that then finds every slot held is spent, so with both
+//!   limits the rate only ever gets stricter.
 //! - <a id="pacing"></a>**Concurrency**: nobody knows when a slot will
 //!   free, so the wait is paced from the store's answer (see [`Pace`]):
 //!   about the key's typical hold time (an average of how long its slots

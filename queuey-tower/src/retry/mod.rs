@@ -96,7 +96,7 @@ where
             .map_or_else(|| Arc::clone(&self.policy), Arc::clone);
         request.ctx_mut().set_max_attempts(policy.max_attempts());
         future::ResponseFuture {
-            job: tracing::level_enabled!(tracing::Level::WARN).then(|| JobFields::of(&request)),
+            job: JobFields::if_recorded(&request, tracing::Level::WARN),
             attempt: request.ctx().attempt(),
             classifier: request.classifier().clone(),
             failure: request.failure().cloned(),

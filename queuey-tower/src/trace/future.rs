@@ -29,7 +29,7 @@ pin_project! {
 /// at ERROR or below, so with nothing listening even at ERROR no clock is
 /// read and no field kept.
 pub(super) fn outcome<J>(request: &JobRequest<J>) -> Option<(JobFields, Instant)> {
-    tracing::level_enabled!(tracing::Level::ERROR).then(|| (JobFields::of(request), Instant::now()))
+    JobFields::if_recorded(request, tracing::Level::ERROR).map(|job| (job, Instant::now()))
 }
 
 impl<F> ResponseFuture<F> {
